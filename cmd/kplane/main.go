@@ -1,0 +1,36 @@
+// Command kplane runs any part of the kplane control plane as a subcommand.
+// Each subcommand is a thin main: it parses flags into a Config, builds the
+// part with New and runs it until the process is signalled.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "kplane:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kplane",
+		Short:         "A Kubernetes-style, highly available control plane on its own Raft store",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newVersionCommand(),
+	)
+	return root
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every `go test -fuzz` target briefly (FUZZTIME, default 10s each), on
+# top of the seed corpora that `go test` already runs. Longer runs:
+#   FUZZTIME=5m scripts/fuzz.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-10s}
+found=0
+while IFS= read -r file; do
+	dir=$(dirname "$file")
+	for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
+		found=1
+		echo "fuzz ./$dir $target ($fuzztime)"
+		go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "./$dir"
+	done
+done < <(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' 2>/dev/null || true)
+((found)) || echo "no fuzz targets"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite. `.ci/run` calls exactly this; so can you.
+#   scripts/test.sh            everything (installs what the tests need when run as root)
+#   SKIP_INSTALL=1 scripts/test.sh   do not try to install anything
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ -z "${SKIP_INSTALL:-}" ]]; then
+	scripts/install-deps.sh
+fi
+
+echo "== generated code is up to date"
+if [[ -f buf.gen.yaml ]]; then
+	scripts/gen.sh --check
+fi
+
+echo "== gofmt, go vet"
+unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
+if [[ -n "$unformatted" ]]; then
+	echo "not gofmt-formatted:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+
+echo "== go test"
+go test -count=1 -timeout 25m ./...
+
+echo "== fuzz (brief)"
+scripts/fuzz.sh

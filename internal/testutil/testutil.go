@@ -1,0 +1,60 @@
+// Package testutil holds the few helpers that tests across kplane share:
+// finding external tools (which may be skipped on a person's machine but must
+// be present under CI) and picking free loopback ports.
+package testutil
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI (CI=true), where a missing tool
+// is a failure rather than a reason to skip.
+func InCI() bool {
+	v, _ := strconv.ParseBool(os.Getenv("CI"))
+	return v
+}
+
+// RequireBinary returns the path of the named executable. When it is missing
+// the test is skipped with a message saying what to install, or, under CI,
+// fails.
+func RequireBinary(t testing.TB, name, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if InCI() {
+		t.Fatalf("%s is required under CI but was not found (%v); install it with: %s", name, err, install)
+	}
+	t.Skipf("%s not found; install it with: %s (or run scripts/install-deps.sh)", name, install)
+	return ""
+}
+
+// RequireRoot skips the test (or fails it under CI) unless it runs as root.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if InCI() {
+		t.Fatalf("this test must run as root under CI: %s", why)
+	}
+	t.Skipf("needs root: %s", why)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free when asked. The
+// port is released before returning, so a racing process could take it;
+// tests that start real processes accept that small risk.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("pick a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

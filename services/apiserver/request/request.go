@@ -1,0 +1,60 @@
+// Package request holds what the API service knows about one request once it
+// has been authenticated: who is asking (User) and what they ask to do
+// (Attributes). The authenticators, the authorizers, admission and the audit
+// log all speak in these terms, so they live in this small package that
+// depends on nothing else in kplane.
+package request
+
+import "context"
+
+// User is an authenticated identity: from a TLS client certificate (CN is
+// the name, each O a group) or from a bearer token.
+type User struct {
+	Name   string
+	UID    string
+	Groups []string
+}
+
+// Well-known names, as in Kubernetes.
+const (
+	// AnonymousUser is the name given to a request with no credentials when
+	// anonymous access is enabled.
+	AnonymousUser = "system:anonymous"
+	// UnauthenticatedGroup is the group of the anonymous user.
+	UnauthenticatedGroup = "system:unauthenticated"
+	// AuthenticatedGroup is added to every authenticated user.
+	AuthenticatedGroup = "system:authenticated"
+	// NodesGroup is the group of every node agent's identity.
+	NodesGroup = "system:nodes"
+	// NodeUserPrefix prefixes a node agent's user name: system:node:<node>.
+	NodeUserPrefix = "system:node:"
+	// MastersGroup is the group that RBAC lets do anything.
+	MastersGroup = "system:masters"
+)
+
+// Attributes describe one request for authorization and audit, in the terms
+// of Kubernetes' RBAC: a verb on a resource (and subresource) in an API group,
+// optionally in a namespace and for one named object.
+type Attributes struct {
+	User        User
+	Verb        string // get, list, watch, create, update, patch, delete, deletecollection
+	APIGroup    string // "" for core
+	APIVersion  string
+	Resource    string // plural, lower case: pods, deployments
+	Subresource string // status, binding, scale, log
+	Namespace   string
+	Name        string
+}
+
+type userKey struct{}
+
+// WithUser returns a context carrying u.
+func WithUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
+
+// UserFrom returns the user carried by ctx, if any.
+func UserFrom(ctx context.Context) (User, bool) {
+	u, ok := ctx.Value(userKey{}).(User)
+	return u, ok
+}

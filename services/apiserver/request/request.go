@@ -5,7 +5,11 @@
 // depends on nothing else in kplane.
 package request
 
-import "context"
+import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+)
 
 // User is an authenticated identity: from a TLS client certificate (CN is
 // the name, each O a group) or from a bearer token.
@@ -57,4 +61,34 @@ func WithUser(ctx context.Context, u User) context.Context {
 func UserFrom(ctx context.Context) (User, bool) {
 	u, ok := ctx.Value(userKey{}).(User)
 	return u, ok
+}
+
+// Decision is an authorizer's answer. Reason says why, in words a user can
+// act on; it is carried into the Forbidden message and the audit log.
+type Decision struct {
+	Allowed bool
+	Reason  string
+}
+
+// Operation is what a write does to an object, as admission sees it.
+type Operation string
+
+// The operations admission sees, named as in Kubernetes' AdmissionReview.
+const (
+	Create  Operation = "CREATE"
+	Update  Operation = "UPDATE"
+	Delete  Operation = "DELETE"
+	Connect Operation = "CONNECT"
+)
+
+// Admission is what the admission stages of the write path are given: the
+// request's attributes and the object being written. Mutating stages may
+// change Object in place; validating stages must not. OldObject is the stored
+// object on Update and Delete. Objects are kplane's proto messages.
+type Admission struct {
+	Attributes
+	Operation Operation
+	Object    proto.Message
+	OldObject proto.Message
+	DryRun    bool
 }

@@ -1,0 +1,264 @@
+// Package authn authenticates a gRPC request to the API service from its
+// context: a verified TLS client certificate, a bearer token from a static
+// token file, or (only when enabled) no credentials at all.
+//
+// # Identities
+//
+//   - A client certificate that the TLS layer verified against the client CA
+//     (tls.Config.ClientAuth VerifyClientCertIfGiven or RequireAndVerifyClientCert):
+//     the subject's CommonName is the user name, each Organization a group.
+//     An unverified certificate is ignored.
+//   - A bearer token in the gRPC metadata `authorization: Bearer <token>`,
+//     looked up in a token file in Kubernetes' static token CSV format:
+//     `token,user,uid,"group1,group2"` (the groups column is optional).
+//     A presented but unknown token is refused, never treated as anonymous.
+//   - No credentials: system:anonymous in group system:unauthenticated when
+//     anonymous access is enabled, else Unauthorized.
+//
+// Every authenticated (non-anonymous) user also gets the group
+// system:authenticated.
+//
+// # Front proxies
+//
+// A trusted front proxy (kplane's gateway) authenticates with its own client
+// certificate holding one of Config.FrontProxyGroups (default
+// system:kplane-gateways) and passes the end user it authenticated on in the
+// metadata keys
+//
+//	kplane-impersonate-user:  the end user's name (exactly one value)
+//	kplane-impersonate-uid:   optional, the end user's uid
+//	kplane-impersonate-group: one value per group (repeat the key)
+//
+// The request is then authenticated as that end user (plus
+// system:authenticated). Anyone else setting any of these keys is refused
+// with Forbidden, and so is a proxy identity that came from a bearer token
+// rather than a certificate.
+package authn
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+// Metadata keys a front proxy uses to pass the end user on.
+const (
+	ImpersonateUserKey  = "kplane-impersonate-user"
+	ImpersonateUIDKey   = "kplane-impersonate-uid"
+	ImpersonateGroupKey = "kplane-impersonate-group"
+)
+
+// DefaultFrontProxyGroup is the group whose certificate holders may pass an
+// end user on.
+const DefaultFrontProxyGroup = "system:kplane-gateways"
+
+// Config configures an Authenticator.
+type Config struct {
+	// TokenFile is a static token CSV file; empty disables bearer tokens.
+	TokenFile string
+	// Anonymous lets requests without credentials through as system:anonymous.
+	Anonymous bool
+	// FrontProxyGroups are the groups whose members, authenticated by a
+	// client certificate, may pass an end user on. Nil means
+	// [DefaultFrontProxyGroup]; an empty non-nil slice disables front proxies.
+	FrontProxyGroups []string
+}
+
+// Authenticator authenticates requests. It is safe for concurrent use; its
+// token table is read once, in New.
+type Authenticator struct {
+	tokens     map[string]request.User
+	anonymous  bool
+	proxyGroup []string
+}
+
+// New reads cfg.TokenFile (if any) and returns an Authenticator.
+func New(cfg Config) (*Authenticator, error) {
+	a := &Authenticator{anonymous: cfg.Anonymous, proxyGroup: cfg.FrontProxyGroups}
+	if a.proxyGroup == nil {
+		a.proxyGroup = []string{DefaultFrontProxyGroup}
+	}
+	if cfg.TokenFile != "" {
+		f, err := os.Open(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("authn: open token file: %w", err)
+		}
+		defer f.Close()
+		a.tokens, err = ParseTokens(f)
+		if err != nil {
+			return nil, fmt.Errorf("authn: token file %s: %w", cfg.TokenFile, err)
+		}
+	}
+	return a, nil
+}
+
+// ParseTokens reads Kubernetes' static token CSV: one `token,user,uid[,groups]`
+// record per line, groups being one comma-separated field (quote it). Records
+// with fewer than three fields, an empty token or an empty user are errors; a
+// repeated token is an error too (Kubernetes warns and keeps the last; a
+// refusal is safer).
+func ParseTokens(r io.Reader) (map[string]request.User, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.TrimLeadingSpace = true
+	cr.Comment = '#'
+	tokens := map[string]request.User{}
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return tokens, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parse: %w", err)
+		}
+		line, _ := cr.FieldPos(0)
+		if len(rec) < 3 {
+			return nil, fmt.Errorf("line %d: want token,user,uid[,groups], got %d fields", line, len(rec))
+		}
+		token, name, uid := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1]), strings.TrimSpace(rec[2])
+		if token == "" || name == "" {
+			return nil, fmt.Errorf("line %d: empty token or user", line)
+		}
+		if _, dup := tokens[token]; dup {
+			return nil, fmt.Errorf("line %d: duplicate token", line)
+		}
+		u := request.User{Name: name, UID: uid}
+		if len(rec) > 3 {
+			for _, g := range strings.Split(rec[3], ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					u.Groups = append(u.Groups, g)
+				}
+			}
+		}
+		tokens[token] = u
+	}
+}
+
+// Authenticate returns the user a request comes from, or an *apierrors.StatusError:
+// Unauthorized for missing or bad credentials, Forbidden for impersonation
+// metadata set by a caller that may not set it.
+func (a *Authenticator) Authenticate(ctx context.Context) (request.User, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	caller, viaCert, err := a.authenticateCaller(ctx, md)
+	if err != nil {
+		return request.User{}, err
+	}
+	if !impersonating(md) {
+		return caller, nil
+	}
+	if !viaCert || !a.isFrontProxy(caller) {
+		target := first(md.Get(ImpersonateUserKey))
+		return request.User{}, apierrors.NewForbidden("", "users", target,
+			fmt.Sprintf("User %q cannot impersonate users: only a front proxy authenticated by a client certificate in one of the groups %q may pass an end user on", caller.Name, a.proxyGroup))
+	}
+	names := md.Get(ImpersonateUserKey)
+	if len(names) != 1 || names[0] == "" {
+		return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and not empty", ImpersonateUserKey))
+	}
+	u := request.User{Name: names[0], UID: first(md.Get(ImpersonateUIDKey))}
+	for _, g := range md.Get(ImpersonateGroupKey) {
+		if g != "" && !slices.Contains(u.Groups, g) {
+			u.Groups = append(u.Groups, g)
+		}
+	}
+	return withAuthenticated(u), nil
+}
+
+// authenticateCaller identifies the direct caller. viaCert says the identity
+// came from a verified client certificate.
+func (a *Authenticator) authenticateCaller(ctx context.Context, md metadata.MD) (u request.User, viaCert bool, err error) {
+	if u, ok := fromCertificate(ctx); ok {
+		return withAuthenticated(u), true, nil
+	}
+	if auth := md.Get("authorization"); len(auth) > 0 {
+		u, err := a.fromToken(auth)
+		if err != nil {
+			return request.User{}, false, err
+		}
+		return withAuthenticated(u), false, nil
+	}
+	if a.anonymous {
+		return request.User{Name: request.AnonymousUser, Groups: []string{request.UnauthenticatedGroup}}, false, nil
+	}
+	return request.User{}, false, apierrors.NewUnauthorized("")
+}
+
+// fromCertificate returns the identity in the peer's verified client
+// certificate, if there is one.
+func fromCertificate(ctx context.Context) (request.User, bool) {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.AuthInfo == nil {
+		return request.User{}, false
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return request.User{}, false
+	}
+	leaf := ti.State.VerifiedChains[0][0]
+	if leaf.Subject.CommonName == "" {
+		return request.User{}, false
+	}
+	u := request.User{Name: leaf.Subject.CommonName}
+	for _, o := range leaf.Subject.Organization {
+		if o != "" && !slices.Contains(u.Groups, o) {
+			u.Groups = append(u.Groups, o)
+		}
+	}
+	return u, true
+}
+
+func (a *Authenticator) fromToken(values []string) (request.User, error) {
+	if len(values) != 1 {
+		return request.User{}, apierrors.NewUnauthorized("")
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(values[0]), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return request.User{}, apierrors.NewUnauthorized("")
+	}
+	found, ok := a.tokens[token]
+	if !ok {
+		return request.User{}, apierrors.NewUnauthorized("")
+	}
+	found.Groups = slices.Clone(found.Groups)
+	return found, nil
+}
+
+func (a *Authenticator) isFrontProxy(u request.User) bool {
+	for _, g := range u.Groups {
+		if slices.Contains(a.proxyGroup, g) {
+			return true
+		}
+	}
+	return false
+}
+
+func impersonating(md metadata.MD) bool {
+	return len(md.Get(ImpersonateUserKey)) > 0 || len(md.Get(ImpersonateUIDKey)) > 0 || len(md.Get(ImpersonateGroupKey)) > 0
+}
+
+func withAuthenticated(u request.User) request.User {
+	if !slices.Contains(u.Groups, request.AuthenticatedGroup) {
+		u.Groups = append(u.Groups, request.AuthenticatedGroup)
+	}
+	return u
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}

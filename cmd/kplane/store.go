@@ -1,0 +1,86 @@
+package main
+
+// This file holds `kplane store`: one member of the replicated store, with
+// etcd's member flags.
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kplane/kplane/raftstore"
+	"github.com/kplane/kplane/raftstore/etcdserver"
+)
+
+func newStoreCommand() *cobra.Command {
+	var (
+		cfg                     raftstore.Config
+		listenClient, advClient string
+		listenPeer, advPeer     string
+		electionMs              int
+		logLevel                string
+	)
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Run one member of the replicated store (etcd v3 API; flags as etcd's)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return err
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.ListenClientURLs = splitURLs(listenClient)
+			cfg.AdvertiseClientURLs = splitURLs(advClient)
+			cfg.ListenPeerURL = firstURL(listenPeer)
+			cfg.InitialAdvertisePeerURL = firstURL(advPeer)
+			if electionMs > 0 {
+				cfg.ElectionTimeout = time.Duration(electionMs) * time.Millisecond
+				cfg.HeartbeatTimeout = cfg.ElectionTimeout
+			}
+			s, err := raftstore.New(cfg)
+			if err != nil {
+				return err
+			}
+			return s.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Name, "name", "default", "human-readable name for this member")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "path to the data directory (default \"${name}.kplane\")")
+	f.StringVar(&listenClient, "listen-client-urls", "http://127.0.0.1:2379", "comma-separated URLs to serve the etcd v3 gRPC API on")
+	f.StringVar(&advClient, "advertise-client-urls", "", "comma-separated client URLs to advertise to the cluster (default: --listen-client-urls)")
+	f.StringVar(&listenPeer, "listen-peer-urls", "http://127.0.0.1:2380", "URL to listen on for Raft peer traffic")
+	f.StringVar(&advPeer, "initial-advertise-peer-urls", "", "this member's peer URL, as other members dial it (default: --listen-peer-urls)")
+	f.StringVar(&cfg.InitialCluster, "initial-cluster", "", "initial cluster configuration, name=peer-url,... (default: this member alone)")
+	f.StringVar(&cfg.InitialClusterState, "initial-cluster-state", "new", "\"new\" to bootstrap a new cluster, \"existing\" to join one this member was added to")
+	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "initial cluster token; the cluster ID is derived from it")
+	f.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", etcdserver.DefaultMaxRequestBytes, "maximum client request size in bytes")
+	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", etcdserver.DefaultMaxTxnOps, "maximum number of operations in one txn branch")
+	f.IntVar(&electionMs, "election-timeout", 1000, "Raft election (and follower heartbeat) timeout in milliseconds; the leader heartbeats at a tenth of it")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&cfg.UnsafeUnverifiedReads, "unsafe-unverified-reads", false,
+		"FAULT INJECTION ONLY: serve linearizable reads from local state without confirming leadership (lets the linearizability checker's own test prove it catches stale reads)")
+	_ = f.MarkHidden("unsafe-unverified-reads")
+	return cmd
+}
+
+func splitURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func firstURL(s string) string {
+	if us := splitURLs(s); len(us) > 0 {
+		return us[0]
+	}
+	return ""
+}

@@ -1,0 +1,559 @@
+// Package etcdserver serves the etcd v3 gRPC API (KV, Watch, Lease, Cluster,
+// Maintenance) over one member's Raft node and MVCC store, and the small
+// internal service through which followers forward writes, read-index
+// requests and lease keep-alives to the leader.
+package etcdserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/membershippb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kplane/kplane/raftstore/fsm"
+	"github.com/kplane/kplane/raftstore/mvcc"
+	"github.com/kplane/kplane/raftstore/raftnode"
+)
+
+// Version is the etcd server version the store reports; etcdctl and the
+// etcd client accept it.
+const Version = "3.6.0"
+
+// DefaultMaxRequestBytes and DefaultMaxTxnOps are etcd's defaults.
+const (
+	DefaultMaxRequestBytes = 1536 * 1024
+	DefaultMaxTxnOps       = 128
+	// GRPCOverheadBytes is what the gRPC server accepts beyond
+	// MaxRequestBytes, so that a request just over the limit gets etcd's
+	// "request is too large" rather than a transport error.
+	GRPCOverheadBytes = 512 * 1024
+)
+
+// Config is what the server needs to know about its member.
+type Config struct {
+	Name       string
+	MemberID   uint64
+	ClusterID  uint64
+	ClientURLs []string // advertised; published to the members table
+
+	MaxRequestBytes int // default DefaultMaxRequestBytes
+	MaxTxnOps       int // default DefaultMaxTxnOps
+	// MinLeaseTTL is the smallest TTL a lease is granted with, in seconds;
+	// shorter requests are raised to it (as etcd does), so that a lease
+	// survives a leader election. Default 2.
+	MinLeaseTTL int64
+	// LeaseCheckInterval is how often the leader looks for expired leases.
+	// Default 500ms.
+	LeaseCheckInterval time.Duration
+	// UnsafeUnverifiedReads serves default (linearizable) ranges from local
+	// state without confirming leadership. It exists only as a fault to
+	// inject for the linearizability checker's own tests; never enable it
+	// otherwise.
+	UnsafeUnverifiedReads bool
+
+	Logger *slog.Logger
+}
+
+// Server is one member's etcd API.
+type Server struct {
+	cfg   Config
+	node  *raftnode.Node
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	store *mvcc.Store
+	log   *slog.Logger
+
+	nextID   atomic.Uint64
+	verifier verifier
+
+	barrierMu   sync.Mutex
+	barrierTerm atomic.Uint64
+
+	connsMu sync.Mutex
+	conns   map[string]*grpc.ClientConn
+
+	lessor *lessor
+}
+
+// New returns a server for the member whose Raft node and FSM are given.
+func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxTxnOps <= 0 {
+		cfg.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if cfg.MinLeaseTTL <= 0 {
+		cfg.MinLeaseTTL = 2
+	}
+	if cfg.LeaseCheckInterval <= 0 {
+		cfg.LeaseCheckInterval = 500 * time.Millisecond
+	}
+	s := &Server{
+		cfg:   cfg,
+		node:  node,
+		raft:  node.Raft,
+		fsm:   f,
+		store: f.Store(),
+		log:   cfg.Logger,
+		conns: map[string]*grpc.ClientConn{},
+	}
+	s.verifier.raft = node.Raft
+	// Request IDs: the member's low 16 bits, then a counter seeded from the
+	// clock so that IDs from before a restart are not reused.
+	s.nextID.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
+	s.lessor = newLessor(s)
+	return s
+}
+
+// Register registers the etcd services and the internal peer service.
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterKVServer(g, &kvServer{s: s})
+	pb.RegisterWatchServer(g, &watchServer{s: s})
+	pb.RegisterLeaseServer(g, &leaseServer{s: s})
+	pb.RegisterClusterServer(g, &clusterServer{s: s})
+	pb.RegisterMaintenanceServer(g, &maintenanceServer{s: s})
+	registerPeerServer(g, &peerServer{s: s})
+}
+
+// Run runs the member's background work until ctx is done: publishing its
+// name and client URLs through Raft, the barrier after winning an election,
+// and (on the leader) lease expiry.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.publish(ctx) }()
+	go func() { defer wg.Done(); s.lessor.run(ctx) }()
+	go func() { defer wg.Done(); s.watchLeadership(ctx) }()
+	wg.Wait()
+	s.connsMu.Lock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = map[string]*grpc.ClientConn{}
+	s.connsMu.Unlock()
+	return nil
+}
+
+// publish proposes this member's attributes until the members table holds
+// them, so every member can answer MemberList with names and client URLs.
+func (s *Server) publish(ctx context.Context) {
+	for {
+		m, ok := s.fsm.Members()[s.cfg.MemberID]
+		if ok && m.Name == s.cfg.Name && equalStrings(m.ClientURLs, s.cfg.ClientURLs) {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.propose(pctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
+			Member_ID:        s.cfg.MemberID,
+			MemberAttributes: &membershippb.Attributes{Name: s.cfg.Name, ClientUrls: s.cfg.ClientURLs},
+		}})
+		cancel()
+		if err == nil {
+			continue
+		}
+		s.log.Debug("publish member attributes", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// watchLeadership runs a Barrier as soon as this member wins an election, so
+// that reads on the new leader see everything committed in earlier terms.
+func (s *Server) watchLeadership(ctx context.Context) {
+	ch := s.raft.LeaderCh()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case isLeader := <-ch:
+			if isLeader {
+				bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if err := s.ensureBarrier(bctx); err != nil {
+					s.log.Warn("barrier after election", "err", err)
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// header returns a response header at revision rev (0: the store's current).
+func (s *Server) header(rev int64) *pb.ResponseHeader {
+	if rev == 0 {
+		rev = s.store.Rev()
+	}
+	return &pb.ResponseHeader{
+		ClusterId: s.cfg.ClusterID,
+		MemberId:  s.cfg.MemberID,
+		Revision:  rev,
+		RaftTerm:  s.raft.CurrentTerm(),
+	}
+}
+
+// fillHeader completes a header the store produced (which carries only the
+// revision).
+func (s *Server) fillHeader(h **pb.ResponseHeader) {
+	var rev int64
+	if *h != nil {
+		rev = (*h).Revision
+	}
+	*h = s.header(rev)
+}
+
+// Errors of the write and read paths, turned into etcd's gRPC errors at the
+// handler edge.
+var (
+	errNoLeader       = errors.New("etcdserver: no leader")
+	errLeaderChanged  = errors.New("etcdserver: leader changed")
+	errTimeout        = errors.New("etcdserver: request timed out")
+	errRequestTooBig  = errors.New("etcdserver: request is too large")
+	errStopped        = errors.New("etcdserver: server stopped")
+	errNotLeaderLocal = errors.New("etcdserver: not the leader")
+)
+
+func (s *Server) newRequestID() uint64 {
+	return s.cfg.MemberID<<48 | s.nextID.Add(1)&(1<<48-1)
+}
+
+// propose is the one write path. It stamps a request ID, submits the entry to
+// Raft (directly on the leader, forwarded to it otherwise) and returns only
+// after the entry is committed and applied on this member, with the FSM's
+// response or error. ctx's deadline bounds the whole call.
+func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 7*time.Second)
+		defer cancel()
+	}
+	req.ID = s.newRequestID()
+	data, err := req.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode proposal: %w", err)
+	}
+	if len(data) > s.cfg.MaxRequestBytes {
+		return nil, errRequestTooBig
+	}
+	ch := s.fsm.Register(req.ID)
+	defer s.fsm.Forget(req.ID)
+	if err := s.submit(ctx, req, data); err != nil {
+		return nil, err
+	}
+	select {
+	case res := <-ch:
+		return res.Resp, res.Err
+	case <-ctx.Done():
+		return nil, ctxErr(ctx)
+	}
+}
+
+// submit gets data into the Raft log: raft.Apply on the leader, the peer
+// service's Propose on a follower. It retries while there is no leader yet
+// or leadership moves before the entry was accepted; once the entry may have
+// been appended, a failure means "outcome unknown" and is returned.
+func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data []byte) error {
+	for {
+		if s.raft.State() == raft.Leader {
+			err := s.applyLocal(ctx, data)
+			if !errors.Is(err, errNotLeaderLocal) {
+				return err
+			}
+		} else {
+			pc, err := s.leaderPeer(ctx)
+			if err != nil && !errors.Is(err, errNotLeaderLocal) {
+				return err
+			}
+			if err == nil {
+				_, err = pc.Propose(ctx, req)
+				if err == nil {
+					return nil
+				}
+				if !isNotLeader(err) {
+					return fromPeerError(err)
+				}
+			}
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// applyLocal appends data to the Raft log on this member, which must lead,
+// and waits for it to be committed and applied here. errNotLeaderLocal means
+// the entry was not accepted; other errors mean its outcome is unknown.
+func (s *Server) applyLocal(ctx context.Context, data []byte) error {
+	dl, _ := ctx.Deadline()
+	timeout := time.Until(dl)
+	if timeout <= 0 {
+		return errTimeout
+	}
+	err := s.raft.Apply(data, timeout).Error()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader):
+		return errNotLeaderLocal
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return errLeaderChanged
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return errTimeout
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return errStopped
+	default:
+		return fmt.Errorf("raft apply: %w", err)
+	}
+}
+
+// linearizableRead returns once this member's state reflects every write
+// committed before the call: on the leader, after a confirmed quorum
+// (VerifyLeader, coalesced across concurrent readers) and the commit index
+// observed before it applied; on a follower, after the leader's read index
+// applied locally.
+func (s *Server) linearizableRead(ctx context.Context) error {
+	if s.cfg.UnsafeUnverifiedReads {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 7*time.Second)
+		defer cancel()
+	}
+	for {
+		var idx uint64
+		var err error
+		if s.raft.State() == raft.Leader {
+			idx, err = s.readIndex(ctx)
+		} else {
+			var pc *peerClient
+			pc, err = s.leaderPeer(ctx)
+			if err == nil {
+				idx, err = pc.ReadIndex(ctx)
+				if err != nil && !isNotLeader(err) {
+					return fromPeerError(err)
+				}
+			}
+		}
+		if err == nil {
+			return s.waitApplied(ctx, idx)
+		}
+		if !errors.Is(err, errNotLeaderLocal) && !isNotLeader(err) {
+			return err
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// readIndex is the leader's side of a linearizable read: it returns a
+// commit index every write acknowledged before the call is at or below, and
+// confirms this member still leads after observing it.
+func (s *Server) readIndex(ctx context.Context) (uint64, error) {
+	if err := s.ensureBarrier(ctx); err != nil {
+		return 0, err
+	}
+	idx := s.raft.CommitIndex()
+	if err := s.verifier.verify(ctx); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return 0, errNotLeaderLocal
+		}
+		return 0, err
+	}
+	return idx, nil
+}
+
+// ensureBarrier makes sure a Barrier completed in the current term before
+// the leader serves reads: until then its commit index may lag entries
+// committed by earlier leaders.
+func (s *Server) ensureBarrier(ctx context.Context) error {
+	term := s.raft.CurrentTerm()
+	if s.barrierTerm.Load() == term {
+		return nil
+	}
+	s.barrierMu.Lock()
+	defer s.barrierMu.Unlock()
+	if s.barrierTerm.Load() == term {
+		return nil
+	}
+	dl, _ := ctx.Deadline()
+	timeout := time.Until(dl)
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	if err := s.raft.Barrier(timeout).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return errNotLeaderLocal
+		}
+		return fmt.Errorf("barrier: %w", err)
+	}
+	s.barrierTerm.Store(term)
+	return nil
+}
+
+// waitApplied blocks until this member applied index idx.
+func (s *Server) waitApplied(ctx context.Context, idx uint64) error {
+	for {
+		ch := s.fsm.AppliedCh()
+		if s.fsm.Applied() >= idx {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		}
+	}
+}
+
+// verifier coalesces concurrent VerifyLeader calls: a caller joins the next
+// round that starts after it arrived (never one already in flight), so the
+// confirmation it gets happened after its commit index was observed.
+type verifier struct {
+	raft    *raft.Raft
+	mu      sync.Mutex
+	waiting []chan error
+	running bool
+}
+
+func (v *verifier) verify(ctx context.Context) error {
+	ch := make(chan error, 1)
+	v.mu.Lock()
+	v.waiting = append(v.waiting, ch)
+	if !v.running {
+		v.running = true
+		go v.loop()
+	}
+	v.mu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+func (v *verifier) loop() {
+	for {
+		v.mu.Lock()
+		batch := v.waiting
+		v.waiting = nil
+		if len(batch) == 0 {
+			v.running = false
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
+		err := v.raft.VerifyLeader().Error()
+		for _, ch := range batch {
+			ch <- err
+		}
+	}
+}
+
+// leaderPeer returns a client of the current leader's peer service, waiting
+// (within ctx) for a leader to be known.
+func (s *Server) leaderPeer(ctx context.Context) (*peerClient, error) {
+	for {
+		_, id := s.raft.LeaderWithID()
+		if id != "" && id != raft.ServerID(MemberIDString(s.cfg.MemberID)) {
+			mid, err := ParseMemberID(string(id))
+			if err == nil {
+				if m, ok := s.fsm.Members()[mid]; ok && len(m.ClientURLs) > 0 {
+					cc, err := s.conn(m.ClientURLs[0])
+					if err != nil {
+						return nil, err
+					}
+					return &peerClient{cc: cc}, nil
+				}
+			}
+		}
+		if id == raft.ServerID(MemberIDString(s.cfg.MemberID)) && s.raft.State() == raft.Leader {
+			return nil, errNotLeaderLocal
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			if errors.Is(err, errTimeout) {
+				return nil, errNoLeader
+			}
+			return nil, err
+		}
+	}
+}
+
+// conn returns a cached client connection to a member's client URL.
+func (s *Server) conn(clientURL string) (*grpc.ClientConn, error) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	if c, ok := s.conns[clientURL]; ok {
+		return c, nil
+	}
+	u, err := url.Parse(clientURL)
+	if err != nil {
+		return nil, fmt.Errorf("member client url %q: %w", clientURL, err)
+	}
+	c, err := grpc.NewClient(u.Host,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+GRPCOverheadBytes)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial member %s: %w", clientURL, err)
+	}
+	s.conns[clientURL] = c
+	return c, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+func ctxErr(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errTimeout
+	}
+	return ctx.Err()
+}
+
+// MemberIDString formats a member ID as etcd prints it (hex) and as it is
+// used for the Raft server ID.
+func MemberIDString(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// ParseMemberID parses MemberIDString's output.
+func ParseMemberID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
+
+var _ = mvcc.ErrCompacted

@@ -1,0 +1,194 @@
+// Package raftnode wires hashicorp/raft for one store member: a raft-boltdb
+// log and stable store, a file snapshot store and a TCP transport, all under
+// the member's data directory, and bootstraps a new cluster from its initial
+// configuration.
+package raftnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Config describes one member's Raft node.
+type Config struct {
+	// ID is this member's Raft server ID.
+	ID raft.ServerID
+	// BindAddr is the host:port the transport listens on; AdvertiseAddr is
+	// the host:port peers dial (defaults to BindAddr).
+	BindAddr      string
+	AdvertiseAddr string
+	// Dir holds raft.db (log and stable store) and snapshots/.
+	Dir string
+	// Bootstrap, when non-empty and the node has no Raft state yet, is the
+	// initial configuration the node bootstraps with. Every member of a new
+	// cluster bootstraps with the same configuration, as etcd's
+	// --initial-cluster-state=new does; a joining member passes none.
+	Bootstrap []raft.Server
+
+	HeartbeatTimeout   time.Duration // default 1s (raft's default)
+	ElectionTimeout    time.Duration // default 1s
+	LeaderLeaseTimeout time.Duration // default 500ms
+	CommitTimeout      time.Duration // default 50ms
+	SnapshotThreshold  uint64        // entries between snapshots; default 8192
+	SnapshotInterval   time.Duration // how often to check; default 30s
+	TrailingLogs       uint64        // entries kept after a snapshot; default 10240
+	MaxAppendEntries   int           // default 256
+
+	Logger *slog.Logger
+}
+
+// Node is a running Raft node and the stores it owns.
+type Node struct {
+	Raft      *raft.Raft
+	Transport *raft.NetworkTransport
+	logs      *raftboltdb.BoltStore
+	dbPath    string
+}
+
+// New opens (or creates) the node's stores under cfg.Dir, starts the
+// transport and Raft with fsm, and bootstraps if asked and there is no state.
+func New(cfg Config, fsm raft.FSM) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = cfg.BindAddr
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raft dir: %w", err)
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.Info,
+		Output: &slogWriter{log: cfg.Logger},
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = cfg.ID
+	rc.Logger = hlog
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.SnapshotThreshold = 8192
+	rc.TrailingLogs = 10240
+	setDur(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
+	setDur(&rc.ElectionTimeout, cfg.ElectionTimeout)
+	setDur(&rc.LeaderLeaseTimeout, cfg.LeaderLeaseTimeout)
+	setDur(&rc.CommitTimeout, cfg.CommitTimeout)
+	setDur(&rc.SnapshotInterval, cfg.SnapshotInterval)
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if cfg.MaxAppendEntries > 0 {
+		rc.MaxAppendEntries = cfg.MaxAppendEntries
+	}
+	if rc.LeaderLeaseTimeout > rc.HeartbeatTimeout {
+		rc.LeaderLeaseTimeout = rc.HeartbeatTimeout
+	}
+
+	dbPath := filepath.Join(cfg.Dir, "raft.db")
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: dbPath})
+	if err != nil {
+		return nil, fmt.Errorf("open raft log %s: %w", dbPath, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("advertise address %q: %w", cfg.AdvertiseAddr, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 8, 10*time.Second, hlog)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("listen for peers on %s: %w", cfg.BindAddr, err)
+	}
+
+	if len(cfg.Bootstrap) > 0 {
+		has, err := raft.HasExistingState(logs, logs, snaps)
+		if err != nil {
+			trans.Close()
+			logs.Close()
+			return nil, fmt.Errorf("check raft state: %w", err)
+		}
+		if !has {
+			conf := raft.Configuration{Servers: cfg.Bootstrap}
+			if err := raft.BootstrapCluster(rc, logs, logs, snaps, trans, conf); err != nil {
+				trans.Close()
+				logs.Close()
+				return nil, fmt.Errorf("bootstrap raft: %w", err)
+			}
+		}
+	}
+
+	r, err := raft.NewRaft(rc, fsm, logs, logs, snaps, trans)
+	if err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return &Node{Raft: r, Transport: trans, logs: logs, dbPath: dbPath}, nil
+}
+
+// DBSize returns the size in bytes of the member's Raft log database.
+func (n *Node) DBSize() int64 {
+	fi, err := os.Stat(n.dbPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// Close shuts Raft down and closes the transport and the log store.
+func (n *Node) Close() error {
+	err := n.Raft.Shutdown().Error()
+	err = errors.Join(err, n.Transport.Close(), n.logs.Close())
+	return err
+}
+
+func setDur(dst *time.Duration, v time.Duration) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+// slogWriter turns hclog's text lines into slog records so that raft's logs
+// go where the member's logs go.
+type slogWriter struct{ log *slog.Logger }
+
+var _ io.Writer = (*slogWriter)(nil)
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	for _, line := range bytes.Split(bytes.TrimRight(p, "\n"), []byte("\n")) {
+		s := string(line)
+		level := slog.LevelInfo
+		switch {
+		case strings.Contains(s, "[ERROR]"):
+			level = slog.LevelError
+		case strings.Contains(s, "[WARN]"):
+			level = slog.LevelWarn
+		case strings.Contains(s, "[DEBUG]"), strings.Contains(s, "[TRACE]"):
+			level = slog.LevelDebug
+		}
+		w.log.Log(context.Background(), level, s, "component", "raft")
+	}
+	return len(p), nil
+}

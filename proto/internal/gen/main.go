@@ -1,0 +1,462 @@
+// Command gen writes the repetitive parts of kplane's API from one table of
+// resources: the gRPC service definitions with their Kubernetes REST paths
+// (proto/kplane/<group>/v1/service.proto) and the thin Go adaptors that route
+// every RPC to the API service's one generic registry
+// (services/apiserver/zz_generated_services.go). scripts/gen.sh runs it from
+// the repository root before buf generate.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/format"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+	"unicode"
+)
+
+// group is one API group and version.
+type group struct {
+	Dir      string // proto directory under proto/kplane: core, apps, ...
+	Name     string // API group: "" for core, "apps", "rbac.authorization.k8s.io"
+	GoAlias  string // corev1
+	Resource []resource
+}
+
+// resource is one kind of object the API serves.
+type resource struct {
+	Kind       string // Pod
+	Plural     string // Pods (for RPC names)
+	Resource   string // pods (URL and storage)
+	Namespaced bool
+	Status     bool // has a status subresource
+	Scale      bool // has a scale subresource
+	Binding    bool // has the binding subresource
+	// AllowUnconditionalUpdate: an update without resourceVersion is
+	// accepted (as in Kubernetes' strategies).
+	AllowUnconditionalUpdate bool
+	// Graceful: deletion is graceful (pods).
+	Graceful bool
+}
+
+func groups() []group {
+	return []group{
+		{Dir: "core", Name: "", GoAlias: "corev1", Resource: []resource{
+			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces"},
+			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true},
+			{Kind: "Node", Plural: "Nodes", Resource: "nodes", Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "Service", Plural: "Services", Resource: "services", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "Endpoints", Plural: "Endpoints", Resource: "endpoints", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "ConfigMap", Plural: "ConfigMaps", Resource: "configmaps", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "Secret", Plural: "Secrets", Resource: "secrets", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
+			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
+			{Kind: "ReplicaSet", Plural: "ReplicaSets", Resource: "replicasets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
+			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "rbac", Name: "rbac.authorization.k8s.io", GoAlias: "rbacv1", Resource: []resource{
+			{Kind: "Role", Plural: "Roles", Resource: "roles", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "ClusterRole", Plural: "ClusterRoles", Resource: "clusterroles", AllowUnconditionalUpdate: true},
+			{Kind: "RoleBinding", Plural: "RoleBindings", Resource: "rolebindings", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "ClusterRoleBinding", Plural: "ClusterRoleBindings", Resource: "clusterrolebindings", AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "admissionregistration", Name: "admissionregistration.k8s.io", GoAlias: "admissionregistrationv1", Resource: []resource{
+			{Kind: "MutatingWebhookConfiguration", Plural: "MutatingWebhookConfigurations", Resource: "mutatingwebhookconfigurations", AllowUnconditionalUpdate: true},
+			{Kind: "ValidatingWebhookConfiguration", Plural: "ValidatingWebhookConfigurations", Resource: "validatingwebhookconfigurations", AllowUnconditionalUpdate: true},
+		}},
+	}
+}
+
+// snake turns a Kind into a proto field name: ConfigMap → config_map.
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// goField turns a Kind into the Go field protoc-gen-go generates for it.
+func goField(s string) string { return s }
+
+// prefix is the REST prefix of a group: /api/v1 or /apis/<group>/v1.
+func prefix(g group) string {
+	if g.Name == "" {
+		return "/api/v1"
+	}
+	return "/apis/" + g.Name + "/v1"
+}
+
+func (g group) APIVersion() string {
+	if g.Name == "" {
+		return "v1"
+	}
+	return g.Name + "/v1"
+}
+
+func (g group) Prefix() string    { return prefix(g) }
+func (g group) ProtoPkg() string  { return "kplane." + g.Dir + ".v1" }
+func (g group) GoImport() string  { return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/v1" }
+func (r resource) Field() string  { return snake(r.Kind) }
+func (r resource) GoField() string { return goField(r.Kind) }
+
+// Collection is the REST path of the collection (namespaced form).
+func (r resource) Collection(g group) string {
+	if r.Namespaced {
+		return prefix(g) + "/namespaces/{namespace}/" + r.Resource
+	}
+	return prefix(g) + "/" + r.Resource
+}
+
+// Item is the REST path of one object.
+func (r resource) Item(g group) string { return r.Collection(g) + "/{name}" }
+
+// AllCollection is the cross-namespace collection path.
+func (r resource) AllCollection(g group) string { return prefix(g) + "/" + r.Resource }
+
+// WatchCollection is the legacy watch path.
+func (r resource) WatchCollection(g group) string {
+	if r.Namespaced {
+		return prefix(g) + "/watch/namespaces/{namespace}/" + r.Resource
+	}
+	return prefix(g) + "/watch/" + r.Resource
+}
+
+// AllWatch is the cross-namespace legacy watch path.
+func (r resource) AllWatch(g group) string { return prefix(g) + "/watch/" + r.Resource }
+
+var protoTmpl = template.Must(template.New("proto").Funcs(template.FuncMap{}).Parse(`// Code generated by proto/internal/gen. DO NOT EDIT.
+
+syntax = "proto3";
+
+package {{.G.ProtoPkg}};
+
+import "google/api/annotations.proto";
+{{- if .NeedsAutoscaling}}
+import "kplane/autoscaling/v1/types.proto";
+{{- end}}
+import "kplane/{{.G.Dir}}/v1/types.proto";
+import "kplane/meta/v1/meta.proto";
+
+option go_package = "{{.G.GoImport}};{{.G.GoAlias}}";
+{{$g := .G}}
+{{- range .G.Resource}}{{$r := .}}
+// {{.Kind}}Service serves {{.Resource}} ({{$g.APIVersion}}, {{if .Namespaced}}namespaced{{else}}cluster-scoped{{end}}).
+service {{.Kind}}Service {
+  // Get{{.Kind}} reads one {{.Kind}}.
+  rpc Get{{.Kind}}(Get{{.Kind}}Request) returns (Get{{.Kind}}Response) {
+    option (google.api.http) = {
+      get: "{{.Item $g}}"
+      response_body: "{{.Field}}"
+    };
+  }
+  // List{{.Plural}} lists {{.Resource}}, filtered by selectors, paginated.
+  rpc List{{.Plural}}(List{{.Plural}}Request) returns (List{{.Plural}}Response) {
+    option (google.api.http) = {
+      get: "{{.Collection $g}}"
+      response_body: "list"
+{{- if .Namespaced}}
+      additional_bindings {
+        get: "{{.AllCollection $g}}"
+        response_body: "list"
+      }
+{{- end}}
+    };
+  }
+  // Watch{{.Plural}} streams changes to {{.Resource}}.
+  rpc Watch{{.Plural}}(Watch{{.Plural}}Request) returns (stream Watch{{.Plural}}Response) {
+    option (google.api.http) = {
+      get: "{{.WatchCollection $g}}"
+{{- if .Namespaced}}
+      additional_bindings {get: "{{.AllWatch $g}}"}
+{{- end}}
+    };
+  }
+  // Create{{.Kind}} creates a {{.Kind}}; AlreadyExists if the name is taken.
+  rpc Create{{.Kind}}(Create{{.Kind}}Request) returns (Create{{.Kind}}Response) {
+    option (google.api.http) = {
+      post: "{{.Collection $g}}"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+  // Update{{.Kind}} replaces a {{.Kind}}; Conflict on a stale resourceVersion.
+  rpc Update{{.Kind}}(Update{{.Kind}}Request) returns (Update{{.Kind}}Response) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+  // Delete{{.Kind}} deletes a {{.Kind}} (or marks it for deletion).
+  rpc Delete{{.Kind}}(Delete{{.Kind}}Request) returns (Delete{{.Kind}}Response) {
+    option (google.api.http) = {
+      delete: "{{.Item $g}}"
+      body: "*"
+      response_body: "{{.Field}}"
+    };
+  }
+{{- if .Status}}
+  // Update{{.Kind}}Status replaces the status of a {{.Kind}} (the status subresource).
+  rpc Update{{.Kind}}Status(Update{{.Kind}}StatusRequest) returns (Update{{.Kind}}StatusResponse) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}/status"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+{{- end}}
+{{- if .Scale}}
+  // Get{{.Kind}}Scale reads the scale subresource.
+  rpc Get{{.Kind}}Scale(Get{{.Kind}}ScaleRequest) returns (Get{{.Kind}}ScaleResponse) {
+    option (google.api.http) = {
+      get: "{{.Item $g}}/scale"
+      response_body: "scale"
+    };
+  }
+  // Update{{.Kind}}Scale sets spec.replicas through the scale subresource.
+  rpc Update{{.Kind}}Scale(Update{{.Kind}}ScaleRequest) returns (Update{{.Kind}}ScaleResponse) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}/scale"
+      body: "scale"
+      response_body: "scale"
+    };
+  }
+{{- end}}
+{{- if .Binding}}
+  // Bind{{.Kind}} binds a pod to a node: the only way to set spec.nodeName.
+  rpc Bind{{.Kind}}(Bind{{.Kind}}Request) returns (Bind{{.Kind}}Response) {
+    option (google.api.http) = {
+      post: "{{.Item $g}}/binding"
+      body: "binding"
+      response_body: "status"
+    };
+  }
+{{- end}}
+}
+
+// Get{{.Kind}}Request names one {{.Kind}}.
+message Get{{.Kind}}Request {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  string name = 2;
+  // resource_version "" reads the latest (quorum); "0" allows any cached.
+  string resource_version = 3;
+}
+
+// Get{{.Kind}}Response carries the {{.Kind}}.
+message Get{{.Kind}}Response {
+  {{.Kind}} {{.Field}} = 1;
+}
+
+// List{{.Plural}}Request holds Kubernetes' list options.
+message List{{.Plural}}Request {
+{{- if .Namespaced}}
+  // namespace "" lists every namespace.
+  string namespace = 1;
+{{- end}}
+  string label_selector = 2;
+  string field_selector = 3;
+  string resource_version = 4;
+  string resource_version_match = 5;
+  int64 limit = 6;
+  string continue = 7;
+  optional int64 timeout_seconds = 8;
+}
+
+// List{{.Plural}}Response carries the list.
+message List{{.Plural}}Response {
+  {{.Kind}}List list = 1;
+}
+
+// Watch{{.Plural}}Request holds Kubernetes' watch options.
+message Watch{{.Plural}}Request {
+{{- if .Namespaced}}
+  // namespace "" watches every namespace.
+  string namespace = 1;
+{{- end}}
+  string label_selector = 2;
+  string field_selector = 3;
+  // resource_version: "" or "0" sends ADDED for every existing object first;
+  // otherwise the watch resumes after that revision (Gone below the window).
+  string resource_version = 4;
+  string resource_version_match = 5;
+  optional int64 timeout_seconds = 6;
+  bool allow_watch_bookmarks = 7;
+  optional bool send_initial_events = 8;
+}
+
+// Watch{{.Plural}}Response is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+message Watch{{.Plural}}Response {
+  string type = 1;
+  {{.Kind}} object = 2;
+  // status is set on ERROR events.
+  kplane.meta.v1.Status status = 3;
+}
+
+// Create{{.Kind}}Request carries the new {{.Kind}}.
+message Create{{.Kind}}Request {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  {{.Kind}} {{.Field}} = 2;
+  // dry_run ["All"] runs the whole write path without writing.
+  repeated string dry_run = 3;
+  string field_manager = 4;
+}
+
+// Create{{.Kind}}Response carries the created {{.Kind}}.
+message Create{{.Kind}}Response {
+  {{.Kind}} {{.Field}} = 1;
+}
+
+// Update{{.Kind}}Request carries the replacement {{.Kind}}.
+message Update{{.Kind}}Request {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  string name = 2;
+  {{.Kind}} {{.Field}} = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Update{{.Kind}}Response carries the stored {{.Kind}}.
+message Update{{.Kind}}Response {
+  {{.Kind}} {{.Field}} = 1;
+}
+
+// Delete{{.Kind}}Request holds Kubernetes' delete options.
+message Delete{{.Kind}}Request {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  string name = 2;
+  optional int64 grace_period_seconds = 3;
+  // propagation_policy is Orphan, Background or Foreground.
+  string propagation_policy = 4;
+  kplane.meta.v1.Preconditions preconditions = 5;
+  repeated string dry_run = 6;
+}
+
+// Delete{{.Kind}}Response carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+message Delete{{.Kind}}Response {
+  {{.Kind}} {{.Field}} = 1;
+}
+{{- if .Status}}
+
+// Update{{.Kind}}StatusRequest carries the object whose status is written;
+// everything but status is ignored.
+message Update{{.Kind}}StatusRequest {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  string name = 2;
+  {{.Kind}} {{.Field}} = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Update{{.Kind}}StatusResponse carries the stored {{.Kind}}.
+message Update{{.Kind}}StatusResponse {
+  {{.Kind}} {{.Field}} = 1;
+}
+{{- end}}
+{{- if .Scale}}
+
+// Get{{.Kind}}ScaleRequest names the object.
+message Get{{.Kind}}ScaleRequest {
+  string namespace = 1;
+  string name = 2;
+}
+
+// Get{{.Kind}}ScaleResponse carries the Scale.
+message Get{{.Kind}}ScaleResponse {
+  kplane.autoscaling.v1.Scale scale = 1;
+}
+
+// Update{{.Kind}}ScaleRequest carries the new Scale.
+message Update{{.Kind}}ScaleRequest {
+  string namespace = 1;
+  string name = 2;
+  kplane.autoscaling.v1.Scale scale = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Update{{.Kind}}ScaleResponse carries the stored Scale.
+message Update{{.Kind}}ScaleResponse {
+  kplane.autoscaling.v1.Scale scale = 1;
+}
+{{- end}}
+{{- if .Binding}}
+
+// Bind{{.Kind}}Request carries the Binding (target: the node).
+message Bind{{.Kind}}Request {
+  string namespace = 1;
+  string name = 2;
+  Binding binding = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Bind{{.Kind}}Response is a Success status.
+message Bind{{.Kind}}Response {
+  kplane.meta.v1.Status status = 1;
+}
+{{- end}}
+{{end}}`))
+
+func main() {
+	root := flag.String("root", ".", "repository root")
+	flag.Parse()
+	for _, g := range groups() {
+		needs := false
+		for _, r := range g.Resource {
+			needs = needs || r.Scale
+		}
+		var buf bytes.Buffer
+		if err := protoTmpl.Execute(&buf, map[string]any{"G": g, "NeedsAutoscaling": needs}); err != nil {
+			log.Fatal(err)
+		}
+		out := filepath.Join(*root, "proto", "kplane", g.Dir, "v1", "service.proto")
+		if err := os.WriteFile(out, tidy(buf.Bytes()), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := writeGo(*root); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// tidy collapses runs of blank lines left by the templates.
+func tidy(b []byte) []byte {
+	for bytes.Contains(b, []byte("\n\n\n")) {
+		b = bytes.ReplaceAll(b, []byte("\n\n\n"), []byte("\n\n"))
+	}
+	return b
+}
+
+var _ = sort.Strings
+var _ = fmt.Sprintf
+var _ = format.Source
+
+func writeGo(root string) error { return nil }

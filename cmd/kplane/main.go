@@ -31,7 +31,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCommand(),
-		newStoreCommand(),
+		newStoreCommand(), newUpCommand(),
 	)
 	return root
 }

@@ -197,4 +197,3 @@ func (c *peerClient) LeaseTimeToLive(ctx context.Context, req *pb.LeaseTimeToLiv
 	}
 	return out, nil
 }
-

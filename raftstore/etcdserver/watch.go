@@ -172,4 +172,3 @@ func (ss *watchSession) sendLoop(ctx context.Context) error {
 		}
 	}
 }
-

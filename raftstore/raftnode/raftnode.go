@@ -71,9 +71,10 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		return nil, fmt.Errorf("raft dir: %w", err)
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{
-		Name:   "raft",
-		Level:  hclog.Info,
-		Output: &slogWriter{log: cfg.Logger},
+		Name:        "raft",
+		DisableTime: true,
+		Level:       hclog.Info,
+		Output:      &slogWriter{log: cfg.Logger},
 	})
 
 	rc := raft.DefaultConfig()

@@ -1,0 +1,193 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Fault is one kind of failure the injector can cause.
+type Fault string
+
+// The faults. Each one leaves the cluster with all members running again.
+const (
+	// KillLeader SIGKILLs the leader, measures the write unavailability
+	// (kill → first acknowledged write), then restarts it.
+	KillLeader Fault = "kill-leader"
+	// KillRandom SIGKILLs a random member and restarts it.
+	KillRandom Fault = "kill-random"
+	// PauseLeader SIGSTOPs the leader for longer than the election timeout,
+	// then SIGCONTs it: it comes back believing it leads.
+	PauseLeader Fault = "pause-leader"
+	// MoveLeader transfers leadership to a random follower.
+	MoveLeader Fault = "move-leader"
+	// RemoveReAdd removes a random follower, wipes it and adds it back.
+	RemoveReAdd Fault = "remove-readd"
+	// SnapshotCatchUp keeps a follower down while SnapshotWrites writes go
+	// in (outside the history), so that it must catch up from a snapshot.
+	SnapshotCatchUp Fault = "snapshot-catchup"
+)
+
+// FaultConfig says which faults to inject and how.
+type FaultConfig struct {
+	// Plan is the sequence of faults, injected one after the other.
+	Plan []Fault
+	// Interval is the quiet time between two faults.
+	Interval time.Duration
+	// PauseFor is how long PauseLeader keeps the leader stopped; it must
+	// exceed the election timeout.
+	PauseFor time.Duration
+	// SnapshotWrites is how many writes SnapshotCatchUp sends while the
+	// member is down (they go to a key outside the history, so a history
+	// with them must be checked without strict revisions).
+	SnapshotWrites int
+	// ProbeKey is the history key that the unavailability probe writes.
+	ProbeKey int
+	// ProbeClient is the history client ID of the probe.
+	ProbeClient int
+}
+
+// FaultReport says what was injected and what it cost.
+type FaultReport struct {
+	Injected []string
+	// Unavailability holds, per leader kill, the time from the SIGKILL to
+	// the first acknowledged write.
+	Unavailability []time.Duration
+}
+
+// InjectFaults runs the plan against the cluster while traffic runs. The
+// unavailability probe records its writes in h.
+func InjectFaults(ctx context.Context, c *Cluster, h *History, cfg FaultConfig) (FaultReport, error) {
+	if cfg.Interval == 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.PauseFor == 0 {
+		cfg.PauseFor = 3 * time.Second
+	}
+	var rep FaultReport
+	cli, err := NewClient(c.Endpoints())
+	if err != nil {
+		return rep, err
+	}
+	defer cli.Close()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	seq := 0
+	for n, f := range cfg.Plan {
+		select {
+		case <-ctx.Done():
+			return rep, nil
+		case <-time.After(cfg.Interval):
+		}
+		leader, err := c.Leader(ctx)
+		if err != nil {
+			return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
+		}
+		follower := randomOther(rng, len(c.Members()), leader)
+		switch f {
+		case KillLeader:
+			if err := c.Kill(leader); err != nil {
+				return rep, err
+			}
+			killed := time.Now()
+			d, err := probeWrite(ctx, cli, h, cfg.ProbeClient, cfg.ProbeKey, &seq, killed)
+			if err != nil {
+				return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
+			}
+			rep.Unavailability = append(rep.Unavailability, d)
+			if err := c.Restart(ctx, leader); err != nil {
+				return rep, err
+			}
+		case KillRandom:
+			victim := rng.IntN(len(c.Members()))
+			if err := c.Kill(victim); err != nil {
+				return rep, err
+			}
+			if err := c.Restart(ctx, victim); err != nil {
+				return rep, err
+			}
+		case PauseLeader:
+			if err := c.Pause(leader); err != nil {
+				return rep, err
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.PauseFor):
+			}
+			if err := c.Resume(leader); err != nil {
+				return rep, err
+			}
+		case MoveLeader:
+			if err := c.MoveLeader(ctx, leader, follower); err != nil {
+				return rep, err
+			}
+		case RemoveReAdd:
+			if err := c.RemoveAndReAdd(ctx, follower, leader); err != nil {
+				return rep, err
+			}
+		case SnapshotCatchUp:
+			if err := c.Kill(follower); err != nil {
+				return rep, err
+			}
+			if err := burst(ctx, cli, cfg.SnapshotWrites); err != nil {
+				return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
+			}
+			if err := c.Restart(ctx, follower); err != nil {
+				return rep, err
+			}
+		default:
+			return rep, fmt.Errorf("unknown fault %q", f)
+		}
+		rep.Injected = append(rep.Injected, fmt.Sprintf("%s(leader=%s)", f, c.Members()[leader].Name))
+	}
+	return rep, nil
+}
+
+func randomOther(rng *rand.Rand, n, not int) int {
+	i := rng.IntN(n - 1)
+	if i >= not {
+		i++
+	}
+	return i
+}
+
+// probeWrite writes the probe key until a write is acknowledged (each
+// attempt with a 500 ms deadline, for at most 30 s) and returns the time
+// from since to that acknowledgement. The writes are recorded in h.
+func probeWrite(ctx context.Context, cli *clientv3.Client, h *History, client, key int, seq *int, since time.Time) (time.Duration, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		*seq++
+		in := Input{Kind: OpPut, Key: key, Value: fmt.Sprintf("probe-%d", *seq)}
+		out := Do(ctx, cli, h, client, in, 500*time.Millisecond)
+		if !out.Unknown {
+			return time.Since(since), nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("no write acknowledged within 30 s of the leader kill")
+}
+
+// burst sends n puts to a key outside the history, with bounded retries.
+func burst(ctx context.Context, cli *clientv3.Client, n int) error {
+	failures := 0
+	for i := 0; i < n; i++ {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Put(rctx, "/robustness-burst", fmt.Sprintf("b%d", i))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if failures++; failures > 100 {
+				return fmt.Errorf("burst: %w", err)
+			}
+		}
+	}
+	return nil
+}

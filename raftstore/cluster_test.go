@@ -1,0 +1,161 @@
+package raftstore_test
+
+// This file holds the in-process cluster harness: N store members in one
+// test process on loopback, with short Raft timeouts, that a test can stop
+// and restart one at a time.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/raftstore"
+)
+
+type member struct {
+	cfg    raftstore.Config
+	store  *raftstore.Store
+	cancel context.CancelFunc
+	done   chan error
+	client *clientv3.Client
+}
+
+type cluster struct {
+	t       *testing.T
+	members []*member
+}
+
+type clusterOptions struct {
+	snapshotThreshold uint64
+	trailingLogs      uint64
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("KPLANE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func memberConfig(t *testing.T, dir, name string, opts clusterOptions) raftstore.Config {
+	cport, pport := testutil.FreePort(t), testutil.FreePort(t)
+	return raftstore.Config{
+		Name:                    name,
+		DataDir:                 filepath.Join(dir, name),
+		ListenClientURLs:        []string{fmt.Sprintf("http://127.0.0.1:%d", cport)},
+		ListenPeerURL:           fmt.Sprintf("http://127.0.0.1:%d", pport),
+		InitialAdvertisePeerURL: fmt.Sprintf("http://127.0.0.1:%d", pport),
+		HeartbeatTimeout:        300 * time.Millisecond,
+		ElectionTimeout:         300 * time.Millisecond,
+		LeaderLeaseTimeout:      150 * time.Millisecond,
+		SnapshotThreshold:       opts.snapshotThreshold,
+		SnapshotInterval:        200 * time.Millisecond,
+		TrailingLogs:            opts.trailingLogs,
+		LeaseCheckInterval:      100 * time.Millisecond,
+		MinLeaseTTL:             1,
+		Logger:                  testLogger(t),
+	}
+}
+
+// newCluster starts n members bootstrapped together and waits for a leader.
+func newCluster(t *testing.T, n int, opts clusterOptions) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &cluster{t: t}
+	var initial []string
+	for i := 0; i < n; i++ {
+		cfg := memberConfig(t, dir, fmt.Sprintf("m%d", i), opts)
+		initial = append(initial, cfg.Name+"="+cfg.InitialAdvertisePeerURL)
+		c.members = append(c.members, &member{cfg: cfg})
+	}
+	for _, m := range c.members {
+		m.cfg.InitialCluster = strings.Join(initial, ",")
+		c.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.stop(m)
+		}
+	})
+	c.waitLeader()
+	return c
+}
+
+func (c *cluster) start(m *member) {
+	c.t.Helper()
+	s, err := raftstore.New(m.cfg)
+	if err != nil {
+		c.t.Fatalf("start member %s: %v", m.cfg.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.store, m.cancel, m.done = s, cancel, make(chan error, 1)
+	go func() { m.done <- s.Run(ctx) }()
+	m.client = newClient(c.t, strings.TrimPrefix(m.cfg.ListenClientURLs[0], "http://"))
+}
+
+func (c *cluster) stop(m *member) {
+	if m.cancel == nil {
+		return
+	}
+	m.client.Close()
+	m.cancel()
+	if err := <-m.done; err != nil {
+		c.t.Errorf("member %s stopped with: %v", m.cfg.Name, err)
+	}
+	m.cancel = nil
+}
+
+func newClient(t *testing.T, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client for %v: %v", endpoints, err)
+	}
+	return cli
+}
+
+// leader returns the member that leads, waiting (bounded) for one.
+func (c *cluster) waitLeader() *member {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range c.members {
+			if m.cancel != nil && m.store.Raft().State().String() == "Leader" {
+				return m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader within 20s")
+	return nil
+}
+
+func (c *cluster) followers() []*member {
+	l := c.waitLeader()
+	var out []*member
+	for _, m := range c.members {
+		if m != l && m.cancel != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

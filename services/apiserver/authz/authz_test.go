@@ -1,0 +1,388 @@
+package authz
+
+import (
+	"context"
+	"testing"
+
+	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+func meta(ns, name string) *metav1.ObjectMeta { return &metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+func pr(verbs, groups, resources []string, names ...string) *rbacv1.PolicyRule {
+	return &rbacv1.PolicyRule{Verbs: verbs, ApiGroups: groups, Resources: resources, ResourceNames: names}
+}
+
+func ss(s ...string) []string { return s }
+
+// fixture is an RBAC authorizer fed with kplane's proto objects, as the
+// apiserver's watch feeds it.
+func fixture(t *testing.T) *RBAC {
+	t.Helper()
+	r := NewRBAC(nil)
+	objs := []any{
+		&rbacv1.Role{Metadata: meta("default", "pod-reader"), Rules: []*rbacv1.PolicyRule{
+			pr(ss("get", "list", "watch"), ss(""), ss("pods")),
+		}},
+		&rbacv1.RoleBinding{Metadata: meta("default", "bob-reads-pods"),
+			Subjects: []*rbacv1.Subject{{Kind: "User", Name: "bob"}},
+			RoleRef:  &rbacv1.RoleRef{Kind: "Role", Name: "pod-reader", ApiGroup: "rbac.authorization.k8s.io"}},
+		&rbacv1.ClusterRole{Metadata: meta("", "status-writer"), Rules: []*rbacv1.PolicyRule{
+			pr(ss("update", "patch"), ss(""), ss("pods/status")),
+			pr(ss("get"), ss("apps"), ss("*/scale")),
+		}},
+		&rbacv1.RoleBinding{Metadata: meta("team", "devs-write-status"),
+			Subjects: []*rbacv1.Subject{{Kind: "Group", Name: "devs"}},
+			RoleRef:  &rbacv1.RoleRef{Kind: "ClusterRole", Name: "status-writer"}},
+		&rbacv1.ClusterRole{Metadata: meta("", "one-configmap"), Rules: []*rbacv1.PolicyRule{
+			pr(ss("get", "update"), ss(""), ss("configmaps"), "settings"),
+		}},
+		&rbacv1.ClusterRoleBinding{Metadata: meta("", "carol-one-configmap"),
+			Subjects: []*rbacv1.Subject{{Kind: "User", Name: "carol"}},
+			RoleRef:  &rbacv1.RoleRef{Kind: "ClusterRole", Name: "one-configmap"}},
+		&rbacv1.ClusterRole{Metadata: meta("", "deploy-all"), Rules: []*rbacv1.PolicyRule{
+			pr(ss("*"), ss("apps"), ss("*")),
+		}},
+		&rbacv1.RoleBinding{Metadata: meta("team", "robot-deploys"),
+			Subjects: []*rbacv1.Subject{{Kind: "ServiceAccount", Name: "robot"}},
+			RoleRef:  &rbacv1.RoleRef{Kind: "ClusterRole", Name: "deploy-all"}},
+	}
+	for _, o := range objs {
+		if err := r.Put(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func TestRBACAuthorize(t *testing.T) {
+	r := fixture(t)
+	bob := request.User{Name: "bob", Groups: ss(request.AuthenticatedGroup)}
+	dave := request.User{Name: "dave", Groups: ss("devs", request.AuthenticatedGroup)}
+	carol := request.User{Name: "carol"}
+	robot := request.User{Name: "system:serviceaccount:team:robot"}
+	root := request.User{Name: "root", Groups: ss(request.MastersGroup)}
+	tests := []struct {
+		name string
+		a    request.Attributes
+		want bool
+	}{
+		{name: "role grants list in its namespace", a: request.Attributes{User: bob, Verb: "list", Resource: "pods", Namespace: "default"}, want: true},
+		{name: "role does not reach another namespace", a: request.Attributes{User: bob, Verb: "list", Resource: "pods", Namespace: "other"}},
+		{name: "role does not reach the cluster scope", a: request.Attributes{User: bob, Verb: "list", Resource: "pods"}},
+		{name: "verb not granted", a: request.Attributes{User: bob, Verb: "delete", Resource: "pods", Namespace: "default", Name: "web"}},
+		{name: "pods does not cover pods/status", a: request.Attributes{User: bob, Verb: "get", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}},
+		{name: "wrong API group", a: request.Attributes{User: bob, Verb: "list", APIGroup: "apps", Resource: "pods", Namespace: "default"}},
+		{name: "group subject via cluster role in a role binding", a: request.Attributes{User: dave, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "team", Name: "web"}, want: true},
+		{name: "pods/status does not cover pods", a: request.Attributes{User: dave, Verb: "update", Resource: "pods", Namespace: "team", Name: "web"}},
+		{name: "*/scale covers deployments/scale", a: request.Attributes{User: dave, Verb: "get", APIGroup: "apps", Resource: "deployments", Subresource: "scale", Namespace: "team", Name: "web"}, want: true},
+		{name: "cluster role in a role binding is namespaced", a: request.Attributes{User: dave, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}},
+		{name: "resourceNames match", a: request.Attributes{User: carol, Verb: "get", Resource: "configmaps", Namespace: "any", Name: "settings"}, want: true},
+		{name: "resourceNames mismatch", a: request.Attributes{User: carol, Verb: "get", Resource: "configmaps", Namespace: "any", Name: "other"}},
+		{name: "resourceNames never cover list", a: request.Attributes{User: carol, Verb: "list", Resource: "configmaps", Namespace: "any"}},
+		{name: "service account subject", a: request.Attributes{User: robot, Verb: "create", APIGroup: "apps", Resource: "deployments", Namespace: "team"}, want: true},
+		{name: "service account of another namespace", a: request.Attributes{User: request.User{Name: "system:serviceaccount:default:robot"}, Verb: "create", APIGroup: "apps", Resource: "deployments", Namespace: "team"}},
+		{name: "resource * covers subresources", a: request.Attributes{User: robot, Verb: "update", APIGroup: "apps", Resource: "deployments", Subresource: "scale", Namespace: "team", Name: "web"}, want: true},
+		{name: "system:masters may do anything", a: request.Attributes{User: root, Verb: "delete", Resource: "nodes", Name: "n1"}, want: true},
+		{name: "unknown user", a: request.Attributes{User: request.User{Name: "eve"}, Verb: "get", Resource: "pods", Namespace: "default", Name: "web"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := r.Authorize(context.Background(), tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tt.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestRBACFollowsDeletesAndReplace(t *testing.T) {
+	r := fixture(t)
+	a := request.Attributes{User: request.User{Name: "bob"}, Verb: "list", Resource: "pods", Namespace: "default"}
+	allowed := func() bool {
+		d, err := r.Authorize(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	if !allowed() {
+		t.Fatal("got denied before the delete, want allowed")
+	}
+	r.Delete(&rbacv1.Role{Metadata: meta("default", "pod-reader")})
+	if allowed() {
+		t.Error("got allowed after the role was deleted, want denied")
+	}
+	r.Upsert(&rbacv1.Role{Metadata: meta("default", "pod-reader"), Rules: []*rbacv1.PolicyRule{pr(ss("list"), ss(""), ss("pods"))}})
+	if !allowed() {
+		t.Error("got denied after the role came back, want allowed")
+	}
+	if err := r.Replace("RoleBinding", nil); err != nil {
+		t.Fatal(err)
+	}
+	if allowed() {
+		t.Error("got allowed after the bindings were replaced by none, want denied")
+	}
+	if err := r.Replace("Role", []any{&rbacv1.RoleBinding{}}); err == nil {
+		t.Error("Replace accepted a RoleBinding as a Role")
+	}
+	if err := r.Put(&corev1.Pod{}); err == nil {
+		t.Error("Put accepted a Pod")
+	}
+}
+
+func TestForbiddenWording(t *testing.T) {
+	bob := request.User{Name: "bob"}
+	tests := []struct {
+		name string
+		a    request.Attributes
+		d    request.Decision
+		want string
+	}{
+		{name: "namespaced list", a: request.Attributes{User: bob, Verb: "list", Resource: "pods", Namespace: "default"},
+			want: `pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the namespace "default"`},
+		{name: "named get in a group", a: request.Attributes{User: bob, Verb: "get", APIGroup: "apps", Resource: "deployments", Namespace: "ns", Name: "web"},
+			want: `deployments.apps "web" is forbidden: User "bob" cannot get resource "deployments" in API group "apps" in the namespace "ns"`},
+		{name: "cluster scope", a: request.Attributes{User: bob, Verb: "delete", Resource: "nodes", Name: "n1"},
+			want: `nodes "n1" is forbidden: User "bob" cannot delete resource "nodes" in API group "" at the cluster scope`},
+		{name: "subresource and reason", a: request.Attributes{User: request.User{Name: "system:node:n1"}, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"},
+			d:    request.Decision{Reason: "no relationship found between node 'n1' and this object"},
+			want: `pods "web" is forbidden: User "system:node:n1" cannot update resource "pods/status" in API group "" in the namespace "default": no relationship found between node 'n1' and this object`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Forbidden(tt.a, tt.d)
+			if got := err.Error(); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("got reason %q, want Forbidden", err.Reason)
+			}
+		})
+	}
+}
+
+func TestNodeAuthorizer(t *testing.T) {
+	n1 := request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup, request.AuthenticatedGroup)}
+	notANode := request.User{Name: "system:node:n1", Groups: ss(request.AuthenticatedGroup)} // right name, no group
+	tests := []struct {
+		name string
+		a    request.Attributes
+		want bool
+	}{
+		{name: "watch pods", a: request.Attributes{User: n1, Verb: "watch", Resource: "pods"}, want: true},
+		{name: "list nodes", a: request.Attributes{User: n1, Verb: "list", Resource: "nodes"}, want: true},
+		{name: "get services", a: request.Attributes{User: n1, Verb: "get", Resource: "services", Namespace: "default", Name: "kubernetes"}, want: true},
+		{name: "get a secret", a: request.Attributes{User: n1, Verb: "get", Resource: "secrets", Namespace: "default", Name: "s"}, want: true},
+		{name: "list secrets", a: request.Attributes{User: n1, Verb: "list", Resource: "secrets", Namespace: "default"}},
+		{name: "create own node", a: request.Attributes{User: n1, Verb: "create", Resource: "nodes", Name: "n1"}, want: true},
+		{name: "update own node status", a: request.Attributes{User: n1, Verb: "update", Resource: "nodes", Subresource: "status", Name: "n1"}, want: true},
+		{name: "update another node", a: request.Attributes{User: n1, Verb: "update", Resource: "nodes", Name: "n2"}},
+		{name: "patch another node's status", a: request.Attributes{User: n1, Verb: "patch", Resource: "nodes", Subresource: "status", Name: "n2"}},
+		{name: "delete own node", a: request.Attributes{User: n1, Verb: "delete", Resource: "nodes", Name: "n1"}},
+		{name: "update own lease", a: request.Attributes{User: n1, Verb: "update", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease", Name: "n1"}, want: true},
+		{name: "update another node's lease", a: request.Attributes{User: n1, Verb: "update", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease", Name: "n2"}},
+		{name: "lease elsewhere", a: request.Attributes{User: n1, Verb: "update", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "n1"}},
+		{name: "create events", a: request.Attributes{User: n1, Verb: "create", Resource: "events", Namespace: "default"}, want: true},
+		{name: "update pod status", a: request.Attributes{User: n1, Verb: "update", Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}, want: true},
+		{name: "delete a pod (graceful deletion confirmation)", a: request.Attributes{User: n1, Verb: "delete", Resource: "pods", Namespace: "default", Name: "web"}, want: true},
+		{name: "bind a pod", a: request.Attributes{User: n1, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}},
+		{name: "create a deployment", a: request.Attributes{User: n1, Verb: "create", APIGroup: "apps", Resource: "deployments", Namespace: "default"}},
+		{name: "node name without the nodes group", a: request.Attributes{User: notANode, Verb: "watch", Resource: "pods"}},
+	}
+	az := NewNode(NodeConfig{})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := az.Authorize(context.Background(), tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tt.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeAuthorizerRelatedSecrets(t *testing.T) {
+	az := NewNode(NodeConfig{RelatedToNode: func(_ context.Context, node, resource, ns, name string) (bool, error) {
+		return node == "n1" && resource == "secrets" && ns == "default" && name == "mine", nil
+	}})
+	n1 := request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}
+	for _, tc := range []struct {
+		name   string
+		secret string
+		want   bool
+	}{{name: "related", secret: "mine", want: true}, {name: "unrelated", secret: "theirs"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := az.Authorize(context.Background(), request.Attributes{User: n1, Verb: "get", Resource: "secrets", Namespace: "default", Name: tc.secret})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tc.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnionNodeThenRBAC(t *testing.T) {
+	r := fixture(t)
+	u := NewDefault(r)
+	n1 := request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}
+	tests := []struct {
+		name string
+		a    request.Attributes
+		want bool
+	}{
+		{name: "node authorizer allows", a: request.Attributes{User: n1, Verb: "update", Resource: "nodes", Name: "n1"}, want: true},
+		{name: "rbac allows", a: request.Attributes{User: request.User{Name: "bob"}, Verb: "list", Resource: "pods", Namespace: "default"}, want: true},
+		{name: "neither allows", a: request.Attributes{User: n1, Verb: "update", Resource: "nodes", Name: "n2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := u.Authorize(context.Background(), tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tt.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeRestriction(t *testing.T) {
+	n1 := request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}
+	pod := func(node string) *corev1.Pod {
+		return &corev1.Pod{Metadata: meta("default", "web"), Spec: &corev1.PodSpec{NodeName: node}}
+	}
+	tests := []struct {
+		name    string
+		a       request.Admission
+		wantErr string
+	}{
+		{name: "own node status", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Subresource: "status", Name: "n1"}, Operation: request.Update}},
+		{name: "create own node (name from the object)", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes"}, Operation: request.Create,
+			Object: &corev1.Node{Metadata: meta("", "n1")}}},
+		{name: "another node", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Name: "n2"}, Operation: request.Update},
+			wantErr: `nodes "n2" is forbidden: node "n1" is not allowed to modify node "n2"`},
+		{name: "create another node", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes"}, Operation: request.Create,
+			Object: &corev1.Node{Metadata: meta("", "n2")}},
+			wantErr: `nodes "n2" is forbidden: node "n1" is not allowed to modify node "n2"`},
+		{name: "own lease", a: request.Admission{Attributes: request.Attributes{User: n1, APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease"}, Operation: request.Create,
+			Object: &coordv1.Lease{Metadata: meta("kube-node-lease", "n1")}}},
+		{name: "another node's lease", a: request.Admission{Attributes: request.Attributes{User: n1, APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease", Name: "n2"}, Operation: request.Update},
+			wantErr: `leases.coordination.k8s.io "n2" is forbidden: node "n1" can only access node lease with the same name as the requesting node`},
+		{name: "status of a pod bound to it", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}, Operation: request.Update,
+			Object: pod("n1"), OldObject: pod("n1")}},
+		{name: "status of a pod bound elsewhere", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}, Operation: request.Update,
+			Object: pod("n1"), OldObject: pod("n2")},
+			wantErr: `pods "web" is forbidden: node "n1" can only update pod status for pods with spec.nodeName set to itself`},
+		{name: "status of an unbound pod", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Subresource: "status", Namespace: "default", Name: "web"}, Operation: request.Update,
+			Object: pod("n1"), OldObject: pod("")},
+			wantErr: `pods "web" is forbidden: node "n1" can only update pod status for pods with spec.nodeName set to itself`},
+		{name: "delete a pod bound to it", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Namespace: "default", Name: "web"}, Operation: request.Delete, OldObject: pod("n1")}},
+		{name: "delete a pod bound elsewhere", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Namespace: "default", Name: "web"}, Operation: request.Delete, OldObject: pod("n2")},
+			wantErr: `pods "web" is forbidden: node "n1" can only delete pods with spec.nodeName set to itself`},
+		{name: "bind a pod", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, Operation: request.Create},
+			wantErr: `pods "web" is forbidden: node "n1" is not allowed to bind pods`},
+		{name: "other users pass", a: request.Admission{Attributes: request.Attributes{User: request.User{Name: "bob"}, Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, Operation: request.Create}},
+	}
+	nr := NewNodeRestriction()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := nr.Validate(context.Background(), &tt.a)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("got %v, want allowed", err)
+			case tt.wantErr != "" && err == nil:
+				t.Errorf("got allowed, want %q", tt.wantErr)
+			case tt.wantErr != "":
+				if err.Error() != tt.wantErr {
+					t.Errorf("got  %s\nwant %s", err, tt.wantErr)
+				}
+				if !apierrors.IsForbidden(err) {
+					t.Errorf("got reason %q, want Forbidden", apierrors.ReasonOf(err))
+				}
+			}
+		})
+	}
+}
+
+func TestBootstrapPolicy(t *testing.T) {
+	r := NewRBAC(nil)
+	bp := BootstrapPolicy()
+	// Through the proto types, as the apiserver stores and then watches them.
+	roles, bindings, err := BootstrapObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(roles) != len(bp.ClusterRoles) || len(bindings) != len(bp.ClusterRoleBindings) {
+		t.Fatalf("got %d roles and %d bindings, want %d and %d", len(roles), len(bindings), len(bp.ClusterRoles), len(bp.ClusterRoleBindings))
+	}
+	for i, p := range roles {
+		if cr := bp.ClusterRoles[i]; p.GetMetadata().GetName() != cr.Name || len(p.GetRules()) != len(cr.Rules) {
+			t.Fatalf("ClusterRole %s: got %v", cr.Name, p)
+		}
+		if err := r.Put(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range bindings {
+		if err := r.Put(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A namespace admin, editor and viewer through RoleBindings of the
+	// bootstrap cluster roles.
+	for role, user := range map[string]string{"admin": "ann", "edit": "ed", "view": "vi"} {
+		r.Upsert(&rbacv1.RoleBinding{Metadata: meta("team", role+"-binding"),
+			Subjects: []*rbacv1.Subject{{Kind: "User", Name: user}},
+			RoleRef:  &rbacv1.RoleRef{Kind: "ClusterRole", Name: role}})
+	}
+	sched := request.User{Name: SchedulerUser, Groups: ss(request.AuthenticatedGroup)}
+	kcm := request.User{Name: ControllerManagerUser, Groups: ss(request.AuthenticatedGroup)}
+	tests := []struct {
+		name string
+		a    request.Attributes
+		want bool
+	}{
+		{name: "masters via cluster-admin", a: request.Attributes{User: request.User{Name: "x", Groups: ss(request.MastersGroup)}, Verb: "delete", Resource: "nodes", Name: "n"}, want: true},
+		{name: "scheduler binds pods", a: request.Attributes{User: sched, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, want: true},
+		{name: "scheduler watches nodes", a: request.Attributes{User: sched, Verb: "watch", Resource: "nodes"}, want: true},
+		{name: "scheduler renews its lease", a: request.Attributes{User: sched, Verb: "update", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "kube-scheduler"}, want: true},
+		{name: "scheduler may not create deployments", a: request.Attributes{User: sched, Verb: "create", APIGroup: "apps", Resource: "deployments", Namespace: "default"}},
+		{name: "controller manager creates replicasets", a: request.Attributes{User: kcm, Verb: "create", APIGroup: "apps", Resource: "replicasets", Namespace: "default"}, want: true},
+		{name: "controller manager updates deployment status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "apps", Resource: "deployments", Subresource: "status", Namespace: "default", Name: "web"}, want: true},
+		{name: "controller manager lists everything", a: request.Attributes{User: kcm, Verb: "list", Resource: "secrets"}, want: true},
+		{name: "controller manager may not bind pods", a: request.Attributes{User: kcm, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}},
+		{name: "admin manages rolebindings", a: request.Attributes{User: request.User{Name: "ann"}, Verb: "create", APIGroup: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: "team"}, want: true},
+		{name: "edit creates deployments", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", APIGroup: "apps", Resource: "deployments", Namespace: "team"}, want: true},
+		{name: "edit may not manage rolebindings", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", APIGroup: "rbac.authorization.k8s.io", Resource: "rolebindings", Namespace: "team"}},
+		{name: "view reads pods", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "list", Resource: "pods", Namespace: "team"}, want: true},
+		{name: "view may not read secrets", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "get", Resource: "secrets", Namespace: "team", Name: "s"}},
+		{name: "view may not create pods", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "create", Resource: "pods", Namespace: "team"}},
+		{name: "view is only in its namespace", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "list", Resource: "pods", Namespace: "default"}},
+		{name: "system:node role is bound to nobody", a: request.Attributes{User: request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}, Verb: "list", Resource: "pods"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := r.Authorize(context.Background(), tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tt.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,195 @@
+package authz
+
+import (
+	"encoding/json"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	kplanerbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+// Bootstrap is the default RBAC policy the apiserver creates at start-up
+// when absent (it never overwrites an existing object of the same name, so
+// an operator's edits survive restarts).
+type Bootstrap struct {
+	ClusterRoles        []rbacv1.ClusterRole
+	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+}
+
+// Names of kplane components' identities (certificate CNs), as Kubernetes names them.
+const (
+	SchedulerUser         = "system:kube-scheduler"
+	ControllerManagerUser = "system:kube-controller-manager"
+)
+
+func rule(verbs []string, groups []string, resources ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{Verbs: verbs, APIGroups: groups, Resources: resources}
+}
+
+var (
+	read      = []string{"get", "list", "watch"}
+	readWrite = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+	write     = []string{"create", "update", "patch", "delete", "deletecollection"}
+	core      = []string{""}
+	apps      = []string{"apps"}
+)
+
+func bootstrapMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:        name,
+		Labels:      map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"},
+		Annotations: map[string]string{"rbac.authorization.kubernetes.io/autoupdate": "true"},
+	}
+}
+
+func clusterRole(name string, rules ...rbacv1.PolicyRule) rbacv1.ClusterRole {
+	return rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: bootstrapMeta(name),
+		Rules:      rules,
+	}
+}
+
+func binding(name, role string, subjects ...rbacv1.Subject) rbacv1.ClusterRoleBinding {
+	return rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: bootstrapMeta(name),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   subjects,
+	}
+}
+
+func user(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+func group(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+// BootstrapPolicy returns Kubernetes' default roles, cut down to the
+// resources kplane serves: cluster-admin (bound to system:masters), the
+// user-facing admin, edit and view, system:kube-scheduler and
+// system:kube-controller-manager (bound to those users), system:node (the
+// RBAC view of what node agents need; like Kubernetes, its binding has no
+// subjects because the Node authorizer grants nodes their rights), and
+// system:basic-user / system:discovery for every authenticated user.
+func BootstrapPolicy() Bootstrap {
+	viewRules := []rbacv1.PolicyRule{
+		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",
+			"events", "namespaces", "namespaces/status", "replicationcontrollers", "persistentvolumeclaims"),
+		rule(read, apps, "deployments", "deployments/status", "deployments/scale", "replicasets", "replicasets/status",
+			"replicasets/scale", "statefulsets", "daemonsets"),
+		rule(read, []string{"discovery.k8s.io"}, "endpointslices"),
+		rule(read, []string{"coordination.k8s.io"}, "leases"),
+	}
+	editRules := append([]rbacv1.PolicyRule{
+		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
+			"replicationcontrollers", "persistentvolumeclaims"),
+		rule([]string{"create"}, core, "pods/exec", "pods/attach", "pods/portforward", "pods/eviction"),
+		rule(readWrite, apps, "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "daemonsets"),
+		rule(readWrite, []string{"discovery.k8s.io"}, "endpointslices"),
+		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
+	}, viewRules...)
+	adminRules := append([]rbacv1.PolicyRule{
+		rule(readWrite, []string{"rbac.authorization.k8s.io"}, "roles", "rolebindings"),
+	}, editRules...)
+
+	return Bootstrap{
+		ClusterRoles: []rbacv1.ClusterRole{
+			clusterRole("cluster-admin",
+				rule([]string{"*"}, []string{"*"}, "*"),
+				rbacv1.PolicyRule{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}),
+			clusterRole("admin", adminRules...),
+			clusterRole("edit", editRules...),
+			clusterRole("view", viewRules...),
+			clusterRole("system:basic-user",
+				rule([]string{"create"}, []string{"authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews")),
+			clusterRole("system:discovery",
+				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/version", "/version/"}}),
+			clusterRole(SchedulerUser,
+				rule([]string{"create", "patch", "update"}, []string{"", "events.k8s.io"}, "events"),
+				rule([]string{"create"}, core, "bindings", "pods/binding"),
+				rule([]string{"patch", "update"}, core, "pods/status"),
+				rule([]string{"delete", "get", "list", "watch"}, core, "pods"),
+				rule(read, core, "nodes", "namespaces", "services", "replicationcontrollers", "persistentvolumeclaims", "persistentvolumes"),
+				rule(read, apps, "replicasets", "statefulsets"),
+				rule([]string{"create"}, []string{"coordination.k8s.io"}, "leases"),
+				rbacv1.PolicyRule{Verbs: []string{"get", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+					ResourceNames: []string{"kube-scheduler"}},
+			),
+			clusterRole(ControllerManagerUser,
+				rule(read, []string{"*"}, "*"),
+				rule([]string{"create", "patch", "update"}, []string{"", "events.k8s.io"}, "events"),
+				rule(write, core, "pods", "endpoints", "nodes", "services", "configmaps", "namespaces"),
+				rule([]string{"update", "patch"}, core, "pods/status", "nodes/status", "namespaces/finalize", "namespaces/status", "services/status"),
+				rule(write, apps, "deployments", "replicasets", "statefulsets", "daemonsets"),
+				rule([]string{"update", "patch"}, apps, "deployments/status", "replicasets/status", "deployments/scale", "replicasets/scale",
+					"deployments/finalizers", "replicasets/finalizers"),
+				rule(write, []string{"discovery.k8s.io"}, "endpointslices"),
+				rule(write, []string{"coordination.k8s.io"}, "leases"),
+			),
+			clusterRole("system:node",
+				rule(read, core, "pods", "nodes", "services", "endpoints"),
+				rule([]string{"get"}, core, "configmaps", "secrets"),
+				rule([]string{"create", "get", "update", "patch"}, core, "nodes"),
+				rule([]string{"get", "update", "patch"}, core, "nodes/status"),
+				rule([]string{"update", "patch"}, core, "pods/status"),
+				rule([]string{"delete"}, core, "pods"),
+				rule([]string{"create", "update", "patch"}, []string{"", "events.k8s.io"}, "events"),
+				rule([]string{"get", "create", "update", "patch", "delete"}, []string{"coordination.k8s.io"}, "leases"),
+			),
+		},
+		ClusterRoleBindings: []rbacv1.ClusterRoleBinding{
+			binding("cluster-admin", "cluster-admin", group(request.MastersGroup)),
+			binding("system:basic-user", "system:basic-user", group(request.AuthenticatedGroup)),
+			binding("system:discovery", "system:discovery", group(request.AuthenticatedGroup)),
+			binding(SchedulerUser, SchedulerUser, user(SchedulerUser)),
+			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
+			binding("system:node", "system:node"),
+		},
+	}
+}
+
+// ToProto converts a Kubernetes object (such as the k8s.io/api/rbac/v1 types
+// in Bootstrap) into kplane's proto message of the same shape, through their
+// shared JSON names. Unknown fields are an error, so a schema gap shows.
+func ToProto(k8sObj any, into proto.Message) error {
+	b, err := json.Marshal(k8sObj)
+	if err != nil {
+		return fmt.Errorf("authz: encode %T: %w", k8sObj, err)
+	}
+	if err := protojson.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("authz: decode into %s: %w", into.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return nil
+}
+
+// BootstrapObjects is BootstrapPolicy as kplane's proto objects, ready for
+// the apiserver to create at start-up (each only if absent).
+func BootstrapObjects() ([]*kplanerbacv1.ClusterRole, []*kplanerbacv1.ClusterRoleBinding, error) {
+	bp := BootstrapPolicy()
+	roles := make([]*kplanerbacv1.ClusterRole, 0, len(bp.ClusterRoles))
+	for i := range bp.ClusterRoles {
+		p := &kplanerbacv1.ClusterRole{}
+		if err := ToProto(&bp.ClusterRoles[i], p); err != nil {
+			return nil, nil, err
+		}
+		roles = append(roles, p)
+	}
+	bindings := make([]*kplanerbacv1.ClusterRoleBinding, 0, len(bp.ClusterRoleBindings))
+	for i := range bp.ClusterRoleBindings {
+		p := &kplanerbacv1.ClusterRoleBinding{}
+		if err := ToProto(&bp.ClusterRoleBindings[i], p); err != nil {
+			return nil, nil, err
+		}
+		bindings = append(bindings, p)
+	}
+	return roles, bindings, nil
+}

@@ -1,0 +1,130 @@
+package authz
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+// NodeLeaseNamespace is where node agents keep their heartbeat Leases.
+const NodeLeaseNamespace = "kube-node-lease"
+
+// NodeName returns the node a user is the agent of: "n1" for user
+// system:node:n1 in group system:nodes. ok is false for any other user.
+func NodeName(u request.User) (name string, ok bool) {
+	if !strings.HasPrefix(u.Name, request.NodeUserPrefix) || !slices.Contains(u.Groups, request.NodesGroup) {
+		return "", false
+	}
+	name = strings.TrimPrefix(u.Name, request.NodeUserPrefix)
+	return name, name != ""
+}
+
+// NodeConfig configures the Node authorizer.
+type NodeConfig struct {
+	// RelatedToNode, if set, reports whether the named configmap or secret is
+	// used by a pod bound to node; reads of other configmaps and secrets are
+	// then denied. When nil, a node may get any configmap or secret (a
+	// simplification of Kubernetes' object graph: read-only, by name only,
+	// never list or watch).
+	RelatedToNode func(ctx context.Context, node, resource, namespace, name string) (bool, error)
+}
+
+// Node is Kubernetes' Node authorizer, simplified: it allows a node agent
+// (system:node:<name> in system:nodes) what running its pods takes, and has
+// no opinion on anything else (nor on other users), so RBAC decides those.
+//
+// What it allows a node n:
+//   - get, list, watch: pods, nodes, services, endpoints (core) and
+//     endpointslices (discovery.k8s.io);
+//   - get: configmaps and secrets (see NodeConfig.RelatedToNode);
+//   - create, get, update, patch: its own Node, and update/patch its
+//     nodes/status; it may not delete Nodes;
+//   - get, create, update, patch, delete: its own Lease in kube-node-lease;
+//   - create, update, patch: events (core and events.k8s.io);
+//   - update, patch pods/status and delete pods (the graceful deletion
+//     confirmation) — which pods is NodeRestriction's job, since it needs the
+//     stored object.
+//
+// Create requests must carry the new object's name in Attributes.Name.
+type Node struct {
+	cfg NodeConfig
+}
+
+var _ Authorizer = (*Node)(nil)
+
+// NewNode returns the Node authorizer.
+func NewNode(cfg NodeConfig) *Node { return &Node{cfg: cfg} }
+
+var readVerbs = []string{"get", "list", "watch"}
+
+// Authorize implements Authorizer.
+func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Decision, error) {
+	node, ok := NodeName(a.User)
+	if !ok {
+		return request.Decision{}, nil
+	}
+	allow := request.Decision{Allowed: true, Reason: "Node authorizer"}
+	deny := func(format string, args ...any) (request.Decision, error) {
+		return request.Decision{Reason: fmt.Sprintf(format, args...)}, nil
+	}
+	v := a.Verb
+	switch {
+	case a.APIGroup == "" && a.Subresource == "" && slices.Contains(readVerbs, v) &&
+		slices.Contains([]string{"pods", "nodes", "services", "endpoints"}, a.Resource):
+		return allow, nil
+	case a.APIGroup == "discovery.k8s.io" && a.Resource == "endpointslices" && a.Subresource == "" && slices.Contains(readVerbs, v):
+		return allow, nil
+
+	case a.APIGroup == "" && (a.Resource == "configmaps" || a.Resource == "secrets") && a.Subresource == "":
+		if v != "get" {
+			return deny("node %q may only get individual %s", node, a.Resource)
+		}
+		if n.cfg.RelatedToNode == nil {
+			return allow, nil
+		}
+		related, err := n.cfg.RelatedToNode(ctx, node, a.Resource, a.Namespace, a.Name)
+		if err != nil {
+			return request.Decision{}, fmt.Errorf("authz: node %q: relation to %s %s/%s: %w", node, a.Resource, a.Namespace, a.Name, err)
+		}
+		if !related {
+			return deny("no relationship found between node '%s' and this object", node)
+		}
+		return allow, nil
+
+	case a.APIGroup == "" && a.Resource == "nodes":
+		if a.Name != node {
+			return deny("node '%s' cannot modify node '%s'", node, a.Name)
+		}
+		switch {
+		case a.Subresource == "" && slices.Contains([]string{"create", "update", "patch"}, v):
+			return allow, nil
+		case a.Subresource == "status" && slices.Contains([]string{"get", "update", "patch"}, v):
+			return allow, nil
+		}
+		return request.Decision{}, nil
+
+	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases" && a.Subresource == "":
+		if a.Namespace != NodeLeaseNamespace || a.Name != node {
+			return deny("node '%s' can only access its own lease %s/%s", node, NodeLeaseNamespace, node)
+		}
+		if slices.Contains([]string{"get", "create", "update", "patch", "delete"}, v) {
+			return allow, nil
+		}
+		return request.Decision{}, nil
+
+	case (a.APIGroup == "" || a.APIGroup == "events.k8s.io") && a.Resource == "events" && a.Subresource == "":
+		if slices.Contains([]string{"create", "update", "patch"}, v) {
+			return allow, nil
+		}
+		return request.Decision{}, nil
+
+	case a.APIGroup == "" && a.Resource == "pods" && a.Subresource == "status" && (v == "update" || v == "patch"):
+		return allow, nil
+	case a.APIGroup == "" && a.Resource == "pods" && a.Subresource == "" && v == "delete":
+		return allow, nil
+	}
+	return request.Decision{}, nil
+}

@@ -109,10 +109,10 @@ func (g group) APIVersion() string {
 	return g.Name + "/v1"
 }
 
-func (g group) Prefix() string    { return prefix(g) }
-func (g group) ProtoPkg() string  { return "kplane." + g.Dir + ".v1" }
-func (g group) GoImport() string  { return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/v1" }
-func (r resource) Field() string  { return snake(r.Kind) }
+func (g group) Prefix() string     { return prefix(g) }
+func (g group) ProtoPkg() string   { return "kplane." + g.Dir + ".v1" }
+func (g group) GoImport() string   { return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/v1" }
+func (r resource) Field() string   { return snake(r.Kind) }
 func (r resource) GoField() string { return goField(r.Kind) }
 
 // Collection is the REST path of the collection (namespaced form).

@@ -168,10 +168,34 @@ func TestChaosKplane(t *testing.T) {
 	if n := soakFaults(t); n > 0 {
 		plan = soakPlan(n)
 	}
-	res := runScenario(t, flavor, plan, TrafficConfig{Clients: 6, Rate: 150})
+	res := runScenario(t, flavor, plan, TrafficConfig{Clients: 6, PinnedReaders: 3, Rate: 150})
 	if res.Err != nil {
 		t.Fatalf("kplane store failed the checks: %v", res.Err)
 	}
+}
+
+// TestCheckerCatchesUnverifiedReads tests the tester: kplane store with
+// --unsafe-unverified-reads answers default Ranges from its local state
+// without confirming leadership or catching up, so readers pinned to single
+// members, around a paused and a killed leader, must see stale data — and
+// the linearizability check must say so.
+func TestCheckerCatchesUnverifiedReads(t *testing.T) {
+	bin, help := kplaneBinary(t)
+	const flag = "--unsafe-unverified-reads"
+	if !strings.Contains(help, flag) {
+		msg := "kplane store has no " + flag + " flag yet (the fault-injection flag this test needs)"
+		if testutil.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	flavor := Flavor{Name: "kplane-unverified-reads", Binary: bin, Args: []string{"store"}, ExtraArgs: []string{flag}}
+	plan := []Fault{PauseLeader, KillLeader, PauseLeader, KillLeader}
+	res := runScenario(t, flavor, plan, TrafficConfig{Clients: 4, PinnedReaders: 6, Rate: 300})
+	if !errors.Is(res.Linearizability, ErrNotLinearizable) {
+		t.Fatalf("got linearizability verdict %v, want %v: the checker missed stale reads served without confirming leadership", res.Linearizability, ErrNotLinearizable)
+	}
+	t.Logf("caught, as it must: %v", res.Linearizability)
 }
 
 // TestChaosEtcd runs the same scenario against etcd (Debian's 3.4), the
@@ -185,7 +209,7 @@ func TestChaosEtcd(t *testing.T) {
 	if n := soakFaults(t); n > 0 {
 		plan = soakPlan(n)
 	}
-	res := runScenario(t, etcdFlavor(t), plan, TrafficConfig{Clients: 6, Rate: 150})
+	res := runScenario(t, etcdFlavor(t), plan, TrafficConfig{Clients: 6, PinnedReaders: 3, Rate: 150})
 	err := res.Err
 	if len(res.WatchErrs) > 0 && allAre(res.WatchErrs, ErrProgressOvertook) {
 		// Debian's etcd 3.4.23 predates the fix of etcd #15220; the checker

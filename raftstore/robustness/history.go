@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"sync"
@@ -35,6 +36,7 @@ type History struct {
 
 	mu      sync.Mutex
 	records []Record
+	errs    map[string]int
 }
 
 // NewHistory starts a history over the given keys (at most MaxKeys).
@@ -56,6 +58,27 @@ func (h *History) Add(r Record) {
 	h.mu.Lock()
 	h.records = append(h.records, r)
 	h.mu.Unlock()
+}
+
+// noteErr counts a failed request's error by its message (shortened).
+func (h *History) noteErr(err error) {
+	msg := err.Error()
+	if len(msg) > 80 {
+		msg = msg[:80]
+	}
+	h.mu.Lock()
+	if h.errs == nil {
+		h.errs = make(map[string]int)
+	}
+	h.errs[msg]++
+	h.mu.Unlock()
+}
+
+// Errors returns how often each error message was seen.
+func (h *History) Errors() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.errs)
 }
 
 // Records returns a copy of the recorded requests in the order they finished.

@@ -34,6 +34,8 @@ type Result struct {
 	// WatchEvents and WatchResumes are per member.
 	WatchEvents  []int
 	WatchResumes []int
+	// Errors counts the failed requests' errors by message.
+	Errors map[string]int
 	// Linearizability is porcupine's verdict (nil: linearizable).
 	Linearizability error
 	// OtherErrs are the failed checks of convergence, final streams,
@@ -122,6 +124,7 @@ func (s Scenario) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("%w\n%s", faultErr, c.Logs(20))
 	}
 	res.Stats = h.Stats()
+	res.Errors = h.Errors()
 
 	// A final write must succeed; its revision is the end of the history.
 	cli, err := NewClient(c.Endpoints())
@@ -215,6 +218,14 @@ func runTrafficOn(ctx context.Context, endpoints []string, h *History, cfg Traff
 	for _, r := range sub.Records() {
 		h.Add(r)
 	}
+	h.mu.Lock()
+	for msg, n := range sub.Errors() {
+		if h.errs == nil {
+			h.errs = make(map[string]int)
+		}
+		h.errs[msg] += n
+	}
+	h.mu.Unlock()
 	return err
 }
 
@@ -225,6 +236,9 @@ func (r Result) Summary() string {
 	fmt.Fprintf(&b, "ops %d (acked %d, unknown %d; gets %d, puts %d, deletes %d, cas %d of which %d succeeded); ",
 		r.Stats.Total, r.Stats.Acked, r.Stats.Unknown, r.Stats.Gets, r.Stats.Puts, r.Stats.Deletes, r.Stats.CASs, r.Stats.CASSucceeded)
 	fmt.Fprintf(&b, "checked %d ops; final revision %d; watch events %v, resumes %v", r.Checked, r.FinalRev, r.WatchEvents, r.WatchResumes)
+	if len(r.Errors) > 0 {
+		fmt.Fprintf(&b, "; request errors %v", r.Errors)
+	}
 	if len(r.Faults.Unavailability) > 0 {
 		p50, p99 := Percentiles(r.Faults.Unavailability)
 		fmt.Fprintf(&b, "; unavailability after leader kill p50 %s p99 %s (n=%d)", p50, p99, len(r.Faults.Unavailability))

@@ -26,6 +26,11 @@ type TrafficConfig struct {
 	MaxOps int
 	// RequestTimeout is every request's deadline.
 	RequestTimeout time.Duration
+	// PinnedReaders adds clients that only send linearizable gets, each to
+	// one member alone (round robin over the endpoints): a member that
+	// answers a default Range from its local state without confirming it is
+	// up to date shows up as a stale read.
+	PinnedReaders int
 }
 
 func (c TrafficConfig) withDefaults() TrafficConfig {
@@ -79,9 +84,14 @@ func RunTraffic(ctx context.Context, endpoints []string, h *History, cfg Traffic
 		return true
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	for c := range cfg.Clients {
+	for c := range cfg.Clients + cfg.PinnedReaders {
 		id := firstClient + c
-		cli, err := NewClient(endpoints)
+		pinned := c >= cfg.Clients
+		eps := endpoints
+		if pinned {
+			eps = []string{endpoints[(c-cfg.Clients)%len(endpoints)]}
+		}
+		cli, err := NewClient(eps)
 		if err != nil {
 			return err
 		}
@@ -97,7 +107,7 @@ func RunTraffic(ctx context.Context, endpoints []string, h *History, cfg Traffic
 				}
 				in := Input{Key: rng.IntN(len(h.Keys()))}
 				switch p := rng.IntN(100); {
-				case p < 40:
+				case pinned || p < 40:
 					in.Kind = OpGet
 				case p < 65:
 					in.Kind = OpPut
@@ -171,6 +181,7 @@ func Do(ctx context.Context, cli *clientv3.Client, h *History, client int, in In
 	ret := h.Now()
 	if err != nil {
 		out = Output{Unknown: true}
+		h.noteErr(err)
 	}
 	h.Add(Record{Client: client, Input: in, Output: out, Call: call, Return: ret})
 	return out

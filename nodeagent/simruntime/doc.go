@@ -1,0 +1,81 @@
+// Package simruntime is kplane's built-in container runtime: a CRI v1 server
+// (RuntimeService and ImageService of k8s.io/cri-api) on a unix socket that
+// starts no processes. It simulates pod sandboxes, images and containers, and
+// writes container logs in the CRI log format, so that a node agent — and
+// many of them in one process — can run pods without a real runtime. Its
+// Version says RuntimeName "kplane-sim", making plain that nothing really
+// runs there.
+//
+// # Rules
+//
+// Everything a simulated container does follows from its manifest, through
+// deterministic rules. Containers read them from their environment (the CRI
+// ContainerConfig.Envs, i.e. the pod's env), images from their name:
+//
+//	KPLANE_SIM_RUN_SECONDS=N      the container exits N seconds (a decimal,
+//	                              e.g. 0.5) after it starts. With no
+//	                              KPLANE_SIM_EXIT_CODE it exits 0.
+//	KPLANE_SIM_EXIT_CODE=C        the container exits with code C (0-255)
+//	                              after KPLANE_SIM_RUN_SECONDS (default 0:
+//	                              right after it starts). Reason "Completed"
+//	                              for 0, "Error" otherwise, as containerd.
+//	(neither of the two)          the container runs until it is stopped.
+//	KPLANE_SIM_LOG=TEXT           each line of TEXT is written to stdout,
+//	                              stamped with the start time, when the
+//	                              container starts.
+//	KPLANE_SIM_EXEC_EXIT_CODE=C   every ExecSync (an exec probe) in the
+//	                              container exits with C (default 0).
+//	KPLANE_SIM_READY_AFTER_SECONDS=N
+//	                              ExecSync exits 1 until the container has
+//	                              run N seconds, then as above: a readiness
+//	                              probe that passes after a while.
+//	KPLANE_SIM_IGNORE_SIGTERM=true
+//	                              StopContainer takes the whole timeout (the
+//	                              grace period), then the container exits 137
+//	                              as if killed; without it a stopped
+//	                              container exits 143 (SIGTERM) at once.
+//
+// Images:
+//
+//	a repository path containing "notfound"
+//	                              (e.g. "example.com/notfound/web:1",
+//	                              "notfound:latest") fails PullImage with
+//	                              codes.NotFound, like a registry that has no
+//	                              such image: ErrImagePull / ImagePullBackOff.
+//	a tag ending in "pull-<duration>"
+//	                              (e.g. "web:v1-pull-3s", "web:pull-250ms")
+//	                              makes PullImage of that image take the
+//	                              duration instead of Config.PullLatency.
+//	any other reference           pulls after Config.PullLatency. The image
+//	                              gets an ID and digest derived from its
+//	                              normalised name and a synthetic size
+//	                              between 5 and 50 MiB.
+//
+// CreateContainer fails with NotFound for an image that was not pulled (or
+// preloaded through Config.Images), as containerd does.
+//
+// Pod sandboxes:
+//
+//	annotation sim.kplane.io/run-pod-sandbox-error: MESSAGE
+//	                              RunPodSandbox fails with MESSAGE
+//	                              (FailedCreatePodSandBox).
+//	pod network                   the sandbox gets the next free address of
+//	                              the pod CIDR (Config.PodCIDR, or the one
+//	                              UpdateRuntimeConfig gives, as the kubelet
+//	                              does); no pod CIDR means no pod IP, and the
+//	                              node agent must assign one itself.
+//	host network (NODE)           no pod IP: the node's address is the pod's.
+//
+// The address is released when the sandbox stops. Network and broadcast
+// addresses and the first host address (the bridge's gateway, by
+// convention) are never handed out.
+//
+// # Time
+//
+// Every time comes from Config.Clock (the real clock by default), and
+// containers change state lazily: a container whose run time is over is
+// reported exited, at the exact time its rules say, by the next call that
+// looks at it. No goroutine or timer is kept per container, so one process
+// can carry many runtimes with thousands of containers; a test steps a fake
+// clock and observes the transitions without sleeping.
+package simruntime

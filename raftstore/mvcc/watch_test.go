@@ -510,3 +510,5 @@ func TestWatchManyWatchersOneStream(t *testing.T) {
 		checkStream(t, per[id], since(log, starts[id], prefix))
 	}
 }
+
+func timeAfterWaitLimit() <-chan time.Time { return time.After(waitLimit) }

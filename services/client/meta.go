@@ -1,0 +1,73 @@
+package client
+
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// metaField returns metadata.<name> of a kplane object as a string, read
+// through protobuf reflection so it works for every resource type.
+func metaField(obj proto.Message, name protoreflect.Name) string {
+	if obj == nil {
+		return ""
+	}
+	m := obj.ProtoReflect()
+	if !m.IsValid() {
+		return ""
+	}
+	mf := m.Descriptor().Fields().ByName("metadata")
+	if mf == nil || mf.Message() == nil || !m.Has(mf) {
+		return ""
+	}
+	meta := m.Get(mf).Message()
+	f := meta.Descriptor().Fields().ByName(name)
+	if f == nil || f.Kind() != protoreflect.StringKind {
+		return ""
+	}
+	return meta.Get(f).String()
+}
+
+// Namespace is obj's metadata.namespace.
+func Namespace(obj proto.Message) string { return metaField(obj, "namespace") }
+
+// Name is obj's metadata.name.
+func Name(obj proto.Message) string { return metaField(obj, "name") }
+
+// ResourceVersion is obj's metadata.resourceVersion.
+func ResourceVersion(obj proto.Message) string { return metaField(obj, "resource_version") }
+
+// UID is obj's metadata.uid.
+func UID(obj proto.Message) string { return metaField(obj, "uid") }
+
+// Key is the cache and work-queue key of obj: "namespace/name", or "name"
+// for cluster-scoped objects, as client-go's MetaNamespaceKeyFunc.
+func Key(obj proto.Message) string { return KeyOf(Namespace(obj), Name(obj)) }
+
+// KeyOf builds a key from its parts.
+func KeyOf(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// SplitKey splits a key made by Key.
+func SplitKey(key string) (namespace, name string) {
+	for i := range len(key) {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+// newerThan reports whether resourceVersion a is greater than b, both being
+// the decimal store revisions kplane uses. Unparsable versions compare as
+// "not newer".
+func newerThan(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
+}

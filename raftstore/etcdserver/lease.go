@@ -198,7 +198,7 @@ func (l *lessor) renew(ctx context.Context, id int64) (int64, error) {
 				if err == nil {
 					return ttl, nil
 				}
-				if !isNotLeader(err) {
+				if !isNotLeader(err) && !isUnavailable(err) {
 					return 0, fromPeerError(err)
 				}
 			}
@@ -226,7 +226,7 @@ func (l *lessor) timeToLive(ctx context.Context, req *pb.LeaseTimeToLiveRequest)
 				if err == nil {
 					return resp, nil
 				}
-				if !isNotLeader(err) {
+				if !isNotLeader(err) && !isUnavailable(err) {
 					return nil, fromPeerError(err)
 				}
 			}

@@ -10,6 +10,8 @@ package etcdserver
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -80,13 +82,25 @@ func isNotLeader(err error) bool {
 	return ok && st.Code() == codes.FailedPrecondition && st.Message() == notLeaderMessage
 }
 
+// notSent reports whether a failed call to the leader certainly never
+// reached it (the connection could not be made), so that trying again, maybe
+// at a new leader, cannot apply a proposal twice.
+func notSent(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	msg := st.Message()
+	return strings.Contains(msg, "while dialing") || strings.Contains(msg, "connection refused")
+}
+
 // fromPeerError turns a failed forward into a store error: an unreachable
 // leader is "no leader", otherwise the status passes through.
 func fromPeerError(err error) error {
 	if st, ok := status.FromError(err); ok {
 		switch st.Code() {
 		case codes.Unavailable:
-			return errNoLeader
+			return fmt.Errorf("%w: %s", errNoLeader, st.Message())
 		case codes.DeadlineExceeded:
 			return errTimeout
 		}
@@ -196,4 +210,11 @@ func (c *peerClient) LeaseTimeToLive(ctx context.Context, req *pb.LeaseTimeToLiv
 		return nil, err
 	}
 	return out, nil
+}
+
+// isUnavailable reports a leader that could not be reached; idempotent
+// calls (read index, lease keep-alive and time-to-live) try again.
+func isUnavailable(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable
 }

@@ -158,10 +158,7 @@ func (s *Server) publish(ctx context.Context) {
 			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.propose(pctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
-			Member_ID:        s.cfg.MemberID,
-			MemberAttributes: &membershippb.Attributes{Name: s.cfg.Name, ClientUrls: s.cfg.ClientURLs},
-		}})
+		_, err := s.propose(pctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: s.attributes()})
 		cancel()
 		if err == nil {
 			continue
@@ -297,7 +294,7 @@ func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data [
 				if err == nil {
 					return nil
 				}
-				if !isNotLeader(err) {
+				if !isNotLeader(err) && !notSent(err) {
 					return fromPeerError(err)
 				}
 			}
@@ -358,8 +355,11 @@ func (s *Server) linearizableRead(ctx context.Context) error {
 			pc, err = s.leaderPeer(ctx)
 			if err == nil {
 				idx, err = pc.ReadIndex(ctx)
-				if err != nil && !isNotLeader(err) {
+				if err != nil && !isNotLeader(err) && !isUnavailable(err) {
 					return fromPeerError(err)
+				}
+				if err != nil {
+					err = errNotLeaderLocal // ask again, maybe a new leader
 				}
 			}
 		}
@@ -369,6 +369,7 @@ func (s *Server) linearizableRead(ctx context.Context) error {
 		if !errors.Is(err, errNotLeaderLocal) && !isNotLeader(err) {
 			return err
 		}
+		s.log.Debug("linearizable read: asking again", "err", err)
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
@@ -380,6 +381,9 @@ func (s *Server) linearizableRead(ctx context.Context) error {
 // confirms this member still leads after observing it.
 func (s *Server) readIndex(ctx context.Context) (uint64, error) {
 	if err := s.ensureBarrier(ctx); err != nil {
+		if errors.Is(err, errLeaderChanged) {
+			return 0, errNotLeaderLocal
+		}
 		return 0, err
 	}
 	idx := s.raft.CommitIndex()
@@ -392,9 +396,15 @@ func (s *Server) readIndex(ctx context.Context) (uint64, error) {
 	return idx, nil
 }
 
-// ensureBarrier makes sure a Barrier completed in the current term before
-// the leader serves reads: until then its commit index may lag entries
-// committed by earlier leaders.
+// ensureBarrier makes sure that, in the current term, an entry of this
+// leader was committed and applied here before the leader serves reads:
+// until then its commit index may lag entries committed by earlier leaders.
+//
+// The entry is a command (this member's attributes again), not raft's own
+// Barrier: raft hands only commands and configuration changes to the FSM,
+// so read indexes must point at such entries, or a reader would wait for an
+// applied index that never comes. Past this entry, the log of the term holds
+// only commands and configuration changes.
 func (s *Server) ensureBarrier(ctx context.Context) error {
 	term := s.raft.CurrentTerm()
 	if s.barrierTerm.Load() == term {
@@ -405,19 +415,28 @@ func (s *Server) ensureBarrier(ctx context.Context) error {
 	if s.barrierTerm.Load() == term {
 		return nil
 	}
-	dl, _ := ctx.Deadline()
-	timeout := time.Until(dl)
-	if timeout <= 0 {
-		timeout = 5 * time.Second
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 	}
-	if err := s.raft.Barrier(timeout).Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return errNotLeaderLocal
-		}
-		return fmt.Errorf("barrier: %w", err)
+	req := &pb.InternalRaftRequest{ID: s.newRequestID(), ClusterMemberAttrSet: s.attributes()}
+	data, err := req.Marshal()
+	if err != nil {
+		return fmt.Errorf("encode term marker: %w", err)
+	}
+	if err := s.applyLocal(ctx, data); err != nil {
+		return fmt.Errorf("term marker: %w", err)
 	}
 	s.barrierTerm.Store(term)
 	return nil
+}
+
+func (s *Server) attributes() *membershippb.ClusterMemberAttrSetRequest {
+	return &membershippb.ClusterMemberAttrSetRequest{
+		Member_ID:        s.cfg.MemberID,
+		MemberAttributes: &membershippb.Attributes{Name: s.cfg.Name, ClientUrls: s.cfg.ClientURLs},
+	}
 }
 
 // waitApplied blocks until this member applied index idx.

@@ -41,11 +41,15 @@ type Config struct {
 	HeartbeatTimeout   time.Duration // default 1s (raft's default)
 	ElectionTimeout    time.Duration // default 1s
 	LeaderLeaseTimeout time.Duration // default 500ms
-	CommitTimeout      time.Duration // default 50ms
-	SnapshotThreshold  uint64        // entries between snapshots; default 8192
-	SnapshotInterval   time.Duration // how often to check; default 30s
-	TrailingLogs       uint64        // entries kept after a snapshot; default 10240
-	MaxAppendEntries   int           // default 256
+	// CommitTimeout bounds how long a follower waits to learn that entries
+	// it holds are committed when no new entries flow; a write forwarded by
+	// a follower waits that long for its local apply. Default 10ms
+	// (raft's own default is 50ms).
+	CommitTimeout     time.Duration
+	SnapshotThreshold uint64        // entries between snapshots; default 8192
+	SnapshotInterval  time.Duration // how often to check; default 30s
+	TrailingLogs      uint64        // entries kept after a snapshot; default 10240
+	MaxAppendEntries  int           // default 256
 
 	Logger *slog.Logger
 }
@@ -84,6 +88,7 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	rc.MaxAppendEntries = 256
 	rc.SnapshotThreshold = 8192
 	rc.TrailingLogs = 10240
+	rc.CommitTimeout = 10 * time.Millisecond
 	setDur(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
 	setDur(&rc.ElectionTimeout, cfg.ElectionTimeout)
 	setDur(&rc.LeaderLeaseTimeout, cfg.LeaderLeaseTimeout)

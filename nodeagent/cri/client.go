@@ -126,10 +126,15 @@ func (c *Client) Status(ctx context.Context) (*runtimeapi.RuntimeStatus, error) 
 }
 
 // Ready reports whether RuntimeReady and NetworkReady are both true, and
-// if not, why.
+// if not, why. A runtime without a ready network can still run host-network
+// pods, as the kubelet does.
 func Ready(st *runtimeapi.RuntimeStatus) (bool, string) {
+	return conditions(st, runtimeapi.RuntimeReady, runtimeapi.NetworkReady)
+}
+
+func conditions(st *runtimeapi.RuntimeStatus, types ...string) (bool, string) {
 	var missing []string
-	for _, want := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+	for _, want := range types {
 		ok := false
 		for _, c := range st.GetConditions() {
 			if c.GetType() == want && c.GetStatus() {
@@ -147,8 +152,8 @@ func Ready(st *runtimeapi.RuntimeStatus) (bool, string) {
 }
 
 // WaitReady polls Status every interval until the runtime reports
-// RuntimeReady (and NetworkReady) or ctx is done; it returns the last reason
-// with ctx's error.
+// RuntimeReady or ctx is done; it returns the last reason with ctx's error.
+// It does not wait for NetworkReady (see Ready).
 func (c *Client) WaitReady(ctx context.Context, interval time.Duration) error {
 	last := "no answer yet"
 	for {
@@ -156,7 +161,7 @@ func (c *Client) WaitReady(ctx context.Context, interval time.Duration) error {
 		st, err := c.Status(callCtx)
 		cancel()
 		if err == nil {
-			ok, why := Ready(st)
+			ok, why := conditions(st, runtimeapi.RuntimeReady)
 			if ok {
 				return nil
 			}

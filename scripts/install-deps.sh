@@ -23,3 +23,23 @@ if ((${#need_apt[@]})); then
 	# start their own members on loopback, so make sure none is left running.
 	pkill -x etcd 2>/dev/null || true
 fi
+
+# --- containerd, for the node agent's real-runtime tests (nodeagent/cri,
+# nodeagent/internal/containerdtest; owner: node agent). containerd 1.6 with
+# its CRI plugin, runc and the CNI plugins, all from Debian. No daemon is
+# started here: the tests start their own containerd under a temp dir.
+need_ctrd=()
+command -v containerd >/dev/null 2>&1 || need_ctrd+=(containerd)
+command -v runc >/dev/null 2>&1 || need_ctrd+=(runc)
+[[ -x /usr/lib/cni/host-local ]] || need_ctrd+=(containernetworking-plugins)
+if ((${#need_ctrd[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "install-deps: not root; for the containerd tests please install: ${need_ctrd[*]}" >&2
+		[[ "${CI:-}" == "true" ]] && exit 1
+	else
+		echo "install-deps: apt-get install ${need_ctrd[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq --no-install-recommends "${need_ctrd[@]}" >/dev/null
+	fi
+fi

@@ -121,6 +121,9 @@ func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
 		case <-h.release:
 		case <-time.After(20 * time.Second):
 		}
+		// Never answer: drop the connection, so no response can race the
+		// caller's timeout.
+		panic(http.ErrAbortHandler)
 	case "/broken":
 		http.Error(w, "boom", http.StatusInternalServerError)
 		return

@@ -1,0 +1,935 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/audit"
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+// Names of the write path's stages, used in audit timings, in the
+// "kplane-denied-by" response trailer and (later) as trace span names.
+const (
+	stageAuthn            = "authn"
+	stageAuthz            = "authz"
+	stageMutate           = "admission.mutate"
+	stageValidate         = "validate"
+	stageAdmitValidate    = "admission.validate"
+	stageStore            = "store"
+	deniedByTrailer       = "kplane-denied-by"
+	auditIDHeader         = "audit-id"
+	maxGuaranteedAttempts = 16
+)
+
+// call is the state of one request as it walks the stages.
+type call struct {
+	ev    *audit.Event
+	attrs request.Attributes
+}
+
+// begin starts a request: an audit ID (returned as the audit-id header)
+// and the attributes it will be authorized and audited with.
+func (s *Server) begin(ctx context.Context, verb string, r *resourceInfo, sub, ns, name string) *call {
+	id := audit.NewID()
+	_ = grpc.SetHeader(ctx, metadata.Pairs(auditIDHeader, id))
+	c := &call{ev: audit.NewEvent(id, time.Now()), attrs: request.Attributes{
+		Verb: verb, APIGroup: r.Group, APIVersion: r.Version, Resource: r.Resource,
+		Subresource: sub, Namespace: ns, Name: name,
+	}}
+	if method, ok := grpc.Method(ctx); ok {
+		c.ev.RequestURI = method
+	}
+	return c
+}
+
+// end records the outcome in the audit log (only for requests that got as
+// far as authentication).
+func (s *Server) end(ctx context.Context, c *call, err error) {
+	if err != nil {
+		s.log.Debug("request failed", "verb", c.attrs.Verb, "resource", c.attrs.Resource, "name", c.attrs.Name, "err", err)
+	}
+	if s.cfg.Auditor == nil {
+		return
+	}
+	c.ev.SetAttributes(c.attrs)
+	c.ev.SetError(err)
+	c.ev.StageTimestamp = time.Now()
+	if lerr := s.cfg.Auditor.Log(c.ev); lerr != nil {
+		s.log.Warn("writing the audit log failed", "err", lerr)
+	}
+}
+
+// stage runs one stage of the write path, times it, and on failure names
+// the stage in the response trailer.
+func (s *Server) stage(ctx context.Context, c *call, name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	c.ev.Timed(name, start)
+	if err != nil {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(deniedByTrailer, name))
+		s.log.Debug("denied", "stage", name, "err", err)
+	}
+	return err
+}
+
+// authenticate is stage 1: who is calling.
+func (s *Server) authenticate(ctx context.Context, c *call) error {
+	return s.stage(ctx, c, stageAuthn, func() error {
+		u, err := s.cfg.Authenticator.Authenticate(ctx)
+		if err != nil {
+			var se *apierrors.StatusError
+			if !errors.As(err, &se) {
+				return apierrors.NewUnauthorized(err.Error())
+			}
+			return err
+		}
+		c.attrs.User = u
+		c.ev.SetUser(u)
+		return nil
+	})
+}
+
+// authorize is stage 2: may they do it.
+func (s *Server) authorize(ctx context.Context, c *call) error {
+	return s.stage(ctx, c, stageAuthz, func() error {
+		d, err := s.cfg.Authorizer.Authorize(ctx, c.attrs)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("authorizer: %w", err))
+		}
+		if d.Allowed {
+			return nil
+		}
+		res := c.attrs.Resource
+		if c.attrs.Subresource != "" {
+			res += "/" + c.attrs.Subresource
+		}
+		why := d.Reason
+		if why == "" {
+			why = forbiddenReason(c.attrs)
+		}
+		return apierrors.NewForbidden(c.attrs.APIGroup, res, c.attrs.Name, why)
+	})
+}
+
+// forbiddenReason words a refusal as Kubernetes does.
+func forbiddenReason(a request.Attributes) string {
+	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
+	msg := fmt.Sprintf("User %q cannot %s resource %q in API group %q", a.User.Name, a.Verb, res, a.APIGroup)
+	if a.Namespace != "" {
+		msg += fmt.Sprintf(" in the namespace %q", a.Namespace)
+	} else {
+		msg += " at the cluster scope"
+	}
+	return msg
+}
+
+// authnz runs stages 1 and 2.
+func (s *Server) authnz(ctx context.Context, c *call) error {
+	if err := s.authenticate(ctx, c); err != nil {
+		return err
+	}
+	return s.authorize(ctx, c)
+}
+
+// mutate is stage 3: built-in defaults, then the mutating plugins
+// (webhooks) in order.
+func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) error {
+	return s.stage(ctx, c, stageMutate, func() error {
+		if a.Object != nil && a.Subresource == "" {
+			setDefaults(a.Object)
+		}
+		for _, p := range s.cfg.Mutating {
+			if err := p.Admit(ctx, a); err != nil {
+				return err
+			}
+		}
+		// A webhook may not clear what defaulting set.
+		if a.Object != nil && a.Subresource == "" {
+			setDefaults(a.Object)
+		}
+		return nil
+	})
+}
+
+// validate is stage 4: schema validation, every violation with its path.
+func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, old proto.Message) error {
+	return s.stage(ctx, c, stageValidate, func() error { return validateObject(r, obj, old) })
+}
+
+// admitValidating is stage 5: NamespaceLifecycle, then the validating
+// plugins (NodeRestriction, webhooks).
+func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
+	return s.stage(ctx, c, stageAdmitValidate, func() error {
+		if err := s.namespaceLifecycle(ctx, a); err != nil {
+			return err
+		}
+		for _, p := range s.cfg.Validating {
+			if err := p.Validate(ctx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// storeStage is stage 6: the store Txn.
+func (s *Server) storeStage(ctx context.Context, c *call, f func() error) error {
+	return s.stage(ctx, c, stageStore, f)
+}
+
+// protectedNamespaces exist from start-up and may not be deleted.
+var protectedNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+func isProtectedNamespace(n string) bool {
+	for _, p := range protectedNamespaces {
+		if p == n {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceLifecycle refuses creating objects in a namespace that does not
+// exist or is being deleted, and deleting the built-in namespaces.
+func (s *Server) namespaceLifecycle(ctx context.Context, a *request.Admission) error {
+	if a.Resource == "namespaces" {
+		if a.Operation == request.Delete && isProtectedNamespace(a.Name) {
+			return apierrors.NewForbidden("", "namespaces", a.Name, "this namespace may not be deleted")
+		}
+		return nil
+	}
+	if a.Operation != request.Create || a.Namespace == "" || a.Subresource != "" {
+		return nil
+	}
+	nsr := s.resources["namespaces"]
+	obj, err := s.store.get(ctx, nsr, "", a.Namespace)
+	if err != nil {
+		return err
+	}
+	if meta(obj).GetDeletionTimestamp() != nil || obj.(*corev1.Namespace).GetStatus().GetPhase() == "Terminating" {
+		return apierrors.NewForbidden(a.APIGroup, a.Resource, a.Name,
+			fmt.Sprintf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
+	}
+	return nil
+}
+
+func (s *Server) admission(c *call, op request.Operation, obj, old proto.Message, dry bool) *request.Admission {
+	return &request.Admission{Attributes: c.attrs, Operation: op, Object: obj, OldObject: old, DryRun: dry}
+}
+
+// ---- reads ----
+
+func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) (_ proto.Message, err error) {
+	c := s.begin(ctx, "get", r, "", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if rv == "" {
+		return s.store.get(ctx, r, ns, name)
+	}
+	want, err := parseRV(rv)
+	if err != nil {
+		return nil, err
+	}
+	ch := s.cachers[r.Resource]
+	if err := ch.waitFor(ctx, want); err != nil {
+		return nil, err
+	}
+	ch.mu.Lock()
+	obj, ok := ch.state[s.store.key(r, ns, name)]
+	ch.mu.Unlock()
+	if !ok {
+		return nil, apierrors.NewNotFound(r.Group, r.Resource, name)
+	}
+	return obj, nil
+}
+
+func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOptions) (_ []proto.Message, _ *metav1.ListMeta, err error) {
+	c := s.begin(ctx, "list", r, "", ns, "")
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, nil, err
+	}
+	sel, err := parseSelector(r, ns, o.LabelSelector, o.FieldSelector)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Limit < 0 {
+		return nil, nil, apierrors.NewBadRequest("limit must not be negative")
+	}
+	rev, err := parseRV(o.ResourceVersion)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case o.Continue != "":
+		if o.ResourceVersion != "" && o.ResourceVersion != "0" {
+			return nil, nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		}
+		tok, err := decodeContinue(o.Continue)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.listStore(ctx, r, ns, tok.Rev, tok.Key, o.Limit, sel, true)
+	case o.ResourceVersion == "":
+		return s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
+	case o.ResourceVersionMatch == "Exact":
+		return s.listStore(ctx, r, ns, rev, "", o.Limit, sel, false)
+	case o.ResourceVersionMatch != "" && o.ResourceVersionMatch != "NotOlderThan":
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("unsupported resourceVersionMatch %q", o.ResourceVersionMatch))
+	}
+	// resourceVersion "0" or N (not older than): served by the watch cache.
+	ch := s.cachers[r.Resource]
+	if err := ch.waitFor(ctx, rev); err != nil {
+		return nil, nil, err
+	}
+	items, at := ch.snapshot(sel.matches)
+	sort.Slice(items, func(i, j int) bool {
+		a, b := meta(items[i]), meta(items[j])
+		if a.GetNamespace() != b.GetNamespace() {
+			return a.GetNamespace() < b.GetNamespace()
+		}
+		return a.GetName() < b.GetName()
+	})
+	return items, &metav1.ListMeta{ResourceVersion: formatRV(at)}, nil
+}
+
+func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, sel *selector, fromContinue bool) ([]proto.Message, *metav1.ListMeta, error) {
+	page, err := s.store.list(ctx, r, ns, rev, from, limit, sel.matches)
+	if err != nil {
+		if apierrors.ReasonOf(err) == apierrors.ReasonExpired {
+			if fromContinue {
+				return nil, nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+			}
+			return nil, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", rev))
+		}
+		return nil, nil, err
+	}
+	return page.items, &metav1.ListMeta{ResourceVersion: formatRV(page.rev), Continue: page.next}, nil
+}
+
+func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOptions, send func(typ string, obj proto.Message) error) (err error) {
+	c := s.begin(ctx, "watch", r, "", ns, "")
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return err
+	}
+	sel, err := parseSelector(r, ns, o.LabelSelector, o.FieldSelector)
+	if err != nil {
+		return err
+	}
+	rev, err := parseRV(o.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	var filter func(proto.Message) bool
+	if ns != "" || !sel.empty() {
+		filter = sel.matches
+	}
+	if o.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(o.TimeoutSeconds)*time.Second)
+		defer cancel()
+	}
+	ch := s.cachers[r.Resource]
+	w, err := ch.watch(ctx, rev, filter, o.AllowWatchBookmarks, o.SendInitialEvents)
+	if err != nil {
+		return err
+	}
+	defer ch.stop(w)
+	deliver := func(e *watchEvent) error {
+		if e.typ == eventBookmark {
+			bm := r.New()
+			meta(bm).ResourceVersion = formatRV(e.rev)
+			setTypeMeta(r, bm)
+			return send(eventBookmark, bm)
+		}
+		return send(e.typ, e.obj)
+	}
+	for _, e := range w.initial {
+		if err := deliver(e); err != nil {
+			return err
+		}
+	}
+	w.initial = nil
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.ch:
+			if !ok {
+				// Cut off (too slow) or the cache re-listed: end the stream
+				// cleanly; the client resumes from its last resourceVersion.
+				return nil
+			}
+			if err := deliver(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ---- writes ----
+
+const generateNameChars = "bcdfghjklmnpqrstvwxz2456789"
+
+func generateName(prefix string) string {
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = generateNameChars[rand.IntN(len(generateNameChars))]
+	}
+	return prefix + string(b)
+}
+
+func (s *Server) create(ctx context.Context, r *resourceInfo, ns string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
+	c := s.begin(ctx, "create", r, "", ns, "")
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, apierrors.NewBadRequest("the request has no object")
+	}
+	dry, err := wo.dryRun()
+	if err != nil {
+		return nil, err
+	}
+	obj = proto.Clone(obj)
+	m := meta(obj)
+	if r.Namespaced {
+		if m.Namespace == "" {
+			m.Namespace = ns
+		}
+		if ns != "" && m.Namespace != ns {
+			return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+		if ns == "" {
+			return nil, apierrors.NewBadRequest("a namespace is required to create " + r.Resource)
+		}
+	} else if m.Namespace != "" {
+		m.Namespace = ""
+	}
+	setTypeMeta(r, obj)
+	generated := m.Name == "" && m.GenerateName != ""
+	prepareForCreate(r, obj)
+	for attempt := 0; ; attempt++ {
+		if generated {
+			m.Name = generateName(m.GenerateName)
+		}
+		c.attrs.Name = m.Name
+		out, err := s.createOnce(ctx, c, r, obj, dry)
+		if generated && apierrors.IsAlreadyExists(err) && attempt < 8 {
+			continue
+		}
+		return out, err
+	}
+}
+
+func prepareForCreate(r *resourceInfo, obj proto.Message) {
+	m := meta(obj)
+	m.Uid = uuid.NewString()
+	m.CreationTimestamp = now()
+	m.ResourceVersion = ""
+	m.Generation = 1
+	m.DeletionTimestamp = nil
+	m.DeletionGracePeriodSeconds = nil
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		// Status belongs to the node agent; a new pod is Pending.
+		o.Status = &corev1.PodStatus{Phase: "Pending"}
+	case *appsv1.Deployment:
+		o.Status = nil
+	case *appsv1.ReplicaSet:
+		o.Status = nil
+	case *corev1.Namespace:
+		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
+	}
+}
+
+func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj proto.Message, dry bool) (proto.Message, error) {
+	adm := s.admission(c, request.Create, obj, nil, dry)
+	if err := s.mutate(ctx, c, adm); err != nil {
+		return nil, err
+	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.Status.QosClass = podQOSClass(p.GetSpec())
+	}
+	if err := s.validate(ctx, c, r, obj, nil); err != nil {
+		return nil, err
+	}
+	if err := s.admitValidating(ctx, c, adm); err != nil {
+		return nil, err
+	}
+	if dry {
+		return obj, nil
+	}
+	m := meta(obj)
+	var rev int64
+	err := s.storeStage(ctx, c, func() (err error) {
+		rev, err = s.store.create(ctx, r, m.GetNamespace(), m.GetName(), obj)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.ResourceVersion = formatRV(rev)
+	return obj, nil
+}
+
+// checkTarget fills an object's name and namespace from the request, or
+// refuses a mismatch.
+func checkTarget(r *resourceInfo, obj proto.Message, ns, name string) error {
+	m := meta(obj)
+	if m.Name == "" {
+		m.Name = name
+	}
+	if m.Name != name {
+		return apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.Name, name))
+	}
+	if r.Namespaced {
+		if m.Namespace == "" {
+			m.Namespace = ns
+		}
+		if m.Namespace != ns {
+			return apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	}
+	return nil
+}
+
+func (s *Server) update(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
+	c := s.begin(ctx, "update", r, "", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, apierrors.NewBadRequest("the request has no object")
+	}
+	dry, err := wo.dryRun()
+	if err != nil {
+		return nil, err
+	}
+	obj = proto.Clone(obj)
+	if err := checkTarget(r, obj, ns, name); err != nil {
+		return nil, err
+	}
+	setTypeMeta(r, obj)
+	clientRV := meta(obj).GetResourceVersion()
+	if clientRV == "" && !r.AllowUnconditionalUpdate {
+		return nil, invalid(r, name, fieldErrRequiredRV())
+	}
+	return s.guaranteedUpdate(ctx, c, r, ns, name, clientRV, dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		n := proto.Clone(obj)
+		prepareForUpdate(r, n, old)
+		return n, s.admission(c, request.Update, n, old, dry), nil
+	})
+}
+
+// prepareForUpdate carries over what a client may not change through the
+// main resource: identity, timestamps, status (for resources with a status
+// subresource), and bumps generation when the spec changed.
+func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
+	m, om := meta(obj), meta(old)
+	m.Uid = om.GetUid()
+	m.CreationTimestamp = om.GetCreationTimestamp()
+	m.DeletionTimestamp = om.GetDeletionTimestamp()
+	m.DeletionGracePeriodSeconds = om.DeletionGracePeriodSeconds
+	m.Generation = om.GetGeneration()
+	if r.HasStatus {
+		copyField(obj, old, "status")
+	}
+	if r.Resource == "namespaces" {
+		copyField(obj, old, "status")
+	}
+	if !specEqual(obj, old) {
+		m.Generation++
+	}
+}
+
+// mutation builds the new object from the current one for one attempt of
+// a guaranteed update, with the admission record for it.
+type mutation func(old proto.Message) (proto.Message, *request.Admission, error)
+
+// guaranteedUpdate applies f to the current object and writes the result
+// with a compare-and-swap on the current object's revision. With a client
+// resourceVersion a stale one is a Conflict (never retried on the client's
+// behalf); without one (an unconditional update, or a server-side update of
+// a subresource) a lost race is retried with the new current object.
+func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo, ns, name, clientRV string, dry bool, f mutation) (proto.Message, error) {
+	for attempt := 0; ; attempt++ {
+		old, err := s.store.get(ctx, r, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		oldRV := meta(old).GetResourceVersion()
+		if clientRV != "" && clientRV != oldRV {
+			return nil, apierrors.NewConflict(r.Group, r.Resource, name, apierrors.ConflictModified)
+		}
+		n, adm, err := f(old)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.mutate(ctx, c, adm); err != nil {
+			return nil, err
+		}
+		if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" {
+			if err := s.validate(ctx, c, r, n, old); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.admitValidating(ctx, c, adm); err != nil {
+			return nil, err
+		}
+		m := meta(n)
+		m.ResourceVersion = oldRV
+		if dry {
+			return n, nil
+		}
+		if proto.Equal(n, old) {
+			return old, nil // nothing changed: no write, as in Kubernetes
+		}
+		rev, _ := parseRV(oldRV)
+		var newRev int64
+		finished := m.DeletionTimestamp != nil && len(m.Finalizers) == 0 && m.GetDeletionGracePeriodSeconds() == 0
+		err = s.storeStage(ctx, c, func() (err error) {
+			if finished {
+				newRev, err = s.store.remove(ctx, r, ns, name, rev)
+			} else {
+				newRev, err = s.store.update(ctx, r, ns, name, rev, n)
+			}
+			return err
+		})
+		var ce *casError
+		if errors.As(err, &ce) {
+			if ce.cur == nil {
+				return nil, apierrors.NewNotFound(r.Group, r.Resource, name)
+			}
+			if clientRV != "" || attempt >= maxGuaranteedAttempts {
+				return nil, apierrors.NewConflict(r.Group, r.Resource, name, apierrors.ConflictModified)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		m.ResourceVersion = formatRV(newRev)
+		return n, nil
+	}
+}
+
+func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
+	c := s.begin(ctx, "update", r, "status", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, apierrors.NewBadRequest("the request has no object")
+	}
+	dry, err := wo.dryRun()
+	if err != nil {
+		return nil, err
+	}
+	obj = proto.Clone(obj)
+	if err := checkTarget(r, obj, ns, name); err != nil {
+		return nil, err
+	}
+	clientRV := meta(obj).GetResourceVersion()
+	return s.guaranteedUpdate(ctx, c, r, ns, name, clientRV, dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		n := proto.Clone(old)
+		copyField(n, obj, "status")
+		// Labels and annotations may change through status, as in Kubernetes.
+		meta(n).Labels = meta(obj).GetLabels()
+		meta(n).Annotations = meta(obj).GetAnnotations()
+		return n, s.admission(c, request.Update, n, old, dry), nil
+	})
+}
+
+func (s *Server) getScale(ctx context.Context, r *resourceInfo, ns, name string) (_ *autoscalingv1.Scale, err error) {
+	c := s.begin(ctx, "get", r, "scale", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	obj, err := s.store.get(ctx, r, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return scaleOf(obj), nil
+}
+
+// scaleOf renders the scale subresource of a deployment or replica set.
+func scaleOf(obj proto.Message) *autoscalingv1.Scale {
+	m := meta(obj)
+	sc := &autoscalingv1.Scale{
+		ApiVersion: "autoscaling/v1", Kind: "Scale",
+		Metadata: &metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), Uid: m.GetUid(),
+			ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()},
+		Spec: &autoscalingv1.ScaleSpec{}, Status: &autoscalingv1.ScaleStatus{},
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		sc.Spec.Replicas = o.GetSpec().GetReplicas()
+		sc.Status.Replicas = o.GetStatus().GetReplicas()
+		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
+	case *appsv1.ReplicaSet:
+		sc.Spec.Replicas = o.GetSpec().GetReplicas()
+		sc.Status.Replicas = o.GetStatus().GetReplicas()
+		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
+	}
+	return sc
+}
+
+func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name string, sc *autoscalingv1.Scale, wo writeOptions) (_ *autoscalingv1.Scale, err error) {
+	c := s.begin(ctx, "update", r, "scale", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if sc == nil {
+		return nil, apierrors.NewBadRequest("the request has no Scale")
+	}
+	dry, err := wo.dryRun()
+	if err != nil {
+		return nil, err
+	}
+	if n := sc.GetMetadata().GetName(); n != "" && n != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, name))
+	}
+	if sc.GetSpec().GetReplicas() < 0 {
+		return nil, apierrors.NewInvalid("autoscaling", "Scale", name, []apierrors.Cause{{Type: "FieldValueInvalid", Field: "spec.replicas", Message: fmt.Sprintf("Invalid value: %d: must be greater than or equal to 0", sc.GetSpec().GetReplicas())}})
+	}
+	replicas := sc.GetSpec().GetReplicas()
+	out, err := s.guaranteedUpdate(ctx, c, r, ns, name, sc.GetMetadata().GetResourceVersion(), dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		n := proto.Clone(old)
+		switch o := n.(type) {
+		case *appsv1.Deployment:
+			o.Spec.Replicas = proto.Int32(replicas)
+		case *appsv1.ReplicaSet:
+			o.Spec.Replicas = proto.Int32(replicas)
+		}
+		if !specEqual(n, old) {
+			meta(n).Generation++
+		}
+		return n, s.admission(c, request.Update, n, old, dry), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return scaleOf(out), nil
+}
+
+func (s *Server) bind(ctx context.Context, r *resourceInfo, ns, name string, b *corev1.Binding, wo writeOptions) (_ *metav1.Status, err error) {
+	c := s.begin(ctx, "create", r, "binding", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, apierrors.NewBadRequest("the request has no Binding")
+	}
+	dry, err := wo.dryRun()
+	if err != nil {
+		return nil, err
+	}
+	if n := b.GetMetadata().GetName(); n != "" && n != name {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, name))
+	}
+	node := b.GetTarget().GetName()
+	if k := b.GetTarget().GetKind(); k != "" && k != "Node" {
+		return nil, apierrors.NewInvalid("", "Binding", name, []apierrors.Cause{{Type: "FieldValueNotSupported", Field: "target.kind", Message: fmt.Sprintf("Unsupported value: %q: supported values: \"Node\"", k)}})
+	}
+	if node == "" {
+		return nil, apierrors.NewInvalid("", "Binding", name, []apierrors.Cause{{Type: "FieldValueRequired", Field: "target.name", Message: "Required value"}})
+	}
+	_, err = s.guaranteedUpdate(ctx, c, r, ns, name, "", dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		pod := proto.Clone(old).(*corev1.Pod)
+		if n := pod.GetSpec().GetNodeName(); n != "" {
+			return nil, nil, apierrors.NewConflict("", "pods/binding", name, fmt.Sprintf("pod %s is already assigned to node %q", name, n))
+		}
+		if pod.GetMetadata().GetDeletionTimestamp() != nil {
+			return nil, nil, apierrors.NewConflict("", "pods/binding", name, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", name))
+		}
+		if uid := b.GetMetadata().GetUid(); uid != "" && uid != pod.GetMetadata().GetUid() {
+			return nil, nil, apierrors.NewConflict("", "pods/binding", name, "Precondition failed: UID in precondition: "+uid+", UID in object meta: "+pod.GetMetadata().GetUid())
+		}
+		if pod.Spec == nil {
+			pod.Spec = &corev1.PodSpec{}
+		}
+		pod.Spec.NodeName = node
+		if pod.Status == nil {
+			pod.Status = &corev1.PodStatus{}
+		}
+		setPodCondition(pod.Status, &corev1.PodCondition{Type: "PodScheduled", Status: "True", LastTransitionTime: now()})
+		adm := s.admission(c, request.Create, b, old, dry)
+		return pod, adm, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &metav1.Status{ApiVersion: "v1", Kind: "Status", Status: "Success", Code: 201}, nil
+}
+
+func setPodCondition(st *corev1.PodStatus, c *corev1.PodCondition) {
+	for i, existing := range st.Conditions {
+		if existing.GetType() == c.GetType() {
+			if existing.GetStatus() == c.GetStatus() {
+				c.LastTransitionTime = existing.GetLastTransitionTime()
+			}
+			st.Conditions[i] = c
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, c)
+}
+
+func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o deleteOptions) (_ proto.Message, err error) {
+	c := s.begin(ctx, "delete", r, "", ns, name)
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	dry, err := parseDryRun(o.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	if g := o.GracePeriodSeconds; g != nil && *g < 0 {
+		return nil, apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueInvalid", Field: "gracePeriodSeconds", Message: fmt.Sprintf("Invalid value: %d: must be greater than or equal to 0", *g)}})
+	}
+	switch o.PropagationPolicy {
+	case "", "Orphan", "Background", "Foreground":
+	default:
+		return nil, apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueNotSupported", Field: "propagationPolicy", Message: fmt.Sprintf("Unsupported value: %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", o.PropagationPolicy)}})
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := s.store.get(ctx, r, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		om := meta(old)
+		if p := o.Preconditions; p != nil {
+			if p.Uid != nil && p.GetUid() != om.GetUid() {
+				return nil, apierrors.NewConflict(r.Group, r.Resource, name, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", p.GetUid(), om.GetUid()))
+			}
+			if p.ResourceVersion != nil && p.GetResourceVersion() != om.GetResourceVersion() {
+				return nil, apierrors.NewConflict(r.Group, r.Resource, name, fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", p.GetResourceVersion(), om.GetResourceVersion()))
+			}
+		}
+		adm := s.admission(c, request.Delete, nil, old, dry)
+		if err := s.mutate(ctx, c, adm); err != nil {
+			return nil, err
+		}
+		if err := s.admitValidating(ctx, c, adm); err != nil {
+			return nil, err
+		}
+		n, pending := deletionState(r, old, o)
+		rev, _ := parseRV(om.GetResourceVersion())
+		if dry {
+			return n, nil
+		}
+		var newRev int64
+		err = s.storeStage(ctx, c, func() (err error) {
+			switch {
+			case pending && proto.Equal(n, old):
+				newRev = rev // already marked; nothing to write
+			case pending:
+				newRev, err = s.store.update(ctx, r, ns, name, rev, n)
+			default:
+				newRev, err = s.store.remove(ctx, r, ns, name, rev)
+			}
+			return err
+		})
+		var ce *casError
+		if errors.As(err, &ce) {
+			if ce.cur == nil {
+				return nil, apierrors.NewNotFound(r.Group, r.Resource, name)
+			}
+			if attempt >= maxGuaranteedAttempts {
+				return nil, apierrors.NewConflict(r.Group, r.Resource, name, apierrors.ConflictModified)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if pending {
+			meta(n).ResourceVersion = formatRV(newRev)
+		}
+		return n, nil
+	}
+}
+
+// deletionState decides what a delete does to old: pending (the object
+// stays, marked with deletionTimestamp, because of finalizers or a pod's
+// grace period) with the marked object, or gone (returns old).
+func deletionState(r *resourceInfo, old proto.Message, o deleteOptions) (proto.Message, bool) {
+	n := proto.Clone(old)
+	m := meta(n)
+	grace := int64(0)
+	if r.Graceful {
+		pod := old.(*corev1.Pod)
+		grace = pod.GetSpec().GetTerminationGracePeriodSeconds()
+		if o.GracePeriodSeconds != nil {
+			grace = *o.GracePeriodSeconds
+		}
+		// Never scheduled or already finished: nothing to wait for.
+		if pod.GetSpec().GetNodeName() == "" || pod.GetStatus().GetPhase() == "Succeeded" || pod.GetStatus().GetPhase() == "Failed" {
+			grace = 0
+		}
+		// A second delete may shorten the grace period, never lengthen it.
+		if m.DeletionGracePeriodSeconds != nil && *m.DeletionGracePeriodSeconds < grace {
+			grace = *m.DeletionGracePeriodSeconds
+		}
+	}
+	switch o.PropagationPolicy {
+	case "Orphan":
+		addFinalizer(m, "orphan")
+	case "Foreground":
+		addFinalizer(m, "foregroundDeletion")
+	}
+	if grace == 0 && len(m.Finalizers) == 0 {
+		return old, false
+	}
+	if m.DeletionTimestamp == nil || (m.DeletionGracePeriodSeconds != nil && grace < *m.DeletionGracePeriodSeconds) {
+		m.DeletionTimestamp = timestamppb.New(time.Now().Add(time.Duration(grace) * time.Second).Truncate(time.Second))
+		m.DeletionGracePeriodSeconds = proto.Int64(grace)
+	}
+	if ns, ok := n.(*corev1.Namespace); ok {
+		if ns.Status == nil {
+			ns.Status = &corev1.NamespaceStatus{}
+		}
+		ns.Status.Phase = "Terminating"
+	}
+	return n, true
+}
+
+func addFinalizer(m *metav1.ObjectMeta, f string) {
+	for _, x := range m.Finalizers {
+		if x == f {
+			return
+		}
+	}
+	m.Finalizers = append(m.Finalizers, f)
+}
+

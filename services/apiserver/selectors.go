@@ -1,0 +1,104 @@
+package apiserver
+
+import (
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// fieldSet is the set of fields a field selector may name for an object, as
+// Kubernetes exposes them per kind.
+func fieldSet(obj proto.Message) fields.Set {
+	m := meta(obj)
+	set := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		set["spec.nodeName"] = o.GetSpec().GetNodeName()
+		set["spec.restartPolicy"] = o.GetSpec().GetRestartPolicy()
+		set["spec.schedulerName"] = o.GetSpec().GetSchedulerName()
+		set["spec.serviceAccountName"] = o.GetSpec().GetServiceAccountName()
+		set["spec.hostNetwork"] = strconv.FormatBool(o.GetSpec().GetHostNetwork())
+		set["status.phase"] = o.GetStatus().GetPhase()
+		set["status.podIP"] = o.GetStatus().GetPodIp()
+		set["status.nominatedNodeName"] = o.GetStatus().GetNominatedNodeName()
+	case *corev1.Event:
+		io := o.GetInvolvedObject()
+		set["involvedObject.kind"] = io.GetKind()
+		set["involvedObject.namespace"] = io.GetNamespace()
+		set["involvedObject.name"] = io.GetName()
+		set["involvedObject.uid"] = io.GetUid()
+		set["involvedObject.apiVersion"] = io.GetApiVersion()
+		set["involvedObject.resourceVersion"] = io.GetResourceVersion()
+		set["involvedObject.fieldPath"] = io.GetFieldPath()
+		set["reason"] = o.GetReason()
+		set["reportingComponent"] = o.GetReportingComponent()
+		set["source"] = o.GetSource().GetComponent()
+		set["type"] = o.GetType()
+	case *corev1.Node:
+		set["spec.unschedulable"] = strconv.FormatBool(o.GetSpec().GetUnschedulable())
+	case *corev1.Namespace:
+		set["status.phase"] = o.GetStatus().GetPhase()
+	case *corev1.Secret:
+		set["type"] = o.GetType()
+	}
+	return set
+}
+
+// selector is a parsed label and field selector plus a namespace.
+type selector struct {
+	namespace string
+	labels    labels.Selector
+	fields    fields.Selector
+}
+
+// parseSelector parses Kubernetes' selector syntax (labels: =, ==, !=, in,
+// notin, exists, !exists; fields: =, ==, != on the fields fieldSet exposes)
+// for objects like sample.
+func parseSelector(r *resourceInfo, ns, labelSel, fieldSel string) (*selector, error) {
+	s := &selector{namespace: ns, labels: labels.Everything(), fields: fields.Everything()}
+	if labelSel != "" {
+		ls, err := labels.Parse(labelSel)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("unable to parse requirement: %v", err))
+		}
+		s.labels = ls
+	}
+	if fieldSel != "" {
+		fs, err := fields.ParseSelector(fieldSel)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
+		}
+		known := fieldSet(r.New())
+		for _, req := range fs.Requirements() {
+			if _, ok := known[req.Field]; !ok {
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+			}
+		}
+		s.fields = fs
+	}
+	return s, nil
+}
+
+// empty reports whether the selector selects everything in its namespace.
+func (s *selector) empty() bool { return s.labels.Empty() && s.fields.Empty() }
+
+// matches reports whether obj is selected.
+func (s *selector) matches(obj proto.Message) bool {
+	m := meta(obj)
+	if s.namespace != "" && m.GetNamespace() != s.namespace {
+		return false
+	}
+	if !s.labels.Empty() && !s.labels.Matches(labels.Set(m.GetLabels())) {
+		return false
+	}
+	if !s.fields.Empty() && !s.fields.Matches(fieldSet(obj)) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,338 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// Config configures the API service.
+type Config struct {
+	// StoreEndpoints are the etcd v3 endpoints of the store (kplane store
+	// or etcd). Ignored when StoreClient is set.
+	StoreEndpoints []string
+	// StoreTLS, if set, is used to reach the store (mTLS).
+	StoreTLS *tls.Config
+	// StoreClient, if set, is used instead of dialling StoreEndpoints; the
+	// service does not close it.
+	StoreClient *clientv3.Client
+	// Prefix of every key; "/registry/" if empty.
+	Prefix string
+
+	// Listen is the gRPC address, e.g. "127.0.0.1:6443". Listener, if set,
+	// is used instead.
+	Listen   string
+	Listener net.Listener
+	// TLS, if set, serves gRPC over TLS; set ClientAuth and ClientCAs on it
+	// to verify client certificates (authentication reads the verified
+	// chain).
+	TLS *tls.Config
+
+	// The stages of the write path; Authenticator and Authorizer are
+	// required.
+	Authenticator Authenticator
+	Authorizer    Authorizer
+	Mutating      []MutatingAdmission
+	Validating    []ValidatingAdmission
+	// Auditor, if set, records every request that reached authentication.
+	Auditor Auditor
+	// Informers are fed the objects of a resource ("clusterroles", ...) as
+	// the service's watch sees them (RBAC and webhook caches).
+	Informers map[string][]ObjectSink
+	// Bootstrap objects are created at start-up if absent (default RBAC
+	// roles, ...), after the built-in namespaces.
+	Bootstrap []proto.Message
+
+	// WatchWindow is the number of recent events kept per resource for
+	// watches to resume from (default 10000). WatchBuffer is each watcher's
+	// buffer; a watcher that falls that far behind is cut off (default 1000).
+	// BookmarkInterval is how often bookmarks are sent (default 30s).
+	WatchWindow      int
+	WatchBuffer      int
+	BookmarkInterval time.Duration
+
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Server is the API service.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	resources map[string]*resourceInfo
+	store     *storage
+	ownClient bool
+	cachers   map[string]*cacher
+	grpc      *grpc.Server
+	lis       net.Listener
+	ready     chan struct{}
+}
+
+// New checks cfg, connects to the store and listens; Run serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.Authenticator == nil {
+		return nil, errors.New("apiserver: an Authenticator is required")
+	}
+	if cfg.Authorizer == nil {
+		return nil, errors.New("apiserver: an Authorizer is required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/registry/"
+	}
+	if cfg.WatchWindow <= 0 {
+		cfg.WatchWindow = 10000
+	}
+	if cfg.WatchBuffer <= 0 {
+		cfg.WatchBuffer = 1000
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = 30 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{cfg: cfg, log: log, resources: map[string]*resourceInfo{}, cachers: map[string]*cacher{}, ready: make(chan struct{})}
+	for _, r := range builtinResources() {
+		s.resources[r.Resource] = r
+	}
+	for res := range cfg.Informers {
+		if s.resources[res] == nil {
+			return nil, fmt.Errorf("apiserver: informer for unknown resource %q", res)
+		}
+	}
+	cli := cfg.StoreClient
+	if cli == nil {
+		if len(cfg.StoreEndpoints) == 0 {
+			return nil, errors.New("apiserver: no store endpoints")
+		}
+		var err error
+		cli, err = clientv3.New(clientv3.Config{
+			Endpoints: cfg.StoreEndpoints, TLS: cfg.StoreTLS, DialTimeout: 5 * time.Second,
+			// Objects up to the store's limit, lists of many of them.
+			MaxCallRecvMsgSize: 256 << 20,
+			Logger:             nil,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("apiserver: connecting to the store: %w", err)
+		}
+		s.ownClient = true
+	}
+	s.store = &storage{cli: cli, prefix: cfg.Prefix}
+	for name, r := range s.resources {
+		s.cachers[name] = newCacher(r, s.store, log, cfg.WatchWindow, cfg.WatchBuffer, cfg.BookmarkInterval)
+	}
+	lis := cfg.Listener
+	if lis == nil {
+		addr := cfg.Listen
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		var err error
+		lis, err = net.Listen("tcp", addr)
+		if err != nil {
+			s.closeClient()
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
+	}
+	s.lis = lis
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20)}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
+	registerServices(s.grpc, s)
+	reflection.Register(s.grpc)
+	return s, nil
+}
+
+// Addr is the address the service listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Ready is closed once every watch cache has its first list and the
+// built-in namespaces exist.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+func (s *Server) closeClient() {
+	if s.ownClient {
+		_ = s.store.cli.Close()
+	}
+}
+
+// Run serves until ctx ends, then stops gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.closeClient()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range s.cachers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.run(ctx)
+		}()
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.grpc.Serve(s.lis) }()
+	go func() {
+		if err := s.bootstrap(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("bootstrap failed", "err", err)
+			}
+			return
+		}
+		for res, sinks := range s.cfg.Informers {
+			for _, sink := range sinks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.feed(ctx, s.cachers[res], sink)
+				}()
+			}
+		}
+		close(s.ready)
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	cancel()
+	stopped := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.grpc.Stop()
+	}
+	wg.Wait()
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+// bootstrap waits for the caches, then creates the built-in namespaces and
+// the configured bootstrap objects if absent (retrying until the store
+// answers).
+func (s *Server) bootstrap(ctx context.Context) error {
+	for _, c := range s.cachers {
+		if err := c.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	objs := []proto.Message{}
+	for _, n := range protectedNamespaces {
+		objs = append(objs, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n}})
+	}
+	objs = append(objs, s.cfg.Bootstrap...)
+	for _, obj := range objs {
+		for {
+			err := s.createInternal(ctx, obj)
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.Warn("bootstrap object not created yet", "err", err)
+			if !sleep(ctx, time.Second) {
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+// createInternal creates obj with defaults and validation but without
+// authentication, authorization or admission plugins: the service's own
+// start-up objects.
+func (s *Server) createInternal(ctx context.Context, obj proto.Message) error {
+	var r *resourceInfo
+	for _, ri := range s.resources {
+		if ri.New().ProtoReflect().Descriptor() == obj.ProtoReflect().Descriptor() {
+			r = ri
+		}
+	}
+	if r == nil {
+		return fmt.Errorf("bootstrap: unknown type %T", obj)
+	}
+	obj = proto.Clone(obj)
+	setTypeMeta(r, obj)
+	prepareForCreate(r, obj)
+	setDefaults(obj)
+	if err := validateObject(r, obj, nil); err != nil {
+		return err
+	}
+	m := meta(obj)
+	_, err := s.store.create(ctx, r, m.GetNamespace(), m.GetName(), obj)
+	return err
+}
+
+// feed keeps sink in step with one resource: every object as ADDED first,
+// then every change; after a cut-off it resumes from the last revision seen
+// (or starts over if that fell out of the window).
+func (s *Server) feed(ctx context.Context, c *cacher, sink ObjectSink) {
+	var last int64
+	for ctx.Err() == nil {
+		w, err := c.watch(ctx, last, nil, false, nil)
+		if apierrors.IsGone(err) {
+			last = 0
+			continue
+		}
+		if err != nil {
+			if !sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		for _, e := range w.initial {
+			last = deliverTo(sink, e, last)
+		}
+		w.initial = nil
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				c.stop(w)
+				return
+			case e, ok := <-w.ch:
+				if !ok {
+					break loop
+				}
+				last = deliverTo(sink, e, last)
+			}
+		}
+	}
+}
+
+func deliverTo(sink ObjectSink, e *watchEvent, last int64) int64 {
+	switch e.typ {
+	case eventAdded, eventModified:
+		sink.Upsert(e.obj)
+	case eventDeleted:
+		sink.Delete(e.obj)
+	}
+	return max(last, e.rev)
+}
+
+func fieldErrRequiredRV() field.ErrorList {
+	return field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), "", "must be specified for an update")}
+}

@@ -1,0 +1,272 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// maxObjectBytes bounds a stored object: the store's request limit is
+// 1.5 MiB (RELIABILITY P7); leave room for the key and the Txn.
+const maxObjectBytes = 1536*1024 - 4096
+
+// storage keeps objects in an etcd v3 store under
+// <prefix><resource>/<namespace>/<name> (cluster-scoped:
+// <prefix><resource>/<name>) as protobuf. resourceVersion is the key's
+// mod_revision; it is never stored in the value.
+type storage struct {
+	cli    *clientv3.Client
+	prefix string // "/registry/"
+}
+
+// errCASFailed is returned by a compare-and-swap whose comparison failed;
+// cur is the object as it stands (nil if gone).
+type casError struct {
+	cur proto.Message
+	rev int64
+}
+
+func (e *casError) Error() string { return "compare-and-swap failed" }
+
+func (s *storage) collectionKey(r *resourceInfo, ns string) string {
+	if r.Namespaced && ns != "" {
+		return s.prefix + r.Resource + "/" + ns + "/"
+	}
+	return s.prefix + r.Resource + "/"
+}
+
+func (s *storage) key(r *resourceInfo, ns, name string) string {
+	if r.Namespaced {
+		return s.prefix + r.Resource + "/" + ns + "/" + name
+	}
+	return s.prefix + r.Resource + "/" + name
+}
+
+// encode marshals obj without its resourceVersion.
+func encode(obj proto.Message) ([]byte, error) {
+	m := meta(obj)
+	rv := m.ResourceVersion
+	m.ResourceVersion = ""
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(obj)
+	m.ResourceVersion = rv
+	if err != nil {
+		return nil, fmt.Errorf("encoding object: %w", err)
+	}
+	if len(b) > maxObjectBytes {
+		return nil, apierrors.NewRequestEntityTooLarge(fmt.Sprintf("limit is %d bytes", maxObjectBytes))
+	}
+	return b, nil
+}
+
+// decode unmarshals a stored value and sets its resourceVersion.
+func decode(r *resourceInfo, value []byte, rev int64) (proto.Message, error) {
+	obj := r.New()
+	if err := proto.Unmarshal(value, obj); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
+	}
+	meta(obj).ResourceVersion = formatRV(rev)
+	setTypeMeta(r, obj)
+	return obj, nil
+}
+
+// storeErr maps store errors: request too large → RequestEntityTooLarge,
+// compacted → Expired, the rest internal.
+func storeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return apierrors.NewTimeout("the request was cancelled or timed out: " + err.Error())
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		return apierrors.NewRequestEntityTooLarge(err.Error())
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return apierrors.NewResourceExpired("The resourceVersion for the provided list is too old.")
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return apierrors.NewTimeout("Too large resource version")
+	}
+	return apierrors.NewInternalError(fmt.Errorf("store: %w", err))
+}
+
+// get reads one object with a linearizable read.
+func (s *storage) get(ctx context.Context, r *resourceInfo, ns, name string) (proto.Message, error) {
+	resp, err := s.cli.Get(ctx, s.key(r, ns, name))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, apierrors.NewNotFound(r.Group, r.Resource, name)
+	}
+	kv := resp.Kvs[0]
+	return decode(r, kv.Value, kv.ModRevision)
+}
+
+// create writes obj if its key is absent and returns the revision written.
+func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message) (int64, error) {
+	val, err := encode(obj)
+	if err != nil {
+		return 0, err
+	}
+	key := s.key(r, ns, name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Commit()
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	if !resp.Succeeded {
+		return 0, apierrors.NewAlreadyExists(r.Group, r.Resource, name)
+	}
+	return resp.Header.Revision, nil
+}
+
+// update writes obj if the key's mod_revision is still rev. On a failed
+// comparison it returns a *casError with the current object (nil if gone).
+func (s *storage) update(ctx context.Context, r *resourceInfo, ns, name string, rev int64, obj proto.Message) (int64, error) {
+	val, err := encode(obj)
+	if err != nil {
+		return 0, err
+	}
+	key := s.key(r, ns, name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(key, string(val))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	if !resp.Succeeded {
+		return 0, s.casFailure(r, resp)
+	}
+	return resp.Header.Revision, nil
+}
+
+// remove deletes the key if its mod_revision is still rev.
+func (s *storage) remove(ctx context.Context, r *resourceInfo, ns, name string, rev int64) (int64, error) {
+	key := s.key(r, ns, name)
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	if !resp.Succeeded {
+		return 0, s.casFailure(r, resp)
+	}
+	return resp.Header.Revision, nil
+}
+
+func (s *storage) casFailure(r *resourceInfo, resp *clientv3.TxnResponse) error {
+	ce := &casError{rev: resp.Header.Revision}
+	if len(resp.Responses) > 0 {
+		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			kv := rr.Kvs[0]
+			obj, err := decode(r, kv.Value, kv.ModRevision)
+			if err != nil {
+				return err
+			}
+			ce.cur = obj
+		}
+	}
+	return ce
+}
+
+// continueToken is the opaque state of a paginated list: where to resume
+// and the revision every page is read at.
+type continueToken struct {
+	Key string `json:"k"`
+	Rev int64  `json:"r"`
+}
+
+func encodeContinue(key string, rev int64) string {
+	b, _ := json.Marshal(continueToken{Key: key, Rev: rev})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.Rev <= 0 || t.Key == "" {
+		return t, apierrors.NewBadRequest("invalid continue token")
+	}
+	return t, nil
+}
+
+// listPage is one page of a list read from the store.
+type listPage struct {
+	items    []proto.Message
+	kvs      []*mvccpb.KeyValue
+	rev      int64
+	next     string // continue token, "" on the last page
+	lastKey  string
+	moreKeys bool
+}
+
+// list reads keys under the collection at revision rev (0: latest,
+// linearizable), starting at from (inclusive), at most limit matching items
+// (0: all). match filters decoded objects; the store is read in chunks so a
+// selective filter does not return short pages needlessly.
+func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, match func(proto.Message) bool) (*listPage, error) {
+	prefix := s.collectionKey(r, ns)
+	start := prefix
+	if from != "" {
+		if !strings.HasPrefix(from, prefix) {
+			return nil, apierrors.NewBadRequest("continue token does not belong to this list")
+		}
+		start = from
+	}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	page := &listPage{rev: rev}
+	chunk := int64(500)
+	if limit > 0 && limit < chunk {
+		chunk = limit + 1
+	}
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(chunk)}
+		if page.rev > 0 {
+			opts = append(opts, clientv3.WithRev(page.rev))
+		}
+		resp, err := s.cli.Get(ctx, start, opts...)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if page.rev == 0 {
+			page.rev = resp.Header.Revision
+		}
+		for i, kv := range resp.Kvs {
+			obj, err := decode(r, kv.Value, kv.ModRevision)
+			if err != nil {
+				return nil, err
+			}
+			if match != nil && !match(obj) {
+				continue
+			}
+			if limit > 0 && int64(len(page.items)) == limit {
+				page.next = encodeContinue(string(kv.Key), page.rev)
+				_ = i
+				return page, nil
+			}
+			page.items = append(page.items, obj)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return page, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}

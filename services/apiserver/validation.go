@@ -1,0 +1,919 @@
+package apiserver
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// validate checks obj (and, on update, what changed from old) as
+// Kubernetes' validation does, and returns every violation with its field
+// path as one Invalid error. old is nil on create.
+func validateObject(r *resourceInfo, obj, old proto.Message) error {
+	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		errs = append(errs, validatePodSpec(o.GetSpec(), field.NewPath("spec"))...)
+		if old != nil {
+			errs = append(errs, validatePodUpdate(o, old.(*corev1.Pod))...)
+		}
+	case *appsv1.Deployment:
+		s, p := o.GetSpec(), field.NewPath("spec")
+		errs = append(errs, validateReplicas(s.Replicas, p.Child("replicas"))...)
+		errs = append(errs, validateSelectorAndTemplate(s.GetSelector(), s.GetTemplate(), p)...)
+		errs = append(errs, validateStrategy(s.GetStrategy(), p.Child("strategy"))...)
+		if s.RevisionHistoryLimit != nil && *s.RevisionHistoryLimit < 0 {
+			errs = append(errs, field.Invalid(p.Child("revisionHistoryLimit"), *s.RevisionHistoryLimit, "must be greater than or equal to 0"))
+		}
+		if s.ProgressDeadlineSeconds != nil && *s.ProgressDeadlineSeconds <= s.MinReadySeconds {
+			errs = append(errs, field.Invalid(p.Child("progressDeadlineSeconds"), *s.ProgressDeadlineSeconds, "must be greater than minReadySeconds"))
+		}
+		if old != nil && !proto.Equal(s.GetSelector(), old.(*appsv1.Deployment).GetSpec().GetSelector()) {
+			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(s.GetSelector()), "field is immutable"))
+		}
+	case *appsv1.ReplicaSet:
+		s, p := o.GetSpec(), field.NewPath("spec")
+		errs = append(errs, validateReplicas(s.Replicas, p.Child("replicas"))...)
+		errs = append(errs, validateSelectorAndTemplate(s.GetSelector(), s.GetTemplate(), p)...)
+		if old != nil && !proto.Equal(s.GetSelector(), old.(*appsv1.ReplicaSet).GetSpec().GetSelector()) {
+			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(s.GetSelector()), "field is immutable"))
+		}
+	case *corev1.Service:
+		errs = append(errs, validateService(o.GetSpec(), field.NewPath("spec"))...)
+		if old != nil {
+			oc := old.(*corev1.Service).GetSpec().GetClusterIp()
+			if oc != "" && o.GetSpec().GetClusterIp() != oc {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIP"), o.GetSpec().GetClusterIp(), "field is immutable"))
+			}
+		}
+	case *corev1.ConfigMap:
+		for k := range o.Data {
+			errs = append(errs, validateConfigKey(k, field.NewPath("data").Key(k))...)
+		}
+		for k := range o.BinaryData {
+			errs = append(errs, validateConfigKey(k, field.NewPath("binaryData").Key(k))...)
+			if _, dup := o.Data[k]; dup {
+				errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(k), k, "duplicate of key present in data"))
+			}
+		}
+		if old != nil {
+			oc := old.(*corev1.ConfigMap)
+			if oc.GetImmutable() && (!proto.Equal(&corev1.ConfigMap{Data: o.Data, BinaryData: o.BinaryData}, &corev1.ConfigMap{Data: oc.Data, BinaryData: oc.BinaryData}) || !o.GetImmutable()) {
+				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+			}
+		}
+	case *corev1.Secret:
+		for k := range o.Data {
+			errs = append(errs, validateConfigKey(k, field.NewPath("data").Key(k))...)
+		}
+		if old != nil {
+			os := old.(*corev1.Secret)
+			if o.GetType() != os.GetType() {
+				errs = append(errs, field.Invalid(field.NewPath("type"), o.GetType(), "field is immutable"))
+			}
+			if os.GetImmutable() && (!proto.Equal(&corev1.Secret{Data: o.Data}, &corev1.Secret{Data: os.Data}) || !o.GetImmutable()) {
+				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
+			}
+		}
+	case *corev1.Node:
+		for i, t := range o.GetSpec().GetTaints() {
+			p := field.NewPath("spec", "taints").Index(i)
+			errs = append(errs, validateLabelKey(t.GetKey(), p.Child("key"))...)
+			errs = append(errs, validateEnum(t.GetEffect(), p.Child("effect"), true, "NoSchedule", "PreferNoSchedule", "NoExecute")...)
+		}
+		for k, v := range o.GetStatus().GetCapacity() {
+			errs = append(errs, validateQuantity(v, field.NewPath("status", "capacity").Key(k))...)
+		}
+		for k, v := range o.GetStatus().GetAllocatable() {
+			errs = append(errs, validateQuantity(v, field.NewPath("status", "allocatable").Key(k))...)
+		}
+	case *corev1.Event:
+		if o.GetInvolvedObject() == nil {
+			errs = append(errs, field.Required(field.NewPath("involvedObject"), ""))
+		} else if ns := o.GetInvolvedObject().GetNamespace(); ns != "" && ns != meta(o).GetNamespace() {
+			errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace"))
+		}
+		errs = append(errs, validateEnum(o.GetType(), field.NewPath("type"), false, "Normal", "Warning")...)
+	case *coordinationv1.Lease:
+		if d := o.GetSpec().LeaseDurationSeconds; d != nil && *d <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "leaseDurationSeconds"), *d, "must be greater than 0"))
+		}
+		if t := o.GetSpec().LeaseTransitions; t != nil && *t < 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
+		}
+	case *rbacv1.Role:
+		errs = append(errs, validateRules(o.GetRules())...)
+	case *rbacv1.ClusterRole:
+		errs = append(errs, validateRules(o.GetRules())...)
+	case *rbacv1.RoleBinding:
+		errs = append(errs, validateBinding(o.GetRoleRef(), o.GetSubjects(), true)...)
+		if old != nil && !proto.Equal(o.GetRoleRef(), old.(*rbacv1.RoleBinding).GetRoleRef()) {
+			errs = append(errs, field.Invalid(field.NewPath("roleRef"), o.GetRoleRef().GetName(), "cannot change roleRef"))
+		}
+	case *rbacv1.ClusterRoleBinding:
+		errs = append(errs, validateBinding(o.GetRoleRef(), o.GetSubjects(), false)...)
+		if old != nil && !proto.Equal(o.GetRoleRef(), old.(*rbacv1.ClusterRoleBinding).GetRoleRef()) {
+			errs = append(errs, field.Invalid(field.NewPath("roleRef"), o.GetRoleRef().GetName(), "cannot change roleRef"))
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		names := sets.New[string]()
+		for i, w := range o.GetWebhooks() {
+			errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), names, w.GetName(), w.GetClientConfig(), w.GetRules(), w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.GetAdmissionReviewVersions())...)
+			errs = append(errs, validateEnum(w.GetReinvocationPolicy(), field.NewPath("webhooks").Index(i).Child("reinvocationPolicy"), false, "Never", "IfNeeded")...)
+		}
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		names := sets.New[string]()
+		for i, w := range o.GetWebhooks() {
+			errs = append(errs, validateWebhook(field.NewPath("webhooks").Index(i), names, w.GetName(), w.GetClientConfig(), w.GetRules(), w.FailurePolicy, w.SideEffects, w.TimeoutSeconds, w.GetAdmissionReviewVersions())...)
+		}
+	}
+	if old != nil {
+		errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
+	}
+	return invalid(r, meta(obj).GetName(), errs)
+}
+
+// invalid turns a field.ErrorList into apierrors' Invalid (nil if empty).
+func invalid(r *resourceInfo, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	causes := make([]apierrors.Cause, 0, len(errs))
+	for _, e := range errs {
+		causes = append(causes, apierrors.Cause{Type: string(e.Type), Message: e.ErrorBody(), Field: e.Field})
+	}
+	return apierrors.NewInvalid(r.Group, r.Kind, name, causes)
+}
+
+// nameValidator is the rule for an object's name: DNS-1123 labels for
+// namespaces, DNS-1035 labels for services, DNS-1123 subdomains otherwise;
+// RBAC objects only forbid path segments.
+func nameValidator(r *resourceInfo) func(string) []string {
+	switch r.Resource {
+	case "namespaces":
+		return validation.IsDNS1123Label
+	case "services":
+		return validation.IsDNS1035Label
+	case "roles", "clusterroles", "rolebindings", "clusterrolebindings":
+		return func(s string) []string {
+			if s == "." || s == ".." {
+				return []string{fmt.Sprintf("may not be '%s'", s)}
+			}
+			if strings.ContainsAny(s, "/%") {
+				return []string{`may not contain '/' or '%'`}
+			}
+			return nil
+		}
+	}
+	return validation.IsDNS1123Subdomain
+}
+
+func validateMeta(r *resourceInfo, m *metav1.ObjectMeta, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if m.GetName() == "" {
+		errs = append(errs, field.Required(p.Child("name"), "name or generateName is required"))
+	} else {
+		for _, msg := range nameValidator(r)(m.GetName()) {
+			errs = append(errs, field.Invalid(p.Child("name"), m.GetName(), msg))
+		}
+	}
+	if r.Namespaced {
+		if m.GetNamespace() == "" {
+			errs = append(errs, field.Required(p.Child("namespace"), ""))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(m.GetNamespace()) {
+				errs = append(errs, field.Invalid(p.Child("namespace"), m.GetNamespace(), msg))
+			}
+		}
+	} else if m.GetNamespace() != "" {
+		errs = append(errs, field.Forbidden(p.Child("namespace"), "not allowed on this type"))
+	}
+	errs = append(errs, validateLabels(m.GetLabels(), p.Child("labels"))...)
+	total := 0
+	for k, v := range m.GetAnnotations() {
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
+			errs = append(errs, field.Invalid(p.Child("annotations"), k, msg))
+		}
+		total += len(k) + len(v)
+	}
+	if total > 256*1024 {
+		errs = append(errs, field.TooLong(p.Child("annotations"), "", 256*1024))
+	}
+	if m.GetGeneration() < 0 {
+		errs = append(errs, field.Invalid(p.Child("generation"), m.GetGeneration(), "must be greater than or equal to 0"))
+	}
+	for i, f := range m.GetFinalizers() {
+		for _, msg := range validation.IsQualifiedName(f) {
+			errs = append(errs, field.Invalid(p.Child("finalizers").Index(i), f, msg))
+		}
+	}
+	for i, o := range m.GetOwnerReferences() {
+		op := p.Child("ownerReferences").Index(i)
+		if o.GetApiVersion() == "" {
+			errs = append(errs, field.Invalid(op.Child("apiVersion"), "", "version must not be empty"))
+		}
+		if o.GetKind() == "" {
+			errs = append(errs, field.Invalid(op.Child("kind"), "", "kind must not be empty"))
+		}
+		if o.GetName() == "" {
+			errs = append(errs, field.Invalid(op.Child("name"), "", "name must not be empty"))
+		}
+		if o.GetUid() == "" {
+			errs = append(errs, field.Invalid(op.Child("uid"), "", "uid must not be empty"))
+		}
+	}
+	return errs
+}
+
+func validateMetaUpdate(m, old *metav1.ObjectMeta, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if m.GetName() != old.GetName() {
+		errs = append(errs, field.Invalid(p.Child("name"), m.GetName(), "field is immutable"))
+	}
+	if m.GetNamespace() != old.GetNamespace() {
+		errs = append(errs, field.Invalid(p.Child("namespace"), m.GetNamespace(), "field is immutable"))
+	}
+	if m.GetUid() != old.GetUid() {
+		errs = append(errs, field.Invalid(p.Child("uid"), m.GetUid(), "field is immutable"))
+	}
+	return errs
+}
+
+func validateLabels(l map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range l {
+		errs = append(errs, validateLabelKey(k, p)...)
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(p, v, msg))
+		}
+	}
+	return errs
+}
+
+func validateLabelKey(k string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(k) {
+		errs = append(errs, field.Invalid(p, k, msg))
+	}
+	return errs
+}
+
+func validateEnum(v string, p *field.Path, required bool, allowed ...string) field.ErrorList {
+	if v == "" {
+		if required {
+			return field.ErrorList{field.Required(p, "")}
+		}
+		return nil
+	}
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return field.ErrorList{field.NotSupported(p, v, allowed)}
+}
+
+func validateQuantity(v string, p *field.Path) field.ErrorList {
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, v, "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")}
+	}
+	if q.Sign() < 0 {
+		return field.ErrorList{field.Invalid(p, v, "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+// quantityEqual compares two quantities by value ("1" == "1000m").
+func quantityEqual(a, b string) bool {
+	qa, err1 := resource.ParseQuantity(a)
+	qb, err2 := resource.ParseQuantity(b)
+	if err1 != nil || err2 != nil {
+		return a == b
+	}
+	return qa.Cmp(qb) == 0
+}
+
+func validateConfigKey(k string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsConfigMapKey(k) {
+		errs = append(errs, field.Invalid(p, k, msg))
+	}
+	return errs
+}
+
+func validateReplicas(r *int32, p *field.Path) field.ErrorList {
+	if r != nil && *r < 0 {
+		return field.ErrorList{field.Invalid(p, *r, "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s == nil {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if len(s.GetContainers()) == 0 {
+		errs = append(errs, field.Required(p.Child("containers"), ""))
+	}
+	names := sets.New[string]()
+	errs = append(errs, validateContainers(s.GetInitContainers(), p.Child("initContainers"), names, true)...)
+	errs = append(errs, validateContainers(s.GetContainers(), p.Child("containers"), names, false)...)
+	errs = append(errs, validateEnum(s.GetRestartPolicy(), p.Child("restartPolicy"), true, "Always", "OnFailure", "Never")...)
+	errs = append(errs, validateEnum(s.GetDnsPolicy(), p.Child("dnsPolicy"), true, "ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")...)
+	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(p.Child("terminationGracePeriodSeconds"), *g, "must be greater than or equal to 0"))
+	}
+	if d := s.ActiveDeadlineSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(p.Child("activeDeadlineSeconds"), *d, "must be between 1 and 2147483647, inclusive"))
+	}
+	errs = append(errs, validateLabels(s.GetNodeSelector(), p.Child("nodeSelector"))...)
+	if n := s.GetNodeName(); n != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(n) {
+			errs = append(errs, field.Invalid(p.Child("nodeName"), n, msg))
+		}
+	}
+	if n := s.GetServiceAccountName(); n != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(n) {
+			errs = append(errs, field.Invalid(p.Child("serviceAccountName"), n, msg))
+		}
+	}
+	for i, t := range s.GetTolerations() {
+		tp := p.Child("tolerations").Index(i)
+		if t.GetKey() != "" {
+			errs = append(errs, validateLabelKey(t.GetKey(), tp.Child("key"))...)
+		}
+		errs = append(errs, validateEnum(t.GetOperator(), tp.Child("operator"), false, "Exists", "Equal")...)
+		if t.GetOperator() == "Exists" && t.GetValue() != "" {
+			errs = append(errs, field.Invalid(tp.Child("operator"), t.GetOperator(), "value must be empty when `operator` is 'Exists'"))
+		}
+		if t.GetKey() == "" && t.GetOperator() != "Exists" {
+			errs = append(errs, field.Invalid(tp.Child("operator"), t.GetOperator(), "operator must be Exists when `key` is empty, which means \"match all values and all keys\""))
+		}
+		errs = append(errs, validateEnum(t.GetEffect(), tp.Child("effect"), false, "NoSchedule", "PreferNoSchedule", "NoExecute")...)
+		if t.TolerationSeconds != nil && t.GetEffect() != "NoExecute" {
+			errs = append(errs, field.Invalid(tp.Child("effect"), t.GetEffect(), "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+		}
+	}
+	if na := s.GetAffinity().GetNodeAffinity(); na != nil {
+		ap := p.Child("affinity", "nodeAffinity")
+		if req := na.GetRequiredDuringSchedulingIgnoredDuringExecution(); req != nil {
+			rp := ap.Child("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+			if len(req.GetNodeSelectorTerms()) == 0 {
+				errs = append(errs, field.Required(rp, "must have at least one node selector term"))
+			}
+			for i, t := range req.GetNodeSelectorTerms() {
+				errs = append(errs, validateNodeSelectorTerm(t, rp.Index(i))...)
+			}
+		}
+		for i, pt := range na.GetPreferredDuringSchedulingIgnoredDuringExecution() {
+			pp := ap.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
+			if pt.GetWeight() < 1 || pt.GetWeight() > 100 {
+				errs = append(errs, field.Invalid(pp.Child("weight"), pt.GetWeight(), "must be in the range 1-100"))
+			}
+			errs = append(errs, validateNodeSelectorTerm(pt.GetPreference(), pp.Child("preference"))...)
+		}
+	}
+	vols := sets.New[string]()
+	for i, v := range s.GetVolumes() {
+		vp := p.Child("volumes").Index(i)
+		for _, msg := range validation.IsDNS1123Label(v.GetName()) {
+			errs = append(errs, field.Invalid(vp.Child("name"), v.GetName(), msg))
+		}
+		if vols.Has(v.GetName()) {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.GetName()))
+		}
+		vols.Insert(v.GetName())
+	}
+	return errs
+}
+
+func validateNodeSelectorTerm(t *corev1.NodeSelectorTerm, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, r := range t.GetMatchExpressions() {
+		rp := p.Child("matchExpressions").Index(i)
+		errs = append(errs, validateLabelKey(r.GetKey(), rp.Child("key"))...)
+		switch r.GetOperator() {
+		case "In", "NotIn":
+			if len(r.GetValues()) == 0 {
+				errs = append(errs, field.Required(rp.Child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
+			}
+		case "Exists", "DoesNotExist":
+			if len(r.GetValues()) > 0 {
+				errs = append(errs, field.Forbidden(rp.Child("values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+			}
+		case "Gt", "Lt":
+			if len(r.GetValues()) != 1 {
+				errs = append(errs, field.Required(rp.Child("values"), "must be specified single value when `operator` is 'Lt' or 'Gt'"))
+			}
+		default:
+			errs = append(errs, field.Invalid(rp.Child("operator"), r.GetOperator(), "not a valid selector operator"))
+		}
+	}
+	return errs
+}
+
+func validateContainers(cs []*corev1.Container, p *field.Path, names sets.Set[string], init bool) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range cs {
+		cp := p.Index(i)
+		if c.GetName() == "" {
+			errs = append(errs, field.Required(cp.Child("name"), ""))
+		} else {
+			for _, msg := range validation.IsDNS1123Label(c.GetName()) {
+				errs = append(errs, field.Invalid(cp.Child("name"), c.GetName(), msg))
+			}
+			if names.Has(c.GetName()) {
+				errs = append(errs, field.Duplicate(cp.Child("name"), c.GetName()))
+			}
+			names.Insert(c.GetName())
+		}
+		if strings.TrimSpace(c.GetImage()) == "" {
+			errs = append(errs, field.Required(cp.Child("image"), ""))
+		}
+		errs = append(errs, validateEnum(c.GetImagePullPolicy(), cp.Child("imagePullPolicy"), true, "Always", "IfNotPresent", "Never")...)
+		portNames := sets.New[string]()
+		for j, port := range c.GetPorts() {
+			pp := cp.Child("ports").Index(j)
+			if port.GetName() != "" {
+				for _, msg := range validation.IsValidPortName(port.GetName()) {
+					errs = append(errs, field.Invalid(pp.Child("name"), port.GetName(), msg))
+				}
+				if portNames.Has(port.GetName()) {
+					errs = append(errs, field.Duplicate(pp.Child("name"), port.GetName()))
+				}
+				portNames.Insert(port.GetName())
+			}
+			for _, msg := range validation.IsValidPortNum(int(port.GetContainerPort())) {
+				errs = append(errs, field.Invalid(pp.Child("containerPort"), port.GetContainerPort(), msg))
+			}
+			if port.GetHostPort() != 0 {
+				for _, msg := range validation.IsValidPortNum(int(port.GetHostPort())) {
+					errs = append(errs, field.Invalid(pp.Child("hostPort"), port.GetHostPort(), msg))
+				}
+			}
+			errs = append(errs, validateEnum(port.GetProtocol(), pp.Child("protocol"), true, "TCP", "UDP", "SCTP")...)
+		}
+		for j, e := range c.GetEnv() {
+			ep := cp.Child("env").Index(j)
+			if e.GetName() == "" {
+				errs = append(errs, field.Required(ep.Child("name"), ""))
+			} else {
+				for _, msg := range validation.IsEnvVarName(e.GetName()) {
+					errs = append(errs, field.Invalid(ep.Child("name"), e.GetName(), msg))
+				}
+			}
+			if vf := e.GetValueFrom(); vf != nil {
+				n := 0
+				for _, set := range []bool{vf.FieldRef != nil, vf.ConfigMapKeyRef != nil, vf.SecretKeyRef != nil, vf.ResourceFieldRef != nil} {
+					if set {
+						n++
+					}
+				}
+				if e.GetValue() != "" {
+					errs = append(errs, field.Invalid(ep.Child("valueFrom"), "", "may not be specified when `value` is not empty"))
+				}
+				if n != 1 {
+					errs = append(errs, field.Invalid(ep.Child("valueFrom"), "", "may not have more than one field specified at a time"))
+				}
+				if vf.FieldRef != nil && vf.FieldRef.GetFieldPath() == "" {
+					errs = append(errs, field.Required(ep.Child("valueFrom", "fieldRef", "fieldPath"), ""))
+				}
+				if r := vf.ConfigMapKeyRef; r != nil && r.GetKey() == "" {
+					errs = append(errs, field.Required(ep.Child("valueFrom", "configMapKeyRef", "key"), ""))
+				}
+				if r := vf.SecretKeyRef; r != nil && r.GetKey() == "" {
+					errs = append(errs, field.Required(ep.Child("valueFrom", "secretKeyRef", "key"), ""))
+				}
+			}
+		}
+		rp := cp.Child("resources")
+		req, lim := c.GetResources().GetRequests(), c.GetResources().GetLimits()
+		for k, v := range req {
+			errs = append(errs, validateQuantity(v, rp.Child("requests").Key(k))...)
+		}
+		for k, v := range lim {
+			errs = append(errs, validateQuantity(v, rp.Child("limits").Key(k))...)
+		}
+		for k, v := range req {
+			l, ok := lim[k]
+			if !ok {
+				continue
+			}
+			qr, err1 := resource.ParseQuantity(v)
+			ql, err2 := resource.ParseQuantity(l)
+			if err1 == nil && err2 == nil && qr.Cmp(ql) > 0 {
+				errs = append(errs, field.Invalid(rp.Child("requests").Key(k), v, fmt.Sprintf("must be less than or equal to %s limit of %s", k, l)))
+			}
+		}
+		probes := []struct {
+			name string
+			p    *corev1.Probe
+		}{{"livenessProbe", c.GetLivenessProbe()}, {"readinessProbe", c.GetReadinessProbe()}, {"startupProbe", c.GetStartupProbe()}}
+		for _, pr := range probes {
+			if pr.p == nil {
+				continue
+			}
+			if init {
+				errs = append(errs, field.Forbidden(cp.Child(pr.name), "may not be set for init containers"))
+				continue
+			}
+			errs = append(errs, validateProbe(pr.p, cp.Child(pr.name), pr.name == "livenessProbe" || pr.name == "startupProbe")...)
+		}
+	}
+	return errs
+}
+
+func validateProbe(pr *corev1.Probe, p *field.Path, successMustBeOne bool) field.ErrorList {
+	var errs field.ErrorList
+	n := 0
+	if pr.Exec != nil {
+		n++
+		if len(pr.Exec.GetCommand()) == 0 {
+			errs = append(errs, field.Required(p.Child("exec", "command"), ""))
+		}
+	}
+	if h := pr.HttpGet; h != nil {
+		n++
+		errs = append(errs, validatePortRef(h.GetPort(), p.Child("httpGet", "port"))...)
+		errs = append(errs, validateEnum(h.GetScheme(), p.Child("httpGet", "scheme"), true, "HTTP", "HTTPS")...)
+	}
+	if t := pr.TcpSocket; t != nil {
+		n++
+		errs = append(errs, validatePortRef(t.GetPort(), p.Child("tcpSocket", "port"))...)
+	}
+	if g := pr.Grpc; g != nil {
+		n++
+		for _, msg := range validation.IsValidPortNum(int(g.GetPort())) {
+			errs = append(errs, field.Invalid(p.Child("grpc", "port"), g.GetPort(), msg))
+		}
+	}
+	switch {
+	case n == 0:
+		errs = append(errs, field.Required(p, "must specify a handler type"))
+	case n > 1:
+		errs = append(errs, field.Forbidden(p, "may not specify more than 1 handler type"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int32
+		min  int32
+	}{{"initialDelaySeconds", pr.InitialDelaySeconds, 0}, {"timeoutSeconds", pr.TimeoutSeconds, 0}, {"periodSeconds", pr.PeriodSeconds, 0}, {"successThreshold", pr.SuccessThreshold, 0}, {"failureThreshold", pr.FailureThreshold, 0}} {
+		if f.v < f.min {
+			errs = append(errs, field.Invalid(p.Child(f.name), f.v, "must be greater than or equal to 0"))
+		}
+	}
+	if successMustBeOne && pr.SuccessThreshold != 1 {
+		errs = append(errs, field.Invalid(p.Child("successThreshold"), pr.SuccessThreshold, "must be 1"))
+	}
+	return errs
+}
+
+func validatePortRef(port *metav1.IntOrString, p *field.Path) field.ErrorList {
+	switch v := port.GetValue().(type) {
+	case *metav1.IntOrString_IntVal:
+		var errs field.ErrorList
+		for _, msg := range validation.IsValidPortNum(int(v.IntVal)) {
+			errs = append(errs, field.Invalid(p, v.IntVal, msg))
+		}
+		return errs
+	case *metav1.IntOrString_StrVal:
+		var errs field.ErrorList
+		for _, msg := range validation.IsValidPortName(v.StrVal) {
+			errs = append(errs, field.Invalid(p, v.StrVal, msg))
+		}
+		return errs
+	}
+	return field.ErrorList{field.Required(p, "")}
+}
+
+// validatePodUpdate enforces that a pod's spec is immutable except for
+// container images, activeDeadlineSeconds and added tolerations, as in
+// Kubernetes. spec.nodeName changes only through pods/binding.
+func validatePodUpdate(pod, old *corev1.Pod) field.ErrorList {
+	a := proto.Clone(pod.GetSpec()).(*corev1.PodSpec)
+	b := proto.Clone(old.GetSpec()).(*corev1.PodSpec)
+	if a == nil || b == nil {
+		return nil
+	}
+	for i, c := range a.Containers {
+		if i < len(b.Containers) {
+			c.Image = b.Containers[i].Image
+		}
+	}
+	for i, c := range a.InitContainers {
+		if i < len(b.InitContainers) {
+			c.Image = b.InitContainers[i].Image
+		}
+	}
+	a.ActiveDeadlineSeconds = b.ActiveDeadlineSeconds
+	if len(a.Tolerations) >= len(b.Tolerations) {
+		prefixEqual := true
+		for i := range b.Tolerations {
+			if !proto.Equal(a.Tolerations[i], b.Tolerations[i]) {
+				prefixEqual = false
+			}
+		}
+		if prefixEqual {
+			a.Tolerations = b.Tolerations
+		}
+	}
+	if proto.Equal(a, b) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec"), "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations)")}
+}
+
+func labelSelectorString(s *metav1.LabelSelector) string {
+	sel, err := labelSelectorAsSelector(s)
+	if err != nil {
+		return ""
+	}
+	return sel.String()
+}
+
+// labelSelectorAsSelector turns a LabelSelector into a labels.Selector; an
+// empty selector selects everything, a nil one nothing.
+func labelSelectorAsSelector(s *metav1.LabelSelector) (labels.Selector, error) {
+	if s == nil {
+		return labels.Nothing(), nil
+	}
+	if len(s.GetMatchLabels())+len(s.GetMatchExpressions()) == 0 {
+		return labels.Everything(), nil
+	}
+	sel := labels.NewSelector()
+	for k, v := range s.GetMatchLabels() {
+		r, err := labels.NewRequirement(k, "=", []string{v})
+		if err != nil {
+			return nil, err
+		}
+		sel = sel.Add(*r)
+	}
+	for _, e := range s.GetMatchExpressions() {
+		var op string
+		switch e.GetOperator() {
+		case "In":
+			op = "in"
+		case "NotIn":
+			op = "notin"
+		case "Exists":
+			op = "exists"
+		case "DoesNotExist":
+			op = "!"
+		default:
+			return nil, fmt.Errorf("%q is not a valid label selector operator", e.GetOperator())
+		}
+		r, err := labels.NewRequirement(e.GetKey(), selectionOp(op), e.GetValues())
+		if err != nil {
+			return nil, err
+		}
+		sel = sel.Add(*r)
+	}
+	return sel, nil
+}
+
+func validateSelectorAndTemplate(sel *metav1.LabelSelector, t *appsv1.PodTemplateSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if sel == nil {
+		errs = append(errs, field.Required(p.Child("selector"), ""))
+	} else {
+		errs = append(errs, validateLabels(sel.GetMatchLabels(), p.Child("selector", "matchLabels"))...)
+		s, err := labelSelectorAsSelector(sel)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(sel), err.Error()))
+		case s.Empty():
+			errs = append(errs, field.Invalid(p.Child("selector"), "", "empty selector is invalid for deployment"))
+		case !s.Matches(labels.Set(t.GetMetadata().GetLabels())):
+			errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), t.GetMetadata().GetLabels(), "`selector` does not match template `labels`"))
+		}
+	}
+	if t == nil {
+		return append(errs, field.Required(p.Child("template"), ""))
+	}
+	errs = append(errs, validateLabels(t.GetMetadata().GetLabels(), p.Child("template", "metadata", "labels"))...)
+	errs = append(errs, validatePodSpec(t.GetSpec(), p.Child("template", "spec"))...)
+	if rp := t.GetSpec().GetRestartPolicy(); rp != "" && rp != "Always" {
+		errs = append(errs, field.NotSupported(p.Child("template", "spec", "restartPolicy"), rp, []string{"Always"}))
+	}
+	return errs
+}
+
+func validateStrategy(s *appsv1.DeploymentStrategy, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateEnum(s.GetType(), p.Child("type"), true, "Recreate", "RollingUpdate")...)
+	ru := s.GetRollingUpdate()
+	if s.GetType() == "Recreate" && ru != nil {
+		errs = append(errs, field.Forbidden(p.Child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'"))
+	}
+	if s.GetType() == "RollingUpdate" && ru != nil {
+		surge, e1 := intOrPercent(ru.GetMaxSurge(), p.Child("rollingUpdate", "maxSurge"))
+		unavail, e2 := intOrPercent(ru.GetMaxUnavailable(), p.Child("rollingUpdate", "maxUnavailable"))
+		errs = append(append(errs, e1...), e2...)
+		if len(e1)+len(e2) == 0 && surge == 0 && unavail == 0 {
+			errs = append(errs, field.Invalid(p.Child("rollingUpdate", "maxUnavailable"), intOrStringString(ru.GetMaxUnavailable()), "may not be 0 when `maxSurge` is 0"))
+		}
+		if v, ok := ru.GetMaxUnavailable().GetValue().(*metav1.IntOrString_StrVal); ok && len(e2) == 0 && unavail > 100 {
+			errs = append(errs, field.Invalid(p.Child("rollingUpdate", "maxUnavailable"), v.StrVal, "must not be greater than 100%"))
+		}
+	}
+	return errs
+}
+
+func intOrStringString(v *metav1.IntOrString) string {
+	switch x := v.GetValue().(type) {
+	case *metav1.IntOrString_IntVal:
+		return fmt.Sprint(x.IntVal)
+	case *metav1.IntOrString_StrVal:
+		return x.StrVal
+	}
+	return ""
+}
+
+// intOrPercent validates a number or "N%" and returns its number.
+func intOrPercent(v *metav1.IntOrString, p *field.Path) (int, field.ErrorList) {
+	switch x := v.GetValue().(type) {
+	case *metav1.IntOrString_IntVal:
+		if x.IntVal < 0 {
+			return 0, field.ErrorList{field.Invalid(p, x.IntVal, "must be greater than or equal to 0")}
+		}
+		return int(x.IntVal), nil
+	case *metav1.IntOrString_StrVal:
+		var n int
+		if _, err := fmt.Sscanf(x.StrVal, "%d%%", &n); err != nil || fmt.Sprintf("%d%%", n) != x.StrVal || n < 0 {
+			return 0, field.ErrorList{field.Invalid(p, x.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")}
+		}
+		return n, nil
+	}
+	return 0, nil
+}
+
+func validateService(s *corev1.ServiceSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateEnum(s.GetType(), p.Child("type"), true, "ClusterIP", "NodePort", "LoadBalancer", "ExternalName")...)
+	if s.GetType() != "ExternalName" && len(s.GetPorts()) == 0 && s.GetClusterIp() != "None" {
+		errs = append(errs, field.Required(p.Child("ports"), ""))
+	}
+	names := sets.New[string]()
+	for i, port := range s.GetPorts() {
+		pp := p.Child("ports").Index(i)
+		if len(s.GetPorts()) > 1 && port.GetName() == "" {
+			errs = append(errs, field.Required(pp.Child("name"), ""))
+		}
+		if port.GetName() != "" {
+			for _, msg := range validation.IsDNS1123Label(port.GetName()) {
+				errs = append(errs, field.Invalid(pp.Child("name"), port.GetName(), msg))
+			}
+			if names.Has(port.GetName()) {
+				errs = append(errs, field.Duplicate(pp.Child("name"), port.GetName()))
+			}
+			names.Insert(port.GetName())
+		}
+		for _, msg := range validation.IsValidPortNum(int(port.GetPort())) {
+			errs = append(errs, field.Invalid(pp.Child("port"), port.GetPort(), msg))
+		}
+		errs = append(errs, validateEnum(port.GetProtocol(), pp.Child("protocol"), true, "TCP", "UDP", "SCTP")...)
+		if port.GetTargetPort() != nil {
+			errs = append(errs, validatePortRef(port.GetTargetPort(), pp.Child("targetPort"))...)
+		}
+	}
+	errs = append(errs, validateLabels(s.GetSelector(), p.Child("selector"))...)
+	errs = append(errs, validateEnum(s.GetSessionAffinity(), p.Child("sessionAffinity"), false, "None", "ClientIP")...)
+	return errs
+}
+
+func validateRules(rules []*rbacv1.PolicyRule) field.ErrorList {
+	var errs field.ErrorList
+	for i, r := range rules {
+		p := field.NewPath("rules").Index(i)
+		if len(r.GetVerbs()) == 0 {
+			errs = append(errs, field.Required(p.Child("verbs"), "verbs must contain at least one value"))
+		}
+		if len(r.GetNonResourceUrls()) > 0 {
+			if len(r.GetApiGroups()) > 0 || len(r.GetResources()) > 0 {
+				errs = append(errs, field.Invalid(p.Child("nonResourceURLs"), r.GetNonResourceUrls(), "rules cannot apply to both regular resources and non-resource URLs"))
+			}
+			continue
+		}
+		if len(r.GetApiGroups()) == 0 {
+			errs = append(errs, field.Required(p.Child("apiGroups"), "resource rules must supply at least one api group"))
+		}
+		if len(r.GetResources()) == 0 {
+			errs = append(errs, field.Required(p.Child("resources"), "resource rules must supply at least one resource"))
+		}
+	}
+	return errs
+}
+
+func validateBinding(ref *rbacv1.RoleRef, subjects []*rbacv1.Subject, namespaced bool) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("roleRef")
+	if ref.GetApiGroup() != "rbac.authorization.k8s.io" {
+		errs = append(errs, field.NotSupported(p.Child("apiGroup"), ref.GetApiGroup(), []string{"rbac.authorization.k8s.io"}))
+	}
+	kinds := []string{"ClusterRole"}
+	if namespaced {
+		kinds = []string{"Role", "ClusterRole"}
+	}
+	errs = append(errs, validateEnum(ref.GetKind(), p.Child("kind"), true, kinds...)...)
+	if ref.GetName() == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	for i, s := range subjects {
+		sp := field.NewPath("subjects").Index(i)
+		errs = append(errs, validateEnum(s.GetKind(), sp.Child("kind"), true, "ServiceAccount", "User", "Group")...)
+		if s.GetName() == "" {
+			errs = append(errs, field.Required(sp.Child("name"), ""))
+		}
+		if s.GetKind() == "ServiceAccount" && s.GetNamespace() == "" && !namespaced {
+			errs = append(errs, field.Required(sp.Child("namespace"), ""))
+		}
+	}
+	return errs
+}
+
+func validateWebhook(p *field.Path, names sets.Set[string], name string, cc *admissionregistrationv1.WebhookClientConfig, rules []*admissionregistrationv1.RuleWithOperations, failurePolicy, sideEffects *string, timeout *int32, versions []string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsFullyQualifiedName(field.NewPath("name"), name) {
+		errs = append(errs, field.Invalid(p.Child("name"), name, msg.Detail))
+	}
+	if names.Has(name) {
+		errs = append(errs, field.Duplicate(p.Child("name"), name))
+	}
+	names.Insert(name)
+	switch {
+	case cc == nil || (cc.Url == nil && cc.Service == nil):
+		errs = append(errs, field.Required(p.Child("clientConfig"), "exactly one of url or service is required"))
+	case cc.Url != nil && cc.Service != nil:
+		errs = append(errs, field.Required(p.Child("clientConfig"), "exactly one of url or service is required"))
+	case cc.Url != nil && !strings.HasPrefix(cc.GetUrl(), "https://"):
+		errs = append(errs, field.Invalid(p.Child("clientConfig", "url"), cc.GetUrl(), "'https' is the only allowed URL scheme"))
+	case cc.Service != nil:
+		if cc.Service.GetName() == "" {
+			errs = append(errs, field.Required(p.Child("clientConfig", "service", "name"), "service name is required"))
+		}
+		if cc.Service.GetNamespace() == "" {
+			errs = append(errs, field.Required(p.Child("clientConfig", "service", "namespace"), "service namespace is required"))
+		}
+	}
+	for i, r := range rules {
+		rp := p.Child("rules").Index(i)
+		if len(r.GetOperations()) == 0 {
+			errs = append(errs, field.Required(rp.Child("operations"), ""))
+		}
+		for j, op := range r.GetOperations() {
+			errs = append(errs, validateEnum(op, rp.Child("operations").Index(j), true, "*", "CREATE", "UPDATE", "DELETE", "CONNECT")...)
+		}
+		if len(r.GetResources()) == 0 {
+			errs = append(errs, field.Required(rp.Child("resources"), ""))
+		}
+		errs = append(errs, validateEnum(r.GetScope(), rp.Child("scope"), false, "*", "Cluster", "Namespaced")...)
+	}
+	if failurePolicy != nil {
+		errs = append(errs, validateEnum(*failurePolicy, p.Child("failurePolicy"), true, "Ignore", "Fail")...)
+	}
+	if sideEffects == nil {
+		errs = append(errs, field.Required(p.Child("sideEffects"), "must specify one of None, NoneOnDryRun"))
+	} else {
+		errs = append(errs, validateEnum(*sideEffects, p.Child("sideEffects"), true, "None", "NoneOnDryRun")...)
+	}
+	if timeout != nil && (*timeout < 1 || *timeout > 30) {
+		errs = append(errs, field.Invalid(p.Child("timeoutSeconds"), *timeout, "the timeout value must be between 1 and 30 seconds"))
+	}
+	hasV1 := false
+	for _, v := range versions {
+		hasV1 = hasV1 || v == "v1" || v == "v1beta1"
+	}
+	if !hasV1 {
+		errs = append(errs, field.Invalid(p.Child("admissionReviewVersions"), versions, "must include at least one of v1, v1beta1"))
+	}
+	return errs
+}
+
+func selectionOp(op string) selection.Operator {
+	switch op {
+	case "in":
+		return selection.In
+	case "notin":
+		return selection.NotIn
+	case "exists":
+		return selection.Exists
+	}
+	return selection.DoesNotExist
+}

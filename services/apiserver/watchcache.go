@@ -1,0 +1,452 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// Watch event types, as Kubernetes names them.
+const (
+	eventAdded    = "ADDED"
+	eventModified = "MODIFIED"
+	eventDeleted  = "DELETED"
+	eventBookmark = "BOOKMARK"
+)
+
+// watchEvent is one change as the cache saw it. obj is the object after the
+// change (for a delete: its last state, with the delete's revision as its
+// resourceVersion); prev is the object before (nil for a create). Events
+// and their objects are shared by every watcher and never modified.
+type watchEvent struct {
+	typ  string
+	rev  int64
+	key  string
+	obj  proto.Message
+	prev proto.Message
+}
+
+// cacher is the watch multiplexer of one resource: one store watch feeding
+// the current state, a window of recent events and any number of watchers.
+//
+// Invariants (under mu): every event with a revision in (start, rev] is in
+// events, in order; state is the store's content at rev.
+type cacher struct {
+	r        *resourceInfo
+	st       *storage
+	log      *slog.Logger
+	window   int           // events kept
+	buffer   int           // per-watcher channel size
+	bookmark time.Duration // bookmark period
+
+	mu       sync.Mutex
+	ready    chan struct{} // closed once the first list is in
+	isReady  bool
+	rev      int64
+	start    int64
+	events   []*watchEvent
+	state    map[string]proto.Message
+	watchers map[*cacheWatcher]struct{}
+	// synced is signalled whenever rev advances.
+	synced *sync.Cond
+}
+
+// cacheWatcher is one client watch. The cacher sends to ch without
+// blocking; a watcher whose buffer is full is cut off: removed and ch closed.
+type cacheWatcher struct {
+	ch        chan *watchEvent
+	initial   []*watchEvent
+	filter    func(proto.Message) bool
+	minRev    int64
+	bookmarks bool
+	cutOff    bool // set before ch is closed because the watcher was too slow
+	closed    bool
+}
+
+func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer int, bookmark time.Duration) *cacher {
+	c := &cacher{
+		r: r, st: st, log: log.With("resource", r.Resource),
+		window: window, buffer: buffer, bookmark: bookmark,
+		ready:    make(chan struct{}),
+		state:    map[string]proto.Message{},
+		watchers: map[*cacheWatcher]struct{}{},
+	}
+	c.synced = sync.NewCond(&c.mu)
+	return c
+}
+
+// run lists and watches the store until ctx ends.
+func (c *cacher) run(ctx context.Context) {
+	go c.bookmarks(ctx)
+	backoff := 100 * time.Millisecond
+	needList := true
+	for ctx.Err() == nil {
+		if needList {
+			if err := c.relist(ctx); err != nil {
+				c.log.Warn("listing for the watch cache failed", "err", err)
+				if !sleep(ctx, backoff) {
+					break
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			}
+			needList = false
+		}
+		err := c.watchStore(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			needList = true
+		}
+		c.log.Warn("store watch ended; resuming", "err", err, "relist", needList)
+		if !sleep(ctx, backoff) {
+			break
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	c.mu.Lock()
+	for w := range c.watchers {
+		c.closeWatcherLocked(w, false)
+	}
+	c.mu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// relist reads the whole collection with a linearizable read and replaces
+// the cache's state. It never goes back in time: a list older than what the
+// cache has seen is refused. Watchers are closed (they resume, and get Gone
+// if they were behind the new window).
+func (c *cacher) relist(ctx context.Context) error {
+	page, err := c.st.list(ctx, c.r, "", 0, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if page.rev < c.rev {
+		return fmt.Errorf("list at revision %d is older than the cache's %d", page.rev, c.rev)
+	}
+	state := make(map[string]proto.Message, len(page.items))
+	for _, obj := range page.items {
+		m := meta(obj)
+		state[c.st.key(c.r, m.GetNamespace(), m.GetName())] = obj
+	}
+	c.state = state
+	c.events = nil
+	c.start, c.rev = page.rev, page.rev
+	for w := range c.watchers {
+		c.closeWatcherLocked(w, false)
+	}
+	if !c.isReady {
+		c.isReady = true
+		close(c.ready)
+	}
+	c.synced.Broadcast()
+	return nil
+}
+
+// watchStore follows the store from the cache's revision until the watch
+// fails or ctx ends.
+func (c *cacher) watchStore(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	c.mu.Lock()
+	from := c.rev + 1
+	c.mu.Unlock()
+	wch := c.st.cli.Watch(ctx, c.st.collectionKey(c.r, ""),
+		clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		if wr.IsProgressNotify() {
+			c.progress(wr.Header.Revision)
+			continue
+		}
+		if err := c.apply(wr.Events); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("store watch channel closed")
+}
+
+func (c *cacher) progress(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev > c.rev {
+		c.rev = rev
+		c.synced.Broadcast()
+	}
+}
+
+// apply turns store events into watch events, updates the state and the
+// window, and dispatches them.
+func (c *cacher) apply(evs []*clientv3.Event) error {
+	out := make([]*watchEvent, 0, len(evs))
+	for _, e := range evs {
+		we := &watchEvent{key: string(e.Kv.Key), rev: e.Kv.ModRevision}
+		if e.PrevKv != nil {
+			prev, err := decode(c.r, e.PrevKv.Value, e.PrevKv.ModRevision)
+			if err != nil {
+				return err
+			}
+			we.prev = prev
+		}
+		switch e.Type {
+		case mvccpb.PUT:
+			obj, err := decode(c.r, e.Kv.Value, e.Kv.ModRevision)
+			if err != nil {
+				return err
+			}
+			we.obj = obj
+			we.typ = eventModified
+			if e.IsCreate() {
+				we.typ = eventAdded
+				we.prev = nil
+			}
+		case mvccpb.DELETE:
+			we.typ = eventDeleted
+			if we.prev == nil {
+				// No previous value (the store lost it): nothing to send.
+				continue
+			}
+			last := proto.Clone(we.prev)
+			meta(last).ResourceVersion = formatRV(we.rev)
+			we.obj = last
+		}
+		out = append(out, we)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, we := range out {
+		if we.rev <= c.rev {
+			continue // already seen (a resumed store watch)
+		}
+		if we.typ == eventDeleted {
+			delete(c.state, we.key)
+		} else {
+			c.state[we.key] = we.obj
+		}
+		c.events = append(c.events, we)
+		c.dispatchLocked(we)
+		c.rev = we.rev
+	}
+	if len(c.events) > 2*c.window {
+		drop := len(c.events) - c.window
+		c.start = c.events[drop-1].rev
+		c.events = append([]*watchEvent(nil), c.events[drop:]...)
+	}
+	c.synced.Broadcast()
+	return nil
+}
+
+// transform is what watcher w should see of event e: nil if nothing.
+func transform(e *watchEvent, filter func(proto.Message) bool) *watchEvent {
+	if filter == nil {
+		return e
+	}
+	cur := e.typ != eventDeleted && filter(e.obj)
+	prev := e.prev != nil && filter(e.prev)
+	switch {
+	case e.typ == eventDeleted:
+		if prev {
+			return e
+		}
+	case cur && prev:
+		return e
+	case cur:
+		return &watchEvent{typ: eventAdded, rev: e.rev, key: e.key, obj: e.obj}
+	case prev:
+		// Stopped matching: the watcher sees it deleted, at this revision.
+		last := proto.Clone(e.obj)
+		return &watchEvent{typ: eventDeleted, rev: e.rev, key: e.key, obj: last}
+	}
+	return nil
+}
+
+func (c *cacher) dispatchLocked(e *watchEvent) {
+	for w := range c.watchers {
+		if e.rev <= w.minRev {
+			continue
+		}
+		te := transform(e, w.filter)
+		if te == nil {
+			continue
+		}
+		select {
+		case w.ch <- te:
+		default:
+			c.closeWatcherLocked(w, true)
+		}
+	}
+}
+
+func (c *cacher) closeWatcherLocked(w *cacheWatcher, cutOff bool) {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.cutOff = cutOff
+	delete(c.watchers, w)
+	close(w.ch)
+	if cutOff {
+		c.log.Info("watcher cut off: it fell behind", "buffer", c.buffer)
+	}
+}
+
+// bookmarks sends a BOOKMARK with the cache's revision to every watcher that
+// asked for them, every period. Bookmarks go through the watcher's channel,
+// so they are never ahead of an event not yet delivered.
+func (c *cacher) bookmarks(ctx context.Context) {
+	t := time.NewTicker(c.bookmark)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Ask the store for a progress notification so an idle resource's
+		// revision advances too (best effort).
+		_ = c.st.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+		c.mu.Lock()
+		ev := &watchEvent{typ: eventBookmark, rev: c.rev}
+		for w := range c.watchers {
+			if !w.bookmarks || c.rev <= w.minRev {
+				continue
+			}
+			select {
+			case w.ch <- ev:
+			default: // full: the next event or bookmark will do
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// waitReady blocks until the first list is in.
+func (c *cacher) waitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return apierrors.NewTimeout("the watch cache of " + c.r.Resource + " is not ready yet")
+	}
+}
+
+// watch registers a watcher from resourceVersion rv: 0 sends ADDED for every
+// existing object first (unless sendInitial is false); otherwise the events
+// after rv, which must be inside the window.
+func (c *cacher) watch(ctx context.Context, rv int64, filter func(proto.Message) bool, bookmarks bool, sendInitial *bool) (*cacheWatcher, error) {
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := &cacheWatcher{ch: make(chan *watchEvent, c.buffer), filter: filter, bookmarks: bookmarks}
+	initial := rv == 0
+	if sendInitial != nil {
+		initial = *sendInitial
+	}
+	switch {
+	case rv == 0 || (initial && rv <= c.rev):
+		if initial {
+			for _, obj := range c.state {
+				if filter == nil || filter(obj) {
+					w.initial = append(w.initial, &watchEvent{typ: eventAdded, rev: rvOf(obj), obj: obj})
+				}
+			}
+		}
+		if initial && bookmarks {
+			// Tell the client where the initial state ends.
+			w.initial = append(w.initial, &watchEvent{typ: eventBookmark, rev: c.rev})
+		}
+		w.minRev = c.rev
+	case rv < c.start:
+		return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, c.start+1))
+	default:
+		for _, e := range c.events {
+			if e.rev <= rv {
+				continue
+			}
+			if te := transform(e, filter); te != nil {
+				w.initial = append(w.initial, te)
+			}
+		}
+		w.minRev = max(rv, c.rev)
+	}
+	c.watchers[w] = struct{}{}
+	return w, nil
+}
+
+// stop removes w.
+func (c *cacher) stop(w *cacheWatcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeWatcherLocked(w, false)
+}
+
+func rvOf(obj proto.Message) int64 {
+	rv, _ := parseRV(meta(obj).GetResourceVersion())
+	return rv
+}
+
+// waitFor blocks until the cache has seen revision rev or ctx ends.
+func (c *cacher) waitFor(ctx context.Context, rev int64) error {
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.synced.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.rev < rev {
+		if ctx.Err() != nil {
+			return apierrors.NewTimeout(fmt.Sprintf("Too large resource version: %d, current: %d", rev, c.rev))
+		}
+		c.synced.Wait()
+	}
+	return nil
+}
+
+// snapshot returns the cached objects matching filter and the revision they
+// are current at.
+func (c *cacher) snapshot(filter func(proto.Message) bool) ([]proto.Message, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]proto.Message, 0, len(c.state))
+	for _, obj := range c.state {
+		if filter == nil || filter(obj) {
+			out = append(out, obj)
+		}
+	}
+	return out, c.rev
+}

@@ -31,6 +31,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCommand(),
+		newSimRuntimeCommand(),
 		newStoreCommand(), newUpCommand(),
 	)
 	return root

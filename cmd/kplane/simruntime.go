@@ -1,0 +1,48 @@
+package main
+
+// This file holds `kplane simruntime`: the node agent's built-in runtime on
+// its own socket, for debugging it with any CRI client. Nothing runs in its
+// containers; see nodeagent/simruntime for the rules it follows.
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kplane/kplane/nodeagent/simruntime"
+)
+
+func newSimRuntimeCommand() *cobra.Command {
+	var (
+		cfg      simruntime.Config
+		socket   string
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "simruntime",
+		Short: "Serve the built-in simulated container runtime (CRI v1) on a unix socket",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return err
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			rt, err := simruntime.New(cfg)
+			if err != nil {
+				return err
+			}
+			return rt.Serve(cmd.Context(), socket)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&socket, "socket", "/run/kplane/simruntime.sock", "unix socket to serve the CRI on")
+	f.StringVar(&cfg.Name, "name", "sim", "runtime name (seeds IDs; the node's name when run by a node agent)")
+	f.StringVar(&cfg.PodCIDR, "pod-cidr", "", "CIDR pod IPs come from (empty: none until UpdateRuntimeConfig gives one)")
+	f.DurationVar(&cfg.PullLatency, "pull-latency", 0*time.Second, "how long an image pull takes unless the image's tag says otherwise")
+	f.StringSliceVar(&cfg.Images, "image", nil, "image present from the start (repeatable)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

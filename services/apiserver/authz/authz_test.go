@@ -326,6 +326,10 @@ func TestBootstrapPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	msgs, err := BootstrapMessages()
+	if err != nil || len(msgs) != len(roles)+len(bindings) {
+		t.Fatalf("BootstrapMessages: got %d objects, %v; want %d", len(msgs), err, len(roles)+len(bindings))
+	}
 	if len(roles) != len(bp.ClusterRoles) || len(bindings) != len(bp.ClusterRoleBindings) {
 		t.Fatalf("got %d roles and %d bindings, want %d and %d", len(roles), len(bindings), len(bp.ClusterRoles), len(bp.ClusterRoleBindings))
 	}

@@ -193,3 +193,20 @@ func BootstrapObjects() ([]*kplanerbacv1.ClusterRole, []*kplanerbacv1.ClusterRol
 	}
 	return roles, bindings, nil
 }
+
+// BootstrapMessages is BootstrapObjects as one list, cluster roles first, in
+// the form the apiserver's Config.Bootstrap takes.
+func BootstrapMessages() ([]proto.Message, error) {
+	roles, bindings, err := BootstrapObjects()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]proto.Message, 0, len(roles)+len(bindings))
+	for _, r := range roles {
+		out = append(out, r)
+	}
+	for _, b := range bindings {
+		out = append(out, b)
+	}
+	return out, nil
+}

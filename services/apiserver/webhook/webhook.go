@@ -71,7 +71,8 @@ type Config struct {
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// NamespaceLabels returns a namespace's labels, for namespaceSelector.
-	// Required if any webhook has a non-empty namespaceSelector.
+	// If nil, the labels of the Namespace objects fed to Upsert are used
+	// (register the dispatcher as a sink of "namespaces" too).
 	NamespaceLabels func(ctx context.Context, namespace string) (map[string]string, error)
 	// ResolveService returns the host:port to dial for a webhook served by a
 	// service. The request still goes to https://<name>.<namespace>.svc:<port><path>
@@ -92,6 +93,7 @@ type Webhooks struct {
 	mutating   map[string]*arv1.MutatingWebhookConfiguration
 	validating map[string]*arv1.ValidatingWebhookConfiguration
 	clients    map[string]*http.Client // by clientKey
+	nsLabels   map[string]map[string]string
 }
 
 // New returns a dispatcher with no webhooks.
@@ -106,12 +108,15 @@ func New(cfg Config) *Webhooks {
 		mutating:   map[string]*arv1.MutatingWebhookConfiguration{},
 		validating: map[string]*arv1.ValidatingWebhookConfiguration{},
 		clients:    map[string]*http.Client{},
+		nsLabels:   map[string]map[string]string{},
 	}
 }
 
 // Upsert adds or replaces a webhook configuration: kplane's proto
 // MutatingWebhookConfiguration / ValidatingWebhookConfiguration, or the
-// k8s.io/api/admissionregistration/v1 type. Other objects are logged and ignored.
+// k8s.io/api/admissionregistration/v1 type. It also takes Namespace objects,
+// whose labels it keeps for namespaceSelector when Config.NamespaceLabels is
+// nil. Other objects are logged and ignored.
 func (w *Webhooks) Upsert(obj any) {
 	if err := w.Put(obj); err != nil {
 		w.log.Error("ignoring object", "err", err)
@@ -127,6 +132,12 @@ func (w *Webhooks) Delete(obj any) {
 
 // Put is Upsert returning the error for an object of the wrong type.
 func (w *Webhooks) Put(obj any) error {
+	if m, ok := obj.(proto.Message); ok && isNamespace(m) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.nsLabels[metaString(m, "name")] = objectLabels(m)
+		return nil
+	}
 	k, err := toK8s(obj)
 	if err != nil {
 		return err
@@ -144,6 +155,12 @@ func (w *Webhooks) Put(obj any) error {
 
 // Remove is Delete returning the error for an object of the wrong type.
 func (w *Webhooks) Remove(obj any) error {
+	if m, ok := obj.(proto.Message); ok && isNamespace(m) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.nsLabels, metaString(m, "name"))
+		return nil
+	}
 	k, err := toK8s(obj)
 	if err != nil {
 		return err
@@ -360,12 +377,16 @@ func (w *Webhooks) namespaceMatches(ctx context.Context, h *hook, a *request.Adm
 	if a.Namespace == "" {
 		return true, nil
 	}
-	if w.cfg.NamespaceLabels == nil {
-		return false, apierrors.NewInternalError(fmt.Errorf("webhook %q has a namespaceSelector but the dispatcher has no namespace lookup", h.name))
-	}
-	l, err := w.cfg.NamespaceLabels(ctx, a.Namespace)
-	if err != nil {
-		return false, apierrors.NewInternalError(fmt.Errorf("webhook %q: labels of namespace %q: %w", h.name, a.Namespace, err))
+	var l map[string]string
+	if w.cfg.NamespaceLabels != nil {
+		l, err = w.cfg.NamespaceLabels(ctx, a.Namespace)
+		if err != nil {
+			return false, apierrors.NewInternalError(fmt.Errorf("webhook %q: labels of namespace %q: %w", h.name, a.Namespace, err))
+		}
+	} else {
+		w.mu.RLock()
+		l = w.nsLabels[a.Namespace]
+		w.mu.RUnlock()
 	}
 	return sel.Matches(labels.Set(l)), nil
 }
@@ -623,6 +644,12 @@ func applyPatch(h *hook, resp *admissionv1.AdmissionResponse, objJSON []byte, a 
 	proto.Reset(a.Object)
 	proto.Merge(a.Object, fresh)
 	return nil
+}
+
+// isNamespace reports whether m is a core/v1 Namespace.
+func isNamespace(m proto.Message) bool {
+	d := m.ProtoReflect().Descriptor()
+	return d.Name() == "Namespace" && d.FullName().Parent() == "kplane.core.v1"
 }
 
 // metaString reads metadata.<field> of a kplane object.

@@ -415,3 +415,37 @@ func equalMaps(a, b map[string]string) bool {
 }
 
 type k8sValidating = k8sarv1.ValidatingWebhookConfiguration
+
+func TestNamespaceLabelsFromSink(t *testing.T) {
+	w := New(Config{})
+	w.Upsert(&corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}})
+	k, err := toK8s(validatingConfig("c", &arv1.ValidatingWebhook{Name: "h",
+		Rules:             []*arv1.RuleWithOperations{{Operations: []string{"*"}, ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"pods"}}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.validating = map[string]*k8sValidating{"c": k.(*k8sValidating)}
+	hooks := w.snapshot(false)
+	pod := &request.Admission{Attributes: request.Attributes{APIVersion: "v1", Resource: "pods", Namespace: "prod"}, Operation: request.Create, Object: newPod()}
+	tests := []struct {
+		name string
+		prep func()
+		want bool
+	}{
+		{name: "labels from the fed Namespace", prep: func() {}, want: true},
+		{name: "namespace deleted", prep: func() { w.Delete(&corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "prod"}}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.prep()
+			got, err := w.matches(context.Background(), &hooks[0], pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got match=%v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,309 @@
+package apiserver
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+func TestCreateGetUpdateDelete(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	created := mustCreatePod(t, e, testPod("default", "web"))
+	m := created.GetMetadata()
+	if m.GetUid() == "" || m.GetCreationTimestamp() == nil || m.GetResourceVersion() == "" || m.GetGeneration() != 1 {
+		t.Fatalf("create did not fill metadata: %v", m)
+	}
+	if got, want := created.GetStatus().GetPhase(), "Pending"; got != want {
+		t.Errorf("phase: got %q, want %q", got, want)
+	}
+	if got, want := created.GetStatus().GetQosClass(), "BestEffort"; got != want {
+		t.Errorf("qosClass: got %q, want %q", got, want)
+	}
+	got, err := e.pods.GetPod(ctx, &corev1.GetPodRequest{Namespace: "default", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got.GetPod(), created) {
+		t.Errorf("get: got %v, want %v", got.GetPod(), created)
+	}
+	_, err = e.pods.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "web")})
+	se := wantReason(t, err, apierrors.ReasonAlreadyExists)
+	if want := `pods "web" already exists`; se.Message != want {
+		t.Errorf("message: got %q, want %q", se.Message, want)
+	}
+
+	// Update the image: allowed; generation bumps; a stale RV conflicts.
+	upd := proto.Clone(created).(*corev1.Pod)
+	upd.Spec.Containers[0].Image = "nginx:1.28"
+	ur, err := e.pods.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: "default", Name: "web", Pod: upd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ur.GetPod().GetMetadata().GetGeneration(), int64(2); got != want {
+		t.Errorf("generation: got %d, want %d", got, want)
+	}
+	_, err = e.pods.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: "default", Name: "web", Pod: upd})
+	se = wantReason(t, err, apierrors.ReasonConflict)
+	if !strings.Contains(se.Message, apierrors.ConflictModified) {
+		t.Errorf("conflict message: got %q", se.Message)
+	}
+	// Pods need a resourceVersion on update.
+	noRV := proto.Clone(ur.GetPod()).(*corev1.Pod)
+	noRV.Metadata.ResourceVersion = ""
+	_, err = e.pods.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: "default", Name: "web", Pod: noRV})
+	wantReason(t, err, apierrors.ReasonInvalid)
+
+	// Unscheduled pods are deleted at once.
+	_, err = e.pods.DeletePod(ctx, &corev1.DeletePodRequest{Namespace: "default", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.pods.GetPod(ctx, &corev1.GetPodRequest{Namespace: "default", Name: "web"})
+	wantReason(t, err, apierrors.ReasonNotFound)
+	_, err = e.pods.DeletePod(ctx, &corev1.DeletePodRequest{Namespace: "default", Name: "web"})
+	wantReason(t, err, apierrors.ReasonNotFound)
+}
+
+func TestGenerateName(t *testing.T) {
+	e := newEnv(t, nil)
+	seen := map[string]bool{}
+	for range 5 {
+		p := testPod("default", "")
+		p.Metadata.GenerateName = "web-"
+		got := mustCreatePod(t, e, p)
+		n := got.GetMetadata().GetName()
+		if !strings.HasPrefix(n, "web-") || len(n) != len("web-")+5 || seen[n] {
+			t.Errorf("generated name %q: want web- plus 5 new characters", n)
+		}
+		seen[n] = true
+	}
+}
+
+func TestAuthenticationAndAuthorizationStages(t *testing.T) {
+	e := newEnv(t, nil)
+	var trailer metadata.MD
+	_, err := e.pods.CreatePod(as(t, ""), &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "a")}, grpc.Trailer(&trailer))
+	wantReason(t, err, apierrors.ReasonUnauthorized)
+	if got := trailer.Get(deniedByTrailer); len(got) != 1 || got[0] != stageAuthn {
+		t.Errorf("denied-by: got %v, want [%s]", got, stageAuthn)
+	}
+	_, err = e.pods.CreatePod(as(t, "nobody"), &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "a")}, grpc.Trailer(&trailer))
+	se := wantReason(t, err, apierrors.ReasonForbidden)
+	if want := `pods is forbidden: User "nobody" cannot create resource "pods" in API group "" in the namespace "default"`; se.Message != want {
+		t.Errorf("message: got %q, want %q", se.Message, want)
+	}
+	if got := trailer.Get(deniedByTrailer); len(got) != 1 || got[0] != stageAuthz {
+		t.Errorf("denied-by: got %v, want [%s]", got, stageAuthz)
+	}
+}
+
+func TestValidationErrorsThroughGRPC(t *testing.T) {
+	e := newEnv(t, nil)
+	p := &corev1.Pod{Metadata: om("default", "Bad_Name"), Spec: &corev1.PodSpec{Containers: []*corev1.Container{
+		{Name: "c", Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": "lots"}}},
+	}}}
+	var trailer metadata.MD
+	_, err := e.pods.CreatePod(admin(t), &corev1.CreatePodRequest{Namespace: "default", Pod: p}, grpc.Trailer(&trailer))
+	se := wantReason(t, err, apierrors.ReasonInvalid)
+	fields := map[string]bool{}
+	for _, c := range se.Causes {
+		fields[c.Field] = true
+	}
+	for _, f := range []string{"metadata.name", "spec.containers[0].image", "spec.containers[0].resources.requests[cpu]"} {
+		if !fields[f] {
+			t.Errorf("no cause for %s in %v", f, se.Causes)
+		}
+	}
+	if !strings.HasPrefix(se.Message, `Pod "Bad_Name" is invalid: [`) {
+		t.Errorf("message: got %q", se.Message)
+	}
+	if got := trailer.Get(deniedByTrailer); len(got) != 1 || got[0] != stageValidate {
+		t.Errorf("denied-by: got %v, want [%s]", got, stageValidate)
+	}
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	r, err := e.pods.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "dry"), DryRun: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetPod().GetSpec().GetRestartPolicy() != "Always" || r.GetPod().GetMetadata().GetUid() == "" {
+		t.Errorf("dry-run create did not answer as if written: %v", r.GetPod())
+	}
+	_, err = e.pods.GetPod(ctx, &corev1.GetPodRequest{Namespace: "default", Name: "dry"})
+	wantReason(t, err, apierrors.ReasonNotFound)
+	// Dry-run still validates.
+	_, err = e.pods.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: "default", Pod: &corev1.Pod{Metadata: om("default", "x")}, DryRun: []string{"All"}})
+	wantReason(t, err, apierrors.ReasonInvalid)
+	// Dry-run update and delete leave the object alone.
+	p := mustCreatePod(t, e, testPod("default", "real"))
+	u := proto.Clone(p).(*corev1.Pod)
+	u.Spec.Containers[0].Image = "other:1"
+	if _, err := e.pods.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: "default", Name: "real", Pod: u, DryRun: []string{"All"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pods.DeletePod(ctx, &corev1.DeletePodRequest{Namespace: "default", Name: "real", DryRun: []string{"All"}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.pods.GetPod(ctx, &corev1.GetPodRequest{Namespace: "default", Name: "real"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(g.GetPod(), p) {
+		t.Errorf("dry-run changed the object: got %v, want %v", g.GetPod(), p)
+	}
+	_, err = e.pods.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "y"), DryRun: []string{"Some"}})
+	wantReason(t, err, apierrors.ReasonBadRequest)
+}
+
+func TestNamespaceLifecycle(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	tests := []struct {
+		name string
+		ns   string
+		want apierrors.Reason
+	}{
+		{name: "missing namespace", ns: "nope", want: apierrors.ReasonNotFound},
+		{name: "terminating namespace", ns: "going", want: apierrors.ReasonForbidden},
+		{name: "active namespace", ns: "here", want: ""},
+	}
+	for _, n := range []string{"going", "here"} {
+		nsObj := &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n, Finalizers: []string{"example.com/hold"}}}
+		if _, err := e.ns.CreateNamespace(ctx, &corev1.CreateNamespaceRequest{Namespace: nsObj}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := e.ns.DeleteNamespace(ctx, &corev1.DeleteNamespaceRequest{Name: "going"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetNamespace().GetStatus().GetPhase() != "Terminating" || d.GetNamespace().GetMetadata().GetDeletionTimestamp() == nil {
+		t.Fatalf("namespace with a finalizer not Terminating: %v", d.GetNamespace())
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: tt.ns, ConfigMap: &corev1.ConfigMap{Metadata: om(tt.ns, "cm")}})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want success", err)
+				}
+				return
+			}
+			wantReason(t, err, tt.want)
+		})
+	}
+	for _, n := range protectedNamespaces {
+		t.Run("delete "+n, func(t *testing.T) {
+			_, err := e.ns.DeleteNamespace(ctx, &corev1.DeleteNamespaceRequest{Name: n})
+			se := wantReason(t, err, apierrors.ReasonForbidden)
+			if want := fmt.Sprintf("namespaces %q is forbidden: this namespace may not be deleted", n); se.Message != want {
+				t.Errorf("got %q, want %q", se.Message, want)
+			}
+		})
+	}
+	// Removing the finalizer of the terminating namespace deletes it.
+	cur, err := e.ns.GetNamespace(ctx, &corev1.GetNamespaceRequest{Name: "going"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cur.GetNamespace()
+	n.Metadata.Finalizers = nil
+	if _, err := e.ns.UpdateNamespace(ctx, &corev1.UpdateNamespaceRequest{Name: "going", Namespace: n}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.ns.GetNamespace(ctx, &corev1.GetNamespaceRequest{Name: "going"})
+	wantReason(t, err, apierrors.ReasonNotFound)
+}
+
+// TestConcurrentUpdates: 50 clients update one object at once, each with
+// the resourceVersion it read. Every accepted update must have carried the
+// then-current resourceVersion, the others get Conflict, and the final
+// object is the last accepted one.
+func TestConcurrentUpdates(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	cm, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: &corev1.ConfigMap{Metadata: om("default", "shared"), Data: map[string]string{"writer": "none"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := cm.GetConfigMap()
+	type accepted struct {
+		fromRV, toRV string
+		writer       string
+	}
+	var (
+		mu       sync.Mutex
+		oks      []accepted
+		conflict int
+		wg       sync.WaitGroup
+	)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for attempt := 0; attempt < 3; attempt++ {
+				g, err := e.cms.GetConfigMap(ctx, &corev1.GetConfigMapRequest{Namespace: "default", Name: "shared"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				obj := g.GetConfigMap()
+				from := obj.GetMetadata().GetResourceVersion()
+				obj.Data = map[string]string{"writer": fmt.Sprint(i)}
+				u, err := e.cms.UpdateConfigMap(ctx, &corev1.UpdateConfigMapRequest{Namespace: "default", Name: "shared", ConfigMap: obj})
+				mu.Lock()
+				switch {
+				case err == nil:
+					oks = append(oks, accepted{fromRV: from, toRV: u.GetConfigMap().GetMetadata().GetResourceVersion(), writer: fmt.Sprint(i)})
+				case apierrors.IsConflict(err):
+					conflict++
+				default:
+					t.Errorf("update: %v", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(oks) == 0 || conflict == 0 {
+		t.Fatalf("got %d accepted and %d conflicts; want both", len(oks), conflict)
+	}
+	// The accepted updates form one chain: each started from the RV the
+	// previous one produced.
+	next := map[string]accepted{}
+	for _, a := range oks {
+		if _, dup := next[a.fromRV]; dup {
+			t.Fatalf("two updates accepted from resourceVersion %s", a.fromRV)
+		}
+		next[a.fromRV] = a
+	}
+	rv, last := start.GetMetadata().GetResourceVersion(), accepted{}
+	for range oks {
+		a, ok := next[rv]
+		if !ok {
+			t.Fatalf("no accepted update from resourceVersion %s: the chain is broken", rv)
+		}
+		last, rv = a, a.toRV
+	}
+	final, err := e.cms.GetConfigMap(ctx, &corev1.GetConfigMapRequest{Namespace: "default", Name: "shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := final.GetConfigMap(); got.GetMetadata().GetResourceVersion() != last.toRV || got.GetData()["writer"] != last.writer {
+		t.Errorf("final object: got rv %s writer %s, want rv %s writer %s", got.GetMetadata().GetResourceVersion(), got.GetData()["writer"], last.toRV, last.writer)
+	}
+	t.Logf("%d accepted, %d conflicts", len(oks), conflict)
+}

@@ -20,6 +20,8 @@ package containerdtest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -75,11 +77,11 @@ type Env struct {
 	// CgroupParent is the cgroup parent to give sandboxes.
 	CgroupParent string
 
-	cmd         *exec.Cmd
-	exited      chan struct{}
-	log         *slog.Logger
-	shimsBefore map[string]bool
-	runDirMade  bool
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	log        *slog.Logger
+	shimIDs    map[string]bool // sandbox and shim IDs seen, to find their shim sockets
+	runDirMade bool
 }
 
 const shimDir = "/run/containerd/s"
@@ -116,7 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		CgroupParent: "/" + filepath.Base(dir),
 		log:          log,
 		exited:       make(chan struct{}),
-		shimsBefore:  map[string]bool{},
+		shimIDs:      map[string]bool{},
 	}
 	defer func() {
 		if err != nil {
@@ -125,11 +127,6 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}()
 	if _, err := os.Stat("/run/containerd"); errors.Is(err, os.ErrNotExist) {
 		e.runDirMade = true
-	}
-	if ents, err := os.ReadDir(shimDir); err == nil {
-		for _, de := range ents {
-			e.shimsBefore[de.Name()] = true
-		}
 	}
 	for _, d := range []string{"root", "state", "cni/net.d", "images"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -181,11 +178,14 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	readyErr := c.WaitReady(wctx, 200*time.Millisecond)
 	cancel()
+	if readyErr == nil {
+		log.Info("containerd ready", "after", time.Since(started))
+	}
 	b := <-buildc
 	if readyErr != nil {
 		return nil, fmt.Errorf("containerdtest: %w; containerd log:\n%s", readyErr, e.logTail())
 	}
-	log.Info("containerd ready", "after", time.Since(started))
+	log.Info("test images built", "after", time.Since(started))
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -292,22 +292,28 @@ func (e *Env) Close() error {
 		select {
 		case <-e.exited:
 		default:
+			t0 := time.Now()
 			errs = append(errs, e.removeSandboxes())
+			e.log.Info("sandboxes removed", "took", time.Since(t0))
 			e.cmd.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-e.exited:
 			case <-time.After(15 * time.Second):
+				e.log.Warn("containerd ignored SIGTERM for 15s; killing it")
 				e.cmd.Process.Kill()
 				<-e.exited
 			}
+			e.log.Info("containerd stopped", "took", time.Since(t0))
 		}
 	}
 	errs = append(errs, e.killShims(), e.unmountAll(), e.removeCgroups())
-	if ents, err := os.ReadDir(shimDir); err == nil {
-		for _, de := range ents {
-			if !e.shimsBefore[de.Name()] {
-				errs = append(errs, os.RemoveAll(filepath.Join(shimDir, de.Name())))
-			}
+	// containerd 1.6 puts a shim's socket at a fixed place, named by the
+	// hash of containerd's address, the namespace and the shim's ID (the
+	// sandbox's): remove exactly ours, not another containerd's.
+	for id := range e.shimIDs {
+		sum := sha256.Sum256([]byte(filepath.Join(e.Socket, "k8s.io", id)))
+		if err := os.Remove(filepath.Join(shimDir, hex.EncodeToString(sum[:]))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
 	if e.runDirMade {
@@ -338,6 +344,7 @@ func (e *Env) removeSandboxes() error {
 	}
 	var errs []error
 	for _, sb := range sbs {
+		e.shimIDs[sb.GetId()] = true
 		if err := c.StopPodSandbox(ctx, sb.GetId()); err != nil {
 			errs = append(errs, err)
 		}
@@ -367,6 +374,9 @@ func (e *Env) killShims() error {
 		}
 		args := strings.Split(string(cmdline), "\x00")
 		if len(args) > 0 && strings.Contains(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, e.Socket) {
+			if i := slices.Index(args, "-id"); i >= 0 && i+1 < len(args) {
+				e.shimIDs[args[i+1]] = true
+			}
 			e.log.Info("killing leftover shim", "pid", pid)
 			syscall.Kill(pid, syscall.SIGKILL)
 		}

@@ -3,6 +3,9 @@ package authz
 import (
 	"context"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -12,7 +15,12 @@ import (
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
-func meta(ns, name string) *metav1.ObjectMeta { return &metav1.ObjectMeta{Namespace: ns, Name: name} }
+// meta is object metadata as the apiserver stores it (generation and
+// creationTimestamp set: int64 and Timestamp must survive the conversion).
+func meta(ns, name string) *metav1.ObjectMeta {
+	return &metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 1, ResourceVersion: "12", Uid: "u-1",
+		CreationTimestamp: timestamppb.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+}
 
 func pr(verbs, groups, resources []string, names ...string) *rbacv1.PolicyRule {
 	return &rbacv1.PolicyRule{Verbs: verbs, ApiGroups: groups, Resources: resources, ResourceNames: names}
@@ -184,6 +192,8 @@ func TestNodeAuthorizer(t *testing.T) {
 		{name: "get a secret", a: request.Attributes{User: n1, Verb: "get", Resource: "secrets", Namespace: "default", Name: "s"}, want: true},
 		{name: "list secrets", a: request.Attributes{User: n1, Verb: "list", Resource: "secrets", Namespace: "default"}},
 		{name: "create own node", a: request.Attributes{User: n1, Verb: "create", Resource: "nodes", Name: "n1"}, want: true},
+		{name: "create a node, name in the object", a: request.Attributes{User: n1, Verb: "create", Resource: "nodes"}, want: true},
+		{name: "create a lease, name in the object", a: request.Attributes{User: n1, Verb: "create", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease"}, want: true},
 		{name: "update own node status", a: request.Attributes{User: n1, Verb: "update", Resource: "nodes", Subresource: "status", Name: "n1"}, want: true},
 		{name: "update another node", a: request.Attributes{User: n1, Verb: "update", Resource: "nodes", Name: "n2"}},
 		{name: "patch another node's status", a: request.Attributes{User: n1, Verb: "patch", Resource: "nodes", Subresource: "status", Name: "n2"}},

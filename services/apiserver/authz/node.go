@@ -48,7 +48,10 @@ type NodeConfig struct {
 //     confirmation) — which pods is NodeRestriction's job, since it needs the
 //     stored object.
 //
-// Create requests must carry the new object's name in Attributes.Name.
+// A create whose Attributes carry no name (the name is in the object) is
+// allowed for nodes and for leases in kube-node-lease; NodeRestriction, which
+// sees the object, then refuses any name but the node's own. The pair must be
+// installed together.
 type Node struct {
 	cfg NodeConfig
 }
@@ -95,6 +98,10 @@ func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Dec
 		return allow, nil
 
 	case a.APIGroup == "" && a.Resource == "nodes":
+		if v == "create" && a.Name == "" && a.Subresource == "" {
+			// The name is in the object: NodeRestriction checks it.
+			return allow, nil
+		}
 		if a.Name != node {
 			return deny("node '%s' cannot modify node '%s'", node, a.Name)
 		}
@@ -107,6 +114,10 @@ func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Dec
 		return request.Decision{}, nil
 
 	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases" && a.Subresource == "":
+		if v == "create" && a.Name == "" && a.Namespace == NodeLeaseNamespace {
+			// The name is in the object: NodeRestriction checks it.
+			return allow, nil
+		}
 		if a.Namespace != NodeLeaseNamespace || a.Name != node {
 			return deny("node '%s' can only access its own lease %s/%s", node, NodeLeaseNamespace, node)
 		}

@@ -15,9 +15,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -175,7 +175,7 @@ func kindOf(k any) string {
 }
 
 // toK8s turns obj into the k8s.io/api/rbac/v1 type of the same kind. kplane's
-// proto messages carry Kubernetes' JSON names, so protojson output decodes
+// proto messages carry Kubernetes' JSON names, so their Kubernetes JSON (kubejson) decodes
 // straight into the Kubernetes types; this keeps authz independent of the
 // generated Go types.
 func toK8s(obj any) (any, error) {
@@ -196,7 +196,7 @@ func toK8s(obj any) (any, error) {
 		default:
 			return nil, fmt.Errorf("authz: %s is not an rbac object", o.ProtoReflect().Descriptor().FullName())
 		}
-		b, err := protojson.Marshal(o)
+		b, err := kubejson.Marshal(o)
 		if err != nil {
 			return nil, fmt.Errorf("authz: encode %s: %w", o.ProtoReflect().Descriptor().FullName(), err)
 		}

@@ -51,7 +51,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -192,7 +191,7 @@ func toK8s(obj any) (any, error) {
 		default:
 			return nil, fmt.Errorf("webhook: %s is not a webhook configuration", o.ProtoReflect().Descriptor().FullName())
 		}
-		b, err := protojson.Marshal(o)
+		b, err := kubejson.Marshal(o)
 		if err != nil {
 			return nil, fmt.Errorf("webhook: encode %s: %w", o.ProtoReflect().Descriptor().FullName(), err)
 		}

@@ -262,12 +262,13 @@ func TestConcurrentUpdates(t *testing.T) {
 				}
 				obj := g.GetConfigMap()
 				from := obj.GetMetadata().GetResourceVersion()
-				obj.Data = map[string]string{"writer": fmt.Sprint(i)}
+				writer := fmt.Sprintf("%d/%d", i, attempt) // unique: no no-op updates
+				obj.Data = map[string]string{"writer": writer}
 				u, err := e.cms.UpdateConfigMap(ctx, &corev1.UpdateConfigMapRequest{Namespace: "default", Name: "shared", ConfigMap: obj})
 				mu.Lock()
 				switch {
 				case err == nil:
-					oks = append(oks, accepted{fromRV: from, toRV: u.GetConfigMap().GetMetadata().GetResourceVersion(), writer: fmt.Sprint(i)})
+					oks = append(oks, accepted{fromRV: from, toRV: u.GetConfigMap().GetMetadata().GetResourceVersion(), writer: writer})
 				case apierrors.IsConflict(err):
 					conflict++
 				default:

@@ -932,4 +932,3 @@ func addFinalizer(m *metav1.ObjectMeta, f string) {
 	}
 	m.Finalizers = append(m.Finalizers, f)
 }
-

@@ -30,7 +30,7 @@ type member struct {
 }
 
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	members []*member
 }
 
@@ -39,14 +39,14 @@ type clusterOptions struct {
 	trailingLogs      uint64
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("KPLANE_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
 	return slog.New(slog.DiscardHandler)
 }
 
-func memberConfig(t *testing.T, dir, name string, opts clusterOptions) raftstore.Config {
+func memberConfig(t testing.TB, dir, name string, opts clusterOptions) raftstore.Config {
 	cport, pport := testutil.FreePort(t), testutil.FreePort(t)
 	return raftstore.Config{
 		Name:                    name,
@@ -67,7 +67,7 @@ func memberConfig(t *testing.T, dir, name string, opts clusterOptions) raftstore
 }
 
 // newCluster starts n members bootstrapped together and waits for a leader.
-func newCluster(t *testing.T, n int, opts clusterOptions) *cluster {
+func newCluster(t testing.TB, n int, opts clusterOptions) *cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cluster{t: t}
@@ -114,7 +114,7 @@ func (c *cluster) stop(m *member) {
 	m.cancel = nil
 }
 
-func newClient(t *testing.T, endpoints ...string) *clientv3.Client {
+func newClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
@@ -154,7 +154,7 @@ func (c *cluster) followers() []*member {
 	return out
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	t.Cleanup(cancel)
 	return ctx

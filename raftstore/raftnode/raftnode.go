@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 )
 
 // Config describes one member's Raft node.
@@ -108,7 +109,17 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	}
 
 	dbPath := filepath.Join(cfg.Dir, "raft.db")
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: dbPath})
+	logs, err := raftboltdb.New(raftboltdb.Options{
+		Path: dbPath,
+		BoltOptions: &bbolt.Options{
+			// A second process on the same data directory fails instead
+			// of waiting for the file lock forever.
+			Timeout: time.Second,
+			// The free list is rebuilt on open instead of written with
+			// every commit: less to fsync per batch of entries.
+			NoFreelistSync: true,
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open raft log %s: %w", dbPath, err)
 	}
@@ -145,7 +156,15 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		}
 	}
 
-	r, err := raft.NewRaft(rc, fsm, logs, logs, snaps, trans)
+	// Recent entries served from memory: the leader reads each entry back
+	// once per follower when replicating.
+	cached, err := raft.NewLogCache(1024, logs)
+	if err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, fmt.Errorf("raft log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, fsm, cached, logs, snaps, trans)
 	if err != nil {
 		trans.Close()
 		logs.Close()

@@ -1,0 +1,212 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAgainstAPIServer runs the typed client, an informer and leader
+// election against a real API service on a real etcd.
+func TestAgainstAPIServer(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	conn := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	t.Run("typed client", func(t *testing.T) {
+		cms := client.Must[*corev1.ConfigMap](conn)
+		created, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "c1"}, Data: map[string]string{"a": "1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := proto.Clone(created).(*corev1.ConfigMap)
+		fresh.Data["a"] = "2"
+		if _, err := cms.Update(ctx, fresh); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Update(ctx, created); !apierrors.IsConflict(err) {
+			t.Errorf("stale update: got %v, want Conflict", err)
+		}
+		if _, err := cms.Get(ctx, "default", "nope"); !apierrors.IsNotFound(err) {
+			t.Errorf("get missing: got %v, want NotFound", err)
+		}
+		nodes := client.Must[*corev1.Node](conn)
+		if nodes.Namespaced() {
+			t.Error("nodes reported as namespaced")
+		}
+		if _, err := nodes.Create(ctx, &corev1.Node{Metadata: &metav1.ObjectMeta{Name: "n9"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.Delete(ctx, "default", "c1", client.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("informer", func(t *testing.T) {
+		cms := client.Must[*corev1.ConfigMap](conn)
+		for i := range 5 {
+			if _, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("pre-%d", i), Labels: map[string]string{"app": "x"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inf := client.NewInformer(client.ListWatch(cms, "default", "app=x", "", 2), client.InformerOptions[*corev1.ConfigMap]{})
+		var mu sync.Mutex
+		var adds, updates, deletes []string
+		inf.AddEventHandler(client.Handler[*corev1.ConfigMap]{
+			OnAdd:    func(o *corev1.ConfigMap) { mu.Lock(); adds = append(adds, client.Name(o)); mu.Unlock() },
+			OnUpdate: func(_, o *corev1.ConfigMap) { mu.Lock(); updates = append(updates, client.Name(o)); mu.Unlock() },
+			OnDelete: func(o *corev1.ConfigMap) { mu.Lock(); deletes = append(deletes, client.Name(o)); mu.Unlock() },
+		})
+		ictx, icancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- inf.Run(ictx) }()
+		defer func() {
+			icancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("informer Run: %v", err)
+			}
+		}()
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		if !client.WaitForCacheSync(sctx, inf) {
+			t.Fatal("informer did not sync")
+		}
+		if n := inf.Store().Len(); n != 5 {
+			t.Fatalf("after sync: got %d objects, want 5 (paged list of the app=x ones)", n)
+		}
+		// Changes after the list arrive through the watch.
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "new", Labels: map[string]string{"app": "x"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "unlabelled"}}); err != nil {
+			t.Fatal(err)
+		}
+		cur, err := cms.Get(ctx, "default", "pre-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Data = map[string]string{"changed": "yes"}
+		if _, err := cms.Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.Delete(ctx, "default", "pre-1", client.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the informer to see every change", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(adds) == 6 && len(updates) == 1 && len(deletes) == 1
+		})
+		mu.Lock()
+		sort.Strings(adds)
+		gotAdds, gotUpd, gotDel := fmt.Sprint(adds), fmt.Sprint(updates), fmt.Sprint(deletes)
+		mu.Unlock()
+		if gotAdds != "[new pre-0 pre-1 pre-2 pre-3 pre-4]" || gotUpd != "[pre-0]" || gotDel != "[pre-1]" {
+			t.Errorf("got adds %s updates %s deletes %s", gotAdds, gotUpd, gotDel)
+		}
+		if o, ok := inf.Store().GetByName("default", "pre-0"); !ok || o.GetData()["changed"] != "yes" {
+			t.Errorf("cache has pre-0 = %v, want the updated object", o)
+		}
+		if _, ok := inf.Store().GetByName("default", "unlabelled"); ok {
+			t.Error("the label selector let an unlabelled object into the cache")
+		}
+	})
+
+	t.Run("leader election", func(t *testing.T) {
+		type term struct {
+			who        string
+			start, end time.Time
+		}
+		var mu sync.Mutex
+		var terms []term
+		type cand struct {
+			le     *client.LeaderElector
+			cancel context.CancelFunc
+			done   chan struct{}
+		}
+		var cands []*cand
+		for _, id := range []string{"a", "b"} {
+			le, err := client.NewLeaderElector(client.LeaderElectionConfig{
+				Leases: client.Must[*coordv1.Lease](conn), Namespace: "kube-system", Name: "e2e-lock", Identity: id,
+				LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+				Callbacks: client.LeaderCallbacks{OnStartedLeading: func(ctx context.Context) {
+					start := time.Now()
+					<-ctx.Done()
+					mu.Lock()
+					terms = append(terms, term{who: id, start: start, end: time.Now()})
+					mu.Unlock()
+				}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cctx, ccancel := context.WithCancel(ctx)
+			c := &cand{le: le, cancel: ccancel, done: make(chan struct{})}
+			go func() { defer close(c.done); le.Run(cctx) }()
+			cands = append(cands, c)
+		}
+		stopAll := func() {
+			for _, c := range cands {
+				c.cancel()
+				<-c.done
+			}
+		}
+		defer stopAll()
+		var leader, other *cand
+		waitFor(t, "a leader", func() bool {
+			for i, c := range cands {
+				if c.le.IsLeader() {
+					leader, other = c, cands[1-i]
+					return true
+				}
+			}
+			return false
+		})
+		// Kill the leader (no release): the other takes over once the lease lapses.
+		leader.cancel()
+		<-leader.done
+		waitFor(t, "the other candidate to take over", other.le.IsLeader)
+		stopAll()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(terms) != 2 {
+			t.Fatalf("got %d terms, want 2: %+v", len(terms), terms)
+		}
+		sort.Slice(terms, func(i, j int) bool { return terms[i].start.Before(terms[j].start) })
+		if terms[0].end.After(terms[1].start) {
+			t.Errorf("terms overlap: %+v", terms)
+		}
+		lease, err := client.Must[*coordv1.Lease](conn).Get(ctx, "kube-system", "e2e-lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := lease.GetSpec().GetLeaseTransitions(); got != 1 {
+			t.Errorf("got leaseTransitions %d, want 1", got)
+		}
+	})
+}

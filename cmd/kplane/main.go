@@ -33,6 +33,7 @@ func newRootCommand() *cobra.Command {
 		newVersionCommand(),
 		newSimRuntimeCommand(),
 		newStoreCommand(), newUpCommand(),
+		newAPIServerCommand(),
 	)
 	return root
 }

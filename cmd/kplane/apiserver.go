@@ -1,0 +1,177 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kplane/kplane/services/apiserver"
+	"github.com/kplane/kplane/services/apiserver/audit"
+	"github.com/kplane/kplane/services/apiserver/authn"
+	"github.com/kplane/kplane/services/apiserver/authz"
+	"github.com/kplane/kplane/services/apiserver/webhook"
+)
+
+func newAPIServerCommand() *cobra.Command {
+	var (
+		storeEndpoints                    string
+		storeCA, storeCert, storeKey      string
+		listen                            string
+		tlsCert, tlsKey, clientCA         string
+		tokenFile                         string
+		anonymous                         bool
+		auditPath                         string
+		auditMaxSizeMB, auditMaxBackups   int
+		watchWindow, watchBuffer          int
+		bookmarkInterval                  time.Duration
+		logLevel                          string
+		allowInsecureWithoutClientCertsOK bool
+	)
+	cmd := &cobra.Command{
+		Use:   "apiserver",
+		Short: "Run the API service: typed Kubernetes resources over gRPC on the store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg := apiserver.Config{
+				StoreEndpoints:   splitURLs(storeEndpoints),
+				Listen:           listen,
+				WatchWindow:      watchWindow,
+				WatchBuffer:      watchBuffer,
+				BookmarkInterval: bookmarkInterval,
+				Logger:           log,
+			}
+			if storeCA != "" || storeCert != "" {
+				t, err := clientTLS(storeCA, storeCert, storeKey)
+				if err != nil {
+					return fmt.Errorf("store TLS: %w", err)
+				}
+				cfg.StoreTLS = t
+			}
+			switch {
+			case tlsCert != "":
+				t, err := serverTLS(tlsCert, tlsKey, clientCA)
+				if err != nil {
+					return fmt.Errorf("serving TLS: %w", err)
+				}
+				cfg.TLS = t
+			case !allowInsecureWithoutClientCertsOK:
+				return fmt.Errorf("--tls-cert-file and --tls-private-key-file are required (or --insecure-plaintext for local experiments)")
+			default:
+				log.Warn("serving plaintext gRPC: no TLS, no client certificates")
+			}
+			an, err := authn.New(authn.Config{TokenFile: tokenFile, Anonymous: anonymous})
+			if err != nil {
+				return err
+			}
+			cfg.Authenticator = an
+			rbac := authz.NewRBAC(log)
+			cfg.Authorizer = authz.NewDefault(rbac)
+			hooks := webhook.New(webhook.Config{Logger: log})
+			cfg.Mutating = []apiserver.MutatingAdmission{hooks}
+			cfg.Validating = []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), hooks}
+			cfg.Informers = map[string][]apiserver.ObjectSink{
+				"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
+				"mutatingwebhookconfigurations":   {hooks},
+				"validatingwebhookconfigurations": {hooks},
+				"namespaces":                      {hooks},
+			}
+			boot, err := authz.BootstrapMessages()
+			if err != nil {
+				return err
+			}
+			cfg.Bootstrap = boot
+			al, err := audit.New(audit.Config{Path: auditPath, MaxSizeMB: auditMaxSizeMB, MaxBackups: auditMaxBackups})
+			if err != nil {
+				return err
+			}
+			if al != nil {
+				defer al.Close()
+				cfg.Auditor = al
+			}
+			s, err := apiserver.New(cfg)
+			if err != nil {
+				return err
+			}
+			log.Info("API service listening", "addr", s.Addr(), "store", cfg.StoreEndpoints)
+			return s.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&storeEndpoints, "store-endpoints", "http://127.0.0.1:2379", "comma-separated etcd v3 endpoints of the store (kplane store or etcd)")
+	f.StringVar(&storeCA, "store-cafile", "", "CA bundle to verify the store's certificate")
+	f.StringVar(&storeCert, "store-certfile", "", "client certificate for the store")
+	f.StringVar(&storeKey, "store-keyfile", "", "client key for the store")
+	f.StringVar(&listen, "listen", "127.0.0.1:6443", "gRPC listen address")
+	f.StringVar(&tlsCert, "tls-cert-file", "", "serving certificate")
+	f.StringVar(&tlsKey, "tls-private-key-file", "", "serving key")
+	f.StringVar(&clientCA, "client-ca-file", "", "CA that signs client certificates (CN = user, O = groups)")
+	f.StringVar(&tokenFile, "token-auth-file", "", "static bearer tokens, Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
+	f.BoolVar(&anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous")
+	f.StringVar(&auditPath, "audit-log-path", "", "audit log file (one JSON line per request); empty disables it")
+	f.IntVar(&auditMaxSizeMB, "audit-log-maxsize", 100, "rotate the audit log at this size in MB")
+	f.IntVar(&auditMaxBackups, "audit-log-maxbackup", 10, "rotated audit logs to keep")
+	f.IntVar(&watchWindow, "watch-window", 10000, "recent events kept per resource for watches to resume from")
+	f.IntVar(&watchBuffer, "watch-buffer", 1000, "events buffered per watcher before a slow one is cut off")
+	f.DurationVar(&bookmarkInterval, "bookmark-interval", 30*time.Second, "how often watches that allow bookmarks get one")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&allowInsecureWithoutClientCertsOK, "insecure-plaintext", false, "serve plaintext gRPC without TLS (local experiments only)")
+	return cmd
+}
+
+func serverTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	t := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := loadPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		t.ClientCAs = pool
+		t.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return t, nil
+}
+
+func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := loadPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		t.RootCAs = pool
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, err
+		}
+		t.Certificates = []tls.Certificate{cert}
+	}
+	return t, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificates", file)
+	}
+	return pool, nil
+}

@@ -251,6 +251,14 @@ func lifecycle(ctx context.Context, t *testing.T, c *cri.Client, rc runtimeCase,
 		pid = containerPID(ctx, t, c, id)
 	}
 	step("running checked")
+	probe, err := c.ExecSync(ctx, id, containerdtest.HelloProbe, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probe.GetExitCode() != 0 {
+		t.Fatalf("exec probe: got exit %d (stderr %q), want 0", probe.GetExitCode(), probe.GetStderr())
+	}
+	step("ExecSync probe")
 	st, err = c.ContainerStatus(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -419,4 +427,100 @@ func readLog(ctx context.Context, t *testing.T, path, want string) string {
 		}
 	}
 	return got
+}
+
+// TestContainerExits runs a container that exits by itself (the hello
+// image told to exit, the simulation told by its rules) and checks both
+// runtimes report it the same way.
+func TestContainerExits(t *testing.T) {
+	tests := []struct {
+		name       string
+		exitCode   int32
+		wantReason string
+	}{
+		{name: "exits non-zero", exitCode: 3, wantReason: "Error"},
+		{name: "exits zero", exitCode: 0, wantReason: "Completed"},
+	}
+	for _, rc := range runtimes {
+		t.Run(rc.name, func(t *testing.T) {
+			sock, cgroupParent := rc.start(t)
+			c, err := cri.New(cri.Config{Socket: sock, Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					logDir := t.TempDir()
+					uid := fmt.Sprintf("uid-%d", time.Now().UnixNano())
+					sbCfg := &runtimeapi.PodSandboxConfig{
+						Metadata:     &runtimeapi.PodSandboxMetadata{Name: "exits", Namespace: "default", Uid: uid},
+						LogDirectory: logDir,
+						Linux: &runtimeapi.LinuxPodSandboxConfig{
+							CgroupParent: cgroupParent,
+							SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+								NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+							},
+						},
+					}
+					sb, err := c.RunPodSandbox(ctx, sbCfg, "")
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer func() {
+						c.StopPodSandbox(context.Background(), sb)
+						c.RemovePodSandbox(context.Background(), sb)
+					}()
+					if err := os.MkdirAll(filepath.Join(logDir, "hello"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					code := fmt.Sprint(tt.exitCode)
+					line := "hello: exiting with " + code + " as told"
+					id, err := c.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+						Metadata: &runtimeapi.ContainerMetadata{Name: "hello"},
+						Image:    &runtimeapi.ImageSpec{Image: containerdtest.HelloImage},
+						Envs: []*runtimeapi.KeyValue{
+							{Key: containerdtest.HelloExitCodeEnv, Value: code},
+							{Key: simruntime.EnvExitCode, Value: code},
+							{Key: simruntime.EnvLog, Value: line},
+						},
+						LogPath: "hello/0.log",
+					}, sbCfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := c.StartContainer(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+					var st *runtimeapi.ContainerStatus
+					for range 200 {
+						if st, err = c.ContainerStatus(ctx, id); err != nil {
+							t.Fatal(err)
+						}
+						if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+					if st.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+						t.Fatalf("state: got %v, want EXITED", st.GetState())
+					}
+					if st.GetExitCode() != tt.exitCode || st.GetReason() != tt.wantReason {
+						t.Errorf("exit: got %d %q, want %d %q", st.GetExitCode(), st.GetReason(), tt.exitCode, tt.wantReason)
+					}
+					if st.GetFinishedAt() < st.GetStartedAt() || st.GetStartedAt() == 0 {
+						t.Errorf("times: started %d finished %d", st.GetStartedAt(), st.GetFinishedAt())
+					}
+					if got := readLog(ctx, t, filepath.Join(logDir, "hello", "0.log"), line+"\n"); got != line+"\n" {
+						t.Errorf("log: got %q, want %q", got, line+"\n")
+					}
+					if _, err := c.ExecSync(ctx, id, containerdtest.HelloProbe, time.Second); err == nil {
+						t.Errorf("exec in an exited container: got success, want an error")
+					}
+				})
+			}
+		})
+	}
 }

@@ -45,9 +45,16 @@ const (
 	HelloImage = "kplane.test/hello:1"
 )
 
-// HelloAddrEnv is the environment variable the hello image listens on
-// (host:port).
-const HelloAddrEnv = "HELLO_ADDR"
+// Environment variables of the hello image: the address it listens on
+// (host:port), and an exit code that makes it exit at once instead.
+const (
+	HelloAddrEnv     = "HELLO_ADDR"
+	HelloExitCodeEnv = "HELLO_EXIT_CODE"
+)
+
+// HelloProbe is an exec probe command for the hello image: it exits 0 when
+// the server answers.
+var HelloProbe = []string{"/hello", "probe"}
 
 const (
 	pausePkg = "github.com/kplane/kplane/nodeagent/internal/testimages/pause"

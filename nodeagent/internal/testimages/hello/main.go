@@ -2,6 +2,10 @@
 // listens on $HELLO_ADDR (default 127.0.0.1:8080), answers every request
 // with "hello from kplane", logs a line on start and on stop, and exits 0
 // on SIGTERM or SIGINT after shutting the server down.
+//
+// With $HELLO_EXIT_CODE set it prints a line and exits with that code at
+// once instead (a crashing container). `hello probe` is an exec probe: it
+// exits 0 when the server on $HELLO_ADDR answers, 1 otherwise.
 package main
 
 import (
@@ -11,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -19,6 +24,17 @@ func main() {
 	addr := os.Getenv("HELLO_ADDR")
 	if addr == "" {
 		addr = "127.0.0.1:8080"
+	}
+	if len(os.Args) > 1 && os.Args[1] == "probe" {
+		os.Exit(probe(addr))
+	}
+	if v := os.Getenv("HELLO_EXIT_CODE"); v != "" {
+		code, err := strconv.Atoi(v)
+		if err != nil {
+			code = 2
+		}
+		fmt.Printf("hello: exiting with %d as told\n", code)
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -46,4 +62,20 @@ func main() {
 	defer cancel()
 	srv.Shutdown(sctx)
 	fmt.Println("hello: stopping")
+}
+
+// probe asks the server on addr once and returns an exit code.
+func probe(addr string) int {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probe: %v\n", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "probe: %s\n", resp.Status)
+		return 1
+	}
+	return 0
 }

@@ -1,8 +1,6 @@
 package client
 
 import (
-	"strconv"
-
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -61,13 +59,4 @@ func SplitKey(key string) (namespace, name string) {
 		}
 	}
 	return "", key
-}
-
-// newerThan reports whether resourceVersion a is greater than b, both being
-// the decimal store revisions kplane uses. Unparsable versions compare as
-// "not newer".
-func newerThan(a, b string) bool {
-	x, err1 := strconv.ParseInt(a, 10, 64)
-	y, err2 := strconv.ParseInt(b, 10, 64)
-	return err1 == nil && err2 == nil && x > y
 }

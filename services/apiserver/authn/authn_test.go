@@ -303,3 +303,23 @@ func TestParseTokens(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseTokens: any input either parses into well-formed users or is
+// refused; it never panics.
+func FuzzParseTokens(f *testing.F) {
+	f.Add("a,u1,1,\"g1,g2\"\n")
+	f.Add("# c\nb,u2,2\n")
+	f.Add("a,u1\n")
+	f.Add("\"unterminated,u,1\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		tokens, err := ParseTokens(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for tok, u := range tokens {
+			if tok == "" || u.Name == "" {
+				t.Fatalf("accepted an empty token or user: %q → %+v", tok, u)
+			}
+		}
+	})
+}

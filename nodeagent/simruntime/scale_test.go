@@ -178,3 +178,46 @@ func TestManyRuntimesInOneProcess(t *testing.T) {
 	}
 	t.Logf("%d runtimes × %d pods running through CRI gRPC in %v", nodes, podsPerNode, time.Since(start).Round(time.Millisecond))
 }
+
+// BenchmarkRunPodOverCRI measures one pod start (RunPodSandbox,
+// CreateContainer, StartContainer) through the CRI client and gRPC on a
+// unix socket.
+func BenchmarkRunPodOverCRI(b *testing.B) {
+	dir, err := os.MkdirTemp("", "simbench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	rt, err := simruntime.New(simruntime.Config{Name: "bench", Images: []string{"example.com/web:1"}, PodCIDR: "10.0.0.0/8"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := filepath.Join(dir, "cri.sock")
+	done := make(chan error, 1)
+	go func() { done <- rt.Serve(ctx, sock) }()
+	defer func() { cancel(); <-done }()
+	c, err := cri.New(cri.Config{Socket: sock})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.WaitReady(ctx, 10*time.Millisecond); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		sbCfg, cCfg := podConfigs("bench", i)
+		sb, err := c.RunPodSandbox(ctx, sbCfg, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		id, err := c.CreateContainer(ctx, sb, cCfg, sbCfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.StartContainer(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,8 @@ package clienttest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kplane/kplane/internal/testutil"
@@ -51,12 +54,18 @@ type Env struct {
 	RBAC      *authz.RBAC
 	Webhooks  *webhook.Webhooks
 	Etcd      string // client URL
+	ca        *CA
 }
 
 // Options tune Start.
 type Options struct {
 	// ResolveService is passed to the webhook dispatcher.
 	ResolveService func(ctx context.Context, namespace, name string, port int32) (string, error)
+	// TLS serves gRPC over TLS with a throw-away CA that also verifies
+	// client certificates (DialCert); Dial then uses TLS too.
+	TLS bool
+	// Configure, if set, may change the apiserver's Config before New.
+	Configure func(*apiserver.Config)
 }
 
 // StartEtcd runs an etcd process on free loopback ports until the test
@@ -122,6 +131,18 @@ func Start(t testing.TB, opts Options) *Env {
 	env, err := wire(etcdURL, tokens, filepath.Join(dir, "audit.log"), opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.TLS {
+		env.ca = NewCA(t)
+		env.cfg.TLS = &tls.Config{
+			Certificates: []tls.Certificate{env.ca.Issue(t, "kplane-apiserver", nil, true)},
+			ClientCAs:    env.ca.Pool,
+			ClientAuth:   tls.VerifyClientCertIfGiven,
+			MinVersion:   tls.VersionTLS12,
+		}
+	}
+	if opts.Configure != nil {
+		opts.Configure(&env.cfg)
 	}
 	srv, err := apiserver.New(env.cfg)
 	if err != nil {
@@ -200,10 +221,40 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 func (e *Env) Dial(t testing.TB, token string) *grpc.ClientConn {
 	t.Helper()
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if e.ca != nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: e.ca.Pool, MinVersion: tls.VersionTLS12}))}
+	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
 	}
 	conn, err := grpc.NewClient(e.Addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// DialCert opens a TLS connection authenticated by a client certificate
+// for user cn in groups orgs, issued by the Env's CA (Options.TLS must be set).
+func (e *Env) DialCert(t testing.TB, cn string, orgs ...string) *grpc.ClientConn {
+	t.Helper()
+	if e.ca == nil {
+		t.Fatal("clienttest: DialCert needs Options.TLS")
+	}
+	return e.dialTLS(t, e.ca.Pool, e.ca.Issue(t, cn, orgs, false))
+}
+
+// DialForeignCert is DialCert with a certificate from a CA the server does not trust.
+func (e *Env) DialForeignCert(t testing.TB, cn string, orgs ...string) *grpc.ClientConn {
+	t.Helper()
+	return e.dialTLS(t, e.ca.Pool, NewCA(t).Issue(t, cn, orgs, false))
+}
+
+func (e *Env) dialTLS(t testing.TB, roots *x509.CertPool, cert tls.Certificate) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(e.Addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
 	if err != nil {
 		t.Fatal(err)
 	}

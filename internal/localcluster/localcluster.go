@@ -154,7 +154,8 @@ func (c *Cluster) StartMember(m *Member) error {
 	cmd.Stderr = logf
 	// Its own process group: a Ctrl-C in the terminal reaches `kplane up`,
 	// which stops the members itself, in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// If this process dies without stopping them, the members get SIGTERM.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start member %s: %w", m.Name, err)

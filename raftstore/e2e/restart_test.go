@@ -105,6 +105,31 @@ func TestKill9(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The first serializable answer of each restarted member is not older
+	// than what was acknowledged before the crash.
+	for _, m := range c.Members {
+		mc, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL[len("http://"):]}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp, err := mc.Get(ctx, "/kill/", clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithCountOnly())
+			cancel()
+			if err == nil {
+				if resp.Header.Revision < maxRev {
+					t.Errorf("%s: first serializable read after restart at revision %d, below the acknowledged %d", m.Name, resp.Header.Revision, maxRev)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no serializable read within 30s of restart: %v", m.Name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		mc.Close()
+	}
 	waitReady(t, c)
 
 	for _, m := range c.Members {

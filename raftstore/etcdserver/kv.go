@@ -18,10 +18,8 @@ func (k *kvServer) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeRe
 	if err := k.s.checkRange(req); err != nil {
 		return nil, err
 	}
-	if !req.Serializable {
-		if err := k.s.linearizableRead(ctx); err != nil {
-			return nil, toGRPCError(err)
-		}
+	if err := k.s.readBarrier(ctx, req.Serializable); err != nil {
+		return nil, toGRPCError(err)
 	}
 	resp, err := k.s.store.Range(req)
 	if err != nil {
@@ -65,10 +63,8 @@ func (k *kvServer) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse
 	if isReadOnlyTxn(req) {
 		// A read-only txn is a read: it needs no log entry, only a
 		// linearizable point (unless every range in it is serializable).
-		if !isSerializableTxn(req) {
-			if err := k.s.linearizableRead(ctx); err != nil {
-				return nil, toGRPCError(err)
-			}
+		if err := k.s.readBarrier(ctx, isSerializableTxn(req)); err != nil {
+			return nil, toGRPCError(err)
 		}
 		r, err := k.s.store.Txn(req)
 		if err != nil {

@@ -75,6 +75,9 @@ type Server struct {
 	log   *slog.Logger
 
 	nextID   atomic.Uint64
+	// caughtUp is set once this member applied everything committed when
+	// it started (see catchUp); serializable reads wait for it.
+	caughtUp atomic.Bool
 	verifier verifier
 
 	barrierMu   sync.Mutex
@@ -135,7 +138,8 @@ func (s *Server) Register(g *grpc.Server) {
 // and (on the leader) lease expiry.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); s.catchUp(ctx) }()
 	go func() { defer wg.Done(); s.publish(ctx) }()
 	go func() { defer wg.Done(); s.lessor.run(ctx) }()
 	go func() { defer wg.Done(); s.watchLeadership(ctx) }()
@@ -147,6 +151,35 @@ func (s *Server) Run(ctx context.Context) error {
 	s.conns = map[string]*grpc.ClientConn{}
 	s.connsMu.Unlock()
 	return nil
+}
+
+// catchUp waits until this member applied everything committed when it
+// started. On start the FSM holds only the last snapshot; raft re-applies the
+// rest of the log only once it learns the commit index from a leader, so
+// until then local state may be older than what this member served before a
+// restart.
+func (s *Server) catchUp(ctx context.Context) {
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.linearizableRead(rctx)
+		cancel()
+		if err == nil {
+			s.caughtUp.Store(true)
+			return
+		}
+		s.log.Debug("catching up after start", "err", err)
+		_ = sleepCtx(ctx, 100*time.Millisecond)
+	}
+}
+
+// readBarrier is what a read waits for: a linearizable point, or for a
+// serializable read only the catch-up after start, so that a member never
+// answers from state older than what it answered before a restart.
+func (s *Server) readBarrier(ctx context.Context, serializable bool) error {
+	if serializable && s.caughtUp.Load() {
+		return nil
+	}
+	return s.linearizableRead(ctx)
 }
 
 // publish proposes this member's attributes until the members table holds

@@ -74,7 +74,7 @@ type Server struct {
 	store *mvcc.Store
 	log   *slog.Logger
 
-	nextID   atomic.Uint64
+	nextID atomic.Uint64
 	// caughtUp is set once this member applied everything committed when
 	// it started (see catchUp); serializable reads wait for it.
 	caughtUp atomic.Bool

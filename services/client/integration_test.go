@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
@@ -209,4 +212,83 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Errorf("got leaseTransitions %d, want 1", got)
 		}
 	})
+}
+
+// TestInformerSurvivesBeingCutOff blocks an informer's handler while many
+// writes happen, so the API service cuts its watch off (it fell behind) and
+// the events it missed leave the small watch window: the informer must
+// resume, get 410 Expired, re-list, and end up with exactly the server's state.
+func TestInformerSurvivesBeingCutOff(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{Configure: func(c *apiserver.Config) {
+		c.WatchWindow, c.WatchBuffer = 20, 5
+	}})
+	conn := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cms := client.Must[*corev1.ConfigMap](conn)
+	inf := client.NewInformer(client.ListWatch(cms, "default", "", "", 0), client.InformerOptions[*corev1.ConfigMap]{
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	gate := make(chan struct{})
+	var blocking atomic.Bool
+	inf.AddEventHandler(client.Handler[*corev1.ConfigMap]{OnAdd: func(*corev1.ConfigMap) {
+		if blocking.Load() {
+			<-gate
+		}
+	}})
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	if !client.WaitForCacheSync(sctx, inf) {
+		t.Fatal("informer did not sync")
+	}
+	blocking.Store(true)
+	payload := strings.Repeat("x", 2048)
+	const n = 150
+	for i := range n {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("cm-%03d", i)},
+			Data: map[string]string{"payload": payload}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Some deletes too, which only a re-list can reveal once they have left
+	// the window.
+	for i := range 10 {
+		if err := cms.Delete(ctx, "default", fmt.Sprintf("cm-%03d", i), client.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocking.Store(false)
+	close(gate)
+	want, _, err := cms.List(ctx, "default", client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRV := map[string]string{}
+	for _, o := range want {
+		wantRV[client.Key(o)] = client.ResourceVersion(o)
+	}
+	waitFor(t, "the informer's cache to equal the server's state", func() bool {
+		got := inf.Store().List()
+		if len(got) != len(wantRV) {
+			return false
+		}
+		for _, o := range got {
+			if wantRV[client.Key(o)] != client.ResourceVersion(o) {
+				return false
+			}
+		}
+		return true
+	})
+	// 160 events of ~2 KiB cannot all sit in gRPC's flow-control window and
+	// a 5-event buffer, and the window keeps 20: the watch was cut off and
+	// its resume point expired, so the informer must have re-listed.
+	if inf.Relists() < 1 {
+		t.Errorf("got %d re-lists, want at least 1 (the resume point fell out of the window)", inf.Relists())
+	}
+	t.Logf("cache converged on %d objects after %d re-list(s)", len(wantRV), inf.Relists())
 }

@@ -37,6 +37,7 @@ type cluster struct {
 type clusterOptions struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
+	maxRequestBytes   int
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -62,6 +63,7 @@ func memberConfig(t testing.TB, dir, name string, opts clusterOptions) raftstore
 		TrailingLogs:            opts.trailingLogs,
 		LeaseCheckInterval:      100 * time.Millisecond,
 		MinLeaseTTL:             1,
+		MaxRequestBytes:         opts.maxRequestBytes,
 		Logger:                  testLogger(t),
 	}
 }

@@ -2,9 +2,11 @@ package raftstore_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -138,5 +140,56 @@ func TestClusterWatch(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no answer to a compacted watch within 10s")
+	}
+}
+
+// TestWatchFragment: a watch response larger than --max-request-bytes is
+// sent in fragments to a watcher that asked for them, and etcd's client
+// joins them into one response.
+func TestWatchFragment(t *testing.T) {
+	c := newCluster(t, 1, clusterOptions{maxRequestBytes: 16 * 1024})
+	ctx := ctxT(t)
+	cli := c.members[0].client
+	big := strings.Repeat("x", 10*1024)
+	for i := 0; i < 10; i++ {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/frag/%d", i), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := cli.Delete(ctx, "/frag/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Raw gRPC, to see the fragments themselves.
+	stream, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key: []byte("/frag/"), RangeEnd: []byte("/frag0"), PrevKv: true, Fragment: true, StartRevision: del.Header.Revision,
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	var events, fragments int
+	for events < 10 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		if resp.Fragment {
+			fragments++
+		}
+		for _, e := range resp.Events {
+			if e.PrevKv == nil || len(e.PrevKv.Value) != len(big) {
+				t.Fatal("delete event without its 10 KiB previous value")
+			}
+			events++
+		}
+		if resp.Size() > 16*1024+11*1024 {
+			t.Errorf("response of %d bytes, want at most about the 16 KiB limit", resp.Size())
+		}
+	}
+	if fragments == 0 {
+		t.Error("a 100 KiB response was not fragmented")
 	}
 }

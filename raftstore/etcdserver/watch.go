@@ -30,7 +30,7 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	ws := w.s.store.NewWatchStream()
 	defer ws.Close()
 
-	sess := &watchSession{s: w.s, stream: stream, ws: ws, progress: map[int64]bool{}}
+	sess := &watchSession{s: w.s, stream: stream, ws: ws, progress: map[int64]bool{}, fragment: map[int64]bool{}}
 	errc := make(chan error, 2)
 	go func() { errc <- sess.sendLoop(ctx) }()
 	go func() { errc <- sess.recvLoop(ctx) }()
@@ -53,6 +53,7 @@ type watchSession struct {
 	sendMu   sync.Mutex
 	mu       sync.Mutex
 	progress map[int64]bool // watchers created with progress_notify
+	fragment map[int64]bool // watchers that accept fragmented responses
 }
 
 func (ss *watchSession) send(resp *pb.WatchResponse) error {
@@ -77,6 +78,7 @@ func (ss *watchSession) recvLoop(ctx context.Context) error {
 			if err := ss.ws.Cancel(id); err == nil {
 				ss.mu.Lock()
 				delete(ss.progress, id)
+				delete(ss.fragment, id)
 				ss.mu.Unlock()
 				if err := ss.send(&pb.WatchResponse{Header: ss.s.header(0), WatchId: id, Canceled: true}); err != nil {
 					return err
@@ -123,11 +125,14 @@ func (ss *watchSession) create(cr *pb.WatchCreateRequest) error {
 			CancelReason: err.Error(),
 		})
 	}
+	ss.mu.Lock()
 	if cr.ProgressNotify {
-		ss.mu.Lock()
 		ss.progress[id] = true
-		ss.mu.Unlock()
 	}
+	if cr.Fragment {
+		ss.fragment[id] = true
+	}
+	ss.mu.Unlock()
 	return ss.stream.Send(&pb.WatchResponse{Header: ss.s.header(0), WatchId: id, Created: true})
 }
 
@@ -166,9 +171,43 @@ func (ss *watchSession) sendLoop(ctx context.Context) error {
 				delete(ss.progress, wr.WatchID)
 				ss.mu.Unlock()
 			}
+			ss.mu.Lock()
+			frag := ss.fragment[wr.WatchID]
+			ss.mu.Unlock()
+			if frag && resp.Size() > ss.s.cfg.MaxRequestBytes {
+				if err := ss.sendFragments(resp); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := ss.send(resp); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// sendFragments splits a response too large for one message into several,
+// each with as many events as fit under the request size limit (at least
+// one); all but the last are marked Fragment, and the client joins them.
+func (ss *watchSession) sendFragments(resp *pb.WatchResponse) error {
+	limit := ss.s.cfg.MaxRequestBytes
+	events := resp.Events
+	for len(events) > 0 {
+		part := *resp
+		part.Events = nil
+		size := part.Size()
+		n := 0
+		for n < len(events) && (n == 0 || size+events[n].Size() <= limit) {
+			size += events[n].Size()
+			n++
+		}
+		part.Events = events[:n]
+		events = events[n:]
+		part.Fragment = len(events) > 0
+		if err := ss.send(&part); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -67,6 +68,51 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		if err := cms.Delete(ctx, "default", "c1", client.DeleteOptions{}); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("subresources: binding, status, scale", func(t *testing.T) {
+		pods := client.Must[*corev1.Pod](conn)
+		if _, err := pods.Create(ctx, &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "p1"},
+			Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := pods.Bind(ctx, "default", "p1", "n9"); err != nil {
+			t.Fatal(err)
+		}
+		if err := pods.Bind(ctx, "default", "p1", "n9"); !apierrors.IsConflict(err) {
+			t.Errorf("second bind: got %v, want Conflict", err)
+		}
+		p, err := pods.Get(ctx, "default", "p1")
+		if err != nil || p.GetSpec().GetNodeName() != "n9" {
+			t.Fatalf("after bind: got nodeName %q, %v; want n9", p.GetSpec().GetNodeName(), err)
+		}
+		p.Status = &corev1.PodStatus{Phase: "Running"}
+		if st, err := pods.UpdateStatus(ctx, p); err != nil || st.GetStatus().GetPhase() != "Running" {
+			t.Errorf("status update: got %v, %v", st.GetStatus(), err)
+		}
+		if _, err := client.Must[*corev1.ConfigMap](conn).GetScale(ctx, "default", "x"); apierrors.ReasonOf(err) != apierrors.ReasonMethodNotAllowed {
+			t.Errorf("configmaps/scale: got %v, want MethodNotAllowed", err)
+		}
+		deps := client.Must[*appsv1.Deployment](conn)
+		labels := map[string]string{"app": "web"}
+		if _, err := deps.Create(ctx, &appsv1.Deployment{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "web"},
+			Spec: &appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: labels},
+					Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := deps.GetScale(ctx, "default", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Spec.Replicas = 3
+		if _, err := deps.UpdateScale(ctx, "default", "web", sc); err != nil {
+			t.Fatal(err)
+		}
+		d, err := deps.Get(ctx, "default", "web")
+		if err != nil || d.GetSpec().GetReplicas() != 3 {
+			t.Errorf("after scale: got replicas %d, %v; want 3", d.GetSpec().GetReplicas(), err)
 		}
 	})
 

@@ -17,7 +17,6 @@ import (
 func newSimRuntimeCommand() *cobra.Command {
 	var (
 		cfg      simruntime.Config
-		socket   string
 		logLevel string
 	)
 	cmd := &cobra.Command{
@@ -34,11 +33,11 @@ func newSimRuntimeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return rt.Serve(cmd.Context(), socket)
+			return rt.Run(cmd.Context())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&socket, "socket", "/run/kplane/simruntime.sock", "unix socket to serve the CRI on")
+	f.StringVar(&cfg.Socket, "socket", "/run/kplane/simruntime.sock", "unix socket to serve the CRI on")
 	f.StringVar(&cfg.Name, "name", "sim", "runtime name (seeds IDs; the node's name when run by a node agent)")
 	f.StringVar(&cfg.PodCIDR, "pod-cidr", "", "CIDR pod IPs come from (empty: none until UpdateRuntimeConfig gives one)")
 	f.DurationVar(&cfg.PullLatency, "pull-latency", 0*time.Second, "how long an image pull takes unless the image's tag says otherwise")

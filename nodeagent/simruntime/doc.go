@@ -70,6 +70,14 @@
 // addresses and the first host address (the bridge's gateway, by
 // convention) are never handed out.
 //
+// # Probes
+//
+// Nothing listens in a simulated container, so an httpGet or tcpSocket
+// probe cannot reach it. A node agent on this runtime (Version's
+// RuntimeName is "kplane-sim") should run every probe as an ExecSync —
+// the command naming the probe is only informational — so that all probe
+// kinds follow the exec rules above.
+//
 // # Time
 //
 // Every time comes from Config.Clock (the real clock by default), and

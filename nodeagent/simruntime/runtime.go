@@ -54,6 +54,8 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the runtime's logs (nil: discard).
 	Logger *slog.Logger
+	// Socket is where Run serves the CRI (a unix socket path).
+	Socket string
 }
 
 // Runtime is one simulated container runtime. All its state is in the
@@ -63,6 +65,7 @@ type Runtime struct {
 	runtimeapi.UnimplementedImageServiceServer
 
 	name        string
+	socket      string
 	version     string
 	pullLatency time.Duration
 	clock       clock.Clock
@@ -86,6 +89,7 @@ var (
 func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		name:        cfg.Name,
+		socket:      cfg.Socket,
 		version:     cfg.Version,
 		pullLatency: cfg.PullLatency,
 		clock:       cfg.Clock,
@@ -130,6 +134,14 @@ func New(cfg Config) (*Runtime, error) {
 func (r *Runtime) Register(s *grpc.Server) {
 	runtimeapi.RegisterRuntimeServiceServer(s, r)
 	runtimeapi.RegisterImageServiceServer(s, r)
+}
+
+// Run serves the CRI on Config.Socket until ctx is done (see Serve).
+func (r *Runtime) Run(ctx context.Context) error {
+	if r.socket == "" {
+		return errors.New("simruntime: no socket configured")
+	}
+	return r.Serve(ctx, r.socket)
 }
 
 // Serve serves the CRI on a unix socket at socketPath until ctx is done,

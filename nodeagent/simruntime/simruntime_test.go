@@ -701,3 +701,32 @@ func TestRuntimesAreIndependent(t *testing.T) {
 		t.Fatalf("runtime b: got %d sandboxes and %d images, want none", len(sbs), len(imgs))
 	}
 }
+
+func TestRunNeedsASocket(t *testing.T) {
+	rt, err := simruntime.New(simruntime.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Run(context.Background()); err == nil {
+		t.Fatal("Run without a socket: got nil, want an error")
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  simruntime.Config
+	}{
+		{name: "bad pod CIDR", cfg: simruntime.Config{PodCIDR: "10.0.0.0/33"}},
+		{name: "pod CIDR too small", cfg: simruntime.Config{PodCIDR: "10.0.0.1/32"}},
+		{name: "negative pull latency", cfg: simruntime.Config{PullLatency: -time.Second}},
+		{name: "bad preloaded image", cfg: simruntime.Config{Images: []string{"bad//name"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := simruntime.New(tt.cfg); err == nil {
+				t.Fatal("got nil error, want one")
+			}
+		})
+	}
+}

@@ -233,7 +233,7 @@ func TestValidation(t *testing.T) {
 		}), wantFields: []string{"spec.tolerations[0].operator", "spec.tolerations[0].effect"}},
 		{name: "node affinity", resource: "pods", obj: mod(validPod(), func(p *corev1.Pod) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []*corev1.NodeSelectorTerm{{MatchExpressions: []*corev1.NodeSelectorRequirement{{Key: "zone", Operator: "In"}}}}},
+				RequiredDuringSchedulingIgnoredDuringExecution:  &corev1.NodeSelector{NodeSelectorTerms: []*corev1.NodeSelectorTerm{{MatchExpressions: []*corev1.NodeSelectorRequirement{{Key: "zone", Operator: "In"}}}}},
 				PreferredDuringSchedulingIgnoredDuringExecution: []*corev1.PreferredSchedulingTerm{{Weight: 0, Preference: &corev1.NodeSelectorTerm{}}},
 			}}
 		}), wantFields: []string{"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values", "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"}},

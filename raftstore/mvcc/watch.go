@@ -132,7 +132,8 @@ func (s *Store) NewWatchStream() *WatchStream {
 
 // Watch adds a watcher on one key, a range [key, end) or every key from key on
 // (end "\x00") and returns its ID: id itself, or for id 0 a new ID unique on
-// the stream. The stream keeps references to key and end.
+// the stream (0, 1, 2, ... as etcd assigns them, skipping IDs in use). The
+// stream keeps references to key and end.
 //
 // startRev 0 watches from the next revision; a revision above the current one
 // watches from there; an earlier revision first replays the history from it.
@@ -150,13 +151,15 @@ func (ws *WatchStream) Watch(id int64, key, end []byte, startRev int64, opts Wat
 		return 0, ErrStreamClosed
 	}
 	if id == 0 {
+		// As etcd: auto-assigned IDs count up from 0, skipping IDs in use.
 		for {
-			ws.nextID++
 			if _, used := ws.watchers[ws.nextID]; !used {
-				id = ws.nextID
 				break
 			}
+			ws.nextID++
 		}
+		id = ws.nextID
+		ws.nextID++
 	} else if _, used := ws.watchers[id]; used {
 		return 0, ErrWatcherDuplicateID
 	}

@@ -92,3 +92,34 @@ func TestClusterLease(t *testing.T) {
 		t.Fatalf("key of a revoked lease: got %v (%v), want gone", resp, err)
 	}
 }
+
+// TestLeaseSurvivesFailover: a new leader gives every lease a full TTL from
+// its election, so a lease kept alive until the old leader stopped survives
+// the failover and can be kept alive through the new leader.
+func TestLeaseSurvivesFailover(t *testing.T) {
+	c := newCluster(t, 3, clusterOptions{})
+	ctx := ctxT(t)
+	old := c.waitLeader()
+	grant, err := old.client.Grant(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.client.Put(ctx, "/lease/f", "v", clientv3.WithLease(grant.ID)); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(old)
+	nl := c.waitLeader()
+	ttl, err := nl.client.TimeToLive(ctx, grant.ID)
+	if err != nil {
+		t.Fatalf("time to live on the new leader: %v", err)
+	}
+	if ttl.TTL <= 0 || ttl.TTL > 10 {
+		t.Fatalf("time to live after failover: got %d, want in (0, 10]", ttl.TTL)
+	}
+	if _, err := nl.client.KeepAliveOnce(ctx, grant.ID); err != nil {
+		t.Fatalf("keep alive on the new leader: %v", err)
+	}
+	if resp, err := nl.client.Get(ctx, "/lease/f"); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("leased key after failover: got %v (%v), want present", resp, err)
+	}
+}

@@ -413,6 +413,7 @@ func (s *Server) linearizableRead(ctx context.Context) error {
 // commit index every write acknowledged before the call is at or below, and
 // confirms this member still leads after observing it.
 func (s *Server) readIndex(ctx context.Context) (uint64, error) {
+	term := s.raft.CurrentTerm()
 	if err := s.ensureBarrier(ctx); err != nil {
 		if errors.Is(err, errLeaderChanged) {
 			return 0, errNotLeaderLocal
@@ -425,6 +426,11 @@ func (s *Server) readIndex(ctx context.Context) (uint64, error) {
 			return 0, errNotLeaderLocal
 		}
 		return 0, err
+	}
+	if s.raft.CurrentTerm() != term {
+		// Leadership was lost and won again meanwhile: idx may be below
+		// the new term's marker. Ask again.
+		return 0, errNotLeaderLocal
 	}
 	return idx, nil
 }

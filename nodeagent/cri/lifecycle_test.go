@@ -94,9 +94,13 @@ func simRuntime(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "cri.sock")
+	lis, err := simruntime.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- rt.Serve(ctx, sock) }()
+	go func() { done <- rt.ServeListener(ctx, lis) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

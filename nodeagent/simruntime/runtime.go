@@ -149,29 +149,45 @@ func (r *Runtime) Run(ctx context.Context) error {
 // a previous process is replaced. It returns nil after ctx is done, or the
 // error that stopped it earlier.
 func (r *Runtime) Serve(ctx context.Context, socketPath string) error {
+	lis, err := Listen(socketPath)
+	if err != nil {
+		return err
+	}
+	return r.ServeListener(ctx, lis)
+}
+
+// Listen creates the unix socket at socketPath (and its directory),
+// replacing a stale socket file. A caller that must know the socket accepts
+// connections before it dials (a test, a node agent starting its runtime)
+// listens first, then calls ServeListener.
+func Listen(socketPath string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(socketPath), 0o755); err != nil {
-		return fmt.Errorf("simruntime: socket directory: %w", err)
+		return nil, fmt.Errorf("simruntime: socket directory: %w", err)
 	}
 	if err := os.Remove(socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("simruntime: remove stale socket: %w", err)
+		return nil, fmt.Errorf("simruntime: remove stale socket: %w", err)
 	}
 	lis, err := net.Listen("unix", socketPath)
 	if err != nil {
-		return fmt.Errorf("simruntime: listen: %w", err)
+		return nil, fmt.Errorf("simruntime: listen: %w", err)
 	}
+	return lis, nil
+}
+
+// ServeListener serves the CRI on lis until ctx is done, then stops the
+// server, which closes lis (removing a unix socket's file).
+func (r *Runtime) ServeListener(ctx context.Context, lis net.Listener) error {
 	s := grpc.NewServer()
 	r.Register(s)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(lis) }()
-	r.log.Info("serving CRI", "socket", socketPath)
+	r.log.Info("serving CRI", "address", lis.Addr().String())
 	select {
 	case <-ctx.Done():
 		s.Stop()
 		<-errc
-		os.Remove(socketPath)
 		return nil
 	case err := <-errc:
-		os.Remove(socketPath)
 		return fmt.Errorf("simruntime: serve: %w", err)
 	}
 }

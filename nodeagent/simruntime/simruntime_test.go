@@ -48,12 +48,16 @@ func start(t *testing.T, cfg simruntime.Config) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sock := filepath.Join(dir, "cri.sock")
+	lis, err := simruntime.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := rt.Serve(ctx, sock); err != nil {
-			t.Errorf("Serve: %v", err)
+		if err := rt.ServeListener(ctx, lis); err != nil {
+			t.Errorf("ServeListener: %v", err)
 		}
 	}()
 	c, err := cri.New(cri.Config{Socket: sock, Timeout: 20 * time.Second})

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash"
@@ -59,18 +60,8 @@ func (s *Store) Snapshot() Snapshot {
 	for _, l := range s.leases {
 		snap.leases = append(snap.leases, LeaseInfo{ID: l.id, TTL: l.ttl})
 	}
-	slices.SortFunc(snap.leases, func(a, b LeaseInfo) int { return int(compareInt64(a.ID, b.ID)) })
+	slices.SortFunc(snap.leases, func(a, b LeaseInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return snap
-}
-
-func compareInt64(a, b int64) int64 {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // snapWriter writes through a buffer and a CRC, remembering the first error.
@@ -257,8 +248,12 @@ func readSnapshot(r io.Reader) (*restoredState, error) {
 	}
 	nKeys := sr.count(4, "key count")
 	var prevKey []byte
-	var events []*mvccpb.Event
-	subs := make(map[*mvccpb.Event]int64)
+	// The history's events, with the sub-revision that orders them.
+	type histEvent struct {
+		sub int64
+		ev  *mvccpb.Event
+	}
+	var events []histEvent
 	for k := 0; k < nKeys && sr.err == nil; k++ {
 		n := sr.count(3, "revision count")
 		if sr.err == nil && n == 0 {
@@ -295,8 +290,7 @@ func readSnapshot(r io.Reader) (*restoredState, error) {
 				if j > 0 && !ki.revs[j-1].tomb {
 					ev.PrevKv = ki.revs[j-1].kv
 				}
-				events = append(events, ev)
-				subs[ev] = sub
+				events = append(events, histEvent{sub: sub, ev: ev})
 			}
 			ki.revs = append(ki.revs, e)
 		}
@@ -323,19 +317,19 @@ func readSnapshot(r io.Reader) (*restoredState, error) {
 	}
 	// The history is the events of every revision from the compaction point
 	// on, in (revision, sub-revision) order.
-	slices.SortFunc(events, func(a, b *mvccpb.Event) int {
-		if c := compareInt64(a.Kv.ModRevision, b.Kv.ModRevision); c != 0 {
-			return int(c)
+	slices.SortFunc(events, func(a, b histEvent) int {
+		if c := cmp.Compare(a.ev.Kv.ModRevision, b.ev.Kv.ModRevision); c != 0 {
+			return c
 		}
-		return int(compareInt64(subs[a], subs[b]))
+		return cmp.Compare(a.sub, b.sub)
 	})
 	for i := 0; i < len(events); {
-		j := i + 1
-		for j < len(events) && events[j].Kv.ModRevision == events[i].Kv.ModRevision {
-			j++
+		rev := events[i].ev.Kv.ModRevision
+		rec := histRecord{rev: rev}
+		for ; i < len(events) && events[i].ev.Kv.ModRevision == rev; i++ {
+			rec.events = append(rec.events, events[i].ev)
 		}
-		st.hist = append(st.hist, histRecord{rev: events[i].Kv.ModRevision, events: events[i:j:j]})
-		i = j
+		st.hist = append(st.hist, rec)
 	}
 	return st, nil
 }
@@ -347,7 +341,8 @@ func revLess(a, b entry) bool {
 	return a.sub < b.sub
 }
 
-// Restore replaces the whole state with a snapshot written by WriteTo: every
+// Restore replaces the whole state with a snapshot written by WriteTo, read
+// from r to its end (so the snapshot must be the last thing in r): every
 // uncompacted revision, the compaction point and the leases. A snapshot that
 // cannot be read leaves the state untouched and returns an error wrapping
 // ErrSnapshotCorrupt (or the reader's error).

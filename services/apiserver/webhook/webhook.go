@@ -51,6 +51,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -78,6 +82,10 @@ type Config struct {
 	// and the certificate is verified for <name>.<namespace>.svc. Nil dials
 	// that name as it is (which needs cluster DNS).
 	ResolveService func(ctx context.Context, namespace, name string, port int32) (string, error)
+	// TracerProvider records one span per webhook call ("admission.webhook",
+	// with the webhook's name, its outcome and any error), so a slow or
+	// failing webhook shows in the request's trace. Nil records nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Webhooks is the admission webhook dispatcher. It implements the
@@ -85,8 +93,9 @@ type Config struct {
 // ObjectSink (Upsert, Delete for webhook configurations). It is safe for
 // concurrent use.
 type Webhooks struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	mu         sync.RWMutex
 	mutating   map[string]*arv1.MutatingWebhookConfiguration
@@ -101,8 +110,13 @@ func New(cfg Config) *Webhooks {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
 	return &Webhooks{
 		cfg:        cfg,
+		tracer:     tp.Tracer("github.com/kplane/kplane/services/apiserver/webhook"),
 		log:        log.With("component", "admission.webhook"),
 		mutating:   map[string]*arv1.MutatingWebhookConfiguration{},
 		validating: map[string]*arv1.ValidatingWebhookConfiguration{},
@@ -439,6 +453,13 @@ func (w *Webhooks) callOne(ctx context.Context, h *hook, a *request.Admission, m
 	if a.DryRun && (h.sideEffects == nil || (*h.sideEffects != arv1.SideEffectClassNone && *h.sideEffects != arv1.SideEffectClassNoneOnDryRun)) {
 		return apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.name))
 	}
+	ctx, span := w.tracer.Start(ctx, "admission.webhook", trace.WithAttributes(
+		attribute.String("webhook.name", h.name),
+		attribute.String("webhook.configuration", h.config),
+		attribute.Bool("webhook.mutating", mutating),
+		attribute.String("webhook.failure_policy", string(h.failurePolicy)),
+	))
+	defer span.End()
 	start := time.Now()
 	resp, reqObj, err := w.call(ctx, h, a)
 	if err == nil && mutating && resp.Allowed && len(resp.Patch) > 0 {
@@ -446,17 +467,25 @@ func (w *Webhooks) callOne(ctx context.Context, h *hook, a *request.Admission, m
 	}
 	log := w.log.With("webhook", h.name, "configuration", h.config, "duration", time.Since(start))
 	if err != nil {
+		span.RecordError(err)
 		if h.failurePolicy == arv1.Ignore {
+			span.SetAttributes(attribute.String("webhook.outcome", "failed-ignored"))
 			log.Warn("webhook failed; ignored by failurePolicy Ignore", "err", err)
 			return nil
 		}
+		span.SetAttributes(attribute.String("webhook.outcome", "failed"))
+		span.SetStatus(codes.Error, err.Error())
 		log.Warn("webhook failed; request refused by failurePolicy Fail", "err", err)
 		return apierrors.NewInternalError(fmt.Errorf("failed calling webhook %q: %w", h.name, err))
 	}
 	if !resp.Allowed {
+		d := denial(h.name, resp.Result)
+		span.SetAttributes(attribute.String("webhook.outcome", "denied"))
+		span.SetStatus(codes.Error, d.Message)
 		log.Debug("webhook denied the request")
-		return denial(h.name, resp.Result)
+		return d
 	}
+	span.SetAttributes(attribute.String("webhook.outcome", "allowed"), attribute.Bool("webhook.patched", mutating && len(resp.Patch) > 0))
 	log.Debug("webhook allowed the request")
 	return nil
 }

@@ -23,6 +23,8 @@ import (
 	k8sarv1 "k8s.io/api/admissionregistration/v1"
 	metav1k "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -445,6 +447,58 @@ func TestNamespaceLabelsFromSink(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("got match=%v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSpansShowSlowAndFailingWebhooks(t *testing.T) {
+	hs := newHookServer(t)
+	rec := tracetest.NewSpanRecorder()
+	w := New(Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
+	w.Upsert(validatingConfig("cfg",
+		&arv1.ValidatingWebhook{Name: "broken.example.com", Rules: podRule(), FailurePolicy: ptr("Ignore"),
+			ClientConfig: &arv1.WebhookClientConfig{Url: ptr(hs.url("/broken")), CaBundle: hs.caPEM}},
+		&arv1.ValidatingWebhook{Name: "deny.example.com", Rules: podRule(),
+			ClientConfig: &arv1.WebhookClientConfig{Url: ptr(hs.url("/deny")), CaBundle: hs.caPEM}},
+	))
+	if err := w.Validate(context.Background(), createPod(newPod())); err == nil {
+		t.Fatal("got admitted, want the denial")
+	}
+	outcomes := map[string]string{}
+	errorsRecorded := map[string]bool{}
+	for _, s := range rec.Ended() {
+		if s.Name() != "admission.webhook" {
+			continue
+		}
+		var name, outcome string
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case "webhook.name":
+				name = kv.Value.AsString()
+			case "webhook.outcome":
+				outcome = kv.Value.AsString()
+			}
+		}
+		outcomes[name] = outcome
+		for _, ev := range s.Events() {
+			errorsRecorded[name] = errorsRecorded[name] || ev.Name == "exception"
+		}
+	}
+	tests := []struct {
+		name, hook, wantOutcome string
+		wantErrorEvent          bool
+	}{
+		{name: "failing webhook under Ignore", hook: "broken.example.com", wantOutcome: "failed-ignored", wantErrorEvent: true},
+		{name: "denying webhook", hook: "deny.example.com", wantOutcome: "denied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := outcomes[tt.hook]; got != tt.wantOutcome {
+				t.Errorf("got outcome %q, want %q (spans: %v)", got, tt.wantOutcome, outcomes)
+			}
+			if errorsRecorded[tt.hook] != tt.wantErrorEvent {
+				t.Errorf("got error event %v, want %v", errorsRecorded[tt.hook], tt.wantErrorEvent)
 			}
 		})
 	}

@@ -482,46 +482,69 @@ func TestContainerExits(t *testing.T) {
 					}
 					code := fmt.Sprint(tt.exitCode)
 					line := "hello: exiting with " + code + " as told"
-					id, err := c.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
-						Metadata: &runtimeapi.ContainerMetadata{Name: "hello"},
-						Image:    &runtimeapi.ImageSpec{Image: containerdtest.HelloImage},
-						Envs: []*runtimeapi.KeyValue{
-							{Key: containerdtest.HelloExitCodeEnv, Value: code},
-							{Key: simruntime.EnvExitCode, Value: code},
-							{Key: simruntime.EnvLog, Value: line},
-						},
-						LogPath: "hello/0.log",
-					}, sbCfg)
+					// runOnce creates, starts and waits for one instance;
+					// a restart is a new container with the next attempt.
+					runOnce := func(attempt uint32) string {
+						logPath := fmt.Sprintf("hello/%d.log", attempt)
+						id, err := c.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+							Metadata: &runtimeapi.ContainerMetadata{Name: "hello", Attempt: attempt},
+							Image:    &runtimeapi.ImageSpec{Image: containerdtest.HelloImage},
+							Envs: []*runtimeapi.KeyValue{
+								{Key: containerdtest.HelloExitCodeEnv, Value: code},
+								{Key: simruntime.EnvExitCode, Value: code},
+								{Key: simruntime.EnvLog, Value: line},
+							},
+							LogPath: logPath,
+						}, sbCfg)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := c.StartContainer(ctx, id); err != nil {
+							t.Fatal(err)
+						}
+						var st *runtimeapi.ContainerStatus
+						for range 200 {
+							if st, err = c.ContainerStatus(ctx, id); err != nil {
+								t.Fatal(err)
+							}
+							if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+								break
+							}
+							time.Sleep(50 * time.Millisecond)
+						}
+						if st.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+							t.Fatalf("attempt %d: state: got %v, want EXITED", attempt, st.GetState())
+						}
+						if st.GetExitCode() != tt.exitCode || st.GetReason() != tt.wantReason {
+							t.Errorf("attempt %d: exit: got %d %q, want %d %q", attempt, st.GetExitCode(), st.GetReason(), tt.exitCode, tt.wantReason)
+						}
+						// Both times are set. containerd may report a finish a
+						// little before the start for a process that exits at
+						// once (it stamps the start after the task started), so
+						// their order is not checked: the node agent must not
+						// rely on it either.
+						if st.GetStartedAt() == 0 || st.GetFinishedAt() == 0 {
+							t.Errorf("attempt %d: times: started %d finished %d, want both set", attempt, st.GetStartedAt(), st.GetFinishedAt())
+						}
+						if got := readLog(ctx, t, filepath.Join(logDir, logPath), line+"\n"); got != line+"\n" {
+							t.Errorf("attempt %d: log: got %q, want %q", attempt, got, line+"\n")
+						}
+						return id
+					}
+					first := runOnce(0)
+					if _, err := c.ExecSync(ctx, first, containerdtest.HelloProbe, time.Second); err == nil {
+						t.Errorf("exec in an exited container: got success, want an error")
+					}
+					second := runOnce(1)
+					if second == first {
+						t.Fatal("the restart reused the container ID")
+					}
+					list, err := c.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sb})
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := c.StartContainer(ctx, id); err != nil {
-						t.Fatal(err)
-					}
-					var st *runtimeapi.ContainerStatus
-					for range 200 {
-						if st, err = c.ContainerStatus(ctx, id); err != nil {
-							t.Fatal(err)
-						}
-						if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
-							break
-						}
-						time.Sleep(50 * time.Millisecond)
-					}
-					if st.GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
-						t.Fatalf("state: got %v, want EXITED", st.GetState())
-					}
-					if st.GetExitCode() != tt.exitCode || st.GetReason() != tt.wantReason {
-						t.Errorf("exit: got %d %q, want %d %q", st.GetExitCode(), st.GetReason(), tt.exitCode, tt.wantReason)
-					}
-					if st.GetFinishedAt() < st.GetStartedAt() || st.GetStartedAt() == 0 {
-						t.Errorf("times: started %d finished %d", st.GetStartedAt(), st.GetFinishedAt())
-					}
-					if got := readLog(ctx, t, filepath.Join(logDir, "hello", "0.log"), line+"\n"); got != line+"\n" {
-						t.Errorf("log: got %q, want %q", got, line+"\n")
-					}
-					if _, err := c.ExecSync(ctx, id, containerdtest.HelloProbe, time.Second); err == nil {
-						t.Errorf("exec in an exited container: got success, want an error")
+					if len(list) != 2 {
+						t.Errorf("containers in the sandbox after a restart: got %d, want 2", len(list))
 					}
 				})
 			}

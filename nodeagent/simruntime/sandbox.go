@@ -193,7 +193,12 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, req *runtimeapi.ListPodSan
 		}
 		out = append(out, sb)
 	}
-	slices.SortFunc(out, func(a, b *sandbox) int { return a.createdAt.Compare(b.createdAt) })
+	slices.SortFunc(out, func(a, b *sandbox) int {
+		if n := a.createdAt.Compare(b.createdAt); n != 0 {
+			return n
+		}
+		return strings.Compare(a.id, b.id)
+	})
 	resp := &runtimeapi.ListPodSandboxResponse{}
 	for _, sb := range out {
 		resp.Items = append(resp.Items, sb.toCRI())

@@ -149,10 +149,25 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		tars []string
 		err  error
 	}
+	buildCtx, cancelBuild := context.WithCancel(ctx)
 	buildc := make(chan built, 1)
 	go func() {
-		tars, err := buildImages(ctx, filepath.Join(dir, "images"))
+		tars, err := buildImages(buildCtx, filepath.Join(dir, "images"))
 		buildc <- built{tars, err}
+	}()
+	var b built
+	buildDone := false
+	waitBuild := func() built {
+		if !buildDone {
+			b, buildDone = <-buildc, true
+		}
+		return b
+	}
+	// Runs before the clean-up above: the build must be over before its
+	// directory goes.
+	defer func() {
+		cancelBuild()
+		waitBuild()
 	}()
 
 	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
@@ -165,8 +180,6 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	started := time.Now()
 	if err := e.cmd.Start(); err != nil {
 		logf.Close()
-		b := <-buildc
-		_ = b
 		return nil, fmt.Errorf("containerdtest: start containerd: %w", err)
 	}
 	go func() {
@@ -178,7 +191,6 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 
 	c, err := cri.New(cri.Config{Socket: e.Socket})
 	if err != nil {
-		<-buildc
 		return nil, err
 	}
 	defer c.Close()
@@ -188,7 +200,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if readyErr == nil {
 		log.Info("containerd ready", "after", time.Since(started))
 	}
-	b := <-buildc
+	waitBuild()
 	if readyErr != nil {
 		return nil, fmt.Errorf("containerdtest: %w; containerd log:\n%s", readyErr, e.logTail())
 	}

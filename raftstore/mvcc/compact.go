@@ -57,7 +57,7 @@ func (s *Store) Compact(rev int64) (*pb.CompactionResponse, error) {
 			s.tree.ReplaceOrInsert(ki)
 		}
 	}
-	s.hist = slices.Clone(s.hist[s.histIndex(rev):])
+	s.hist.dropBefore(s.hist.index(rev))
 	s.compactRev = rev
 	s.kickWatchers()
 	s.log.Debug("compacted", "revision", rev, "keys_changed", len(changed))

@@ -205,7 +205,7 @@ type restoredState struct {
 	tree       *btree.BTreeG[keyIndex]
 	rev        int64
 	compactRev int64
-	hist       []histRecord
+	hist       history
 	leases     map[int64]*lease
 }
 
@@ -329,7 +329,7 @@ func readSnapshot(r io.Reader) (*restoredState, error) {
 		for ; i < len(events) && events[i].ev.Kv.ModRevision == rev; i++ {
 			rec.events = append(rec.events, events[i].ev)
 		}
-		st.hist = append(st.hist, rec)
+		st.hist.append(rec)
 	}
 	return st, nil
 }

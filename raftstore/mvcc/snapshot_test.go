@@ -95,7 +95,8 @@ func histStrings(s *Store) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []string
-	for _, rec := range s.hist {
+	for i := range s.hist.len() {
+		rec := s.hist.at(i)
 		for _, ev := range rec.events {
 			str := fmt.Sprintf("%d %s", rec.rev, eventString(ev))
 			if ev.PrevKv != nil {
@@ -303,7 +304,8 @@ func eventsFrom(t *testing.T, s *Store, rev int64) []written {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []written
-	for _, rec := range s.hist {
+	for i := range s.hist.len() {
+		rec := s.hist.at(i)
 		if rec.rev < rev {
 			continue
 		}

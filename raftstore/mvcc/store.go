@@ -124,7 +124,7 @@ type Store struct {
 	tree       *btree.BTreeG[keyIndex]
 	rev        int64
 	compactRev int64
-	hist       []histRecord
+	hist       history
 	leases     map[int64]*lease
 
 	watch watchState
@@ -228,17 +228,4 @@ func (s *Store) ascend(tree *btree.BTreeG[keyIndex], sp keySpan, fn func(ki *key
 	default:
 		tree.AscendRange(keyIndex{key: sp.key}, keyIndex{key: sp.end}, func(ki keyIndex) bool { return fn(&ki) })
 	}
-}
-
-// histIndex returns the index of the first history record at or after rev.
-func (s *Store) histIndex(rev int64) int {
-	h := s.hist
-	if len(h) == 0 {
-		return 0
-	}
-	// Revisions are dense in the history, so this is usually exact.
-	if i := rev - h[0].rev; i >= 0 && i < int64(len(h)) && h[i].rev == rev {
-		return int(i)
-	}
-	return sort.Search(len(h), func(i int) bool { return h[i].rev >= rev })
 }

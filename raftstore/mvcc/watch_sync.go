@@ -145,9 +145,9 @@ func (s *Store) syncWatcher(w *watcher) {
 	var evs []*mvccpb.Event
 	last := w.nextRev - 1
 	batched, scanned := 0, 0
-	i := s.histIndex(w.nextRev)
-	for ; i < len(s.hist) && batched < maxBatchRevs && scanned < maxScanRevs; i++ {
-		rec := &s.hist[i]
+	i, n := s.hist.index(w.nextRev), s.hist.len()
+	for ; i < n && batched < maxBatchRevs && scanned < maxScanRevs; i++ {
+		rec := s.hist.at(i)
 		scanned++
 		last = rec.rev
 		if more := w.eventsIn(rec); len(more) > 0 {
@@ -155,7 +155,7 @@ func (s *Store) syncWatcher(w *watcher) {
 			batched++
 		}
 	}
-	if i == len(s.hist) {
+	if i == n {
 		last = s.rev
 	}
 	if len(evs) > 0 {

@@ -94,8 +94,7 @@ func (w *writer) commit() int64 {
 		return s.rev
 	}
 	s.rev = w.rev
-	s.hist = append(s.hist, histRecord{rev: w.rev, events: w.events})
-	s.notify(&s.hist[len(s.hist)-1])
+	s.notify(s.hist.append(histRecord{rev: w.rev, events: w.events}))
 	return s.rev
 }
 

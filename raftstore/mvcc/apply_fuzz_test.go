@@ -2,9 +2,14 @@ package mvcc
 
 import (
 	"bytes"
+	"slices"
+
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -185,7 +190,7 @@ func checkApply(t *testing.T, data []byte) {
 	if _, err := ws.Watch(0, []byte{0}, []byte{0}, 1, WatchOptions{PrevKV: true}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; len(ra.b) > 0 && i < 300; i++ {
+	for i := 0; len(ra.b) > 0 && i < 3000; i++ {
 		before := a.Rev()
 		oa, ob := applyNext(ra, a), applyNext(rb, b)
 		if oa != ob {
@@ -236,11 +241,17 @@ func FuzzApply(f *testing.F) {
 
 // Two stores fed the same random sequence of requests end with the same
 // HashKV (and answer every request alike on the way).
+//
+// KPLANE_SOAK=1 runs many more and longer sequences.
 func TestDeterminism(t *testing.T) {
-	for seed := range uint64(25) {
+	seeds, length := uint64(25), 3000
+	if os.Getenv("KPLANE_SOAK") != "" {
+		seeds, length = 2000, 30000
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 99))
-			data := make([]byte, 3000)
+			data := make([]byte, length)
 			for i := range data {
 				data[i] = byte(rng.IntN(256))
 			}
@@ -259,6 +270,21 @@ func TestAgainstModel(t *testing.T) {
 	cur := map[string]kv{}
 	rev := int64(1)
 	keys := []string{"a", "a/1", "a/2", "b", "b/1", "c", "d"}
+	// A watcher on everything, with prev_kv, checked against the model's
+	// events; with the default buffer it falls behind and catches up.
+	ws := s.NewWatchStream()
+	defer ws.Close()
+	wid, err := ws.Watch(0, []byte{0}, []byte{0}, 0, WatchOptions{PrevKV: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var modelEvents []string
+	event := func(rev int64, del bool, key string, now, prev kv) string {
+		if del {
+			return fmt.Sprintf("%d DEL %s prev=%+v", rev, key, prev)
+		}
+		return fmt.Sprintf("%d PUT %+v prev=%+v", rev, now, prev)
+	}
 	for i := range 400 {
 		k := keys[rng.IntN(len(keys))]
 		if rng.IntN(4) == 0 {
@@ -266,12 +292,18 @@ func TestAgainstModel(t *testing.T) {
 			resp := mustDelete(t, s, k, end)
 			next := map[string]kv{}
 			n := int64(0)
+			var deleted []string
 			for key, v := range cur {
 				if key >= k && key < end {
 					n++
+					deleted = append(deleted, key)
 					continue
 				}
 				next[key] = v
+			}
+			slices.Sort(deleted)
+			for _, key := range deleted {
+				modelEvents = append(modelEvents, event(rev+1, true, key, kv{}, cur[key]))
 			}
 			if resp.Deleted != n {
 				t.Fatalf("op %d: delete [%s, %s) deleted %d, model %d", i, k, end, resp.Deleted, n)
@@ -296,11 +328,21 @@ func TestAgainstModel(t *testing.T) {
 			nv.Create, nv.Version = old.Create, old.Version+1
 		}
 		next[k] = nv
+		modelEvents = append(modelEvents, event(rev, false, k, nv, old))
 		cur = next
 		states[rev] = cur
 	}
 	if s.Rev() != rev {
 		t.Fatalf("store at %d, model at %d", s.Rev(), rev)
+	}
+	var gotEvents []string
+	for _, r := range receive(t, ws, wid, rev) {
+		for _, ev := range r.Events {
+			gotEvents = append(gotEvents, event(ev.Kv.ModRevision, ev.Type == mvccpb.DELETE, string(ev.Kv.Key), summarize(ev.Kv), summarize(ev.PrevKv)))
+		}
+	}
+	if diff := cmp.Diff(modelEvents, gotEvents); diff != "" {
+		t.Fatalf("watch events differ from the model (-model +store):\n%s", diff)
 	}
 	compactAt := rev / 2
 	if _, err := s.Compact(compactAt); err != nil {

@@ -512,3 +512,39 @@ func TestWatchManyWatchersOneStream(t *testing.T) {
 }
 
 func timeAfterWaitLimit() <-chan time.Time { return time.After(waitLimit) }
+
+// Close ends the sync loop even while a stream is stalled, and closes every
+// stream.
+func TestCloseStopsSyncLoop(t *testing.T) {
+	s := New(Config{WatchBufferSize: 1})
+	ws := s.NewWatchStream()
+	if _, err := ws.Watch(0, []byte("k"), nil, 0, WatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		mustPut(t, s, "k", fmt.Sprint(i))
+	}
+	s.mu.RLock()
+	running, done := s.watch.running, s.watch.done
+	s.mu.RUnlock()
+	if !running {
+		t.Fatal("no sync loop for a stalled stream")
+	}
+	s.Close()
+	select {
+	case <-done:
+	default:
+		t.Error("sync loop still running after Close")
+	}
+	n := 0
+	for range ws.Chan() {
+		n++
+	}
+	if n != 1 {
+		t.Errorf("got %d buffered responses before the channel closed, want 1", n)
+	}
+	if _, err := s.NewWatchStream().Watch(0, []byte("k"), nil, 0, WatchOptions{}); !errors.Is(err, ErrStreamClosed) {
+		t.Errorf("Watch on a closed store: got %v, want ErrStreamClosed", err)
+	}
+	s.Close() // idempotent
+}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -39,8 +40,7 @@ type Config struct {
 	Socket string
 	// Timeout bounds calls whose ctx has no deadline (default DefaultTimeout).
 	Timeout time.Duration
-	// DialOptions are added to the gRPC client's (e.g. an otelgrpc stats
-	// handler).
+	// DialOptions are added to the gRPC client's.
 	DialOptions []grpc.DialOption
 }
 
@@ -65,6 +65,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Each CRI call is a span under the caller's trace (a no-op until a
+		// tracer provider is installed).
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 	}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)

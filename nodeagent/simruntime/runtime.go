@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -177,7 +178,7 @@ func Listen(socketPath string) (net.Listener, error) {
 // ServeListener serves the CRI on lis until ctx is done, then stops the
 // server, which closes lis (removing a unix socket's file).
 func (r *Runtime) ServeListener(ctx context.Context, lis net.Listener) error {
-	s := grpc.NewServer()
+	s := grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
 	r.Register(s)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(lis) }()

@@ -45,7 +45,7 @@ type hookServer struct {
 	release  chan struct{}                              // closed at cleanup: frees slow handlers
 }
 
-func newHookServer(t *testing.T) *hookServer {
+func newHookServer(t testing.TB) *hookServer {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hook-ca"},
@@ -501,5 +501,20 @@ func TestSpansShowSlowAndFailingWebhooks(t *testing.T) {
 				t.Errorf("got error event %v, want %v", errorsRecorded[tt.hook], tt.wantErrorEvent)
 			}
 		})
+	}
+}
+
+// BenchmarkValidate measures one validating webhook call over HTTPS on
+// loopback (connection reused), end to end: match, encode, POST, decode.
+func BenchmarkValidate(b *testing.B) {
+	hs := newHookServer(b)
+	w := New(Config{})
+	w.Upsert(validatingConfig("cfg", &arv1.ValidatingWebhook{Name: "allow.example.com", Rules: podRule(),
+		ClientConfig: &arv1.WebhookClientConfig{Url: ptr(hs.url("/allow")), CaBundle: hs.caPEM}}))
+	a := createPod(newPod())
+	for b.Loop() {
+		if err := w.Validate(context.Background(), a); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

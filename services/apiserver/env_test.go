@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -133,3 +134,5 @@ func mustCreatePod(t *testing.T, e *env, p *corev1.Pod) *corev1.Pod {
 	}
 	return resp.GetPod()
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

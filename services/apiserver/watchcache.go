@@ -89,7 +89,9 @@ func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer in
 func (c *cacher) run(ctx context.Context) {
 	go c.bookmarks(ctx)
 	backoff := 100 * time.Millisecond
-	needList := true
+	c.mu.Lock()
+	needList := !c.isReady
+	c.mu.Unlock()
 	for ctx.Err() == nil {
 		if needList {
 			if err := c.relist(ctx); err != nil {

@@ -221,3 +221,59 @@ func BenchmarkRunPodOverCRI(b *testing.B) {
 		}
 	}
 }
+
+// TestConcurrentCallsOnOneRuntime runs whole pod lifecycles from several
+// goroutines at once on one runtime (meaningful under -race).
+func TestConcurrentCallsOnOneRuntime(t *testing.T) {
+	e := start(t, simruntime.Config{Images: []string{"example.com/web:1"}, PodCIDR: "10.1.0.0/16"})
+	ctx := context.Background()
+	const workers, podsEach = 8, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := fmt.Sprintf("w%d", w)
+			for i := range podsEach {
+				sbCfg, cCfg := podConfigs(node, i)
+				sb, err := e.client.RunPodSandbox(ctx, sbCfg, "")
+				if err == nil {
+					var id string
+					if id, err = e.client.CreateContainer(ctx, sb, cCfg, sbCfg); err == nil {
+						if err = e.client.StartContainer(ctx, id); err == nil {
+							_, err = e.client.ExecSync(ctx, id, []string{"true"}, time.Second)
+						}
+						if err == nil {
+							err = e.client.StopContainer(ctx, id, time.Second)
+						}
+					}
+					if _, lerr := e.client.ListContainers(ctx, nil); err == nil {
+						err = lerr
+					}
+					if err == nil && i%2 == 0 {
+						if err = e.client.StopPodSandbox(ctx, sb); err == nil {
+							err = e.client.RemovePodSandbox(ctx, sb)
+						}
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s pod %d: %w", node, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	sbs, err := e.client.ListPodSandbox(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := workers * podsEach / 2; len(sbs) != want {
+		t.Errorf("sandboxes left: got %d, want %d", len(sbs), want)
+	}
+}

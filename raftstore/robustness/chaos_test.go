@@ -57,7 +57,7 @@ var kplaneOnce struct {
 	err  error
 }
 
-func kplaneBinary(t *testing.T) (path, help string) {
+func kplaneBinary(t testing.TB) (path, help string) {
 	t.Helper()
 	kplaneOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
@@ -104,7 +104,7 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func kplaneFlavor(t *testing.T) Flavor {
+func kplaneFlavor(t testing.TB) Flavor {
 	bin, help := kplaneBinary(t)
 	var extra []string
 	// Frequent snapshots, so that SnapshotCatchUp's burst leaves a

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -123,13 +124,20 @@ func NewCluster(ctx context.Context, flavor Flavor, dir string, size int, log *s
 	return c, nil
 }
 
+// freePort picks a free loopback port below Linux's ephemeral range
+// (32768–60999). A member keeps its ports across restarts, and a port from
+// the ephemeral range could meanwhile be taken by some outgoing connection.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
+	var err error
+	for range 100 {
+		port := 10000 + rand.IntN(22000)
+		var l net.Listener
+		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("pick a free port: %w", err)
 }
 
 // start launches the member's process with etcd's cluster flags.
@@ -158,7 +166,9 @@ func (c *Cluster) start(m *Member, initialCluster, state string) error {
 	cmd.Stderr = logf
 	// Its own process group, so that a Ctrl-C of the test does not reach it
 	// before Close does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if the harness dies without Close (a fuzz worker is
+	// killed at the end of its run), the members die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	fmt.Fprintf(logf, "=== %s start %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.flavor.Binary, strings.Join(args, " "))
 	if err := cmd.Start(); err != nil {
 		logf.Close()

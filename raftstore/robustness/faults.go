@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // Fault is one kind of failure the injector can cause.
@@ -173,21 +175,28 @@ func probeWrite(ctx context.Context, cli *clientv3.Client, h *History, client, k
 	return 0, fmt.Errorf("no write acknowledged within 30 s of the leader kill")
 }
 
-// burst sends n puts to a key outside the history, with bounded retries.
+// burst sends n puts to a key outside the history from eight concurrent
+// writers, with bounded retries.
 func burst(ctx context.Context, cli *clientv3.Client, n int) error {
-	failures := 0
-	for i := 0; i < n; i++ {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cli.Put(rctx, "/robustness-burst", fmt.Sprintf("b%d", i))
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+	var failures atomic.Int64
+	g, ctx := errgroup.WithContext(ctx)
+	for w := range 8 {
+		g.Go(func() error {
+			for i := w; i < n; i += 8 {
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := cli.Put(rctx, fmt.Sprintf("/robustness-burst/%d", w), fmt.Sprintf("b%d", i))
+				cancel()
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if failures.Add(1) > 100 {
+						return fmt.Errorf("burst: %w", err)
+					}
+				}
 			}
-			if failures++; failures > 100 {
-				return fmt.Errorf("burst: %w", err)
-			}
-		}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }

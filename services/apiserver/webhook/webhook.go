@@ -15,8 +15,10 @@
 // reaches the client as Kubernetes words it:
 // `admission webhook "x.example.com" denied the request: <message>`.
 //
-// Not implemented: reinvocationPolicy IfNeeded (webhooks run once),
-// matchPolicy Equivalent (rules match the request's own group/version only),
+// A mutating webhook with reinvocationPolicy IfNeeded is called once more,
+// after the others, if a webhook after it changed the object.
+//
+// Not implemented: matchPolicy Equivalent (rules match the request's own group/version only),
 // and matchConditions.
 package webhook
 
@@ -228,6 +230,7 @@ type hook struct {
 	objectSelector    *metav1.LabelSelector
 	sideEffects       *arv1.SideEffectClass
 	timeout           time.Duration
+	reinvoke          bool // reinvocationPolicy IfNeeded
 }
 
 func newHook(config, name string, cc arv1.WebhookClientConfig, rules []arv1.RuleWithOperations, fp *arv1.FailurePolicyType,
@@ -253,7 +256,9 @@ func (w *Webhooks) snapshot(mutating bool) []hook {
 		names := sortedKeys(w.mutating)
 		for _, n := range names {
 			for _, wh := range w.mutating[n].Webhooks {
-				out = append(out, newHook(n, wh.Name, wh.ClientConfig, wh.Rules, wh.FailurePolicy, wh.NamespaceSelector, wh.ObjectSelector, wh.SideEffects, wh.TimeoutSeconds))
+				h := newHook(n, wh.Name, wh.ClientConfig, wh.Rules, wh.FailurePolicy, wh.NamespaceSelector, wh.ObjectSelector, wh.SideEffects, wh.TimeoutSeconds)
+				h.reinvoke = wh.ReinvocationPolicy != nil && *wh.ReinvocationPolicy == arv1.IfNeededReinvocationPolicy
+				out = append(out, h)
 			}
 		}
 		return out
@@ -276,18 +281,42 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // Admit runs the matching mutating webhooks in order, applying each one's
-// patch to a.Object in place.
+// patch to a.Object in place; then it calls once more every webhook with
+// reinvocationPolicy IfNeeded that a later webhook's patch came after.
 func (w *Webhooks) Admit(ctx context.Context, a *request.Admission) error {
-	for _, h := range w.snapshot(true) {
-		ok, err := w.matches(ctx, &h, a)
+	hooks := w.snapshot(true)
+	// version counts the patches applied; seen[i] is the version webhook i
+	// last saw (-1: it did not match).
+	version := 0
+	seen := make([]int, len(hooks))
+	for i := range hooks {
+		seen[i] = -1
+		ok, err := w.matches(ctx, &hooks[i], a)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		if err := w.callOne(ctx, &h, a, true); err != nil {
+		patched, err := w.callOne(ctx, &hooks[i], a, true)
+		if err != nil {
 			return err
+		}
+		if patched {
+			version++
+		}
+		seen[i] = version
+	}
+	for i := range hooks {
+		if !hooks[i].reinvoke || seen[i] < 0 || seen[i] == version {
+			continue
+		}
+		patched, err := w.callOne(ctx, &hooks[i], a, true)
+		if err != nil {
+			return err
+		}
+		if patched {
+			version++
 		}
 	}
 	return nil
@@ -311,7 +340,7 @@ func (w *Webhooks) Validate(ctx context.Context, a *request.Admission) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = w.callOne(ctx, &hooks[i], a, false)
+			_, errs[i] = w.callOne(ctx, &hooks[i], a, false)
 		}()
 	}
 	wg.Wait()
@@ -448,10 +477,11 @@ func objectLabels(m proto.Message) map[string]string {
 }
 
 // callOne sends one AdmissionReview and acts on the answer, applying the
-// failure policy to anything that is not a clean answer.
-func (w *Webhooks) callOne(ctx context.Context, h *hook, a *request.Admission, mutating bool) error {
+// failure policy to anything that is not a clean answer. patched reports
+// that a mutating webhook's patch was applied to a.Object.
+func (w *Webhooks) callOne(ctx context.Context, h *hook, a *request.Admission, mutating bool) (patched bool, _ error) {
 	if a.DryRun && (h.sideEffects == nil || (*h.sideEffects != arv1.SideEffectClassNone && *h.sideEffects != arv1.SideEffectClassNoneOnDryRun)) {
-		return apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.name))
+		return false, apierrors.NewBadRequest(fmt.Sprintf("admission webhook %q does not support dry run", h.name))
 	}
 	ctx, span := w.tracer.Start(ctx, "admission.webhook", trace.WithAttributes(
 		attribute.String("webhook.name", h.name),
@@ -463,7 +493,7 @@ func (w *Webhooks) callOne(ctx context.Context, h *hook, a *request.Admission, m
 	start := time.Now()
 	resp, reqObj, err := w.call(ctx, h, a)
 	if err == nil && mutating && resp.Allowed && len(resp.Patch) > 0 {
-		err = applyPatch(h, resp, reqObj, a)
+		patched, err = applyPatch(h, resp, reqObj, a)
 	}
 	log := w.log.With("webhook", h.name, "configuration", h.config, "duration", time.Since(start))
 	if err != nil {
@@ -471,23 +501,23 @@ func (w *Webhooks) callOne(ctx context.Context, h *hook, a *request.Admission, m
 		if h.failurePolicy == arv1.Ignore {
 			span.SetAttributes(attribute.String("webhook.outcome", "failed-ignored"))
 			log.Warn("webhook failed; ignored by failurePolicy Ignore", "err", err)
-			return nil
+			return false, nil
 		}
 		span.SetAttributes(attribute.String("webhook.outcome", "failed"))
 		span.SetStatus(codes.Error, err.Error())
 		log.Warn("webhook failed; request refused by failurePolicy Fail", "err", err)
-		return apierrors.NewInternalError(fmt.Errorf("failed calling webhook %q: %w", h.name, err))
+		return false, apierrors.NewInternalError(fmt.Errorf("failed calling webhook %q: %w", h.name, err))
 	}
 	if !resp.Allowed {
 		d := denial(h.name, resp.Result)
 		span.SetAttributes(attribute.String("webhook.outcome", "denied"))
 		span.SetStatus(codes.Error, d.Message)
 		log.Debug("webhook denied the request")
-		return d
+		return false, d
 	}
 	span.SetAttributes(attribute.String("webhook.outcome", "allowed"), attribute.Bool("webhook.patched", mutating && len(resp.Patch) > 0))
 	log.Debug("webhook allowed the request")
-	return nil
+	return patched, nil
 }
 
 // denial is Kubernetes' error for a webhook's refusal.
@@ -650,28 +680,31 @@ func buildReview(a *request.Admission) (*admissionv1.AdmissionReview, []byte, er
 // applyPatch applies a mutating webhook's JSON patch to the object's
 // Kubernetes JSON and decodes the result back into a.Object. Fields the
 // schema does not know are dropped, as Kubernetes prunes them.
-func applyPatch(h *hook, resp *admissionv1.AdmissionResponse, objJSON []byte, a *request.Admission) error {
+func applyPatch(h *hook, resp *admissionv1.AdmissionResponse, objJSON []byte, a *request.Admission) (changed bool, _ error) {
 	if resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
-		return fmt.Errorf("webhook %q returned a patch without patchType JSONPatch", h.name)
+		return false, fmt.Errorf("webhook %q returned a patch without patchType JSONPatch", h.name)
 	}
 	if objJSON == nil || a.Object == nil {
-		return fmt.Errorf("webhook %q returned a patch for a request without an object", h.name)
+		return false, fmt.Errorf("webhook %q returned a patch for a request without an object", h.name)
 	}
 	patch, err := jsonpatch.DecodePatch(resp.Patch)
 	if err != nil {
-		return fmt.Errorf("decode JSON patch: %w", err)
+		return false, fmt.Errorf("decode JSON patch: %w", err)
 	}
 	patched, err := patch.Apply(objJSON)
 	if err != nil {
-		return fmt.Errorf("apply JSON patch: %w", err)
+		return false, fmt.Errorf("apply JSON patch: %w", err)
 	}
 	fresh := a.Object.ProtoReflect().New().Interface()
 	if err := kubejson.Unmarshal(patched, fresh, kubejson.Options{DiscardUnknown: true}); err != nil {
-		return fmt.Errorf("decode patched object: %w", err)
+		return false, fmt.Errorf("decode patched object: %w", err)
+	}
+	if proto.Equal(fresh, a.Object) {
+		return false, nil
 	}
 	proto.Reset(a.Object)
 	proto.Merge(a.Object, fresh)
-	return nil
+	return true, nil
 }
 
 // isNamespace reports whether m is a core/v1 Namespace.

@@ -114,6 +114,22 @@ func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
 	case "/annotate-second":
 		resp.Patch = []byte(`[{"op":"add","path":"/metadata/annotations/second","value":"2"},{"op":"replace","path":"/spec/containers/0/image","value":"nginx:1.27"}]`)
 		resp.PatchType = &jp
+	case "/see-b":
+		var obj struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(review.Request.Object.Raw, &obj)
+		saw := "no"
+		if _, ok := obj.Metadata.Annotations["b"]; ok {
+			saw = "yes"
+		}
+		resp.Patch = []byte(`[{"op":"add","path":"/metadata/annotations/a-saw-b","value":"` + saw + `"}]`)
+		resp.PatchType = &jp
+	case "/add-b":
+		resp.Patch = []byte(`[{"op":"add","path":"/metadata/annotations/b","value":"1"}]`)
+		resp.PatchType = &jp
 	case "/deny":
 		resp.Allowed = false
 		resp.Result = &metav1k.Status{Message: "pods may not be named forbidden", Code: 403}
@@ -516,5 +532,39 @@ func BenchmarkValidate(b *testing.B) {
 		if err := w.Validate(context.Background(), a); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestReinvocationPolicy(t *testing.T) {
+	hs := newHookServer(t)
+	tests := []struct {
+		name      string
+		policy    *string
+		wantSawB  string
+		wantCalls int
+	}{
+		{name: "Never (default): runs once, before b is added", wantSawB: "no", wantCalls: 1},
+		{name: "IfNeeded: called again after a later webhook changed the object", policy: ptr("IfNeeded"), wantSawB: "yes", wantCalls: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(hs.seen("/see-b"))
+			w := New(Config{})
+			w.Upsert(mutatingConfig("a", &arv1.MutatingWebhook{Name: "see-b.example.com", Rules: podRule(), ReinvocationPolicy: tt.policy,
+				ClientConfig: &arv1.WebhookClientConfig{Url: ptr(hs.url("/see-b")), CaBundle: hs.caPEM}}))
+			w.Upsert(mutatingConfig("b", &arv1.MutatingWebhook{Name: "add-b.example.com", Rules: podRule(),
+				ClientConfig: &arv1.WebhookClientConfig{Url: ptr(hs.url("/add-b")), CaBundle: hs.caPEM}}))
+			pod := newPod()
+			pod.Metadata.Annotations = map[string]string{"init": "1"}
+			if err := w.Admit(context.Background(), createPod(pod)); err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.GetMetadata().GetAnnotations()["a-saw-b"]; got != tt.wantSawB {
+				t.Errorf("got a-saw-b=%q, want %q", got, tt.wantSawB)
+			}
+			if got := len(hs.seen("/see-b")) - before; got != tt.wantCalls {
+				t.Errorf("see-b called %d times, want %d", got, tt.wantCalls)
+			}
+		})
 	}
 }

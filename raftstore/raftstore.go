@@ -250,6 +250,8 @@ func New(cfg Config) (*Store, error) {
 		maxReq = etcdserver.DefaultMaxRequestBytes
 	}
 	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(s.server.UnaryInterceptor),
+		grpc.ChainStreamInterceptor(s.server.StreamInterceptor),
 		grpc.MaxRecvMsgSize(maxReq+etcdserver.GRPCOverheadBytes),
 		grpc.MaxSendMsgSize(1<<31-1),
 		grpc.MaxConcurrentStreams(1<<31-1),

@@ -1,6 +1,7 @@
 package raftstore_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -191,5 +193,31 @@ func TestWatchFragment(t *testing.T) {
 	}
 	if fragments == 0 {
 		t.Error("a 100 KiB response was not fragmented")
+	}
+}
+
+// TestWatchRequireLeader: a watch opened with clientv3.WithRequireLeader on
+// a member that loses its leader ends with "no leader", so that the client
+// can move to another member instead of waiting on a silent stream.
+func TestWatchRequireLeader(t *testing.T) {
+	c := newCluster(t, 3, clusterOptions{})
+	ctx := ctxT(t)
+	lone := c.followers()[0]
+	wch := lone.client.Watch(clientv3.WithRequireLeader(ctx), "/rl/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if resp := <-wch; !resp.Created {
+		t.Fatalf("first response: got %+v, want created", resp)
+	}
+	for _, m := range c.members {
+		if m != lone {
+			c.stop(m)
+		}
+	}
+	select {
+	case resp, ok := <-wch:
+		if ok && !errors.Is(resp.Err(), rpctypes.ErrNoLeader) {
+			t.Fatalf("watch without a leader: got %v, want %v", resp.Err(), rpctypes.ErrNoLeader)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("watch requiring a leader still open 20s after the member lost it")
 	}
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// inject for the linearizability checker's own tests; never enable it
 	// otherwise.
 	UnsafeUnverifiedReads bool
+	// NoLeaderGrace is how long a member may be without a leader before
+	// streams that require one end with "no leader". Default 3s.
+	NoLeaderGrace time.Duration
 
 	Logger *slog.Logger
 }
@@ -102,6 +105,9 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 	}
 	if cfg.MinLeaseTTL <= 0 {
 		cfg.MinLeaseTTL = 2
+	}
+	if cfg.NoLeaderGrace <= 0 {
+		cfg.NoLeaderGrace = 3 * time.Second
 	}
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 500 * time.Millisecond

@@ -327,14 +327,18 @@ func (w *Webhooks) Admit(ctx context.Context, a *request.Admission) error {
 // is returned.
 func (w *Webhooks) Validate(ctx context.Context, a *request.Admission) error {
 	hooks := w.snapshot(false)
-	errs := make([]error, len(hooks))
-	var wg sync.WaitGroup
+	match := make([]bool, len(hooks))
 	for i := range hooks {
 		ok, err := w.matches(ctx, &hooks[i], a)
 		if err != nil {
 			return err
 		}
-		if !ok {
+		match[i] = ok
+	}
+	errs := make([]error, len(hooks))
+	var wg sync.WaitGroup
+	for i := range hooks {
+		if !match[i] {
 			continue
 		}
 		wg.Add(1)

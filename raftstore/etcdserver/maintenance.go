@@ -46,7 +46,7 @@ func (m *maintenanceServer) Status(ctx context.Context, req *pb.StatusRequest) (
 		DbSize:           size,
 		DbSizeInUse:      size,
 		Leader:           leader,
-		RaftIndex:        s.raft.LastIndex(),
+		RaftIndex:        s.raft.CommitIndex(),
 		RaftTerm:         s.raft.CurrentTerm(),
 		RaftAppliedIndex: s.fsm.Applied(),
 		IsLearner:        learner,

@@ -194,6 +194,13 @@ func (s Scenario) Run(ctx context.Context) (Result, error) {
 		}
 	}
 
+	// Compaction: below the compaction point, a compacted answer.
+	if len(stream) > 0 {
+		if err := c.CheckCompaction(ctx, final/2+1, stream); err != nil {
+			res.OtherErrs = append(res.OtherErrs, err)
+		}
+	}
+
 	// Linearizability.
 	checked := ResolveUnknown(records, h.Keys(), stream)
 	res.Checked = len(checked)

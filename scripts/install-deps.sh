@@ -3,43 +3,35 @@
 # packages or with `go install`. Idempotent: anything already present is kept.
 # Tests that need a tool skip with a message on a person's machine when it is
 # missing, but under CI (CI=true) they fail, so CI must run this first.
+#
+# What and why:
+#   etcd-server, etcd-client   the API service's suite runs against a real etcd
+#                              too; the store's interop tests drive etcdctl
+#   containerd, runc,          the node agent's real-runtime tests start their
+#   containernetworking-plugins own containerd under a temp dir (no daemon is
+#                              started here)
 set -euo pipefail
 
-need_apt=()
-command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
-command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
+need=()
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+[[ -x /usr/lib/cni/host-local ]] || need+=(containernetworking-plugins)
 
-if ((${#need_apt[@]})); then
-	if [[ $(id -u) -ne 0 ]]; then
-		echo "install-deps: not root; please install: ${need_apt[*]}" >&2
-		[[ "${CI:-}" == "true" ]] && exit 1
-		exit 0
-	fi
-	echo "install-deps: apt-get install ${need_apt[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-	# Debian's etcd-server package may try to start a service; kplane's tests
-	# start their own members on loopback, so make sure none is left running.
-	pkill -x etcd 2>/dev/null || true
+if ((${#need[@]} == 0)); then
+	exit 0
 fi
-
-# --- containerd, for the node agent's real-runtime tests (nodeagent/cri,
-# nodeagent/internal/containerdtest; owner: node agent). containerd 1.6 with
-# its CRI plugin, runc and the CNI plugins, all from Debian. No daemon is
-# started here: the tests start their own containerd under a temp dir.
-need_ctrd=()
-command -v containerd >/dev/null 2>&1 || need_ctrd+=(containerd)
-command -v runc >/dev/null 2>&1 || need_ctrd+=(runc)
-[[ -x /usr/lib/cni/host-local ]] || need_ctrd+=(containernetworking-plugins)
-if ((${#need_ctrd[@]})); then
-	if [[ $(id -u) -ne 0 ]]; then
-		echo "install-deps: not root; for the containerd tests please install: ${need_ctrd[*]}" >&2
-		[[ "${CI:-}" == "true" ]] && exit 1
-	else
-		echo "install-deps: apt-get install ${need_ctrd[*]}"
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
-		apt-get install -y -qq --no-install-recommends "${need_ctrd[@]}" >/dev/null
-	fi
+if [[ $(id -u) -ne 0 ]]; then
+	echo "install-deps: not root; please install these Debian packages: ${need[*]}" >&2
+	[[ "${CI:-}" == "true" ]] && exit 1
+	exit 0
 fi
+echo "install-deps: apt-get install ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# Debian's packages may start services where systemd runs; kplane's tests
+# start their own etcd and containerd on loopback and temp dirs, so make sure
+# none of the system ones is left running.
+pkill -x etcd 2>/dev/null || true

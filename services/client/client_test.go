@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -34,7 +35,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// noLeaks fails the test if goroutines it started outlive it. Register it
+// first: cleanups run last-in first-out, so it checks after the servers and
+// connections the test made are closed.
+func noLeaks(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+}
+
 func TestClientCRUD(t *testing.T) {
+	noLeaks(t)
 	_, conn := startLeaseServer(t)
 	c, err := New[*coordv1.Lease](conn)
 	if err != nil {
@@ -123,6 +132,7 @@ func (r *recorder) handler() Handler[*coordv1.Lease] {
 }
 
 func TestInformer(t *testing.T) {
+	noLeaks(t)
 	srv, conn := startLeaseServer(t)
 	c := Must[*coordv1.Lease](conn)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -341,6 +351,7 @@ func TestLeaderElection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			noLeaks(t)
 			_, conn := startLeaseServer(t)
 			ts := &terms{}
 			type cand struct {

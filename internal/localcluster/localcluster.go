@@ -196,6 +196,23 @@ func (m *Member) Kill() {
 	<-m.done
 }
 
+// Pause stops the member's process with SIGSTOP (it keeps its sockets but
+// answers nothing); Resume continues it with SIGCONT.
+func (m *Member) Pause() error {
+	if !m.Running() {
+		return fmt.Errorf("member %s is not running", m.Name)
+	}
+	return m.cmd.Process.Signal(syscall.SIGSTOP)
+}
+
+// Resume continues a paused member.
+func (m *Member) Resume() error {
+	if !m.Running() {
+		return fmt.Errorf("member %s is not running", m.Name)
+	}
+	return m.cmd.Process.Signal(syscall.SIGCONT)
+}
+
 // Stop sends SIGTERM and waits up to timeout before killing.
 func (m *Member) Stop(timeout time.Duration) {
 	if !m.Running() {

@@ -116,6 +116,40 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("event recorder aggregates repeats", func(t *testing.T) {
+		events := client.Must[*corev1.Event](conn)
+		rec := client.NewRecorder(client.RecorderConfig{Sink: events, Component: "test-controller", Host: "h1"})
+		rctx, rcancel := context.WithCancel(ctx)
+		rdone := make(chan struct{})
+		go func() { defer close(rdone); rec.Run(rctx) }()
+		defer func() { rcancel(); <-rdone }()
+		pod := &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "evpod", Uid: "u-1"}}
+		for range 3 {
+			rec.Eventf(pod, client.EventWarning, "BackOff", "Back-off restarting failed container %s", "c")
+		}
+		rec.Eventf(pod, client.EventNormal, "Pulled", "Container image %q already present", "nginx:1.27")
+		var got []*corev1.Event
+		waitFor(t, "two events, one counted three times", func() bool {
+			items, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=evpod"})
+			if err != nil || len(items) != 2 {
+				return false
+			}
+			got = items
+			for _, e := range items {
+				if e.GetReason() == "BackOff" && e.GetCount() == 3 {
+					return true
+				}
+			}
+			return false
+		})
+		for _, e := range got {
+			io := e.GetInvolvedObject()
+			if io.GetKind() != "Pod" || io.GetApiVersion() != "v1" || io.GetUid() != "u-1" || e.GetSource().GetComponent() != "test-controller" {
+				t.Errorf("event %s: involvedObject %v source %v", e.GetMetadata().GetName(), io, e.GetSource())
+			}
+		}
+	})
+
 	t.Run("informer", func(t *testing.T) {
 		cms := client.Must[*corev1.ConfigMap](conn)
 		for i := range 5 {

@@ -41,6 +41,6 @@ func newUpCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory holding every member's data directory and log")
 	f.IntVar(&cfg.Members, "members", 3, "number of store members")
-	f.IntVar(&cfg.BasePort, "base-port", 2379, "member i serves clients on base-port+2i and peers on base-port+2i+1 (fixed, so a restart finds its peers)")
+	f.IntVar(&cfg.BasePort, "base-port", 2379, "member i serves clients on base-port+2i and peers on base-port+2i+1 (fixed, so a restart finds its peers); 0 picks free ports")
 	return cmd
 }

@@ -42,10 +42,13 @@ type FaultConfig struct {
 	// PauseFor is how long PauseLeader keeps the leader stopped; it must
 	// exceed the election timeout.
 	PauseFor time.Duration
-	// SnapshotWrites is how many writes SnapshotCatchUp sends while the
-	// member is down (they go to a key outside the history, so a history
-	// with them must be checked without strict revisions).
+	// SnapshotWrites is how many writes SnapshotCatchUp sends (to BurstKey,
+	// recorded in the history) while the member is down.
 	SnapshotWrites int
+	// BurstKey is the history key of those writes; BurstClient the first
+	// history client ID of their writers.
+	BurstKey    int
+	BurstClient int
 	// ProbeKey is the history key that the unavailability probe writes.
 	ProbeKey int
 	// ProbeClient is the history client ID of the probe.
@@ -133,7 +136,7 @@ func InjectFaults(ctx context.Context, c *Cluster, h *History, cfg FaultConfig) 
 			if err := c.Kill(follower); err != nil {
 				return rep, err
 			}
-			if err := burst(ctx, cli, cfg.SnapshotWrites); err != nil {
+			if err := burst(ctx, cli, h, cfg.BurstClient+8*n, cfg.BurstKey, cfg.SnapshotWrites); err != nil {
 				return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
 			}
 			if err := c.Restart(ctx, follower); err != nil {
@@ -175,23 +178,21 @@ func probeWrite(ctx context.Context, cli *clientv3.Client, h *History, client, k
 	return 0, fmt.Errorf("no write acknowledged within 30 s of the leader kill")
 }
 
-// burst sends n puts to a key outside the history from eight concurrent
-// writers, with bounded retries.
-func burst(ctx context.Context, cli *clientv3.Client, n int) error {
+// burst sends n puts to the history's burst key from eight concurrent
+// writers, each one request at a time, recorded in h like any traffic.
+func burst(ctx context.Context, cli *clientv3.Client, h *History, firstClient, key, n int) error {
 	var failures atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
 	for w := range 8 {
 		g.Go(func() error {
 			for i := w; i < n; i += 8 {
-				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				_, err := cli.Put(rctx, fmt.Sprintf("/robustness-burst/%d", w), fmt.Sprintf("b%d", i))
-				cancel()
-				if err != nil {
+				in := Input{Kind: OpPut, Key: key, Value: fmt.Sprintf("burst%d-%d", firstClient, i)}
+				if out := Do(ctx, cli, h, firstClient+w, in, 2*time.Second); out.Unknown {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
 					if failures.Add(1) > 100 {
-						return fmt.Errorf("burst: %w", err)
+						return fmt.Errorf("burst: more than 100 writes failed")
 					}
 				}
 			}

@@ -2,7 +2,6 @@ package robustness
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -101,13 +100,29 @@ func Model(strictRevisions bool, initialRev int64) porcupine.Model {
 		},
 		Equal: func(a, b interface{}) bool { return a.(kvState) == b.(kvState) },
 		Hash: func(state interface{}) uint64 {
+			// FNV-1a over the fields, by hand: porcupine hashes states in
+			// its inner loop.
 			s := state.(kvState)
-			h := fnv.New64a()
-			fmt.Fprintf(h, "%d", s.rev)
-			for _, k := range s.keys {
-				fmt.Fprintf(h, "|%t/%s/%d", k.exists, k.value, k.modRev)
+			h := uint64(14695981039346656037)
+			mix := func(v uint64) {
+				for range 8 {
+					h ^= v & 0xff
+					h *= 1099511628211
+					v >>= 8
+				}
 			}
-			return h.Sum64()
+			mix(uint64(s.rev))
+			for _, k := range s.keys {
+				mix(uint64(k.modRev))
+				if k.exists {
+					mix(1)
+				}
+				for i := 0; i < len(k.value); i++ {
+					h ^= uint64(k.value[i])
+					h *= 1099511628211
+				}
+			}
+			return h
 		},
 		DescribeOperation: func(input, output interface{}) string {
 			return describe(input.(Input), output.(Output))

@@ -1,8 +1,21 @@
 // Package client is what kplane's components are built on, as client-go is
 // for Kubernetes' own: typed clients for the API service's resources
-// (Client), informers that keep a local indexed cache in step with the API
-// service (Informer), a rate-limited work queue of object keys (NewQueue) and
-// leader election on a coordination/v1 Lease (LeaderElector).
+// (Client, with Bind/UpdateStatus/GetScale/UpdateScale), informers that keep
+// a local indexed cache in step with the API service (Informer), a
+// rate-limited work queue of object keys (NewQueue) and the reconcile loop
+// that drains it (RunWorkers, EnqueueHandler), leader election on a
+// coordination/v1 Lease (LeaderElector) and an event recorder (Recorder).
+// Package clienttest starts a real API service on etcd for tests.
+//
+// A controller's shape:
+//
+//	pods := client.Must[*corev1.Pod](conn)
+//	inf := client.NewInformer(client.ListWatch(pods, "", "", "", 500), client.InformerOptions[*corev1.Pod]{})
+//	q := client.NewQueue("pods", 0, 0)
+//	inf.AddEventHandler(client.EnqueueHandler[*corev1.Pod](q))
+//	go inf.Run(ctx)
+//	client.WaitForCacheSync(ctx, inf)
+//	client.RunWorkers(ctx, q, 2, reconcile, log)
 //
 // Client is one generic implementation for every resource: it finds the
 // resource's gRPC service and methods from the generated descriptors

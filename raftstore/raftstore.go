@@ -69,6 +69,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// ErrRemoved is returned by Run when this member was removed from the
+// cluster (its Raft node shut itself down).
+var ErrRemoved = errors.New("raftstore: this member was removed from the cluster")
+
 // Store is one prepared member.
 type Store struct {
 	cfg       Config
@@ -289,7 +293,7 @@ func (s *Store) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, len(s.listeners)+1)
+	errc := make(chan error, len(s.listeners)+2)
 	for _, l := range s.listeners {
 		wg.Add(1)
 		go func() {
@@ -303,6 +307,25 @@ func (s *Store) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		_ = s.server.Run(ctx)
+	}()
+	// Raft shuts itself down when this member is removed from the cluster;
+	// the member then has nothing left to serve and exits, as etcd does.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if s.node.Raft.State() == raft.Shutdown {
+				errc <- ErrRemoved
+				return
+			}
+		}
 	}()
 	s.log.Info("store member started", "id", etcdserver.MemberIDString(s.memberID), "clients", s.ClientAddrs(), "peer", s.cfg.InitialAdvertisePeerURL)
 

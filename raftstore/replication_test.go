@@ -1,12 +1,15 @@
 package raftstore_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kplane/kplane/raftstore"
 )
 
 // waitConverged waits (bounded) until every running member reports the same
@@ -222,7 +225,19 @@ func TestMembership(t *testing.T) {
 	if _, err := c.members[1].client.MemberRemove(ctx, add.Member.ID); err != nil {
 		t.Fatalf("member remove: %v", err)
 	}
-	c.stop(nm)
+	// The removed member exits by itself, as an etcd member does.
+	select {
+	case err := <-nm.done:
+		if !errors.Is(err, raftstore.ErrRemoved) {
+			t.Errorf("removed member's Run: got %v, want %v", err, raftstore.ErrRemoved)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("removed member still running 20s after its removal")
+		c.stop(nm)
+	}
+	nm.client.Close()
+	nm.cancel()
+	nm.cancel = nil
 	c.members = c.members[:3]
 	list, err := c.members[2].client.MemberList(ctx)
 	if err != nil || len(list.Members) != 3 {

@@ -117,6 +117,7 @@ type lease struct {
 type Store struct {
 	log        *slog.Logger
 	bufferSize int
+	limits     syncLimits
 
 	// mu guards everything below. Writes and watcher bookkeeping take it
 	// exclusively; reads share it.
@@ -143,6 +144,7 @@ func New(cfg Config) *Store {
 	s := &Store{
 		log:        logger.With("component", "mvcc"),
 		bufferSize: size,
+		limits:     defaultSyncLimits,
 		tree:       btree.NewG(btreeDegree, lessKeyIndex),
 		rev:        1,
 		leases:     make(map[int64]*lease),

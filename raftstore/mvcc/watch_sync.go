@@ -16,10 +16,19 @@ const (
 	syncInterval = 10 * time.Millisecond
 	// maxBatchRevs bounds the revisions with events in one catch-up response.
 	maxBatchRevs = 1000
-	// maxScanRevs bounds the history records scanned for one watcher in one
-	// pass, which holds the store's lock.
-	maxScanRevs = 20000
+	// maxScanRevs bounds the history records scanned for one watcher, and
+	// maxScanPerPass for all watchers, in one pass, which holds the store's
+	// lock; the next pass follows at once, after writes had their turn.
+	maxScanRevs    = 20000
+	maxScanPerPass = 100000
 )
+
+// syncLimits are the bounds above; tests lower them.
+type syncLimits struct {
+	batchRevs, scanRevs, scanPerPass int
+}
+
+var defaultSyncLimits = syncLimits{batchRevs: maxBatchRevs, scanRevs: maxScanRevs, scanPerPass: maxScanPerPass}
 
 type watchState struct {
 	streams       map[*WatchStream]struct{}
@@ -108,8 +117,16 @@ func (s *Store) syncPass() {
 		w.state = stateUnsynced
 		st.unsynced[w] = struct{}{}
 	}
+	budget := s.limits.scanPerPass
 	for w := range st.unsynced {
-		s.syncWatcher(w)
+		if budget <= 0 {
+			select {
+			case st.kick <- struct{}{}:
+			default:
+			}
+			break
+		}
+		budget -= s.syncWatcher(w)
 	}
 	for w := range st.progress {
 		if w.state == stateSynced && w.ws.room() {
@@ -126,27 +143,28 @@ func (s *Store) syncPass() {
 }
 
 // syncWatcher sends an unsynced watcher its next batch from the history and
-// moves it to synced once it has everything.
-func (s *Store) syncWatcher(w *watcher) {
+// moves it to synced once it has everything. It returns how many history
+// records it scanned.
+func (s *Store) syncWatcher(w *watcher) int {
 	st := &s.watch
 	if !w.ws.room() {
-		return
+		return 0
 	}
 	if w.nextRev < s.compactRev {
 		w.ws.ch <- WatchResponse{WatchID: w.id, Revision: s.rev, CompactRevision: s.compactRev}
 		s.removeWatcher(w)
-		return
+		return 0
 	}
 	if w.nextRev > s.rev {
 		delete(st.unsynced, w)
 		s.addSynced(w)
-		return
+		return 0
 	}
 	var evs []*mvccpb.Event
 	last := w.nextRev - 1
 	batched, scanned := 0, 0
 	i, n := s.hist.index(w.nextRev), s.hist.len()
-	for ; i < n && batched < maxBatchRevs && scanned < maxScanRevs; i++ {
+	for ; i < n && batched < s.limits.batchRevs && scanned < s.limits.scanRevs; i++ {
 		rec := s.hist.at(i)
 		scanned++
 		last = rec.rev
@@ -166,6 +184,7 @@ func (s *Store) syncWatcher(w *watcher) {
 		delete(st.unsynced, w)
 		s.addSynced(w)
 	}
+	return scanned
 }
 
 // restoreWatchers runs after Restore replaced the history: every watcher is

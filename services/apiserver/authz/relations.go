@@ -1,0 +1,71 @@
+package authz
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+)
+
+// PodsOnNode lists the pods bound to a node (spec.nodeName), typically from
+// the apiserver's pod cache.
+type PodsOnNode func(ctx context.Context, node string) ([]*corev1.Pod, error)
+
+// RelatedByPods returns a NodeConfig.RelatedToNode that grants a node its
+// pods' configmaps and secrets: those named by a volume, an env valueFrom or
+// an envFrom of any container or init container of a pod bound to the node,
+// in that pod's namespace — the part of Kubernetes' node graph kplane's
+// schema can express.
+func RelatedByPods(pods PodsOnNode) func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
+	return func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
+		list, err := pods(ctx, node)
+		if err != nil {
+			return false, fmt.Errorf("pods on node %q: %w", node, err)
+		}
+		for _, p := range list {
+			if p.GetMetadata().GetNamespace() != namespace || p.GetSpec().GetNodeName() != node {
+				continue
+			}
+			if podReferences(p.GetSpec(), resource, name) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+func podReferences(spec *corev1.PodSpec, resource, name string) bool {
+	for _, v := range spec.GetVolumes() {
+		switch resource {
+		case "configmaps":
+			if v.GetConfigMap() != nil && v.GetConfigMap().GetName() == name {
+				return true
+			}
+		case "secrets":
+			if v.GetSecret() != nil && v.GetSecret().GetSecretName() == name {
+				return true
+			}
+		}
+	}
+	containers := append(append([]*corev1.Container(nil), spec.GetInitContainers()...), spec.GetContainers()...)
+	for _, c := range containers {
+		for _, e := range c.GetEnv() {
+			vf := e.GetValueFrom()
+			if resource == "configmaps" && vf.GetConfigMapKeyRef() != nil && vf.GetConfigMapKeyRef().GetName() == name {
+				return true
+			}
+			if resource == "secrets" && vf.GetSecretKeyRef() != nil && vf.GetSecretKeyRef().GetName() == name {
+				return true
+			}
+		}
+		for _, ef := range c.GetEnvFrom() {
+			if resource == "configmaps" && ef.GetConfigMapRef() != nil && ef.GetConfigMapRef().GetName() == name {
+				return true
+			}
+			if resource == "secrets" && ef.GetSecretRef() != nil && ef.GetSecretRef().GetName() == name {
+				return true
+			}
+		}
+	}
+	return false
+}

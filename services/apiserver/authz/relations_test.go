@@ -1,0 +1,54 @@
+package authz
+
+import (
+	"context"
+	"testing"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+func TestRelatedByPods(t *testing.T) {
+	pods := map[string][]*corev1.Pod{
+		"n1": {{
+			Metadata: meta("app", "web"),
+			Spec: &corev1.PodSpec{NodeName: "n1",
+				Volumes: []*corev1.Volume{{Name: "cfg", ConfigMap: &corev1.ConfigMapVolumeSource{Name: "web-config"}},
+					{Name: "tls", Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}},
+				InitContainers: []*corev1.Container{{Name: "init", EnvFrom: []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{Name: "init-env"}}}}},
+				Containers: []*corev1.Container{{Name: "c", Env: []*corev1.EnvVar{
+					{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Name: "db", Key: "password"}}},
+					{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Name: "modes", Key: "mode"}}},
+				}}},
+			},
+		}},
+	}
+	az := NewNode(NodeConfig{RelatedToNode: RelatedByPods(func(_ context.Context, node string) ([]*corev1.Pod, error) { return pods[node], nil })})
+	tests := []struct {
+		name                     string
+		node, resource, ns, what string
+		want                     bool
+	}{
+		{name: "configmap volume", node: "n1", resource: "configmaps", ns: "app", what: "web-config", want: true},
+		{name: "secret volume", node: "n1", resource: "secrets", ns: "app", what: "web-tls", want: true},
+		{name: "secret env valueFrom", node: "n1", resource: "secrets", ns: "app", what: "db", want: true},
+		{name: "configmap env valueFrom", node: "n1", resource: "configmaps", ns: "app", what: "modes", want: true},
+		{name: "init container envFrom", node: "n1", resource: "secrets", ns: "app", what: "init-env", want: true},
+		{name: "unreferenced secret", node: "n1", resource: "secrets", ns: "app", what: "other"},
+		{name: "same name, other namespace", node: "n1", resource: "secrets", ns: "default", what: "db"},
+		{name: "a configmap named like a secret", node: "n1", resource: "configmaps", ns: "app", what: "db"},
+		{name: "another node", node: "n2", resource: "secrets", ns: "app", what: "db"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := request.User{Name: request.NodeUserPrefix + tt.node, Groups: []string{request.NodesGroup}}
+			d, err := az.Authorize(context.Background(), request.Attributes{User: u, Verb: "get", Resource: tt.resource, Namespace: tt.ns, Name: tt.what})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tt.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tt.want)
+			}
+		})
+	}
+}

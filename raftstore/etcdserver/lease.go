@@ -117,8 +117,15 @@ func (l *lessor) revokeExpired(ctx context.Context, id int64) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := l.s.propose(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
-	if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
+	// Only the leader that saw the deadline pass may revoke: no forwarding
+	// to a successor, which may have had the lease kept alive since.
+	req := &pb.InternalRaftRequest{ID: l.s.newRequestID(), LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}}
+	data, err := req.Marshal()
+	if err != nil {
+		l.s.log.Error("encode lease revoke", "lease", id, "err", err)
+		return
+	}
+	if err := l.s.applyLocal(ctx, data); err != nil && !errors.Is(err, errNotLeaderLocal) {
 		l.s.log.Warn("revoke expired lease", "lease", id, "err", err)
 	}
 }

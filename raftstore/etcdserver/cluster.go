@@ -99,7 +99,7 @@ func (c *clusterServer) leaderClient(ctx context.Context) (pb.ClusterClient, err
 	if err != nil {
 		return nil, rpctypes.ErrGRPCNoLeader
 	}
-	m, ok := c.s.fsm.Members()[mid]
+	m, ok := c.s.fsm.Member(mid)
 	if !ok || len(m.ClientURLs) == 0 {
 		return nil, rpctypes.ErrGRPCNoLeader
 	}

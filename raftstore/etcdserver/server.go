@@ -192,7 +192,7 @@ func (s *Server) readBarrier(ctx context.Context, serializable bool) error {
 // them, so every member can answer MemberList with names and client URLs.
 func (s *Server) publish(ctx context.Context) {
 	for {
-		m, ok := s.fsm.Members()[s.cfg.MemberID]
+		m, ok := s.fsm.Member(s.cfg.MemberID)
 		if ok && m.Name == s.cfg.Name && equalStrings(m.ClientURLs, s.cfg.ClientURLs) {
 			return
 		}
@@ -552,7 +552,7 @@ func (s *Server) leaderPeer(ctx context.Context) (*peerClient, error) {
 		if id != "" && id != raft.ServerID(MemberIDString(s.cfg.MemberID)) {
 			mid, err := ParseMemberID(string(id))
 			if err == nil {
-				if m, ok := s.fsm.Members()[mid]; ok && len(m.ClientURLs) > 0 {
+				if m, ok := s.fsm.Member(mid); ok && len(m.ClientURLs) > 0 {
 					cc, err := s.conn(m.ClientURLs[0])
 					if err != nil {
 						return nil, err

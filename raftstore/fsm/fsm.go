@@ -106,6 +106,14 @@ func (f *FSM) setApplied(idx uint64) {
 	f.appliedMu.Unlock()
 }
 
+// Member returns one entry of the members table.
+func (f *FSM) Member(id uint64) (Member, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.members[id]
+	return m, ok
+}
+
 // Members returns a copy of the members table.
 func (f *FSM) Members() map[uint64]Member {
 	f.mu.Lock()

@@ -196,8 +196,11 @@ func (i *Informer[T]) Run(ctx context.Context) error {
 			if progressed {
 				backoff = i.minB
 			}
-			if err != nil && !errors.Is(err, ErrWatchClosed) {
-				i.log.Warn("watch broke; resuming", "err", err, "resourceVersion", i.LastSyncResourceVersion(), "backoff", backoff)
+			// A clean end after progress (server timeout, slow-watcher
+			// cut-off) resumes at once; anything else waits first, so a
+			// server that keeps failing is not hammered.
+			if err != nil && (!errors.Is(err, ErrWatchClosed) || !progressed) {
+				i.log.Warn("watch ended; resuming", "err", err, "resourceVersion", i.LastSyncResourceVersion(), "backoff", backoff)
 				if !wait() {
 					break
 				}

@@ -430,3 +430,79 @@ func TestLeaderElection(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaderElectionChurn: three candidates; the leader is killed or cut off
+// three times in a row (and comes back as a new candidate); at every moment at
+// most one leads, which the recorded terms show by never overlapping.
+func TestLeaderElectionChurn(t *testing.T) {
+	noLeaks(t)
+	_, conn := startLeaseServer(t)
+	ts := &terms{}
+	type cand struct {
+		le     *LeaderElector
+		leases *switchable
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	start := func(id string) *cand {
+		sw := &switchable{LeaseClient: Must[*coordv1.Lease](conn)}
+		le, err := NewLeaderElector(LeaderElectionConfig{
+			Leases: sw, Namespace: "kube-system", Name: "churn", Identity: id,
+			LeaseDuration: time.Second, RenewDeadline: 700 * time.Millisecond, RetryPeriod: 50 * time.Millisecond,
+			Callbacks: ts.callbacks(id),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c := &cand{le: le, leases: sw, cancel: cancel, done: make(chan struct{})}
+		go func() { defer close(c.done); le.Run(ctx) }()
+		return c
+	}
+	cands := []*cand{start("c0"), start("c1"), start("c2")}
+	defer func() {
+		for _, c := range cands {
+			c.cancel()
+			<-c.done
+		}
+	}()
+	for round := range 3 {
+		var leader *cand
+		eventually(t, fmt.Sprintf("a leader in round %d", round), func() bool {
+			for _, c := range cands {
+				if c.le.IsLeader() {
+					leader = c
+					return true
+				}
+			}
+			return false
+		})
+		if round%2 == 0 {
+			leader.cancel() // killed: no release
+		} else {
+			leader.leases.down.Store(true) // cut off: must notice and stop by itself
+		}
+		<-leader.done
+		leader.cancel()
+		for i, c := range cands {
+			if c == leader {
+				cands[i] = start(fmt.Sprintf("c%d-r%d", i, round))
+			}
+		}
+	}
+	for _, c := range cands {
+		c.cancel()
+		<-c.done
+	}
+	cands = nil
+	got := ts.get()
+	if len(got) < 3 {
+		t.Fatalf("got %d terms, want at least 3", len(got))
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].start.Before(got[j].start) })
+	for i := 1; i < len(got); i++ {
+		if got[i-1].end.After(got[i].start) {
+			t.Errorf("terms overlap: %s until %v, %s from %v", got[i-1].who, got[i-1].end.Format(time.RFC3339Nano), got[i].who, got[i].start.Format(time.RFC3339Nano))
+		}
+	}
+}

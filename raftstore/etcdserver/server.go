@@ -77,11 +77,12 @@ type Server struct {
 	store *mvcc.Store
 	log   *slog.Logger
 
-	nextID atomic.Uint64
+	nextID       atomic.Uint64
+	verifier     coalescer // the leader's VerifyLeader rounds
+	followerRead coalescer // a follower's read-index requests
 	// caughtUp is set once this member applied everything committed when
 	// it started (see catchUp); serializable reads wait for it.
 	caughtUp atomic.Bool
-	verifier verifier
 
 	barrierMu   sync.Mutex
 	barrierTerm atomic.Uint64
@@ -121,7 +122,8 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 		log:   cfg.Logger,
 		conns: map[string]*grpc.ClientConn{},
 	}
-	s.verifier.raft = node.Raft
+	s.verifier.run = func() (uint64, error) { return 0, node.Raft.VerifyLeader().Error() }
+	s.followerRead.run = s.askLeaderReadIndex
 	// Request IDs: the member's low 16 bits, then a counter seeded from the
 	// clock so that IDs from before a restart are not reused.
 	s.nextID.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
@@ -390,16 +392,18 @@ func (s *Server) linearizableRead(ctx context.Context) error {
 		if s.raft.State() == raft.Leader {
 			idx, err = s.readIndex(ctx)
 		} else {
-			var pc *peerClient
-			pc, err = s.leaderPeer(ctx)
-			if err == nil {
-				idx, err = pc.ReadIndex(ctx)
-				if err != nil && !isNotLeader(err) && !isUnavailable(err) {
-					return fromPeerError(err)
+			idx, err = s.followerRead.do(ctx)
+			switch {
+			case err == nil, errors.Is(err, errNotLeaderLocal):
+			case isNotLeader(err), isUnavailable(err):
+				err = errNotLeaderLocal // ask again, maybe a new leader
+			case errors.Is(err, errNoLeader):
+				if ctx.Err() != nil {
+					return err
 				}
-				if err != nil {
-					err = errNotLeaderLocal // ask again, maybe a new leader
-				}
+				err = errNotLeaderLocal
+			default:
+				return fromPeerError(err)
 			}
 		}
 		if err == nil {
@@ -427,7 +431,7 @@ func (s *Server) readIndex(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	idx := s.raft.CommitIndex()
-	if err := s.verifier.verify(ctx); err != nil {
+	if _, err := s.verifier.do(ctx); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return 0, errNotLeaderLocal
 		}
@@ -499,49 +503,66 @@ func (s *Server) waitApplied(ctx context.Context, idx uint64) error {
 	}
 }
 
-// verifier coalesces concurrent VerifyLeader calls: a caller joins the next
-// round that starts after it arrived (never one already in flight), so the
-// confirmation it gets happened after its commit index was observed.
-type verifier struct {
-	raft    *raft.Raft
+// coalescer shares one call among concurrent callers: a caller joins the
+// next round that starts after it arrived (never one already in flight), so
+// the answer it gets was obtained after it asked. Used for the leader's
+// VerifyLeader (a quorum round trip) and a follower's read-index request.
+type coalescer struct {
+	run     func() (uint64, error)
 	mu      sync.Mutex
-	waiting []chan error
+	waiting []chan indexResult
 	running bool
 }
 
-func (v *verifier) verify(ctx context.Context) error {
-	ch := make(chan error, 1)
-	v.mu.Lock()
-	v.waiting = append(v.waiting, ch)
-	if !v.running {
-		v.running = true
-		go v.loop()
+type indexResult struct {
+	idx uint64
+	err error
+}
+
+func (c *coalescer) do(ctx context.Context) (uint64, error) {
+	ch := make(chan indexResult, 1)
+	c.mu.Lock()
+	c.waiting = append(c.waiting, ch)
+	if !c.running {
+		c.running = true
+		go c.loop()
 	}
-	v.mu.Unlock()
+	c.mu.Unlock()
 	select {
-	case err := <-ch:
-		return err
+	case r := <-ch:
+		return r.idx, r.err
 	case <-ctx.Done():
-		return ctxErr(ctx)
+		return 0, ctxErr(ctx)
 	}
 }
 
-func (v *verifier) loop() {
+func (c *coalescer) loop() {
 	for {
-		v.mu.Lock()
-		batch := v.waiting
-		v.waiting = nil
+		c.mu.Lock()
+		batch := c.waiting
+		c.waiting = nil
 		if len(batch) == 0 {
-			v.running = false
-			v.mu.Unlock()
+			c.running = false
+			c.mu.Unlock()
 			return
 		}
-		v.mu.Unlock()
-		err := v.raft.VerifyLeader().Error()
+		c.mu.Unlock()
+		idx, err := c.run()
 		for _, ch := range batch {
-			ch <- err
+			ch <- indexResult{idx, err}
 		}
 	}
+}
+
+// askLeaderReadIndex is one follower round of the read-index coalescer.
+func (s *Server) askLeaderReadIndex() (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pc, err := s.leaderPeer(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return pc.ReadIndex(ctx)
 }
 
 // leaderPeer returns a client of the current leader's peer service, waiting

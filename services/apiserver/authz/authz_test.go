@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -396,6 +397,47 @@ func TestBootstrapPolicy(t *testing.T) {
 			}
 			if d.Allowed != tt.want {
 				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestClusterRoleAggregation(t *testing.T) {
+	r := NewRBAC(nil)
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"rbac.example.com/aggregate-to-monitoring": "true"}}
+	r.Upsert(&rbacv1.ClusterRole{Metadata: meta("", "monitoring"), AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []*metav1.LabelSelector{sel}}})
+	r.Upsert(&rbacv1.ClusterRoleBinding{Metadata: meta("", "mon"), Subjects: []*rbacv1.Subject{{Kind: "User", Name: "mon"}},
+		RoleRef: &rbacv1.RoleRef{Kind: "ClusterRole", Name: "monitoring"}})
+	part := &rbacv1.ClusterRole{Metadata: meta("", "pod-metrics"), Rules: []*rbacv1.PolicyRule{pr(ss("get", "list"), ss(""), ss("pods"))}}
+	part.Metadata.Labels = map[string]string{"rbac.example.com/aggregate-to-monitoring": "true"}
+	a := request.Attributes{User: request.User{Name: "mon"}, Verb: "list", Resource: "pods"}
+	allowed := func() bool {
+		d, err := r.Authorize(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Allowed
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want bool
+	}{
+		{name: "no matching role yet", do: func() {}},
+		{name: "a labelled role joins the aggregate", do: func() { r.Upsert(part) }, want: true},
+		{name: "the label removed", do: func() {
+			p := proto.Clone(part).(*rbacv1.ClusterRole)
+			p.Metadata.Labels = nil
+			r.Upsert(p)
+		}},
+		{name: "labelled again", do: func() { r.Upsert(part) }, want: true},
+		{name: "the labelled role deleted", do: func() { r.Delete(part) }},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			st.do()
+			if got := allowed(); got != st.want {
+				t.Errorf("got allowed=%v, want %v", got, st.want)
 			}
 		})
 	}

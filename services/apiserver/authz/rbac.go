@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,10 +32,14 @@ import (
 // It is safe for concurrent use. Authorize never blocks on I/O: an object
 // not yet seen simply grants nothing.
 type RBAC struct {
-	log                 *slog.Logger
-	mu                  sync.RWMutex
-	roles               map[string]*rbacv1.Role // namespace/name
-	clusterRoles        map[string]*rbacv1.ClusterRole
+	log          *slog.Logger
+	mu           sync.RWMutex
+	roles        map[string]*rbacv1.Role // namespace/name
+	clusterRoles map[string]*rbacv1.ClusterRole
+	// aggregated holds, for each ClusterRole with an aggregationRule, its own
+	// rules plus those of every ClusterRole its selectors match; rebuilt on
+	// every ClusterRole change.
+	aggregated          map[string][]rbacv1.PolicyRule
 	roleBindings        map[string]map[string]*rbacv1.RoleBinding // namespace → name → binding
 	clusterRoleBindings map[string]*rbacv1.ClusterRoleBinding
 }
@@ -97,6 +103,7 @@ func (r *RBAC) Remove(obj any) error {
 		delete(r.roles, o.Namespace+"/"+o.Name)
 	case *rbacv1.ClusterRole:
 		delete(r.clusterRoles, o.Name)
+		r.aggregate()
 	case *rbacv1.RoleBinding:
 		delete(r.roleBindings[o.Namespace], o.Name)
 		if len(r.roleBindings[o.Namespace]) == 0 {
@@ -141,6 +148,7 @@ func (r *RBAC) Replace(kind string, objs []any) error {
 	for _, k := range ks {
 		r.put(k)
 	}
+	r.aggregate()
 	return nil
 }
 
@@ -150,6 +158,7 @@ func (r *RBAC) put(k any) {
 		r.roles[o.Namespace+"/"+o.Name] = o
 	case *rbacv1.ClusterRole:
 		r.clusterRoles[o.Name] = o
+		r.aggregate()
 	case *rbacv1.RoleBinding:
 		if r.roleBindings[o.Namespace] == nil {
 			r.roleBindings[o.Namespace] = map[string]*rbacv1.RoleBinding{}
@@ -157,6 +166,49 @@ func (r *RBAC) put(k any) {
 		r.roleBindings[o.Namespace][o.Name] = o
 	case *rbacv1.ClusterRoleBinding:
 		r.clusterRoleBindings[o.Name] = o
+	}
+}
+
+// clusterRoleRules is cr's effective rules (aggregated ones included).
+func (r *RBAC) clusterRoleRules(cr *rbacv1.ClusterRole) []rbacv1.PolicyRule {
+	if agg, ok := r.aggregated[cr.Name]; ok {
+		return agg
+	}
+	return cr.Rules
+}
+
+// aggregate rebuilds r.aggregated, as Kubernetes' clusterrole-aggregation
+// controller would fill the rules in: a ClusterRole with an aggregationRule
+// gets the rules of every other ClusterRole whose labels match one of its
+// selectors. Callers hold r.mu.
+func (r *RBAC) aggregate() {
+	r.aggregated = map[string][]rbacv1.PolicyRule{}
+	for name, cr := range r.clusterRoles {
+		if cr.AggregationRule == nil || len(cr.AggregationRule.ClusterRoleSelectors) == 0 {
+			continue
+		}
+		var sels []labels.Selector
+		for i := range cr.AggregationRule.ClusterRoleSelectors {
+			sel, err := metav1.LabelSelectorAsSelector(&cr.AggregationRule.ClusterRoleSelectors[i])
+			if err != nil {
+				r.log.Error("invalid aggregation selector; ignored", "clusterrole", name, "err", err)
+				continue
+			}
+			sels = append(sels, sel)
+		}
+		rules := append([]rbacv1.PolicyRule(nil), cr.Rules...)
+		for other, ocr := range r.clusterRoles {
+			if other == name {
+				continue
+			}
+			for _, sel := range sels {
+				if sel.Matches(labels.Set(ocr.Labels)) {
+					rules = append(rules, ocr.Rules...)
+					break
+				}
+			}
+		}
+		r.aggregated[name] = rules
 	}
 }
 
@@ -221,7 +273,7 @@ func (r *RBAC) Authorize(_ context.Context, a request.Attributes) (request.Decis
 		if b.RoleRef.Kind != "ClusterRole" || !anySubjectMatches(b.Subjects, a.User, "") {
 			continue
 		}
-		if cr := r.clusterRoles[b.RoleRef.Name]; cr != nil && rulesAllow(cr.Rules, a) {
+		if cr := r.clusterRoles[b.RoleRef.Name]; cr != nil && rulesAllow(r.clusterRoleRules(cr), a) {
 			return request.Decision{Allowed: true, Reason: fmt.Sprintf("RBAC: allowed by ClusterRoleBinding %q of ClusterRole %q", b.Name, cr.Name)}, nil
 		}
 	}
@@ -240,7 +292,7 @@ func (r *RBAC) Authorize(_ context.Context, a request.Attributes) (request.Decis
 			}
 		case "ClusterRole":
 			if cr := r.clusterRoles[b.RoleRef.Name]; cr != nil {
-				rules = cr.Rules
+				rules = r.clusterRoleRules(cr)
 			}
 		}
 		if rulesAllow(rules, a) {

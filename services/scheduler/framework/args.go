@@ -1,0 +1,7 @@
+package framework
+
+import "encoding/json"
+
+// marshalArgs turns a plugin's args from the config file into the JSON its
+// factory decodes.
+func marshalArgs(args map[string]any) ([]byte, error) { return json.Marshal(args) }

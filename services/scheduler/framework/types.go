@@ -1,0 +1,293 @@
+// This file holds what plugins read: a pod's scheduling-relevant facts
+// computed once (PodInfo), a node with the pods on it (NodeInfo), resource
+// arithmetic, and the per-attempt CycleState.
+package framework
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+)
+
+// Resource is an amount of the resources the scheduler accounts for.
+type Resource struct {
+	MilliCPU int64
+	Memory   int64
+	Pods     int64
+}
+
+// Add adds r2 to r.
+func (r *Resource) Add(r2 Resource) {
+	r.MilliCPU += r2.MilliCPU
+	r.Memory += r2.Memory
+	r.Pods += r2.Pods
+}
+
+// Sub subtracts r2 from r.
+func (r *Resource) Sub(r2 Resource) {
+	r.MilliCPU -= r2.MilliCPU
+	r.Memory -= r2.Memory
+	r.Pods -= r2.Pods
+}
+
+// Defaults Kubernetes assumes, for scoring only, for a container that
+// requests nothing (so that zero-request pods still spread).
+const (
+	DefaultMilliCPURequest int64 = 100
+	DefaultMemoryRequest   int64 = 200 * 1024 * 1024
+)
+
+// ResourceList parses a Kubernetes resource map (quantities as strings).
+// Unparsable quantities count as zero; the API service validates them.
+func ResourceList(m map[string]string) Resource {
+	var r Resource
+	for k, v := range m {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "cpu":
+			r.MilliCPU = q.MilliValue()
+		case "memory":
+			r.Memory = q.Value()
+		case "pods":
+			r.Pods = q.Value()
+		}
+	}
+	return r
+}
+
+// HostPort is one hostPort a pod asks for.
+type HostPort struct {
+	IP       string
+	Protocol string
+	Port     int32
+}
+
+// PodInfo is a pod with the facts the scheduler needs computed once.
+// The Pod is shared with the informer's cache and must not be modified.
+type PodInfo struct {
+	Pod      *corev1.Pod
+	Key      string // namespace/name
+	UID      string
+	Requests Resource
+	// NonZeroRequests is Requests with Kubernetes' scoring defaults for
+	// containers that request no cpu or memory.
+	NonZeroRequests Resource
+	HostPorts       []HostPort
+	Priority        int32
+	// OwnerUID is the uid of the controller owner (e.g. the ReplicaSet), or "".
+	OwnerUID string
+	Images   []string
+
+	// Queue bookkeeping, owned by the scheduling queue.
+	Timestamp        time.Time // when it entered the active queue
+	InitialTimestamp time.Time // first time it was queued
+	Attempts         int
+	// UnschedulablePlugins are the plugins that rejected it last time.
+	UnschedulablePlugins map[string]bool
+}
+
+// NewPodInfo computes p's facts.
+func NewPodInfo(p *corev1.Pod) *PodInfo {
+	pi := &PodInfo{Pod: p, Key: p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName(), UID: p.GetMetadata().GetUid()}
+	spec := p.GetSpec()
+	for _, c := range spec.GetContainers() {
+		r := ResourceList(c.GetResources().GetRequests())
+		pi.Requests.Add(Resource{MilliCPU: r.MilliCPU, Memory: r.Memory})
+		nz := r
+		if _, ok := c.GetResources().GetRequests()["cpu"]; !ok {
+			nz.MilliCPU = DefaultMilliCPURequest
+		}
+		if _, ok := c.GetResources().GetRequests()["memory"]; !ok {
+			nz.Memory = DefaultMemoryRequest
+		}
+		pi.NonZeroRequests.Add(Resource{MilliCPU: nz.MilliCPU, Memory: nz.Memory})
+		for _, port := range c.GetPorts() {
+			if port.GetHostPort() > 0 {
+				proto := port.GetProtocol()
+				if proto == "" {
+					proto = "TCP"
+				}
+				ip := port.GetHostIp()
+				if ip == "" {
+					ip = "0.0.0.0"
+				}
+				pi.HostPorts = append(pi.HostPorts, HostPort{IP: ip, Protocol: proto, Port: port.GetHostPort()})
+			}
+		}
+		pi.Images = append(pi.Images, NormalizeImage(c.GetImage()))
+	}
+	// Init containers run one at a time before the others: the pod needs
+	// the larger of their largest request and the sum of the app containers.
+	for _, c := range spec.GetInitContainers() {
+		r := ResourceList(c.GetResources().GetRequests())
+		pi.Requests.MilliCPU = max(pi.Requests.MilliCPU, r.MilliCPU)
+		pi.Requests.Memory = max(pi.Requests.Memory, r.Memory)
+	}
+	pi.Requests.Pods = 1
+	pi.NonZeroRequests.Pods = 1
+	pi.Priority = spec.GetPriority()
+	for _, o := range p.GetMetadata().GetOwnerReferences() {
+		if o.GetController() {
+			pi.OwnerUID = o.GetUid()
+		}
+	}
+	return pi
+}
+
+// NormalizeImage turns a reference into its full form, as nodes report
+// images: "nginx" → "docker.io/library/nginx:latest".
+func NormalizeImage(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	name := ref
+	first, rest, hasSlash := strings.Cut(name, "/")
+	switch {
+	case !hasSlash:
+		name = "docker.io/library/" + name
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		name = "docker.io/" + first + "/" + rest
+	}
+	last := name[strings.LastIndex(name, "/")+1:]
+	if !strings.Contains(last, ":") && !strings.Contains(last, "@") {
+		name += ":latest"
+	}
+	return name
+}
+
+// NodeInfo is a node and what the scheduler knows is placed on it: bound
+// pods and pods assumed by this scheduler whose binds are in flight.
+// A NodeInfo in a snapshot is read-only.
+type NodeInfo struct {
+	Node        *corev1.Node
+	Name        string
+	Allocatable Resource
+	// Requested sums the Requests of Pods; NonZeroRequested their NonZeroRequests.
+	Requested        Resource
+	NonZeroRequested Resource
+	Pods             map[string]*PodInfo // by Key
+	UsedPorts        map[HostPort]int
+	// ImageSizes maps every normalized image name the node reports to its size.
+	ImageSizes map[string]int64
+	// OwnerCounts counts the pods on the node by controller owner uid.
+	OwnerCounts map[string]int
+	// Generation increases on every change (the cache uses it to refresh snapshots).
+	Generation int64
+}
+
+// NewNodeInfo returns an empty NodeInfo named name.
+func NewNodeInfo(name string) *NodeInfo {
+	return &NodeInfo{Name: name, Pods: map[string]*PodInfo{}, UsedPorts: map[HostPort]int{}, ImageSizes: map[string]int64{}, OwnerCounts: map[string]int{}}
+}
+
+// SetNode sets the node object and what is derived from it.
+func (n *NodeInfo) SetNode(node *corev1.Node) {
+	n.Node = node
+	n.Name = node.GetMetadata().GetName()
+	n.Allocatable = ResourceList(node.GetStatus().GetAllocatable())
+	if len(node.GetStatus().GetAllocatable()) == 0 {
+		n.Allocatable = ResourceList(node.GetStatus().GetCapacity())
+	}
+	n.ImageSizes = map[string]int64{}
+	for _, img := range node.GetStatus().GetImages() {
+		for _, name := range img.GetNames() {
+			n.ImageSizes[NormalizeImage(name)] = img.GetSizeBytes()
+		}
+	}
+}
+
+// AddPod accounts pi on the node.
+func (n *NodeInfo) AddPod(pi *PodInfo) {
+	if _, ok := n.Pods[pi.Key]; ok {
+		n.RemovePod(pi.Key)
+	}
+	n.Pods[pi.Key] = pi
+	n.Requested.Add(pi.Requests)
+	n.NonZeroRequested.Add(pi.NonZeroRequests)
+	for _, hp := range pi.HostPorts {
+		n.UsedPorts[hp]++
+	}
+	if pi.OwnerUID != "" {
+		n.OwnerCounts[pi.OwnerUID]++
+	}
+}
+
+// RemovePod removes the pod with key, reporting whether it was there.
+func (n *NodeInfo) RemovePod(key string) bool {
+	pi, ok := n.Pods[key]
+	if !ok {
+		return false
+	}
+	delete(n.Pods, key)
+	n.Requested.Sub(pi.Requests)
+	n.NonZeroRequested.Sub(pi.NonZeroRequests)
+	for _, hp := range pi.HostPorts {
+		if n.UsedPorts[hp]--; n.UsedPorts[hp] <= 0 {
+			delete(n.UsedPorts, hp)
+		}
+	}
+	if pi.OwnerUID != "" {
+		if n.OwnerCounts[pi.OwnerUID]--; n.OwnerCounts[pi.OwnerUID] <= 0 {
+			delete(n.OwnerCounts, pi.OwnerUID)
+		}
+	}
+	return true
+}
+
+// Clone copies n deeply enough that changes to the clone's maps do not
+// show in n (pods and the node object are shared, being read-only).
+func (n *NodeInfo) Clone() *NodeInfo {
+	c := *n
+	c.Pods = make(map[string]*PodInfo, len(n.Pods))
+	for k, v := range n.Pods {
+		c.Pods[k] = v
+	}
+	c.UsedPorts = make(map[HostPort]int, len(n.UsedPorts))
+	for k, v := range n.UsedPorts {
+		c.UsedPorts[k] = v
+	}
+	c.OwnerCounts = make(map[string]int, len(n.OwnerCounts))
+	for k, v := range n.OwnerCounts {
+		c.OwnerCounts[k] = v
+	}
+	// ImageSizes is replaced, never modified, by SetNode: share it.
+	return &c
+}
+
+// CycleState is per-attempt scratch space plugins share between their
+// extension points (PreFilter computes, Filter reads). Safe for
+// concurrent reads once written.
+type CycleState struct {
+	mu sync.RWMutex
+	m  map[string]any
+	// SkipFilter and SkipScore are plugins whose PreFilter/PreScore said Skip.
+	SkipFilter map[string]bool
+	SkipScore  map[string]bool
+}
+
+// NewCycleState returns an empty state.
+func NewCycleState() *CycleState {
+	return &CycleState{m: map[string]any{}, SkipFilter: map[string]bool{}, SkipScore: map[string]bool{}}
+}
+
+// Write stores v under key.
+func (c *CycleState) Write(key string, v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[key] = v
+}
+
+// Read returns what is stored under key.
+func (c *CycleState) Read(key string) (any, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.m[key]
+	return v, ok
+}

@@ -1,0 +1,308 @@
+// Package nodeagent is kplane's kubelet: it registers a Node, renews its
+// Lease, watches the pods bound to the node (a server-side field selector
+// spec.nodeName=<node>) and makes them real through a CRI runtime — a real
+// containerd or the built-in simulated runtime (nodeagent/simruntime) —
+// reporting their status through pods/status, recording events, and serving
+// their logs over HTTP (LogServer).
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kplane/kplane/nodeagent/cri"
+	"github.com/kplane/kplane/nodeagent/simruntime"
+	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/client"
+)
+
+// LabelSimulated marks a Node whose runtime is the built-in simulated one
+// (value "true"): its containers run nothing.
+const LabelSimulated = "node.kplane.io/simulated-runtime"
+
+// Config configures one node agent.
+type Config struct {
+	// NodeName is the Node's name; the agent must authenticate as
+	// system:node:<NodeName>.
+	NodeName string
+	// Conn reaches the API service with this node's identity.
+	Conn grpc.ClientConnInterface
+	// Runtime is the CRI client.
+	Runtime *cri.Client
+	// Capacity is the node's capacity (cpu, memory, pods), e.g.
+	// {"cpu": "4", "memory": "8Gi", "pods": "110"}; allocatable is the same.
+	Capacity map[string]string
+	// Labels are added to the well-known ones (hostname, os, arch, and
+	// LabelSimulated on the simulated runtime).
+	Labels map[string]string
+	// Taints are set when the Node is created.
+	Taints []*corev1.Taint
+	// PodCIDR is the node's pod CIDR, given to the runtime.
+	PodCIDR string
+	// HostIP is the node's InternalIP (default 127.0.0.1).
+	HostIP string
+	// LogDir holds the pods' log directories (default a temp dir).
+	LogDir string
+	// LogPort is the port of the LogServer serving this node's logs, put in
+	// the Node's status.daemonEndpoints.kubeletEndpoint (0: none).
+	LogPort int32
+	// LeaseDuration is the node Lease's duration (default 40s); it is
+	// renewed every quarter of it.
+	LeaseDuration time.Duration
+	// StatusInterval is how often the node status is computed (default
+	// 10s); it is written when it changed or a minute passed.
+	StatusInterval time.Duration
+	// RelistInterval is how often the runtime's containers are listed to
+	// notice exits (default 1s).
+	RelistInterval time.Duration
+	// Backoff is the restart and image pull back-off (default 10s..5m).
+	Backoff Backoff
+	// Workers sync pods in parallel (default 4).
+	Workers int
+	// CgroupParent is given to sandboxes (containerd needs one it may use).
+	CgroupParent string
+	// HostNetwork runs every pod in the node's network namespace (no CNI
+	// needed, as the containerd tests do).
+	HostNetwork bool
+	// Version is reported as the kubelet version.
+	Version string
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Agent is one node agent.
+type Agent struct {
+	cfg       Config
+	log       *slog.Logger
+	pods      *client.Client[*corev1.Pod]
+	nodes     *client.Client[*corev1.Node]
+	leases    *client.Client[*coordv1.Lease]
+	rec       *recorder
+	informer  *client.Informer[*corev1.Pod]
+	queue     workqueue.TypedDelayingInterface[string]
+	simulated bool
+	rtName    string
+	rtVersion string
+
+	mu      sync.Mutex
+	records map[string]*podRecord // by namespace/name
+}
+
+// New checks cfg and returns an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.NodeName == "" || cfg.Conn == nil || cfg.Runtime == nil {
+		return nil, errors.New("nodeagent: NodeName, Conn and Runtime are required")
+	}
+	if cfg.HostIP == "" {
+		cfg.HostIP = "127.0.0.1"
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = 40 * time.Second
+	}
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = 10 * time.Second
+	}
+	if cfg.RelistInterval <= 0 {
+		cfg.RelistInterval = time.Second
+	}
+	if cfg.Backoff.Base <= 0 || cfg.Backoff.Max < cfg.Backoff.Base {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Version == "" {
+		cfg.Version = "v0.0.0-kplane"
+	}
+	if cfg.LogDir == "" {
+		d, err := os.MkdirTemp("", "kplane-pod-logs-")
+		if err != nil {
+			return nil, fmt.Errorf("nodeagent: %w", err)
+		}
+		cfg.LogDir = d
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("node", cfg.NodeName)
+	a := &Agent{cfg: cfg, log: log, records: map[string]*podRecord{}}
+	var err error
+	if a.pods, err = client.New[*corev1.Pod](cfg.Conn); err != nil {
+		return nil, err
+	}
+	if a.nodes, err = client.New[*corev1.Node](cfg.Conn); err != nil {
+		return nil, err
+	}
+	if a.leases, err = client.New[*coordv1.Lease](cfg.Conn); err != nil {
+		return nil, err
+	}
+	events, err := client.New[*corev1.Event](cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	a.rec = newRecorder(events, cfg.NodeName, log)
+	a.informer = client.NewInformer(client.ListWatch(a.pods, "", "", "spec.nodeName="+cfg.NodeName, 500),
+		client.InformerOptions[*corev1.Pod]{Logger: log})
+	return a, nil
+}
+
+// NodeName is the agent's node.
+func (a *Agent) NodeName() string { return a.cfg.NodeName }
+
+// Simulated reports whether the runtime is the built-in one (known once Run
+// has met the runtime).
+func (a *Agent) Simulated() bool { return a.simulated }
+
+// Run registers the node and runs the agent until ctx is done.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.cfg.Runtime.WaitReady(ctx, 200*time.Millisecond); err != nil {
+		return fmt.Errorf("nodeagent: runtime not ready: %w", err)
+	}
+	v, err := a.cfg.Runtime.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("nodeagent: runtime version: %w", err)
+	}
+	a.rtName, a.rtVersion = v.GetRuntimeName(), v.GetRuntimeVersion()
+	a.simulated = a.rtName == simruntime.RuntimeName
+	if a.cfg.PodCIDR != "" {
+		if err := a.cfg.Runtime.UpdatePodCIDR(ctx, a.cfg.PodCIDR); err != nil {
+			return fmt.Errorf("nodeagent: give the runtime the pod CIDR: %w", err)
+		}
+	}
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	a.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "pods-" + a.cfg.NodeName})
+	enqueue := func(p *corev1.Pod) { a.queue.Add(client.Key(p)) }
+	a.informer.AddEventHandler(client.Handler[*corev1.Pod]{
+		OnAdd:    enqueue,
+		OnUpdate: func(_, p *corev1.Pod) { enqueue(p) },
+		OnDelete: enqueue,
+	})
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.informer.Run(ctx) })
+	g.Go(func() error { a.renewLease(ctx); return nil })
+	g.Go(func() error { a.statusLoop(ctx); return nil })
+	g.Go(func() error {
+		if !client.WaitForCacheSync(ctx, a.informer) {
+			return nil
+		}
+		a.relist(ctx)
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		a.queue.ShutDown()
+		return nil
+	})
+	for i := 0; i < a.cfg.Workers; i++ {
+		g.Go(func() error {
+			if !client.WaitForCacheSync(ctx, a.informer) {
+				return nil
+			}
+			for a.work(ctx) {
+			}
+			return nil
+		})
+	}
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// work syncs one pod key; false when the queue is shut down.
+func (a *Agent) work(ctx context.Context) bool {
+	key, quit := a.queue.Get()
+	if quit {
+		return false
+	}
+	defer a.queue.Done(key)
+	wait, err := a.syncPod(ctx, key)
+	if err != nil && ctx.Err() == nil {
+		a.log.Info("pod sync failed; retrying", "pod", key, "err", err)
+		if wait <= 0 || wait > time.Second {
+			wait = time.Second
+		}
+	}
+	if wait > 0 && ctx.Err() == nil {
+		a.queue.AddAfter(key, wait)
+	}
+	return true
+}
+
+// relist lists the runtime's containers every RelistInterval and queues
+// the pods whose containers changed state (the kubelet's PLEG).
+func (a *Agent) relist(ctx context.Context) {
+	seen := map[string]int32{}
+	t := time.NewTicker(a.cfg.RelistInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cs, err := a.cfg.Runtime.ListContainers(ctx, nil)
+		if err != nil {
+			a.log.Debug("relist failed", "err", err)
+			continue
+		}
+		now := make(map[string]int32, len(cs))
+		for _, c := range cs {
+			st := int32(c.GetState())
+			now[c.GetId()] = st
+			if old, ok := seen[c.GetId()]; ok && old != st {
+				l := c.GetLabels()
+				if l[labelNode] == a.cfg.NodeName {
+					a.queue.Add(client.KeyOf(l[labelPodNamespace], l[labelPodName]))
+				}
+			}
+		}
+		seen = now
+	}
+}
+
+// Runtime labels the agent puts on sandboxes and containers.
+const (
+	labelPodName       = "io.kubernetes.pod.name"
+	labelPodNamespace  = "io.kubernetes.pod.namespace"
+	labelPodUID        = "io.kubernetes.pod.uid"
+	labelContainerName = "io.kubernetes.container.name"
+	labelNode          = "node.kplane.io/name"
+)
+
+// nodeInfo builds the Node's system info.
+func (a *Agent) nodeInfo() *corev1.NodeSystemInfo {
+	return &corev1.NodeSystemInfo{
+		MachineId:               a.cfg.NodeName,
+		SystemUuid:              a.cfg.NodeName,
+		BootId:                  a.cfg.NodeName,
+		KernelVersion:           "",
+		OsImage:                 "kplane",
+		ContainerRuntimeVersion: a.rtName + "://" + a.rtVersion,
+		KubeletVersion:          a.cfg.Version,
+		OperatingSystem:         runtime.GOOS,
+		Architecture:            runtime.GOARCH,
+	}
+}
+
+// podLogDir is where a pod's container logs go.
+func (a *Agent) podLogDir(p *corev1.Pod) string {
+	m := p.GetMetadata()
+	return filepath.Join(a.cfg.LogDir, m.GetNamespace()+"_"+m.GetName()+"_"+m.GetUid())
+}

@@ -1,0 +1,619 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/nodeagent/cri"
+	"github.com/kplane/kplane/nodeagent/simruntime"
+	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
+)
+
+// testBackoff is short so crash loops and pull back-offs show in seconds.
+var testBackoff = Backoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}
+
+// cluster is an API service and an admin client for the tests.
+type cluster struct {
+	env   *clienttest.Env
+	admin grpc.ClientConnInterface
+	pods  *client.Client[*corev1.Pod]
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	env := clienttest.Start(t, clienttest.Options{TLS: true})
+	admin := env.Dial(t, clienttest.AdminToken)
+	return &cluster{env: env, admin: admin, pods: client.Must[*corev1.Pod](admin)}
+}
+
+// shortDir is a temp dir with a path short enough for unix sockets.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "na")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// simNode is a node agent on a built-in runtime.
+type simNode struct {
+	agent *Agent
+	rt    *simruntime.Runtime
+	cri   *cri.Client
+	logs  string // LogServer URL
+}
+
+// startSimNode runs a built-in runtime and an agent for node name,
+// authenticated by a client certificate as system:node:<name>.
+func startSimNode(t *testing.T, c *cluster, name string, mod func(*Config)) *simNode {
+	t.Helper()
+	dir := shortDir(t)
+	rt, err := simruntime.New(simruntime.Config{Name: name, Images: []string{"kplane.test/web:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "cri.sock")
+	lis, err := simruntime.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rtDone := make(chan error, 1)
+	go func() { rtDone <- rt.ServeListener(ctx, lis) }()
+	cc, err := cri.New(cri.Config{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		NodeName:       name,
+		Conn:           c.env.DialCert(t, "system:node:"+name, "system:nodes"),
+		Runtime:        cc,
+		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
+		PodCIDR:        "10.244.1.0/24",
+		LogDir:         filepath.Join(dir, "logs"),
+		LogPort:        int32(hl.Addr().(*net.TCPAddr).Port),
+		LeaseDuration:  4 * time.Second,
+		StatusInterval: time.Second,
+		RelistInterval: 100 * time.Millisecond,
+		Backoff:        testBackoff,
+		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: NewLogServer(a)}
+	go srv.Serve(hl)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("agent Run: %v", err)
+		}
+		<-rtDone
+		cc.Close()
+	})
+	return &simNode{agent: a, rt: rt, cri: cc, logs: "http://" + hl.Addr().String()}
+}
+
+// testWriter sends logs to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// runPod creates pod in "default" and binds it to node.
+func (c *cluster) runPod(t *testing.T, pod *corev1.Pod, node string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	if pod.Metadata.Namespace == "" {
+		pod.Metadata.Namespace = "default"
+	}
+	got, err := c.pods.Create(ctx, pod)
+	if err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	if err := c.pods.Bind(ctx, got.Metadata.Namespace, got.Metadata.Name, node); err != nil {
+		t.Fatalf("bind pod: %v", err)
+	}
+	return got
+}
+
+// waitPod polls the pod until ok says so (60s at most) and returns it.
+func (c *cluster) waitPod(t *testing.T, ns, name, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last *corev1.Pod
+	for time.Now().Before(deadline) {
+		p, err := c.pods.Get(context.Background(), ns, name)
+		if err == nil {
+			last = p
+			if ok(p) {
+				return p
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("pod %s/%s: %s did not happen in 60s; last status: %v", ns, name, what, last.GetStatus())
+	return nil
+}
+
+func simPod(name string, env map[string]string, mod func(*corev1.PodSpec)) *corev1.Pod {
+	c := &corev1.Container{Name: "main", Image: "kplane.test/web:1"}
+	for k, v := range env {
+		c.Env = append(c.Env, &corev1.EnvVar{Name: k, Value: v})
+	}
+	p := &corev1.Pod{
+		Metadata: &metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:     &corev1.PodSpec{Containers: []*corev1.Container{c}},
+	}
+	if mod != nil {
+		mod(p.Spec)
+	}
+	return p
+}
+
+func phaseIs(ph string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { return p.GetStatus().GetPhase() == ph }
+}
+
+func condTrue(p *corev1.Pod, typ string) bool {
+	for _, c := range p.GetStatus().GetConditions() {
+		if c.GetType() == typ {
+			return c.GetStatus() == "True"
+		}
+	}
+	return false
+}
+
+// TestNodeRegistration: the Node carries capacity, labels (the simulated
+// runtime's), addresses, node info, the Ready condition and the log port;
+// the Lease in kube-node-lease is renewed.
+func TestNodeRegistration(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", func(cfg *Config) {
+		cfg.Labels = map[string]string{"tier": "sim"}
+		cfg.Taints = []*corev1.Taint{{Key: "dedicated", Value: "sim", Effect: "NoSchedule"}}
+	})
+	nodes := client.Must[*corev1.Node](c.admin)
+	leases := client.Must[*coordv1.Lease](c.admin)
+	ctx := context.Background()
+	var node *corev1.Node
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		node, err = nodes.Get(ctx, "", "n1")
+		if err == nil && len(node.GetStatus().GetConditions()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not registered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"capacity cpu", node.GetStatus().GetCapacity()["cpu"], "4"},
+		{"allocatable pods", node.GetStatus().GetAllocatable()["pods"], "110"},
+		{"simulated label", node.GetMetadata().GetLabels()[LabelSimulated], "true"},
+		{"user label", node.GetMetadata().GetLabels()["tier"], "sim"},
+		{"hostname label", node.GetMetadata().GetLabels()["kubernetes.io/hostname"], "n1"},
+		{"taint", node.GetSpec().GetTaints()[0].GetKey(), "dedicated"},
+		{"pod CIDR", node.GetSpec().GetPodCidr(), "10.244.1.0/24"},
+		{"runtime", node.GetStatus().GetNodeInfo().GetContainerRuntimeVersion(), "kplane-sim://0.0.0-dev"},
+		{"address", node.GetStatus().GetAddresses()[0].GetAddress(), "127.0.0.1"},
+		{"log port", node.GetStatus().GetDaemonEndpoints().GetKubeletEndpoint().GetPort(), n.agent.cfg.LogPort},
+		{"images", len(node.GetStatus().GetImages()) > 0, true},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	ready := false
+	for _, cond := range node.GetStatus().GetConditions() {
+		if cond.GetType() == "Ready" && cond.GetStatus() == "True" {
+			ready = true
+		}
+	}
+	if !ready {
+		t.Errorf("node conditions: got %v, want Ready True", node.GetStatus().GetConditions())
+	}
+	// The Lease is renewed (every LeaseDuration/4 = 1s here).
+	var first *coordv1.Lease
+	for time.Now().Before(deadline) {
+		l, err := leases.Get(ctx, NodeLeaseNamespace, "n1")
+		if err == nil {
+			if first == nil {
+				first = l
+			} else if l.GetSpec().GetRenewTime().AsTime().After(first.GetSpec().GetRenewTime().AsTime()) {
+				if l.GetSpec().GetHolderIdentity() != "n1" {
+					t.Errorf("lease holder: got %q, want n1", l.GetSpec().GetHolderIdentity())
+				}
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the lease was not renewed")
+}
+
+// TestPodPhases: pods reach the phase their simulation rules say, with
+// the container state, exit code and conditions to match.
+func TestPodPhases(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	never := func(s *corev1.PodSpec) { s.RestartPolicy = RestartNever }
+	tests := []struct {
+		name  string
+		pod   *corev1.Pod
+		phase string
+		check func(t *testing.T, p *corev1.Pod)
+	}{
+		{
+			name:  "runs until stopped",
+			pod:   simPod("runs", nil, nil),
+			phase: PhaseRunning,
+			check: func(t *testing.T, p *corev1.Pod) {
+				cs := p.GetStatus().GetContainerStatuses()[0]
+				if cs.GetState().GetRunning() == nil || cs.GetContainerId() == "" || cs.GetImageId() == "" {
+					t.Errorf("container status: got %v, want running with IDs", cs)
+				}
+				if !strings.HasPrefix(p.GetStatus().GetPodIp(), "10.244.1.") {
+					t.Errorf("pod IP: got %q, want one from 10.244.1.0/24", p.GetStatus().GetPodIp())
+				}
+				if p.GetStatus().GetHostIp() != "127.0.0.1" || p.GetStatus().GetStartTime() == nil {
+					t.Errorf("hostIP %q startTime %v", p.GetStatus().GetHostIp(), p.GetStatus().GetStartTime())
+				}
+			},
+		},
+		{
+			name:  "exits zero",
+			pod:   simPod("zero", map[string]string{simruntime.EnvRunSeconds: "0.3"}, never),
+			phase: PhaseSucceeded,
+			check: func(t *testing.T, p *corev1.Pod) {
+				term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated()
+				if term.GetExitCode() != 0 || term.GetReason() != "Completed" {
+					t.Errorf("terminated: got %v, want exit 0 Completed", term)
+				}
+			},
+		},
+		{
+			name:  "exits non-zero",
+			pod:   simPod("nonzero", map[string]string{simruntime.EnvRunSeconds: "0.3", simruntime.EnvExitCode: "3"}, never),
+			phase: PhaseFailed,
+			check: func(t *testing.T, p *corev1.Pod) {
+				term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated()
+				if term.GetExitCode() != 3 || term.GetReason() != "Error" {
+					t.Errorf("terminated: got %v, want exit 3 Error", term)
+				}
+			},
+		},
+		{
+			name:  "on failure, exits zero",
+			pod:   simPod("onfailure", map[string]string{simruntime.EnvRunSeconds: "0.2"}, func(s *corev1.PodSpec) { s.RestartPolicy = RestartOnFailure }),
+			phase: PhaseSucceeded,
+		},
+		{
+			name: "init containers run first, in order",
+			pod: simPod("init", nil, func(s *corev1.PodSpec) {
+				for _, n := range []string{"init-a", "init-b"} {
+					s.InitContainers = append(s.InitContainers, &corev1.Container{Name: n, Image: "kplane.test/web:1",
+						Env: []*corev1.EnvVar{{Name: simruntime.EnvRunSeconds, Value: "0.2"}}})
+				}
+			}),
+			phase: PhaseRunning,
+			check: func(t *testing.T, p *corev1.Pod) {
+				ics := p.GetStatus().GetInitContainerStatuses()
+				a, b := ics[0].GetState().GetTerminated(), ics[1].GetState().GetTerminated()
+				if a.GetReason() != "Completed" || b.GetReason() != "Completed" {
+					t.Fatalf("init statuses: got %v", ics)
+				}
+				if b.GetStartedAt().AsTime().Before(a.GetFinishedAt().AsTime()) {
+					t.Errorf("init-b started %v before init-a finished %v", b.GetStartedAt().AsTime(), a.GetFinishedAt().AsTime())
+				}
+				if !condTrue(p, "Initialized") {
+					t.Errorf("Initialized: got false, want true")
+				}
+			},
+		},
+		{
+			name: "failing init container with restartPolicy Never",
+			pod: simPod("initfail", nil, func(s *corev1.PodSpec) {
+				s.RestartPolicy = RestartNever
+				s.InitContainers = []*corev1.Container{{Name: "init", Image: "kplane.test/web:1",
+					Env: []*corev1.EnvVar{{Name: simruntime.EnvExitCode, Value: "1"}}}}
+			}),
+			phase: PhaseFailed,
+			check: func(t *testing.T, p *corev1.Pod) {
+				if w := p.GetStatus().GetContainerStatuses()[0].GetState().GetWaiting(); w.GetReason() != ReasonPodInitializing {
+					t.Errorf("main container: got %v, want waiting PodInitializing", w)
+				}
+			},
+		},
+		{
+			name: "readiness probe passes after a while",
+			pod: simPod("ready", map[string]string{simruntime.EnvReadyAfterSeconds: "0.5"}, func(s *corev1.PodSpec) {
+				s.Containers[0].ReadinessProbe = &corev1.Probe{
+					HttpGet:       &corev1.HTTPGetAction{Path: "/healthz", Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 8080}}},
+					PeriodSeconds: 1,
+				}
+			}),
+			phase: PhaseRunning,
+			check: func(t *testing.T, p *corev1.Pod) {
+				p = waitReady(t, c, p, true)
+				if !p.GetStatus().GetContainerStatuses()[0].GetReady() {
+					t.Errorf("container ready: got false, want true")
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := c.runPod(t, tt.pod, "n1")
+			got := c.waitPod(t, "default", p.Metadata.Name, "phase "+tt.phase, phaseIs(tt.phase))
+			if !condTrue(got, "PodScheduled") {
+				t.Errorf("PodScheduled: got false, want true")
+			}
+			if tt.check != nil {
+				tt.check(t, got)
+			}
+		})
+	}
+}
+
+func waitReady(t *testing.T, c *cluster, p *corev1.Pod, want bool) *corev1.Pod {
+	t.Helper()
+	return c.waitPod(t, p.Metadata.Namespace, p.Metadata.Name, fmt.Sprintf("Ready=%v", want), func(p *corev1.Pod) bool {
+		return condTrue(p, "Ready") == want && condTrue(p, "ContainersReady") == want
+	})
+}
+
+// TestReadinessFailing: a failing readiness probe keeps the pod Running but
+// not Ready, and records Unhealthy events.
+func TestReadinessFailing(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("unready", map[string]string{simruntime.EnvExecExitCode: "1"}, func(s *corev1.PodSpec) {
+		s.Containers[0].ReadinessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"check"}}, PeriodSeconds: 1}
+	}), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	waitEvent(t, c, p, "Unhealthy", "Readiness probe failed")
+	got, err := c.pods.Get(context.Background(), "default", p.Metadata.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if condTrue(got, "Ready") {
+		t.Errorf("Ready: got true, want false")
+	}
+}
+
+// waitEvent waits for an event about p with reason and a message containing msg.
+func waitEvent(t *testing.T, c *cluster, p *corev1.Pod, reason, msg string) *corev1.Event {
+	t.Helper()
+	events := client.Must[*corev1.Event](c.admin)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		evs, _, err := events.List(context.Background(), p.Metadata.Namespace, client.ListOptions{})
+		if err == nil {
+			for _, e := range evs {
+				if e.GetInvolvedObject().GetUid() == p.Metadata.Uid && e.GetReason() == reason && strings.Contains(e.GetMessage(), msg) {
+					return e
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no event %s %q about pod %s", reason, msg, p.Metadata.Name)
+	return nil
+}
+
+// TestCrashLoopBackOff: a container that keeps failing is restarted with
+// growing back-off (200ms, 400ms, 800ms... in this test), shown as
+// CrashLoopBackOff with its last terminated state, and BackOff events.
+func TestCrashLoopBackOff(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("crash", map[string]string{simruntime.EnvExitCode: "2", simruntime.EnvLog: "crashing"}, nil), "n1")
+	var delays []string
+	c.waitPod(t, "default", p.Metadata.Name, "restartCount 4", func(p *corev1.Pod) bool {
+		cs := p.GetStatus().GetContainerStatuses()
+		if len(cs) == 0 {
+			return false
+		}
+		if w := cs[0].GetState().GetWaiting(); w.GetReason() == ReasonCrashLoopBackOff {
+			d := strings.Fields(w.GetMessage())[1]
+			if len(delays) == 0 || delays[len(delays)-1] != d {
+				delays = append(delays, d)
+			}
+			if cs[0].GetLastState().GetTerminated().GetExitCode() != 2 {
+				t.Errorf("lastState: got %v, want terminated with exit 2", cs[0].GetLastState())
+			}
+		}
+		return cs[0].GetRestartCount() >= 4
+	})
+	got := c.waitPod(t, "default", p.Metadata.Name, "Running phase", phaseIs(PhaseRunning))
+	_ = got
+	// The back-off grows: every delay seen is longer than the one before.
+	var prev time.Duration
+	for _, s := range delays {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("back-off %q: %v", s, err)
+		}
+		if d <= prev {
+			t.Errorf("back-off delays: got %v, want growing", delays)
+		}
+		prev = d
+	}
+	if len(delays) < 2 {
+		t.Errorf("back-off delays seen: got %v, want at least 2", delays)
+	}
+	ev := waitEvent(t, c, p, "BackOff", "Back-off restarting failed container main")
+	if ev.GetType() != EventWarning {
+		t.Errorf("BackOff event type: got %s, want Warning", ev.GetType())
+	}
+	waitEvent(t, c, p, "Started", "Started container main")
+}
+
+// TestImagePullBackOff: an image that is not found shows ErrImagePull, then
+// ImagePullBackOff, with Failed and BackOff events.
+func TestImagePullBackOff(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	pod := simPod("nopull", nil, nil)
+	pod.Spec.Containers[0].Image = "example.com/notfound/web:1"
+	p := c.runPod(t, pod, "n1")
+	for _, reason := range []string{ReasonErrImagePull, ReasonImagePullBackOff} {
+		c.waitPod(t, "default", p.Metadata.Name, reason, func(p *corev1.Pod) bool {
+			cs := p.GetStatus().GetContainerStatuses()
+			return len(cs) > 0 && cs[0].GetState().GetWaiting().GetReason() == reason
+		})
+	}
+	waitEvent(t, c, p, "Failed", "Failed to pull image")
+	waitEvent(t, c, p, "BackOff", "Back-off pulling image")
+	ev := waitEvent(t, c, p, "Pulling", "Pulling image")
+	// Pulls are retried (and the event deduplicated into a count).
+	deadline := time.Now().Add(60 * time.Second)
+	for ev.GetCount() < 2 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		ev = waitEvent(t, c, p, "Pulling", "Pulling image")
+	}
+	if ev.GetCount() < 2 {
+		t.Errorf("Pulling event count: got %d, want >= 2 (retries, deduplicated)", ev.GetCount())
+	}
+}
+
+// TestSandboxFailure: a sandbox that cannot be created leaves the pod
+// Pending with FailedCreatePodSandBox events.
+func TestSandboxFailure(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	pod := simPod("nosandbox", nil, nil)
+	pod.Metadata.Annotations = map[string]string{simruntime.AnnotationSandboxError: "no IP addresses available"}
+	p := c.runPod(t, pod, "n1")
+	waitEvent(t, c, p, "FailedCreatePodSandBox", "no IP addresses available")
+	got, err := c.pods.Get(context.Background(), "default", p.Metadata.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetStatus().GetPhase() != PhasePending {
+		t.Errorf("phase: got %q, want Pending", got.GetStatus().GetPhase())
+	}
+}
+
+// TestGracefulDeletion: a container that ignores SIGTERM holds a deleted
+// pod for its grace period; then the agent removes the sandbox and
+// confirms the deletion, and the pod is gone.
+func TestGracefulDeletion(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("slow", map[string]string{simruntime.EnvIgnoreSIGTERM: "true"}, func(s *corev1.PodSpec) {
+		s.TerminationGracePeriodSeconds = proto.Int64(2)
+	}), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	ctx := context.Background()
+	start := time.Now()
+	if err := c.pods.Delete(ctx, "default", p.Metadata.Name, client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := c.pods.Get(ctx, "default", p.Metadata.Name)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pod not deleted in 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if el := time.Since(start); el < 2*time.Second {
+		t.Errorf("deletion took %v, want at least the 2s grace period", el)
+	}
+	sbs, err := n.cri.ListPodSandbox(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 0 {
+		t.Errorf("sandboxes left: got %d, want 0", len(sbs))
+	}
+	waitEvent(t, c, p, "Killing", "Stopping container main")
+}
+
+// TestLogs: the log server serves a container's log, with tail, and the
+// previous instance's.
+func TestLogs(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("logs", map[string]string{simruntime.EnvLog: "one\ntwo\nthree", simruntime.EnvRunSeconds: "0.3"}, nil), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "a restart", func(p *corev1.Pod) bool {
+		cs := p.GetStatus().GetContainerStatuses()
+		return len(cs) > 0 && cs[0].GetRestartCount() >= 1
+	})
+	get := func(query string) (int, string) {
+		resp, err := http.Get(n.logs + "/containerLogs/default/logs/main" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tests := []struct {
+		name, query, want string
+		code              int
+	}{
+		{"all", "", "one\ntwo\nthree\n", 200},
+		{"tail", "?tailLines=1", "three\n", 200},
+		{"previous", "?previous=true", "one\ntwo\nthree\n", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := get(tt.query)
+			if code != tt.code || body != tt.want {
+				t.Errorf("GET %s: got %d %q, want %d %q", tt.query, code, body, tt.code, tt.want)
+			}
+		})
+	}
+	resp, err := http.Get(n.logs + "/containerLogs/default/nosuchpod/main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown pod: got %d, want 404", resp.StatusCode)
+	}
+}

@@ -1,0 +1,588 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kplane/kplane/nodeagent/cri"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+)
+
+// podRecord is the agent's memory of one pod's runtime objects. The work
+// queue syncs a key in one worker at a time; mu also guards readers (the
+// log server).
+type podRecord struct {
+	mu         sync.Mutex
+	uid        string
+	logDir     string
+	sandboxID  string
+	sandboxCfg *runtimeapi.PodSandboxConfig
+	podIP      string
+	startTime  time.Time
+	ctrs       map[string]*ctrState
+	// sandbox creation back-off
+	sandboxFailures int
+	sandboxUntil    time.Time
+	sandboxStopped  bool
+}
+
+func (a *Agent) record(key string) *podRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.records[key]
+}
+
+func (a *Agent) newRecord(key string, pod *corev1.Pod) *podRecord {
+	r := &podRecord{uid: pod.GetMetadata().GetUid(), logDir: a.podLogDir(pod), ctrs: map[string]*ctrState{}, startTime: time.Now()}
+	if st := pod.GetStatus().GetStartTime(); st != nil {
+		r.startTime = st.AsTime()
+	}
+	for _, c := range pod.GetSpec().GetInitContainers() {
+		r.ctrs[c.GetName()] = &ctrState{name: c.GetName(), init: true}
+	}
+	for _, c := range pod.GetSpec().GetContainers() {
+		r.ctrs[c.GetName()] = &ctrState{name: c.GetName()}
+	}
+	a.mu.Lock()
+	a.records[key] = r
+	a.mu.Unlock()
+	return r
+}
+
+func (a *Agent) dropRecord(key string, r *podRecord) {
+	a.mu.Lock()
+	if a.records[key] == r {
+		delete(a.records, key)
+	}
+	a.mu.Unlock()
+	a.rec.forget(r.uid)
+}
+
+// syncPod reconciles one pod; wait > 0 asks for another sync after it.
+func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, err error) {
+	pod, ok := a.informer.Store().Get(key)
+	rec := a.record(key)
+	if rec != nil && (!ok || rec.uid != pod.GetMetadata().GetUid()) {
+		// The pod is gone (or replaced by another with the same name).
+		a.teardown(ctx, rec, 0)
+		a.dropRecord(key, rec)
+		rec = nil
+	}
+	if !ok {
+		return 0, nil
+	}
+	if pod.GetMetadata().GetDeletionTimestamp() != nil {
+		return a.terminate(ctx, key, pod, rec)
+	}
+	if rec == nil {
+		if ph := pod.GetStatus().GetPhase(); ph == PhaseSucceeded || ph == PhaseFailed {
+			return 0, nil // finished before this agent knew it
+		}
+		rec = a.newRecord(key, pod)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return a.syncLocked(ctx, pod, rec)
+}
+
+// syncLocked is one pass of the pod's state machine.
+func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord) (time.Duration, error) {
+	now := time.Now()
+	spec := pod.GetSpec()
+	var wait time.Duration
+	soonest := func(d time.Duration) {
+		if d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
+	}
+
+	if rec.sandboxStopped { // finished: nothing more to start
+		return 0, a.writeStatus(ctx, pod, rec, computePlan(spec, rec.ctrs, now), now)
+	}
+
+	// The sandbox.
+	if rec.sandboxID == "" {
+		if now.Before(rec.sandboxUntil) {
+			return rec.sandboxUntil.Sub(now), a.writeStatus(ctx, pod, rec, plan{}, now)
+		}
+		if err := a.runSandbox(ctx, pod, rec); err != nil {
+			rec.sandboxFailures++
+			d := a.cfg.Backoff.Delay(rec.sandboxFailures - 1)
+			rec.sandboxUntil = now.Add(d)
+			a.rec.eventf(ctx, pod, "", EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			return d, a.writeStatus(ctx, pod, rec, plan{}, now)
+		}
+	}
+
+	// What the runtime says now.
+	policy := spec.GetRestartPolicy()
+	for _, c := range rec.ctrs {
+		if c.id == "" || c.exited() {
+			continue
+		}
+		a.refresh(ctx, c, policy)
+	}
+
+	// Probes, then what to start.
+	soonest(a.runProbes(ctx, pod, rec, now))
+	p := computePlan(spec, rec.ctrs, now)
+	for _, c := range p.start {
+		if c.waiting == ReasonCrashLoopBackOff && c.last != nil {
+			// The back-off is over: this is the restart.
+			c.waiting = ""
+		}
+		soonest(a.startContainer(ctx, pod, rec, c))
+	}
+	if len(p.start) > 0 {
+		soonest(a.runProbes(ctx, pod, rec, time.Now()))
+	}
+	p = computePlan(spec, rec.ctrs, time.Now())
+	soonest(p.wait)
+	for _, c := range rec.ctrs {
+		if c.waiting == ReasonCrashLoopBackOff && time.Now().Before(c.backoffUntil) {
+			a.rec.eventf(ctx, pod, fieldPath(spec, c), EventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
+				c.name, pod.GetMetadata().GetName(), pod.GetMetadata().GetNamespace(), rec.uid)
+		}
+	}
+	for _, c := range rec.ctrs {
+		for _, id := range c.garbage {
+			if err := a.cfg.Runtime.RemoveContainer(ctx, id); err != nil && !cri.IsNotFound(err) {
+				a.log.Debug("removing an old container failed", "id", id, "err", err)
+			}
+		}
+		c.garbage = nil
+	}
+
+	phase := podPhase(spec, rec.ctrs, p)
+	if phase == PhaseSucceeded || phase == PhaseFailed {
+		// Finished: stop the sandbox (the containers have exited) but keep
+		// the containers and their logs until the pod is deleted.
+		if err := a.cfg.Runtime.StopPodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
+			return time.Second, fmt.Errorf("stop sandbox: %w", err)
+		}
+		rec.sandboxStopped = true
+		wait = 0
+	}
+	return wait, a.writeStatus(ctx, pod, rec, p, time.Now())
+}
+
+// refresh reads a container's CRI status into c.
+func (a *Agent) refresh(ctx context.Context, c *ctrState, policy string) {
+	st, err := a.cfg.Runtime.ContainerStatus(ctx, c.id)
+	if err != nil {
+		if cri.IsNotFound(err) { // removed behind our back: start over
+			c.id, c.status = "", nil
+		}
+		a.log.Debug("container status failed", "container", c.name, "err", err)
+		return
+	}
+	if policy == "" {
+		policy = RestartAlways
+	}
+	if c.init && policy == RestartAlways {
+		policy = RestartOnFailure // an init container that succeeded is done
+	}
+	c.observe(st, policy, a.cfg.Backoff)
+}
+
+// fieldPath is an event's path to a container.
+func fieldPath(spec *corev1.PodSpec, c *ctrState) string {
+	if c.init {
+		return "spec.initContainers{" + c.name + "}"
+	}
+	return "spec.containers{" + c.name + "}"
+}
+
+// containerSpec finds a container's spec by name.
+func containerSpec(spec *corev1.PodSpec, name string) *corev1.Container {
+	for _, c := range spec.GetInitContainers() {
+		if c.GetName() == name {
+			return c
+		}
+	}
+	for _, c := range spec.GetContainers() {
+		if c.GetName() == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// runSandbox creates the pod's sandbox.
+func (a *Agent) runSandbox(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
+	m := pod.GetMetadata()
+	labels := map[string]string{
+		labelPodName: m.GetName(), labelPodNamespace: m.GetNamespace(), labelPodUID: m.GetUid(), labelNode: a.cfg.NodeName,
+	}
+	hostNet := pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: m.GetName(), Namespace: m.GetNamespace(), Uid: m.GetUid()},
+		Hostname:     m.GetName(),
+		LogDirectory: rec.logDir,
+		Labels:       labels,
+		Annotations:  m.GetAnnotations(),
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: a.cfg.CgroupParent,
+		},
+	}
+	if hostNet {
+		cfg.Hostname = ""
+		cfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+		}
+	}
+	if err := os.MkdirAll(rec.logDir, 0o755); err != nil {
+		return err
+	}
+	id, err := a.cfg.Runtime.RunPodSandbox(ctx, cfg, "")
+	if err != nil {
+		return err
+	}
+	rec.sandboxID, rec.sandboxCfg = id, cfg
+	if hostNet {
+		rec.podIP = a.cfg.HostIP
+	} else if st, err := a.cfg.Runtime.PodSandboxStatus(ctx, id); err == nil {
+		rec.podIP = st.GetNetwork().GetIp()
+	}
+	return nil
+}
+
+// pullPolicy is the image pull policy with Kubernetes' default.
+func pullPolicy(c *corev1.Container) string {
+	if p := c.GetImagePullPolicy(); p != "" {
+		return p
+	}
+	img := c.GetImage()
+	if i := strings.LastIndex(img, "@"); i >= 0 {
+		return "IfNotPresent"
+	}
+	last := img[strings.LastIndex(img, "/")+1:]
+	if !strings.Contains(last, ":") || strings.HasSuffix(last, ":latest") {
+		return "Always"
+	}
+	return "IfNotPresent"
+}
+
+// startContainer pulls (as the policy says), creates and starts the next
+// instance of c. Failures are recorded in c's waiting reason and as events;
+// the returned wait is when to try again.
+func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRecord, c *ctrState) time.Duration {
+	spec := containerSpec(pod.GetSpec(), c.name)
+	fp := fieldPath(pod.GetSpec(), c)
+	image := spec.GetImage()
+	now := time.Now()
+
+	// The image.
+	policy := pullPolicy(spec)
+	present, err := a.cfg.Runtime.ImageStatus(ctx, image)
+	if err != nil {
+		c.waiting, c.waitingMsg = ReasonErrImagePull, err.Error()
+		return a.cfg.Backoff.Base
+	}
+	switch {
+	case present == nil && policy == "Never":
+		c.waiting, c.waitingMsg = ReasonErrImageNeverPull, fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+		a.rec.eventf(ctx, pod, fp, EventWarning, ReasonErrImageNeverPull, "%s", c.waitingMsg)
+		return 0
+	case present == nil || policy == "Always":
+		if now.Before(c.pullUntil) {
+			c.waiting, c.waitingMsg = ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", image)
+			a.rec.eventf(ctx, pod, fp, EventNormal, "BackOff", "Back-off pulling image %q", image)
+			return c.pullUntil.Sub(now)
+		}
+		a.rec.eventf(ctx, pod, fp, EventNormal, "Pulling", "Pulling image %q", image)
+		t0 := time.Now()
+		ref, err := a.cfg.Runtime.PullImage(ctx, image, nil, rec.sandboxCfg)
+		if err != nil {
+			c.pullFailures++
+			d := a.cfg.Backoff.Delay(c.pullFailures - 1)
+			c.pullUntil = time.Now().Add(d)
+			c.waiting, c.waitingMsg = ReasonErrImagePull, err.Error()
+			a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Failed to pull image %q: %v", image, err)
+			a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Error: %s", ReasonErrImagePull)
+			// Sync again soon to show ImagePullBackOff, then after the back-off.
+			return min(d/2, time.Second)
+		}
+		c.pullFailures, c.pullUntil, c.imageRef = 0, time.Time{}, ref
+		a.rec.eventf(ctx, pod, fp, EventNormal, "Pulled", "Successfully pulled image %q in %s", image, time.Since(t0).Round(time.Millisecond))
+	default:
+		a.rec.eventf(ctx, pod, fp, EventNormal, "Pulled", "Container image %q already present on machine", image)
+	}
+
+	// The container.
+	attempt := c.attempt
+	logRel := filepath.Join(c.name, strconv.Itoa(int(attempt))+".log")
+	if err := os.MkdirAll(filepath.Join(rec.logDir, c.name), 0o755); err != nil {
+		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
+		return a.cfg.Backoff.Base
+	}
+	m := pod.GetMetadata()
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.name, Attempt: attempt},
+		Image:      &runtimeapi.ImageSpec{Image: image},
+		Command:    spec.GetCommand(),
+		Args:       spec.GetArgs(),
+		WorkingDir: spec.GetWorkingDir(),
+		Labels: map[string]string{
+			labelPodName: m.GetName(), labelPodNamespace: m.GetNamespace(), labelPodUID: m.GetUid(),
+			labelContainerName: c.name, labelNode: a.cfg.NodeName,
+		},
+		Annotations: map[string]string{"io.kubernetes.container.restartCount": strconv.Itoa(int(attempt))},
+		LogPath:     logRel,
+		Stdin:       spec.GetStdin(),
+		Tty:         spec.GetTty(),
+		Linux:       &runtimeapi.LinuxContainerConfig{},
+	}
+	for _, e := range spec.GetEnv() {
+		if e.GetValueFrom() == nil {
+			cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.GetName(), Value: e.GetValue()})
+		}
+	}
+	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
+	if err != nil {
+		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
+		a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Error: %v", err)
+		return a.cfg.Backoff.Base
+	}
+	a.rec.eventf(ctx, pod, fp, EventNormal, "Created", "Created container %s", c.name)
+	if err := a.cfg.Runtime.StartContainer(ctx, id); err != nil {
+		c.waiting, c.waitingMsg = ReasonRunContainer, err.Error()
+		a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Error: %v", err)
+		_ = a.cfg.Runtime.RemoveContainer(ctx, id)
+		return a.cfg.Backoff.Base
+	}
+	a.rec.eventf(ctx, pod, fp, EventNormal, "Started", "Started container %s", c.name)
+	c.restarts = int32(attempt)
+	c.attempt++
+	c.id, c.logPath = id, filepath.Join(rec.logDir, logRel)
+	c.waiting, c.waitingMsg = "", ""
+	c.probes = probeStates{hasStartup: spec.GetStartupProbe() != nil, hasReadiness: spec.GetReadinessProbe() != nil}
+	policy = pod.GetSpec().GetRestartPolicy()
+	a.refresh(ctx, c, policy)
+	return 0
+}
+
+// exec runs a probe command through the runtime.
+func (a *Agent) exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (bool, string, error) {
+	resp, err := a.cfg.Runtime.ExecSync(ctx, id, cmd, timeout)
+	if err != nil {
+		return false, "", err
+	}
+	if resp.GetExitCode() != 0 {
+		out := strings.TrimSpace(string(resp.GetStdout()) + string(resp.GetStderr()))
+		return false, fmt.Sprintf("command %q exited with %d: %s", strings.Join(cmd, " "), resp.GetExitCode(), out), nil
+	}
+	return true, "", nil
+}
+
+// runProbes runs the probes that are due on running containers and
+// returns when the next one is due. A failed liveness (or startup) probe
+// stops the container; the restart policy then restarts it.
+func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, now time.Time) time.Duration {
+	var wait time.Duration
+	soonest := func(t time.Time) {
+		if d := t.Sub(now); d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
+	}
+	host := rec.podIP
+	if host == "" {
+		host = a.cfg.HostIP
+	}
+	for _, cs := range pod.GetSpec().GetContainers() {
+		c := rec.ctrs[cs.GetName()]
+		if !c.running() {
+			continue
+		}
+		started := time.Unix(0, c.status.GetStartedAt())
+		for _, k := range []struct {
+			kind string
+			p    *corev1.Probe
+			st   *probeState
+		}{
+			{probeStartup, cs.GetStartupProbe(), &c.probes.startup},
+			{probeLiveness, cs.GetLivenessProbe(), &c.probes.liveness},
+			{probeReadiness, cs.GetReadinessProbe(), &c.probes.readiness},
+		} {
+			if k.p == nil || (k.kind == probeStartup && c.probes.startupPassed) || (k.kind != probeStartup && !c.probes.started()) {
+				continue
+			}
+			initial, period, timeout, success, failure := probeTiming(k.p)
+			if k.st.next.IsZero() {
+				k.st.next = started.Add(initial)
+			}
+			if now.Before(k.st.next) {
+				soonest(k.st.next)
+				continue
+			}
+			ok, msg, err := runProbe(ctx, a, a.simulated, c.id, host, k.p, timeout)
+			if err != nil {
+				ok, msg = false, err.Error()
+			}
+			k.st.next = now.Add(period)
+			soonest(k.st.next)
+			if !ok {
+				a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventWarning, "Unhealthy", "%s probe failed: %s", k.kind, msg)
+			}
+			k.st.record(ok, success, failure)
+			switch {
+			case k.kind == probeStartup && k.st.hasResults && k.st.result:
+				c.probes.startupPassed = true
+				soonest(now) // the others may run now
+			case (k.kind == probeStartup || k.kind == probeLiveness) && k.st.hasResults && !k.st.result:
+				a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventNormal, "Killing",
+					"Container %s failed %s probe, will be restarted", c.name, strings.ToLower(k.kind))
+				grace := gracePeriod(pod, k.p)
+				if err := a.cfg.Runtime.StopContainer(ctx, c.id, grace); err != nil {
+					a.log.Warn("stopping a container after its probe failed", "container", c.name, "err", err)
+				}
+				a.refresh(ctx, c, pod.GetSpec().GetRestartPolicy())
+			}
+			if !c.running() {
+				break
+			}
+		}
+	}
+	return wait
+}
+
+// gracePeriod is the termination grace period for a pod (or a probe's own).
+func gracePeriod(pod *corev1.Pod, p *corev1.Probe) time.Duration {
+	if p != nil && p.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
+	}
+	if g := pod.GetMetadata().DeletionGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	if g := pod.GetSpec().TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// writeStatus computes the pod's status and writes it through pods/status
+// if it changed.
+func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord, p plan, now time.Time) error {
+	old := pod.GetStatus()
+	spec := pod.GetSpec()
+	phase := PhasePending
+	if rec.sandboxID != "" {
+		phase = podPhase(spec, rec.ctrs, p)
+	}
+	st := &corev1.PodStatus{
+		Phase:             phase,
+		HostIp:            a.cfg.HostIP,
+		HostIps:           []*corev1.HostIP{{Ip: a.cfg.HostIP}},
+		StartTime:         timestamppb.New(rec.startTime.Truncate(time.Second)),
+		QosClass:          old.GetQosClass(),
+		NominatedNodeName: old.GetNominatedNodeName(),
+	}
+	if rec.podIP != "" {
+		st.PodIp, st.PodIps = rec.podIP, []*corev1.PodIP{{Ip: rec.podIP}}
+	}
+	for _, cs := range spec.GetInitContainers() {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(cs, rec.ctrs[cs.GetName()], a.rtName, p.initialized))
+	}
+	allReady := true
+	for _, cs := range spec.GetContainers() {
+		s := containerStatus(cs, rec.ctrs[cs.GetName()], a.rtName, p.initialized)
+		allReady = allReady && s.GetReady()
+		st.ContainerStatuses = append(st.ContainerStatuses, s)
+	}
+	if phase == PhaseSucceeded {
+		allReady = false
+	}
+	reason := "ContainersNotReady"
+	if !p.initialized {
+		reason = "PodCompleted"
+	}
+	scheduled := condition(old, "PodScheduled", true, "", now)
+	st.Conditions = []*corev1.PodCondition{
+		condition(old, "Initialized", p.initialized, "ContainersNotInitialized", now),
+		condition(old, "Ready", allReady, reason, now),
+		condition(old, "ContainersReady", allReady, reason, now),
+		scheduled,
+	}
+	if proto.Equal(old, st) {
+		return nil
+	}
+	upd := proto.Clone(pod).(*corev1.Pod)
+	upd.Status = st
+	_, err := a.pods.UpdateStatus(ctx, upd)
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// A newer pod is on its way through the informer; it re-queues.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("update pod status: %w", err)
+	}
+	return nil
+}
+
+// terminate stops a pod being deleted: every running container with the
+// grace period (in parallel), then the sandbox, then confirms the deletion
+// with a delete of grace 0.
+func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) (time.Duration, error) {
+	grace := gracePeriod(pod, nil)
+	if rec != nil {
+		rec.mu.Lock()
+		for _, c := range rec.ctrs {
+			if c.running() {
+				a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventNormal, "Killing", "Stopping container %s", c.name)
+			}
+		}
+		a.teardown(ctx, rec, grace)
+		rec.mu.Unlock()
+		a.dropRecord(key, rec)
+	}
+	zero := int64(0)
+	err := a.pods.Delete(ctx, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(),
+		client.DeleteOptions{GracePeriodSeconds: &zero, UID: pod.GetMetadata().GetUid()})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return time.Second, fmt.Errorf("confirm deletion: %w", err)
+	}
+	return 0, nil
+}
+
+// teardown stops the pod's running containers with grace (in parallel),
+// then stops and removes the sandbox (and so its containers).
+func (a *Agent) teardown(ctx context.Context, rec *podRecord, grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, c := range rec.ctrs {
+		if c.id == "" || c.exited() {
+			continue
+		}
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			if err := a.cfg.Runtime.StopContainer(ctx, id, grace); err != nil && !cri.IsNotFound(err) {
+				a.log.Warn("stop container failed", "id", id, "err", err)
+			}
+		}(c.id)
+	}
+	wg.Wait()
+	if rec.sandboxID == "" {
+		return
+	}
+	if err := a.cfg.Runtime.StopPodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
+		a.log.Warn("stop sandbox failed", "id", rec.sandboxID, "err", err)
+	}
+	if err := a.cfg.Runtime.RemovePodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
+		a.log.Warn("remove sandbox failed", "id", rec.sandboxID, "err", err)
+	}
+	for _, c := range rec.ctrs {
+		c.id, c.status = "", nil
+	}
+}

@@ -292,7 +292,7 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 		}
 		return s.listStore(ctx, r, ns, tok.Rev, tok.Key, o.Limit, sel, true)
 	case o.ResourceVersion == "":
-		return s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
+		return s.listConsistent(ctx, r, ns, o.Limit, sel)
 	case o.ResourceVersionMatch == "Exact":
 		return s.listStore(ctx, r, ns, rev, "", o.Limit, sel, false)
 	case o.ResourceVersionMatch != "" && o.ResourceVersionMatch != "NotOlderThan":
@@ -312,6 +312,45 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 		return a.GetName() < b.GetName()
 	})
 	return items, &metav1.ListMeta{ResourceVersion: formatRV(at)}, nil
+}
+
+// listConsistent is a consistent (quorum) list served by the watch cache,
+// as in Kubernetes' KEP-2340: a linearizable read of the store's current
+// revision, a wait until the cache has caught up with it, then the cache's
+// snapshot (at that revision or later). A first page of a paginated list
+// comes from the snapshot too; its continue token pins the snapshot's
+// revision, so later pages, read from the store at that revision, are
+// consistent with it.
+func (s *Server) listConsistent(ctx context.Context, r *resourceInfo, ns string, limit int64, sel *selector) ([]proto.Message, *metav1.ListMeta, error) {
+	rev, err := s.store.currentRevision(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch := s.cachers[r.Resource]
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = ch.waitFor(wctx, rev)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		// The cache did not catch up (a store without progress
+		// notifications, or a lagging watch): read the store instead.
+		return s.listStore(ctx, r, ns, 0, "", limit, sel, false)
+	}
+	items, at := ch.snapshot(sel.matches)
+	keys := make(map[proto.Message]string, len(items))
+	for _, it := range items {
+		m := meta(it)
+		keys[it] = s.store.key(r, m.GetNamespace(), m.GetName())
+	}
+	sort.Slice(items, func(i, j int) bool { return keys[items[i]] < keys[items[j]] })
+	lm := &metav1.ListMeta{ResourceVersion: formatRV(at)}
+	if limit > 0 && int64(len(items)) > limit {
+		lm.Continue = encodeContinue(keys[items[limit]], at)
+		items = items[:limit]
+	}
+	return items, lm, nil
 }
 
 func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, sel *selector, fromContinue bool) ([]proto.Message, *metav1.ListMeta, error) {

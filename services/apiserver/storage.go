@@ -270,3 +270,13 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }
+
+// currentRevision is the store's current revision, read linearizably (a
+// count-only range of the resource's keys).
+func (s *storage) currentRevision(ctx context.Context, r *resourceInfo) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.collectionKey(r, ""), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	return resp.Header.Revision, nil
+}

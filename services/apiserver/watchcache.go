@@ -57,8 +57,8 @@ type cacher struct {
 	events   []*watchEvent
 	state    map[string]proto.Message
 	watchers map[*cacheWatcher]struct{}
-	// synced is signalled whenever rev advances.
-	synced *sync.Cond
+	// advanced is closed (and replaced) whenever rev advances.
+	advanced chan struct{}
 }
 
 // cacheWatcher is one client watch. The cacher sends to ch without
@@ -81,7 +81,7 @@ func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer in
 		state:    map[string]proto.Message{},
 		watchers: map[*cacheWatcher]struct{}{},
 	}
-	c.synced = sync.NewCond(&c.mu)
+	c.advanced = make(chan struct{})
 	return c
 }
 
@@ -164,7 +164,7 @@ func (c *cacher) relist(ctx context.Context) error {
 		c.isReady = true
 		close(c.ready)
 	}
-	c.synced.Broadcast()
+	c.signalLocked()
 	return nil
 }
 
@@ -201,7 +201,7 @@ func (c *cacher) progress(rev int64) {
 	defer c.mu.Unlock()
 	if rev > c.rev {
 		c.rev = rev
-		c.synced.Broadcast()
+		c.signalLocked()
 	}
 }
 
@@ -262,7 +262,7 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 		c.start = c.events[drop-1].rev
 		c.events = append([]*watchEvent(nil), c.events[drop:]...)
 	}
-	c.synced.Broadcast()
+	c.signalLocked()
 	return nil
 }
 
@@ -417,26 +417,37 @@ func rvOf(obj proto.Message) int64 {
 	return rv
 }
 
-// waitFor blocks until the cache has seen revision rev or ctx ends.
+func (c *cacher) signalLocked() {
+	close(c.advanced)
+	c.advanced = make(chan struct{})
+}
+
+// waitFor blocks until the cache has seen revision rev or ctx ends. The
+// store's revision is global, so an idle resource's cache learns that it
+// is current only from a progress notification: waitFor asks the store for
+// one while it waits.
 func (c *cacher) waitFor(ctx context.Context, rev int64) error {
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() {
+	for {
 		c.mu.Lock()
-		c.synced.Broadcast()
+		cur, advanced := c.rev, c.advanced
 		c.mu.Unlock()
-	})
-	defer stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.rev < rev {
-		if ctx.Err() != nil {
-			return apierrors.NewTimeout(fmt.Sprintf("Too large resource version: %d, current: %d", rev, c.rev))
+		if cur >= rev {
+			return nil
 		}
-		c.synced.Wait()
+		_ = c.st.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-advanced:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return apierrors.NewTimeout(fmt.Sprintf("Too large resource version: %d, current: %d", rev, cur))
+		}
+		t.Stop()
 	}
-	return nil
 }
 
 // snapshot returns the cached objects matching filter and the revision they

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Benchmarks the API service through gRPC: pod create/get/list/update at
+# fixed offered rates and closed loop with 20 clients, and watch fan-out.
+# Starts a single-member etcd 3.4 (Debian's /usr/bin/etcd) or, with
+# STORE=kplane, a single-member kplane store, and `kplane apiserver` on
+# loopback, then runs services/apiserver/internal/bench against it.
+#   scripts/bench-apiserver.sh                 everything (a few minutes)
+#   DURATION=10s WATCHERS=1000 scripts/bench-apiserver.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-20s}
+WATCHERS=${WATCHERS:-10000}
+STORE=${STORE:-etcd}
+RATES=${RATES:-"300 600 900"}
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+echo "== building"
+go build -o "$tmp/kplane" ./cmd/kplane
+go build -o "$tmp/bench" ./services/apiserver/internal/bench
+
+client="http://127.0.0.1:$(port)"
+peer="http://127.0.0.1:$(port)"
+if [[ "$STORE" == "kplane" ]]; then
+	"$tmp/kplane" store --name b --data-dir "$tmp/store" --listen-client-urls "$client" \
+		--listen-peer-urls "$peer" --initial-cluster "b=$peer" --log-level error >"$tmp/store.log" 2>&1 &
+else
+	etcd --name b --data-dir "$tmp/store" --listen-client-urls "$client" --advertise-client-urls "$client" \
+		--listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "b=$peer" \
+		--log-level error --logger zap >"$tmp/store.log" 2>&1 &
+fi
+pids+=($!)
+
+echo "admintoken,admin,1,system:masters" >"$tmp/tokens.csv"
+addr="127.0.0.1:$(port)"
+sleep 2
+"$tmp/kplane" apiserver --insecure-plaintext --store-endpoints "$client" --listen "$addr" \
+	--token-auth-file "$tmp/tokens.csv" --log-level warn >"$tmp/apiserver.log" 2>&1 &
+apipid=$!
+pids+=($apipid)
+for _ in $(seq 100); do
+	if "$tmp/bench" -addr "$addr" -token admintoken -mode get -clients 1 -duration 1ms >/dev/null 2>&1; then break; fi
+	sleep 0.2
+done
+
+echo "== store: $STORE; $(nproc) cores; duration $DURATION per row"
+b() { "$tmp/bench" -addr "$addr" -token admintoken -duration "$DURATION" "$@"; }
+b -mode create -clients 20 -rate 0
+for r in $RATES; do b -mode create -clients 20 -rate "$r"; done
+b -mode get -clients 20 -rate 0
+b -mode list -clients 20 -rate 0
+b -mode update -clients 20 -rate 0
+b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid"

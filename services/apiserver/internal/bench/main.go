@@ -1,0 +1,309 @@
+// Command bench drives a running API service over gRPC and prints
+// throughput and latency. scripts/bench-apiserver.sh starts the store and
+// `kplane apiserver` and runs it.
+//
+//	bench -addr 127.0.0.1:6443 -token T -mode create -clients 20 -rate 0 -duration 20s
+//
+// -rate 0 is closed loop: every client sends its next request as soon as
+// the last one answers (how the kube-apiserver anchor was measured). A
+// positive -rate is an open loop at that many requests per second in total:
+// requests are scheduled in advance and latency counts from the scheduled
+// time, so a slow server cannot hide its queueing (no coordinated
+// omission).
+//
+// -mode watch opens -watchers watches on pods and has one writer create pods
+// at -rate per second; it reports the delivery latency (write acknowledged
+// → event received, per watcher) and, with -server-pid, the service's
+// resident memory per watcher.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:6443", "API service address")
+	token := flag.String("token", "", "bearer token")
+	mode := flag.String("mode", "create", "create, get, list, update or watch")
+	clients := flag.Int("clients", 20, "concurrent clients (one gRPC connection each)")
+	rate := flag.Float64("rate", 0, "offered requests per second in total; 0 = closed loop")
+	duration := flag.Duration("duration", 20*time.Second, "how long to run")
+	watchers := flag.Int("watchers", 10000, "watchers (mode watch)")
+	conns := flag.Int("conns", 20, "connections the watchers share (mode watch)")
+	serverPID := flag.Int("server-pid", 0, "the API service's pid, to report its memory (mode watch)")
+	ns := flag.String("namespace", "default", "namespace")
+	flag.Parse()
+
+	ctx := context.Background()
+	if *token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
+	}
+	dial := func() *grpc.ClientConn {
+		c, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			fail(err)
+		}
+		return c
+	}
+	if *mode == "watch" {
+		watchBench(ctx, dial, *ns, *watchers, *conns, *rate, *duration, *serverPID)
+		return
+	}
+	podsC := make([]corev1.PodServiceClient, *clients)
+	for i := range podsC {
+		podsC[i] = corev1.NewPodServiceClient(dial())
+	}
+	run := fmt.Sprintf("b%d", time.Now().UnixNano()%1e6)
+	// Objects for get/update/list.
+	var seeded []*corev1.Pod
+	if *mode != "create" {
+		for i := range 100 {
+			r, err := podsC[0].CreatePod(ctx, &corev1.CreatePodRequest{Namespace: *ns, Pod: benchPod(*ns, fmt.Sprintf("%s-seed-%d", run, i))})
+			if err != nil {
+				fail(err)
+			}
+			seeded = append(seeded, r.GetPod())
+		}
+	}
+	var seq atomic.Int64
+	op := func(client int) error {
+		c := podsC[client]
+		n := seq.Add(1)
+		switch *mode {
+		case "create":
+			_, err := c.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: *ns, Pod: benchPod(*ns, fmt.Sprintf("%s-%d", run, n))})
+			return err
+		case "get":
+			_, err := c.GetPod(ctx, &corev1.GetPodRequest{Namespace: *ns, Name: seeded[n%int64(len(seeded))].GetMetadata().GetName()})
+			return err
+		case "list":
+			_, err := c.ListPods(ctx, &corev1.ListPodsRequest{Namespace: *ns, LabelSelector: "bench=" + run, Limit: 500})
+			return err
+		case "update":
+			// Each client owns its objects, so conflicts come only from
+			// itself: read-modify-write with the current resourceVersion.
+			name := seeded[(int(n)*len(podsC)+client)%len(seeded)].GetMetadata().GetName()
+			g, err := c.GetPod(ctx, &corev1.GetPodRequest{Namespace: *ns, Name: name})
+			if err != nil {
+				return err
+			}
+			p := g.GetPod()
+			p.Metadata.Annotations = map[string]string{"n": strconv.FormatInt(n, 10)}
+			_, err = c.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: *ns, Name: name, Pod: p})
+			return err
+		}
+		return fmt.Errorf("unknown mode %q", *mode)
+	}
+	lat, errs, elapsed := drive(*clients, *rate, *duration, op)
+	report(*mode, *clients, *rate, lat, errs, elapsed)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+func benchPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{
+		Metadata: &metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"bench": strings.SplitN(name, "-", 2)[0], "app": "bench"}},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{
+			Name: "app", Image: "registry.example.com/app:1.0",
+			Ports:     []*corev1.ContainerPort{{ContainerPort: 8080}},
+			Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": "100m", "memory": "64Mi"}, Limits: map[string]string{"memory": "128Mi"}},
+		}}},
+	}
+}
+
+// drive runs op from clients goroutines, closed loop (rate 0) or open loop.
+func drive(clients int, rate float64, d time.Duration, op func(client int) error) ([]time.Duration, int, time.Duration) {
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs int
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	record := func(l time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs++
+			if errs <= 3 {
+				fmt.Fprintln(os.Stderr, "error:", err)
+			}
+			return
+		}
+		lat = append(lat, l)
+	}
+	if rate <= 0 {
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					t0 := time.Now()
+					err := op(c)
+					record(time.Since(t0), err)
+				}
+			}()
+		}
+	} else {
+		// Open loop: a schedule of start times shared by the clients.
+		interval := time.Duration(float64(time.Second) / rate)
+		total := int(d / interval)
+		var next atomic.Int64
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := next.Add(1) - 1
+					if int(i) >= total {
+						return
+					}
+					due := start.Add(time.Duration(i) * interval)
+					if w := time.Until(due); w > 0 {
+						time.Sleep(w)
+					}
+					err := op(c)
+					record(time.Since(due), err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return lat, errs, time.Since(start)
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func report(mode string, clients int, rate float64, lat []time.Duration, errs int, elapsed time.Duration) {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	offered := "closed loop"
+	if rate > 0 {
+		offered = fmt.Sprintf("%.0f/s offered", rate)
+	}
+	fmt.Printf("%-7s clients=%d %-15s ok=%d errors=%d throughput=%.0f/s p50=%s p99=%s max=%s\n",
+		mode, clients, offered, len(lat), errs, float64(len(lat))/elapsed.Seconds(),
+		pct(lat, 0.50).Round(100*time.Microsecond), pct(lat, 0.99).Round(100*time.Microsecond), pct(lat, 1).Round(100*time.Microsecond))
+}
+
+func rssKB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, watchers, conns int, rate float64, d time.Duration, pid int) {
+	if rate <= 0 {
+		rate = 20
+	}
+	cc := make([]corev1.PodServiceClient, conns)
+	for i := range cc {
+		cc[i] = corev1.NewPodServiceClient(dial())
+	}
+	run := fmt.Sprintf("w%d", time.Now().UnixNano()%1e6)
+	rssBefore := rssKB(pid)
+	// sent[name] is when the writer's create was acknowledged.
+	var sent sync.Map
+	var (
+		mu      sync.Mutex
+		lat     []time.Duration
+		ready   sync.WaitGroup
+		done    sync.WaitGroup
+		wctx, c = context.WithCancel(ctx)
+	)
+	defer c()
+	for i := range watchers {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			st, err := cc[i%conns].WatchPods(wctx, &corev1.WatchPodsRequest{Namespace: ns, LabelSelector: "bench=" + run, ResourceVersion: "", SendInitialEvents: new(bool)})
+			if err != nil {
+				ready.Done()
+				fmt.Fprintln(os.Stderr, "watch:", err)
+				return
+			}
+			// The stream is registered once the server sent headers.
+			if _, err := st.Header(); err != nil {
+				ready.Done()
+				return
+			}
+			ready.Done()
+			var local []time.Duration
+			for {
+				ev, err := st.Recv()
+				if err != nil {
+					break
+				}
+				now := time.Now()
+				if t0, ok := sent.Load(ev.GetObject().GetMetadata().GetName()); ok && ev.GetType() == "ADDED" {
+					local = append(local, now.Sub(t0.(time.Time)))
+				}
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}()
+	}
+	ready.Wait()
+	time.Sleep(2 * time.Second) // let every watch register in the cache
+	rssWatching := rssKB(pid)
+	interval := time.Duration(float64(time.Second) / rate)
+	n := int(d / interval)
+	writer := corev1.NewPodServiceClient(dial())
+	start := time.Now()
+	for i := range n {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		name := fmt.Sprintf("%s-%d", run, i)
+		// Record before sending: the event may arrive before the reply.
+		sent.Store(name, time.Now())
+		if _, err := writer.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: ns, Pod: benchPod(ns, name)}); err != nil {
+			fail(err)
+		}
+	}
+	time.Sleep(5 * time.Second) // drain
+	c()
+	done.Wait()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	want := n * watchers
+	fmt.Printf("watch   watchers=%d events=%d delivered=%d/%d p50=%s p99=%s max=%s\n", watchers, n, len(lat), want,
+		pct(lat, 0.5).Round(100*time.Microsecond), pct(lat, 0.99).Round(100*time.Microsecond), pct(lat, 1).Round(100*time.Microsecond))
+	if pid > 0 {
+		fmt.Printf("watch   server RSS before=%d KiB with watchers=%d KiB → %.1f KiB per watcher\n", rssBefore, rssWatching, float64(rssWatching-rssBefore)/float64(watchers))
+	}
+}

@@ -31,7 +31,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCommand(),
-		newSimRuntimeCommand(),
+		newSimRuntimeCommand(), newNodeAgentCommand(),
 		newStoreCommand(), newUpCommand(),
 		newAPIServerCommand(),
 	)

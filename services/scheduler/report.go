@@ -11,33 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
-
-// recordEvent creates a Warning FailedScheduling event on pod.
-func (s *Scheduler) recordEvent(ctx context.Context, pod *corev1.Pod, msg string) error {
-	m := pod.GetMetadata()
-	now := time.Now()
-	ev := &corev1.Event{
-		Metadata: &metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: fmt.Sprintf("%s.%x", m.GetName(), now.UnixNano())},
-		InvolvedObject: &corev1.ObjectReference{Kind: "Pod", ApiVersion: "v1", Namespace: m.GetNamespace(), Name: m.GetName(),
-			Uid: m.GetUid(), ResourceVersion: m.GetResourceVersion()},
-		Reason:             "FailedScheduling",
-		Message:            msg,
-		Type:               "Warning",
-		Source:             &corev1.EventSource{Component: s.cfg.SchedulerName},
-		FirstTimestamp:     timestamppb.New(now),
-		LastTimestamp:      timestamppb.New(now),
-		Count:              1,
-		Action:             "Scheduling",
-		ReportingComponent: s.cfg.SchedulerName,
-		ReportingInstance:  s.identity,
-	}
-	_, err := s.events.Create(ctx, ev)
-	return err
-}
 
 // setCondition writes PodScheduled=False with reason and msg into the
 // pod's status, retrying on Conflict with a fresh read. It does nothing if

@@ -86,7 +86,7 @@ type Scheduler struct {
 	snapshot *cache.Snapshot
 	queue    *queue.Queue
 	pods     *client.Client[*corev1.Pod]
-	events   *client.Client[*corev1.Event]
+	recorder *client.Recorder
 	podInf   *client.Informer[*corev1.Pod]
 	nodeInf  *client.Informer[*corev1.Node]
 	elector  *client.LeaderElector
@@ -143,7 +143,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if s.pods, err = client.New[*corev1.Pod](cfg.Conn); err != nil {
 		return nil, err
 	}
-	if s.events, err = client.New[*corev1.Event](cfg.Conn); err != nil {
+	events, err := client.New[*corev1.Event](cfg.Conn)
+	if err != nil {
 		return nil, err
 	}
 	nodes, err := client.New[*corev1.Node](cfg.Conn)
@@ -193,6 +194,7 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 	}
 	s.log = s.log.With("identity", s.identity)
+	s.recorder = client.NewRecorder(client.RecorderConfig{Sink: events, Component: cfg.SchedulerName, Host: s.identity, Logger: log})
 	return s, nil
 }
 
@@ -225,7 +227,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	defer cancel()
-	bg.Add(3)
+	bg.Add(4)
+	go func() { defer bg.Done(); s.recorder.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.podInf.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.nodeInf.Run(ctx) }()
 	go func() { defer bg.Done(); s.queue.Run(ctx) }()
@@ -356,6 +359,7 @@ func (s *Scheduler) bind(ctx context.Context, state *framework.CycleState, pi *f
 	if st.IsSuccess() {
 		s.bound.Add(1)
 		s.clearReported(pi.Key)
+		s.recorder.Eventf(pi.Pod, client.EventNormal, "Scheduled", "Successfully assigned %s to %s", pi.Key, node)
 		if s.cfg.OnBound != nil {
 			s.cfg.OnBound(pi.Key, node)
 		}
@@ -384,9 +388,11 @@ func (s *Scheduler) clearReported(key string) {
 }
 
 // reportFailure records, asynchronously, a FailedScheduling Warning event
-// and the PodScheduled=False condition, as kube-scheduler does. A message
-// identical to the last one reported for the pod is not reported again.
+// (repeats aggregated by the recorder) and the PodScheduled=False
+// condition, as kube-scheduler does. The condition is not written again
+// while the message stays the same.
 func (s *Scheduler) reportFailure(pi *framework.PodInfo, reason, msg string) {
+	s.recorder.Eventf(pi.Pod, client.EventWarning, "FailedScheduling", "%s", msg)
 	s.reportedMu.Lock()
 	if s.reported[pi.Key] == msg {
 		s.reportedMu.Unlock()
@@ -401,9 +407,6 @@ func (s *Scheduler) reportFailure(pi *framework.PodInfo, reason, msg string) {
 		defer func() { <-s.reportSem }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := s.recordEvent(ctx, pi.Pod, msg); err != nil {
-			s.log.Warn("recording FailedScheduling event failed", "pod", pi.Key, "err", err)
-		}
 		if err := s.setCondition(ctx, pi, reason, msg); err != nil {
 			s.log.Warn("setting PodScheduled=False failed", "pod", pi.Key, "err", err)
 		}

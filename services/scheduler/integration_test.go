@@ -1,0 +1,335 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/scheduler"
+	"github.com/kplane/kplane/services/scheduler/queue"
+)
+
+// waitFor polls cond for at most 60 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+type nodeSpec struct {
+	name, cpu, mem string
+	labels         map[string]string
+	taints         []*corev1.Taint
+}
+
+func createNode(t *testing.T, ctx context.Context, nodes *client.Client[*corev1.Node], n nodeSpec) {
+	t.Helper()
+	created, err := nodes.Create(ctx, &corev1.Node{Metadata: &metav1.ObjectMeta{Name: n.name, Labels: n.labels}, Spec: &corev1.NodeSpec{Taints: n.taints}})
+	if err != nil {
+		t.Fatalf("create node %s: %v", n.name, err)
+	}
+	res := map[string]string{"cpu": n.cpu, "memory": n.mem, "pods": "110"}
+	created.Status = &corev1.NodeStatus{Capacity: res, Allocatable: res,
+		Conditions: []*corev1.NodeCondition{{Type: "Ready", Status: "True"}}}
+	if _, err := nodes.UpdateStatus(ctx, created); err != nil {
+		t.Fatalf("node %s status: %v", n.name, err)
+	}
+}
+
+func pod(name string, cpu string, mut func(*corev1.PodSpec)) *corev1.Pod {
+	spec := &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "nginx:1.27",
+		Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": cpu, "memory": "128Mi"}}}}}
+	if mut != nil {
+		mut(spec)
+	}
+	return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: spec}
+}
+
+// startScheduler runs a scheduler until the test ends; the channel is
+// closed when Run has returned.
+func startScheduler(t *testing.T, cfg scheduler.Config) (*scheduler.Scheduler, context.CancelFunc, <-chan struct{}) {
+	t.Helper()
+	s, err := scheduler.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("scheduler did not stop within 30s")
+		}
+	})
+	return s, cancel, done
+}
+
+// TestSchedulesAgainstAPIServer: three nodes of different sizes, labels
+// and taints; pods with requests, nodeSelectors, affinities and
+// tolerations land where they must; pods that fit nowhere report why and
+// are bound once a fitting node appears.
+func TestSchedulesAgainstAPIServer(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	admin := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := client.Must[*corev1.Node](admin)
+	pods := client.Must[*corev1.Pod](admin)
+	events := client.Must[*corev1.Event](admin)
+
+	gpuTaint := &corev1.Taint{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}
+	for _, n := range []nodeSpec{
+		{name: "small", cpu: "1", mem: "2Gi", labels: map[string]string{"size": "small"}},
+		{name: "large", cpu: "8", mem: "16Gi", labels: map[string]string{"size": "large", "disk": "ssd"}},
+		{name: "gpu", cpu: "4", mem: "8Gi", labels: map[string]string{"size": "medium", "gpu": "true"}, taints: []*corev1.Taint{gpuTaint}},
+	} {
+		createNode(t, ctx, nodes, n)
+	}
+	// The scheduler runs with its own identity, so RBAC's
+	// system:kube-scheduler role is exercised too.
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken),
+		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
+
+	gpuTol := []*corev1.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoSchedule"}}
+	requireGPU := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []*corev1.NodeSelectorTerm{{MatchExpressions: []*corev1.NodeSelectorRequirement{{Key: "gpu", Operator: "In", Values: []string{"true"}}}}}}}}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want string // node, or "" for unschedulable
+		// why is the FailedScheduling message an unschedulable pod must report.
+		why string
+	}{
+		{name: "nodeSelector picks the ssd node", pod: pod("needs-ssd", "100m", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"disk": "ssd"} }), want: "large"},
+		{name: "toleration and required affinity reach the gpu node", pod: pod("gpu-job", "500m", func(s *corev1.PodSpec) {
+			s.Tolerations, s.Affinity = gpuTol, requireGPU
+		}), want: "gpu"},
+		{name: "preferred affinity wins over spreading", pod: pod("likes-small", "100m", func(s *corev1.PodSpec) {
+			s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []*corev1.PreferredSchedulingTerm{{
+				Weight: 100, Preference: &corev1.NodeSelectorTerm{MatchExpressions: []*corev1.NodeSelectorRequirement{{Key: "size", Operator: "In", Values: []string{"small"}}}}}}}}
+		}), want: "small"},
+		{name: "only the large node has 6 cpus", pod: pod("big", "6", nil), want: "large"},
+		{name: "affinity to a tainted node without toleration", pod: pod("no-tol", "100m", func(s *corev1.PodSpec) { s.Affinity = requireGPU }),
+			why: "0/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated taint {dedicated: gpu}."},
+		{name: "too big for every node", pod: pod("huge", "10", nil),
+			why: "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}."},
+	}
+	for _, tc := range cases {
+		if _, err := pods.Create(ctx, tc.pod); err != nil {
+			t.Fatalf("create %s: %v", tc.pod.Metadata.Name, err)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := tc.pod.Metadata.Name
+			if tc.want != "" {
+				var got string
+				waitFor(t, name+" bound", func() bool {
+					p, err := pods.Get(ctx, "default", name)
+					got = p.GetSpec().GetNodeName()
+					return err == nil && got != ""
+				})
+				if got != tc.want {
+					t.Errorf("pod %s: got node %q, want %q", name, got, tc.want)
+				}
+				return
+			}
+			var cond *corev1.PodCondition
+			waitFor(t, name+" PodScheduled=False", func() bool {
+				p, err := pods.Get(ctx, "default", name)
+				if err != nil {
+					return false
+				}
+				for _, c := range p.GetStatus().GetConditions() {
+					if c.GetType() == "PodScheduled" {
+						cond = c
+						return true
+					}
+				}
+				return false
+			})
+			if cond.GetStatus() != "False" || cond.GetReason() != "Unschedulable" || cond.GetMessage() != tc.why {
+				t.Errorf("pod %s condition: got %s/%s %q, want False/Unschedulable %q", name, cond.GetStatus(), cond.GetReason(), cond.GetMessage(), tc.why)
+			}
+			var msgs []string
+			waitFor(t, name+" FailedScheduling event", func() bool {
+				items, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=" + name})
+				if err != nil {
+					return false
+				}
+				msgs = msgs[:0]
+				for _, e := range items {
+					if e.GetReason() == "FailedScheduling" && e.GetType() == "Warning" {
+						msgs = append(msgs, e.GetMessage())
+					}
+				}
+				return len(msgs) > 0
+			})
+			if msgs[0] != tc.why {
+				t.Errorf("pod %s event: got %q, want %q", name, msgs[0], tc.why)
+			}
+			p, err := pods.Get(ctx, "default", name)
+			if err != nil || p.GetSpec().GetNodeName() != "" {
+				t.Errorf("pod %s: got node %q, %v; want still pending", name, p.GetSpec().GetNodeName(), err)
+			}
+		})
+	}
+
+	t.Run("pending pod bound once a fitting node appears", func(t *testing.T) {
+		createNode(t, ctx, nodes, nodeSpec{name: "xl", cpu: "16", mem: "64Gi", labels: map[string]string{"size": "xl"}})
+		var got string
+		waitFor(t, "huge bound", func() bool {
+			p, err := pods.Get(ctx, "default", "huge")
+			got = p.GetSpec().GetNodeName()
+			return err == nil && got != ""
+		})
+		if got != "xl" {
+			t.Errorf("huge: got node %q, want xl", got)
+		}
+		p, err := pods.Get(ctx, "default", "no-tol")
+		if err != nil || p.GetSpec().GetNodeName() != "" {
+			t.Errorf("no-tol: got node %q, %v; want still pending", p.GetSpec().GetNodeName(), err)
+		}
+	})
+
+	t.Run("a deleted pod frees room for a waiting one", func(t *testing.T) {
+		// small has 1 cpu; likes-small holds 100m. A 950m pod pinned to
+		// small waits until likes-small is deleted.
+		if _, err := pods.Create(ctx, pod("pinned", "950m", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"size": "small"} })); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "pinned reported unschedulable", func() bool {
+			p, err := pods.Get(ctx, "default", "pinned")
+			return err == nil && len(p.GetStatus().GetConditions()) > 0
+		})
+		zero := int64(0)
+		if err := pods.Delete(ctx, "default", "likes-small", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "pinned bound to small", func() bool {
+			p, err := pods.Get(ctx, "default", "pinned")
+			return err == nil && p.GetSpec().GetNodeName() == "small"
+		})
+	})
+}
+
+// TestLeaderHandover: two replicas, one schedules; cancelling the active
+// one hands over to the other, and no pod's nodeName ever changes once set
+// (the binding subresource refuses a second bind).
+func TestLeaderHandover(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	admin := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := client.Must[*corev1.Node](admin)
+	pods := client.Must[*corev1.Pod](admin)
+	for i := range 3 {
+		createNode(t, ctx, nodes, nodeSpec{name: fmt.Sprintf("n%d", i), cpu: "32", mem: "64Gi"})
+	}
+
+	// Record every nodeName each pod ever has, from a watch.
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	inf := client.NewInformer(client.ListWatch(pods, "default", "", "", 0), client.InformerOptions[*corev1.Pod]{})
+	record := func(p *corev1.Pod) {
+		n := p.GetSpec().GetNodeName()
+		if n == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		k := client.Key(p)
+		if h := seen[k]; len(h) == 0 || h[len(h)-1] != n {
+			seen[k] = append(h, n)
+		}
+	}
+	inf.AddEventHandler(client.Handler[*corev1.Pod]{OnAdd: record, OnUpdate: func(_, p *corev1.Pod) { record(p) }})
+	ictx, icancel := context.WithCancel(ctx)
+	idone := make(chan struct{})
+	go func() { defer close(idone); _ = inf.Run(ictx) }()
+	defer func() { icancel(); <-idone }()
+
+	le := func(id string) *scheduler.LeaderElection {
+		return &scheduler.LeaderElection{Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	}
+	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("a")})
+	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("b")})
+	waitFor(t, "a leader", func() bool { return a.IsLeader() || b.IsLeader() })
+	leader, standby, cancelLeader, leaderDone := a, b, cancelA, doneA
+	if b.IsLeader() {
+		leader, standby, cancelLeader, leaderDone = b, a, cancelB, doneB
+	}
+	boundCount := func(prefix string) int {
+		items, _, err := pods.List(ctx, "default", client.ListOptions{})
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, p := range items {
+			if strings.HasPrefix(p.GetMetadata().GetName(), prefix) && p.GetSpec().GetNodeName() != "" {
+				n++
+			}
+		}
+		return n
+	}
+	const perWave = 30
+	for i := range perWave {
+		if _, err := pods.Create(ctx, pod(fmt.Sprintf("w1-%d", i), "100m", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "first wave bound", func() bool { return boundCount("w1-") == perWave })
+	if got := standby.Stats().Bound; got != 0 {
+		t.Errorf("standby %s bound %d pods while not leading, want 0", standby.Identity(), got)
+	}
+
+	// Kill the leader while a second wave is being created.
+	cancelLeader()
+	select {
+	case <-leaderDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("old leader did not stop")
+	}
+	for i := range perWave {
+		if _, err := pods.Create(ctx, pod(fmt.Sprintf("w2-%d", i), "100m", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "second wave bound by the new leader", func() bool { return boundCount("w2-") == perWave })
+	if !standby.IsLeader() {
+		t.Errorf("standby %s is not leading after the leader stopped", standby.Identity())
+	}
+	if got := standby.Stats().Bound; got < perWave {
+		t.Errorf("new leader bound %d pods, want at least %d", got, perWave)
+	}
+	if st := leader.Stats(); st.Bound+standby.Stats().Bound != 2*perWave {
+		t.Errorf("binds: old leader %d + new leader %d, want %d in all", st.Bound, standby.Stats().Bound, 2*perWave)
+	}
+	waitFor(t, "watch caught up", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 2*perWave
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for k, h := range seen {
+		if len(h) != 1 {
+			t.Errorf("pod %s: nodeName went %v, want set once", k, h)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func newRootCommand() *cobra.Command {
 		newVersionCommand(),
 		newSimRuntimeCommand(), newNodeAgentCommand(),
 		newStoreCommand(), newUpCommand(),
-		newAPIServerCommand(),
+		newAPIServerCommand(), newSchedulerCommand(),
 	)
 	return root
 }

@@ -617,3 +617,74 @@ func TestLogs(t *testing.T) {
 		t.Errorf("unknown pod: got %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestLivenessRestarts: a failing liveness probe kills the container
+// (Killing event) and the restart policy restarts it.
+func TestLivenessRestarts(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("unlive", map[string]string{simruntime.EnvExecExitCode: "1"}, func(s *corev1.PodSpec) {
+		s.Containers[0].LivenessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"alive"}}, PeriodSeconds: 1, FailureThreshold: 1}
+	}), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "a restart", func(p *corev1.Pod) bool {
+		cs := p.GetStatus().GetContainerStatuses()
+		return len(cs) > 0 && cs[0].GetRestartCount() >= 1
+	})
+	waitEvent(t, c, p, "Unhealthy", "Liveness probe failed")
+	waitEvent(t, c, p, "Killing", "Container main failed liveness probe, will be restarted")
+}
+
+// TestStartupGates: until the startup probe passes, liveness and readiness
+// are not run (so a liveness probe that would fail early does not kill
+// the container); then the pod becomes Ready without restarts.
+func TestStartupGates(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	exec := &corev1.ExecAction{Command: []string{"check"}}
+	p := c.runPod(t, simPod("startup", map[string]string{simruntime.EnvReadyAfterSeconds: "1.5"}, func(s *corev1.PodSpec) {
+		s.Containers[0].StartupProbe = &corev1.Probe{Exec: exec, PeriodSeconds: 1, FailureThreshold: 30}
+		s.Containers[0].LivenessProbe = &corev1.Probe{Exec: exec, PeriodSeconds: 1, FailureThreshold: 1}
+		s.Containers[0].ReadinessProbe = &corev1.Probe{Exec: exec, PeriodSeconds: 1}
+	}), "n1")
+	sawUnstarted := false
+	got := c.waitPod(t, "default", p.Metadata.Name, "Ready", func(p *corev1.Pod) bool {
+		cs := p.GetStatus().GetContainerStatuses()
+		if len(cs) > 0 && cs[0].GetState().GetRunning() != nil && !cs[0].GetStarted() {
+			sawUnstarted = true
+		}
+		return condTrue(p, "Ready")
+	})
+	if !sawUnstarted {
+		t.Errorf("never saw the running container not yet started")
+	}
+	cs := got.GetStatus().GetContainerStatuses()[0]
+	if cs.GetRestartCount() != 0 || !cs.GetStarted() {
+		t.Errorf("container: got restartCount %d started %v, want 0 and true", cs.GetRestartCount(), cs.GetStarted())
+	}
+}
+
+// TestNodesShareConnection: two nodes in one process share one connection
+// to the API service, each with its own identity (bearer tokens of
+// system:node:n1 and system:node:n2); each sees and runs only its pods.
+func TestNodesShareConnection(t *testing.T) {
+	c := startCluster(t)
+	shared := c.env.Dial(t, "")
+	for _, n := range []struct{ name, token string }{{"n1", clienttest.Node1Token}, {"n2", clienttest.Node2Token}} {
+		startSimNode(t, c, n.name, func(cfg *Config) { cfg.Conn = WithToken(shared, n.token) })
+	}
+	p1 := c.runPod(t, simPod("on-n1", nil, nil), "n1")
+	p2 := c.runPod(t, simPod("on-n2", nil, nil), "n2")
+	for _, p := range []*corev1.Pod{p1, p2} {
+		c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	}
+	// Node n1's identity may not write n2's pod status (NodeRestriction).
+	pods := client.Must[*corev1.Pod](WithToken(shared, clienttest.Node1Token))
+	got, err := pods.Get(context.Background(), "default", "on-n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Message = "hijacked"
+	if _, err := pods.UpdateStatus(context.Background(), got); !apierrors.IsForbidden(err) {
+		t.Errorf("n1 writing n2's pod status: got %v, want Forbidden", err)
+	}
+}

@@ -28,7 +28,9 @@ var ciPlan = []Fault{
 // each on a fresh cluster, so that every history stays small enough for
 // porcupine; the fault mix rotates across the runs.
 func soakPlans(n int) [][]Fault {
-	mix := []Fault{KillLeader, PauseLeader, KillRandom, KillLeader, MoveLeader, RemoveReAdd, KillLeader, SnapshotCatchUp}
+	// Ten faults per run, one of them a snapshot catch-up (its burst of
+	// writes is what makes a history long).
+	mix := []Fault{KillLeader, PauseLeader, KillRandom, KillLeader, MoveLeader, RemoveReAdd, KillLeader, SnapshotCatchUp, KillLeader, PauseLeader}
 	var plans [][]Fault
 	for i := 0; i < n; {
 		var plan []Fault
@@ -114,6 +116,9 @@ func kplaneFlavor(t testing.TB) Flavor {
 			extra = append(extra, flag+"="+value)
 		}
 	}
+	// KPLANE_STORE_ARGS adds flags, to measure a setting (for example
+	// --election-timeout=500).
+	extra = append(extra, strings.Fields(os.Getenv("KPLANE_STORE_ARGS"))...)
 	return Flavor{Name: "kplane", Binary: bin, Args: []string{"store"}, ExtraArgs: extra}
 }
 
@@ -128,6 +133,13 @@ func etcdFlavor(t *testing.T) Flavor {
 }
 
 func runScenario(t *testing.T, flavor Flavor, plan []Fault, traffic TrafficConfig) Result {
+	// etcd 3.4 keeps 5,000 entries after a snapshot for slow followers, so
+	// it takes 6,000 writes to make one catch up from a snapshot; kplane
+	// store with --snapshot-catchup-entries=500 needs fewer.
+	snapshotWrites := 2000
+	if strings.HasPrefix(flavor.Name, "etcd") {
+		snapshotWrites = 6000
+	}
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -148,9 +160,10 @@ func runScenario(t *testing.T, flavor Flavor, plan []Fault, traffic TrafficConfi
 			Plan:           plan,
 			Interval:       time.Second,
 			PauseFor:       3 * time.Second,
-			SnapshotWrites: 6000,
+			SnapshotWrites: snapshotWrites,
 		},
-		Log: testLogger(t),
+		CheckTimeout: 5 * time.Minute,
+		Log:          testLogger(t),
 	}
 	res, err := s.Run(ctx)
 	if err != nil {
@@ -187,7 +200,7 @@ func TestChaosKplane(t *testing.T) {
 	for i, plan := range plans {
 		res := runScenario(t, flavor, plan, TrafficConfig{Clients: 6, PinnedReaders: 3, Rate: 150})
 		if res.Err != nil {
-			t.Fatalf("run %d of %d: kplane store failed the checks: %v", i+1, len(plans), res.Err)
+			t.Errorf("run %d of %d: kplane store failed the checks: %v", i+1, len(plans), res.Err)
 		}
 		unavailable = append(unavailable, res.Faults.Unavailability...)
 	}

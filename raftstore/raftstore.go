@@ -20,6 +20,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/kplane/kplane/raftstore/etcdserver"
@@ -262,6 +264,8 @@ func New(cfg Config) (*Store, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	s.server.Register(s.grpc)
+	// gRPC's standard health service, as etcd serves it.
+	healthpb.RegisterHealthServer(s.grpc, health.NewServer())
 	return s, nil
 }
 

@@ -196,10 +196,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.informer.Run(ctx) })
 	g.Go(func() error { a.renewLease(ctx); return nil })
 	g.Go(func() error { a.statusLoop(ctx); return nil })
+	// Once the pods are known: remove what was left of pods deleted while
+	// the agent was down, then sync pods and watch the runtime.
+	synced := make(chan struct{})
 	g.Go(func() error {
 		if !client.WaitForCacheSync(ctx, a.informer) {
 			return nil
 		}
+		a.collectOrphans(ctx)
+		close(synced)
 		a.relist(ctx)
 		return nil
 	})
@@ -210,8 +215,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	for i := 0; i < a.cfg.Workers; i++ {
 		g.Go(func() error {
-			if !client.WaitForCacheSync(ctx, a.informer) {
+			select {
+			case <-ctx.Done():
 				return nil
+			case <-synced:
 			}
 			for a.work(ctx) {
 			}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +57,8 @@ func shortDir(t *testing.T) string {
 
 // simNode is a node agent on a built-in runtime.
 type simNode struct {
+	name  string
+	dir   string
 	agent *Agent
 	rt    *simruntime.Runtime
 	cri   *cri.Client
@@ -65,6 +68,14 @@ type simNode struct {
 // startSimNode runs a built-in runtime and an agent for node name,
 // authenticated by a client certificate as system:node:<name>.
 func startSimNode(t *testing.T, c *cluster, name string, mod func(*Config)) *simNode {
+	t.Helper()
+	n := startSimRuntime(t, name)
+	n.startAgent(t, c, mod)
+	return n
+}
+
+// startSimRuntime runs a built-in runtime until the test ends.
+func startSimRuntime(t *testing.T, name string) *simNode {
 	t.Helper()
 	dir := shortDir(t)
 	rt, err := simruntime.New(simruntime.Config{Name: name, Images: []string{"kplane.test/web:1"}})
@@ -83,17 +94,29 @@ func startSimNode(t *testing.T, c *cluster, name string, mod func(*Config)) *sim
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		cancel()
+		<-rtDone
+		cc.Close()
+	})
+	return &simNode{name: name, dir: dir, rt: rt, cri: cc}
+}
+
+// startAgent runs an agent on n's runtime until the test ends or the
+// returned stop is called.
+func (n *simNode) startAgent(t *testing.T, c *cluster, mod func(*Config)) (stop func()) {
+	t.Helper()
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{
-		NodeName:       name,
-		Conn:           c.env.DialCert(t, "system:node:"+name, "system:nodes"),
-		Runtime:        cc,
+		NodeName:       n.name,
+		Conn:           c.env.DialCert(t, "system:node:"+n.name, "system:nodes"),
+		Runtime:        n.cri,
 		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
 		PodCIDR:        "10.244.1.0/24",
-		LogDir:         filepath.Join(dir, "logs"),
+		LogDir:         filepath.Join(n.dir, "logs"),
 		LogPort:        int32(hl.Addr().(*net.TCPAddr).Port),
 		LeaseDuration:  4 * time.Second,
 		StatusInterval: time.Second,
@@ -110,18 +133,22 @@ func startSimNode(t *testing.T, c *cluster, name string, mod func(*Config)) *sim
 	}
 	srv := &http.Server{Handler: NewLogServer(a)}
 	go srv.Serve(hl)
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("agent Run: %v", err)
-		}
-		<-rtDone
-		cc.Close()
-	})
-	return &simNode{agent: a, rt: rt, cri: cc, logs: "http://" + hl.Addr().String()}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			srv.Close()
+			if err := <-done; err != nil {
+				t.Errorf("agent Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	n.agent, n.logs = a, "http://"+hl.Addr().String()
+	return stop
 }
 
 // testWriter sends logs to t.Log.
@@ -686,5 +713,66 @@ func TestNodesShareConnection(t *testing.T) {
 	got.Status.Message = "hijacked"
 	if _, err := pods.UpdateStatus(context.Background(), got); !apierrors.IsForbidden(err) {
 		t.Errorf("n1 writing n2's pod status: got %v, want Forbidden", err)
+	}
+}
+
+// TestAgentRestartAdopts: a restarted agent takes back the sandboxes and
+// containers its predecessor made (no second sandbox, no restart), and
+// removes those of pods deleted while it was down.
+func TestAgentRestartAdopts(t *testing.T) {
+	c := startCluster(t)
+	n := startSimRuntime(t, "n1")
+	stop := n.startAgent(t, c, nil)
+	keep := c.runPod(t, simPod("keep", nil, nil), "n1")
+	gone := c.runPod(t, simPod("gone", nil, nil), "n1")
+	before := c.waitPod(t, "default", keep.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	c.waitPod(t, "default", gone.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	stop()
+
+	// While the agent is down, "gone" is force-deleted.
+	zero := int64(0)
+	if err := c.pods.Delete(context.Background(), "default", "gone", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	n.startAgent(t, c, nil)
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sbs, err := n.cri.ListPodSandbox(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sbs) == 1 && sbs[0].GetMetadata().GetName() == "keep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandboxes: got %d (%v), want only keep's", len(sbs), sbs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A status update from the new agent (it changes nothing, so make one:
+	// the pod's readiness is recomputed from scratch and equal).
+	after, err := c.pods.Get(ctx, "default", "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, a := before.GetStatus().GetContainerStatuses()[0], after.GetStatus().GetContainerStatuses()[0]
+	if a.GetContainerId() != b.GetContainerId() || a.GetRestartCount() != 0 || after.GetStatus().GetPodIp() != before.GetStatus().GetPodIp() {
+		t.Errorf("after restart: got container %s restarts %d IP %s, want %s 0 %s",
+			a.GetContainerId(), a.GetRestartCount(), after.GetStatus().GetPodIp(), b.GetContainerId(), before.GetStatus().GetPodIp())
+	}
+	// The adopted pod is still managed: deleting it works.
+	if err := c.pods.Delete(ctx, "default", "keep", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := c.pods.Get(ctx, "default", "keep")
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("adopted pod not deleted")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -91,6 +91,13 @@ func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, er
 			return 0, nil // finished before this agent knew it
 		}
 		rec = a.newRecord(key, pod)
+		rec.mu.Lock()
+		err := a.adopt(ctx, pod, rec)
+		rec.mu.Unlock()
+		if err != nil {
+			a.dropRecord(key, rec)
+			return time.Second, fmt.Errorf("adopt runtime state: %w", err)
+		}
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -220,29 +227,31 @@ func containerSpec(spec *corev1.PodSpec, name string) *corev1.Container {
 	return nil
 }
 
-// runSandbox creates the pod's sandbox.
-func (a *Agent) runSandbox(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
+// sandboxConfig is the CRI sandbox config of a pod.
+func (a *Agent) sandboxConfig(pod *corev1.Pod, rec *podRecord) *runtimeapi.PodSandboxConfig {
 	m := pod.GetMetadata()
-	labels := map[string]string{
-		labelPodName: m.GetName(), labelPodNamespace: m.GetNamespace(), labelPodUID: m.GetUid(), labelNode: a.cfg.NodeName,
-	}
-	hostNet := pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: m.GetName(), Namespace: m.GetNamespace(), Uid: m.GetUid()},
 		Hostname:     m.GetName(),
 		LogDirectory: rec.logDir,
-		Labels:       labels,
-		Annotations:  m.GetAnnotations(),
-		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: a.cfg.CgroupParent,
+		Labels: map[string]string{
+			labelPodName: m.GetName(), labelPodNamespace: m.GetNamespace(), labelPodUID: m.GetUid(), labelNode: a.cfg.NodeName,
 		},
+		Annotations: m.GetAnnotations(),
+		Linux:       &runtimeapi.LinuxPodSandboxConfig{CgroupParent: a.cfg.CgroupParent},
 	}
-	if hostNet {
+	if pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork {
 		cfg.Hostname = ""
 		cfg.Linux.SecurityContext = &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
 		}
 	}
+	return cfg
+}
+
+// runSandbox creates the pod's sandbox.
+func (a *Agent) runSandbox(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
+	cfg := a.sandboxConfig(pod, rec)
 	if err := os.MkdirAll(rec.logDir, 0o755); err != nil {
 		return err
 	}
@@ -251,7 +260,7 @@ func (a *Agent) runSandbox(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 		return err
 	}
 	rec.sandboxID, rec.sandboxCfg = id, cfg
-	if hostNet {
+	if pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork {
 		rec.podIP = a.cfg.HostIP
 	} else if st, err := a.cfg.Runtime.PodSandboxStatus(ctx, id); err == nil {
 		rec.podIP = st.GetNetwork().GetIp()
@@ -536,7 +545,17 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 // with a delete of grace 0.
 func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec *podRecord) (time.Duration, error) {
 	grace := gracePeriod(pod, nil)
-	if rec != nil {
+	if rec == nil {
+		// Not synced by this agent (it restarted): whatever the runtime holds.
+		sbs, err := a.cfg.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{labelPodUID: pod.GetMetadata().GetUid()}})
+		if err != nil {
+			return time.Second, fmt.Errorf("list sandboxes: %w", err)
+		}
+		for _, sb := range sbs {
+			a.stopContainers(ctx, sb.GetId(), grace)
+			a.removeSandbox(ctx, sb.GetId())
+		}
+	} else {
 		rec.mu.Lock()
 		for _, c := range rec.ctrs {
 			if c.running() {

@@ -203,6 +203,10 @@ func TestWatchRequireLeader(t *testing.T) {
 	c := newCluster(t, 3, clusterOptions{})
 	ctx := ctxT(t)
 	lone := c.followers()[0]
+	// A linearizable read through it: it knows the leader now.
+	if _, err := lone.client.Get(ctx, "/rl/x"); err != nil {
+		t.Fatal(err)
+	}
 	wch := lone.client.Watch(clientv3.WithRequireLeader(ctx), "/rl/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	if resp := <-wch; !resp.Created {
 		t.Fatalf("first response: got %+v, want created", resp)

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 NODES=${NODES:-5000}
 PODS=${PODS:-10000}
 STORE=${STORE:-etcd}
-BIND_PARALLELISM=${BIND_PARALLELISM:-32}
+BIND_PARALLELISM=${BIND_PARALLELISM:-256}
 
 tmp=$(mktemp -d)
 pids=()

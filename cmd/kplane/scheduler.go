@@ -109,7 +109,7 @@ func newSchedulerCommand() *cobra.Command {
 	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking over")
 	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it stops leading")
 	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between leader-election attempts")
-	f.IntVar(&bindParallelism, "bind-parallelism", 32, "binds in flight at once")
+	f.IntVar(&bindParallelism, "bind-parallelism", 256, "binds in flight at once")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

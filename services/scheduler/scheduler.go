@@ -58,7 +58,8 @@ type Config struct {
 	// Registry is the plugins available (default plugins.Registry()).
 	Registry framework.Registry
 	Queue    queue.Config
-	// BindParallelism bounds the binds in flight (default 32).
+	// BindParallelism bounds the binds in flight (default 256): binds wait
+	// on the store's commits, not on CPU, so many may be in flight.
 	BindParallelism int
 	// ListPageSize pages the informers' lists (default 500).
 	ListPageSize   int64
@@ -120,7 +121,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.Profile.Plugins = plugins.DefaultPlugins()
 	}
 	if cfg.BindParallelism <= 0 {
-		cfg.BindParallelism = 32
+		cfg.BindParallelism = 256
 	}
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = 500

@@ -44,7 +44,7 @@ func main() {
 	pods := flag.Int("pods", 10000, "pending pods to create")
 	owners := flag.Int("owners", 100, "pods are spread over this many owner ReplicaSets")
 	workers := flag.Int("workers", 32, "concurrent creates")
-	bindPar := flag.Int("bind-parallelism", 32, "scheduler binds in flight")
+	bindPar := flag.Int("bind-parallelism", 256, "scheduler binds in flight")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scheduling phase here")
 	serverPIDs := flag.String("server-pids", "", "comma-separated pids (API service, store) whose CPU time is reported for the scheduling phase")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")

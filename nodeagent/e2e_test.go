@@ -776,3 +776,45 @@ func TestAgentRestartAdopts(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestStatusWrittenOnlyOnChange: a pod that stays the same (running, ready,
+// probed every second) gets no further status writes.
+func TestStatusWrittenOnlyOnChange(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("stable", nil, func(s *corev1.PodSpec) {
+		s.Containers[0].ReadinessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"ok"}}, PeriodSeconds: 1}
+	}), "n1")
+	before := waitReady(t, c, p, true)
+	time.Sleep(3 * time.Second) // three probe periods, several relists
+	after, err := c.pods.Get(context.Background(), "default", "stable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := after.GetMetadata().GetResourceVersion(), before.GetMetadata().GetResourceVersion(); a != b {
+		t.Errorf("resourceVersion: got %s, want %s (no writes while nothing changes); status now %v", a, b, after.GetStatus())
+	}
+}
+
+// TestLogsFollow: a follower gets the log and its stream ends when the
+// container exits.
+func TestLogsFollow(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("follow", map[string]string{simruntime.EnvLog: "a\nb", simruntime.EnvRunSeconds: "1.5"},
+		func(s *corev1.PodSpec) { s.RestartPolicy = RestartNever }), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get(n.logs + "/containerLogs/default/follow/main?follow=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body) // returns when the server ends the stream
+	if err != nil {
+		t.Fatalf("follow: %v (got %q)", err, b)
+	}
+	if string(b) != "a\nb\n" {
+		t.Errorf("follow: got %q, want %q", b, "a\nb\n")
+	}
+}

@@ -32,17 +32,20 @@ func CheckLinearizable(records []Record, strict bool, initialRev int64, timeout 
 	model := Model(strict, initialRev)
 	ops := Operations(records)
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
-	switch res {
-	case porcupine.Ok:
+	if res == porcupine.Ok {
 		return nil
-	case porcupine.Unknown:
-		return fmt.Errorf("robustness: linearizability check of %d operations timed out after %s", len(ops), timeout)
 	}
-	where := ""
+	// Keep the history for a post-mortem.
 	if vizDir != "" {
 		if data, err := json.Marshal(records); err == nil {
 			_ = os.WriteFile(filepath.Join(vizDir, "history.json"), data, 0o644)
 		}
+	}
+	if res == porcupine.Unknown {
+		return fmt.Errorf("robustness: linearizability check of %d operations timed out after %s", len(ops), timeout)
+	}
+	where := ""
+	if vizDir != "" {
 		path := filepath.Join(vizDir, "porcupine.html")
 		if err := porcupine.VisualizePath(model, info, path); err == nil {
 			where = " (visualization: " + path + ")"

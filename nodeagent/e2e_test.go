@@ -391,6 +391,19 @@ func TestPodPhases(t *testing.T) {
 			},
 		},
 		{
+			name:  "active deadline",
+			pod:   simPod("deadline", nil, func(s *corev1.PodSpec) { s.ActiveDeadlineSeconds = proto.Int64(1) }),
+			phase: PhaseFailed,
+			check: func(t *testing.T, p *corev1.Pod) {
+				if p.GetStatus().GetReason() != "DeadlineExceeded" {
+					t.Errorf("reason: got %q, want DeadlineExceeded", p.GetStatus().GetReason())
+				}
+				if term := p.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term == nil {
+					t.Errorf("container: got %v, want terminated", p.GetStatus().GetContainerStatuses()[0].GetState())
+				}
+			},
+		},
+		{
 			name: "readiness probe passes after a while",
 			pod: simPod("ready", map[string]string{simruntime.EnvReadyAfterSeconds: "0.5"}, func(s *corev1.PodSpec) {
 				s.Containers[0].ReadinessProbe = &corev1.Probe{

@@ -36,6 +36,8 @@ type podRecord struct {
 	sandboxFailures int
 	sandboxUntil    time.Time
 	sandboxStopped  bool
+	// deadlineExceeded: activeDeadlineSeconds passed; the pod failed.
+	deadlineExceeded bool
 }
 
 func (a *Agent) record(key string) *podRecord {
@@ -142,6 +144,15 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 		a.refresh(ctx, c, policy)
 	}
 
+	// activeDeadlineSeconds: past it the pod fails and its containers stop.
+	if d := spec.ActiveDeadlineSeconds; d != nil {
+		deadline := rec.startTime.Add(time.Duration(*d) * time.Second)
+		if !now.Before(deadline) {
+			return 0, a.failDeadline(ctx, pod, rec)
+		}
+		soonest(deadline.Sub(now))
+	}
+
 	// Probes, then what to start.
 	soonest(a.runProbes(ctx, pod, rec, now))
 	p := computePlan(spec, rec.ctrs, now)
@@ -183,6 +194,30 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 		wait = 0
 	}
 	return wait, a.writeStatus(ctx, pod, rec, p, time.Now())
+}
+
+// failDeadline stops the pod's containers (with the grace period) and
+// sandbox because activeDeadlineSeconds passed; the pod is Failed.
+func (a *Agent) failDeadline(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
+	rec.deadlineExceeded = true
+	a.rec.eventf(ctx, pod, "", EventNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+	for _, c := range rec.ctrs {
+		if c.running() {
+			a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventNormal, "Killing", "Stopping container %s", c.name)
+		}
+	}
+	a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
+	for _, c := range rec.ctrs {
+		if c.id != "" {
+			a.refresh(ctx, c, RestartNever)
+		}
+		c.backoffUntil = time.Time{}
+	}
+	if err := a.cfg.Runtime.StopPodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
+		return fmt.Errorf("stop sandbox: %w", err)
+	}
+	rec.sandboxStopped = true
+	return a.writeStatus(ctx, pod, rec, computePlan(pod.GetSpec(), rec.ctrs, time.Now()), time.Now())
 }
 
 // refresh reads a container's CRI status into c.
@@ -490,8 +525,14 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 	if rec.sandboxID != "" {
 		phase = podPhase(spec, rec.ctrs, p)
 	}
+	var reason, message string
+	if rec.deadlineExceeded {
+		phase, reason, message = PhaseFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+	}
 	st := &corev1.PodStatus{
 		Phase:             phase,
+		Reason:            reason,
+		Message:           message,
 		HostIp:            a.cfg.HostIP,
 		HostIps:           []*corev1.HostIP{{Ip: a.cfg.HostIP}},
 		StartTime:         timestamppb.New(rec.startTime.Truncate(time.Second)),
@@ -510,18 +551,18 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		allReady = allReady && s.GetReady()
 		st.ContainerStatuses = append(st.ContainerStatuses, s)
 	}
-	if phase == PhaseSucceeded {
+	if phase == PhaseSucceeded || phase == PhaseFailed {
 		allReady = false
 	}
-	reason := "ContainersNotReady"
-	if !p.initialized {
-		reason = "PodCompleted"
+	notReady := "ContainersNotReady"
+	if phase == PhaseSucceeded || phase == PhaseFailed {
+		notReady = "PodCompleted"
 	}
 	scheduled := condition(old, "PodScheduled", true, "", now)
 	st.Conditions = []*corev1.PodCondition{
 		condition(old, "Initialized", p.initialized, "ContainersNotInitialized", now),
-		condition(old, "Ready", allReady, reason, now),
-		condition(old, "ContainersReady", allReady, reason, now),
+		condition(old, "Ready", allReady, notReady, now),
+		condition(old, "ContainersReady", allReady, notReady, now),
 		scheduled,
 	}
 	if proto.Equal(old, st) {

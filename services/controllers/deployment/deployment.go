@@ -289,7 +289,7 @@ func maxRevision(rss []*appsv1.ReplicaSet) int64 {
 
 // createNewRS creates the ReplicaSet for d's current template.
 func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
-	hash := TemplateHash(d.GetSpec().GetTemplate(), d.GetStatus().CollisionCount)
+	hash := TemplateHash(d.GetSpec().GetTemplate(), collisionCount(d))
 	tmpl := proto.Clone(d.GetSpec().GetTemplate()).(*appsv1.PodTemplateSpec)
 	if tmpl.Metadata == nil {
 		tmpl.Metadata = &metav1.ObjectMeta{}
@@ -642,9 +642,9 @@ func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS
 	}
 	want := d.GetSpec().GetReplicas()
 	now := timestamppb.New(c.now().Truncate(time.Second))
-	st := proto.Clone(d.GetStatus()).(*appsv1.DeploymentStatus)
-	if st == nil {
-		st = &appsv1.DeploymentStatus{}
+	st := &appsv1.DeploymentStatus{}
+	if d.GetStatus() != nil {
+		st = proto.Clone(d.GetStatus()).(*appsv1.DeploymentStatus)
 	}
 	prev := proto.Clone(st).(*appsv1.DeploymentStatus)
 	st.ObservedGeneration = d.GetMetadata().GetGeneration()
@@ -715,4 +715,11 @@ func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS
 		return fmt.Errorf("deployment %s: update status: %w", client.Key(d), err)
 	}
 	return nil
+}
+
+func collisionCount(d *appsv1.Deployment) *int32 {
+	if d.GetStatus() == nil {
+		return nil
+	}
+	return d.GetStatus().CollisionCount
 }

@@ -6,4 +6,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-func timestamppbNow(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t.Truncate(time.Second)) }
+func timestamppbNow(t time.Time) *timestamppb.Timestamp {
+	return timestamppb.New(t.Truncate(time.Second))
+}

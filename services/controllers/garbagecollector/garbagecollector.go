@@ -1,0 +1,285 @@
+// Package garbagecollector deletes objects whose owners are gone and
+// carries out the foreground and orphan deletion of owners, over the owner
+// graph of the namespaced resources it is given (ownerReferences, indexed
+// by owner uid in the shared informers).
+//
+//   - Background: an object all of whose owners are gone (missing, or
+//     present with another uid — confirmed with a live read, since the
+//     owner's informer may lag) is deleted; owners that are gone are dropped
+//     from an object that still has others.
+//   - Foreground: an owner being deleted with the foregroundDeletion
+//     finalizer has its dependents deleted (foreground too); the finalizer
+//     is removed once no dependent with blockOwnerDeletion remains.
+//   - Orphan: an owner being deleted with the orphan finalizer has its
+//     ownerReference removed from every dependent, then the finalizer.
+package garbagecollector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers/internal/ctrl"
+)
+
+// Finalizers the API service sets for propagationPolicy Foreground and Orphan.
+const (
+	ForegroundFinalizer = "foregroundDeletion"
+	OrphanFinalizer     = "orphan"
+)
+
+// Controller is the garbage collector.
+type Controller struct {
+	res   map[string]ctrl.Resource // by kind
+	log   *slog.Logger
+	queue client.Queue
+	rec   *client.Recorder
+}
+
+// New returns a garbage collector over resources and registers its handlers.
+func New(resources []ctrl.Resource, rec *client.Recorder, log *slog.Logger) *Controller {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Controller{res: map[string]ctrl.Resource{}, log: log.With("controller", "garbagecollector"), queue: client.NewQueue("garbagecollector", 0, 0), rec: rec}
+	for _, r := range resources {
+		c.res[r.Kind()] = r
+		r.OnChange(func(o ctrl.Object, deleted bool) { c.observe(r, o, deleted) })
+	}
+	return c
+}
+
+func key(kind string, o ctrl.Object) string {
+	return kind + "/" + client.KeyOf(o.GetMetadata().GetNamespace(), o.GetMetadata().GetName())
+}
+
+func (c *Controller) observe(r ctrl.Resource, o ctrl.Object, deleted bool) {
+	m := o.GetMetadata()
+	if !deleted && (len(m.GetOwnerReferences()) > 0 || (m.GetDeletionTimestamp() != nil &&
+		(ctrl.HasFinalizer(m, ForegroundFinalizer) || ctrl.HasFinalizer(m, OrphanFinalizer)))) {
+		c.queue.Add(key(r.Kind(), o))
+	}
+	if deleted || m.GetDeletionTimestamp() != nil {
+		// Its dependents may now be orphans.
+		for _, dr := range c.res {
+			for _, d := range dr.Dependents(m.GetUid()) {
+				c.queue.Add(key(dr.Kind(), d))
+			}
+		}
+		// An owner waiting in foreground deletion may be done.
+		for _, ref := range m.GetOwnerReferences() {
+			if or, ok := c.res[ref.GetKind()]; ok {
+				if owner, ok := or.CachedByUID(ref.GetUid()); ok {
+					c.queue.Add(key(ref.GetKind(), owner))
+				}
+			}
+		}
+	}
+}
+
+// Run waits for every informer's cache, then collects until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	var syncers []client.Syncer
+	for _, r := range c.res {
+		syncers = append(syncers, r.Informer())
+	}
+	if !client.WaitForCacheSync(ctx, syncers...) {
+		return
+	}
+	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+}
+
+// Reconcile handles the object named by key (Kind/namespace/name).
+func (c *Controller) Reconcile(ctx context.Context, k string) error {
+	kind, nsName, ok := strings.Cut(k, "/")
+	if !ok {
+		return nil
+	}
+	r := c.res[kind]
+	if r == nil {
+		return nil
+	}
+	obj, ok := r.Cached(nsName)
+	if !ok {
+		return nil
+	}
+	m := obj.GetMetadata()
+	if m.GetDeletionTimestamp() != nil {
+		if ctrl.HasFinalizer(m, OrphanFinalizer) {
+			return c.orphanDependents(ctx, r, obj)
+		}
+		if ctrl.HasFinalizer(m, ForegroundFinalizer) {
+			return c.deleteDependents(ctx, r, obj)
+		}
+	}
+	if len(m.GetOwnerReferences()) == 0 {
+		return nil
+	}
+	return c.collect(ctx, r, obj)
+}
+
+// ownerState is what became of one ownerReference.
+type ownerState int
+
+const (
+	ownerPresent ownerState = iota
+	ownerGone
+)
+
+// owner looks up ref, in the cache and, if absent there, live.
+func (c *Controller) owner(ctx context.Context, ns string, ref *metav1.OwnerReference) (ownerState, error) {
+	or, ok := c.res[ref.GetKind()]
+	if !ok {
+		return ownerPresent, nil // a kind we do not know: leave it alone
+	}
+	if _, ok := or.CachedByUID(ref.GetUid()); ok {
+		return ownerPresent, nil
+	}
+	live, err := or.Get(ctx, ns, ref.GetName())
+	if apierrors.IsNotFound(err) {
+		return ownerGone, nil
+	}
+	if err != nil {
+		return ownerPresent, fmt.Errorf("look up owner %s %s/%s: %w", ref.GetKind(), ns, ref.GetName(), err)
+	}
+	if live.GetMetadata().GetUid() != ref.GetUid() {
+		return ownerGone, nil
+	}
+	return ownerPresent, nil
+}
+
+// collect deletes obj if all its owners are gone, or drops the gone ones.
+func (c *Controller) collect(ctx context.Context, r ctrl.Resource, obj ctrl.Object) error {
+	m := obj.GetMetadata()
+	var gone []string
+	for _, ref := range m.GetOwnerReferences() {
+		st, err := c.owner(ctx, m.GetNamespace(), ref)
+		if err != nil {
+			return err
+		}
+		if st == ownerGone {
+			gone = append(gone, ref.GetUid())
+		}
+	}
+	switch {
+	case len(gone) == 0:
+		return nil
+	case len(gone) == len(m.GetOwnerReferences()):
+		if m.GetDeletionTimestamp() != nil {
+			return nil
+		}
+		c.log.Debug("deleting object whose owners are gone", "kind", r.Kind(), "object", client.KeyOf(m.GetNamespace(), m.GetName()))
+		err := r.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid(), PropagationPolicy: "Background"})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete %s %s/%s: %w", r.Kind(), m.GetNamespace(), m.GetName(), err)
+		}
+		return nil
+	default:
+		return c.dropOwners(ctx, r, obj, gone)
+	}
+}
+
+// dropOwners removes the ownerReferences with the given uids from obj.
+func (c *Controller) dropOwners(ctx context.Context, r ctrl.Resource, obj ctrl.Object, uids []string) error {
+	u := proto.Clone(obj.(proto.Message)).(ctrl.Object)
+	m := u.GetMetadata()
+	out := m.OwnerReferences[:0]
+	for _, ref := range m.OwnerReferences {
+		drop := false
+		for _, uid := range uids {
+			drop = drop || ref.GetUid() == uid
+		}
+		if !drop {
+			out = append(out, ref)
+		}
+	}
+	m.OwnerReferences = out
+	err := r.Update(ctx, u)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove owner references from %s %s/%s: %w", r.Kind(), m.GetNamespace(), m.GetName(), err)
+	}
+	return nil
+}
+
+// dependents are the objects (any resource) with an ownerReference to uid.
+func (c *Controller) dependents(uid string) []struct {
+	r ctrl.Resource
+	o ctrl.Object
+} {
+	var out []struct {
+		r ctrl.Resource
+		o ctrl.Object
+	}
+	for _, r := range c.res {
+		for _, o := range r.Dependents(uid) {
+			out = append(out, struct {
+				r ctrl.Resource
+				o ctrl.Object
+			}{r, o})
+		}
+	}
+	return out
+}
+
+func (c *Controller) removeFinalizer(ctx context.Context, r ctrl.Resource, obj ctrl.Object, f string) error {
+	u := proto.Clone(obj.(proto.Message)).(ctrl.Object)
+	ctrl.RemoveFinalizer(u.GetMetadata(), f)
+	err := r.Update(ctx, u)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove finalizer %s from %s %s: %w", f, r.Kind(), client.KeyOf(obj.GetMetadata().GetNamespace(), obj.GetMetadata().GetName()), err)
+	}
+	return nil
+}
+
+// orphanDependents removes owner's reference from its dependents, then
+// the orphan finalizer from owner.
+func (c *Controller) orphanDependents(ctx context.Context, r ctrl.Resource, owner ctrl.Object) error {
+	uid := owner.GetMetadata().GetUid()
+	var errs []error
+	for _, d := range c.dependents(uid) {
+		if err := c.dropOwners(ctx, d.r, d.o, []string{uid}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.removeFinalizer(ctx, r, owner, OrphanFinalizer)
+}
+
+// deleteDependents deletes owner's dependents and, once none that blocks
+// owner deletion is left, removes the foregroundDeletion finalizer.
+func (c *Controller) deleteDependents(ctx context.Context, r ctrl.Resource, owner ctrl.Object) error {
+	uid := owner.GetMetadata().GetUid()
+	blocking := 0
+	var errs []error
+	for _, d := range c.dependents(uid) {
+		m := d.o.GetMetadata()
+		for _, ref := range m.GetOwnerReferences() {
+			if ref.GetUid() == uid && ref.GetBlockOwnerDeletion() {
+				blocking++
+			}
+		}
+		if m.GetDeletionTimestamp() != nil {
+			continue
+		}
+		err := d.r.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid(), PropagationPolicy: "Foreground"})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("delete dependent %s %s/%s: %w", d.r.Kind(), m.GetNamespace(), m.GetName(), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if blocking > 0 {
+		return nil // their deletion events bring the owner back
+	}
+	return c.removeFinalizer(ctx, r, owner, ForegroundFinalizer)
+}

@@ -1,0 +1,376 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/controllers"
+	"github.com/kplane/kplane/services/controllers/deployment"
+)
+
+const waitLimit = 60 * time.Second
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("KPLANE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+// fakeKubelet marks every pod it sees Running and Ready through pods/status,
+// standing in for node agents, until ctx ends.
+func fakeKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterface) {
+	pods := client.Must[*corev1.Pod](conn)
+	inf := client.NewInformer(client.ListWatch(pods, "", "", "", 500), client.InformerOptions[*corev1.Pod]{})
+	q := client.NewQueue("kubelet", 0, 0)
+	inf.AddEventHandler(client.EnqueueHandler[*corev1.Pod](q))
+	go func() { _ = inf.Run(ctx) }()
+	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) error {
+		p, ok := inf.Store().Get(key)
+		if !ok || p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Running" {
+			return nil
+		}
+		u := proto.Clone(p).(*corev1.Pod)
+		now := timestamppb.Now()
+		u.Status = &corev1.PodStatus{Phase: "Running", PodIp: "10.0.0.1", StartTime: now, Conditions: []*corev1.PodCondition{
+			{Type: "PodScheduled", Status: "True", LastTransitionTime: now},
+			{Type: "Ready", Status: "True", LastTransitionTime: now},
+		}}
+		_, err := pods.UpdateStatus(ctx, u)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}, nil)
+}
+
+type cluster struct {
+	conn  *grpc.ClientConn
+	pods  *client.Client[*corev1.Pod]
+	rss   *client.Client[*appsv1.ReplicaSet]
+	ds    *client.Client[*appsv1.Deployment]
+	nss   *client.Client[*corev1.Namespace]
+	ctx   context.Context
+	stop  context.CancelFunc
+	errCh chan error
+}
+
+func startCluster(t *testing.T) *cluster {
+	env := clienttest.Start(t, clienttest.Options{})
+	conn := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &cluster{conn: conn, pods: client.Must[*corev1.Pod](conn), rss: client.Must[*appsv1.ReplicaSet](conn),
+		ds: client.Must[*appsv1.Deployment](conn), nss: client.Must[*corev1.Namespace](conn), ctx: ctx, stop: cancel, errCh: make(chan error, 1)}
+	m, err := controllers.New(controllers.Config{Conn: conn, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { c.errCh <- m.Run(ctx) }()
+	fakeKubelet(ctx, t, conn)
+	t.Cleanup(func() {
+		cancel()
+		<-c.errCh
+	})
+	return c
+}
+
+func (c *cluster) namespace(t *testing.T, name string) {
+	t.Helper()
+	if _, err := c.nss.Create(c.ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newDeployment(ns, name string, replicas int32, image string) *appsv1.Deployment {
+	lbl := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		Metadata: &metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: &appsv1.DeploymentSpec{
+			Replicas: proto.Int32(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: &appsv1.PodTemplateSpec{
+				Metadata: &metav1.ObjectMeta{Labels: lbl},
+				Spec:     &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: image}}},
+			},
+			Strategy: &appsv1.DeploymentStrategy{Type: "RollingUpdate", RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge:       &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 1}},
+				MaxUnavailable: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 1}},
+			}},
+		},
+	}
+}
+
+// podsOf lists the live pods with label app=name.
+func (c *cluster) podsOf(t *testing.T, ns, app string) []*corev1.Pod {
+	t.Helper()
+	l, _, err := c.pods.List(c.ctx, ns, client.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*corev1.Pod
+	for _, p := range l {
+		if p.GetMetadata().GetDeletionTimestamp() == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// rolledOut reports whether d has converged as `kubectl rollout status` sees it.
+func (c *cluster) rolledOut(t *testing.T, ns, name string, replicas int32) (bool, string) {
+	d, err := c.ds.Get(c.ctx, ns, name)
+	if err != nil {
+		return false, err.Error()
+	}
+	st := d.GetStatus()
+	state := fmt.Sprintf("gen %d observed %d status %v", d.GetMetadata().GetGeneration(), st.GetObservedGeneration(), st)
+	if st.GetObservedGeneration() < d.GetMetadata().GetGeneration() {
+		return false, state
+	}
+	ok := st.GetReplicas() == replicas && st.GetUpdatedReplicas() == replicas && st.GetAvailableReplicas() == replicas && st.GetReadyReplicas() == replicas
+	ok = ok && len(c.podsOf(t, ns, name)) == int(replicas)
+	for _, cond := range st.GetConditions() {
+		if cond.GetType() == "Progressing" && cond.GetReason() != "NewReplicaSetAvailable" {
+			ok = false
+		}
+	}
+	return ok, state
+}
+
+func TestDeploymentLifecycle(t *testing.T) {
+	c := startCluster(t)
+	const ns = "apps"
+	c.namespace(t, ns)
+	d, err := c.ds.Create(c.ctx, newDeployment(ns, "web", 3, "nginx:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("ownerReference chain Deployment to ReplicaSet to Pod", func(t *testing.T) {
+		eventually(t, "3 replicas rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 3) })
+		rsl, _, err := c.rss.List(c.ctx, ns, client.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rsl) != 1 {
+			t.Fatalf("got %d replicasets, want 1", len(rsl))
+		}
+		rs := rsl[0]
+		hash := rs.GetMetadata().GetLabels()[deployment.HashLabel]
+		if want := "web-" + hash; hash == "" || rs.GetMetadata().GetName() != want {
+			t.Errorf("got replicaset %q (hash label %q), want web-<hash>", rs.GetMetadata().GetName(), hash)
+		}
+		ref := rs.GetMetadata().GetOwnerReferences()
+		if len(ref) != 1 || ref[0].GetUid() != d.GetMetadata().GetUid() || !ref[0].GetController() || !ref[0].GetBlockOwnerDeletion() || ref[0].GetKind() != "Deployment" {
+			t.Errorf("got replicaset owners %v, want the deployment as controller", ref)
+		}
+		for _, p := range c.podsOf(t, ns, "web") {
+			ref := p.GetMetadata().GetOwnerReferences()
+			if len(ref) != 1 || ref[0].GetUid() != rs.GetMetadata().GetUid() || !ref[0].GetController() || ref[0].GetKind() != "ReplicaSet" {
+				t.Errorf("pod %s: got owners %v, want the replicaset as controller", p.GetMetadata().GetName(), ref)
+			}
+			if p.GetMetadata().GetLabels()[deployment.HashLabel] != hash {
+				t.Errorf("pod %s: got hash label %q, want %q", p.GetMetadata().GetName(), p.GetMetadata().GetLabels()[deployment.HashLabel], hash)
+			}
+		}
+		got, _ := c.ds.Get(c.ctx, ns, "web")
+		if rev := got.GetMetadata().GetAnnotations()[deployment.RevisionAnnotation]; rev != "1" {
+			t.Errorf("got revision %q, want 1", rev)
+		}
+	})
+
+	scale := func(t *testing.T, n int32) {
+		t.Helper()
+		s, err := c.ds.GetScale(c.ctx, ns, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec = &autoscalingv1.ScaleSpec{Replicas: n}
+		if _, err := c.ds.UpdateScale(c.ctx, ns, "web", s); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("%d replicas", n), func() (bool, string) { return c.rolledOut(t, ns, "web", n) })
+	}
+	t.Run("scale to 10 and back to 2 through the scale subresource", func(t *testing.T) {
+		scale(t, 10)
+		scale(t, 2)
+		rsl, _, _ := c.rss.List(c.ctx, ns, client.ListOptions{})
+		if len(rsl) != 1 {
+			t.Errorf("got %d replicasets after scaling, want 1", len(rsl))
+		}
+	})
+
+	t.Run("image change never has more than maxUnavailable pods unavailable", func(t *testing.T) {
+		const replicas, maxUnavailable = 4, 1
+		scale(t, replicas)
+		w, err := c.pods.Watch(c.ctx, ns, client.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		// Initial state arrives as ADDED events; count from there.
+		ready := map[string]bool{}
+		cur, err := c.ds.Get(c.ctx, ns, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = "nginx:2"
+		if _, err := c.ds.Update(c.ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			eventually(t, "rollout to nginx:2", func() (bool, string) {
+				ok, st := c.rolledOut(t, ns, "web", replicas)
+				if !ok {
+					return false, st
+				}
+				for _, p := range c.podsOf(t, ns, "web") {
+					if p.GetSpec().GetContainers()[0].GetImage() != "nginx:2" {
+						return false, "old pods remain"
+					}
+				}
+				return true, st
+			})
+			w.Close()
+		}()
+		minReady, events := replicas, 0
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				break
+			}
+			events++
+			k := client.Key(ev.Object)
+			r := false
+			for _, cond := range ev.Object.GetStatus().GetConditions() {
+				r = r || (cond.GetType() == "Ready" && cond.GetStatus() == "True")
+			}
+			if ev.Type == client.Deleted || ev.Object.GetMetadata().GetDeletionTimestamp() != nil {
+				r = false
+			}
+			if r {
+				ready[k] = true
+			} else {
+				delete(ready, k)
+			}
+			// Past the initial ADDED burst, every instant must keep
+			// replicas-maxUnavailable ready pods.
+			if events > replicas && len(ready) < minReady {
+				minReady = len(ready)
+			}
+		}
+		<-done
+		if minReady < replicas-maxUnavailable {
+			t.Errorf("got as few as %d ready pods during the rollout, want at least %d", minReady, replicas-maxUnavailable)
+		}
+		if events <= replicas {
+			t.Errorf("got %d pod events, want the rollout's", events)
+		}
+		got, _ := c.ds.Get(c.ctx, ns, "web")
+		if rev := got.GetMetadata().GetAnnotations()[deployment.RevisionAnnotation]; rev != "2" {
+			t.Errorf("got revision %q, want 2", rev)
+		}
+		rsl, _, _ := c.rss.List(c.ctx, ns, client.ListOptions{})
+		if len(rsl) != 2 {
+			t.Errorf("got %d replicasets, want 2 (the old one kept at 0 for history)", len(rsl))
+		}
+	})
+}
+
+func TestDeletePropagation(t *testing.T) {
+	c := startCluster(t)
+	const ns = "gc"
+	c.namespace(t, ns)
+	for _, tc := range []struct {
+		name, policy string
+	}{
+		{name: "background", policy: "Background"},
+		{name: "foreground", policy: "Foreground"},
+		{name: "orphan", policy: "Orphan"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := c.ds.Create(c.ctx, newDeployment(ns, tc.name, 2, "nginx:1")); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, tc.name, 2) })
+			if err := c.ds.Delete(c.ctx, ns, tc.name, client.DeleteOptions{PropagationPolicy: tc.policy}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.policy == "Foreground" {
+				// The deployment stays, finalizer set, until its dependents go.
+				if d, err := c.ds.Get(c.ctx, ns, tc.name); err == nil && d.GetMetadata().GetDeletionTimestamp() == nil {
+					t.Errorf("foreground-deleted deployment has no deletionTimestamp")
+				}
+			}
+			eventually(t, "deployment gone", func() (bool, string) {
+				_, err := c.ds.Get(c.ctx, ns, tc.name)
+				return apierrors.IsNotFound(err), fmt.Sprint(err)
+			})
+			rsOf := func() []*appsv1.ReplicaSet {
+				l, _, err := c.rss.List(c.ctx, ns, client.ListOptions{LabelSelector: "app=" + tc.name})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			if tc.policy == "Orphan" {
+				// Let the collector act if it were going to.
+				time.Sleep(time.Second)
+				l := rsOf()
+				if len(l) != 1 {
+					t.Fatalf("got %d replicasets after orphan delete, want 1", len(l))
+				}
+				if refs := l[0].GetMetadata().GetOwnerReferences(); len(refs) != 0 {
+					t.Errorf("got orphaned replicaset owners %v, want none", refs)
+				}
+				if n := len(c.podsOf(t, ns, tc.name)); n != 2 {
+					t.Errorf("got %d pods after orphan delete, want 2", n)
+				}
+				return
+			}
+			if tc.policy == "Foreground" {
+				// With foreground deletion the owner goes last.
+				if l := rsOf(); len(l) != 0 {
+					t.Errorf("got %d replicasets when the foreground-deleted deployment was gone, want 0", len(l))
+				}
+			}
+			eventually(t, "replicasets and pods collected", func() (bool, string) {
+				l := rsOf()
+				p := c.podsOf(t, ns, tc.name)
+				return len(l) == 0 && len(p) == 0, fmt.Sprintf("%d replicasets, %d pods", len(l), len(p))
+			})
+		})
+	}
+}

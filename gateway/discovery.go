@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+)
+
+// aggregatedType is the content type kubectl needs to read aggregated
+// discovery; the same body under another type is read as legacy discovery.
+const aggregatedType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+func wantsAggregated(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		var g, v, as bool
+		for _, p := range strings.Split(part, ";") {
+			switch strings.TrimSpace(p) {
+			case "g=apidiscovery.k8s.io":
+				g = true
+			case "v=v2":
+				v = true
+			case "as=APIGroupDiscoveryList":
+				as = true
+			}
+		}
+		if g && v && as {
+			return true
+		}
+	}
+	return false
+}
+
+func gvOf(group, version string) map[string]any {
+	gv := version
+	if group != "" {
+		gv = group + "/" + version
+	}
+	return map[string]any{"groupVersion": gv, "version": version}
+}
+
+// groups returns the served API groups (without the core group) and their versions.
+func (g *Gateway) groups() (names []string, versions map[string][]string) {
+	versions = map[string][]string{}
+	for _, gv := range g.tab.groupVersions() {
+		grp, ver, ok := strings.Cut(gv, "/")
+		if !ok {
+			continue
+		}
+		if versions[grp] == nil {
+			names = append(names, grp)
+		}
+		versions[grp] = append(versions[grp], ver)
+	}
+	return names, versions
+}
+
+func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, path string) {
+	if wantsAggregated(r) {
+		var items []any
+		if path == "/api" {
+			items = append(items, g.aggregatedGroup("", []string{"v1"}))
+		} else {
+			names, versions := g.groups()
+			for _, n := range names {
+				items = append(items, g.aggregatedGroup(n, versions[n]))
+			}
+		}
+		if items == nil {
+			items = []any{}
+		}
+		w.Header().Set("Vary", "Accept")
+		w.Header().Set("Content-Type", aggregatedType)
+		b := mustJSON(map[string]any{"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": map[string]any{}, "items": items})
+		_, _ = w.Write(b)
+		return
+	}
+	w.Header().Set("Vary", "Accept")
+	if path == "/api" {
+		writeJSON(w, http.StatusOK, map[string]any{"kind": "APIVersions", "versions": []string{"v1"},
+			"serverAddressByClientCIDRs": []any{map[string]any{"clientCIDR": "0.0.0.0/0", "serverAddress": r.Host}}})
+		return
+	}
+	names, versions := g.groups()
+	groups := []any{}
+	for _, n := range names {
+		groups = append(groups, g.apiGroup(n, versions[n]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+func (g *Gateway) apiGroup(name string, versions []string) map[string]any {
+	var vs []any
+	for _, v := range versions {
+		vs = append(vs, gvOf(name, v))
+	}
+	return map[string]any{"name": name, "versions": vs, "preferredVersion": gvOf(name, versions[0])}
+}
+
+func (g *Gateway) serveGroup(w http.ResponseWriter, name string) {
+	_, versions := g.groups()
+	if versions[name] == nil {
+		writeError(w, notFound())
+		return
+	}
+	m := g.apiGroup(name, versions[name])
+	m["kind"], m["apiVersion"] = "APIGroup", "v1"
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (g *Gateway) aggregatedGroup(group string, versions []string) map[string]any {
+	var vs []any
+	for _, v := range versions {
+		gv := v
+		if group != "" {
+			gv = group + "/" + v
+		}
+		var rs []any
+		for _, res := range g.tab.resources(gv) {
+			scope := "Cluster"
+			if res.Namespaced {
+				scope = "Namespaced"
+			}
+			entry := map[string]any{
+				"resource":         res.Resource,
+				"responseKind":     map[string]any{"group": res.Group, "version": res.Version, "kind": res.Kind},
+				"scope":            scope,
+				"singularResource": strings.ToLower(res.Kind),
+				"verbs":            res.verbs(),
+			}
+			if sn := shortNames[res.Resource]; sn != nil {
+				entry["shortNames"] = sn
+			}
+			if inAll[res.Resource] {
+				entry["categories"] = []string{"all"}
+			}
+			var subs []any
+			for _, s := range res.subresources() {
+				subs = append(subs, map[string]any{"subresource": s.name,
+					"responseKind": map[string]any{"group": s.group, "version": s.version, "kind": s.kind}, "verbs": s.verbs})
+			}
+			if subs != nil {
+				entry["subresources"] = subs
+			}
+			rs = append(rs, entry)
+		}
+		vs = append(vs, map[string]any{"version": v, "resources": rs})
+	}
+	return map[string]any{"metadata": map[string]any{"name": group}, "versions": vs}
+}
+
+type subresource struct {
+	name, group, version, kind string
+	verbs                      []string
+}
+
+func (r *resource) subresources() []subresource {
+	var out []subresource
+	if r.Methods["updateStatus"] != nil {
+		out = append(out, subresource{"status", r.Group, r.Version, r.Kind, []string{"get", "patch", "update"}})
+	}
+	if r.Methods["getScale"] != nil {
+		out = append(out, subresource{"scale", "autoscaling", "v1", "Scale", []string{"get", "patch", "update"}})
+	}
+	if r.Methods["bind"] != nil {
+		out = append(out, subresource{"binding", "", "v1", "Binding", []string{"create"}})
+	}
+	return out
+}
+
+func (g *Gateway) serveResourceList(w http.ResponseWriter, group, version string) {
+	gv := version
+	if group != "" {
+		gv = group + "/" + version
+	}
+	if g.tab.byGV[gv] == nil {
+		writeError(w, notFound())
+		return
+	}
+	rs := []any{}
+	for _, res := range g.tab.resources(gv) {
+		entry := map[string]any{"name": res.Resource, "singularName": strings.ToLower(res.Kind),
+			"namespaced": res.Namespaced, "kind": res.Kind, "verbs": res.verbs()}
+		if sn := shortNames[res.Resource]; sn != nil {
+			entry["shortNames"] = sn
+		}
+		if inAll[res.Resource] {
+			entry["categories"] = []string{"all"}
+		}
+		rs = append(rs, entry)
+		for _, s := range res.subresources() {
+			sub := map[string]any{"name": res.Resource + "/" + s.name, "singularName": "", "namespaced": res.Namespaced,
+				"kind": s.kind, "verbs": s.verbs}
+			if s.group != res.Group || s.version != res.Version {
+				sub["group"], sub["version"] = s.group, s.version
+			}
+			rs = append(rs, sub)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs})
+}

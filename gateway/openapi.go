@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/kplane/kplane/proto/kubejson"
+)
+
+// openAPI holds the OpenAPI v3 documents, built once from the resource
+// table and the proto schema: per group version, the resource paths (the
+// PATCH and POST operations carry x-kubernetes-group-version-kind and a
+// fieldValidation parameter, which is what makes kubectl's default strict
+// apply send fieldValidation=Strict) and a schema per message.
+type openAPI struct {
+	docs map[string][]byte // "api/v1", "apis/apps/v1"
+	root []byte
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only maps of strings, numbers and slices
+	}
+	return b
+}
+
+func newOpenAPI(tab *table) *openAPI {
+	o := &openAPI{docs: map[string][]byte{}}
+	paths := map[string]any{}
+	for _, gv := range tab.groupVersions() {
+		key := "apis/" + gv
+		if gv == "v1" {
+			key = "api/v1"
+		}
+		doc := gvDocument(tab, gv)
+		b := mustJSON(doc)
+		sum := sha256.Sum256(b)
+		o.docs[key] = b
+		paths[key] = map[string]any{"serverRelativeURL": "/openapi/v3/" + key + "?hash=" + strings.ToUpper(hex.EncodeToString(sum[:16]))}
+	}
+	o.root = mustJSON(map[string]any{"paths": paths})
+	return o
+}
+
+func gvDocument(tab *table, gv string) map[string]any {
+	paths := map[string]any{}
+	schemas := map[string]any{}
+	query := func(names ...string) []any {
+		var ps []any
+		for _, n := range names {
+			ps = append(ps, map[string]any{"name": n, "in": "query", "schema": map[string]any{"type": "string"}, "uniqueItems": true})
+		}
+		return ps
+	}
+	for _, res := range tab.resources(gv) {
+		prefix := "/api/" + res.Version
+		if res.Group != "" {
+			prefix = "/apis/" + res.Group + "/" + res.Version
+		}
+		if res.Namespaced {
+			prefix += "/namespaces/{namespace}"
+		}
+		gvk := map[string]any{"group": res.Group, "version": res.Version, "kind": res.Kind}
+		ref := map[string]any{"$ref": "#/components/schemas/" + schemaName(res.Object.Descriptor())}
+		body := map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref}}}
+		resp := map[string]any{"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": ref}}}}
+		op := func(id string, params []any, withBody bool) map[string]any {
+			m := map[string]any{"operationId": id + res.Kind, "x-kubernetes-group-version-kind": gvk, "responses": resp}
+			if params != nil {
+				m["parameters"] = params
+			}
+			if withBody {
+				m["requestBody"] = body
+			}
+			return m
+		}
+		paths[prefix+"/"+res.Resource] = map[string]any{
+			"get":  op("list", query("labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "watch"), false),
+			"post": op("create", query("dryRun", "fieldManager", "fieldValidation"), true),
+		}
+		paths[prefix+"/"+res.Resource+"/{name}"] = map[string]any{
+			"get":    op("read", nil, false),
+			"put":    op("replace", query("dryRun", "fieldManager", "fieldValidation"), true),
+			"patch":  op("patch", query("dryRun", "fieldManager", "fieldValidation", "force"), true),
+			"delete": op("delete", query("dryRun", "gracePeriodSeconds", "propagationPolicy"), false),
+		}
+		addSchema(schemas, res.Object.Descriptor(), gvk)
+	}
+	return map[string]any{
+		"openapi":    "3.0.0",
+		"info":       map[string]any{"title": "Kubernetes (kplane)", "version": "v1.32.0"},
+		"paths":      paths,
+		"components": map[string]any{"schemas": schemas},
+	}
+}
+
+func schemaName(md protoreflect.MessageDescriptor) string {
+	return strings.TrimPrefix(string(md.FullName()), "kplane.")
+}
+
+// addSchema adds md's schema and those of the messages it references.
+func addSchema(schemas map[string]any, md protoreflect.MessageDescriptor, gvk map[string]any) {
+	name := schemaName(md)
+	if _, ok := schemas[name]; ok {
+		return
+	}
+	s := map[string]any{"type": "object"}
+	schemas[name] = s
+	props := map[string]any{}
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		var p map[string]any
+		switch {
+		case fd.IsMap():
+			p = map[string]any{"type": "object", "additionalProperties": valueSchema(schemas, fd.MapValue())}
+		case fd.IsList():
+			p = map[string]any{"type": "array", "items": valueSchema(schemas, fd)}
+		default:
+			p = valueSchema(schemas, fd)
+		}
+		props[fd.JSONName()] = p
+	}
+	s["properties"] = props
+	if gvk != nil {
+		s["x-kubernetes-group-version-kind"] = []any{gvk}
+	} else if av, kind, ok := kubejson.TypeMeta(md); ok {
+		group, version, found := strings.Cut(av, "/")
+		if !found {
+			group, version = "", av
+		}
+		s["x-kubernetes-group-version-kind"] = []any{map[string]any{"group": group, "version": version, "kind": kind}}
+	}
+}
+
+func valueSchema(schemas map[string]any, fd protoreflect.FieldDescriptor) map[string]any {
+	switch fd.Kind() {
+	case protoreflect.StringKind, protoreflect.EnumKind:
+		return map[string]any{"type": "string"}
+	case protoreflect.BytesKind:
+		return map[string]any{"type": "string", "format": "byte"}
+	case protoreflect.BoolKind:
+		return map[string]any{"type": "boolean"}
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Uint32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind:
+		return map[string]any{"type": "integer", "format": "int32"}
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind:
+		return map[string]any{"type": "integer", "format": "int64"}
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return map[string]any{"type": "number"}
+	}
+	md := fd.Message()
+	switch md.FullName() {
+	case "google.protobuf.Timestamp":
+		return map[string]any{"type": "string", "format": "date-time"}
+	case "kplane.meta.v1.IntOrString":
+		return map[string]any{"x-kubernetes-int-or-string": true}
+	}
+	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
+		return map[string]any{}
+	}
+	addSchema(schemas, md, nil)
+	return map[string]any{"allOf": []any{map[string]any{"$ref": "#/components/schemas/" + schemaName(md)}}}
+}
+
+func (g *Gateway) serveOpenAPI(w http.ResponseWriter, r *http.Request, key string) {
+	if key == "" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(g.openapi.root)
+		return
+	}
+	b, ok := g.openapi.docs[key]
+	if !ok {
+		writeError(w, notFound())
+		return
+	}
+	if r.URL.Query().Get("hash") != "" {
+		w.Header().Set("Cache-Control", "public, immutable")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	// The services the gateway serves register their descriptors here.
+	_ "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	_ "github.com/kplane/kplane/proto/kplane/apps/v1"
+	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	_ "github.com/kplane/kplane/proto/kplane/core/v1"
+	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"
+)
+
+// resource is one REST resource, derived from a gRPC service's methods and
+// their google.api.http annotations.
+type resource struct {
+	Group, Version, Resource, Kind string
+	Namespaced                     bool
+	// Methods by verb: get, list, watch, create, update, delete,
+	// updateStatus, getScale, updateScale; absent verbs are nil.
+	Methods map[string]protoreflect.MethodDescriptor
+	Object  protoreflect.MessageType
+}
+
+// GroupVersion is "v1" or "apps/v1".
+func (r *resource) GroupVersion() string {
+	if r.Group == "" {
+		return r.Version
+	}
+	return r.Group + "/" + r.Version
+}
+
+func (r *resource) method(verb string) protoreflect.MethodDescriptor { return r.Methods[verb] }
+
+// fullMethod is the gRPC method name for verb.
+func fullMethod(md protoreflect.MethodDescriptor) string {
+	return "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
+}
+
+// table holds every resource, by group/version and plural name.
+type table struct {
+	byGV  map[string]map[string]*resource // "apps/v1" -> "deployments"
+	order []*resource
+}
+
+func (t *table) lookup(group, version, res string) *resource {
+	gv := version
+	if group != "" {
+		gv = group + "/" + version
+	}
+	return t.byGV[gv][res]
+}
+
+// groupVersions returns the served group versions, core first.
+func (t *table) groupVersions() []string {
+	var out []string
+	for gv := range t.byGV {
+		out = append(out, gv)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i] == "v1") != (out[j] == "v1") {
+			return out[i] == "v1"
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+func (t *table) resources(gv string) []*resource {
+	var out []*resource
+	for _, r := range t.byGV[gv] {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
+	return out
+}
+
+// buildResourceTable reads every kplane.*.v1 service in the global registry.
+func buildResourceTable() (*table, error) {
+	t := &table{byGV: map[string]map[string]*resource{}}
+	var err error
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		if !strings.HasPrefix(string(fd.Package()), "kplane.") {
+			return true
+		}
+		svcs := fd.Services()
+		for i := 0; i < svcs.Len(); i++ {
+			r, e := resourceOf(svcs.Get(i))
+			if e != nil {
+				err = e
+				return false
+			}
+			if r == nil {
+				continue
+			}
+			gv := r.GroupVersion()
+			if t.byGV[gv] == nil {
+				t.byGV[gv] = map[string]*resource{}
+			}
+			t.byGV[gv][r.Resource] = r
+			t.order = append(t.order, r)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(t.order) == 0 {
+		return nil, fmt.Errorf("gateway: no kplane services registered")
+	}
+	return t, nil
+}
+
+// resourceOf derives a resource from a service whose methods carry HTTP
+// rules on Kubernetes' paths; nil if the service has no item GET.
+func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
+	r := &resource{Methods: map[string]protoreflect.MethodDescriptor{}}
+	ms := sd.Methods()
+	for i := 0; i < ms.Len(); i++ {
+		m := ms.Get(i)
+		rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+		if rule == nil {
+			continue
+		}
+		var verb, path string
+		switch p := rule.Pattern.(type) {
+		case *annotations.HttpRule_Get:
+			path = p.Get
+			switch {
+			case strings.Contains(path, "/watch/"):
+				verb = "watch"
+			case strings.HasSuffix(path, "{name}/scale"):
+				verb = "getScale"
+			case strings.HasSuffix(path, "{name}"):
+				verb = "get"
+			default:
+				verb = "list"
+			}
+		case *annotations.HttpRule_Post:
+			path = p.Post
+			switch {
+			case strings.HasSuffix(path, "/binding"):
+				verb = "bind"
+			case strings.HasSuffix(path, "}"):
+				verb = ""
+			default:
+				verb = "create"
+			}
+		case *annotations.HttpRule_Put:
+			path = p.Put
+			switch {
+			case strings.HasSuffix(path, "/status"):
+				verb = "updateStatus"
+			case strings.HasSuffix(path, "/scale"):
+				verb = "updateScale"
+			default:
+				verb = "update"
+			}
+		case *annotations.HttpRule_Delete:
+			path = p.Delete
+			verb = "delete"
+		}
+		if verb == "" {
+			continue
+		}
+		r.Methods[verb] = m
+		if verb == "get" {
+			if err := r.parseItemPath(path); err != nil {
+				return nil, fmt.Errorf("gateway: %s: %w", m.FullName(), err)
+			}
+			out := m.Output().Fields()
+			if out.Len() != 1 || out.Get(0).Message() == nil {
+				return nil, fmt.Errorf("gateway: %s: response is not one object", m.FullName())
+			}
+			mt, err := protoregistry.GlobalTypes.FindMessageByName(out.Get(0).Message().FullName())
+			if err != nil {
+				return nil, fmt.Errorf("gateway: %s: %w", m.FullName(), err)
+			}
+			r.Object = mt
+			r.Kind = string(out.Get(0).Message().Name())
+		}
+	}
+	if r.Methods["get"] == nil {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// parseItemPath reads /api/v1/namespaces/{namespace}/pods/{name} or
+// /apis/apps/v1/deployments/{name}.
+func (r *resource) parseItemPath(path string) error {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		r.Version, parts = parts[1], parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		r.Group, r.Version, parts = parts[1], parts[2], parts[3:]
+	default:
+		return fmt.Errorf("unexpected path %q", path)
+	}
+	if len(parts) == 4 && parts[0] == "namespaces" && parts[1] == "{namespace}" {
+		r.Namespaced, parts = true, parts[2:]
+	}
+	if len(parts) != 2 || parts[1] != "{name}" {
+		return fmt.Errorf("unexpected path %q", path)
+	}
+	r.Resource = parts[0]
+	return nil
+}
+
+// Discovery extras Kubernetes gives the built-in resources.
+var shortNames = map[string][]string{
+	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
+	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
+	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
+}
+
+var inAll = map[string]bool{
+	"pods": true, "services": true, "deployments": true, "replicasets": true,
+	"daemonsets": true, "statefulsets": true, "jobs": true, "cronjobs": true,
+}
+
+// verbs lists the Kubernetes verbs r supports.
+func (r *resource) verbs() []string {
+	var v []string
+	if r.Methods["create"] != nil {
+		v = append(v, "create")
+	}
+	if r.Methods["delete"] != nil {
+		v = append(v, "delete")
+	}
+	v = append(v, "get")
+	if r.Methods["list"] != nil {
+		v = append(v, "list")
+	}
+	if r.Methods["update"] != nil {
+		v = append(v, "patch", "update")
+	}
+	if r.Methods["watch"] != nil {
+		v = append(v, "watch")
+	}
+	return v
+}

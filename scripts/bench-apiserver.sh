@@ -13,6 +13,7 @@ DURATION=${DURATION:-20s}
 WATCHERS=${WATCHERS:-10000}
 STORE=${STORE:-etcd}
 RATES=${RATES:-"300 600 900"}
+ONLY=${ONLY:-all} # or: create, get, list, update, watch
 
 tmp=$(mktemp -d)
 pids=()
@@ -55,9 +56,12 @@ done
 
 echo "== store: $STORE; $(nproc) cores; duration $DURATION per row"
 b() { "$tmp/bench" -addr "$addr" -token admintoken -duration "$DURATION" "$@"; }
-b -mode create -clients 20 -rate 0
-for r in $RATES; do b -mode create -clients 20 -rate "$r"; done
-b -mode get -clients 20 -rate 0
-b -mode list -clients 20 -rate 0
-b -mode update -clients 20 -rate 0
-b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid"
+want() { [[ "$ONLY" == all || "$ONLY" == "$1" ]]; }
+if want create; then
+	b -mode create -clients 20 -rate 0
+	for r in $RATES; do b -mode create -clients 20 -rate "$r"; done
+fi
+if want get; then b -mode get -clients 20 -rate 0; fi
+if want list; then b -mode list -clients 20 -rate 0; fi
+if want update; then b -mode update -clients 20 -rate 0; fi
+if want watch; then b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid"; fi

@@ -396,6 +396,9 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		return err
 	}
 	defer ch.stop(w)
+	// The watch is established: send the headers now, so a client can tell
+	// even before the first event.
+	_ = grpc.SendHeader(ctx, metadata.MD{})
 	deliver := func(e *watchEvent) error {
 		if e.typ == eventBookmark {
 			bm := r.New()

@@ -640,5 +640,3 @@ func MemberIDString(id uint64) string { return strconv.FormatUint(id, 16) }
 
 // ParseMemberID parses MemberIDString's output.
 func ParseMemberID(s string) (uint64, error) { return strconv.ParseUint(s, 16, 64) }
-
-var _ = mvcc.ErrCompacted

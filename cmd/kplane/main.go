@@ -34,6 +34,7 @@ func newRootCommand() *cobra.Command {
 		newSimRuntimeCommand(), newNodeAgentCommand(),
 		newStoreCommand(), newUpCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
+		newControllersCommand(),
 	)
 	return root
 }

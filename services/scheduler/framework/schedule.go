@@ -25,6 +25,9 @@ type FitError struct {
 // cpu, 2 node(s) had untolerated taint {dedicated: gpu}." Reasons are
 // counted over nodes and listed most frequent first.
 func (e *FitError) Error() string {
+	if e.NumAllNodes == 0 {
+		return "no nodes available to schedule pods"
+	}
 	head := fmt.Sprintf("0/%d nodes are available", e.NumAllNodes)
 	if e.PreFilter != nil {
 		return head + ": " + e.PreFilter.Message() + "."

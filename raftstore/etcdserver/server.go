@@ -359,9 +359,11 @@ func (s *Server) applyLocal(ctx context.Context, data []byte) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Refused before it was appended: safe to try again (at the new
+		// leader once the transfer is done).
 		return errNotLeaderLocal
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+	case errors.Is(err, raft.ErrLeadershipLost):
 		return errLeaderChanged
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return errTimeout

@@ -387,12 +387,8 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		LogPath:     logRel,
 		Stdin:       spec.GetStdin(),
 		Tty:         spec.GetTty(),
-		Linux:       &runtimeapi.LinuxContainerConfig{},
-	}
-	for _, e := range spec.GetEnv() {
-		if e.GetValueFrom() == nil {
-			cfg.Envs = append(cfg.Envs, &runtimeapi.KeyValue{Key: e.GetName(), Value: e.GetValue()})
-		}
+		Linux:       &runtimeapi.LinuxContainerConfig{Resources: linuxResources(spec.GetResources())},
+		Envs:        containerEnv(pod, spec, rec.podIP, a.cfg.HostIP),
 	}
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {

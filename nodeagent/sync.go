@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -74,6 +78,17 @@ func (a *Agent) dropRecord(key string, r *podRecord) {
 
 // syncPod reconciles one pod; wait > 0 asks for another sync after it.
 func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, err error) {
+	// One span per sync: the CRI calls (otelgrpc on the CRI client) and the
+	// API calls made for the pod are its children.
+	ctx, span := otel.Tracer("github.com/kplane/kplane/nodeagent").Start(ctx, "nodeagent.syncPod",
+		trace.WithAttributes(attribute.String("k8s.pod", key), attribute.String("k8s.node.name", a.cfg.NodeName)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	pod, ok := a.informer.Store().Get(key)
 	rec := a.record(key)
 	if rec != nil && (!ok || rec.uid != pod.GetMetadata().GetUid()) {

@@ -34,7 +34,7 @@ func newControllersCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
-		Short: "Run the controllers: deployments, replicasets, garbage collection",
+		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -99,8 +99,8 @@ func newControllersCommand() *cobra.Command {
 	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking over")
 	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it stops leading")
 	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between leader-election attempts")
-	f.DurationVar(&nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node's Lease may go unrenewed before it is NotReady (node lifecycle: not implemented yet)")
-	f.DurationVar(&evictionTimeout, "pod-eviction-timeout", 300*time.Second, "default toleration of the unreachable taint before eviction (node lifecycle: not implemented yet)")
+	f.DurationVar(&nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node's Lease may go unrenewed before it is NotReady")
+	f.DurationVar(&evictionTimeout, "pod-eviction-timeout", 300*time.Second, "default toleration of the unreachable taint before eviction")
 	f.IntVar(&deploymentSyncs, "concurrent-deployment-syncs", 5, "deployments reconciled at once")
 	f.IntVar(&rsSyncs, "concurrent-replicaset-syncs", 5, "replicasets reconciled at once")
 	f.IntVar(&gcSyncs, "concurrent-gc-syncs", 20, "garbage collector workers")

@@ -85,13 +85,17 @@ type cluster struct {
 	errCh chan error
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, tweak ...func(*controllers.Config)) *cluster {
 	env := clienttest.Start(t, clienttest.Options{})
 	conn := env.Dial(t, clienttest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &cluster{conn: conn, pods: client.Must[*corev1.Pod](conn), rss: client.Must[*appsv1.ReplicaSet](conn),
 		ds: client.Must[*appsv1.Deployment](conn), nss: client.Must[*corev1.Namespace](conn), ctx: ctx, stop: cancel, errCh: make(chan error, 1)}
-	m, err := controllers.New(controllers.Config{Conn: conn, Logger: testLogger()})
+	cfg := controllers.Config{Conn: conn, Logger: testLogger()}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	m, err := controllers.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,14 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/deployment"
+	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
+	"github.com/kplane/kplane/services/controllers/namespace"
+	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 )
 
@@ -34,10 +38,15 @@ const (
 	Deployment       = "deployment"
 	ReplicaSet       = "replicaset"
 	GarbageCollector = "garbagecollector"
+	Endpoints        = "endpoints"
+	Namespace        = "namespace"
+	NodeLifecycle    = "nodelifecycle"
 )
 
 // All is every controller this build has.
-func All() []string { return []string{Deployment, ReplicaSet, GarbageCollector} }
+func All() []string {
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle}
+}
 
 // LeaderElection configures the Lease the replicas compete for.
 type LeaderElection struct {
@@ -56,8 +65,11 @@ type Config struct {
 	Identity       string // default hostname_random
 	// Workers per controller (defaults 5 deployment, 5 replicaset, 20 gc).
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
-	// NodeMonitorGracePeriod and PodEvictionTimeout configure node
-	// lifecycle (not implemented yet; kept so flags are stable).
+	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
+	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
+	// before the node is unreachable (default 40 s); PodEvictionTimeout is
+	// how long pods without their own toleration of the unreachable taint
+	// stay on such a node (default 300 s).
 	NodeMonitorGracePeriod, PodEvictionTimeout time.Duration
 	Logger                                     *slog.Logger
 }
@@ -90,6 +102,9 @@ func New(cfg Config) (*Manager, error) {
 	cfg.DeploymentWorkers = cmpOr(cfg.DeploymentWorkers, 5)
 	cfg.ReplicaSetWorkers = cmpOr(cfg.ReplicaSetWorkers, 5)
 	cfg.GCWorkers = cmpOr(cfg.GCWorkers, 20)
+	cfg.EndpointsWorkers = cmpOr(cfg.EndpointsWorkers, 5)
+	cfg.NamespaceWorkers = cmpOr(cfg.NamespaceWorkers, 2)
+	cfg.NodeWorkers = cmpOr(cfg.NodeWorkers, 2)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -163,6 +178,10 @@ func (m *Manager) runControllers(ctx context.Context) {
 	podInf := newInformer(pods, m.log)
 	rsInf := newInformer(rss, m.log)
 	dInf := newInformer(ds, m.log)
+	var extra []func(context.Context)
+	informer := func(run func(context.Context) error) {
+		extra = append(extra, func(ctx context.Context) { _ = run(ctx) })
+	}
 	rec := client.NewRecorder(client.RecorderConfig{Sink: client.Must[*corev1.Event](conn), Component: "controller-manager", Logger: m.log})
 
 	var runs []func(context.Context)
@@ -185,6 +204,42 @@ func (m *Manager) runControllers(ctx context.Context) {
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
 	}
 
+	if on(Endpoints) {
+		svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
+		informer(svcInf.Run)
+		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointsWorkers) })
+	}
+	if on(Namespace) {
+		nsc := client.Must[*corev1.Namespace](conn)
+		nsInf := client.NewInformer(client.ListWatch(nsc, "", "", "", 500), client.InformerOptions[*corev1.Namespace]{Logger: m.log})
+		informer(nsInf.Run)
+		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, Deleters: []namespace.Deleter{
+			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
+			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
+			namespace.ClientDeleter[*corev1.Pod]{C: pods},
+			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
+			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
+			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
+			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
+			namespace.ClientDeleter[*corev1.Event]{C: client.Must[*corev1.Event](conn)},
+			namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
+			namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},
+			namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
+		}})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NamespaceWorkers) })
+	}
+	if on(NodeLifecycle) {
+		nodes := client.Must[*corev1.Node](conn)
+		nodeInf := client.NewInformer(client.ListWatch(nodes, "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		leaseInf := client.NewInformer(client.ListWatch(client.Must[*coordv1.Lease](conn), nodelifecycle.LeaseNamespace, "", "", 500), client.InformerOptions[*coordv1.Lease]{Logger: m.log})
+		informer(nodeInf.Run)
+		informer(leaseInf.Run)
+		c := nodelifecycle.New(nodelifecycle.Config{Nodes: nodes, Pods: pods, NodeInformer: nodeInf, LeaseInformer: leaseInf, PodInformer: podInf, Recorder: rec,
+			GracePeriod: m.cfg.NodeMonitorGracePeriod, DefaultTolerationSeconds: int64(m.cfg.PodEvictionTimeout / time.Second), Logger: m.log})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NodeWorkers) })
+	}
+
 	var wg sync.WaitGroup
 	start := func(f func(context.Context)) {
 		wg.Add(1)
@@ -197,6 +252,9 @@ func (m *Manager) runControllers(ctx context.Context) {
 	start(func(ctx context.Context) { _ = podInf.Run(ctx) })
 	start(func(ctx context.Context) { _ = rsInf.Run(ctx) })
 	start(func(ctx context.Context) { _ = dInf.Run(ctx) })
+	for _, r := range extra {
+		start(r)
+	}
 	for _, r := range runs {
 		start(r)
 	}

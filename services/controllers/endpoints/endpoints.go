@@ -1,0 +1,218 @@
+// Package endpoints is the Endpoints controller: for every Service with a
+// selector it keeps an Endpoints object of the same name listing the IPs of
+// the matching pods — ready ones under addresses, the others under
+// notReadyAddresses (all as ready with publishNotReadyAddresses) — with the
+// Service's ports resolved against each pod's container ports.
+package endpoints
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/labels"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers/internal/ctrl"
+)
+
+// EndpointsClient writes Endpoints (*client.Client[*corev1.Endpoints]).
+type EndpointsClient interface {
+	Get(ctx context.Context, namespace, name string) (*corev1.Endpoints, error)
+	Create(ctx context.Context, obj *corev1.Endpoints) (*corev1.Endpoints, error)
+	Update(ctx context.Context, obj *corev1.Endpoints) (*corev1.Endpoints, error)
+	Delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error
+}
+
+// Config wires a Controller; New adds handlers to the shared informers.
+type Config struct {
+	Endpoints       EndpointsClient
+	ServiceInformer *client.Informer[*corev1.Service]
+	PodInformer     *client.Informer[*corev1.Pod]
+	Logger          *slog.Logger
+}
+
+// Controller is the Endpoints controller.
+type Controller struct {
+	cfg   Config
+	log   *slog.Logger
+	queue client.Queue
+}
+
+// New returns a controller and registers its handlers.
+func New(cfg Config) *Controller {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Controller{cfg: cfg, log: log.With("controller", "endpoints"), queue: client.NewQueue("endpoints", 0, 0)}
+	cfg.ServiceInformer.AddEventHandler(client.EnqueueHandler[*corev1.Service](c.queue))
+	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
+		OnAdd:    c.enqueueFor,
+		OnUpdate: func(o, n *corev1.Pod) { c.enqueueFor(o); c.enqueueFor(n) },
+		OnDelete: c.enqueueFor,
+	})
+	return c
+}
+
+// enqueueFor enqueues the services whose selector matches p.
+func (c *Controller) enqueueFor(p *corev1.Pod) {
+	set := labels.Set(p.GetMetadata().GetLabels())
+	for _, s := range c.cfg.ServiceInformer.Store().ByNamespace(p.GetMetadata().GetNamespace()) {
+		sel := s.GetSpec().GetSelector()
+		if len(sel) > 0 && labels.SelectorFromSet(sel).Matches(set) {
+			c.queue.Add(client.Key(s))
+		}
+	}
+}
+
+// Run waits for the caches, then reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	if !client.WaitForCacheSync(ctx, c.cfg.ServiceInformer, c.cfg.PodInformer) {
+		return
+	}
+	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+}
+
+// Reconcile writes the Endpoints of the Service named by key.
+func (c *Controller) Reconcile(ctx context.Context, key string) error {
+	ns, name := client.SplitKey(key)
+	svc, ok := c.cfg.ServiceInformer.Store().Get(key)
+	if !ok {
+		err := c.cfg.Endpoints.Delete(ctx, ns, name, client.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("endpoints %s: delete: %w", key, err)
+		}
+		return nil
+	}
+	if len(svc.GetSpec().GetSelector()) == 0 {
+		return nil // endpoints managed by someone else
+	}
+	subsets := Subsets(svc, c.cfg.PodInformer.Store().ByNamespace(ns))
+	cur, err := c.cfg.Endpoints.Get(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		ep := &corev1.Endpoints{ApiVersion: "v1", Kind: "Endpoints",
+			Metadata: &metav1.ObjectMeta{Namespace: ns, Name: name, Labels: svc.GetMetadata().GetLabels()}, Subsets: subsets}
+		if _, err := c.cfg.Endpoints.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("endpoints %s: create: %w", key, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("endpoints %s: get: %w", key, err)
+	}
+	if equalSubsets(cur.GetSubsets(), subsets) {
+		return nil
+	}
+	u := proto.Clone(cur).(*corev1.Endpoints)
+	u.Subsets = subsets
+	if _, err := c.cfg.Endpoints.Update(ctx, u); err != nil {
+		return fmt.Errorf("endpoints %s: update: %w", key, err)
+	}
+	return nil
+}
+
+func equalSubsets(a, b []*corev1.EndpointSubset) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Subsets computes the Endpoints subsets of svc over pods: pods with an IP
+// that match the selector and are not being deleted, grouped by the port
+// set they resolve to, addresses sorted by IP.
+func Subsets(svc *corev1.Service, pods []*corev1.Pod) []*corev1.EndpointSubset {
+	sel := labels.SelectorFromSet(svc.GetSpec().GetSelector())
+	groups := map[string]*corev1.EndpointSubset{}
+	var order []string
+	for _, p := range pods {
+		if p.GetStatus().GetPodIp() == "" || p.GetMetadata().GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
+			continue
+		}
+		if ph := p.GetStatus().GetPhase(); ph == "Succeeded" || ph == "Failed" {
+			continue
+		}
+		ports := resolvePorts(svc, p)
+		var kb strings.Builder
+		for _, pt := range ports {
+			fmt.Fprintf(&kb, "%s/%d/%s,", pt.GetName(), pt.GetPort(), pt.GetProtocol())
+		}
+		k := kb.String()
+		g, ok := groups[k]
+		if !ok {
+			g = &corev1.EndpointSubset{Ports: ports}
+			groups[k] = g
+			order = append(order, k)
+		}
+		node := p.GetSpec().GetNodeName()
+		addr := &corev1.EndpointAddress{Ip: p.GetStatus().GetPodIp(),
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.GetMetadata().GetNamespace(), Name: p.GetMetadata().GetName(), Uid: p.GetMetadata().GetUid()}}
+		if node != "" {
+			addr.NodeName = proto.String(node)
+		}
+		if ready, _ := ctrl.PodReady(p); ready || svc.GetSpec().GetPublishNotReadyAddresses() {
+			g.Addresses = append(g.Addresses, addr)
+		} else {
+			g.NotReadyAddresses = append(g.NotReadyAddresses, addr)
+		}
+	}
+	sort.Strings(order)
+	out := make([]*corev1.EndpointSubset, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		byIP := func(l []*corev1.EndpointAddress) {
+			sort.Slice(l, func(i, j int) bool { return l[i].GetIp() < l[j].GetIp() })
+		}
+		byIP(g.Addresses)
+		byIP(g.NotReadyAddresses)
+		out = append(out, g)
+	}
+	return out
+}
+
+// resolvePorts maps svc's ports onto p: a numeric targetPort as is (the
+// port itself if unset), a named one through p's container ports (a port
+// the pod does not name is left out).
+func resolvePorts(svc *corev1.Service, p *corev1.Pod) []*corev1.EndpointPort {
+	var out []*corev1.EndpointPort
+	for _, sp := range svc.GetSpec().GetPorts() {
+		port := sp.GetPort()
+		tp := sp.GetTargetPort()
+		switch v := tp.GetValue().(type) {
+		case *metav1.IntOrString_IntVal:
+			if v.IntVal != 0 {
+				port = v.IntVal
+			}
+		case *metav1.IntOrString_StrVal:
+			port = 0
+			for _, c := range p.GetSpec().GetContainers() {
+				for _, cp := range c.GetPorts() {
+					if cp.GetName() == v.StrVal {
+						port = cp.GetContainerPort()
+					}
+				}
+			}
+			if port == 0 {
+				continue
+			}
+		}
+		proto_ := sp.GetProtocol()
+		if proto_ == "" {
+			proto_ = "TCP"
+		}
+		out = append(out, &corev1.EndpointPort{Name: sp.GetName(), Port: port, Protocol: proto_, AppProtocol: sp.AppProtocol})
+	}
+	return out
+}

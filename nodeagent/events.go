@@ -46,15 +46,18 @@ func (r *recorder) eventf(ctx context.Context, pod *corev1.Pod, fieldPath, typ, 
 	key := m.GetUid() + "\x00" + fieldPath + "\x00" + typ + "\x00" + reason + "\x00" + msg
 	now := timestamppb.New(time.Now().Truncate(time.Second))
 
+	// The lock is not held across API calls: a pod's events come from the
+	// one worker syncing it, so one key is never written concurrently.
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if old, ok := r.seen[key]; ok {
+	old, ok := r.seen[key]
+	r.mu.Unlock()
+	if ok {
 		ev := proto.Clone(old).(*corev1.Event)
 		ev.Count++
 		ev.LastTimestamp = now
 		got, err := r.events.Update(ctx, ev)
 		if err == nil {
-			r.seen[key] = got
+			r.remember(key, got)
 			return
 		}
 		r.log.Debug("updating an event failed; creating a new one", "reason", reason, "err", err)
@@ -83,7 +86,13 @@ func (r *recorder) eventf(ctx context.Context, pod *corev1.Pod, fieldPath, typ, 
 		r.log.Warn("recording an event failed", "pod", m.GetNamespace()+"/"+m.GetName(), "reason", reason, "err", err)
 		return
 	}
-	r.seen[key] = got
+	r.remember(key, got)
+}
+
+func (r *recorder) remember(key string, ev *corev1.Event) {
+	r.mu.Lock()
+	r.seen[key] = ev
+	r.mu.Unlock()
 }
 
 // forget drops the dedup entries of a pod that is gone.

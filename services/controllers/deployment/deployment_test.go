@@ -1,0 +1,170 @@
+package deployment
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers/internal/fakeapi"
+)
+
+func ios(s string) *metav1.IntOrString {
+	return &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: s}}
+}
+func ioi(i int32) *metav1.IntOrString {
+	return &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: i}}
+}
+
+func TestResolveFenceposts(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		surge, unavail         *metav1.IntOrString
+		replicas               int32
+		wantSurge, wantUnavail int32
+	}{
+		{name: "25% of 10: surge rounds up, unavailable down", surge: ios("25%"), unavail: ios("25%"), replicas: 10, wantSurge: 3, wantUnavail: 2},
+		{name: "25% of 2 leaves unavailable 0", surge: ios("25%"), unavail: ios("25%"), replicas: 2, wantSurge: 1, wantUnavail: 0},
+		{name: "ints as given", surge: ioi(2), unavail: ioi(1), replicas: 10, wantSurge: 2, wantUnavail: 1},
+		{name: "both zero makes unavailable 1", surge: ioi(0), unavail: ios("0%"), replicas: 10, wantSurge: 0, wantUnavail: 1},
+		{name: "100%", surge: ios("100%"), unavail: ios("100%"), replicas: 3, wantSurge: 3, wantUnavail: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, u, err := ResolveFenceposts(tc.surge, tc.unavail, tc.replicas)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s != tc.wantSurge || u != tc.wantUnavail {
+				t.Errorf("got surge %d unavailable %d, want %d %d", s, u, tc.wantSurge, tc.wantUnavail)
+			}
+		})
+	}
+}
+
+func template(image string) *appsv1.PodTemplateSpec {
+	return &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: map[string]string{"app": "a"}},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: image}}}}
+}
+
+func TestTemplateHash(t *testing.T) {
+	a, b := TemplateHash(template("x:1"), nil), TemplateHash(template("x:1"), nil)
+	if a != b {
+		t.Errorf("got hashes %q and %q for equal templates, want equal", a, b)
+	}
+	if c := TemplateHash(template("x:2"), nil); c == a {
+		t.Errorf("got the same hash %q for different images", c)
+	}
+	if c := TemplateHash(template("x:1"), proto.Int32(1)); c == a {
+		t.Errorf("collision count did not change the hash")
+	}
+	withHash := template("x:1")
+	withHash.Metadata.Labels[HashLabel] = a
+	if !EqualIgnoreHash(withHash, template("x:1")) {
+		t.Errorf("EqualIgnoreHash: templates differing only by %s compare unequal", HashLabel)
+	}
+}
+
+func deploy(replicas int32, image string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "d", Uid: "d-uid", Generation: 1, Annotations: map[string]string{RevisionAnnotation: "1"}},
+		Spec: &appsv1.DeploymentSpec{Replicas: proto.Int32(replicas), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
+			Template: template(image), RevisionHistoryLimit: proto.Int32(10),
+			Strategy: &appsv1.DeploymentStrategy{Type: "RollingUpdate", RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ioi(1), MaxUnavailable: ioi(1)}}},
+	}
+}
+
+func replicaSet(d *appsv1.Deployment, image, rev string, replicas, available int32) *appsv1.ReplicaSet {
+	t := true
+	tmpl := template(image)
+	h := TemplateHash(tmpl, nil)
+	tmpl.Metadata.Labels[HashLabel] = h
+	return &appsv1.ReplicaSet{
+		Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "d-" + h, Uid: "uid-" + image, Annotations: map[string]string{RevisionAnnotation: rev},
+			OwnerReferences: []*metav1.OwnerReference{{Kind: "Deployment", Name: "d", Uid: d.Metadata.Uid, Controller: &t}}},
+		Spec:   &appsv1.ReplicaSetSpec{Replicas: proto.Int32(replicas), Template: tmpl},
+		Status: &appsv1.ReplicaSetStatus{Replicas: replicas, ReadyReplicas: available, AvailableReplicas: available},
+	}
+}
+
+func TestReconcileRollingUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    *appsv1.Deployment
+		rss  func(d *appsv1.Deployment) []*appsv1.ReplicaSet
+		// want: replicaset writes as "verb name replicas".
+		want []string
+	}{
+		{
+			name: "new template: new replicaset at maxSurge, old down by maxUnavailable",
+			d:    deploy(4, "x:2"),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{replicaSet(d, "x:1", "1", 4, 4)}
+			},
+			want: []string{"create new 1", "update old 3"},
+		},
+		{
+			name: "surge used, new not available: old scaled down by maxUnavailable",
+			d:    deploy(4, "x:2"),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{replicaSet(d, "x:1", "1", 4, 4), replicaSet(d, "x:2", "2", 1, 0)}
+			},
+			want: []string{"update old 3"},
+		},
+		{
+			name: "nothing available to spare: wait",
+			d:    deploy(4, "x:2"),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{replicaSet(d, "x:1", "1", 3, 3), replicaSet(d, "x:2", "2", 2, 0)}
+			},
+			want: nil,
+		},
+		{
+			name: "scale up a finished rollout within the surge",
+			d:    deploy(6, "x:1"),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{replicaSet(d, "x:1", "1", 4, 4)}
+			},
+			want: []string{"update new 6"},
+		},
+		{
+			name: "scale down a finished rollout",
+			d:    deploy(2, "x:1"),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{replicaSet(d, "x:1", "1", 4, 4)}
+			},
+			want: []string{"update new 2"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := &fakeapi.Client[*appsv1.Deployment]{}
+			rsc := &fakeapi.Client[*appsv1.ReplicaSet]{}
+			dInf := fakeapi.Informer([]*appsv1.Deployment{tc.d}, client.InformerOptions[*appsv1.Deployment]{})
+			rsInf := fakeapi.Informer(tc.rss(tc.d), client.InformerOptions[*appsv1.ReplicaSet]{})
+			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
+			fakeapi.Start(t, dInf, rsInf)
+			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			newName := "d-" + TemplateHash(tc.d.Spec.Template, nil)
+			for _, a := range rsc.Actions {
+				rs := a.Obj.(*appsv1.ReplicaSet)
+				which := "old"
+				if rs.GetMetadata().GetName() == newName {
+					which = "new"
+				}
+				got = append(got, a.Verb+" "+which+" "+itoa(rs.GetSpec().GetReplicas()))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got replicaset writes %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func itoa(n int32) string { return string(rune('0' + n)) }

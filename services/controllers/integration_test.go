@@ -378,3 +378,81 @@ func TestDeletePropagation(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaderFailoverResumesRollout runs two controller managers under one
+// Lease; the leader is stopped in the middle of a rollout and the other one
+// finishes it with the right number of pods.
+func TestLeaderFailoverResumesRollout(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	conn := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &cluster{conn: conn, pods: client.Must[*corev1.Pod](conn), rss: client.Must[*appsv1.ReplicaSet](conn),
+		ds: client.Must[*appsv1.Deployment](conn), nss: client.Must[*corev1.Namespace](conn), ctx: ctx}
+	fakeKubelet(ctx, t, conn)
+	if _, err := c.nss.Create(ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "kube-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	type replica struct {
+		m    *controllers.Manager
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	start := func(id string) *replica {
+		m, err := controllers.New(controllers.Config{Conn: conn, Identity: id, Logger: testLogger(),
+			Controllers:    []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector},
+			LeaderElection: &controllers.LeaderElection{Namespace: "kube-system", Name: "kube-controller-manager", LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithCancel(ctx)
+		r := &replica{m: m, stop: rcancel, done: make(chan struct{})}
+		go func() {
+			defer close(r.done)
+			_ = m.Run(rctx)
+		}()
+		return r
+	}
+	a := start("a")
+	eventually(t, "a leads", func() (bool, string) { return a.m.IsLeader(), "" })
+	b := start("b")
+	defer func() {
+		b.stop()
+		<-b.done
+	}()
+	const ns = "ha"
+	c.namespace(t, ns)
+	if _, err := c.ds.Create(ctx, newDeployment(ns, "web", 4, "nginx:1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "rolled out by a", func() (bool, string) { return c.rolledOut(t, ns, "web", 4) })
+	if b.m.IsLeader() {
+		t.Fatal("both replicas lead")
+	}
+	cur, err := c.ds.Get(ctx, ns, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Template.Spec.Containers[0].Image = "nginx:2"
+	if _, err := c.ds.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	a.stop()
+	<-a.done
+	eventually(t, "b leads", func() (bool, string) { return b.m.IsLeader(), "" })
+	eventually(t, "rollout finished by b", func() (bool, string) {
+		ok, st := c.rolledOut(t, ns, "web", 4)
+		if !ok {
+			return false, st
+		}
+		for _, p := range c.podsOf(t, ns, "web") {
+			if p.GetSpec().GetContainers()[0].GetImage() != "nginx:2" {
+				return false, "old pods remain"
+			}
+		}
+		return true, st
+	})
+	if n := len(c.podsOf(t, ns, "web")); n != 4 {
+		t.Errorf("got %d pods after failover, want 4", n)
+	}
+}

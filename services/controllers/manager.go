@@ -126,7 +126,10 @@ func (m *Manager) Identity() string { return m.cfg.Identity }
 func (m *Manager) IsLeader() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.le == nil || m.le.IsLeader()
+	if m.cfg.LeaderElection == nil {
+		return true
+	}
+	return m.le != nil && m.le.IsLeader()
 }
 
 // Run runs the controllers until ctx ends: directly, or, with leader

@@ -32,7 +32,7 @@ type kube struct {
 // user admin.
 func startKube(t *testing.T, bin string) *kube {
 	t.Helper()
-	kubectl := testutil.RequireBinary(t, bin, "the Google Cloud SDK kubectl component (kubectl and kubectl.1.27 … kubectl.1.33)")
+	kubectl := findKubectl(t, bin)
 	env := clienttest.Start(t, clienttest.Options{})
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
 	if err != nil {
@@ -62,6 +62,24 @@ current-context: kplane
 		t.Fatal(err)
 	}
 	return &kube{t: t, bin: kubectl, kubeconfig: kc, cache: filepath.Join(dir, "cache"), dir: dir}
+}
+
+// findKubectl finds bin on PATH or beside the kubectl dispatcher (the cloud
+// SDK installs kubectl.1.27 … kubectl.1.33 there without linking them).
+func findKubectl(t *testing.T, bin string) string {
+	t.Helper()
+	if p, err := exec.LookPath(bin); err == nil {
+		return p
+	}
+	if d, err := exec.LookPath("kubectl"); err == nil {
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			p := filepath.Join(filepath.Dir(real), bin)
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	return testutil.RequireBinary(t, bin, "the Google Cloud SDK kubectl component (kubectl and kubectl.1.27 … kubectl.1.33)")
 }
 
 // run runs kubectl with args and returns its combined output and error.

@@ -57,6 +57,8 @@ type Gateway struct {
 	log     *slog.Logger
 	tab     *table
 	openapi *openAPI
+	// openapiV2 is the protobuf OpenAPI v2 document.
+	openapiV2 []byte
 }
 
 // New builds a Gateway.
@@ -74,6 +76,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{conn: cfg.Conn, authn: cfg.Authenticator, log: log, tab: tab}
 	g.openapi = newOpenAPI(tab)
+	if g.openapiV2, err = openAPIV2(tab); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -99,8 +104,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 		return
 	case "/openapi/v2":
-		writeError(w, &apierrors.StatusError{Reason: apierrors.ReasonNotFound, Code: http.StatusNotFound,
-			Message: "the server could not find the requested resource"})
+		if !acceptsOpenAPIV2Proto(r.Header.Get("Accept")) {
+			writeError(w, notFound())
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(g.openapiV2)
 		return
 	}
 	if strings.HasPrefix(path, "/openapi/v3") {

@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,14 @@ import (
 	"github.com/kplane/kplane/services/scheduler"
 	"github.com/kplane/kplane/services/scheduler/queue"
 )
+
+// testLogger logs through t at debug level when KPLANE_SCHEDULER_DEBUG is set.
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("KPLANE_SCHEDULER_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 // waitFor polls cond for at most 60 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -267,8 +277,8 @@ func TestLeaderHandover(t *testing.T) {
 	le := func(id string) *scheduler.LeaderElection {
 		return &scheduler.LeaderElection{Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	}
-	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("a")})
-	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("b")})
+	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("a"), Logger: testLogger(t)})
+	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("b"), Logger: testLogger(t)})
 	waitFor(t, "a leader", func() bool { return a.IsLeader() || b.IsLeader() })
 	leader, standby, cancelLeader, leaderDone := a, b, cancelA, doneA
 	if b.IsLeader() {

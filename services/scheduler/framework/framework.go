@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,8 @@ type Config struct {
 	// PercentageOfNodesToScore: 0 means Kubernetes' adaptive default
 	// (50% minus 1% per 125 nodes, at least 5%); 100 means every node.
 	PercentageOfNodesToScore int32 `json:"percentageOfNodesToScore,omitempty"`
-	// Parallelism bounds the goroutines used for Filter and Score (default 16).
+	// Parallelism bounds the goroutines used for Filter and Score (default
+	// GOMAXPROCS: more workers than cores only add switching).
 	Parallelism int `json:"parallelism,omitempty"`
 }
 
@@ -54,7 +56,7 @@ type Framework struct {
 func New(reg Registry, cfg Config, h Handle) (*Framework, error) {
 	f := &Framework{weights: map[string]int64{}, percentage: cfg.PercentageOfNodesToScore, parallelism: cfg.Parallelism}
 	if f.parallelism <= 0 {
-		f.parallelism = 16
+		f.parallelism = runtime.GOMAXPROCS(0)
 	}
 	if f.percentage < 0 || f.percentage > 100 {
 		return nil, fmt.Errorf("framework: percentageOfNodesToScore %d not in [0, 100]", f.percentage)
@@ -238,7 +240,7 @@ func Parallelize(ctx context.Context, workers, n int, work func(i int)) {
 		}
 		return
 	}
-	workers = min(workers, n/16+1)
+	workers = min(workers, n/32+1)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {

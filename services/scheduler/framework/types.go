@@ -178,6 +178,14 @@ type NodeInfo struct {
 	ImageSizes map[string]int64
 	// OwnerCounts counts the pods on the node by controller owner uid.
 	OwnerCounts map[string]int
+	// Facts copied from Node by SetNode, so filters over thousands of
+	// nodes read one small struct instead of chasing the node's messages.
+	Labels        map[string]string
+	Taints        []*corev1.Taint
+	Unschedulable bool
+	// Ready is the status of the Ready condition ("True", "False",
+	// "Unknown"), or "" if the node reports none.
+	Ready string
 	// Generation increases on every change (the cache uses it to refresh snapshots).
 	Generation int64
 }
@@ -194,6 +202,15 @@ func (n *NodeInfo) SetNode(node *corev1.Node) {
 	n.Allocatable = ResourceList(node.GetStatus().GetAllocatable())
 	if len(node.GetStatus().GetAllocatable()) == 0 {
 		n.Allocatable = ResourceList(node.GetStatus().GetCapacity())
+	}
+	n.Labels = node.GetMetadata().GetLabels()
+	n.Taints = node.GetSpec().GetTaints()
+	n.Unschedulable = node.GetSpec().GetUnschedulable()
+	n.Ready = ""
+	for _, c := range node.GetStatus().GetConditions() {
+		if c.GetType() == "Ready" {
+			n.Ready = c.GetStatus()
+		}
 	}
 	n.ImageSizes = map[string]int64{}
 	for _, img := range node.GetStatus().GetImages() {

@@ -70,13 +70,24 @@ func TestScore(t *testing.T) {
 		{name: "image under the threshold", node: nodes[2], want: 0},
 		{name: "image absent", node: nodes[3], want: 0},
 	}
+	state := framework.NewCycleState()
+	if s := p.(framework.PreScorePlugin).PreScore(context.Background(), state, pod, nodes); !s.IsSuccess() {
+		t.Fatalf("PreScore: got %v, want success", s.Code())
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := p.(framework.ScorePlugin).Score(context.Background(), nil, pod, tc.node)
+			got, _ := p.(framework.ScorePlugin).Score(context.Background(), state, pod, tc.node)
 			if got != tc.want {
 				t.Errorf("got %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPreScoreSkipsAbsentImages(t *testing.T) {
+	p, _ := imagelocality.New(nil, handle{lister{[]*framework.NodeInfo{withImages("a", nil)}}})
+	if s := p.(framework.PreScorePlugin).PreScore(context.Background(), framework.NewCycleState(), fixture.Pod("p", "", "", nil), nil); !s.IsSkip() {
+		t.Errorf("got %v, want Skip", s.Code())
 	}
 }
 

@@ -21,6 +21,7 @@ const Reason = "node(s) didn't match Pod's node affinity/selector"
 type Plugin struct{}
 
 var (
+	_ framework.PreFilterPlugin = (*Plugin)(nil)
 	_ framework.FilterPlugin    = (*Plugin)(nil)
 	_ framework.PreScorePlugin  = (*Plugin)(nil)
 	_ framework.ScorePlugin     = (*Plugin)(nil)
@@ -32,6 +33,16 @@ func New([]byte, framework.Handle) (framework.Plugin, error) { return &Plugin{},
 
 // Name implements framework.Plugin.
 func (*Plugin) Name() string { return Name }
+
+// PreFilter skips the filter for pods with neither a nodeSelector nor
+// required node affinity.
+func (*Plugin) PreFilter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, _ []*framework.NodeInfo) *framework.Status {
+	spec := pod.Pod.GetSpec()
+	if len(spec.GetNodeSelector()) == 0 && spec.GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution() == nil {
+		return framework.NewStatus(framework.Skip)
+	}
+	return nil
+}
 
 // Filter rejects a node whose labels miss the nodeSelector or that matches
 // none of the required node selector terms (terms are ORed, the

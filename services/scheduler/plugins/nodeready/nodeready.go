@@ -38,20 +38,15 @@ func (*Plugin) Name() string { return Name }
 
 // Filter rejects not-ready and unreachable nodes.
 func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	for _, c := range node.Node.GetStatus().GetConditions() {
-		if c.GetType() != "Ready" {
-			continue
+	tols := pod.Pod.GetSpec().GetTolerations()
+	switch node.Ready {
+	case "False":
+		if !framework.TaintTolerated(tols, notReadyTaint) {
+			return framework.NewStatus(framework.Unschedulable, ReasonNotReady)
 		}
-		tols := pod.Pod.GetSpec().GetTolerations()
-		switch c.GetStatus() {
-		case "False":
-			if !framework.TaintTolerated(tols, notReadyTaint) {
-				return framework.NewStatus(framework.Unschedulable, ReasonNotReady)
-			}
-		case "Unknown":
-			if !framework.TaintTolerated(tols, unreachableTaint) {
-				return framework.NewStatus(framework.Unschedulable, ReasonUnreachable)
-			}
+	case "Unknown":
+		if !framework.TaintTolerated(tols, unreachableTaint) {
+			return framework.NewStatus(framework.Unschedulable, ReasonUnreachable)
 		}
 	}
 	return nil

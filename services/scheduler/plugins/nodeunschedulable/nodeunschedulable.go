@@ -30,7 +30,7 @@ func (*Plugin) Name() string { return Name }
 
 // Filter rejects cordoned nodes.
 func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	if !node.Node.GetSpec().GetUnschedulable() {
+	if !node.Unschedulable {
 		return nil
 	}
 	if framework.TaintTolerated(pod.Pod.GetSpec().GetTolerations(), unschedulableTaint) {

@@ -33,7 +33,7 @@ func (*Plugin) Name() string { return Name }
 // {dedicated: gpu}".
 func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
 	tols := pod.Pod.GetSpec().GetTolerations()
-	for _, t := range node.Node.GetSpec().GetTaints() {
+	for _, t := range node.Taints {
 		if e := t.GetEffect(); e != "NoSchedule" && e != "NoExecute" {
 			continue
 		}
@@ -49,7 +49,7 @@ func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework
 func (*Plugin) Score(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) (int64, *framework.Status) {
 	var n int64
 	tols := pod.Pod.GetSpec().GetTolerations()
-	for _, t := range node.Node.GetSpec().GetTaints() {
+	for _, t := range node.Taints {
 		if t.GetEffect() == "PreferNoSchedule" && !framework.TaintTolerated(tols, t) {
 			n++
 		}

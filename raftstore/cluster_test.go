@@ -6,6 +6,7 @@ package raftstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -55,16 +57,18 @@ func memberConfig(t testing.TB, dir, name string, opts clusterOptions) raftstore
 		ListenClientURLs:        []string{fmt.Sprintf("http://127.0.0.1:%d", cport)},
 		ListenPeerURL:           fmt.Sprintf("http://127.0.0.1:%d", pport),
 		InitialAdvertisePeerURL: fmt.Sprintf("http://127.0.0.1:%d", pport),
-		HeartbeatTimeout:        300 * time.Millisecond,
-		ElectionTimeout:         300 * time.Millisecond,
-		LeaderLeaseTimeout:      150 * time.Millisecond,
-		SnapshotThreshold:       opts.snapshotThreshold,
-		SnapshotInterval:        200 * time.Millisecond,
-		TrailingLogs:            opts.trailingLogs,
-		LeaseCheckInterval:      100 * time.Millisecond,
-		MinLeaseTTL:             1,
-		MaxRequestBytes:         opts.maxRequestBytes,
-		Logger:                  testLogger(t),
+		// Short enough for quick failovers, long enough not to flap on a
+		// busy 2-core machine.
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
+		SnapshotThreshold:  opts.snapshotThreshold,
+		SnapshotInterval:   200 * time.Millisecond,
+		TrailingLogs:       opts.trailingLogs,
+		LeaseCheckInterval: 100 * time.Millisecond,
+		MinLeaseTTL:        1,
+		MaxRequestBytes:    opts.maxRequestBytes,
+		Logger:             testLogger(t),
 	}
 }
 
@@ -154,6 +158,24 @@ func (c *cluster) followers() []*member {
 		}
 	}
 	return out
+}
+
+// putRetry puts, trying again (bounded) when the answer is "leader
+// changed" or "no leader": for tests that need the data, not the exact
+// outcome of each attempt.
+func putRetry(ctx context.Context, t testing.TB, cli *clientv3.Client, key, val string) {
+	t.Helper()
+	var err error
+	for i := 0; i < 20; i++ {
+		if _, err = cli.Put(ctx, key, val); err == nil {
+			return
+		}
+		if !errors.Is(err, rpctypes.ErrLeaderChanged) && !errors.Is(err, rpctypes.ErrNoLeader) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("put %s: %v", key, err)
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -79,9 +79,7 @@ func TestLeaderFailover(t *testing.T) {
 		}
 	}
 	for i := 10; i < 20; i++ {
-		if _, err := rest[i%2].client.Put(ctx, fmt.Sprintf("/f/%02d", i), "v"); err != nil {
-			t.Fatalf("put after the leader stopped: %v", err)
-		}
+		putRetry(ctx, t, rest[i%2].client, fmt.Sprintf("/f/%02d", i), "v")
 	}
 	if nl := c.waitLeader(); nl == old {
 		t.Fatal("the stopped member still leads")
@@ -116,9 +114,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 		}
 	}
 	for i := 0; i < 200; i++ {
-		if _, err := up.client.Put(ctx, fmt.Sprintf("/s/%03d", i), strings.Repeat("v", 100)); err != nil {
-			t.Fatal(err)
-		}
+		putRetry(ctx, t, up.client, fmt.Sprintf("/s/%03d", i), strings.Repeat("v", 100))
 	}
 	// Wait for a snapshot that left the follower's next entry behind.
 	leader := c.waitLeader()

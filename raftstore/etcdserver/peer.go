@@ -82,6 +82,12 @@ func isNotLeader(err error) bool {
 	return ok && st.Code() == codes.FailedPrecondition && st.Message() == notLeaderMessage
 }
 
+// isEtcdError reports whether st is one of etcd's own errors (as the
+// leader's handlers return them), rather than a transport failure.
+func isEtcdError(st *status.Status) bool {
+	return strings.HasPrefix(st.Message(), "etcdserver: ")
+}
+
 // notSent reports whether a failed call to the leader certainly never
 // reached it (the connection could not be made), so that trying again, maybe
 // at a new leader, cannot apply a proposal twice.
@@ -98,6 +104,10 @@ func notSent(err error) bool {
 // leader is "no leader", otherwise the status passes through.
 func fromPeerError(err error) error {
 	if st, ok := status.FromError(err); ok {
+		if isEtcdError(st) {
+			// The leader's own answer (e.g. "leader changed"): pass it on.
+			return err
+		}
 		switch st.Code() {
 		case codes.Unavailable:
 			return fmt.Errorf("%w: %s", errNoLeader, st.Message())

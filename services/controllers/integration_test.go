@@ -139,7 +139,8 @@ func (c *cluster) podsOf(t *testing.T, ns, app string) []*corev1.Pod {
 	t.Helper()
 	l, _, err := c.pods.List(c.ctx, ns, client.ListOptions{LabelSelector: "app=" + app})
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("list pods: %v", err) // not Fatal: also called off the test goroutine
+		return nil
 	}
 	var out []*corev1.Pod
 	for _, p := range l {
@@ -254,20 +255,24 @@ func TestDeploymentLifecycle(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() {
+			// Not eventually: FailNow must not be called off the test goroutine.
 			defer close(done)
-			eventually(t, "rollout to nginx:2", func() (bool, string) {
+			defer w.Close()
+			deadline := time.Now().Add(waitLimit)
+			for {
 				ok, st := c.rolledOut(t, ns, "web", replicas)
-				if !ok {
-					return false, st
-				}
 				for _, p := range c.podsOf(t, ns, "web") {
-					if p.GetSpec().GetContainers()[0].GetImage() != "nginx:2" {
-						return false, "old pods remain"
-					}
+					ok = ok && p.GetSpec().GetContainers()[0].GetImage() == "nginx:2"
 				}
-				return true, st
-			})
-			w.Close()
+				if ok {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("timed out waiting for the rollout to nginx:2; last state: %s", st)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 		}()
 		minReady, events := replicas, 0
 		for {

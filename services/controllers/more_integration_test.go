@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -223,5 +225,139 @@ func TestUnreachableNodePodsReplaced(t *testing.T) {
 			return false, err.Error()
 		}
 		return len(n.GetSpec().GetTaints()) == 0, fmt.Sprint(n.GetSpec().GetTaints())
+	})
+}
+
+func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
+	c := startCluster(t)
+	const ns = "strat"
+	c.namespace(t, ns)
+	setImage := func(t *testing.T, name, image string, mutate ...func(*appsv1.Deployment)) {
+		t.Helper()
+		for attempt := 0; ; attempt++ {
+			cur, err := c.ds.Get(c.ctx, ns, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.Spec.Template.Spec.Containers[0].Image = image
+			for _, f := range mutate {
+				f(cur)
+			}
+			if _, err = c.ds.Update(c.ctx, cur); err == nil {
+				return
+			}
+			if !apierrors.IsConflict(err) || attempt > 10 {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	t.Run("Recreate never runs old and new pods together", func(t *testing.T) {
+		d := newDeployment(ns, "re", 3, "nginx:1")
+		d.Spec.Strategy = &appsv1.DeploymentStrategy{Type: "Recreate"}
+		if _, err := c.ds.Create(c.ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "re", 3) })
+		wctx, wcancel := context.WithTimeout(c.ctx, waitLimit)
+		defer wcancel()
+		w, err := c.pods.Watch(wctx, ns, client.ListOptions{LabelSelector: "app=re"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		setImage(t, "re", "nginx:2")
+		live := map[string]string{} // pod → image
+		mixed := false
+		finished := false
+		for !finished {
+			ev, err := w.Next()
+			if err != nil {
+				t.Fatalf("watch: %v", err)
+			}
+			k := client.Key(ev.Object)
+			if ev.Type == client.Deleted {
+				delete(live, k)
+			} else {
+				live[k] = ev.Object.GetSpec().GetContainers()[0].GetImage()
+			}
+			imgs := map[string]int{}
+			for _, img := range live {
+				imgs[img]++
+			}
+			if imgs["nginx:1"] > 0 && imgs["nginx:2"] > 0 {
+				mixed = true
+			}
+			finished = imgs["nginx:2"] == 3 && imgs["nginx:1"] == 0
+		}
+		if mixed {
+			t.Errorf("old and new pods existed at the same time under Recreate")
+		}
+		eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "re", 3) })
+	})
+
+	t.Run("revisionHistoryLimit keeps that many old replicasets", func(t *testing.T) {
+		d := newDeployment(ns, "hist", 1, "nginx:0")
+		d.Spec.RevisionHistoryLimit = proto.Int32(1)
+		if _, err := c.ds.Create(c.ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 3; i++ {
+			eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "hist", 1) })
+			setImage(t, "hist", fmt.Sprintf("nginx:%d", i))
+		}
+		eventually(t, "two replicasets: current and one old", func() (bool, string) {
+			ok, st := c.rolledOut(t, ns, "hist", 1)
+			l, _, _ := c.rss.List(c.ctx, ns, client.ListOptions{LabelSelector: "app=hist"})
+			return ok && len(l) == 2, fmt.Sprintf("%d replicasets; %s", len(l), st)
+		})
+		got, _ := c.ds.Get(c.ctx, ns, "hist")
+		if rev := got.GetMetadata().GetAnnotations()["deployment.kubernetes.io/revision"]; rev != "4" {
+			t.Errorf("got revision %q, want 4", rev)
+		}
+	})
+
+	t.Run("paused deployment does not roll out until resumed", func(t *testing.T) {
+		if _, err := c.ds.Create(c.ctx, newDeployment(ns, "pz", 2, "nginx:1")); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "pz", 2) })
+		setImage(t, "pz", "nginx:2", func(d *appsv1.Deployment) { d.Spec.Paused = true })
+		eventually(t, "Progressing Unknown DeploymentPaused", func() (bool, string) {
+			d, _ := c.ds.Get(c.ctx, ns, "pz")
+			for _, cond := range d.GetStatus().GetConditions() {
+				if cond.GetType() == "Progressing" {
+					return cond.GetReason() == "DeploymentPaused", cond.GetReason()
+				}
+			}
+			return false, "no condition"
+		})
+		l, _, _ := c.rss.List(c.ctx, ns, client.ListOptions{LabelSelector: "app=pz"})
+		if len(l) != 1 {
+			t.Errorf("got %d replicasets while paused, want 1", len(l))
+		}
+		setImage(t, "pz", "nginx:2", func(d *appsv1.Deployment) { d.Spec.Paused = false })
+		eventually(t, "rolled out after resume", func() (bool, string) {
+			ok, st := c.rolledOut(t, ns, "pz", 2)
+			for _, p := range c.podsOf(t, ns, "pz") {
+				ok = ok && p.GetSpec().GetContainers()[0].GetImage() == "nginx:2"
+			}
+			return ok, st
+		})
+	})
+
+	t.Run("events ScalingReplicaSet and SuccessfulCreate are recorded", func(t *testing.T) {
+		evs := client.Must[*corev1.Event](c.conn)
+		eventually(t, "events", func() (bool, string) {
+			l, _, err := evs.List(c.ctx, ns, client.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			seen := map[string]bool{}
+			for _, e := range l {
+				seen[e.GetReason()] = true
+			}
+			return seen["ScalingReplicaSet"] && seen["SuccessfulCreate"] && seen["SuccessfulDelete"], fmt.Sprint(seen)
+		})
 	})
 }

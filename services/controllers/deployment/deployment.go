@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -211,7 +212,10 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if sel.Empty() {
 		return nil // selects everything: refuse, as Kubernetes does
 	}
-	all := c.replicaSets(d)
+	all, err := c.replicaSets(ctx, d, sel)
+	if err != nil {
+		return err
+	}
 	newRS, old := c.split(d, all)
 	if d.GetMetadata().GetDeletionTimestamp() != nil {
 		return c.syncStatus(ctx, d, newRS, all, false)
@@ -246,15 +250,31 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	return c.syncStatus(ctx, d, newRS, all, scaled)
 }
 
-// replicaSets are copies of the ReplicaSets d controls.
-func (c *Controller) replicaSets(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+// replicaSets are copies of the ReplicaSets d controls, after adopting
+// the orphans its selector matches (as after an orphaning delete of an
+// earlier Deployment of the same name).
+func (c *Controller) replicaSets(ctx context.Context, d *appsv1.Deployment, sel labels.Selector) ([]*appsv1.ReplicaSet, error) {
 	var out []*appsv1.ReplicaSet
 	for _, rs := range c.cfg.RSInformer.Store().ByNamespace(d.GetMetadata().GetNamespace()) {
-		if r := ctrl.ControllerRef(rs); r != nil && r.GetUid() == d.GetMetadata().GetUid() {
+		r := ctrl.ControllerRef(rs)
+		switch {
+		case r != nil && r.GetUid() == d.GetMetadata().GetUid():
 			out = append(out, proto.Clone(rs).(*appsv1.ReplicaSet))
+		case r == nil && d.GetMetadata().GetDeletionTimestamp() == nil && rs.GetMetadata().GetDeletionTimestamp() == nil &&
+			sel.Matches(labels.Set(rs.GetMetadata().GetLabels())):
+			u := proto.Clone(rs).(*appsv1.ReplicaSet)
+			u.Metadata.OwnerReferences = append(u.Metadata.OwnerReferences, ctrl.NewControllerRef(d, "apps/v1", "Deployment"))
+			got, err := c.cfg.ReplicaSets.Update(ctx, u)
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("deployment %s: adopt %s: %w", client.Key(d), client.Key(rs), err)
+			}
+			out = append(out, got)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // split finds the ReplicaSet whose template is d's (the oldest if several)

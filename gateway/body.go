@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane/kplane/proto/kubejson"
@@ -36,6 +37,9 @@ func readBody(r *http.Request) ([]byte, error) {
 // it is well formed.
 func toJSON(contentType string, b []byte) ([]byte, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == protobufType {
+		return protobufToJSON(b)
+	}
 	if strings.Contains(mt, "yaml") {
 		j, err := yaml.YAMLToJSON(b)
 		if err != nil {
@@ -52,6 +56,25 @@ func toJSON(contentType string, b []byte) ([]byte, error) {
 		return nil, badRequest("the request body is not valid JSON: " + errString(err))
 	}
 	return b, nil
+}
+
+// protobufType is Kubernetes' protobuf encoding, which kubectl's typed
+// clients (create namespace, run, ...) send.
+const protobufType = "application/vnd.kubernetes.protobuf"
+
+// protobufToJSON decodes a Kubernetes protobuf body of a built-in kind
+// through client-go's scheme and re-encodes it as JSON.
+func protobufToJSON(b []byte) ([]byte, error) {
+	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		return nil, badRequest("the request body is not a valid Kubernetes protobuf object: " + err.Error())
+	}
+	obj.GetObjectKind().SetGroupVersionKind(*gvk)
+	j, err := json.Marshal(obj)
+	if err != nil {
+		return nil, badRequest("the request body cannot be converted to JSON: " + err.Error())
+	}
+	return j, nil
 }
 
 func errString(err error) string {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,13 @@ func findKubectl(t *testing.T, bin string) string {
 		}
 	}
 	return testutil.RequireBinary(t, bin, "the Google Cloud SDK kubectl component (kubectl and kubectl.1.27 … kubectl.1.33)")
+}
+
+// with returns k reporting to t (for subtests).
+func (k *kube) with(t *testing.T) *kube {
+	c := *k
+	c.t = t
+	return &c
 }
 
 // run runs kubectl with args and returns its combined output and error.
@@ -190,4 +198,116 @@ func TestKubectlCoreFlow(t *testing.T) {
 			coreFlow(t, startKube(t, bin))
 		})
 	}
+}
+
+// TestKubectlFlow covers the rest of what people do with kubectl, with the
+// kubectl on PATH.
+func TestKubectlFlow(t *testing.T) {
+	k := startKube(t, "kubectl")
+	pod := k.file("pod.yaml", fmt.Sprintf(podYAML, "a"))
+	k.ok([]string{"apply", "-f", pod}, "pod/mypod created")
+	k.ok([]string{"create", "namespace", "team"}, "namespace/team created")
+	k.ok([]string{"run", "other", "--image=busybox", "-n", "team", "--labels=tier=z"}, "pod/other created")
+
+	t.Run("server-side apply", func(t *testing.T) {
+		k := k.with(t)
+		dep := k.file("ssa.yaml", strings.ReplaceAll(fmt.Sprintf(deployYAML, 1, "nginx:1.25"), "web", "api"))
+		k.ok([]string{"apply", "--server-side", "-f", dep}, "deployment.apps/api serverside-applied")
+		dep2 := k.file("ssa2.yaml", strings.ReplaceAll(fmt.Sprintf(deployYAML, 4, "nginx:1.27"), "web", "api"))
+		k.ok([]string{"apply", "--server-side", "-f", dep2}, "deployment.apps/api serverside-applied")
+		k.ok([]string{"get", "deploy", "api", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}"}, "4 nginx:1.27")
+	})
+	t.Run("get variants", func(t *testing.T) {
+		k := k.with(t)
+		k.ok([]string{"get", "pods", "-o", "wide"}, "IP", "NODE", "NOMINATED NODE", "READINESS GATES", "mypod")
+		k.ok([]string{"get", "pod", "mypod", "-o", "json"}, `"kind": "Pod"`, `"name": "mypod"`)
+		k.ok([]string{"get", "pods", "-A"}, "NAMESPACE", "default", "team", "mypod", "other")
+		k.ok([]string{"get", "pods", "--show-labels"}, "LABELS", "tier=a")
+		out := k.ok([]string{"get", "pods", "-A", "--sort-by=.metadata.name", "-o", "name"}, "pod/mypod", "pod/other")
+		if strings.Index(out, "pod/mypod") > strings.Index(out, "pod/other") {
+			t.Errorf("--sort-by: got\n%s\nwant mypod before other", out)
+		}
+		k.ok([]string{"get", "pods", "-A", "--sort-by=.metadata.name"}, "mypod", "other")
+		out = k.ok([]string{"get", "pods", "-A", "--field-selector", "metadata.name=other", "-o", "name"}, "pod/other")
+		if strings.Contains(out, "mypod") {
+			t.Errorf("--field-selector: got\n%s\nwant only pod/other", out)
+		}
+		k.ok([]string{"get", "namespaces"}, "STATUS", "team")
+		k.ok([]string{"get", "events", "-A"})
+		k.ok([]string{"api-resources"}, "deployments", "deploy", "apps/v1", "pods", "po")
+	})
+	t.Run("describe label annotate", func(t *testing.T) {
+		k := k.with(t)
+		k.ok([]string{"describe", "pod", "mypod"}, "Name:", "mypod", "Containers:", "Events:")
+		k.ok([]string{"annotate", "pod", "mypod", "note=hello"}, "pod/mypod annotated")
+		k.ok([]string{"get", "pod", "mypod", "-o", "jsonpath={.metadata.annotations.note}"}, "hello")
+		k.ok([]string{"label", "pod", "mypod", "tier=c", "--overwrite"}, "pod/mypod labeled")
+	})
+	t.Run("watch", func(t *testing.T) {
+		k := k.with(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, k.bin, "get", "pods", "-w")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig, "KUBECACHEDIR="+k.cache, "HOME="+k.dir)
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); _ = cmd.Wait() }()
+		waitFor(t, &out, "mypod")
+		k.ok([]string{"run", "watched", "--image=busybox"}, "pod/watched created")
+		waitFor(t, &out, "watched")
+	})
+	t.Run("errors", func(t *testing.T) {
+		k := k.with(t)
+		k.fails([]string{"get", "deploy", "nosuch"}, `Error from server (NotFound): deployments.apps "nosuch" not found`)
+		k.fails([]string{"create", "namespace", "team"}, `Error from server (AlreadyExists): namespaces "team" already exists`)
+		stale := k.ok([]string{"get", "pod", "mypod", "-o", "yaml"})
+		k.ok([]string{"label", "pod", "mypod", "bump=1"}, "labeled")
+		k.fails([]string{"replace", "-f", k.file("stale.yaml", stale)}, "Error from server (Conflict)")
+		bad := k.file("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containers: []\n")
+		k.fails([]string{"apply", "-f", bad}, `The Pod "bad" is invalid`)
+		unknown := k.file("unknown.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: unk\nspec:\n  foo: 1\n  containers:\n  - name: a\n    image: busybox\n")
+		k.fails([]string{"apply", "-f", unknown}, `unknown field "spec.foo"`)
+	})
+	t.Run("delete", func(t *testing.T) {
+		k := k.with(t)
+		// Orphan deletion holds the object with the orphan finalizer until the
+		// garbage collector (not running here) releases it: do not wait.
+		k.ok([]string{"delete", "deployment", "api", "--cascade=orphan", "--wait=false"}, `deployment.apps "api" deleted`)
+		k.ok([]string{"delete", "-f", pod, "--grace-period=0", "--force"}, `pod "mypod" force deleted`)
+		k.ok([]string{"delete", "pod", "other", "-n", "team", "--cascade=background", "--grace-period=0", "--force"}, `pod "other" force deleted`)
+		k.fails([]string{"get", "pod", "mypod"}, "NotFound")
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor waits (at most 30s) until out contains want.
+func waitFor(t *testing.T, out *syncBuffer, want string) {
+	t.Helper()
+	for i := 0; i < 300; i++ {
+		if strings.Contains(out.String(), want) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("got output\n%s\nwant it to contain %q", out.String(), want)
 }

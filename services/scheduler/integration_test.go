@@ -275,7 +275,7 @@ func TestLeaderHandover(t *testing.T) {
 	defer func() { icancel(); <-idone }()
 
 	le := func(id string) *scheduler.LeaderElection {
-		return &scheduler.LeaderElection{Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+		return &scheduler.LeaderElection{Identity: id, LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond}
 	}
 	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("a"), Logger: testLogger(t)})
 	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("b"), Logger: testLogger(t)})

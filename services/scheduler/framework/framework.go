@@ -141,10 +141,20 @@ func (f *Framework) RunPreFilter(ctx context.Context, state *CycleState, pod *Po
 
 // RunFilter runs the filters on one node, stopping at the first rejection.
 func (f *Framework) RunFilter(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
-	for _, p := range f.filter {
-		if state.SkipFilter[p.Name()] {
-			continue
-		}
+	return runFilters(ctx, f.activeFilters(state), state, pod, node)
+}
+
+// activeFilters are the filters whose PreFilter did not say Skip, worked
+// out once per cycle rather than per node.
+func (f *Framework) activeFilters(state *CycleState) []FilterPlugin {
+	if len(state.SkipFilter) == 0 {
+		return f.filter
+	}
+	return slices.DeleteFunc(slices.Clone(f.filter), func(p FilterPlugin) bool { return state.SkipFilter[p.Name()] })
+}
+
+func runFilters(ctx context.Context, filters []FilterPlugin, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+	for _, p := range filters {
 		if s := p.Filter(ctx, state, pod, node); !s.IsSuccess() {
 			return s.WithPlugin(p.Name())
 		}
@@ -183,7 +193,8 @@ func (f *Framework) FindFeasible(ctx context.Context, state *CycleState, pod *Po
 		return nil, statuses, nil
 	}
 	want := NumFeasibleNodesToFind(f.percentage, all)
-	if len(f.filter) == 0 {
+	filters := f.activeFilters(state)
+	if len(filters) == 0 {
 		out := make([]*NodeInfo, 0, want)
 		for i := range want {
 			out = append(out, nodes[(f.nextStart+i)%all])
@@ -201,7 +212,7 @@ func (f *Framework) FindFeasible(ctx context.Context, state *CycleState, pod *Po
 	start := f.nextStart
 	Parallelize(ctx, f.parallelism, all, func(i int) {
 		n := nodes[(start+i)%all]
-		s := f.RunFilter(ctx, state, pod, n)
+		s := runFilters(ctx, filters, state, pod, n)
 		processed.Add(1)
 		if s.IsSuccess() {
 			k := found.Add(1)

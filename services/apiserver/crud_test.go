@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -307,4 +308,29 @@ func TestConcurrentUpdates(t *testing.T) {
 		t.Errorf("final object: got rv %s writer %s, want rv %s writer %s", got.GetMetadata().GetResourceVersion(), got.GetData()["writer"], last.toRV, last.writer)
 	}
 	t.Logf("%d accepted, %d conflicts", len(oks), conflict)
+}
+
+// TestServerReflection: grpcurl and friends can discover the services.
+func TestServerReflection(t *testing.T) {
+	e := newEnv(t, nil)
+	st, err := reflectionpb.NewServerReflectionClient(e.conn).ServerReflectionInfo(admin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		got[s.GetName()] = true
+	}
+	for _, want := range []string{"kplane.core.v1.PodService", "kplane.apps.v1.DeploymentService", "kplane.rbac.v1.ClusterRoleBindingService", "kplane.admissionregistration.v1.ValidatingWebhookConfigurationService"} {
+		if !got[want] {
+			t.Errorf("reflection does not list %s (got %v)", want, got)
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -252,12 +251,17 @@ func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) 
 		return nil, err
 	}
 	ch := s.cachers[r.Resource]
-	if err := ch.waitFor(ctx, want); err != nil {
+	if err := ch.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	ch.mu.Lock()
 	obj, ok := ch.state[s.store.key(r, ns, name)]
+	cur := ch.rev
 	ch.mu.Unlock()
+	if cur < want {
+		// The cache is behind what the client has seen: the store is not.
+		return s.store.get(ctx, r, ns, name)
+	}
 	if !ok {
 		return nil, apierrors.NewNotFound(r.Group, r.Resource, name)
 	}
@@ -292,65 +296,24 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 		}
 		return s.listStore(ctx, r, ns, tok.Rev, tok.Key, o.Limit, sel, true)
 	case o.ResourceVersion == "":
-		return s.listConsistent(ctx, r, ns, o.Limit, sel)
+		// The default: a consistent list, a linearizable read of the store.
+		return s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
 	case o.ResourceVersionMatch == "Exact":
 		return s.listStore(ctx, r, ns, rev, "", o.Limit, sel, false)
 	case o.ResourceVersionMatch != "" && o.ResourceVersionMatch != "NotOlderThan":
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("unsupported resourceVersionMatch %q", o.ResourceVersionMatch))
 	}
-	// resourceVersion "0" or N (not older than): served by the watch cache.
+	// resourceVersion "0" (any) or N (not older than N): the watch cache
+	// if it is that recent, else the store (always at least as recent).
 	ch := s.cachers[r.Resource]
-	if err := ch.waitFor(ctx, rev); err != nil {
+	if err := ch.waitReady(ctx); err != nil {
 		return nil, nil, err
 	}
 	items, at := ch.snapshot(sel.matches)
-	sort.Slice(items, func(i, j int) bool {
-		a, b := meta(items[i]), meta(items[j])
-		if a.GetNamespace() != b.GetNamespace() {
-			return a.GetNamespace() < b.GetNamespace()
-		}
-		return a.GetName() < b.GetName()
-	})
+	if at < rev {
+		return s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
+	}
 	return items, &metav1.ListMeta{ResourceVersion: formatRV(at)}, nil
-}
-
-// listConsistent is a consistent (quorum) list served by the watch cache,
-// as in Kubernetes' KEP-2340: a linearizable read of the store's current
-// revision, a wait until the cache has caught up with it, then the cache's
-// snapshot (at that revision or later). A first page of a paginated list
-// comes from the snapshot too; its continue token pins the snapshot's
-// revision, so later pages, read from the store at that revision, are
-// consistent with it.
-func (s *Server) listConsistent(ctx context.Context, r *resourceInfo, ns string, limit int64, sel *selector) ([]proto.Message, *metav1.ListMeta, error) {
-	rev, err := s.store.currentRevision(ctx, r)
-	if err != nil {
-		return nil, nil, err
-	}
-	ch := s.cachers[r.Resource]
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err = ch.waitFor(wctx, rev)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, err
-		}
-		// The cache did not catch up (a store without progress
-		// notifications, or a lagging watch): read the store instead.
-		return s.listStore(ctx, r, ns, 0, "", limit, sel, false)
-	}
-	items, at := ch.snapshot(sel.matches)
-	keys := make(map[proto.Message]string, len(items))
-	for _, it := range items {
-		m := meta(it)
-		keys[it] = s.store.key(r, m.GetNamespace(), m.GetName())
-	}
-	sort.Slice(items, func(i, j int) bool { return keys[items[i]] < keys[items[j]] })
-	lm := &metav1.ListMeta{ResourceVersion: formatRV(at)}
-	if limit > 0 && int64(len(items)) > limit {
-		lm.Continue = encodeContinue(keys[items[limit]], at)
-		items = items[:limit]
-	}
-	return items, lm, nil
 }
 
 func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, sel *selector, fromContinue bool) ([]proto.Message, *metav1.ListMeta, error) {

@@ -75,6 +75,11 @@ type deleteOptions struct {
 // meta returns obj's metadata, creating it if absent. Every top-level kplane
 // object has a "metadata" field of type ObjectMeta.
 func meta(obj proto.Message) *metav1.ObjectMeta {
+	if o, ok := obj.(interface{ GetMetadata() *metav1.ObjectMeta }); ok {
+		if m := o.GetMetadata(); m != nil {
+			return m
+		}
+	}
 	m := obj.ProtoReflect()
 	fd := m.Descriptor().Fields().ByName("metadata")
 	return m.Mutable(fd).Message().Interface().(*metav1.ObjectMeta)

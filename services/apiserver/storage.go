@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -29,8 +28,8 @@ type storage struct {
 	prefix string // "/registry/"
 }
 
-// errCASFailed is returned by a compare-and-swap whose comparison failed;
-// cur is the object as it stands (nil if gone).
+// casError is returned by a compare-and-swap whose comparison failed; cur
+// is the object as it stands (nil if gone).
 type casError struct {
 	cur proto.Message
 	rev int64
@@ -210,12 +209,9 @@ func decodeContinue(s string) (continueToken, error) {
 
 // listPage is one page of a list read from the store.
 type listPage struct {
-	items    []proto.Message
-	kvs      []*mvccpb.KeyValue
-	rev      int64
-	next     string // continue token, "" on the last page
-	lastKey  string
-	moreKeys bool
+	items []proto.Message
+	rev   int64  // the revision the page was read at
+	next  string // continue token, "" on the last page
 }
 
 // list reads keys under the collection at revision rev (0: latest,
@@ -249,7 +245,7 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 		if page.rev == 0 {
 			page.rev = resp.Header.Revision
 		}
-		for i, kv := range resp.Kvs {
+		for _, kv := range resp.Kvs {
 			obj, err := decode(r, kv.Value, kv.ModRevision)
 			if err != nil {
 				return nil, err
@@ -259,7 +255,6 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 			}
 			if limit > 0 && int64(len(page.items)) == limit {
 				page.next = encodeContinue(string(kv.Key), page.rev)
-				_ = i
 				return page, nil
 			}
 			page.items = append(page.items, obj)

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -285,7 +286,10 @@ func TestFieldSelectorWatchAndList(t *testing.T) {
 func TestStalledWatcherDoesNotDelayOthers(t *testing.T) {
 	const watchers, small, big = 1000, 150, 8
 	e := newEnv(t, func(c *Config) { c.WatchBuffer = 50 })
-	ctx := admin(t)
+	// A longer deadline than other tests: 1,000 streams on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer admin")
 	l, err := e.cms.ListConfigMaps(ctx, &corev1.ListConfigMapsRequest{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
@@ -412,5 +416,4 @@ func TestStalledWatcherDoesNotDelayOthers(t *testing.T) {
 		}
 	}
 	t.Logf("stalled watcher cut off after %d events, resumed for %d more", len(got), len(rest))
-	_ = time.Second
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -183,7 +184,10 @@ func (c *cacher) watchStore(ctx context.Context) error {
 			return err
 		}
 		if wr.IsProgressNotify() {
-			c.progress(wr.Header.Revision)
+			// Not trusted to advance the cache: etcd before 3.4.24/3.5.8
+			// could send a requested progress notification ahead of events
+			// still in flight (etcd #15220), which would make the cache skip
+			// them. The revision only advances with events and re-lists.
 			continue
 		}
 		if err := c.apply(wr.Events); err != nil {
@@ -194,15 +198,6 @@ func (c *cacher) watchStore(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return errors.New("store watch channel closed")
-}
-
-func (c *cacher) progress(rev int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if rev > c.rev {
-		c.rev = rev
-		c.signalLocked()
-	}
 }
 
 // apply turns store events into watch events, updates the state and the
@@ -332,9 +327,6 @@ func (c *cacher) bookmarks(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		// Ask the store for a progress notification so an idle resource's
-		// revision advances too (best effort).
-		_ = c.st.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
 		c.mu.Lock()
 		ev := &watchEvent{typ: eventBookmark, rev: c.rev}
 		for w := range c.watchers {
@@ -422,10 +414,8 @@ func (c *cacher) signalLocked() {
 	c.advanced = make(chan struct{})
 }
 
-// waitFor blocks until the cache has seen revision rev or ctx ends. The
-// store's revision is global, so an idle resource's cache learns that it
-// is current only from a progress notification: waitFor asks the store for
-// one while it waits.
+// waitFor blocks until the cache has applied revision rev (an event of
+// this resource at or after rev) or ctx ends.
 func (c *cacher) waitFor(ctx context.Context, rev int64) error {
 	if err := c.waitReady(ctx); err != nil {
 		return err
@@ -437,7 +427,6 @@ func (c *cacher) waitFor(ctx context.Context, rev int64) error {
 		if cur >= rev {
 			return nil
 		}
-		_ = c.st.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
 		t := time.NewTimer(50 * time.Millisecond)
 		select {
 		case <-advanced:
@@ -450,16 +439,25 @@ func (c *cacher) waitFor(ctx context.Context, rev int64) error {
 	}
 }
 
-// snapshot returns the cached objects matching filter and the revision they
-// are current at.
+// snapshot returns the cached objects matching filter, in key order, and
+// the revision they are current at. The lock is held only to copy the
+// references; filtering and sorting happen outside it.
 func (c *cacher) snapshot(filter func(proto.Message) bool) ([]proto.Message, int64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]proto.Message, 0, len(c.state))
-	for _, obj := range c.state {
-		if filter == nil || filter(obj) {
+	keys := make([]string, 0, len(c.state))
+	objs := make(map[string]proto.Message, len(c.state))
+	for k, obj := range c.state {
+		keys = append(keys, k)
+		objs[k] = obj
+	}
+	rev := c.rev
+	c.mu.Unlock()
+	sort.Strings(keys)
+	out := make([]proto.Message, 0, len(keys))
+	for _, k := range keys {
+		if obj := objs[k]; filter == nil || filter(obj) {
 			out = append(out, obj)
 		}
 	}
-	return out, c.rev
+	return out, rev
 }

@@ -125,29 +125,3 @@ func TestContinueTokenExpiresWithCompaction(t *testing.T) {
 	_, err = e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: big})
 	wantReason(t, err, apierrors.ReasonRequestEntityTooLarge)
 }
-
-// TestConsistentListOfIdleResource: a list (resourceVersion "") of a
-// resource nobody writes must not wait for a write to it: the cache learns
-// the store's newer revision from a progress notification.
-func TestConsistentListOfIdleResource(t *testing.T) {
-	e := newEnv(t, nil)
-	ctx := admin(t)
-	for i := range 3 {
-		if _, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm(fmt.Sprintf("i%d", i), nil)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Now()
-	l, err := e.events.ListEvents(ctx, &corev1.ListEventsRequest{Namespace: "default"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev, err := e.srv.store.currentRevision(context.Background(), resourcesByName()["events"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := rvInt(t, l.GetList().GetMetadata().GetResourceVersion()); got < rev {
-		t.Errorf("list resourceVersion %d is older than the store's %d before the list", got, rev)
-	}
-	t.Logf("idle list took %s", time.Since(start))
-}

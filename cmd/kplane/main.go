@@ -34,7 +34,7 @@ func newRootCommand() *cobra.Command {
 		newSimRuntimeCommand(), newNodeAgentCommand(),
 		newStoreCommand(), newUpCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
-		newControllersCommand(),
+		newControllersCommand(), newGatewayCommand(),
 	)
 	return root
 }

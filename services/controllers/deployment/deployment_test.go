@@ -4,8 +4,10 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -168,3 +170,48 @@ func TestReconcileRollingUpdate(t *testing.T) {
 }
 
 func itoa(n int32) string { return string(rune('0' + n)) }
+
+func TestProgressDeadline(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		lastUpdate time.Time
+		wantReason string
+	}{
+		{name: "stuck past the deadline", lastUpdate: base.Add(-11 * time.Minute), wantReason: "ProgressDeadlineExceeded"},
+		{name: "stuck within the deadline", lastUpdate: base.Add(-time.Minute), wantReason: "ReplicaSetUpdated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := deploy(2, "x:1")
+			d.Spec.ProgressDeadlineSeconds = proto.Int32(600)
+			rs := replicaSet(d, "x:1", "1", 2, 0) // pods never become available
+			d.Status = &appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, UnavailableReplicas: 2,
+				Conditions: []*appsv1.DeploymentCondition{
+					{Type: "Available", Status: "False", Reason: "MinimumReplicasUnavailable", Message: "Deployment does not have minimum availability.", LastTransitionTime: timestamppb.New(tc.lastUpdate), LastUpdateTime: timestamppb.New(tc.lastUpdate)},
+					{Type: "Progressing", Status: "True", Reason: "ReplicaSetUpdated", Message: "x", LastTransitionTime: timestamppb.New(tc.lastUpdate), LastUpdateTime: timestamppb.New(tc.lastUpdate)},
+				}}
+			ds := &fakeapi.Client[*appsv1.Deployment]{}
+			dInf := fakeapi.Informer([]*appsv1.Deployment{d}, client.InformerOptions[*appsv1.Deployment]{})
+			rsInf := fakeapi.Informer([]*appsv1.ReplicaSet{rs}, client.InformerOptions[*appsv1.ReplicaSet]{})
+			c := New(Config{Deployments: ds, ReplicaSets: &fakeapi.Client[*appsv1.ReplicaSet]{}, DInformer: dInf, RSInformer: rsInf})
+			c.now = func() time.Time { return base }
+			fakeapi.Start(t, dInf, rsInf)
+			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+				t.Fatal(err)
+			}
+			reason := "ReplicaSetUpdated" // unchanged if no status write
+			for _, a := range ds.Actions {
+				if a.Verb == "updateStatus" {
+					for _, cond := range a.Obj.(*appsv1.Deployment).GetStatus().GetConditions() {
+						if cond.GetType() == "Progressing" {
+							reason = cond.GetReason()
+						}
+					}
+				}
+			}
+			if reason != tc.wantReason {
+				t.Errorf("got Progressing reason %q, want %q", reason, tc.wantReason)
+			}
+		})
+	}
+}

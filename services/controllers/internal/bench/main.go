@@ -58,6 +58,7 @@ func main() {
 		return
 	}
 	nodeC := client.Must[*corev1.Node](conn)
+	waitStart := time.Now()
 	for {
 		l, _, err := nodeC.List(ctx, "", client.ListOptions{})
 		if err != nil {
@@ -72,6 +73,7 @@ func main() {
 			}
 		}
 		if ready >= *nodes {
+			fmt.Printf("%d nodes Ready after %.1fs\n", ready, time.Since(waitStart).Seconds())
 			break
 		}
 		select {
@@ -137,11 +139,21 @@ func main() {
 	if _, err := ds.UpdateScale(ctx, "bench", "bench", s); err != nil {
 		log.Fatal(err)
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		mu.Lock()
-		log.Fatalf("timed out: %d created, %d bound, %d running of %d", len(created), len(bound), len(running), want)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			mu.Lock()
+			fmt.Printf("  %5.1fs: %d created, %d bound, %d Running\n", time.Since(start).Seconds(), len(created), len(bound), len(running))
+			mu.Unlock()
+		case <-ctx.Done():
+			mu.Lock()
+			log.Fatalf("timed out: %d created, %d bound, %d running of %d", len(created), len(bound), len(running), want)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -84,8 +84,8 @@ func (c *clusterServer) MemberList(ctx context.Context, req *pb.MemberListReques
 	return &pb.MemberListResponse{Header: c.s.header(0), Members: ms}, nil
 }
 
-// onLeader runs fn against the leader's Cluster service when this member
-// does not lead.
+// leaderClient returns the leader's Cluster service when this member does
+// not lead, and nil when it does (the change is then made here).
 func (c *clusterServer) leaderClient(ctx context.Context) (pb.ClusterClient, error) {
 	if c.s.raft.State() == raft.Leader {
 		return nil, nil

@@ -41,6 +41,8 @@ func toGRPCError(err error) error {
 		return rpctypes.ErrGRPCTimeout
 	case errors.Is(err, errRequestTooBig):
 		return rpctypes.ErrGRPCRequestTooLarge
+	case errors.Is(err, errResultLost):
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, errStopped):
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, context.Canceled):

@@ -277,6 +277,10 @@ var (
 	errRequestTooBig  = errors.New("etcdserver: request is too large")
 	errStopped        = errors.New("etcdserver: server stopped")
 	errNotLeaderLocal = errors.New("etcdserver: not the leader")
+	// errResultLost: the proposal was committed, but this member caught up
+	// past it from a snapshot, so its response (revision, prev_kv, txn
+	// outcome) is unknown here.
+	errResultLost = errors.New("etcdserver: request committed, but its result was lost to a snapshot install; outcome unknown to this member")
 )
 
 func (s *Server) newRequestID() uint64 {
@@ -303,14 +307,35 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any,
 	}
 	ch := s.fsm.Register(req.ID)
 	defer s.fsm.Forget(req.ID)
-	if err := s.submit(ctx, req, data); err != nil {
+	idx, err := s.submit(ctx, req, data)
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case res := <-ch:
-		return res.Resp, res.Err
-	case <-ctx.Done():
-		return nil, ctxErr(ctx)
+	for {
+		applied := s.fsm.AppliedCh()
+		select {
+		case res := <-ch:
+			return res.Resp, res.Err
+		default:
+		}
+		if idx > 0 && s.fsm.Applied() >= idx {
+			// Applied here without passing through Apply: this member
+			// caught up from a snapshot that already held the entry. It
+			// was committed, but its response is gone.
+			select {
+			case res := <-ch:
+				return res.Resp, res.Err
+			default:
+				return nil, errResultLost
+			}
+		}
+		select {
+		case res := <-ch:
+			return res.Resp, res.Err
+		case <-applied:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
+		}
 	}
 }
 
@@ -318,30 +343,33 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any,
 // service's Propose on a follower. It retries while there is no leader yet
 // or leadership moves before the entry was accepted; once the entry may have
 // been appended, a failure means "outcome unknown" and is returned.
-func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data []byte) error {
+//
+// On success it returns an index at or above the entry's once the leader
+// applied it (0 when it was applied here, as leader).
+func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data []byte) (uint64, error) {
 	for {
 		if s.raft.State() == raft.Leader {
 			err := s.applyLocal(ctx, data)
 			if !errors.Is(err, errNotLeaderLocal) {
-				return err
+				return 0, err
 			}
 		} else {
 			pc, err := s.leaderPeer(ctx)
 			if err != nil && !errors.Is(err, errNotLeaderLocal) {
-				return err
+				return 0, err
 			}
 			if err == nil {
-				_, err = pc.Propose(ctx, req)
+				idx, err := pc.Propose(ctx, req)
 				if err == nil {
-					return nil
+					return idx, nil
 				}
 				if !isNotLeader(err) && !notSent(err) {
-					return fromPeerError(err)
+					return 0, fromPeerError(err)
 				}
 			}
 		}
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
+			return 0, err
 		}
 	}
 }

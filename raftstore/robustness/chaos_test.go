@@ -170,6 +170,12 @@ func runScenario(t *testing.T, flavor Flavor, plan []Fault, traffic TrafficConfi
 		t.Fatalf("%s chaos run could not be carried out: %v", flavor.Name, err)
 	}
 	t.Logf("%s: %s", flavor.Name, res.Summary())
+	if res.Err != nil {
+		// The members are gone, their logs not yet: show their ends.
+		for _, name := range []string{"m0", "m1", "m2"} {
+			t.Logf("--- %s log (last 15 lines)\n%s", name, tail(filepath.Join(dir, name+".log"), 15))
+		}
+	}
 	return res
 }
 

@@ -1,3 +1,6 @@
+// This file holds the end-of-run checks: linearizability, acknowledged
+// writes, convergence, identical event streams and compaction.
+
 package robustness
 
 import (

@@ -1,3 +1,5 @@
+// This file holds the fault injector and the write-unavailability probe.
+
 package robustness
 
 import (

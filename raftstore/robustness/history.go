@@ -1,3 +1,6 @@
+// This file holds the history of client requests and its conversion into
+// porcupine operations, settling unknown outcomes from the final event stream.
+
 package robustness
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the porcupine model of the etcd KV that the chaos
+// histories are checked against.
+
 package robustness
 
 import (

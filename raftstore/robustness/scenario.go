@@ -1,3 +1,6 @@
+// This file holds a whole chaos run: cluster, watchers, traffic, faults,
+// then every check.
+
 package robustness
 
 import (

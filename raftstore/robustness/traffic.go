@@ -1,3 +1,6 @@
+// This file holds the traffic generator: concurrent clients, one request at
+// a time each, recording every request in a History.
+
 package robustness
 
 import (

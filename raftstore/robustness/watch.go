@@ -1,3 +1,5 @@
+// This file holds the per-member watcher and the watch-guarantee checker.
+
 package robustness
 
 import (

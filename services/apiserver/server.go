@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/reflection"
@@ -128,7 +129,9 @@ func New(cfg Config) (*Server, error) {
 			Endpoints: cfg.StoreEndpoints, TLS: cfg.StoreTLS, DialTimeout: 5 * time.Second,
 			// Objects up to the store's limit, lists of many of them.
 			MaxCallRecvMsgSize: 256 << 20,
-			Logger:             nil,
+			// The etcd client's own retry chatter stays out of the
+			// service's log.
+			Logger: zap.NewNop(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: connecting to the store: %w", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/raftstore"
@@ -99,7 +100,7 @@ func startKplane(t testing.TB) []string {
 // waitHealthy waits (bounded) until a write succeeds.
 func waitHealthy(t testing.TB, eps []string) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/util/workqueue"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
@@ -31,6 +32,10 @@ import (
 // LabelSimulated marks a Node whose runtime is the built-in simulated one
 // (value "true"): its containers run nothing.
 const LabelSimulated = "node.kplane.io/simulated-runtime"
+
+// apiTimeout bounds each call the agent makes to the API service, so a
+// stuck call cannot hold a pod's worker.
+const apiTimeout = 30 * time.Second
 
 // Config configures one node agent.
 type Config struct {
@@ -67,6 +72,9 @@ type Config struct {
 	// RelistInterval is how often the runtime's containers are listed to
 	// notice exits (default 1s).
 	RelistInterval time.Duration
+	// ResyncInterval is how often every pod is synced even without an
+	// event (default 30s): it heals missed events and lost status writes.
+	ResyncInterval time.Duration
 	// Backoff is the restart and image pull back-off (default 10s..5m).
 	Backoff Backoff
 	// Workers sync pods in parallel (default 4).
@@ -116,6 +124,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.RelistInterval <= 0 {
 		cfg.RelistInterval = time.Second
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = 30 * time.Second
 	}
 	if cfg.Backoff.Base <= 0 || cfg.Backoff.Max < cfg.Backoff.Base {
 		cfg.Backoff = DefaultBackoff
@@ -213,6 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.queue.ShutDown()
 		return nil
 	})
+	g.Go(func() error { a.resync(ctx, synced); return nil })
 	for i := 0; i < a.cfg.Workers; i++ {
 		g.Go(func() error {
 			select {
@@ -252,6 +264,27 @@ func (a *Agent) work(ctx context.Context) bool {
 	return true
 }
 
+// resync queues every pod of the node every ResyncInterval.
+func (a *Agent) resync(ctx context.Context, synced <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-synced:
+	}
+	t := time.NewTicker(a.cfg.ResyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, k := range a.informer.Store().Keys() {
+			a.queue.Add(k)
+		}
+	}
+}
+
 // relist lists the runtime's containers every RelistInterval and queues
 // the pods whose containers changed state (the kubelet's PLEG).
 func (a *Agent) relist(ctx context.Context) {
@@ -273,7 +306,10 @@ func (a *Agent) relist(ctx context.Context) {
 		for _, c := range cs {
 			st := int32(c.GetState())
 			now[c.GetId()] = st
-			if old, ok := seen[c.GetId()]; ok && old != st {
+			// A change, or an exit the relist did not see running (it
+			// happened between two relists of a new container).
+			old, ok := seen[c.GetId()]
+			if (ok && old != st) || (!ok && c.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED) {
 				l := c.GetLabels()
 				if l[labelNode] == a.cfg.NodeName {
 					a.queue.Add(client.KeyOf(l[labelPodNamespace], l[labelPodName]))

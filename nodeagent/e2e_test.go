@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
@@ -121,6 +122,7 @@ func (n *simNode) startAgent(t *testing.T, c *cluster, mod func(*Config)) (stop 
 		LeaseDuration:  4 * time.Second,
 		StatusInterval: time.Second,
 		RelistInterval: 100 * time.Millisecond,
+		ResyncInterval: 2 * time.Second,
 		Backoff:        testBackoff,
 		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
@@ -829,5 +831,37 @@ func TestLogsFollow(t *testing.T) {
 	}
 	if string(b) != "a\nb\n" {
 		t.Errorf("follow: got %q, want %q", b, "a\nb\n")
+	}
+}
+
+// TestSandboxRecreated: a sandbox stopped behind the agent's back is
+// replaced (SandboxChanged) and the container restarted in the new one.
+func TestSandboxRecreated(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("resandbox", nil, nil), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	ctx := context.Background()
+	sbs, err := n.cri.ListPodSandbox(ctx, nil)
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes: got %v (%v), want 1", sbs, err)
+	}
+	if err := n.cri.StopPodSandbox(ctx, sbs[0].GetId()); err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitPod(t, "default", p.Metadata.Name, "running again after a restart", func(p *corev1.Pod) bool {
+		cs := p.GetStatus().GetContainerStatuses()
+		return len(cs) > 0 && cs[0].GetRestartCount() >= 1 && cs[0].GetState().GetRunning() != nil
+	})
+	waitEvent(t, c, p, "SandboxChanged", "Pod sandbox changed")
+	sbs, err = n.cri.ListPodSandbox(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 || sbs[0].GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("sandboxes after: got %v, want one ready", sbs)
+	}
+	if got.GetStatus().GetPodIp() == "" {
+		t.Errorf("pod IP: got none")
 	}
 }

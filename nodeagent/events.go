@@ -41,6 +41,8 @@ func newRecorder(c *client.Client[*corev1.Event], node string, log *slog.Logger)
 // eventf records an event about pod (fieldPath names a container, "" the
 // pod). Failures are logged, not returned: events are best effort.
 func (r *recorder) eventf(ctx context.Context, pod *corev1.Pod, fieldPath, typ, reason, format string, args ...any) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
 	msg := fmt.Sprintf(format, args...)
 	m := pod.GetMetadata()
 	key := m.GetUid() + "\x00" + fieldPath + "\x00" + typ + "\x00" + reason + "\x00" + msg

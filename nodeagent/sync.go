@@ -150,6 +150,22 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 		}
 	}
 
+	// A sandbox that died (or was removed behind the agent's back) is
+	// replaced: its containers are stopped, and restarted in the new one.
+	if sb, err := a.cfg.Runtime.PodSandboxStatus(ctx, rec.sandboxID); cri.IsNotFound(err) || (err == nil && sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY) {
+		a.rec.eventf(ctx, pod, "", EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
+		for _, c := range rec.ctrs {
+			if c.id != "" && !c.exited() {
+				a.refresh(ctx, c, spec.GetRestartPolicy())
+			}
+		}
+		a.log.Info("pod sandbox gone; re-creating it", "pod", client.Key(pod), "sandbox", rec.sandboxID)
+		a.removeSandbox(ctx, rec.sandboxID)
+		rec.sandboxID, rec.podIP = "", ""
+		return 10 * time.Millisecond, nil // at once, through the queue
+	}
+
 	// What the runtime says now.
 	policy := spec.GetRestartPolicy()
 	for _, c := range rec.ctrs {
@@ -581,7 +597,9 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 	}
 	upd := proto.Clone(pod).(*corev1.Pod)
 	upd.Status = st
-	_, err := a.pods.UpdateStatus(ctx, upd)
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	_, err := a.pods.UpdateStatus(actx, upd)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// A newer pod is on its way through the informer; it re-queues.
 		return nil
@@ -619,7 +637,9 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 		a.dropRecord(key, rec)
 	}
 	zero := int64(0)
-	err := a.pods.Delete(ctx, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(),
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	err := a.pods.Delete(actx, pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(),
 		client.DeleteOptions{GracePeriodSeconds: &zero, UID: pod.GetMetadata().GetUid()})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return time.Second, fmt.Errorf("confirm deletion: %w", err)

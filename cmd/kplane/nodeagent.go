@@ -46,7 +46,7 @@ type nodeAgentFlags struct {
 	podCIDR, clusterCIDR                       string
 	nodeCIDRMask                               int
 	nodeIP, logListen                          string
-	leaseDuration, statusInterval              time.Duration
+	leaseDuration, statusInterval, resync      time.Duration
 	backoffBase, backoffMax                    time.Duration
 	cgroupParent                               string
 	hostNetwork                                bool
@@ -91,6 +91,7 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.logListen, "log-listen", "127.0.0.1:10250", "address of the HTTP server for container logs (GET /containerLogs/{ns}/{pod}/{container}); empty: none")
 	f.DurationVar(&fl.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration (renewed every quarter of it)")
 	f.DurationVar(&fl.statusInterval, "status-interval", 10*time.Second, "how often the node status is computed")
+	f.DurationVar(&fl.resync, "resync-interval", 30*time.Second, "how often every pod is synced even without an event")
 	f.DurationVar(&fl.backoffBase, "backoff-base", 10*time.Second, "first restart / image pull back-off")
 	f.DurationVar(&fl.backoffMax, "backoff-max", 5*time.Minute, "longest restart / image pull back-off")
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
@@ -293,6 +294,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			LogPort:        logPort,
 			LeaseDuration:  fl.leaseDuration,
 			StatusInterval: fl.statusInterval,
+			ResyncInterval: fl.resync,
 			Backoff:        nodeagent.Backoff{Base: fl.backoffBase, Max: fl.backoffMax},
 			CgroupParent:   fl.cgroupParent,
 			HostNetwork:    fl.hostNetwork,

@@ -330,7 +330,10 @@ func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev 
 	return page.items, &metav1.ListMeta{ResourceVersion: formatRV(page.rev), Continue: page.next}, nil
 }
 
-func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOptions, send func(typ string, obj proto.Message) error) (err error) {
+// watch serves one client watch. build makes the RPC's response message
+// for an event; send is the stream's SendMsg. Each event is encoded once,
+// however many watchers it goes to (see preEncoded).
+func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOptions, build func(typ string, obj proto.Message) proto.Message, send func(any) error) (err error) {
 	c := s.begin(ctx, "watch", r, "", ns, "")
 	defer func() { s.end(ctx, c, err) }()
 	if err := s.authnz(ctx, c); err != nil {
@@ -363,13 +366,19 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	// even before the first event.
 	_ = grpc.SendHeader(ctx, metadata.MD{})
 	deliver := func(e *watchEvent) error {
-		if e.typ == eventBookmark {
-			bm := r.New()
-			meta(bm).ResourceVersion = formatRV(e.rev)
-			setTypeMeta(r, bm)
-			return send(eventBookmark, bm)
+		enc, err := e.encoded(func() proto.Message {
+			if e.typ == eventBookmark {
+				bm := r.New()
+				meta(bm).ResourceVersion = formatRV(e.rev)
+				setTypeMeta(r, bm)
+				return build(eventBookmark, bm)
+			}
+			return build(e.typ, e.obj)
+		})
+		if err != nil {
+			return apierrors.NewInternalError(err)
 		}
-		return send(e.typ, e.obj)
+		return send(enc)
 	}
 	for _, e := range w.initial {
 		if err := deliver(e); err != nil {

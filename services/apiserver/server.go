@@ -156,7 +156,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.lis = lis
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20)}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20), grpc.ForceServerCodec(codec{})}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}

@@ -35,6 +35,20 @@ type watchEvent struct {
 	key  string
 	obj  proto.Message
 	prev proto.Message
+
+	// The event's wire form, encoded by the first watcher that sends it.
+	once sync.Once
+	enc  *preEncoded
+	err  error
+}
+
+// encoded returns the event's response message, marshalled once.
+func (e *watchEvent) encoded(build func() proto.Message) (*preEncoded, error) {
+	e.once.Do(func() {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(build())
+		e.enc, e.err = &preEncoded{b: b}, err
+	})
+	return e.enc, e.err
 }
 
 // cacher is the watch multiplexer of one resource: one store watch feeding

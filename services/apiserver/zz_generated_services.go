@@ -183,13 +183,13 @@ func (x *namespaceService) WatchNamespaces(req *corev1.WatchNamespacesRequest, s
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchNamespacesResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Namespace)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -259,13 +259,13 @@ func (x *podService) WatchPods(req *corev1.WatchPodsRequest, stream corev1.PodSe
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchPodsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Pod)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -351,13 +351,13 @@ func (x *nodeService) WatchNodes(req *corev1.WatchNodesRequest, stream corev1.No
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchNodesResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Node)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -435,13 +435,13 @@ func (x *eventService) WatchEvents(req *corev1.WatchEventsRequest, stream corev1
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchEventsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Event)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -511,13 +511,13 @@ func (x *serviceService) WatchServices(req *corev1.WatchServicesRequest, stream 
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchServicesResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Service)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -595,13 +595,13 @@ func (x *endpointsService) WatchEndpoints(req *corev1.WatchEndpointsRequest, str
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchEndpointsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Endpoints)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -671,13 +671,13 @@ func (x *configMapService) WatchConfigMaps(req *corev1.WatchConfigMapsRequest, s
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchConfigMapsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.ConfigMap)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -747,13 +747,13 @@ func (x *secretService) WatchSecrets(req *corev1.WatchSecretsRequest, stream cor
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &corev1.WatchSecretsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*corev1.Secret)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -823,13 +823,13 @@ func (x *deploymentService) WatchDeployments(req *appsv1.WatchDeploymentsRequest
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &appsv1.WatchDeploymentsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*appsv1.Deployment)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -923,13 +923,13 @@ func (x *replicaSetService) WatchReplicaSets(req *appsv1.WatchReplicaSetsRequest
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &appsv1.WatchReplicaSetsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*appsv1.ReplicaSet)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1023,13 +1023,13 @@ func (x *leaseService) WatchLeases(req *coordinationv1.WatchLeasesRequest, strea
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &coordinationv1.WatchLeasesResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*coordinationv1.Lease)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1099,13 +1099,13 @@ func (x *roleService) WatchRoles(req *rbacv1.WatchRolesRequest, stream rbacv1.Ro
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &rbacv1.WatchRolesResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*rbacv1.Role)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1175,13 +1175,13 @@ func (x *clusterRoleService) WatchClusterRoles(req *rbacv1.WatchClusterRolesRequ
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &rbacv1.WatchClusterRolesResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*rbacv1.ClusterRole)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1251,13 +1251,13 @@ func (x *roleBindingService) WatchRoleBindings(req *rbacv1.WatchRoleBindingsRequ
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &rbacv1.WatchRoleBindingsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*rbacv1.RoleBinding)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1327,13 +1327,13 @@ func (x *clusterRoleBindingService) WatchClusterRoleBindings(req *rbacv1.WatchCl
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &rbacv1.WatchClusterRoleBindingsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*rbacv1.ClusterRoleBinding)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1403,13 +1403,13 @@ func (x *mutatingWebhookConfigurationService) WatchMutatingWebhookConfigurations
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &admissionregistrationv1.WatchMutatingWebhookConfigurationsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*admissionregistrationv1.MutatingWebhookConfiguration)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 
@@ -1479,13 +1479,13 @@ func (x *validatingWebhookConfigurationService) WatchValidatingWebhookConfigurat
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &admissionregistrationv1.WatchValidatingWebhookConfigurationsResponse{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 

@@ -530,13 +530,13 @@ func (x *{{.Kind | lower}}Service) Watch{{.Plural}}(req *{{$p}}.Watch{{.Plural}}
 	if req.TimeoutSeconds != nil {
 		opts.TimeoutSeconds = req.GetTimeoutSeconds()
 	}
-	err := x.s.watch(stream.Context(), x.r, {{if .Namespaced}}req.GetNamespace(){{else}}""{{end}}, opts, func(typ string, obj proto.Message) error {
+	err := x.s.watch(stream.Context(), x.r, {{if .Namespaced}}req.GetNamespace(){{else}}""{{end}}, opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &{{$p}}.Watch{{.Plural}}Response{Type: typ}
 		if obj != nil {
 			ev.Object = obj.(*{{$t}})
 		}
-		return stream.Send(ev)
-	})
+		return ev
+	}, stream.SendMsg)
 	return toGRPC(err)
 }
 

@@ -10,11 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/scheduler"
+	"github.com/kplane/kplane/services/scheduler/framework"
+	"github.com/kplane/kplane/services/scheduler/plugins/defaultbinder"
 	"github.com/kplane/kplane/services/scheduler/queue"
 )
 
@@ -341,5 +346,57 @@ func TestLeaderHandover(t *testing.T) {
 		if len(h) != 1 {
 			t.Errorf("pod %s: nodeName went %v, want set once", k, h)
 		}
+	}
+}
+
+// connHandle hands plugin factories a connection.
+type connHandle struct{ conn grpc.ClientConnInterface }
+
+func (connHandle) Snapshot() framework.NodeLister         { return nil }
+func (h connHandle) ClientConn() grpc.ClientConnInterface { return h.conn }
+
+// TestDefaultBinder: binds carry the pod's uid, so a decision made for a
+// pod never binds a re-created pod of the same name; a second bind is
+// Conflict.
+func TestDefaultBinder(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	admin := env.Dial(t, clienttest.AdminToken)
+	ctx := context.Background()
+	pods := client.Must[*corev1.Pod](admin)
+	createNode(t, ctx, client.Must[*corev1.Node](admin), nodeSpec{name: "n1", cpu: "4", mem: "8Gi"})
+	p, err := defaultbinder.New(nil, connHandle{env.Dial(t, clienttest.SchedulerToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.(framework.BindPlugin)
+
+	old, err := pods.Create(ctx, pod("p", "100m", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if err := pods.Delete(ctx, "default", "p", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := pods.Create(ctx, pod("p", "100m", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		pod          *corev1.Pod
+		wantConflict bool
+	}{
+		{name: "stale uid refused", pod: old, wantConflict: true},
+		{name: "current uid bound", pod: fresh},
+		{name: "second bind refused", pod: fresh, wantConflict: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := b.Bind(ctx, nil, framework.NewPodInfo(tc.pod), "n1")
+			if got := apierrors.IsConflict(st.AsError()); got != tc.wantConflict || (!tc.wantConflict && !st.IsSuccess()) {
+				t.Errorf("got %v, want conflict=%v", st.AsError(), tc.wantConflict)
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 // Package defaultbinder binds a pod through the API service's pods/binding
-// subresource — the only way spec.nodeName gets set. The API service
-// refuses a second bind with Conflict, which is what keeps two scheduler
-// replicas from ever binding one pod twice.
+// subresource — the only way spec.nodeName gets set. The binding carries
+// the pod's uid as a precondition, so a pod deleted and re-created under
+// the same name is never bound by a decision made for its predecessor. The
+// API service refuses a second bind with Conflict, which is what keeps two
+// scheduler replicas from ever binding one pod twice.
 package defaultbinder
 
 import (
@@ -9,15 +11,18 @@ import (
 	"errors"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/client"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
 
 // Name is the plugin's name.
 const Name = "DefaultBinder"
 
-// Plugin is the default binder.
-type Plugin struct{ pods *client.Client[*corev1.Pod] }
+// Plugin is the default binder. It calls the generated PodService client
+// directly (rather than client.Client.Bind) because it needs the uid
+// precondition, which client.Bind does not take.
+type Plugin struct{ pods corev1.PodServiceClient }
 
 var _ framework.BindPlugin = (*Plugin)(nil)
 
@@ -27,19 +32,26 @@ func New(_ []byte, h framework.Handle) (framework.Plugin, error) {
 	if conn == nil {
 		return nil, errors.New("defaultbinder: no connection to the API service")
 	}
-	pods, err := client.New[*corev1.Pod](conn)
-	if err != nil {
-		return nil, err
-	}
-	return &Plugin{pods: pods}, nil
+	return &Plugin{pods: corev1.NewPodServiceClient(conn)}, nil
 }
 
 // Name implements framework.Plugin.
 func (*Plugin) Name() string { return Name }
 
 // Bind posts the binding. Errors keep their API status (Conflict when the
-// pod is bound already, NotFound when it is gone).
+// pod is bound already or its uid changed, NotFound when it is gone).
 func (p *Plugin) Bind(ctx context.Context, _ *framework.CycleState, pod *framework.PodInfo, node string) *framework.Status {
 	m := pod.Pod.GetMetadata()
-	return framework.AsStatus(p.pods.Bind(ctx, m.GetNamespace(), m.GetName(), node))
+	_, err := p.pods.BindPod(ctx, &corev1.BindPodRequest{
+		Namespace: m.GetNamespace(),
+		Name:      m.GetName(),
+		Binding: &corev1.Binding{
+			Metadata: &metav1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName(), Uid: m.GetUid()},
+			Target:   &corev1.ObjectReference{Kind: "Node", Name: node},
+		},
+	})
+	if err != nil {
+		return framework.AsStatus(apierrors.FromError(err))
+	}
+	return nil
 }

@@ -73,11 +73,13 @@ func kplaneBinary(t testing.TB) (path, help string) {
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/kplane")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
 			kplaneOnce.err = &buildError{out: string(out), err: err}
 			return
 		}
 		out, err := exec.Command(bin, "store", "--help").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "--initial-cluster") {
+			os.RemoveAll(dir)
 			kplaneOnce.err = &buildError{out: "`kplane store --help` does not list etcd's cluster flags:\n" + string(out), err: err}
 			return
 		}
@@ -90,6 +92,15 @@ func kplaneBinary(t testing.TB) (path, help string) {
 		t.Skipf("kplane store is not usable yet: %v", kplaneOnce.err)
 	}
 	return kplaneOnce.path, kplaneOnce.help
+}
+
+// TestMain removes the kplane binary that the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if kplaneOnce.path != "" {
+		os.RemoveAll(filepath.Dir(kplaneOnce.path))
+	}
+	os.Exit(code)
 }
 
 type buildError struct {

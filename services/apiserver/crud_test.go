@@ -194,6 +194,11 @@ func TestNamespaceLifecycle(t *testing.T) {
 	if d.GetNamespace().GetStatus().GetPhase() != "Terminating" || d.GetNamespace().GetMetadata().GetDeletionTimestamp() == nil {
 		t.Fatalf("namespace with a finalizer not Terminating: %v", d.GetNamespace())
 	}
+	// NamespaceLifecycle reads the namespace cache (as Kubernetes' plugin
+	// reads its informer): let it see the deletion.
+	if err := e.srv.cachers["namespaces"].waitFor(ctx, rvInt(t, d.GetNamespace().GetMetadata().GetResourceVersion())); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: tt.ns, ConfigMap: &corev1.ConfigMap{Metadata: om(tt.ns, "cm")}})

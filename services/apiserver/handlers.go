@@ -219,10 +219,18 @@ func (s *Server) namespaceLifecycle(ctx context.Context, a *request.Admission) e
 	if a.Operation != request.Create || a.Namespace == "" || a.Subresource != "" {
 		return nil
 	}
+	// The namespace cache first, as Kubernetes' plugin uses its informer;
+	// a namespace it has not seen yet is looked up in the store.
 	nsr := s.resources["namespaces"]
-	obj, err := s.store.get(ctx, nsr, "", a.Namespace)
-	if err != nil {
-		return err
+	nc := s.cachers["namespaces"]
+	nc.mu.Lock()
+	obj, ok := nc.state[s.store.key(nsr, "", a.Namespace)]
+	nc.mu.Unlock()
+	if !ok {
+		var err error
+		if obj, err = s.store.get(ctx, nsr, "", a.Namespace); err != nil {
+			return err
+		}
 	}
 	if meta(obj).GetDeletionTimestamp() != nil || obj.(*corev1.Namespace).GetStatus().GetPhase() == "Terminating" {
 		return apierrors.NewForbidden(a.APIGroup, a.Resource, a.Name,

@@ -21,6 +21,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -32,6 +35,10 @@ import (
 	"github.com/kplane/kplane/services/scheduler/plugins"
 	"github.com/kplane/kplane/services/scheduler/queue"
 )
+
+// tracerName names the scheduler's spans: "schedule" per attempt (with
+// "filter" and "score" inside) and "bind", linked to it, per binding.
+const tracerName = "github.com/kplane/kplane/services/scheduler"
 
 // DefaultSchedulerName is the spec.schedulerName this scheduler serves by
 // default (pods with an empty schedulerName are served too).
@@ -277,6 +284,7 @@ func terminal(pod *corev1.Pod) bool {
 
 // scheduleOne is one scheduling cycle for pi.
 func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycle int64) {
+	loopCtx := ctx
 	// The pod may have been bound, deleted or replaced while queued.
 	cur, ok := s.podInf.Store().Get(pi.Key)
 	if !ok || cur.GetMetadata().GetUid() != pi.UID || cur.GetSpec().GetNodeName() != "" || s.cache.IsAssumed(pi.Key) {
@@ -285,6 +293,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 	}
 	start := time.Now()
 	s.attempts.Add(1)
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "schedule", trace.WithAttributes(attribute.String("k8s.pod", pi.Key)))
+	defer span.End()
 	s.cache.UpdateSnapshot(s.snapshot)
 	state := framework.NewCycleState()
 	res, err := s.fwk.Schedule(ctx, state, pi, s.snapshot.List())
@@ -338,10 +348,14 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 		s.cache.ForgetPod(pi.Key)
 		return
 	}
+	span.SetAttributes(attribute.String("k8s.node.name", res.Node))
+	bindCtx := trace.ContextWithSpanContext(loopCtx, span.SpanContext())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-s.bindSem }()
+		ctx, span := otel.Tracer(tracerName).Start(bindCtx, "bind", trace.WithAttributes(attribute.String("k8s.pod", pi.Key), attribute.String("k8s.node.name", res.Node)))
+		defer span.End()
 		s.bind(ctx, state, pi, res.Node)
 	}()
 }

@@ -8,7 +8,14 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
+
+// tracerName names the spans of scheduling attempts (hop 07 of DESIGN.md).
+const tracerName = "github.com/kplane/kplane/services/scheduler"
 
 // FitError says a pod fits no node, and why, node by node.
 type FitError struct {
@@ -84,13 +91,18 @@ func (f *Framework) Schedule(ctx context.Context, state *CycleState, pod *PodInf
 	if len(nodes) == 0 {
 		return Result{}, &FitError{Pod: pod, NumAllNodes: 0, Statuses: NodeToStatus{}}
 	}
-	if s := f.RunPreFilter(ctx, state, pod, nodes); !s.IsSuccess() {
+	tracer := otel.Tracer(tracerName)
+	fctx, span := tracer.Start(ctx, "filter", trace.WithAttributes(attribute.Int("nodes", len(nodes))))
+	defer span.End()
+	if s := f.RunPreFilter(fctx, state, pod, nodes); !s.IsSuccess() {
 		if s.IsRejected() {
 			return Result{}, &FitError{Pod: pod, NumAllNodes: len(nodes), PreFilter: s}
 		}
 		return Result{}, fmt.Errorf("prefilter %s: %w", s.Plugin(), s.AsError())
 	}
-	feasible, statuses, err := f.FindFeasible(ctx, state, pod, nodes)
+	feasible, statuses, err := f.FindFeasible(fctx, state, pod, nodes)
+	span.SetAttributes(attribute.Int("feasible", len(feasible)), attribute.Int("rejected", len(statuses)))
+	span.End()
 	if err != nil {
 		return Result{}, fmt.Errorf("filter: %w", err)
 	}
@@ -102,7 +114,9 @@ func (f *Framework) Schedule(ctx context.Context, state *CycleState, pod *PodInf
 		res.Node = feasible[0].Name
 		return res, nil
 	}
-	scores, s := f.RunScore(ctx, state, pod, feasible)
+	sctx, sspan := tracer.Start(ctx, "score", trace.WithAttributes(attribute.Int("nodes", len(feasible))))
+	scores, s := f.RunScore(sctx, state, pod, feasible)
+	sspan.End()
 	if !s.IsSuccess() {
 		return Result{}, fmt.Errorf("score %s: %w", s.Plugin(), s.AsError())
 	}

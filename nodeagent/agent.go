@@ -149,6 +149,7 @@ func New(cfg Config) (*Agent, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("node", cfg.NodeName)
+	cfg.Conn = timeoutConn{ClientConnInterface: cfg.Conn, d: apiTimeout}
 	a := &Agent{cfg: cfg, log: log, records: map[string]*podRecord{}}
 	var err error
 	if a.pods, err = client.New[*corev1.Pod](cfg.Conn); err != nil {

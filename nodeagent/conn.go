@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 )
@@ -37,3 +38,19 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 }
 
 func (bearer) RequireTransportSecurity() bool { return false }
+
+// timeoutConn bounds every unary call whose ctx has no deadline by d (the
+// watch streams are left alone), so a stuck API call cannot stall a loop.
+type timeoutConn struct {
+	grpc.ClientConnInterface
+	d time.Duration
+}
+
+func (c timeoutConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.d)
+		defer cancel()
+	}
+	return c.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+}

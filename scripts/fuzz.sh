@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every `go test -fuzz` target briefly (FUZZTIME, default 10s each), on
+# Runs every `go test -fuzz` target briefly (FUZZTIME, default 10s each; a
+# target that hangs fails after FUZZ_TIMEOUT, default 5m), on
 # top of the seed corpora that `go test` already runs. Longer runs:
 #   FUZZTIME=5m scripts/fuzz.sh
 set -euo pipefail
@@ -11,7 +12,7 @@ while IFS= read -r file; do
 	for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
 		found=1
 		echo "fuzz ./$dir $target ($fuzztime)"
-		go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" "./$dir"
+		go test -run='^$' -fuzz="^${target}\$" -fuzztime="$fuzztime" -timeout="${FUZZ_TIMEOUT:-5m}" "./$dir"
 	done
 done < <(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' 2>/dev/null || true)
 ((found)) || echo "no fuzz targets"

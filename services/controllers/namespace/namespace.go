@@ -128,6 +128,12 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	var errs []error
 	for _, d := range c.cfg.Deleters {
 		n, err := d.DeleteAll(ctx, name)
+		if apierrors.IsForbidden(err) {
+			// Not ours to delete (RBAC): log, and do not hold the
+			// namespace back for it.
+			c.log.Warn("cannot empty namespace of a resource", "namespace", name, "err", err)
+			continue
+		}
 		left += n
 		if err != nil {
 			errs = append(errs, err)

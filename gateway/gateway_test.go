@@ -1,0 +1,214 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// offline returns a Gateway whose API service is unreachable: enough for
+// everything answered before a call (discovery, decoding, errors).
+func offline(t testing.TB) *Gateway {
+	t.Helper()
+	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	g, err := New(Config{Conn: conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func do(g *Gateway, method, target, contentType, accept, body string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	if contentType != "" {
+		r.Header.Set("Content-Type", contentType)
+	}
+	if accept != "" {
+		r.Header.Set("Accept", accept)
+	}
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	return w
+}
+
+func TestStaticEndpoints(t *testing.T) {
+	g := offline(t)
+	tests := []struct {
+		name, path, accept string
+		wantCode           int
+		wantType           string
+		wantBody           []string
+		wantHeader         [2]string
+	}{
+		{name: "version", path: "/version?timeout=5s", wantCode: 200, wantBody: []string{`"major":"1"`, `"minor":"32"`},
+			wantHeader: [2]string{"Cache-Control", "no-cache, private"}},
+		{name: "healthz", path: "/healthz", wantCode: 200, wantBody: []string{"ok"}},
+		{name: "legacy api", path: "/api", wantCode: 200, wantType: "application/json", wantBody: []string{`"kind":"APIVersions"`}},
+		{name: "legacy apis", path: "/apis", wantCode: 200, wantBody: []string{`"kind":"APIGroupList"`, `"groupVersion":"apps/v1"`}},
+		{name: "aggregated api", path: "/api", accept: "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+			wantCode: 200, wantType: aggregatedType, wantBody: []string{`"resource":"pods"`, `"shortNames":["po"]`}},
+		{name: "v2beta1 only is legacy", path: "/apis", accept: "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+			wantCode: 200, wantType: "application/json", wantBody: []string{`"kind":"APIGroupList"`}},
+		{name: "api/v1 resources", path: "/api/v1", wantCode: 200, wantBody: []string{`"name":"pods"`, `"name":"pods/status"`, `"namespaced":true`}},
+		{name: "apps/v1 resources", path: "/apis/apps/v1", wantCode: 200, wantBody: []string{`"name":"deployments/scale"`, `"group":"autoscaling"`}},
+		{name: "openapi root", path: "/openapi/v3", wantCode: 200, wantBody: []string{`"apis/apps/v1"`, `serverRelativeURL`}},
+		{name: "openapi gv", path: "/openapi/v3/apis/apps/v1", wantCode: 200,
+			wantBody: []string{`"x-kubernetes-group-version-kind"`, `"fieldValidation"`, `"apps.v1.Deployment"`}},
+		{name: "openapi v2 json is 404", path: "/openapi/v2", wantCode: 404, wantBody: []string{`"kind":"Status"`}},
+		{name: "unknown group", path: "/apis/nosuch/v1", wantCode: 404, wantBody: []string{`"reason":"NotFound"`}},
+		{name: "unknown resource", path: "/api/v1/namespaces/default/widgets", wantCode: 404, wantBody: []string{`"reason":"NotFound"`}},
+		{name: "bad limit", path: "/api/v1/pods?limit=x", wantCode: 400, wantBody: []string{`"reason":"BadRequest"`, "limit"}},
+		{name: "pod log not implemented", path: "/api/v1/namespaces/default/pods/p/log", wantCode: 501,
+			wantBody: []string{`pods/log is not implemented`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := do(g, http.MethodGet, tt.path, "", tt.accept, "")
+			if w.Code != tt.wantCode {
+				t.Fatalf("got code %d, want %d; body %s", w.Code, tt.wantCode, w.Body)
+			}
+			if tt.wantType != "" && w.Header().Get("Content-Type") != tt.wantType {
+				t.Errorf("got Content-Type %q, want %q", w.Header().Get("Content-Type"), tt.wantType)
+			}
+			for _, s := range tt.wantBody {
+				if !strings.Contains(w.Body.String(), s) {
+					t.Errorf("got body %s, want it to contain %s", w.Body, s)
+				}
+			}
+			if h := tt.wantHeader; h[0] != "" && w.Header().Get(h[0]) != h[1] {
+				t.Errorf("got %s %q, want %q", h[0], w.Header().Get(h[0]), h[1])
+			}
+		})
+	}
+}
+
+func TestRejectedBodies(t *testing.T) {
+	g := offline(t)
+	big := `{"metadata":{"name":"x","annotations":{"a":"` + strings.Repeat("x", MaxBodyBytes) + `"}}}`
+	tests := []struct {
+		name, target, contentType, body string
+		wantCode                        int
+		wantMsg                         string
+	}{
+		{name: "too large", target: "/api/v1/namespaces/default/pods", contentType: "application/json", body: big, wantCode: 413},
+		{name: "malformed json", target: "/api/v1/namespaces/default/pods", contentType: "application/json", body: `{"metadata":`, wantCode: 400, wantMsg: "not valid JSON"},
+		{name: "malformed yaml", target: "/api/v1/namespaces/default/pods", contentType: "application/yaml", body: "a: [b\n", wantCode: 400, wantMsg: "not valid YAML"},
+		{name: "strict unknown field", target: "/api/v1/namespaces/default/pods?fieldValidation=Strict", contentType: "application/json",
+			body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"foo":1}}`, wantCode: 400, wantMsg: `strict decoding error: unknown field \"spec.foo\"`},
+		{name: "wrong kind", target: "/api/v1/namespaces/default/pods", contentType: "application/json",
+			body: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"p"}}`, wantCode: 400, wantMsg: "does not match"},
+		{name: "namespace mismatch", target: "/api/v1/namespaces/default/pods", contentType: "application/json",
+			body: `{"metadata":{"name":"p","namespace":"other"}}`, wantCode: 400, wantMsg: "namespace"},
+		{name: "bad fieldValidation", target: "/api/v1/namespaces/default/pods?fieldValidation=Maybe", contentType: "application/json",
+			body: `{"metadata":{"name":"p"}}`, wantCode: 400, wantMsg: "fieldValidation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := do(g, http.MethodPost, tt.target, tt.contentType, "", tt.body)
+			if w.Code != tt.wantCode {
+				t.Fatalf("got code %d, want %d; body %.300s", w.Code, tt.wantCode, w.Body)
+			}
+			var st map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil || st["kind"] != "Status" {
+				t.Fatalf("got body %.300s, want a Status", w.Body)
+			}
+			if !strings.Contains(w.Body.String(), tt.wantMsg) {
+				t.Errorf("got %s, want message containing %s", w.Body, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestFieldValidation(t *testing.T) {
+	body := []byte(`{"metadata":{"name":"p"},"spec":{"foo":1,"containers":[{"name":"a","image":"b"}]}}`)
+	mt := (&corev1.Pod{}).ProtoReflect().Type()
+	tests := []struct {
+		name, validation string
+		wantErr          bool
+		wantWarnings     int
+	}{
+		{name: "strict rejects", validation: "Strict", wantErr: true},
+		{name: "warn warns", validation: "Warn", wantWarnings: 1},
+		{name: "default warns", validation: "", wantWarnings: 1},
+		{name: "ignore ignores", validation: "Ignore"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, warnings, err := decodeObject(body, mt, tt.validation)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("got err %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if len(warnings) != tt.wantWarnings {
+				t.Errorf("got warnings %q, want %d", warnings, tt.wantWarnings)
+			}
+			if got := m.(*corev1.Pod).GetSpec().GetContainers()[0].GetImage(); got != "b" {
+				t.Errorf("got image %q, want b", got)
+			}
+		})
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	err := apierrors.NewInvalid("", "Pod", "p", []apierrors.Cause{{Type: "FieldValueRequired", Message: "Required value", Field: "spec.containers"}})
+	w := httptest.NewRecorder()
+	writeError(w, err)
+	var st map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != 422 || st["reason"] != "Invalid" || st["kind"] != "Status" || st["apiVersion"] != "v1" || st["status"] != "Failure" {
+		t.Fatalf("got %d %s, want 422 Invalid Status", w.Code, w.Body)
+	}
+	if _, ok := st["metadata"].(map[string]any); !ok {
+		t.Errorf("got %s, want metadata {}", w.Body)
+	}
+	d, _ := st["details"].(map[string]any)
+	causes, _ := d["causes"].([]any)
+	if d["kind"] != "Pod" || d["name"] != "p" || len(causes) != 1 {
+		t.Errorf("got details %v, want kind Pod, name p, one cause", d)
+	}
+}
+
+func TestApplyPatch(t *testing.T) {
+	cur := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1"}},"spec":{"containers":[{"name":"c","image":"i1"},{"name":"d","image":"j1"}]}}`)
+	tests := []struct {
+		name, ct, patch string
+		want            []string
+		wantErr         bool
+	}{
+		{name: "json patch", ct: jsonPatchType, patch: `[{"op":"replace","path":"/metadata/labels/a","value":"2"}]`, want: []string{`"a":"2"`}},
+		{name: "json patch bad op", ct: jsonPatchType, patch: `[{"op":"nope","path":"/x"}]`, wantErr: true},
+		{name: "merge patch replaces lists", ct: mergePatchType, patch: `{"spec":{"containers":[{"name":"c","image":"i2"}]}}`, want: []string{`"i2"`}},
+		{name: "strategic merges by name", ct: strategicPatchType, patch: `{"spec":{"containers":[{"name":"c","image":"i2"}]}}`, want: []string{`"i2"`, `"j1"`}},
+		{name: "apply as strategic", ct: applyPatchType, patch: `{"metadata":{"labels":{"b":"x"}}}`, want: []string{`"a":"1"`, `"b":"x"`}},
+		{name: "merge patch not an object", ct: mergePatchType, patch: `[1]`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := applyPatch(tt.ct, cur, []byte(tt.patch), podGVK)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("got err %v, want error %v", err, tt.wantErr)
+			}
+			for _, s := range tt.want {
+				if !strings.Contains(string(out), s) {
+					t.Errorf("got %s, want it to contain %s", out, s)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,4 @@
+// Package kubectltest holds the controllers' end-to-end test with the real
+// kubectl (`kubectl rollout status`, `kubectl rollout restart`, `kubectl
+// scale`) through the gateway; it has no non-test code.
+package kubectltest

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -39,7 +41,9 @@ func startKube(t *testing.T, bin string) *kube {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewTLSServer(gw)
+	srv := httptest.NewUnstartedServer(gw)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // kubectl's dispatcher drops connections mid-handshake
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`apiVersion: v1

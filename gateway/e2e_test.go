@@ -246,6 +246,7 @@ func TestKubectlFlow(t *testing.T) {
 		k.ok([]string{"annotate", "pod", "mypod", "note=hello"}, "pod/mypod annotated")
 		k.ok([]string{"get", "pod", "mypod", "-o", "jsonpath={.metadata.annotations.note}"}, "hello")
 		k.ok([]string{"label", "pod", "mypod", "tier=c", "--overwrite"}, "pod/mypod labeled")
+		k.fails([]string{"logs", "mypod"}, "pods/log is not implemented")
 	})
 	t.Run("watch", func(t *testing.T) {
 		k := k.with(t)
@@ -262,6 +263,21 @@ func TestKubectlFlow(t *testing.T) {
 		waitFor(t, &out, "mypod")
 		k.ok([]string{"run", "watched", "--image=busybox"}, "pod/watched created")
 		waitFor(t, &out, "watched")
+
+		// One object: kubectl drops the first event of the watch
+		// (?fieldSelector=metadata.name=watched&resourceVersion=0) and
+		// prints the following ones.
+		one := exec.CommandContext(ctx, k.bin, "get", "pod", "watched", "-w", "--output-watch-events")
+		one.Env = cmd.Env
+		var oneOut syncBuffer
+		one.Stdout, one.Stderr = &oneOut, &oneOut
+		if err := one.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); _ = one.Wait() }()
+		waitFor(t, &oneOut, "watched")
+		k.ok([]string{"label", "pod", "watched", "seen=yes"}, "labeled")
+		waitFor(t, &oneOut, "MODIFIED")
 	})
 	t.Run("errors", func(t *testing.T) {
 		k := k.with(t)

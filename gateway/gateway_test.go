@@ -212,3 +212,4 @@ func TestApplyPatch(t *testing.T) {
 		})
 	}
 }
+

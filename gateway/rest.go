@@ -66,7 +66,7 @@ func (g *Gateway) serveResource(ctx context.Context, w http.ResponseWriter, r *h
 	q := r.URL.Query()
 	isWatch := t.watch || q.Get("watch") == "true" || q.Get("watch") == "1"
 	switch {
-	case t.name == "" && r.Method == http.MethodGet && isWatch:
+	case (t.name == "" || t.sub == "") && r.Method == http.MethodGet && isWatch:
 		err = g.watch(ctx, w, r, t)
 	case t.name == "" && r.Method == http.MethodGet:
 		err = g.list(ctx, w, r, t)

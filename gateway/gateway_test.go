@@ -212,4 +212,3 @@ func TestApplyPatch(t *testing.T) {
 		})
 	}
 }
-

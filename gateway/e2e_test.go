@@ -220,6 +220,11 @@ func TestKubectlFlow(t *testing.T) {
 		dep2 := k.file("ssa2.yaml", strings.ReplaceAll(fmt.Sprintf(deployYAML, 4, "nginx:1.27"), "web", "api"))
 		k.ok([]string{"apply", "--server-side", "-f", dep2}, "deployment.apps/api serverside-applied")
 		k.ok([]string{"get", "deploy", "api", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}"}, "4 nginx:1.27")
+		k.ok([]string{"rollout", "restart", "deployment/api"}, "deployment.apps/api restarted")
+		k.ok([]string{"get", "deploy", "api", "-o", "jsonpath={.spec.template.metadata.annotations}"}, "kubectl.kubernetes.io/restartedAt")
+		dry := k.file("ssa3.yaml", strings.ReplaceAll(fmt.Sprintf(deployYAML, 7, "nginx:1.27"), "web", "api"))
+		k.ok([]string{"apply", "--server-side", "--dry-run=server", "-f", dry}, "serverside-applied (server dry run)")
+		k.ok([]string{"get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"}, "4")
 	})
 	t.Run("get variants", func(t *testing.T) {
 		k := k.with(t)
@@ -239,6 +244,8 @@ func TestKubectlFlow(t *testing.T) {
 		k.ok([]string{"get", "namespaces"}, "STATUS", "team")
 		k.ok([]string{"get", "events", "-A"})
 		k.ok([]string{"api-resources"}, "deployments", "deploy", "apps/v1", "pods", "po")
+		k.ok([]string{"get", "all"}, "pod/mypod", "deployment.apps/api")
+		k.ok([]string{"get", "--raw", "/healthz"}, "ok")
 	})
 	t.Run("describe label annotate", func(t *testing.T) {
 		k := k.with(t)

@@ -249,7 +249,22 @@ func TestKubectlFlow(t *testing.T) {
 	})
 	t.Run("describe label annotate", func(t *testing.T) {
 		k := k.with(t)
-		k.ok([]string{"describe", "pod", "mypod"}, "Name:", "mypod", "Containers:", "Events:")
+		uid := k.ok([]string{"get", "pod", "mypod", "-o", "jsonpath={.metadata.uid}"})
+		ev := k.file("event.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Event
+metadata: {name: mypod.1}
+involvedObject: {kind: Pod, namespace: default, name: mypod, uid: %q, apiVersion: v1}
+reason: Scheduled
+message: Successfully assigned default/mypod to n1
+type: Normal
+source: {component: default-scheduler}
+count: 1
+firstTimestamp: "2026-01-01T00:00:00Z"
+lastTimestamp: "2026-01-01T00:00:00Z"
+`, uid))
+		k.ok([]string{"create", "-f", ev}, "event/mypod.1 created")
+		k.ok([]string{"describe", "pod", "mypod"}, "Name:", "mypod", "Containers:", "Events:", "Scheduled", "Successfully assigned default/mypod to n1")
+		k.ok([]string{"get", "events"}, "LAST SEEN", "Scheduled", "pod/mypod")
 		k.ok([]string{"annotate", "pod", "mypod", "note=hello"}, "pod/mypod annotated")
 		k.ok([]string{"get", "pod", "mypod", "-o", "jsonpath={.metadata.annotations.note}"}, "hello")
 		k.ok([]string{"label", "pod", "mypod", "tier=c", "--overwrite"}, "pod/mypod labeled")

@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -268,6 +269,6 @@ func versionInfo() map[string]string {
 	return map[string]string{
 		"major": "1", "minor": "32", "gitVersion": "v1.32.0-kplane",
 		"gitCommit": "", "gitTreeState": "clean", "buildDate": "",
-		"goVersion": "", "compiler": "gc", "platform": "linux/amd64",
+		"goVersion": runtime.Version(), "compiler": runtime.Compiler, "platform": runtime.GOOS + "/" + runtime.GOARCH,
 	}
 }

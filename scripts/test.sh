@@ -24,5 +24,8 @@ go vet ./...
 echo "== go test"
 go test -count=1 -timeout 25m ./...
 
+echo "== the API service's suite again, on the kplane store instead of etcd"
+KPLANE_TEST_STORE=kplane go test -count=1 -timeout 10m ./services/apiserver/
+
 echo "== fuzz (brief)"
 scripts/fuzz.sh

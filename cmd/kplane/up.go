@@ -1,7 +1,7 @@
 package main
 
-// This file holds `kplane up`: a local HA cluster on loopback. Today that is
-// a 3-member store, each member a `kplane store` process of this binary.
+// This file holds `kplane up`: a local HA control plane on loopback, every
+// component a process of this binary.
 
 import (
 	"fmt"
@@ -15,32 +15,47 @@ import (
 )
 
 func newUpCommand() *cobra.Command {
-	var cfg localcluster.Config
+	var cfg localcluster.UpConfig
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run a local HA cluster on loopback (today: a 3-member store) until Ctrl-C",
-		Args:  cobra.NoArgs,
+		Short: "Run a local HA control plane on loopback until Ctrl-C",
+		Long: `Run a local HA control plane on loopback, each component its own process:
+store members (Raft), API service replicas, the HTTPS gateway, leader-elected
+schedulers and controller managers, and a node agent with simulated nodes
+(built-in runtime). It waits until the cluster is healthy, writes
+<data-dir>/kubeconfig and keeps every process's log in <data-dir>.
+Ctrl-C stops everything.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			c, err := localcluster.Start(ctx, cfg)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Starting kplane in %s ...\n", cfg.DataDir)
+			c, err := localcluster.Up(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer c.Stop()
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "kplane store: %d members on loopback; logs in each member's data dir:\n", len(c.Members))
-			for _, m := range c.Members {
-				fmt.Fprintf(out, "  %s  client %s  peer %s  log %s\n", m.Name, m.ClientURL, m.PeerURL, m.LogPath)
+			fmt.Fprintf(out, "\nkplane is up; logs in %s:\n", cfg.DataDir)
+			for _, m := range c.Store.Members {
+				fmt.Fprintf(out, "  %-14s pid %-7d client %s  peer %s  log %s\n", m.Name, m.PID(), m.ClientURL, m.PeerURL, m.LogPath)
 			}
-			fmt.Fprintf(out, "\nUse it with:\n  etcdctl --endpoints=%s member list -w table\n", c.Endpoints())
-			fmt.Fprintf(out, "  export ETCDCTL_ENDPOINTS=%s\n\nCtrl-C stops the cluster.\n", strings.ReplaceAll(c.Endpoints(), " ", ""))
+			for _, p := range c.Procs {
+				fmt.Fprintf(out, "  %-14s pid %-7d %-22s log %s\n", p.Name, p.PID(), p.Addr, p.LogPath)
+			}
+			fmt.Fprintf(out, "\nThe store alone: etcdctl --endpoints=%s member list -w table\n", c.Store.Endpoints())
+			fmt.Fprintf(out, "\nUse it with:\n  kubectl --kubeconfig %s get nodes\n", c.Kubeconfig)
+			fmt.Fprintf(out, "  export KUBECONFIG=%s\n\nCtrl-C stops the cluster.\n", strings.TrimSpace(c.Kubeconfig))
 			return c.Wait(ctx)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory holding every member's data directory and log")
-	f.IntVar(&cfg.Members, "members", 3, "number of store members")
-	f.IntVar(&cfg.BasePort, "base-port", 2379, "member i serves clients on base-port+2i and peers on base-port+2i+1 (fixed, so a restart finds its peers); 0 picks free ports")
+	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory holding the store members' data, the credentials, the kubeconfig and every process's log")
+	f.IntVar(&cfg.StoreMembers, "store-members", 3, "number of store members")
+	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service replicas")
+	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected)")
+	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected)")
+	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime)")
+	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agent's log server (fixed, so a restart finds its peers); 0 picks free ports")
 	return cmd
 }

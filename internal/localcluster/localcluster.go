@@ -184,6 +184,14 @@ func (m *Member) Running() bool {
 	}
 }
 
+// PID returns the member's process ID (0 before it starts).
+func (m *Member) PID() int {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
 // Done is closed when the member's process exits.
 func (m *Member) Done() <-chan struct{} { return m.done }
 

@@ -1,0 +1,463 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+)
+
+// UpConfig describes the whole local control plane `kplane up` starts.
+type UpConfig struct {
+	// Binary is the kplane executable to run (default: os.Executable()).
+	Binary string
+	// DataDir holds the store members' directories, the credentials, the
+	// kubeconfig and every process's log (default ./.kplane).
+	DataDir string
+	// StoreMembers is the number of store members (default 3).
+	StoreMembers int
+	// APIServers is the number of API service replicas (default 2).
+	APIServers int
+	// Schedulers and ControllerManagers are the leader-elected replicas of
+	// each (default 2).
+	Schedulers, ControllerManagers int
+	// Nodes is the number of simulated nodes, all in one node agent
+	// process with the built-in runtime (default 3).
+	Nodes int
+	// BasePort, when non-zero, lays the ports out from it: store member i
+	// at BasePort+2i (client) and +1 (peer), then the API services, the
+	// gateway and the node agent's log server. Zero picks free ports.
+	BasePort int
+	// Host is the loopback address to bind (default 127.0.0.1).
+	Host string
+	// ReadyTimeout bounds the wait for a healthy cluster (default 2m).
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Process is one started control-plane process other than a store member.
+type Process struct {
+	Component string // apiserver, gateway, scheduler, controllers, nodeagent
+	Name      string
+	Addr      string // the address it serves on, if any
+	LogPath   string
+	args      []string
+	cmd       *exec.Cmd
+	done      chan struct{}
+}
+
+// PID returns the process ID (0 before it starts).
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Running reports whether the process is alive.
+func (p *Process) Running() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// ControlPlane is a running `kplane up` cluster.
+type ControlPlane struct {
+	cfg   UpConfig
+	Store *Cluster
+	// Procs are the other processes, in start order.
+	Procs []*Process
+	// GatewayURL is the HTTPS address kubectl uses.
+	GatewayURL string
+	// Kubeconfig is the path of the admin kubeconfig.
+	Kubeconfig string
+	adminToken string
+}
+
+// Up starts the store, the API services, the gateway, the schedulers, the
+// controller managers and the node agent, each as its own process, waits
+// until the store has a quorum, the API services answer and every node is
+// Ready, and writes the admin kubeconfig. On error everything already
+// started is stopped.
+func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find kplane binary: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = ".kplane"
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.StoreMembers, 3)
+	def(&cfg.APIServers, 2)
+	def(&cfg.Schedulers, 2)
+	def(&cfg.ControllerManagers, 2)
+	def(&cfg.Nodes, 3)
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DataDir = dataDir
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	next := cfg.BasePort + 2*cfg.StoreMembers
+	port := func() (string, error) {
+		if cfg.BasePort == 0 {
+			p, err := freePort(cfg.Host)
+			if err != nil {
+				return "", err
+			}
+			return net.JoinHostPort(cfg.Host, strconv.Itoa(p)), nil
+		}
+		p := next
+		next++
+		return net.JoinHostPort(cfg.Host, strconv.Itoa(p)), nil
+	}
+
+	creds, err := writeCredentials(dataDir, cfg.Host, cfg.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{cfg: cfg, adminToken: creds.adminToken, Kubeconfig: filepath.Join(dataDir, "kubeconfig")}
+	ok := false
+	defer func() {
+		if !ok {
+			cp.Stop()
+		}
+	}()
+
+	cp.Store, err = Start(ctx, Config{
+		Binary: cfg.Binary, DataDir: dataDir, Members: cfg.StoreMembers,
+		Host: cfg.Host, BasePort: cfg.BasePort, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.waitStore(ctx); err != nil {
+		return nil, err
+	}
+
+	var storeURLs []string
+	for _, m := range cp.Store.Members {
+		storeURLs = append(storeURLs, m.ClientURL)
+	}
+	var apiAddrs []string
+	for i := 0; i < cfg.APIServers; i++ {
+		addr, err := port()
+		if err != nil {
+			return nil, err
+		}
+		apiAddrs = append(apiAddrs, addr)
+		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr,
+			"--insecure-plaintext", "--listen", addr,
+			"--store-endpoints", strings.Join(storeURLs, ","),
+			"--token-auth-file", creds.tokenCSV, "--log-level", "warn"); err != nil {
+			return nil, err
+		}
+	}
+	// The components' --server takes one address today, so the clients are
+	// spread over the replicas: replica i of a component talks to API
+	// service i mod n, the gateway to the first and the node agent to the
+	// last. (A client does not fail over to another replica yet.)
+	server := func(i int) string { return apiAddrs[i%len(apiAddrs)] }
+	if err := cp.waitAPI(ctx, apiAddrs); err != nil {
+		return nil, err
+	}
+
+	gwAddr, err := port()
+	if err != nil {
+		return nil, err
+	}
+	cp.GatewayURL = "https://" + gwAddr
+	if err := cp.start("gateway", "gateway", gwAddr,
+		"--insecure-plaintext", "--server", server(0), "--listen", gwAddr,
+		"--tls-cert-file", creds.gatewayCert, "--tls-key-file", creds.gatewayKey,
+		"--log-level", "warn"); err != nil {
+		return nil, err
+	}
+	for i := 0; i < cfg.Schedulers; i++ {
+		if err := cp.start("scheduler", "scheduler-"+strconv.Itoa(i+1), "",
+			"--insecure-plaintext", "--server", server(i), "--token-file", creds.schedulerToken,
+			"--log-level", "warn"); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < cfg.ControllerManagers; i++ {
+		if err := cp.start("controllers", "controllers-"+strconv.Itoa(i+1), "",
+			"--insecure-plaintext", "--server", server(i), "--token-file", creds.controllersToken,
+			"--log-level", "warn"); err != nil {
+			return nil, err
+		}
+	}
+	logAddr, err := port()
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.start("nodeagent", "nodeagent", logAddr,
+		"--insecure-plaintext", "--server", server(len(apiAddrs)-1), "--token-file", creds.tokenCSV,
+		"--nodes", strconv.Itoa(cfg.Nodes), "--data-dir", filepath.Join(dataDir, "nodeagent"),
+		"--log-listen", logAddr, "--log-level", "warn"); err != nil {
+		return nil, err
+	}
+	if err := cp.waitNodes(ctx, apiAddrs[0]); err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, creds.caPEM, creds.adminToken); err != nil {
+		return nil, err
+	}
+	ok = true
+	return cp, nil
+}
+
+// start starts one process of this binary with its log in the data dir.
+func (cp *ControlPlane) start(component, name, addr string, args ...string) error {
+	p := &Process{Component: component, Name: name, Addr: addr,
+		LogPath: filepath.Join(cp.cfg.DataDir, name+".log"),
+		args:    append([]string{component}, args...)}
+	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(cp.cfg.Binary, p.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// As for store members: its own process group, and SIGTERM if we die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	cp.Procs = append(cp.Procs, p)
+	cp.cfg.Logger.Info("process started", "name", name, "pid", cmd.Process.Pid, "addr", addr, "log", p.LogPath)
+	return nil
+}
+
+// poll calls f until it returns nil, ctx ends or the ready timeout passes,
+// checking meanwhile that no process has exited.
+func (cp *ControlPlane) poll(ctx context.Context, what string, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, cp.cfg.ReadyTimeout)
+	defer cancel()
+	var last error
+	for {
+		if err := cp.exited(); err != nil {
+			return err
+		}
+		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+		last = f(actx)
+		acancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w (last: %w)", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// exited returns an error naming a process that is no longer running.
+func (cp *ControlPlane) exited() error {
+	if cp.Store != nil {
+		for _, m := range cp.Store.Members {
+			if !m.Running() {
+				return fmt.Errorf("store member %s exited; see %s", m.Name, m.LogPath)
+			}
+		}
+	}
+	for _, p := range cp.Procs {
+		if !p.Running() {
+			return fmt.Errorf("%s exited; see %s", p.Name, p.LogPath)
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) waitStore(ctx context.Context) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cp.Store.Endpoints(), ","),
+		DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return cp.poll(ctx, "store quorum", func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "/kplane-up/health", "ok")
+		return err
+	})
+}
+
+func (cp *ControlPlane) dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer(cp.adminToken)))
+}
+
+// waitAPI waits until every API service replica answers, and creates the
+// namespaces the components expect.
+func (cp *ControlPlane) waitAPI(ctx context.Context, addrs []string) error {
+	for i, addr := range addrs {
+		conn, err := cp.dial(addr)
+		if err != nil {
+			return err
+		}
+		nss := client.Must[*corev1.Namespace](conn)
+		err = cp.poll(ctx, "API service at "+addr, func(ctx context.Context) error {
+			if i > 0 {
+				_, _, err := nss.List(ctx, "", client.ListOptions{})
+				return err
+			}
+			for _, n := range []string{"default", "kube-system", "kube-node-lease", "kube-public"} {
+				if _, err := nss.Create(ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
+					return err
+				}
+			}
+			return nil
+		})
+		conn.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cp *ControlPlane) waitNodes(ctx context.Context, addr string) error {
+	conn, err := cp.dial(addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	nodes := client.Must[*corev1.Node](conn)
+	return cp.poll(ctx, strconv.Itoa(cp.cfg.Nodes)+" Ready nodes", func(ctx context.Context) error {
+		l, _, err := nodes.List(ctx, "", client.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range l {
+			for _, c := range n.GetStatus().GetConditions() {
+				if c.GetType() == "Ready" && c.GetStatus() == "True" {
+					ready++
+				}
+			}
+		}
+		if ready < cp.cfg.Nodes {
+			return fmt.Errorf("%d of %d nodes Ready", ready, cp.cfg.Nodes)
+		}
+		return nil
+	})
+}
+
+// Stop stops everything in reverse order of dependency, so that clients
+// can still release their leases: first the node agent, controllers,
+// schedulers and gateway together, then the API services, then the store
+// members. Each phase gets SIGTERM and, after 10s, SIGKILL.
+func (cp *ControlPlane) Stop() {
+	var clients, apis []*Process
+	for _, p := range cp.Procs {
+		if p.Component == "apiserver" {
+			apis = append(apis, p)
+		} else {
+			clients = append(clients, p)
+		}
+	}
+	stopAll(clients, 10*time.Second)
+	stopAll(apis, 10*time.Second)
+	if cp.Store != nil {
+		cp.Store.Stop()
+	}
+}
+
+// stopAll sends SIGTERM to every process, then waits for each, killing
+// those still running after grace.
+func stopAll(ps []*Process, grace time.Duration) {
+	for _, p := range ps {
+		if p.Running() {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(grace)
+	for _, p := range ps {
+		if !p.Running() {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-deadline:
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+// Wait blocks until ctx ends or a process exits by itself; in the latter
+// case it returns an error naming the process.
+func (cp *ControlPlane) Wait(ctx context.Context) error {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := cp.exited(); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }

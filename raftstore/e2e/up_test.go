@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,17 +16,25 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/kplane/kplane/internal/testutil"
 )
 
-// TestUp runs `kplane up`, uses the endpoints it prints, and stops it with
-// SIGINT (Ctrl-C): it exits cleanly and takes its members with it.
+// TestUp runs `kplane up` (the whole control plane as separate processes),
+// checks the store it prints, applies examples/deployment.yaml with the real
+// kubectl through the kubeconfig it writes, waits for 2 pods Running, and
+// stops it with SIGINT (Ctrl-C): it exits cleanly and every process it
+// started is gone.
 func TestUp(t *testing.T) {
+	kubectl := testutil.RequireBinary(t, "kubectl", "apt-get install kubectl")
 	dir := t.TempDir()
 	cmd := exec.Command(kplaneBin, "up", "--base-port=0", "--data-dir", dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,45 +46,79 @@ func TestUp(t *testing.T) {
 			_ = cmd.Process.Kill()
 		}
 	}()
-	re := regexp.MustCompile(`etcdctl --endpoints=(\S+)`)
-	var endpoints string
+	var (
+		endpoints, kubeconfig string
+		pids                  []int
+		pidRE                 = regexp.MustCompile(`\spid (\d+)\s`)
+		etcdRE                = regexp.MustCompile(`etcdctl --endpoints=(\S+)`)
+		kubeRE                = regexp.MustCompile(`kubectl --kubeconfig (\S+)`)
+	)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+		line := sc.Text()
+		if m := pidRE.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			pids = append(pids, pid)
+		}
+		if m := etcdRE.FindStringSubmatch(line); m != nil {
 			endpoints = m[1]
+		}
+		if m := kubeRE.FindStringSubmatch(line); m != nil {
+			kubeconfig = m[1]
 			break
 		}
 	}
-	if endpoints == "" {
-		t.Fatal("kplane up printed no etcdctl --endpoints line")
+	if kubeconfig == "" || endpoints == "" {
+		_ = cmd.Wait()
+		t.Fatalf("kplane up printed no kubectl --kubeconfig or etcdctl line; stderr:\n%s", stderr.String())
 	}
 	go func() {
 		for sc.Scan() {
 		}
 		exited <- cmd.Wait()
 	}()
+	// 3 store members, 2 API services, gateway, 2 schedulers,
+	// 2 controller managers, 1 node agent.
+	if got, want := len(pids), 11; got != want {
+		t.Errorf("got %d processes listed, want %d", got, want)
+	}
+	if want := filepath.Join(dir, "kubeconfig"); kubeconfig != want {
+		t.Errorf("got kubeconfig %s, want %s", kubeconfig, want)
+	}
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	deadline := time.Now().Add(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	list, err := cli.MemberList(ctx)
+	cancel()
+	if err != nil || len(list.Members) != 3 {
+		t.Fatalf("member list: got %v (%v), want 3 members", list, err)
+	}
+
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		c.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(dir, "kubecache"), "HOME="+dir)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("apply", "-f", filepath.Join("..", "..", "examples", "deployment.yaml")); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(90 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := cli.Put(ctx, "/up", "ok")
-		cancel()
-		if err == nil {
+		out, err := run("get", "pods", "-l", "app=web", "--no-headers")
+		if err == nil && strings.Count(out, " Running ") == 2 && len(strings.Split(strings.TrimSpace(out), "\n")) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no write through kplane up's endpoints within 30s: %v", err)
+			t.Fatalf("no 2 pods Running within 90s; kubectl get pods said (%v):\n%s", err, out)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	list, err := cli.MemberList(context.Background())
-	if err != nil || len(list.Members) != 3 {
-		t.Fatalf("member list: got %v (%v), want 3 members", list, err)
+		time.Sleep(time.Second)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -81,23 +127,15 @@ func TestUp(t *testing.T) {
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Fatalf("kplane up after Ctrl-C: %v", err)
+			t.Fatalf("kplane up after Ctrl-C: %v\n%s", err, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("kplane up still running 30s after Ctrl-C")
+	case <-time.After(60 * time.Second):
+		t.Fatal("kplane up still running 60s after Ctrl-C")
 	}
-	// Its members are gone: nothing answers on the endpoints.
-	for _, ep := range strings.Split(endpoints, ",") {
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err = c.Status(ctx, ep)
-		cancel()
-		c.Close()
-		if err == nil {
-			t.Errorf("member at %s still answers after kplane up stopped", ep)
+	// Every process it started is gone (kplane up waits for each).
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("process %d still running after kplane up stopped", pid)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -94,7 +95,7 @@ type ControlPlane struct {
 	GatewayURL string
 	// Kubeconfig is the path of the admin kubeconfig.
 	Kubeconfig string
-	adminToken string
+	adminTLS   *tls.Config
 }
 
 // Up starts the store, the API services, the gateway, the schedulers, the
@@ -154,11 +155,11 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return net.JoinHostPort(cfg.Host, strconv.Itoa(p)), nil
 	}
 
-	creds, err := writeCredentials(dataDir, cfg.Host, cfg.Nodes)
+	id, err := writeIdentities(dataDir, cfg.Host, cfg.APIServers, cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{cfg: cfg, adminToken: creds.adminToken, Kubeconfig: filepath.Join(dataDir, "kubeconfig")}
+	cp := &ControlPlane{cfg: cfg, adminTLS: id.adminTLS, Kubeconfig: filepath.Join(dataDir, "kubeconfig")}
 	ok := false
 	defer func() {
 		if !ok {
@@ -189,9 +190,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		}
 		apiAddrs = append(apiAddrs, addr)
 		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr,
-			"--insecure-plaintext", "--listen", addr,
-			"--store-endpoints", strings.Join(storeURLs, ","),
-			"--token-auth-file", creds.tokenCSV, "--log-level", "warn"); err != nil {
+			"--listen", addr, "--store-endpoints", strings.Join(storeURLs, ","),
+			"--tls-cert-file", id.apiservers[i].certFile, "--tls-private-key-file", id.apiservers[i].keyFile,
+			"--client-ca-file", id.caFile, "--log-level", "warn"); err != nil {
 			return nil, err
 		}
 	}
@@ -210,21 +211,25 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	cp.GatewayURL = "https://" + gwAddr
 	if err := cp.start("gateway", "gateway", gwAddr,
-		"--insecure-plaintext", "--server", server(0), "--listen", gwAddr,
-		"--tls-cert-file", creds.gatewayCert, "--tls-key-file", creds.gatewayKey,
+		"--server", server(0), "--ca-file", id.caFile,
+		"--cert-file", id.gatewayClient.certFile, "--key-file", id.gatewayClient.keyFile,
+		"--listen", gwAddr, "--client-ca-file", id.caFile,
+		"--tls-cert-file", id.gatewayServing.certFile, "--tls-key-file", id.gatewayServing.keyFile,
 		"--log-level", "warn"); err != nil {
 		return nil, err
 	}
 	for i := 0; i < cfg.Schedulers; i++ {
 		if err := cp.start("scheduler", "scheduler-"+strconv.Itoa(i+1), "",
-			"--insecure-plaintext", "--server", server(i), "--token-file", creds.schedulerToken,
+			"--server", server(i), "--ca-file", id.caFile,
+			"--cert-file", id.scheduler.certFile, "--key-file", id.scheduler.keyFile,
 			"--log-level", "warn"); err != nil {
 			return nil, err
 		}
 	}
 	for i := 0; i < cfg.ControllerManagers; i++ {
 		if err := cp.start("controllers", "controllers-"+strconv.Itoa(i+1), "",
-			"--insecure-plaintext", "--server", server(i), "--token-file", creds.controllersToken,
+			"--server", server(i), "--ca-file", id.caFile,
+			"--cert-file", id.controllers.certFile, "--key-file", id.controllers.keyFile,
 			"--log-level", "warn"); err != nil {
 			return nil, err
 		}
@@ -234,7 +239,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return nil, err
 	}
 	if err := cp.start("nodeagent", "nodeagent", logAddr,
-		"--insecure-plaintext", "--server", server(len(apiAddrs)-1), "--token-file", creds.tokenCSV,
+		"--server", server(len(apiAddrs)-1), "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
 		"--nodes", strconv.Itoa(cfg.Nodes), "--data-dir", filepath.Join(dataDir, "nodeagent"),
 		"--log-listen", logAddr, "--log-level", "warn"); err != nil {
 		return nil, err
@@ -242,7 +247,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err := cp.waitNodes(ctx, apiAddrs[0]); err != nil {
 		return nil, err
 	}
-	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, creds.caPEM, creds.adminToken); err != nil {
+	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, id.caPEM, id.admin); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -332,8 +337,7 @@ func (cp *ControlPlane) waitStore(ctx context.Context) error {
 }
 
 func (cp *ControlPlane) dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(bearer(cp.adminToken)))
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cp.adminTLS)))
 }
 
 // waitAPI waits until every API service replica answers, and creates the
@@ -453,11 +457,3 @@ func (cp *ControlPlane) Wait(ctx context.Context) error {
 		}
 	}
 }
-
-type bearer string
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-
-func (bearer) RequireTransportSecurity() bool { return false }

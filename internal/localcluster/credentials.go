@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -13,60 +14,40 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"time"
 )
 
-// credentials are the files `kplane up` generates in <data-dir>/pki: a
-// static token file with one identity per component (admin in
-// system:masters, system:kube-scheduler, system:kube-controller-manager,
-// system:node:<name> in system:nodes), the scheduler's and controller
-// manager's token files, and a CA with the gateway's serving certificate.
-type credentials struct {
-	tokenCSV                         string
-	schedulerToken, controllersToken string
-	gatewayCert, gatewayKey          string
-	caPEM                            []byte
-	adminToken                       string
+// pki is what `kplane up` generates in <data-dir>/pki: a CA, and a
+// certificate and key signed by it for each identity. Server certificates
+// name the loopback addresses; client certificates carry the user in the
+// CN and the groups in O, as the API service and the gateway read them.
+type pki struct {
+	dir     string
+	ca      *x509.Certificate
+	caKey   *ecdsa.PrivateKey
+	caPEM   []byte
+	serial  int64
+	host    net.IP
+	caFile  string
+	nodeDir string
 }
 
-func writeCredentials(dataDir, host string, nodes int) (*credentials, error) {
-	dir := filepath.Join(dataDir, "pki")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// newPKI creates the directory and the CA.
+func newPKI(dataDir, host string) (*pki, error) {
+	p := &pki{dir: filepath.Join(dataDir, "pki"), serial: 1, host: net.ParseIP(host)}
+	p.caFile = filepath.Join(p.dir, "ca.crt")
+	p.nodeDir = filepath.Join(p.dir, "nodes")
+	if err := os.MkdirAll(p.nodeDir, 0o700); err != nil {
 		return nil, err
 	}
-	c := &credentials{
-		tokenCSV:         filepath.Join(dir, "tokens.csv"),
-		schedulerToken:   filepath.Join(dir, "scheduler.token"),
-		controllersToken: filepath.Join(dir, "controllers.token"),
-		gatewayCert:      filepath.Join(dir, "gateway.crt"),
-		gatewayKey:       filepath.Join(dir, "gateway.key"),
-	}
-	tok := rand.Text
-	c.adminToken = tok()
-	sched, ctrl := tok(), tok()
-	var csv strings.Builder
-	fmt.Fprintf(&csv, "%s,admin,admin,\"system:masters\"\n", c.adminToken)
-	fmt.Fprintf(&csv, "%s,system:kube-scheduler,kube-scheduler\n", sched)
-	fmt.Fprintf(&csv, "%s,system:kube-controller-manager,kube-controller-manager\n", ctrl)
-	for i := 1; i <= nodes; i++ {
-		fmt.Fprintf(&csv, "%s,system:node:node-%d,node-%d,\"system:nodes\"\n", tok(), i, i)
-	}
-	for path, data := range map[string]string{
-		c.tokenCSV: csv.String(), c.schedulerToken: sched + "\n", c.controllersToken: ctrl + "\n",
-	} {
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-			return nil, err
-		}
-	}
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(p.serial),
 		Subject:               pkix.Name{CommonName: "kplane-up-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(10, 0, 0),
@@ -74,56 +55,143 @@ func writeCredentials(dataDir, host string, nodes int) (*credentials, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("create CA: %w", err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
+	if p.ca, err = x509.ParseCertificate(der); err != nil {
 		return nil, err
 	}
-	c.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), c.caPEM, 0o600); err != nil {
+	p.caKey = key
+	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(p.caFile, p.caPEM, 0o600); err != nil {
 		return nil, err
 	}
+	return p, nil
+}
 
+// cert holds one issued certificate: its files and its PEM.
+type cert struct {
+	certFile, keyFile string
+	certPEM, keyPEM   []byte
+}
+
+// issue signs a certificate for user cn in groups orgs, written as
+// <dir>/<name>.crt and .key; server certificates also serve loopback.
+func (p *pki) issue(dir, name, cn string, orgs []string, server bool) (*cert, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
+	p.serial++
+	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kplane-gateway"},
+		SerialNumber: big.NewInt(p.serial),
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.AddDate(1, 0, 0),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+	if server {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+		if p.host != nil && !p.host.IsLoopback() {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, p.host)
+		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	if err != nil {
-		return nil, fmt.Errorf("create gateway certificate: %w", err)
+		return nil, fmt.Errorf("create certificate %s: %w", name, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(c.gatewayCert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	c := &cert{
+		certFile: filepath.Join(dir, name+".crt"),
+		keyFile:  filepath.Join(dir, name+".key"),
+		certPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}
+	if err := os.WriteFile(c.certFile, c.certPEM, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(c.gatewayKey, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(c.keyFile, c.keyPEM, 0o600); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
+// identities are the certificates of one `kplane up` cluster.
+type identities struct {
+	*pki
+	apiservers                    []*cert // serving, one per replica
+	gatewayServing, gatewayClient *cert   // HTTPS; upstream (system:kplane-gateways)
+	scheduler, controllers, admin *cert
+	nodeCerts                     []*cert // in nodeDir, named <node>.crt
+	adminTLS                      *tls.Config
+}
+
+// writeIdentities generates the CA and every component's certificate:
+// each API service replica and the gateway serve with their own; the
+// gateway reaches the API service as system:kplane-gateways (it then
+// passes the end user on); system:kube-scheduler,
+// system:kube-controller-manager and system:node:node-<i> (system:nodes)
+// are the users the API service's bootstrap RBAC and Node authorizer
+// know; admin is in system:masters.
+func writeIdentities(dataDir, host string, apiservers, nodes int) (*identities, error) {
+	p, err := newPKI(dataDir, host)
+	if err != nil {
+		return nil, err
+	}
+	id := &identities{pki: p}
+	for i := 1; i <= apiservers; i++ {
+		c, err := p.issue(p.dir, "apiserver-"+strconv.Itoa(i), "kplane-apiserver", nil, true)
+		if err != nil {
+			return nil, err
+		}
+		id.apiservers = append(id.apiservers, c)
+	}
+	for _, x := range []struct {
+		dst      **cert
+		name, cn string
+		orgs     []string
+		server   bool
+	}{
+		{&id.gatewayServing, "gateway-serving", "kplane-gateway", nil, true},
+		{&id.gatewayClient, "gateway", "kplane-gateway", []string{"system:kplane-gateways"}, false},
+		{&id.scheduler, "scheduler", "system:kube-scheduler", nil, false},
+		{&id.controllers, "controllers", "system:kube-controller-manager", nil, false},
+		{&id.admin, "admin", "admin", []string{"system:masters"}, false},
+	} {
+		if *x.dst, err = p.issue(p.dir, x.name, x.cn, x.orgs, x.server); err != nil {
+			return nil, err
+		}
+	}
+	for i := 1; i <= nodes; i++ {
+		name := "node-" + strconv.Itoa(i)
+		c, err := p.issue(p.nodeDir, name, "system:node:"+name, []string{"system:nodes"}, false)
+		if err != nil {
+			return nil, err
+		}
+		id.nodeCerts = append(id.nodeCerts, c)
+	}
+	pair, err := tls.X509KeyPair(id.admin.certPEM, id.admin.keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca)
+	id.adminTLS = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return id, nil
+}
+
 // writeKubeconfig writes the admin kubeconfig: the gateway's URL, the CA
-// that signed its certificate, and the admin token.
-func writeKubeconfig(path, server string, caPEM []byte, token string) error {
+// that signed its certificate, and the admin's client certificate.
+func writeKubeconfig(path, server string, caPEM []byte, admin *cert) error {
+	b64 := base64.StdEncoding.EncodeToString
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -134,7 +202,8 @@ clusters:
 users:
 - name: admin
   user:
-    token: %s
+    client-certificate-data: %s
+    client-key-data: %s
 contexts:
 - name: kplane
   context:
@@ -142,6 +211,6 @@ contexts:
     user: admin
     namespace: default
 current-context: kplane
-`, server, base64.StdEncoding.EncodeToString(caPEM), token)
+`, server, b64(caPEM), b64(admin.certPEM), b64(admin.keyPEM))
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }

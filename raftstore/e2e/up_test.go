@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +19,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kplane/kplane/internal/testutil"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/client"
 )
 
 // TestUp runs `kplane up` (the whole control plane as separate processes),
@@ -52,6 +59,8 @@ func TestUp(t *testing.T) {
 		pidRE                 = regexp.MustCompile(`\spid (\d+)\s`)
 		etcdRE                = regexp.MustCompile(`etcdctl --endpoints=(\S+)`)
 		kubeRE                = regexp.MustCompile(`kubectl --kubeconfig (\S+)`)
+		addrRE                = regexp.MustCompile(`^\s*(apiserver-1|gateway)\s.*\s(127\.0\.0\.1:\d+)\s`)
+		addrs                 = map[string]string{}
 	)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -59,6 +68,9 @@ func TestUp(t *testing.T) {
 		if m := pidRE.FindStringSubmatch(line); m != nil {
 			pid, _ := strconv.Atoi(m[1])
 			pids = append(pids, pid)
+		}
+		if m := addrRE.FindStringSubmatch(line); m != nil {
+			addrs[m[1]] = m[2]
 		}
 		if m := etcdRE.FindStringSubmatch(line); m != nil {
 			endpoints = m[1]
@@ -121,6 +133,14 @@ func TestUp(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
+	// Both leader-elected components hold their Lease.
+	if out, err := run("get", "leases", "-n", "kube-system", "-o", "name"); err != nil ||
+		!strings.Contains(out, "lease.coordination.k8s.io/kube-scheduler") ||
+		!strings.Contains(out, "lease.coordination.k8s.io/kube-controller-manager") {
+		t.Errorf("kubectl get leases: got (%v)\n%s\nwant the scheduler's and the controller manager's", err, out)
+	}
+	checkRefused(t, dir, addrs["apiserver-1"], addrs["gateway"])
+
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +157,47 @@ func TestUp(t *testing.T) {
 		if err := syscall.Kill(pid, 0); err == nil {
 			t.Errorf("process %d still running after kplane up stopped", pid)
 		}
+	}
+}
+
+// checkRefused checks what `kplane up` refuses: plaintext gRPC to an API
+// service, an HTTPS client that does not trust the generated CA (the
+// gateway's certificate does not verify), and a request without
+// credentials (401).
+func checkRefused(t *testing.T, dir, apiAddr, gwAddr string) {
+	t.Helper()
+	if apiAddr == "" || gwAddr == "" {
+		t.Fatalf("kplane up printed no address for apiserver-1 (%q) or gateway (%q)", apiAddr, gwAddr)
+	}
+	conn, err := grpc.NewClient(apiAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, _, err := client.Must[*corev1.Namespace](conn).List(ctx, "", client.ListOptions{}); err == nil {
+		t.Error("plaintext gRPC to the API service: got an answer, want a refusal")
+	}
+
+	url := "https://" + gwAddr + "/api/v1/namespaces"
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url); err == nil {
+		resp.Body.Close()
+		t.Error("HTTPS without the generated CA: got an answer, want a certificate error")
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("HTTPS with the generated CA: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("HTTPS without credentials: got status %d, want 401", resp.StatusCode)
 	}
 }

@@ -22,8 +22,11 @@ func newUpCommand() *cobra.Command {
 		Long: `Run a local HA control plane on loopback, each component its own process:
 store members (Raft), API service replicas, the HTTPS gateway, leader-elected
 schedulers and controller managers, and a node agent with simulated nodes
-(built-in runtime). It waits until the cluster is healthy, writes
-<data-dir>/kubeconfig and keeps every process's log in <data-dir>.
+(built-in runtime). It generates a CA and a certificate per component in
+<data-dir>/pki (the API services and the gateway serve TLS and verify client
+certificates; the store is plaintext on loopback), waits until the cluster is
+healthy, writes <data-dir>/kubeconfig (admin, in system:masters) and keeps
+every process's log in <data-dir>.
 Ctrl-C stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

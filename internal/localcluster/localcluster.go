@@ -1,7 +1,9 @@
-// Package localcluster starts a store cluster on loopback as separate
-// `kplane store` processes (the same binary re-executed), each with its own
-// data directory and log file, and stops it cleanly. `kplane up` uses it, and
-// tests drive it directly.
+// Package localcluster runs kplane on loopback as separate processes of the
+// same binary, each with its own log file, and stops them cleanly. Start
+// runs a store cluster alone (`kplane store` members, which tests drive
+// directly); Up runs the whole control plane for `kplane up`: the store,
+// the API services, the gateway, schedulers, controller managers and a
+// node agent, with a generated CA and a certificate per component.
 package localcluster
 
 import (

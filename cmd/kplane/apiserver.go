@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
@@ -37,11 +36,10 @@ func newAPIServerCommand() *cobra.Command {
 		Short: "Run the API service: typed Kubernetes resources over gRPC on the store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			log, err := newLogger(logLevel)
+			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg := apiserver.Config{
 				StoreEndpoints:   splitURLs(storeEndpoints),
 				Listen:           listen,

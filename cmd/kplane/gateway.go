@@ -7,9 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,11 +40,10 @@ the user on to the API service, which authorizes it. Without --cert-file it
 forwards each request's bearer token and the API service authenticates it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			log, err := newLogger(logLevel)
+			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			if listen == "" && insecureListen == "" {
 				return errors.New("nothing to serve: set --listen (HTTPS) and/or --insecure-listen (plain HTTP)")
 			}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -157,11 +156,10 @@ func parseTaints(specs []string) ([]*corev1.Taint, error) {
 }
 
 func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(fl.logLevel)); err != nil {
+	log, err := newLogger(fl.logLevel)
+	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if fl.nodes < 1 {
 		return fmt.Errorf("--nodes must be at least 1")
 	}

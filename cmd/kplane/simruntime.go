@@ -5,8 +5,6 @@ package main
 // containers; see nodeagent/simruntime for the rules it follows.
 
 import (
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,11 +22,11 @@ func newSimRuntimeCommand() *cobra.Command {
 		Short: "Serve the built-in simulated container runtime (CRI v1) on a unix socket",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			logger, err := newLogger(logLevel)
+			if err != nil {
 				return err
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = logger
 			rt, err := simruntime.New(cfg)
 			if err != nil {
 				return err

@@ -4,8 +4,6 @@ package main
 // etcd's member flags.
 
 import (
-	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -28,11 +26,11 @@ func newStoreCommand() *cobra.Command {
 		Short: "Run one member of the replicated store (etcd v3 API; flags as etcd's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			logger, err := newLogger(logLevel)
+			if err != nil {
 				return err
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = logger
 			cfg.ListenClientURLs = splitURLs(listenClient)
 			cfg.AdvertiseClientURLs = splitURLs(advClient)
 			cfg.ListenPeerURL = firstURL(listenPeer)

@@ -97,7 +97,7 @@ type Agent struct {
 	pods      *client.Client[*corev1.Pod]
 	nodes     *client.Client[*corev1.Node]
 	leases    *client.Client[*coordv1.Lease]
-	rec       *recorder
+	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
 	queue     workqueue.TypedDelayingInterface[string]
 	simulated bool
@@ -165,7 +165,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.rec = newRecorder(events, cfg.NodeName, log)
+	// Events as the kubelet records them: source "kubelet" on this node.
+	a.rec = client.NewRecorder(client.RecorderConfig{Sink: events, Component: "kubelet", Host: cfg.NodeName, Logger: log})
 	a.informer = client.NewInformer(client.ListWatch(a.pods, "", "", "spec.nodeName="+cfg.NodeName, 500),
 		client.InformerOptions[*corev1.Pod]{Logger: log})
 	return a, nil

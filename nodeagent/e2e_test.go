@@ -524,7 +524,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 		t.Errorf("back-off delays seen: got %v, want at least 2", delays)
 	}
 	ev := waitEvent(t, c, p, "BackOff", "Back-off restarting failed container main")
-	if ev.GetType() != EventWarning {
+	if ev.GetType() != client.EventWarning {
 		t.Errorf("BackOff event type: got %s, want Warning", ev.GetType())
 	}
 	waitEvent(t, c, p, "Started", "Started container main")

@@ -73,7 +73,7 @@ func (a *Agent) dropRecord(key string, r *podRecord) {
 		delete(a.records, key)
 	}
 	a.mu.Unlock()
-	a.rec.forget(r.uid)
+	a.rec.Forget(r.uid)
 }
 
 // syncPod reconciles one pod; wait > 0 asks for another sync after it.
@@ -145,7 +145,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 			rec.sandboxFailures++
 			d := a.cfg.Backoff.Delay(rec.sandboxFailures - 1)
 			rec.sandboxUntil = now.Add(d)
-			a.rec.eventf(ctx, pod, "", EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			a.rec.Record(ctx, pod, "", client.EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			return d, a.writeStatus(ctx, pod, rec, plan{}, now)
 		}
 	}
@@ -153,7 +153,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	// A sandbox that died (or was removed behind the agent's back) is
 	// replaced: its containers are stopped, and restarted in the new one.
 	if sb, err := a.cfg.Runtime.PodSandboxStatus(ctx, rec.sandboxID); cri.IsNotFound(err) || (err == nil && sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY) {
-		a.rec.eventf(ctx, pod, "", EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		a.rec.Record(ctx, pod, "", client.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
 		for _, c := range rec.ctrs {
 			if c.id != "" && !c.exited() {
@@ -201,7 +201,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	soonest(p.wait)
 	for _, c := range rec.ctrs {
 		if c.waiting == ReasonCrashLoopBackOff && time.Now().Before(c.backoffUntil) {
-			a.rec.eventf(ctx, pod, fieldPath(spec, c), EventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
+			a.rec.Record(ctx, pod, fieldPath(spec, c), client.EventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
 				c.name, pod.GetMetadata().GetName(), pod.GetMetadata().GetNamespace(), rec.uid)
 		}
 	}
@@ -231,10 +231,10 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 // sandbox because activeDeadlineSeconds passed; the pod is Failed.
 func (a *Agent) failDeadline(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
 	rec.deadlineExceeded = true
-	a.rec.eventf(ctx, pod, "", EventNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+	a.rec.Record(ctx, pod, "", client.EventNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
 	for _, c := range rec.ctrs {
 		if c.running() {
-			a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventNormal, "Killing", "Stopping container %s", c.name)
+			a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 		}
 	}
 	a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
@@ -369,15 +369,15 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	switch {
 	case present == nil && policy == "Never":
 		c.waiting, c.waitingMsg = ReasonErrImageNeverPull, fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
-		a.rec.eventf(ctx, pod, fp, EventWarning, ReasonErrImageNeverPull, "%s", c.waitingMsg)
+		a.rec.Record(ctx, pod, fp, client.EventWarning, ReasonErrImageNeverPull, "%s", c.waitingMsg)
 		return 0
 	case present == nil || policy == "Always":
 		if now.Before(c.pullUntil) {
 			c.waiting, c.waitingMsg = ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", image)
-			a.rec.eventf(ctx, pod, fp, EventNormal, "BackOff", "Back-off pulling image %q", image)
+			a.rec.Record(ctx, pod, fp, client.EventNormal, "BackOff", "Back-off pulling image %q", image)
 			return c.pullUntil.Sub(now)
 		}
-		a.rec.eventf(ctx, pod, fp, EventNormal, "Pulling", "Pulling image %q", image)
+		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulling", "Pulling image %q", image)
 		t0 := time.Now()
 		ref, err := a.cfg.Runtime.PullImage(ctx, image, nil, rec.sandboxCfg)
 		if err != nil {
@@ -385,15 +385,15 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 			d := a.cfg.Backoff.Delay(c.pullFailures - 1)
 			c.pullUntil = time.Now().Add(d)
 			c.waiting, c.waitingMsg = ReasonErrImagePull, err.Error()
-			a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Failed to pull image %q: %v", image, err)
-			a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Error: %s", ReasonErrImagePull)
+			a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Failed to pull image %q: %v", image, err)
+			a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %s", ReasonErrImagePull)
 			// Sync again soon to show ImagePullBackOff, then after the back-off.
 			return min(d/2, time.Second)
 		}
 		c.pullFailures, c.pullUntil, c.imageRef = 0, time.Time{}, ref
-		a.rec.eventf(ctx, pod, fp, EventNormal, "Pulled", "Successfully pulled image %q in %s", image, time.Since(t0).Round(time.Millisecond))
+		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulled", "Successfully pulled image %q in %s", image, time.Since(t0).Round(time.Millisecond))
 	default:
-		a.rec.eventf(ctx, pod, fp, EventNormal, "Pulled", "Container image %q already present on machine", image)
+		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulled", "Container image %q already present on machine", image)
 	}
 
 	// The container.
@@ -424,17 +424,17 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {
 		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
-		a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Error: %v", err)
+		a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %v", err)
 		return a.cfg.Backoff.Base
 	}
-	a.rec.eventf(ctx, pod, fp, EventNormal, "Created", "Created container %s", c.name)
+	a.rec.Record(ctx, pod, fp, client.EventNormal, "Created", "Created container %s", c.name)
 	if err := a.cfg.Runtime.StartContainer(ctx, id); err != nil {
 		c.waiting, c.waitingMsg = ReasonRunContainer, err.Error()
-		a.rec.eventf(ctx, pod, fp, EventWarning, "Failed", "Error: %v", err)
+		a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %v", err)
 		_ = a.cfg.Runtime.RemoveContainer(ctx, id)
 		return a.cfg.Backoff.Base
 	}
-	a.rec.eventf(ctx, pod, fp, EventNormal, "Started", "Started container %s", c.name)
+	a.rec.Record(ctx, pod, fp, client.EventNormal, "Started", "Started container %s", c.name)
 	c.restarts = int32(attempt)
 	c.attempt++
 	c.id, c.logPath = id, filepath.Join(rec.logDir, logRel)
@@ -505,7 +505,7 @@ func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, 
 			k.st.next = now.Add(period)
 			soonest(k.st.next)
 			if !ok {
-				a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventWarning, "Unhealthy", "%s probe failed: %s", k.kind, msg)
+				a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventWarning, "Unhealthy", "%s probe failed: %s", k.kind, msg)
 			}
 			k.st.record(ok, success, failure)
 			switch {
@@ -513,7 +513,7 @@ func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, 
 				c.probes.startupPassed = true
 				soonest(now) // the others may run now
 			case (k.kind == probeStartup || k.kind == probeLiveness) && k.st.hasResults && !k.st.result:
-				a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventNormal, "Killing",
+				a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing",
 					"Container %s failed %s probe, will be restarted", c.name, strings.ToLower(k.kind))
 				grace := gracePeriod(pod, k.p)
 				if err := a.cfg.Runtime.StopContainer(ctx, c.id, grace); err != nil {
@@ -629,7 +629,7 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 		rec.mu.Lock()
 		for _, c := range rec.ctrs {
 			if c.running() {
-				a.rec.eventf(ctx, pod, fieldPath(pod.GetSpec(), c), EventNormal, "Killing", "Stopping container %s", c.name)
+				a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 			}
 		}
 		a.teardown(ctx, rec, grace)

@@ -70,9 +70,40 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	return &Recorder{cfg: cfg, log: log.With("component", "events"), queue: make(chan *corev1.Event, cfg.QueueSize), seen: map[string]*corev1.Event{}}
 }
 
-// Eventf records an event about obj (any kplane object). It never blocks.
+// Eventf records an event about obj (any kplane object). It never blocks:
+// Run writes it, in the background.
 func (r *Recorder) Eventf(obj proto.Message, eventType, reason, messageFmt string, args ...any) {
-	ref := &corev1.ObjectReference{Namespace: Namespace(obj), Name: Name(obj), Uid: UID(obj), ResourceVersion: ResourceVersion(obj)}
+	ev := r.newEvent(obj, "", eventType, reason, fmt.Sprintf(messageFmt, args...))
+	select {
+	case r.queue <- ev:
+	default:
+		r.log.Warn("event queue full; dropping event", "object", Key(obj), "reason", reason)
+	}
+}
+
+// Record writes an event about obj now, in the caller's goroutine, for a
+// caller that acts on one object at a time and wants its events written in
+// order (the node agent's pod sync). fieldPath names a part of the object,
+// e.g. spec.containers{web}; "" means the whole object. Like Eventf it is
+// best effort: a failure is logged, not returned.
+func (r *Recorder) Record(ctx context.Context, obj proto.Message, fieldPath, eventType, reason, messageFmt string, args ...any) {
+	r.write(ctx, r.newEvent(obj, fieldPath, eventType, reason, fmt.Sprintf(messageFmt, args...)))
+}
+
+// Forget drops what the recorder remembers for aggregating the events of
+// the object with this uid, once that object is gone.
+func (r *Recorder) Forget(uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, ev := range r.seen {
+		if ev.GetInvolvedObject().GetUid() == uid {
+			delete(r.seen, k)
+		}
+	}
+}
+
+func (r *Recorder) newEvent(obj proto.Message, fieldPath, eventType, reason, message string) *corev1.Event {
+	ref := &corev1.ObjectReference{Namespace: Namespace(obj), Name: Name(obj), Uid: UID(obj), ResourceVersion: ResourceVersion(obj), FieldPath: fieldPath}
 	if av, kind, ok := kubejson.TypeMeta(obj.ProtoReflect().Descriptor()); ok {
 		ref.ApiVersion, ref.Kind = av, kind
 	}
@@ -81,11 +112,11 @@ func (r *Recorder) Eventf(obj proto.Message, eventType, reason, messageFmt strin
 		ns = "default" // events about cluster-scoped objects live in default, as in Kubernetes
 	}
 	now := timestamppb.Now()
-	ev := &corev1.Event{
+	return &corev1.Event{
 		Metadata:           &metav1.ObjectMeta{Namespace: ns, Name: ref.Name + "." + randomSuffix()},
 		InvolvedObject:     ref,
 		Reason:             reason,
-		Message:            fmt.Sprintf(messageFmt, args...),
+		Message:            message,
 		Type:               eventType,
 		Source:             &corev1.EventSource{Component: r.cfg.Component, Host: r.cfg.Host},
 		ReportingComponent: r.cfg.Component,
@@ -93,11 +124,6 @@ func (r *Recorder) Eventf(obj proto.Message, eventType, reason, messageFmt strin
 		FirstTimestamp:     now,
 		LastTimestamp:      now,
 		Count:              1,
-	}
-	select {
-	case r.queue <- ev:
-	default:
-		r.log.Warn("event queue full; dropping event", "object", Key(obj), "reason", reason)
 	}
 }
 
@@ -115,7 +141,7 @@ func (r *Recorder) Run(ctx context.Context) {
 
 func aggregationKey(ev *corev1.Event) string {
 	o := ev.GetInvolvedObject()
-	return fmt.Sprint(o.GetKind(), "\x00", o.GetNamespace(), "\x00", o.GetName(), "\x00", o.GetUid(), "\x00", ev.GetType(), "\x00", ev.GetReason(), "\x00", ev.GetMessage())
+	return fmt.Sprint(o.GetKind(), "\x00", o.GetNamespace(), "\x00", o.GetName(), "\x00", o.GetUid(), "\x00", o.GetFieldPath(), "\x00", ev.GetType(), "\x00", ev.GetReason(), "\x00", ev.GetMessage())
 }
 
 // write creates ev, or bumps the count of the same event written recently.

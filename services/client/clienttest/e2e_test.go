@@ -281,10 +281,15 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	}
 	cms := corev1.NewConfigMapServiceClient(conn)
 	want := `admission webhook "deny.example.com" denied the request: configmaps named bad are not allowed`
-	// The dispatcher learns of the configurations from the apiserver's watch.
-	eventually(t, "the validating webhook to deny", func() bool {
+	// The dispatcher learns of each configuration from its own watch, so wait
+	// (with dry runs) until both the validating and the mutating one act.
+	eventually(t, "both webhooks to take effect", func() bool {
 		_, err := cms.CreateConfigMap(ctxT(t), &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm("default", "bad"), DryRun: []string{"All"}})
-		return err != nil && apierrors.FromError(err).Message == want
+		if err == nil || apierrors.FromError(err).Message != want {
+			return false
+		}
+		got, err := cms.CreateConfigMap(ctxT(t), &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm("default", "good"), DryRun: []string{"All"}})
+		return err == nil && got.GetConfigMap().GetMetadata().GetLabels()["mutated"] == "yes"
 	})
 	_, err := cms.CreateConfigMap(ctxT(t), &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm("default", "bad")})
 	if se := apierrors.FromError(err); se == nil || se.Message != want || se.Reason != apierrors.ReasonForbidden {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -233,6 +234,20 @@ func TestListSelectorsAndPagination(t *testing.T) {
 		}
 		if _, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm(fmt.Sprintf("cm-%02d", i), labels)}); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// resourceVersion "0" may be served from the watch cache, which (as in
+	// Kubernetes) may trail the writes just made: wait until it has them all.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		l, err := e.cms.ListConfigMaps(ctx, &corev1.ListConfigMapsRequest{Namespace: "default", ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.GetList().GetItems()) == 25 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch cache has %d of 25 configmaps after 30s", len(l.GetList().GetItems()))
 		}
 	}
 	tests := []struct {

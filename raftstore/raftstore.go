@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -64,6 +65,12 @@ type Config struct {
 	// LeaseCheckInterval and MinLeaseTTL: see etcdserver.Config.
 	LeaseCheckInterval time.Duration
 	MinLeaseTTL        int64
+
+	// ClientTLS serves the client URLs over TLS (etcd's --cert-file,
+	// --key-file, --trusted-ca-file, --client-cert-auth); the member also
+	// reaches the leader's client URL with it. PeerTLS does the same for
+	// the Raft transport (--peer-*). Empty: plaintext, http:// URLs.
+	ClientTLS, PeerTLS TLSInfo
 
 	// UnsafeUnverifiedReads: see etcdserver.Config. Fault injection only.
 	UnsafeUnverifiedReads bool
@@ -157,6 +164,10 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("initial cluster state %q: want new or existing", cfg.InitialClusterState)
 	}
 	log := cfg.Logger.With("member", cfg.Name)
+	tlsCfg, err := cfg.tls()
+	if err != nil {
+		return nil, err
+	}
 
 	members, err := ParseInitialCluster(cfg.InitialCluster)
 	if err != nil {
@@ -231,6 +242,8 @@ func New(cfg Config) (*Store, error) {
 		SnapshotThreshold:  cfg.SnapshotThreshold,
 		SnapshotInterval:   cfg.SnapshotInterval,
 		TrailingLogs:       cfg.TrailingLogs,
+		ServeTLS:           tlsCfg.peerServe,
+		DialTLS:            tlsCfg.peerDial,
 		Logger:             log,
 	}, s.fsm)
 	if err != nil {
@@ -249,20 +262,26 @@ func New(cfg Config) (*Store, error) {
 		MinLeaseTTL:           cfg.MinLeaseTTL,
 		LeaseCheckInterval:    cfg.LeaseCheckInterval,
 		UnsafeUnverifiedReads: cfg.UnsafeUnverifiedReads,
+		DialTLS:               tlsCfg.clientDial,
+		PeerTLS:               tlsCfg.peerServe != nil,
 		Logger:                log.With("component", "etcdserver"),
 	}, node, s.fsm)
 	maxReq := cfg.MaxRequestBytes
 	if maxReq <= 0 {
 		maxReq = etcdserver.DefaultMaxRequestBytes
 	}
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(s.server.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(s.server.StreamInterceptor),
-		grpc.MaxRecvMsgSize(maxReq+etcdserver.GRPCOverheadBytes),
-		grpc.MaxSendMsgSize(1<<31-1),
-		grpc.MaxConcurrentStreams(1<<31-1),
+		grpc.MaxRecvMsgSize(maxReq + etcdserver.GRPCOverheadBytes),
+		grpc.MaxSendMsgSize(1<<31 - 1),
+		grpc.MaxConcurrentStreams(1<<31 - 1),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if tlsCfg.clientServe != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.clientServe)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	s.server.Register(s.grpc)
 	// gRPC's standard health service, as etcd serves it.
 	healthpb.RegisterHealthServer(s.grpc, health.NewServer())

@@ -23,8 +23,8 @@ func newUpCommand() *cobra.Command {
 store members (Raft), API service replicas, the HTTPS gateway, leader-elected
 schedulers and controller managers, and a node agent with simulated nodes
 (built-in runtime). It generates a CA and a certificate per component in
-<data-dir>/pki (the API services and the gateway serve TLS and verify client
-certificates; the store is plaintext on loopback), waits until the cluster is
+<data-dir>/pki (the store's client and peer ports, the API services and the
+gateway all serve TLS and verify client certificates), waits until the cluster is
 healthy, writes <data-dir>/kubeconfig (admin, in system:masters) and keeps
 every process's log in <data-dir>.
 Ctrl-C stops everything.`,
@@ -46,7 +46,8 @@ Ctrl-C stops everything.`,
 			for _, p := range c.Procs {
 				fmt.Fprintf(out, "  %-14s pid %-7d %-22s log %s\n", p.Name, p.PID(), p.Addr, p.LogPath)
 			}
-			fmt.Fprintf(out, "\nThe store alone: etcdctl --endpoints=%s member list -w table\n", c.Store.Endpoints())
+			fmt.Fprintf(out, "\nThe store alone: etcdctl --endpoints=%s --cacert %s --cert %s --key %s member list -w table\n",
+				c.Store.Endpoints(), c.Store.CAFile, c.Store.ClientCertFile, c.Store.ClientKeyFile)
 			fmt.Fprintf(out, "\nUse it with:\n  kubectl --kubeconfig %s get nodes\n", c.Kubeconfig)
 			fmt.Fprintf(out, "  export KUBECONFIG=%s\n\nCtrl-C stops the cluster.\n", strings.TrimSpace(c.Kubeconfig))
 			return c.Wait(ctx)

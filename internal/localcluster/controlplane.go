@@ -170,6 +170,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	cp.Store, err = Start(ctx, Config{
 		Binary: cfg.Binary, DataDir: dataDir, Members: cfg.StoreMembers,
 		Host: cfg.Host, BasePort: cfg.BasePort, Logger: cfg.Logger,
+		TLS: true, pki: id.pki,
 	})
 	if err != nil {
 		return nil, err
@@ -191,6 +192,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		apiAddrs = append(apiAddrs, addr)
 		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr,
 			"--listen", addr, "--store-endpoints", strings.Join(storeURLs, ","),
+			"--store-cafile", id.caFile, "--store-certfile", id.storeClient.certFile, "--store-keyfile", id.storeClient.keyFile,
 			"--tls-cert-file", id.apiservers[i].certFile, "--tls-private-key-file", id.apiservers[i].keyFile,
 			"--client-ca-file", id.caFile, "--log-level", "warn"); err != nil {
 			return nil, err
@@ -325,7 +327,7 @@ func (cp *ControlPlane) exited() error {
 
 func (cp *ControlPlane) waitStore(ctx context.Context) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cp.Store.Endpoints(), ","),
-		DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		TLS: cp.Store.ClientTLS(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}

@@ -130,6 +130,7 @@ type identities struct {
 	apiservers                    []*cert // serving, one per replica
 	gatewayServing, gatewayClient *cert   // HTTPS; upstream (system:kplane-gateways)
 	scheduler, controllers, admin *cert
+	storeClient                   *cert // the API services' client certificate for the store
 	nodeCerts                     []*cert // in nodeDir, named <node>.crt
 	adminTLS                      *tls.Config
 }
@@ -165,6 +166,7 @@ func writeIdentities(dataDir, host string, apiservers, nodes int) (*identities, 
 		{&id.scheduler, "scheduler", "system:kube-scheduler", nil, false},
 		{&id.controllers, "controllers", "system:kube-controller-manager", nil, false},
 		{&id.admin, "admin", "admin", []string{"system:masters"}, false},
+		{&id.storeClient, "apiserver-store-client", "kplane-apiserver", nil, false},
 	} {
 		if *x.dst, err = p.issue(p.dir, x.name, x.cn, x.orgs, x.server); err != nil {
 			return nil, err
@@ -178,13 +180,9 @@ func writeIdentities(dataDir, host string, apiservers, nodes int) (*identities, 
 		}
 		id.nodeCerts = append(id.nodeCerts, c)
 	}
-	pair, err := tls.X509KeyPair(id.admin.certPEM, id.admin.keyPEM)
-	if err != nil {
+	if id.adminTLS, err = id.admin.tlsConfig(p); err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
-	id.adminTLS = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return id, nil
 }
 
@@ -213,4 +211,37 @@ contexts:
 current-context: kplane
 `, server, b64(caPEM), b64(admin.certPEM), b64(admin.keyPEM))
 	return os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// tlsConfig returns a client TLS configuration with this certificate that
+// trusts p's CA.
+func (c *cert) tlsConfig(p *pki) (*tls.Config, error) {
+	pair, err := tls.X509KeyPair(c.certPEM, c.keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca)
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// memberTLSArgs issues a store member's client-port and peer-port
+// certificates (each for server and client auth: a member dials the
+// leader's client port and its peers with them) and returns the
+// `kplane store` flags that require mutual TLS on both ports.
+func memberTLSArgs(p *pki, name string) ([]string, error) {
+	serving, err := p.issue(p.dir, name, name, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := p.issue(p.dir, name+"-peer", name, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		"--cert-file", serving.certFile, "--key-file", serving.keyFile,
+		"--trusted-ca-file", p.caFile, "--client-cert-auth",
+		"--peer-cert-file", peer.certFile, "--peer-key-file", peer.keyFile,
+		"--peer-trusted-ca-file", p.caFile, "--peer-client-cert-auth",
+	}, nil
 }

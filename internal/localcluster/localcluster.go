@@ -8,6 +8,7 @@ package localcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -35,7 +36,15 @@ type Config struct {
 	BasePort int
 	// ExtraArgs are appended to every member's `kplane store` arguments.
 	ExtraArgs []string
-	Logger    *slog.Logger
+	// TLS runs the members with mutual TLS on their client and peer ports
+	// (https URLs; certificates from a CA generated in <DataDir>/pki, see
+	// Cluster.ClientTLS).
+	TLS    bool
+	Logger *slog.Logger
+
+	// pki, when set by Up, is the CA to issue the members' certificates
+	// from (Up's own); otherwise TLS generates one.
+	pki *pki
 }
 
 // Member is one started member.
@@ -54,6 +63,11 @@ type Member struct {
 type Cluster struct {
 	cfg     Config
 	Members []*Member
+	// CAFile, ClientCertFile and ClientKeyFile are, with Config.TLS, the
+	// CA and a client certificate for the store (etcdctl's --cacert,
+	// --cert and --key); empty otherwise.
+	CAFile, ClientCertFile, ClientKeyFile string
+	clientTLS                             *tls.Config
 }
 
 // Endpoints returns the members' client addresses (host:port), comma-joined
@@ -61,9 +75,18 @@ type Cluster struct {
 func (c *Cluster) Endpoints() string {
 	eps := make([]string, len(c.Members))
 	for i, m := range c.Members {
-		eps[i] = strings.TrimPrefix(m.ClientURL, "http://")
+		eps[i] = strings.TrimPrefix(strings.TrimPrefix(m.ClientURL, "http://"), "https://")
 	}
 	return strings.Join(eps, ",")
+}
+
+// ClientTLS returns a TLS configuration for a store client (the CA and the
+// client certificate), or nil when the cluster is plaintext.
+func (c *Cluster) ClientTLS() *tls.Config {
+	if c.clientTLS == nil {
+		return nil
+	}
+	return c.clientTLS.Clone()
 }
 
 // Start starts every member. The members bootstrap a new cluster the first
@@ -94,6 +117,23 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg}
+	scheme := "http://"
+	if cfg.TLS {
+		scheme = "https://"
+		if cfg.pki == nil {
+			if cfg.pki, err = newPKI(dataDir, cfg.Host); err != nil {
+				return nil, err
+			}
+		}
+		cl, err := cfg.pki.issue(cfg.pki.dir, "store-client", "store-client", nil, false)
+		if err != nil {
+			return nil, err
+		}
+		c.CAFile, c.ClientCertFile, c.ClientKeyFile = cfg.pki.caFile, cl.certFile, cl.keyFile
+		if c.clientTLS, err = cl.tlsConfig(cfg.pki); err != nil {
+			return nil, err
+		}
+	}
 	var initial []string
 	for i := 0; i < cfg.Members; i++ {
 		name := "store" + strconv.Itoa(i)
@@ -110,8 +150,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		m := &Member{
 			Name:      name,
-			ClientURL: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cport)),
-			PeerURL:   "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(pport)),
+			ClientURL: scheme + net.JoinHostPort(cfg.Host, strconv.Itoa(cport)),
+			PeerURL:   scheme + net.JoinHostPort(cfg.Host, strconv.Itoa(pport)),
 			DataDir:   filepath.Join(dataDir, name),
 		}
 		m.LogPath = filepath.Join(m.DataDir, "store.log")
@@ -129,6 +169,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			"--initial-cluster", strings.Join(initial, ","),
 			"--initial-cluster-state", "new",
 		}, cfg.ExtraArgs...)
+		if cfg.TLS {
+			args, err := memberTLSArgs(cfg.pki, m.Name)
+			if err != nil {
+				return nil, err
+			}
+			m.args = append(m.args, args...)
+		}
 	}
 	for _, m := range c.Members {
 		if err := c.StartMember(m); err != nil {

@@ -98,7 +98,11 @@ func TestUp(t *testing.T) {
 		t.Errorf("got kubeconfig %s, want %s", kubeconfig, want)
 	}
 
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	storeTLS, err := tlsFiles(filepath.Join(dir, "pki", "ca.crt"), filepath.Join(dir, "pki", "store-client.crt"), filepath.Join(dir, "pki", "store-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), TLS: storeTLS, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,4 +204,19 @@ func checkRefused(t *testing.T, dir, apiAddr, gwAddr string) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("HTTPS without credentials: got status %d, want 401", resp.StatusCode)
 	}
+}
+
+// tlsFiles returns a client TLS configuration from PEM files.
+func tlsFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }

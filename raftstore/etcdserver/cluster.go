@@ -58,7 +58,7 @@ func (c *clusterServer) members(ctx context.Context) ([]*pb.Member, error) {
 		}
 		m := &pb.Member{
 			ID:        id,
-			PeerURLs:  []string{"http://" + string(srv.Address)},
+			PeerURLs:  []string{c.s.peerURL(string(srv.Address))},
 			IsLearner: srv.Suffrage != raft.Voter,
 		}
 		if t, ok := table[id]; ok {
@@ -149,7 +149,7 @@ func (c *clusterServer) MemberAdd(ctx context.Context, req *pb.MemberAddRequest)
 			return nil, rpctypes.ErrGRPCMemberExist
 		}
 		for _, u := range m.PeerURLs {
-			if u == "http://"+addr {
+			if u == c.s.peerURL(addr) {
 				return nil, rpctypes.ErrGRPCPeerURLExist
 			}
 		}

@@ -6,6 +6,7 @@ package etcdserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/kplane/kplane/raftstore/fsm"
@@ -64,6 +66,13 @@ type Config struct {
 	// NoLeaderGrace is how long a member may be without a leader before
 	// streams that require one end with "no leader". Default 3s.
 	NoLeaderGrace time.Duration
+	// DialTLS, when set, is the TLS with which this member calls the
+	// leader's client URL (forwarded writes, read indexes, lease renewals);
+	// nil dials plaintext.
+	DialTLS *tls.Config
+	// PeerTLS says the Raft transport runs over TLS: members' peer URLs
+	// are then https.
+	PeerTLS bool
 
 	Logger *slog.Logger
 }
@@ -635,8 +644,12 @@ func (s *Server) conn(clientURL string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member client url %q: %w", clientURL, err)
 	}
+	creds := insecure.NewCredentials()
+	if s.cfg.DialTLS != nil {
+		creds = credentials.NewTLS(s.cfg.DialTLS)
+	}
 	c, err := grpc.NewClient(u.Host,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(s.cfg.MaxRequestBytes+GRPCOverheadBytes)),
 	)
 	if err != nil {

@@ -7,6 +7,7 @@ package raftnode
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,10 @@ type Config struct {
 	SnapshotInterval  time.Duration // how often to check; default 30s
 	TrailingLogs      uint64        // entries kept after a snapshot; default 10240
 	MaxAppendEntries  int           // default 256
+
+	// ServeTLS and DialTLS, when set, run the transport over TLS (see
+	// tls.go): ServeTLS for the peer port, DialTLS to reach other members.
+	ServeTLS, DialTLS *tls.Config
 
 	Logger *slog.Logger
 }
@@ -133,8 +138,15 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		logs.Close()
 		return nil, fmt.Errorf("advertise address %q: %w", cfg.AdvertiseAddr, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 8, 10*time.Second, hlog)
-	if err != nil {
+	var trans *raft.NetworkTransport
+	if cfg.ServeTLS != nil {
+		stream, err := newTLSStreamLayer(cfg.BindAddr, advertise, cfg.ServeTLS, cfg.DialTLS)
+		if err != nil {
+			logs.Close()
+			return nil, err
+		}
+		trans = raft.NewNetworkTransportWithLogger(stream, 8, 10*time.Second, hlog)
+	} else if trans, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 8, 10*time.Second, hlog); err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("listen for peers on %s: %w", cfg.BindAddr, err)
 	}

@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kplane/kplane/internal/localcluster"
+	"github.com/kplane/kplane/internal/testutil"
+)
+
+// TestTLS runs a 3-member store with mutual TLS on the client and peer
+// ports (etcd's --cert-file ... --peer-client-cert-auth flags, as `kplane
+// up` runs it) and checks that a client with the CA and a client
+// certificate works through every member (followers forward to the
+// leader over TLS), that the real etcdctl works with --cacert/--cert/--key,
+// and that both ports refuse plaintext, clients without a certificate and
+// clients whose certificate another CA signed.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	c, err := localcluster.Start(context.Background(), localcluster.Config{
+		Binary: kplaneBin, DataDir: dir, TLS: true,
+	})
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, m := range c.Members {
+				b, _ := os.ReadFile(m.LogPath)
+				t.Logf("--- %s log ---\n%s", m.Name, tail(string(b), 30))
+			}
+		}
+	})
+	for _, m := range c.Members {
+		if !strings.HasPrefix(m.ClientURL, "https://") || !strings.HasPrefix(m.PeerURL, "https://") {
+			t.Fatalf("member %s: client %s, peer %s: want https URLs", m.Name, m.ClientURL, m.PeerURL)
+		}
+	}
+	good := c.ClientTLS()
+
+	// A write through each member (two of them forward to the leader).
+	for i, ep := range strings.Split(c.Endpoints(), ",") {
+		cli := etcdClient(t, ep, good)
+		deadline := time.Now().Add(30 * time.Second)
+		key := fmt.Sprintf("/tls/%d", i)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := cli.Put(ctx, key, "v")
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("put through %s with a client certificate: %v", ep, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// The real etcdctl with etcd's TLS flags.
+	t.Run("etcdctl", func(t *testing.T) {
+		bin := testutil.RequireBinary(t, "etcdctl", "apt-get install -y etcd-client")
+		etcdctl := func(args ...string) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, bin, append([]string{"--endpoints", c.Endpoints(), "--dial-timeout", "3s", "--command-timeout", "5s"}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		tlsFlags := []string{"--cacert", c.CAFile, "--cert", c.ClientCertFile, "--key", c.ClientKeyFile}
+		if out, err := etcdctl(append(tlsFlags, "put", "/tls/etcdctl", "yes")...); err != nil {
+			t.Fatalf("etcdctl put with --cacert/--cert/--key: %v\n%s", err, out)
+		}
+		out, err := etcdctl(append(tlsFlags, "get", "/tls/", "--prefix", "--keys-only")...)
+		if err != nil || !strings.Contains(out, "/tls/etcdctl") || !strings.Contains(out, "/tls/2") {
+			t.Fatalf("etcdctl get: %v\n%s", err, out)
+		}
+		if out, err := etcdctl(append(tlsFlags, "member", "list")...); err != nil || strings.Count(out, "https://") != 6 {
+			t.Errorf("etcdctl member list: %v\n%s\nwant 3 members with https peer and client URLs", err, out)
+		}
+		if out, err := etcdctl("--cacert", c.CAFile, "put", "/tls/nocert", "x"); err == nil {
+			t.Errorf("etcdctl without a client certificate: succeeded, want a refusal\n%s", out)
+		}
+	})
+
+	// What both ports must refuse.
+	other := otherCA(t)
+	noCert := good.Clone()
+	noCert.Certificates = nil
+	wrongClient := good.Clone() // trusts our CA, but its certificate is another CA's
+	wrongClient.Certificates = other.Certificates
+	wrongServer := good.Clone() // presents our certificate, but trusts only the other CA
+	wrongServer.RootCAs = other.RootCAs
+	clientAddr, peerAddr := hostOf(t, c.Members[0].ClientURL), hostOf(t, c.Members[0].PeerURL)
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+	}{
+		{"plaintext", nil},
+		{"TLS without a client certificate", noCert},
+		{"a client certificate from another CA", wrongClient},
+		{"a client that does not trust the member's CA", wrongServer},
+	} {
+		cli := etcdClient(t, clientAddr, tc.tls)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err := cli.Get(ctx, "/tls/0")
+		cancel()
+		if err == nil {
+			t.Errorf("client port, %s: got an answer, want a refusal", tc.name)
+		}
+		if err := requestVote(peerAddr, tc.tls); err == nil {
+			t.Errorf("peer port, %s: got a Raft answer, want a refusal", tc.name)
+		}
+	}
+	// The positive control for the peer port: a member's own peer
+	// certificate gets a Raft answer.
+	peerCert, err := tls.LoadX509KeyPair(filepath.Join(dir, "pki", "store1-peer.crt"), filepath.Join(dir, "pki", "store1-peer.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerTLS := good.Clone()
+	peerTLS.Certificates = []tls.Certificate{peerCert}
+	if err := requestVote(peerAddr, peerTLS); err != nil {
+		t.Errorf("peer port with a member's peer certificate: %v", err)
+	}
+}
+
+// etcdClient returns an etcd client for endpoint with t (nil: plaintext).
+func etcdClient(t *testing.T, endpoint string, tc *tls.Config) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: tc, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func hostOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// requestVote sends a harmless Raft RequestVote (term 0) to a member's
+// peer port through hashicorp/raft's own transport, over TLS with tc or
+// plaintext TCP when tc is nil, and returns the transport's error.
+func requestVote(addr string, tc *tls.Config) error {
+	trans := raft.NewNetworkTransport(&dialOnly{tls: tc, closed: make(chan struct{})}, 1, 3*time.Second, io.Discard)
+	defer trans.Close()
+	var resp raft.RequestVoteResponse
+	return trans.RequestVote("e2e", raft.ServerAddress(addr), &raft.RequestVoteRequest{
+		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("e2e"), Addr: []byte("127.0.0.1:1")},
+	}, &resp)
+}
+
+// dialOnly is a raft.StreamLayer that only dials (its listener accepts
+// nothing).
+type dialOnly struct {
+	tls    *tls.Config
+	closed chan struct{}
+}
+
+func (d *dialOnly) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	nd := &net.Dialer{Timeout: timeout}
+	if d.tls == nil {
+		return nd.Dial("tcp", string(addr))
+	}
+	return (&tls.Dialer{NetDialer: nd, Config: d.tls}).Dial("tcp", string(addr))
+}
+
+func (d *dialOnly) Accept() (net.Conn, error) {
+	<-d.closed
+	return nil, net.ErrClosed
+}
+
+func (d *dialOnly) Close() error {
+	close(d.closed)
+	return nil
+}
+
+func (d *dialOnly) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
+
+// otherCA returns a TLS configuration from a CA unrelated to the cluster's:
+// a client certificate it signed and a pool that trusts only it.
+func otherCA(t *testing.T) *tls.Config {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "store0"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}},
+		RootCAs:      pool,
+		MinVersion:   tls.VersionTLS12,
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

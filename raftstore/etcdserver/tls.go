@@ -1,0 +1,10 @@
+package etcdserver
+
+// peerURL returns the peer URL of a Raft address (host:port): https when
+// the transport runs over TLS, as etcd reports its members.
+func (s *Server) peerURL(addr string) string {
+	if s.cfg.PeerTLS {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}

@@ -130,7 +130,7 @@ type identities struct {
 	apiservers                    []*cert // serving, one per replica
 	gatewayServing, gatewayClient *cert   // HTTPS; upstream (system:kplane-gateways)
 	scheduler, controllers, admin *cert
-	storeClient                   *cert // the API services' client certificate for the store
+	storeClient                   *cert   // the API services' client certificate for the store
 	nodeCerts                     []*cert // in nodeDir, named <node>.crt
 	adminTLS                      *tls.Config
 }

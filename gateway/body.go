@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -142,100 +141,4 @@ func addWarnings(w http.ResponseWriter, warnings []string) {
 	for _, s := range warnings {
 		w.Header().Add("Warning", `299 - "`+strings.ReplaceAll(s, `"`, `'`)+`"`)
 	}
-}
-
-// setQuery copies the URL query parameters that name fields of req (by
-// their JSON names) into req; namespace and name come only from the path.
-func setQuery(req proto.Message, q map[string][]string) error {
-	m := req.ProtoReflect()
-	for key, vals := range q {
-		if key == "namespace" || key == "name" || len(vals) == 0 {
-			continue
-		}
-		fd := m.Descriptor().Fields().ByJSONName(key)
-		if fd == nil {
-			continue
-		}
-		if err := setField(m, fd, vals); err != nil {
-			return badRequest(fmt.Sprintf("%s: %v", key, err))
-		}
-	}
-	return nil
-}
-
-var errUnsupportedField = errors.New("unsupported parameter type")
-
-func setField(m protoreflect.Message, fd protoreflect.FieldDescriptor, vals []string) error {
-	if fd.IsList() {
-		if fd.Kind() != protoreflect.StringKind {
-			return errUnsupportedField
-		}
-		l := m.Mutable(fd).List()
-		for _, v := range vals {
-			l.Append(protoreflect.ValueOfString(v))
-		}
-		return nil
-	}
-	v := vals[len(vals)-1]
-	switch fd.Kind() {
-	case protoreflect.StringKind:
-		m.Set(fd, protoreflect.ValueOfString(v))
-	case protoreflect.Int64Kind, protoreflect.Int32Kind:
-		var n int64
-		if _, err := fmt.Sscan(v, &n); err != nil || fmt.Sprint(n) != strings.TrimPrefix(v, "+") {
-			return fmt.Errorf("invalid integer %q", v)
-		}
-		if fd.Kind() == protoreflect.Int32Kind {
-			m.Set(fd, protoreflect.ValueOfInt32(int32(n)))
-		} else {
-			m.Set(fd, protoreflect.ValueOfInt64(n))
-		}
-	case protoreflect.BoolKind:
-		switch strings.ToLower(v) {
-		case "true", "1", "":
-			m.Set(fd, protoreflect.ValueOfBool(true))
-		case "false", "0":
-			m.Set(fd, protoreflect.ValueOfBool(false))
-		default:
-			return fmt.Errorf("invalid boolean %q", v)
-		}
-	default:
-		return errUnsupportedField
-	}
-	return nil
-}
-
-// setString sets a string field by proto name if req has it.
-func setString(req proto.Message, name, v string) {
-	m := req.ProtoReflect()
-	if fd := m.Descriptor().Fields().ByName(protoreflect.Name(name)); fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() {
-		m.Set(fd, protoreflect.ValueOfString(v))
-	}
-}
-
-// setMessage sets the field of req whose type is v's.
-func setMessage(req proto.Message, v proto.Message) bool {
-	m := req.ProtoReflect()
-	fields := m.Descriptor().Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		if fd.Message() != nil && fd.Message().FullName() == v.ProtoReflect().Descriptor().FullName() && !fd.IsList() {
-			m.Set(fd, protoreflect.ValueOfMessage(v.ProtoReflect()))
-			return true
-		}
-	}
-	return false
-}
-
-// onlyMessage returns the single message field of a response, nil if unset.
-func onlyMessage(resp proto.Message) proto.Message {
-	m := resp.ProtoReflect()
-	fields := m.Descriptor().Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		if fd.Message() != nil && !fd.IsList() && m.Has(fd) {
-			return m.Get(fd).Message().Interface()
-		}
-	}
-	return nil
 }

@@ -1,9 +1,17 @@
 // Package gateway serves kplane's API on Kubernetes' REST paths, so that the
-// unmodified kubectl and curl work against it: /version, health, discovery
-// (legacy and aggregated), a minimal OpenAPI v3, CRUD, watch streams in
-// Kubernetes' framing, Table responses, every PATCH type, and Status error
-// bodies. Every request becomes a call to the API service's typed gRPC
-// services, found by reflection from their google.api.http annotations.
+// unmodified kubectl and curl work against it.
+//
+// The REST paths are served by the grpc-gateway v2 handlers generated from
+// the services' google.api.http rules (proto/kplane/*/v1/*.pb.gw.go), on a
+// runtime.ServeMux whose extension points add Kubernetes' behaviour: a
+// Marshaler for Kubernetes JSON, watch framing and Tables (marshal.go), an
+// error handler writing Status bodies, a forward-response option and
+// rewriter (rest.go). In front of it, one http.Handler adds what no
+// generated handler can give: /version, health, discovery (legacy and
+// aggregated), a minimal OpenAPI, identity, body limits and YAML/protobuf
+// bodies, ?watch=true on list paths (sent to the generated /watch/ routes),
+// every PATCH type and server-side apply (patch.go), and DELETE on a
+// collection (collection.go).
 //
 // # Identity
 //
@@ -18,16 +26,17 @@
 package gateway
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
@@ -53,10 +62,10 @@ type Config struct {
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	conn    grpc.ClientConnInterface
 	authn   *authn.Authenticator
 	log     *slog.Logger
 	tab     *table
+	rest    *runtime.ServeMux
 	openapi *openAPI
 	// openapiV2 is the protobuf OpenAPI v2 document.
 	openapiV2 []byte
@@ -75,7 +84,10 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{conn: cfg.Conn, authn: cfg.Authenticator, log: log, tab: tab}
+	g := &Gateway{authn: cfg.Authenticator, log: log, tab: tab}
+	if g.rest, err = newRESTMux(cfg.Conn, tab); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	g.openapi = newOpenAPI(tab)
 	if g.openapiV2, err = openAPIV2(tab); err != nil {
 		return nil, err
@@ -83,7 +95,10 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP routes one request.
+// ServeHTTP answers what the generated handlers cannot (version, health,
+// OpenAPI, discovery), establishes the caller's identity and reads the
+// body, then hands the request to the PATCH, collection-DELETE or watch
+// handlers, or to the grpc-gateway mux.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -139,13 +154,55 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveResourceList(w, group, version)
 		return
 	}
-	ctx, err := g.outgoing(r)
+	md, err := g.identity(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	g.serveResource(ctx, w, r, group, version, parts)
+	q := r.URL.Query()
+	info := &requestInfo{md: md, fieldValidation: q.Get("fieldValidation"), table: wantsTable(r), includeObject: q.Get("includeObject")}
+	switch info.fieldValidation {
+	case "", "Strict", "Warn", "Ignore":
+	default:
+		writeError(w, badRequest(fmt.Sprintf("fieldValidation: Unsupported value: %q: supported values: \"Ignore\", \"Strict\", \"Warn\"", info.fieldValidation)))
+		return
+	}
+	r = r.WithContext(withInfo(r.Context(), info))
+	t := g.parseTarget(group, version, parts)
+	if t != nil {
+		info.name = t.name
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		body, err := readBody(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		r.Body = &requestBody{Reader: bytes.NewReader(body), data: body, info: info}
+		r.ContentLength = int64(len(body))
+		if r.Method != http.MethodPatch {
+			r.Header.Set("Content-Type", "application/json")
+		}
+	}
+	switch {
+	case t == nil:
+	case r.Method == http.MethodPatch && t.name != "":
+		g.patch(w, r, t, info)
+		return
+	case r.Method == http.MethodDelete && t.name == "":
+		g.deleteCollection(w, r, t, info)
+		return
+	case r.Method == http.MethodGet && !t.watch && (t.sub == "" || t.name == "") && isTrue(q.Get("watch")):
+		t.toWatch(r)
+	case t.sub == "log" && t.res.Resource == "pods":
+		writeError(w, &apierrors.StatusError{Reason: apierrors.ReasonMethodNotAllowed, Code: http.StatusNotImplemented,
+			Message: "pods/log is not implemented: the kplane API service does not proxy container logs from the node agent yet"})
+		return
+	}
+	g.rest.ServeHTTP(w, r)
 }
+
+func isTrue(s string) bool { return s == "true" || s == "1" }
 
 func notFound() *apierrors.StatusError {
 	return &apierrors.StatusError{Reason: apierrors.ReasonNotFound, Code: http.StatusNotFound,
@@ -156,17 +213,17 @@ func badRequest(msg string) *apierrors.StatusError {
 	return &apierrors.StatusError{Reason: apierrors.ReasonBadRequest, Code: http.StatusBadRequest, Message: msg}
 }
 
-// outgoing returns the context for calls made on r's behalf, carrying the
-// end user (impersonation mode) or the bearer token (forwarding mode).
-func (g *Gateway) outgoing(r *http.Request) (context.Context, error) {
-	ctx := r.Context()
-	auth := r.Header.Get("Authorization")
+// identity returns the metadata that carries r's caller to the API service:
+// the end user (impersonation mode; r's Authorization header is then
+// dropped, so that only the gateway's own credentials reach the API
+// service) or nothing (forwarding mode: the generated handlers forward the
+// Authorization header themselves).
+func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 	if g.authn == nil {
-		if auth != "" {
-			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", auth)
-		}
-		return ctx, nil
+		return nil, nil
 	}
+	auth := r.Header.Get("Authorization")
+	r.Header.Del("Authorization")
 	var user, uid string
 	var groups []string
 	switch {
@@ -174,7 +231,7 @@ func (g *Gateway) outgoing(r *http.Request) (context.Context, error) {
 		leaf := r.TLS.VerifiedChains[0][0]
 		user, groups = leaf.Subject.CommonName, leaf.Subject.Organization
 	case auth != "":
-		u, err := g.authn.Authenticate(metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", auth)))
+		u, err := g.authn.Authenticate(metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", auth)))
 		if err != nil {
 			return nil, err
 		}
@@ -183,16 +240,16 @@ func (g *Gateway) outgoing(r *http.Request) (context.Context, error) {
 	if user == "" || user == "system:anonymous" {
 		return nil, &apierrors.StatusError{Reason: apierrors.ReasonUnauthorized, Code: http.StatusUnauthorized, Message: "Unauthorized"}
 	}
-	kv := []string{authn.ImpersonateUserKey, user}
+	md := metadata.Pairs(authn.ImpersonateUserKey, user)
 	if uid != "" {
-		kv = append(kv, authn.ImpersonateUIDKey, uid)
+		md.Append(authn.ImpersonateUIDKey, uid)
 	}
 	for _, gr := range groups {
 		if gr != "system:authenticated" {
-			kv = append(kv, authn.ImpersonateGroupKey, gr)
+			md.Append(authn.ImpersonateGroupKey, gr)
 		}
 	}
-	return metadata.AppendToOutgoingContext(ctx, kv...), nil
+	return md, nil
 }
 
 // statusOf renders err as a Kubernetes Status.
@@ -257,18 +314,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write([]byte("\n"))
 }
 
-// writeRaw answers with JSON bytes.
-func writeRaw(w http.ResponseWriter, code int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-	_, _ = w.Write([]byte("\n"))
-}
-
 func versionInfo() map[string]string {
 	return map[string]string{
 		"major": "1", "minor": "32", "gitVersion": "v1.32.0-kplane",
 		"gitCommit": "", "gitTreeState": "clean", "buildDate": "",
-		"goVersion": runtime.Version(), "compiler": runtime.Compiler, "platform": runtime.GOOS + "/" + runtime.GOARCH,
+		"goVersion": goruntime.Version(), "compiler": goruntime.Compiler, "platform": goruntime.GOOS + "/" + goruntime.GOARCH,
 	}
 }

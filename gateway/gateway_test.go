@@ -109,8 +109,6 @@ func TestRejectedBodies(t *testing.T) {
 			body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"foo":1}}`, wantCode: 400, wantMsg: `strict decoding error: unknown field \"spec.foo\"`},
 		{name: "wrong kind", target: "/api/v1/namespaces/default/pods", contentType: "application/json",
 			body: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"p"}}`, wantCode: 400, wantMsg: "does not match"},
-		{name: "namespace mismatch", target: "/api/v1/namespaces/default/pods", contentType: "application/json",
-			body: `{"metadata":{"name":"p","namespace":"other"}}`, wantCode: 400, wantMsg: "namespace"},
 		{name: "bad fieldValidation", target: "/api/v1/namespaces/default/pods?fieldValidation=Maybe", contentType: "application/json",
 			body: `{"metadata":{"name":"p"}}`, wantCode: 400, wantMsg: "fieldValidation"},
 	}

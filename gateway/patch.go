@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"context"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -9,13 +9,10 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
 
-	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -30,15 +27,23 @@ const (
 // maxPatchAttempts bounds the get → patch → update loop on Conflict.
 const maxPatchAttempts = 5
 
-// patch serves PATCH on an object, its status or its scale: get, apply the
-// patch to the JSON, update with the read resourceVersion (compare-and-swap),
-// retrying on Conflict unless the patch itself pins a resourceVersion.
+// patch serves PATCH on an object, its status or its scale. No generated
+// handler can: a patch is a read, the patch applied to the JSON, and a
+// compare-and-swap update. Both calls go through the grpc-gateway mux (GET
+// and PUT of the same paths, in-process), so decoding, identity and errors
+// are the generated handlers' own; the update carries the resourceVersion
+// read and is retried on Conflict unless the patch itself pins one.
 //
-// apply-patch (server-side apply) is a subset: the applied configuration is
-// merged into the live object with strategic-merge semantics and the object
-// is created when absent; field ownership (managedFields) and conflict
-// detection between managers are NOT implemented.
-func (g *Gateway) patch(ctx context.Context, w http.ResponseWriter, r *http.Request, t *target) error {
+// apply-patch (server-side apply) creates the object when it is absent;
+// otherwise the applied configuration is merged into the live object (see
+// apply.go for field ownership).
+func (g *Gateway) patch(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo) {
+	if err := g.doPatch(w, r, t, info); err != nil {
+		writeError(w, err)
+	}
+}
+
+func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo) error {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch ct {
 	case jsonPatchType, mergePatchType, strategicPatchType, applyPatchType:
@@ -47,109 +52,103 @@ func (g *Gateway) patch(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s, %s",
 				jsonPatchType, mergePatchType, strategicPatchType, applyPatchType)}
 	}
-	body, err := readBody(r)
-	if err != nil {
-		return err
+	var body []byte
+	if rb, ok := r.Body.(*requestBody); ok {
+		body = rb.data
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("the patch is empty")
 	}
 	q := r.URL.Query()
 	if ct == applyPatchType && q.Get("fieldManager") == "" {
 		return badRequest("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
 	}
-	getVerb, updateVerb := "get", "update"
-	switch t.sub {
-	case "status":
-		updateVerb = "updateStatus"
-	case "scale":
-		getVerb, updateVerb = "getScale", "updateScale"
-	}
-	objType := t.res.Object
+	getPath, putPath := t.itemPath(""), t.itemPath("")
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
-	if t.sub == "scale" {
-		md := t.res.method("updateScale")
-		if md == nil {
-			return notFound()
-		}
-		objType, err = protoregistry.GlobalTypes.FindMessageByName(scaleMessage(md))
-		if err != nil {
-			return err
-		}
+	switch t.sub {
+	case "":
+	case "status":
+		putPath = t.itemPath("status")
+	case "scale":
+		getPath, putPath = t.itemPath("scale"), t.itemPath("scale")
 		gvk = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+	default:
+		return notFound()
 	}
 	pinsRV := strings.Contains(string(body), `"resourceVersion"`)
-	validation := q.Get("fieldValidation")
+	// The read is plain JSON whatever the client asked for.
+	plain := *info
+	plain.table, plain.warnings = false, nil
 	for attempt := 1; ; attempt++ {
-		resp, err := g.call(ctx, t, getVerb, nil)
-		if apierrors.IsNotFound(err) && ct == applyPatchType && t.sub == "" {
-			return g.applyCreate(ctx, w, r, t, body)
+		cur := g.loopback(withInfo(r.Context(), &plain), r, http.MethodGet, getPath, "", nil)
+		if cur.code == http.StatusNotFound && ct == applyPatchType && t.sub == "" {
+			return g.applyCreate(w, r, t, info, body)
 		}
+		if cur.code != http.StatusOK {
+			cur.copyTo(w)
+			return nil
+		}
+		patched, err := applyPatch(ct, cur.body.Bytes(), body, gvk)
 		if err != nil {
 			return err
 		}
-		cur := onlyMessage(resp)
-		if cur == nil {
-			return apierrors.NewNotFound(t.res.Group, t.res.Resource, t.name)
-		}
-		curJSON, err := kubejson.Marshal(cur)
-		if err != nil {
+		if patched, err = keepResourceVersion(patched, cur.body.Bytes()); err != nil {
 			return err
 		}
-		patched, err := applyPatch(ct, curJSON, body, gvk)
-		if err != nil {
-			return err
-		}
-		obj, warnings, err := decodeObject(patched, objType, validation)
-		if err != nil {
-			return err
-		}
-		if err := checkNames(t, obj); err != nil {
-			return err
-		}
-		if om := objectMeta(obj); om.ResourceVersion == "" {
-			om.ResourceVersion = objectMeta(cur).ResourceVersion
-		}
-		resp, err = g.call(ctx, t, updateVerb, func(req proto.Message) error {
-			setMessage(req, obj)
-			return setQuery(req, q)
-		})
-		if apierrors.IsConflict(err) && !pinsRV && attempt < maxPatchAttempts {
+		resp := g.loopback(r.Context(), r, http.MethodPut, putPath, r.URL.RawQuery, patched)
+		if resp.code == http.StatusConflict && !pinsRV && attempt < maxPatchAttempts {
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		addWarnings(w, warnings)
-		if t.sub == "scale" {
-			return writeMessage(w, http.StatusOK, onlyMessage(resp))
-		}
-		return g.respondObject(w, r, t.res, http.StatusOK, onlyMessage(resp))
+		resp.copyTo(w)
+		return nil
 	}
 }
 
 // applyCreate creates the object a server-side apply names.
-func (g *Gateway) applyCreate(ctx context.Context, w http.ResponseWriter, r *http.Request, t *target, body []byte) error {
-	if err := checkKind(t.res, body); err != nil {
-		return err
+func (g *Gateway) applyCreate(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo, body []byte) error {
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return badRequest("the applied configuration is not valid: " + err.Error())
 	}
-	obj, warnings, err := decodeObject(body, t.res.Object, r.URL.Query().Get("fieldValidation"))
+	md, _ := m["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		m["metadata"] = md
+	}
+	if n, _ := md["name"].(string); n != "" && n != t.name {
+		return badRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, t.name))
+	}
+	md["name"] = t.name
+	delete(md, "managedFields")
+	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err := checkNames(t, obj); err != nil {
-		return err
+	resp := g.loopback(r.Context(), r, http.MethodPost, t.collectionPath(), r.URL.RawQuery, b)
+	resp.copyTo(w)
+	return nil
+}
+
+// keepResourceVersion sets the read object's resourceVersion on a patched
+// object that has none, so that the update is a compare-and-swap.
+func keepResourceVersion(patched, cur []byte) ([]byte, error) {
+	var p, c map[string]any
+	if err := json.Unmarshal(patched, &p); err != nil {
+		return nil, badRequest("the patched object is not valid JSON: " + err.Error())
 	}
-	ct := &target{res: t.res, namespace: t.namespace}
-	resp, err := g.call(ctx, ct, "create", func(req proto.Message) error {
-		setMessage(req, obj)
-		return setQuery(req, r.URL.Query())
-	})
-	if err != nil {
-		return err
+	if json.Unmarshal(cur, &c) != nil {
+		return patched, nil
 	}
-	addWarnings(w, warnings)
-	return g.respondObject(w, r, t.res, http.StatusCreated, onlyMessage(resp))
+	pm, _ := p["metadata"].(map[string]any)
+	if pm == nil {
+		pm = map[string]any{}
+		p["metadata"] = pm
+	}
+	if rv, _ := pm["resourceVersion"].(string); rv != "" {
+		return patched, nil
+	}
+	pm["resourceVersion"] = str(c, "metadata", "resourceVersion")
+	return json.Marshal(p)
 }
 
 // applyPatch applies a patch of content type ct to the JSON document cur.

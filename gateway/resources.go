@@ -28,6 +28,8 @@ type resource struct {
 	// updateStatus, getScale, updateScale; absent verbs are nil.
 	Methods map[string]protoreflect.MethodDescriptor
 	Object  protoreflect.MessageType
+	// List is the list message's full name.
+	List protoreflect.FullName
 }
 
 // GroupVersion is "v1" or "apps/v1".
@@ -38,17 +40,13 @@ func (r *resource) GroupVersion() string {
 	return r.Group + "/" + r.Version
 }
 
-func (r *resource) method(verb string) protoreflect.MethodDescriptor { return r.Methods[verb] }
-
-// fullMethod is the gRPC method name for verb.
-func fullMethod(md protoreflect.MethodDescriptor) string {
-	return "/" + string(md.Parent().FullName()) + "/" + string(md.Name())
-}
-
-// table holds every resource, by group/version and plural name.
+// table holds every resource, by group/version and plural name, and by
+// the full names of its object and list messages.
 type table struct {
-	byGV  map[string]map[string]*resource // "apps/v1" -> "deployments"
-	order []*resource
+	byGV     map[string]map[string]*resource // "apps/v1" -> "deployments"
+	byObject map[protoreflect.FullName]*resource
+	byList   map[protoreflect.FullName]*resource
+	order    []*resource
 }
 
 func (t *table) lookup(group, version, res string) *resource {
@@ -85,7 +83,8 @@ func (t *table) resources(gv string) []*resource {
 
 // buildResourceTable reads every kplane.*.v1 service in the global registry.
 func buildResourceTable() (*table, error) {
-	t := &table{byGV: map[string]map[string]*resource{}}
+	t := &table{byGV: map[string]map[string]*resource{},
+		byObject: map[protoreflect.FullName]*resource{}, byList: map[protoreflect.FullName]*resource{}}
 	var err error
 	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		if !strings.HasPrefix(string(fd.Package()), "kplane.") {
@@ -106,6 +105,10 @@ func buildResourceTable() (*table, error) {
 				t.byGV[gv] = map[string]*resource{}
 			}
 			t.byGV[gv][r.Resource] = r
+			t.byObject[r.Object.Descriptor().FullName()] = r
+			if r.List != "" {
+				t.byList[r.List] = r
+			}
 			t.order = append(t.order, r)
 		}
 		return true
@@ -172,6 +175,9 @@ func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
 			continue
 		}
 		r.Methods[verb] = m
+		if out := m.Output().Fields(); verb == "list" && out.Len() == 1 && out.Get(0).Message() != nil {
+			r.List = out.Get(0).Message().FullName()
+		}
 		if verb == "get" {
 			if err := r.parseItemPath(path); err != nil {
 				return nil, fmt.Errorf("gateway: %s: %w", m.FullName(), err)

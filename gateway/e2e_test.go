@@ -15,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/kplane/kplane/gateway"
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/services/client/clienttest"
 )
@@ -28,6 +32,9 @@ type kube struct {
 	kubeconfig string
 	cache      string
 	dir        string
+	url        string
+	// conn reaches the API service directly, as admin.
+	conn grpc.ClientConnInterface
 }
 
 // startKube starts etcd, the API service and the gateway (HTTPS, the
@@ -66,7 +73,8 @@ current-context: kplane
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &kube{t: t, bin: kubectl, kubeconfig: kc, cache: filepath.Join(dir, "cache"), dir: dir}
+	return &kube{t: t, bin: kubectl, kubeconfig: kc, cache: filepath.Join(dir, "cache"), dir: dir,
+		url: srv.URL, conn: env.Dial(t, clienttest.AdminToken)}
 }
 
 // findKubectl finds bin on PATH or beside the kubectl dispatcher (the cloud
@@ -300,6 +308,28 @@ lastTimestamp: "2026-01-01T00:00:00Z"
 		waitFor(t, &oneOut, "watched")
 		k.ok([]string{"label", "pod", "watched", "seen=yes"}, "labeled")
 		waitFor(t, &oneOut, "MODIFIED")
+	})
+	t.Run("rollout status", func(t *testing.T) {
+		// No controllers run here: the test plays the Deployment
+		// controller and reports the rollout complete. kubectl rollout
+		// status then prints its verdict and must exit (it waits for its
+		// reflector's watch to stop, which needs the watch's response
+		// headers sent when the watch starts; k.run kills it after 60s).
+		k := k.with(t)
+		k.ok([]string{"apply", "-f", k.file("roll.yaml", strings.ReplaceAll(fmt.Sprintf(deployYAML, 2, "nginx:1.25"), "web", "roll"))}, "created")
+		deps := client.Must[*appsv1.Deployment](k.conn)
+		ctx := context.Background()
+		d, err := deps.Get(ctx, "default", "roll")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Status = &appsv1.DeploymentStatus{ObservedGeneration: d.GetMetadata().GetGeneration(),
+			Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2}
+		if _, err := deps.UpdateStatus(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		k.ok([]string{"rollout", "status", "deployment/roll"}, `deployment "roll" successfully rolled out`)
+		k.ok([]string{"rollout", "status", "deployment/roll", "--watch=false"}, `deployment "roll" successfully rolled out`)
 	})
 	t.Run("errors", func(t *testing.T) {
 		k := k.with(t)

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kplane/kplane/gateway"
+	"github.com/kplane/kplane/internal/testutil"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/services/client/clienttest"
 )
 

@@ -20,6 +20,10 @@ import (
 
 const intOrStringName = "kplane.meta.v1.IntOrString"
 
+// rawJSONField is a string field holding JSON that Kubernetes writes as a
+// JSON value (metadata.managedFields[].fieldsV1).
+const rawJSONField = "kplane.meta.v1.ManagedFieldsEntry.fields_v1"
+
 // Options tune Unmarshal.
 type Options struct {
 	// DiscardUnknown drops unknown fields instead of failing.
@@ -200,6 +204,14 @@ func fieldToKube(fd protoreflect.FieldDescriptor, val any) any {
 }
 
 func valueToKube(fd protoreflect.FieldDescriptor, val any) any {
+	if fd.FullName() == rawJSONField {
+		if s, ok := val.(string); ok {
+			if v, err := decode([]byte(s)); err == nil {
+				return v
+			}
+		}
+		return val
+	}
 	if is64(fd.Kind()) {
 		if s, ok := val.(string); ok {
 			return json.Number(s)
@@ -289,6 +301,16 @@ func fieldFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts O
 }
 
 func valueFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts Options) (any, error) {
+	if fd.FullName() == rawJSONField {
+		if _, ok := val.(string); ok {
+			return val, nil
+		}
+		b, err := json.Marshal(val)
+		if err != nil {
+			return nil, fmt.Errorf("kubejson: %s: %w", path, err)
+		}
+		return string(b), nil
+	}
 	md := fd.Message()
 	if md == nil || isWellKnown(md) {
 		return val, nil

@@ -193,3 +193,23 @@ func FuzzUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// managedFields[].fieldsV1 is a JSON value in Kubernetes and a string of
+// JSON in the proto; it round-trips as the JSON value.
+func TestManagedFieldsV1(t *testing.T) {
+	in := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","managedFields":[{"manager":"m","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{}}}}]}}`
+	var cm corev1.ConfigMap
+	if err := Unmarshal([]byte(in), &cm, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.GetMetadata().GetManagedFields()[0].GetFieldsV1(); got != `{"f:data":{"f:a":{}}}` {
+		t.Fatalf("fields_v1 = %q", got)
+	}
+	out, err := Marshal(&cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"fieldsV1":{"f:data":{"f:a":{}}}`) {
+		t.Fatalf("Marshal: got %s, want fieldsV1 as a JSON object", out)
+	}
+}

@@ -5,8 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -36,48 +40,100 @@ type RecorderConfig struct {
 	Sink      EventSink
 	Component string // source.component and reportingComponent, e.g. default-scheduler
 	Host      string // source.host (the node name for node agents)
-	// QueueSize bounds the events waiting to be written (default 1000);
-	// beyond it new events are dropped, so recording never blocks.
+	// QueueSize bounds the events waiting to be written (default 10000);
+	// beyond it new events are dropped (and counted), so recording never
+	// blocks.
 	QueueSize int
-	Logger    *slog.Logger
+	// Writers is how many events are written concurrently (default 8).
+	// Events about one object always go to the same writer, in order.
+	Writers int
+	Logger  *slog.Logger
+}
+
+// RecorderStats counts what a Recorder did with the events given to it.
+type RecorderStats struct {
+	Recorded int64 // given to Eventf or Record
+	Written  int64 // now in the store, as an event of their own or as a count
+	Dropped  int64 // not written: the queue was full, or Run stopped first
+	Failed   int64 // the write failed
+	Pending  int64 // queued or being written
 }
 
 // Recorder records core/v1 Events about objects, as client-go's
 // EventRecorder does: asynchronously and best-effort (an event that cannot
 // be written is logged and dropped), and the same event (object, type,
 // reason, message) repeated within ten minutes updates the first one's count
-// and lastTimestamp instead of creating another object.
+// and lastTimestamp instead of creating another object. As client-go's
+// EventAggregator does, once an object has had more than ten events with the
+// same type and reason but different messages within ten minutes, the
+// further ones are combined into one event whose message reads
+// "(combined from similar events): <latest message>". Queued events that
+// would update the same event are written as one update.
 type Recorder struct {
-	cfg   RecorderConfig
-	log   *slog.Logger
-	queue chan *corev1.Event
-	mu    sync.Mutex
-	seen  map[string]*corev1.Event // aggregation key → last written
+	cfg    RecorderConfig
+	log    *slog.Logger
+	queues []chan *corev1.Event
+
+	recorded, written, dropped, failed, pending atomic.Int64
+
+	mu      sync.Mutex
+	seen    map[string]*corev1.Event // aggregation key → last written
+	similar map[string]*similarEvents
 }
 
-// aggregateWindow is how long a repeated event updates the earlier one.
-const aggregateWindow = 10 * time.Minute
+// similarEvents is what the recorder remembers about an object's events of
+// one type and reason: the distinct messages seen since first.
+type similarEvents struct {
+	first    time.Time
+	messages map[string]struct{}
+}
+
+const (
+	// aggregateWindow is how long a repeated event updates the earlier one.
+	aggregateWindow = 10 * time.Minute
+	// maxSimilar is how many different messages an object's events of one
+	// type and reason may carry before they are combined (client-go's
+	// defaultAggregateMaxEvents).
+	maxSimilar = 10
+	// combinedPrefix starts the message of a combined event, as in client-go.
+	combinedPrefix = "(combined from similar events): "
+	// maxBatch bounds the events a writer takes off its queue at once.
+	maxBatch = 256
+)
 
 // NewRecorder returns a Recorder; Run writes its events.
 func NewRecorder(cfg RecorderConfig) *Recorder {
 	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = 1000
+		cfg.QueueSize = 10000
+	}
+	if cfg.Writers <= 0 {
+		cfg.Writers = 8
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Recorder{cfg: cfg, log: log.With("component", "events"), queue: make(chan *corev1.Event, cfg.QueueSize), seen: map[string]*corev1.Event{}}
+	r := &Recorder{cfg: cfg, log: log.With("component", "events"), seen: map[string]*corev1.Event{}, similar: map[string]*similarEvents{}}
+	per := max(cfg.QueueSize/cfg.Writers, 1)
+	for range cfg.Writers {
+		r.queues = append(r.queues, make(chan *corev1.Event, per))
+	}
+	return r
 }
 
 // Eventf records an event about obj (any kplane object). It never blocks:
 // Run writes it, in the background.
 func (r *Recorder) Eventf(obj proto.Message, eventType, reason, messageFmt string, args ...any) {
 	ev := r.newEvent(obj, "", eventType, reason, fmt.Sprintf(messageFmt, args...))
+	r.recorded.Add(1)
+	r.pending.Add(1)
 	select {
-	case r.queue <- ev:
+	case r.queues[r.shard(ev)] <- ev:
 	default:
-		r.log.Warn("event queue full; dropping event", "object", Key(obj), "reason", reason)
+		r.pending.Add(-1)
+		if r.dropped.Add(1)%1000 == 1 {
+			r.log.Warn("event queue full; dropping events", "object", Key(obj), "reason", reason, "droppedSoFar", r.dropped.Load())
+		}
 	}
 }
 
@@ -87,7 +143,32 @@ func (r *Recorder) Eventf(obj proto.Message, eventType, reason, messageFmt strin
 // e.g. spec.containers{web}; "" means the whole object. Like Eventf it is
 // best effort: a failure is logged, not returned.
 func (r *Recorder) Record(ctx context.Context, obj proto.Message, fieldPath, eventType, reason, messageFmt string, args ...any) {
-	r.write(ctx, r.newEvent(obj, fieldPath, eventType, reason, fmt.Sprintf(messageFmt, args...)))
+	r.recorded.Add(1)
+	r.pending.Add(1)
+	defer r.pending.Add(-1)
+	ev := r.aggregate(r.newEvent(obj, fieldPath, eventType, reason, fmt.Sprintf(messageFmt, args...)))
+	r.write(ctx, ev, 1)
+}
+
+// Stats returns the recorder's counters.
+func (r *Recorder) Stats() RecorderStats {
+	return RecorderStats{Recorded: r.recorded.Load(), Written: r.written.Load(), Dropped: r.dropped.Load(),
+		Failed: r.failed.Load(), Pending: r.pending.Load()}
+}
+
+// Flush waits until every event recorded so far has been written (or
+// dropped), or ctx ends. Run must be running for queued events to drain.
+func (r *Recorder) Flush(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for r.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flushing events (%d pending): %w", r.pending.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
 }
 
 // Forget drops what the recorder remembers for aggregating the events of
@@ -100,6 +181,21 @@ func (r *Recorder) Forget(uid string) {
 			delete(r.seen, k)
 		}
 	}
+	for k := range r.similar {
+		if strings.Contains(k, "\x00"+uid+"\x00") {
+			delete(r.similar, k)
+		}
+	}
+}
+
+// shard picks the writer for ev: always the same one for one object.
+func (r *Recorder) shard(ev *corev1.Event) int {
+	o := ev.GetInvolvedObject()
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, o.GetUid())
+	_, _ = io.WriteString(h, o.GetNamespace())
+	_, _ = io.WriteString(h, o.GetName())
+	return int(h.Sum32() % uint32(len(r.queues)))
 }
 
 func (r *Recorder) newEvent(obj proto.Message, fieldPath, eventType, reason, message string) *corev1.Event {
@@ -127,25 +223,125 @@ func (r *Recorder) newEvent(obj proto.Message, fieldPath, eventType, reason, mes
 	}
 }
 
-// Run writes queued events until ctx ends.
+// Run writes queued events until ctx ends, with cfg.Writers writers.
+// Events still queued when ctx ends are dropped (counted in Stats); call
+// Flush first to wait for them.
 func (r *Recorder) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, q := range r.queues {
+		wg.Go(func() { r.runWriter(ctx, q) })
+	}
+	wg.Wait()
+	left := int64(0)
+	for _, q := range r.queues {
+		for {
+			select {
+			case <-q:
+				left++
+				continue
+			default:
+			}
+			break
+		}
+	}
+	if left > 0 {
+		r.pending.Add(-left)
+		r.dropped.Add(left)
+		r.log.Info("stopping with events unwritten", "dropped", left)
+	}
+}
+
+// runWriter writes the events of one queue: whatever has accumulated is
+// taken at once, and events that would update the same stored event are
+// written as one update (count += n).
+func (r *Recorder) runWriter(ctx context.Context, q chan *corev1.Event) {
+	batch := make([]*corev1.Event, 0, maxBatch)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case ev := <-r.queue:
-			r.write(ctx, ev)
+		case ev := <-q:
+			batch = append(batch[:0], ev)
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case ev := <-q:
+				batch = append(batch, ev)
+			default:
+				break more
+			}
+		}
+		type group struct {
+			ev *corev1.Event // the latest
+			n  int32
+		}
+		var order []string
+		groups := map[string]*group{}
+		for _, ev := range batch {
+			ev = r.aggregate(ev)
+			key := aggregationKey(ev)
+			if g := groups[key]; g != nil {
+				g.ev, g.n = ev, g.n+1
+				continue
+			}
+			groups[key] = &group{ev: ev, n: 1}
+			order = append(order, key)
+		}
+		for _, key := range order {
+			g := groups[key]
+			if ctx.Err() != nil {
+				r.dropped.Add(int64(g.n))
+			} else {
+				r.write(ctx, g.ev, g.n)
+			}
+			r.pending.Add(-int64(g.n))
 		}
 	}
 }
 
-func aggregationKey(ev *corev1.Event) string {
+// aggregate returns ev, or, when its object has had more than maxSimilar
+// events of this type and reason with different messages within the
+// window, the combined event that stands for them (client-go's
+// EventAggregator).
+func (r *Recorder) aggregate(ev *corev1.Event) *corev1.Event {
 	o := ev.GetInvolvedObject()
-	return fmt.Sprint(o.GetKind(), "\x00", o.GetNamespace(), "\x00", o.GetName(), "\x00", o.GetUid(), "\x00", o.GetFieldPath(), "\x00", ev.GetType(), "\x00", ev.GetReason(), "\x00", ev.GetMessage())
+	key := fmt.Sprint(o.GetKind(), "\x00", o.GetNamespace(), "\x00", o.GetName(), "\x00", o.GetUid(), "\x00", o.GetFieldPath(), "\x00", ev.GetType(), "\x00", ev.GetReason())
+	now := ev.GetLastTimestamp().AsTime()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.similar[key]
+	if s == nil || now.Sub(s.first) > aggregateWindow {
+		if len(r.similar) > 4096 {
+			for k, e := range r.similar {
+				if now.Sub(e.first) > aggregateWindow {
+					delete(r.similar, k)
+				}
+			}
+		}
+		s = &similarEvents{first: now, messages: map[string]struct{}{}}
+		r.similar[key] = s
+	}
+	if _, ok := s.messages[ev.GetMessage()]; ok || len(s.messages) < maxSimilar {
+		s.messages[ev.GetMessage()] = struct{}{}
+		return ev
+	}
+	ev.Message = combinedPrefix + ev.GetMessage()
+	return ev
 }
 
-// write creates ev, or bumps the count of the same event written recently.
-func (r *Recorder) write(ctx context.Context, ev *corev1.Event) {
+func aggregationKey(ev *corev1.Event) string {
+	o := ev.GetInvolvedObject()
+	msg := ev.GetMessage()
+	if strings.HasPrefix(msg, combinedPrefix) {
+		msg = combinedPrefix // one combined event per object, type and reason
+	}
+	return fmt.Sprint(o.GetKind(), "\x00", o.GetNamespace(), "\x00", o.GetName(), "\x00", o.GetUid(), "\x00", o.GetFieldPath(), "\x00", ev.GetType(), "\x00", ev.GetReason(), "\x00", msg)
+}
+
+// write creates ev with count n, or adds n to the count of the same event
+// written recently.
+func (r *Recorder) write(ctx context.Context, ev *corev1.Event, n int32) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	key := aggregationKey(ev)
@@ -154,20 +350,27 @@ func (r *Recorder) write(ctx context.Context, ev *corev1.Event) {
 	r.mu.Unlock()
 	if prev != nil && ev.GetLastTimestamp().AsTime().Sub(prev.GetLastTimestamp().AsTime()) < aggregateWindow {
 		next := proto.Clone(prev).(*corev1.Event)
-		next.Count++
+		next.Count += n
 		next.LastTimestamp = ev.LastTimestamp
+		next.Message = ev.Message
 		if updated, err := r.cfg.Sink.Update(ctx, next); err == nil {
 			r.remember(key, updated)
+			r.written.Add(int64(n))
 			return
 		}
 		// Stale or deleted: fall through and create a fresh event.
 	}
+	ev.Count = n
 	created, err := r.cfg.Sink.Create(ctx, ev)
 	if err != nil {
-		r.log.Warn("writing an event failed; dropping it", "err", err, "reason", ev.GetReason(), "object", ev.GetInvolvedObject().GetName())
+		r.failed.Add(int64(n))
+		if ctx.Err() == nil || context.Cause(ctx) != context.Canceled {
+			r.log.Warn("writing an event failed; dropping it", "err", err, "reason", ev.GetReason(), "object", ev.GetInvolvedObject().GetName())
+		}
 		return
 	}
 	r.remember(key, created)
+	r.written.Add(int64(n))
 }
 
 func (r *Recorder) remember(key string, ev *corev1.Event) {

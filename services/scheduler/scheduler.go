@@ -82,6 +82,7 @@ type Config struct {
 // Stats count what the scheduler did.
 type Stats struct {
 	Attempts, Scheduled, Unschedulable, Errors, Bound, BindFailures int64
+	Events                                                          client.RecorderStats // the Scheduled/FailedScheduling events
 }
 
 // Scheduler is one scheduler replica.
@@ -222,8 +223,12 @@ func (s *Scheduler) IsLeader() bool { return s.elector == nil || s.elector.IsLea
 // Stats returns the counters.
 func (s *Scheduler) Stats() Stats {
 	return Stats{Attempts: s.attempts.Load(), Scheduled: s.scheduled.Load(), Unschedulable: s.unschedulable.Load(),
-		Errors: s.errs.Load(), Bound: s.bound.Load(), BindFailures: s.bindFailures.Load()}
+		Errors: s.errs.Load(), Bound: s.bound.Load(), BindFailures: s.bindFailures.Load(), Events: s.recorder.Stats()}
 }
+
+// FlushEvents waits until the events recorded so far are written (or
+// dropped), or ctx ends; Run must be running.
+func (s *Scheduler) FlushEvents(ctx context.Context) error { return s.recorder.Flush(ctx) }
 
 // Run starts the informers, waits for their caches, then schedules (with
 // leader election: while it holds the lease). It returns when ctx ends or

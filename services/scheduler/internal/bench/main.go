@@ -154,6 +154,11 @@ func run(addr, tok string, numNodes, numPods, owners, workers, bindPar int, cpuP
 	}
 	wall := time.Since(schedStart)
 	cpuAfter := cpuTimes(pids)
+	lastBind := time.Now()
+	fctx, fcancel := context.WithTimeout(ctx, 2*time.Minute)
+	flushErr := s.FlushEvents(fctx)
+	fcancel()
+	flushed := time.Since(lastBind)
 	scancel()
 	<-runDone
 
@@ -171,10 +176,42 @@ func run(addr, tok string, numNodes, numPods, owners, workers, bindPar int, cpuP
 	fmt.Printf("attempt latency: p50 %v  p99 %v  max %v  (%d attempts, %d unschedulable, %d errors, %d bind failures)\n",
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), pct(1).Round(time.Microsecond),
 		st.Attempts, st.Unschedulable, st.Errors, st.BindFailures)
+	ev := st.Events
+	fmt.Printf("events: %d recorded, %d written, %d dropped, %d failed; the last written %v after the last bind",
+		ev.Recorded, ev.Written, ev.Dropped, ev.Failed, flushed.Round(time.Millisecond))
+	if flushErr != nil {
+		fmt.Printf(" (%v)", flushErr)
+	}
+	fmt.Println()
+	if n, err := countEvents(ctx, conn, "Scheduled"); err != nil {
+		fmt.Printf("counting Scheduled events in the store: %v\n", err)
+	} else {
+		fmt.Printf("store: %d Scheduled events (counts summed)\n", n)
+	}
 	for i, pid := range pids {
 		fmt.Printf("server pid %d: %.1f CPU-seconds during scheduling (%.0f%% of one core)\n", pid, cpuAfter[i]-cpuBefore[i], 100*(cpuAfter[i]-cpuBefore[i])/wall.Seconds())
 	}
 	return nil
+}
+
+// countEvents sums the counts of the events with this reason in default.
+func countEvents(ctx context.Context, conn grpc.ClientConnInterface, reason string) (int64, error) {
+	events := client.Must[*corev1.Event](conn)
+	var n int64
+	cont := ""
+	for {
+		items, _, next, err := events.ListPage(ctx, "default", client.ListOptions{FieldSelector: "reason=" + reason, Limit: 2000, Continue: cont})
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range items {
+			n += int64(e.GetCount())
+		}
+		if next == "" {
+			return n, nil
+		}
+		cont = next
+	}
 }
 
 // parallel runs f(0..n-1) on workers goroutines, stopping at the first error.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +52,12 @@ func testLogger() *slog.Logger {
 // fakeKubelet marks every pod it sees Running and Ready through pods/status,
 // standing in for node agents, until ctx ends.
 func fakeKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterface) {
+	slowKubelet(ctx, t, conn, 0)
+}
+
+// slowKubelet is fakeKubelet with each pod made Ready readyAfter after its
+// creation, as a container that takes that long to start.
+func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterface, readyAfter time.Duration) {
 	pods := client.Must[*corev1.Pod](conn)
 	inf := client.NewInformer(client.ListWatch(pods, "", "", "", 500), client.InformerOptions[*corev1.Pod]{})
 	q := client.NewQueue("kubelet", 0, 0)
@@ -58,6 +66,10 @@ func fakeKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) error {
 		p, ok := inf.Store().Get(key)
 		if !ok || p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Running" {
+			return nil
+		}
+		if wait := time.Until(p.GetMetadata().GetCreationTimestamp().AsTime().Add(readyAfter)); wait > 0 {
+			q.AddAfter(key, wait)
 			return nil
 		}
 		u := proto.Clone(p).(*corev1.Pod)
@@ -384,34 +396,40 @@ func TestDeletePropagation(t *testing.T) {
 	}
 }
 
-// TestLeaderFailoverResumesRollout runs two controller managers under one
-// Lease; the leader is stopped in the middle of a rollout and the other one
-// finishes it with the right number of pods.
-func TestLeaderFailoverResumesRollout(t *testing.T) {
+// TestLeaderCrashMidRollout runs two controller managers under one Lease.
+// In the middle of a rolling update the leader crashes: its connection to
+// the API service is cut before it is stopped, so it neither releases the
+// Lease nor writes anything more. The standby must take the Lease once it
+// lapses and finish the rollout, with at every observed instant at least
+// replicas-maxUnavailable pods ready and at most replicas+maxSurge pods
+// alive, and in the end exactly the desired pods and two ReplicaSets.
+func TestLeaderCrashMidRollout(t *testing.T) {
 	env := clienttest.Start(t, clienttest.Options{})
 	conn := env.Dial(t, clienttest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := &cluster{conn: conn, pods: client.Must[*corev1.Pod](conn), rss: client.Must[*appsv1.ReplicaSet](conn),
 		ds: client.Must[*appsv1.Deployment](conn), nss: client.Must[*corev1.Namespace](conn), ctx: ctx}
-	fakeKubelet(ctx, t, conn)
+	slowKubelet(ctx, t, conn, 400*time.Millisecond)
 	if _, err := c.nss.Create(ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "kube-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	le := &controllers.LeaderElection{Namespace: "kube-system", Name: "kube-controller-manager", LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	type replica struct {
 		m    *controllers.Manager
+		conn *grpc.ClientConn
 		stop context.CancelFunc
 		done chan struct{}
 	}
 	start := func(id string) *replica {
-		m, err := controllers.New(controllers.Config{Conn: conn, Identity: id, Logger: testLogger(),
-			Controllers:    []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector},
-			LeaderElection: &controllers.LeaderElection{Namespace: "kube-system", Name: "kube-controller-manager", LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}})
+		rconn := env.Dial(t, clienttest.AdminToken) // its own connection, so that it can be cut
+		m, err := controllers.New(controllers.Config{Conn: rconn, Identity: id, Logger: testLogger(),
+			Controllers: []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector}, LeaderElection: le})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rctx, rcancel := context.WithCancel(ctx)
-		r := &replica{m: m, stop: rcancel, done: make(chan struct{})}
+		r := &replica{m: m, conn: rconn, stop: rcancel, done: make(chan struct{})}
 		go func() {
 			defer close(r.done)
 			_ = m.Run(rctx)
@@ -425,15 +443,62 @@ func TestLeaderFailoverResumesRollout(t *testing.T) {
 		b.stop()
 		<-b.done
 	}()
-	const ns = "ha"
+	const ns, replicas, maxSurge, maxUnavailable = "ha", 6, 1, 1
 	c.namespace(t, ns)
-	if _, err := c.ds.Create(ctx, newDeployment(ns, "web", 4, "nginx:1")); err != nil {
+	if _, err := c.ds.Create(ctx, newDeployment(ns, "web", replicas, "nginx:1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "rolled out by a", func() (bool, string) { return c.rolledOut(t, ns, "web", 4) })
+	eventually(t, "rolled out by a", func() (bool, string) { return c.rolledOut(t, ns, "web", replicas) })
 	if b.m.IsLeader() {
 		t.Fatal("both replicas lead")
 	}
+
+	// Watch the pods from here on: every instant must keep the bounds.
+	w, err := c.pods.Watch(ctx, ns, client.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu                 sync.Mutex
+		minReady, maxAlive = replicas, 0
+		events             int
+	)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		ready, alive := map[string]bool{}, map[string]bool{}
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				return
+			}
+			k := client.Key(ev.Object)
+			r := false
+			for _, cond := range ev.Object.GetStatus().GetConditions() {
+				r = r || (cond.GetType() == "Ready" && cond.GetStatus() == "True")
+			}
+			gone := ev.Type == client.Deleted || ev.Object.GetMetadata().GetDeletionTimestamp() != nil
+			if gone {
+				r = false
+				delete(alive, k)
+			} else {
+				alive[k] = true
+			}
+			if r {
+				ready[k] = true
+			} else {
+				delete(ready, k)
+			}
+			mu.Lock()
+			events++
+			if events > replicas { // past the initial ADDED burst
+				minReady = min(minReady, len(ready))
+				maxAlive = max(maxAlive, len(alive))
+			}
+			mu.Unlock()
+		}
+	}()
+
 	cur, err := c.ds.Get(ctx, ns, "web")
 	if err != nil {
 		t.Fatal(err)
@@ -442,11 +507,37 @@ func TestLeaderFailoverResumesRollout(t *testing.T) {
 	if _, err := c.ds.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
+	// Mid-rollout: the new ReplicaSet has pods and the old one still has.
+	eventually(t, "the rollout under way", func() (bool, string) {
+		l, _, err := c.rss.List(ctx, ns, client.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var newR, oldR int32
+		for _, rs := range l {
+			if rs.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetImage() == "nginx:2" {
+				newR = rs.GetStatus().GetReadyReplicas()
+			} else {
+				oldR = rs.GetSpec().GetReplicas()
+			}
+		}
+		return newR >= 1 && oldR >= 2 && oldR < replicas, fmt.Sprintf("new ready %d, old replicas %d", newR, oldR)
+	})
+	crashed := time.Now()
+	a.conn.Close() // a crashes: no more writes, no release of the Lease
 	a.stop()
 	<-a.done
 	eventually(t, "b leads", func() (bool, string) { return b.m.IsLeader(), "" })
+	// a renewed at most RetryPeriod before the crash, so the Lease lapses
+	// within LeaseDuration of it and b, trying every RetryPeriod, takes it
+	// just after; one more second allows for this machine's load.
+	took := time.Since(crashed)
+	t.Logf("b took over %v after the crash (lease duration %v)", took.Round(time.Millisecond), le.LeaseDuration)
+	if limit := le.LeaseDuration + le.RetryPeriod + time.Second; took > limit {
+		t.Errorf("b took over %v after the crash, want within the lease duration (%v, plus %v slack)", took, le.LeaseDuration, limit-le.LeaseDuration)
+	}
 	eventually(t, "rollout finished by b", func() (bool, string) {
-		ok, st := c.rolledOut(t, ns, "web", 4)
+		ok, st := c.rolledOut(t, ns, "web", replicas)
 		if !ok {
 			return false, st
 		}
@@ -457,7 +548,29 @@ func TestLeaderFailoverResumesRollout(t *testing.T) {
 		}
 		return true, st
 	})
-	if n := len(c.podsOf(t, ns, "web")); n != 4 {
-		t.Errorf("got %d pods after failover, want 4", n)
+	w.Close()
+	<-watched
+	mu.Lock()
+	defer mu.Unlock()
+	if minReady < replicas-maxUnavailable {
+		t.Errorf("got as few as %d ready pods during the rollout, want at least %d (maxUnavailable %d)", minReady, replicas-maxUnavailable, maxUnavailable)
+	}
+	if maxAlive > replicas+maxSurge {
+		t.Errorf("got as many as %d pods alive during the rollout, want at most %d (maxSurge %d)", maxAlive, replicas+maxSurge, maxSurge)
+	}
+	if n := len(c.podsOf(t, ns, "web")); n != replicas {
+		t.Errorf("got %d pods after the rollout, want %d", n, replicas)
+	}
+	rsl, _, err := c.rss.List(ctx, ns, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for _, rs := range rsl {
+		sizes = append(sizes, fmt.Sprintf("%s=%d", rs.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetImage(), rs.GetSpec().GetReplicas()))
+	}
+	slices.Sort(sizes)
+	if want := []string{"nginx:1=0", fmt.Sprintf("nginx:2=%d", replicas)}; !slices.Equal(sizes, want) {
+		t.Errorf("got replicasets %v, want %v", sizes, want)
 	}
 }

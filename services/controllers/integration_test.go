@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +57,8 @@ func fakeKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 }
 
 // slowKubelet is fakeKubelet with each pod made Ready readyAfter after its
-// creation, as a container that takes that long to start.
+// creation, as a container that takes that long to start. Pods whose first
+// image contains "unresolvable" never become Ready (as with ErrImagePull).
 func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterface, readyAfter time.Duration) {
 	pods := client.Must[*corev1.Pod](conn)
 	inf := client.NewInformer(client.ListWatch(pods, "", "", "", 500), client.InformerOptions[*corev1.Pod]{})
@@ -66,6 +68,9 @@ func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) error {
 		p, ok := inf.Store().Get(key)
 		if !ok || p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Running" {
+			return nil
+		}
+		if strings.Contains(p.GetSpec().GetContainers()[0].GetImage(), "unresolvable") {
 			return nil
 		}
 		if wait := time.Until(p.GetMetadata().GetCreationTimestamp().AsTime().Add(readyAfter)); wait > 0 {
@@ -572,5 +577,66 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 	slices.Sort(sizes)
 	if want := []string{"nginx:1=0", fmt.Sprintf("nginx:2=%d", replicas)}; !slices.Equal(sizes, want) {
 		t.Errorf("got replicasets %v, want %v", sizes, want)
+	}
+}
+
+// TestProportionalScalingDuringRollout is Kubernetes' documented example: a
+// 10-replica Deployment (maxSurge 3, maxUnavailable 2) rolled to an image
+// that never starts stops at 8 old + 5 new pods; scaled to 15 it adds 3
+// to the old ReplicaSet and 2 to the new one, and scaled back to 10 it
+// returns to 8 + 5.
+func TestProportionalScalingDuringRollout(t *testing.T) {
+	c := startCluster(t)
+	const ns = "prop"
+	c.namespace(t, ns)
+	d := newDeployment(ns, "web", 10, "nginx:1")
+	d.Spec.Strategy.RollingUpdate.MaxSurge = &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 3}}
+	d.Spec.Strategy.RollingUpdate.MaxUnavailable = &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 2}}
+	if _, err := c.ds.Create(c.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "10 replicas", func() (bool, string) { return c.rolledOut(t, ns, "web", 10) })
+	cur, err := c.ds.Get(c.ctx, ns, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Template.Spec.Containers[0].Image = "nginx:unresolvable"
+	if _, err := c.ds.Update(c.ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	sizes := func(want string) {
+		t.Helper()
+		eventually(t, "replicasets "+want, func() (bool, string) {
+			l, _, err := c.rss.List(c.ctx, ns, client.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var got []string
+			for _, rs := range l {
+				got = append(got, fmt.Sprintf("%s=%d/%d", rs.GetSpec().GetTemplate().GetSpec().GetContainers()[0].GetImage(),
+					rs.GetSpec().GetReplicas(), rs.GetStatus().GetReplicas()))
+			}
+			slices.Sort(got)
+			return strings.Join(got, " ") == want, strings.Join(got, " ")
+		})
+	}
+	sizes("nginx:1=8/8 nginx:unresolvable=5/5")
+	scale := func(n int32) {
+		t.Helper()
+		s, err := c.ds.GetScale(c.ctx, ns, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec = &autoscalingv1.ScaleSpec{Replicas: n}
+		if _, err := c.ds.UpdateScale(c.ctx, ns, "web", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(15)
+	sizes("nginx:1=11/11 nginx:unresolvable=7/7")
+	scale(10)
+	sizes("nginx:1=8/8 nginx:unresolvable=5/5")
+	if n := len(c.podsOf(t, ns, "web")); n != 13 {
+		t.Errorf("got %d live pods, want 13 (8 old + 5 new)", n)
 	}
 }

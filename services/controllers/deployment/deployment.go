@@ -36,6 +36,13 @@ import (
 const (
 	HashLabel          = "pod-template-hash"
 	RevisionAnnotation = "deployment.kubernetes.io/revision"
+	// DesiredReplicasAnnotation and MaxReplicasAnnotation record, on each
+	// ReplicaSet, the Deployment's replicas and replicas+maxSurge when the
+	// ReplicaSet was last scaled: a difference means the Deployment was
+	// scaled since, and the annotated maximum is the base of proportional
+	// scaling.
+	DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
+	MaxReplicasAnnotation     = "deployment.kubernetes.io/max-replicas"
 )
 
 // DeploymentClient writes Deployments (*client.Client[*appsv1.Deployment]).
@@ -221,10 +228,25 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		return c.syncStatus(ctx, d, newRS, all, false)
 	}
 	if d.GetSpec().GetPaused() {
+		// Scaling still applies to a paused Deployment, as in Kubernetes.
+		scaled, err := c.scaleReplicaSets(ctx, d, newRS, old)
+		if err != nil {
+			return err
+		}
 		if err := c.cleanup(ctx, d, old); err != nil {
 			return err
 		}
-		return c.syncStatus(ctx, d, newRS, all, false)
+		return c.syncStatus(ctx, d, newRS, all, scaled)
+	}
+	if newRS != nil && isScalingEvent(d, newRS, old) {
+		scaled, err := c.scaleReplicaSets(ctx, d, newRS, old)
+		if err != nil {
+			return err
+		}
+		if err := c.cleanup(ctx, d, old); err != nil {
+			return err
+		}
+		return c.syncStatus(ctx, d, newRS, all, scaled)
 	}
 	if newRS == nil {
 		newRS, err = c.createNewRS(ctx, d, old)
@@ -332,12 +354,14 @@ func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old 
 	if d.GetSpec().GetStrategy().GetType() != "Recreate" {
 		initial = newReplicas(d, nil, old)
 	}
+	annotations := map[string]string{RevisionAnnotation: rev}
+	setReplicasAnnotations(annotations, d)
 	rs := &appsv1.ReplicaSet{
 		ApiVersion: "apps/v1", Kind: "ReplicaSet",
 		Metadata: &metav1.ObjectMeta{
 			Name: d.GetMetadata().GetName() + "-" + hash, Namespace: d.GetMetadata().GetNamespace(),
 			Labels:          lbls,
-			Annotations:     map[string]string{RevisionAnnotation: rev},
+			Annotations:     annotations,
 			OwnerReferences: []*metav1.OwnerReference{ctrl.NewControllerRef(d, "apps/v1", "Deployment")},
 		},
 		Spec: &appsv1.ReplicaSetSpec{Replicas: proto.Int32(initial), MinReadySeconds: d.GetSpec().GetMinReadySeconds(), Selector: sel, Template: tmpl},
@@ -442,28 +466,201 @@ func newReplicas(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.R
 	return cur + min(maxTotal-total, want-cur)
 }
 
-// scale sets rs's replicas (and the desired-replicas annotation).
-func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, n int32) (*appsv1.ReplicaSet, error) {
-	if replicas(rs) == n {
-		return rs, nil
+// maxSurge is d's maxSurge in pods (0 for Recreate).
+func maxSurge(d *appsv1.Deployment) int32 {
+	if d.GetSpec().GetStrategy().GetType() == "Recreate" {
+		return 0
 	}
+	ru := d.GetSpec().GetStrategy().GetRollingUpdate()
+	s, _, err := ResolveFenceposts(ru.GetMaxSurge(), ru.GetMaxUnavailable(), d.GetSpec().GetReplicas())
+	if err != nil {
+		return 0
+	}
+	return s
+}
+
+// setReplicasAnnotations records d's replicas and replicas+maxSurge in a
+// ReplicaSet's annotations; it reports whether they changed.
+func setReplicasAnnotations(a map[string]string, d *appsv1.Deployment) bool {
+	desired := strconv.Itoa(int(d.GetSpec().GetReplicas()))
+	maxR := strconv.Itoa(int(d.GetSpec().GetReplicas() + maxSurge(d)))
+	if a[DesiredReplicasAnnotation] == desired && a[MaxReplicasAnnotation] == maxR {
+		return false
+	}
+	a[DesiredReplicasAnnotation], a[MaxReplicasAnnotation] = desired, maxR
+	return true
+}
+
+// scale sets rs's replicas to n and its replicas annotations to d's; it
+// writes nothing if both are already so.
+func (c *Controller) scale(ctx context.Context, d *appsv1.Deployment, rs *appsv1.ReplicaSet, n int32) (*appsv1.ReplicaSet, error) {
 	u := proto.Clone(rs).(*appsv1.ReplicaSet)
-	from := replicas(rs)
-	u.Spec.Replicas = proto.Int32(n)
 	if u.Metadata.Annotations == nil {
 		u.Metadata.Annotations = map[string]string{}
 	}
-	u.Metadata.Annotations["deployment.kubernetes.io/desired-replicas"] = strconv.Itoa(int(d.GetSpec().GetReplicas()))
+	if !setReplicasAnnotations(u.Metadata.Annotations, d) && replicas(rs) == n {
+		return rs, nil
+	}
+	from := replicas(rs)
+	u.Spec.Replicas = proto.Int32(n)
 	got, err := c.cfg.ReplicaSets.Update(ctx, u)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s: scale %s to %d: %w", client.Key(d), client.Key(rs), n, err)
 	}
-	dir := "up"
-	if n < from {
-		dir = "down"
+	if n != from {
+		dir := "up"
+		if n < from {
+			dir = "down"
+		}
+		ctrl.Eventf(c.cfg.Recorder, d, client.EventNormal, "ScalingReplicaSet", "Scaled %s replica set %s from %d to %d", dir, rs.GetMetadata().GetName(), from, n)
 	}
-	ctrl.Eventf(c.cfg.Recorder, d, client.EventNormal, "ScalingReplicaSet", "Scaled %s replica set %s from %d to %d", dir, rs.GetMetadata().GetName(), from, n)
 	return got, nil
+}
+
+// isScalingEvent reports whether d was scaled since one of its active
+// ReplicaSets was last sized (its desired-replicas annotation differs).
+func isScalingEvent(d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) bool {
+	for _, rs := range append([]*appsv1.ReplicaSet{newRS}, old...) {
+		if rs == nil || replicas(rs) == 0 {
+			continue
+		}
+		v, ok := rs.GetMetadata().GetAnnotations()[DesiredReplicasAnnotation]
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil && int32(n) != d.GetSpec().GetReplicas() {
+			return true
+		}
+	}
+	return false
+}
+
+// active are the ReplicaSets with replicas > 0.
+func active(rss []*appsv1.ReplicaSet) []*appsv1.ReplicaSet {
+	var out []*appsv1.ReplicaSet
+	for _, rs := range rss {
+		if rs != nil && replicas(rs) > 0 {
+			out = append(out, rs)
+		}
+	}
+	return out
+}
+
+// scaleReplicaSets applies a change of d's replicas to its ReplicaSets as
+// Kubernetes does: with one active ReplicaSet (or none: the newest) it
+// gets all replicas; with a saturated new ReplicaSet the old ones go to 0;
+// otherwise, under RollingUpdate, the pods to add (or remove) up to
+// replicas+maxSurge are shared among the active ReplicaSets in proportion
+// to their sizes (ProportionalSizes). old is oldest first.
+func (c *Controller) scaleReplicaSets(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, old []*appsv1.ReplicaSet) (bool, error) {
+	want := d.GetSpec().GetReplicas()
+	act := active(append(append([]*appsv1.ReplicaSet{}, old...), newRS))
+	var only *appsv1.ReplicaSet
+	switch {
+	case len(act) == 1:
+		only = act[0]
+	case len(act) == 0 && newRS != nil:
+		only = newRS
+	case len(act) == 0 && len(old) > 0:
+		only = old[len(old)-1]
+	}
+	if only != nil {
+		if _, err := c.scale(ctx, d, only, want); err != nil {
+			return false, err
+		}
+		return replicas(only) != want, nil
+	}
+	if len(act) == 0 {
+		return false, nil
+	}
+	if newRS != nil && replicas(newRS) == want && newRS.GetMetadata().GetAnnotations()[DesiredReplicasAnnotation] == strconv.Itoa(int(want)) &&
+		newRS.GetStatus().GetAvailableReplicas() == want {
+		changed := false
+		for _, rs := range active(old) {
+			if _, err := c.scale(ctx, d, rs, 0); err != nil {
+				return changed, err
+			}
+			changed = true
+		}
+		return changed, nil
+	}
+	if d.GetSpec().GetStrategy().GetType() == "Recreate" {
+		return false, nil
+	}
+	sizes := ProportionalSizes(d, act)
+	changed := false
+	for _, rs := range act {
+		n := sizes[rs.GetMetadata().GetName()]
+		if _, err := c.scale(ctx, d, rs, n); err != nil {
+			return changed, err
+		}
+		changed = changed || n != replicas(rs)
+	}
+	return changed, nil
+}
+
+// ProportionalSizes shares the change of d's replicas among its active
+// ReplicaSets act (Kubernetes' proportional scaling): the room to fill is
+// replicas+maxSurge (0 if replicas is 0) minus the pods the ReplicaSets
+// have now; each ReplicaSet gets round(size × newMax / oldMax) − size of
+// it, oldMax being its max-replicas annotation (or d's status.replicas),
+// largest first (newer first on ties when growing, older first when
+// shrinking), never more than what is left; the rounding leftover goes to
+// the largest. It returns the new size of each by name.
+func ProportionalSizes(d *appsv1.Deployment, act []*appsv1.ReplicaSet) map[string]int32 {
+	want := d.GetSpec().GetReplicas()
+	var total int32
+	for _, rs := range act {
+		total += replicas(rs)
+	}
+	var allowed int32
+	if want > 0 {
+		allowed = want + maxSurge(d)
+	}
+	toAdd := allowed - total
+	sorted := append([]*appsv1.ReplicaSet(nil), act...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if a, b := replicas(sorted[i]), replicas(sorted[j]); a != b {
+			return a > b
+		}
+		ti, tj := sorted[i].GetMetadata().GetCreationTimestamp().AsTime(), sorted[j].GetMetadata().GetCreationTimestamp().AsTime()
+		if toAdd > 0 {
+			return ti.After(tj)
+		}
+		return ti.Before(tj)
+	})
+	sizes := map[string]int32{}
+	var added int32
+	for _, rs := range sorted {
+		n := replicas(rs)
+		if toAdd != 0 && added != toAdd {
+			var fraction int32
+			if want == 0 {
+				fraction = -n
+			} else {
+				before := d.GetStatus().GetReplicas()
+				if v, err := strconv.Atoi(rs.GetMetadata().GetAnnotations()[MaxReplicasAnnotation]); err == nil && v > 0 {
+					before = int32(v)
+				}
+				if before > 0 {
+					fraction = int32(math.Round(float64(n)*float64(allowed)/float64(before))) - n
+				}
+			}
+			left := toAdd - added
+			p := max(fraction, left)
+			if toAdd > 0 {
+				p = min(fraction, left)
+			}
+			n += p
+			added += p
+		}
+		sizes[rs.GetMetadata().GetName()] = n
+	}
+	if len(sorted) > 0 && toAdd != 0 {
+		first := sorted[0].GetMetadata().GetName()
+		sizes[first] = max(sizes[first]+toAdd-added, 0)
+	}
+	return sizes
 }
 
 // rollingUpdate takes one step of a RollingUpdate: grow the new ReplicaSet

@@ -2,6 +2,7 @@ package deployment
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -211,6 +212,169 @@ func TestProgressDeadline(t *testing.T) {
 			}
 			if reason != tc.wantReason {
 				t.Errorf("got Progressing reason %q, want %q", reason, tc.wantReason)
+			}
+		})
+	}
+}
+
+// sized is an active ReplicaSet of d with replicas pods, created at minute
+// age, carrying the max-replicas annotation maxAnn ("" for none).
+func sized(name string, replicas int32, minute int, maxAnn string) *appsv1.ReplicaSet {
+	a := map[string]string{}
+	if maxAnn != "" {
+		a[MaxReplicasAnnotation] = maxAnn
+	}
+	return &appsv1.ReplicaSet{
+		Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: a,
+			CreationTimestamp: timestamppb.New(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC))},
+		Spec: &appsv1.ReplicaSetSpec{Replicas: proto.Int32(replicas)},
+	}
+}
+
+func TestProportionalSizes(t *testing.T) {
+	withSurge := func(replicas, surge, unavail, statusReplicas int32) *appsv1.Deployment {
+		d := deploy(replicas, "x:2")
+		d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: ioi(surge), MaxUnavailable: ioi(unavail)}
+		d.Status = &appsv1.DeploymentStatus{Replicas: statusReplicas}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		d    *appsv1.Deployment
+		rss  []*appsv1.ReplicaSet
+		want map[string]int32
+	}{
+		{
+			// Kubernetes' documentation example: 10 replicas, maxSurge 3,
+			// a rollout stuck at old 8 + new 5, scaled to 15: 3 more to
+			// the old ReplicaSet, 2 to the new.
+			name: "scale up 10 to 15 during a stuck rollout",
+			d:    withSurge(15, 3, 2, 13),
+			rss:  []*appsv1.ReplicaSet{sized("old", 8, 0, "13"), sized("new", 5, 1, "13")},
+			want: map[string]int32{"old": 11, "new": 7},
+		},
+		{
+			name: "and back down to 10",
+			d:    withSurge(10, 3, 2, 18),
+			rss:  []*appsv1.ReplicaSet{sized("old", 11, 0, "18"), sized("new", 7, 1, "18")},
+			want: map[string]int32{"old": 8, "new": 5},
+		},
+		{
+			name: "to zero: every ReplicaSet to zero",
+			d:    withSurge(0, 3, 2, 13),
+			rss:  []*appsv1.ReplicaSet{sized("old", 8, 0, "13"), sized("new", 5, 1, "13")},
+			want: map[string]int32{"old": 0, "new": 0},
+		},
+		{
+			name: "no annotation: status.replicas is the base",
+			d:    withSurge(20, 0, 1, 10),
+			rss:  []*appsv1.ReplicaSet{sized("old", 6, 0, ""), sized("new", 4, 1, "")},
+			want: map[string]int32{"old": 12, "new": 8},
+		},
+		{
+			name: "equal sizes growing: the newer gets the odd pod",
+			d:    withSurge(7, 0, 1, 6),
+			rss:  []*appsv1.ReplicaSet{sized("old", 3, 0, "6"), sized("new", 3, 1, "6")},
+			want: map[string]int32{"old": 3, "new": 4},
+		},
+		{
+			name: "equal sizes shrinking: the older loses the odd pod",
+			d:    withSurge(5, 0, 1, 6),
+			rss:  []*appsv1.ReplicaSet{sized("old", 3, 0, "6"), sized("new", 3, 1, "6")},
+			want: map[string]int32{"old": 2, "new": 3},
+		},
+		{
+			name: "three ReplicaSets: the largest first, then the newer",
+			d:    withSurge(11, 1, 0, 10),
+			rss:  []*appsv1.ReplicaSet{sized("a", 3, 0, "10"), sized("b", 3, 1, "10"), sized("c", 4, 2, "10")},
+			want: map[string]int32{"a": 3, "b": 4, "c": 5},
+		},
+		{
+			name: "what rounding leaves goes to the first in order",
+			d:    withSurge(4, 0, 1, 3),
+			rss:  []*appsv1.ReplicaSet{sized("a", 1, 0, "3"), sized("b", 1, 1, "3"), sized("c", 1, 2, "3")},
+			want: map[string]int32{"a": 1, "b": 1, "c": 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ProportionalSizes(tc.d, tc.rss)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("got sizes %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReconcileScalesProportionally: a Deployment scaled in the middle of
+// a rollout resizes both ReplicaSets in proportion (and records the new
+// replicas in their annotations) instead of taking a rollout step.
+func TestReconcileScalesProportionally(t *testing.T) {
+	annotate := func(rs *appsv1.ReplicaSet, desired, maxR string, minute int) *appsv1.ReplicaSet {
+		rs.Metadata.Annotations[DesiredReplicasAnnotation] = desired
+		rs.Metadata.Annotations[MaxReplicasAnnotation] = maxR
+		rs.Metadata.CreationTimestamp = timestamppb.New(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC))
+		return rs
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas int32
+		rss      func(d *appsv1.Deployment) []*appsv1.ReplicaSet
+		want     []string // "verb old|new replicas desired max"
+	}{
+		{
+			name: "scaled up 10 to 15 with old 8 and new 5 (none available)", replicas: 15,
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{annotate(replicaSet(d, "x:1", "1", 8, 8), "10", "13", 0), annotate(replicaSet(d, "x:2", "2", 5, 0), "10", "13", 1)}
+			},
+			want: []string{"update old 11 15 18", "update new 7 15 18"},
+		},
+		{
+			name: "not a scaling event: a rollout step as before", replicas: 10,
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{annotate(replicaSet(d, "x:1", "1", 10, 10), "10", "13", 0)}
+			},
+			want: []string{"create new 3 10 13", "update old 8 10 13"},
+		},
+		{
+			name: "one active ReplicaSet takes all", replicas: 4,
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{annotate(replicaSet(d, "x:1", "1", 0, 0), "10", "13", 0), annotate(replicaSet(d, "x:2", "2", 10, 10), "10", "13", 1)}
+			},
+			want: []string{"update new 4 4 7"},
+		},
+		{
+			name: "saturated new ReplicaSet: old ones to zero", replicas: 10,
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				return []*appsv1.ReplicaSet{annotate(replicaSet(d, "x:1", "1", 2, 2), "12", "15", 0), annotate(replicaSet(d, "x:2", "2", 10, 10), "10", "13", 1)}
+			},
+			want: []string{"update old 0 10 13"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := deploy(tc.replicas, "x:2")
+			d.Spec.Strategy.RollingUpdate = &appsv1.RollingUpdateDeployment{MaxSurge: ioi(3), MaxUnavailable: ioi(2)}
+			ds := &fakeapi.Client[*appsv1.Deployment]{}
+			rsc := &fakeapi.Client[*appsv1.ReplicaSet]{}
+			dInf := fakeapi.Informer([]*appsv1.Deployment{d}, client.InformerOptions[*appsv1.Deployment]{})
+			rsInf := fakeapi.Informer(tc.rss(d), client.InformerOptions[*appsv1.ReplicaSet]{})
+			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
+			fakeapi.Start(t, dInf, rsInf)
+			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			newName := "d-" + TemplateHash(d.Spec.Template, nil)
+			for _, a := range rsc.Actions {
+				rs := a.Obj.(*appsv1.ReplicaSet)
+				which := "old"
+				if rs.GetMetadata().GetName() == newName {
+					which = "new"
+				}
+				an := rs.GetMetadata().GetAnnotations()
+				got = append(got, fmt.Sprintf("%s %s %d %s %s", a.Verb, which, rs.GetSpec().GetReplicas(), an[DesiredReplicasAnnotation], an[MaxReplicasAnnotation]))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got replicaset writes %v, want %v", got, tc.want)
 			}
 		})
 	}

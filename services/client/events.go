@@ -44,7 +44,7 @@ type RecorderConfig struct {
 	// beyond it new events are dropped (and counted), so recording never
 	// blocks.
 	QueueSize int
-	// Writers is how many events are written concurrently (default 8).
+	// Writers is how many events are written concurrently (default 16).
 	// Events about one object always go to the same writer, in order.
 	Writers int
 	Logger  *slog.Logger
@@ -107,7 +107,7 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 		cfg.QueueSize = 10000
 	}
 	if cfg.Writers <= 0 {
-		cfg.Writers = 8
+		cfg.Writers = 16
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -203,7 +203,10 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 	}
 	s.log = s.log.With("identity", s.identity)
-	s.recorder = client.NewRecorder(client.RecorderConfig{Sink: events, Component: cfg.SchedulerName, Host: s.identity, Logger: log})
+	// One Scheduled event per bind: enough writers to keep up with the
+	// binds (a quarter as many as binds in flight).
+	s.recorder = client.NewRecorder(client.RecorderConfig{Sink: events, Component: cfg.SchedulerName, Host: s.identity, Logger: log,
+		Writers: max(16, cfg.BindParallelism/4)})
 	return s, nil
 }
 

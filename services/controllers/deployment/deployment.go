@@ -9,9 +9,12 @@ package deployment
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"math"
 	"sort"
@@ -21,12 +24,15 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	k8scorev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/dump"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
@@ -122,16 +128,43 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
 }
 
-// TemplateHash is the pod-template-hash of a template: FNV-32a over the
-// template's deterministic encoding (and the collision count), encoded as
-// Kubernetes encodes it (consonants and digits only). Stable across
-// restarts of the same build.
+// TemplateHash is the pod-template-hash of a template, computed as
+// Kubernetes' controller.ComputeHash computes it: the template is rendered
+// as Kubernetes JSON into k8s.io/api's core/v1 PodTemplateSpec, dumped as
+// Kubernetes dumps objects for hashing (k8s.io/apimachinery's
+// dump.ForHash) into FNV-32a, followed by the collision count (8 bytes,
+// little-endian) if set, and the decimal sum is safe-encoded (consonants
+// and digits). It depends only on the template's content, not on the
+// protobuf encoding (field numbers or order), so it is stable across
+// restarts and rebuilds; it changes only when k8s.io/api's types gain
+// fields, as Kubernetes' does across versions. A field kplane has and
+// k8s.io/api lacks does not enter the hash; two templates differing only
+// there share a hash and the collision count separates them. The result
+// equals Kubernetes' for the same template content
+// (TestTemplateHashIsKubernetes); a real cluster's hash of "the same"
+// manifest can still differ where its API service defaults fields that
+// kplane's types lack (it adds securityContext: {} to every pod spec).
+// Changing this function does not restart rollouts: the current
+// ReplicaSet is found by comparing templates, not names.
 func TemplateHash(t *appsv1.PodTemplateSpec, collisionCount *int32) string {
 	h := fnv.New32a()
-	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(t)
-	h.Write(b)
+	var kt k8scorev1.PodTemplateSpec
+	b, err := kubejson.Marshal(t)
+	if err == nil {
+		err = json.Unmarshal(b, &kt)
+	}
+	if err != nil {
+		// Not expected for a template the API service accepted; hash the
+		// deterministic protobuf encoding instead.
+		b, _ = proto.MarshalOptions{Deterministic: true}.Marshal(t)
+		_, _ = h.Write(b)
+	} else {
+		_, _ = io.WriteString(h, dump.ForHash(kt))
+	}
 	if collisionCount != nil {
-		h.Write([]byte(strconv.FormatInt(int64(*collisionCount), 10)))
+		cc := make([]byte, 8)
+		binary.LittleEndian.PutUint32(cc, uint32(*collisionCount))
+		_, _ = h.Write(cc)
 	}
 	return rand.SafeEncodeString(strconv.FormatUint(uint64(h.Sum32()), 10))
 }

@@ -2,17 +2,25 @@ package deployment
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	k8scorev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/dump"
+	"k8s.io/apimachinery/pkg/util/rand"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/fakeapi"
 )
@@ -377,5 +385,63 @@ func TestReconcileScalesProportionally(t *testing.T) {
 				t.Errorf("got replicaset writes %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// kubernetesHash is Kubernetes' controller.ComputeHash on a k8s.io/api
+// template, written out here as the reference.
+func kubernetesHash(t *k8scorev1.PodTemplateSpec, collisionCount *int32) string {
+	h := fnv.New32a()
+	_, _ = io.WriteString(h, dump.ForHash(*t))
+	if collisionCount != nil {
+		b := make([]byte, 8)
+		binary.LittleEndian.PutUint32(b, uint32(*collisionCount))
+		_, _ = h.Write(b)
+	}
+	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
+}
+
+// TestTemplateHashIsKubernetes: our hash of a template read from
+// Kubernetes JSON equals Kubernetes' hash of the same JSON read into
+// k8s.io/api's types, with and without a collision count.
+func TestTemplateHashIsKubernetes(t *testing.T) {
+	for _, tc := range []struct{ name, json string }{
+		{"minimal", `{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"nginx:1.27"}]}}`},
+		{"defaulted, with resources, ports, env, probes and tolerations", `{
+			"metadata":{"labels":{"app":"web","tier":"front"},"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-11-22T10:00:00Z"}},
+			"spec":{"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","schedulerName":"default-scheduler",
+				"nodeSelector":{"disk":"ssd"},
+				"tolerations":[{"key":"dedicated","operator":"Equal","value":"gpu","effect":"NoSchedule"},{"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}],
+				"containers":[{"name":"web","image":"nginx:1.27","imagePullPolicy":"IfNotPresent","args":["-g","daemon off;"],
+					"ports":[{"name":"http","containerPort":80,"protocol":"TCP"}],
+					"env":[{"name":"MODE","value":"prod"}],
+					"resources":{"requests":{"cpu":"100m","memory":"128Mi"},"limits":{"memory":"256Mi"}},
+					"readinessProbe":{"httpGet":{"path":"/","port":80},"periodSeconds":5,"timeoutSeconds":1,"successThreshold":1,"failureThreshold":3},
+					"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File"}]}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var kt k8scorev1.PodTemplateSpec
+			if err := json.Unmarshal([]byte(tc.json), &kt); err != nil {
+				t.Fatal(err)
+			}
+			var pt appsv1.PodTemplateSpec
+			if err := kubejson.Unmarshal([]byte(tc.json), &pt, kubejson.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, cc := range []*int32{nil, proto.Int32(0), proto.Int32(3)} {
+				if got, want := TemplateHash(&pt, cc), kubernetesHash(&kt, cc); got != want {
+					t.Errorf("collisionCount %v: got hash %q, want Kubernetes' %q", cc, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestTemplateHashGolden pins the hash of a fixed template, so that a
+// change of the algorithm (or of what enters it) shows as a failing test
+// rather than as every Deployment rolling out again after an upgrade.
+func TestTemplateHashGolden(t *testing.T) {
+	if got, want := TemplateHash(template("x:1"), nil), "55dd4d4cd"; got != want {
+		t.Errorf("got hash %q for the fixed template, want %q", got, want)
 	}
 }

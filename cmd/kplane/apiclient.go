@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/kplane/kplane/services/client"
 )
 
 // newLogger returns a text logger on stderr at the given level (debug, info,
@@ -39,7 +41,7 @@ type apiClientFlags struct {
 // register adds the flags; user names the identity the certificate or token
 // should carry, for the help text.
 func (a *apiClientFlags) register(f *pflag.FlagSet, user string) {
-	f.StringVar(&a.server, "server", "127.0.0.1:6443", "the API service's gRPC address")
+	f.StringVar(&a.server, "server", "127.0.0.1:6443", serverFlagHelp)
 	f.StringVar(&a.caFile, "ca-file", "", "CA bundle to verify the API service's certificate")
 	f.StringVar(&a.certFile, "cert-file", "", "client certificate (CN "+user+")")
 	f.StringVar(&a.keyFile, "key-file", "", "client key for --cert-file")
@@ -70,12 +72,11 @@ func (a *apiClientFlags) dial() (*grpc.ClientConn, error) {
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(token)))
 	}
-	conn, err := grpc.NewClient(a.server, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the API service at %s: %w", a.server, err)
-	}
-	return conn, nil
+	return client.Dial(client.SplitServers(a.server), opts...)
 }
+
+// serverFlagHelp is the help of every component's --server flag.
+const serverFlagHelp = "the API service's gRPC address, or a comma-separated list of its replicas' (calls are balanced over the healthy ones and fail over)"
 
 // bearerToken sends a bearer token with every call.
 type bearerToken string

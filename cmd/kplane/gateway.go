@@ -17,6 +17,7 @@ import (
 
 	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/services/apiserver/authn"
+	"github.com/kplane/kplane/services/client"
 )
 
 func newGatewayCommand() *cobra.Command {
@@ -58,7 +59,7 @@ forwards each request's bearer token and the API service authenticates it.`,
 				}
 				creds = insecure.NewCredentials()
 			}
-			conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(creds))
+			conn, err := client.Dial(client.SplitServers(server), grpc.WithTransportCredentials(creds))
 			if err != nil {
 				return err
 			}
@@ -124,7 +125,7 @@ forwards each request's bearer token and the API service authenticates it.`,
 	f.StringVar(&tlsCert, "tls-cert-file", "", "the gateway's serving certificate")
 	f.StringVar(&tlsKey, "tls-key-file", "", "key for --tls-cert-file")
 	f.StringVar(&clientCA, "client-ca-file", "", "CA bundle verifying HTTP clients' certificates (CN user, O groups)")
-	f.StringVar(&server, "server", "127.0.0.1:6443", "the API service's gRPC address")
+	f.StringVar(&server, "server", "127.0.0.1:6443", serverFlagHelp)
 	f.StringVar(&caFile, "ca-file", "", "CA bundle to verify the API service's certificate")
 	f.StringVar(&certFile, "cert-file", "", "the gateway's client certificate (O system:kplane-gateways): impersonation mode")
 	f.StringVar(&keyFile, "key-file", "", "client key for --cert-file")

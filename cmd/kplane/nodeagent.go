@@ -30,6 +30,7 @@ import (
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/client"
 )
 
 type nodeAgentFlags struct {
@@ -64,7 +65,7 @@ func newNodeAgentCommand() *cobra.Command {
 	}
 	host, _ := os.Hostname()
 	f := cmd.Flags()
-	f.StringVar(&fl.server, "server", "127.0.0.1:6443", "the API service's gRPC address")
+	f.StringVar(&fl.server, "server", "127.0.0.1:6443", serverFlagHelp)
 	f.StringVar(&fl.caFile, "ca-file", "", "CA bundle to verify the API service's certificate")
 	f.StringVar(&fl.certFile, "cert-file", "", "client certificate (CN system:node:<name>, O system:nodes); one node only")
 	f.StringVar(&fl.keyFile, "key-file", "", "client key for --cert-file")
@@ -196,7 +197,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 		if fl.plaintext {
 			creds = insecure.NewCredentials()
 		}
-		return grpc.NewClient(fl.server, grpc.WithTransportCredentials(creds))
+		return client.Dial(client.SplitServers(fl.server), grpc.WithTransportCredentials(creds))
 	}
 	var tokens map[string]string
 	if fl.tokenFile != "" {

@@ -91,6 +91,8 @@ type ControlPlane struct {
 	Store *Cluster
 	// Procs are the other processes, in start order.
 	Procs []*Process
+	// APIServers are the API service replicas' gRPC addresses.
+	APIServers []string
 	// GatewayURL is the HTTPS address kubectl uses.
 	GatewayURL string
 	// Kubeconfig is the path of the admin kubeconfig.
@@ -198,11 +200,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
-	// The components' --server takes one address today, so the clients are
-	// spread over the replicas: replica i of a component talks to API
-	// service i mod n, the gateway to the first and the node agent to the
-	// last. (A client does not fail over to another replica yet.)
-	server := func(i int) string { return apiAddrs[i%len(apiAddrs)] }
+	// Every client gets every API service replica; gRPC balances its calls
+	// over the healthy ones and fails over (client.Dial).
+	servers := strings.Join(apiAddrs, ",")
 	if err := cp.waitAPI(ctx, apiAddrs); err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	cp.GatewayURL = "https://" + gwAddr
 	if err := cp.start("gateway", "gateway", gwAddr,
-		"--server", server(0), "--ca-file", id.caFile,
+		"--server", servers, "--ca-file", id.caFile,
 		"--cert-file", id.gatewayClient.certFile, "--key-file", id.gatewayClient.keyFile,
 		"--listen", gwAddr, "--client-ca-file", id.caFile,
 		"--tls-cert-file", id.gatewayServing.certFile, "--tls-key-file", id.gatewayServing.keyFile,
@@ -222,7 +222,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	for i := 0; i < cfg.Schedulers; i++ {
 		if err := cp.start("scheduler", "scheduler-"+strconv.Itoa(i+1), "",
-			"--server", server(i), "--ca-file", id.caFile,
+			"--server", servers, "--ca-file", id.caFile,
 			"--cert-file", id.scheduler.certFile, "--key-file", id.scheduler.keyFile,
 			"--log-level", "warn"); err != nil {
 			return nil, err
@@ -230,7 +230,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	for i := 0; i < cfg.ControllerManagers; i++ {
 		if err := cp.start("controllers", "controllers-"+strconv.Itoa(i+1), "",
-			"--server", server(i), "--ca-file", id.caFile,
+			"--server", servers, "--ca-file", id.caFile,
 			"--cert-file", id.controllers.certFile, "--key-file", id.controllers.keyFile,
 			"--log-level", "warn"); err != nil {
 			return nil, err
@@ -241,12 +241,13 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return nil, err
 	}
 	if err := cp.start("nodeagent", "nodeagent", logAddr,
-		"--server", server(len(apiAddrs)-1), "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
+		"--server", servers, "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
 		"--nodes", strconv.Itoa(cfg.Nodes), "--data-dir", filepath.Join(dataDir, "nodeagent"),
 		"--log-listen", logAddr, "--log-level", "warn"); err != nil {
 		return nil, err
 	}
-	if err := cp.waitNodes(ctx, apiAddrs[0]); err != nil {
+	cp.APIServers = apiAddrs
+	if err := cp.waitNodes(ctx, apiAddrs); err != nil {
 		return nil, err
 	}
 	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, id.caPEM, id.admin); err != nil {
@@ -338,8 +339,9 @@ func (cp *ControlPlane) waitStore(ctx context.Context) error {
 	})
 }
 
-func (cp *ControlPlane) dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cp.adminTLS)))
+// dial connects to the API service replicas at addrs as the admin.
+func (cp *ControlPlane) dial(addrs ...string) (*grpc.ClientConn, error) {
+	return client.Dial(addrs, grpc.WithTransportCredentials(credentials.NewTLS(cp.adminTLS)))
 }
 
 // waitAPI waits until every API service replica answers, and creates the
@@ -371,8 +373,8 @@ func (cp *ControlPlane) waitAPI(ctx context.Context, addrs []string) error {
 	return nil
 }
 
-func (cp *ControlPlane) waitNodes(ctx context.Context, addr string) error {
-	conn, err := cp.dial(addr)
+func (cp *ControlPlane) waitNodes(ctx context.Context, addrs []string) error {
+	conn, err := cp.dial(addrs...)
 	if err != nil {
 		return err
 	}
@@ -440,22 +442,44 @@ func stopAll(ps []*Process, grace time.Duration) {
 	}
 }
 
-// Wait blocks until ctx ends or a process exits by itself; in the latter
-// case it returns an error naming the process.
+// Wait blocks until ctx ends. A process that exits meanwhile is reported
+// to the logger (with its log file) and left down: the cluster is highly
+// available, so the other replicas carry on, and `kplane status` shows
+// the gap.
 func (cp *ControlPlane) Wait(ctx context.Context) error {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
+	reported := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := cp.exited(); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+		}
+		for name, log := range cp.down() {
+			if !reported[name] && ctx.Err() == nil {
+				reported[name] = true
+				cp.cfg.Logger.Warn("process exited; the other replicas carry on", "name", name, "log", log)
 			}
 		}
 	}
+}
+
+// down returns the processes that are not running, by name, with their
+// log files.
+func (cp *ControlPlane) down() map[string]string {
+	out := map[string]string{}
+	if cp.Store != nil {
+		for _, m := range cp.Store.Members {
+			if !m.Running() {
+				out[m.Name] = m.LogPath
+			}
+		}
+	}
+	for _, p := range cp.Procs {
+		if !p.Running() {
+			out[p.Name] = p.LogPath
+		}
+	}
+	return out
 }

@@ -59,8 +59,9 @@ func TestUp(t *testing.T) {
 		pidRE                 = regexp.MustCompile(`\spid (\d+)\s`)
 		etcdRE                = regexp.MustCompile(`etcdctl --endpoints=(\S+)`)
 		kubeRE                = regexp.MustCompile(`kubectl --kubeconfig (\S+)`)
-		addrRE                = regexp.MustCompile(`^\s*(apiserver-1|gateway)\s.*\s(127\.0\.0\.1:\d+)\s`)
+		addrRE                = regexp.MustCompile(`^\s*(apiserver-2|gateway)\s.*\s(127\.0\.0\.1:\d+)\s`)
 		addrs                 = map[string]string{}
+		procPIDs              = map[string]int{}
 	)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -68,6 +69,7 @@ func TestUp(t *testing.T) {
 		if m := pidRE.FindStringSubmatch(line); m != nil {
 			pid, _ := strconv.Atoi(m[1])
 			pids = append(pids, pid)
+			procPIDs[strings.Fields(line)[0]] = pid
 		}
 		if m := addrRE.FindStringSubmatch(line); m != nil {
 			addrs[m[1]] = m[2]
@@ -137,13 +139,43 @@ func TestUp(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
+	// Kill one API service replica: every client (gateway, schedulers,
+	// controllers, node agent) fails over to the other, so scaling up
+	// still ends with 3 pods Running.
+	if pid := procPIDs["apiserver-1"]; pid == 0 {
+		t.Fatal("kplane up printed no pid for apiserver-1")
+	} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		out, err := run("scale", "deployment/web", "--replicas=3")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl scale with apiserver-1 killed: %v\n%s", err, out)
+		}
+		time.Sleep(time.Second)
+	}
+	for {
+		out, err := run("get", "pods", "-l", "app=web", "--no-headers")
+		if err == nil && strings.Count(out, " Running ") == 3 && len(strings.Split(strings.TrimSpace(out), "\n")) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 3 pods Running within 90s of killing apiserver-1; kubectl get pods said (%v):\n%s", err, out)
+		}
+		time.Sleep(time.Second)
+	}
+
 	// Both leader-elected components hold their Lease.
 	if out, err := run("get", "leases", "-n", "kube-system", "-o", "name"); err != nil ||
 		!strings.Contains(out, "lease.coordination.k8s.io/kube-scheduler") ||
 		!strings.Contains(out, "lease.coordination.k8s.io/kube-controller-manager") {
 		t.Errorf("kubectl get leases: got (%v)\n%s\nwant the scheduler's and the controller manager's", err, out)
 	}
-	checkRefused(t, dir, addrs["apiserver-1"], addrs["gateway"])
+	checkRefused(t, dir, addrs["apiserver-2"], addrs["gateway"])
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -84,6 +87,7 @@ type Server struct {
 	grpc      *grpc.Server
 	lis       net.Listener
 	ready     chan struct{}
+	health    *health.Server
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -156,13 +160,22 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.lis = lis
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20), grpc.ForceServerCodec(codec{})}
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20), grpc.ForceServerCodec(codec{}),
+		// Clients ping every 30s (client.Dial) to notice a replica that
+		// stopped answering; gRPC's default policy would refuse that.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	registerServices(s.grpc, s)
 	reflection.Register(s.grpc)
+	// gRPC's health service: NOT_SERVING until ready and again while
+	// stopping, so that clients with health checking (client.Dial) send
+	// their calls to the other replicas.
+	s.health = health.NewServer()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
 }
 
@@ -211,6 +224,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 		close(s.ready)
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	}()
 	var err error
 	select {
@@ -218,6 +232,7 @@ func (s *Server) Run(ctx context.Context) error {
 	case err = <-serveErr:
 	}
 	cancel()
+	s.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
 	select {

@@ -92,7 +92,7 @@ func (bearerToken) RequireTransportSecurity() bool { return false }
 // through a coordination/v1 Lease, and the Lease's timing.
 type leaderElectFlags struct {
 	enabled                      bool
-	name, namespace              string
+	name, namespace, identity    string
 	leaseDuration, renewDeadline time.Duration
 	retryPeriod                  time.Duration
 }
@@ -103,6 +103,7 @@ func (l *leaderElectFlags) register(f *pflag.FlagSet, lease, acts string) {
 	f.BoolVar(&l.enabled, "leader-elect", true, "run as one of several replicas; only the holder of the Lease "+acts)
 	f.StringVar(&l.name, "leader-elect-resource-name", lease, "name of the leader-election Lease")
 	f.StringVar(&l.namespace, "leader-elect-resource-namespace", "kube-system", "namespace of the leader-election Lease")
+	f.StringVar(&l.identity, "leader-elect-identity", "", "this replica's holder identity in the Lease (default hostname_random)")
 	f.DurationVar(&l.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking over")
 	f.DurationVar(&l.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it stops leading")
 	f.DurationVar(&l.retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between leader-election attempts")

@@ -37,7 +37,7 @@ func newControllersCommand() *cobra.Command {
 			defer conn.Close()
 			cfg := controllers.Config{Conn: conn, Controllers: which,
 				DeploymentWorkers: deploymentSyncs, ReplicaSetWorkers: rsSyncs, GCWorkers: gcSyncs,
-				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, Logger: log}
+				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, Identity: election.identity, Logger: log}
 			if election.enabled {
 				cfg.LeaderElection = &controllers.LeaderElection{Namespace: election.namespace, Name: election.name,
 					LeaseDuration: election.leaseDuration, RenewDeadline: election.renewDeadline, RetryPeriod: election.retryPeriod}

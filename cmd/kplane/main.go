@@ -32,7 +32,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		newVersionCommand(),
 		newSimRuntimeCommand(), newNodeAgentCommand(),
-		newStoreCommand(), newUpCommand(),
+		newStoreCommand(), newUpCommand(), newDownCommand(), newStatusCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
 		newControllersCommand(), newGatewayCommand(),
 	)

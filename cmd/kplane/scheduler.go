@@ -46,7 +46,7 @@ func newSchedulerCommand() *cobra.Command {
 			defer conn.Close()
 			cfg := scheduler.Config{Conn: conn, SchedulerName: schedulerName, Profile: profile, BindParallelism: bindParallelism, Logger: log}
 			if election.enabled {
-				cfg.LeaderElection = &scheduler.LeaderElection{Namespace: election.namespace, Name: election.name,
+				cfg.LeaderElection = &scheduler.LeaderElection{Namespace: election.namespace, Name: election.name, Identity: election.identity,
 					LeaseDuration: election.leaseDuration, RenewDeadline: election.renewDeadline, RetryPeriod: election.retryPeriod}
 			}
 			s, err := scheduler.New(cfg)

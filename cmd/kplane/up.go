@@ -26,8 +26,9 @@ schedulers and controller managers, and a node agent with simulated nodes
 <data-dir>/pki (the store's client and peer ports, the API services and the
 gateway all serve TLS and verify client certificates), waits until the cluster is
 healthy, writes <data-dir>/kubeconfig (admin, in system:masters) and keeps
-every process's log in <data-dir>.
-Ctrl-C stops everything.`,
+every process's log in <data-dir>. A process that dies is reported and
+left down (the other replicas carry on; kplane status shows it).
+Ctrl-C, or kplane down from another terminal, stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -49,7 +50,8 @@ Ctrl-C stops everything.`,
 			fmt.Fprintf(out, "\nThe store alone: etcdctl --endpoints=%s --cacert %s --cert %s --key %s member list -w table\n",
 				c.Store.Endpoints(), c.Store.CAFile, c.Store.ClientCertFile, c.Store.ClientKeyFile)
 			fmt.Fprintf(out, "\nUse it with:\n  kubectl --kubeconfig %s get nodes\n", c.Kubeconfig)
-			fmt.Fprintf(out, "  export KUBECONFIG=%s\n\nCtrl-C stops the cluster.\n", strings.TrimSpace(c.Kubeconfig))
+			fmt.Fprintf(out, "  export KUBECONFIG=%s\n", strings.TrimSpace(c.Kubeconfig))
+			fmt.Fprintf(out, "\nkplane status --data-dir %s shows it; Ctrl-C or kplane down --data-dir %s stops it.\n", cfg.DataDir, cfg.DataDir)
 			return c.Wait(ctx)
 		},
 	}

@@ -58,10 +58,12 @@ type Process struct {
 	Component string // apiserver, gateway, scheduler, controllers, nodeagent
 	Name      string
 	Addr      string // the address it serves on, if any
-	LogPath   string
-	args      []string
-	cmd       *exec.Cmd
-	done      chan struct{}
+	// Identity is a leader-elected replica's holder identity in its Lease.
+	Identity string
+	LogPath  string
+	args     []string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
 // PID returns the process ID (0 before it starts).
@@ -98,6 +100,7 @@ type ControlPlane struct {
 	// Kubeconfig is the path of the admin kubeconfig.
 	Kubeconfig string
 	adminTLS   *tls.Config
+	admin      *cert
 }
 
 // Up starts the store, the API services, the gateway, the schedulers, the
@@ -224,6 +227,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		if err := cp.start("scheduler", "scheduler-"+strconv.Itoa(i+1), "",
 			"--server", servers, "--ca-file", id.caFile,
 			"--cert-file", id.scheduler.certFile, "--key-file", id.scheduler.keyFile,
+			"--leader-elect-identity", "scheduler-"+strconv.Itoa(i+1),
 			"--log-level", "warn"); err != nil {
 			return nil, err
 		}
@@ -232,6 +236,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		if err := cp.start("controllers", "controllers-"+strconv.Itoa(i+1), "",
 			"--server", servers, "--ca-file", id.caFile,
 			"--cert-file", id.controllers.certFile, "--key-file", id.controllers.keyFile,
+			"--leader-elect-identity", "controllers-"+strconv.Itoa(i+1),
 			"--log-level", "warn"); err != nil {
 			return nil, err
 		}
@@ -242,7 +247,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	if err := cp.start("nodeagent", "nodeagent", logAddr,
 		"--server", servers, "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
-		"--nodes", strconv.Itoa(cfg.Nodes), "--data-dir", filepath.Join(dataDir, "nodeagent"),
+		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
 		"--log-listen", logAddr, "--log-level", "warn"); err != nil {
 		return nil, err
 	}
@@ -251,6 +256,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return nil, err
 	}
 	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, id.caPEM, id.admin); err != nil {
+		return nil, err
+	}
+	cp.admin = id.admin
+	if err := cp.writeState(); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -273,6 +282,11 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", name, err)
+	}
+	for i, a := range args {
+		if a == "--leader-elect-identity" && i+1 < len(args) {
+			p.Identity = args[i+1]
+		}
 	}
 	p.cmd, p.done = cmd, make(chan struct{})
 	go func() {
@@ -418,6 +432,7 @@ func (cp *ControlPlane) Stop() {
 	if cp.Store != nil {
 		cp.Store.Stop()
 	}
+	_ = os.Remove(StatePath(cp.cfg.DataDir))
 }
 
 // stopAll sends SIGTERM to every process, then waits for each, killing

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/client"
@@ -169,6 +171,8 @@ func TestUp(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
+	checkStatus(t, dir)
+
 	// Both leader-elected components hold their Lease.
 	if out, err := run("get", "leases", "-n", "kube-system", "-o", "name"); err != nil ||
 		!strings.Contains(out, "lease.coordination.k8s.io/kube-scheduler") ||
@@ -251,4 +255,148 @@ func tlsFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// checkStatus checks `kplane status -o json` with apiserver-1 killed: one
+// Raft leader among 3 running members, apiserver-1 down and apiserver-2
+// serving, one active scheduler and one active controller manager, 3
+// nodes Ready, and the plain table.
+func checkStatus(t *testing.T, dir string) {
+	t.Helper()
+	var st localcluster.Status
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(kplaneBin, "status", "--data-dir", dir, "-o", "json").Output()
+		if err != nil {
+			t.Fatalf("kplane status -o json: %v\n%s", err, out)
+		}
+		st = localcluster.Status{}
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("kplane status -o json: %v\n%s", err, out)
+		}
+		// The Leases may still name a replica that lost its API service
+		// connection a moment ago; wait (bounded) for one active of each.
+		if countActive(st.Scheduler) == 1 && countActive(st.Controllers) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kplane status: want one active scheduler and controller manager within 30s; got\n%s", out)
+		}
+		time.Sleep(time.Second)
+	}
+	leaders := 0
+	for _, m := range st.Store {
+		if !m.Running || m.PID == 0 || !strings.HasPrefix(m.ClientURL, "https://") || m.ID == "" {
+			t.Errorf("store member %+v: want running with an https client URL and an ID", m)
+		}
+		if m.Leader {
+			leaders++
+		}
+	}
+	if len(st.Store) != 3 || leaders != 1 {
+		t.Errorf("store: got %d members, %d leaders; want 3 and 1", len(st.Store), leaders)
+	}
+	if len(st.APIServer) != 2 || st.APIServer[0].Running || !st.APIServer[1].Running ||
+		st.APIServer[1].Healthy == nil || !*st.APIServer[1].Healthy {
+		t.Errorf("apiserver: got %+v, want apiserver-1 down and apiserver-2 running and serving", st.APIServer)
+	}
+	ready := 0
+	for _, n := range st.Nodes {
+		if n.Ready {
+			ready++
+		}
+	}
+	if ready != 3 {
+		t.Errorf("nodes: got %+v, want 3 Ready", st.Nodes)
+	}
+	out, err := exec.Command(kplaneBin, "status", "--data-dir", dir).CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^store\s+store\d\s+\d+\s+running\s+leader\s`).Match(out) ||
+		!regexp.MustCompile(`(?m)^apiserver\s+apiserver-1\s+\d+\s+down\s`).Match(out) ||
+		!strings.Contains(string(out), "nodes: 3 of 3 Ready") {
+		t.Errorf("kplane status: %v\n%s\nwant a leader, apiserver-1 down and 3 of 3 nodes Ready", err, out)
+	}
+}
+
+func countActive(ps []localcluster.ProcessStatus) int {
+	n := 0
+	for _, p := range ps {
+		if p.Active != nil && *p.Active {
+			n++
+		}
+	}
+	return n
+}
+
+// TestUpDown starts a small `kplane up` (sizes from its flags), stops it
+// with `kplane down` from outside, and checks that kplane up exited
+// cleanly, every process is gone, and `kplane status` then says nothing
+// runs there.
+func TestUpDown(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(kplaneBin, "up", "--base-port=0", "--data-dir", dir,
+		"--store-members=1", "--apiservers=1", "--schedulers=1", "--controller-managers=1", "--nodes=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+		}
+	}()
+	var pids []int
+	pidRE := regexp.MustCompile(`\spid (\d+)\s`)
+	sc := bufio.NewScanner(stdout)
+	up := false
+	for sc.Scan() {
+		if m := pidRE.FindStringSubmatch(sc.Text()); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			pids = append(pids, pid)
+		}
+		if strings.Contains(sc.Text(), "kplane down") {
+			up = true
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+		exited <- cmd.Wait()
+	}()
+	if !up {
+		t.Fatalf("kplane up did not come up; stderr:\n%s", stderr.String())
+	}
+	// 1 store member, 1 API service, the gateway, 1 scheduler, 1
+	// controller manager, 1 node agent.
+	if len(pids) != 6 {
+		t.Errorf("got %d processes listed, want 6", len(pids))
+	}
+	if out, err := exec.Command(kplaneBin, "down", "--data-dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("kplane down: %v\n%s", err, out)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("kplane up after kplane down: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("kplane up still running 60s after kplane down")
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("process %d still running after kplane down", pid)
+		}
+	}
+	out, err := exec.Command(kplaneBin, "status", "--data-dir", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no kplane up is running here") {
+		t.Errorf("kplane status after kplane down: %v\n%s\nwant an error saying nothing runs", err, out)
+	}
 }

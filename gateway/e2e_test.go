@@ -234,6 +234,31 @@ func TestKubectlFlow(t *testing.T) {
 		k.ok([]string{"apply", "--server-side", "--dry-run=server", "-f", dry}, "serverside-applied (server dry run)")
 		k.ok([]string{"get", "deploy", "api", "-o", "jsonpath={.spec.replicas}"}, "4")
 	})
+	t.Run("server-side apply field managers", func(t *testing.T) {
+		k := k.with(t)
+		cm := func(name, data string) string {
+			return k.file(name, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\ndata:\n"+data)
+		}
+		k.ok([]string{"apply", "--server-side", "--field-manager=alice", "-f", cm("alice.yaml", "  a: \"1\"\n")}, "configmap/owned serverside-applied")
+		k.ok([]string{"get", "cm", "owned", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager} {.metadata.managedFields[*].operation}"}, "alice Apply")
+		// bob sets another field: shared object, no conflict.
+		k.ok([]string{"apply", "--server-side", "--field-manager=bob", "-f", cm("bob.yaml", "  b: \"2\"\n")}, "serverside-applied")
+		// bob sets alice's field: 409 Conflict naming alice and the field.
+		bob := cm("bob2.yaml", "  a: \"9\"\n  b: \"2\"\n")
+		k.fails([]string{"apply", "--server-side", "--field-manager=bob", "-f", bob}, `conflict with "alice": .data.a`)
+		k.ok([]string{"get", "cm", "owned", "-o", "jsonpath={.data.a}"}, "1")
+		// --force-conflicts: bob takes the field over.
+		k.ok([]string{"apply", "--server-side", "--field-manager=bob", "--force-conflicts", "-f", bob}, "serverside-applied")
+		k.ok([]string{"get", "cm", "owned", "-o", "jsonpath={.data.a}{.data.b}"}, "92")
+		k.ok([]string{"get", "cm", "owned", "--show-managed-fields", "-o", "yaml"}, "manager: bob", "f:a: {}")
+		aliceOwns := k.ok([]string{"get", "cm", "owned", "--show-managed-fields", "-o", `jsonpath={.metadata.managedFields[?(@.manager=="alice")].fieldsV1}`})
+		if strings.Contains(aliceOwns, `"f:a"`) {
+			t.Errorf("after bob's forced apply alice still owns .data.a: %s", aliceOwns)
+		}
+		// alice, applying without the field, no longer removes it: bob owns it.
+		k.ok([]string{"apply", "--server-side", "--field-manager=alice", "-f", cm("alice2.yaml", "  c: \"3\"\n")}, "serverside-applied")
+		k.ok([]string{"get", "cm", "owned", "-o", "jsonpath={.data.a}{.data.b}{.data.c}"}, "923")
+	})
 	t.Run("get variants", func(t *testing.T) {
 		k := k.with(t)
 		k.ok([]string{"get", "pods", "-o", "wide"}, "IP", "NODE", "NOMINATED NODE", "READINESS GATES", "mypod")

@@ -67,6 +67,8 @@ type Gateway struct {
 	tab     *table
 	rest    *runtime.ServeMux
 	openapi *openAPI
+	// managers are the server-side apply field managers.
+	managers *fieldManagers
 	// openapiV2 is the protobuf OpenAPI v2 document.
 	openapiV2 []byte
 }
@@ -84,7 +86,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, log: log, tab: tab}
+	g := &Gateway{authn: cfg.Authenticator, log: log, tab: tab, managers: newFieldManagers()}
 	if g.rest, err = newRESTMux(cfg.Conn, tab); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

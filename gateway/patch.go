@@ -34,9 +34,9 @@ const maxPatchAttempts = 5
 // are the generated handlers' own; the update carries the resourceVersion
 // read and is retried on Conflict unless the patch itself pins one.
 //
-// apply-patch (server-side apply) creates the object when it is absent;
-// otherwise the applied configuration is merged into the live object (see
-// apply.go for field ownership).
+// apply-patch (server-side apply) on an object is apply.go's; on status
+// and scale the applied configuration is merged into the live object with
+// strategic-merge semantics, without field ownership.
 func (g *Gateway) patch(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo) {
 	if err := g.doPatch(w, r, t, info); err != nil {
 		writeError(w, err)
@@ -63,6 +63,9 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 	if ct == applyPatchType && q.Get("fieldManager") == "" {
 		return badRequest("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
 	}
+	if ct == applyPatchType && t.sub == "" {
+		return g.serverSideApply(w, r, t, info, body)
+	}
 	getPath, putPath := t.itemPath(""), t.itemPath("")
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
 	switch t.sub {
@@ -81,9 +84,6 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 	plain.table, plain.warnings = false, nil
 	for attempt := 1; ; attempt++ {
 		cur := g.loopback(withInfo(r.Context(), &plain), r, http.MethodGet, getPath, "", nil)
-		if cur.code == http.StatusNotFound && ct == applyPatchType && t.sub == "" {
-			return g.applyCreate(w, r, t, info, body)
-		}
 		if cur.code != http.StatusOK {
 			cur.copyTo(w)
 			return nil
@@ -102,31 +102,6 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 		resp.copyTo(w)
 		return nil
 	}
-}
-
-// applyCreate creates the object a server-side apply names.
-func (g *Gateway) applyCreate(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo, body []byte) error {
-	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
-		return badRequest("the applied configuration is not valid: " + err.Error())
-	}
-	md, _ := m["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		m["metadata"] = md
-	}
-	if n, _ := md["name"].(string); n != "" && n != t.name {
-		return badRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, t.name))
-	}
-	md["name"] = t.name
-	delete(md, "managedFields")
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	resp := g.loopback(r.Context(), r, http.MethodPost, t.collectionPath(), r.URL.RawQuery, b)
-	resp.copyTo(w)
-	return nil
 }
 
 // keepResourceVersion sets the read object's resourceVersion on a patched

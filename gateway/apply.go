@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// fieldManagers hands out Kubernetes' own field managers
+// (k8s.io/apimachinery/pkg/util/managedfields: structured-merge-diff over
+// the built-in types' schemas that client-go carries), one per kind.
+type fieldManagers struct {
+	tc   managedfields.TypeConverter
+	mu   sync.Mutex
+	byGK map[schema.GroupVersionKind]*managedfields.FieldManager
+}
+
+func newFieldManagers() *fieldManagers {
+	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(scheme.Scheme),
+		byGK: map[schema.GroupVersionKind]*managedfields.FieldManager{}}
+}
+
+func (f *fieldManagers) get(gvk schema.GroupVersionKind) (*managedfields.FieldManager, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if m := f.byGK[gvk]; m != nil {
+		return m, nil
+	}
+	m, err := managedfields.NewDefaultFieldManager(f.tc, scheme.Scheme, noDefaults{}, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: field manager for %s: %w", gvk, err)
+	}
+	f.byGK[gvk] = m
+	return m, nil
+}
+
+// noDefaults is the defaulter: the API service applies defaults itself.
+type noDefaults struct{}
+
+func (noDefaults) Default(runtime.Object) {}
+
+// serverSideApply serves an apply patch on an object: Kubernetes' field
+// manager merges the applied configuration into the live object (or an
+// empty one when absent), records the fields the manager owns in
+// metadata.managedFields, and refuses with a 409 Conflict Status listing
+// the fields another manager owns unless ?force=true; the result is then
+// written with a compare-and-swap update (or a create), retried on
+// Conflict.
+func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo, body []byte) error {
+	q := r.URL.Query()
+	manager := q.Get("fieldManager")
+	force := isTrue(q.Get("force"))
+	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
+	fm, err := g.managers.get(gvk)
+	if err != nil {
+		return err
+	}
+	applied := &unstructured.Unstructured{}
+	if err := json.Unmarshal(body, &applied.Object); err != nil {
+		return badRequest("the applied configuration is not a JSON or YAML object: " + err.Error())
+	}
+	if applied.GetAPIVersion() == "" || applied.GetKind() == "" {
+		return badRequest("the applied configuration must set apiVersion and kind")
+	}
+	if applied.GroupVersionKind() != gvk {
+		return badRequest(fmt.Sprintf("the applied configuration is a %s, the path serves %s", applied.GroupVersionKind(), gvk))
+	}
+	if n := applied.GetName(); n != "" && n != t.name {
+		return badRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", n, t.name))
+	}
+	applied.SetName(t.name)
+	if len(applied.GetManagedFields()) > 0 {
+		return badRequest("metadata.managedFields must be nil in an applied configuration")
+	}
+	// The applied configuration itself is checked as fieldValidation says;
+	// the merged object is Kubernetes' typed form and is written leniently.
+	_, warnings, err := decodeObject(body, t.res.Object, info.fieldValidation)
+	if err != nil {
+		return err
+	}
+	write := *info
+	write.fieldValidation = "Ignore"
+	write.warnings = append(write.warnings, warnings...)
+	plain := write
+	plain.table, plain.warnings = false, nil
+	for attempt := 1; ; attempt++ {
+		cur := g.loopback(withInfo(r.Context(), &plain), r, http.MethodGet, t.itemPath(""), "", nil)
+		live, err := scheme.Scheme.New(gvk)
+		if err != nil {
+			return err
+		}
+		exists := cur.code == http.StatusOK
+		switch {
+		case exists:
+			if err := json.Unmarshal(cur.body.Bytes(), live); err != nil {
+				return fmt.Errorf("gateway: reading the live %s: %w", gvk.Kind, err)
+			}
+		case cur.code == http.StatusNotFound:
+			live.GetObjectKind().SetGroupVersionKind(gvk)
+		default:
+			cur.copyTo(w)
+			return nil
+		}
+		merged, err := fm.Apply(live, applied, manager, force)
+		if err != nil {
+			return fromKubeError(err)
+		}
+		b, err := json.Marshal(merged)
+		if err != nil {
+			return err
+		}
+		method, path := http.MethodPut, t.itemPath("")
+		if !exists {
+			method, path = http.MethodPost, t.collectionPath()
+		}
+		resp := g.loopback(withInfo(r.Context(), &write), r, method, path, r.URL.RawQuery, b)
+		// Conflict: the object changed (or was created) since it was read.
+		if resp.code == http.StatusConflict && attempt < maxPatchAttempts {
+			continue
+		}
+		resp.copyTo(w)
+		return nil
+	}
+}
+
+// fromKubeError turns an error of Kubernetes' own libraries (the field
+// manager's 409 Conflict listing the contested fields, its 400s) into the
+// gateway's Status error.
+func fromKubeError(err error) error {
+	var ks kerrors.APIStatus
+	if !errors.As(err, &ks) {
+		return badRequest(err.Error())
+	}
+	st := ks.Status()
+	out := &apierrors.StatusError{Reason: apierrors.Reason(st.Reason), Code: st.Code, Message: st.Message}
+	if d := st.Details; d != nil {
+		out.Name, out.Group, out.Kind = d.Name, d.Group, d.Kind
+		for _, c := range d.Causes {
+			out.Causes = append(out.Causes, apierrors.Cause{Type: string(c.Type), Message: c.Message, Field: c.Field})
+		}
+	}
+	if out.Code == 0 {
+		out.Code = http.StatusInternalServerError
+	}
+	return out
+}

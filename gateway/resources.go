@@ -242,6 +242,9 @@ func (r *resource) verbs() []string {
 	}
 	if r.Methods["delete"] != nil {
 		v = append(v, "delete")
+		if r.Methods["list"] != nil {
+			v = append(v, "deletecollection") // collection.go
+		}
 	}
 	v = append(v, "get")
 	if r.Methods["list"] != nil {

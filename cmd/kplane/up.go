@@ -32,6 +32,9 @@ Ctrl-C, or kplane down from another terminal, stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if cfg.Runtime == "containerd" && !cmd.Flags().Changed("nodes") {
+				cfg.Nodes = 1
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Starting kplane in %s ...\n", cfg.DataDir)
@@ -61,7 +64,10 @@ Ctrl-C, or kplane down from another terminal, stops everything.`,
 	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service replicas")
 	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected)")
 	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected)")
-	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime)")
+	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd")
+	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")
+	f.StringVar(&cfg.CRISocket, "cri-socket", "", "with --runtime containerd: the CRI socket, e.g. /run/containerd/containerd.sock")
+	f.StringVar(&cfg.CgroupParent, "cgroup-parent", "", "with --runtime containerd: cgroup parent of the pods' sandboxes")
 	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agent's log server (fixed, so a restart finds its peers); 0 picks free ports")
 	return cmd
 }

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -42,6 +43,13 @@ type UpConfig struct {
 	// Nodes is the number of simulated nodes, all in one node agent
 	// process with the built-in runtime (default 3).
 	Nodes int
+	// Runtime is "builtin" (default: simulated nodes) or "containerd":
+	// one node, node-1, whose node agent runs pods on the real runtime at
+	// CRISocket, with host networking (no CNI needed) and its sandboxes'
+	// cgroups under CgroupParent (empty: the runtime's default).
+	Runtime      string
+	CRISocket    string
+	CgroupParent string
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
 	// gateway and the node agent's log server. Zero picks free ports.
@@ -128,7 +136,21 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	def(&cfg.APIServers, 2)
 	def(&cfg.Schedulers, 2)
 	def(&cfg.ControllerManagers, 2)
-	def(&cfg.Nodes, 3)
+	switch cfg.Runtime {
+	case "", "builtin":
+		cfg.Runtime = "builtin"
+		def(&cfg.Nodes, 3)
+	case "containerd":
+		def(&cfg.Nodes, 1)
+		if cfg.Nodes != 1 {
+			return nil, fmt.Errorf("runtime containerd runs one node (node-1), not %d: a runtime is not shared between nodes", cfg.Nodes)
+		}
+		if cfg.CRISocket == "" {
+			return nil, errors.New("runtime containerd needs the CRI socket (--cri-socket), e.g. /run/containerd/containerd.sock")
+		}
+	default:
+		return nil, fmt.Errorf("runtime %q: want builtin or containerd", cfg.Runtime)
+	}
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
@@ -245,10 +267,16 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cp.start("nodeagent", "nodeagent", logAddr,
-		"--server", servers, "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
+	agentArgs := []string{"--server", servers, "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
 		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
-		"--log-listen", logAddr, "--log-level", "warn"); err != nil {
+		"--log-listen", logAddr, "--log-level", "warn"}
+	if cfg.Runtime == "containerd" {
+		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
+		if cfg.CgroupParent != "" {
+			agentArgs = append(agentArgs, "--cgroup-parent", cfg.CgroupParent)
+		}
+	}
+	if err := cp.start("nodeagent", "nodeagent", logAddr, agentArgs...); err != nil {
 		return nil, err
 	}
 	cp.APIServers = apiAddrs
@@ -352,6 +380,9 @@ func (cp *ControlPlane) waitStore(ctx context.Context) error {
 		return err
 	})
 }
+
+// Dial connects to the API service replicas as the admin (system:masters).
+func (cp *ControlPlane) Dial() (*grpc.ClientConn, error) { return cp.dial(cp.APIServers...) }
 
 // dial connects to the API service replicas at addrs as the admin.
 func (cp *ControlPlane) dial(addrs ...string) (*grpc.ClientConn, error) {

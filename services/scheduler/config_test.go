@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler"
 	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/plugins"
@@ -20,6 +22,10 @@ type handle struct{ conn *grpc.ClientConn }
 
 func (handle) Snapshot() framework.NodeLister         { return nil }
 func (h handle) ClientConn() grpc.ClientConnInterface { return h.conn }
+func (handle) RunFilterPlugins(context.Context, *framework.CycleState, *framework.PodInfo, *framework.NodeInfo) *framework.Status {
+	return nil
+}
+func (handle) EventRecorder() *client.Recorder { return nil }
 
 func TestConfigFile(t *testing.T) {
 	defaults := plugins.DefaultPlugins()

@@ -358,6 +358,10 @@ type connHandle struct{ conn grpc.ClientConnInterface }
 
 func (connHandle) Snapshot() framework.NodeLister         { return nil }
 func (h connHandle) ClientConn() grpc.ClientConnInterface { return h.conn }
+func (connHandle) RunFilterPlugins(context.Context, *framework.CycleState, *framework.PodInfo, *framework.NodeInfo) *framework.Status {
+	return nil
+}
+func (connHandle) EventRecorder() *client.Recorder { return nil }
 
 // TestDefaultBinder: binds carry the pod's uid, so a decision made for a
 // pod never binds a re-created pod of the same name; a second bind is

@@ -160,9 +160,6 @@ func New(cfg Config) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.fwk, err = framework.New(cfg.Registry, cfg.Profile, s); err != nil {
-		return nil, err
-	}
 	s.podInf = client.NewInformer(client.ListWatch(s.pods, "", "", "", cfg.ListPageSize), client.InformerOptions[*corev1.Pod]{Logger: log})
 	s.nodeInf = client.NewInformer(client.ListWatch(nodes, "", "", "", cfg.ListPageSize), client.InformerOptions[*corev1.Node]{Logger: log})
 	s.podInf.AddEventHandler(client.Handler[*corev1.Pod]{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
@@ -207,8 +204,20 @@ func New(cfg Config) (*Scheduler, error) {
 	// binds (a quarter as many as binds in flight).
 	s.recorder = client.NewRecorder(client.RecorderConfig{Sink: events, Component: cfg.SchedulerName, Host: s.identity, Logger: log,
 		Writers: max(16, cfg.BindParallelism/4)})
+	// Last: plugins may use the recorder through the Handle.
+	if s.fwk, err = framework.New(cfg.Registry, cfg.Profile, s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
+
+// RunFilterPlugins implements framework.Handle.
+func (s *Scheduler) RunFilterPlugins(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
+	return s.fwk.RunFilter(ctx, state, pod, node)
+}
+
+// EventRecorder implements framework.Handle.
+func (s *Scheduler) EventRecorder() *client.Recorder { return s.recorder }
 
 // Snapshot implements framework.Handle.
 func (s *Scheduler) Snapshot() framework.NodeLister { return s.snapshot }

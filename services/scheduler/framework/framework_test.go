@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/internal/fixture"
 )
@@ -42,6 +43,10 @@ type handle struct{}
 
 func (handle) Snapshot() framework.NodeLister       { return nil }
 func (handle) ClientConn() grpc.ClientConnInterface { return nil }
+func (handle) RunFilterPlugins(context.Context, *framework.CycleState, *framework.PodInfo, *framework.NodeInfo) *framework.Status {
+	return nil
+}
+func (handle) EventRecorder() *client.Recorder { return nil }
 
 // filterFunc, scoreFunc and binder are plugins made of functions.
 type filterFunc struct {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+
+	"github.com/kplane/kplane/services/client"
 )
 
 // Code is the outcome of a plugin call.
@@ -223,6 +225,12 @@ type Handle interface {
 	Snapshot() NodeLister
 	// ClientConn is the connection to the API service (nil in unit tests).
 	ClientConn() grpc.ClientConnInterface
+	// RunFilterPlugins runs the profile's filters (those not skipped in
+	// state) for pod on node, which the caller may have changed (a clone
+	// without some pods, for preemption).
+	RunFilterPlugins(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status
+	// EventRecorder records events as the scheduler (nil in unit tests).
+	EventRecorder() *client.Recorder
 }
 
 // NodeLister reads the nodes of the current cycle's snapshot.

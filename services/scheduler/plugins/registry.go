@@ -6,6 +6,7 @@ import (
 	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/plugins/balancedallocation"
 	"github.com/kplane/kplane/services/scheduler/plugins/defaultbinder"
+	"github.com/kplane/kplane/services/scheduler/plugins/defaultpreemption"
 	"github.com/kplane/kplane/services/scheduler/plugins/imagelocality"
 	"github.com/kplane/kplane/services/scheduler/plugins/leastallocated"
 	"github.com/kplane/kplane/services/scheduler/plugins/nodeaffinity"
@@ -33,6 +34,7 @@ func Registry() framework.Registry {
 		imagelocality.Name:      imagelocality.New,
 		ownerspread.Name:        ownerspread.New,
 		defaultbinder.Name:      defaultbinder.New,
+		defaultpreemption.Name:  defaultpreemption.New,
 	}
 }
 
@@ -52,6 +54,7 @@ func DefaultPlugins() []framework.PluginRef {
 		{Name: balancedallocation.Name, Weight: 1},
 		{Name: imagelocality.Name, Weight: 1},
 		{Name: ownerspread.Name, Weight: 2},
+		{Name: defaultpreemption.Name},
 		{Name: defaultbinder.Name},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/internal/fixture"
 	"github.com/kplane/kplane/services/scheduler/plugins/imagelocality"
@@ -38,6 +39,10 @@ type handle struct{ l lister }
 
 func (h handle) Snapshot() framework.NodeLister     { return h.l }
 func (handle) ClientConn() grpc.ClientConnInterface { return nil }
+func (handle) RunFilterPlugins(context.Context, *framework.CycleState, *framework.PodInfo, *framework.NodeInfo) *framework.Status {
+	return nil
+}
+func (handle) EventRecorder() *client.Recorder { return nil }
 
 const mb = 1024 * 1024
 

@@ -1,0 +1,229 @@
+// Package defaultpreemption is the PostFilter plugin that makes room for a
+// pod no node can take by evicting pods of lower priority, as
+// kube-scheduler's DefaultPreemption does: on every node that rejected the
+// pod for a reason preemption can fix, it removes all pods of lower
+// priority, checks that the pod then passes the filters, and gives back as
+// many of those victims as still leave room, most important first. Of the
+// nodes where that works it picks the one whose victims matter least (the
+// lowest highest victim priority, then the lowest sum of priorities, then
+// the fewest victims), writes the pod's status.nominatedNodeName, and
+// deletes the victims gracefully with a Preempted event on each. The pod
+// itself is scheduled again once the victims are gone (pod deletions
+// requeue unschedulable pods).
+//
+// Not done, unlike Kubernetes: PodDisruptionBudgets are not consulted, and
+// other pods' filters do not account for nominated pods, so a pod of any
+// priority that comes first may take the room made.
+package defaultpreemption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/scheduler/framework"
+)
+
+// Name is the plugin's name.
+const Name = "DefaultPreemption"
+
+// Plugin is the preemption plugin.
+type Plugin struct {
+	h    framework.Handle
+	pods *client.Client[*corev1.Pod]
+	rec  *client.Recorder
+}
+
+var _ framework.PostFilterPlugin = (*Plugin)(nil)
+
+// New is the plugin's factory; it needs the Handle's ClientConn.
+func New(_ []byte, h framework.Handle) (framework.Plugin, error) {
+	conn := h.ClientConn()
+	if conn == nil {
+		return nil, errors.New("defaultpreemption: no connection to the API service")
+	}
+	return &Plugin{h: h, pods: client.Must[*corev1.Pod](conn), rec: h.EventRecorder()}, nil
+}
+
+// Name implements framework.Plugin.
+func (*Plugin) Name() string { return Name }
+
+// Candidate is a node where evicting Victims lets the pod fit.
+type Candidate struct {
+	Node    string
+	Victims []*framework.PodInfo
+}
+
+// PostFilter implements framework.PostFilterPlugin.
+func (p *Plugin) PostFilter(ctx context.Context, state *framework.CycleState, pod *framework.PodInfo, statuses framework.NodeToStatus) (string, *framework.Status) {
+	if msg := p.ineligible(pod); msg != "" {
+		return "", framework.NewStatus(framework.UnschedulableAndUnresolvable, msg)
+	}
+	cands, err := FindCandidates(ctx, p.h, state, pod, statuses)
+	if err != nil {
+		return "", framework.AsStatus(err)
+	}
+	best := PickCandidate(cands)
+	if best == nil {
+		return "", framework.NewStatus(framework.Unschedulable, "preemption: no node where evicting lower-priority pods makes room")
+	}
+	if err := p.prepare(ctx, pod, best); err != nil {
+		return "", framework.AsStatus(err)
+	}
+	return best.Node, nil
+}
+
+// ineligible says why pod may not preempt now ("" if it may): its policy
+// says Never, or it already nominated a node where lower-priority pods are
+// still terminating (the room it made is on its way).
+func (p *Plugin) ineligible(pod *framework.PodInfo) string {
+	if pod.Pod.GetSpec().GetPreemptionPolicy() == "Never" {
+		return "not eligible for preemption: preemptionPolicy is Never"
+	}
+	nom := pod.Pod.GetStatus().GetNominatedNodeName()
+	if nom == "" {
+		return ""
+	}
+	if ni, ok := p.h.Snapshot().Get(nom); ok {
+		for _, v := range ni.Pods {
+			if v.Pod.GetMetadata().GetDeletionTimestamp() != nil && v.Priority < pod.Priority {
+				return "not eligible for preemption: victims on the nominated node " + nom + " are still terminating"
+			}
+		}
+	}
+	return ""
+}
+
+// FindCandidates returns, for each node that rejected pod for a reason
+// preemption could fix, the smallest set of lower-priority victims (by
+// Kubernetes' reprieve order) whose eviction lets pod pass the filters.
+func FindCandidates(ctx context.Context, h framework.Handle, state *framework.CycleState, pod *framework.PodInfo, statuses framework.NodeToStatus) ([]Candidate, error) {
+	var out []Candidate
+	names := make([]string, 0, len(statuses))
+	for name, st := range statuses {
+		if st.Code() == framework.Unschedulable {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ni, ok := h.Snapshot().Get(name)
+		if !ok {
+			continue
+		}
+		if v, ok := victimsOn(ctx, h, state, pod, ni); ok {
+			out = append(out, Candidate{Node: name, Victims: v})
+		}
+	}
+	return out, nil
+}
+
+// victimsOn works on a copy of ni: without every lower-priority pod, does
+// pod fit? Then the victims are given back, most important first, while
+// pod still fits; those that cannot be are the victims.
+func victimsOn(ctx context.Context, h framework.Handle, state *framework.CycleState, pod *framework.PodInfo, ni *framework.NodeInfo) ([]*framework.PodInfo, bool) {
+	var lower []*framework.PodInfo
+	for _, v := range ni.Pods {
+		if v.Priority < pod.Priority {
+			lower = append(lower, v)
+		}
+	}
+	if len(lower) == 0 {
+		return nil, false // the common case; no copy made
+	}
+	n := ni.Clone()
+	for _, v := range lower {
+		n.RemovePod(v.Key)
+	}
+	if !h.RunFilterPlugins(ctx, state, pod, n).IsSuccess() {
+		return nil, false
+	}
+	sort.Slice(lower, func(i, j int) bool { return moreImportant(lower[i], lower[j]) })
+	var victims []*framework.PodInfo
+	for _, v := range lower {
+		n.AddPod(v)
+		if !h.RunFilterPlugins(ctx, state, pod, n).IsSuccess() {
+			n.RemovePod(v.Key)
+			victims = append(victims, v)
+		}
+	}
+	return victims, len(victims) > 0
+}
+
+// moreImportant: higher priority, then started earlier, then by key.
+func moreImportant(a, b *framework.PodInfo) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	ta, tb := a.Pod.GetStatus().GetStartTime().AsTime(), b.Pod.GetStatus().GetStartTime().AsTime()
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.Key < b.Key
+}
+
+// PickCandidate chooses the node whose victims matter least: the lowest
+// highest victim priority, then the lowest sum of victim priorities, then
+// the fewest victims, then the node name. nil if there is none.
+func PickCandidate(cands []Candidate) *Candidate {
+	var best *Candidate
+	var bestKey [3]int64
+	for i := range cands {
+		c := &cands[i]
+		highest, sum := int64(-1<<31), int64(0)
+		for _, v := range c.Victims {
+			highest = max(highest, int64(v.Priority))
+			sum += int64(v.Priority)
+		}
+		key := [3]int64{highest, sum, int64(len(c.Victims))}
+		if best == nil || less(key, bestKey) || (key == bestKey && c.Node < best.Node) {
+			best, bestKey = c, key
+		}
+	}
+	return best
+}
+
+func less(a, b [3]int64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// prepare nominates the node for pod and deletes the victims gracefully.
+func (p *Plugin) prepare(ctx context.Context, pod *framework.PodInfo, c *Candidate) error {
+	for _, v := range c.Victims {
+		m := v.Pod.GetMetadata()
+		err := p.pods.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid()})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("preempting %s on %s: %w", v.Key, c.Node, err)
+		}
+		if p.rec != nil {
+			p.rec.Eventf(v.Pod, client.EventNormal, "Preempted", "Preempted by pod %s on node %s", pod.UID, c.Node)
+		}
+	}
+	cur, err := p.pods.Get(ctx, pod.Pod.GetMetadata().GetNamespace(), pod.Pod.GetMetadata().GetName())
+	if err != nil {
+		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
+	}
+	if cur.GetMetadata().GetUid() != pod.UID || cur.GetStatus().GetNominatedNodeName() == c.Node {
+		return nil
+	}
+	if cur.Status == nil {
+		cur.Status = &corev1.PodStatus{}
+	}
+	cur.Status.NominatedNodeName = c.Node
+	if _, err := p.pods.UpdateStatus(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -414,4 +415,130 @@ func TestDefaultBinder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPreemption: a node full of a low-priority pod; a high-priority pod
+// that does not fit evicts it (gracefully: the pod is marked for deletion
+// and a stand-in kubelet finishes it), is nominated to the node and bound
+// there; the victim gets a Preempted event. A pod of equal priority evicts
+// nothing.
+func TestPreemption(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	admin := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := client.Must[*corev1.Node](admin)
+	pods := client.Must[*corev1.Pod](admin)
+	events := client.Must[*corev1.Event](admin)
+	createNode(t, ctx, nodes, nodeSpec{name: "only", cpu: "2", mem: "8Gi"})
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), Logger: testLogger(t),
+		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
+
+	// The stand-in kubelet: a pod marked for deletion is gone once its
+	// containers would have stopped (here at once).
+	go func() {
+		for ctx.Err() == nil {
+			l, _, err := pods.List(ctx, "default", client.ListOptions{})
+			if err == nil {
+				for _, p := range l {
+					if p.GetMetadata().GetDeletionTimestamp() != nil {
+						_ = pods.Delete(ctx, "default", p.GetMetadata().GetName(), client.DeleteOptions{GracePeriodSeconds: proto.Int64(0)})
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	// Record every nomination the high-priority pod gets.
+	w, err := pods.Watch(ctx, "default", client.ListOptions{FieldSelector: "metadata.name=important"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	nominated := make(chan string, 10)
+	go func() {
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				return
+			}
+			if n := ev.Object.GetStatus().GetNominatedNodeName(); n != "" {
+				select {
+				case nominated <- n:
+				default:
+				}
+			}
+		}
+	}()
+
+	priority := func(n int32) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) { s.Priority = proto.Int32(n) }
+	}
+	bound := func(name string) string {
+		p, err := pods.Get(ctx, "default", name)
+		if err != nil {
+			return ""
+		}
+		return p.GetSpec().GetNodeName()
+	}
+	low, err := pods.Create(ctx, pod("batch", "1500m", priority(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "batch bound", func() bool { return bound("batch") == "only" })
+
+	// Equal priority: unschedulable, and batch stays.
+	if _, err := pods.Create(ctx, pod("peer", "1", priority(0))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "peer reported unschedulable", func() bool {
+		p, err := pods.Get(ctx, "default", "peer")
+		if err != nil {
+			return false
+		}
+		for _, c := range p.GetStatus().GetConditions() {
+			if c.GetType() == "PodScheduled" && c.GetStatus() == "False" {
+				return true
+			}
+		}
+		return false
+	})
+	if err := pods.Delete(ctx, "default", "peer", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if bound("batch") != "only" {
+		t.Fatal("a pod of equal priority evicted batch")
+	}
+
+	if _, err := pods.Create(ctx, pod("important", "1", priority(1000))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "important bound to the only node", func() bool { return bound("important") == "only" })
+	if _, err := pods.Get(ctx, "default", "batch"); !apierrors.IsNotFound(err) {
+		t.Errorf("batch after preemption: got %v, want NotFound", err)
+	}
+	select {
+	case n := <-nominated:
+		if n != "only" {
+			t.Errorf("got nominatedNodeName %q, want only", n)
+		}
+	default:
+		t.Error("important was never nominated to a node")
+	}
+	waitFor(t, "a Preempted event on batch", func() bool {
+		l, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=batch,reason=Preempted"})
+		if err != nil || len(l) != 1 {
+			return false
+		}
+		want := "Preempted by pod " + uidOf(ctx, pods, "important") + " on node only"
+		return l[0].GetMessage() == want && l[0].GetInvolvedObject().GetUid() == low.GetMetadata().GetUid()
+	})
+}
+
+func uidOf(ctx context.Context, pods *client.Client[*corev1.Pod], name string) string {
+	p, err := pods.Get(ctx, "default", name)
+	if err != nil {
+		return ""
+	}
+	return p.GetMetadata().GetUid()
 }

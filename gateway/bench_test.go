@@ -43,12 +43,19 @@ func newBenchEnv(b *testing.B) *benchEnv {
 }
 
 func (e *benchEnv) do(b *testing.B, method, path, body string, want int) {
+	e.doAccept(b, method, path, body, "", want)
+}
+
+func (e *benchEnv) doAccept(b *testing.B, method, path, body, accept string, want int) {
 	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+clienttest.AdminToken)
 	req.Header.Set("Content-Type", "application/json")
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	resp, err := e.http.Do(req)
 	if err != nil {
 		b.Fatal(err)
@@ -97,6 +104,13 @@ func BenchmarkGateway(b *testing.B) {
 	b.Run("list100/gateway", func(b *testing.B) {
 		for b.Loop() {
 			e.do(b, "GET", "/api/v1/namespaces/default/configmaps", "", 200)
+		}
+	})
+	// kubectl get: the list as a Table (no direct gRPC counterpart; compare
+	// with list100/gateway).
+	b.Run("list100-table/gateway", func(b *testing.B) {
+		for b.Loop() {
+			e.doAccept(b, "GET", "/api/v1/namespaces/default/configmaps", "", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json", 200)
 		}
 	})
 	// Watch throughput: a watch from resourceVersion 0 replays the 100

@@ -56,6 +56,9 @@ type UpConfig struct {
 	BasePort int
 	// Host is the loopback address to bind (default 127.0.0.1).
 	Host string
+	// Env is added to every process's environment (e.g. the OTEL_*
+	// variables that send spans to Jaeger).
+	Env []string
 	// ReadyTimeout bounds the wait for a healthy cluster (default 2m).
 	ReadyTimeout time.Duration
 	Logger       *slog.Logger
@@ -197,7 +200,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	cp.Store, err = Start(ctx, Config{
 		Binary: cfg.Binary, DataDir: dataDir, Members: cfg.StoreMembers,
 		Host: cfg.Host, BasePort: cfg.BasePort, Logger: cfg.Logger,
-		TLS: true, pki: id.pki,
+		TLS: true, pki: id.pki, Env: cfg.Env,
 	})
 	if err != nil {
 		return nil, err
@@ -305,6 +308,9 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 	}
 	cmd := exec.Command(cp.cfg.Binary, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(cp.cfg.Env) > 0 {
+		cmd.Env = append(os.Environ(), cp.cfg.Env...)
+	}
 	// As for store members: its own process group, and SIGTERM if we die.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

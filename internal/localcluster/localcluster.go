@@ -39,7 +39,9 @@ type Config struct {
 	// TLS runs the members with mutual TLS on their client and peer ports
 	// (https URLs; certificates from a CA generated in <DataDir>/pki, see
 	// Cluster.ClientTLS).
-	TLS    bool
+	TLS bool
+	// Env is added to every member's environment.
+	Env    []string
 	Logger *slog.Logger
 
 	// pki, when set by Up, is the CA to issue the members' certificates
@@ -199,6 +201,9 @@ func (c *Cluster) StartMember(m *Member) error {
 		return err
 	}
 	cmd := exec.Command(c.cfg.Binary, m.args...)
+	if len(c.cfg.Env) > 0 {
+		cmd.Env = append(os.Environ(), c.cfg.Env...)
+	}
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	// Its own process group: a Ctrl-C in the terminal reaches `kplane up`,

@@ -96,26 +96,14 @@ current-context: kplane
 		t.Fatal(err)
 	}
 
-	// kubectl rollout status judges the Deployment's status and
-	// conditions. Through the gateway today it prints its verdict but then
-	// does not exit (its watch, in watchtools.UntilWithSync, is not torn
-	// down; reported to the gateway's owner), so each run is bounded and
-	// its output read even when it had to be killed.
+	// kubectl rollout status watches the Deployment until its status and
+	// conditions say the rollout is complete, prints its verdict and
+	// exits; it is killed (and the test fails) if it does not exit.
 	rolledOut := func() {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			out, err := exec1(10*time.Second, "rollout", "status", "deployment/web", "--watch=false")
-			if strings.Contains(out, "successfully rolled out") {
-				return
-			}
-			if err != nil && !strings.Contains(err.Error(), "killed") {
-				t.Fatalf("kubectl rollout status: %v\n%s", err, out)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kubectl rollout status: last said %q", out)
-			}
-			time.Sleep(200 * time.Millisecond)
+		out, err := exec1(90*time.Second, "rollout", "status", "deployment/web", "--timeout=80s")
+		if err != nil || !strings.Contains(out, "successfully rolled out") {
+			t.Fatalf("kubectl rollout status: %v\n%s", err, out)
 		}
 	}
 	run("create", "deployment", "web", "--image=nginx:1", "--replicas=2")

@@ -59,9 +59,14 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
-	SnapshotThreshold  uint64
-	SnapshotInterval   time.Duration
-	TrailingLogs       uint64
+	// SnapshotThreshold is etcd's --snapshot-count: committed entries
+	// between snapshots (default DefaultSnapshotCount). TrailingLogs is
+	// etcd's --snapshot-catchup-entries: entries kept in the log after a
+	// snapshot (default DefaultSnapshotCatchUpEntries); a follower further
+	// behind catches up from a snapshot.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
 	// LeaseCheckInterval and MinLeaseTTL: see etcdserver.Config.
 	LeaseCheckInterval time.Duration
 	MinLeaseTTL        int64
@@ -77,6 +82,12 @@ type Config struct {
 
 	Logger *slog.Logger
 }
+
+// The defaults of Config.SnapshotThreshold and Config.TrailingLogs.
+const (
+	DefaultSnapshotCount          = raftnode.DefaultSnapshotThreshold
+	DefaultSnapshotCatchUpEntries = raftnode.DefaultTrailingLogs
+)
 
 // ErrRemoved is returned by Run when this member was removed from the
 // cluster (its Raft node shut itself down).

@@ -48,9 +48,9 @@ type Config struct {
 	// a follower waits that long for its local apply. Default 10ms
 	// (raft's own default is 50ms).
 	CommitTimeout     time.Duration
-	SnapshotThreshold uint64        // entries between snapshots; default 8192
-	SnapshotInterval  time.Duration // how often to check; default 30s
-	TrailingLogs      uint64        // entries kept after a snapshot; default 10240
+	SnapshotThreshold uint64        // entries between snapshots; default DefaultSnapshotThreshold
+	SnapshotInterval  time.Duration // how often to check; default DefaultSnapshotInterval
+	TrailingLogs      uint64        // entries kept after a snapshot; default DefaultTrailingLogs
 	MaxAppendEntries  int           // default 256
 
 	// ServeTLS and DialTLS, when set, run the transport over TLS (see
@@ -59,6 +59,16 @@ type Config struct {
 
 	Logger *slog.Logger
 }
+
+// Snapshot defaults. Raft checks every SnapshotInterval (randomised up to
+// twice that) whether SnapshotThreshold entries were committed since the last
+// snapshot; the check is cheap, so it runs often enough that a snapshot
+// follows soon after the threshold is crossed, as etcd's does.
+const (
+	DefaultSnapshotThreshold = 8192
+	DefaultTrailingLogs      = 10240
+	DefaultSnapshotInterval  = time.Second
+)
 
 // Node is a running Raft node and the stores it owns.
 type Node struct {
@@ -92,8 +102,9 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	rc.Logger = hlog
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.SnapshotThreshold = 8192
-	rc.TrailingLogs = 10240
+	rc.SnapshotThreshold = DefaultSnapshotThreshold
+	rc.TrailingLogs = DefaultTrailingLogs
+	rc.SnapshotInterval = DefaultSnapshotInterval
 	rc.CommitTimeout = 10 * time.Millisecond
 	setDur(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
 	setDur(&rc.ElectionTimeout, cfg.ElectionTimeout)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,7 +22,7 @@ import (
 // The CI run: at least five leader kills plus one of every other fault.
 var ciPlan = []Fault{
 	KillLeader, PauseLeader, KillLeader, MoveLeader, KillLeader,
-	KillRandom, KillLeader, RemoveReAdd, KillLeader,
+	KillRandom, KillLeader, RemoveReAdd, KillLeader, SnapshotCatchUp,
 }
 
 // soakPlans splits n faults (KPLANE_SOAK_FAULTS) into runs of at most ten,
@@ -130,7 +131,12 @@ func kplaneFlavor(t testing.TB) Flavor {
 	// KPLANE_STORE_ARGS adds flags, to measure a setting (for example
 	// --election-timeout=500).
 	extra = append(extra, strings.Fields(os.Getenv("KPLANE_STORE_ARGS"))...)
-	return Flavor{Name: "kplane", Binary: bin, Args: []string{"store"}, ExtraArgs: extra}
+	return Flavor{
+		Name: "kplane", Binary: bin, Args: []string{"store"}, ExtraArgs: extra,
+		// hashicorp/raft's own log lines.
+		SnapshotCompacted: regexp.MustCompile(`compacting logs: from=\d+ to=(\d+)`),
+		SnapshotInstalled: regexp.MustCompile(`Installed remote snapshot`),
+	}
 }
 
 func etcdFlavor(t *testing.T) Flavor {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,14 @@ type Flavor struct {
 	Binary    string
 	Args      []string
 	ExtraArgs []string
+	// SnapshotCompacted matches the log line in which a member truncates
+	// its Raft log after a snapshot; its first group is the last index
+	// removed. SnapshotInstalled matches the line in which a member
+	// installed a snapshot sent by the leader. With both set, the
+	// snapshot-catchup fault makes sure that the catch-up really came from
+	// a snapshot (see snapshotCatchUp).
+	SnapshotCompacted *regexp.Regexp
+	SnapshotInstalled *regexp.Regexp
 }
 
 // Member is one store process.

@@ -3,9 +3,13 @@
 package robustness
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -135,14 +139,8 @@ func InjectFaults(ctx context.Context, c *Cluster, h *History, cfg FaultConfig) 
 				return rep, err
 			}
 		case SnapshotCatchUp:
-			if err := c.Kill(follower); err != nil {
-				return rep, err
-			}
-			if err := burst(ctx, cli, h, cfg.BurstClient+8*n, cfg.BurstKey, cfg.SnapshotWrites); err != nil {
+			if err := snapshotCatchUp(ctx, c, cli, h, cfg, n, leader, follower); err != nil {
 				return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
-			}
-			if err := c.Restart(ctx, follower); err != nil {
-				return rep, err
 			}
 		default:
 			return rep, fmt.Errorf("unknown fault %q", f)
@@ -150,6 +148,102 @@ func InjectFaults(ctx context.Context, c *Cluster, h *History, cfg FaultConfig) 
 		rep.Injected = append(rep.Injected, fmt.Sprintf("%s(leader=%s)", f, c.Members()[leader].Name))
 	}
 	return rep, nil
+}
+
+// snapshotCatchUp keeps a follower down while cfg.SnapshotWrites writes go
+// in, then restarts it. When the flavor says how its logs tell
+// (Flavor.SnapshotCompacted and SnapshotInstalled), it makes sure that the
+// follower really catches up from a snapshot: before the restart it waits
+// (writing more if needed) until the leader truncated its log well past what
+// the follower holds, and after the restart it requires the follower to log
+// that it installed the leader's snapshot.
+func snapshotCatchUp(ctx context.Context, c *Cluster, cli *clientv3.Client, h *History, cfg FaultConfig, n, leader, follower int) error {
+	members := c.Members()
+	st, err := c.Status(ctx, follower)
+	if err != nil {
+		return fmt.Errorf("status of %s: %w", members[follower].Name, err)
+	}
+	// The follower may hold a little more than it knows committed; the
+	// leader must have dropped entries beyond that margin as well.
+	const margin = 300
+	needed := st.RaftIndex + margin
+	leaderMark := logSize(members[leader].LogPath)
+	if err := c.Kill(follower); err != nil {
+		return err
+	}
+	firstClient := cfg.BurstClient + 8*n
+	if err := burst(ctx, cli, h, firstClient, 0, cfg.BurstKey, cfg.SnapshotWrites); err != nil {
+		return err
+	}
+	compacted, installed := c.flavor.SnapshotCompacted, c.flavor.SnapshotInstalled
+	if compacted != nil && installed != nil {
+		written := cfg.SnapshotWrites
+		for extra := 1; ; extra++ {
+			if waitLog(ctx, members[leader].LogPath, leaderMark, 5*time.Second, func(line string) bool {
+				m := compacted.FindStringSubmatch(line)
+				if m == nil {
+					return false
+				}
+				to, err := strconv.ParseUint(m[1], 10, 64)
+				return err == nil && to >= needed
+			}) {
+				break
+			}
+			if extra > 5 {
+				return fmt.Errorf("leader %s did not truncate its log past index %d after %d writes", members[leader].Name, needed, written)
+			}
+			// Not enough entries since the last snapshot: write more.
+			if err := burst(ctx, cli, h, firstClient, extra, cfg.BurstKey, cfg.SnapshotWrites/2); err != nil {
+				return err
+			}
+			written += cfg.SnapshotWrites / 2
+		}
+	}
+	followerMark := logSize(members[follower].LogPath)
+	if err := c.Restart(ctx, follower); err != nil {
+		return err
+	}
+	if compacted != nil && installed != nil {
+		if !waitLog(ctx, members[follower].LogPath, followerMark, 30*time.Second, installed.MatchString) {
+			return fmt.Errorf("member %s caught up without installing a snapshot (no %q in its log)", members[follower].Name, installed)
+		}
+	}
+	return nil
+}
+
+// logSize returns the size of the file at path (0 if it cannot be read).
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// waitLog reports whether a line of the file at path past offset from
+// satisfies match within d.
+func waitLog(ctx context.Context, path string, from int64, d time.Duration, match func(string) bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if f, err := os.Open(path); err == nil {
+			_, err = f.Seek(from, io.SeekStart)
+			if err == nil {
+				sc := bufio.NewScanner(f)
+				sc.Buffer(make([]byte, 64*1024), 1<<20)
+				for sc.Scan() {
+					if match(sc.Text()) {
+						f.Close()
+						return true
+					}
+				}
+			}
+			f.Close()
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func randomOther(rng *rand.Rand, n, not int) int {
@@ -182,13 +276,14 @@ func probeWrite(ctx context.Context, cli *clientv3.Client, h *History, client, k
 
 // burst sends n puts to the history's burst key from eight concurrent
 // writers, each one request at a time, recorded in h like any traffic.
-func burst(ctx context.Context, cli *clientv3.Client, h *History, firstClient, key, n int) error {
+// round tells apart the bursts of one fault (every written value is unique).
+func burst(ctx context.Context, cli *clientv3.Client, h *History, firstClient, round, key, n int) error {
 	var failures atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
 	for w := range 8 {
 		g.Go(func() error {
 			for i := w; i < n; i += 8 {
-				in := Input{Kind: OpPut, Key: key, Value: fmt.Sprintf("burst%d-%d", firstClient, i)}
+				in := Input{Kind: OpPut, Key: key, Value: fmt.Sprintf("burst%d.%d-%d", firstClient, round, i)}
 				if out := Do(ctx, cli, h, firstClient+w, in, 2*time.Second); out.Unknown {
 					if ctx.Err() != nil {
 						return ctx.Err()

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -282,6 +283,11 @@ func New(cfg Config) (*Store, error) {
 		maxReq = etcdserver.DefaultMaxRequestBytes
 	}
 	opts := []grpc.ServerOption{
+		// A pool of stream workers instead of a goroutine per request: a
+		// worker's stack has already grown to what a request needs, where a
+		// fresh goroutine grows (copies) its stack on every request. Measured
+		// on the put benchmark: 12-17 % more puts/s (BENCHMARKS.md).
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
 		grpc.ChainUnaryInterceptor(s.server.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(s.server.StreamInterceptor),
 		grpc.MaxRecvMsgSize(maxReq + etcdserver.GRPCOverheadBytes),

@@ -36,8 +36,11 @@ func newStoreCommand() *cobra.Command {
 			cfg.ListenPeerURL = firstURL(listenPeer)
 			cfg.InitialAdvertisePeerURL = firstURL(advPeer)
 			if electionMs > 0 {
-				cfg.ElectionTimeout = time.Duration(electionMs) * time.Millisecond
-				cfg.HeartbeatTimeout = cfg.ElectionTimeout / 2
+				// hashicorp/raft randomises its timeouts between 1 and 2
+				// times the setting, where etcd's election timeout is the
+				// lower bound of its own.
+				cfg.ElectionTimeout = time.Duration(electionMs) * time.Millisecond / 2
+				cfg.HeartbeatTimeout = cfg.ElectionTimeout
 			}
 			s, err := raftstore.New(cfg)
 			if err != nil {
@@ -58,7 +61,7 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "initial cluster token; the cluster ID is derived from it")
 	f.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", etcdserver.DefaultMaxRequestBytes, "maximum client request size in bytes")
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", etcdserver.DefaultMaxTxnOps, "maximum number of operations in one txn branch")
-	f.IntVar(&electionMs, "election-timeout", 1000, "Raft election timeout in milliseconds; a follower that hears nothing from the leader for a random 1/2 to 1 times it stands for election, and the leader heartbeats every twentieth to tenth of it")
+	f.IntVar(&electionMs, "election-timeout", 1000, "Raft election timeout in milliseconds: a follower that hears nothing from the leader for a random 1/2 to 1 times it stands for election (a candidate without a majority tries again after as long); the leader heartbeats every twentieth to tenth of it")
 	f.Uint64Var(&cfg.SnapshotThreshold, "snapshot-count", raftstore.DefaultSnapshotCount, "number of committed entries that triggers a snapshot of the state (and a truncation of the Raft log)")
 	f.Uint64Var(&cfg.TrailingLogs, "snapshot-catchup-entries", raftstore.DefaultSnapshotCatchUpEntries, "number of entries kept in the Raft log after a snapshot, so that a slow follower can catch up without a snapshot")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

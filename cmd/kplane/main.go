@@ -33,6 +33,7 @@ func newRootCommand() *cobra.Command {
 		newVersionCommand(),
 		newSimRuntimeCommand(), newNodeAgentCommand(),
 		newStoreCommand(), newUpCommand(), newDownCommand(), newStatusCommand(),
+		newCertsCommand(), newHealthcheckCommand(), newBootstrapCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
 		newControllersCommand(), newGatewayCommand(),
 	)

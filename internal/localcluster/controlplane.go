@@ -21,8 +21,6 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -409,12 +407,7 @@ func (cp *ControlPlane) waitAPI(ctx context.Context, addrs []string) error {
 				_, _, err := nss.List(ctx, "", client.ListOptions{})
 				return err
 			}
-			for _, n := range []string{"default", "kube-system", "kube-node-lease", "kube-public"} {
-				if _, err := nss.Create(ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
-					return err
-				}
-			}
-			return nil
+			return CreateSystemNamespaces(ctx, conn)
 		})
 		conn.Close()
 		if err != nil {

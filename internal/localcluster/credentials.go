@@ -31,6 +31,10 @@ type pki struct {
 	host    net.IP
 	caFile  string
 	nodeDir string
+	// names are extra DNS names and IP addresses every server certificate
+	// carries (e.g. the service names of a docker-compose or Kubernetes
+	// deployment); loopback is always there.
+	names []string
 }
 
 // newPKI creates the directory and the CA.
@@ -100,6 +104,13 @@ func (p *pki) issue(dir, name, cn string, orgs []string, server bool) (*cert, er
 		if p.host != nil && !p.host.IsLoopback() {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, p.host)
 		}
+		for _, n := range p.names {
+			if ip := net.ParseIP(n); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else {
+				tmpl.DNSNames = append(tmpl.DNSNames, n)
+			}
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	if err != nil {
@@ -142,11 +153,12 @@ type identities struct {
 // system:kube-controller-manager and system:node:node-<i> (system:nodes)
 // are the users the API service's bootstrap RBAC and Node authorizer
 // know; admin is in system:masters.
-func writeIdentities(dataDir, host string, apiservers, nodes int) (*identities, error) {
+func writeIdentities(dataDir, host string, apiservers, nodes int, names ...string) (*identities, error) {
 	p, err := newPKI(dataDir, host)
 	if err != nil {
 		return nil, err
 	}
+	p.names = names
 	id := &identities{pki: p}
 	for i := 1; i <= apiservers; i++ {
 		c, err := p.issue(p.dir, "apiserver-"+strconv.Itoa(i), "kplane-apiserver", nil, true)

@@ -1,0 +1,50 @@
+package main
+
+// This file holds `kplane certs`: the CA and per-component certificates of
+// `kplane up`, written for a deployment elsewhere (docker-compose's one-shot
+// service, a Kubernetes Secret).
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kplane/kplane/internal/localcluster"
+)
+
+func newCertsCommand() *cobra.Command {
+	var cfg localcluster.CertsConfig
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Write a CA and a certificate per component, as kplane up does",
+		Long: `Write a CA and a certificate and key per component into <data-dir>/pki, the
+same identities kplane up generates: apiserver-<i> (serving), gateway-serving,
+gateway (client, system:kplane-gateways), scheduler, controllers, admin
+(system:masters) and nodes/node-<i> (system:node:node-<i>). Server
+certificates name localhost, loopback and every --hosts entry. With
+--gateway-url it also writes <data-dir>/kubeconfig for the admin.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := localcluster.WriteCerts(cfg)
+			if errors.Is(err, localcluster.ErrCertsExist) {
+				fmt.Fprintln(cmd.OutOrStdout(), "certificates already in", dir, "(kept)")
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "certificates written to", dir)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory to write pki/ (and kubeconfig) into")
+	f.StringSliceVar(&cfg.Names, "hosts", nil, "extra DNS names or IPs of every server certificate (comma-separated)")
+	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service serving certificates (apiserver-1..N)")
+	f.IntVar(&cfg.Nodes, "nodes", 3, "number of node client certificates (nodes/node-1..N)")
+	f.StringVar(&cfg.GatewayURL, "gateway-url", "", "gateway URL for an admin kubeconfig (empty: none)")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/kubeconfig)")
+	f.BoolVar(&cfg.IfMissing, "if-missing", false, "do nothing when <data-dir>/pki/ca.crt already exists")
+	return cmd
+}

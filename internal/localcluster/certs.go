@@ -1,0 +1,100 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/grpc"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+)
+
+// CertsConfig describes the credentials WriteCerts generates for a
+// deployment other than `kplane up` (docker-compose, Kubernetes): the same
+// CA and identities, with server certificates that also name the hosts the
+// components reach each other by.
+type CertsConfig struct {
+	// DataDir receives pki/ (ca.crt, one .crt/.key per identity, nodes/)
+	// and, when GatewayURL is set, kubeconfig.
+	DataDir string
+	// Names are DNS names or IP addresses added to every server
+	// certificate besides localhost and loopback (e.g. "apiserver-1",
+	// "kplane-apiserver.kplane.svc").
+	Names []string
+	// APIServers and Nodes are how many API service serving certificates
+	// (apiserver-<i>) and node client certificates (nodes/node-<i>) to
+	// issue.
+	APIServers, Nodes int
+	// GatewayURL, when set, is the server of the admin kubeconfig written
+	// to Kubeconfig (default DataDir/kubeconfig).
+	GatewayURL, Kubeconfig string
+	// IfMissing leaves an existing DataDir/pki/ca.crt and everything
+	// beside it alone (a one-shot service that runs on every start).
+	IfMissing bool
+}
+
+// ErrCertsExist is returned by WriteCerts with IfMissing when the CA is
+// already there.
+var ErrCertsExist = errors.New("certs: a CA already exists")
+
+// WriteCerts writes a CA and a certificate per component, exactly as Up
+// does for its own cluster, and returns the directory holding them.
+func WriteCerts(cfg CertsConfig) (string, error) {
+	if cfg.DataDir == "" {
+		return "", fmt.Errorf("certs: no data directory")
+	}
+	if cfg.APIServers <= 0 || cfg.Nodes < 0 {
+		return "", fmt.Errorf("certs: need at least one API service and no negative node count")
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	if cfg.IfMissing {
+		if _, err := os.Stat(filepath.Join(dir, "pki", "ca.crt")); err == nil {
+			return filepath.Join(dir, "pki"), ErrCertsExist
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	id, err := writeIdentities(dir, "127.0.0.1", cfg.APIServers, cfg.Nodes, cfg.Names...)
+	if err != nil {
+		return "", err
+	}
+	if cfg.GatewayURL != "" {
+		kc := cfg.Kubeconfig
+		if kc == "" {
+			kc = filepath.Join(dir, "kubeconfig")
+		}
+		if err := writeKubeconfig(kc, cfg.GatewayURL, id.caPEM, id.admin); err != nil {
+			return "", err
+		}
+	}
+	return id.dir, nil
+}
+
+// SystemNamespaces are the namespaces the components expect to exist
+// (Kubernetes' API server creates the same ones at start-up).
+var SystemNamespaces = []string{"default", "kube-system", "kube-node-lease", "kube-public"}
+
+// CreateSystemNamespaces creates SystemNamespaces through the API service
+// on conn (as an administrator); existing ones are left alone.
+func CreateSystemNamespaces(ctx context.Context, conn grpc.ClientConnInterface) error {
+	nss, err := client.New[*corev1.Namespace](conn)
+	if err != nil {
+		return err
+	}
+	for _, n := range SystemNamespaces {
+		if _, err := nss.Create(ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", n, err)
+		}
+	}
+	return nil
+}

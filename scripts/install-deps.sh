@@ -10,7 +10,20 @@
 #   containerd, runc,          the node agent's real-runtime tests start their
 #   containernetworking-plugins own containerd under a temp dir (no daemon is
 #                              started here)
+#   helm (go install, pinned)  internal/packaging lints and renders charts/kplane
 set -euo pipefail
+
+# helm builds from the Go module proxy (no Debian package): as root into
+# /usr/local/bin, otherwise into $(go env GOPATH)/bin (the tests look there too).
+HELM_VERSION=v3.22.0
+if ! command -v helm >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/helm" ]]; then
+	echo "install-deps: go install helm.sh/helm/v3/cmd/helm@${HELM_VERSION} (a few minutes cold)"
+	if [[ $(id -u) -eq 0 ]]; then
+		GOBIN=/usr/local/bin go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+	else
+		go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+	fi
+fi
 
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)

@@ -300,6 +300,15 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 	p := &Process{Component: component, Name: name, Addr: addr,
 		LogPath: filepath.Join(cp.cfg.DataDir, name+".log"),
 		args:    append([]string{component}, args...)}
+	if err := cp.launch(p); err != nil {
+		return err
+	}
+	cp.Procs = append(cp.Procs, p)
+	return nil
+}
+
+// launch runs p's command, appending to its log.
+func (cp *ControlPlane) launch(p *Process) error {
 	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -313,7 +322,7 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", name, err)
+		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	for i, a := range args {
 		if a == "--leader-elect-identity" && i+1 < len(args) {
@@ -326,8 +335,7 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 		logf.Close()
 		close(p.done)
 	}()
-	cp.Procs = append(cp.Procs, p)
-	cp.cfg.Logger.Info("process started", "name", name, "pid", cmd.Process.Pid, "addr", addr, "log", p.LogPath)
+	cp.cfg.Logger.Info("process started", "name", p.Name, "pid", cmd.Process.Pid, "addr", p.Addr, "log", p.LogPath)
 	return nil
 }
 

@@ -21,7 +21,9 @@ func newCertsCommand() *cobra.Command {
 		Long: `Write a CA and a certificate and key per component into <data-dir>/pki, the
 same identities kplane up generates: apiserver-<i> (serving), gateway-serving,
 gateway (client, system:kplane-gateways), scheduler, controllers, admin
-(system:masters) and nodes/node-<i> (system:node:node-<i>). Server
+(system:masters), apiserver-store-client (the API services' certificate for
+the store), <member>.crt and <member>-peer.crt for each --store-members
+name, and nodes/node-<i> (system:node:node-<i>). Server
 certificates name localhost, loopback and every --hosts entry. With
 --gateway-url it also writes <data-dir>/kubeconfig for the admin.`,
 		Args: cobra.NoArgs,
@@ -41,6 +43,7 @@ certificates name localhost, loopback and every --hosts entry. With
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory to write pki/ (and kubeconfig) into")
 	f.StringSliceVar(&cfg.Names, "hosts", nil, "extra DNS names or IPs of every server certificate (comma-separated)")
+	f.StringSliceVar(&cfg.StoreMembers, "store-members", nil, "store member names to issue client-URL and peer certificates for (comma-separated)")
 	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service serving certificates (apiserver-1..N)")
 	f.IntVar(&cfg.Nodes, "nodes", 3, "number of node client certificates (nodes/node-1..N)")
 	f.StringVar(&cfg.GatewayURL, "gateway-url", "", "gateway URL for an admin kubeconfig (empty: none)")

@@ -28,6 +28,11 @@ type CertsConfig struct {
 	// certificate besides localhost and loopback (e.g. "apiserver-1",
 	// "kplane-apiserver.kplane.svc").
 	Names []string
+	// StoreMembers names the store members to issue certificates for:
+	// <name>.crt (client URLs) and <name>-peer.crt (peer URL), as kplane up
+	// issues its members'; the API services' client certificate for the
+	// store is apiserver-store-client.crt.
+	StoreMembers []string
 	// APIServers and Nodes are how many API service serving certificates
 	// (apiserver-<i>) and node client certificates (nodes/node-<i>) to
 	// issue.
@@ -67,6 +72,11 @@ func WriteCerts(cfg CertsConfig) (string, error) {
 	id, err := writeIdentities(dir, "127.0.0.1", cfg.APIServers, cfg.Nodes, cfg.Names...)
 	if err != nil {
 		return "", err
+	}
+	for _, m := range cfg.StoreMembers {
+		if _, err := memberTLSArgs(id.pki, m); err != nil {
+			return "", err
+		}
 	}
 	if cfg.GatewayURL != "" {
 		kc := cfg.Kubeconfig

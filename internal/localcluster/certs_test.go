@@ -18,7 +18,7 @@ func TestWriteCerts(t *testing.T) {
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "admin.kubeconfig")
 	pkiDir, err := WriteCerts(CertsConfig{DataDir: dir, Names: []string{"apiserver-1", "10.1.2.3"},
-		APIServers: 2, Nodes: 1, GatewayURL: "https://localhost:2387", Kubeconfig: kc})
+		StoreMembers: []string{"store-1"}, APIServers: 2, Nodes: 1, GatewayURL: "https://localhost:2387", Kubeconfig: kc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,8 @@ func TestWriteCerts(t *testing.T) {
 	if err := c.VerifyHostname("apiserver-1"); err != nil {
 		t.Error(err)
 	}
-	for _, f := range []string{kc, filepath.Join(pkiDir, "nodes", "node-1.crt"), filepath.Join(pkiDir, "admin.key")} {
+	for _, f := range []string{kc, filepath.Join(pkiDir, "nodes", "node-1.crt"), filepath.Join(pkiDir, "admin.key"),
+		filepath.Join(pkiDir, "store-1.crt"), filepath.Join(pkiDir, "store-1-peer.key"), filepath.Join(pkiDir, "apiserver-store-client.crt")} {
 		if _, err := os.Stat(f); err != nil {
 			t.Error(err)
 		}

@@ -300,6 +300,11 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 	p := &Process{Component: component, Name: name, Addr: addr,
 		LogPath: filepath.Join(cp.cfg.DataDir, name+".log"),
 		args:    append([]string{component}, args...)}
+	for i, a := range args {
+		if a == "--leader-elect-identity" && i+1 < len(args) {
+			p.Identity = args[i+1]
+		}
+	}
 	if err := cp.launch(p); err != nil {
 		return err
 	}
@@ -323,11 +328,6 @@ func (cp *ControlPlane) launch(p *Process) error {
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
-	}
-	for i, a := range args {
-		if a == "--leader-elect-identity" && i+1 < len(args) {
-			p.Identity = args[i+1]
-		}
 	}
 	p.cmd, p.done = cmd, make(chan struct{})
 	go func() {

@@ -3,6 +3,8 @@ package packaging
 import (
 	"context"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -164,9 +166,9 @@ func TestComposeFile(t *testing.T) {
 	for comp, list := range byComponent {
 		for _, s := range list {
 			switch comp {
-			case "certs", "store":
+			case "certs":
 				continue
-			case "apiserver":
+			case "store", "apiserver":
 				waitsFor(s, certs[0].Name, types.ServiceConditionCompletedSuccessfully)
 				continue
 			}
@@ -182,6 +184,30 @@ func TestComposeFile(t *testing.T) {
 				}
 				waitsFor(s, host, types.ServiceConditionHealthy)
 			}
+		}
+	}
+
+	// Every certificate and key a service names is one the certs service
+	// writes: run its command line into a temp dir.
+	tmp := t.TempDir()
+	certArgs := append(slices.Clone(certs[0].Command), "--data-dir="+tmp, "--kubeconfig="+filepath.Join(tmp, "pki", "kubeconfig"))
+	if out, err := exec.Command(k.Bin, certArgs...).CombinedOutput(); err != nil {
+		t.Fatalf("kplane %s: %v: %s", strings.Join(certArgs, " "), err, out)
+	}
+	for _, s := range p.Services {
+		refs := PKIFiles(s.Command)
+		if s.HealthCheck != nil {
+			refs = append(refs, PKIFiles(s.HealthCheck.Test)...)
+		}
+		for _, f := range refs {
+			if _, err := os.Stat(filepath.Join(tmp, "pki", f)); err != nil {
+				t.Errorf("service %s names %s/%s, which kplane certs does not write", s.Name, PKIDir, f)
+			}
+		}
+		if len(refs) > 0 && !slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+			return v.Source == "pki" && v.Target == PKIDir
+		}) {
+			t.Errorf("service %s names certificates but does not mount the pki volume at %s", s.Name, PKIDir)
 		}
 	}
 

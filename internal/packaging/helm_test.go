@@ -234,7 +234,7 @@ func TestHelmChart(t *testing.T) {
 	ic, _ := FlagValue(ss.Spec.Template.Spec.Containers[0].Args, "initial-cluster")
 	for i := range 3 {
 		pod := fmt.Sprintf("%s-%d", ss.Name, i)
-		if !strings.Contains(ic, fmt.Sprintf("%s=http://%s.%s.kplane.svc:2380", pod, pod, ss.Spec.ServiceName)) {
+		if !strings.Contains(ic, fmt.Sprintf("%s=https://%s.%s.kplane.svc:2380", pod, pod, ss.Spec.ServiceName)) {
 			t.Errorf("--initial-cluster %s does not name member %s", ic, pod)
 		}
 	}
@@ -247,6 +247,67 @@ func TestHelmChart(t *testing.T) {
 	}
 	if !storePDB {
 		t.Errorf("store: no PodDisruptionBudget with maxUnavailable 1")
+	}
+
+	// Every certificate a pod names is in the Secret README.md tells how
+	// to make: kplane certs' files, flat (nodes/ included).
+	tmp := t.TempDir()
+	members := make([]string, 3)
+	for i := range members {
+		members[i] = fmt.Sprintf("%s-%d", ss.Name, i)
+	}
+	if out, err := exec.Command(k.Bin, "certs", "--data-dir="+tmp, "--apiservers=1", "--nodes=3",
+		"--store-members="+strings.Join(members, ",")).CombinedOutput(); err != nil {
+		t.Fatalf("kplane certs: %v: %s", err, out)
+	}
+	inSecret := func(f string) bool {
+		for _, dir := range []string{"pki", filepath.Join("pki", "nodes")} {
+			if st, err := os.Stat(filepath.Join(tmp, dir, f)); err == nil && !st.IsDir() {
+				return true
+			}
+		}
+		return false
+	}
+	var specs []corev1.PodSpec
+	for _, d := range r.deployments {
+		specs = append(specs, d.Spec.Template.Spec)
+	}
+	for _, j := range r.jobs {
+		specs = append(specs, j.Spec.Template.Spec)
+	}
+	specs = append(specs, ss.Spec.Template.Spec)
+	for _, spec := range specs {
+		c := spec.Containers[0]
+		refs := PKIFiles(c.Args)
+		for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+			if p != nil && p.Exec != nil {
+				refs = append(refs, PKIFiles(p.Exec.Command)...)
+			}
+		}
+		for _, f := range refs {
+			names := []string{f}
+			if strings.Contains(f, "$(POD_NAME)") {
+				names = nil
+				for _, m := range members {
+					names = append(names, strings.ReplaceAll(f, "$(POD_NAME)", m))
+				}
+			}
+			for _, n := range names {
+				if !inSecret(n) {
+					t.Errorf("%s names %s/%s, which kplane certs does not write", c.Name, PKIDir, n)
+				}
+			}
+		}
+		if dir, ok := FlagValue(c.Args, "cert-dir"); ok {
+			for i := 1; i <= up.Nodes; i++ {
+				if dir != PKIDir || !inSecret(fmt.Sprintf("node-%d.crt", i)) {
+					t.Errorf("%s: --cert-dir %s has no node-%d.crt", c.Name, dir, i)
+				}
+			}
+		}
+		if len(refs) > 0 {
+			usesSecret(c.Name, spec)
+		}
 	}
 
 	// Same components as kplane up.

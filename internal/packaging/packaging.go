@@ -210,3 +210,22 @@ func FlagValue(args []string, name string) (string, bool) {
 	}
 	return val, found
 }
+
+// PKIDir is where the image's components find their certificates (the
+// compose volume, the chart's Secret).
+const PKIDir = "/var/lib/kplane/pki"
+
+// PKIFiles returns the files under PKIDir a command line names, relative
+// to it (e.g. "apiserver-1.crt", "nodes").
+func PKIFiles(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+			a = v
+		}
+		if rel, ok := strings.CutPrefix(a, PKIDir+"/"); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}

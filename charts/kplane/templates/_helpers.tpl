@@ -71,7 +71,7 @@ env:
 {{- $full := include "kplane.fullname" . -}}
 {{- $eps := list -}}
 {{- range $i := until (int .Values.store.replicas) -}}
-{{- $eps = append $eps (printf "http://%s-store-%d.%s-store.%s.svc:2379" $full $i $full $.Release.Namespace) -}}
+{{- $eps = append $eps (printf "https://%s-store-%d.%s-store.%s.svc:2379" $full $i $full $.Release.Namespace) -}}
 {{- end -}}
 {{- join "," $eps -}}
 {{- end -}}

@@ -196,10 +196,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method == http.MethodGet && !t.watch && (t.sub == "" || t.name == "") && isTrue(q.Get("watch")):
 		t.toWatch(r)
-	case t.sub == "log" && t.res.Resource == "pods":
-		writeError(w, &apierrors.StatusError{Reason: apierrors.ReasonMethodNotAllowed, Code: http.StatusNotImplemented,
-			Message: "pods/log is not implemented: the kplane API service does not proxy container logs from the node agent yet"})
-		return
 	}
 	g.rest.ServeHTTP(w, r)
 }

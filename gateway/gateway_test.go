@@ -70,8 +70,8 @@ func TestStaticEndpoints(t *testing.T) {
 		{name: "unknown group", path: "/apis/nosuch/v1", wantCode: 404, wantBody: []string{`"reason":"NotFound"`}},
 		{name: "unknown resource", path: "/api/v1/namespaces/default/widgets", wantCode: 404, wantBody: []string{`"reason":"NotFound"`}},
 		{name: "bad limit", path: "/api/v1/pods?limit=x", wantCode: 400, wantBody: []string{`"reason":"BadRequest"`, "limit"}},
-		{name: "pod log not implemented", path: "/api/v1/namespaces/default/pods/p/log", wantCode: 501,
-			wantBody: []string{`pods/log is not implemented`}},
+		{name: "pod log: bad tailLines", path: "/api/v1/namespaces/default/pods/p/log?tailLines=x", wantCode: 400,
+			wantBody: []string{`"reason":"BadRequest"`, `tailLines: invalid integer \"x\"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

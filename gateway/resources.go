@@ -142,6 +142,8 @@ func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
 				verb = "watch"
 			case strings.HasSuffix(path, "{name}/scale"):
 				verb = "getScale"
+			case strings.HasSuffix(path, "{name}/log"):
+				verb = "" // pods/log: served by podlog.go
 			case strings.HasSuffix(path, "{name}"):
 				verb = "get"
 			default:

@@ -121,6 +121,10 @@ func newRESTMux(conn grpc.ClientConnInterface, tab *table) (*runtime.ServeMux, e
 			return nil, err
 		}
 	}
+	// pods/log: raw text, not the generated handler (see podlog.go).
+	if err := mux.HandlePath(http.MethodGet, podLogPath, podLogHandler(corev1.NewPodServiceClient(conn))); err != nil {
+		return nil, err
+	}
 	return mux, nil
 }
 

@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kplane/kplane/internal/kubectltest"
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
@@ -24,11 +26,13 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // TestContainerd runs a pod with the hello HTTP server on a real
 // containerd: it really runs, its httpGet readiness probe passes, its log
-// is readable through the log server, and deleting the pod stops the
+// reaches `kubectl logs` (through the gateway, the API service's pods/log
+// and the log server over HTTPS), and deleting the pod stops the
 // container (the process is gone). Root and containerd are needed (skipped
 // otherwise; failed under CI=true).
 func TestContainerd(t *testing.T) {
@@ -80,8 +84,11 @@ func TestContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: NewLogServer(a)}
-	go srv.Serve(hl)
+	// The log server as `kplane nodeagent` serves it: HTTPS, only for the
+	// API service's kubelet client certificate.
+	ca := c.env.CA()
+	srv := &http.Server{Handler: NewLogServer(a).RequireClientCert(clienttest.KubeletClientUser)}
+	go srv.Serve(tls.NewListener(hl, LogServerTLS(ca.Issue(t, "kplane-nodeagent", nil, true), ca.Pool)))
 	actx, acancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(actx) }()
@@ -132,23 +139,18 @@ func TestContainerd(t *testing.T) {
 		t.Errorf("hello answer: got %q", b)
 	}
 
-	// Its log, through the log server.
-	logURL := fmt.Sprintf("http://%s/containerLogs/default/hello/hello", hl.Addr())
-	var body string
-	for range 100 {
-		r, err := http.Get(logURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bb, _ := io.ReadAll(r.Body)
-		r.Body.Close()
-		if body = string(bb); strings.Contains(body, "hello: listening on") {
+	// Its log reaches `kubectl logs`: kubectl → gateway → the API
+	// service's pods/log → the log server → containerd's CRI log file.
+	k := kubectltest.Start(t, c.env.Dial(t, ""), clienttest.AdminToken)
+	var out string
+	for range 50 {
+		if out, err = k.Run(ctx, "logs", "hello"); err == nil && strings.Contains(out, "hello: listening on") {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
-	if !strings.Contains(body, "hello: listening on "+addr) {
-		t.Errorf("log: got %q, want the listening line", body)
+	if !strings.Contains(out, "hello: listening on "+addr) {
+		t.Errorf("kubectl logs hello: got %q, %v; want the listening line", out, err)
 	}
 
 	// Deletion stops the container: the process is gone.

@@ -18,18 +18,19 @@ import (
 
 func newAPIServerCommand() *cobra.Command {
 	var (
-		storeEndpoints                    string
-		storeCA, storeCert, storeKey      string
-		listen                            string
-		tlsCert, tlsKey, clientCA         string
-		tokenFile                         string
-		anonymous                         bool
-		auditPath                         string
-		auditMaxSizeMB, auditMaxBackups   int
-		watchWindow, watchBuffer          int
-		bookmarkInterval                  time.Duration
-		logLevel                          string
-		allowInsecureWithoutClientCertsOK bool
+		storeEndpoints                     string
+		storeCA, storeCert, storeKey       string
+		listen                             string
+		tlsCert, tlsKey, clientCA          string
+		tokenFile                          string
+		anonymous                          bool
+		auditPath                          string
+		auditMaxSizeMB, auditMaxBackups    int
+		watchWindow, watchBuffer           int
+		bookmarkInterval                   time.Duration
+		logLevel                           string
+		allowInsecureWithoutClientCertsOK  bool
+		kubeletCert, kubeletKey, kubeletCA string
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -66,6 +67,19 @@ func newAPIServerCommand() *cobra.Command {
 				return fmt.Errorf("--tls-cert-file and --tls-private-key-file are required (or --insecure-plaintext for local experiments)")
 			default:
 				log.Warn("serving plaintext gRPC: no TLS, no client certificates")
+			}
+			// pods/log: the client certificate for node agents' log
+			// servers (kube-apiserver's --kubelet-client-* flags).
+			if kubeletCert != "" {
+				t, err := clientTLS(kubeletCA, kubeletCert, kubeletKey)
+				if err != nil {
+					return fmt.Errorf("kubelet client TLS: %w", err)
+				}
+				if kubeletCA == "" {
+					log.Warn("pods/log does not verify node agents' serving certificates: no --kubelet-certificate-authority")
+					t.InsecureSkipVerify = true
+				}
+				cfg.KubeletTLS = t
 			}
 			an, err := authn.New(authn.Config{TokenFile: tokenFile, Anonymous: anonymous})
 			if err != nil {
@@ -121,6 +135,9 @@ func newAPIServerCommand() *cobra.Command {
 	f.IntVar(&watchWindow, "watch-window", 10000, "recent events kept per resource for watches to resume from")
 	f.IntVar(&watchBuffer, "watch-buffer", 1000, "events buffered per watcher before a slow one is cut off")
 	f.DurationVar(&bookmarkInterval, "bookmark-interval", 30*time.Second, "how often watches that allow bookmarks get one")
+	f.StringVar(&kubeletCert, "kubelet-client-certificate", "", "client certificate for node agents' log servers (pods/log); empty: pods/log is unavailable")
+	f.StringVar(&kubeletKey, "kubelet-client-key", "", "client key for --kubelet-client-certificate")
+	f.StringVar(&kubeletCA, "kubelet-certificate-authority", "", "CA bundle to verify node agents' log server certificates (empty: not verified)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&allowInsecureWithoutClientCertsOK, "insecure-plaintext", false, "serve plaintext gRPC without TLS (local experiments only)")
 	return cmd

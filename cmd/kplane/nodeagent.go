@@ -7,16 +7,23 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +53,8 @@ type nodeAgentFlags struct {
 	podCIDR, clusterCIDR                       string
 	nodeCIDRMask                               int
 	nodeIP, logListen                          string
+	logTLSCert, logTLSKey, logClientCA         string
+	logUsers                                   []string
 	leaseDuration, statusInterval, resync      time.Duration
 	backoffBase, backoffMax                    time.Duration
 	cgroupParent                               string
@@ -88,7 +97,11 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "with no --pod-cidr, node i (from 1) gets the i-th subnet of this CIDR")
 	f.IntVar(&fl.nodeCIDRMask, "node-cidr-mask-size", 24, "prefix length of each node's subnet of --cluster-cidr")
 	f.StringVar(&fl.nodeIP, "node-ip", "127.0.0.1", "the node's InternalIP")
-	f.StringVar(&fl.logListen, "log-listen", "127.0.0.1:10250", "address of the HTTP server for container logs (GET /containerLogs/{ns}/{pod}/{container}); empty: none")
+	f.StringVar(&fl.logListen, "log-listen", "127.0.0.1:10250", "address of the HTTPS server for container logs (GET /containerLogs/{ns}/{pod}/{container}), for the API service's pods/log; empty: none")
+	f.StringVar(&fl.logTLSCert, "tls-cert-file", "", "serving certificate of the log server (empty: a self-signed one, as the kubelet makes)")
+	f.StringVar(&fl.logTLSKey, "tls-private-key-file", "", "key for --tls-cert-file")
+	f.StringVar(&fl.logClientCA, "client-ca-file", "", "CA that signs the certificates of clients of the log server (empty: every log request is refused)")
+	f.StringSliceVar(&fl.logUsers, "log-allowed-users", []string{"kube-apiserver-kubelet-client"}, "certificate CNs that may read logs (the API service's --kubelet-client-certificate)")
 	f.DurationVar(&fl.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration (renewed every quarter of it)")
 	f.DurationVar(&fl.statusInterval, "status-interval", 10*time.Second, "how often the node status is computed")
 	f.DurationVar(&fl.resync, "resync-interval", 30*time.Second, "how often every pod is synced even without an event")
@@ -154,6 +167,56 @@ func parseTaints(specs []string) ([]*corev1.Taint, error) {
 		out = append(out, &corev1.Taint{Key: k, Value: v, Effect: effect})
 	}
 	return out, nil
+}
+
+// logServerTLS is the log server's TLS: --tls-cert-file, or a self-signed
+// certificate for the node IP and the host name (as the kubelet makes one),
+// verifying clients against --client-ca-file.
+func logServerTLS(fl nodeAgentFlags) (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	if fl.logTLSCert != "" {
+		if cert, err = tls.LoadX509KeyPair(fl.logTLSCert, fl.logTLSKey); err != nil {
+			return nil, err
+		}
+	} else if cert, err = selfSigned(fl.nodeIP); err != nil {
+		return nil, err
+	}
+	var pool *x509.CertPool
+	if fl.logClientCA != "" {
+		if pool, err = loadPool(fl.logClientCA); err != nil {
+			return nil, err
+		}
+	}
+	return nodeagent.LogServerTLS(cert, pool), nil
+}
+
+// selfSigned makes a throw-away serving certificate for ip and the host
+// name, valid for a year.
+func selfSigned(ip string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	host, _ := os.Hostname()
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()),
+		Subject:      pkix.Name{CommonName: host + "@" + strconv.FormatInt(now.Unix(), 10)},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(1, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{host},
+	}
+	if a := net.ParseIP(ip); a != nil {
+		tmpl.IPAddresses = []net.IP{a}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
@@ -243,7 +306,16 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			return fmt.Errorf("log server: %w", err)
 		}
 		logPort = int32(logLis.Addr().(*net.TCPAddr).Port)
-		logServer = nodeagent.NewLogServer()
+		t, err := logServerTLS(fl)
+		if err != nil {
+			logLis.Close()
+			return fmt.Errorf("log server: %w", err)
+		}
+		if t.ClientCAs == nil {
+			log.Warn("the log server refuses every request: no --client-ca-file")
+		}
+		logLis = tls.NewListener(logLis, t)
+		logServer = nodeagent.NewLogServer().RequireClientCert(fl.logUsers...)
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -222,7 +222,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			"--listen", addr, "--store-endpoints", strings.Join(storeURLs, ","),
 			"--store-cafile", id.caFile, "--store-certfile", id.storeClient.certFile, "--store-keyfile", id.storeClient.keyFile,
 			"--tls-cert-file", id.apiservers[i].certFile, "--tls-private-key-file", id.apiservers[i].keyFile,
-			"--client-ca-file", id.caFile, "--log-level", "warn"); err != nil {
+			"--client-ca-file", id.caFile,
+			"--kubelet-client-certificate", id.kubeletClient.certFile, "--kubelet-client-key", id.kubeletClient.keyFile,
+			"--kubelet-certificate-authority", id.caFile, "--log-level", "warn"); err != nil {
 			return nil, err
 		}
 	}
@@ -270,7 +272,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	agentArgs := []string{"--server", servers, "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
 		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
-		"--log-listen", logAddr, "--log-level", "warn"}
+		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
+		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.caFile,
+		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
 	if cfg.Runtime == "containerd" {
 		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
 		if cfg.CgroupParent != "" {

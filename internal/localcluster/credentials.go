@@ -143,8 +143,16 @@ type identities struct {
 	scheduler, controllers, admin *cert
 	storeClient                   *cert   // the API services' client certificate for the store
 	nodeCerts                     []*cert // in nodeDir, named <node>.crt
-	adminTLS                      *tls.Config
+	// kubeletClient is the API services' client certificate for the node
+	// agents' log servers (pods/log), nodeAgentServing their serving one.
+	kubeletClient, nodeAgentServing *cert
+	adminTLS                        *tls.Config
 }
+
+// KubeletClientUser is the CN of the API services' client certificate for
+// node agents' log servers, the one user those servers let read logs
+// (kube-apiserver's kubelet client).
+const KubeletClientUser = "kube-apiserver-kubelet-client"
 
 // writeIdentities generates the CA and every component's certificate:
 // each API service replica and the gateway serve with their own; the
@@ -152,7 +160,9 @@ type identities struct {
 // passes the end user on); system:kube-scheduler,
 // system:kube-controller-manager and system:node:node-<i> (system:nodes)
 // are the users the API service's bootstrap RBAC and Node authorizer
-// know; admin is in system:masters.
+// know; admin is in system:masters. The API services reach the node
+// agents' log servers (HTTPS, nodeagent-serving) with
+// apiserver-kubelet-client, the only certificate those servers accept.
 func writeIdentities(dataDir, host string, apiservers, nodes int, names ...string) (*identities, error) {
 	p, err := newPKI(dataDir, host)
 	if err != nil {
@@ -179,6 +189,8 @@ func writeIdentities(dataDir, host string, apiservers, nodes int, names ...strin
 		{&id.controllers, "controllers", "system:kube-controller-manager", nil, false},
 		{&id.admin, "admin", "admin", []string{"system:masters"}, false},
 		{&id.storeClient, "apiserver-store-client", "kplane-apiserver", nil, false},
+		{&id.kubeletClient, "apiserver-kubelet-client", KubeletClientUser, nil, false},
+		{&id.nodeAgentServing, "nodeagent-serving", "kplane-nodeagent", nil, true},
 	} {
 		if *x.dst, err = p.issue(p.dir, x.name, x.cn, x.orgs, x.server); err != nil {
 			return nil, err

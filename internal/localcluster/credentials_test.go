@@ -33,6 +33,8 @@ func TestWriteIdentities(t *testing.T) {
 		{"controllers", id.controllers, "system:kube-controller-manager", nil, false},
 		{"admin", id.admin, "admin", []string{"system:masters"}, false},
 		{"node-3", id.nodeCerts[2], "system:node:node-3", []string{"system:nodes"}, false},
+		{"apiserver kubelet client", id.kubeletClient, "kube-apiserver-kubelet-client", nil, false},
+		{"nodeagent serving", id.nodeAgentServing, "kplane-nodeagent", nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -141,6 +141,13 @@ func TestUp(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
+	// pods/log works across processes: the API service reaches the node
+	// agent's log server over HTTPS with its kubelet client certificate
+	// (the pods log nothing on the built-in runtime; an error would show).
+	if out, err := run("logs", "deploy/web"); err != nil {
+		t.Errorf("kubectl logs deploy/web: %v\n%s", err, out)
+	}
+
 	// Kill one API service replica: every client (gateway, schedulers,
 	// controllers, node agent) fails over to the other, so scaling up
 	// still ends with 3 pods Running.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -72,6 +73,12 @@ type Config struct {
 	WatchBuffer      int
 	BookmarkInterval time.Duration
 
+	// KubeletTLS is how pods/log reaches node agents' log servers over
+	// HTTPS: RootCAs verifies their serving certificates, Certificates is
+	// the API service's client certificate. nil: pods/log answers
+	// ServiceUnavailable.
+	KubeletTLS *tls.Config
+
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -88,6 +95,7 @@ type Server struct {
 	lis       net.Listener
 	ready     chan struct{}
 	health    *health.Server
+	kubelet   *http.Client // pods/log; nil without Config.KubeletTLS
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -114,7 +122,8 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{cfg: cfg, log: log, resources: map[string]*resourceInfo{}, cachers: map[string]*cacher{}, ready: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, resources: map[string]*resourceInfo{}, cachers: map[string]*cacher{}, ready: make(chan struct{}),
+		kubelet: newKubeletClient(cfg.KubeletTLS)}
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -310,6 +311,10 @@ func (x *podService) BindPod(ctx context.Context, req *corev1.BindPodRequest) (*
 		return nil, toGRPC(err)
 	}
 	return &corev1.BindPodResponse{Status: st}, nil
+}
+
+func (x *podService) GetPodLog(req *corev1.GetPodLogRequest, stream grpc.ServerStreamingServer[httpbody.HttpBody]) error {
+	return toGRPC(x.s.podLog(stream.Context(), x.r, req, stream.Send))
 }
 
 type nodeService struct {

@@ -41,13 +41,16 @@ type resource struct {
 	AllowUnconditionalUpdate bool
 	// Graceful: deletion is graceful (pods).
 	Graceful bool
+	// Log has the log subresource (pods): a server-streaming RPC of raw
+	// text chunks (google.api.HttpBody).
+	Log bool
 }
 
 func groups() []group {
 	return []group{
 		{Dir: "core", Name: "", GoAlias: "corev1", Resource: []resource{
 			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces"},
-			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true},
+			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true},
 			{Kind: "Node", Plural: "Nodes", Resource: "nodes", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "Service", Plural: "Services", Resource: "services", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
@@ -146,6 +149,9 @@ syntax = "proto3";
 package {{.G.ProtoPkg}};
 
 import "google/api/annotations.proto";
+{{- if .NeedsHTTPBody}}
+import "google/api/httpbody.proto";
+{{- end}}
 {{- if .NeedsAutoscaling}}
 import "kplane/autoscaling/v1/types.proto";
 {{- end}}
@@ -244,6 +250,19 @@ service {{.Kind}}Service {
       post: "{{.Item $g}}/binding"
       body: "binding"
       response_body: "status"
+    };
+  }
+{{- end}}
+{{- if .Log}}
+  // Get{{.Kind}}Log streams a container's log (the log subresource) as raw
+  // text chunks, as Kubernetes' pods/log: proxied to the node agent that
+  // runs the pod. google.api.HttpBody is what grpc-gateway streams as a
+  // raw body, hence the non-standard response name.
+  // buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+  // buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+  rpc Get{{.Kind}}Log(Get{{.Kind}}LogRequest) returns (stream google.api.HttpBody) {
+    option (google.api.http) = {
+      get: "{{.Item $g}}/log"
     };
   }
 {{- end}}
@@ -422,18 +441,41 @@ message Bind{{.Kind}}Response {
   kplane.meta.v1.Status status = 1;
 }
 {{- end}}
+{{- if .Log}}
+
+// Get{{.Kind}}LogRequest holds Kubernetes' PodLogOptions.
+message Get{{.Kind}}LogRequest {
+  string namespace = 1;
+  string name = 2;
+  // container may be empty when the pod has one container.
+  string container = 3;
+  // follow streams until the container stops or the client goes away.
+  bool follow = 4;
+  // previous reads the last terminated instance of the container.
+  bool previous = 5;
+  // since_seconds: only lines newer than this many seconds (at least 1).
+  optional int64 since_seconds = 6;
+  // timestamps prefixes every line with its RFC 3339 time.
+  bool timestamps = 7;
+  // tail_lines: only the last N lines (N >= 0).
+  optional int64 tail_lines = 8;
+  // limit_bytes: stop after this many bytes (at least 1).
+  optional int64 limit_bytes = 9;
+}
+{{- end}}
 {{end}}`))
 
 func main() {
 	root := flag.String("root", ".", "repository root")
 	flag.Parse()
 	for _, g := range groups() {
-		needs := false
+		needs, body := false, false
 		for _, r := range g.Resource {
 			needs = needs || r.Scale
+			body = body || r.Log
 		}
 		var buf bytes.Buffer
-		if err := protoTmpl.Execute(&buf, map[string]any{"G": g, "NeedsAutoscaling": needs}); err != nil {
+		if err := protoTmpl.Execute(&buf, map[string]any{"G": g, "NeedsAutoscaling": needs, "NeedsHTTPBody": body}); err != nil {
 			log.Fatal(err)
 		}
 		out := filepath.Join(*root, "proto", "kplane", g.Dir, "v1", "service.proto")
@@ -461,6 +503,7 @@ package apiserver
 import (
 	"context"
 
+	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -602,6 +645,12 @@ func (x *{{.Kind | lower}}Service) Bind{{.Kind}}(ctx context.Context, req *{{$p}
 		return nil, toGRPC(err)
 	}
 	return &{{$p}}.Bind{{.Kind}}Response{Status: st}, nil
+}
+{{- end}}
+{{- if .Log}}
+
+func (x *{{.Kind | lower}}Service) Get{{.Kind}}Log(req *{{$p}}.Get{{.Kind}}LogRequest, stream grpc.ServerStreamingServer[httpbody.HttpBody]) error {
+	return toGRPC(x.s.{{.Kind | lower}}Log(stream.Context(), x.r, req, stream.Send))
 }
 {{- end}}
 {{end}}{{end}}`))

@@ -41,6 +41,10 @@ const (
 	SchedulerToken = "scheduler-token" // system:kube-scheduler
 )
 
+// KubeletClientUser is the CN of the API service's client certificate for
+// node agents' log servers (pods/log), as kube-apiserver's kubelet client.
+const KubeletClientUser = "kube-apiserver-kubelet-client"
+
 const tokenCSV = `admin-token,admin,1,"system:masters"
 bob-token,bob,2
 node1-token,system:node:n1,3,system:nodes
@@ -139,6 +143,13 @@ func Start(t testing.TB, opts Options) *Env {
 			Certificates: []tls.Certificate{env.ca.Issue(t, "kplane-apiserver", nil, true)},
 			ClientCAs:    env.ca.Pool,
 			ClientAuth:   tls.VerifyClientCertIfGiven,
+			MinVersion:   tls.VersionTLS12,
+		}
+		// pods/log reaches node agents whose log servers serve a
+		// certificate from the same CA and verify this one.
+		env.cfg.KubeletTLS = &tls.Config{
+			Certificates: []tls.Certificate{env.ca.Issue(t, KubeletClientUser, nil, false)},
+			RootCAs:      env.ca.Pool,
 			MinVersion:   tls.VersionTLS12,
 		}
 	}
@@ -262,6 +273,10 @@ func (e *Env) dialTLS(t testing.TB, roots *x509.CertPool, cert tls.Certificate) 
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// CA is the Env's certificate authority (nil without Options.TLS): it
+// signed the API service's serving and kubelet client certificates.
+func (e *Env) CA() *CA { return e.ca }
 
 // bearer sends `authorization: Bearer <token>`, also over plaintext (tests only).
 type bearer string

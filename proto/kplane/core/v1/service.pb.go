@@ -11,6 +11,7 @@ package corev1
 import (
 	v1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -1800,6 +1801,122 @@ func (x *BindPodResponse) GetStatus() *v1.Status {
 	return nil
 }
 
+// GetPodLogRequest holds Kubernetes' PodLogOptions.
+type GetPodLogRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// container may be empty when the pod has one container.
+	Container string `protobuf:"bytes,3,opt,name=container,proto3" json:"container,omitempty"`
+	// follow streams until the container stops or the client goes away.
+	Follow bool `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
+	// previous reads the last terminated instance of the container.
+	Previous bool `protobuf:"varint,5,opt,name=previous,proto3" json:"previous,omitempty"`
+	// since_seconds: only lines newer than this many seconds (at least 1).
+	SinceSeconds *int64 `protobuf:"varint,6,opt,name=since_seconds,json=sinceSeconds,proto3,oneof" json:"since_seconds,omitempty"`
+	// timestamps prefixes every line with its RFC 3339 time.
+	Timestamps bool `protobuf:"varint,7,opt,name=timestamps,proto3" json:"timestamps,omitempty"`
+	// tail_lines: only the last N lines (N >= 0).
+	TailLines *int64 `protobuf:"varint,8,opt,name=tail_lines,json=tailLines,proto3,oneof" json:"tail_lines,omitempty"`
+	// limit_bytes: stop after this many bytes (at least 1).
+	LimitBytes    *int64 `protobuf:"varint,9,opt,name=limit_bytes,json=limitBytes,proto3,oneof" json:"limit_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPodLogRequest) Reset() {
+	*x = GetPodLogRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPodLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPodLogRequest) ProtoMessage() {}
+
+func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPodLogRequest.ProtoReflect.Descriptor instead.
+func (*GetPodLogRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetPodLogRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetPodLogRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPodLogRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *GetPodLogRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *GetPodLogRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
+func (x *GetPodLogRequest) GetSinceSeconds() int64 {
+	if x != nil && x.SinceSeconds != nil {
+		return *x.SinceSeconds
+	}
+	return 0
+}
+
+func (x *GetPodLogRequest) GetTimestamps() bool {
+	if x != nil {
+		return x.Timestamps
+	}
+	return false
+}
+
+func (x *GetPodLogRequest) GetTailLines() int64 {
+	if x != nil && x.TailLines != nil {
+		return *x.TailLines
+	}
+	return 0
+}
+
+func (x *GetPodLogRequest) GetLimitBytes() int64 {
+	if x != nil && x.LimitBytes != nil {
+		return *x.LimitBytes
+	}
+	return 0
+}
+
 // GetNodeRequest names one Node.
 type GetNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1812,7 +1929,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1941,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1954,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -1864,7 +1981,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1993,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2006,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -1915,7 +2032,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2044,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2057,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -2002,7 +2119,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2131,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2144,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListNodesResponse) GetList() *NodeList {
@@ -2055,7 +2172,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2184,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2197,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchNodesRequest) GetLabelSelector() string {
@@ -2146,7 +2263,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2275,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2288,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchNodesResponse) GetType() string {
@@ -2208,7 +2325,7 @@ type CreateNodeRequest struct {
 
 func (x *CreateNodeRequest) Reset() {
 	*x = CreateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2337,7 @@ func (x *CreateNodeRequest) String() string {
 func (*CreateNodeRequest) ProtoMessage() {}
 
 func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2350,7 @@ func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CreateNodeRequest) GetNode() *Node {
@@ -2267,7 +2384,7 @@ type CreateNodeResponse struct {
 
 func (x *CreateNodeResponse) Reset() {
 	*x = CreateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2396,7 @@ func (x *CreateNodeResponse) String() string {
 func (*CreateNodeResponse) ProtoMessage() {}
 
 func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2409,7 @@ func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeResponse.ProtoReflect.Descriptor instead.
 func (*CreateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateNodeResponse) GetNode() *Node {
@@ -2315,7 +2432,7 @@ type UpdateNodeRequest struct {
 
 func (x *UpdateNodeRequest) Reset() {
 	*x = UpdateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2444,7 @@ func (x *UpdateNodeRequest) String() string {
 func (*UpdateNodeRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2457,7 @@ func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpdateNodeRequest) GetName() string {
@@ -2381,7 +2498,7 @@ type UpdateNodeResponse struct {
 
 func (x *UpdateNodeResponse) Reset() {
 	*x = UpdateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2510,7 @@ func (x *UpdateNodeResponse) String() string {
 func (*UpdateNodeResponse) ProtoMessage() {}
 
 func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2523,7 @@ func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateNodeResponse) GetNode() *Node {
@@ -2431,7 +2548,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2560,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2573,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2505,7 +2622,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2634,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2647,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteNodeResponse) GetNode() *Node {
@@ -2554,7 +2671,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2683,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2696,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateNodeStatusRequest) GetName() string {
@@ -2620,7 +2737,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2749,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2762,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateNodeStatusResponse) GetNode() *Node {
@@ -2668,7 +2785,7 @@ type GetEventRequest struct {
 
 func (x *GetEventRequest) Reset() {
 	*x = GetEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2797,7 @@ func (x *GetEventRequest) String() string {
 func (*GetEventRequest) ProtoMessage() {}
 
 func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2810,7 @@ func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventRequest.ProtoReflect.Descriptor instead.
 func (*GetEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetEventRequest) GetNamespace() string {
@@ -2727,7 +2844,7 @@ type GetEventResponse struct {
 
 func (x *GetEventResponse) Reset() {
 	*x = GetEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2856,7 @@ func (x *GetEventResponse) String() string {
 func (*GetEventResponse) ProtoMessage() {}
 
 func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2869,7 @@ func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventResponse.ProtoReflect.Descriptor instead.
 func (*GetEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetEventResponse) GetEvent() *Event {
@@ -2780,7 +2897,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2909,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2922,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -2874,7 +2991,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3003,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3016,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListEventsResponse) GetList() *EventList {
@@ -2929,7 +3046,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3058,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3071,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchEventsRequest) GetNamespace() string {
@@ -3027,7 +3144,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3156,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3169,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchEventsResponse) GetType() string {
@@ -3090,7 +3207,7 @@ type CreateEventRequest struct {
 
 func (x *CreateEventRequest) Reset() {
 	*x = CreateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3219,7 @@ func (x *CreateEventRequest) String() string {
 func (*CreateEventRequest) ProtoMessage() {}
 
 func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3232,7 @@ func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventRequest.ProtoReflect.Descriptor instead.
 func (*CreateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateEventRequest) GetNamespace() string {
@@ -3156,7 +3273,7 @@ type CreateEventResponse struct {
 
 func (x *CreateEventResponse) Reset() {
 	*x = CreateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3285,7 @@ func (x *CreateEventResponse) String() string {
 func (*CreateEventResponse) ProtoMessage() {}
 
 func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3298,7 @@ func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventResponse.ProtoReflect.Descriptor instead.
 func (*CreateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CreateEventResponse) GetEvent() *Event {
@@ -3205,7 +3322,7 @@ type UpdateEventRequest struct {
 
 func (x *UpdateEventRequest) Reset() {
 	*x = UpdateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3217,7 +3334,7 @@ func (x *UpdateEventRequest) String() string {
 func (*UpdateEventRequest) ProtoMessage() {}
 
 func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3230,7 +3347,7 @@ func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateEventRequest) GetNamespace() string {
@@ -3278,7 +3395,7 @@ type UpdateEventResponse struct {
 
 func (x *UpdateEventResponse) Reset() {
 	*x = UpdateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3407,7 @@ func (x *UpdateEventResponse) String() string {
 func (*UpdateEventResponse) ProtoMessage() {}
 
 func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3420,7 @@ func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateEventResponse) GetEvent() *Event {
@@ -3329,7 +3446,7 @@ type DeleteEventRequest struct {
 
 func (x *DeleteEventRequest) Reset() {
 	*x = DeleteEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3341,7 +3458,7 @@ func (x *DeleteEventRequest) String() string {
 func (*DeleteEventRequest) ProtoMessage() {}
 
 func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3471,7 @@ func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteEventRequest) GetNamespace() string {
@@ -3410,7 +3527,7 @@ type DeleteEventResponse struct {
 
 func (x *DeleteEventResponse) Reset() {
 	*x = DeleteEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3539,7 @@ func (x *DeleteEventResponse) String() string {
 func (*DeleteEventResponse) ProtoMessage() {}
 
 func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3552,7 @@ func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteEventResponse) GetEvent() *Event {
@@ -3458,7 +3575,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3470,7 +3587,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3483,7 +3600,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -3517,7 +3634,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3646,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3659,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetServiceResponse) GetService() *Service {
@@ -3570,7 +3687,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3699,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3712,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -3664,7 +3781,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3793,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3806,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListServicesResponse) GetList() *ServiceList {
@@ -3719,7 +3836,7 @@ type WatchServicesRequest struct {
 
 func (x *WatchServicesRequest) Reset() {
 	*x = WatchServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +3848,7 @@ func (x *WatchServicesRequest) String() string {
 func (*WatchServicesRequest) ProtoMessage() {}
 
 func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +3861,7 @@ func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WatchServicesRequest) GetNamespace() string {
@@ -3817,7 +3934,7 @@ type WatchServicesResponse struct {
 
 func (x *WatchServicesResponse) Reset() {
 	*x = WatchServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +3946,7 @@ func (x *WatchServicesResponse) String() string {
 func (*WatchServicesResponse) ProtoMessage() {}
 
 func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +3959,7 @@ func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WatchServicesResponse) GetType() string {
@@ -3880,7 +3997,7 @@ type CreateServiceRequest struct {
 
 func (x *CreateServiceRequest) Reset() {
 	*x = CreateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +4009,7 @@ func (x *CreateServiceRequest) String() string {
 func (*CreateServiceRequest) ProtoMessage() {}
 
 func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4022,7 @@ func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateServiceRequest) GetNamespace() string {
@@ -3946,7 +4063,7 @@ type CreateServiceResponse struct {
 
 func (x *CreateServiceResponse) Reset() {
 	*x = CreateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3958,7 +4075,7 @@ func (x *CreateServiceResponse) String() string {
 func (*CreateServiceResponse) ProtoMessage() {}
 
 func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3971,7 +4088,7 @@ func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateServiceResponse) GetService() *Service {
@@ -3995,7 +4112,7 @@ type UpdateServiceRequest struct {
 
 func (x *UpdateServiceRequest) Reset() {
 	*x = UpdateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4124,7 @@ func (x *UpdateServiceRequest) String() string {
 func (*UpdateServiceRequest) ProtoMessage() {}
 
 func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4137,7 @@ func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UpdateServiceRequest) GetNamespace() string {
@@ -4068,7 +4185,7 @@ type UpdateServiceResponse struct {
 
 func (x *UpdateServiceResponse) Reset() {
 	*x = UpdateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4197,7 @@ func (x *UpdateServiceResponse) String() string {
 func (*UpdateServiceResponse) ProtoMessage() {}
 
 func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4210,7 @@ func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpdateServiceResponse) GetService() *Service {
@@ -4119,7 +4236,7 @@ type DeleteServiceRequest struct {
 
 func (x *DeleteServiceRequest) Reset() {
 	*x = DeleteServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4131,7 +4248,7 @@ func (x *DeleteServiceRequest) String() string {
 func (*DeleteServiceRequest) ProtoMessage() {}
 
 func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4144,7 +4261,7 @@ func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeleteServiceRequest) GetNamespace() string {
@@ -4200,7 +4317,7 @@ type DeleteServiceResponse struct {
 
 func (x *DeleteServiceResponse) Reset() {
 	*x = DeleteServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4329,7 @@ func (x *DeleteServiceResponse) String() string {
 func (*DeleteServiceResponse) ProtoMessage() {}
 
 func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4342,7 @@ func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeleteServiceResponse) GetService() *Service {
@@ -4250,7 +4367,7 @@ type UpdateServiceStatusRequest struct {
 
 func (x *UpdateServiceStatusRequest) Reset() {
 	*x = UpdateServiceStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +4379,7 @@ func (x *UpdateServiceStatusRequest) String() string {
 func (*UpdateServiceStatusRequest) ProtoMessage() {}
 
 func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +4392,7 @@ func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateServiceStatusRequest) GetNamespace() string {
@@ -4323,7 +4440,7 @@ type UpdateServiceStatusResponse struct {
 
 func (x *UpdateServiceStatusResponse) Reset() {
 	*x = UpdateServiceStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4452,7 @@ func (x *UpdateServiceStatusResponse) String() string {
 func (*UpdateServiceStatusResponse) ProtoMessage() {}
 
 func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4465,7 @@ func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateServiceStatusResponse) GetService() *Service {
@@ -4371,7 +4488,7 @@ type GetEndpointsRequest struct {
 
 func (x *GetEndpointsRequest) Reset() {
 	*x = GetEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4383,7 +4500,7 @@ func (x *GetEndpointsRequest) String() string {
 func (*GetEndpointsRequest) ProtoMessage() {}
 
 func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4396,7 +4513,7 @@ func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetEndpointsRequest) GetNamespace() string {
@@ -4430,7 +4547,7 @@ type GetEndpointsResponse struct {
 
 func (x *GetEndpointsResponse) Reset() {
 	*x = GetEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4442,7 +4559,7 @@ func (x *GetEndpointsResponse) String() string {
 func (*GetEndpointsResponse) ProtoMessage() {}
 
 func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4455,7 +4572,7 @@ func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetEndpointsResponse) GetEndpoints() *Endpoints {
@@ -4483,7 +4600,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4612,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4625,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListEndpointsRequest) GetNamespace() string {
@@ -4577,7 +4694,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4589,7 +4706,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4602,7 +4719,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListEndpointsResponse) GetList() *EndpointsList {
@@ -4632,7 +4749,7 @@ type WatchEndpointsRequest struct {
 
 func (x *WatchEndpointsRequest) Reset() {
 	*x = WatchEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4644,7 +4761,7 @@ func (x *WatchEndpointsRequest) String() string {
 func (*WatchEndpointsRequest) ProtoMessage() {}
 
 func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4657,7 +4774,7 @@ func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *WatchEndpointsRequest) GetNamespace() string {
@@ -4730,7 +4847,7 @@ type WatchEndpointsResponse struct {
 
 func (x *WatchEndpointsResponse) Reset() {
 	*x = WatchEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4742,7 +4859,7 @@ func (x *WatchEndpointsResponse) String() string {
 func (*WatchEndpointsResponse) ProtoMessage() {}
 
 func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4755,7 +4872,7 @@ func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *WatchEndpointsResponse) GetType() string {
@@ -4793,7 +4910,7 @@ type CreateEndpointsRequest struct {
 
 func (x *CreateEndpointsRequest) Reset() {
 	*x = CreateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4805,7 +4922,7 @@ func (x *CreateEndpointsRequest) String() string {
 func (*CreateEndpointsRequest) ProtoMessage() {}
 
 func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4818,7 +4935,7 @@ func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *CreateEndpointsRequest) GetNamespace() string {
@@ -4859,7 +4976,7 @@ type CreateEndpointsResponse struct {
 
 func (x *CreateEndpointsResponse) Reset() {
 	*x = CreateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +4988,7 @@ func (x *CreateEndpointsResponse) String() string {
 func (*CreateEndpointsResponse) ProtoMessage() {}
 
 func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5001,7 @@ func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -4908,7 +5025,7 @@ type UpdateEndpointsRequest struct {
 
 func (x *UpdateEndpointsRequest) Reset() {
 	*x = UpdateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5037,7 @@ func (x *UpdateEndpointsRequest) String() string {
 func (*UpdateEndpointsRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5050,7 @@ func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *UpdateEndpointsRequest) GetNamespace() string {
@@ -4981,7 +5098,7 @@ type UpdateEndpointsResponse struct {
 
 func (x *UpdateEndpointsResponse) Reset() {
 	*x = UpdateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4993,7 +5110,7 @@ func (x *UpdateEndpointsResponse) String() string {
 func (*UpdateEndpointsResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5006,7 +5123,7 @@ func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UpdateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5032,7 +5149,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5044,7 +5161,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5057,7 +5174,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *DeleteEndpointsRequest) GetNamespace() string {
@@ -5113,7 +5230,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5242,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5255,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5161,7 +5278,7 @@ type GetConfigMapRequest struct {
 
 func (x *GetConfigMapRequest) Reset() {
 	*x = GetConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5290,7 @@ func (x *GetConfigMapRequest) String() string {
 func (*GetConfigMapRequest) ProtoMessage() {}
 
 func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5303,7 @@ func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetConfigMapRequest) GetNamespace() string {
@@ -5220,7 +5337,7 @@ type GetConfigMapResponse struct {
 
 func (x *GetConfigMapResponse) Reset() {
 	*x = GetConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5232,7 +5349,7 @@ func (x *GetConfigMapResponse) String() string {
 func (*GetConfigMapResponse) ProtoMessage() {}
 
 func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5245,7 +5362,7 @@ func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5273,7 +5390,7 @@ type ListConfigMapsRequest struct {
 
 func (x *ListConfigMapsRequest) Reset() {
 	*x = ListConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5285,7 +5402,7 @@ func (x *ListConfigMapsRequest) String() string {
 func (*ListConfigMapsRequest) ProtoMessage() {}
 
 func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5298,7 +5415,7 @@ func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListConfigMapsRequest) GetNamespace() string {
@@ -5367,7 +5484,7 @@ type ListConfigMapsResponse struct {
 
 func (x *ListConfigMapsResponse) Reset() {
 	*x = ListConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5379,7 +5496,7 @@ func (x *ListConfigMapsResponse) String() string {
 func (*ListConfigMapsResponse) ProtoMessage() {}
 
 func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5392,7 +5509,7 @@ func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListConfigMapsResponse) GetList() *ConfigMapList {
@@ -5422,7 +5539,7 @@ type WatchConfigMapsRequest struct {
 
 func (x *WatchConfigMapsRequest) Reset() {
 	*x = WatchConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5434,7 +5551,7 @@ func (x *WatchConfigMapsRequest) String() string {
 func (*WatchConfigMapsRequest) ProtoMessage() {}
 
 func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5447,7 +5564,7 @@ func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WatchConfigMapsRequest) GetNamespace() string {
@@ -5520,7 +5637,7 @@ type WatchConfigMapsResponse struct {
 
 func (x *WatchConfigMapsResponse) Reset() {
 	*x = WatchConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5649,7 @@ func (x *WatchConfigMapsResponse) String() string {
 func (*WatchConfigMapsResponse) ProtoMessage() {}
 
 func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5662,7 @@ func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WatchConfigMapsResponse) GetType() string {
@@ -5583,7 +5700,7 @@ type CreateConfigMapRequest struct {
 
 func (x *CreateConfigMapRequest) Reset() {
 	*x = CreateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5595,7 +5712,7 @@ func (x *CreateConfigMapRequest) String() string {
 func (*CreateConfigMapRequest) ProtoMessage() {}
 
 func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5608,7 +5725,7 @@ func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateConfigMapRequest) GetNamespace() string {
@@ -5649,7 +5766,7 @@ type CreateConfigMapResponse struct {
 
 func (x *CreateConfigMapResponse) Reset() {
 	*x = CreateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +5778,7 @@ func (x *CreateConfigMapResponse) String() string {
 func (*CreateConfigMapResponse) ProtoMessage() {}
 
 func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +5791,7 @@ func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CreateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5698,7 +5815,7 @@ type UpdateConfigMapRequest struct {
 
 func (x *UpdateConfigMapRequest) Reset() {
 	*x = UpdateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5827,7 @@ func (x *UpdateConfigMapRequest) String() string {
 func (*UpdateConfigMapRequest) ProtoMessage() {}
 
 func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5840,7 @@ func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *UpdateConfigMapRequest) GetNamespace() string {
@@ -5771,7 +5888,7 @@ type UpdateConfigMapResponse struct {
 
 func (x *UpdateConfigMapResponse) Reset() {
 	*x = UpdateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5783,7 +5900,7 @@ func (x *UpdateConfigMapResponse) String() string {
 func (*UpdateConfigMapResponse) ProtoMessage() {}
 
 func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5796,7 +5913,7 @@ func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UpdateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5822,7 +5939,7 @@ type DeleteConfigMapRequest struct {
 
 func (x *DeleteConfigMapRequest) Reset() {
 	*x = DeleteConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5834,7 +5951,7 @@ func (x *DeleteConfigMapRequest) String() string {
 func (*DeleteConfigMapRequest) ProtoMessage() {}
 
 func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5847,7 +5964,7 @@ func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *DeleteConfigMapRequest) GetNamespace() string {
@@ -5903,7 +6020,7 @@ type DeleteConfigMapResponse struct {
 
 func (x *DeleteConfigMapResponse) Reset() {
 	*x = DeleteConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5915,7 +6032,7 @@ func (x *DeleteConfigMapResponse) String() string {
 func (*DeleteConfigMapResponse) ProtoMessage() {}
 
 func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5928,7 +6045,7 @@ func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *DeleteConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5951,7 +6068,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5963,7 +6080,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5976,7 +6093,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *GetSecretRequest) GetNamespace() string {
@@ -6010,7 +6127,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6022,7 +6139,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6035,7 +6152,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *GetSecretResponse) GetSecret() *Secret {
@@ -6063,7 +6180,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6075,7 +6192,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6088,7 +6205,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListSecretsRequest) GetNamespace() string {
@@ -6157,7 +6274,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6169,7 +6286,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6182,7 +6299,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ListSecretsResponse) GetList() *SecretList {
@@ -6212,7 +6329,7 @@ type WatchSecretsRequest struct {
 
 func (x *WatchSecretsRequest) Reset() {
 	*x = WatchSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6224,7 +6341,7 @@ func (x *WatchSecretsRequest) String() string {
 func (*WatchSecretsRequest) ProtoMessage() {}
 
 func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6237,7 +6354,7 @@ func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *WatchSecretsRequest) GetNamespace() string {
@@ -6310,7 +6427,7 @@ type WatchSecretsResponse struct {
 
 func (x *WatchSecretsResponse) Reset() {
 	*x = WatchSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6322,7 +6439,7 @@ func (x *WatchSecretsResponse) String() string {
 func (*WatchSecretsResponse) ProtoMessage() {}
 
 func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6335,7 +6452,7 @@ func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *WatchSecretsResponse) GetType() string {
@@ -6373,7 +6490,7 @@ type CreateSecretRequest struct {
 
 func (x *CreateSecretRequest) Reset() {
 	*x = CreateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6385,7 +6502,7 @@ func (x *CreateSecretRequest) String() string {
 func (*CreateSecretRequest) ProtoMessage() {}
 
 func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6398,7 +6515,7 @@ func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretRequest.ProtoReflect.Descriptor instead.
 func (*CreateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CreateSecretRequest) GetNamespace() string {
@@ -6439,7 +6556,7 @@ type CreateSecretResponse struct {
 
 func (x *CreateSecretResponse) Reset() {
 	*x = CreateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6451,7 +6568,7 @@ func (x *CreateSecretResponse) String() string {
 func (*CreateSecretResponse) ProtoMessage() {}
 
 func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6464,7 +6581,7 @@ func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretResponse.ProtoReflect.Descriptor instead.
 func (*CreateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *CreateSecretResponse) GetSecret() *Secret {
@@ -6488,7 +6605,7 @@ type UpdateSecretRequest struct {
 
 func (x *UpdateSecretRequest) Reset() {
 	*x = UpdateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6500,7 +6617,7 @@ func (x *UpdateSecretRequest) String() string {
 func (*UpdateSecretRequest) ProtoMessage() {}
 
 func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6513,7 +6630,7 @@ func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *UpdateSecretRequest) GetNamespace() string {
@@ -6561,7 +6678,7 @@ type UpdateSecretResponse struct {
 
 func (x *UpdateSecretResponse) Reset() {
 	*x = UpdateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6573,7 +6690,7 @@ func (x *UpdateSecretResponse) String() string {
 func (*UpdateSecretResponse) ProtoMessage() {}
 
 func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6586,7 +6703,7 @@ func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *UpdateSecretResponse) GetSecret() *Secret {
@@ -6612,7 +6729,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6624,7 +6741,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6637,7 +6754,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *DeleteSecretRequest) GetNamespace() string {
@@ -6693,7 +6810,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6705,7 +6822,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6718,7 +6835,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *DeleteSecretResponse) GetSecret() *Secret {
@@ -6732,7 +6849,7 @@ var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckplane/core/v1/service.proto\x12\x0ekplane.core.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"T\n" +
+	"\x1ckplane/core/v1/service.proto\x12\x0ekplane.core.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"T\n" +
 	"\x13GetNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"O\n" +
@@ -6858,7 +6975,24 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"A\n" +
 	"\x0fBindPodResponse\x12.\n" +
-	"\x06status\x18\x01 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"O\n" +
+	"\x06status\x18\x01 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xdb\x02\n" +
+	"\x10GetPodLogRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\tcontainer\x18\x03 \x01(\tR\tcontainer\x12\x16\n" +
+	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x1a\n" +
+	"\bprevious\x18\x05 \x01(\bR\bprevious\x12(\n" +
+	"\rsince_seconds\x18\x06 \x01(\x03H\x00R\fsinceSeconds\x88\x01\x01\x12\x1e\n" +
+	"\n" +
+	"timestamps\x18\a \x01(\bR\n" +
+	"timestamps\x12\"\n" +
+	"\n" +
+	"tail_lines\x18\b \x01(\x03H\x01R\ttailLines\x88\x01\x01\x12$\n" +
+	"\vlimit_bytes\x18\t \x01(\x03H\x02R\n" +
+	"limitBytes\x88\x01\x01B\x10\n" +
+	"\x0e_since_secondsB\r\n" +
+	"\v_tail_linesB\x0e\n" +
+	"\f_limit_bytes\"O\n" +
 	"\x0eGetNodeRequest\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\";\n" +
@@ -7228,7 +7362,8 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x0fWatchNamespaces\x12&.kplane.core.v1.WatchNamespacesRequest\x1a'.kplane.core.v1.WatchNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/api/v1/watch/namespaces0\x01\x12\x94\x01\n" +
 	"\x0fCreateNamespace\x12&.kplane.core.v1.CreateNamespaceRequest\x1a'.kplane.core.v1.CreateNamespaceResponse\"0\x82\xd3\xe4\x93\x02*:\tnamespaceb\tnamespace\"\x12/api/v1/namespaces\x12\x9b\x01\n" +
 	"\x0fUpdateNamespace\x12&.kplane.core.v1.UpdateNamespaceRequest\x1a'.kplane.core.v1.UpdateNamespaceResponse\"7\x82\xd3\xe4\x93\x021:\tnamespaceb\tnamespace\x1a\x19/api/v1/namespaces/{name}\x12\x93\x01\n" +
-	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}2\xb4\t\n" +
+	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}2\xb3\n" +
+	"\n" +
 	"\n" +
 	"PodService\x12\x80\x01\n" +
 	"\x06GetPod\x12\x1d.kplane.core.v1.GetPodRequest\x1a\x1e.kplane.core.v1.GetPodResponse\"7\x82\xd3\xe4\x93\x021b\x03pod\x12*/api/v1/namespaces/{namespace}/pods/{name}\x12\x96\x01\n" +
@@ -7238,7 +7373,8 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\tUpdatePod\x12 .kplane.core.v1.UpdatePodRequest\x1a!.kplane.core.v1.UpdatePodResponse\"<\x82\xd3\xe4\x93\x026:\x03podb\x03pod\x1a*/api/v1/namespaces/{namespace}/pods/{name}\x12\x8c\x01\n" +
 	"\tDeletePod\x12 .kplane.core.v1.DeletePodRequest\x1a!.kplane.core.v1.DeletePodResponse\":\x82\xd3\xe4\x93\x024:\x01*b\x03pod**/api/v1/namespaces/{namespace}/pods/{name}\x12\xa7\x01\n" +
 	"\x0fUpdatePodStatus\x12&.kplane.core.v1.UpdatePodStatusRequest\x1a'.kplane.core.v1.UpdatePodStatusResponse\"C\x82\xd3\xe4\x93\x02=:\x03podb\x03pod\x1a1/api/v1/namespaces/{namespace}/pods/{name}/status\x12\x97\x01\n" +
-	"\aBindPod\x12\x1e.kplane.core.v1.BindPodRequest\x1a\x1f.kplane.core.v1.BindPodResponse\"K\x82\xd3\xe4\x93\x02E:\abindingb\x06status\"2/api/v1/namespaces/{namespace}/pods/{name}/binding2\xec\x06\n" +
+	"\aBindPod\x12\x1e.kplane.core.v1.BindPodRequest\x1a\x1f.kplane.core.v1.BindPodResponse\"K\x82\xd3\xe4\x93\x02E:\abindingb\x06status\"2/api/v1/namespaces/{namespace}/pods/{name}/binding\x12}\n" +
+	"\tGetPodLog\x12 .kplane.core.v1.GetPodLogRequest\x1a\x14.google.api.HttpBody\"6\x82\xd3\xe4\x93\x020\x12./api/v1/namespaces/{namespace}/pods/{name}/log0\x012\xec\x06\n" +
 	"\vNodeService\x12n\n" +
 	"\aGetNode\x12\x1e.kplane.core.v1.GetNodeRequest\x1a\x1f.kplane.core.v1.GetNodeResponse\"\"\x82\xd3\xe4\x93\x02\x1cb\x04node\x12\x14/api/v1/nodes/{name}\x12m\n" +
 	"\tListNodes\x12 .kplane.core.v1.ListNodesRequest\x1a!.kplane.core.v1.ListNodesResponse\"\x1b\x82\xd3\xe4\x93\x02\x15b\x04list\x12\r/api/v1/nodes\x12r\n" +
@@ -7308,7 +7444,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),         // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),        // 1: kplane.core.v1.GetNamespaceResponse
@@ -7338,191 +7474,193 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*UpdatePodStatusResponse)(nil),     // 25: kplane.core.v1.UpdatePodStatusResponse
 	(*BindPodRequest)(nil),              // 26: kplane.core.v1.BindPodRequest
 	(*BindPodResponse)(nil),             // 27: kplane.core.v1.BindPodResponse
-	(*GetNodeRequest)(nil),              // 28: kplane.core.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),             // 29: kplane.core.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),            // 30: kplane.core.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 31: kplane.core.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),           // 32: kplane.core.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),          // 33: kplane.core.v1.WatchNodesResponse
-	(*CreateNodeRequest)(nil),           // 34: kplane.core.v1.CreateNodeRequest
-	(*CreateNodeResponse)(nil),          // 35: kplane.core.v1.CreateNodeResponse
-	(*UpdateNodeRequest)(nil),           // 36: kplane.core.v1.UpdateNodeRequest
-	(*UpdateNodeResponse)(nil),          // 37: kplane.core.v1.UpdateNodeResponse
-	(*DeleteNodeRequest)(nil),           // 38: kplane.core.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 39: kplane.core.v1.DeleteNodeResponse
-	(*UpdateNodeStatusRequest)(nil),     // 40: kplane.core.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),    // 41: kplane.core.v1.UpdateNodeStatusResponse
-	(*GetEventRequest)(nil),             // 42: kplane.core.v1.GetEventRequest
-	(*GetEventResponse)(nil),            // 43: kplane.core.v1.GetEventResponse
-	(*ListEventsRequest)(nil),           // 44: kplane.core.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),          // 45: kplane.core.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),          // 46: kplane.core.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),         // 47: kplane.core.v1.WatchEventsResponse
-	(*CreateEventRequest)(nil),          // 48: kplane.core.v1.CreateEventRequest
-	(*CreateEventResponse)(nil),         // 49: kplane.core.v1.CreateEventResponse
-	(*UpdateEventRequest)(nil),          // 50: kplane.core.v1.UpdateEventRequest
-	(*UpdateEventResponse)(nil),         // 51: kplane.core.v1.UpdateEventResponse
-	(*DeleteEventRequest)(nil),          // 52: kplane.core.v1.DeleteEventRequest
-	(*DeleteEventResponse)(nil),         // 53: kplane.core.v1.DeleteEventResponse
-	(*GetServiceRequest)(nil),           // 54: kplane.core.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),          // 55: kplane.core.v1.GetServiceResponse
-	(*ListServicesRequest)(nil),         // 56: kplane.core.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),        // 57: kplane.core.v1.ListServicesResponse
-	(*WatchServicesRequest)(nil),        // 58: kplane.core.v1.WatchServicesRequest
-	(*WatchServicesResponse)(nil),       // 59: kplane.core.v1.WatchServicesResponse
-	(*CreateServiceRequest)(nil),        // 60: kplane.core.v1.CreateServiceRequest
-	(*CreateServiceResponse)(nil),       // 61: kplane.core.v1.CreateServiceResponse
-	(*UpdateServiceRequest)(nil),        // 62: kplane.core.v1.UpdateServiceRequest
-	(*UpdateServiceResponse)(nil),       // 63: kplane.core.v1.UpdateServiceResponse
-	(*DeleteServiceRequest)(nil),        // 64: kplane.core.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),       // 65: kplane.core.v1.DeleteServiceResponse
-	(*UpdateServiceStatusRequest)(nil),  // 66: kplane.core.v1.UpdateServiceStatusRequest
-	(*UpdateServiceStatusResponse)(nil), // 67: kplane.core.v1.UpdateServiceStatusResponse
-	(*GetEndpointsRequest)(nil),         // 68: kplane.core.v1.GetEndpointsRequest
-	(*GetEndpointsResponse)(nil),        // 69: kplane.core.v1.GetEndpointsResponse
-	(*ListEndpointsRequest)(nil),        // 70: kplane.core.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),       // 71: kplane.core.v1.ListEndpointsResponse
-	(*WatchEndpointsRequest)(nil),       // 72: kplane.core.v1.WatchEndpointsRequest
-	(*WatchEndpointsResponse)(nil),      // 73: kplane.core.v1.WatchEndpointsResponse
-	(*CreateEndpointsRequest)(nil),      // 74: kplane.core.v1.CreateEndpointsRequest
-	(*CreateEndpointsResponse)(nil),     // 75: kplane.core.v1.CreateEndpointsResponse
-	(*UpdateEndpointsRequest)(nil),      // 76: kplane.core.v1.UpdateEndpointsRequest
-	(*UpdateEndpointsResponse)(nil),     // 77: kplane.core.v1.UpdateEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),      // 78: kplane.core.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),     // 79: kplane.core.v1.DeleteEndpointsResponse
-	(*GetConfigMapRequest)(nil),         // 80: kplane.core.v1.GetConfigMapRequest
-	(*GetConfigMapResponse)(nil),        // 81: kplane.core.v1.GetConfigMapResponse
-	(*ListConfigMapsRequest)(nil),       // 82: kplane.core.v1.ListConfigMapsRequest
-	(*ListConfigMapsResponse)(nil),      // 83: kplane.core.v1.ListConfigMapsResponse
-	(*WatchConfigMapsRequest)(nil),      // 84: kplane.core.v1.WatchConfigMapsRequest
-	(*WatchConfigMapsResponse)(nil),     // 85: kplane.core.v1.WatchConfigMapsResponse
-	(*CreateConfigMapRequest)(nil),      // 86: kplane.core.v1.CreateConfigMapRequest
-	(*CreateConfigMapResponse)(nil),     // 87: kplane.core.v1.CreateConfigMapResponse
-	(*UpdateConfigMapRequest)(nil),      // 88: kplane.core.v1.UpdateConfigMapRequest
-	(*UpdateConfigMapResponse)(nil),     // 89: kplane.core.v1.UpdateConfigMapResponse
-	(*DeleteConfigMapRequest)(nil),      // 90: kplane.core.v1.DeleteConfigMapRequest
-	(*DeleteConfigMapResponse)(nil),     // 91: kplane.core.v1.DeleteConfigMapResponse
-	(*GetSecretRequest)(nil),            // 92: kplane.core.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),           // 93: kplane.core.v1.GetSecretResponse
-	(*ListSecretsRequest)(nil),          // 94: kplane.core.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),         // 95: kplane.core.v1.ListSecretsResponse
-	(*WatchSecretsRequest)(nil),         // 96: kplane.core.v1.WatchSecretsRequest
-	(*WatchSecretsResponse)(nil),        // 97: kplane.core.v1.WatchSecretsResponse
-	(*CreateSecretRequest)(nil),         // 98: kplane.core.v1.CreateSecretRequest
-	(*CreateSecretResponse)(nil),        // 99: kplane.core.v1.CreateSecretResponse
-	(*UpdateSecretRequest)(nil),         // 100: kplane.core.v1.UpdateSecretRequest
-	(*UpdateSecretResponse)(nil),        // 101: kplane.core.v1.UpdateSecretResponse
-	(*DeleteSecretRequest)(nil),         // 102: kplane.core.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),        // 103: kplane.core.v1.DeleteSecretResponse
-	(*Namespace)(nil),                   // 104: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),               // 105: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                   // 106: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),            // 107: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                         // 108: kplane.core.v1.Pod
-	(*PodList)(nil),                     // 109: kplane.core.v1.PodList
-	(*Binding)(nil),                     // 110: kplane.core.v1.Binding
-	(*Node)(nil),                        // 111: kplane.core.v1.Node
-	(*NodeList)(nil),                    // 112: kplane.core.v1.NodeList
-	(*Event)(nil),                       // 113: kplane.core.v1.Event
-	(*EventList)(nil),                   // 114: kplane.core.v1.EventList
-	(*Service)(nil),                     // 115: kplane.core.v1.Service
-	(*ServiceList)(nil),                 // 116: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                   // 117: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),               // 118: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                   // 119: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),               // 120: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                      // 121: kplane.core.v1.Secret
-	(*SecretList)(nil),                  // 122: kplane.core.v1.SecretList
+	(*GetPodLogRequest)(nil),            // 28: kplane.core.v1.GetPodLogRequest
+	(*GetNodeRequest)(nil),              // 29: kplane.core.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),             // 30: kplane.core.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),            // 31: kplane.core.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),           // 32: kplane.core.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),           // 33: kplane.core.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),          // 34: kplane.core.v1.WatchNodesResponse
+	(*CreateNodeRequest)(nil),           // 35: kplane.core.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),          // 36: kplane.core.v1.CreateNodeResponse
+	(*UpdateNodeRequest)(nil),           // 37: kplane.core.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),          // 38: kplane.core.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),           // 39: kplane.core.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),          // 40: kplane.core.v1.DeleteNodeResponse
+	(*UpdateNodeStatusRequest)(nil),     // 41: kplane.core.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),    // 42: kplane.core.v1.UpdateNodeStatusResponse
+	(*GetEventRequest)(nil),             // 43: kplane.core.v1.GetEventRequest
+	(*GetEventResponse)(nil),            // 44: kplane.core.v1.GetEventResponse
+	(*ListEventsRequest)(nil),           // 45: kplane.core.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),          // 46: kplane.core.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),          // 47: kplane.core.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),         // 48: kplane.core.v1.WatchEventsResponse
+	(*CreateEventRequest)(nil),          // 49: kplane.core.v1.CreateEventRequest
+	(*CreateEventResponse)(nil),         // 50: kplane.core.v1.CreateEventResponse
+	(*UpdateEventRequest)(nil),          // 51: kplane.core.v1.UpdateEventRequest
+	(*UpdateEventResponse)(nil),         // 52: kplane.core.v1.UpdateEventResponse
+	(*DeleteEventRequest)(nil),          // 53: kplane.core.v1.DeleteEventRequest
+	(*DeleteEventResponse)(nil),         // 54: kplane.core.v1.DeleteEventResponse
+	(*GetServiceRequest)(nil),           // 55: kplane.core.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),          // 56: kplane.core.v1.GetServiceResponse
+	(*ListServicesRequest)(nil),         // 57: kplane.core.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),        // 58: kplane.core.v1.ListServicesResponse
+	(*WatchServicesRequest)(nil),        // 59: kplane.core.v1.WatchServicesRequest
+	(*WatchServicesResponse)(nil),       // 60: kplane.core.v1.WatchServicesResponse
+	(*CreateServiceRequest)(nil),        // 61: kplane.core.v1.CreateServiceRequest
+	(*CreateServiceResponse)(nil),       // 62: kplane.core.v1.CreateServiceResponse
+	(*UpdateServiceRequest)(nil),        // 63: kplane.core.v1.UpdateServiceRequest
+	(*UpdateServiceResponse)(nil),       // 64: kplane.core.v1.UpdateServiceResponse
+	(*DeleteServiceRequest)(nil),        // 65: kplane.core.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),       // 66: kplane.core.v1.DeleteServiceResponse
+	(*UpdateServiceStatusRequest)(nil),  // 67: kplane.core.v1.UpdateServiceStatusRequest
+	(*UpdateServiceStatusResponse)(nil), // 68: kplane.core.v1.UpdateServiceStatusResponse
+	(*GetEndpointsRequest)(nil),         // 69: kplane.core.v1.GetEndpointsRequest
+	(*GetEndpointsResponse)(nil),        // 70: kplane.core.v1.GetEndpointsResponse
+	(*ListEndpointsRequest)(nil),        // 71: kplane.core.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),       // 72: kplane.core.v1.ListEndpointsResponse
+	(*WatchEndpointsRequest)(nil),       // 73: kplane.core.v1.WatchEndpointsRequest
+	(*WatchEndpointsResponse)(nil),      // 74: kplane.core.v1.WatchEndpointsResponse
+	(*CreateEndpointsRequest)(nil),      // 75: kplane.core.v1.CreateEndpointsRequest
+	(*CreateEndpointsResponse)(nil),     // 76: kplane.core.v1.CreateEndpointsResponse
+	(*UpdateEndpointsRequest)(nil),      // 77: kplane.core.v1.UpdateEndpointsRequest
+	(*UpdateEndpointsResponse)(nil),     // 78: kplane.core.v1.UpdateEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),      // 79: kplane.core.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),     // 80: kplane.core.v1.DeleteEndpointsResponse
+	(*GetConfigMapRequest)(nil),         // 81: kplane.core.v1.GetConfigMapRequest
+	(*GetConfigMapResponse)(nil),        // 82: kplane.core.v1.GetConfigMapResponse
+	(*ListConfigMapsRequest)(nil),       // 83: kplane.core.v1.ListConfigMapsRequest
+	(*ListConfigMapsResponse)(nil),      // 84: kplane.core.v1.ListConfigMapsResponse
+	(*WatchConfigMapsRequest)(nil),      // 85: kplane.core.v1.WatchConfigMapsRequest
+	(*WatchConfigMapsResponse)(nil),     // 86: kplane.core.v1.WatchConfigMapsResponse
+	(*CreateConfigMapRequest)(nil),      // 87: kplane.core.v1.CreateConfigMapRequest
+	(*CreateConfigMapResponse)(nil),     // 88: kplane.core.v1.CreateConfigMapResponse
+	(*UpdateConfigMapRequest)(nil),      // 89: kplane.core.v1.UpdateConfigMapRequest
+	(*UpdateConfigMapResponse)(nil),     // 90: kplane.core.v1.UpdateConfigMapResponse
+	(*DeleteConfigMapRequest)(nil),      // 91: kplane.core.v1.DeleteConfigMapRequest
+	(*DeleteConfigMapResponse)(nil),     // 92: kplane.core.v1.DeleteConfigMapResponse
+	(*GetSecretRequest)(nil),            // 93: kplane.core.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),           // 94: kplane.core.v1.GetSecretResponse
+	(*ListSecretsRequest)(nil),          // 95: kplane.core.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),         // 96: kplane.core.v1.ListSecretsResponse
+	(*WatchSecretsRequest)(nil),         // 97: kplane.core.v1.WatchSecretsRequest
+	(*WatchSecretsResponse)(nil),        // 98: kplane.core.v1.WatchSecretsResponse
+	(*CreateSecretRequest)(nil),         // 99: kplane.core.v1.CreateSecretRequest
+	(*CreateSecretResponse)(nil),        // 100: kplane.core.v1.CreateSecretResponse
+	(*UpdateSecretRequest)(nil),         // 101: kplane.core.v1.UpdateSecretRequest
+	(*UpdateSecretResponse)(nil),        // 102: kplane.core.v1.UpdateSecretResponse
+	(*DeleteSecretRequest)(nil),         // 103: kplane.core.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),        // 104: kplane.core.v1.DeleteSecretResponse
+	(*Namespace)(nil),                   // 105: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),               // 106: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                   // 107: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),            // 108: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                         // 109: kplane.core.v1.Pod
+	(*PodList)(nil),                     // 110: kplane.core.v1.PodList
+	(*Binding)(nil),                     // 111: kplane.core.v1.Binding
+	(*Node)(nil),                        // 112: kplane.core.v1.Node
+	(*NodeList)(nil),                    // 113: kplane.core.v1.NodeList
+	(*Event)(nil),                       // 114: kplane.core.v1.Event
+	(*EventList)(nil),                   // 115: kplane.core.v1.EventList
+	(*Service)(nil),                     // 116: kplane.core.v1.Service
+	(*ServiceList)(nil),                 // 117: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                   // 118: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),               // 119: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                   // 120: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),               // 121: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                      // 122: kplane.core.v1.Secret
+	(*SecretList)(nil),                  // 123: kplane.core.v1.SecretList
+	(*httpbody.HttpBody)(nil),           // 124: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	104, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	105, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	104, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	106, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	104, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	104, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	104, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	104, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	107, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	104, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	108, // 10: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	109, // 11: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	108, // 12: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	106, // 13: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	108, // 14: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	108, // 15: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	108, // 16: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	108, // 17: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	107, // 18: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	108, // 19: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	108, // 20: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	108, // 21: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	110, // 22: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	106, // 23: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	111, // 24: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	112, // 25: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	111, // 26: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	106, // 27: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	111, // 28: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	111, // 29: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	111, // 30: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	111, // 31: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	107, // 32: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	111, // 33: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	111, // 34: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	111, // 35: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	113, // 36: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	114, // 37: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	113, // 38: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	106, // 39: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	113, // 40: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	113, // 41: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	113, // 42: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	113, // 43: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	107, // 44: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	113, // 45: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	115, // 46: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	116, // 47: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	115, // 48: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	106, // 49: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	115, // 50: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	115, // 51: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	115, // 52: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	115, // 53: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	107, // 54: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	115, // 55: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	115, // 56: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	115, // 57: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	117, // 58: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	118, // 59: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	117, // 60: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	106, // 61: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	117, // 62: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	117, // 63: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	117, // 64: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	117, // 65: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	107, // 66: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	117, // 67: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	119, // 68: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	120, // 69: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	119, // 70: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	106, // 71: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	119, // 72: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	119, // 73: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	119, // 74: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	119, // 75: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	107, // 76: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	119, // 77: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	121, // 78: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	122, // 79: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	121, // 80: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	106, // 81: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	121, // 82: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	121, // 83: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	121, // 84: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	121, // 85: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	107, // 86: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	121, // 87: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	105, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	106, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	105, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	107, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	105, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	105, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	105, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	105, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	108, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	105, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 10: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	110, // 11: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	109, // 12: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	107, // 13: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	109, // 14: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	109, // 15: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	109, // 16: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	109, // 17: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	108, // 18: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	109, // 19: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	109, // 20: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	109, // 21: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	111, // 22: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	107, // 23: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	112, // 24: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	113, // 25: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	112, // 26: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	107, // 27: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	112, // 28: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	112, // 29: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	112, // 30: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	112, // 31: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	108, // 32: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	112, // 33: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	112, // 34: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	112, // 35: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	114, // 36: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	115, // 37: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	114, // 38: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	107, // 39: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	114, // 40: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	114, // 41: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	114, // 42: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	114, // 43: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	108, // 44: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	114, // 45: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	116, // 46: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	117, // 47: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	116, // 48: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	107, // 49: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	116, // 50: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	116, // 51: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	116, // 52: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	116, // 53: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	108, // 54: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	116, // 55: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	116, // 56: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	116, // 57: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	118, // 58: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	119, // 59: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	118, // 60: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	107, // 61: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	118, // 62: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	118, // 63: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	118, // 64: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	118, // 65: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	108, // 66: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	118, // 67: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	120, // 68: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	121, // 69: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	120, // 70: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	107, // 71: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	120, // 72: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	120, // 73: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	120, // 74: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	120, // 75: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	108, // 76: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	120, // 77: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	122, // 78: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	123, // 79: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	122, // 80: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	107, // 81: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	122, // 82: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	122, // 83: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	122, // 84: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	122, // 85: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	108, // 86: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	122, // 87: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
 	0,   // 88: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
 	2,   // 89: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
 	4,   // 90: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
@@ -7537,98 +7675,100 @@ var file_kplane_core_v1_service_proto_depIdxs = []int32{
 	22,  // 99: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
 	24,  // 100: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
 	26,  // 101: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	28,  // 102: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	30,  // 103: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	32,  // 104: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	34,  // 105: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	36,  // 106: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	38,  // 107: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	40,  // 108: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	42,  // 109: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	44,  // 110: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	46,  // 111: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	48,  // 112: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	50,  // 113: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	52,  // 114: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	54,  // 115: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	56,  // 116: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	58,  // 117: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	60,  // 118: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	62,  // 119: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	64,  // 120: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	66,  // 121: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	68,  // 122: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	70,  // 123: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	72,  // 124: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	74,  // 125: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	76,  // 126: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	78,  // 127: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	80,  // 128: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	82,  // 129: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	84,  // 130: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	86,  // 131: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	88,  // 132: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	90,  // 133: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	92,  // 134: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	94,  // 135: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	96,  // 136: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	98,  // 137: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	100, // 138: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	102, // 139: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	1,   // 140: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 141: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 142: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 143: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 144: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 145: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 146: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	15,  // 147: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	17,  // 148: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	19,  // 149: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	21,  // 150: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	23,  // 151: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	25,  // 152: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	27,  // 153: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	29,  // 154: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	31,  // 155: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	33,  // 156: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	35,  // 157: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	37,  // 158: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	39,  // 159: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	41,  // 160: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	43,  // 161: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	45,  // 162: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	47,  // 163: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	49,  // 164: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	51,  // 165: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	53,  // 166: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	55,  // 167: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	57,  // 168: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	59,  // 169: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	61,  // 170: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	63,  // 171: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	65,  // 172: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	67,  // 173: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	69,  // 174: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	71,  // 175: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	73,  // 176: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	75,  // 177: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	77,  // 178: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	79,  // 179: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	81,  // 180: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	83,  // 181: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	85,  // 182: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	87,  // 183: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	89,  // 184: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	91,  // 185: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	93,  // 186: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	95,  // 187: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	97,  // 188: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	99,  // 189: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	101, // 190: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	103, // 191: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	140, // [140:192] is the sub-list for method output_type
-	88,  // [88:140] is the sub-list for method input_type
+	28,  // 102: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	29,  // 103: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	31,  // 104: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	33,  // 105: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	35,  // 106: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	37,  // 107: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	39,  // 108: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	41,  // 109: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	43,  // 110: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	45,  // 111: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	47,  // 112: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	49,  // 113: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	51,  // 114: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	53,  // 115: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	55,  // 116: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	57,  // 117: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	59,  // 118: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	61,  // 119: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	63,  // 120: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	65,  // 121: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	67,  // 122: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	69,  // 123: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	71,  // 124: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	73,  // 125: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	75,  // 126: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	77,  // 127: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	79,  // 128: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	81,  // 129: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	83,  // 130: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	85,  // 131: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	87,  // 132: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	89,  // 133: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	91,  // 134: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	93,  // 135: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	95,  // 136: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	97,  // 137: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	99,  // 138: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	101, // 139: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	103, // 140: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	1,   // 141: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 142: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 143: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 144: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 145: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 146: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 147: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	15,  // 148: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	17,  // 149: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	19,  // 150: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	21,  // 151: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	23,  // 152: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	25,  // 153: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	27,  // 154: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	124, // 155: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	30,  // 156: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	32,  // 157: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	34,  // 158: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	36,  // 159: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	38,  // 160: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	40,  // 161: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	42,  // 162: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	44,  // 163: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	46,  // 164: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	48,  // 165: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	50,  // 166: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	52,  // 167: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	54,  // 168: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	56,  // 169: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	58,  // 170: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	60,  // 171: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	62,  // 172: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	64,  // 173: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	66,  // 174: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	68,  // 175: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	70,  // 176: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	72,  // 177: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	74,  // 178: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	76,  // 179: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	78,  // 180: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	80,  // 181: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	82,  // 182: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	84,  // 183: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	86,  // 184: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	88,  // 185: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	90,  // 186: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	92,  // 187: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	94,  // 188: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	96,  // 189: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	98,  // 190: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	100, // 191: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	102, // 192: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	104, // 193: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	141, // [141:194] is the sub-list for method output_type
+	88,  // [88:141] is the sub-list for method input_type
 	88,  // [88:88] is the sub-list for extension type_name
 	88,  // [88:88] is the sub-list for extension extendee
 	0,   // [0:88] is the sub-list for field type_name
@@ -7646,31 +7786,32 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[14].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[16].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[22].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[30].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[32].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[38].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[44].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[46].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[52].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[56].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[58].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[64].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[70].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[72].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[78].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[82].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[84].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[90].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[94].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[96].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[102].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[28].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[31].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[33].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[39].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[45].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[47].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[53].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[57].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[59].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[65].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[71].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[73].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[79].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[83].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[85].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[91].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[95].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[97].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[103].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   104,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   8,
 		},

@@ -10,6 +10,7 @@ package corev1
 
 import (
 	context "context"
+	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -341,6 +342,7 @@ const (
 	PodService_DeletePod_FullMethodName       = "/kplane.core.v1.PodService/DeletePod"
 	PodService_UpdatePodStatus_FullMethodName = "/kplane.core.v1.PodService/UpdatePodStatus"
 	PodService_BindPod_FullMethodName         = "/kplane.core.v1.PodService/BindPod"
+	PodService_GetPodLog_FullMethodName       = "/kplane.core.v1.PodService/GetPodLog"
 )
 
 // PodServiceClient is the client API for PodService service.
@@ -365,6 +367,13 @@ type PodServiceClient interface {
 	UpdatePodStatus(ctx context.Context, in *UpdatePodStatusRequest, opts ...grpc.CallOption) (*UpdatePodStatusResponse, error)
 	// BindPod binds a pod to a node: the only way to set spec.nodeName.
 	BindPod(ctx context.Context, in *BindPodRequest, opts ...grpc.CallOption) (*BindPodResponse, error)
+	// GetPodLog streams a container's log (the log subresource) as raw
+	// text chunks, as Kubernetes' pods/log: proxied to the node agent that
+	// runs the pod. google.api.HttpBody is what grpc-gateway streams as a
+	// raw body, hence the non-standard response name.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	GetPodLog(ctx context.Context, in *GetPodLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[httpbody.HttpBody], error)
 }
 
 type podServiceClient struct {
@@ -464,6 +473,25 @@ func (c *podServiceClient) BindPod(ctx context.Context, in *BindPodRequest, opts
 	return out, nil
 }
 
+func (c *podServiceClient) GetPodLog(ctx context.Context, in *GetPodLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[httpbody.HttpBody], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PodService_ServiceDesc.Streams[1], PodService_GetPodLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetPodLogRequest, httpbody.HttpBody]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PodService_GetPodLogClient = grpc.ServerStreamingClient[httpbody.HttpBody]
+
 // PodServiceServer is the server API for PodService service.
 // All implementations must embed UnimplementedPodServiceServer
 // for forward compatibility.
@@ -486,6 +514,13 @@ type PodServiceServer interface {
 	UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error)
 	// BindPod binds a pod to a node: the only way to set spec.nodeName.
 	BindPod(context.Context, *BindPodRequest) (*BindPodResponse, error)
+	// GetPodLog streams a container's log (the log subresource) as raw
+	// text chunks, as Kubernetes' pods/log: proxied to the node agent that
+	// runs the pod. google.api.HttpBody is what grpc-gateway streams as a
+	// raw body, hence the non-standard response name.
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	GetPodLog(*GetPodLogRequest, grpc.ServerStreamingServer[httpbody.HttpBody]) error
 	mustEmbedUnimplementedPodServiceServer()
 }
 
@@ -519,6 +554,9 @@ func (UnimplementedPodServiceServer) UpdatePodStatus(context.Context, *UpdatePod
 }
 func (UnimplementedPodServiceServer) BindPod(context.Context, *BindPodRequest) (*BindPodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BindPod not implemented")
+}
+func (UnimplementedPodServiceServer) GetPodLog(*GetPodLogRequest, grpc.ServerStreamingServer[httpbody.HttpBody]) error {
+	return status.Error(codes.Unimplemented, "method GetPodLog not implemented")
 }
 func (UnimplementedPodServiceServer) mustEmbedUnimplementedPodServiceServer() {}
 func (UnimplementedPodServiceServer) testEmbeddedByValue()                    {}
@@ -678,6 +716,17 @@ func _PodService_BindPod_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodService_GetPodLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetPodLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PodServiceServer).GetPodLog(m, &grpc.GenericServerStream[GetPodLogRequest, httpbody.HttpBody]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PodService_GetPodLogServer = grpc.ServerStreamingServer[httpbody.HttpBody]
+
 // PodService_ServiceDesc is the grpc.ServiceDesc for PodService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -718,6 +767,11 @@ var PodService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchPods",
 			Handler:       _PodService_WatchPods_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetPodLog",
+			Handler:       _PodService_GetPodLog_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -181,6 +181,9 @@ func (r *Recorder) Forget(uid string) {
 			delete(r.seen, k)
 		}
 	}
+	if uid == "" {
+		return
+	}
 	for k := range r.similar {
 		if strings.Contains(k, "\x00"+uid+"\x00") {
 			delete(r.similar, k)

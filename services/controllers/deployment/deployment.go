@@ -271,7 +271,10 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		}
 		return c.syncStatus(ctx, d, newRS, all, scaled)
 	}
-	if newRS != nil && isScalingEvent(d, newRS, old) {
+	// A scaling event is a step of its own (Recreate has no proportional
+	// step: with two active ReplicaSets it goes on with its strategy).
+	recreateMidway := d.GetSpec().GetStrategy().GetType() == "Recreate" && len(active(all)) > 1
+	if newRS != nil && !recreateMidway && isScalingEvent(d, newRS, old) {
 		scaled, err := c.scaleReplicaSets(ctx, d, newRS, old)
 		if err != nil {
 			return err

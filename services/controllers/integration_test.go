@@ -624,13 +624,20 @@ func TestProportionalScalingDuringRollout(t *testing.T) {
 	sizes("nginx:1=8/8 nginx:unresolvable=5/5")
 	scale := func(n int32) {
 		t.Helper()
-		s, err := c.ds.GetScale(c.ctx, ns, "web")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Spec = &autoscalingv1.ScaleSpec{Replicas: n}
-		if _, err := c.ds.UpdateScale(c.ctx, ns, "web", s); err != nil {
-			t.Fatal(err)
+		// The controller writes the Deployment too: retry on Conflict.
+		for attempt := 0; ; attempt++ {
+			s, err := c.ds.GetScale(c.ctx, ns, "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Spec = &autoscalingv1.ScaleSpec{Replicas: n}
+			_, err = c.ds.UpdateScale(c.ctx, ns, "web", s)
+			if err == nil {
+				return
+			}
+			if !apierrors.IsConflict(err) || attempt == 20 {
+				t.Fatal(err)
+			}
 		}
 	}
 	scale(15)

@@ -195,12 +195,14 @@ func TestChaosLeaderKills(t *testing.T) {
 	// The kills, every few seconds while the workload runs.
 	probe := &prober{cms: client.Must[*corev1.ConfigMap](conn), ns: ns}
 	var outcomes []outcome
+	revived := 0
 	for i, k := range kills {
 		select {
 		case <-time.After(3 * time.Second):
 		case err := <-werrs:
 			t.Fatalf("workload stopped during the kills: %v", err)
 		}
+		revived += revive(t, cp)
 		o, err := inject(ctx, cp, storeCli, conn, probe, k)
 		if err != nil {
 			t.Fatalf("kill %d (%s): %v", i+1, k, err)
@@ -210,6 +212,8 @@ func TestChaosLeaderKills(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	stopWorkload()
+	revived += revive(t, cp)
+	t.Logf("%d processes exited by themselves and were restarted", revived)
 	live, deleted, ops, retries := w.snapshot()
 	t.Logf("workload: %v acknowledged, %d attempts retried; %d Deployments live, %d deleted", ops, retries, len(live), len(deleted))
 
@@ -521,4 +525,34 @@ func converge(ctx context.Context, pods *client.Client[*corev1.Pod], ns string, 
 // memberEndpoint is a member's client address as clientv3 takes it.
 func memberEndpoint(m *localcluster.Member) string {
 	return strings.TrimPrefix(strings.TrimPrefix(m.ClientURL, "https://"), "http://")
+}
+
+// revive restarts every process that exited by itself, as a supervisor
+// (the kubelet, systemd) would: a scheduler or controller manager that
+// cannot renew its Lease within the renew deadline stops leading and exits,
+// as Kubernetes' do. It returns how many it restarted.
+func revive(t *testing.T, cp *localcluster.ControlPlane) int {
+	t.Helper()
+	n := 0
+	for _, p := range cp.Procs {
+		if p.Running() {
+			continue
+		}
+		t.Logf("%s exited by itself (see %s); restarting it", p.Name, p.LogPath)
+		if err := cp.Restart(p); err != nil {
+			t.Fatalf("restart %s: %v", p.Name, err)
+		}
+		n++
+	}
+	for _, m := range cp.Store.Members {
+		if m.Running() {
+			continue
+		}
+		t.Logf("store member %s exited by itself (see %s); restarting it", m.Name, m.LogPath)
+		if err := cp.Store.StartMember(m); err != nil {
+			t.Fatalf("restart %s: %v", m.Name, err)
+		}
+		n++
+	}
+	return n
 }

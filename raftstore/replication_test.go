@@ -1,6 +1,7 @@
 package raftstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,7 +105,10 @@ func TestLeaderFailover(t *testing.T) {
 // the log they retain; on restart it can only catch up from a snapshot.
 func TestSnapshotCatchUp(t *testing.T) {
 	c := newCluster(t, 3, clusterOptions{snapshotThreshold: 32, trailingLogs: 8})
-	ctx := ctxT(t)
+	// 200 sequential quorum writes on two members: allow for a busy machine
+	// (CI saw 15 s run out at a load average of 40).
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
 	down := c.followers()[0]
 	c.stop(down)
 	var up *member

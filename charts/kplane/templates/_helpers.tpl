@@ -51,13 +51,19 @@ securityContext:
   readOnly: true
 {{- end -}}
 
+{{/* A container's environment: pass (dict "root" $ "env" <list of extra EnvVars>). */}}
 {{- define "kplane.env" -}}
-{{- if .Values.otel.endpoint }}
+{{- if or .root.Values.otel.endpoint .env }}
 env:
+  {{- with .env }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- if .root.Values.otel.endpoint }}
   - name: OTEL_EXPORTER_OTLP_ENDPOINT
-    value: {{ .Values.otel.endpoint | quote }}
+    value: {{ .root.Values.otel.endpoint | quote }}
   - name: OTEL_TRACES_EXPORTER
     value: otlp
+  {{- end }}
 {{- end }}
 {{- end -}}
 
@@ -127,7 +133,7 @@ spec:
           {{- include "kplane.image" .root | nindent 10 }}
           args:
             {{- toYaml .args | nindent 12 }}
-          {{- include "kplane.env" .root | nindent 10 }}
+          {{- include "kplane.env" (dict "root" .root "env" .env) | nindent 10 }}
           {{- with .ports }}
           ports:
             {{- toYaml . | nindent 12 }}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 )
@@ -159,7 +160,15 @@ func InjectFaults(ctx context.Context, c *Cluster, h *History, cfg FaultConfig) 
 // that it installed the leader's snapshot.
 func snapshotCatchUp(ctx context.Context, c *Cluster, cli *clientv3.Client, h *History, cfg FaultConfig, n, leader, follower int) error {
 	members := c.Members()
-	st, err := c.Status(ctx, follower)
+	var st *pb.StatusResponse
+	var err error
+	for try := 0; try < 10; try++ {
+		// A member busy catching up after the previous fault may be slow
+		// to answer.
+		if st, err = c.Status(ctx, follower); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("status of %s: %w", members[follower].Name, err)
 	}

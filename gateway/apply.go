@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -113,6 +115,10 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 			cur.copyTo(w)
 			return nil
 		}
+		liveTyped, err := json.Marshal(live)
+		if err != nil {
+			return err
+		}
 		merged, err := fm.Apply(live, applied, manager, force)
 		if err != nil {
 			return fromKubeError(err)
@@ -120,6 +126,11 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 		b, err := json.Marshal(merged)
 		if err != nil {
 			return err
+		}
+		if exists {
+			if b, err = carryChanges(cur.body.Bytes(), liveTyped, b); err != nil {
+				return err
+			}
 		}
 		method, path := http.MethodPut, t.itemPath("")
 		if !exists {
@@ -155,4 +166,82 @@ func fromKubeError(err error) error {
 		out.Code = http.StatusInternalServerError
 	}
 	return out
+}
+
+// updateManager is the field manager of a write that is not an apply: the
+// fieldManager parameter, else the client's User-Agent up to its first "/"
+// (as Kubernetes names it).
+func updateManager(r *http.Request) string {
+	if m := r.URL.Query().Get("fieldManager"); m != "" {
+		return m
+	}
+	ua, _, _ := strings.Cut(r.UserAgent(), "/")
+	if ua == "" {
+		return "unknown"
+	}
+	return ua
+}
+
+// recordUpdate checks the patched object as fieldValidation says, then lets
+// Kubernetes' field manager record the fields manager changed from live to
+// patched (operation Update) in its metadata.managedFields. It returns the
+// object to write (Kubernetes' typed form: write it leniently) and the
+// decoding warnings.
+func (g *Gateway) recordUpdate(t *target, info *requestInfo, live, patched []byte, manager string) ([]byte, []string, error) {
+	_, warnings, err := decodeObject(patched, t.res.Object, info.fieldValidation)
+	if err != nil {
+		return nil, nil, err
+	}
+	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
+	fm, err := g.managers.get(gvk)
+	if err != nil {
+		return nil, nil, err
+	}
+	oldObj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, nil, err
+	}
+	newObj, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := json.Unmarshal(live, oldObj); err != nil {
+		return nil, nil, fmt.Errorf("gateway: reading the live %s: %w", gvk.Kind, err)
+	}
+	if err := json.Unmarshal(patched, newObj); err != nil {
+		return nil, nil, badRequest("the patched object does not decode: " + err.Error())
+	}
+	newTyped, err := json.Marshal(newObj)
+	if err != nil {
+		return nil, nil, err
+	}
+	merged, err := fm.Update(oldObj, newObj, manager)
+	if err != nil {
+		return nil, nil, fromKubeError(err)
+	}
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return nil, nil, err
+	}
+	if b, err = carryChanges(patched, newTyped, b); err != nil {
+		return nil, nil, err
+	}
+	return b, warnings, nil
+}
+
+// carryChanges applies to base (the gateway's JSON of an object) what the
+// field manager changed between before and after (Kubernetes' typed JSON of
+// the same object, before and after). Writing the typed JSON itself would
+// add the empty structs typed Go writes (resources: {} ...), which the API
+// service would see as changes (a Pod's spec is immutable).
+func carryChanges(base, before, after []byte) ([]byte, error) {
+	p, err := jsonpatch.CreateMergePatch(before, after)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: diffing the merged object: %w", err)
+	}
+	out, err := jsonpatch.MergePatch(base, p)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: applying the merged object: %w", err)
+	}
+	return out, nil
 }

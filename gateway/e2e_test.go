@@ -255,6 +255,16 @@ func TestKubectlFlow(t *testing.T) {
 		if strings.Contains(aliceOwns, `"f:a"`) {
 			t.Errorf("after bob's forced apply alice still owns .data.a: %s", aliceOwns)
 		}
+		// kubectl label records its own Update entry; an apply of that
+		// label by another manager then conflicts with it.
+		k.ok([]string{"label", "cm", "owned", "team=blue"}, "labeled")
+		k.ok([]string{"get", "cm", "owned", "--show-managed-fields", "-o", "jsonpath={.metadata.managedFields[*].manager}"}, "kubectl-label")
+		k.fails([]string{"apply", "--server-side", "--field-manager=carol", "-f",
+			k.file("carol.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  labels: {team: red}\n")}, `conflict with "kubectl-label"`)
+		// A Pod (immutable spec): applying a label must change nothing else.
+		k.ok([]string{"apply", "--server-side", "--field-manager=dave", "-f", k.file("ssapod.yaml", strings.ReplaceAll(fmt.Sprintf(podYAML, "x1"), "mypod", "ssapod"))}, "pod/ssapod serverside-applied")
+		k.ok([]string{"apply", "--server-side", "--field-manager=dave", "-f", k.file("ssapod2.yaml", strings.ReplaceAll(fmt.Sprintf(podYAML, "x2"), "mypod", "ssapod"))}, "pod/ssapod serverside-applied")
+		k.ok([]string{"get", "pod", "ssapod", "-o", "jsonpath={.metadata.labels.tier}"}, "x2")
 		// alice, applying without the field, no longer removes it: bob owns it.
 		k.ok([]string{"apply", "--server-side", "--field-manager=alice", "-f", cm("alice2.yaml", "  c: \"3\"\n")}, "serverside-applied")
 		k.ok([]string{"get", "cm", "owned", "-o", "jsonpath={.data.a}{.data.b}{.data.c}"}, "923")

@@ -95,7 +95,20 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 		if patched, err = keepResourceVersion(patched, cur.body.Bytes()); err != nil {
 			return err
 		}
-		resp := g.loopback(r.Context(), r, http.MethodPut, putPath, r.URL.RawQuery, patched)
+		ctx := r.Context()
+		if t.sub == "" {
+			// Record the patch's manager in metadata.managedFields
+			// (operation Update), as Kubernetes does for every write.
+			managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), patched, updateManager(r))
+			if err != nil {
+				return err
+			}
+			write := *info
+			write.fieldValidation = "Ignore"
+			write.warnings = append(write.warnings, warnings...)
+			ctx, patched = withInfo(ctx, &write), managed
+		}
+		resp := g.loopback(ctx, r, http.MethodPut, putPath, r.URL.RawQuery, patched)
 		if resp.code == http.StatusConflict && !pinsRV && attempt < maxPatchAttempts {
 			continue
 		}

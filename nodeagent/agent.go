@@ -97,6 +97,7 @@ type Agent struct {
 	pods      *client.Client[*corev1.Pod]
 	nodes     *client.Client[*corev1.Node]
 	leases    *client.Client[*coordv1.Lease]
+	objects   envObjects // ConfigMaps and Secrets of containers' environments
 	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
 	queue     workqueue.TypedDelayingInterface[string]
@@ -161,6 +162,15 @@ func New(cfg Config) (*Agent, error) {
 	if a.leases, err = client.New[*coordv1.Lease](cfg.Conn); err != nil {
 		return nil, err
 	}
+	cms, err := client.New[*corev1.ConfigMap](cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := client.New[*corev1.Secret](cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	a.objects = apiObjects{configMaps: cms, secrets: secrets}
 	events, err := client.New[*corev1.Event](cfg.Conn)
 	if err != nil {
 		return nil, err

@@ -1,52 +1,144 @@
 package nodeagent
 
 import (
+	"context"
+	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
+
+// fakeObjects serves ConfigMaps and Secrets from maps (a unit-test double
+// of the agent's own envObjects; the e2e tests read real ones).
+type fakeObjects struct {
+	cms     map[string]*corev1.ConfigMap
+	secrets map[string]*corev1.Secret
+}
+
+func (f fakeObjects) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := f.cms[ns+"/"+name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound("", "configmap", name)
+}
+
+func (f fakeObjects) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	if s, ok := f.secrets[ns+"/"+name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound("", "secret", name)
+}
 
 func TestContainerEnv(t *testing.T) {
 	pod := &corev1.Pod{
-		Metadata: &metav1.ObjectMeta{Name: "web", Namespace: "prod", Uid: "u1", Labels: map[string]string{"app": "web"}},
-		Spec:     &corev1.PodSpec{NodeName: "n1"},
+		Metadata: &metav1.ObjectMeta{Name: "web", Namespace: "prod", Uid: "u1",
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"team": "a"}},
+		Spec: &corev1.PodSpec{NodeName: "n1", ServiceAccountName: "sa",
+			Containers: []*corev1.Container{{Name: "side", Resources: &corev1.ResourceRequirements{Limits: map[string]string{"memory": "64Mi"}}}}},
 	}
+	objs := fakeObjects{
+		cms:     map[string]*corev1.ConfigMap{"prod/cfg": {Data: map[string]string{"MODE": "fast", "LEVEL": "3", "bad-name=": "x", "1st": "y"}}},
+		secrets: map[string]*corev1.Secret{"prod/db": {Data: map[string][]byte{"password": []byte("s3cret"), "user": []byte("app")}}},
+	}
+	in := envInputs{podIP: "10.0.0.5", hostIP: "192.168.1.1", allocatable: map[string]string{"cpu": "4", "memory": "8Gi"}, objects: objs}
 	ref := func(p string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: p}}
 	}
-	c := &corev1.Container{Env: []*corev1.EnvVar{
-		{Name: "PLAIN", Value: "v"},
-		{Name: "NAME", ValueFrom: ref("metadata.name")},
-		{Name: "NS", ValueFrom: ref("metadata.namespace")},
-		{Name: "NODE", ValueFrom: ref("spec.nodeName")},
-		{Name: "IP", ValueFrom: ref("status.podIP")},
-		{Name: "HOST", ValueFrom: ref("status.hostIP")},
-		{Name: "APP", ValueFrom: ref("metadata.labels['app']")},
-		{Name: "UNSUPPORTED", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{}}},
-	}}
+	cmKey := func(name, key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Name: name, Key: key, Optional: &optional}}
+	}
+	secKey := func(name, key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Name: name, Key: key, Optional: &optional}}
+	}
+	res := func(container, r, div string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: container, Resource: r, Divisor: div}}
+	}
+	yes := true
+	c := &corev1.Container{
+		Name:      "main",
+		Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": "250m"}, Limits: map[string]string{"memory": "1Gi"}},
+		EnvFrom: []*corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{Name: "cfg"}},
+			{Prefix: "DB_", SecretRef: &corev1.SecretEnvSource{Name: "db"}},
+			{SecretRef: &corev1.SecretEnvSource{Name: "absent", Optional: &yes}},
+		},
+		Env: []*corev1.EnvVar{
+			{Name: "PLAIN", Value: "v"},
+			{Name: "NAME", ValueFrom: ref("metadata.name")},
+			{Name: "NS", ValueFrom: ref("metadata.namespace")},
+			{Name: "UID", ValueFrom: ref("metadata.uid")},
+			{Name: "NODE", ValueFrom: ref("spec.nodeName")},
+			{Name: "SA", ValueFrom: ref("spec.serviceAccountName")},
+			{Name: "IP", ValueFrom: ref("status.podIP")},
+			{Name: "HOST", ValueFrom: ref("status.hostIP")},
+			{Name: "APP", ValueFrom: ref("metadata.labels['app']")},
+			{Name: "TEAM", ValueFrom: ref("metadata.annotations['team']")},
+			{Name: "CM", ValueFrom: cmKey("cfg", "MODE", false)},
+			{Name: "CM_OPT_KEY", ValueFrom: cmKey("cfg", "nope", true)},
+			{Name: "CM_OPT_MAP", ValueFrom: cmKey("absent", "x", true)},
+			{Name: "PASS", ValueFrom: secKey("db", "password", false)},
+			{Name: "MODE", Value: "slow"}, // replaces envFrom's MODE
+			{Name: "CPU_M", ValueFrom: res("", "requests.cpu", "1m")},
+			{Name: "CPU_LIMIT", ValueFrom: res("", "limits.cpu", "")},
+			{Name: "MEM_MI", ValueFrom: res("", "limits.memory", "1Mi")},
+			{Name: "SIDE_MEM", ValueFrom: res("side", "limits.memory", "")},
+		},
+	}
+	env, skipped, err := containerEnv(context.Background(), pod, c, in)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := map[string]string{}
-	for _, kv := range containerEnv(pod, c, "10.0.0.5", "192.168.1.1") {
+	var order []string
+	for _, kv := range env {
 		got[kv.GetKey()] = kv.GetValue()
+		order = append(order, kv.GetKey())
 	}
-	tests := []struct{ name, key, want string }{
-		{"plain", "PLAIN", "v"},
-		{"name", "NAME", "web"},
-		{"namespace", "NS", "prod"},
-		{"node", "NODE", "n1"},
-		{"pod IP", "IP", "10.0.0.5"},
-		{"host IP", "HOST", "192.168.1.1"},
-		{"label", "APP", "web"},
+	want := map[string]string{
+		"LEVEL": "3", "MODE": "slow", "DB_password": "s3cret", "DB_user": "app",
+		"PLAIN": "v", "NAME": "web", "NS": "prod", "UID": "u1", "NODE": "n1", "SA": "sa",
+		"IP": "10.0.0.5", "HOST": "192.168.1.1", "APP": "web", "TEAM": "a",
+		"CM": "fast", "PASS": "s3cret",
+		"CPU_M": "250", "CPU_LIMIT": "4", "MEM_MI": "1024", "SIDE_MEM": "67108864",
 	}
-	for _, tt := range tests {
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("environment (-want +got):\n%s", diff)
+	}
+	if !slices.Equal(skipped, []string{"1st", "bad-name="}) {
+		t.Errorf("skipped: got %q, want [1st bad-name=]", skipped)
+	}
+	if order[0] != "LEVEL" || order[1] != "MODE" {
+		t.Errorf("order: got %q, want envFrom's keys first, sorted", order)
+	}
+
+	// What keeps a container from being created, with the kubelet's words.
+	errs := []struct {
+		name string
+		c    *corev1.Container
+		want string
+	}{
+		{"missing configmap", &corev1.Container{EnvFrom: []*corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{Name: "absent"}}}},
+			`configmap "absent" not found`},
+		{"missing secret", &corev1.Container{Env: []*corev1.EnvVar{{Name: "X", ValueFrom: secKey("absent", "k", false)}}},
+			`secret "absent" not found`},
+		{"missing configmap key", &corev1.Container{Env: []*corev1.EnvVar{{Name: "X", ValueFrom: cmKey("cfg", "nope", false)}}},
+			"couldn't find key nope in ConfigMap prod/cfg"},
+		{"missing secret key", &corev1.Container{Env: []*corev1.EnvVar{{Name: "X", ValueFrom: secKey("db", "nope", false)}}},
+			"couldn't find key nope in Secret prod/db"},
+		{"unsupported field", &corev1.Container{Env: []*corev1.EnvVar{{Name: "X", ValueFrom: ref("spec.nope")}}},
+			"unsupported fieldPath: spec.nope"},
+	}
+	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {
-			if got[tt.key] != tt.want {
-				t.Errorf("%s: got %q, want %q", tt.key, got[tt.key], tt.want)
+			_, _, err := containerEnv(context.Background(), pod, tt.c, in)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got %v, want %q", err, tt.want)
 			}
 		})
-	}
-	if _, ok := got["UNSUPPORTED"]; ok {
-		t.Errorf("a config map variable was set; want it left out")
 	}
 }
 

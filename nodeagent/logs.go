@@ -117,21 +117,28 @@ func (s *LogServer) logPath(ns, pod, container string, previous bool) (path stri
 		if rec == nil && p == nil {
 			continue
 		}
-		// First the pod's status as this agent last wrote it, as the
-		// kubelet does: it answers "no log yet" without waiting for a
-		// sync in progress (a long image pull holds the record).
-		if p != nil {
-			if containerSpec(p.GetSpec(), container) == nil {
-				return "", nil, noLog("container %q not found in pod %q", container, pod)
-			}
+		if p != nil && containerSpec(p.GetSpec(), container) == nil {
+			return "", nil, noLog("container %q not found in pod %q", container, pod)
+		}
+		if rec == nil {
+			// Bound to this node, not synced yet.
 			if err := statusLogError(p, container, previous); err != nil {
 				return "", nil, err
 			}
+			return "", nil, waitingError(container, pod, ReasonContainerCreating)
 		}
-		if rec == nil {
-			return "", nil, badLog("container %q in pod %q is waiting to start: %s", container, pod, ReasonContainerCreating)
+		if !lockWithin(&rec.mu, time.Second) {
+			// A sync holds the record (a long image pull, a graceful
+			// stop): answer from the pod's status as this agent last
+			// wrote it, as the kubelet does, when it says there is no
+			// log; otherwise wait for the record.
+			if p != nil {
+				if err := statusLogError(p, container, previous); err != nil {
+					return "", nil, err
+				}
+			}
+			rec.mu.Lock()
 		}
-		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		c := rec.ctrs[container]
 		if c == nil {
@@ -155,6 +162,21 @@ func (s *LogServer) logPath(ns, pod, container string, previous bool) (path stri
 		return "", nil, waitingError(container, pod, waitingReason(rec, c))
 	}
 	return "", nil, noLog("pod %q does not exist", pod)
+}
+
+// lockWithin locks mu if it can within d (most syncs hold a record for
+// milliseconds; a CRI call such as an image pull may hold it for long).
+func lockWithin(mu *sync.Mutex, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if mu.TryLock() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitingError is the kubelet's answer for a container with no log yet.

@@ -29,6 +29,7 @@ const (
 	ReasonImagePullBackOff  = "ImagePullBackOff"
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
 	ReasonCreateContainer   = "CreateContainerError"
+	ReasonCreateConfig      = "CreateContainerConfigError"
 	ReasonRunContainer      = "RunContainerError"
 )
 

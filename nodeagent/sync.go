@@ -396,6 +396,21 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulled", "Container image %q already present on machine", image)
 	}
 
+	// Its environment: a ConfigMap, Secret or key it needs and cannot have
+	// keeps it from being created (CreateContainerConfigError), as in the
+	// kubelet; the next sync tries again.
+	envs, skipped, err := containerEnv(ctx, pod, spec, envInputs{
+		podIP: rec.podIP, hostIP: a.cfg.HostIP, allocatable: a.cfg.Capacity, objects: a.objects})
+	if err != nil {
+		c.waiting, c.waitingMsg = ReasonCreateConfig, err.Error()
+		a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %v", err)
+		return a.cfg.Backoff.Base
+	}
+	if len(skipped) > 0 {
+		a.rec.Record(ctx, pod, fp, client.EventWarning, "InvalidEnvironmentVariableNames",
+			"Keys [%s] from the EnvFrom were skipped since they are considered invalid environment variable names.", strings.Join(skipped, ", "))
+	}
+
 	// The container.
 	attempt := c.attempt
 	logRel := filepath.Join(c.name, strconv.Itoa(int(attempt))+".log")
@@ -419,7 +434,7 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		Stdin:       spec.GetStdin(),
 		Tty:         spec.GetTty(),
 		Linux:       &runtimeapi.LinuxContainerConfig{Resources: linuxResources(spec.GetResources())},
-		Envs:        containerEnv(pod, spec, rec.podIP, a.cfg.HostIP),
+		Envs:        envs,
 	}
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {

@@ -87,12 +87,14 @@ func newAPIServerCommand() *cobra.Command {
 			}
 			cfg.Authenticator = an
 			rbac := authz.NewRBAC(log)
-			cfg.Authorizer = authz.NewDefault(rbac)
+			pods := authz.NewPodIndex()
+			cfg.Authorizer = authz.NewDefault(rbac, pods)
 			hooks := webhook.New(webhook.Config{Logger: log})
 			cfg.Mutating = []apiserver.MutatingAdmission{hooks}
 			cfg.Validating = []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), hooks}
 			cfg.Informers = map[string][]apiserver.ObjectSink{
 				"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
+				"pods":                            {pods},
 				"mutatingwebhookconfigurations":   {hooks},
 				"validatingwebhookconfigurations": {hooks},
 				"namespaces":                      {hooks},

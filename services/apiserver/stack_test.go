@@ -52,14 +52,16 @@ func startStack(t *testing.T) (*grpc.ClientConn, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { al.Close() })
+	pods := authz.NewPodIndex()
 	srv, err := apiserver.New(apiserver.Config{
 		StoreEndpoints: storetest.Start(t),
 		Authenticator:  an,
-		Authorizer:     authz.NewDefault(rbac),
+		Authorizer:     authz.NewDefault(rbac, pods),
 		Validating:     []apiserver.ValidatingAdmission{authz.NewNodeRestriction()},
-		Informers:      map[string][]apiserver.ObjectSink{"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac}},
-		Bootstrap:      boot,
-		Auditor:        al,
+		Informers: map[string][]apiserver.ObjectSink{"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
+			"pods": {pods}},
+		Bootstrap: boot,
+		Auditor:   al,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -247,7 +247,7 @@ func TestNodeAuthorizerRelatedSecrets(t *testing.T) {
 
 func TestUnionNodeThenRBAC(t *testing.T) {
 	r := fixture(t)
-	u := NewDefault(r)
+	u := NewDefault(r, nil)
 	n1 := request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}
 	tests := []struct {
 		name string

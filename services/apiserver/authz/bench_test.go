@@ -28,7 +28,7 @@ func BenchmarkAuthorize(b *testing.B) {
 				RoleRef:  &rbacv1.RoleRef{Kind: "ClusterRole", Name: "edit"}})
 		}
 	}
-	u := NewDefault(r)
+	u := NewDefault(r, nil)
 	for _, bc := range []struct {
 		name string
 		a    request.Attributes

@@ -24,7 +24,15 @@ type Union []Authorizer
 var _ Authorizer = Union(nil)
 
 // NewDefault is the apiserver's production authorizer: Node, then RBAC.
-func NewDefault(rbac *RBAC) Union { return Union{NewNode(NodeConfig{}), rbac} }
+// pods, fed with every pod, limits nodes to the ConfigMaps and Secrets of
+// their own pods; nil lets a node get any (tests of other parts only).
+func NewDefault(rbac *RBAC, pods *PodIndex) Union {
+	cfg := NodeConfig{}
+	if pods != nil {
+		cfg.RelatedToNode = RelatedByPods(pods.PodsOnNode)
+	}
+	return Union{NewNode(cfg), rbac}
+}
 
 // Authorize implements Authorizer.
 func (u Union) Authorize(ctx context.Context, a request.Attributes) (request.Decision, error) {

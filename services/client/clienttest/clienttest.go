@@ -198,6 +198,7 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 		return nil, err
 	}
 	rbac := authz.NewRBAC(nil)
+	pods := authz.NewPodIndex()
 	wh := webhook.New(webhook.Config{ResolveService: opts.ResolveService})
 	boot, err := authz.BootstrapMessages()
 	if err != nil {
@@ -210,7 +211,7 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 			StoreEndpoints: []string{etcdURL},
 			Listen:         "127.0.0.1:0",
 			Authenticator:  an,
-			Authorizer:     authz.NewDefault(rbac),
+			Authorizer:     authz.NewDefault(rbac, pods),
 			Mutating:       []apiserver.MutatingAdmission{wh},
 			Validating:     []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), wh},
 			Auditor:        logger,
@@ -222,6 +223,7 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 				"mutatingwebhookconfigurations":   {wh},
 				"validatingwebhookconfigurations": {wh},
 				"namespaces":                      {wh},
+				"pods":                            {pods},
 			},
 			Bootstrap: boot,
 		},

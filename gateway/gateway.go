@@ -37,9 +37,12 @@ import (
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -58,6 +61,12 @@ type Config struct {
 	Authenticator *authn.Authenticator
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider instrument every HTTP request (a
+	// span continuing a traceparent header, http.server.* metrics); nil
+	// uses the global ones. Conn should carry telemetry.ClientHandler so
+	// the API service's spans join the request's trace.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Gateway is an http.Handler.
@@ -71,6 +80,8 @@ type Gateway struct {
 	managers *fieldManagers
 	// openapiV2 is the protobuf OpenAPI v2 document.
 	openapiV2 []byte
+	// traced is serve wrapped in otelhttp.
+	traced http.Handler
 }
 
 // New builds a Gateway.
@@ -94,14 +105,18 @@ func New(cfg Config) (*Gateway, error) {
 	if g.openapiV2, err = openAPIV2(tab); err != nil {
 		return nil, err
 	}
+	g.traced = telemetry.HTTPHandler(http.HandlerFunc(g.serve), "gateway", cfg.TracerProvider, cfg.MeterProvider)
 	return g, nil
 }
 
-// ServeHTTP answers what the generated handlers cannot (version, health,
+// ServeHTTP serves one request, traced (hop 01 of a pod's creation).
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.traced.ServeHTTP(w, r) }
+
+// serve answers what the generated handlers cannot (version, health,
 // OpenAPI, discovery), establishes the caller's identity and reads the
 // body, then hands the request to the PATCH, collection-DELETE or watch
 // handlers, or to the grpc-gateway mux.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

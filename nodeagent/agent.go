@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/util/workqueue"
@@ -88,6 +90,10 @@ type Config struct {
 	Version string
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// TracerProvider records the pod syncs, probes and status updates,
+	// continuing each pod's trace (see internal/telemetry); nil uses the
+	// global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Agent is one node agent.
@@ -105,8 +111,13 @@ type Agent struct {
 	rtName    string
 	rtVersion string
 
+	tracer trace.Tracer
+
 	mu      sync.Mutex
 	records map[string]*podRecord // by namespace/name
+	// traced is, per pod, the trace annotation a sync last continued: a
+	// change is followed into its trace once, not at every resync.
+	traced map[string]string
 }
 
 // New checks cfg and returns an agent; Run starts it.
@@ -149,9 +160,13 @@ func New(cfg Config) (*Agent, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
 	log = log.With("node", cfg.NodeName)
 	cfg.Conn = timeoutConn{ClientConnInterface: cfg.Conn, d: apiTimeout}
-	a := &Agent{cfg: cfg, log: log, records: map[string]*podRecord{}}
+	a := &Agent{cfg: cfg, log: log, records: map[string]*podRecord{}, traced: map[string]string{},
+		tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/nodeagent")}
 	var err error
 	if a.pods, err = client.New[*corev1.Pod](cfg.Conn); err != nil {
 		return nil, err

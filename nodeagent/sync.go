@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/nodeagent/cri"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -67,8 +67,27 @@ func (a *Agent) newRecord(key string, pod *corev1.Pod) *podRecord {
 	return r
 }
 
+// traceFrom returns the pod's annotations if its trace annotation changed
+// since the last sync that continued it, else nil.
+func (a *Agent) traceFrom(key string) map[string]string {
+	pod, ok := a.informer.Store().Get(key)
+	if !ok {
+		return nil
+	}
+	ann := pod.GetMetadata().GetAnnotations()
+	v := ann[telemetry.Annotation]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v == "" || a.traced[key] == v {
+		return nil
+	}
+	a.traced[key] = v
+	return ann
+}
+
 func (a *Agent) dropRecord(key string, r *podRecord) {
 	a.mu.Lock()
+	delete(a.traced, key)
 	if a.records[key] == r {
 		delete(a.records, key)
 	}
@@ -80,7 +99,9 @@ func (a *Agent) dropRecord(key string, r *podRecord) {
 func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, err error) {
 	// One span per sync: the CRI calls (otelgrpc on the CRI client) and the
 	// API calls made for the pod are its children.
-	ctx, span := otel.Tracer("github.com/kplane/kplane/nodeagent").Start(ctx, "nodeagent.syncPod",
+	// It continues the pod's trace when the pod changed since the last
+	// traced sync (see internal/telemetry).
+	ctx, span := telemetry.StartFromObject(ctx, a.tracer, "nodeagent.syncPod", a.traceFrom(key),
 		trace.WithAttributes(attribute.String("k8s.pod", key), attribute.String("k8s.node.name", a.cfg.NodeName)))
 	defer func() {
 		if err != nil {
@@ -477,6 +498,8 @@ func (a *Agent) exec(ctx context.Context, id string, cmd []string, timeout time.
 // returns when the next one is due. A failed liveness (or startup) probe
 // stops the container; the restart policy then restarts it.
 func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, now time.Time) time.Duration {
+	ctx, span := a.tracer.Start(ctx, "probes")
+	defer span.End()
 	var wait time.Duration
 	soonest := func(t time.Time) {
 		if d := t.Sub(now); d > 0 && (wait == 0 || d < wait) {
@@ -614,6 +637,8 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 	upd.Status = st
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	actx, span := a.tracer.Start(actx, "status.update", trace.WithAttributes(attribute.String("k8s.pod.phase", st.GetPhase())))
+	defer span.End()
 	_, err := a.pods.UpdateStatus(actx, upd)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// A newer pod is on its way through the informer; it re-queues.

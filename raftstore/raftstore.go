@@ -20,12 +20,16 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/raftstore/etcdserver"
 	"github.com/kplane/kplane/raftstore/fsm"
 	"github.com/kplane/kplane/raftstore/mvcc"
@@ -82,6 +86,11 @@ type Config struct {
 	UnsafeUnverifiedReads bool
 
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider instrument the gRPC server (a span
+	// and rpc.server.* metrics per call), the raft.apply span and the Raft
+	// gauges; nil uses the global ones.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // The defaults of Config.SnapshotThreshold and Config.TrailingLogs.
@@ -277,6 +286,7 @@ func New(cfg Config) (*Store, error) {
 		DialTLS:               tlsCfg.clientDial,
 		PeerTLS:               tlsCfg.peerServe != nil,
 		Logger:                log.With("component", "etcdserver"),
+		TracerProvider:        cfg.TracerProvider,
 	}, node, s.fsm)
 	maxReq := cfg.MaxRequestBytes
 	if maxReq <= 0 {
@@ -288,6 +298,7 @@ func New(cfg Config) (*Store, error) {
 		// fresh goroutine grows (copies) its stack on every request. Measured
 		// on the put benchmark: 12-17 % more puts/s (BENCHMARKS.md).
 		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider)),
 		grpc.ChainUnaryInterceptor(s.server.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(s.server.StreamInterceptor),
 		grpc.MaxRecvMsgSize(maxReq + etcdserver.GRPCOverheadBytes),
@@ -332,6 +343,15 @@ func (s *Store) Raft() *raft.Raft { return s.node.Raft }
 func (s *Store) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	mp := s.cfg.MeterProvider
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	reg, merr := s.registerMetrics(mp)
+	if merr != nil {
+		return merr
+	}
+	defer func() { _ = reg.Unregister() }()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(s.listeners)+2)
 	for _, l := range s.listeners {

@@ -50,8 +50,9 @@ func (a *apiClientFlags) register(f *pflag.FlagSet, user string) {
 	f.BoolVar(&a.plaintext, "insecure-plaintext", false, "plaintext gRPC to the API service (local experiments only)")
 }
 
-// dial connects to the API service with the flags' credentials.
-func (a *apiClientFlags) dial() (*grpc.ClientConn, error) {
+// dial connects to the API service with the flags' credentials; extra
+// carries the telemetry stats handler.
+func (a *apiClientFlags) dial(extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	token := a.token
 	if a.tokenFile != "" {
 		b, err := os.ReadFile(a.tokenFile)
@@ -68,7 +69,7 @@ func (a *apiClientFlags) dial() (*grpc.ClientConn, error) {
 		}
 		creds = credentials.NewTLS(tlsCfg)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, extra...)
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken(token)))
 	}

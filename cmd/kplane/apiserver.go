@@ -31,6 +31,7 @@ func newAPIServerCommand() *cobra.Command {
 		logLevel                           string
 		allowInsecureWithoutClientCertsOK  bool
 		kubeletCert, kubeletKey, kubeletCA string
+		tf                                 telemetryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -41,7 +42,14 @@ func newAPIServerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			tel, stop, err := tf.start(cmd.Context(), "apiserver", listen, false, log)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			cfg := apiserver.Config{
+				TracerProvider:   tel.TracerProvider(),
+				MeterProvider:    tel.MeterProvider(),
 				StoreEndpoints:   splitURLs(storeEndpoints),
 				Listen:           listen,
 				WatchWindow:      watchWindow,
@@ -89,7 +97,7 @@ func newAPIServerCommand() *cobra.Command {
 			rbac := authz.NewRBAC(log)
 			pods := authz.NewPodIndex()
 			cfg.Authorizer = authz.NewDefault(rbac, pods)
-			hooks := webhook.New(webhook.Config{Logger: log})
+			hooks := webhook.New(webhook.Config{Logger: log, TracerProvider: tel.TracerProvider()})
 			cfg.Mutating = []apiserver.MutatingAdmission{hooks}
 			cfg.Validating = []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), hooks}
 			cfg.Informers = map[string][]apiserver.ObjectSink{
@@ -141,6 +149,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&kubeletKey, "kubelet-client-key", "", "client key for --kubelet-client-certificate")
 	f.StringVar(&kubeletCA, "kubelet-certificate-authority", "", "CA bundle to verify node agents' log server certificates (empty: not verified)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	tf.register(f)
 	f.BoolVar(&allowInsecureWithoutClientCertsOK, "insecure-plaintext", false, "serve plaintext gRPC without TLS (local experiments only)")
 	return cmd
 }

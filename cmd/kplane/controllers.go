@@ -20,6 +20,7 @@ func newControllersCommand() *cobra.Command {
 		deploymentSyncs, rsSyncs, gcSyncs int
 		which                             []string
 		logLevel                          string
+		tf                                telemetryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
@@ -30,14 +31,20 @@ func newControllersCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			conn, err := api.dial()
+			tel, stop, err := tf.start(cmd.Context(), "controllers", "", true, log)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			conn, err := api.dial(tel.DialOption())
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
 			cfg := controllers.Config{Conn: conn, Controllers: which,
 				DeploymentWorkers: deploymentSyncs, ReplicaSetWorkers: rsSyncs, GCWorkers: gcSyncs,
-				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, Identity: election.identity, Logger: log}
+				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, Identity: election.identity, Logger: log,
+				TracerProvider: tel.TracerProvider()}
 			if election.enabled {
 				cfg.LeaderElection = &controllers.LeaderElection{Namespace: election.namespace, Name: election.name,
 					LeaseDuration: election.leaseDuration, RenewDeadline: election.renewDeadline, RetryPeriod: election.retryPeriod}
@@ -63,5 +70,6 @@ func newControllersCommand() *cobra.Command {
 	f.IntVar(&gcSyncs, "concurrent-gc-syncs", 20, "garbage collector workers")
 	f.StringSliceVar(&which, "controllers", controllers.All(), "controllers to run")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	tf.register(f)
 	return cmd
 }

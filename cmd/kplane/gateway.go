@@ -28,6 +28,7 @@ func newGatewayCommand() *cobra.Command {
 		tokenAuthFile                     string
 		plaintext                         bool
 		logLevel                          string
+		tf                                telemetryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -59,12 +60,21 @@ forwards each request's bearer token and the API service authenticates it.`,
 				}
 				creds = insecure.NewCredentials()
 			}
-			conn, err := client.Dial(client.SplitServers(server), grpc.WithTransportCredentials(creds))
+			instance := listen
+			if instance == "" {
+				instance = insecureListen
+			}
+			tel, stop, err := tf.start(cmd.Context(), "gateway", instance, false, log)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			conn, err := client.Dial(client.SplitServers(server), grpc.WithTransportCredentials(creds), tel.DialOption())
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			cfg := gateway.Config{Conn: conn, Logger: log}
+			cfg := gateway.Config{Conn: conn, Logger: log, TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()}
 			if certFile != "" {
 				if cfg.Authenticator, err = authn.New(authn.Config{TokenFile: tokenAuthFile}); err != nil {
 					return err
@@ -132,5 +142,6 @@ forwards each request's bearer token and the API service authenticates it.`,
 	f.StringVar(&tokenAuthFile, "token-auth-file", "", "static token CSV (token,user,uid,\"groups\") for bearer tokens in impersonation mode")
 	f.BoolVar(&plaintext, "insecure-plaintext", false, "plaintext gRPC to the API service (local experiments only; tokens are forwarded)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	tf.register(f)
 	return cmd
 }

@@ -60,6 +60,7 @@ type nodeAgentFlags struct {
 	cgroupParent                               string
 	hostNetwork                                bool
 	logLevel                                   string
+	telemetry                                  telemetryFlags
 }
 
 func newNodeAgentCommand() *cobra.Command {
@@ -110,6 +111,7 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
 	f.BoolVar(&fl.hostNetwork, "host-network", false, "run every pod in the node's network namespace (no CNI needed)")
 	f.StringVar(&fl.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.telemetry.register(f)
 	return cmd
 }
 
@@ -240,6 +242,11 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 	if (fl.certFile != "" || fl.token != "") && len(names) > 1 {
 		return fmt.Errorf("--cert-file and --token are for one node; use --cert-dir or --token-file with --nodes")
 	}
+	tel, stop, err := fl.telemetry.start(ctx, "nodeagent", strings.Join(names, ","), true, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	labels := map[string]string{}
 	for _, l := range fl.labels {
 		k, v, _ := strings.Cut(l, "=")
@@ -260,7 +267,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 		if fl.plaintext {
 			creds = insecure.NewCredentials()
 		}
-		return client.Dial(client.SplitServers(fl.server), grpc.WithTransportCredentials(creds))
+		return client.Dial(client.SplitServers(fl.server), grpc.WithTransportCredentials(creds), tel.DialOption())
 	}
 	var tokens map[string]string
 	if fl.tokenFile != "" {
@@ -347,7 +354,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			}
 			g.Go(func() error { return rt.ServeListener(ctx, lis) })
 		}
-		rc, err := cri.New(cri.Config{Socket: sock})
+		rc, err := cri.New(cri.Config{Socket: sock, TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()})
 		if err != nil {
 			return err
 		}
@@ -370,6 +377,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			CgroupParent:   fl.cgroupParent,
 			HostNetwork:    fl.hostNetwork,
 			Logger:         log,
+			TracerProvider: tel.TracerProvider(),
 		})
 		if err != nil {
 			return err

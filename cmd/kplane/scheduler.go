@@ -18,6 +18,7 @@ func newSchedulerCommand() *cobra.Command {
 		configFile, schedulerName string
 		bindParallelism           int
 		logLevel                  string
+		tf                        telemetryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler",
@@ -39,12 +40,18 @@ func newSchedulerCommand() *cobra.Command {
 			if schedulerName == "" {
 				schedulerName = fc.SchedulerName
 			}
-			conn, err := api.dial()
+			tel, stop, err := tf.start(cmd.Context(), "scheduler", "", true, log)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			conn, err := api.dial(tel.DialOption())
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			cfg := scheduler.Config{Conn: conn, SchedulerName: schedulerName, Profile: profile, BindParallelism: bindParallelism, Logger: log}
+			cfg := scheduler.Config{Conn: conn, SchedulerName: schedulerName, Profile: profile, BindParallelism: bindParallelism, Logger: log,
+				TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()}
 			if election.enabled {
 				cfg.LeaderElection = &scheduler.LeaderElection{Namespace: election.namespace, Name: election.name, Identity: election.identity,
 					LeaseDuration: election.leaseDuration, RenewDeadline: election.renewDeadline, RetryPeriod: election.retryPeriod}
@@ -67,5 +74,6 @@ func newSchedulerCommand() *cobra.Command {
 	f.StringVar(&schedulerName, "scheduler-name", "", "spec.schedulerName served (default from --config, else default-scheduler)")
 	f.IntVar(&bindParallelism, "bind-parallelism", 256, "binds in flight at once")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	tf.register(f)
 	return cmd
 }

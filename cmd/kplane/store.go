@@ -20,6 +20,7 @@ func newStoreCommand() *cobra.Command {
 		listenPeer, advPeer     string
 		electionMs              int
 		logLevel                string
+		tf                      telemetryFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
@@ -31,6 +32,15 @@ func newStoreCommand() *cobra.Command {
 				return err
 			}
 			cfg.Logger = logger
+			tel, stop, err := tf.start(cmd.Context(), "store", cfg.Name, true, logger)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			if err := tel.BridgeRaftMetrics(); err != nil {
+				return err
+			}
+			cfg.TracerProvider, cfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
 			cfg.ListenClientURLs = splitURLs(listenClient)
 			cfg.AdvertiseClientURLs = splitURLs(advClient)
 			cfg.ListenPeerURL = firstURL(listenPeer)
@@ -73,6 +83,7 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "key for --peer-cert-file")
 	f.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle that verifies peers' certificates")
 	f.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "refuse peers without a certificate signed by --peer-trusted-ca-file")
+	tf.register(f)
 	f.BoolVar(&cfg.UnsafeUnverifiedReads, "unsafe-unverified-reads", false,
 		"FAULT INJECTION ONLY: serve linearizable reads from local state without confirming leadership (lets the linearizability checker's own test prove it catches stale reads)")
 	_ = f.MarkHidden("unsafe-unverified-reads")

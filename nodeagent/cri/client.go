@@ -17,12 +17,15 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kplane/kplane/internal/telemetry"
 )
 
 // DefaultTimeout bounds a call whose ctx has no deadline: the kubelet's
@@ -42,6 +45,11 @@ type Config struct {
 	Timeout time.Duration
 	// DialOptions are added to the gRPC client's.
 	DialOptions []grpc.DialOption
+	// TracerProvider and MeterProvider record each CRI call (a span under
+	// the caller's trace, rpc.client.* latency per method); nil uses the
+	// global ones.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Client is a CRI client. It is safe for concurrent use.
@@ -67,7 +75,7 @@ func New(cfg Config) (*Client, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Each CRI call is a span under the caller's trace (a no-op until a
 		// tracer provider is installed).
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithStatsHandler(telemetry.ClientHandler(cfg.TracerProvider, cfg.MeterProvider)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 	}, cfg.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)

@@ -19,6 +19,9 @@ import (
 	"github.com/hashicorp/raft"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -75,16 +78,20 @@ type Config struct {
 	PeerTLS bool
 
 	Logger *slog.Logger
+	// TracerProvider records a raft.apply span per write; nil uses the
+	// global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is one member's etcd API.
 type Server struct {
-	cfg   Config
-	node  *raftnode.Node
-	raft  *raft.Raft
-	fsm   *fsm.FSM
-	store *mvcc.Store
-	log   *slog.Logger
+	cfg    Config
+	node   *raftnode.Node
+	raft   *raft.Raft
+	fsm    *fsm.FSM
+	store  *mvcc.Store
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	nextID       atomic.Uint64
 	verifier     coalescer // the leader's VerifyLeader rounds
@@ -113,6 +120,9 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = DefaultMaxTxnOps
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
 	if cfg.MinLeaseTTL <= 0 {
 		cfg.MinLeaseTTL = 2
 	}
@@ -123,13 +133,14 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 		cfg.LeaseCheckInterval = 500 * time.Millisecond
 	}
 	s := &Server{
-		cfg:   cfg,
-		node:  node,
-		raft:  node.Raft,
-		fsm:   f,
-		store: f.Store(),
-		log:   cfg.Logger,
-		conns: map[string]*grpc.ClientConn{},
+		tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/raftstore"),
+		cfg:    cfg,
+		node:   node,
+		raft:   node.Raft,
+		fsm:    f,
+		store:  f.Store(),
+		log:    cfg.Logger,
+		conns:  map[string]*grpc.ClientConn{},
 	}
 	s.verifier.run = func() (uint64, error) { return 0, node.Raft.VerifyLeader().Error() }
 	s.followerRead.run = s.askLeaderReadIndex
@@ -300,7 +311,20 @@ func (s *Server) newRequestID() uint64 {
 // Raft (directly on the leader, forwarded to it otherwise) and returns only
 // after the entry is committed and applied on this member, with the FSM's
 // response or error. ctx's deadline bounds the whole call.
-func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
+//
+// The raft.apply span covers that wait on the member that took the request
+// (the client's Txn span is its parent). The trace context does not travel
+// inside the log entry: that would change the replicated format and add
+// ~55 bytes to every entry, and the other members' applies are not on the
+// request's path — it waits for this member's.
+func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (_ any, err error) {
+	ctx, span := s.tracer.Start(ctx, "raft.apply")
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 7*time.Second)

@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -76,9 +80,20 @@ func (s *Server) end(ctx context.Context, c *call, err error) {
 
 // stage runs one stage of the write path, times it, and on failure names
 // the stage in the response trailer.
-func (s *Server) stage(ctx context.Context, c *call, name string, f func() error) error {
+// Each stage is a span named after it (the store stage: store.Txn), a
+// child of the request's span; f gets the span's context.
+func (s *Server) stage(ctx context.Context, c *call, name string, f func(context.Context) error) error {
 	start := time.Now()
-	err := f()
+	spanName := name
+	if name == stageStore {
+		spanName = "store.Txn"
+	}
+	sctx, span := s.tracer.Start(ctx, spanName)
+	err := f(sctx)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 	c.ev.Timed(name, start)
 	if err != nil {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(deniedByTrailer, name))
@@ -89,7 +104,7 @@ func (s *Server) stage(ctx context.Context, c *call, name string, f func() error
 
 // authenticate is stage 1: who is calling.
 func (s *Server) authenticate(ctx context.Context, c *call) error {
-	return s.stage(ctx, c, stageAuthn, func() error {
+	return s.stage(ctx, c, stageAuthn, func(ctx context.Context) error {
 		u, err := s.cfg.Authenticator.Authenticate(ctx)
 		if err != nil {
 			var se *apierrors.StatusError
@@ -106,7 +121,7 @@ func (s *Server) authenticate(ctx context.Context, c *call) error {
 
 // authorize is stage 2: may they do it.
 func (s *Server) authorize(ctx context.Context, c *call) error {
-	return s.stage(ctx, c, stageAuthz, func() error {
+	return s.stage(ctx, c, stageAuthz, func(ctx context.Context) error {
 		d, err := s.cfg.Authorizer.Authorize(ctx, c.attrs)
 		if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("authorizer: %w", err))
@@ -152,7 +167,7 @@ func (s *Server) authnz(ctx context.Context, c *call) error {
 // mutate is stage 3: built-in defaults, then the mutating plugins
 // (webhooks) in order.
 func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) error {
-	return s.stage(ctx, c, stageMutate, func() error {
+	return s.stage(ctx, c, stageMutate, func(ctx context.Context) error {
 		if a.Object != nil && a.Subresource == "" {
 			setDefaults(a.Object)
 		}
@@ -171,13 +186,13 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 
 // validate is stage 4: schema validation, every violation with its path.
 func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, old proto.Message) error {
-	return s.stage(ctx, c, stageValidate, func() error { return validateObject(r, obj, old) })
+	return s.stage(ctx, c, stageValidate, func(context.Context) error { return validateObject(r, obj, old) })
 }
 
 // admitValidating is stage 5: NamespaceLifecycle, then the validating
 // plugins (NodeRestriction, webhooks).
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
-	return s.stage(ctx, c, stageAdmitValidate, func() error {
+	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
 			return err
 		}
@@ -191,8 +206,20 @@ func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admiss
 }
 
 // storeStage is stage 6: the store Txn.
-func (s *Server) storeStage(ctx context.Context, c *call, f func() error) error {
+func (s *Server) storeStage(ctx context.Context, c *call, f func(context.Context) error) error {
 	return s.stage(ctx, c, stageStore, f)
+}
+
+// setTraceAnnotation records the trace context of the request writing m on
+// it (see internal/telemetry: one trace across the watch-driven hops). An
+// untraced request leaves the annotation as it is.
+func setTraceAnnotation(ctx context.Context, m *metav1.ObjectMeta) {
+	if v := telemetry.AnnotationValue(ctx); v != "" {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[telemetry.Annotation] = v
+	}
 }
 
 // protectedNamespaces exist from start-up and may not be deleted.
@@ -374,6 +401,17 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	// even before the first event.
 	_ = grpc.SendHeader(ctx, metadata.MD{})
 	deliver := func(e *watchEvent) error {
+		if e.typ != eventBookmark {
+			// Hop "watch delivery": a span in the trace of the change
+			// being delivered, when that change was traced.
+			if sc := telemetry.ObjectSpanContext(meta(e.obj).GetAnnotations()); sc.IsValid() {
+				_, span := s.tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), "watch.deliver",
+					trace.WithSpanKind(trace.SpanKindProducer),
+					trace.WithAttributes(attribute.String("k8s.resource", r.Resource), attribute.String("watch.event", e.typ),
+						attribute.String("k8s.object", e.key)))
+				defer span.End()
+			}
+		}
 		enc, err := e.encoded(func() proto.Message {
 			if e.typ == eventBookmark {
 				bm := r.New()
@@ -506,8 +544,9 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 		return obj, nil
 	}
 	m := meta(obj)
+	setTraceAnnotation(ctx, m)
 	var rev int64
-	err := s.storeStage(ctx, c, func() (err error) {
+	err := s.storeStage(ctx, c, func(ctx context.Context) (err error) {
 		rev, err = s.store.create(ctx, r, m.GetNamespace(), m.GetName(), obj)
 		return err
 	})
@@ -631,10 +670,11 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 		if proto.Equal(n, old) {
 			return old, nil // nothing changed: no write, as in Kubernetes
 		}
+		setTraceAnnotation(ctx, m)
 		rev, _ := parseRV(oldRV)
 		var newRev int64
 		finished := m.DeletionTimestamp != nil && len(m.Finalizers) == 0 && m.GetDeletionGracePeriodSeconds() == 0
-		err = s.storeStage(ctx, c, func() (err error) {
+		err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
 			if finished {
 				newRev, err = s.store.remove(ctx, r, ns, name, rev)
 			} else {
@@ -871,7 +911,7 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 			return n, nil
 		}
 		var newRev int64
-		err = s.storeStage(ctx, c, func() (err error) {
+		err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
 			switch {
 			case pending && proto.Equal(n, old):
 				newRev = rev // already marked; nothing to write

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -23,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -81,6 +85,10 @@ type Config struct {
 
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider instrument the gRPC server, the
+	// store client and the write path's stages; nil uses the global ones.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Server is the API service.
@@ -96,6 +104,9 @@ type Server struct {
 	ready     chan struct{}
 	health    *health.Server
 	kubelet   *http.Client // pods/log; nil without Config.KubeletTLS
+	tracer    trace.Tracer
+	// metricsReg unregisters the gauges' callback.
+	metricsReg metric.Registration
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -122,8 +133,14 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
 	s := &Server{cfg: cfg, log: log, resources: map[string]*resourceInfo{}, cachers: map[string]*cacher{}, ready: make(chan struct{}),
-		kubelet: newKubeletClient(cfg.KubeletTLS)}
+		kubelet: newKubeletClient(cfg.KubeletTLS), tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/services/apiserver")}
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
@@ -144,7 +161,8 @@ func New(cfg Config) (*Server, error) {
 			MaxCallRecvMsgSize: 256 << 20,
 			// The etcd client's own retry chatter stays out of the
 			// service's log.
-			Logger: zap.NewNop(),
+			Logger:      zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithStatsHandler(telemetry.ClientHandler(cfg.TracerProvider, cfg.MeterProvider))},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: connecting to the store: %w", err)
@@ -154,6 +172,10 @@ func New(cfg Config) (*Server, error) {
 	s.store = &storage{cli: cli, prefix: cfg.Prefix}
 	for name, r := range s.resources {
 		s.cachers[name] = newCacher(r, s.store, log, cfg.WatchWindow, cfg.WatchBuffer, cfg.BookmarkInterval)
+	}
+	if err := s.registerMetrics(cfg.MeterProvider); err != nil {
+		s.closeClient()
+		return nil, err
 	}
 	lis := cfg.Listener
 	if lis == nil {
@@ -172,7 +194,8 @@ func New(cfg Config) (*Server, error) {
 	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20), grpc.ForceServerCodec(codec{}),
 		// Clients ping every 30s (client.Dial) to notice a replica that
 		// stopped answering; gRPC's default policy would refuse that.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true})}
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider))}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
@@ -204,6 +227,7 @@ func (s *Server) closeClient() {
 // Run serves until ctx ends, then stops gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.closeClient()
+	defer func() { _ = s.metricsReg.Unregister() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -72,6 +73,8 @@ type Config struct {
 	// stay on such a node (default 300 s).
 	NodeMonitorGracePeriod, PodEvictionTimeout time.Duration
 	Logger                                     *slog.Logger
+	// TracerProvider records the reconcile spans; nil uses the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Manager runs the controllers.
@@ -190,11 +193,11 @@ func (m *Manager) runControllers(ctx context.Context) {
 	var runs []func(context.Context)
 	on := func(n string) bool { return slices.Contains(m.cfg.Controllers, n) }
 	if on(ReplicaSet) {
-		c := replicaset.New(replicaset.Config{Pods: pods, ReplicaSets: rss, PodInformer: podInf, RSInformer: rsInf, Recorder: rec, Logger: m.log})
+		c := replicaset.New(replicaset.Config{Pods: pods, ReplicaSets: rss, PodInformer: podInf, RSInformer: rsInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ReplicaSetWorkers) })
 	}
 	if on(Deployment) {
-		c := deployment.New(deployment.Config{Deployments: ds, ReplicaSets: rss, DInformer: dInf, RSInformer: rsInf, PodInformer: podInf, Recorder: rec, Logger: m.log})
+		c := deployment.New(deployment.Config{Deployments: ds, ReplicaSets: rss, DInformer: dInf, RSInformer: rsInf, PodInformer: podInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DeploymentWorkers) })
 	}
 	if on(GarbageCollector) {

@@ -23,9 +23,11 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -77,6 +79,11 @@ type Config struct {
 	OnAttempt func(pod string, d time.Duration, result string)
 	// OnBound, if set, is called after every successful bind.
 	OnBound func(pod, node string)
+	// TracerProvider and MeterProvider record the scheduling spans (queue
+	// wait, schedule, filter, score, bind) and metrics; nil uses the
+	// global ones.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Stats count what the scheduler did.
@@ -99,6 +106,8 @@ type Scheduler struct {
 	podInf   *client.Informer[*corev1.Pod]
 	nodeInf  *client.Informer[*corev1.Node]
 	elector  *client.LeaderElector
+	tracer   trace.Tracer
+	metrics  *metrics
 
 	bindSem   chan struct{}
 	reportSem chan struct{}
@@ -148,7 +157,18 @@ func New(cfg Config) (*Scheduler, error) {
 		reportSem: make(chan struct{}, 8),
 		reported:  map[string]string{},
 	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	s.cfg = cfg
+	s.tracer = cfg.TracerProvider.Tracer(tracerName)
 	var err error
+	if s.metrics, err = s.newMetrics(cfg.MeterProvider); err != nil {
+		return nil, err
+	}
 	if s.pods, err = client.New[*corev1.Pod](cfg.Conn); err != nil {
 		return nil, err
 	}
@@ -310,7 +330,15 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 	}
 	start := time.Now()
 	s.attempts.Add(1)
-	ctx, span := otel.Tracer(tracerName).Start(ctx, "schedule", trace.WithAttributes(attribute.String("k8s.pod", pi.Key)))
+	// The pod's trace continues here (see internal/telemetry): the time it
+	// waited in the queue, then this attempt.
+	attrs := trace.WithAttributes(attribute.String("k8s.pod", pi.Key))
+	if !pi.Timestamp.IsZero() {
+		_, qspan := telemetry.StartFromObject(ctx, s.tracer, "queue.wait", cur.GetMetadata().GetAnnotations(), attrs,
+			trace.WithTimestamp(pi.Timestamp), trace.WithAttributes(attribute.Int("attempts", pi.Attempts)))
+		qspan.End(trace.WithTimestamp(start))
+	}
+	ctx, span := telemetry.StartFromObject(ctx, s.tracer, "schedule", cur.GetMetadata().GetAnnotations(), attrs)
 	defer span.End()
 	s.cache.UpdateSnapshot(s.snapshot)
 	state := framework.NewCycleState()
@@ -371,13 +399,14 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 	go func() {
 		defer s.wg.Done()
 		defer func() { <-s.bindSem }()
-		ctx, span := otel.Tracer(tracerName).Start(bindCtx, "bind", trace.WithAttributes(attribute.String("k8s.pod", pi.Key), attribute.String("k8s.node.name", res.Node)))
+		ctx, span := s.tracer.Start(bindCtx, "bind", trace.WithAttributes(attribute.String("k8s.pod", pi.Key), attribute.String("k8s.node.name", res.Node)))
 		defer span.End()
 		s.bind(ctx, state, pi, res.Node)
 	}()
 }
 
 func (s *Scheduler) observe(pi *framework.PodInfo, start time.Time, result string) {
+	s.metrics.observe(time.Since(start), result)
 	if s.cfg.OnAttempt != nil {
 		s.cfg.OnAttempt(pi.Key, time.Since(start), result)
 	}

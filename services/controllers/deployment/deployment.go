@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	k8scorev1 "k8s.io/api/core/v1"
@@ -73,6 +74,9 @@ type Config struct {
 	PodInformer *client.Informer[*corev1.Pod]
 	Recorder    *client.Recorder
 	Logger      *slog.Logger
+	// TracerProvider records a span per reconcile, in the trace of the
+	// object's last change; nil uses the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Controller is the Deployment controller.
@@ -125,7 +129,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, syncers...) {
 		return
 	}
-	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+	client.RunWorkers(ctx, c.queue, workers, client.TracedReconciler(c.cfg.TracerProvider, "deployment.reconcile", c.cfg.DInformer.Store(), c.Reconcile), c.log)
 }
 
 // TemplateHash is the pod-template-hash of a template, computed as

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -52,6 +53,9 @@ type Config struct {
 	// BurstReplicas caps the creations or deletions of one sync (default 500).
 	BurstReplicas int
 	Logger        *slog.Logger
+	// TracerProvider records a span per reconcile, in the trace of the
+	// object's last change; nil uses the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Controller is the ReplicaSet controller.
@@ -138,7 +142,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.RSInformer) {
 		return
 	}
-	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+	client.RunWorkers(ctx, c.queue, workers, client.TracedReconciler(c.cfg.TracerProvider, "replicaset.reconcile", c.cfg.RSInformer.Store(), c.Reconcile), c.log)
 }
 
 // Reconcile brings the ReplicaSet named by key to its desired pod count and

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -91,7 +90,8 @@ func (f *Framework) Schedule(ctx context.Context, state *CycleState, pod *PodInf
 	if len(nodes) == 0 {
 		return Result{}, &FitError{Pod: pod, NumAllNodes: 0, Statuses: NodeToStatus{}}
 	}
-	tracer := otel.Tracer(tracerName)
+	// The spans join the attempt's span with its tracer provider.
+	tracer := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName)
 	fctx, span := tracer.Start(ctx, "filter", trace.WithAttributes(attribute.Int("nodes", len(nodes))))
 	defer span.End()
 	if s := f.RunPreFilter(fctx, state, pod, nodes); !s.IsSuccess() {

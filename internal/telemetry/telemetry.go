@@ -1,0 +1,275 @@
+// Package telemetry holds what every kplane component shares for traces and
+// metrics: an OpenTelemetry tracer provider configured from the standard
+// OTEL_* environment, W3C trace-context propagation, a Prometheus registry
+// served on /metrics (OpenTelemetry metrics through its Prometheus exporter,
+// client-go work-queue metrics, hashicorp/raft's go-metrics), gRPC stats
+// handlers and the trace annotation that carries one trace across the
+// watch-driven hops (see annotation.go).
+//
+// Tracing is off unless an OTLP endpoint is configured
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): the
+// tracer provider is then OpenTelemetry's no-op one, which creates no spans,
+// records nothing and so writes no trace annotations: the cost is a
+// function call per instrumented point.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
+)
+
+// Config names the process's component.
+type Config struct {
+	// Service is service.name: "apiserver", "gateway", "store",
+	// "scheduler", "controllers", "nodeagent". OTEL_SERVICE_NAME, when set,
+	// wins, as the OpenTelemetry specification says.
+	Service string
+	// Instance is service.instance.id: what tells replicas apart (a store
+	// member's name, a listen address). Empty: <hostname>-<pid>.
+	Instance string
+	// FollowOnly components start no trace of their own: they continue
+	// the traces that reach them, through a request's context or an
+	// object's trace annotation. The scheduler, controllers, node agents and
+	// store act on streams of watch events and timers; as roots they would
+	// make a trace of every lease renewal and resync. It sets the sampler
+	// to parent-based never-sample-roots unless OTEL_TRACES_SAMPLER says
+	// otherwise.
+	FollowOnly bool
+	// SpanProcessor, if set, receives every span in addition to (or, with
+	// no OTLP endpoint, instead of) the OTLP exporter: tests pass a
+	// tracetest.SpanRecorder here.
+	SpanProcessor sdktrace.SpanProcessor
+	// Logger reports export errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Telemetry is one component's tracer and meter providers and its
+// Prometheus registry. Close flushes and stops them.
+type Telemetry struct {
+	tracer   trace.TracerProvider
+	sdk      *sdktrace.TracerProvider
+	meter    *sdkmetric.MeterProvider
+	registry *prometheus.Registry
+}
+
+// Exporting reports whether the OTEL_* environment asks for trace export.
+// OTEL_TRACES_EXPORTER=none turns it off even with an endpoint set.
+func Exporting() bool {
+	if strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")) == "none" {
+		return false
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// New builds a component's telemetry from the OTEL_* environment: an OTLP
+// gRPC span exporter when an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT,
+// _HEADERS, _INSECURE, ... read by the exporter itself; the sampler from
+// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, parent-based always-on by
+// default), otherwise no tracing at all. Metrics are always collected into
+// the registry Handler serves. New sets no global state; Install does.
+func New(ctx context.Context, cfg Config) (*Telemetry, error) {
+	if cfg.Service == "" {
+		return nil, errors.New("telemetry: a service name is required")
+	}
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	res, err := resource.Merge(
+		resource.NewSchemaless(semconv.ServiceName(cfg.Service), semconv.ServiceInstanceID(cfg.Instance),
+			semconv.ServiceNamespace("kplane")),
+		resource.Environment(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	t := &Telemetry{registry: prometheus.NewRegistry()}
+	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+	}
+	t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+
+	var opts []sdktrace.TracerProviderOption
+	if Exporting() {
+		se, err := otlptracegrpc.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(se))
+	}
+	if cfg.SpanProcessor != nil {
+		opts = append(opts, sdktrace.WithSpanProcessor(cfg.SpanProcessor))
+	}
+	if len(opts) == 0 {
+		// Nothing would receive a span: create none.
+		t.tracer = noop.NewTracerProvider()
+		return t, nil
+	}
+	if cfg.FollowOnly && os.Getenv("OTEL_TRACES_SAMPLER") == "" {
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	}
+	t.sdk = sdktrace.NewTracerProvider(append(opts, sdktrace.WithResource(res))...)
+	t.tracer = t.sdk
+	return t, nil
+}
+
+// Install makes t the process's global tracer and meter provider and W3C
+// trace context the global propagator, for libraries that only use the
+// globals, and feeds client-go's work-queue metrics into t's registry.
+// Call it once, from main.
+func (t *Telemetry) Install() {
+	otel.SetTracerProvider(t.tracer)
+	otel.SetMeterProvider(t.meter)
+	otel.SetTextMapPropagator(Propagator())
+	installWorkqueueMetrics(t.registry)
+}
+
+// Close flushes buffered spans and stops the providers.
+func (t *Telemetry) Close(ctx context.Context) error {
+	var errs []error
+	if t.sdk != nil {
+		errs = append(errs, t.sdk.Shutdown(ctx))
+	}
+	errs = append(errs, t.meter.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// TracerProvider is the component's tracer provider (no-op when tracing is
+// off).
+func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tracer }
+
+// MeterProvider is the component's meter provider; its instruments appear
+// on /metrics.
+func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.meter }
+
+// Registry is the component's Prometheus registry, for collectors written
+// against the Prometheus client.
+func (t *Telemetry) Registry() *prometheus.Registry { return t.registry }
+
+// Handler serves the registry in Prometheus' text format.
+func (t *Telemetry) Handler() http.Handler {
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{Registry: t.registry})
+}
+
+// Propagator is W3C trace context plus baggage: what kplane's components
+// and their gRPC and HTTP instrumentation inject and extract.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
+
+// ServerHandler is the otelgrpc stats handler for a gRPC server: a span per
+// call (continuing the caller's trace) and rpc.server.* metrics per method.
+func ServerHandler(tp trace.TracerProvider, mp metric.MeterProvider) stats.Handler {
+	return otelgrpc.NewServerHandler(grpcOptions(tp, mp)...)
+}
+
+// ClientHandler is the otelgrpc stats handler for a gRPC client: a span per
+// call, the trace context sent along, rpc.client.* metrics per method.
+func ClientHandler(tp trace.TracerProvider, mp metric.MeterProvider) stats.Handler {
+	return otelgrpc.NewClientHandler(grpcOptions(tp, mp)...)
+}
+
+// DialOption is ClientHandler as a grpc.DialOption.
+func (t *Telemetry) DialOption() grpc.DialOption {
+	return grpc.WithStatsHandler(ClientHandler(t.tracer, t.meter))
+}
+
+// ServerOption is ServerHandler as a grpc.ServerOption.
+func (t *Telemetry) ServerOption() grpc.ServerOption {
+	return grpc.StatsHandler(ServerHandler(t.tracer, t.meter))
+}
+
+func grpcOptions(tp trace.TracerProvider, mp metric.MeterProvider) []otelgrpc.Option {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	return []otelgrpc.Option{
+		otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp), otelgrpc.WithPropagators(Propagator()),
+		// Health checks and reflection are noise in a trace.
+		otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+			return !strings.HasPrefix(info.FullMethodName, "/grpc.health.") && !strings.HasPrefix(info.FullMethodName, "/grpc.reflection.")
+		}),
+	}
+}
+
+// HTTPHandler wraps h with otelhttp: a server span per request, named after
+// its method (and route when known), continuing a traceparent header, and
+// http.server.* metrics.
+func HTTPHandler(h http.Handler, operation string, tp trace.TracerProvider, mp metric.MeterProvider) http.Handler {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	return otelhttp.NewHandler(h, operation,
+		otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp), otelhttp.WithPropagators(Propagator()),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return "HTTP " + r.Method }),
+		otelhttp.WithFilter(func(r *http.Request) bool {
+			switch r.URL.Path {
+			case "/healthz", "/readyz", "/livez", "/metrics":
+				return false
+			}
+			return true
+		}),
+	)
+}
+
+// ServeMetrics serves /metrics on addr until ctx ends. An empty addr serves
+// nothing. It returns once the listener is bound; errors after that are
+// logged.
+func (t *Telemetry) ServeMetrics(ctx context.Context, addr string, log *slog.Logger) (net.Addr, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", t.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return lis.Addr(), nil
+}

@@ -11,6 +11,9 @@
 #   containernetworking-plugins own containerd under a temp dir (no daemon is
 #                              started here)
 #   helm (go install, pinned)  internal/packaging lints and renders charts/kplane
+#   Jaeger v1.76.0 (v2)         the tracing tests export to a real Jaeger; built
+#                              from its Go module by install-jaeger.sh into the
+#                              cache dir (~6 min cold, reused afterwards)
 set -euo pipefail
 
 # helm builds from the Go module proxy (no Debian package): as root into
@@ -24,6 +27,8 @@ if ! command -v helm >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/helm" ]]; 
 		go install "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 	fi
 fi
+
+"$(dirname "$0")/install-jaeger.sh" >/dev/null
 
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)

@@ -36,6 +36,7 @@ func newRootCommand() *cobra.Command {
 		newCertsCommand(), newHealthcheckCommand(), newBootstrapCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
 		newControllersCommand(), newGatewayCommand(),
+		newTraceCommand(),
 	)
 	return root
 }

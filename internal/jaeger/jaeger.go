@@ -1,0 +1,233 @@
+// Package jaeger starts a local Jaeger v2 (built by scripts/install-jaeger.sh)
+// bound to loopback only, and reads traces back through its query API. The
+// tracing tests, `kplane up --jaeger` and `kplane trace` use it.
+//
+// The Jaeger built from its Go module serves the query API
+// (/api/traces/<id>, /api/services) but no web UI; the docker-compose file
+// uses the official image, which has the UI.
+package jaeger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Version is the Jaeger release scripts/install-jaeger.sh builds.
+const Version = "v1.76.0"
+
+// Binary returns the path of the jaeger binary: $KPLANE_JAEGER if set, else
+// where scripts/install-jaeger.sh puts it under the cache directory
+// ($KPLANE_CACHE_DIR, else $XDG_CACHE_HOME/kplane or ~/.cache/kplane), else
+// jaeger on the PATH. It returns an error saying how to build it when there
+// is none.
+func Binary() (string, error) {
+	if p := os.Getenv("KPLANE_JAEGER"); p != "" {
+		return p, nil
+	}
+	cache := os.Getenv("KPLANE_CACHE_DIR")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err == nil {
+			cache = filepath.Join(base, "kplane")
+		}
+	}
+	if cache != "" {
+		p := filepath.Join(cache, "jaeger-"+Version, "bin", "jaeger")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("jaeger"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("jaeger: no Jaeger binary; build it with scripts/install-jaeger.sh (or set KPLANE_JAEGER)")
+}
+
+// Config says where Jaeger runs.
+type Config struct {
+	// Binary is the jaeger executable (default: Binary()).
+	Binary string
+	// Dir holds its config file and log (required).
+	Dir string
+	// Host to bind (default 127.0.0.1). QueryPort and OTLPPort are the
+	// query API's HTTP port and the OTLP gRPC receiver's; zero picks free
+	// ports (16686 and 4317 are Jaeger's defaults).
+	Host                string
+	QueryPort, OTLPPort int
+}
+
+// Jaeger is a running Jaeger process.
+type Jaeger struct {
+	// QueryURL is the query API's base URL (http://127.0.0.1:16686).
+	QueryURL string
+	// OTLPEndpoint is the OTLP gRPC receiver's URL (http://127.0.0.1:4317),
+	// what OTEL_EXPORTER_OTLP_ENDPOINT should say.
+	OTLPEndpoint string
+	// LogPath is Jaeger's log file.
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// config is a trimmed copy of Jaeger's all-in-one configuration: OTLP gRPC
+// in, memory storage, the query API, every port on the given host.
+const config = `service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: %[1]s:%[2]d
+    grpc:
+      endpoint: %[1]s:%[4]d
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: %[1]s:%[3]d
+processors:
+  batch:
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`
+
+// Start runs Jaeger and waits until its query API answers. Stop ends it.
+func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("jaeger: Config.Dir is required")
+	}
+	if cfg.Binary == "" {
+		b, err := Binary()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Binary = b
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	var err error
+	grpcPort := 0
+	for _, p := range []*int{&cfg.QueryPort, &cfg.OTLPPort, &grpcPort} {
+		if *p == 0 {
+			if *p, err = freePort(cfg.Host); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("jaeger: %w", err)
+	}
+	confPath := filepath.Join(cfg.Dir, "jaeger.yaml")
+	if err := os.WriteFile(confPath, fmt.Appendf(nil, config, cfg.Host, cfg.QueryPort, cfg.OTLPPort, grpcPort), 0o644); err != nil {
+		return nil, fmt.Errorf("jaeger: %w", err)
+	}
+	j := &Jaeger{
+		QueryURL:     "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.QueryPort)),
+		OTLPEndpoint: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.OTLPPort)),
+		LogPath:      filepath.Join(cfg.Dir, "jaeger.log"),
+		done:         make(chan struct{}),
+	}
+	logf, err := os.Create(j.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("jaeger: %w", err)
+	}
+	j.cmd = exec.Command(cfg.Binary, "--config", "file:"+confPath)
+	j.cmd.Stdout, j.cmd.Stderr = logf, logf
+	j.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := j.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("jaeger: start %s: %w", cfg.Binary, err)
+	}
+	go func() {
+		_ = j.cmd.Wait()
+		logf.Close()
+		close(j.done)
+	}()
+	if err := j.waitReady(ctx); err != nil {
+		j.Stop()
+		return nil, err
+	}
+	return j, nil
+}
+
+func (j *Jaeger) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, j.QueryURL+"/api/services", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-j.done:
+			b, _ := os.ReadFile(j.LogPath)
+			return fmt.Errorf("jaeger exited at start-up:\n%s", b)
+		case <-ctx.Done():
+			return fmt.Errorf("jaeger: query API at %s not ready: %w (log %s)", j.QueryURL, ctx.Err(), j.LogPath)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Env is the environment that makes kplane's components export their spans
+// to this Jaeger (internal/telemetry reads it).
+func (j *Jaeger) Env() []string {
+	return []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.OTLPEndpoint,
+		"OTEL_EXPORTER_OTLP_INSECURE=true",
+		"OTEL_TRACES_EXPORTER=otlp",
+	}
+}
+
+// Stop ends Jaeger (SIGTERM, then SIGKILL after 5 s) and waits for it.
+func (j *Jaeger) Stop() {
+	if j.cmd == nil || j.cmd.Process == nil {
+		return
+	}
+	_ = j.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-j.done:
+	case <-time.After(5 * time.Second):
+		_ = j.cmd.Process.Kill()
+		<-j.done
+	}
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("jaeger: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

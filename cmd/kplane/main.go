@@ -36,7 +36,7 @@ func newRootCommand() *cobra.Command {
 		newCertsCommand(), newHealthcheckCommand(), newBootstrapCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
 		newControllersCommand(), newGatewayCommand(),
-		newTraceCommand(),
+		newTraceCommand(), newJaegerCommand(),
 	)
 	return root
 }

@@ -9,7 +9,9 @@ package telemetry_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -60,6 +62,7 @@ func (bearer) RequireTransportSecurity() bool { return false }
 // plane is the in-process control plane.
 type plane struct {
 	rec        *tracetest.SpanRecorder
+	tels       map[string]*telemetry.Telemetry
 	admin      *grpc.ClientConn // untraced
 	kubeconfig string
 	dir        string
@@ -69,6 +72,7 @@ func startPlane(t *testing.T) *plane {
 	t.Helper()
 	dir := t.TempDir()
 	rec := tracetest.NewSpanRecorder()
+	tels := map[string]*telemetry.Telemetry{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var stops []func()
 	t.Cleanup(func() {
@@ -98,12 +102,16 @@ func startPlane(t *testing.T) *plane {
 			t.Fatal(err)
 		}
 		stops = append(stops, func() { _ = tl.Close(context.Background()) })
+		tels[service] = tl
 		return tl
 	}
 	log := slog.New(slog.DiscardHandler)
 
 	// Store: one member.
 	st := tel("store", true)
+	if err := st.BridgeRaftMetrics(); err != nil {
+		t.Fatal(err)
+	}
 	cport, pport := testutil.FreePort(t), testutil.FreePort(t)
 	curl, purl := "http://127.0.0.1:"+strconv.Itoa(cport), "http://127.0.0.1:"+strconv.Itoa(pport)
 	store, err := raftstore.New(raftstore.Config{Name: "s0", DataDir: filepath.Join(dir, "s0"),
@@ -244,7 +252,7 @@ current-context: kplane
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &plane{rec: rec, admin: dial(nil, "admin-token"), kubeconfig: kc, dir: dir}
+	return &plane{rec: rec, tels: tels, admin: dial(nil, "admin-token"), kubeconfig: kc, dir: dir}
 }
 
 func (p *plane) kubectl(t *testing.T, bin string, stdin string, args ...string) {
@@ -415,6 +423,23 @@ func checkOrder(t *testing.T, spans []sdktrace.ReadOnlySpan, hops []hop) {
 	}
 }
 
+// scrape returns what a component's /metrics handler serves.
+func (p *plane) scrape(t *testing.T, service string) string {
+	t.Helper()
+	srv := httptest.NewServer(p.tels[service].Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func TestOneTracePerPod(t *testing.T) {
 	bin := testutil.RequireBinary(t, "kubectl", "kubectl (the Google Cloud SDK component, or a release binary)")
 	p := startPlane(t)
@@ -461,6 +486,26 @@ spec:
 		for _, s := range spans {
 			if s.Name() == "schedule" && !descends(spans, s, func(x sdktrace.ReadOnlySpan) bool { return x.Name() == "replicaset.reconcile" }) {
 				t.Errorf("schedule does not descend from replicaset.reconcile\n%s", dump(spans))
+			}
+		}
+	})
+
+	// Each component's /metrics, after that traffic.
+	t.Run("metrics", func(t *testing.T) {
+		for svc, names := range map[string][]string{
+			"store": {"kplane_raft_term", "kplane_raft_commit_index", "kplane_raft_applied_index", `kplane_raft_state{state="Leader"} 1`,
+				"raft_commitTime", "rpc_server_call_duration_seconds_bucket", "etcdserverpb.KV"},
+			"apiserver":   {`kplane_apiserver_watchers{resource="pods"}`, "kplane_apiserver_watch_cache_objects", "rpc_server_call_duration_seconds_count", "rpc_client_call_duration_seconds_count"},
+			"gateway":     {"http_server_request_duration_seconds_count"},
+			"scheduler":   {`kplane_scheduler_schedule_attempts_total{result="scheduled"}`, "kplane_scheduler_scheduling_attempt_duration_seconds_bucket", `kplane_scheduler_pending_pods{queue="active"}`},
+			"controllers": {"rpc_client_call_duration_seconds_count"},
+			"nodeagent":   {"RunPodSandbox", "rpc_client_call_duration_seconds_bucket"},
+		} {
+			body := p.scrape(t, svc)
+			for _, n := range names {
+				if !strings.Contains(body, n) {
+					t.Errorf("%s /metrics lacks %s", svc, n)
+				}
 			}
 		}
 	})

@@ -134,6 +134,7 @@ func startPlane(t *testing.T) *plane {
 		t.Fatal(err)
 	}
 	rbac := authz.NewRBAC(nil)
+	podIndex := authz.NewPodIndex()
 	wh := webhook.New(webhook.Config{TracerProvider: as.TracerProvider()})
 	boot, err := authz.BootstrapMessages()
 	if err != nil {
@@ -141,11 +142,11 @@ func startPlane(t *testing.T) *plane {
 	}
 	api, err := apiserver.New(apiserver.Config{
 		StoreEndpoints: []string{curl}, Listen: "127.0.0.1:0",
-		Authenticator: an, Authorizer: authz.NewDefault(rbac),
+		Authenticator: an, Authorizer: authz.NewDefault(rbac, podIndex),
 		Mutating:   []apiserver.MutatingAdmission{wh},
 		Validating: []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), wh},
 		Informers: map[string][]apiserver.ObjectSink{
-			"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
+			"pods": {podIndex}, "roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
 			"mutatingwebhookconfigurations": {wh}, "validatingwebhookconfigurations": {wh}, "namespaces": {wh},
 		},
 		Bootstrap: boot, Logger: log,

@@ -214,8 +214,11 @@ func New(cfg Config) (*Server, error) {
 // Addr is the address the service listens on.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
-// Ready is closed once every watch cache has its first list and the
-// built-in namespaces exist.
+// Ready is closed once every watch cache has its first list, the built-in
+// namespaces and bootstrap objects exist, and every Config.Informers sink
+// has been given every object the store held after bootstrap (so the
+// authorizer and admission decide on complete caches from the first
+// request a caller makes after Ready).
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 func (s *Server) closeClient() {
@@ -242,18 +245,33 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { serveErr <- s.grpc.Serve(s.lis) }()
 	go func() {
 		if err := s.bootstrap(ctx); err != nil {
-			if ctx.Err() == nil {
-				s.log.Error("bootstrap failed", "err", err)
+			if ctx.Err() != nil {
+				return
 			}
+			s.log.Error("bootstrap failed", "err", err)
 			return
 		}
+		synced := make(chan struct{}, 64)
+		n := 0
 		for res, sinks := range s.cfg.Informers {
 			for _, sink := range sinks {
+				n++
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s.feed(ctx, s.cachers[res], sink)
+					s.feed(ctx, s.cachers[res], sink, func() { synced <- struct{}{} })
 				}()
+			}
+		}
+		// Ready only once every sink (the RBAC cache, the webhook
+		// configurations, ...) holds what the store held after bootstrap:
+		// before that the authorizer or admission would decide on a partial
+		// picture (an early Forbidden for a component whose role was there).
+		for range n {
+			select {
+			case <-synced:
+			case <-ctx.Done():
+				return
 			}
 		}
 		close(s.ready)
@@ -339,10 +357,28 @@ func (s *Server) createInternal(ctx context.Context, obj proto.Message) error {
 
 // feed keeps sink in step with one resource: every object as ADDED first,
 // then every change; after a cut-off it resumes from the last revision seen
-// (or starts over if that fell out of the window).
-func (s *Server) feed(ctx context.Context, c *cacher, sink ObjectSink) {
+// (or starts over if that fell out of the window). synced is called once,
+// when the sink has been given every object the store held when feed
+// started.
+func (s *Server) feed(ctx context.Context, c *cacher, sink ObjectSink, synced func()) {
+	var target int64
+	for {
+		var err error
+		if target, err = s.store.lastModRevision(ctx, c.r); err == nil {
+			break
+		}
+		s.log.Warn("reading the store's revision for a cache failed; retrying", "resource", c.r.Resource, "err", err)
+		if !sleep(ctx, time.Second) {
+			return
+		}
+	}
 	var last int64
 	for ctx.Err() == nil {
+		// The cache may trail the store: wait until it has what the store
+		// had, so the first delivery is complete.
+		if synced != nil && c.waitFor(ctx, target) != nil {
+			return
+		}
 		w, err := c.watch(ctx, last, nil, false, nil)
 		if apierrors.IsGone(err) {
 			last = 0
@@ -358,6 +394,10 @@ func (s *Server) feed(ctx context.Context, c *cacher, sink ObjectSink) {
 			last = deliverTo(sink, e, last)
 		}
 		w.initial = nil
+		if synced != nil {
+			synced()
+			synced = nil
+		}
 	loop:
 		for {
 			select {

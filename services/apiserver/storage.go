@@ -266,12 +266,16 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 	}
 }
 
-// currentRevision is the store's current revision, read linearizably (a
-// count-only range of the resource's keys).
-func (s *storage) currentRevision(ctx context.Context, r *resourceInfo) (int64, error) {
-	resp, err := s.cli.Get(ctx, s.collectionKey(r, ""), clientv3.WithPrefix(), clientv3.WithCountOnly())
+// lastModRevision is the highest mod_revision among the resource's keys,
+// read linearizably (0 if there are none): a watch cache that has applied
+// it holds every object the store has now.
+func (s *storage) lastModRevision(ctx context.Context, r *resourceInfo) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.collectionKey(r, ""), append(clientv3.WithLastRev(), clientv3.WithKeysOnly())...)
 	if err != nil {
 		return 0, storeErr(err)
 	}
-	return resp.Header.Revision, nil
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].ModRevision, nil
 }

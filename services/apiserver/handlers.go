@@ -578,24 +578,37 @@ func checkTarget(r *resourceInfo, obj proto.Message, ns, name string) error {
 	return nil
 }
 
-func (s *Server) update(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
-	c := s.begin(ctx, "update", r, "", ns, name)
-	defer func() { s.end(ctx, c, err) }()
+// beginUpdate is the common start of a write to an existing object
+// (update, updateStatus): the request's audit record, authentication and
+// authorization, then the request's own checks — an object, a valid dryRun,
+// a name and namespace that match the URL. It returns a copy of obj with
+// its TypeMeta set.
+func (s *Server) beginUpdate(ctx context.Context, r *resourceInfo, sub, ns, name string, obj proto.Message, wo writeOptions) (*call, proto.Message, bool, error) {
+	c := s.begin(ctx, "update", r, sub, ns, name)
 	if err := s.authnz(ctx, c); err != nil {
-		return nil, err
+		return c, nil, false, err
 	}
 	if obj == nil {
-		return nil, apierrors.NewBadRequest("the request has no object")
+		return c, nil, false, apierrors.NewBadRequest("the request has no object")
 	}
 	dry, err := wo.dryRun()
 	if err != nil {
-		return nil, err
+		return c, nil, false, err
 	}
 	obj = proto.Clone(obj)
 	if err := checkTarget(r, obj, ns, name); err != nil {
-		return nil, err
+		return c, nil, false, err
 	}
 	setTypeMeta(r, obj)
+	return c, obj, dry, nil
+}
+
+func (s *Server) update(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
+	c, obj, dry, err := s.beginUpdate(ctx, r, "", ns, name, obj, wo)
+	defer func() { s.end(ctx, c, err) }()
+	if err != nil {
+		return nil, err
+	}
 	clientRV := meta(obj).GetResourceVersion()
 	if clientRV == "" && !r.AllowUnconditionalUpdate {
 		return nil, invalid(r, name, fieldErrRequiredRV())
@@ -701,20 +714,9 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 }
 
 func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
-	c := s.begin(ctx, "update", r, "status", ns, name)
+	c, obj, dry, err := s.beginUpdate(ctx, r, "status", ns, name, obj, wo)
 	defer func() { s.end(ctx, c, err) }()
-	if err := s.authnz(ctx, c); err != nil {
-		return nil, err
-	}
-	if obj == nil {
-		return nil, apierrors.NewBadRequest("the request has no object")
-	}
-	dry, err := wo.dryRun()
 	if err != nil {
-		return nil, err
-	}
-	obj = proto.Clone(obj)
-	if err := checkTarget(r, obj, ns, name); err != nil {
 		return nil, err
 	}
 	clientRV := meta(obj).GetResourceVersion()

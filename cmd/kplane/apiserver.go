@@ -13,6 +13,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"
+	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
 	"github.com/kplane/kplane/services/apiserver/webhook"
 )
 
@@ -32,6 +33,8 @@ func newAPIServerCommand() *cobra.Command {
 		allowInsecureWithoutClientCertsOK  bool
 		kubeletCert, kubeletKey, kubeletCA string
 		tf                                 telemetryFlags
+		notReadySeconds                    int64
+		unreachableSeconds                 int64
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -98,7 +101,7 @@ func newAPIServerCommand() *cobra.Command {
 			pods := authz.NewPodIndex()
 			cfg.Authorizer = authz.NewDefault(rbac, pods)
 			hooks := webhook.New(webhook.Config{Logger: log, TracerProvider: tel.TracerProvider()})
-			cfg.Mutating = []apiserver.MutatingAdmission{hooks}
+			cfg.Mutating = []apiserver.MutatingAdmission{defaulttolerationseconds.New(notReadySeconds, unreachableSeconds), hooks}
 			cfg.Validating = []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), hooks}
 			cfg.Informers = map[string][]apiserver.ObjectSink{
 				"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
@@ -148,6 +151,8 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&kubeletCert, "kubelet-client-certificate", "", "client certificate for node agents' log servers (pods/log); empty: pods/log is unavailable")
 	f.StringVar(&kubeletKey, "kubelet-client-key", "", "client key for --kubelet-client-certificate")
 	f.StringVar(&kubeletCA, "kubelet-certificate-authority", "", "CA bundle to verify node agents' log server certificates (empty: not verified)")
+	f.Int64Var(&notReadySeconds, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to every pod that has none")
+	f.Int64Var(&unreachableSeconds, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to every pod that has none")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	tf.register(f)
 	f.BoolVar(&allowInsecureWithoutClientCertsOK, "insecure-plaintext", false, "serve plaintext gRPC without TLS (local experiments only)")

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,7 +183,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 		{name: "active namespace", ns: "here", want: ""},
 	}
 	for _, n := range []string{"going", "here"} {
-		nsObj := &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n, Finalizers: []string{"example.com/hold"}}}
+		nsObj := &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n}}
 		if _, err := e.ns.CreateNamespace(ctx, &corev1.CreateNamespaceRequest{Namespace: nsObj}); err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.GetNamespace().GetStatus().GetPhase() != "Terminating" || d.GetNamespace().GetMetadata().GetDeletionTimestamp() == nil {
-		t.Fatalf("namespace with a finalizer not Terminating: %v", d.GetNamespace())
+		t.Fatalf("deleted namespace not Terminating: %v", d.GetNamespace())
 	}
 	// NamespaceLifecycle reads the namespace cache (as Kubernetes' plugin
 	// reads its informer): let it see the deletion.
@@ -220,18 +221,131 @@ func TestNamespaceLifecycle(t *testing.T) {
 			}
 		})
 	}
-	// Removing the finalizer of the terminating namespace deletes it.
-	cur, err := e.ns.GetNamespace(ctx, &corev1.GetNamespaceRequest{Name: "going"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := cur.GetNamespace()
-	n.Metadata.Finalizers = nil
-	if _, err := e.ns.UpdateNamespace(ctx, &corev1.UpdateNamespaceRequest{Name: "going", Namespace: n}); err != nil {
+	t.Run("forbidden message", func(t *testing.T) {
+		_, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "going", ConfigMap: &corev1.ConfigMap{Metadata: om("going", "cm")}})
+		se := wantReason(t, err, apierrors.ReasonForbidden)
+		if want := `configmaps "cm" is forbidden: unable to create new content in namespace going because it is being terminated`; se.Message != want {
+			t.Errorf("got %q, want %q", se.Message, want)
+		}
+	})
+	// Finalizing the terminating namespace deletes it.
+	if _, err := e.ns.FinalizeNamespace(ctx, &corev1.FinalizeNamespaceRequest{Name: "going", Namespace: &corev1.Namespace{Spec: &corev1.NamespaceSpec{}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.ns.GetNamespace(ctx, &corev1.GetNamespaceRequest{Name: "going"})
 	wantReason(t, err, apierrors.ReasonNotFound)
+}
+
+// TestNamespaceFinalize walks namespaces through Kubernetes' deletion:
+// spec.finalizers ["kubernetes"] from creation, DELETE marks Terminating and
+// keeps the object, namespaces/finalize empties spec.finalizers, and the
+// namespace goes once no spec or metadata finalizer is left.
+func TestNamespaceFinalize(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	get := func(name string) (*corev1.Namespace, error) {
+		r, err := e.ns.GetNamespace(ctx, &corev1.GetNamespaceRequest{Name: name})
+		return r.GetNamespace(), err
+	}
+	finalize := func(name string, fins ...string) (*corev1.Namespace, error) {
+		r, err := e.ns.FinalizeNamespace(ctx, &corev1.FinalizeNamespaceRequest{Name: name, Namespace: &corev1.Namespace{Spec: &corev1.NamespaceSpec{Finalizers: fins}}})
+		return r.GetNamespace(), err
+	}
+	del := func(name string) (*corev1.Namespace, error) {
+		r, err := e.ns.DeleteNamespace(ctx, &corev1.DeleteNamespaceRequest{Name: name})
+		return r.GetNamespace(), err
+	}
+	for _, tc := range []struct {
+		name      string
+		metaFins  []string
+		finalize  []string // spec.finalizers written after the delete
+		wantGone  bool     // after the finalize
+		finalizeF apierrors.Reason
+	}{
+		{name: "finalize empties: gone", finalize: []string{}, wantGone: true},
+		{name: "finalize keeps another: stays", finalize: []string{"example.com/other"}},
+		{name: "metadata finalizer left: stays", metaFins: []string{"example.com/hold"}, finalize: []string{}},
+		{name: "invalid finalizer", finalize: []string{"not a name"}, finalizeF: apierrors.ReasonInvalid},
+		{name: "unqualified non-standard finalizer", finalize: []string{"other"}, finalizeF: apierrors.ReasonInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.NewReplacer(" ", "-", ":", "").Replace(tc.name)
+			c, err := e.ns.CreateNamespace(ctx, &corev1.CreateNamespaceRequest{Namespace: &corev1.Namespace{
+				Metadata: &metav1.ObjectMeta{Name: name, Finalizers: tc.metaFins},
+				// A client's spec.finalizers at creation are kept, and
+				// "kubernetes" is added.
+				Spec: &corev1.NamespaceSpec{Finalizers: []string{"example.com/mine"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.GetNamespace().GetSpec().GetFinalizers(); !slices.Equal(got, []string{"example.com/mine", "kubernetes"}) {
+				t.Fatalf("spec.finalizers at creation: got %v, want [example.com/mine kubernetes]", got)
+			}
+			// An update may not change spec.finalizers.
+			n := c.GetNamespace()
+			n.Spec.Finalizers = nil
+			u, err := e.ns.UpdateNamespace(ctx, &corev1.UpdateNamespaceRequest{Name: name, Namespace: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := u.GetNamespace().GetSpec().GetFinalizers(); len(got) != 2 {
+				t.Fatalf("update changed spec.finalizers to %v", got)
+			}
+			d, err := del(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.GetStatus().GetPhase() != "Terminating" || d.GetMetadata().GetDeletionTimestamp() == nil {
+				t.Fatalf("deleted namespace: got phase %q, deletionTimestamp %v", d.GetStatus().GetPhase(), d.GetMetadata().GetDeletionTimestamp())
+			}
+			if _, err := get(name); err != nil {
+				t.Fatalf("deleted namespace is gone already: %v", err)
+			}
+			_, err = del(name)
+			se := wantReason(t, err, apierrors.ReasonConflict)
+			if !strings.Contains(se.Message, "The system is ensuring all content is removed from this namespace.") {
+				t.Errorf("second delete: got %q", se.Message)
+			}
+			f, err := finalize(name, tc.finalize...)
+			if tc.finalizeF != "" {
+				se := wantReason(t, err, tc.finalizeF)
+				if len(se.Causes) == 0 || se.Causes[0].Field != "spec.finalizers[0]" {
+					t.Errorf("got causes %v, want spec.finalizers[0]", se.Causes)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(f.GetSpec().GetFinalizers(), tc.finalize) && len(tc.finalize)+len(f.GetSpec().GetFinalizers()) > 0 {
+				t.Errorf("finalize: got spec.finalizers %v, want %v", f.GetSpec().GetFinalizers(), tc.finalize)
+			}
+			_, err = get(name)
+			if tc.wantGone {
+				wantReason(t, err, apierrors.ReasonNotFound)
+				return
+			}
+			if err != nil {
+				t.Fatalf("namespace held by a finalizer is gone: %v", err)
+			}
+		})
+	}
+	t.Run("live namespace finalized, then deleted: gone at once", func(t *testing.T) {
+		if _, err := e.ns.CreateNamespace(ctx, &corev1.CreateNamespaceRequest{Namespace: &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "quick"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := finalize("quick"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := get("quick"); err != nil {
+			t.Fatalf("live namespace went on finalize: %v", err)
+		}
+		if _, err := del("quick"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := get("quick")
+		wantReason(t, err, apierrors.ReasonNotFound)
+	})
 }
 
 // TestConcurrentUpdates: 50 clients update one object at once, each with

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -523,6 +524,14 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
+		// As in Kubernetes: every new namespace is held, once deleted, until
+		// the namespace controller has emptied it and finalized it.
+		if o.Spec == nil {
+			o.Spec = &corev1.NamespaceSpec{}
+		}
+		if !slices.Contains(o.Spec.Finalizers, namespaceFinalizer) {
+			o.Spec.Finalizers = append(o.Spec.Finalizers, namespaceFinalizer)
+		}
 	}
 }
 
@@ -633,8 +642,12 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	if r.HasStatus {
 		copyField(obj, old, "status")
 	}
-	if r.Resource == "namespaces" {
-		copyField(obj, old, "status")
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		// spec.finalizers change only through namespaces/finalize.
+		if ns.Spec == nil {
+			ns.Spec = &corev1.NamespaceSpec{}
+		}
+		ns.Spec.Finalizers = old.(*corev1.Namespace).GetSpec().GetFinalizers()
 	}
 	if !specEqual(obj, old) {
 		m.Generation++
@@ -667,7 +680,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 		if err := s.mutate(ctx, c, adm); err != nil {
 			return nil, err
 		}
-		if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" {
+		if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" {
 			if err := s.validate(ctx, c, r, n, old); err != nil {
 				return nil, err
 			}
@@ -686,7 +699,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 		setTraceAnnotation(ctx, m)
 		rev, _ := parseRV(oldRV)
 		var newRev int64
-		finished := m.DeletionTimestamp != nil && len(m.Finalizers) == 0 && m.GetDeletionGracePeriodSeconds() == 0
+		finished := m.DeletionTimestamp != nil && !heldByFinalizers(n) && m.GetDeletionGracePeriodSeconds() == 0
 		err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
 			if finished {
 				newRev, err = s.store.remove(ctx, r, ns, name, rev)
@@ -726,6 +739,40 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		// Labels and annotations may change through status, as in Kubernetes.
 		meta(n).Labels = meta(obj).GetLabels()
 		meta(n).Annotations = meta(obj).GetAnnotations()
+		return n, s.admission(c, request.Update, n, old, dry), nil
+	})
+}
+
+// namespaceFinalizer is the spec finalizer every namespace gets at
+// creation; the namespace controller removes it once the namespace is empty.
+const namespaceFinalizer = "kubernetes"
+
+// heldByFinalizers reports whether obj, once being deleted, must stay: it
+// has metadata finalizers, or (a namespace) spec finalizers.
+func heldByFinalizers(obj proto.Message) bool {
+	if len(meta(obj).GetFinalizers()) > 0 {
+		return true
+	}
+	ns, ok := obj.(*corev1.Namespace)
+	return ok && len(ns.GetSpec().GetFinalizers()) > 0
+}
+
+// finalize writes a namespace's spec.finalizers (namespaces/finalize): the
+// only way to change them after creation. A namespace being deleted goes
+// once none are left (nor metadata finalizers).
+func (s *Server) finalize(ctx context.Context, r *resourceInfo, name string, obj proto.Message, wo writeOptions) (_ proto.Message, err error) {
+	c, obj, dry, err := s.beginUpdate(ctx, r, "finalize", "", name, obj, wo)
+	defer func() { s.end(ctx, c, err) }()
+	if err != nil {
+		return nil, err
+	}
+	want := obj.(*corev1.Namespace).GetSpec().GetFinalizers()
+	return s.guaranteedUpdate(ctx, c, r, "", name, meta(obj).GetResourceVersion(), dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		n := proto.Clone(old).(*corev1.Namespace)
+		if n.Spec == nil {
+			n.Spec = &corev1.NamespaceSpec{}
+		}
+		n.Spec.Finalizers = slices.Clone(want)
 		return n, s.admission(c, request.Update, n, old, dry), nil
 	})
 }
@@ -900,6 +947,9 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 				return nil, apierrors.NewConflict(r.Group, r.Resource, name, fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", p.GetResourceVersion(), om.GetResourceVersion()))
 			}
 		}
+		if ns, ok := old.(*corev1.Namespace); ok && om.GetDeletionTimestamp() != nil && len(ns.GetSpec().GetFinalizers()) > 0 {
+			return nil, apierrors.NewConflict(r.Group, r.Resource, name, "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.")
+		}
 		adm := s.admission(c, request.Delete, nil, old, dry)
 		if err := s.mutate(ctx, c, adm); err != nil {
 			return nil, err
@@ -972,7 +1022,7 @@ func deletionState(r *resourceInfo, old proto.Message, o deleteOptions) (proto.M
 	case "Foreground":
 		addFinalizer(m, "foregroundDeletion")
 	}
-	if grace == 0 && len(m.Finalizers) == 0 {
+	if grace == 0 && !heldByFinalizers(n) {
 		return old, false
 	}
 	if m.DeletionTimestamp == nil || (m.DeletionGracePeriodSeconds != nil && grace < *m.DeletionGracePeriodSeconds) {

@@ -61,6 +61,10 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 				errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIP"), o.GetSpec().GetClusterIp(), "field is immutable"))
 			}
 		}
+	case *corev1.Namespace:
+		for i, f := range o.GetSpec().GetFinalizers() {
+			errs = append(errs, validateNamespaceFinalizer(f, field.NewPath("spec", "finalizers").Index(i))...)
+		}
 	case *corev1.ConfigMap:
 		for k := range o.Data {
 			errs = append(errs, validateConfigKey(k, field.NewPath("data").Key(k))...)
@@ -916,4 +920,17 @@ func selectionOp(op string) selection.Operator {
 		return selection.Exists
 	}
 	return selection.DoesNotExist
+}
+
+// validateNamespaceFinalizer: a qualified name, and one without a prefix
+// must be Kubernetes' standard "kubernetes".
+func validateNamespaceFinalizer(f string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(f) {
+		errs = append(errs, field.Invalid(p, f, msg))
+	}
+	if len(errs) == 0 && !strings.Contains(f, "/") && f != namespaceFinalizer {
+		errs = append(errs, field.Invalid(p, f, "name is neither a standard finalizer name nor is it fully qualified"))
+	}
+	return errs
 }

@@ -20,7 +20,7 @@ func builtinResources() []*resourceInfo {
 	return []*resourceInfo{
 		{
 			Group: "", Version: "v1", Kind: "Namespace", Resource: "namespaces",
-			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: false, Graceful: false,
 			New: func() proto.Message { return &corev1.Namespace{} },
 		},
@@ -219,6 +219,22 @@ func (x *namespaceService) DeleteNamespace(ctx context.Context, req *corev1.Dele
 		return nil, toGRPC(err)
 	}
 	return &corev1.DeleteNamespaceResponse{Namespace: obj.(*corev1.Namespace)}, nil
+}
+
+func (x *namespaceService) UpdateNamespaceStatus(ctx context.Context, req *corev1.UpdateNamespaceStatusRequest) (*corev1.UpdateNamespaceStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetNamespace()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateNamespaceStatusResponse{Namespace: obj.(*corev1.Namespace)}, nil
+}
+
+func (x *namespaceService) FinalizeNamespace(ctx context.Context, req *corev1.FinalizeNamespaceRequest) (*corev1.FinalizeNamespaceResponse, error) {
+	obj, err := x.s.finalize(ctx, x.r, req.GetName(), nilIfEmpty(req.GetNamespace()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.FinalizeNamespaceResponse{Namespace: obj.(*corev1.Namespace)}, nil
 }
 
 type podService struct {

@@ -104,3 +104,16 @@ func scaleOf(resp protoreflect.Message) (*autoscalingv1.Scale, error) {
 	}
 	return s, nil
 }
+
+// Finalize writes obj's spec.finalizers through the finalize subresource
+// (namespaces/finalize): a namespace being deleted goes once none are left.
+// It returns the stored object (its last state if it went). Only for
+// Client[*corev1.Namespace].
+func (c *Client[T]) Finalize(ctx context.Context, obj T) (T, error) {
+	var zero T
+	m, err := c.method("Finalize"+string(c.kind.Name()), "finalize")
+	if err != nil {
+		return zero, err
+	}
+	return c.write(ctx, m, obj, false)
+}

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,6 +118,15 @@ func TestNamespaceDeletionEmptiesIt(t *testing.T) {
 	eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 2) })
 	if err := c.nss.Delete(c.ctx, "", ns, client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// Kept, Terminating, until the controller has emptied and finalized it
+	// (the pods' graceful deletion takes a while, so it is still there).
+	got, err := c.nss.Get(c.ctx, "", ns)
+	if err != nil {
+		t.Fatalf("namespace gone at once: %v", err)
+	}
+	if got.GetStatus().GetPhase() != "Terminating" || !slices.Contains(got.GetSpec().GetFinalizers(), "kubernetes") {
+		t.Fatalf("deleted namespace: phase %q, spec.finalizers %v; want Terminating, [kubernetes]", got.GetStatus().GetPhase(), got.GetSpec().GetFinalizers())
 	}
 	eventually(t, "namespace emptied", func() (bool, string) {
 		d, _, err1 := c.ds.List(c.ctx, ns, client.ListOptions{})

@@ -36,6 +36,7 @@ type resource struct {
 	Status     bool // has a status subresource
 	Scale      bool // has a scale subresource
 	Binding    bool // has the binding subresource
+	Finalize   bool // has the finalize subresource (namespaces)
 	// AllowUnconditionalUpdate: an update without resourceVersion is
 	// accepted (as in Kubernetes' strategies).
 	AllowUnconditionalUpdate bool
@@ -49,7 +50,7 @@ type resource struct {
 func groups() []group {
 	return []group{
 		{Dir: "core", Name: "", GoAlias: "corev1", Resource: []resource{
-			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces"},
+			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces", Status: true, Finalize: true},
 			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true},
 			{Kind: "Node", Plural: "Nodes", Resource: "nodes", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true},
@@ -266,6 +267,17 @@ service {{.Kind}}Service {
     };
   }
 {{- end}}
+{{- if .Finalize}}
+  // Finalize{{.Kind}} replaces spec.finalizers (the finalize subresource);
+  // the object goes once it is being deleted and no finalizer is left.
+  rpc Finalize{{.Kind}}(Finalize{{.Kind}}Request) returns (Finalize{{.Kind}}Response) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}/finalize"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+{{- end}}
 }
 
 // Get{{.Kind}}Request names one {{.Kind}}.
@@ -463,6 +475,23 @@ message Get{{.Kind}}LogRequest {
   optional int64 limit_bytes = 9;
 }
 {{- end}}
+{{- if .Finalize}}
+
+// Finalize{{.Kind}}Request carries the object whose spec.finalizers are
+// written; everything else is ignored.
+message Finalize{{.Kind}}Request {
+  string name = 2;
+  {{.Kind}} {{.Field}} = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Finalize{{.Kind}}Response carries the stored {{.Kind}} (the last state if
+// it went).
+message Finalize{{.Kind}}Response {
+  {{.Kind}} {{.Field}} = 1;
+}
+{{- end}}
 {{end}}`))
 
 func main() {
@@ -651,6 +680,16 @@ func (x *{{.Kind | lower}}Service) Bind{{.Kind}}(ctx context.Context, req *{{$p}
 
 func (x *{{.Kind | lower}}Service) Get{{.Kind}}Log(req *{{$p}}.Get{{.Kind}}LogRequest, stream grpc.ServerStreamingServer[httpbody.HttpBody]) error {
 	return toGRPC(x.s.{{.Kind | lower}}Log(stream.Context(), x.r, req, stream.Send))
+}
+{{- end}}
+{{- if .Finalize}}
+
+func (x *{{.Kind | lower}}Service) Finalize{{.Kind}}(ctx context.Context, req *{{$p}}.Finalize{{.Kind}}Request) (*{{$p}}.Finalize{{.Kind}}Response, error) {
+	obj, err := x.s.finalize(ctx, x.r, req.GetName(), nilIfEmpty(req.Get{{.Kind}}()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &{{$p}}.Finalize{{.Kind}}Response{ {{- .Kind}}: obj.(*{{$t}})}, nil
 }
 {{- end}}
 {{end}}{{end}}`))

@@ -1,13 +1,11 @@
-// Package namespace is the Namespace controller: when a namespace is
-// deleted it deletes everything in it, resource by resource, until nothing
-// is left; then, if the namespace is still there (held by finalizers), it
-// removes the "kubernetes" finalizer so the namespace goes.
-//
-// kplane's API service removes a namespace without finalizers at once
-// (Kubernetes keeps it Terminating while spec.finalizers holds
-// "kubernetes"), so this controller acts on the namespace's delete event as
-// well as on a namespace with a deletionTimestamp. A namespace recreated
-// under the same name is left alone.
+// Package namespace is the Namespace controller, as Kubernetes' is: when a
+// namespace is deleted the API service keeps it, Terminating, while its
+// spec.finalizers hold "kubernetes"; this controller deletes everything in
+// it, resource by resource, reports progress in the namespace's conditions
+// (NamespaceDeletionContentFailure, NamespaceContentRemaining), and once
+// nothing is left removes "kubernetes" through namespaces/finalize, after
+// which the API service removes the namespace (when no other finalizer
+// holds it).
 package namespace
 
 import (
@@ -15,9 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -30,6 +31,8 @@ const Finalizer = "kubernetes"
 
 // Deleter deletes every object of one resource in a namespace.
 type Deleter interface {
+	// Resource names what it deletes ("pods", "replicasets.apps").
+	Resource() string
 	// DeleteAll deletes what is in namespace and returns how many objects
 	// were still there when it listed.
 	DeleteAll(ctx context.Context, namespace string) (int, error)
@@ -40,6 +43,9 @@ type ClientDeleter[T interface {
 	proto.Message
 	ctrl.Object
 }] struct{ C *client.Client[T] }
+
+// Resource implements Deleter.
+func (d ClientDeleter[T]) Resource() string { return d.C.Kind() }
 
 // DeleteAll implements Deleter.
 func (d ClientDeleter[T]) DeleteAll(ctx context.Context, namespace string) (int, error) {
@@ -61,9 +67,10 @@ func (d ClientDeleter[T]) DeleteAll(ctx context.Context, namespace string) (int,
 	return len(items), errors.Join(errs...)
 }
 
-// NamespaceClient writes namespaces.
+// NamespaceClient writes namespaces' status and finalize subresources.
 type NamespaceClient interface {
-	Update(ctx context.Context, obj *corev1.Namespace) (*corev1.Namespace, error)
+	UpdateStatus(ctx context.Context, obj *corev1.Namespace) (*corev1.Namespace, error)
+	Finalize(ctx context.Context, obj *corev1.Namespace) (*corev1.Namespace, error)
 }
 
 // Config wires a Controller.
@@ -94,18 +101,14 @@ func New(cfg Config) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{cfg: cfg, log: log.With("controller", "namespace"), queue: client.NewQueue("namespace", 0, 0)}
+	enqueue := func(n *corev1.Namespace) {
+		if n.GetMetadata().GetDeletionTimestamp() != nil {
+			c.queue.Add(client.Key(n))
+		}
+	}
 	cfg.Informer.AddEventHandler(client.Handler[*corev1.Namespace]{
-		OnUpdate: func(_, n *corev1.Namespace) {
-			if n.GetMetadata().GetDeletionTimestamp() != nil {
-				c.queue.Add(client.Key(n))
-			}
-		},
-		OnAdd: func(n *corev1.Namespace) {
-			if n.GetMetadata().GetDeletionTimestamp() != nil {
-				c.queue.Add(client.Key(n))
-			}
-		},
-		OnDelete: func(n *corev1.Namespace) { c.queue.Add(client.Key(n)) },
+		OnAdd:    enqueue,
+		OnUpdate: func(_, n *corev1.Namespace) { enqueue(n) },
 	})
 	return c
 }
@@ -118,12 +121,24 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
 }
 
-// Reconcile empties the namespace name if it is gone or being deleted.
+// Condition types and reasons, as Kubernetes' namespace controller sets
+// them.
+const (
+	ContentFailure   = "NamespaceDeletionContentFailure"
+	ContentRemaining = "NamespaceContentRemaining"
+)
+
+// Reconcile empties the namespace name if it is being deleted, and
+// finalizes it once it is empty.
 func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	ns, exists := c.cfg.Informer.Store().Get(name)
-	if exists && ns.GetMetadata().GetDeletionTimestamp() == nil {
-		return nil // live (perhaps recreated): nothing to do
+	if !exists || ns.GetMetadata().GetDeletionTimestamp() == nil {
+		return nil // gone, or live (perhaps recreated): nothing to do
 	}
+	if !slices.Contains(ns.GetSpec().GetFinalizers(), Finalizer) {
+		return nil // finalized already; other finalizers are not ours
+	}
+	var remaining []string
 	left := 0
 	var errs []error
 	for _, d := range c.cfg.Deleters {
@@ -131,15 +146,23 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 		if apierrors.IsForbidden(err) {
 			// Not ours to delete (RBAC): log, and do not hold the
 			// namespace back for it.
-			c.log.Warn("cannot empty namespace of a resource", "namespace", name, "err", err)
+			c.log.Warn("cannot empty namespace of a resource", "namespace", name, "resource", d.Resource(), "err", err)
 			continue
 		}
-		left += n
+		if n > 0 {
+			remaining = append(remaining, fmt.Sprintf("%s has %d resource instances", d.Resource(), n))
+			left += n
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	cur, werr := c.setConditions(ctx, ns, err, remaining)
+	if werr != nil {
+		return fmt.Errorf("namespace %s: conditions: %w", name, werr)
+	}
+	if err != nil {
 		return fmt.Errorf("namespace %s: %w", name, err)
 	}
 	if left > 0 {
@@ -147,30 +170,50 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 		c.queue.AddAfter(name, c.cfg.Recheck)
 		return nil
 	}
-	if !exists {
-		return nil
-	}
-	u := proto.Clone(ns).(*corev1.Namespace)
-	changed := false
-	if ctrl.HasFinalizer(u.GetMetadata(), Finalizer) {
-		ctrl.RemoveFinalizer(u.Metadata, Finalizer)
-		changed = true
-	}
-	if sp := u.GetSpec(); sp != nil {
-		out := sp.Finalizers[:0]
-		for _, f := range sp.Finalizers {
-			if f != Finalizer {
-				out = append(out, f)
-			}
-		}
-		changed = changed || len(out) != len(sp.Finalizers)
-		sp.Finalizers = out
-	}
-	if !changed {
-		return nil
-	}
-	if _, err := c.cfg.Namespaces.Update(ctx, u); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("namespace %s: remove finalizer: %w", name, err)
+	u := proto.Clone(cur).(*corev1.Namespace)
+	u.Spec.Finalizers = slices.DeleteFunc(u.Spec.Finalizers, func(f string) bool { return f == Finalizer })
+	if _, err := c.cfg.Namespaces.Finalize(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("namespace %s: finalize: %w", name, err)
 	}
 	return nil
+}
+
+// setConditions records the deletion's progress in ns's status conditions,
+// writing only when they change; it returns the namespace as stored.
+func (c *Controller) setConditions(ctx context.Context, ns *corev1.Namespace, failure error, remaining []string) (*corev1.Namespace, error) {
+	want := []*corev1.NamespaceCondition{
+		{Type: ContentFailure, Status: "False", Reason: "ContentDeleted", Message: "All content successfully deleted, may be waiting on finalization"},
+		{Type: ContentRemaining, Status: "False", Reason: "ContentRemoved", Message: "All content successfully removed"},
+	}
+	if failure != nil {
+		want[0].Status, want[0].Reason, want[0].Message = "True", "ContentDeletionFailed", "Failed to delete all resource types: "+failure.Error()
+	}
+	if len(remaining) > 0 {
+		want[1].Status, want[1].Reason, want[1].Message = "True", "SomeResourcesRemain", "Some resources are remaining: "+strings.Join(remaining, ", ")
+	}
+	u := proto.Clone(ns).(*corev1.Namespace)
+	if u.Status == nil {
+		u.Status = &corev1.NamespaceStatus{}
+	}
+	changed := false
+	for _, w := range want {
+		i := slices.IndexFunc(u.Status.Conditions, func(c *corev1.NamespaceCondition) bool { return c.GetType() == w.GetType() })
+		switch {
+		case i < 0:
+			w.LastTransitionTime = timestamppb.Now()
+			u.Status.Conditions = append(u.Status.Conditions, w)
+			changed = true
+		case u.Status.Conditions[i].GetStatus() != w.GetStatus() || u.Status.Conditions[i].GetReason() != w.GetReason() || u.Status.Conditions[i].GetMessage() != w.GetMessage():
+			w.LastTransitionTime = u.Status.Conditions[i].GetLastTransitionTime()
+			if u.Status.Conditions[i].GetStatus() != w.GetStatus() {
+				w.LastTransitionTime = timestamppb.Now()
+			}
+			u.Status.Conditions[i] = w
+			changed = true
+		}
+	}
+	if !changed {
+		return ns, nil
+	}
+	return c.cfg.Namespaces.UpdateStatus(ctx, u)
 }

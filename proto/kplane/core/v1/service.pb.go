@@ -766,6 +766,237 @@ func (x *DeleteNamespaceResponse) GetNamespace() *Namespace {
 	return nil
 }
 
+// UpdateNamespaceStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdateNamespaceStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace     *Namespace             `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNamespaceStatusRequest) Reset() {
+	*x = UpdateNamespaceStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNamespaceStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNamespaceStatusRequest) ProtoMessage() {}
+
+func (x *UpdateNamespaceStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNamespaceStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNamespaceStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *UpdateNamespaceStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateNamespaceStatusRequest) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+func (x *UpdateNamespaceStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateNamespaceStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateNamespaceStatusResponse carries the stored Namespace.
+type UpdateNamespaceStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNamespaceStatusResponse) Reset() {
+	*x = UpdateNamespaceStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNamespaceStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNamespaceStatusResponse) ProtoMessage() {}
+
+func (x *UpdateNamespaceStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNamespaceStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNamespaceStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UpdateNamespaceStatusResponse) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+// FinalizeNamespaceRequest carries the object whose spec.finalizers are
+// written; everything else is ignored.
+type FinalizeNamespaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace     *Namespace             `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeNamespaceRequest) Reset() {
+	*x = FinalizeNamespaceRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeNamespaceRequest) ProtoMessage() {}
+
+func (x *FinalizeNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*FinalizeNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FinalizeNamespaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FinalizeNamespaceRequest) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+func (x *FinalizeNamespaceRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *FinalizeNamespaceRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// FinalizeNamespaceResponse carries the stored Namespace (the last state if
+// it went).
+type FinalizeNamespaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeNamespaceResponse) Reset() {
+	*x = FinalizeNamespaceResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeNamespaceResponse) ProtoMessage() {}
+
+func (x *FinalizeNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*FinalizeNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FinalizeNamespaceResponse) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
 // GetPodRequest names one Pod.
 type GetPodRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -779,7 +1010,7 @@ type GetPodRequest struct {
 
 func (x *GetPodRequest) Reset() {
 	*x = GetPodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[12]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1022,7 @@ func (x *GetPodRequest) String() string {
 func (*GetPodRequest) ProtoMessage() {}
 
 func (x *GetPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[12]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1035,7 @@ func (x *GetPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodRequest.ProtoReflect.Descriptor instead.
 func (*GetPodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetPodRequest) GetNamespace() string {
@@ -838,7 +1069,7 @@ type GetPodResponse struct {
 
 func (x *GetPodResponse) Reset() {
 	*x = GetPodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[13]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1081,7 @@ func (x *GetPodResponse) String() string {
 func (*GetPodResponse) ProtoMessage() {}
 
 func (x *GetPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[13]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1094,7 @@ func (x *GetPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodResponse.ProtoReflect.Descriptor instead.
 func (*GetPodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetPodResponse) GetPod() *Pod {
@@ -891,7 +1122,7 @@ type ListPodsRequest struct {
 
 func (x *ListPodsRequest) Reset() {
 	*x = ListPodsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[14]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1134,7 @@ func (x *ListPodsRequest) String() string {
 func (*ListPodsRequest) ProtoMessage() {}
 
 func (x *ListPodsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[14]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1147,7 @@ func (x *ListPodsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodsRequest.ProtoReflect.Descriptor instead.
 func (*ListPodsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListPodsRequest) GetNamespace() string {
@@ -985,7 +1216,7 @@ type ListPodsResponse struct {
 
 func (x *ListPodsResponse) Reset() {
 	*x = ListPodsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[15]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1228,7 @@ func (x *ListPodsResponse) String() string {
 func (*ListPodsResponse) ProtoMessage() {}
 
 func (x *ListPodsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[15]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1241,7 @@ func (x *ListPodsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodsResponse.ProtoReflect.Descriptor instead.
 func (*ListPodsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListPodsResponse) GetList() *PodList {
@@ -1040,7 +1271,7 @@ type WatchPodsRequest struct {
 
 func (x *WatchPodsRequest) Reset() {
 	*x = WatchPodsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[16]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1283,7 @@ func (x *WatchPodsRequest) String() string {
 func (*WatchPodsRequest) ProtoMessage() {}
 
 func (x *WatchPodsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[16]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1296,7 @@ func (x *WatchPodsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPodsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPodsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchPodsRequest) GetNamespace() string {
@@ -1138,7 +1369,7 @@ type WatchPodsResponse struct {
 
 func (x *WatchPodsResponse) Reset() {
 	*x = WatchPodsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[17]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1381,7 @@ func (x *WatchPodsResponse) String() string {
 func (*WatchPodsResponse) ProtoMessage() {}
 
 func (x *WatchPodsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[17]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1394,7 @@ func (x *WatchPodsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPodsResponse.ProtoReflect.Descriptor instead.
 func (*WatchPodsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchPodsResponse) GetType() string {
@@ -1201,7 +1432,7 @@ type CreatePodRequest struct {
 
 func (x *CreatePodRequest) Reset() {
 	*x = CreatePodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[18]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1444,7 @@ func (x *CreatePodRequest) String() string {
 func (*CreatePodRequest) ProtoMessage() {}
 
 func (x *CreatePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[18]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1457,7 @@ func (x *CreatePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePodRequest.ProtoReflect.Descriptor instead.
 func (*CreatePodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreatePodRequest) GetNamespace() string {
@@ -1267,7 +1498,7 @@ type CreatePodResponse struct {
 
 func (x *CreatePodResponse) Reset() {
 	*x = CreatePodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[19]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1510,7 @@ func (x *CreatePodResponse) String() string {
 func (*CreatePodResponse) ProtoMessage() {}
 
 func (x *CreatePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[19]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1523,7 @@ func (x *CreatePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePodResponse.ProtoReflect.Descriptor instead.
 func (*CreatePodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreatePodResponse) GetPod() *Pod {
@@ -1316,7 +1547,7 @@ type UpdatePodRequest struct {
 
 func (x *UpdatePodRequest) Reset() {
 	*x = UpdatePodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[20]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1559,7 @@ func (x *UpdatePodRequest) String() string {
 func (*UpdatePodRequest) ProtoMessage() {}
 
 func (x *UpdatePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[20]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1572,7 @@ func (x *UpdatePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePodRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpdatePodRequest) GetNamespace() string {
@@ -1389,7 +1620,7 @@ type UpdatePodResponse struct {
 
 func (x *UpdatePodResponse) Reset() {
 	*x = UpdatePodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[21]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1632,7 @@ func (x *UpdatePodResponse) String() string {
 func (*UpdatePodResponse) ProtoMessage() {}
 
 func (x *UpdatePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[21]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1645,7 @@ func (x *UpdatePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePodResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdatePodResponse) GetPod() *Pod {
@@ -1440,7 +1671,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[22]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1683,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[22]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1696,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeletePodRequest) GetNamespace() string {
@@ -1521,7 +1752,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[23]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1764,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[23]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1777,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeletePodResponse) GetPod() *Pod {
@@ -1571,7 +1802,7 @@ type UpdatePodStatusRequest struct {
 
 func (x *UpdatePodStatusRequest) Reset() {
 	*x = UpdatePodStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[24]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1814,7 @@ func (x *UpdatePodStatusRequest) String() string {
 func (*UpdatePodStatusRequest) ProtoMessage() {}
 
 func (x *UpdatePodStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[24]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1827,7 @@ func (x *UpdatePodStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePodStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePodStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdatePodStatusRequest) GetNamespace() string {
@@ -1644,7 +1875,7 @@ type UpdatePodStatusResponse struct {
 
 func (x *UpdatePodStatusResponse) Reset() {
 	*x = UpdatePodStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[25]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1887,7 @@ func (x *UpdatePodStatusResponse) String() string {
 func (*UpdatePodStatusResponse) ProtoMessage() {}
 
 func (x *UpdatePodStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[25]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1900,7 @@ func (x *UpdatePodStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePodStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePodStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdatePodStatusResponse) GetPod() *Pod {
@@ -1693,7 +1924,7 @@ type BindPodRequest struct {
 
 func (x *BindPodRequest) Reset() {
 	*x = BindPodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[26]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1936,7 @@ func (x *BindPodRequest) String() string {
 func (*BindPodRequest) ProtoMessage() {}
 
 func (x *BindPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[26]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1949,7 @@ func (x *BindPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindPodRequest.ProtoReflect.Descriptor instead.
 func (*BindPodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BindPodRequest) GetNamespace() string {
@@ -1766,7 +1997,7 @@ type BindPodResponse struct {
 
 func (x *BindPodResponse) Reset() {
 	*x = BindPodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[27]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2009,7 @@ func (x *BindPodResponse) String() string {
 func (*BindPodResponse) ProtoMessage() {}
 
 func (x *BindPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[27]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2022,7 @@ func (x *BindPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindPodResponse.ProtoReflect.Descriptor instead.
 func (*BindPodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BindPodResponse) GetStatus() *v1.Status {
@@ -1826,7 +2057,7 @@ type GetPodLogRequest struct {
 
 func (x *GetPodLogRequest) Reset() {
 	*x = GetPodLogRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2069,7 @@ func (x *GetPodLogRequest) String() string {
 func (*GetPodLogRequest) ProtoMessage() {}
 
 func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[28]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2082,7 @@ func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodLogRequest.ProtoReflect.Descriptor instead.
 func (*GetPodLogRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetPodLogRequest) GetNamespace() string {
@@ -1929,7 +2160,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2172,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[29]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2185,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -1981,7 +2212,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2224,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2237,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -2032,7 +2263,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2275,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2288,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -2119,7 +2350,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2362,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2375,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListNodesResponse) GetList() *NodeList {
@@ -2172,7 +2403,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2415,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2428,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchNodesRequest) GetLabelSelector() string {
@@ -2263,7 +2494,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2506,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2519,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchNodesResponse) GetType() string {
@@ -2325,7 +2556,7 @@ type CreateNodeRequest struct {
 
 func (x *CreateNodeRequest) Reset() {
 	*x = CreateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2568,7 @@ func (x *CreateNodeRequest) String() string {
 func (*CreateNodeRequest) ProtoMessage() {}
 
 func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2581,7 @@ func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateNodeRequest) GetNode() *Node {
@@ -2384,7 +2615,7 @@ type CreateNodeResponse struct {
 
 func (x *CreateNodeResponse) Reset() {
 	*x = CreateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2627,7 @@ func (x *CreateNodeResponse) String() string {
 func (*CreateNodeResponse) ProtoMessage() {}
 
 func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2640,7 @@ func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeResponse.ProtoReflect.Descriptor instead.
 func (*CreateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CreateNodeResponse) GetNode() *Node {
@@ -2432,7 +2663,7 @@ type UpdateNodeRequest struct {
 
 func (x *UpdateNodeRequest) Reset() {
 	*x = UpdateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2675,7 @@ func (x *UpdateNodeRequest) String() string {
 func (*UpdateNodeRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2688,7 @@ func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateNodeRequest) GetName() string {
@@ -2498,7 +2729,7 @@ type UpdateNodeResponse struct {
 
 func (x *UpdateNodeResponse) Reset() {
 	*x = UpdateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2741,7 @@ func (x *UpdateNodeResponse) String() string {
 func (*UpdateNodeResponse) ProtoMessage() {}
 
 func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2754,7 @@ func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateNodeResponse) GetNode() *Node {
@@ -2548,7 +2779,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2791,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2804,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2622,7 +2853,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2865,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2878,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteNodeResponse) GetNode() *Node {
@@ -2671,7 +2902,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2914,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2927,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateNodeStatusRequest) GetName() string {
@@ -2737,7 +2968,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2980,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2993,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateNodeStatusResponse) GetNode() *Node {
@@ -2785,7 +3016,7 @@ type GetEventRequest struct {
 
 func (x *GetEventRequest) Reset() {
 	*x = GetEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +3028,7 @@ func (x *GetEventRequest) String() string {
 func (*GetEventRequest) ProtoMessage() {}
 
 func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +3041,7 @@ func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventRequest.ProtoReflect.Descriptor instead.
 func (*GetEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetEventRequest) GetNamespace() string {
@@ -2844,7 +3075,7 @@ type GetEventResponse struct {
 
 func (x *GetEventResponse) Reset() {
 	*x = GetEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3087,7 @@ func (x *GetEventResponse) String() string {
 func (*GetEventResponse) ProtoMessage() {}
 
 func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3100,7 @@ func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventResponse.ProtoReflect.Descriptor instead.
 func (*GetEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetEventResponse) GetEvent() *Event {
@@ -2897,7 +3128,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3140,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3153,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -2991,7 +3222,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3234,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3247,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListEventsResponse) GetList() *EventList {
@@ -3046,7 +3277,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3058,7 +3289,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3071,7 +3302,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WatchEventsRequest) GetNamespace() string {
@@ -3144,7 +3375,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3156,7 +3387,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3169,7 +3400,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchEventsResponse) GetType() string {
@@ -3207,7 +3438,7 @@ type CreateEventRequest struct {
 
 func (x *CreateEventRequest) Reset() {
 	*x = CreateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3450,7 @@ func (x *CreateEventRequest) String() string {
 func (*CreateEventRequest) ProtoMessage() {}
 
 func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3463,7 @@ func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventRequest.ProtoReflect.Descriptor instead.
 func (*CreateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateEventRequest) GetNamespace() string {
@@ -3273,7 +3504,7 @@ type CreateEventResponse struct {
 
 func (x *CreateEventResponse) Reset() {
 	*x = CreateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3516,7 @@ func (x *CreateEventResponse) String() string {
 func (*CreateEventResponse) ProtoMessage() {}
 
 func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3529,7 @@ func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventResponse.ProtoReflect.Descriptor instead.
 func (*CreateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreateEventResponse) GetEvent() *Event {
@@ -3322,7 +3553,7 @@ type UpdateEventRequest struct {
 
 func (x *UpdateEventRequest) Reset() {
 	*x = UpdateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3565,7 @@ func (x *UpdateEventRequest) String() string {
 func (*UpdateEventRequest) ProtoMessage() {}
 
 func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3578,7 @@ func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpdateEventRequest) GetNamespace() string {
@@ -3395,7 +3626,7 @@ type UpdateEventResponse struct {
 
 func (x *UpdateEventResponse) Reset() {
 	*x = UpdateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3638,7 @@ func (x *UpdateEventResponse) String() string {
 func (*UpdateEventResponse) ProtoMessage() {}
 
 func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3651,7 @@ func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UpdateEventResponse) GetEvent() *Event {
@@ -3446,7 +3677,7 @@ type DeleteEventRequest struct {
 
 func (x *DeleteEventRequest) Reset() {
 	*x = DeleteEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3689,7 @@ func (x *DeleteEventRequest) String() string {
 func (*DeleteEventRequest) ProtoMessage() {}
 
 func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3702,7 @@ func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteEventRequest) GetNamespace() string {
@@ -3527,7 +3758,7 @@ type DeleteEventResponse struct {
 
 func (x *DeleteEventResponse) Reset() {
 	*x = DeleteEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3770,7 @@ func (x *DeleteEventResponse) String() string {
 func (*DeleteEventResponse) ProtoMessage() {}
 
 func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3783,7 @@ func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeleteEventResponse) GetEvent() *Event {
@@ -3575,7 +3806,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3818,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3831,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -3634,7 +3865,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3877,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3890,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetServiceResponse) GetService() *Service {
@@ -3687,7 +3918,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3699,7 +3930,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3712,7 +3943,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -3781,7 +4012,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4024,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4037,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListServicesResponse) GetList() *ServiceList {
@@ -3836,7 +4067,7 @@ type WatchServicesRequest struct {
 
 func (x *WatchServicesRequest) Reset() {
 	*x = WatchServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +4079,7 @@ func (x *WatchServicesRequest) String() string {
 func (*WatchServicesRequest) ProtoMessage() {}
 
 func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +4092,7 @@ func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *WatchServicesRequest) GetNamespace() string {
@@ -3934,7 +4165,7 @@ type WatchServicesResponse struct {
 
 func (x *WatchServicesResponse) Reset() {
 	*x = WatchServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4177,7 @@ func (x *WatchServicesResponse) String() string {
 func (*WatchServicesResponse) ProtoMessage() {}
 
 func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4190,7 @@ func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *WatchServicesResponse) GetType() string {
@@ -3997,7 +4228,7 @@ type CreateServiceRequest struct {
 
 func (x *CreateServiceRequest) Reset() {
 	*x = CreateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4009,7 +4240,7 @@ func (x *CreateServiceRequest) String() string {
 func (*CreateServiceRequest) ProtoMessage() {}
 
 func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4022,7 +4253,7 @@ func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateServiceRequest) GetNamespace() string {
@@ -4063,7 +4294,7 @@ type CreateServiceResponse struct {
 
 func (x *CreateServiceResponse) Reset() {
 	*x = CreateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4075,7 +4306,7 @@ func (x *CreateServiceResponse) String() string {
 func (*CreateServiceResponse) ProtoMessage() {}
 
 func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4088,7 +4319,7 @@ func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateServiceResponse) GetService() *Service {
@@ -4112,7 +4343,7 @@ type UpdateServiceRequest struct {
 
 func (x *UpdateServiceRequest) Reset() {
 	*x = UpdateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4124,7 +4355,7 @@ func (x *UpdateServiceRequest) String() string {
 func (*UpdateServiceRequest) ProtoMessage() {}
 
 func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4137,7 +4368,7 @@ func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateServiceRequest) GetNamespace() string {
@@ -4185,7 +4416,7 @@ type UpdateServiceResponse struct {
 
 func (x *UpdateServiceResponse) Reset() {
 	*x = UpdateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4197,7 +4428,7 @@ func (x *UpdateServiceResponse) String() string {
 func (*UpdateServiceResponse) ProtoMessage() {}
 
 func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4210,7 +4441,7 @@ func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateServiceResponse) GetService() *Service {
@@ -4236,7 +4467,7 @@ type DeleteServiceRequest struct {
 
 func (x *DeleteServiceRequest) Reset() {
 	*x = DeleteServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4248,7 +4479,7 @@ func (x *DeleteServiceRequest) String() string {
 func (*DeleteServiceRequest) ProtoMessage() {}
 
 func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4261,7 +4492,7 @@ func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeleteServiceRequest) GetNamespace() string {
@@ -4317,7 +4548,7 @@ type DeleteServiceResponse struct {
 
 func (x *DeleteServiceResponse) Reset() {
 	*x = DeleteServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4560,7 @@ func (x *DeleteServiceResponse) String() string {
 func (*DeleteServiceResponse) ProtoMessage() {}
 
 func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4573,7 @@ func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeleteServiceResponse) GetService() *Service {
@@ -4367,7 +4598,7 @@ type UpdateServiceStatusRequest struct {
 
 func (x *UpdateServiceStatusRequest) Reset() {
 	*x = UpdateServiceStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4379,7 +4610,7 @@ func (x *UpdateServiceStatusRequest) String() string {
 func (*UpdateServiceStatusRequest) ProtoMessage() {}
 
 func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4392,7 +4623,7 @@ func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateServiceStatusRequest) GetNamespace() string {
@@ -4440,7 +4671,7 @@ type UpdateServiceStatusResponse struct {
 
 func (x *UpdateServiceStatusResponse) Reset() {
 	*x = UpdateServiceStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4452,7 +4683,7 @@ func (x *UpdateServiceStatusResponse) String() string {
 func (*UpdateServiceStatusResponse) ProtoMessage() {}
 
 func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4465,7 +4696,7 @@ func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UpdateServiceStatusResponse) GetService() *Service {
@@ -4488,7 +4719,7 @@ type GetEndpointsRequest struct {
 
 func (x *GetEndpointsRequest) Reset() {
 	*x = GetEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4500,7 +4731,7 @@ func (x *GetEndpointsRequest) String() string {
 func (*GetEndpointsRequest) ProtoMessage() {}
 
 func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4513,7 +4744,7 @@ func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetEndpointsRequest) GetNamespace() string {
@@ -4547,7 +4778,7 @@ type GetEndpointsResponse struct {
 
 func (x *GetEndpointsResponse) Reset() {
 	*x = GetEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4559,7 +4790,7 @@ func (x *GetEndpointsResponse) String() string {
 func (*GetEndpointsResponse) ProtoMessage() {}
 
 func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4572,7 +4803,7 @@ func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetEndpointsResponse) GetEndpoints() *Endpoints {
@@ -4600,7 +4831,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4843,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +4856,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListEndpointsRequest) GetNamespace() string {
@@ -4694,7 +4925,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4706,7 +4937,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4719,7 +4950,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListEndpointsResponse) GetList() *EndpointsList {
@@ -4749,7 +4980,7 @@ type WatchEndpointsRequest struct {
 
 func (x *WatchEndpointsRequest) Reset() {
 	*x = WatchEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4761,7 +4992,7 @@ func (x *WatchEndpointsRequest) String() string {
 func (*WatchEndpointsRequest) ProtoMessage() {}
 
 func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4774,7 +5005,7 @@ func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *WatchEndpointsRequest) GetNamespace() string {
@@ -4847,7 +5078,7 @@ type WatchEndpointsResponse struct {
 
 func (x *WatchEndpointsResponse) Reset() {
 	*x = WatchEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4859,7 +5090,7 @@ func (x *WatchEndpointsResponse) String() string {
 func (*WatchEndpointsResponse) ProtoMessage() {}
 
 func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4872,7 +5103,7 @@ func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *WatchEndpointsResponse) GetType() string {
@@ -4910,7 +5141,7 @@ type CreateEndpointsRequest struct {
 
 func (x *CreateEndpointsRequest) Reset() {
 	*x = CreateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4922,7 +5153,7 @@ func (x *CreateEndpointsRequest) String() string {
 func (*CreateEndpointsRequest) ProtoMessage() {}
 
 func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4935,7 +5166,7 @@ func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CreateEndpointsRequest) GetNamespace() string {
@@ -4976,7 +5207,7 @@ type CreateEndpointsResponse struct {
 
 func (x *CreateEndpointsResponse) Reset() {
 	*x = CreateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4988,7 +5219,7 @@ func (x *CreateEndpointsResponse) String() string {
 func (*CreateEndpointsResponse) ProtoMessage() {}
 
 func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5001,7 +5232,7 @@ func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CreateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5025,7 +5256,7 @@ type UpdateEndpointsRequest struct {
 
 func (x *UpdateEndpointsRequest) Reset() {
 	*x = UpdateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5037,7 +5268,7 @@ func (x *UpdateEndpointsRequest) String() string {
 func (*UpdateEndpointsRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5050,7 +5281,7 @@ func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *UpdateEndpointsRequest) GetNamespace() string {
@@ -5098,7 +5329,7 @@ type UpdateEndpointsResponse struct {
 
 func (x *UpdateEndpointsResponse) Reset() {
 	*x = UpdateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5110,7 +5341,7 @@ func (x *UpdateEndpointsResponse) String() string {
 func (*UpdateEndpointsResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5123,7 +5354,7 @@ func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UpdateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5149,7 +5380,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5161,7 +5392,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5174,7 +5405,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *DeleteEndpointsRequest) GetNamespace() string {
@@ -5230,7 +5461,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5242,7 +5473,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5255,7 +5486,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *DeleteEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5278,7 +5509,7 @@ type GetConfigMapRequest struct {
 
 func (x *GetConfigMapRequest) Reset() {
 	*x = GetConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5290,7 +5521,7 @@ func (x *GetConfigMapRequest) String() string {
 func (*GetConfigMapRequest) ProtoMessage() {}
 
 func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5303,7 +5534,7 @@ func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *GetConfigMapRequest) GetNamespace() string {
@@ -5337,7 +5568,7 @@ type GetConfigMapResponse struct {
 
 func (x *GetConfigMapResponse) Reset() {
 	*x = GetConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5349,7 +5580,7 @@ func (x *GetConfigMapResponse) String() string {
 func (*GetConfigMapResponse) ProtoMessage() {}
 
 func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5362,7 +5593,7 @@ func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *GetConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5390,7 +5621,7 @@ type ListConfigMapsRequest struct {
 
 func (x *ListConfigMapsRequest) Reset() {
 	*x = ListConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5402,7 +5633,7 @@ func (x *ListConfigMapsRequest) String() string {
 func (*ListConfigMapsRequest) ProtoMessage() {}
 
 func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5415,7 +5646,7 @@ func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListConfigMapsRequest) GetNamespace() string {
@@ -5484,7 +5715,7 @@ type ListConfigMapsResponse struct {
 
 func (x *ListConfigMapsResponse) Reset() {
 	*x = ListConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5496,7 +5727,7 @@ func (x *ListConfigMapsResponse) String() string {
 func (*ListConfigMapsResponse) ProtoMessage() {}
 
 func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5509,7 +5740,7 @@ func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListConfigMapsResponse) GetList() *ConfigMapList {
@@ -5539,7 +5770,7 @@ type WatchConfigMapsRequest struct {
 
 func (x *WatchConfigMapsRequest) Reset() {
 	*x = WatchConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5551,7 +5782,7 @@ func (x *WatchConfigMapsRequest) String() string {
 func (*WatchConfigMapsRequest) ProtoMessage() {}
 
 func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5564,7 +5795,7 @@ func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *WatchConfigMapsRequest) GetNamespace() string {
@@ -5637,7 +5868,7 @@ type WatchConfigMapsResponse struct {
 
 func (x *WatchConfigMapsResponse) Reset() {
 	*x = WatchConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5649,7 +5880,7 @@ func (x *WatchConfigMapsResponse) String() string {
 func (*WatchConfigMapsResponse) ProtoMessage() {}
 
 func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5662,7 +5893,7 @@ func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *WatchConfigMapsResponse) GetType() string {
@@ -5700,7 +5931,7 @@ type CreateConfigMapRequest struct {
 
 func (x *CreateConfigMapRequest) Reset() {
 	*x = CreateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5712,7 +5943,7 @@ func (x *CreateConfigMapRequest) String() string {
 func (*CreateConfigMapRequest) ProtoMessage() {}
 
 func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5725,7 +5956,7 @@ func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateConfigMapRequest) GetNamespace() string {
@@ -5766,7 +5997,7 @@ type CreateConfigMapResponse struct {
 
 func (x *CreateConfigMapResponse) Reset() {
 	*x = CreateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5778,7 +6009,7 @@ func (x *CreateConfigMapResponse) String() string {
 func (*CreateConfigMapResponse) ProtoMessage() {}
 
 func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5791,7 +6022,7 @@ func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *CreateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5815,7 +6046,7 @@ type UpdateConfigMapRequest struct {
 
 func (x *UpdateConfigMapRequest) Reset() {
 	*x = UpdateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5827,7 +6058,7 @@ func (x *UpdateConfigMapRequest) String() string {
 func (*UpdateConfigMapRequest) ProtoMessage() {}
 
 func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5840,7 +6071,7 @@ func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *UpdateConfigMapRequest) GetNamespace() string {
@@ -5888,7 +6119,7 @@ type UpdateConfigMapResponse struct {
 
 func (x *UpdateConfigMapResponse) Reset() {
 	*x = UpdateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5900,7 +6131,7 @@ func (x *UpdateConfigMapResponse) String() string {
 func (*UpdateConfigMapResponse) ProtoMessage() {}
 
 func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5913,7 +6144,7 @@ func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *UpdateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5939,7 +6170,7 @@ type DeleteConfigMapRequest struct {
 
 func (x *DeleteConfigMapRequest) Reset() {
 	*x = DeleteConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5951,7 +6182,7 @@ func (x *DeleteConfigMapRequest) String() string {
 func (*DeleteConfigMapRequest) ProtoMessage() {}
 
 func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5964,7 +6195,7 @@ func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *DeleteConfigMapRequest) GetNamespace() string {
@@ -6020,7 +6251,7 @@ type DeleteConfigMapResponse struct {
 
 func (x *DeleteConfigMapResponse) Reset() {
 	*x = DeleteConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6032,7 +6263,7 @@ func (x *DeleteConfigMapResponse) String() string {
 func (*DeleteConfigMapResponse) ProtoMessage() {}
 
 func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6045,7 +6276,7 @@ func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DeleteConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6068,7 +6299,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6080,7 +6311,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6093,7 +6324,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *GetSecretRequest) GetNamespace() string {
@@ -6127,7 +6358,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6139,7 +6370,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6152,7 +6383,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *GetSecretResponse) GetSecret() *Secret {
@@ -6180,7 +6411,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6192,7 +6423,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6205,7 +6436,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListSecretsRequest) GetNamespace() string {
@@ -6274,7 +6505,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6286,7 +6517,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6299,7 +6530,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ListSecretsResponse) GetList() *SecretList {
@@ -6329,7 +6560,7 @@ type WatchSecretsRequest struct {
 
 func (x *WatchSecretsRequest) Reset() {
 	*x = WatchSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6341,7 +6572,7 @@ func (x *WatchSecretsRequest) String() string {
 func (*WatchSecretsRequest) ProtoMessage() {}
 
 func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6354,7 +6585,7 @@ func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *WatchSecretsRequest) GetNamespace() string {
@@ -6427,7 +6658,7 @@ type WatchSecretsResponse struct {
 
 func (x *WatchSecretsResponse) Reset() {
 	*x = WatchSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6439,7 +6670,7 @@ func (x *WatchSecretsResponse) String() string {
 func (*WatchSecretsResponse) ProtoMessage() {}
 
 func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6452,7 +6683,7 @@ func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *WatchSecretsResponse) GetType() string {
@@ -6490,7 +6721,7 @@ type CreateSecretRequest struct {
 
 func (x *CreateSecretRequest) Reset() {
 	*x = CreateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6502,7 +6733,7 @@ func (x *CreateSecretRequest) String() string {
 func (*CreateSecretRequest) ProtoMessage() {}
 
 func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6515,7 +6746,7 @@ func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretRequest.ProtoReflect.Descriptor instead.
 func (*CreateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *CreateSecretRequest) GetNamespace() string {
@@ -6556,7 +6787,7 @@ type CreateSecretResponse struct {
 
 func (x *CreateSecretResponse) Reset() {
 	*x = CreateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6568,7 +6799,7 @@ func (x *CreateSecretResponse) String() string {
 func (*CreateSecretResponse) ProtoMessage() {}
 
 func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6581,7 +6812,7 @@ func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretResponse.ProtoReflect.Descriptor instead.
 func (*CreateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *CreateSecretResponse) GetSecret() *Secret {
@@ -6605,7 +6836,7 @@ type UpdateSecretRequest struct {
 
 func (x *UpdateSecretRequest) Reset() {
 	*x = UpdateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6617,7 +6848,7 @@ func (x *UpdateSecretRequest) String() string {
 func (*UpdateSecretRequest) ProtoMessage() {}
 
 func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6630,7 +6861,7 @@ func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *UpdateSecretRequest) GetNamespace() string {
@@ -6678,7 +6909,7 @@ type UpdateSecretResponse struct {
 
 func (x *UpdateSecretResponse) Reset() {
 	*x = UpdateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6690,7 +6921,7 @@ func (x *UpdateSecretResponse) String() string {
 func (*UpdateSecretResponse) ProtoMessage() {}
 
 func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6703,7 +6934,7 @@ func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *UpdateSecretResponse) GetSecret() *Secret {
@@ -6729,7 +6960,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6741,7 +6972,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6754,7 +6985,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *DeleteSecretRequest) GetNamespace() string {
@@ -6810,7 +7041,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6822,7 +7053,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6835,7 +7066,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *DeleteSecretResponse) GetSecret() *Secret {
@@ -6901,6 +7132,20 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"R\n" +
 	"\x17DeleteNamespaceResponse\x127\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x19.kplane.core.v1.NamespaceR\tnamespace\"\xa9\x01\n" +
+	"\x1cUpdateNamespaceStatusRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x127\n" +
+	"\tnamespace\x18\x03 \x01(\v2\x19.kplane.core.v1.NamespaceR\tnamespace\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"X\n" +
+	"\x1dUpdateNamespaceStatusResponse\x127\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x19.kplane.core.v1.NamespaceR\tnamespace\"\xa5\x01\n" +
+	"\x18FinalizeNamespaceRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x127\n" +
+	"\tnamespace\x18\x03 \x01(\v2\x19.kplane.core.v1.NamespaceR\tnamespace\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"T\n" +
+	"\x19FinalizeNamespaceResponse\x127\n" +
 	"\tnamespace\x18\x01 \x01(\v2\x19.kplane.core.v1.NamespaceR\tnamespace\"l\n" +
 	"\rGetPodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -7355,14 +7600,16 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"F\n" +
 	"\x14DeleteSecretResponse\x12.\n" +
-	"\x06secret\x18\x01 \x01(\v2\x16.kplane.core.v1.SecretR\x06secret2\xf4\x06\n" +
+	"\x06secret\x18\x01 \x01(\v2\x16.kplane.core.v1.SecretR\x06secret2\xd8\t\n" +
 	"\x10NamespaceService\x12\x87\x01\n" +
 	"\fGetNamespace\x12#.kplane.core.v1.GetNamespaceRequest\x1a$.kplane.core.v1.GetNamespaceResponse\",\x82\xd3\xe4\x93\x02&b\tnamespace\x12\x19/api/v1/namespaces/{name}\x12\x81\x01\n" +
 	"\x0eListNamespaces\x12%.kplane.core.v1.ListNamespacesRequest\x1a&.kplane.core.v1.ListNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1ab\x04list\x12\x12/api/v1/namespaces\x12\x86\x01\n" +
 	"\x0fWatchNamespaces\x12&.kplane.core.v1.WatchNamespacesRequest\x1a'.kplane.core.v1.WatchNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1a\x12\x18/api/v1/watch/namespaces0\x01\x12\x94\x01\n" +
 	"\x0fCreateNamespace\x12&.kplane.core.v1.CreateNamespaceRequest\x1a'.kplane.core.v1.CreateNamespaceResponse\"0\x82\xd3\xe4\x93\x02*:\tnamespaceb\tnamespace\"\x12/api/v1/namespaces\x12\x9b\x01\n" +
 	"\x0fUpdateNamespace\x12&.kplane.core.v1.UpdateNamespaceRequest\x1a'.kplane.core.v1.UpdateNamespaceResponse\"7\x82\xd3\xe4\x93\x021:\tnamespaceb\tnamespace\x1a\x19/api/v1/namespaces/{name}\x12\x93\x01\n" +
-	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}2\xb3\n" +
+	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}\x12\xb4\x01\n" +
+	"\x15UpdateNamespaceStatus\x12,.kplane.core.v1.UpdateNamespaceStatusRequest\x1a-.kplane.core.v1.UpdateNamespaceStatusResponse\">\x82\xd3\xe4\x93\x028:\tnamespaceb\tnamespace\x1a /api/v1/namespaces/{name}/status\x12\xaa\x01\n" +
+	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\xb3\n" +
 	"\n" +
 	"\n" +
 	"PodService\x12\x80\x01\n" +
@@ -7444,334 +7691,346 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
 var file_kplane_core_v1_service_proto_goTypes = []any{
-	(*GetNamespaceRequest)(nil),         // 0: kplane.core.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),        // 1: kplane.core.v1.GetNamespaceResponse
-	(*ListNamespacesRequest)(nil),       // 2: kplane.core.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),      // 3: kplane.core.v1.ListNamespacesResponse
-	(*WatchNamespacesRequest)(nil),      // 4: kplane.core.v1.WatchNamespacesRequest
-	(*WatchNamespacesResponse)(nil),     // 5: kplane.core.v1.WatchNamespacesResponse
-	(*CreateNamespaceRequest)(nil),      // 6: kplane.core.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),     // 7: kplane.core.v1.CreateNamespaceResponse
-	(*UpdateNamespaceRequest)(nil),      // 8: kplane.core.v1.UpdateNamespaceRequest
-	(*UpdateNamespaceResponse)(nil),     // 9: kplane.core.v1.UpdateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),      // 10: kplane.core.v1.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),     // 11: kplane.core.v1.DeleteNamespaceResponse
-	(*GetPodRequest)(nil),               // 12: kplane.core.v1.GetPodRequest
-	(*GetPodResponse)(nil),              // 13: kplane.core.v1.GetPodResponse
-	(*ListPodsRequest)(nil),             // 14: kplane.core.v1.ListPodsRequest
-	(*ListPodsResponse)(nil),            // 15: kplane.core.v1.ListPodsResponse
-	(*WatchPodsRequest)(nil),            // 16: kplane.core.v1.WatchPodsRequest
-	(*WatchPodsResponse)(nil),           // 17: kplane.core.v1.WatchPodsResponse
-	(*CreatePodRequest)(nil),            // 18: kplane.core.v1.CreatePodRequest
-	(*CreatePodResponse)(nil),           // 19: kplane.core.v1.CreatePodResponse
-	(*UpdatePodRequest)(nil),            // 20: kplane.core.v1.UpdatePodRequest
-	(*UpdatePodResponse)(nil),           // 21: kplane.core.v1.UpdatePodResponse
-	(*DeletePodRequest)(nil),            // 22: kplane.core.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),           // 23: kplane.core.v1.DeletePodResponse
-	(*UpdatePodStatusRequest)(nil),      // 24: kplane.core.v1.UpdatePodStatusRequest
-	(*UpdatePodStatusResponse)(nil),     // 25: kplane.core.v1.UpdatePodStatusResponse
-	(*BindPodRequest)(nil),              // 26: kplane.core.v1.BindPodRequest
-	(*BindPodResponse)(nil),             // 27: kplane.core.v1.BindPodResponse
-	(*GetPodLogRequest)(nil),            // 28: kplane.core.v1.GetPodLogRequest
-	(*GetNodeRequest)(nil),              // 29: kplane.core.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),             // 30: kplane.core.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),            // 31: kplane.core.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 32: kplane.core.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),           // 33: kplane.core.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),          // 34: kplane.core.v1.WatchNodesResponse
-	(*CreateNodeRequest)(nil),           // 35: kplane.core.v1.CreateNodeRequest
-	(*CreateNodeResponse)(nil),          // 36: kplane.core.v1.CreateNodeResponse
-	(*UpdateNodeRequest)(nil),           // 37: kplane.core.v1.UpdateNodeRequest
-	(*UpdateNodeResponse)(nil),          // 38: kplane.core.v1.UpdateNodeResponse
-	(*DeleteNodeRequest)(nil),           // 39: kplane.core.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 40: kplane.core.v1.DeleteNodeResponse
-	(*UpdateNodeStatusRequest)(nil),     // 41: kplane.core.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),    // 42: kplane.core.v1.UpdateNodeStatusResponse
-	(*GetEventRequest)(nil),             // 43: kplane.core.v1.GetEventRequest
-	(*GetEventResponse)(nil),            // 44: kplane.core.v1.GetEventResponse
-	(*ListEventsRequest)(nil),           // 45: kplane.core.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),          // 46: kplane.core.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),          // 47: kplane.core.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),         // 48: kplane.core.v1.WatchEventsResponse
-	(*CreateEventRequest)(nil),          // 49: kplane.core.v1.CreateEventRequest
-	(*CreateEventResponse)(nil),         // 50: kplane.core.v1.CreateEventResponse
-	(*UpdateEventRequest)(nil),          // 51: kplane.core.v1.UpdateEventRequest
-	(*UpdateEventResponse)(nil),         // 52: kplane.core.v1.UpdateEventResponse
-	(*DeleteEventRequest)(nil),          // 53: kplane.core.v1.DeleteEventRequest
-	(*DeleteEventResponse)(nil),         // 54: kplane.core.v1.DeleteEventResponse
-	(*GetServiceRequest)(nil),           // 55: kplane.core.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),          // 56: kplane.core.v1.GetServiceResponse
-	(*ListServicesRequest)(nil),         // 57: kplane.core.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),        // 58: kplane.core.v1.ListServicesResponse
-	(*WatchServicesRequest)(nil),        // 59: kplane.core.v1.WatchServicesRequest
-	(*WatchServicesResponse)(nil),       // 60: kplane.core.v1.WatchServicesResponse
-	(*CreateServiceRequest)(nil),        // 61: kplane.core.v1.CreateServiceRequest
-	(*CreateServiceResponse)(nil),       // 62: kplane.core.v1.CreateServiceResponse
-	(*UpdateServiceRequest)(nil),        // 63: kplane.core.v1.UpdateServiceRequest
-	(*UpdateServiceResponse)(nil),       // 64: kplane.core.v1.UpdateServiceResponse
-	(*DeleteServiceRequest)(nil),        // 65: kplane.core.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),       // 66: kplane.core.v1.DeleteServiceResponse
-	(*UpdateServiceStatusRequest)(nil),  // 67: kplane.core.v1.UpdateServiceStatusRequest
-	(*UpdateServiceStatusResponse)(nil), // 68: kplane.core.v1.UpdateServiceStatusResponse
-	(*GetEndpointsRequest)(nil),         // 69: kplane.core.v1.GetEndpointsRequest
-	(*GetEndpointsResponse)(nil),        // 70: kplane.core.v1.GetEndpointsResponse
-	(*ListEndpointsRequest)(nil),        // 71: kplane.core.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),       // 72: kplane.core.v1.ListEndpointsResponse
-	(*WatchEndpointsRequest)(nil),       // 73: kplane.core.v1.WatchEndpointsRequest
-	(*WatchEndpointsResponse)(nil),      // 74: kplane.core.v1.WatchEndpointsResponse
-	(*CreateEndpointsRequest)(nil),      // 75: kplane.core.v1.CreateEndpointsRequest
-	(*CreateEndpointsResponse)(nil),     // 76: kplane.core.v1.CreateEndpointsResponse
-	(*UpdateEndpointsRequest)(nil),      // 77: kplane.core.v1.UpdateEndpointsRequest
-	(*UpdateEndpointsResponse)(nil),     // 78: kplane.core.v1.UpdateEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),      // 79: kplane.core.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),     // 80: kplane.core.v1.DeleteEndpointsResponse
-	(*GetConfigMapRequest)(nil),         // 81: kplane.core.v1.GetConfigMapRequest
-	(*GetConfigMapResponse)(nil),        // 82: kplane.core.v1.GetConfigMapResponse
-	(*ListConfigMapsRequest)(nil),       // 83: kplane.core.v1.ListConfigMapsRequest
-	(*ListConfigMapsResponse)(nil),      // 84: kplane.core.v1.ListConfigMapsResponse
-	(*WatchConfigMapsRequest)(nil),      // 85: kplane.core.v1.WatchConfigMapsRequest
-	(*WatchConfigMapsResponse)(nil),     // 86: kplane.core.v1.WatchConfigMapsResponse
-	(*CreateConfigMapRequest)(nil),      // 87: kplane.core.v1.CreateConfigMapRequest
-	(*CreateConfigMapResponse)(nil),     // 88: kplane.core.v1.CreateConfigMapResponse
-	(*UpdateConfigMapRequest)(nil),      // 89: kplane.core.v1.UpdateConfigMapRequest
-	(*UpdateConfigMapResponse)(nil),     // 90: kplane.core.v1.UpdateConfigMapResponse
-	(*DeleteConfigMapRequest)(nil),      // 91: kplane.core.v1.DeleteConfigMapRequest
-	(*DeleteConfigMapResponse)(nil),     // 92: kplane.core.v1.DeleteConfigMapResponse
-	(*GetSecretRequest)(nil),            // 93: kplane.core.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),           // 94: kplane.core.v1.GetSecretResponse
-	(*ListSecretsRequest)(nil),          // 95: kplane.core.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),         // 96: kplane.core.v1.ListSecretsResponse
-	(*WatchSecretsRequest)(nil),         // 97: kplane.core.v1.WatchSecretsRequest
-	(*WatchSecretsResponse)(nil),        // 98: kplane.core.v1.WatchSecretsResponse
-	(*CreateSecretRequest)(nil),         // 99: kplane.core.v1.CreateSecretRequest
-	(*CreateSecretResponse)(nil),        // 100: kplane.core.v1.CreateSecretResponse
-	(*UpdateSecretRequest)(nil),         // 101: kplane.core.v1.UpdateSecretRequest
-	(*UpdateSecretResponse)(nil),        // 102: kplane.core.v1.UpdateSecretResponse
-	(*DeleteSecretRequest)(nil),         // 103: kplane.core.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),        // 104: kplane.core.v1.DeleteSecretResponse
-	(*Namespace)(nil),                   // 105: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),               // 106: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                   // 107: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),            // 108: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                         // 109: kplane.core.v1.Pod
-	(*PodList)(nil),                     // 110: kplane.core.v1.PodList
-	(*Binding)(nil),                     // 111: kplane.core.v1.Binding
-	(*Node)(nil),                        // 112: kplane.core.v1.Node
-	(*NodeList)(nil),                    // 113: kplane.core.v1.NodeList
-	(*Event)(nil),                       // 114: kplane.core.v1.Event
-	(*EventList)(nil),                   // 115: kplane.core.v1.EventList
-	(*Service)(nil),                     // 116: kplane.core.v1.Service
-	(*ServiceList)(nil),                 // 117: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                   // 118: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),               // 119: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                   // 120: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),               // 121: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                      // 122: kplane.core.v1.Secret
-	(*SecretList)(nil),                  // 123: kplane.core.v1.SecretList
-	(*httpbody.HttpBody)(nil),           // 124: google.api.HttpBody
+	(*GetNamespaceRequest)(nil),           // 0: kplane.core.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),          // 1: kplane.core.v1.GetNamespaceResponse
+	(*ListNamespacesRequest)(nil),         // 2: kplane.core.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),        // 3: kplane.core.v1.ListNamespacesResponse
+	(*WatchNamespacesRequest)(nil),        // 4: kplane.core.v1.WatchNamespacesRequest
+	(*WatchNamespacesResponse)(nil),       // 5: kplane.core.v1.WatchNamespacesResponse
+	(*CreateNamespaceRequest)(nil),        // 6: kplane.core.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),       // 7: kplane.core.v1.CreateNamespaceResponse
+	(*UpdateNamespaceRequest)(nil),        // 8: kplane.core.v1.UpdateNamespaceRequest
+	(*UpdateNamespaceResponse)(nil),       // 9: kplane.core.v1.UpdateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),        // 10: kplane.core.v1.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),       // 11: kplane.core.v1.DeleteNamespaceResponse
+	(*UpdateNamespaceStatusRequest)(nil),  // 12: kplane.core.v1.UpdateNamespaceStatusRequest
+	(*UpdateNamespaceStatusResponse)(nil), // 13: kplane.core.v1.UpdateNamespaceStatusResponse
+	(*FinalizeNamespaceRequest)(nil),      // 14: kplane.core.v1.FinalizeNamespaceRequest
+	(*FinalizeNamespaceResponse)(nil),     // 15: kplane.core.v1.FinalizeNamespaceResponse
+	(*GetPodRequest)(nil),                 // 16: kplane.core.v1.GetPodRequest
+	(*GetPodResponse)(nil),                // 17: kplane.core.v1.GetPodResponse
+	(*ListPodsRequest)(nil),               // 18: kplane.core.v1.ListPodsRequest
+	(*ListPodsResponse)(nil),              // 19: kplane.core.v1.ListPodsResponse
+	(*WatchPodsRequest)(nil),              // 20: kplane.core.v1.WatchPodsRequest
+	(*WatchPodsResponse)(nil),             // 21: kplane.core.v1.WatchPodsResponse
+	(*CreatePodRequest)(nil),              // 22: kplane.core.v1.CreatePodRequest
+	(*CreatePodResponse)(nil),             // 23: kplane.core.v1.CreatePodResponse
+	(*UpdatePodRequest)(nil),              // 24: kplane.core.v1.UpdatePodRequest
+	(*UpdatePodResponse)(nil),             // 25: kplane.core.v1.UpdatePodResponse
+	(*DeletePodRequest)(nil),              // 26: kplane.core.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),             // 27: kplane.core.v1.DeletePodResponse
+	(*UpdatePodStatusRequest)(nil),        // 28: kplane.core.v1.UpdatePodStatusRequest
+	(*UpdatePodStatusResponse)(nil),       // 29: kplane.core.v1.UpdatePodStatusResponse
+	(*BindPodRequest)(nil),                // 30: kplane.core.v1.BindPodRequest
+	(*BindPodResponse)(nil),               // 31: kplane.core.v1.BindPodResponse
+	(*GetPodLogRequest)(nil),              // 32: kplane.core.v1.GetPodLogRequest
+	(*GetNodeRequest)(nil),                // 33: kplane.core.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 34: kplane.core.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 35: kplane.core.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 36: kplane.core.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),             // 37: kplane.core.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),            // 38: kplane.core.v1.WatchNodesResponse
+	(*CreateNodeRequest)(nil),             // 39: kplane.core.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),            // 40: kplane.core.v1.CreateNodeResponse
+	(*UpdateNodeRequest)(nil),             // 41: kplane.core.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),            // 42: kplane.core.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),             // 43: kplane.core.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),            // 44: kplane.core.v1.DeleteNodeResponse
+	(*UpdateNodeStatusRequest)(nil),       // 45: kplane.core.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),      // 46: kplane.core.v1.UpdateNodeStatusResponse
+	(*GetEventRequest)(nil),               // 47: kplane.core.v1.GetEventRequest
+	(*GetEventResponse)(nil),              // 48: kplane.core.v1.GetEventResponse
+	(*ListEventsRequest)(nil),             // 49: kplane.core.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),            // 50: kplane.core.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),            // 51: kplane.core.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),           // 52: kplane.core.v1.WatchEventsResponse
+	(*CreateEventRequest)(nil),            // 53: kplane.core.v1.CreateEventRequest
+	(*CreateEventResponse)(nil),           // 54: kplane.core.v1.CreateEventResponse
+	(*UpdateEventRequest)(nil),            // 55: kplane.core.v1.UpdateEventRequest
+	(*UpdateEventResponse)(nil),           // 56: kplane.core.v1.UpdateEventResponse
+	(*DeleteEventRequest)(nil),            // 57: kplane.core.v1.DeleteEventRequest
+	(*DeleteEventResponse)(nil),           // 58: kplane.core.v1.DeleteEventResponse
+	(*GetServiceRequest)(nil),             // 59: kplane.core.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),            // 60: kplane.core.v1.GetServiceResponse
+	(*ListServicesRequest)(nil),           // 61: kplane.core.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),          // 62: kplane.core.v1.ListServicesResponse
+	(*WatchServicesRequest)(nil),          // 63: kplane.core.v1.WatchServicesRequest
+	(*WatchServicesResponse)(nil),         // 64: kplane.core.v1.WatchServicesResponse
+	(*CreateServiceRequest)(nil),          // 65: kplane.core.v1.CreateServiceRequest
+	(*CreateServiceResponse)(nil),         // 66: kplane.core.v1.CreateServiceResponse
+	(*UpdateServiceRequest)(nil),          // 67: kplane.core.v1.UpdateServiceRequest
+	(*UpdateServiceResponse)(nil),         // 68: kplane.core.v1.UpdateServiceResponse
+	(*DeleteServiceRequest)(nil),          // 69: kplane.core.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),         // 70: kplane.core.v1.DeleteServiceResponse
+	(*UpdateServiceStatusRequest)(nil),    // 71: kplane.core.v1.UpdateServiceStatusRequest
+	(*UpdateServiceStatusResponse)(nil),   // 72: kplane.core.v1.UpdateServiceStatusResponse
+	(*GetEndpointsRequest)(nil),           // 73: kplane.core.v1.GetEndpointsRequest
+	(*GetEndpointsResponse)(nil),          // 74: kplane.core.v1.GetEndpointsResponse
+	(*ListEndpointsRequest)(nil),          // 75: kplane.core.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),         // 76: kplane.core.v1.ListEndpointsResponse
+	(*WatchEndpointsRequest)(nil),         // 77: kplane.core.v1.WatchEndpointsRequest
+	(*WatchEndpointsResponse)(nil),        // 78: kplane.core.v1.WatchEndpointsResponse
+	(*CreateEndpointsRequest)(nil),        // 79: kplane.core.v1.CreateEndpointsRequest
+	(*CreateEndpointsResponse)(nil),       // 80: kplane.core.v1.CreateEndpointsResponse
+	(*UpdateEndpointsRequest)(nil),        // 81: kplane.core.v1.UpdateEndpointsRequest
+	(*UpdateEndpointsResponse)(nil),       // 82: kplane.core.v1.UpdateEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),        // 83: kplane.core.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),       // 84: kplane.core.v1.DeleteEndpointsResponse
+	(*GetConfigMapRequest)(nil),           // 85: kplane.core.v1.GetConfigMapRequest
+	(*GetConfigMapResponse)(nil),          // 86: kplane.core.v1.GetConfigMapResponse
+	(*ListConfigMapsRequest)(nil),         // 87: kplane.core.v1.ListConfigMapsRequest
+	(*ListConfigMapsResponse)(nil),        // 88: kplane.core.v1.ListConfigMapsResponse
+	(*WatchConfigMapsRequest)(nil),        // 89: kplane.core.v1.WatchConfigMapsRequest
+	(*WatchConfigMapsResponse)(nil),       // 90: kplane.core.v1.WatchConfigMapsResponse
+	(*CreateConfigMapRequest)(nil),        // 91: kplane.core.v1.CreateConfigMapRequest
+	(*CreateConfigMapResponse)(nil),       // 92: kplane.core.v1.CreateConfigMapResponse
+	(*UpdateConfigMapRequest)(nil),        // 93: kplane.core.v1.UpdateConfigMapRequest
+	(*UpdateConfigMapResponse)(nil),       // 94: kplane.core.v1.UpdateConfigMapResponse
+	(*DeleteConfigMapRequest)(nil),        // 95: kplane.core.v1.DeleteConfigMapRequest
+	(*DeleteConfigMapResponse)(nil),       // 96: kplane.core.v1.DeleteConfigMapResponse
+	(*GetSecretRequest)(nil),              // 97: kplane.core.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),             // 98: kplane.core.v1.GetSecretResponse
+	(*ListSecretsRequest)(nil),            // 99: kplane.core.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),           // 100: kplane.core.v1.ListSecretsResponse
+	(*WatchSecretsRequest)(nil),           // 101: kplane.core.v1.WatchSecretsRequest
+	(*WatchSecretsResponse)(nil),          // 102: kplane.core.v1.WatchSecretsResponse
+	(*CreateSecretRequest)(nil),           // 103: kplane.core.v1.CreateSecretRequest
+	(*CreateSecretResponse)(nil),          // 104: kplane.core.v1.CreateSecretResponse
+	(*UpdateSecretRequest)(nil),           // 105: kplane.core.v1.UpdateSecretRequest
+	(*UpdateSecretResponse)(nil),          // 106: kplane.core.v1.UpdateSecretResponse
+	(*DeleteSecretRequest)(nil),           // 107: kplane.core.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),          // 108: kplane.core.v1.DeleteSecretResponse
+	(*Namespace)(nil),                     // 109: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                 // 110: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                     // 111: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),              // 112: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                           // 113: kplane.core.v1.Pod
+	(*PodList)(nil),                       // 114: kplane.core.v1.PodList
+	(*Binding)(nil),                       // 115: kplane.core.v1.Binding
+	(*Node)(nil),                          // 116: kplane.core.v1.Node
+	(*NodeList)(nil),                      // 117: kplane.core.v1.NodeList
+	(*Event)(nil),                         // 118: kplane.core.v1.Event
+	(*EventList)(nil),                     // 119: kplane.core.v1.EventList
+	(*Service)(nil),                       // 120: kplane.core.v1.Service
+	(*ServiceList)(nil),                   // 121: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                     // 122: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                 // 123: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                     // 124: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                 // 125: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                        // 126: kplane.core.v1.Secret
+	(*SecretList)(nil),                    // 127: kplane.core.v1.SecretList
+	(*httpbody.HttpBody)(nil),             // 128: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	105, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	106, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	105, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	107, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	105, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	105, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	105, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	105, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	108, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	105, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 10: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	110, // 11: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	109, // 12: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	107, // 13: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	109, // 14: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	109, // 15: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	109, // 16: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	109, // 17: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	108, // 18: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	109, // 19: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	109, // 20: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	109, // 21: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	111, // 22: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	107, // 23: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	112, // 24: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	113, // 25: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	112, // 26: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	107, // 27: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	112, // 28: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	112, // 29: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	112, // 30: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	112, // 31: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	108, // 32: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	112, // 33: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	112, // 34: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	112, // 35: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	114, // 36: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	115, // 37: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	114, // 38: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	107, // 39: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	114, // 40: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	114, // 41: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	114, // 42: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	114, // 43: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	108, // 44: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	114, // 45: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	116, // 46: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	117, // 47: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	116, // 48: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	107, // 49: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	116, // 50: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	116, // 51: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	116, // 52: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	116, // 53: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	108, // 54: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	116, // 55: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	116, // 56: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	116, // 57: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	118, // 58: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	119, // 59: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	118, // 60: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	107, // 61: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	118, // 62: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	118, // 63: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	118, // 64: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	118, // 65: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	108, // 66: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	118, // 67: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	120, // 68: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	121, // 69: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	120, // 70: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	107, // 71: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	120, // 72: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	120, // 73: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	120, // 74: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	120, // 75: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	108, // 76: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	120, // 77: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	122, // 78: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	123, // 79: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	122, // 80: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	107, // 81: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	122, // 82: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	122, // 83: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	122, // 84: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	122, // 85: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	108, // 86: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	122, // 87: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	0,   // 88: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 89: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 90: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 91: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 92: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 93: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 94: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	14,  // 95: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	16,  // 96: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	18,  // 97: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	20,  // 98: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	22,  // 99: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	24,  // 100: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	26,  // 101: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	28,  // 102: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	29,  // 103: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	31,  // 104: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	33,  // 105: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	35,  // 106: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	37,  // 107: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	39,  // 108: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	41,  // 109: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	43,  // 110: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	45,  // 111: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	47,  // 112: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	49,  // 113: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	51,  // 114: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	53,  // 115: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	55,  // 116: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	57,  // 117: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	59,  // 118: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	61,  // 119: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	63,  // 120: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	65,  // 121: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	67,  // 122: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	69,  // 123: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	71,  // 124: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	73,  // 125: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	75,  // 126: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	77,  // 127: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	79,  // 128: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	81,  // 129: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	83,  // 130: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	85,  // 131: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	87,  // 132: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	89,  // 133: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	91,  // 134: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	93,  // 135: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	95,  // 136: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	97,  // 137: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	99,  // 138: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	101, // 139: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	103, // 140: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	1,   // 141: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 142: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 143: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 144: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 145: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 146: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 147: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	15,  // 148: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	17,  // 149: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	19,  // 150: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	21,  // 151: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	23,  // 152: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	25,  // 153: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	27,  // 154: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	124, // 155: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	30,  // 156: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	32,  // 157: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	34,  // 158: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	36,  // 159: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	38,  // 160: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	40,  // 161: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	42,  // 162: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	44,  // 163: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	46,  // 164: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	48,  // 165: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	50,  // 166: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	52,  // 167: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	54,  // 168: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	56,  // 169: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	58,  // 170: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	60,  // 171: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	62,  // 172: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	64,  // 173: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	66,  // 174: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	68,  // 175: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	70,  // 176: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	72,  // 177: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	74,  // 178: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	76,  // 179: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	78,  // 180: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	80,  // 181: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	82,  // 182: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	84,  // 183: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	86,  // 184: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	88,  // 185: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	90,  // 186: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	92,  // 187: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	94,  // 188: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	96,  // 189: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	98,  // 190: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	100, // 191: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	102, // 192: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	104, // 193: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	141, // [141:194] is the sub-list for method output_type
-	88,  // [88:141] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	109, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	110, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	109, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	111, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	109, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	112, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	109, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	109, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	114, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	113, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	111, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	113, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	113, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	113, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	113, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	112, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	113, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	113, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	113, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	115, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	111, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	116, // 28: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	117, // 29: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	116, // 30: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	111, // 31: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	116, // 32: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	116, // 33: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	116, // 34: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	116, // 35: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	112, // 36: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	116, // 37: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	116, // 38: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	116, // 39: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	118, // 40: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	119, // 41: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	118, // 42: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	111, // 43: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	118, // 44: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	118, // 45: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	118, // 46: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	118, // 47: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	112, // 48: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	118, // 49: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	120, // 50: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	121, // 51: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	120, // 52: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	111, // 53: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	120, // 54: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	120, // 55: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	120, // 56: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	120, // 57: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	112, // 58: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	120, // 59: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	120, // 60: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	120, // 61: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	122, // 62: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	123, // 63: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	122, // 64: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	111, // 65: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	122, // 66: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	122, // 67: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	122, // 68: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	122, // 69: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	112, // 70: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	122, // 71: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	124, // 72: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	125, // 73: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	124, // 74: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	111, // 75: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	124, // 76: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	124, // 77: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	124, // 78: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	124, // 79: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	112, // 80: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	124, // 81: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	126, // 82: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	127, // 83: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	126, // 84: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	111, // 85: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	126, // 86: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	126, // 87: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	126, // 88: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	126, // 89: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	112, // 90: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	126, // 91: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	0,   // 92: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 93: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 94: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 95: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 96: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 97: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 98: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 99: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 100: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 101: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 102: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 103: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 104: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 105: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 106: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 107: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 108: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	33,  // 109: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	35,  // 110: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	37,  // 111: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	39,  // 112: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	41,  // 113: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	43,  // 114: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	45,  // 115: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	47,  // 116: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	49,  // 117: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	51,  // 118: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	53,  // 119: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	55,  // 120: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	57,  // 121: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	59,  // 122: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	61,  // 123: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	63,  // 124: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	65,  // 125: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	67,  // 126: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	69,  // 127: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	71,  // 128: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	73,  // 129: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	75,  // 130: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	77,  // 131: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	79,  // 132: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	81,  // 133: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	83,  // 134: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	85,  // 135: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	87,  // 136: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	89,  // 137: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	91,  // 138: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	93,  // 139: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	95,  // 140: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	97,  // 141: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	99,  // 142: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	101, // 143: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	103, // 144: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	105, // 145: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	107, // 146: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	1,   // 147: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 148: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 149: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 150: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 151: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 152: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 153: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 154: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 155: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 156: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 157: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 158: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 159: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 160: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 161: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 162: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	128, // 163: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	34,  // 164: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	36,  // 165: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	38,  // 166: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	40,  // 167: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	42,  // 168: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	44,  // 169: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	46,  // 170: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	48,  // 171: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	50,  // 172: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	52,  // 173: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	54,  // 174: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	56,  // 175: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	58,  // 176: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	60,  // 177: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	62,  // 178: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	64,  // 179: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	66,  // 180: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	68,  // 181: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	70,  // 182: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	72,  // 183: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	74,  // 184: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	76,  // 185: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	78,  // 186: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	80,  // 187: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	82,  // 188: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	84,  // 189: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	86,  // 190: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	88,  // 191: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	90,  // 192: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	92,  // 193: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	94,  // 194: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	96,  // 195: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	98,  // 196: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	100, // 197: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	102, // 198: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	104, // 199: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	106, // 200: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	108, // 201: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	147, // [147:202] is the sub-list for method output_type
+	92,  // [92:147] is the sub-list for method input_type
+	92,  // [92:92] is the sub-list for extension type_name
+	92,  // [92:92] is the sub-list for extension extendee
+	0,   // [0:92] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -7783,35 +8042,35 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[2].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[10].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[14].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[16].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[22].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[28].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[31].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[33].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[39].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[45].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[47].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[53].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[18].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[20].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[32].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[35].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[37].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[49].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[51].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[57].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[59].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[65].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[71].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[73].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[79].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[61].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[63].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[69].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[75].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[77].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[83].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[85].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[91].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[87].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[89].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[95].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[97].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[103].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[99].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[101].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[107].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   105,
+			NumMessages:   109,
 			NumExtensions: 0,
 			NumServices:   8,
 		},

@@ -22,12 +22,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NamespaceService_GetNamespace_FullMethodName    = "/kplane.core.v1.NamespaceService/GetNamespace"
-	NamespaceService_ListNamespaces_FullMethodName  = "/kplane.core.v1.NamespaceService/ListNamespaces"
-	NamespaceService_WatchNamespaces_FullMethodName = "/kplane.core.v1.NamespaceService/WatchNamespaces"
-	NamespaceService_CreateNamespace_FullMethodName = "/kplane.core.v1.NamespaceService/CreateNamespace"
-	NamespaceService_UpdateNamespace_FullMethodName = "/kplane.core.v1.NamespaceService/UpdateNamespace"
-	NamespaceService_DeleteNamespace_FullMethodName = "/kplane.core.v1.NamespaceService/DeleteNamespace"
+	NamespaceService_GetNamespace_FullMethodName          = "/kplane.core.v1.NamespaceService/GetNamespace"
+	NamespaceService_ListNamespaces_FullMethodName        = "/kplane.core.v1.NamespaceService/ListNamespaces"
+	NamespaceService_WatchNamespaces_FullMethodName       = "/kplane.core.v1.NamespaceService/WatchNamespaces"
+	NamespaceService_CreateNamespace_FullMethodName       = "/kplane.core.v1.NamespaceService/CreateNamespace"
+	NamespaceService_UpdateNamespace_FullMethodName       = "/kplane.core.v1.NamespaceService/UpdateNamespace"
+	NamespaceService_DeleteNamespace_FullMethodName       = "/kplane.core.v1.NamespaceService/DeleteNamespace"
+	NamespaceService_UpdateNamespaceStatus_FullMethodName = "/kplane.core.v1.NamespaceService/UpdateNamespaceStatus"
+	NamespaceService_FinalizeNamespace_FullMethodName     = "/kplane.core.v1.NamespaceService/FinalizeNamespace"
 )
 
 // NamespaceServiceClient is the client API for NamespaceService service.
@@ -48,6 +50,11 @@ type NamespaceServiceClient interface {
 	UpdateNamespace(ctx context.Context, in *UpdateNamespaceRequest, opts ...grpc.CallOption) (*UpdateNamespaceResponse, error)
 	// DeleteNamespace deletes a Namespace (or marks it for deletion).
 	DeleteNamespace(ctx context.Context, in *DeleteNamespaceRequest, opts ...grpc.CallOption) (*DeleteNamespaceResponse, error)
+	// UpdateNamespaceStatus replaces the status of a Namespace (the status subresource).
+	UpdateNamespaceStatus(ctx context.Context, in *UpdateNamespaceStatusRequest, opts ...grpc.CallOption) (*UpdateNamespaceStatusResponse, error)
+	// FinalizeNamespace replaces spec.finalizers (the finalize subresource);
+	// the object goes once it is being deleted and no finalizer is left.
+	FinalizeNamespace(ctx context.Context, in *FinalizeNamespaceRequest, opts ...grpc.CallOption) (*FinalizeNamespaceResponse, error)
 }
 
 type namespaceServiceClient struct {
@@ -127,6 +134,26 @@ func (c *namespaceServiceClient) DeleteNamespace(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *namespaceServiceClient) UpdateNamespaceStatus(ctx context.Context, in *UpdateNamespaceStatusRequest, opts ...grpc.CallOption) (*UpdateNamespaceStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateNamespaceStatusResponse)
+	err := c.cc.Invoke(ctx, NamespaceService_UpdateNamespaceStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *namespaceServiceClient) FinalizeNamespace(ctx context.Context, in *FinalizeNamespaceRequest, opts ...grpc.CallOption) (*FinalizeNamespaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinalizeNamespaceResponse)
+	err := c.cc.Invoke(ctx, NamespaceService_FinalizeNamespace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NamespaceServiceServer is the server API for NamespaceService service.
 // All implementations must embed UnimplementedNamespaceServiceServer
 // for forward compatibility.
@@ -145,6 +172,11 @@ type NamespaceServiceServer interface {
 	UpdateNamespace(context.Context, *UpdateNamespaceRequest) (*UpdateNamespaceResponse, error)
 	// DeleteNamespace deletes a Namespace (or marks it for deletion).
 	DeleteNamespace(context.Context, *DeleteNamespaceRequest) (*DeleteNamespaceResponse, error)
+	// UpdateNamespaceStatus replaces the status of a Namespace (the status subresource).
+	UpdateNamespaceStatus(context.Context, *UpdateNamespaceStatusRequest) (*UpdateNamespaceStatusResponse, error)
+	// FinalizeNamespace replaces spec.finalizers (the finalize subresource);
+	// the object goes once it is being deleted and no finalizer is left.
+	FinalizeNamespace(context.Context, *FinalizeNamespaceRequest) (*FinalizeNamespaceResponse, error)
 	mustEmbedUnimplementedNamespaceServiceServer()
 }
 
@@ -172,6 +204,12 @@ func (UnimplementedNamespaceServiceServer) UpdateNamespace(context.Context, *Upd
 }
 func (UnimplementedNamespaceServiceServer) DeleteNamespace(context.Context, *DeleteNamespaceRequest) (*DeleteNamespaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteNamespace not implemented")
+}
+func (UnimplementedNamespaceServiceServer) UpdateNamespaceStatus(context.Context, *UpdateNamespaceStatusRequest) (*UpdateNamespaceStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNamespaceStatus not implemented")
+}
+func (UnimplementedNamespaceServiceServer) FinalizeNamespace(context.Context, *FinalizeNamespaceRequest) (*FinalizeNamespaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FinalizeNamespace not implemented")
 }
 func (UnimplementedNamespaceServiceServer) mustEmbedUnimplementedNamespaceServiceServer() {}
 func (UnimplementedNamespaceServiceServer) testEmbeddedByValue()                          {}
@@ -295,6 +333,42 @@ func _NamespaceService_DeleteNamespace_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NamespaceService_UpdateNamespaceStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateNamespaceStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServiceServer).UpdateNamespaceStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NamespaceService_UpdateNamespaceStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServiceServer).UpdateNamespaceStatus(ctx, req.(*UpdateNamespaceStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NamespaceService_FinalizeNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinalizeNamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NamespaceServiceServer).FinalizeNamespace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NamespaceService_FinalizeNamespace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NamespaceServiceServer).FinalizeNamespace(ctx, req.(*FinalizeNamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NamespaceService_ServiceDesc is the grpc.ServiceDesc for NamespaceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -321,6 +395,14 @@ var NamespaceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteNamespace",
 			Handler:    _NamespaceService_DeleteNamespace_Handler,
+		},
+		{
+			MethodName: "UpdateNamespaceStatus",
+			Handler:    _NamespaceService_UpdateNamespaceStatus_Handler,
+		},
+		{
+			MethodName: "FinalizeNamespace",
+			Handler:    _NamespaceService_FinalizeNamespace_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -65,7 +65,7 @@ func Start(t *testing.T, run ...interface {
 
 // Action is one recorded write.
 type Action struct {
-	Verb string // create, update, updateStatus, delete
+	Verb string // create, update, updateStatus, finalize, delete
 	Key  string // namespace/name (generateName+"*" for generated names)
 	Obj  proto.Message
 }
@@ -125,6 +125,11 @@ func (c *Client[T]) Update(_ context.Context, obj T) (T, error) {
 // UpdateStatus records a status update.
 func (c *Client[T]) UpdateStatus(_ context.Context, obj T) (T, error) {
 	return c.record("updateStatus", keyOf(obj), obj)
+}
+
+// Finalize records a finalize (namespaces/finalize).
+func (c *Client[T]) Finalize(_ context.Context, obj T) (T, error) {
+	return c.record("finalize", keyOf(obj), obj)
 }
 
 // Delete records a delete.

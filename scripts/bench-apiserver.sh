@@ -6,6 +6,13 @@
 # loopback, then runs services/apiserver/internal/bench against it.
 #   scripts/bench-apiserver.sh                 everything (a few minutes)
 #   DURATION=10s WATCHERS=1000 scripts/bench-apiserver.sh
+#   KPLANE=/path/to/kplane ...                 run that binary instead of
+#                                              building one (to compare builds)
+#   PROFILE=/tmp/prof ONLY=watch scripts/bench-apiserver.sh
+#                                              also writes the service's CPU
+#                                              and block profiles (taken while
+#                                              the writer runs) and the
+#                                              driver's CPU profile there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +21,7 @@ WATCHERS=${WATCHERS:-10000}
 STORE=${STORE:-etcd}
 RATES=${RATES:-"300 600 900"}
 ONLY=${ONLY:-all} # or: create, get, list, update, watch
+PROFILE=${PROFILE:-}
 
 tmp=$(mktemp -d)
 pids=()
@@ -27,7 +35,7 @@ trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== building"
-go build -o "$tmp/kplane" ./cmd/kplane
+if [[ -n "${KPLANE:-}" ]]; then cp "$KPLANE" "$tmp/kplane"; else go build -o "$tmp/kplane" ./cmd/kplane; fi
 go build -o "$tmp/bench" ./services/apiserver/internal/bench
 
 client="http://127.0.0.1:$(port)"
@@ -44,9 +52,15 @@ pids+=($!)
 
 echo "admintoken,admin,1,system:masters" >"$tmp/tokens.csv"
 addr="127.0.0.1:$(port)"
+prof=()
+if [[ -n "$PROFILE" ]]; then
+	mkdir -p "$PROFILE"
+	pprofaddr="127.0.0.1:$(port)"
+	prof=(--profiling-listen "$pprofaddr" --block-profile-rate 10000)
+fi
 sleep 2
 "$tmp/kplane" apiserver --insecure-plaintext --store-endpoints "$client" --listen "$addr" \
-	--token-auth-file "$tmp/tokens.csv" --log-level warn >"$tmp/apiserver.log" 2>&1 &
+	--token-auth-file "$tmp/tokens.csv" --log-level warn "${prof[@]}" >"$tmp/apiserver.log" 2>&1 &
 apipid=$!
 pids+=($apipid)
 for _ in $(seq 100); do
@@ -64,4 +78,20 @@ fi
 if want get; then b -mode get -clients 20 -rate 0; fi
 if want list; then b -mode list -clients 20 -rate 0; fi
 if want update; then b -mode update -clients 20 -rate 0; fi
-if want watch; then b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid"; fi
+if want watch; then
+	if [[ -n "$PROFILE" ]]; then
+		# Profiles of the writer's phase: the watches open in the first
+		# seconds, then the writer runs for DURATION.
+		secs=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 2 : 2 ))
+		( sleep $(( WATCHERS / 1000 + 5 ))
+		  curl -s -o "$PROFILE/apiserver.cpu" "http://$pprofaddr/debug/pprof/profile?seconds=$secs" &
+		  sleep "$secs"; curl -s -o "$PROFILE/apiserver.block" "http://$pprofaddr/debug/pprof/block"; wait ) &
+		profpid=$!
+		b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid" -cpuprofile "$PROFILE/driver.cpu"
+		wait "$profpid"
+		cp "$tmp/kplane" "$PROFILE/kplane"; cp "$tmp/bench" "$PROFILE/bench"
+		echo "profiles in $PROFILE: go tool pprof -top $PROFILE/kplane $PROFILE/apiserver.cpu"
+	else
+		b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid"
+	fi
+fi

@@ -3,8 +3,14 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +41,8 @@ func newAPIServerCommand() *cobra.Command {
 		tf                                 telemetryFlags
 		notReadySeconds                    int64
 		unreachableSeconds                 int64
+		profilingListen                    string
+		blockProfileRate                   int
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -127,6 +135,13 @@ func newAPIServerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if profilingListen != "" {
+				stop, err := serveProfiling(profilingListen, blockProfileRate, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			log.Info("API service listening", "addr", s.Addr(), "store", cfg.StoreEndpoints)
 			return s.Run(cmd.Context())
 		},
@@ -153,6 +168,8 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&kubeletCA, "kubelet-certificate-authority", "", "CA bundle to verify node agents' log server certificates (empty: not verified)")
 	f.Int64Var(&notReadySeconds, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to every pod that has none")
 	f.Int64Var(&unreachableSeconds, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to every pod that has none")
+	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); empty disables them")
+	f.IntVar(&blockProfileRate, "block-profile-rate", 0, "with --profiling-listen: runtime.SetBlockProfileRate (0 leaves block profiling off)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	tf.register(f)
 	f.BoolVar(&allowInsecureWithoutClientCertsOK, "insecure-plaintext", false, "serve plaintext gRPC without TLS (local experiments only)")
@@ -205,4 +222,27 @@ func loadPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no certificates", file)
 	}
 	return pool, nil
+}
+
+// serveProfiling serves /debug/pprof/ on addr until stop is called.
+func serveProfiling(addr string, blockRate int, log *slog.Logger) (stop func(), _ error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--profiling-listen: %w", err)
+	}
+	runtime.SetBlockProfileRate(blockRate)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("profiling server stopped", "err", err)
+		}
+	}()
+	log.Info("serving profiles", "addr", lis.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }

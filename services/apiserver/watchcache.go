@@ -40,6 +40,12 @@ type watchEvent struct {
 	once sync.Once
 	enc  *preEncoded
 	err  error
+
+	// The event as watchers whose selector it starts or stops matching see
+	// it (ADDED, DELETED), made by transform under the cacher's mu the first
+	// time a watcher needs it and shared like the event, so that it too is
+	// encoded once however many watchers it goes to.
+	added, deleted *watchEvent
 }
 
 // encoded returns the event's response message, marshalled once.
@@ -275,7 +281,9 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 	return nil
 }
 
-// transform is what watcher w should see of event e: nil if nothing.
+// transform is what a watcher with filter should see of event e: nil if
+// nothing. The caller holds the cacher's mu (derived events are memoized on
+// e).
 func transform(e *watchEvent, filter func(proto.Message) bool) *watchEvent {
 	if filter == nil {
 		return e
@@ -287,14 +295,20 @@ func transform(e *watchEvent, filter func(proto.Message) bool) *watchEvent {
 		if prev {
 			return e
 		}
-	case cur && prev:
+	case cur && (prev || e.typ == eventAdded):
 		return e
 	case cur:
-		return &watchEvent{typ: eventAdded, rev: e.rev, key: e.key, obj: e.obj}
+		// Started matching: the watcher sees it added.
+		if e.added == nil {
+			e.added = &watchEvent{typ: eventAdded, rev: e.rev, key: e.key, obj: e.obj}
+		}
+		return e.added
 	case prev:
 		// Stopped matching: the watcher sees it deleted, at this revision.
-		last := proto.Clone(e.obj)
-		return &watchEvent{typ: eventDeleted, rev: e.rev, key: e.key, obj: last}
+		if e.deleted == nil {
+			e.deleted = &watchEvent{typ: eventDeleted, rev: e.rev, key: e.key, obj: e.obj}
+		}
+		return e.deleted
 	}
 	return nil
 }

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/internal/storetest"
 )
@@ -124,4 +126,48 @@ func TestContinueTokenExpiresWithCompaction(t *testing.T) {
 	big.BinaryData = map[string][]byte{"b": make([]byte, 2<<20)}
 	_, err = e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: big})
 	wantReason(t, err, apierrors.ReasonRequestEntityTooLarge)
+}
+
+// TestTransformShares: what watchers with selectors see of an event is one
+// shared event per outcome (so it is encoded once for all of them), with
+// the type Kubernetes gives it.
+func TestTransformShares(t *testing.T) {
+	pod := func(app string) *corev1.Pod {
+		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{"app": app}}}
+	}
+	web := func(obj proto.Message) bool { return meta(obj).GetLabels()["app"] == "web" }
+	webToo := func(obj proto.Message) bool { return meta(obj).GetLabels()["app"] == "web" }
+	for _, tc := range []struct {
+		name     string
+		e        *watchEvent
+		wantType string // "" for nothing
+		wantSame bool   // the event itself
+	}{
+		{name: "create that matches", e: &watchEvent{typ: eventAdded, obj: pod("web")}, wantType: eventAdded, wantSame: true},
+		{name: "create that does not match", e: &watchEvent{typ: eventAdded, obj: pod("db")}},
+		{name: "update that keeps matching", e: &watchEvent{typ: eventModified, obj: pod("web"), prev: pod("web")}, wantType: eventModified, wantSame: true},
+		{name: "update that starts matching", e: &watchEvent{typ: eventModified, obj: pod("web"), prev: pod("db")}, wantType: eventAdded},
+		{name: "update that stops matching", e: &watchEvent{typ: eventModified, obj: pod("db"), prev: pod("web")}, wantType: eventDeleted},
+		{name: "delete of a match", e: &watchEvent{typ: eventDeleted, obj: pod("web"), prev: pod("web")}, wantType: eventDeleted, wantSame: true},
+		{name: "delete of another", e: &watchEvent{typ: eventDeleted, obj: pod("db"), prev: pod("db")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := transform(tc.e, web), transform(tc.e, webToo)
+			if tc.wantType == "" {
+				if a != nil || b != nil {
+					t.Fatalf("got %v, %v; want nothing", a, b)
+				}
+				return
+			}
+			if a == nil || a.typ != tc.wantType {
+				t.Fatalf("got %v, want a %s event", a, tc.wantType)
+			}
+			if a != b {
+				t.Errorf("two watchers got two events; want one shared")
+			}
+			if (a == tc.e) != tc.wantSame {
+				t.Errorf("got the event itself: %v, want %v", a == tc.e, tc.wantSame)
+			}
+		})
+	}
 }

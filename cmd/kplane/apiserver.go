@@ -20,6 +20,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
+	"github.com/kplane/kplane/services/apiserver/encryption"
 	"github.com/kplane/kplane/services/apiserver/webhook"
 )
 
@@ -43,6 +44,7 @@ func newAPIServerCommand() *cobra.Command {
 		unreachableSeconds                 int64
 		profilingListen                    string
 		blockProfileRate                   int
+		encryptionConfig                   string
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -118,6 +120,11 @@ func newAPIServerCommand() *cobra.Command {
 				"validatingwebhookconfigurations": {hooks},
 				"namespaces":                      {hooks},
 			}
+			if encryptionConfig != "" {
+				if cfg.Encryption, err = encryption.Load(encryptionConfig); err != nil {
+					return err
+				}
+			}
 			boot, err := authz.BootstrapMessages()
 			if err != nil {
 				return err
@@ -168,6 +175,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&kubeletCA, "kubelet-certificate-authority", "", "CA bundle to verify node agents' log server certificates (empty: not verified)")
 	f.Int64Var(&notReadySeconds, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to every pod that has none")
 	f.Int64Var(&unreachableSeconds, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to every pod that has none")
+	f.StringVar(&encryptionConfig, "encryption-provider-config", "", "EncryptionConfiguration (apiserver.config.k8s.io/v1) file: which resources are encrypted at rest, with aescbc, aesgcm, secretbox or identity")
 	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); empty disables them")
 	f.IntVar(&blockProfileRate, "block-profile-rate", 0, "with --profiling-listen: runtime.SetBlockProfileRate (0 leaves block profiling off)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -30,6 +30,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/encryption"
 )
 
 // Config configures the API service.
@@ -44,6 +45,9 @@ type Config struct {
 	StoreClient *clientv3.Client
 	// Prefix of every key; "/registry/" if empty.
 	Prefix string
+	// Encryption, if set, encrypts the objects of the resources it names
+	// at rest (kplane apiserver --encryption-provider-config).
+	Encryption *encryption.Transformers
 
 	// Listen is the gRPC address, e.g. "127.0.0.1:6443". Listener, if set,
 	// is used instead.
@@ -169,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.ownClient = true
 	}
-	s.store = &storage{cli: cli, prefix: cfg.Prefix}
+	s.store = &storage{cli: cli, prefix: cfg.Prefix, enc: cfg.Encryption}
 	for name, r := range s.resources {
 		s.cachers[name] = newCacher(r, s.store, log, cfg.WatchWindow, cfg.WatchBuffer, cfg.BookmarkInterval)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/encryption"
 )
 
 // maxObjectBytes bounds a stored object: the store's request limit is
@@ -26,6 +27,8 @@ const maxObjectBytes = 1536*1024 - 4096
 type storage struct {
 	cli    *clientv3.Client
 	prefix string // "/registry/"
+	// enc encrypts the values of some resources at rest (nil: none).
+	enc *encryption.Transformers
 }
 
 // casError is returned by a compare-and-swap whose comparison failed; cur
@@ -51,8 +54,9 @@ func (s *storage) key(r *resourceInfo, ns, name string) string {
 	return s.prefix + r.Resource + "/" + name
 }
 
-// encode marshals obj without its resourceVersion.
-func encode(obj proto.Message) ([]byte, error) {
+// encode marshals obj without its resourceVersion, encrypted if r's
+// objects are encrypted at rest.
+func (s *storage) encode(r *resourceInfo, key string, obj proto.Message) ([]byte, error) {
 	m := meta(obj)
 	rv := m.ResourceVersion
 	m.ResourceVersion = ""
@@ -64,11 +68,23 @@ func encode(obj proto.Message) ([]byte, error) {
 	if len(b) > maxObjectBytes {
 		return nil, apierrors.NewRequestEntityTooLarge(fmt.Sprintf("limit is %d bytes", maxObjectBytes))
 	}
+	if t := s.enc.For(r.Resource, r.Group); t != nil {
+		if b, err = t.ToStorage(key, b); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
 	return b, nil
 }
 
-// decode unmarshals a stored value and sets its resourceVersion.
-func decode(r *resourceInfo, value []byte, rev int64) (proto.Message, error) {
+// decode decrypts (if r's objects are encrypted at rest) and unmarshals a
+// stored value, and sets its resourceVersion.
+func (s *storage) decode(r *resourceInfo, key string, value []byte, rev int64) (proto.Message, error) {
+	if t := s.enc.For(r.Resource, r.Group); t != nil {
+		var err error
+		if value, err = t.FromStorage(key, value); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
 	obj := r.New()
 	if err := proto.Unmarshal(value, obj); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
@@ -106,16 +122,16 @@ func (s *storage) get(ctx context.Context, r *resourceInfo, ns, name string) (pr
 		return nil, apierrors.NewNotFound(r.Group, r.Resource, name)
 	}
 	kv := resp.Kvs[0]
-	return decode(r, kv.Value, kv.ModRevision)
+	return s.decode(r, string(kv.Key), kv.Value, kv.ModRevision)
 }
 
 // create writes obj if its key is absent and returns the revision written.
 func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message) (int64, error) {
-	val, err := encode(obj)
+	key := s.key(r, ns, name)
+	val, err := s.encode(r, key, obj)
 	if err != nil {
 		return 0, err
 	}
-	key := s.key(r, ns, name)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(val))).
@@ -132,11 +148,11 @@ func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, 
 // update writes obj if the key's mod_revision is still rev. On a failed
 // comparison it returns a *casError with the current object (nil if gone).
 func (s *storage) update(ctx context.Context, r *resourceInfo, ns, name string, rev int64, obj proto.Message) (int64, error) {
-	val, err := encode(obj)
+	key := s.key(r, ns, name)
+	val, err := s.encode(r, key, obj)
 	if err != nil {
 		return 0, err
 	}
-	key := s.key(r, ns, name)
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
 		Then(clientv3.OpPut(key, string(val))).
@@ -173,7 +189,7 @@ func (s *storage) casFailure(r *resourceInfo, resp *clientv3.TxnResponse) error 
 	if len(resp.Responses) > 0 {
 		if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
 			kv := rr.Kvs[0]
-			obj, err := decode(r, kv.Value, kv.ModRevision)
+			obj, err := s.decode(r, string(kv.Key), kv.Value, kv.ModRevision)
 			if err != nil {
 				return err
 			}
@@ -246,7 +262,7 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 			page.rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			obj, err := decode(r, kv.Value, kv.ModRevision)
+			obj, err := s.decode(r, string(kv.Key), kv.Value, kv.ModRevision)
 			if err != nil {
 				return nil, err
 			}

@@ -227,7 +227,7 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 	for _, e := range evs {
 		we := &watchEvent{key: string(e.Kv.Key), rev: e.Kv.ModRevision}
 		if e.PrevKv != nil {
-			prev, err := decode(c.r, e.PrevKv.Value, e.PrevKv.ModRevision)
+			prev, err := c.st.decode(c.r, string(e.PrevKv.Key), e.PrevKv.Value, e.PrevKv.ModRevision)
 			if err != nil {
 				return err
 			}
@@ -235,7 +235,7 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 		}
 		switch e.Type {
 		case mvccpb.PUT:
-			obj, err := decode(c.r, e.Kv.Value, e.Kv.ModRevision)
+			obj, err := c.st.decode(c.r, string(e.Kv.Key), e.Kv.Value, e.Kv.ModRevision)
 			if err != nil {
 				return err
 			}

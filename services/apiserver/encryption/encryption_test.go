@@ -8,7 +8,9 @@ import (
 	"testing"
 )
 
-func b64(n int, fill byte) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{fill}, n)) }
+func b64(n int, fill byte) string {
+	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{fill}, n))
+}
 
 func config(providers ...string) []byte {
 	return []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n" + strings.Join(providers, ""))

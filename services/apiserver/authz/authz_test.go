@@ -442,3 +442,46 @@ func TestClusterRoleAggregation(t *testing.T) {
 		})
 	}
 }
+
+// TestNonResourceURLs: RBAC matches non-resource requests against
+// nonResourceURLs ("*" suffix as a prefix match) with the bootstrap
+// discovery and public-info roles.
+func TestNonResourceURLs(t *testing.T) {
+	r := NewRBAC(nil)
+	msgs, err := BootstrapMessages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		r.Upsert(m)
+	}
+	authed := request.User{Name: "bob", Groups: ss(request.AuthenticatedGroup)}
+	anon := request.User{Name: request.AnonymousUser, Groups: ss(request.UnauthenticatedGroup)}
+	for _, tc := range []struct {
+		name string
+		a    request.Attributes
+		want bool
+	}{
+		{name: "discovery root", a: request.Attributes{User: authed, Verb: "get", Path: "/apis"}, want: true},
+		{name: "prefix /apis/*", a: request.Attributes{User: authed, Verb: "get", Path: "/apis/apps/v1"}, want: true},
+		{name: "exact /version", a: request.Attributes{User: authed, Verb: "get", Path: "/version"}, want: true},
+		{name: "not listed", a: request.Attributes{User: authed, Verb: "get", Path: "/metrics"}},
+		{name: "verb not granted", a: request.Attributes{User: authed, Verb: "post", Path: "/healthz"}},
+		{name: "anonymous: public info", a: request.Attributes{User: anon, Verb: "get", Path: "/healthz"}, want: true},
+		{name: "anonymous: no discovery", a: request.Attributes{User: anon, Verb: "get", Path: "/apis"}},
+		{name: "resource rule does not cover a path", a: request.Attributes{User: authed, Verb: "create", Path: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := r.Authorize(context.Background(), tc.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed != tc.want {
+				t.Errorf("got allowed=%v (%q), want %v", d.Allowed, d.Reason, tc.want)
+			}
+		})
+	}
+	if !nonResourceURLMatches(ss("*"), "/anything") || nonResourceURLMatches(ss("/api"), "/apis") || !nonResourceURLMatches(ss("/api*"), "/apis") {
+		t.Error("nonResourceURLMatches: wrong on *, exact or prefix")
+	}
+}

@@ -79,7 +79,8 @@ func group(name string) rbacv1.Subject {
 // system:kube-controller-manager (bound to those users), system:node (the
 // RBAC view of what node agents need; like Kubernetes, its binding has no
 // subjects because the Node authorizer grants nodes their rights), and
-// system:basic-user / system:discovery for every authenticated user.
+// system:basic-user / system:discovery for every authenticated user, and
+// system:public-info-viewer (health and version) for everyone.
 func BootstrapPolicy() Bootstrap {
 	viewRules := []rbacv1.PolicyRule{
 		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",
@@ -113,6 +114,8 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"create"}, []string{"authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews")),
 			clusterRole("system:discovery",
 				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/version", "/version/"}}),
+			clusterRole("system:public-info-viewer",
+				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}}),
 			clusterRole(SchedulerUser,
 				rule([]string{"create", "patch", "update"}, []string{"", "events.k8s.io"}, "events"),
 				rule([]string{"create"}, core, "bindings", "pods/binding"),
@@ -150,6 +153,7 @@ func BootstrapPolicy() Bootstrap {
 			binding("cluster-admin", "cluster-admin", group(request.MastersGroup)),
 			binding("system:basic-user", "system:basic-user", group(request.AuthenticatedGroup)),
 			binding("system:discovery", "system:discovery", group(request.AuthenticatedGroup)),
+			binding("system:public-info-viewer", "system:public-info-viewer", group(request.AuthenticatedGroup), group(request.UnauthenticatedGroup)),
 			binding(SchedulerUser, SchedulerUser, user(SchedulerUser)),
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
 			binding("system:node", "system:node"),

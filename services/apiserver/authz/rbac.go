@@ -346,6 +346,9 @@ func rulesAllow(rules []rbacv1.PolicyRule, a request.Attributes) bool {
 // when set, restrict the rule to those names (so they never cover a request
 // without a name, such as list or create).
 func ruleAllows(r *rbacv1.PolicyRule, a request.Attributes) bool {
+	if a.Resource == "" && a.Path != "" {
+		return matchesAny(r.Verbs, a.Verb) && nonResourceURLMatches(r.NonResourceURLs, a.Path)
+	}
 	if !matchesAny(r.Verbs, a.Verb) || !matchesAny(r.APIGroups, a.APIGroup) {
 		return false
 	}
@@ -365,6 +368,20 @@ func ruleAllows(r *rbacv1.PolicyRule, a request.Attributes) bool {
 		return false
 	}
 	return len(r.ResourceNames) == 0 || (a.Name != "" && slices.Contains(r.ResourceNames, a.Name))
+}
+
+// nonResourceURLMatches implements Kubernetes' nonResourceURLs: "*", the
+// exact path, or a prefix ending in "*" ("/apis/*" covers "/apis/apps").
+func nonResourceURLMatches(urls []string, path string) bool {
+	for _, u := range urls {
+		if u == "*" || u == path {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(u, "*"); ok && strings.HasPrefix(path, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func matchesAny(list []string, v string) bool {

@@ -48,6 +48,10 @@ type Attributes struct {
 	Subresource string // status, binding, scale, log
 	Namespace   string
 	Name        string
+	// Path is the URL path of a non-resource request ("/healthz",
+	// "/apis/apps"), which has no Resource; RBAC matches it against
+	// nonResourceURLs.
+	Path string
 }
 
 type userKey struct{}

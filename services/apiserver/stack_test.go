@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -213,5 +214,76 @@ func TestAuthorizationEndToEnd(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no audit line with ID %s", ids[0])
+	}
+}
+
+// TestAccessReviews: SelfSubjectAccessReview answers for the caller (what
+// `kubectl auth can-i` asks), SubjectAccessReview for a named user and only
+// to callers allowed to create it; both go through RBAC and the Node
+// authorizer, resource and non-resource alike.
+func TestAccessReviews(t *testing.T) {
+	conn, _ := startStack(t)
+	az := authorizationv1.NewAuthorizationServiceClient(conn)
+	res := func(verb, resource, ns, name string) *authorizationv1.ResourceAttributes {
+		return &authorizationv1.ResourceAttributes{Verb: verb, Resource: resource, Namespace: ns, Name: name}
+	}
+	self := func(token string, ra *authorizationv1.ResourceAttributes, nra *authorizationv1.NonResourceAttributes) (*authorizationv1.SubjectAccessReviewStatus, error) {
+		r, err := az.CreateSelfSubjectAccessReview(withToken(t, token), &authorizationv1.CreateSelfSubjectAccessReviewRequest{SelfSubjectAccessReview: &authorizationv1.SelfSubjectAccessReview{
+			Spec: &authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra, NonResourceAttributes: nra}}})
+		return r.GetSelfSubjectAccessReview().GetStatus(), err
+	}
+	for _, tc := range []struct {
+		name  string
+		token string
+		ra    *authorizationv1.ResourceAttributes
+		nra   *authorizationv1.NonResourceAttributes
+		want  bool
+	}{
+		{name: "bob may not list pods", token: "bobtoken", ra: res("list", "pods", "default", "")},
+		{name: "admin may list pods", token: "admintoken", ra: res("list", "pods", "default", ""), want: true},
+		{name: "bob may get /healthz", token: "bobtoken", nra: &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/healthz"}, want: true},
+		{name: "bob may get /apis/apps", token: "bobtoken", nra: &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/apis/apps"}, want: true},
+		{name: "bob may not get /metrics", token: "bobtoken", nra: &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/metrics"}},
+		{name: "node a may update its node", token: "nodeatoken", ra: res("update", "nodes", "", "a"), want: true},
+		{name: "node a may not update node b", token: "nodeatoken", ra: res("update", "nodes", "", "b")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := self(tc.token, tc.ra, tc.nra)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.GetAllowed() != tc.want {
+				t.Errorf("got allowed=%v (%q), want %v", st.GetAllowed(), st.GetReason(), tc.want)
+			}
+		})
+	}
+	t.Run("both attributes: Invalid", func(t *testing.T) {
+		_, err := self("bobtoken", res("get", "pods", "default", "x"), &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/"})
+		if se := apierrors.FromError(err); se.Reason != apierrors.ReasonInvalid || len(se.Causes) == 0 || se.Causes[0].Field != "spec.resourceAttributes" {
+			t.Errorf("got %v, want Invalid on spec.resourceAttributes", err)
+		}
+	})
+	t.Run("anonymous: Unauthorized", func(t *testing.T) {
+		_, err := self("", res("get", "pods", "default", "x"), nil)
+		if apierrors.ReasonOf(err) != apierrors.ReasonUnauthorized {
+			t.Errorf("got %v, want Unauthorized", err)
+		}
+	})
+	sar := func(token, user string, groups []string, ra *authorizationv1.ResourceAttributes) (*authorizationv1.SubjectAccessReviewStatus, error) {
+		r, err := az.CreateSubjectAccessReview(withToken(t, token), &authorizationv1.CreateSubjectAccessReviewRequest{SubjectAccessReview: &authorizationv1.SubjectAccessReview{
+			Spec: &authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: ra}}})
+		return r.GetSubjectAccessReview().GetStatus(), err
+	}
+	if _, err := sar("bobtoken", "admin", nil, res("get", "pods", "default", "")); apierrors.ReasonOf(err) != apierrors.ReasonForbidden {
+		t.Errorf("bob's SubjectAccessReview: got %v, want Forbidden", err)
+	}
+	if st, err := sar("admintoken", "bob", []string{"system:authenticated"}, res("list", "pods", "default", "")); err != nil || st.GetAllowed() {
+		t.Errorf("admin asks about bob listing pods: %v, %v; want not allowed", st, err)
+	}
+	if st, err := sar("admintoken", "carol", []string{"system:masters"}, res("delete", "nodes", "", "n1")); err != nil || !st.GetAllowed() {
+		t.Errorf("admin asks about a system:masters member: %v, %v; want allowed", st, err)
+	}
+	if _, err := sar("admintoken", "", nil, res("get", "pods", "default", "")); apierrors.ReasonOf(err) != apierrors.ReasonInvalid {
+		t.Errorf("no user or group: got %v, want Invalid", err)
 	}
 }

@@ -82,4 +82,3 @@ func (s *Server) review(ctx context.Context, r *resourceInfo, ra *authorizationv
 	}
 	return &authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}, nil
 }
-

@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/kplane/kplane/internal/jaeger"
 	"github.com/kplane/kplane/internal/localcluster"
 )
 
 func newUpCommand() *cobra.Command {
-	var cfg localcluster.UpConfig
+	var (
+		cfg        localcluster.UpConfig
+		withJaeger bool
+	)
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a local HA control plane on loopback until Ctrl-C",
@@ -38,6 +43,20 @@ Ctrl-C, or kplane down from another terminal, stops everything.`,
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Starting kplane in %s ...\n", cfg.DataDir)
+			if withJaeger {
+				jcfg := jaeger.Config{Dir: filepath.Join(cfg.DataDir, "jaeger")}
+				if cfg.BasePort != 0 {
+					jcfg.QueryPort, jcfg.OTLPPort = 16686, 4317 // Jaeger's defaults, kplane trace's too
+				}
+				j, err := jaeger.Start(ctx, jcfg)
+				if err != nil {
+					return fmt.Errorf("--jaeger: %w", err)
+				}
+				defer j.Stop()
+				cfg.Env = append(cfg.Env, j.Env()...)
+				fmt.Fprintf(out, "Jaeger query API %s (log %s); every component sends its spans there\n", j.QueryURL, j.LogPath)
+				fmt.Fprintf(out, "  kplane trace --kubeconfig %s --jaeger-url %s deployment/web\n", filepath.Join(cfg.DataDir, "kubeconfig"), j.QueryURL)
+			}
 			c, err := localcluster.Up(ctx, cfg)
 			if err != nil {
 				return err
@@ -65,6 +84,7 @@ Ctrl-C, or kplane down from another terminal, stops everything.`,
 	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected)")
 	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected)")
 	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd")
+	f.BoolVar(&withJaeger, "jaeger", false, "also run a loopback Jaeger (built by scripts/install-jaeger.sh; query API on 16686, OTLP on 4317, free ports with --base-port=0) and send every component's spans to it")
 	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")
 	f.StringVar(&cfg.CRISocket, "cri-socket", "", "with --runtime containerd: the CRI socket, e.g. /run/containerd/containerd.sock")
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", "", "with --runtime containerd: cgroup parent of the pods' sandboxes")

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -76,9 +77,12 @@ type Recorder struct {
 
 	recorded, written, dropped, failed, pending atomic.Int64
 
+	// mu guards seen and similar: LRU caches bounded as client-go bounds
+	// its event correlator's (4096 entries), so that neither grows with the
+	// number of objects nor costs more than O(1) per event.
 	mu      sync.Mutex
-	seen    map[string]*corev1.Event // aggregation key → last written
-	similar map[string]*similarEvents
+	seen    *simplelru.LRU[string, *corev1.Event] // aggregation key → last written
+	similar *simplelru.LRU[string, *similarEvents]
 }
 
 // similarEvents is what the recorder remembers about an object's events of
@@ -99,6 +103,9 @@ const (
 	combinedPrefix = "(combined from similar events): "
 	// maxBatch bounds the events a writer takes off its queue at once.
 	maxBatch = 256
+	// maxRemembered bounds the aggregation caches (client-go's
+	// maxLruCacheEntries).
+	maxRemembered = 4096
 )
 
 // NewRecorder returns a Recorder; Run writes its events.
@@ -113,7 +120,9 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Recorder{cfg: cfg, log: log.With("component", "events"), seen: map[string]*corev1.Event{}, similar: map[string]*similarEvents{}}
+	seen, _ := simplelru.NewLRU[string, *corev1.Event](maxRemembered, nil)
+	similar, _ := simplelru.NewLRU[string, *similarEvents](maxRemembered, nil)
+	r := &Recorder{cfg: cfg, log: log.With("component", "events"), seen: seen, similar: similar}
 	per := max(cfg.QueueSize/cfg.Writers, 1)
 	for range cfg.Writers {
 		r.queues = append(r.queues, make(chan *corev1.Event, per))
@@ -176,17 +185,17 @@ func (r *Recorder) Flush(ctx context.Context) error {
 func (r *Recorder) Forget(uid string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, ev := range r.seen {
-		if ev.GetInvolvedObject().GetUid() == uid {
-			delete(r.seen, k)
+	for _, k := range r.seen.Keys() {
+		if ev, ok := r.seen.Peek(k); ok && ev.GetInvolvedObject().GetUid() == uid {
+			r.seen.Remove(k)
 		}
 	}
 	if uid == "" {
 		return
 	}
-	for k := range r.similar {
+	for _, k := range r.similar.Keys() {
 		if strings.Contains(k, "\x00"+uid+"\x00") {
-			delete(r.similar, k)
+			r.similar.Remove(k)
 		}
 	}
 }
@@ -313,17 +322,10 @@ func (r *Recorder) aggregate(ev *corev1.Event) *corev1.Event {
 	now := ev.GetLastTimestamp().AsTime()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.similar[key]
-	if s == nil || now.Sub(s.first) > aggregateWindow {
-		if len(r.similar) > 4096 {
-			for k, e := range r.similar {
-				if now.Sub(e.first) > aggregateWindow {
-					delete(r.similar, k)
-				}
-			}
-		}
+	s, ok := r.similar.Get(key)
+	if !ok || now.Sub(s.first) > aggregateWindow {
 		s = &similarEvents{first: now, messages: map[string]struct{}{}}
-		r.similar[key] = s
+		r.similar.Add(key, s)
 	}
 	if _, ok := s.messages[ev.GetMessage()]; ok || len(s.messages) < maxSimilar {
 		s.messages[ev.GetMessage()] = struct{}{}
@@ -349,7 +351,7 @@ func (r *Recorder) write(ctx context.Context, ev *corev1.Event, n int32) {
 	defer cancel()
 	key := aggregationKey(ev)
 	r.mu.Lock()
-	prev := r.seen[key]
+	prev, _ := r.seen.Get(key)
 	r.mu.Unlock()
 	if prev != nil && ev.GetLastTimestamp().AsTime().Sub(prev.GetLastTimestamp().AsTime()) < aggregateWindow {
 		next := proto.Clone(prev).(*corev1.Event)
@@ -379,16 +381,7 @@ func (r *Recorder) write(ctx context.Context, ev *corev1.Event, n int32) {
 func (r *Recorder) remember(key string, ev *corev1.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// Keep the table bounded: forget everything older than the window
-	// when it grows large.
-	if len(r.seen) > 4096 {
-		for k, e := range r.seen {
-			if time.Since(e.GetLastTimestamp().AsTime()) > aggregateWindow {
-				delete(r.seen, k)
-			}
-		}
-	}
-	r.seen[key] = ev
+	r.seen.Add(key, ev)
 }
 
 func randomSuffix() string {

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The cost of tracing: pod creates through the API service (closed loop, 20
+# clients, scripts/bench-apiserver.sh's create row) with tracing off and
+# with every request traced (OTEL_TRACES_SAMPLER=always_on) and exported to
+# a local Jaeger, in alternating rounds of one run, then the ratios
+# traced/off of the medians. The store is a single-member kplane store by
+# default, so its spans (and its otelgrpc server) are paid for too.
+#
+#   scripts/bench-tracing.sh                     3 rounds of 10 s each way
+#   ROUNDS=5 DURATION=20s scripts/bench-tracing.sh
+#   STORE=etcd scripts/bench-tracing.sh          etcd as the store (no store spans)
+#
+# Needs Jaeger (scripts/install-jaeger.sh builds it) and what
+# bench-apiserver.sh needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+export STORE=${STORE:-kplane}
+
+tmp=$(mktemp -d)
+jpid=
+cleanup() {
+	[[ -n "$jpid" ]] && kill "$jpid" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+echo "== building"
+go build -o "$tmp/kplane" ./cmd/kplane
+jaeger=$(scripts/install-jaeger.sh)
+qport=$(port)
+oport=$(port)
+"$tmp/kplane" jaeger --binary "$jaeger" --dir "$tmp/jaeger" --query-port "$qport" --otlp-port "$oport" >"$tmp/jaeger.log" 2>&1 &
+jpid=$!
+for _ in $(seq 100); do
+	if curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null 2>&1; then break; fi
+	sleep 0.2
+done
+curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null || { echo "jaeger did not start:"; cat "$tmp/jaeger.log"; exit 1; }
+
+# run MODE: one closed-loop create row; prints "throughput p99-in-ms".
+run() {
+	local out
+	if [[ $1 == traced ]]; then
+		out=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$oport" OTEL_TRACES_SAMPLER=always_on \
+			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+	else
+		out=$(env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_TRACES_SAMPLER \
+			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+	fi
+	echo "$out" | grep '^create' >&2
+	echo "$out" | python3 -c '
+import re, sys
+line = [l for l in sys.stdin if l.startswith("create")][0]
+tp = float(re.search(r"throughput=([0-9.]+)/s", line).group(1))
+m = re.search(r"p99=([0-9.]+)(µs|ms|s)\b", line)
+p99 = float(m.group(1)) * {"µs": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+print(tp, p99)'
+}
+
+echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION each way, order alternating; load $(cut -d' ' -f1-3 /proc/loadavg)"
+off=() on=()
+for ((i = 0; i < ROUNDS; i++)); do
+	if ((i % 2 == 0)); then
+		off+=("$(run off)"); on+=("$(run traced)")
+	else
+		on+=("$(run traced)"); off+=("$(run off)")
+	fi
+done
+spans=$(curl -fs "http://127.0.0.1:$qport/api/services")
+echo "== Jaeger's services after the traced rounds: $spans"
+printf '%s\n' "${off[@]}" >"$tmp/off"
+printf '%s\n' "${on[@]}" >"$tmp/on"
+python3 - "$tmp/off" "$tmp/on" <<'PY'
+import statistics, sys
+def load(p):
+    rows = [tuple(map(float, l.split())) for l in open(p) if l.strip()]
+    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+off, on = load(sys.argv[1]), load(sys.argv[2])
+print(f"{'':18} {'creates/s':>10} {'p99 ms':>8}")
+print(f"{'tracing off':18} {off[0]:10.0f} {off[1]:8.1f}")
+print(f"{'100% to Jaeger':18} {on[0]:10.0f} {on[1]:8.1f}")
+print(f"ratio traced/off: throughput {on[0]/off[0]:.2f}x, p99 {on[1]/off[1]:.2f}x "
+      f"(cost {100*(1-on[0]/off[0]):.1f}% of throughput; goal: at most 10%)")
+PY

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -196,7 +197,8 @@ func startPlane(t *testing.T) *plane {
 	run("scheduler", sched.Run)
 	ct := tel("controllers", true)
 	mgr, err := controllers.New(controllers.Config{Conn: dial(ct, "controllers-token"), Logger: log,
-		Controllers:    []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector},
+		Controllers: []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector,
+			controllers.Endpoints, controllers.Namespace, controllers.NodeLifecycle},
 		TracerProvider: ct.TracerProvider()})
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +300,31 @@ func (p *plane) traceOf(t *testing.T, annotations map[string]string, want map[st
 	if !sc.IsValid() {
 		t.Fatalf("object has no %s annotation: %v", telemetry.Annotation, annotations)
 	}
+	return p.traceByID(t, sc.TraceID(), want)
+}
+
+// reconcileSpan waits for a span named name with attribute k8s.object
+// object and returns it.
+func (p *plane) reconcileSpan(t *testing.T, name, object string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, s := range p.rec.Ended() {
+			if s.Name() == name && slices.Contains(s.Attributes(), attribute.String("k8s.object", object)) {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s span for %s after 30s", name, object)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// traceByID is traceOf for the trace id.
+func (p *plane) traceByID(t *testing.T, id trace.TraceID, want map[string]string) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: id})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var spans []sdktrace.ReadOnlySpan
@@ -487,6 +514,100 @@ spec:
 		for _, s := range spans {
 			if s.Name() == "schedule" && !descends(spans, s, func(x sdktrace.ReadOnlySpan) bool { return x.Name() == "replicaset.reconcile" }) {
 				t.Errorf("schedule does not descend from replicaset.reconcile\n%s", dump(spans))
+			}
+		}
+	})
+
+	// The Endpoints controller continues the Service's trace and links
+	// to the traces of the pod changes that caused a reconcile: here the
+	// pod a scale-up creates.
+	t.Run("endpoints", func(t *testing.T) {
+		p.kubectl(t, bin, `apiVersion: v1
+kind: Service
+metadata: {name: api}
+spec:
+  selector: {app: api}
+  ports: [{port: 80}]
+`, "apply", "-f", "-")
+		svc, err := client.Must[*corev1.Service](p.admin).Get(context.Background(), "default", "api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcTrace := telemetry.ObjectSpanContext(svc.GetMetadata().GetAnnotations()).TraceID()
+		first := p.reconcileSpan(t, "endpoints.reconcile", "default/api")
+		if got, want := first.SpanContext().TraceID(), svcTrace; got != want {
+			t.Errorf("endpoints.reconcile in trace %s, want the Service's %s", got, want)
+		}
+		old := p.runningPod(t, func(pod *corev1.Pod) bool { return pod.GetMetadata().GetLabels()["app"] == "api" })
+		p.kubectl(t, bin, "", "scale", "deployment/api", "--replicas=2")
+		pod := p.runningPod(t, func(pod *corev1.Pod) bool {
+			return pod.GetMetadata().GetLabels()["app"] == "api" && pod.GetMetadata().GetName() != old.GetMetadata().GetName()
+		})
+		podTrace := telemetry.ObjectSpanContext(pod.GetMetadata().GetAnnotations()).TraceID()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			linked := slices.ContainsFunc(p.rec.Ended(), func(s sdktrace.ReadOnlySpan) bool {
+				return s.Name() == "endpoints.reconcile" && s.SpanContext().TraceID() == svcTrace &&
+					slices.ContainsFunc(s.Links(), func(l sdktrace.Link) bool { return l.SpanContext.TraceID() == podTrace })
+			})
+			if linked {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no endpoints.reconcile in the Service's trace linked to the new pod's trace %s", podTrace)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	// A foreground delete marks the Deployment, so its trace annotation
+	// becomes the delete's; the garbage collector's reconciles of the
+	// Deployment and of its ReplicaSet continue that trace.
+	t.Run("garbagecollector", func(t *testing.T) {
+		p.kubectl(t, bin, "", "delete", "deployment/api", "--cascade=foreground", "--wait=false")
+		s := p.reconcileSpan(t, "garbagecollector.reconcile", "Deployment/default/api")
+		spans := p.traceByID(t, s.SpanContext().TraceID(), map[string]string{"HTTP DELETE": "gateway", "garbagecollector.reconcile": "controllers"})
+		if root := spans[0]; root.Name() != "HTTP DELETE" || service(root) != "gateway" {
+			t.Errorf("trace root: got %s/%s, want gateway/HTTP DELETE\n%s", service(root), root.Name(), dump(spans))
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !slices.ContainsFunc(p.rec.Ended(), func(x sdktrace.ReadOnlySpan) bool {
+			return x.Name() == "garbagecollector.reconcile" && x.SpanContext().TraceID() == s.SpanContext().TraceID() &&
+				slices.ContainsFunc(x.Attributes(), func(kv attribute.KeyValue) bool {
+					return kv.Key == "k8s.object" && strings.HasPrefix(kv.Value.AsString(), "ReplicaSet/default/api-")
+				})
+		}) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no garbagecollector.reconcile of the ReplicaSet in the delete's trace\n%s", dump(spans))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	// Deleting a namespace marks it Terminating; the namespace controller
+	// empties and finalizes it in the delete's trace.
+	t.Run("namespace", func(t *testing.T) {
+		p.kubectl(t, bin, "", "create", "namespace", "scratch")
+		p.kubectl(t, bin, "", "delete", "namespace", "scratch", "--wait=false")
+		s := p.reconcileSpan(t, "namespace.reconcile", "scratch")
+		spans := p.traceByID(t, s.SpanContext().TraceID(), map[string]string{"HTTP DELETE": "gateway", "namespace.reconcile": "controllers"})
+		if root := spans[0]; root.Name() != "HTTP DELETE" || service(root) != "gateway" {
+			t.Errorf("trace root: got %s/%s, want gateway/HTTP DELETE\n%s", service(root), root.Name(), dump(spans))
+		}
+	})
+
+	// A traced change of a node is continued by the node lifecycle
+	// controller; its periodic checks, caused by no change, record nothing.
+	t.Run("nodelifecycle", func(t *testing.T) {
+		p.kubectl(t, bin, "", "label", "node", "n1", "kplane.test/traced=yes")
+		s := p.reconcileSpan(t, "nodelifecycle.reconcile", "n1")
+		spans := p.traceByID(t, s.SpanContext().TraceID(), map[string]string{"HTTP PATCH": "gateway", "nodelifecycle.reconcile": "controllers"})
+		if root := spans[0]; root.Name() != "HTTP PATCH" || service(root) != "gateway" {
+			t.Errorf("trace root: got %s/%s, want gateway/HTTP PATCH\n%s", service(root), root.Name(), dump(spans))
+		}
+		for _, x := range p.rec.Ended() {
+			if x.Name() == "nodelifecycle.reconcile" && !x.Parent().IsValid() {
+				t.Errorf("a nodelifecycle.reconcile span with no parent (a periodic check) was recorded")
 			}
 		}
 	})

@@ -962,6 +962,12 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 		if dry {
 			return n, nil
 		}
+		if pending && !proto.Equal(n, old) {
+			// Marking the object is a change: the controllers that carry
+			// out the deletion (namespace, garbage collector, node agent)
+			// continue this request's trace.
+			setTraceAnnotation(ctx, meta(n))
+		}
 		var newRev int64
 		err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
 			switch {

@@ -206,21 +206,21 @@ func (m *Manager) runControllers(ctx context.Context) {
 			ctrl.NewResource(conn, "apps/v1", rsInf),
 			ctrl.NewResource(conn, "apps/v1", dInf),
 		}
-		c := garbagecollector.New(res, rec, m.log)
+		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
 	}
 
 	if on(Endpoints) {
 		svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
 		informer(svcInf.Run)
-		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log})
+		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointsWorkers) })
 	}
 	if on(Namespace) {
 		nsc := client.Must[*corev1.Namespace](conn)
 		nsInf := client.NewInformer(client.ListWatch(nsc, "", "", "", 500), client.InformerOptions[*corev1.Namespace]{Logger: m.log})
 		informer(nsInf.Run)
-		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, Deleters: []namespace.Deleter{
+		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
@@ -242,7 +242,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		informer(nodeInf.Run)
 		informer(leaseInf.Run)
 		c := nodelifecycle.New(nodelifecycle.Config{Nodes: nodes, Pods: pods, NodeInformer: nodeInf, LeaseInformer: leaseInf, PodInformer: podInf, Recorder: rec,
-			GracePeriod: m.cfg.NodeMonitorGracePeriod, DefaultTolerationSeconds: int64(m.cfg.PodEvictionTimeout / time.Second), Logger: m.log})
+			GracePeriod: m.cfg.NodeMonitorGracePeriod, DefaultTolerationSeconds: int64(m.cfg.PodEvictionTimeout / time.Second), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NodeWorkers) })
 	}
 

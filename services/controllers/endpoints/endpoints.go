@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -36,13 +37,18 @@ type Config struct {
 	ServiceInformer *client.Informer[*corev1.Service]
 	PodInformer     *client.Informer[*corev1.Pod]
 	Logger          *slog.Logger
+	// TracerProvider records a span per reconcile, in the trace of the
+	// Service, linked to the traces of the pod changes that caused it
+	// (client.Trace); nil uses the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Controller is the Endpoints controller.
 type Controller struct {
-	cfg   Config
-	log   *slog.Logger
-	queue client.Queue
+	cfg    Config
+	log    *slog.Logger
+	queue  client.Queue
+	causes client.TraceCauses
 }
 
 // New returns a controller and registers its handlers.
@@ -54,20 +60,31 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg, log: log.With("controller", "endpoints"), queue: client.NewQueue("endpoints", 0, 0)}
 	cfg.ServiceInformer.AddEventHandler(client.EnqueueHandler[*corev1.Service](c.queue))
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
-		OnAdd:    c.enqueueFor,
-		OnUpdate: func(o, n *corev1.Pod) { c.enqueueFor(o); c.enqueueFor(n) },
-		OnDelete: c.enqueueFor,
+		OnAdd: func(p *corev1.Pod) { c.enqueueFor(p, nil, p) },
+		OnUpdate: func(o, n *corev1.Pod) {
+			c.enqueueFor(o, o, n)
+			c.enqueueFor(n, o, n)
+		},
+		OnDelete: func(p *corev1.Pod) { c.enqueueFor(p, nil, p) },
 	})
 	return c
 }
 
-// enqueueFor enqueues the services whose selector matches p.
-func (c *Controller) enqueueFor(p *corev1.Pod) {
+// enqueueFor enqueues the services whose selector matches p, noting the
+// trace of the pod's change from old (nil: created or deleted) to cur as
+// the cause.
+func (c *Controller) enqueueFor(p, old, cur *corev1.Pod) {
 	set := labels.Set(p.GetMetadata().GetLabels())
 	for _, s := range c.cfg.ServiceInformer.Store().ByNamespace(p.GetMetadata().GetNamespace()) {
 		sel := s.GetSpec().GetSelector()
 		if len(sel) > 0 && labels.SelectorFromSet(sel).Matches(set) {
-			c.queue.Add(client.Key(s))
+			k := client.Key(s)
+			if old == nil {
+				c.causes.Add(k, cur.GetMetadata().GetAnnotations())
+			} else {
+				c.causes.AddChange(k, old.GetMetadata().GetAnnotations(), cur.GetMetadata().GetAnnotations())
+			}
+			c.queue.Add(k)
 		}
 	}
 }
@@ -77,7 +94,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, c.cfg.ServiceInformer, c.cfg.PodInformer) {
 		return
 	}
-	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+	t := client.Trace{TracerProvider: c.cfg.TracerProvider, Span: "endpoints.reconcile",
+		Annotations: client.StoreAnnotations(c.cfg.ServiceInformer.Store()), Causes: &c.causes}
+	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
 }
 
 // Reconcile writes the Endpoints of the Service named by key.

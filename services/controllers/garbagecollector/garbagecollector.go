@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -35,21 +36,39 @@ const (
 	OrphanFinalizer     = "orphan"
 )
 
-// Controller is the garbage collector.
-type Controller struct {
-	res   map[string]ctrl.Resource // by kind
-	log   *slog.Logger
-	queue client.Queue
-	rec   *client.Recorder
+// Config wires a Controller.
+type Config struct {
+	// Resources are the namespaced resources whose owner graph is
+	// collected.
+	Resources []ctrl.Resource
+	Recorder  *client.Recorder
+	Logger    *slog.Logger
+	// TracerProvider records a span per reconcile, in the trace of the
+	// object collected, linked to the trace of the owner's or dependent's
+	// deletion that caused it (client.Trace); nil uses the global one.
+	TracerProvider trace.TracerProvider
 }
 
-// New returns a garbage collector over resources and registers its handlers.
-func New(resources []ctrl.Resource, rec *client.Recorder, log *slog.Logger) *Controller {
+// Controller is the garbage collector.
+type Controller struct {
+	res    map[string]ctrl.Resource // by kind
+	log    *slog.Logger
+	queue  client.Queue
+	rec    *client.Recorder
+	tp     trace.TracerProvider
+	causes client.TraceCauses
+}
+
+// New returns a garbage collector over cfg.Resources and registers its
+// handlers.
+func New(cfg Config) *Controller {
+	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{res: map[string]ctrl.Resource{}, log: log.With("controller", "garbagecollector"), queue: client.NewQueue("garbagecollector", 0, 0), rec: rec}
-	for _, r := range resources {
+	c := &Controller{res: map[string]ctrl.Resource{}, log: log.With("controller", "garbagecollector"), queue: client.NewQueue("garbagecollector", 0, 0),
+		rec: cfg.Recorder, tp: cfg.TracerProvider}
+	for _, r := range cfg.Resources {
 		c.res[r.Kind()] = r
 		r.OnChange(func(o ctrl.Object, deleted bool) { c.observe(r, o, deleted) })
 	}
@@ -70,14 +89,18 @@ func (c *Controller) observe(r ctrl.Resource, o ctrl.Object, deleted bool) {
 		// Its dependents may now be orphans.
 		for _, dr := range c.res {
 			for _, d := range dr.Dependents(m.GetUid()) {
-				c.queue.Add(key(dr.Kind(), d))
+				k := key(dr.Kind(), d)
+				c.causes.Add(k, m.GetAnnotations())
+				c.queue.Add(k)
 			}
 		}
 		// An owner waiting in foreground deletion may be done.
 		for _, ref := range m.GetOwnerReferences() {
 			if or, ok := c.res[ref.GetKind()]; ok {
 				if owner, ok := or.CachedByUID(ref.GetUid()); ok {
-					c.queue.Add(key(ref.GetKind(), owner))
+					k := key(ref.GetKind(), owner)
+					c.causes.Add(k, m.GetAnnotations())
+					c.queue.Add(k)
 				}
 			}
 		}
@@ -93,7 +116,20 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, syncers...) {
 		return
 	}
-	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+	t := client.Trace{TracerProvider: c.tp, Span: "garbagecollector.reconcile", Annotations: c.annotations, Causes: &c.causes}
+	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
+}
+
+// annotations are those of the cached object key (Kind/namespace/name)
+// names.
+func (c *Controller) annotations(k string) map[string]string {
+	kind, nsName, _ := strings.Cut(k, "/")
+	if r := c.res[kind]; r != nil {
+		if obj, ok := r.Cached(nsName); ok {
+			return obj.GetMetadata().GetAnnotations()
+		}
+	}
+	return nil
 }
 
 // Reconcile handles the object named by key (Kind/namespace/name).

@@ -185,7 +185,7 @@ func TestReconcile(t *testing.T) {
 			for _, o := range tc.pods {
 				podR.objs = append(podR.objs, o)
 			}
-			c := New([]ctrl.Resource{rsR, podR}, nil, nil)
+			c := New(Config{Resources: []ctrl.Resource{rsR, podR}})
 			if err := c.Reconcile(context.Background(), tc.key); err != nil {
 				t.Fatal(err)
 			}

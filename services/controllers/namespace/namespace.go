@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -82,6 +83,9 @@ type Config struct {
 	// again (default 2 s).
 	Recheck time.Duration
 	Logger  *slog.Logger
+	// TracerProvider records a span per reconcile, in the trace of the
+	// namespace's deletion (client.Trace); nil uses the global one.
+	TracerProvider trace.TracerProvider
 }
 
 // Controller is the Namespace controller.
@@ -118,7 +122,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, c.cfg.Informer) {
 		return
 	}
-	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+	t := client.Trace{TracerProvider: c.cfg.TracerProvider, Span: "namespace.reconcile", Annotations: client.StoreAnnotations(c.cfg.Informer.Store())}
+	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
 }
 
 // Condition types and reasons, as Kubernetes' namespace controller sets

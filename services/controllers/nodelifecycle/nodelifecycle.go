@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -66,6 +67,12 @@ type Config struct {
 	// MonitorPeriod between checks (default GracePeriod/8, at least 100 ms).
 	MonitorPeriod time.Duration
 	Logger        *slog.Logger
+	// TracerProvider records a span per reconcile caused by a traced
+	// change of the node or its Lease, in that change's trace
+	// (client.Trace); nil uses the global one. The periodic checks have no
+	// such cause: their spans are roots, which the controllers, a
+	// follow-only component (telemetry.Config.FollowOnly), do not sample.
+	TracerProvider trace.TracerProvider
 }
 
 // Controller is the node lifecycle controller.
@@ -74,6 +81,8 @@ type Controller struct {
 	log   *slog.Logger
 	queue client.Queue
 	now   func() time.Time
+
+	causes client.TraceCauses
 
 	mu       sync.Mutex
 	observed map[string]observation // node name → last lease change seen
@@ -100,13 +109,28 @@ func New(cfg Config) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{cfg: cfg, log: log.With("controller", "nodelifecycle"), queue: client.NewQueue("nodelifecycle", 0, 0), now: time.Now, observed: map[string]observation{}}
-	cfg.NodeInformer.AddEventHandler(client.EnqueueHandler[*corev1.Node](c.queue))
-	enqueueLease := func(l *coordv1.Lease) {
+	cfg.NodeInformer.AddEventHandler(client.Handler[*corev1.Node]{
+		OnAdd: func(n *corev1.Node) {
+			c.causes.Add(client.Key(n), n.GetMetadata().GetAnnotations())
+			c.queue.Add(client.Key(n))
+		},
+		OnUpdate: func(o, n *corev1.Node) {
+			c.causes.AddChange(client.Key(n), o.GetMetadata().GetAnnotations(), n.GetMetadata().GetAnnotations())
+			c.queue.Add(client.Key(n))
+		},
+		OnDelete: func(n *corev1.Node) { c.queue.Add(client.Key(n)) },
+	})
+	enqueueLease := func(old, l *coordv1.Lease) {
 		if l.GetMetadata().GetNamespace() == LeaseNamespace {
+			if old == nil {
+				c.causes.Add(l.GetMetadata().GetName(), l.GetMetadata().GetAnnotations())
+			} else {
+				c.causes.AddChange(l.GetMetadata().GetName(), old.GetMetadata().GetAnnotations(), l.GetMetadata().GetAnnotations())
+			}
 			c.queue.Add(l.GetMetadata().GetName())
 		}
 	}
-	cfg.LeaseInformer.AddEventHandler(client.Handler[*coordv1.Lease]{OnAdd: enqueueLease, OnUpdate: func(_, l *coordv1.Lease) { enqueueLease(l) }})
+	cfg.LeaseInformer.AddEventHandler(client.Handler[*coordv1.Lease]{OnAdd: func(l *coordv1.Lease) { enqueueLease(nil, l) }, OnUpdate: enqueueLease})
 	return c
 }
 
@@ -130,7 +154,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			}
 		}
 	}()
-	client.RunWorkers(ctx, c.queue, workers, c.Reconcile, c.log)
+	// The node's own annotation is not the parent: the periodic checks
+	// would add a span to the trace of its last traced change every
+	// MonitorPeriod. Only a traced change (a cause) gives the span a parent.
+	t := client.Trace{TracerProvider: c.cfg.TracerProvider, Span: "nodelifecycle.reconcile", Causes: &c.causes}
+	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
 }
 
 // lastRenewal is when this controller saw name's Lease change (or first

@@ -46,7 +46,7 @@ Ctrl-C, or kplane down from another terminal, stops everything.`,
 			if withJaeger {
 				jcfg := jaeger.Config{Dir: filepath.Join(cfg.DataDir, "jaeger")}
 				if cfg.BasePort != 0 {
-					jcfg.QueryPort, jcfg.OTLPPort = 16686, 4317 // Jaeger's defaults, kplane trace's too
+					jcfg.QueryPort, jcfg.OTLPPort, jcfg.OTLPHTTPPort = 16686, 4317, 4318 // Jaeger's defaults, kplane trace's too
 				}
 				j, err := jaeger.Start(ctx, jcfg)
 				if err != nil {

@@ -58,11 +58,12 @@ type Config struct {
 	Binary string
 	// Dir holds its config file and log (required).
 	Dir string
-	// Host to bind (default 127.0.0.1). QueryPort and OTLPPort are the
-	// query API's HTTP port and the OTLP gRPC receiver's; zero picks free
-	// ports (16686 and 4317 are Jaeger's defaults).
-	Host                string
-	QueryPort, OTLPPort int
+	// Host to bind (default 127.0.0.1). QueryPort, OTLPPort and
+	// OTLPHTTPPort are the query API's HTTP port, the OTLP gRPC receiver's
+	// and the OTLP/HTTP receiver's; zero picks free ports (16686, 4317 and
+	// 4318 are Jaeger's defaults).
+	Host                              string
+	QueryPort, OTLPPort, OTLPHTTPPort int
 }
 
 // Jaeger is a running Jaeger process.
@@ -72,6 +73,9 @@ type Jaeger struct {
 	// OTLPEndpoint is the OTLP gRPC receiver's URL (http://127.0.0.1:4317),
 	// what OTEL_EXPORTER_OTLP_ENDPOINT should say.
 	OTLPEndpoint string
+	// OTLPHTTPEndpoint is the OTLP/HTTP receiver's base URL
+	// (http://127.0.0.1:4318), for OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf.
+	OTLPHTTPEndpoint string
 	// LogPath is Jaeger's log file.
 	LogPath string
 	cmd     *exec.Cmd
@@ -79,7 +83,7 @@ type Jaeger struct {
 }
 
 // config is a trimmed copy of Jaeger's all-in-one configuration: OTLP gRPC
-// in, memory storage, the query API, every port on the given host.
+// and HTTP in, memory storage, the query API, every port on the given host.
 const config = `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -110,6 +114,8 @@ receivers:
     protocols:
       grpc:
         endpoint: %[1]s:%[3]d
+      http:
+        endpoint: %[1]s:%[5]d
 processors:
   batch:
 exporters:
@@ -134,7 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 	}
 	var err error
 	grpcPort := 0
-	for _, p := range []*int{&cfg.QueryPort, &cfg.OTLPPort, &grpcPort} {
+	for _, p := range []*int{&cfg.QueryPort, &cfg.OTLPPort, &cfg.OTLPHTTPPort, &grpcPort} {
 		if *p == 0 {
 			if *p, err = freePort(cfg.Host); err != nil {
 				return nil, err
@@ -145,14 +151,15 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 		return nil, fmt.Errorf("jaeger: %w", err)
 	}
 	confPath := filepath.Join(cfg.Dir, "jaeger.yaml")
-	if err := os.WriteFile(confPath, fmt.Appendf(nil, config, cfg.Host, cfg.QueryPort, cfg.OTLPPort, grpcPort), 0o644); err != nil {
+	if err := os.WriteFile(confPath, fmt.Appendf(nil, config, cfg.Host, cfg.QueryPort, cfg.OTLPPort, grpcPort, cfg.OTLPHTTPPort), 0o644); err != nil {
 		return nil, fmt.Errorf("jaeger: %w", err)
 	}
 	j := &Jaeger{
-		QueryURL:     "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.QueryPort)),
-		OTLPEndpoint: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.OTLPPort)),
-		LogPath:      filepath.Join(cfg.Dir, "jaeger.log"),
-		done:         make(chan struct{}),
+		QueryURL:         "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.QueryPort)),
+		OTLPEndpoint:     "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.OTLPPort)),
+		OTLPHTTPEndpoint: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.OTLPHTTPPort)),
+		LogPath:          filepath.Join(cfg.Dir, "jaeger.log"),
+		done:             make(chan struct{}),
 	}
 	logf, err := os.Create(j.LogPath)
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -88,7 +89,7 @@ func Exporting() bool {
 }
 
 // New builds a component's telemetry from the OTEL_* environment: an OTLP
-// gRPC span exporter when an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT,
+// span exporter (gRPC or HTTP, see Protocol) when an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT,
 // _HEADERS, _INSECURE, ... read by the exporter itself; the sampler from
 // OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, parent-based always-on by
 // default), otherwise no tracing at all. Metrics are always collected into
@@ -119,9 +120,9 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 	var opts []sdktrace.TracerProviderOption
 	if Exporting() {
-		se, err := otlptracegrpc.New(ctx)
+		se, err := newExporter(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+			return nil, err
 		}
 		opts = append(opts, sdktrace.WithBatcher(se))
 	}
@@ -139,6 +140,46 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	t.sdk = sdktrace.NewTracerProvider(append(opts, sdktrace.WithResource(res))...)
 	t.tracer = t.sdk
 	return t, nil
+}
+
+// Protocol is the OTLP transport for traces, as the OpenTelemetry
+// specification has it: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, else "grpc". The specification's preferred
+// default is http/protobuf, but it allows an SDK to keep grpc where that
+// was already its default, as it is kplane's (and every endpoint kplane
+// writes, e.g. `kplane up --jaeger`'s, is Jaeger's OTLP gRPC port).
+func Protocol() string {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
+	}
+	return "grpc"
+}
+
+// newExporter is the OTLP span exporter for Protocol(). Each exporter
+// reads the rest of the OTEL_EXPORTER_OTLP_* environment itself: with
+// http/protobuf the endpoint is a base URL to which /v1/traces is appended
+// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is).
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	var (
+		se  sdktrace.SpanExporter
+		err error
+	)
+	switch p := Protocol(); p {
+	case "grpc":
+		se, err = otlptracegrpc.New(ctx)
+	case "http/protobuf":
+		se, err = otlptracehttp.New(ctx)
+	default:
+		// http/json is in the specification, but Go's exporter does not
+		// speak it.
+		return nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL %q is not supported (want grpc or http/protobuf)", p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+	}
+	return se, nil
 }
 
 // Install makes t the process's global tracer and meter provider and W3C

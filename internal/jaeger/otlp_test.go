@@ -1,0 +1,80 @@
+package jaeger_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/internal/jaeger"
+	"github.com/kplane/kplane/internal/telemetry"
+)
+
+// TestOTLPProtocols exports a span through internal/telemetry under each
+// OTLP transport the OTEL_* environment can choose, and finds it in a real
+// Jaeger's query API, from the service that sent it.
+func TestOTLPProtocols(t *testing.T) {
+	jbin := requireJaeger(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j, err := jaeger.Start(ctx, jaeger.Config{Binary: jbin, Dir: filepath.Join(t.TempDir(), "jaeger")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+	}{
+		{"default is grpc", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": j.OTLPEndpoint}},
+		{"http/protobuf", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": j.OTLPHTTPEndpoint}},
+		// The signal-specific variables win over the general ones; a
+		// signal-specific endpoint is the full URL.
+		{"traces protocol wins", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": j.OTLPEndpoint,
+			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": j.OTLPHTTPEndpoint + "/v1/traces"}},
+		{"grpc explicitly", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": j.OTLPEndpoint}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			service := "otlp-" + strings.NewReplacer(" ", "-", "/", "-").Replace(tc.name)
+			tel, err := telemetry.New(ctx, telemetry.Config{Service: service})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := tel.TracerProvider().Tracer("test").Start(ctx, "otlp.test")
+			id := span.SpanContext().TraceID().String()
+			span.End()
+			if err := tel.Close(ctx); err != nil { // flushes
+				t.Fatalf("export: %v", err)
+			}
+			for {
+				tr, err := jaeger.GetTrace(ctx, nil, j.QueryURL, id)
+				if err == nil {
+					if len(tr.Spans) != 1 || tr.Spans[0].Name != "otlp.test" || tr.Spans[0].Service != service {
+						t.Fatalf("trace %s: %+v", id, tr.Spans)
+					}
+					return
+				}
+				if !errors.Is(err, jaeger.ErrNotFound) || ctx.Err() != nil {
+					t.Fatalf("trace %s: %v", id, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+
+	t.Run("unsupported protocol", func(t *testing.T) {
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", j.OTLPHTTPEndpoint)
+		for _, p := range []string{"http/json", "udp"} {
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", p)
+			if _, err := telemetry.New(ctx, telemetry.Config{Service: "otlp-bad"}); err == nil || !strings.Contains(err.Error(), p) {
+				t.Errorf("protocol %s: got %v, want an error naming it", p, err)
+			}
+		}
+	})
+}

@@ -39,13 +39,13 @@ func newStatusCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", ".kplane", "the data directory of the kplane up to ask")
-	f.StringVarP(&output, "output", "o", "", "output format: json (every process with its component, name, PID and endpoints)")
+	f.StringVarP(&output, "output", "o", "", "output format: json (every process with its component, name, current PID, restart count and endpoints)")
 	return cmd
 }
 
 func printStatus(out io.Writer, st *localcluster.Status) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "COMPONENT\tNAME\tPID\tSTATE\tROLE\tENDPOINT\n")
+	fmt.Fprintf(w, "COMPONENT\tNAME\tPID\tSTATE\tRESTARTS\tROLE\tENDPOINT\n")
 	state := func(running bool) string {
 		if running {
 			return "running"
@@ -60,7 +60,7 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 		case s.Leader:
 			role = "leader"
 		}
-		fmt.Fprintf(w, "store\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.PID, state(s.Running), role, s.ClientURL)
+		fmt.Fprintf(w, "store\t%s\t%d\t%s\t%d\t%s\t%s\n", s.Name, s.PID, state(s.Running), s.Restarts, role, s.ClientURL)
 	}
 	for _, g := range []struct {
 		component string
@@ -79,7 +79,7 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 			case p.Active != nil:
 				role = "standby"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", g.component, p.Name, p.PID, state(p.Running), role, p.Endpoint)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", g.component, p.Name, p.PID, state(p.Running), p.Restarts, role, p.Endpoint)
 		}
 	}
 	if err := w.Flush(); err != nil {

@@ -31,9 +31,15 @@ schedulers and controller managers, and a node agent with simulated nodes
 <data-dir>/pki (the store's client and peer ports, the API services and the
 gateway all serve TLS and verify client certificates), waits until the cluster is
 healthy, writes <data-dir>/kubeconfig (admin, in system:masters) and keeps
-every process's log in <data-dir>. A process that dies is reported and
-left down (the other replicas carry on; kplane status shows it).
-Ctrl-C, or kplane down from another terminal, stops everything.`,
+every process's log in <data-dir>. It supervises every process as
+systemd's Restart=on-failure would: one that fails (a non-zero exit, as a
+scheduler or controller manager that lost its Lease, or a signal such as
+SIGKILL) is restarted after --restart-backoff, doubling up to
+--restart-max-backoff while it keeps failing and reset once it has run for
+--restart-reset-after; its log is appended to, and kplane status shows its
+new PID and its restart count. The other replicas carry on meanwhile.
+Ctrl-C, or kplane down from another terminal, stops everything (nothing is
+restarted then).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -88,6 +94,9 @@ Ctrl-C, or kplane down from another terminal, stops everything.`,
 	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")
 	f.StringVar(&cfg.CRISocket, "cri-socket", "", "with --runtime containerd: the CRI socket, e.g. /run/containerd/containerd.sock")
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", "", "with --runtime containerd: cgroup parent of the pods' sandboxes")
+	f.DurationVar(&cfg.Restart.Backoff, "restart-backoff", localcluster.DefaultRestartBackoff, "wait before restarting a process that failed")
+	f.DurationVar(&cfg.Restart.MaxBackoff, "restart-max-backoff", localcluster.DefaultRestartMaxBackoff, "cap of the wait, which doubles with every failure in a row")
+	f.DurationVar(&cfg.Restart.ResetAfter, "restart-reset-after", localcluster.DefaultRestartResetAfter, "a process that ran this long before failing is restarted after --restart-backoff again")
 	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agent's log server (fixed, so a restart finds its peers); 0 picks free ports")
 	return cmd
 }

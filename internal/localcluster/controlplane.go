@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,7 +59,10 @@ type UpConfig struct {
 	Env []string
 	// ReadyTimeout bounds the wait for a healthy cluster (default 2m).
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// Restart is how a process that fails once the cluster is up is
+	// restarted (zero fields take the defaults, see RestartPolicy).
+	Restart RestartPolicy
+	Logger  *slog.Logger
 }
 
 // Process is one started control-plane process other than a store member.
@@ -71,29 +74,7 @@ type Process struct {
 	Identity string
 	LogPath  string
 	args     []string
-	cmd      *exec.Cmd
-	done     chan struct{}
-}
-
-// PID returns the process ID (0 before it starts).
-func (p *Process) PID() int {
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
-// Running reports whether the process is alive.
-func (p *Process) Running() bool {
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	proc
 }
 
 // ControlPlane is a running `kplane up` cluster.
@@ -110,6 +91,8 @@ type ControlPlane struct {
 	Kubeconfig string
 	adminTLS   *tls.Config
 	admin      *cert
+	supervisor *supervisor
+	stateMu    sync.Mutex // serialises writes of the state file
 }
 
 // Up starts the store, the API services, the gateway, the schedulers, the
@@ -295,8 +278,26 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err := cp.writeState(); err != nil {
 		return nil, err
 	}
+	cp.supervise()
 	ok = true
 	return cp, nil
+}
+
+// supervise restarts, from now until Stop, every process that fails (see
+// RestartPolicy), recording each restart in the state file. Until the
+// cluster is up, a process that exits fails Up instead.
+func (cp *ControlPlane) supervise() {
+	cp.supervisor = newSupervisor(cp.cfg.Restart, cp.cfg.Logger, func() {
+		if err := cp.writeState(); err != nil {
+			cp.cfg.Logger.Error("write the state file", "err", err)
+		}
+	})
+	for _, m := range cp.Store.Members {
+		cp.supervisor.watch(m.Name, m.LogPath, &m.proc, func() error { return cp.Store.StartMember(m) })
+	}
+	for _, p := range cp.Procs {
+		cp.supervisor.watch(p.Name, p.LogPath, &p.proc, func() error { return cp.launch(p) })
+	}
 }
 
 // start starts one process of this binary with its log in the data dir.
@@ -316,30 +317,12 @@ func (cp *ControlPlane) start(component, name, addr string, args ...string) erro
 	return nil
 }
 
-// launch runs p's command, appending to its log.
+// launch runs a new incarnation of p's command, appending to its log.
 func (cp *ControlPlane) launch(p *Process) error {
-	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(cp.cfg.Binary, p.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if len(cp.cfg.Env) > 0 {
-		cmd.Env = append(os.Environ(), cp.cfg.Env...)
-	}
-	// As for store members: its own process group, and SIGTERM if we die.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	if err := p.run(cp.cfg.Binary, p.args, cp.cfg.Env, p.LogPath); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	cp.cfg.Logger.Info("process started", "name", p.Name, "pid", cmd.Process.Pid, "addr", p.Addr, "log", p.LogPath)
+	cp.cfg.Logger.Info("process started", "name", p.Name, "pid", p.PID(), "addr", p.Addr, "log", p.LogPath)
 	return nil
 }
 
@@ -459,8 +442,12 @@ func (cp *ControlPlane) waitNodes(ctx context.Context, addrs []string) error {
 // Stop stops everything in reverse order of dependency, so that clients
 // can still release their leases: first the node agent, controllers,
 // schedulers and gateway together, then the API services, then the store
-// members. Each phase gets SIGTERM and, after 10s, SIGKILL.
+// members. Each phase gets SIGTERM and, after 10s, SIGKILL. The supervisor
+// is stopped first: nothing is restarted while the cluster stops.
 func (cp *ControlPlane) Stop() {
+	if cp.supervisor != nil {
+		cp.supervisor.stop()
+	}
 	var clients, apis []*Process
 	for _, p := range cp.Procs {
 		if p.Component == "apiserver" {
@@ -481,62 +468,19 @@ func (cp *ControlPlane) Stop() {
 // those still running after grace.
 func stopAll(ps []*Process, grace time.Duration) {
 	for _, p := range ps {
-		if p.Running() {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		}
+		_ = p.signal(syscall.SIGTERM)
 	}
-	deadline := time.After(grace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
 	for _, p := range ps {
-		if !p.Running() {
-			continue
-		}
-		select {
-		case <-p.done:
-		case <-deadline:
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
-		}
+		p.stop(ctx.Done())
 	}
 }
 
-// Wait blocks until ctx ends. A process that exits meanwhile is reported
-// to the logger (with its log file) and left down: the cluster is highly
-// available, so the other replicas carry on, and `kplane status` shows
-// the gap.
+// Wait blocks until ctx ends. Meanwhile the supervisor restarts any
+// process that fails (the other replicas carry on until it is back), and
+// logs it.
 func (cp *ControlPlane) Wait(ctx context.Context) error {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	reported := map[string]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		for name, log := range cp.down() {
-			if !reported[name] && ctx.Err() == nil {
-				reported[name] = true
-				cp.cfg.Logger.Warn("process exited; the other replicas carry on", "name", name, "log", log)
-			}
-		}
-	}
-}
-
-// down returns the processes that are not running, by name, with their
-// log files.
-func (cp *ControlPlane) down() map[string]string {
-	out := map[string]string{}
-	if cp.Store != nil {
-		for _, m := range cp.Store.Members {
-			if !m.Running() {
-				out[m.Name] = m.LogPath
-			}
-		}
-	}
-	for _, p := range cp.Procs {
-		if !p.Running() {
-			out[p.Name] = p.LogPath
-		}
-	}
-	return out
+	<-ctx.Done()
+	return nil
 }

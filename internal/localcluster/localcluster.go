@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,9 +55,8 @@ type Member struct {
 	PeerURL   string
 	DataDir   string
 	LogPath   string
-	cmd       *exec.Cmd
-	done      chan struct{}
 	args      []string
+	proc
 }
 
 // Cluster is a running local cluster.
@@ -188,7 +186,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// StartMember (re)starts one member's process with its original arguments.
+// StartMember (re)starts one member's process with its original arguments,
+// appending to its log. Under `kplane up`'s supervisor, which restarts a
+// member that fails, it is not needed (and fails while the member runs).
 func (c *Cluster) StartMember(m *Member) error {
 	if m.Running() {
 		return fmt.Errorf("member %s is already running", m.Name)
@@ -196,105 +196,42 @@ func (c *Cluster) StartMember(m *Member) error {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(c.cfg.Binary, m.args...)
-	if len(c.cfg.Env) > 0 {
-		cmd.Env = append(os.Environ(), c.cfg.Env...)
-	}
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	// Its own process group: a Ctrl-C in the terminal reaches `kplane up`,
-	// which stops the members itself, in order.
-	// If this process dies without stopping them, the members get SIGTERM.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	if err := m.run(c.cfg.Binary, m.args, c.cfg.Env, m.LogPath); err != nil {
 		return fmt.Errorf("start member %s: %w", m.Name, err)
 	}
-	m.cmd = cmd
-	m.done = make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(m.done)
-	}()
-	c.cfg.Logger.Info("member started", "name", m.Name, "pid", cmd.Process.Pid, "client", m.ClientURL, "log", m.LogPath)
+	c.cfg.Logger.Info("member started", "name", m.Name, "pid", m.PID(), "client", m.ClientURL, "log", m.LogPath)
 	return nil
-}
-
-// Running reports whether the member's process is alive.
-func (m *Member) Running() bool {
-	if m.done == nil {
-		return false
-	}
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// PID returns the member's process ID (0 before it starts).
-func (m *Member) PID() int {
-	if m.cmd == nil || m.cmd.Process == nil {
-		return 0
-	}
-	return m.cmd.Process.Pid
-}
-
-// Done is closed when the member's process exits.
-func (m *Member) Done() <-chan struct{} { return m.done }
-
-// Kill sends SIGKILL to the member and waits for it to exit.
-func (m *Member) Kill() {
-	if !m.Running() {
-		return
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.done
 }
 
 // Pause stops the member's process with SIGSTOP (it keeps its sockets but
 // answers nothing); Resume continues it with SIGCONT.
 func (m *Member) Pause() error {
-	if !m.Running() {
-		return fmt.Errorf("member %s is not running", m.Name)
+	if err := m.signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("member %s: %w", m.Name, err)
 	}
-	return m.cmd.Process.Signal(syscall.SIGSTOP)
+	return nil
 }
 
 // Resume continues a paused member.
 func (m *Member) Resume() error {
-	if !m.Running() {
-		return fmt.Errorf("member %s is not running", m.Name)
+	if err := m.signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("member %s: %w", m.Name, err)
 	}
-	return m.cmd.Process.Signal(syscall.SIGCONT)
+	return nil
 }
 
 // Stop sends SIGTERM and waits up to timeout before killing.
 func (m *Member) Stop(timeout time.Duration) {
-	if !m.Running() {
-		return
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(timeout):
-		m.Kill()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m.stop(ctx.Done())
 }
 
 // Stop stops every member: all are asked to stop at once, then each is
 // waited for (and killed if it does not exit within 10s).
 func (c *Cluster) Stop() {
 	for _, m := range c.Members {
-		if m.Running() {
-			_ = m.cmd.Process.Signal(syscall.SIGTERM)
-		}
+		_ = m.signal(syscall.SIGTERM)
 	}
 	for _, m := range c.Members {
 		m.Stop(10 * time.Second)
@@ -308,7 +245,7 @@ func (c *Cluster) Wait(ctx context.Context) error {
 	for _, m := range c.Members {
 		go func() {
 			select {
-			case <-m.done:
+			case <-m.Done():
 				exited <- m
 			case <-ctx.Done():
 			}

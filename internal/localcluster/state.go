@@ -45,7 +45,9 @@ type State struct {
 type ProcessState struct {
 	Component string `json:"component"` // store, apiserver, gateway, scheduler, controllers, nodeagent
 	Name      string `json:"name"`
-	PID       int    `json:"pid"`
+	PID       int    `json:"pid"` // the current incarnation
+	// Restarts counts the supervisor's restarts of the process.
+	Restarts  int    `json:"restarts"`
 	ClientURL string `json:"clientURL,omitempty"` // store members
 	PeerURL   string `json:"peerURL,omitempty"`   // store members
 	Addr      string `json:"addr,omitempty"`      // what the others serve on
@@ -53,8 +55,11 @@ type ProcessState struct {
 	Log       string `json:"log"`
 }
 
-// writeState writes the state file (atomically: a temporary file renamed).
+// writeState writes the state file (atomically: a temporary file renamed)
+// with every process's current PID and restart count.
 func (cp *ControlPlane) writeState() error {
+	cp.stateMu.Lock()
+	defer cp.stateMu.Unlock()
 	st := State{
 		PID: os.Getpid(), Binary: cp.cfg.Binary, DataDir: cp.cfg.DataDir,
 		CAFile:        cp.Store.CAFile,
@@ -63,11 +68,11 @@ func (cp *ControlPlane) writeState() error {
 		Kubeconfig: cp.Kubeconfig,
 	}
 	for _, m := range cp.Store.Members {
-		st.Processes = append(st.Processes, ProcessState{Component: "store", Name: m.Name, PID: m.PID(),
+		st.Processes = append(st.Processes, ProcessState{Component: "store", Name: m.Name, PID: m.PID(), Restarts: m.Restarts(),
 			ClientURL: m.ClientURL, PeerURL: m.PeerURL, Log: m.LogPath})
 	}
 	for _, p := range cp.Procs {
-		st.Processes = append(st.Processes, ProcessState{Component: p.Component, Name: p.Name, PID: p.PID(),
+		st.Processes = append(st.Processes, ProcessState{Component: p.Component, Name: p.Name, PID: p.PID(), Restarts: p.Restarts(),
 			Addr: p.Addr, Identity: p.Identity, Log: p.LogPath})
 	}
 	b, err := json.MarshalIndent(st, "", "  ")

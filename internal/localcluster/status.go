@@ -47,6 +47,7 @@ type StoreStatus struct {
 	Name      string `json:"name"`
 	PID       int    `json:"pid"`
 	Running   bool   `json:"running"`
+	Restarts  int    `json:"restarts"`
 	ID        string `json:"id,omitempty"` // member ID, hex as etcdctl prints it
 	ClientURL string `json:"clientURL"`
 	PeerURL   string `json:"peerURL"`
@@ -62,6 +63,7 @@ type ProcessStatus struct {
 	Name     string `json:"name"`
 	PID      int    `json:"pid"`
 	Running  bool   `json:"running"`
+	Restarts int    `json:"restarts"`
 	Endpoint string `json:"endpoint,omitempty"`
 	Healthy  *bool  `json:"healthy,omitempty"`
 	Identity string `json:"identity,omitempty"`
@@ -101,7 +103,7 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 			out.Store = append(out.Store, storeStatus(ctx, p, running, storeTLS, fail))
 			continue
 		}
-		ps := ProcessStatus{Name: p.Name, PID: p.PID, Running: running, Endpoint: p.Addr, Identity: p.Identity, Log: p.Log}
+		ps := ProcessStatus{Name: p.Name, PID: p.PID, Running: running, Restarts: p.Restarts, Endpoint: p.Addr, Identity: p.Identity, Log: p.Log}
 		switch p.Component {
 		case "apiserver":
 			healthy := running && serving(ctx, p.Addr, adminTLS)
@@ -165,7 +167,7 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 // storeStatus asks one member (etcd's Maintenance.Status) for its ID,
 // term and leader.
 func storeStatus(ctx context.Context, p ProcessState, running bool, t *tls.Config, fail func(string, error)) StoreStatus {
-	s := StoreStatus{Name: p.Name, PID: p.PID, Running: running, ClientURL: p.ClientURL, PeerURL: p.PeerURL, Log: p.Log}
+	s := StoreStatus{Name: p.Name, PID: p.PID, Running: running, Restarts: p.Restarts, ClientURL: p.ClientURL, PeerURL: p.PeerURL, Log: p.Log}
 	if !running {
 		return s
 	}

@@ -60,9 +60,16 @@ type outcome struct {
 	// service acknowledged after it (writes attempted back to back, each
 	// bounded by 1 s).
 	Unavailable time.Duration `json:"unavailableNs"`
-	// Takeover, for the scheduler and controllers, is the time until
-	// another replica held the Lease.
+	// Takeover, for the scheduler and controllers, is the time until a
+	// live replica renewed the Lease: the standby, or the victim restarted
+	// by kplane up's supervisor (same identity: it renews its own Lease at
+	// once, as only one incarnation of a replica ever runs).
 	Takeover time.Duration `json:"takeoverNs,omitempty"`
+	// NewHolder is the replica holding the Lease after the takeover.
+	NewHolder string `json:"newHolder,omitempty"`
+	// Back is the time from the kill until kplane up's supervisor started
+	// the victim again.
+	Back time.Duration `json:"backNs"`
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -195,25 +202,41 @@ func TestChaosLeaderKills(t *testing.T) {
 	// The kills, every few seconds while the workload runs.
 	probe := &prober{cms: client.Must[*corev1.ConfigMap](conn), ns: ns}
 	var outcomes []outcome
-	revived := 0
 	for i, k := range kills {
 		select {
 		case <-time.After(3 * time.Second):
 		case err := <-werrs:
 			t.Fatalf("workload stopped during the kills: %v", err)
 		}
-		revived += revive(t, cp)
+		if err := allRunning(ctx, cp); err != nil {
+			t.Fatalf("before kill %d: %v", i+1, err)
+		}
 		o, err := inject(ctx, cp, storeCli, conn, probe, k)
 		if err != nil {
 			t.Fatalf("kill %d (%s): %v", i+1, k, err)
 		}
-		t.Logf("kill %d: %s %s: writes unavailable %v, takeover %v", i+1, o.Kind, o.Victim, o.Unavailable.Round(time.Millisecond), o.Takeover.Round(time.Millisecond))
+		t.Logf("kill %d: %s %s: writes unavailable %v, restarted after %v, takeover %v %s", i+1, o.Kind, o.Victim,
+			o.Unavailable.Round(time.Millisecond), o.Back.Round(time.Millisecond), o.Takeover.Round(time.Millisecond), o.NewHolder)
 		outcomes = append(outcomes, o)
 	}
 	time.Sleep(2 * time.Second)
 	stopWorkload()
-	revived += revive(t, cp)
-	t.Logf("%d processes exited by themselves and were restarted", revived)
+	if err := allRunning(ctx, cp); err != nil {
+		t.Error(err)
+	}
+	// kplane up's supervisor restarted each victim; any other restart is
+	// a process that exited by itself (e.g. lost its Lease) and came back.
+	restarts := 0
+	for _, m := range cp.Store.Members {
+		restarts += m.Restarts()
+	}
+	for _, p := range cp.Procs {
+		restarts += p.Restarts()
+		if p.Restarts() > 0 {
+			t.Logf("%s: restarted %d times", p.Name, p.Restarts())
+		}
+	}
+	t.Logf("the supervisor restarted %d processes: the %d victims and %d that exited by themselves", restarts, len(kills), restarts-len(kills))
 	live, deleted, ops, retries := w.snapshot()
 	t.Logf("workload: %v acknowledged, %d attempts retried; %d Deployments live, %d deleted", ops, retries, len(live), len(deleted))
 
@@ -314,11 +337,16 @@ func latestRevision(ctx context.Context, cli *clientv3.Client, ns string, start,
 func report(t *testing.T, outcomes []outcome) {
 	t.Helper()
 	byKind := map[kill][]time.Duration{}
-	var takeovers []time.Duration
+	var takeovers, backs []time.Duration
+	byVictim := 0
 	for _, o := range outcomes {
 		byKind[o.Kind] = append(byKind[o.Kind], o.Unavailable)
+		backs = append(backs, o.Back)
 		if o.Takeover > 0 {
 			takeovers = append(takeovers, o.Takeover)
+			if o.NewHolder == o.Victim {
+				byVictim++
+			}
 		}
 	}
 	for _, k := range []kill{killStoreLeader, killScheduler, killControllers} {
@@ -329,7 +357,12 @@ func report(t *testing.T, outcomes []outcome) {
 	}
 	if len(takeovers) > 0 {
 		p50, p99, mx := percentiles(takeovers)
-		t.Logf("lease takeover after scheduler/controllers kills (n=%d): p50 %v, p99 %v, max %v", len(takeovers), p50, p99, mx)
+		t.Logf("lease takeover after scheduler/controllers kills (n=%d, %d by the restarted victim): p50 %v, p99 %v, max %v",
+			len(takeovers), byVictim, p50, p99, mx)
+	}
+	if len(backs) > 0 {
+		p50, p99, mx := percentiles(backs)
+		t.Logf("victim restarted by kplane up's supervisor (n=%d): p50 %v, p99 %v, max %v", len(backs), p50, p99, mx)
 	}
 }
 
@@ -387,15 +420,17 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 			return o, err
 		}
 		o.Victim = m.Name
+		restarts := m.Restarts()
 		at := time.Now()
 		m.Kill()
 		if o.Unavailable, err = probe.untilWrite(ctx, at); err != nil {
 			return o, err
 		}
-		if err := cp.Store.StartMember(m); err != nil {
+		// kplane up's supervisor restarts it; the next kill waits until
+		// the member is back and a leader is known.
+		if o.Back, err = restarted(ctx, m.Name, m, at, restarts); err != nil {
 			return o, err
 		}
-		// The next kill waits until the member is back and a leader is known.
 		return o, waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
 			_, err := storeCli.Status(ctx, memberEndpoint(m))
 			if err != nil {
@@ -410,16 +445,11 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 			lease = "kube-controller-manager"
 		}
 		leases := client.Must[*coordv1.Lease](conn)
-		holder := func(ctx context.Context) (string, error) {
-			l, err := leases.Get(ctx, "kube-system", lease)
-			if err != nil {
-				return "", err
-			}
-			return l.GetSpec().GetHolderIdentity(), nil
-		}
+		get := func(ctx context.Context) (*coordv1.Lease, error) { return leases.Get(ctx, "kube-system", lease) }
 		var active string
 		if err := waitFor(ctx, 60*time.Second, func(ctx context.Context) (err error) {
-			active, err = holder(ctx)
+			l, err := get(ctx)
+			active = l.GetSpec().GetHolderIdentity()
 			if err == nil && active == "" {
 				err = fmt.Errorf("lease %s has no holder", lease)
 			}
@@ -437,24 +467,71 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 			return o, fmt.Errorf("lease %s is held by %q, which is none of kplane up's processes", lease, active)
 		}
 		o.Victim = victim.Name
+		restarts := victim.Restarts()
 		at := time.Now()
 		victim.Kill()
 		var err error
 		if o.Unavailable, err = probe.untilWrite(ctx, at); err != nil {
 			return o, err
 		}
+		// A live replica leads again once it renews the Lease after the
+		// kill (the victim's renewals all started before it).
 		if err := waitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
-			h, err := holder(ctx)
-			if err == nil && (h == active || h == "") {
-				err = fmt.Errorf("lease %s still held by %q", lease, h)
+			l, err := get(ctx)
+			if err != nil {
+				return err
 			}
-			return err
+			h, renewed := l.GetSpec().GetHolderIdentity(), l.GetSpec().GetRenewTime().AsTime()
+			if h == "" || !renewed.After(at) {
+				return fmt.Errorf("lease %s held by %q, last renewed %v, before the kill", lease, h, renewed)
+			}
+			o.NewHolder = h
+			return nil
 		}); err != nil {
 			return o, err
 		}
 		o.Takeover = time.Since(at)
-		return o, cp.Restart(victim)
+		o.Back, err = restarted(ctx, victim.Name, victim, at, restarts)
+		return o, err
 	}
+}
+
+// supervised is a store member or another process of kplane up.
+type supervised interface {
+	Restarts() int
+	Running() bool
+	Started() time.Time
+}
+
+// restarted waits until kplane up's supervisor has restarted a victim
+// (its restart count past before and a new incarnation running) and
+// returns the time from the kill at to that start.
+func restarted(ctx context.Context, name string, p supervised, at time.Time, before int) (time.Duration, error) {
+	err := waitFor(ctx, time.Minute, func(context.Context) error {
+		if p.Restarts() <= before || !p.Running() {
+			return fmt.Errorf("kplane up's supervisor has not restarted %s", name)
+		}
+		return nil
+	})
+	return p.Started().Sub(at), err
+}
+
+// allRunning waits (up to a minute: the supervisor's backoff) until every
+// process of the cluster runs.
+func allRunning(ctx context.Context, cp *localcluster.ControlPlane) error {
+	return waitFor(ctx, time.Minute, func(context.Context) error {
+		for _, m := range cp.Store.Members {
+			if !m.Running() {
+				return fmt.Errorf("store member %s is down (see %s)", m.Name, m.LogPath)
+			}
+		}
+		for _, p := range cp.Procs {
+			if !p.Running() {
+				return fmt.Errorf("%s is down (see %s)", p.Name, p.LogPath)
+			}
+		}
+		return nil
+	})
 }
 
 // storeLeader returns the member that says it is the Raft leader.
@@ -525,34 +602,4 @@ func converge(ctx context.Context, pods *client.Client[*corev1.Pod], ns string, 
 // memberEndpoint is a member's client address as clientv3 takes it.
 func memberEndpoint(m *localcluster.Member) string {
 	return strings.TrimPrefix(strings.TrimPrefix(m.ClientURL, "https://"), "http://")
-}
-
-// revive restarts every process that exited by itself, as a supervisor
-// (the kubelet, systemd) would: a scheduler or controller manager that
-// cannot renew its Lease within the renew deadline stops leading and exits,
-// as Kubernetes' do. It returns how many it restarted.
-func revive(t *testing.T, cp *localcluster.ControlPlane) int {
-	t.Helper()
-	n := 0
-	for _, p := range cp.Procs {
-		if p.Running() {
-			continue
-		}
-		t.Logf("%s exited by itself (see %s); restarting it", p.Name, p.LogPath)
-		if err := cp.Restart(p); err != nil {
-			t.Fatalf("restart %s: %v", p.Name, err)
-		}
-		n++
-	}
-	for _, m := range cp.Store.Members {
-		if m.Running() {
-			continue
-		}
-		t.Logf("store member %s exited by itself (see %s); restarting it", m.Name, m.LogPath)
-		if err := cp.Store.StartMember(m); err != nil {
-			t.Fatalf("restart %s: %v", m.Name, err)
-		}
-		n++
-	}
-	return n
 }

@@ -92,6 +92,13 @@ func (p *proc) Done() <-chan struct{} {
 	return done
 }
 
+// Started returns when the current incarnation started.
+func (p *proc) Started() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.started
+}
+
 // Restarts returns how many times the supervisor has restarted the
 // process since `kplane up` started it.
 func (p *proc) Restarts() int {

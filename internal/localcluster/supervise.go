@@ -79,9 +79,7 @@ func (s *supervisor) watch(name, logPath string, p *proc, start func() error) {
 				s.log.Warn("process exited cleanly; not restarted (restart on failure only)", "name", name, "pid", pid, "log", logPath)
 				return
 			}
-			p.mu.Lock()
-			ran := time.Since(p.started)
-			p.mu.Unlock()
+			ran := time.Since(p.Started())
 			if ran >= s.policy.ResetAfter {
 				backoff = s.policy.Backoff
 			}

@@ -71,6 +71,16 @@ func TestComposeFile(t *testing.T) {
 		switch args[0] {
 		case "store", "apiserver", "gateway", "scheduler", "controllers", "nodeagent":
 			got.Processes[args[0]]++
+			// Restarted when it exits (a scheduler or controller manager
+			// that lost its Lease, a crash), as kplane up restarts it.
+			if !slices.Contains([]string{types.RestartPolicyAlways, types.RestartPolicyUnlessStopped, types.RestartPolicyOnFailure}, s.Restart) {
+				t.Errorf("service %s: restart %q; kplane up restarts a process that fails", s.Name, s.Restart)
+			}
+		default:
+			// A one-shot (certs, bootstrap) others wait for to complete.
+			if s.Restart == types.RestartPolicyAlways || s.Restart == types.RestartPolicyUnlessStopped {
+				t.Errorf("one-shot service %s: restart %q would run it again after it completes", s.Name, s.Restart)
+			}
 		}
 		if args[0] == "nodeagent" {
 			n, _ := FlagValue(args, "nodes")

@@ -178,9 +178,19 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 
+	// The kubelet restarts a container that exits (a scheduler or
+	// controller manager that lost its Lease), as kplane up restarts a
+	// process that fails; only the bootstrap Job's is a one-shot.
+	restarts := func(what string, spec corev1.PodSpec) {
+		t.Helper()
+		if spec.RestartPolicy != "" && spec.RestartPolicy != corev1.RestartPolicyAlways {
+			t.Errorf("%s: restartPolicy %s, want Always", what, spec.RestartPolicy)
+		}
+	}
 	components := map[string]int{}
 	for _, d := range r.deployments {
 		comp := checkPod("Deployment "+d.Name, d.Spec.Template.Spec)
+		restarts("Deployment "+d.Name, d.Spec.Template.Spec)
 		usesSecret("Deployment "+d.Name, d.Spec.Template.Spec)
 		components[comp] += int(*d.Spec.Replicas)
 		want := int32(2)
@@ -203,6 +213,7 @@ func TestHelmChart(t *testing.T) {
 		t.Fatalf("%d StatefulSets, want the store's", len(r.statefulSets))
 	}
 	ss := r.statefulSets[0]
+	restarts("StatefulSet "+ss.Name, ss.Spec.Template.Spec)
 	if comp := checkPod("StatefulSet "+ss.Name, ss.Spec.Template.Spec); comp != "store" {
 		t.Errorf("StatefulSet runs kplane %s", comp)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,7 +32,10 @@ import (
 
 // TestUp runs `kplane up` (the whole control plane as separate processes),
 // checks the store it prints, applies examples/deployment.yaml with the real
-// kubectl through the kubeconfig it writes, waits for 2 pods Running, and
+// kubectl through the kubeconfig it writes, waits for 2 pods Running,
+// SIGKILLs an API service, a scheduler and a controller manager (kplane up
+// restarts them with new PIDs while the cluster carries on scaling), makes
+// the active scheduler lose its Lease (it exits, and is restarted too), and
 // stops it with SIGINT (Ctrl-C): it exits cleanly and every process it
 // started is gone.
 func TestUp(t *testing.T) {
@@ -148,13 +152,18 @@ func TestUp(t *testing.T) {
 		t.Errorf("kubectl logs deploy/web: %v\n%s", err, out)
 	}
 
-	// Kill one API service replica: every client (gateway, schedulers,
-	// controllers, node agent) fails over to the other, so scaling up
-	// still ends with 3 pods Running.
-	if pid := procPIDs["apiserver-1"]; pid == 0 {
-		t.Fatal("kplane up printed no pid for apiserver-1")
-	} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	// Kill an API service replica, a scheduler and a controller manager:
+	// every client (gateway, schedulers, controllers, node agent) fails
+	// over to the other API service, the standbys or the restarted
+	// replicas lead, so scaling up still ends with 3 pods Running; and
+	// kplane up restarts the three.
+	killed := []string{"apiserver-1", "scheduler-1", "controllers-1"}
+	for _, name := range killed {
+		if pid := procPIDs[name]; pid == 0 {
+			t.Fatalf("kplane up printed no pid for %s", name)
+		} else if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline = time.Now().Add(90 * time.Second)
 	for {
@@ -163,7 +172,7 @@ func TestUp(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kubectl scale with apiserver-1 killed: %v\n%s", err, out)
+			t.Fatalf("kubectl scale with %v killed: %v\n%s", killed, err, out)
 		}
 		time.Sleep(time.Second)
 	}
@@ -173,12 +182,17 @@ func TestUp(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no 3 pods Running within 90s of killing apiserver-1; kubectl get pods said (%v):\n%s", err, out)
+			t.Fatalf("no 3 pods Running within 90s of killing %v; kubectl get pods said (%v):\n%s", killed, err, out)
 		}
 		time.Sleep(time.Second)
 	}
 
-	checkStatus(t, dir)
+	st := checkStatus(t, dir, procPIDs, killed)
+	pids = append(pids, checkLeaseLoss(t, dir, st)...)
+	st, _ = getStatus(t, dir)
+	for _, p := range processes(st) {
+		pids = append(pids, p.PID)
+	}
 
 	// Both leader-elected components hold their Lease.
 	if out, err := run("get", "leases", "-n", "kube-system", "-o", "name"); err != nil ||
@@ -264,32 +278,73 @@ func tlsFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// checkStatus checks `kplane status -o json` with apiserver-1 killed: one
-// Raft leader among 3 running members, apiserver-1 down and apiserver-2
-// serving, one active scheduler and one active controller manager, 3
-// nodes Ready, and the plain table.
-func checkStatus(t *testing.T, dir string) {
+// getStatus runs `kplane status -o json`.
+func getStatus(t *testing.T, dir string) (*localcluster.Status, []byte) {
 	t.Helper()
+	out, err := exec.Command(kplaneBin, "status", "--data-dir", dir, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("kplane status -o json: %v\n%s", err, out)
+	}
 	var st localcluster.Status
-	deadline := time.Now().Add(30 * time.Second)
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("kplane status -o json: %v\n%s", err, out)
+	}
+	return &st, out
+}
+
+// processes returns every process of a status but the store members.
+func processes(st *localcluster.Status) []localcluster.ProcessStatus {
+	return slices.Concat(st.APIServer, st.Gateway, st.Scheduler, st.Controllers, st.NodeAgent)
+}
+
+// pidOf returns the current PID of the named process in st (0 if none).
+func pidOf(st *localcluster.Status, name string) int {
+	for _, p := range processes(st) {
+		if p.Name == name {
+			return p.PID
+		}
+	}
+	return 0
+}
+
+// checkStatus checks `kplane status -o json` after the processes killed
+// were SIGKILLed: each is running again with a new PID and one restart
+// (the others none), one Raft leader among 3 running members, both API
+// services serving, one active scheduler and one active controller
+// manager, 3 nodes Ready, and the plain table. It returns the status.
+func checkStatus(t *testing.T, dir string, before map[string]int, killed []string) *localcluster.Status {
+	t.Helper()
+	var st *localcluster.Status
+	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, err := exec.Command(kplaneBin, "status", "--data-dir", dir, "-o", "json").Output()
-		if err != nil {
-			t.Fatalf("kplane status -o json: %v\n%s", err, out)
+		var out []byte
+		st, out = getStatus(t, dir)
+		// The restarts take the supervisor's backoff and the Leases may
+		// still name a replica that was killed a moment ago; wait
+		// (bounded) for every process running and one active of each.
+		restarted := true
+		for _, p := range processes(st) {
+			restarted = restarted && p.Running && (p.Healthy == nil || *p.Healthy)
 		}
-		st = localcluster.Status{}
-		if err := json.Unmarshal(out, &st); err != nil {
-			t.Fatalf("kplane status -o json: %v\n%s", err, out)
-		}
-		// The Leases may still name a replica that lost its API service
-		// connection a moment ago; wait (bounded) for one active of each.
-		if countActive(st.Scheduler) == 1 && countActive(st.Controllers) == 1 {
+		if restarted && countActive(st.Scheduler) == 1 && countActive(st.Controllers) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kplane status: want one active scheduler and controller manager within 30s; got\n%s", out)
+			t.Fatalf("kplane status: want every process running and serving, one active scheduler and controller manager within 60s; got\n%s", out)
 		}
 		time.Sleep(time.Second)
+	}
+	// Another replica may have exited by itself meanwhile (a standby
+	// that lost its Lease in the failover) and been restarted too.
+	for _, p := range processes(st) {
+		switch {
+		case !slices.Contains(killed, p.Name):
+			if p.Restarts != 0 {
+				t.Logf("%s exited by itself and was restarted %d times", p.Name, p.Restarts)
+			}
+		case p.Restarts < 1 || p.PID == before[p.Name]:
+			t.Errorf("%s: pid %d (%d before the kill), %d restarts; want a new pid and a restart", p.Name, p.PID, before[p.Name], p.Restarts)
+		}
 	}
 	leaders := 0
 	for _, m := range st.Store {
@@ -303,9 +358,8 @@ func checkStatus(t *testing.T, dir string) {
 	if len(st.Store) != 3 || leaders != 1 {
 		t.Errorf("store: got %d members, %d leaders; want 3 and 1", len(st.Store), leaders)
 	}
-	if len(st.APIServer) != 2 || st.APIServer[0].Running || !st.APIServer[1].Running ||
-		st.APIServer[1].Healthy == nil || !*st.APIServer[1].Healthy {
-		t.Errorf("apiserver: got %+v, want apiserver-1 down and apiserver-2 running and serving", st.APIServer)
+	if len(st.APIServer) != 2 {
+		t.Errorf("apiserver: got %+v, want 2", st.APIServer)
 	}
 	ready := 0
 	for _, n := range st.Nodes {
@@ -317,11 +371,59 @@ func checkStatus(t *testing.T, dir string) {
 		t.Errorf("nodes: got %+v, want 3 Ready", st.Nodes)
 	}
 	out, err := exec.Command(kplaneBin, "status", "--data-dir", dir).CombinedOutput()
-	if err != nil || !regexp.MustCompile(`(?m)^store\s+store\d\s+\d+\s+running\s+leader\s`).Match(out) ||
-		!regexp.MustCompile(`(?m)^apiserver\s+apiserver-1\s+\d+\s+down\s`).Match(out) ||
+	if err != nil || !regexp.MustCompile(`(?m)^store\s+store\d\s+\d+\s+running\s+\d+\s+leader\s`).Match(out) ||
+		!regexp.MustCompile(`(?m)^apiserver\s+apiserver-1\s+\d+\s+running\s+[1-9]\d*\s+serving\s`).Match(out) ||
 		!strings.Contains(string(out), "nodes: 3 of 3 Ready") {
-		t.Errorf("kplane status: %v\n%s\nwant a leader, apiserver-1 down and 3 of 3 nodes Ready", err, out)
+		t.Errorf("kplane status: %v\n%s\nwant a leader, apiserver-1 running again after its restart and 3 of 3 nodes Ready", err, out)
 	}
+	return st
+}
+
+// checkLeaseLoss makes the active scheduler lose its Lease: SIGSTOP past
+// its renew deadline (10 s), then SIGCONT. It finds it has not renewed in
+// time, stops leading and exits with an error, as kube-scheduler does, and
+// kplane up restarts it. It returns the PIDs it saw.
+func checkLeaseLoss(t *testing.T, dir string, st *localcluster.Status) []int {
+	t.Helper()
+	var active localcluster.ProcessStatus
+	for _, p := range st.Scheduler {
+		if p.Active != nil && *p.Active {
+			active = p
+		}
+	}
+	if err := syscall.Kill(active.PID, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %s: %v", active.Name, err)
+	}
+	time.Sleep(12 * time.Second)
+	if err := syscall.Kill(active.PID, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT %s: %v", active.Name, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, out := getStatus(t, dir)
+		var p localcluster.ProcessStatus
+		for _, s := range st.Scheduler {
+			if s.Name == active.Name {
+				p = s
+			}
+		}
+		if p.Running && p.PID != active.PID && p.Restarts == active.Restarts+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) did not come back with a new PID within 60s of losing its Lease; status:\n%s", active.Name, active.PID, out)
+		}
+		time.Sleep(time.Second)
+	}
+	log, err := os.ReadFile(active.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "lost the leader lease") {
+		t.Errorf("%s's log does not say it lost its Lease:\n%s", active.Name, log)
+	}
+	st, _ = getStatus(t, dir)
+	return []int{active.PID, pidOf(st, active.Name)}
 }
 
 func countActive(ps []localcluster.ProcessStatus) int {

@@ -22,7 +22,10 @@
 // checked by the Authenticator — and passes that user on in the
 // kplane-impersonate-* metadata; requests without credentials get 401. In
 // forwarding mode (no Authenticator) it forwards the Authorization header
-// and the API service authenticates the token itself.
+// and the API service authenticates the token itself. In both modes
+// Kubernetes' Impersonate-User, -Group and -Uid headers (kubectl --as) go on
+// as impersonate-* metadata; the API service checks that the caller may
+// impersonate.
 package gateway
 
 import (
@@ -176,6 +179,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	md = withImpersonation(md, r.Header)
+	if path == crdListPath && r.Method == http.MethodGet && !isTrue(r.URL.Query().Get("watch")) {
+		serveNoCRDs(w)
+		return
+	}
 	q := r.URL.Query()
 	info := &requestInfo{md: md, fieldValidation: q.Get("fieldValidation"), table: wantsTable(r), includeObject: q.Get("includeObject")}
 	switch info.fieldValidation {
@@ -213,6 +221,21 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		t.toWatch(r)
 	}
 	g.rest.ServeHTTP(w, r)
+}
+
+// crdListPath is where kubectl looks for CustomResourceDefinitions when
+// the OpenAPI documents have no PATCH operation for the kind it is about to
+// create or apply (the access reviews, which are create-only): it asks
+// whether the kind is a custom resource before validating client-side, and
+// gives up on any error.
+const crdListPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+// serveNoCRDs answers that list truthfully: kplane serves no custom
+// resources (apiextensions.k8s.io is not implemented, so the group is not
+// in discovery and nothing else under it is served).
+func serveNoCRDs(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, map[string]any{"kind": "CustomResourceDefinitionList", "apiVersion": "apiextensions.k8s.io/v1",
+		"metadata": map[string]any{"resourceVersion": "0"}, "items": []any{}})
 }
 
 func isTrue(s string) bool { return s == "true" || s == "1" }
@@ -263,6 +286,30 @@ func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 		}
 	}
 	return md, nil
+}
+
+// withImpersonation adds Kubernetes' Impersonate-* headers (kubectl --as,
+// --as-group, --as-uid) to md under the metadata keys the API service reads
+// them from; the API service checks that the caller may impersonate.
+func withImpersonation(md metadata.MD, h http.Header) metadata.MD {
+	add := func(key string, values []string) {
+		if len(values) == 0 {
+			return
+		}
+		if md == nil {
+			md = metadata.MD{}
+		}
+		md.Append(key, values...)
+	}
+	add(authn.ActAsUserKey, h.Values("Impersonate-User"))
+	add(authn.ActAsGroupKey, h.Values("Impersonate-Group"))
+	add(authn.ActAsUIDKey, h.Values("Impersonate-Uid"))
+	for k, v := range h {
+		if extra, ok := strings.CutPrefix(k, "Impersonate-Extra-"); ok {
+			add(authn.ActAsExtraKeyPrefix+strings.ToLower(extra), v)
+		}
+	}
+	return md
 }
 
 // statusOf renders err as a Kubernetes Status.

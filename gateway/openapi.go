@@ -80,15 +80,16 @@ func gvDocument(tab *table, gv string) map[string]any {
 			}
 			return m
 		}
-		paths[prefix+"/"+res.Resource] = map[string]any{
-			"get":  op("list", query("labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "watch"), false),
-			"post": op("create", query("dryRun", "fieldManager", "fieldValidation"), true),
-		}
-		paths[prefix+"/"+res.Resource+"/{name}"] = map[string]any{
-			"get":    op("read", nil, false),
-			"put":    op("replace", query("dryRun", "fieldManager", "fieldValidation"), true),
-			"patch":  op("patch", query("dryRun", "fieldManager", "fieldValidation", "force"), true),
-			"delete": op("delete", query("dryRun", "gracePeriodSeconds", "propagationPolicy"), false),
+		collection := map[string]any{"post": op("create", query("dryRun", "fieldManager", "fieldValidation"), true)}
+		paths[prefix+"/"+res.Resource] = collection
+		if res.Methods["get"] != nil { // not a create-only review
+			collection["get"] = op("list", query("labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "watch"), false)
+			paths[prefix+"/"+res.Resource+"/{name}"] = map[string]any{
+				"get":    op("read", nil, false),
+				"put":    op("replace", query("dryRun", "fieldManager", "fieldValidation"), true),
+				"patch":  op("patch", query("dryRun", "fieldManager", "fieldValidation", "force"), true),
+				"delete": op("delete", query("dryRun", "gracePeriodSeconds", "propagationPolicy"), false),
+			}
 		}
 		addSchema(schemas, res.Object.Descriptor(), gvk)
 	}

@@ -49,9 +49,13 @@ func openAPIV2(tab *table) ([]byte, error) {
 				}
 				return o
 			}
+			collection := &openapiv2.PathItem{Post: op("create", "dryRun", "fieldManager", "fieldValidation")}
+			doc.Paths.Path = append(doc.Paths.Path, &openapiv2.NamedPathItem{Name: prefix + "/" + res.Resource, Value: collection})
+			if res.Methods["get"] == nil { // a create-only review
+				continue
+			}
+			collection.Get = op("list")
 			doc.Paths.Path = append(doc.Paths.Path,
-				&openapiv2.NamedPathItem{Name: prefix + "/" + res.Resource, Value: &openapiv2.PathItem{
-					Get: op("list"), Post: op("create", "dryRun", "fieldManager", "fieldValidation")}},
 				&openapiv2.NamedPathItem{Name: prefix + "/" + res.Resource + "/{name}", Value: &openapiv2.PathItem{
 					Get: op("read"), Put: op("replace", "dryRun", "fieldManager", "fieldValidation"),
 					Patch: op("patch", "dryRun", "fieldManager", "fieldValidation", "force"), Delete: op("delete")}})

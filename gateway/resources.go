@@ -13,6 +13,7 @@ import (
 	// The services the gateway serves register their descriptors here.
 	_ "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	_ "github.com/kplane/kplane/proto/kplane/apps/v1"
+	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -97,19 +98,16 @@ func buildResourceTable() (*table, error) {
 				err = e
 				return false
 			}
+			rs := []*resource{r}
 			if r == nil {
-				continue
+				if rs, e = createOnlyResources(svcs.Get(i)); e != nil {
+					err = e
+					return false
+				}
 			}
-			gv := r.GroupVersion()
-			if t.byGV[gv] == nil {
-				t.byGV[gv] = map[string]*resource{}
+			for _, r := range rs {
+				t.add(r)
 			}
-			t.byGV[gv][r.Resource] = r
-			t.byObject[r.Object.Descriptor().FullName()] = r
-			if r.List != "" {
-				t.byList[r.List] = r
-			}
-			t.order = append(t.order, r)
 		}
 		return true
 	})
@@ -120,6 +118,50 @@ func buildResourceTable() (*table, error) {
 		return nil, fmt.Errorf("gateway: no kplane services registered")
 	}
 	return t, nil
+}
+
+func (t *table) add(r *resource) {
+	gv := r.GroupVersion()
+	if t.byGV[gv] == nil {
+		t.byGV[gv] = map[string]*resource{}
+	}
+	t.byGV[gv][r.Resource] = r
+	t.byObject[r.Object.Descriptor().FullName()] = r
+	if r.List != "" {
+		t.byList[r.List] = r
+	}
+	t.order = append(t.order, r)
+}
+
+// createOnlyResources derives the resources of a service whose methods only
+// create — authorization.k8s.io's reviews, which are answered, never
+// stored: one resource per POST on a cluster-scoped collection path, its
+// object the message the rule's body names.
+func createOnlyResources(sd protoreflect.ServiceDescriptor) ([]*resource, error) {
+	var out []*resource
+	ms := sd.Methods()
+	for i := 0; i < ms.Len(); i++ {
+		m := ms.Get(i)
+		rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
+		post, ok := rule.GetPattern().(*annotations.HttpRule_Post)
+		if !ok || rule.GetBody() == "" || rule.GetBody() == "*" || strings.Contains(post.Post, "{") {
+			continue
+		}
+		body := m.Input().Fields().ByName(protoreflect.Name(rule.GetBody()))
+		if body == nil || body.Message() == nil {
+			return nil, fmt.Errorf("gateway: %s: body %q is not a message field", m.FullName(), rule.GetBody())
+		}
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(body.Message().FullName())
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %s: %w", m.FullName(), err)
+		}
+		r := &resource{Methods: map[string]protoreflect.MethodDescriptor{"create": m}, Object: mt, Kind: string(body.Message().Name())}
+		if err := r.parseItemPath(post.Post + "/{name}"); err != nil {
+			return nil, fmt.Errorf("gateway: %s: %w", m.FullName(), err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // resourceOf derives a resource from a service whose methods carry HTTP
@@ -248,7 +290,9 @@ func (r *resource) verbs() []string {
 			v = append(v, "deletecollection") // collection.go
 		}
 	}
-	v = append(v, "get")
+	if r.Methods["get"] != nil {
+		v = append(v, "get")
+	}
 	if r.Methods["list"] != nil {
 		v = append(v, "list")
 	}

@@ -16,6 +16,7 @@ import (
 
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -53,6 +54,7 @@ var services = []registration{
 	register(rbacv1.RegisterClusterRoleBindingServiceHandlerClient, rbacv1.NewClusterRoleBindingServiceClient),
 	register(admissionv1.RegisterMutatingWebhookConfigurationServiceHandlerClient, admissionv1.NewMutatingWebhookConfigurationServiceClient),
 	register(admissionv1.RegisterValidatingWebhookConfigurationServiceHandlerClient, admissionv1.NewValidatingWebhookConfigurationServiceClient),
+	register(authorizationv1.RegisterAuthorizationServiceHandlerClient, authorizationv1.NewAuthorizationServiceClient),
 }
 
 // requestInfo is what the front of the gateway learnt about a request,

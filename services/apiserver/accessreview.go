@@ -3,15 +3,18 @@ package apiserver
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
-// accessReviews serves authorization.k8s.io/v1 SelfSubjectAccessReview and
-// SubjectAccessReview: the caller (who must be allowed to create the
-// review) asks the service's authorizers a question; nothing is stored.
+// accessReviews serves authorization.k8s.io/v1 SelfSubjectAccessReview,
+// SubjectAccessReview and SelfSubjectRulesReview: the caller (who must be
+// allowed to create the review) asks the service's authorizers a question;
+// nothing is stored.
 type accessReviews struct {
 	authorizationv1.UnimplementedAuthorizationServiceServer
 	s *Server
@@ -20,6 +23,7 @@ type accessReviews struct {
 var (
 	selfReviews = &resourceInfo{Group: "authorization.k8s.io", Version: "v1", Kind: "SelfSubjectAccessReview", Resource: "selfsubjectaccessreviews"}
 	reviews     = &resourceInfo{Group: "authorization.k8s.io", Version: "v1", Kind: "SubjectAccessReview", Resource: "subjectaccessreviews"}
+	selfRules   = &resourceInfo{Group: "authorization.k8s.io", Version: "v1", Kind: "SelfSubjectRulesReview", Resource: "selfsubjectrulesreviews"}
 )
 
 func (x *accessReviews) CreateSelfSubjectAccessReview(ctx context.Context, req *authorizationv1.CreateSelfSubjectAccessReviewRequest) (*authorizationv1.CreateSelfSubjectAccessReviewResponse, error) {
@@ -78,7 +82,51 @@ func (s *Server) review(ctx context.Context, r *resourceInfo, ra *authorizationv
 	}
 	d, aerr := s.cfg.Authorizer.Authorize(ctx, a)
 	if aerr != nil {
-		return &authorizationv1.SubjectAccessReviewStatus{EvaluationError: aerr.Error()}, nil
+		return &authorizationv1.SubjectAccessReviewStatus{Allowed: proto.Bool(false), EvaluationError: aerr.Error()}, nil
 	}
-	return &authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}, nil
+	return &authorizationv1.SubjectAccessReviewStatus{Allowed: proto.Bool(d.Allowed), Reason: d.Reason}, nil
+}
+
+func (x *accessReviews) CreateSelfSubjectRulesReview(ctx context.Context, req *authorizationv1.CreateSelfSubjectRulesReviewRequest) (*authorizationv1.CreateSelfSubjectRulesReviewResponse, error) {
+	review := req.GetSelfSubjectRulesReview()
+	st, err := x.s.rulesReview(ctx, review.GetSpec().GetNamespace())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &authorizationv1.CreateSelfSubjectRulesReviewResponse{SelfSubjectRulesReview: &authorizationv1.SelfSubjectRulesReview{
+		ApiVersion: "authorization.k8s.io/v1", Kind: "SelfSubjectRulesReview", Metadata: review.GetMetadata(), Spec: review.GetSpec(), Status: st,
+	}}, nil
+}
+
+// rulesReview authenticates the caller, checks it may create the review,
+// then lists the rules the authorizer has for it in namespace.
+func (s *Server) rulesReview(ctx context.Context, namespace string) (_ *authorizationv1.SubjectRulesReviewStatus, err error) {
+	c := s.begin(ctx, "create", selfRules, "", "", "")
+	defer func() { s.end(ctx, c, err) }()
+	if err := s.authnz(ctx, c); err != nil {
+		return nil, err
+	}
+	if namespace == "" {
+		return nil, apierrors.NewBadRequest("no namespace on request")
+	}
+	rr, ok := s.cfg.Authorizer.(RuleResolver)
+	if !ok {
+		return &authorizationv1.SubjectRulesReviewStatus{Incomplete: true, EvaluationError: "the authorizer cannot list rules"}, nil
+	}
+	rules, incomplete, rerr := rr.RulesFor(ctx, c.attrs.User, namespace)
+	st := &authorizationv1.SubjectRulesReviewStatus{Incomplete: incomplete}
+	if rerr != nil {
+		st.EvaluationError = rerr.Error()
+	}
+	for _, r := range rules {
+		if len(r.Resources) > 0 {
+			st.ResourceRules = append(st.ResourceRules, &authorizationv1.ResourceRule{
+				Verbs: r.Verbs, ApiGroups: r.APIGroups, Resources: r.Resources, ResourceNames: r.ResourceNames})
+		}
+		if len(r.NonResourceURLs) > 0 {
+			st.NonResourceRules = append(st.NonResourceRules, &authorizationv1.NonResourceRule{
+				Verbs: r.Verbs, NonResourceUrls: r.NonResourceURLs})
+		}
+	}
+	return st, nil
 }

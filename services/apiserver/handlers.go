@@ -114,8 +114,15 @@ func (s *Server) authenticate(ctx context.Context, c *call) error {
 			}
 			return err
 		}
-		c.attrs.User = u
 		c.ev.SetUser(u)
+		as, impersonating, err := s.impersonate(ctx, u)
+		if err != nil {
+			return err
+		}
+		if impersonating {
+			c.ev.SetImpersonatedUser(as)
+		}
+		c.attrs.User = as
 		return nil
 	})
 }

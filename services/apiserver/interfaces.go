@@ -3,6 +3,8 @@ package apiserver
 import (
 	"context"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
@@ -32,6 +34,14 @@ type Authenticator interface {
 // request fails with InternalError).
 type Authorizer interface {
 	Authorize(ctx context.Context, a request.Attributes) (request.Decision, error)
+}
+
+// RuleResolver, when the Authorizer implements it too, lists the rules that
+// apply to a user in a namespace (SelfSubjectRulesReview, `kubectl auth
+// can-i --list`); incomplete says some of what the authorizer allows cannot
+// be listed as rules. authz.Union, RBAC and Node implement it.
+type RuleResolver interface {
+	RulesFor(ctx context.Context, u request.User, namespace string) (rules []rbacv1.PolicyRule, incomplete bool, err error)
 }
 
 // MutatingAdmission may change a.Object in place (a *corev1.Pod, ... — the

@@ -177,10 +177,16 @@ func (e *Event) SetUser(u request.User) {
 	e.User = UserInfo{Username: u.Name, UID: u.UID, Groups: append([]string(nil), u.Groups...)}
 }
 
-// SetAttributes records the verb and object the request was about (and the user in them).
+// SetImpersonatedUser records the user an authenticated user acted as.
+func (e *Event) SetImpersonatedUser(u request.User) {
+	e.ImpersonatedUser = &UserInfo{Username: u.Name, UID: u.UID, Groups: append([]string(nil), u.Groups...)}
+}
+
+// SetAttributes records the verb and object the request was about (and the
+// user in them, unless the authenticated user was recorded already).
 func (e *Event) SetAttributes(a request.Attributes) {
 	e.Verb = a.Verb
-	if a.User.Name != "" {
+	if a.User.Name != "" && e.User.Username == "" {
 		e.SetUser(a.User)
 	}
 	e.ObjectRef = &ObjectRef{

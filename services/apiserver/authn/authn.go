@@ -60,6 +60,20 @@ const (
 	ImpersonateGroupKey = "kplane-impersonate-group"
 )
 
+// Kubernetes' user impersonation (the Impersonate-User, Impersonate-Group,
+// Impersonate-Uid and Impersonate-Extra-<key> headers: `kubectl --as`,
+// `--as-group`, `--as-uid`) arrives in these metadata keys; the gateway
+// passes the headers on under them and a gRPC client may set them itself.
+// The API service, not the Authenticator, acts on them, once the
+// authorizer allowed the authenticated user to impersonate. They are
+// unrelated to the kplane-impersonate-* keys of front proxies.
+const (
+	ActAsUserKey        = "impersonate-user"
+	ActAsGroupKey       = "impersonate-group"
+	ActAsUIDKey         = "impersonate-uid"
+	ActAsExtraKeyPrefix = "impersonate-extra-"
+)
+
 // DefaultFrontProxyGroup is the group whose certificate holders may pass an
 // end user on.
 const DefaultFrontProxyGroup = "system:kplane-gateways"

@@ -234,6 +234,112 @@ func (x *CreateSubjectAccessReviewResponse) GetSubjectAccessReview() *SubjectAcc
 	return nil
 }
 
+// CreateSelfSubjectRulesReviewRequest carries the review.
+type CreateSelfSubjectRulesReviewRequest struct {
+	state                  protoimpl.MessageState  `protogen:"open.v1"`
+	SelfSubjectRulesReview *SelfSubjectRulesReview `protobuf:"bytes,1,opt,name=self_subject_rules_review,json=selfSubjectRulesReview,proto3" json:"self_subject_rules_review,omitempty"`
+	DryRun                 []string                `protobuf:"bytes,2,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager           string                  `protobuf:"bytes,3,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *CreateSelfSubjectRulesReviewRequest) Reset() {
+	*x = CreateSelfSubjectRulesReviewRequest{}
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSelfSubjectRulesReviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSelfSubjectRulesReviewRequest) ProtoMessage() {}
+
+func (x *CreateSelfSubjectRulesReviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSelfSubjectRulesReviewRequest.ProtoReflect.Descriptor instead.
+func (*CreateSelfSubjectRulesReviewRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CreateSelfSubjectRulesReviewRequest) GetSelfSubjectRulesReview() *SelfSubjectRulesReview {
+	if x != nil {
+		return x.SelfSubjectRulesReview
+	}
+	return nil
+}
+
+func (x *CreateSelfSubjectRulesReviewRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateSelfSubjectRulesReviewRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateSelfSubjectRulesReviewResponse carries the review with its status.
+type CreateSelfSubjectRulesReviewResponse struct {
+	state                  protoimpl.MessageState  `protogen:"open.v1"`
+	SelfSubjectRulesReview *SelfSubjectRulesReview `protobuf:"bytes,1,opt,name=self_subject_rules_review,json=selfSubjectRulesReview,proto3" json:"self_subject_rules_review,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *CreateSelfSubjectRulesReviewResponse) Reset() {
+	*x = CreateSelfSubjectRulesReviewResponse{}
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSelfSubjectRulesReviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSelfSubjectRulesReviewResponse) ProtoMessage() {}
+
+func (x *CreateSelfSubjectRulesReviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSelfSubjectRulesReviewResponse.ProtoReflect.Descriptor instead.
+func (*CreateSelfSubjectRulesReviewResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CreateSelfSubjectRulesReviewResponse) GetSelfSubjectRulesReview() *SelfSubjectRulesReview {
+	if x != nil {
+		return x.SelfSubjectRulesReview
+	}
+	return nil
+}
+
 var File_kplane_authorization_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_authorization_v1_service_proto_rawDesc = "" +
@@ -250,10 +356,17 @@ const file_kplane_authorization_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x02 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x03 \x01(\tR\ffieldManager\"\x85\x01\n" +
 	"!CreateSubjectAccessReviewResponse\x12`\n" +
-	"\x15subject_access_review\x18\x01 \x01(\v2,.kplane.authorization.v1.SubjectAccessReviewR\x13subjectAccessReview2\xae\x04\n" +
+	"\x15subject_access_review\x18\x01 \x01(\v2,.kplane.authorization.v1.SubjectAccessReviewR\x13subjectAccessReview\"\xcf\x01\n" +
+	"#CreateSelfSubjectRulesReviewRequest\x12j\n" +
+	"\x19self_subject_rules_review\x18\x01 \x01(\v2/.kplane.authorization.v1.SelfSubjectRulesReviewR\x16selfSubjectRulesReview\x12\x17\n" +
+	"\adry_run\x18\x02 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x03 \x01(\tR\ffieldManager\"\x92\x01\n" +
+	"$CreateSelfSubjectRulesReviewResponse\x12j\n" +
+	"\x19self_subject_rules_review\x18\x01 \x01(\v2/.kplane.authorization.v1.SelfSubjectRulesReviewR\x16selfSubjectRulesReview2\xc1\x06\n" +
 	"\x14AuthorizationService\x12\x96\x02\n" +
 	"\x1dCreateSelfSubjectAccessReview\x12=.kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest\x1a>.kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse\"v\x82\xd3\xe4\x93\x02p:\x1aself_subject_access_reviewb\x1aself_subject_access_review\"6/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\x12\xfc\x01\n" +
-	"\x19CreateSubjectAccessReview\x129.kplane.authorization.v1.CreateSubjectAccessReviewRequest\x1a:.kplane.authorization.v1.CreateSubjectAccessReviewResponse\"h\x82\xd3\xe4\x93\x02b:\x15subject_access_reviewb\x15subject_access_review\"2/apis/authorization.k8s.io/v1/subjectaccessreviewsBHZFgithub.com/kplane/kplane/proto/kplane/authorization/v1;authorizationv1b\x06proto3"
+	"\x19CreateSubjectAccessReview\x129.kplane.authorization.v1.CreateSubjectAccessReviewRequest\x1a:.kplane.authorization.v1.CreateSubjectAccessReviewResponse\"h\x82\xd3\xe4\x93\x02b:\x15subject_access_reviewb\x15subject_access_review\"2/apis/authorization.k8s.io/v1/subjectaccessreviews\x12\x90\x02\n" +
+	"\x1cCreateSelfSubjectRulesReview\x12<.kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest\x1a=.kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse\"s\x82\xd3\xe4\x93\x02m:\x19self_subject_rules_reviewb\x19self_subject_rules_review\"5/apis/authorization.k8s.io/v1/selfsubjectrulesreviewsBHZFgithub.com/kplane/kplane/proto/kplane/authorization/v1;authorizationv1b\x06proto3"
 
 var (
 	file_kplane_authorization_v1_service_proto_rawDescOnce sync.Once
@@ -267,29 +380,36 @@ func file_kplane_authorization_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_authorization_v1_service_proto_rawDescData
 }
 
-var file_kplane_authorization_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_kplane_authorization_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_kplane_authorization_v1_service_proto_goTypes = []any{
 	(*CreateSelfSubjectAccessReviewRequest)(nil),  // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
 	(*CreateSelfSubjectAccessReviewResponse)(nil), // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
 	(*CreateSubjectAccessReviewRequest)(nil),      // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest
 	(*CreateSubjectAccessReviewResponse)(nil),     // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse
-	(*SelfSubjectAccessReview)(nil),               // 4: kplane.authorization.v1.SelfSubjectAccessReview
-	(*SubjectAccessReview)(nil),                   // 5: kplane.authorization.v1.SubjectAccessReview
+	(*CreateSelfSubjectRulesReviewRequest)(nil),   // 4: kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest
+	(*CreateSelfSubjectRulesReviewResponse)(nil),  // 5: kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse
+	(*SelfSubjectAccessReview)(nil),               // 6: kplane.authorization.v1.SelfSubjectAccessReview
+	(*SubjectAccessReview)(nil),                   // 7: kplane.authorization.v1.SubjectAccessReview
+	(*SelfSubjectRulesReview)(nil),                // 8: kplane.authorization.v1.SelfSubjectRulesReview
 }
 var file_kplane_authorization_v1_service_proto_depIdxs = []int32{
-	4, // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
-	4, // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
-	5, // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
-	5, // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
-	0, // 4: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
-	2, // 5: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSubjectAccessReviewRequest
-	1, // 6: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
-	3, // 7: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSubjectAccessReviewResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	6, // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
+	6, // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
+	7, // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
+	7, // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
+	8, // 4: kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest.self_subject_rules_review:type_name -> kplane.authorization.v1.SelfSubjectRulesReview
+	8, // 5: kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse.self_subject_rules_review:type_name -> kplane.authorization.v1.SelfSubjectRulesReview
+	0, // 6: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
+	2, // 7: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSubjectAccessReviewRequest
+	4, // 8: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectRulesReview:input_type -> kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest
+	1, // 9: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
+	3, // 10: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSubjectAccessReviewResponse
+	5, // 11: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectRulesReview:output_type -> kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse
+	9, // [9:12] is the sub-list for method output_type
+	6, // [6:9] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_kplane_authorization_v1_service_proto_init() }
@@ -304,7 +424,7 @@ func file_kplane_authorization_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_authorization_v1_service_proto_rawDesc), len(file_kplane_authorization_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AuthorizationService_CreateSelfSubjectAccessReview_FullMethodName = "/kplane.authorization.v1.AuthorizationService/CreateSelfSubjectAccessReview"
 	AuthorizationService_CreateSubjectAccessReview_FullMethodName     = "/kplane.authorization.v1.AuthorizationService/CreateSubjectAccessReview"
+	AuthorizationService_CreateSelfSubjectRulesReview_FullMethodName  = "/kplane.authorization.v1.AuthorizationService/CreateSelfSubjectRulesReview"
 )
 
 // AuthorizationServiceClient is the client API for AuthorizationService service.
@@ -36,6 +37,9 @@ type AuthorizationServiceClient interface {
 	// CreateSubjectAccessReview answers whether spec.user (with spec.groups)
 	// may do what the spec describes.
 	CreateSubjectAccessReview(ctx context.Context, in *CreateSubjectAccessReviewRequest, opts ...grpc.CallOption) (*CreateSubjectAccessReviewResponse, error)
+	// CreateSelfSubjectRulesReview lists what the caller may do in
+	// spec.namespace.
+	CreateSelfSubjectRulesReview(ctx context.Context, in *CreateSelfSubjectRulesReviewRequest, opts ...grpc.CallOption) (*CreateSelfSubjectRulesReviewResponse, error)
 }
 
 type authorizationServiceClient struct {
@@ -66,6 +70,16 @@ func (c *authorizationServiceClient) CreateSubjectAccessReview(ctx context.Conte
 	return out, nil
 }
 
+func (c *authorizationServiceClient) CreateSelfSubjectRulesReview(ctx context.Context, in *CreateSelfSubjectRulesReviewRequest, opts ...grpc.CallOption) (*CreateSelfSubjectRulesReviewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateSelfSubjectRulesReviewResponse)
+	err := c.cc.Invoke(ctx, AuthorizationService_CreateSelfSubjectRulesReview_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthorizationServiceServer is the server API for AuthorizationService service.
 // All implementations must embed UnimplementedAuthorizationServiceServer
 // for forward compatibility.
@@ -79,6 +93,9 @@ type AuthorizationServiceServer interface {
 	// CreateSubjectAccessReview answers whether spec.user (with spec.groups)
 	// may do what the spec describes.
 	CreateSubjectAccessReview(context.Context, *CreateSubjectAccessReviewRequest) (*CreateSubjectAccessReviewResponse, error)
+	// CreateSelfSubjectRulesReview lists what the caller may do in
+	// spec.namespace.
+	CreateSelfSubjectRulesReview(context.Context, *CreateSelfSubjectRulesReviewRequest) (*CreateSelfSubjectRulesReviewResponse, error)
 	mustEmbedUnimplementedAuthorizationServiceServer()
 }
 
@@ -94,6 +111,9 @@ func (UnimplementedAuthorizationServiceServer) CreateSelfSubjectAccessReview(con
 }
 func (UnimplementedAuthorizationServiceServer) CreateSubjectAccessReview(context.Context, *CreateSubjectAccessReviewRequest) (*CreateSubjectAccessReviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSubjectAccessReview not implemented")
+}
+func (UnimplementedAuthorizationServiceServer) CreateSelfSubjectRulesReview(context.Context, *CreateSelfSubjectRulesReviewRequest) (*CreateSelfSubjectRulesReviewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSelfSubjectRulesReview not implemented")
 }
 func (UnimplementedAuthorizationServiceServer) mustEmbedUnimplementedAuthorizationServiceServer() {}
 func (UnimplementedAuthorizationServiceServer) testEmbeddedByValue()                              {}
@@ -152,6 +172,24 @@ func _AuthorizationService_CreateSubjectAccessReview_Handler(srv interface{}, ct
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthorizationService_CreateSelfSubjectRulesReview_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSelfSubjectRulesReviewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorizationServiceServer).CreateSelfSubjectRulesReview(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorizationService_CreateSelfSubjectRulesReview_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorizationServiceServer).CreateSelfSubjectRulesReview(ctx, req.(*CreateSelfSubjectRulesReviewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthorizationService_ServiceDesc is the grpc.ServiceDesc for AuthorizationService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -166,6 +204,10 @@ var AuthorizationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateSubjectAccessReview",
 			Handler:    _AuthorizationService_CreateSubjectAccessReview_Handler,
+		},
+		{
+			MethodName: "CreateSelfSubjectRulesReview",
+			Handler:    _AuthorizationService_CreateSelfSubjectRulesReview_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

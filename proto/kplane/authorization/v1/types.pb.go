@@ -175,11 +175,12 @@ func (x *NonResourceAttributes) GetVerb() string {
 
 // SubjectAccessReviewStatus is the answer.
 type SubjectAccessReviewStatus struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Allowed         bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
-	Denied          bool                   `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
-	Reason          string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	EvaluationError string                 `protobuf:"bytes,4,opt,name=evaluation_error,json=evaluationError,proto3" json:"evaluation_error,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// allowed is always written (Kubernetes writes false too).
+	Allowed         *bool  `protobuf:"varint,1,opt,name=allowed,proto3,oneof" json:"allowed,omitempty"`
+	Denied          bool   `protobuf:"varint,2,opt,name=denied,proto3" json:"denied,omitempty"`
+	Reason          string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	EvaluationError string `protobuf:"bytes,4,opt,name=evaluation_error,json=evaluationError,proto3" json:"evaluation_error,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -215,8 +216,8 @@ func (*SubjectAccessReviewStatus) Descriptor() ([]byte, []int) {
 }
 
 func (x *SubjectAccessReviewStatus) GetAllowed() bool {
-	if x != nil {
-		return x.Allowed
+	if x != nil && x.Allowed != nil {
+		return *x.Allowed
 	}
 	return false
 }
@@ -580,6 +581,321 @@ func (x *SubjectAccessReview) GetStatus() *SubjectAccessReviewStatus {
 	return nil
 }
 
+// SelfSubjectRulesReviewSpec names the namespace whose rules are listed.
+type SelfSubjectRulesReviewSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelfSubjectRulesReviewSpec) Reset() {
+	*x = SelfSubjectRulesReviewSpec{}
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelfSubjectRulesReviewSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelfSubjectRulesReviewSpec) ProtoMessage() {}
+
+func (x *SelfSubjectRulesReviewSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelfSubjectRulesReviewSpec.ProtoReflect.Descriptor instead.
+func (*SelfSubjectRulesReviewSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SelfSubjectRulesReviewSpec) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+// ResourceRule is what a user may do to resources.
+type ResourceRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Verbs         []string               `protobuf:"bytes,1,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	ApiGroups     []string               `protobuf:"bytes,2,rep,name=api_groups,json=apiGroups,proto3" json:"api_groups,omitempty"`
+	Resources     []string               `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	ResourceNames []string               `protobuf:"bytes,4,rep,name=resource_names,json=resourceNames,proto3" json:"resource_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceRule) Reset() {
+	*x = ResourceRule{}
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceRule) ProtoMessage() {}
+
+func (x *ResourceRule) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceRule.ProtoReflect.Descriptor instead.
+func (*ResourceRule) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResourceRule) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
+func (x *ResourceRule) GetApiGroups() []string {
+	if x != nil {
+		return x.ApiGroups
+	}
+	return nil
+}
+
+func (x *ResourceRule) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *ResourceRule) GetResourceNames() []string {
+	if x != nil {
+		return x.ResourceNames
+	}
+	return nil
+}
+
+// NonResourceRule is what a user may do to non-resource paths.
+type NonResourceRule struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Verbs           []string               `protobuf:"bytes,1,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	NonResourceUrls []string               `protobuf:"bytes,2,rep,name=non_resource_urls,json=nonResourceURLs,proto3" json:"non_resource_urls,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *NonResourceRule) Reset() {
+	*x = NonResourceRule{}
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NonResourceRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NonResourceRule) ProtoMessage() {}
+
+func (x *NonResourceRule) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NonResourceRule.ProtoReflect.Descriptor instead.
+func (*NonResourceRule) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_types_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *NonResourceRule) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
+func (x *NonResourceRule) GetNonResourceUrls() []string {
+	if x != nil {
+		return x.NonResourceUrls
+	}
+	return nil
+}
+
+// SubjectRulesReviewStatus lists the rules; incomplete says an authorizer
+// could not list its own (the Node authorizer) or failed (evaluation_error).
+type SubjectRulesReviewStatus struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ResourceRules    []*ResourceRule        `protobuf:"bytes,1,rep,name=resource_rules,json=resourceRules,proto3" json:"resource_rules,omitempty"`
+	NonResourceRules []*NonResourceRule     `protobuf:"bytes,2,rep,name=non_resource_rules,json=nonResourceRules,proto3" json:"non_resource_rules,omitempty"`
+	Incomplete       bool                   `protobuf:"varint,3,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	EvaluationError  string                 `protobuf:"bytes,4,opt,name=evaluation_error,json=evaluationError,proto3" json:"evaluation_error,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SubjectRulesReviewStatus) Reset() {
+	*x = SubjectRulesReviewStatus{}
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubjectRulesReviewStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubjectRulesReviewStatus) ProtoMessage() {}
+
+func (x *SubjectRulesReviewStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubjectRulesReviewStatus.ProtoReflect.Descriptor instead.
+func (*SubjectRulesReviewStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_types_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubjectRulesReviewStatus) GetResourceRules() []*ResourceRule {
+	if x != nil {
+		return x.ResourceRules
+	}
+	return nil
+}
+
+func (x *SubjectRulesReviewStatus) GetNonResourceRules() []*NonResourceRule {
+	if x != nil {
+		return x.NonResourceRules
+	}
+	return nil
+}
+
+func (x *SubjectRulesReviewStatus) GetIncomplete() bool {
+	if x != nil {
+		return x.Incomplete
+	}
+	return false
+}
+
+func (x *SubjectRulesReviewStatus) GetEvaluationError() string {
+	if x != nil {
+		return x.EvaluationError
+	}
+	return ""
+}
+
+// SelfSubjectRulesReview lists what the caller may do in a namespace
+// (what `kubectl auth can-i --list` asks).
+type SelfSubjectRulesReview struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	ApiVersion    string                      `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	Kind          string                      `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Metadata      *v1.ObjectMeta              `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *SelfSubjectRulesReviewSpec `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *SubjectRulesReviewStatus   `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SelfSubjectRulesReview) Reset() {
+	*x = SelfSubjectRulesReview{}
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SelfSubjectRulesReview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SelfSubjectRulesReview) ProtoMessage() {}
+
+func (x *SelfSubjectRulesReview) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SelfSubjectRulesReview.ProtoReflect.Descriptor instead.
+func (*SelfSubjectRulesReview) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SelfSubjectRulesReview) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *SelfSubjectRulesReview) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SelfSubjectRulesReview) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *SelfSubjectRulesReview) GetSpec() *SelfSubjectRulesReviewSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *SelfSubjectRulesReview) GetStatus() *SubjectRulesReviewStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 var File_kplane_authorization_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_authorization_v1_types_proto_rawDesc = "" +
@@ -595,12 +911,14 @@ const file_kplane_authorization_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\a \x01(\tR\x04name\"?\n" +
 	"\x15NonResourceAttributes\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04verb\x18\x02 \x01(\tR\x04verb\"\x90\x01\n" +
-	"\x19SubjectAccessReviewStatus\x12\x18\n" +
-	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x04verb\x18\x02 \x01(\tR\x04verb\"\xa1\x01\n" +
+	"\x19SubjectAccessReviewStatus\x12\x1d\n" +
+	"\aallowed\x18\x01 \x01(\bH\x00R\aallowed\x88\x01\x01\x12\x16\n" +
 	"\x06denied\x18\x02 \x01(\bR\x06denied\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12)\n" +
-	"\x10evaluation_error\x18\x04 \x01(\tR\x0fevaluationError\"\xe3\x01\n" +
+	"\x10evaluation_error\x18\x04 \x01(\tR\x0fevaluationErrorB\n" +
+	"\n" +
+	"\b_allowed\"\xe3\x01\n" +
 	"\x1bSelfSubjectAccessReviewSpec\x12\\\n" +
 	"\x13resource_attributes\x18\x01 \x01(\v2+.kplane.authorization.v1.ResourceAttributesR\x12resourceAttributes\x12f\n" +
 	"\x17non_resource_attributes\x18\x02 \x01(\v2..kplane.authorization.v1.NonResourceAttributesR\x15nonResourceAttributes\"\x9c\x02\n" +
@@ -631,7 +949,32 @@ const file_kplane_authorization_v1_types_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x126\n" +
 	"\bmetadata\x18\x03 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12D\n" +
 	"\x04spec\x18\x04 \x01(\v20.kplane.authorization.v1.SubjectAccessReviewSpecR\x04spec\x12J\n" +
-	"\x06status\x18\x05 \x01(\v22.kplane.authorization.v1.SubjectAccessReviewStatusR\x06statusBHZFgithub.com/kplane/kplane/proto/kplane/authorization/v1;authorizationv1b\x06proto3"
+	"\x06status\x18\x05 \x01(\v22.kplane.authorization.v1.SubjectAccessReviewStatusR\x06status\":\n" +
+	"\x1aSelfSubjectRulesReviewSpec\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\x88\x01\n" +
+	"\fResourceRule\x12\x14\n" +
+	"\x05verbs\x18\x01 \x03(\tR\x05verbs\x12\x1d\n" +
+	"\n" +
+	"api_groups\x18\x02 \x03(\tR\tapiGroups\x12\x1c\n" +
+	"\tresources\x18\x03 \x03(\tR\tresources\x12%\n" +
+	"\x0eresource_names\x18\x04 \x03(\tR\rresourceNames\"S\n" +
+	"\x0fNonResourceRule\x12\x14\n" +
+	"\x05verbs\x18\x01 \x03(\tR\x05verbs\x12*\n" +
+	"\x11non_resource_urls\x18\x02 \x03(\tR\x0fnonResourceURLs\"\x8b\x02\n" +
+	"\x18SubjectRulesReviewStatus\x12L\n" +
+	"\x0eresource_rules\x18\x01 \x03(\v2%.kplane.authorization.v1.ResourceRuleR\rresourceRules\x12V\n" +
+	"\x12non_resource_rules\x18\x02 \x03(\v2(.kplane.authorization.v1.NonResourceRuleR\x10nonResourceRules\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\x03 \x01(\bR\n" +
+	"incomplete\x12)\n" +
+	"\x10evaluation_error\x18\x04 \x01(\tR\x0fevaluationError\"\x99\x02\n" +
+	"\x16SelfSubjectRulesReview\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x03 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12G\n" +
+	"\x04spec\x18\x04 \x01(\v23.kplane.authorization.v1.SelfSubjectRulesReviewSpecR\x04spec\x12I\n" +
+	"\x06status\x18\x05 \x01(\v21.kplane.authorization.v1.SubjectRulesReviewStatusR\x06statusBHZFgithub.com/kplane/kplane/proto/kplane/authorization/v1;authorizationv1b\x06proto3"
 
 var (
 	file_kplane_authorization_v1_types_proto_rawDescOnce sync.Once
@@ -645,7 +988,7 @@ func file_kplane_authorization_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_authorization_v1_types_proto_rawDescData
 }
 
-var file_kplane_authorization_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_kplane_authorization_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_kplane_authorization_v1_types_proto_goTypes = []any{
 	(*ResourceAttributes)(nil),          // 0: kplane.authorization.v1.ResourceAttributes
 	(*NonResourceAttributes)(nil),       // 1: kplane.authorization.v1.NonResourceAttributes
@@ -655,27 +998,37 @@ var file_kplane_authorization_v1_types_proto_goTypes = []any{
 	(*ExtraValue)(nil),                  // 5: kplane.authorization.v1.ExtraValue
 	(*SubjectAccessReviewSpec)(nil),     // 6: kplane.authorization.v1.SubjectAccessReviewSpec
 	(*SubjectAccessReview)(nil),         // 7: kplane.authorization.v1.SubjectAccessReview
-	nil,                                 // 8: kplane.authorization.v1.SubjectAccessReviewSpec.ExtraEntry
-	(*v1.ObjectMeta)(nil),               // 9: kplane.meta.v1.ObjectMeta
+	(*SelfSubjectRulesReviewSpec)(nil),  // 8: kplane.authorization.v1.SelfSubjectRulesReviewSpec
+	(*ResourceRule)(nil),                // 9: kplane.authorization.v1.ResourceRule
+	(*NonResourceRule)(nil),             // 10: kplane.authorization.v1.NonResourceRule
+	(*SubjectRulesReviewStatus)(nil),    // 11: kplane.authorization.v1.SubjectRulesReviewStatus
+	(*SelfSubjectRulesReview)(nil),      // 12: kplane.authorization.v1.SelfSubjectRulesReview
+	nil,                                 // 13: kplane.authorization.v1.SubjectAccessReviewSpec.ExtraEntry
+	(*v1.ObjectMeta)(nil),               // 14: kplane.meta.v1.ObjectMeta
 }
 var file_kplane_authorization_v1_types_proto_depIdxs = []int32{
 	0,  // 0: kplane.authorization.v1.SelfSubjectAccessReviewSpec.resource_attributes:type_name -> kplane.authorization.v1.ResourceAttributes
 	1,  // 1: kplane.authorization.v1.SelfSubjectAccessReviewSpec.non_resource_attributes:type_name -> kplane.authorization.v1.NonResourceAttributes
-	9,  // 2: kplane.authorization.v1.SelfSubjectAccessReview.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	14, // 2: kplane.authorization.v1.SelfSubjectAccessReview.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	3,  // 3: kplane.authorization.v1.SelfSubjectAccessReview.spec:type_name -> kplane.authorization.v1.SelfSubjectAccessReviewSpec
 	2,  // 4: kplane.authorization.v1.SelfSubjectAccessReview.status:type_name -> kplane.authorization.v1.SubjectAccessReviewStatus
 	0,  // 5: kplane.authorization.v1.SubjectAccessReviewSpec.resource_attributes:type_name -> kplane.authorization.v1.ResourceAttributes
 	1,  // 6: kplane.authorization.v1.SubjectAccessReviewSpec.non_resource_attributes:type_name -> kplane.authorization.v1.NonResourceAttributes
-	8,  // 7: kplane.authorization.v1.SubjectAccessReviewSpec.extra:type_name -> kplane.authorization.v1.SubjectAccessReviewSpec.ExtraEntry
-	9,  // 8: kplane.authorization.v1.SubjectAccessReview.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	13, // 7: kplane.authorization.v1.SubjectAccessReviewSpec.extra:type_name -> kplane.authorization.v1.SubjectAccessReviewSpec.ExtraEntry
+	14, // 8: kplane.authorization.v1.SubjectAccessReview.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,  // 9: kplane.authorization.v1.SubjectAccessReview.spec:type_name -> kplane.authorization.v1.SubjectAccessReviewSpec
 	2,  // 10: kplane.authorization.v1.SubjectAccessReview.status:type_name -> kplane.authorization.v1.SubjectAccessReviewStatus
-	5,  // 11: kplane.authorization.v1.SubjectAccessReviewSpec.ExtraEntry.value:type_name -> kplane.authorization.v1.ExtraValue
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 11: kplane.authorization.v1.SubjectRulesReviewStatus.resource_rules:type_name -> kplane.authorization.v1.ResourceRule
+	10, // 12: kplane.authorization.v1.SubjectRulesReviewStatus.non_resource_rules:type_name -> kplane.authorization.v1.NonResourceRule
+	14, // 13: kplane.authorization.v1.SelfSubjectRulesReview.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	8,  // 14: kplane.authorization.v1.SelfSubjectRulesReview.spec:type_name -> kplane.authorization.v1.SelfSubjectRulesReviewSpec
+	11, // 15: kplane.authorization.v1.SelfSubjectRulesReview.status:type_name -> kplane.authorization.v1.SubjectRulesReviewStatus
+	5,  // 16: kplane.authorization.v1.SubjectAccessReviewSpec.ExtraEntry.value:type_name -> kplane.authorization.v1.ExtraValue
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_kplane_authorization_v1_types_proto_init() }
@@ -683,13 +1036,14 @@ func file_kplane_authorization_v1_types_proto_init() {
 	if File_kplane_authorization_v1_types_proto != nil {
 		return
 	}
+	file_kplane_authorization_v1_types_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_authorization_v1_types_proto_rawDesc), len(file_kplane_authorization_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

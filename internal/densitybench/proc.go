@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// proc is one process to measure.
+type proc struct {
+	component string
+	pid       int
+}
+
+// ProcUsage is one process's resource use.
+type ProcUsage struct {
+	Component string `json:"component"`
+	PID       int    `json:"pid"`
+	// PeakRSSBytes is VmHWM: the resident set's high-water mark over the
+	// process's life.
+	PeakRSSBytes uint64 `json:"peakRSSBytes"`
+	// CPUSeconds is user+sys during the run (the Deployment's creation to
+	// all Running); CPUTotalSeconds over the process's life.
+	CPUSeconds      float64 `json:"cpuSeconds"`
+	CPUTotalSeconds float64 `json:"cpuTotalSeconds"`
+}
+
+// parseProcs parses "component=pid,component=pid".
+func parseProcs(s string) ([]proc, error) {
+	var ps []proc
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		c, p, ok := strings.Cut(kv, "=")
+		pid, err := strconv.Atoi(p)
+		if !ok || c == "" || err != nil || pid <= 0 {
+			return nil, fmt.Errorf("%w: -procs wants component=pid, got %q", errUsage, kv)
+		}
+		ps = append(ps, proc{component: c, pid: pid})
+	}
+	return ps, nil
+}
+
+// sample is a process's CPU time and peak RSS at one moment.
+type sample struct {
+	cpu  float64
+	hwm  uint64
+	dead bool
+}
+
+func sampleProcs(logger *slog.Logger, ps []proc) []sample {
+	out := make([]sample, len(ps))
+	for i, p := range ps {
+		pr, err := procfs.NewProc(p.pid)
+		if err != nil {
+			logger.Warn("process gone", "component", p.component, "pid", p.pid, "err", err)
+			out[i].dead = true
+			continue
+		}
+		st, err := pr.Stat()
+		if err != nil {
+			out[i].dead = true
+			continue
+		}
+		status, err := pr.NewStatus()
+		if err != nil {
+			out[i].dead = true
+			continue
+		}
+		out[i] = sample{cpu: st.CPUTime(), hwm: status.VmHWM}
+	}
+	return out
+}
+
+func usage(ps []proc, before, after []sample) []ProcUsage {
+	out := make([]ProcUsage, len(ps))
+	for i, p := range ps {
+		u := ProcUsage{Component: p.component, PID: p.pid}
+		if !after[i].dead {
+			u.PeakRSSBytes = after[i].hwm
+			u.CPUTotalSeconds = after[i].cpu
+			if !before[i].dead {
+				u.CPUSeconds = after[i].cpu - before[i].cpu
+			}
+		}
+		out[i] = u
+	}
+	return out
+}
+
+// kplaneComponents are the process groups of `kplane status -o json`.
+var kplaneComponents = []string{"store", "apiserver", "gateway", "scheduler", "controllers", "nodeagent"}
+
+// procsFromKplaneStatus reads the processes of `kplane status -o json`.
+func procsFromKplaneStatus(path string) ([]proc, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read kplane status: %w", err)
+	}
+	var st map[string]json.RawMessage
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("decode kplane status %s: %w", path, err)
+	}
+	var ps []proc
+	for _, c := range kplaneComponents {
+		var members []struct {
+			PID int `json:"pid"`
+		}
+		if raw, ok := st[c]; ok {
+			if err := json.Unmarshal(raw, &members); err != nil {
+				return nil, fmt.Errorf("decode kplane status %s: %s: %w", path, c, err)
+			}
+		}
+		for _, m := range members {
+			if m.PID > 0 {
+				ps = append(ps, proc{component: c, pid: m.PID})
+			}
+		}
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("kplane status %s lists no process", path)
+	}
+	return ps, nil
+}

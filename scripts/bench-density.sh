@@ -145,7 +145,7 @@ results=()
 
 # --- kplane -----------------------------------------------------------------
 run_kplane() {
-	kplane_dir=$work/kplane
+	kplane_dir=$work/kplane-data
 	echo "== kplane up: $NODES simulated nodes"
 	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 >"$work/kplane-up.log" 2>&1 &
 	local up=$!

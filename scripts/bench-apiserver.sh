@@ -22,6 +22,7 @@ STORE=${STORE:-etcd}
 RATES=${RATES:-"300 600 900"}
 ONLY=${ONLY:-all} # or: create, get, list, update, watch
 PROFILE=${PROFILE:-}
+CONNS=${CONNS:-20} # connections the watchers share
 
 tmp=$(mktemp -d)
 pids=()
@@ -80,18 +81,12 @@ if want list; then b -mode list -clients 20 -rate 0; fi
 if want update; then b -mode update -clients 20 -rate 0; fi
 if want watch; then
 	if [[ -n "$PROFILE" ]]; then
-		# Profiles of the writer's phase: the watches open in the first
-		# seconds, then the writer runs for DURATION.
-		secs=$(( ${DURATION%s} > 4 ? ${DURATION%s} - 2 : 2 ))
-		( sleep $(( WATCHERS / 1000 + 5 ))
-		  curl -s -o "$PROFILE/apiserver.cpu" "http://$pprofaddr/debug/pprof/profile?seconds=$secs" &
-		  sleep "$secs"; curl -s -o "$PROFILE/apiserver.block" "http://$pprofaddr/debug/pprof/block"; wait ) &
-		profpid=$!
-		b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid" -cpuprofile "$PROFILE/driver.cpu"
-		wait "$profpid"
+		# The driver takes the service's profiles while its writer runs.
+		b -mode watch -watchers "$WATCHERS" -conns "$CONNS" -rate 20 -server-pid "$apipid" -cpuprofile "$PROFILE/driver.cpu" \
+			-server-pprof "$pprofaddr" -profile-dir "$PROFILE"
 		cp "$tmp/kplane" "$PROFILE/kplane"; cp "$tmp/bench" "$PROFILE/bench"
 		echo "profiles in $PROFILE: go tool pprof -top $PROFILE/kplane $PROFILE/apiserver.cpu"
 	else
-		b -mode watch -watchers "$WATCHERS" -conns 20 -rate 20 -server-pid "$apipid"
+		b -mode watch -watchers "$WATCHERS" -conns "$CONNS" -rate 20 -server-pid "$apipid"
 	fi
 fi

@@ -21,13 +21,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -53,16 +57,11 @@ func main() {
 	serverPID := flag.Int("server-pid", 0, "the API service's pid, to report its memory (mode watch)")
 	ns := flag.String("namespace", "default", "namespace")
 	cpuProfile := flag.String("cpuprofile", "", "write the driver's own CPU profile here")
+	serverPprof := flag.String("server-pprof", "", "the service's pprof address: with -profile-dir, its CPU and block profiles of the writer's phase are saved (mode watch)")
+	profileDir := flag.String("profile-dir", "", "where -server-pprof's profiles go")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fail(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fail(err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	if *cpuProfile != "" && *mode != "watch" {
+		defer startCPUProfile(*cpuProfile)()
 	}
 
 	ctx := context.Background()
@@ -77,7 +76,19 @@ func main() {
 		return c
 	}
 	if *mode == "watch" {
-		watchBench(ctx, dial, *ns, *watchers, *conns, *rate, *duration, *serverPID)
+		// Profiles of the writer's phase only, not of opening the watches.
+		prof := func(d time.Duration) func() {
+			stop := func() {}
+			if *cpuProfile != "" {
+				stop = startCPUProfile(*cpuProfile)
+			}
+			wait := func() {}
+			if *serverPprof != "" && *profileDir != "" {
+				wait = serverProfiles(*serverPprof, *profileDir, d)
+			}
+			return func() { stop(); wait() }
+		}
+		watchBench(ctx, dial, *ns, *watchers, *conns, *rate, *duration, *serverPID, prof)
 		return
 	}
 	podsC := make([]corev1.PodServiceClient, *clients)
@@ -226,6 +237,39 @@ func report(mode string, clients int, rate float64, lat []time.Duration, errs in
 		pct(lat, 0.50).Round(100*time.Microsecond), pct(lat, 0.99).Round(100*time.Microsecond), pct(lat, 1).Round(100*time.Microsecond))
 }
 
+// selfCPU is the user plus system CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user plus system CPU time process pid has used (from
+// /proc/pid/stat, in clock ticks of 1/100 s on Linux).
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) in parentheses.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 func rssKB(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -240,7 +284,52 @@ func rssKB(pid int) int64 {
 	return 0
 }
 
-func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, watchers, conns int, rate float64, d time.Duration, pid int) {
+// startCPUProfile starts this process's CPU profile into path and returns
+// the function that stops it.
+func startCPUProfile(path string) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		fail(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fail(err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// serverProfiles starts a CPU profile of d on the service at addr and
+// returns a function that waits for it and then saves the block profile,
+// both into dir.
+func serverProfiles(addr, dir string, d time.Duration) func() {
+	get := func(path, file string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds()))), "apiserver.cpu")
+	}()
+	return func() {
+		<-done
+		get("/debug/pprof/block", "apiserver.block")
+	}
+}
+
+func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, watchers, conns int, rate float64, d time.Duration, pid int, prof func(time.Duration) func()) {
 	if rate <= 0 {
 		rate = 20
 	}
@@ -300,6 +389,8 @@ func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, wa
 	interval := time.Duration(float64(time.Second) / rate)
 	n := int(d / interval)
 	writer := corev1.NewPodServiceClient(dial())
+	cpuBefore, srvBefore := selfCPU(), procCPU(pid)
+	profDone := prof(d)
 	start := time.Now()
 	for i := range n {
 		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
@@ -313,6 +404,8 @@ func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, wa
 		}
 	}
 	time.Sleep(5 * time.Second) // drain
+	cpuDriver, cpuServer := selfCPU()-cpuBefore, procCPU(pid)-srvBefore
+	profDone()
 	c()
 	done.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -321,6 +414,17 @@ func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, wa
 		pct(lat, 0.5).Round(100*time.Microsecond), pct(lat, 0.99).Round(100*time.Microsecond), pct(lat, 1).Round(100*time.Microsecond))
 	if pid > 0 {
 		fmt.Printf("watch   server RSS before=%d KiB with watchers=%d KiB → %.1f KiB per watcher\n", rssBefore, rssWatching, float64(rssWatching-rssBefore)/float64(watchers))
+	}
+	// CPU time spent from the first create to the end of the drain, per
+	// delivered event: what decides the tail when both sides share the
+	// cores, and (unlike latency) hardly changes with the machine's load.
+	if len(lat) > 0 {
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(len(lat)) }
+		fmt.Printf("watch   cpu driver=%s (%.1f µs per delivered event)", cpuDriver.Round(10*time.Millisecond), per(cpuDriver))
+		if pid > 0 {
+			fmt.Printf(" server=%s (%.1f µs per delivered event)", cpuServer.Round(10*time.Millisecond), per(cpuServer))
+		}
+		fmt.Println()
 	}
 }
 

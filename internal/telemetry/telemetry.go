@@ -229,13 +229,28 @@ func Propagator() propagation.TextMapPropagator {
 // ServerHandler is the otelgrpc stats handler for a gRPC server: a span per
 // call (continuing the caller's trace) and rpc.server.* metrics per method.
 func ServerHandler(tp trace.TracerProvider, mp metric.MeterProvider) stats.Handler {
-	return otelgrpc.NewServerHandler(grpcOptions(tp, mp)...)
+	return noPayloads{otelgrpc.NewServerHandler(grpcOptions(tp, mp)...)}
 }
 
 // ClientHandler is the otelgrpc stats handler for a gRPC client: a span per
 // call, the trace context sent along, rpc.client.* metrics per method.
 func ClientHandler(tp trace.TracerProvider, mp metric.MeterProvider) stats.Handler {
-	return otelgrpc.NewClientHandler(grpcOptions(tp, mp)...)
+	return noPayloads{otelgrpc.NewClientHandler(grpcOptions(tp, mp)...)}
+}
+
+// noPayloads passes every RPC event on except each message's payload
+// event, which otelgrpc records nothing for (message events are off): a
+// watch stream sends one per event per watcher, and the context lookups
+// of otelgrpc's handler per message were 8 % of the API service's CPU in
+// the 10,000-watcher benchmark.
+type noPayloads struct{ stats.Handler }
+
+func (h noPayloads) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	switch s.(type) {
+	case *stats.InPayload, *stats.OutPayload:
+		return
+	}
+	h.Handler.HandleRPC(ctx, s)
 }
 
 // DialOption is ClientHandler as a grpc.DialOption.

@@ -390,9 +390,9 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	if err != nil {
 		return err
 	}
-	var filter func(proto.Message) bool
+	var filter watchFilter
 	if ns != "" || !sel.empty() {
-		filter = sel.matches
+		filter = watchFilter{key: sel.key(), match: sel.matches}
 	}
 	if o.TimeoutSeconds > 0 {
 		var cancel context.CancelFunc
@@ -409,18 +409,7 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	// even before the first event.
 	_ = grpc.SendHeader(ctx, metadata.MD{})
 	deliver := func(e *watchEvent) error {
-		if e.typ != eventBookmark {
-			// Hop "watch delivery": a span in the trace of the change
-			// being delivered, when that change was traced.
-			if sc := telemetry.ObjectSpanContext(meta(e.obj).GetAnnotations()); sc.IsValid() {
-				_, span := s.tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), "watch.deliver",
-					trace.WithSpanKind(trace.SpanKindProducer),
-					trace.WithAttributes(attribute.String("k8s.resource", r.Resource), attribute.String("watch.event", e.typ),
-						attribute.String("k8s.object", e.key)))
-				defer span.End()
-			}
-		}
-		enc, err := e.encoded(func() proto.Message {
+		enc, sc, err := e.encoded(func() proto.Message {
 			if e.typ == eventBookmark {
 				bm := r.New()
 				meta(bm).ResourceVersion = formatRV(e.rev)
@@ -431,6 +420,15 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		})
 		if err != nil {
 			return apierrors.NewInternalError(err)
+		}
+		if sc.IsValid() {
+			// Hop "watch delivery": a span in the trace of the change
+			// being delivered, when that change was traced.
+			_, span := s.tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), sc), "watch.deliver",
+				trace.WithSpanKind(trace.SpanKindProducer),
+				trace.WithAttributes(attribute.String("k8s.resource", r.Resource), attribute.String("watch.event", e.typ),
+					attribute.String("k8s.object", e.key)))
+			defer span.End()
 		}
 		return send(enc)
 	}

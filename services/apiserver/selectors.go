@@ -88,6 +88,13 @@ func parseSelector(r *resourceInfo, ns, labelSel, fieldSel string) (*selector, e
 // empty reports whether the selector selects everything in its namespace.
 func (s *selector) empty() bool { return s.labels.Empty() && s.fields.Empty() }
 
+// key is the same string for selectors that select the same objects as
+// written (labels and fields in canonical order), so that watchers with
+// equal selectors share one match per event.
+func (s *selector) key() string {
+	return s.namespace + "\x00" + s.labels.String() + "\x00" + s.fields.String()
+}
+
 // matches reports whether obj is selected.
 func (s *selector) matches(obj proto.Message) bool {
 	m := meta(obj)

@@ -196,7 +196,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.lis = lis
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20), grpc.ForceServerCodec(codec{}),
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(4 << 20), grpc.ForceServerCodecV2(codec{}),
 		// Clients ping every 30s (client.Dial) to notice a replica that
 		// stopped answering; gRPC's default policy would refuse that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -385,7 +385,7 @@ func (s *Server) feed(ctx context.Context, c *cacher, sink ObjectSink, synced fu
 		if synced != nil && c.waitFor(ctx, target) != nil {
 			return
 		}
-		w, err := c.watch(ctx, last, nil, false, nil)
+		w, err := c.watch(ctx, last, watchFilter{}, false, nil)
 		if apierrors.IsGone(err) {
 			last = 0
 			continue

@@ -12,8 +12,10 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -36,10 +38,12 @@ type watchEvent struct {
 	obj  proto.Message
 	prev proto.Message
 
-	// The event's wire form, encoded by the first watcher that sends it.
+	// The event's wire form, encoded by the first watcher that sends it,
+	// and the trace context its object records (annotation), read then too.
 	once sync.Once
 	enc  *preEncoded
 	err  error
+	sc   trace.SpanContext
 
 	// The event as watchers whose selector it starts or stops matching see
 	// it (ADDED, DELETED), made by transform under the cacher's mu the first
@@ -48,13 +52,17 @@ type watchEvent struct {
 	added, deleted *watchEvent
 }
 
-// encoded returns the event's response message, marshalled once.
-func (e *watchEvent) encoded(build func() proto.Message) (*preEncoded, error) {
+// encoded returns the event's response message, marshalled once, and the
+// trace context its object records.
+func (e *watchEvent) encoded(build func() proto.Message) (*preEncoded, trace.SpanContext, error) {
 	e.once.Do(func() {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(build())
-		e.enc, e.err = &preEncoded{b: b}, err
+		e.enc, e.err = newPreEncoded(b), err
+		if e.typ != eventBookmark {
+			e.sc = telemetry.ObjectSpanContext(meta(e.obj).GetAnnotations())
+		}
 	})
-	return e.enc, e.err
+	return e.enc, e.sc, e.err
 }
 
 // cacher is the watch multiplexer of one resource: one store watch feeding
@@ -78,8 +86,28 @@ type cacher struct {
 	events   []*watchEvent
 	state    map[string]proto.Message
 	watchers map[*cacheWatcher]struct{}
+	// groups holds the watchers' filters by key: watchers with equal
+	// selectors share one, so an event is matched once per distinct
+	// selector, not once per watcher.
+	groups map[string]*filterGroup
 	// advanced is closed (and replaced) whenever rev advances.
 	advanced chan struct{}
+}
+
+// watchFilter selects what a watcher sees. Filters with the same key select
+// the same objects.
+type watchFilter struct {
+	key   string
+	match func(proto.Message) bool
+}
+
+// filterGroup is the filter shared by the watchers with one key, with what
+// it made of the last event dispatched (under the cacher's mu).
+type filterGroup struct {
+	f    watchFilter
+	refs int
+	last *watchEvent // the event out was computed for
+	out  *watchEvent // transform(last, f.match)
 }
 
 // cacheWatcher is one client watch. The cacher sends to ch without
@@ -87,7 +115,7 @@ type cacher struct {
 type cacheWatcher struct {
 	ch        chan *watchEvent
 	initial   []*watchEvent
-	filter    func(proto.Message) bool
+	group     *filterGroup // nil: every event
 	minRev    int64
 	bookmarks bool
 	cutOff    bool // set before ch is closed because the watcher was too slow
@@ -101,6 +129,7 @@ func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer in
 		ready:    make(chan struct{}),
 		state:    map[string]proto.Message{},
 		watchers: map[*cacheWatcher]struct{}{},
+		groups:   map[string]*filterGroup{},
 	}
 	c.advanced = make(chan struct{})
 	return c
@@ -318,7 +347,13 @@ func (c *cacher) dispatchLocked(e *watchEvent) {
 		if e.rev <= w.minRev {
 			continue
 		}
-		te := transform(e, w.filter)
+		te := e
+		if g := w.group; g != nil {
+			if g.last != e {
+				g.last, g.out = e, transform(e, g.f.match)
+			}
+			te = g.out
+		}
 		if te == nil {
 			continue
 		}
@@ -337,6 +372,11 @@ func (c *cacher) closeWatcherLocked(w *cacheWatcher, cutOff bool) {
 	w.closed = true
 	w.cutOff = cutOff
 	delete(c.watchers, w)
+	if g := w.group; g != nil {
+		if g.refs--; g.refs == 0 {
+			delete(c.groups, g.f.key)
+		}
+	}
 	close(w.ch)
 	if cutOff {
 		c.log.Info("watcher cut off: it fell behind", "buffer", c.buffer)
@@ -382,14 +422,16 @@ func (c *cacher) waitReady(ctx context.Context) error {
 
 // watch registers a watcher from resourceVersion rv: 0 sends ADDED for every
 // existing object first (unless sendInitial is false); otherwise the events
-// after rv, which must be inside the window.
-func (c *cacher) watch(ctx context.Context, rv int64, filter func(proto.Message) bool, bookmarks bool, sendInitial *bool) (*cacheWatcher, error) {
+// after rv, which must be inside the window. A nil wf.match selects every
+// event.
+func (c *cacher) watch(ctx context.Context, rv int64, wf watchFilter, bookmarks bool, sendInitial *bool) (*cacheWatcher, error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := &cacheWatcher{ch: make(chan *watchEvent, c.buffer), filter: filter, bookmarks: bookmarks}
+	filter := wf.match
+	w := &cacheWatcher{ch: make(chan *watchEvent, c.buffer), bookmarks: bookmarks}
 	initial := rv == 0
 	if sendInitial != nil {
 		initial = *sendInitial
@@ -420,6 +462,15 @@ func (c *cacher) watch(ctx context.Context, rv int64, filter func(proto.Message)
 			}
 		}
 		w.minRev = max(rv, c.rev)
+	}
+	if filter != nil {
+		g := c.groups[wf.key]
+		if g == nil {
+			g = &filterGroup{f: wf}
+			c.groups[wf.key] = g
+		}
+		g.refs++
+		w.group = g
 	}
 	c.watchers[w] = struct{}{}
 	return w, nil

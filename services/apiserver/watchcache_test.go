@@ -35,7 +35,7 @@ func TestCacheRelistsAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := c.rev
-	w, err := c.watch(ctx, before, nil, false, nil)
+	w, err := c.watch(ctx, before, watchFilter{}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestCacheRelistsAfterCompaction(t *testing.T) {
 		t.Fatal("old watcher not closed after the re-list")
 	}
 	// ... and resuming from before the re-list is Gone.
-	if _, err := c.watch(ctx, before, nil, false, nil); !apierrors.IsGone(err) {
+	if _, err := c.watch(ctx, before, watchFilter{}, false, nil); !apierrors.IsGone(err) {
 		t.Fatalf("resume from %d: got %v, want Gone", before, err)
 	}
 	// New changes flow again.
@@ -169,5 +169,27 @@ func TestTransformShares(t *testing.T) {
 				t.Errorf("got the event itself: %v, want %v", a == tc.e, tc.wantSame)
 			}
 		})
+	}
+}
+
+func TestSelectorKeyIsSharedByEqualSelectorsOnly(t *testing.T) {
+	r := resourcesByName()["pods"]
+	key := func(ns, l, f string) string {
+		t.Helper()
+		s, err := parseSelector(r, ns, l, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.key()
+	}
+	if a, b := key("ns", "app=web,tier in (a,b)", ""), key("ns", "tier in (b,a), app=web", ""); a != b {
+		t.Errorf("equal label selectors written differently: keys %q and %q, want one", a, b)
+	}
+	base := key("ns", "app=web", "")
+	for _, other := range []string{key("", "app=web", ""), key("ns2", "app=web", ""), key("ns", "app!=web", ""),
+		key("ns", "app=web", "spec.nodeName=n1"), key("ns", "", "")} {
+		if other == base {
+			t.Errorf("different selectors share the key %q", base)
+		}
 	}
 }

@@ -18,6 +18,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -54,6 +55,7 @@ func main() {
 	duration := flag.Duration("duration", 20*time.Second, "how long to run")
 	watchers := flag.Int("watchers", 10000, "watchers (mode watch)")
 	conns := flag.Int("conns", 20, "connections the watchers share (mode watch)")
+	client := flag.String("client", "h2", "mode watch: h2 reads every connection's watches from one goroutine (golang.org/x/net/http2); grpc runs a grpc-go stream and goroutine per watcher")
 	serverPID := flag.Int("server-pid", 0, "the API service's pid, to report its memory (mode watch)")
 	ns := flag.String("namespace", "default", "namespace")
 	cpuProfile := flag.String("cpuprofile", "", "write the driver's own CPU profile here")
@@ -88,7 +90,8 @@ func main() {
 			}
 			return func() { stop(); wait() }
 		}
-		watchBench(ctx, dial, *ns, *watchers, *conns, *rate, *duration, *serverPID, prof)
+		watchBench(ctx, dial, watchConfig{addr: *addr, token: *token, ns: *ns, watchers: *watchers, conns: *conns, client: *client,
+			rate: *rate, d: *duration, pid: *serverPID, prof: prof})
 		return
 	}
 	podsC := make([]corev1.PodServiceClient, *clients)
@@ -329,90 +332,190 @@ func serverProfiles(addr, dir string, d time.Duration) func() {
 	}
 }
 
-func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, watchers, conns int, rate float64, d time.Duration, pid int, prof func(time.Duration) func()) {
+// watchConfig is what watch mode runs.
+type watchConfig struct {
+	addr, token, ns string
+	watchers, conns int
+	client          string // "h2" or "grpc"
+	rate            float64
+	d               time.Duration
+	pid             int
+	prof            func(time.Duration) func()
+}
+
+// sentTimes holds when the writer sent each create, by the pod's number;
+// receivers look an event's pod up without allocating.
+type sentTimes struct {
+	prefix string
+	at     []atomic.Int64 // UnixNano; 0 until sent
+}
+
+// lookup returns when the pod named name was sent.
+func (s *sentTimes) lookup(name []byte) (time.Time, bool) {
+	rest, ok := bytes.CutPrefix(name, []byte(s.prefix))
+	if !ok || len(rest) == 0 {
+		return time.Time{}, false
+	}
+	i := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' || i > len(s.at) {
+			return time.Time{}, false
+		}
+		i = 10*i + int(c-'0')
+	}
+	if i >= len(s.at) {
+		return time.Time{}, false
+	}
+	t := s.at[i].Load()
+	return time.Unix(0, t), t != 0
+}
+
+// receiver counts one watcher's (or one connection's) events.
+type receiver struct {
+	lat        []time.Duration
+	unexpected int
+}
+
+func (r *receiver) event(sent *sentTimes, typ, name []byte, at time.Time) {
+	if t0, ok := sent.lookup(name); ok && string(typ) == "ADDED" {
+		r.lat = append(r.lat, at.Sub(t0))
+		return
+	}
+	r.unexpected++
+}
+
+func watchBench(ctx context.Context, dial func() *grpc.ClientConn, cfg watchConfig) {
+	rate, d, watchers, conns, ns := cfg.rate, cfg.d, cfg.watchers, cfg.conns, cfg.ns
 	if rate <= 0 {
 		rate = 20
 	}
-	cc := make([]corev1.PodServiceClient, conns)
-	for i := range cc {
-		cc[i] = corev1.NewPodServiceClient(dial())
-	}
+	interval := time.Duration(float64(time.Second) / rate)
+	n := int(d / interval)
 	run := fmt.Sprintf("w%d", time.Now().UnixNano()%1e6)
-	rssBefore := rssKB(pid)
-	// sent[name] is when the writer's create was acknowledged.
-	var sent sync.Map
+	sent := &sentTimes{prefix: run + "-", at: make([]atomic.Int64, n)}
+	req := &corev1.WatchPodsRequest{Namespace: ns, LabelSelector: "bench=" + run, ResourceVersion: "", SendInitialEvents: new(bool)}
+	rssBefore := rssKB(cfg.pid)
 	var (
-		mu      sync.Mutex
-		lat     []time.Duration
-		ready   sync.WaitGroup
-		done    sync.WaitGroup
-		wctx, c = context.WithCancel(ctx)
+		mu       sync.Mutex
+		total    receiver
+		failures []string
+		ready    sync.WaitGroup
+		finish   func()
 	)
-	defer c()
-	for i := range watchers {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			st, err := cc[i%conns].WatchPods(wctx, &corev1.WatchPodsRequest{Namespace: ns, LabelSelector: "bench=" + run, ResourceVersion: "", SendInitialEvents: new(bool)},
-				grpc.ForceCodecV2(eventNameCodec{}))
+	collect := func(r *receiver, fails ...string) {
+		mu.Lock()
+		defer mu.Unlock()
+		total.lat = append(total.lat, r.lat...)
+		total.unexpected += r.unexpected
+		for _, f := range fails {
+			if len(failures) < 3 {
+				failures = append(failures, f)
+			}
+		}
+	}
+	switch cfg.client {
+	case "h2":
+		b, err := proto.Marshal(req)
+		if err != nil {
+			fail(err)
+		}
+		var hdrs [][2]string
+		if cfg.token != "" {
+			hdrs = append(hdrs, [2]string{"authorization", "Bearer " + cfg.token})
+		}
+		var ws []*h2Watches
+		recv := make([]*receiver, conns)
+		for i := range conns {
+			k := watchers/conns + btoi(i < watchers%conns)
+			ready.Add(k)
+			r := &receiver{}
+			recv[i] = r
+			w, err := dialH2Watches(cfg.addr, k, hdrs, b, ready.Done, func(typ, name []byte, at time.Time) { r.event(sent, typ, name, at) })
 			if err != nil {
-				ready.Done()
-				fmt.Fprintln(os.Stderr, "watch:", err)
-				return
+				fail(err)
 			}
-			// The stream is registered once the server sent headers.
-			if _, err := st.Header(); err != nil {
-				ready.Done()
-				return
+			ws = append(ws, w)
+		}
+		finish = func() {
+			for i, w := range ws {
+				f := w.close()
+				collect(recv[i], f...)
 			}
-			ready.Done()
-			var local []time.Duration
-			for {
-				ev, err := st.Recv()
+		}
+	case "grpc":
+		cc := make([]corev1.PodServiceClient, conns)
+		for i := range cc {
+			cc[i] = corev1.NewPodServiceClient(dial())
+		}
+		var done sync.WaitGroup
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for i := range watchers {
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				st, err := cc[i%conns].WatchPods(wctx, req, grpc.ForceCodecV2(eventNameCodec{}))
 				if err != nil {
-					break
+					ready.Done()
+					collect(&receiver{}, "watch: "+err.Error())
+					return
 				}
-				now := time.Now()
-				if t0, ok := sent.Load(ev.GetObject().GetMetadata().GetName()); ok && ev.GetType() == "ADDED" {
-					local = append(local, now.Sub(t0.(time.Time)))
+				// The stream is registered once the server sent headers.
+				if _, err := st.Header(); err != nil {
+					ready.Done()
+					collect(&receiver{}, "watch: "+err.Error())
+					return
 				}
-			}
-			mu.Lock()
-			lat = append(lat, local...)
-			mu.Unlock()
-		}()
+				ready.Done()
+				var r receiver
+				for {
+					ev, err := st.Recv()
+					if err != nil {
+						break
+					}
+					r.event(sent, []byte(ev.GetType()), []byte(ev.GetObject().GetMetadata().GetName()), time.Now())
+				}
+				collect(&r)
+			}()
+		}
+		finish = func() { cancel(); done.Wait() }
+	default:
+		fail(fmt.Errorf("unknown -client %q", cfg.client))
 	}
 	ready.Wait()
 	time.Sleep(2 * time.Second) // let every watch register in the cache
-	rssWatching := rssKB(pid)
-	interval := time.Duration(float64(time.Second) / rate)
-	n := int(d / interval)
+	rssWatching := rssKB(cfg.pid)
 	writer := corev1.NewPodServiceClient(dial())
-	cpuBefore, srvBefore := selfCPU(), procCPU(pid)
-	profDone := prof(d)
+	cpuBefore, srvBefore := selfCPU(), procCPU(cfg.pid)
+	profDone := cfg.prof(d)
 	start := time.Now()
 	for i := range n {
 		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
 			time.Sleep(w)
 		}
-		name := fmt.Sprintf("%s-%d", run, i)
+		name := fmt.Sprintf("%s%d", sent.prefix, i)
 		// Record before sending: the event may arrive before the reply.
-		sent.Store(name, time.Now())
+		sent.at[i].Store(time.Now().UnixNano())
 		if _, err := writer.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: ns, Pod: benchPod(ns, name)}); err != nil {
 			fail(err)
 		}
 	}
+	writing := time.Since(start)
 	time.Sleep(5 * time.Second) // drain
-	cpuDriver, cpuServer := selfCPU()-cpuBefore, procCPU(pid)-srvBefore
+	cpuDriver, cpuServer := selfCPU()-cpuBefore, procCPU(cfg.pid)-srvBefore
 	profDone()
-	c()
-	done.Wait()
+	finish()
+	lat := total.lat
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	want := n * watchers
-	fmt.Printf("watch   watchers=%d events=%d delivered=%d/%d p50=%s p99=%s max=%s\n", watchers, n, len(lat), want,
+	fmt.Printf("watch   client=%s watchers=%d conns=%d events=%d (written in %s) delivered=%d/%d unexpected=%d p50=%s p99=%s max=%s\n",
+		cfg.client, watchers, conns, n, writing.Round(100*time.Millisecond), len(lat), want, total.unexpected,
 		pct(lat, 0.5).Round(100*time.Microsecond), pct(lat, 0.99).Round(100*time.Microsecond), pct(lat, 1).Round(100*time.Microsecond))
-	if pid > 0 {
+	for _, f := range failures {
+		fmt.Fprintln(os.Stderr, "watch failure:", f)
+	}
+	if cfg.pid > 0 {
 		fmt.Printf("watch   server RSS before=%d KiB with watchers=%d KiB → %.1f KiB per watcher\n", rssBefore, rssWatching, float64(rssWatching-rssBefore)/float64(watchers))
 	}
 	// CPU time spent from the first create to the end of the drain, per
@@ -421,11 +524,18 @@ func watchBench(ctx context.Context, dial func() *grpc.ClientConn, ns string, wa
 	if len(lat) > 0 {
 		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(len(lat)) }
 		fmt.Printf("watch   cpu driver=%s (%.1f µs per delivered event)", cpuDriver.Round(10*time.Millisecond), per(cpuDriver))
-		if pid > 0 {
+		if cfg.pid > 0 {
 			fmt.Printf(" server=%s (%.1f µs per delivered event)", cpuServer.Round(10*time.Millisecond), per(cpuServer))
 		}
 		fmt.Println()
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // eventNameCodec decodes of a watch event only what the driver measures

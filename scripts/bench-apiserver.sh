@@ -8,6 +8,9 @@
 #   DURATION=10s WATCHERS=1000 scripts/bench-apiserver.sh
 #   KPLANE=/path/to/kplane ...                 run that binary instead of
 #                                              building one (to compare builds)
+#   CLIENT=grpc ONLY=watch ...                 watchers on grpc-go clients (a
+#                                              goroutine each) instead of the
+#                                              lean HTTP/2 reader
 #   PROFILE=/tmp/prof ONLY=watch scripts/bench-apiserver.sh
 #                                              also writes the service's CPU
 #                                              and block profiles (taken while
@@ -23,6 +26,7 @@ RATES=${RATES:-"300 600 900"}
 ONLY=${ONLY:-all} # or: create, get, list, update, watch
 PROFILE=${PROFILE:-}
 CONNS=${CONNS:-20} # connections the watchers share
+CLIENT=${CLIENT:-h2} # the watchers' client: h2 (one reader per connection) or grpc (grpc-go, a goroutine per watcher)
 
 tmp=$(mktemp -d)
 pids=()
@@ -82,11 +86,11 @@ if want update; then b -mode update -clients 20 -rate 0; fi
 if want watch; then
 	if [[ -n "$PROFILE" ]]; then
 		# The driver takes the service's profiles while its writer runs.
-		b -mode watch -watchers "$WATCHERS" -conns "$CONNS" -rate 20 -server-pid "$apipid" -cpuprofile "$PROFILE/driver.cpu" \
+		b -mode watch -watchers "$WATCHERS" -conns "$CONNS" -client "$CLIENT" -rate 20 -server-pid "$apipid" -cpuprofile "$PROFILE/driver.cpu" \
 			-server-pprof "$pprofaddr" -profile-dir "$PROFILE"
 		cp "$tmp/kplane" "$PROFILE/kplane"; cp "$tmp/bench" "$PROFILE/bench"
 		echo "profiles in $PROFILE: go tool pprof -top $PROFILE/kplane $PROFILE/apiserver.cpu"
 	else
-		b -mode watch -watchers "$WATCHERS" -conns "$CONNS" -rate 20 -server-pid "$apipid"
+		b -mode watch -watchers "$WATCHERS" -conns "$CONNS" -client "$CLIENT" -rate 20 -server-pid "$apipid"
 	fi
 fi

@@ -438,9 +438,10 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		}
 	}
 	w.initial = nil
+	done := ctx.Done() // once: each call touches the context's memory again
 	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return nil
 		case e, ok := <-w.ch:
 			if !ok {

@@ -360,7 +360,7 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 }
 
 func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, sel *selector, fromContinue bool) ([]proto.Message, *metav1.ListMeta, error) {
-	page, err := s.store.list(ctx, r, ns, rev, from, limit, sel.matches)
+	page, err := s.store.list(ctx, r, ns, rev, from, limit, sel)
 	if err != nil {
 		if apierrors.ReasonOf(err) == apierrors.ReasonExpired {
 			if fromContinue {

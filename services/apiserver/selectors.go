@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -95,13 +96,18 @@ func (s *selector) key() string {
 	return s.namespace + "\x00" + s.labels.String() + "\x00" + s.fields.String()
 }
 
-// matches reports whether obj is selected.
-func (s *selector) matches(obj proto.Message) bool {
-	m := meta(obj)
+// matchesMeta reports whether an object with metadata m passes the
+// selector's namespace and labels (its field selector is not applied).
+func (s *selector) matchesMeta(m *metav1.ObjectMeta) bool {
 	if s.namespace != "" && m.GetNamespace() != s.namespace {
 		return false
 	}
-	if !s.labels.Empty() && !s.labels.Matches(labels.Set(m.GetLabels())) {
+	return s.labels.Empty() || s.labels.Matches(labels.Set(m.GetLabels()))
+}
+
+// matches reports whether obj is selected.
+func (s *selector) matches(obj proto.Message) bool {
+	if !s.matchesMeta(meta(obj)) {
 		return false
 	}
 	if !s.fields.Empty() && !s.fields.Matches(fieldSet(obj)) {

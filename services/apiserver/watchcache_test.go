@@ -193,3 +193,32 @@ func TestSelectorKeyIsSharedByEqualSelectorsOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeMetaAgreesWithFullDecode(t *testing.T) {
+	r := resourcesByName()["pods"]
+	pod := &corev1.Pod{
+		Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{"app": "web", "tier": "a"}},
+		Spec:     &corev1.PodSpec{NodeName: "n1", Containers: []*corev1.Container{{Name: "c", Image: "i"}}},
+	}
+	b, err := proto.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := r.New().ProtoReflect().Descriptor().Fields().ByName("metadata").Number()
+	m, ok := decodeMeta(b, num)
+	if !ok || !proto.Equal(m, pod.GetMetadata()) {
+		t.Fatalf("decodeMeta = %v, %v; want %v", m, ok, pod.GetMetadata())
+	}
+	if _, ok := decodeMeta([]byte{0xff}, num); ok {
+		t.Error("decodeMeta accepted a malformed object")
+	}
+	for _, tc := range []struct{ ns, labels string }{{"ns", "app=web"}, {"ns", "app=db"}, {"other", "app=web"}, {"", "tier in (a,b),app"}, {"", "!app"}} {
+		sel, err := parseSelector(r, tc.ns, tc.labels, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := sel.matchesMeta(m), sel.matches(pod); got != want {
+			t.Errorf("namespace %q, labels %q: metadata alone says %v, the whole object %v", tc.ns, tc.labels, got, want)
+		}
+	}
+}

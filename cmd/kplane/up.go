@@ -33,8 +33,7 @@ gateway all serve TLS and verify client certificates), waits until the cluster i
 healthy, writes <data-dir>/kubeconfig (admin, in system:masters) and keeps
 every process's log in <data-dir>. It supervises every process as
 systemd's Restart=on-failure would: one that fails (a non-zero exit, as a
-scheduler or controller manager that lost its Lease, or a signal such as
-SIGKILL) is restarted after --restart-backoff, doubling up to
+scheduler that lost its Lease, or a signal such as SIGKILL) is restarted after --restart-backoff, doubling up to
 --restart-max-backoff while it keeps failing and reset once it has run for
 --restart-reset-after; its log is appended to, and kplane status shows its
 new PID and its restart count. The other replicas carry on meanwhile.

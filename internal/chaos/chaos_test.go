@@ -32,19 +32,30 @@ import (
 )
 
 // A kill is one fault: SIGKILL of the store's Raft leader, or of the
-// replica holding the scheduler's or the controller manager's Lease.
+// replica holding the scheduler's or the controller manager's Lease; or a
+// stall of the latter (SIGSTOP until the standby has taken the Lease over,
+// then SIGCONT: it finds it missed its renew deadline and exits).
 type kill string
 
 const (
-	killStoreLeader kill = "store-leader"
-	killScheduler   kill = "scheduler"
-	killControllers kill = "controllers"
+	killStoreLeader  kill = "store-leader"
+	killScheduler    kill = "scheduler"
+	killControllers  kill = "controllers"
+	stallScheduler   kill = "scheduler-stall"
+	stallControllers kill = "controllers-stall"
 )
 
+// component is the kplane up component a kill's victim is.
+func (k kill) component() string { return strings.TrimSuffix(string(k), "-stall") }
+
+// stall says the victim is stopped, not killed.
+func (k kill) stall() bool { return strings.HasSuffix(string(k), "-stall") }
+
 // plan is the sequence of kills: mostly store leaders, with the active
-// scheduler and controller manager in between.
+// scheduler and controller manager in between, killed or stalled in turn.
 func plan(n int) []kill {
-	cycle := []kill{killStoreLeader, killScheduler, killStoreLeader, killControllers, killStoreLeader}
+	cycle := []kill{killStoreLeader, killScheduler, killStoreLeader, stallControllers, killStoreLeader,
+		killStoreLeader, stallScheduler, killStoreLeader, killControllers, killStoreLeader}
 	out := make([]kill, n)
 	for i := range out {
 		out[i] = cycle[i%len(cycle)]
@@ -236,7 +247,10 @@ func TestChaosLeaderKills(t *testing.T) {
 			t.Logf("%s: restarted %d times", p.Name, p.Restarts())
 		}
 	}
-	t.Logf("the supervisor restarted %d processes: the %d victims and %d that exited by themselves", restarts, len(kills), restarts-len(kills))
+	// Every victim but a stalled controller manager (which stays up as a
+	// standby) was restarted once.
+	victims := len(kills) - strings.Count(fmt.Sprint(kills), string(stallControllers))
+	t.Logf("the supervisor restarted %d processes: the %d victims and %d that exited by themselves", restarts, victims, restarts-victims)
 	live, deleted, ops, retries := w.snapshot()
 	t.Logf("workload: %v acknowledged, %d attempts retried; %d Deployments live, %d deleted", ops, retries, len(live), len(deleted))
 
@@ -333,36 +347,42 @@ func latestRevision(ctx context.Context, cli *clientv3.Client, ns string, start,
 	return last, nil
 }
 
-// report logs the unavailability per kill kind: count, p50, p99, max.
+// report logs per kill kind the write unavailability and the Lease
+// takeovers (count, p50, p99, max), and how soon the supervisor restarted
+// the killed victims.
 func report(t *testing.T, outcomes []outcome) {
 	t.Helper()
-	byKind := map[kill][]time.Duration{}
-	var takeovers, backs []time.Duration
-	byVictim := 0
+	unavailable := map[kill][]time.Duration{}
+	takeovers := map[kill][]time.Duration{}
+	byVictim := map[kill]int{}
+	var backs []time.Duration
 	for _, o := range outcomes {
-		byKind[o.Kind] = append(byKind[o.Kind], o.Unavailable)
-		backs = append(backs, o.Back)
-		if o.Takeover > 0 {
-			takeovers = append(takeovers, o.Takeover)
+		unavailable[o.Kind] = append(unavailable[o.Kind], o.Unavailable)
+		if !o.Kind.stall() {
+			backs = append(backs, o.Back)
+		}
+		if o.Kind != killStoreLeader {
+			takeovers[o.Kind] = append(takeovers[o.Kind], o.Takeover)
 			if o.NewHolder == o.Victim {
-				byVictim++
+				byVictim[o.Kind]++
 			}
 		}
 	}
-	for _, k := range []kill{killStoreLeader, killScheduler, killControllers} {
-		if ds := byKind[k]; len(ds) > 0 {
+	for _, k := range []kill{killStoreLeader, killScheduler, killControllers, stallScheduler, stallControllers} {
+		if ds := unavailable[k]; len(ds) > 0 {
 			p50, p99, mx := percentiles(ds)
 			t.Logf("write unavailability after %s kills (n=%d): p50 %v, p99 %v, max %v", k, len(ds), p50, p99, mx)
 		}
 	}
-	if len(takeovers) > 0 {
-		p50, p99, mx := percentiles(takeovers)
-		t.Logf("lease takeover after scheduler/controllers kills (n=%d, %d by the restarted victim): p50 %v, p99 %v, max %v",
-			len(takeovers), byVictim, p50, p99, mx)
+	for _, k := range []kill{killScheduler, killControllers, stallScheduler, stallControllers} {
+		if ds := takeovers[k]; len(ds) > 0 {
+			p50, p99, mx := percentiles(ds)
+			t.Logf("lease takeover after %s kills (n=%d, %d by the restarted victim): p50 %v, p99 %v, max %v", k, len(ds), byVictim[k], p50, p99, mx)
+		}
 	}
 	if len(backs) > 0 {
 		p50, p99, mx := percentiles(backs)
-		t.Logf("victim restarted by kplane up's supervisor (n=%d): p50 %v, p99 %v, max %v", len(backs), p50, p99, mx)
+		t.Logf("SIGKILLed victim restarted by kplane up's supervisor (n=%d): p50 %v, p99 %v, max %v", len(backs), p50, p99, mx)
 	}
 }
 
@@ -441,7 +461,7 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 		})
 	default:
 		lease := "kube-scheduler"
-		if k == killControllers {
+		if k.component() == "controllers" {
 			lease = "kube-controller-manager"
 		}
 		leases := client.Must[*coordv1.Lease](conn)
@@ -459,7 +479,7 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 		}
 		var victim *localcluster.Process
 		for _, p := range cp.Procs {
-			if p.Component == string(k) && p.Identity == active {
+			if p.Component == k.component() && p.Identity == active {
 				victim = p
 			}
 		}
@@ -469,13 +489,23 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 		o.Victim = victim.Name
 		restarts := victim.Restarts()
 		at := time.Now()
-		victim.Kill()
+		if k.stall() {
+			if err := victim.Pause(); err != nil {
+				return o, err
+			}
+			// Resumed once the standby leads (or on failure): it must then
+			// stop leading and exit, and be restarted.
+			defer func() { _ = victim.Resume() }()
+		} else {
+			victim.Kill()
+		}
 		var err error
 		if o.Unavailable, err = probe.untilWrite(ctx, at); err != nil {
 			return o, err
 		}
 		// A live replica leads again once it renews the Lease after the
-		// kill (the victim's renewals all started before it).
+		// kill (the victim's renewals all started before it); after a
+		// stall, that is the standby, once the Lease has expired.
 		if err := waitFor(ctx, 2*time.Minute, func(ctx context.Context) error {
 			l, err := get(ctx)
 			if err != nil {
@@ -491,9 +521,46 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 			return o, err
 		}
 		o.Takeover = time.Since(at)
-		o.Back, err = restarted(ctx, victim.Name, victim, at, restarts)
-		return o, err
+		if !k.stall() {
+			o.Back, err = restarted(ctx, victim.Name, victim, at, restarts)
+			return o, err
+		}
+		if o.NewHolder == victim.Identity {
+			return o, fmt.Errorf("lease %s renewed by the stalled %s", lease, victim.Name)
+		}
+		lost := strings.Count(readFile(victim.LogPath), leaseLost)
+		if err := victim.Resume(); err != nil {
+			return o, err
+		}
+		// Resumed, it finds it missed its renew deadline and stops
+		// leading. The scheduler then exits with an error (as
+		// kube-scheduler does) and must be restarted; the controller
+		// manager campaigns again in the same process, as a standby.
+		if k.component() == "scheduler" {
+			o.Back, err = restarted(ctx, victim.Name, victim, at, restarts)
+			return o, err
+		}
+		pid := victim.PID()
+		return o, waitFor(ctx, time.Minute, func(context.Context) error {
+			if strings.Count(readFile(victim.LogPath), leaseLost) == lost {
+				return fmt.Errorf("%s has not logged that it stopped leading", victim.Name)
+			}
+			if victim.PID() != pid || !victim.Running() {
+				return fmt.Errorf("%s exited after losing its Lease (it campaigns again)", victim.Name)
+			}
+			return nil
+		})
 	}
+}
+
+// leaseLost is what a leader-elected component logs when it has not
+// renewed its Lease within the renew deadline (client.LeaderElector).
+const leaseLost = "failed to renew the lease within the renew deadline"
+
+// readFile returns a file's content ("" if unreadable).
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
 }
 
 // supervised is a store member or another process of kplane up.

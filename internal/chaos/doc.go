@@ -1,7 +1,9 @@
 // Package chaos holds the control plane's chaos test: a `kplane up` cluster
 // (every component its own process, through internal/localcluster) takes
 // SIGKILLs of the store's Raft leader and of the active scheduler and
-// controller manager while a workload creates, scales and deletes
+// controller manager (or stalls of the latter until they lose their Lease),
+// which kplane up's supervisor must restart, while a workload creates,
+// scales and deletes
 // Deployments through the API service. The test checks that every
 // Deployment converges to its replicas Running, that no acknowledged object
 // is lost, and that a client's resumed watch streams match the store's

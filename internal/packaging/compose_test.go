@@ -71,8 +71,8 @@ func TestComposeFile(t *testing.T) {
 		switch args[0] {
 		case "store", "apiserver", "gateway", "scheduler", "controllers", "nodeagent":
 			got.Processes[args[0]]++
-			// Restarted when it exits (a scheduler or controller manager
-			// that lost its Lease, a crash), as kplane up restarts it.
+			// Restarted when it exits (a scheduler that lost its Lease,
+			// a crash), as kplane up restarts it.
 			if !slices.Contains([]string{types.RestartPolicyAlways, types.RestartPolicyUnlessStopped, types.RestartPolicyOnFailure}, s.Restart) {
 				t.Errorf("service %s: restart %q; kplane up restarts a process that fails", s.Name, s.Restart)
 			}

@@ -178,9 +178,9 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 
-	// The kubelet restarts a container that exits (a scheduler or
-	// controller manager that lost its Lease), as kplane up restarts a
-	// process that fails; only the bootstrap Job's is a one-shot.
+	// The kubelet restarts a container that exits (a scheduler that lost
+	// its Lease, a crash), as kplane up restarts a process that fails;
+	// only the bootstrap Job's is a one-shot.
 	restarts := func(what string, spec corev1.PodSpec) {
 		t.Helper()
 		if spec.RestartPolicy != "" && spec.RestartPolicy != corev1.RestartPolicyAlways {

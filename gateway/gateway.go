@@ -217,6 +217,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodDelete && t.name == "":
 		g.deleteCollection(w, r, t, info)
 		return
+	case r.Method == http.MethodPost && t.name == "" && g.managesFields(t):
+		if err := g.recordCreate(r, t, info); err != nil {
+			writeError(w, err)
+			return
+		}
+	case r.Method == http.MethodPut && t.name != "" && g.managesFields(t):
+		if err := g.replace(w, r, t, info); err != nil {
+			writeError(w, err)
+		}
+		return
 	case r.Method == http.MethodGet && !t.watch && (t.sub == "" || t.name == "") && isTrue(q.Get("watch")):
 		t.toWatch(r)
 	}

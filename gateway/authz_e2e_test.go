@@ -48,8 +48,7 @@ func TestKubectlAuthCanI(t *testing.T) {
 		k.fails([]string{"auth", "can-i", "create", "deployments.apps", bob}, "no")
 		k.ok([]string{"auth", "can-i", "get", "/healthz", bob}, "yes") // system:discovery
 		for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
-			old := k.with(t)
-			old.bin = findKubectl(t, bin)
+			old := k.withBinary(t, bin)
 			old.ok([]string{"auth", "can-i", "create", "pods", bob}, "yes")
 			old.fails([]string{"auth", "can-i", "delete", "pods", bob}, "no")
 		}
@@ -88,7 +87,7 @@ func TestKubectlAuthCanI(t *testing.T) {
 			t.Errorf("SubjectAccessReview of bob deleting pods: allowed %q, want false", out)
 		}
 		k.fails([]string{"create", "-f", k.file("sar3.yaml", strings.ReplaceAll(sarYAML, "%s", "create")), bob},
-			`Error from server (Forbidden): error when creating "`+k.dir+`/sar3.yaml": subjectaccessreviews.authorization.k8s.io is forbidden: User "bob" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope`)
+			`Error from server (Forbidden): error when creating "`+k.Dir()+`/sar3.yaml": subjectaccessreviews.authorization.k8s.io is forbidden: User "bob" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope`)
 		k.fails([]string{"create", "-f", k.file("sar4.yaml", "apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec: {user: bob}\n")},
 			"exactly one of nonResourceAttributes or resourceAttributes must be specified")
 		k.ok([]string{"api-resources", "--api-group=authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews")

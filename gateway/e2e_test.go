@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,82 +13,29 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/kplane/kplane/gateway"
-	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/internal/kubectltest"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // kube runs the real kubectl against a gateway in front of an in-process
-// API service.
+// API service (internal/kubectltest), reporting to t.
 type kube struct {
-	t          *testing.T
-	bin        string
-	kubeconfig string
-	cache      string
-	dir        string
-	url        string
+	*kubectltest.Kubectl
+	t *testing.T
 	// conn reaches the API service directly, as admin.
 	conn grpc.ClientConnInterface
 }
 
 // startKube starts etcd, the API service and the gateway (HTTPS, the
-// bearer token forwarded to the API service) and writes a kubeconfig for
-// user admin.
+// bearer token forwarded to the API service) with a kubeconfig for user
+// admin, for the kubectl named bin.
 func startKube(t *testing.T, bin string) *kube {
 	t.Helper()
-	kubectl := findKubectl(t, bin)
 	env := clienttest.Start(t, clienttest.Options{})
-	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(gw)
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // kubectl's dispatcher drops connections mid-handshake
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: kplane
-  cluster:
-    server: %s
-    insecure-skip-tls-verify: true
-users:
-- name: admin
-  user:
-    token: %s
-contexts:
-- name: kplane
-  context: {cluster: kplane, user: admin, namespace: default}
-current-context: kplane
-`, srv.URL, clienttest.AdminToken)
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &kube{t: t, bin: kubectl, kubeconfig: kc, cache: filepath.Join(dir, "cache"), dir: dir,
-		url: srv.URL, conn: env.Dial(t, clienttest.AdminToken)}
-}
-
-// findKubectl finds bin on PATH or beside the kubectl dispatcher (the cloud
-// SDK installs kubectl.1.27 … kubectl.1.33 there without linking them).
-func findKubectl(t *testing.T, bin string) string {
-	t.Helper()
-	if p, err := exec.LookPath(bin); err == nil {
-		return p
-	}
-	if d, err := exec.LookPath("kubectl"); err == nil {
-		if real, err := filepath.EvalSymlinks(d); err == nil {
-			p := filepath.Join(filepath.Dir(real), bin)
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	return testutil.RequireBinary(t, bin, "the Google Cloud SDK kubectl component (kubectl and kubectl.1.27 … kubectl.1.33)")
+	k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, bin)
+	return &kube{Kubectl: k, t: t, conn: env.Dial(t, clienttest.AdminToken)}
 }
 
 // with returns k reporting to t (for subtests).
@@ -102,13 +45,19 @@ func (k *kube) with(t *testing.T) *kube {
 	return &c
 }
 
+// withBinary returns k running the kubectl named bin, reporting to t.
+func (k *kube) withBinary(t *testing.T, bin string) *kube {
+	c := k.with(t)
+	c.Kubectl = k.WithBinary(t, bin)
+	return c
+}
+
 // run runs kubectl with args and returns its combined output and error.
 func (k *kube) run(args ...string) (string, error) {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, k.bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig, "KUBECACHEDIR="+k.cache, "HOME="+k.dir)
+	cmd := k.Command(ctx, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -144,7 +93,7 @@ func (k *kube) fails(args []string, want string) {
 
 func (k *kube) file(name, content string) string {
 	k.t.Helper()
-	p := filepath.Join(k.dir, name)
+	p := filepath.Join(k.Dir(), name)
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		k.t.Fatal(err)
 	}
@@ -321,8 +270,7 @@ lastTimestamp: "2026-01-01T00:00:00Z"
 		k := k.with(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, k.bin, "get", "pods", "-w")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+k.kubeconfig, "KUBECACHEDIR="+k.cache, "HOME="+k.dir)
+		cmd := k.Command(ctx, "get", "pods", "-w")
 		var out syncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -336,8 +284,7 @@ lastTimestamp: "2026-01-01T00:00:00Z"
 		// One object: kubectl drops the first event of the watch
 		// (?fieldSelector=metadata.name=watched&resourceVersion=0) and
 		// prints the following ones.
-		one := exec.CommandContext(ctx, k.bin, "get", "pod", "watched", "-w", "--output-watch-events")
-		one.Env = cmd.Env
+		one := k.Command(ctx, "get", "pod", "watched", "-w", "--output-watch-events")
 		var oneOut syncBuffer
 		one.Stdout, one.Stderr = &oneOut, &oneOut
 		if err := one.Start(); err != nil {

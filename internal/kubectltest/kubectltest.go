@@ -29,11 +29,18 @@ type Kubectl struct {
 
 // Start serves a gateway in front of conn (forwarding mode: kubectl's
 // bearer token goes to the API service, which authenticates it) until the
-// test ends, and writes a kubeconfig with token. The test is skipped
-// (failed under CI) when kubectl is not installed.
+// test ends, and writes a kubeconfig with token, for the kubectl on PATH.
+// The test is skipped (failed under CI) when kubectl is not installed.
 func Start(t testing.TB, conn grpc.ClientConnInterface, token string) *Kubectl {
 	t.Helper()
-	bin := testutil.RequireBinary(t, "kubectl", "the Google Cloud SDK kubectl component")
+	return StartBinary(t, conn, token, "kubectl")
+}
+
+// StartBinary is Start with the kubectl named bin: "kubectl" or one of the
+// versioned kubectl.1.27 … kubectl.1.33 (see Binary).
+func StartBinary(t testing.TB, conn grpc.ClientConnInterface, token, bin string) *Kubectl {
+	t.Helper()
+	path := Binary(t, bin)
 	gw, err := gateway.New(gateway.Config{Conn: conn})
 	if err != nil {
 		t.Fatal(err)
@@ -59,12 +66,44 @@ contexts:
   context: {cluster: kplane, user: admin, namespace: default}
 current-context: kplane
 `, srv.URL, token)
-	k := &Kubectl{bin: bin, kubeconfig: filepath.Join(dir, "kubeconfig"), dir: dir}
+	k := &Kubectl{bin: path, kubeconfig: filepath.Join(dir, "kubeconfig"), dir: dir}
 	if err := os.WriteFile(k.kubeconfig, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return k
 }
+
+// Binary finds the kubectl named bin on PATH or beside the kubectl
+// dispatcher (the cloud SDK installs kubectl.1.27 … kubectl.1.33 there
+// without linking them); the test is skipped (failed under CI) without it.
+func Binary(t testing.TB, bin string) string {
+	t.Helper()
+	if p, err := exec.LookPath(bin); err == nil {
+		return p
+	}
+	if d, err := exec.LookPath("kubectl"); err == nil {
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			p := filepath.Join(filepath.Dir(real), bin)
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	return testutil.RequireBinary(t, bin, "the Google Cloud SDK kubectl component (kubectl and kubectl.1.27 … kubectl.1.33)")
+}
+
+// WithBinary returns k running the kubectl named bin instead (same gateway,
+// kubeconfig, cache and HOME).
+func (k *Kubectl) WithBinary(t testing.TB, bin string) *Kubectl {
+	t.Helper()
+	c := *k
+	c.bin = Binary(t, bin)
+	return &c
+}
+
+// Dir is the directory holding the kubeconfig, the cache and HOME; tests
+// may write their manifests there.
+func (k *Kubectl) Dir() string { return k.dir }
 
 // Command is kubectl with args, using this kubeconfig and a private cache
 // and HOME; ctx bounds it.

@@ -51,6 +51,17 @@ func printResult(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "   %s\t%d\t%.0f\t%.1f\t\n", c.component, c.procs, mib(c.rssBytes), c.cpu)
 	}
 	tw.Flush()
+	all := totals(r)
+	fmt.Fprintf(w, "   control plane CPU per pod: %.1f ms (all measured processes, during the run)\n", cpuPerPod(r, all[len(all)-1]))
+}
+
+// cpuPerPod is the measured processes' CPU milliseconds per pod during the
+// run: on a shared machine it varies less than the rates do.
+func cpuPerPod(r *Result, all componentTotal) float64 {
+	if r.Replicas == 0 {
+		return 0
+	}
+	return all.cpu * 1000 / float64(r.Replicas)
 }
 
 // compareFiles prints one row per result file and, for every file after the
@@ -68,12 +79,12 @@ func compareFiles(w io.Writer, paths []string) error {
 		rs[i] = r
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\treplicas\tcreate pods/s\tRunning pods/s\tstartup p50 s\tstartup p99 s\tpeak RSS MiB\tCPU s\tload\t")
+	fmt.Fprintln(tw, "row\treplicas\tcreate pods/s\tRunning pods/s\tstartup p50 s\tstartup p99 s\tpeak RSS MiB\tCPU s\tCPU ms/pod\tload\t")
 	for _, r := range rs {
 		t := totals(r)
 		all := t[len(t)-1]
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%s\t\n", r.Label, r.Replicas, r.CreateRate, r.Throughput,
-			r.Startup.P50, r.Startup.P99, mib(all.rssBytes), all.cpu, r.Load)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f\t%s\t\n", r.Label, r.Replicas, r.CreateRate, r.Throughput,
+			r.Startup.P50, r.Startup.P99, mib(all.rssBytes), all.cpu, cpuPerPod(r, all), r.Load)
 	}
 	base := rs[0]
 	bt := totals(base)
@@ -81,10 +92,10 @@ func compareFiles(w io.Writer, paths []string) error {
 	for _, r := range rs[1:] {
 		t := totals(r)
 		all := t[len(t)-1]
-		fmt.Fprintf(tw, "%s/%s\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\t\n", base.Label, r.Label,
+		fmt.Fprintf(tw, "%s/%s\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\t\n", base.Label, r.Label,
 			base.CreateRate/r.CreateRate, base.Throughput/r.Throughput,
 			base.Startup.P50/r.Startup.P50, base.Startup.P99/r.Startup.P99,
-			mib(ball.rssBytes)/mib(all.rssBytes), ball.cpu/all.cpu)
+			mib(ball.rssBytes)/mib(all.rssBytes), ball.cpu/all.cpu, cpuPerPod(base, ball)/cpuPerPod(r, all))
 	}
 	return tw.Flush()
 }

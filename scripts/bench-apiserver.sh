@@ -23,7 +23,7 @@ DURATION=${DURATION:-20s}
 WATCHERS=${WATCHERS:-10000}
 STORE=${STORE:-etcd}
 RATES=${RATES:-"300 600 900"}
-ONLY=${ONLY:-all} # or: create, get, list, update, watch
+ONLY=${ONLY:-all} # or one or more of (comma-separated): create, get, list, update, watch
 PROFILE=${PROFILE:-}
 CONNS=${CONNS:-20} # connections the watchers share
 CLIENT=${CLIENT:-h2} # the watchers' client: h2 (one reader per connection) or grpc (grpc-go, a goroutine per watcher)
@@ -75,7 +75,7 @@ done
 
 echo "== store: $STORE; $(nproc) cores; duration $DURATION per row"
 b() { "$tmp/bench" -addr "$addr" -token admintoken -duration "$DURATION" "$@"; }
-want() { [[ "$ONLY" == all || "$ONLY" == "$1" ]]; }
+want() { [[ "$ONLY" == all || ",$ONLY," == *",$1,"* ]]; }
 if want create; then
 	b -mode create -clients 20 -rate 0
 	for r in $RATES; do b -mode create -clients 20 -rate "$r"; done

@@ -197,7 +197,12 @@ func TestUnreachableNodePodsReplaced(t *testing.T) {
 			}
 		}
 	}()
-	if _, err := c.ds.Create(c.ctx, newDeployment(ns, "web", 2, "nginx:1")); err != nil {
+	// The API service gives every pod without its own the default 300 s
+	// toleration (DefaultTolerationSeconds admission): these pods tolerate
+	// the unreachable taint for 1 s, as a Kubernetes test would set it.
+	dep := newDeployment(ns, "web", 2, "nginx:1")
+	dep.Spec.Template.Spec.Tolerations = []*corev1.Toleration{{Key: nodelifecycle.UnreachableKey, Operator: "Exists", Effect: "NoExecute", TolerationSeconds: proto.Int64(1)}}
+	if _, err := c.ds.Create(c.ctx, dep); err != nil {
 		t.Fatal(err)
 	}
 	onNode := func(node string) int {

@@ -28,6 +28,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"
+	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
 	"github.com/kplane/kplane/services/apiserver/webhook"
 )
 
@@ -212,9 +213,13 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 			Listen:         "127.0.0.1:0",
 			Authenticator:  an,
 			Authorizer:     authz.NewDefault(rbac, pods),
-			Mutating:       []apiserver.MutatingAdmission{wh},
-			Validating:     []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), wh},
-			Auditor:        logger,
+			// As `kplane apiserver` and Kubernetes by default: the
+			// not-ready and unreachable NoExecute tolerations (300 s) on
+			// every pod without its own, then the webhooks.
+			Mutating: []apiserver.MutatingAdmission{
+				defaulttolerationseconds.New(defaulttolerationseconds.DefaultSeconds, defaulttolerationseconds.DefaultSeconds), wh},
+			Validating: []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), wh},
+			Auditor:    logger,
 			Informers: map[string][]apiserver.ObjectSink{
 				"roles":                           {rbac},
 				"clusterroles":                    {rbac},

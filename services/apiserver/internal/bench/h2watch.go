@@ -36,6 +36,8 @@ type h2Watches struct {
 	ready   func()     // called once per stream: response headers or failure
 	event   func(typ, name []byte, at time.Time)
 
+	done chan struct{} // closed when the reader has returned
+
 	// Read side only (one goroutine).
 	unread   int // bytes received on the connection not yet given back
 	failures []string
@@ -57,7 +59,7 @@ func dialH2Watches(addr string, n int, headers [][2]string, req []byte, ready fu
 	if err != nil {
 		return nil, err
 	}
-	w := &h2Watches{conn: conn, bw: bufio.NewWriterSize(conn, 64<<10), streams: make([]h2Stream, n), ready: ready, event: event}
+	w := &h2Watches{conn: conn, bw: bufio.NewWriterSize(conn, 64<<10), streams: make([]h2Stream, n), ready: ready, event: event, done: make(chan struct{})}
 	w.fr = http2.NewFramer(w.bw, bufio.NewReaderSize(conn, 64<<10))
 	w.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	w.fr.SetReuseFrames()
@@ -120,10 +122,11 @@ func (w *h2Watches) write(f func() error) {
 	}
 }
 
-// close ends every call (by closing the connection) and returns the
-// failures the reader saw.
+// close ends every call (by closing the connection), waits for the reader
+// to stop calling event and returns the failures it saw.
 func (w *h2Watches) close() []string {
 	w.conn.Close()
+	<-w.done
 	return w.failures
 }
 
@@ -149,6 +152,7 @@ func (w *h2Watches) fail(s *h2Stream, why string) {
 }
 
 func (w *h2Watches) read() {
+	defer close(w.done)
 	for {
 		f, err := w.fr.ReadFrame()
 		if err != nil {

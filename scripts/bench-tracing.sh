@@ -2,12 +2,15 @@
 # The cost of tracing: pod creates through the API service (closed loop, 20
 # clients, scripts/bench-apiserver.sh's create row) with tracing off and
 # with every request traced (OTEL_TRACES_SAMPLER=always_on) and exported to
-# a local Jaeger, in alternating rounds of one run, then the ratios
-# traced/off of the medians. The store is a single-member kplane store by
-# default, so its spans (and its otelgrpc server) are paid for too.
+# a local Jaeger, in alternating rounds of one run (off/traced, then
+# traced/off, ...), each printed with the load average at its start, then
+# the ratios traced/off of the medians and the spread of the per-pair
+# ratios. The store is a single-member kplane store by default, so its
+# spans (and its otelgrpc server) are paid for too. Jaeger runs on the same
+# cores, so its ingest is paid for as well.
 #
-#   scripts/bench-tracing.sh                     3 rounds of 10 s each way
-#   ROUNDS=5 DURATION=20s scripts/bench-tracing.sh
+#   scripts/bench-tracing.sh                     8 rounds of 10 s each way
+#   ROUNDS=12 DURATION=20s scripts/bench-tracing.sh
 #   STORE=etcd scripts/bench-tracing.sh          etcd as the store (no store spans)
 #
 # Needs Jaeger (scripts/install-jaeger.sh builds it) and what
@@ -15,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-8}
 DURATION=${DURATION:-10s}
 export STORE=${STORE:-kplane}
 
@@ -53,7 +56,7 @@ run() {
 		out=$(env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_TRACES_SAMPLER \
 			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
 	fi
-	echo "$out" | grep '^create' >&2
+	echo "$1 (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create')" >&2
 	echo "$out" | python3 -c '
 import re, sys
 line = [l for l in sys.stdin if l.startswith("create")][0]
@@ -63,7 +66,8 @@ p99 = float(m.group(1)) * {"µs": 0.001, "ms": 1, "s": 1000}[m.group(2)]
 print(tp, p99)'
 }
 
-echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION each way, order alternating; load $(cut -d' ' -f1-3 /proc/loadavg)"
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION each way, order alternating; load $load0"
 off=() on=()
 for ((i = 0; i < ROUNDS; i++)); do
 	if ((i % 2 == 0)); then
@@ -76,15 +80,21 @@ spans=$(curl -fs "http://127.0.0.1:$qport/api/services")
 echo "== Jaeger's services after the traced rounds: $spans"
 printf '%s\n' "${off[@]}" >"$tmp/off"
 printf '%s\n' "${on[@]}" >"$tmp/on"
+echo "== load: $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 python3 - "$tmp/off" "$tmp/on" <<'PY'
 import statistics, sys
-def load(p):
-    rows = [tuple(map(float, l.split())) for l in open(p) if l.strip()]
-    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
-off, on = load(sys.argv[1]), load(sys.argv[2])
-print(f"{'':18} {'creates/s':>10} {'p99 ms':>8}")
+def rows(p):
+    return [tuple(map(float, l.split())) for l in open(p) if l.strip()]
+offr, onr = rows(sys.argv[1]), rows(sys.argv[2])
+med = lambda rs, i: statistics.median(r[i] for r in rs)
+off, on = (med(offr, 0), med(offr, 1)), (med(onr, 0), med(onr, 1))
+print(f"{'':18} {'creates/s':>10} {'p99 ms':>8}   (medians of {len(offr)} rounds each)")
 print(f"{'tracing off':18} {off[0]:10.0f} {off[1]:8.1f}")
 print(f"{'100% to Jaeger':18} {on[0]:10.0f} {on[1]:8.1f}")
 print(f"ratio traced/off: throughput {on[0]/off[0]:.2f}x, p99 {on[1]/off[1]:.2f}x "
       f"(cost {100*(1-on[0]/off[0]):.1f}% of throughput; goal: at most 10%)")
+# Each round's traced run against its own off run (adjacent in time):
+pairs = sorted(b[0] / a[0] for a, b in zip(offr, onr))
+print("per-round throughput ratios: " + " ".join(f"{x:.2f}" for x in pairs) +
+      f" (median {statistics.median(pairs):.2f}x)")
 PY

@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, sdktrace.WithBatcher(se))
+		opts = append(opts, sdktrace.WithBatcher(se, batchOptions()...))
 	}
 	if cfg.SpanProcessor != nil {
 		opts = append(opts, sdktrace.WithSpanProcessor(cfg.SpanProcessor))
@@ -180,6 +180,27 @@ func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 		return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 	}
 	return se, nil
+}
+
+// batchOptions size the batch span processor for a traced API service:
+// at 100 % sampling it ends some 20,000 spans a second, which fills the
+// SDK's default queue of 2,048 in a tenth of a second (spans past it are
+// dropped) and, at the default batch of 512, makes some 40 export calls a
+// second. A queue of 16,384 holds close to a second of spans; batches of
+// 2,048 cut the export calls fourfold and stay, at a few hundred bytes a
+// span, well under the 4 MiB a gRPC receiver (Jaeger's, the OpenTelemetry
+// Collector's) accepts by default. OTEL_BSP_MAX_QUEUE_SIZE and
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, when set, win (the other OTEL_BSP_*
+// variables are the SDK's, with its defaults).
+func batchOptions() []sdktrace.BatchSpanProcessorOption {
+	var o []sdktrace.BatchSpanProcessorOption
+	if os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
+		o = append(o, sdktrace.WithMaxQueueSize(16384))
+	}
+	if os.Getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
+		o = append(o, sdktrace.WithMaxExportBatchSize(2048))
+	}
+	return o
 }
 
 // Install makes t the process's global tracer and meter provider and W3C
@@ -251,6 +272,18 @@ func (h noPayloads) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		return
 	}
 	h.Handler.HandleRPC(ctx, s)
+}
+
+// PropagatingClientHandler is ClientHandler without the span: it records
+// the rpc.client.* metrics and sends the caller's trace context along, so
+// the server's span is a child of the caller's own span. For clients whose
+// caller already has a span around each call (the API service's store
+// client: its store.Txn stage span), where a client span would be a second
+// span for the same interval.
+func PropagatingClientHandler(mp metric.MeterProvider) stats.Handler {
+	// A no-op tracer's span carries its parent's span context, which the
+	// handler then injects.
+	return otelgrpc.NewClientHandler(grpcOptions(noop.NewTracerProvider(), mp)...)
 }
 
 // DialOption is ClientHandler as a grpc.DialOption.

@@ -53,7 +53,8 @@ else
 		--listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" --initial-cluster "b=$peer" \
 		--log-level error --logger zap >"$tmp/store.log" 2>&1 &
 fi
-pids+=($!)
+storepid=$!
+pids+=($storepid)
 
 echo "admintoken,admin,1,system:masters" >"$tmp/tokens.csv"
 addr="127.0.0.1:$(port)"
@@ -76,8 +77,14 @@ done
 echo "== store: $STORE; $(nproc) cores; duration $DURATION per row"
 b() { "$tmp/bench" -addr "$addr" -token admintoken -duration "$DURATION" "$@"; }
 want() { [[ "$ONLY" == all || ",$ONLY," == *",$1,"* ]]; }
+# cpu PID: the process's user+system CPU time so far, in ms.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }
 if want create; then
+	a0=$(cpu "$apipid"); s0=$(cpu "$storepid")
 	b -mode create -clients 20 -rate 0
+	# CPU per request depends far less on what else the machine runs than
+	# throughput does.
+	echo "cpu-ms apiserver=$(awk "BEGIN{print $(cpu "$apipid") - $a0}") store=$(awk "BEGIN{print $(cpu "$storepid") - $s0}")"
 	for r in $RATES; do b -mode create -clients 20 -rate "$r"; done
 fi
 if want get; then b -mode get -clients 20 -rate 0; fi

@@ -5,7 +5,9 @@
 # a local Jaeger, in alternating rounds of one run (off/traced, then
 # traced/off, ...), each printed with the load average at its start, then
 # the ratios traced/off of the medians and the spread of the per-pair
-# ratios. The store is a single-member kplane store by default, so its
+# ratios, and the CPU time per create of the API service and the store
+# (and, traced, Jaeger's), which the machine's other load disturbs far less
+# than throughput. The store is a single-member kplane store by default, so its
 # spans (and its otelgrpc server) are paid for too. Jaeger runs on the same
 # cores, so its ingest is paid for as well.
 #
@@ -38,7 +40,7 @@ go build -o "$tmp/kplane" ./cmd/kplane
 jaeger=$(scripts/install-jaeger.sh)
 qport=$(port)
 oport=$(port)
-"$tmp/kplane" jaeger --binary "$jaeger" --dir "$tmp/jaeger" --query-port "$qport" --otlp-port "$oport" >"$tmp/jaeger.log" 2>&1 &
+"$tmp/kplane" jaeger --binary "$jaeger" --dir "$tmp/jaeger" --query-port "$qport" --otlp-port "$oport" --otlp-http-port "$(port)" >"$tmp/jaeger.log" 2>&1 &
 jpid=$!
 for _ in $(seq 100); do
 	if curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null 2>&1; then break; fi
@@ -46,9 +48,16 @@ for _ in $(seq 100); do
 done
 curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null || { echo "jaeger did not start:"; cat "$tmp/jaeger.log"; exit 1; }
 
-# run MODE: one closed-loop create row; prints "throughput p99-in-ms".
+# cpu PID: the process's user+system CPU time so far, in ms.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }
+jaegerpid=$(pgrep -P "$jpid" | head -1)
+
+# run MODE: one closed-loop create row; prints "throughput p99-in-ms
+# cpu-µs-per-create jaeger-cpu-µs-per-create" (the API service's and the
+# store's CPU; Jaeger's, when traced).
 run() {
-	local out
+	local out j0
+	j0=$(cpu "$jaegerpid")
 	if [[ $1 == traced ]]; then
 		out=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$oport" OTEL_TRACES_SAMPLER=always_on \
 			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
@@ -56,14 +65,21 @@ run() {
 		out=$(env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_TRACES_SAMPLER \
 			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
 	fi
-	echo "$1 (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create')" >&2
+	local jcpu
+	jcpu=$(awk "BEGIN{print $(cpu "$jaegerpid") - $j0}")
+	echo "$1 (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create') $(echo "$out" | grep '^cpu-ms') jaeger=$jcpu" >&2
 	echo "$out" | python3 -c '
 import re, sys
-line = [l for l in sys.stdin if l.startswith("create")][0]
+lines = sys.stdin.read().splitlines()
+line = [l for l in lines if l.startswith("create")][0]
 tp = float(re.search(r"throughput=([0-9.]+)/s", line).group(1))
+ok = int(re.search(r"ok=([0-9]+)", line).group(1))
 m = re.search(r"p99=([0-9.]+)(µs|ms|s)\b", line)
 p99 = float(m.group(1)) * {"µs": 0.001, "ms": 1, "s": 1000}[m.group(2)]
-print(tp, p99)'
+c = [l for l in lines if l.startswith("cpu-ms")][0]
+ms = sum(float(v) for v in re.findall(r"=([0-9.]+)", c))
+jms = float(sys.argv[2]) if sys.argv[1] == "traced" else 0
+print(tp, p99, 1000 * ms / max(ok, 1), 1000 * jms / max(ok, 1))' "$1" "$jcpu"
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -88,9 +104,12 @@ def rows(p):
 offr, onr = rows(sys.argv[1]), rows(sys.argv[2])
 med = lambda rs, i: statistics.median(r[i] for r in rs)
 off, on = (med(offr, 0), med(offr, 1)), (med(onr, 0), med(onr, 1))
-print(f"{'':18} {'creates/s':>10} {'p99 ms':>8}   (medians of {len(offr)} rounds each)")
-print(f"{'tracing off':18} {off[0]:10.0f} {off[1]:8.1f}")
-print(f"{'100% to Jaeger':18} {on[0]:10.0f} {on[1]:8.1f}")
+cpu = lambda rs: statistics.median(r[2] for r in rs)
+jcpu = lambda rs: statistics.median(r[2] + r[3] for r in rs)
+print(f"{'':18} {'creates/s':>10} {'p99 ms':>8} {'CPU µs/create':>14} {'+ Jaeger':>9}   (medians of {len(offr)} rounds each)")
+print(f"{'tracing off':18} {off[0]:10.0f} {off[1]:8.1f} {cpu(offr):14.0f} {jcpu(offr):9.0f}")
+print(f"{'100% to Jaeger':18} {on[0]:10.0f} {on[1]:8.1f} {cpu(onr):14.0f} {jcpu(onr):9.0f}")
+print(f"CPU per create, API service + store: traced/off {cpu(onr)/cpu(offr):.2f}x; with Jaeger's: {jcpu(onr)/jcpu(offr):.2f}x")
 print(f"ratio traced/off: throughput {on[0]/off[0]:.2f}x, p99 {on[1]/off[1]:.2f}x "
       f"(cost {100*(1-on[0]/off[0]):.1f}% of throughput; goal: at most 10%)")
 # Each round's traced run against its own off run (adjacent in time):

@@ -166,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 			MaxCallRecvMsgSize: 256 << 20,
 			// The etcd client's own retry chatter stays out of the
 			// service's log.
-			Logger:      zap.NewNop(),
+			Logger: zap.NewNop(),
 			// Metrics per store method and the trace context sent along,
 			// but no client span: the stage span (store.Txn) is the
 			// client side of the store's call, and a second span per

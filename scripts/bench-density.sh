@@ -22,10 +22,6 @@
 #   RUNS="kplane" scripts/bench-density.sh            only some rows
 #   BUILD_ONLY=1 scripts/bench-density.sh             only build Kubernetes and KWOK
 #
-# Status (2026-11-23): the kplane row has been measured; the Kubernetes half
-# (etcd, the three binaries, KWOK) has not run yet: its cold build did not
-# finish before the session's deadline on a loaded machine.
-#
 # Needs Go, Debian's etcd-server and openssl. Kubernetes and KWOK are built
 # from the Go module proxy under ${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench
 # (~10 min the first time on a quiet machine); nothing of them is written

@@ -133,8 +133,12 @@ spec:
 		t.Fatalf("pod %s has no %s annotation: %v", pod.Metadata.Name, telemetry.Annotation, pod.Metadata.Annotations)
 	}
 
-	// Jaeger's query API: the trace, with spans from every service.
+	// Jaeger's query API: the trace, with spans from every service and the
+	// node agent's own hops. Its syncPod span ends (and is exported) after
+	// the Running status it writes, so a trace read as soon as every
+	// service shows up can still lack it.
 	want := []string{"gateway", "apiserver", "store", "scheduler", "controllers", "nodeagent"}
+	wantHops := []string{"nodeagent.syncPod", "status.update"}
 	var tr *jaeger.Trace
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		tr, err = jaeger.GetTrace(ctx, nil, j.QueryURL, sc.TraceID().String())
@@ -147,11 +151,16 @@ spec:
 				missing = append(missing, svc)
 			}
 		}
+		for _, hop := range wantHops {
+			if tr == nil || !slices.ContainsFunc(tr.Spans, func(s jaeger.Span) bool { return s.Name == hop }) {
+				missing = append(missing, hop)
+			}
+		}
 		if len(missing) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("trace %s in Jaeger after 30s lacks spans from %v (log %s)", sc.TraceID(), missing, j.LogPath)
+			t.Fatalf("trace %s in Jaeger after 30s lacks spans of (services or hops) %v (log %s)", sc.TraceID(), missing, j.LogPath)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

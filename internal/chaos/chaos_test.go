@@ -591,19 +591,7 @@ func restarted(ctx context.Context, name string, p supervised, at time.Time, bef
 // allRunning waits (up to a minute: the supervisor's backoff) until every
 // process of the cluster runs.
 func allRunning(ctx context.Context, cp *localcluster.ControlPlane) error {
-	return waitFor(ctx, time.Minute, func(context.Context) error {
-		for _, m := range cp.Store.Members {
-			if !m.Running() {
-				return fmt.Errorf("store member %s is down (see %s)", m.Name, m.LogPath)
-			}
-		}
-		for _, p := range cp.Procs {
-			if !p.Running() {
-				return fmt.Errorf("%s is down (see %s)", p.Name, p.LogPath)
-			}
-		}
-		return nil
-	})
+	return waitFor(ctx, time.Minute, func(context.Context) error { return cp.Down() })
 }
 
 // storeLeader returns the member that says it is the Raft leader.

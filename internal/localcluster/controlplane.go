@@ -350,7 +350,7 @@ func (cp *ControlPlane) poll(ctx context.Context, what string, f func(context.Co
 	defer cancel()
 	var last error
 	for {
-		if err := cp.exited(); err != nil {
+		if err := cp.Down(); err != nil {
 			return err
 		}
 		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
@@ -367,18 +367,19 @@ func (cp *ControlPlane) poll(ctx context.Context, what string, f func(context.Co
 	}
 }
 
-// exited returns an error naming a process that is no longer running.
-func (cp *ControlPlane) exited() error {
+// Down returns an error naming a process of the cluster that is not
+// running (exited, or not yet restarted by the supervisor), or nil.
+func (cp *ControlPlane) Down() error {
 	if cp.Store != nil {
 		for _, m := range cp.Store.Members {
 			if !m.Running() {
-				return fmt.Errorf("store member %s exited; see %s", m.Name, m.LogPath)
+				return fmt.Errorf("store member %s is down; see %s", m.Name, m.LogPath)
 			}
 		}
 	}
 	for _, p := range cp.Procs {
 		if !p.Running() {
-			return fmt.Errorf("%s exited; see %s", p.Name, p.LogPath)
+			return fmt.Errorf("%s is down; see %s", p.Name, p.LogPath)
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/kplane/kplane/nodeagent"
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
+	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/client"
@@ -36,14 +37,8 @@ func startLogNode(t *testing.T, env *clienttest.Env, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := simruntime.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sock := simruntimetest.Serve(t, rt)
 	ctx, cancel := context.WithCancel(context.Background())
-	rtDone := make(chan error, 1)
-	go func() { rtDone <- rt.ServeListener(ctx, lis) }()
 	rc, err := cri.New(cri.Config{Socket: sock})
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +72,6 @@ func startLogNode(t *testing.T, env *clienttest.Env, name string) {
 		if err := <-done; err != nil {
 			t.Errorf("agent Run: %v", err)
 		}
-		<-rtDone
 		rc.Close()
 	})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
+	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -83,23 +84,11 @@ func startSimRuntime(t *testing.T, name string) *simNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := simruntime.Listen(sock)
+	cc, err := cri.New(cri.Config{Socket: simruntimetest.Serve(t, rt)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rtDone := make(chan error, 1)
-	go func() { rtDone <- rt.ServeListener(ctx, lis) }()
-	cc, err := cri.New(cri.Config{Socket: sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-rtDone
-		cc.Close()
-	})
+	t.Cleanup(func() { cc.Close() })
 	return &simNode{name: name, dir: dir, rt: rt, cri: cc}
 }
 

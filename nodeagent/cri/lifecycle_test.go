@@ -22,6 +22,7 @@ import (
 	"github.com/kplane/kplane/nodeagent/crilog"
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
 	"github.com/kplane/kplane/nodeagent/simruntime"
+	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 )
 
 // containerd is started at most once for the package, by the first test
@@ -89,26 +90,7 @@ func simRuntime(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "simrt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := simruntime.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.ServeListener(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		os.RemoveAll(dir)
-	})
-	return sock, ""
+	return simruntimetest.Serve(t, rt), ""
 }
 
 var runtimes = []runtimeCase{

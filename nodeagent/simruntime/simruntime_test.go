@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/crilog"
 	"github.com/kplane/kplane/nodeagent/simruntime"
+	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 )
 
 var epoch = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -46,30 +46,12 @@ func start(t *testing.T, cfg simruntime.Config) *env {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := simruntime.Listen(sock)
+	c, err := cri.New(cri.Config{Socket: simruntimetest.Serve(t, rt), Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := rt.ServeListener(ctx, lis); err != nil {
-			t.Errorf("ServeListener: %v", err)
-		}
-	}()
-	c, err := cri.New(cri.Config{Socket: sock, Timeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		wg.Wait()
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	t.Cleanup(func() { c.Close() })
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
 	if err := c.WaitReady(wctx, 20*time.Millisecond); err != nil {
 		t.Fatalf("WaitReady: %v", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -63,7 +62,15 @@ func (g *Gateway) replace(w http.ResponseWriter, r *http.Request, t *target, inf
 	if err := g.checkBodyKind(t, body); err != nil {
 		return err
 	}
-	pinsRV := strings.Contains(string(body), `"resourceVersion"`)
+	var named struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &named); err != nil {
+		return badRequest("the request body is not valid JSON: " + err.Error())
+	}
+	pinsRV := named.Metadata.ResourceVersion != ""
 	plain := *info
 	plain.table, plain.warnings = false, nil
 	for attempt := 1; ; attempt++ {

@@ -10,7 +10,7 @@ import (
 )
 
 // proc is one child process of the kplane binary, run again (by the
-// supervisor, or by StartMember and Restart) with the same arguments after
+// supervisor, or by Cluster.StartMember) with the same arguments after
 // it exits: each run is an incarnation with its own PID, and every
 // incarnation appends to the same log. Its methods are safe for concurrent
 // use.

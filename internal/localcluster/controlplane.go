@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -288,6 +289,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err := cp.waitNodes(ctx, apiAddrs); err != nil {
 		return nil, err
 	}
+	if err := cp.waitGateway(ctx); err != nil {
+		return nil, err
+	}
 	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, id.caPEM, id.admin); err != nil {
 		return nil, err
 	}
@@ -452,6 +456,28 @@ func (cp *ControlPlane) waitNodes(ctx context.Context, addrs []string) error {
 		}
 		if ready < cp.cfg.Nodes {
 			return fmt.Errorf("%d of %d nodes Ready", ready, cp.cfg.Nodes)
+		}
+		return nil
+	})
+}
+
+// waitGateway waits until the gateway answers its /readyz over HTTPS to
+// the admin, so that the kubeconfig written next works at once.
+func (cp *ControlPlane) waitGateway(ctx context.Context) error {
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cp.adminTLS.Clone()}}
+	defer hc.CloseIdleConnections()
+	return cp.poll(ctx, "the gateway", func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cp.GatewayURL+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("gateway /readyz: %s", resp.Status)
 		}
 		return nil
 	})

@@ -438,22 +438,21 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		}
 	}
 	w.initial = nil
-	done := ctx.Done() // once: each call touches the context's memory again
-	for {
-		select {
-		case <-done:
-			return nil
-		case e, ok := <-w.ch:
-			if !ok {
-				// Cut off (too slow) or the cache re-listed: end the stream
-				// cleanly; the client resumes from its last resourceVersion.
-				return nil
-			}
-			if err := deliver(e); err != nil {
-				return err
-			}
+	// The end of the call closes w.ch like a cut-off does, so the loop
+	// waits on that one channel: a receive from one channel costs the
+	// runtime far less than a select over two (each of which it locks,
+	// and queues this goroutine on, per event), which with 10,000 watchers
+	// is paid 10,000 times per event.
+	unregister := context.AfterFunc(ctx, func() { ch.stop(w) })
+	defer unregister()
+	for e := range w.ch {
+		if err := deliver(e); err != nil {
+			return err
 		}
 	}
+	// Cut off (too slow), the cache re-listed, or the call ended: end the
+	// stream cleanly; the client resumes from its last resourceVersion.
+	return nil
 }
 
 // ---- writes ----

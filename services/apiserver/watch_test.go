@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -416,4 +417,52 @@ func TestStalledWatcherDoesNotDelayOthers(t *testing.T) {
 		}
 	}
 	t.Logf("stalled watcher cut off after %d events, resumed for %d more", len(got), len(rest))
+}
+
+// watcherCount is how many watchers the config map cache has registered.
+func watcherCount(e *env) int {
+	c := e.srv.cachers["configmaps"]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.watchers)
+}
+
+// An idle watch ends when its call does: at timeoutSeconds with a clean end
+// of stream, and when the client cancels, with its watcher unregistered.
+func TestIdleWatchEndsWithItsCall(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer admin")
+
+	st, err := e.cms.WatchConfigMaps(ctx, &corev1.WatchConfigMapsRequest{Namespace: "default", TimeoutSeconds: proto.Int64(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("a watch past its timeoutSeconds: got %v, want a clean end of stream", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("the watch ended %v after its 1s timeout", d)
+	}
+
+	wctx, wcancel := context.WithCancel(ctx)
+	st, err = e.cms.WatchConfigMaps(wctx, &corev1.WatchConfigMapsRequest{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Header(); err != nil { // the watch is registered once headers are sent
+		t.Fatal(err)
+	}
+	if n := watcherCount(e); n != 1 {
+		t.Fatalf("%d watchers registered, want 1", n)
+	}
+	wcancel()
+	for watcherCount(e) != 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the cancelled watch is still registered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

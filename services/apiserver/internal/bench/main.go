@@ -300,9 +300,9 @@ func startCPUProfile(path string) func() {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-// serverProfiles starts a CPU profile of d on the service at addr and
-// returns a function that waits for it and then saves the block profile,
-// both into dir.
+// serverProfiles starts a CPU profile and an allocation profile of d on
+// the service at addr and returns a function that waits for them and then
+// saves the block profile, all into dir.
 func serverProfiles(addr, dir string, d time.Duration) func() {
 	get := func(path, file string) {
 		resp, err := http.Get("http://" + addr + path)
@@ -321,13 +321,12 @@ func serverProfiles(addr, dir string, d time.Duration) func() {
 			fmt.Fprintln(os.Stderr, "profile:", err)
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds()))), "apiserver.cpu")
-	}()
+	secs := max(1, int(d.Seconds()))
+	var wg sync.WaitGroup
+	wg.Go(func() { get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), "apiserver.cpu") })
+	wg.Go(func() { get(fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), "apiserver.allocs") })
 	return func() {
-		<-done
+		wg.Wait()
 		get("/debug/pprof/block", "apiserver.block")
 	}
 }

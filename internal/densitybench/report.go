@@ -44,7 +44,9 @@ func printResult(w io.Writer, r *Result) {
 		r.CreateSeconds, r.CreateRate, r.RunningSeconds, r.Throughput)
 	fmt.Fprintf(w, "   startup (seen -> Running)       p50 %.3fs p90 %.3fs p99 %.3fs max %.3fs\n", r.Startup.P50, r.Startup.P90, r.Startup.P99, r.Startup.Max)
 	fmt.Fprintf(w, "   startup (creationTimestamp, 1 s resolution) p50 %.3fs p99 %.3fs\n", r.StartupFromCreation.P50, r.StartupFromCreation.P99)
-	fmt.Fprintf(w, "   scheduling (seen -> bound)      p50 %.3fs p99 %.3fs\n", r.Scheduling.P50, r.Scheduling.P99)
+	fmt.Fprintf(w, "   scheduling (seen -> bound)      p50 %.3fs p90 %.3fs p99 %.3fs\n", r.Scheduling.P50, r.Scheduling.P90, r.Scheduling.P99)
+	fmt.Fprintf(w, "   starting (bound -> Running)     p50 %.3fs p90 %.3fs p99 %.3fs\n", r.Starting.P50, r.Starting.P90, r.Starting.P99)
+	fmt.Fprintf(w, "   events in the namespace: %d (%.1f per pod)\n", r.Events, float64(r.Events)/float64(max(r.Replicas, 1)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "   component\tprocs\tpeak RSS MiB\tCPU s (run)\t")
 	for _, c := range totals(r) {

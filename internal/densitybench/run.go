@@ -56,6 +56,13 @@ type Result struct {
 	StartupFromCreation Summary `json:"startupFromCreation"`
 	// Scheduling is first seen -> seen bound to a node.
 	Scheduling Summary `json:"scheduling"`
+	// Starting is seen bound -> seen Running: the node agent's (kubelet's)
+	// part, plus its status write and the watch back to the client.
+	Starting Summary `json:"starting"`
+	// Events is how many Event objects the namespace holds at the end (the
+	// scheduler's, the controllers' and the node agent's): each is a store
+	// write of its own.
+	Events int `json:"events"`
 	// Procs are the measured processes: peak RSS over the process's life,
 	// CPU seconds (user+sys) during the run and over the process's life.
 	Procs []ProcUsage `json:"procs"`
@@ -202,7 +209,7 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 
 	res := &Result{Label: cfg.label, Date: start.UTC(), Nodes: cfg.nodes, Replicas: cfg.replicas, Load: loadavg()}
 	tr.mu.Lock()
-	var startup, fromCreation, scheduling []time.Duration
+	var startup, fromCreation, scheduling, starting []time.Duration
 	var lastSeen, lastRunning time.Time
 	for _, pt := range tr.pods {
 		if pt.running.IsZero() {
@@ -211,6 +218,7 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 		startup = append(startup, pt.running.Sub(pt.seen))
 		fromCreation = append(fromCreation, pt.running.Sub(pt.created))
 		scheduling = append(scheduling, pt.scheduled.Sub(pt.seen))
+		starting = append(starting, pt.running.Sub(pt.scheduled))
 		if pt.seen.After(lastSeen) {
 			lastSeen = pt.seen
 		}
@@ -227,7 +235,13 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 	res.Startup = summarize(startup)
 	res.StartupFromCreation = summarize(fromCreation)
 	res.Scheduling = summarize(scheduling)
+	res.Starting = summarize(starting)
 	res.Procs = usage(procs, before, after)
+	if evs, err := cs.CoreV1().Events(cfg.namespace).List(ctx, metav1.ListOptions{}); err != nil {
+		logger.Warn("list events", "err", err)
+	} else {
+		res.Events = len(evs.Items)
+	}
 	return res, nil
 }
 

@@ -106,12 +106,36 @@ func (s *selector) matchesMeta(m *metav1.ObjectMeta) bool {
 }
 
 // matches reports whether obj is selected.
-func (s *selector) matches(obj proto.Message) bool {
+func (s *selector) matches(obj proto.Message) bool { return s.matchesWith(obj, nil) }
+
+// matchesWith is matches with obj's field set taken from memo (nil: built
+// here), for callers that match one object against many selectors.
+func (s *selector) matchesWith(obj proto.Message, memo *objectFields) bool {
 	if !s.matchesMeta(meta(obj)) {
 		return false
 	}
-	if !s.fields.Empty() && !s.fields.Matches(fieldSet(obj)) {
-		return false
+	if s.fields.Empty() {
+		return true
 	}
-	return true
+	if memo == nil {
+		return s.fields.Matches(fieldSet(obj))
+	}
+	return s.fields.Matches(memo.get(obj))
+}
+
+// objectFields is an object's fieldSet, built on first use and kept. A watch
+// event is matched against every distinct selector watching the resource —
+// with one node agent per node, one spec.nodeName selector per node — and
+// building the set once per event instead of once per selector is what
+// Kubernetes' watch cache does too (its events carry ObjFields and
+// PrevObjFields). Not safe for concurrent use: the cacher's mu guards it.
+type objectFields struct {
+	set fields.Set
+}
+
+func (f *objectFields) get(obj proto.Message) fields.Set {
+	if f.set == nil {
+		f.set = fieldSet(obj)
+	}
+	return f.set
 }

@@ -50,6 +50,11 @@ type watchEvent struct {
 	// time a watcher needs it and shared like the event, so that it too is
 	// encoded once however many watchers it goes to.
 	added, deleted *watchEvent
+
+	// The field sets of obj and prev, built by the first selector with a
+	// field requirement that needs them (under the cacher's mu) and shared
+	// by every other one.
+	objFields, prevFields objectFields
 }
 
 // encoded returns the event's response message, marshalled once, and the
@@ -97,8 +102,10 @@ type cacher struct {
 // watchFilter selects what a watcher sees. Filters with the same key select
 // the same objects.
 type watchFilter struct {
-	key   string
-	match func(proto.Message) bool
+	key string
+	// match reports whether obj is selected; memo, when not nil, holds (or
+	// is given) obj's field set.
+	match func(obj proto.Message, memo *objectFields) bool
 }
 
 // filterGroup is the filter shared by the watchers with one key, with what
@@ -313,12 +320,12 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 // transform is what a watcher with filter should see of event e: nil if
 // nothing. The caller holds the cacher's mu (derived events are memoized on
 // e).
-func transform(e *watchEvent, filter func(proto.Message) bool) *watchEvent {
+func transform(e *watchEvent, filter func(proto.Message, *objectFields) bool) *watchEvent {
 	if filter == nil {
 		return e
 	}
-	cur := e.typ != eventDeleted && filter(e.obj)
-	prev := e.prev != nil && filter(e.prev)
+	cur := e.typ != eventDeleted && filter(e.obj, &e.objFields)
+	prev := e.prev != nil && filter(e.prev, &e.prevFields)
 	switch {
 	case e.typ == eventDeleted:
 		if prev {
@@ -440,7 +447,7 @@ func (c *cacher) watch(ctx context.Context, rv int64, wf watchFilter, bookmarks 
 	case rv == 0 || (initial && rv <= c.rev):
 		if initial {
 			for _, obj := range c.state {
-				if filter == nil || filter(obj) {
+				if filter == nil || filter(obj, nil) {
 					w.initial = append(w.initial, &watchEvent{typ: eventAdded, rev: rvOf(obj), obj: obj})
 				}
 			}

@@ -135,8 +135,8 @@ func TestTransformShares(t *testing.T) {
 	pod := func(app string) *corev1.Pod {
 		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "p", Labels: map[string]string{"app": app}}}
 	}
-	web := func(obj proto.Message) bool { return meta(obj).GetLabels()["app"] == "web" }
-	webToo := func(obj proto.Message) bool { return meta(obj).GetLabels()["app"] == "web" }
+	web := func(obj proto.Message, _ *objectFields) bool { return meta(obj).GetLabels()["app"] == "web" }
+	webToo := func(obj proto.Message, _ *objectFields) bool { return meta(obj).GetLabels()["app"] == "web" }
 	for _, tc := range []struct {
 		name     string
 		e        *watchEvent
@@ -220,5 +220,95 @@ func TestDecodeMetaAgreesWithFullDecode(t *testing.T) {
 		if got, want := sel.matchesMeta(m), sel.matches(pod); got != want {
 			t.Errorf("namespace %q, labels %q: metadata alone says %v, the whole object %v", tc.ns, tc.labels, got, want)
 		}
+	}
+}
+
+// TestFieldSelectorsShareOneFieldSet: watchers selecting pods by
+// spec.nodeName (one per node agent) see an event as if each built the
+// pod's field set itself, and the set is built once per object of the event.
+func TestFieldSelectorsShareOneFieldSet(t *testing.T) {
+	r := &resourceInfo{New: func() proto.Message { return &corev1.Pod{} }}
+	node := func(n string) watchFilter {
+		sel, err := parseSelector(r, "", "", "spec.nodeName="+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return watchFilter{key: sel.key(), match: sel.matchesWith}
+	}
+	pod := func(n string) *corev1.Pod {
+		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: &corev1.PodSpec{NodeName: n}}
+	}
+	bind := &watchEvent{typ: eventModified, obj: pod("a"), prev: pod("")}
+	if got := transform(bind, node("a").match); got == nil || got.typ != eventAdded {
+		t.Fatalf("node a got %v, want ADDED", got)
+	}
+	set := bind.objFields.set
+	if set == nil || set["spec.nodeName"] != "a" || bind.prevFields.set == nil {
+		t.Fatalf("field sets not kept on the event: %v, %v", set, bind.prevFields.set)
+	}
+	if got := transform(bind, node("b").match); got != nil {
+		t.Fatalf("node b got %v, want nothing", got)
+	}
+	set["spec.nodeName"] = "b" // the kept set is what a second selector reads
+	if got := transform(bind, node("b").match); got == nil {
+		t.Fatal("node b did not read the kept field set")
+	}
+	move := &watchEvent{typ: eventModified, obj: pod("b"), prev: pod("a")}
+	if got := transform(move, node("a").match); got == nil || got.typ != eventDeleted {
+		t.Fatalf("node a got %v, want DELETED", got)
+	}
+	if got := transform(move, node("b").match); got == nil || got.typ != eventAdded {
+		t.Fatalf("node b got %v, want ADDED", got)
+	}
+}
+
+// BenchmarkNodeSelectorDispatch: what matching one pod event (a bind: prev
+// unscheduled, obj on a node) costs against 100 node agents' spec.nodeName
+// selectors, as dispatchLocked does per distinct selector. "shared" builds
+// the pod's field set once per event (objectFields); "perSelector" builds it
+// for every selector, as before.
+func BenchmarkNodeSelectorDispatch(b *testing.B) {
+	r := &resourceInfo{New: func() proto.Message { return &corev1.Pod{} }}
+	var sels []*selector
+	for i := range 100 {
+		sel, err := parseSelector(r, "", "", fmt.Sprintf("spec.nodeName=node-%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		sels = append(sels, sel)
+	}
+	pod := func(n string) *corev1.Pod {
+		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "density", Name: "density-abcde", Labels: map[string]string{"app": "density"}},
+			Spec: &corev1.PodSpec{NodeName: n, RestartPolicy: "Always", SchedulerName: "default-scheduler"}, Status: &corev1.PodStatus{Phase: "Pending"}}
+	}
+	for _, bc := range []struct {
+		name  string
+		match func(s *selector) func(proto.Message, *objectFields) bool
+	}{
+		{"shared", func(s *selector) func(proto.Message, *objectFields) bool { return s.matchesWith }},
+		{"perSelector", func(s *selector) func(proto.Message, *objectFields) bool {
+			return func(obj proto.Message, _ *objectFields) bool { return s.matches(obj) }
+		}},
+	} {
+		filters := make([]func(proto.Message, *objectFields) bool, len(sels))
+		for i, s := range sels {
+			filters[i] = bc.match(s)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			obj, prev := pod("node-42"), pod("")
+			b.ReportAllocs()
+			for b.Loop() {
+				e := &watchEvent{typ: eventModified, obj: obj, prev: prev}
+				n := 0
+				for _, f := range filters {
+					if transform(e, f) != nil {
+						n++
+					}
+				}
+				if n != 1 {
+					b.Fatalf("%d selectors matched, want 1", n)
+				}
+			}
+		})
 	}
 }

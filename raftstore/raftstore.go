@@ -72,6 +72,9 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// RaftLogStore is raftnode.Config.LogStore: "bolt" (the default) or
+	// "wal".
+	RaftLogStore string
 	// LeaseCheckInterval and MinLeaseTTL: see etcdserver.Config.
 	LeaseCheckInterval time.Duration
 	MinLeaseTTL        int64
@@ -263,6 +266,7 @@ func New(cfg Config) (*Store, error) {
 		SnapshotThreshold:  cfg.SnapshotThreshold,
 		SnapshotInterval:   cfg.SnapshotInterval,
 		TrailingLogs:       cfg.TrailingLogs,
+		LogStore:           cfg.RaftLogStore,
 		ServeTLS:           tlsCfg.peerServe,
 		DialTLS:            tlsCfg.peerDial,
 		Logger:             log,

@@ -1,6 +1,7 @@
 // Package raftnode wires hashicorp/raft for one store member: a raft-boltdb
-// log and stable store, a file snapshot store and a TCP transport, all under
-// the member's data directory, and bootstraps a new cluster from its initial
+// stable store (term, vote), a log store (raft-boltdb, or etcd's WAL through
+// walstore), a file snapshot store and a TCP transport, all under the
+// member's data directory, and bootstraps a new cluster from its initial
 // configuration.
 package raftnode
 
@@ -22,6 +23,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/kplane/kplane/raftstore/walstore"
 )
 
 // Config describes one member's Raft node.
@@ -52,6 +55,10 @@ type Config struct {
 	SnapshotInterval  time.Duration // how often to check; default DefaultSnapshotInterval
 	TrailingLogs      uint64        // entries kept after a snapshot; default DefaultTrailingLogs
 	MaxAppendEntries  int           // default 256
+	// LogStore is where the Raft log lives: LogStoreBolt (raft.db, beside
+	// the stable store) or LogStoreWAL (etcd's WAL in wal/). Empty means
+	// LogStoreBolt.
+	LogStore string
 
 	// ServeTLS and DialTLS, when set, run the transport over TLS (see
 	// tls.go): ServeTLS for the peer port, DialTLS to reach other members.
@@ -80,12 +87,27 @@ const (
 // 3-member cluster spends 12, 16 and 25 % of a core on it.
 const DefaultCommitTimeout = 5 * time.Millisecond
 
+// The log stores Config.LogStore names.
+const (
+	// LogStoreBolt keeps the log in raft.db (raft-boltdb): each appended
+	// batch is a bbolt commit, two fdatasyncs and several page writes.
+	LogStoreBolt = "bolt"
+	// LogStoreWAL keeps the log in etcd's WAL under wal/: one write and
+	// one fdatasync per batch, the entries since the last compaction in
+	// memory. A member whose log is in raft.db moves it into the WAL on
+	// its first start with this store (see openWAL); the way back is not
+	// supported.
+	LogStoreWAL = "wal"
+)
+
 // Node is a running Raft node and the stores it owns.
 type Node struct {
 	Raft      *raft.Raft
 	Transport *raft.NetworkTransport
-	logs      *raftboltdb.BoltStore
+	stable    *raftboltdb.BoltStore
+	closeLogs func() error
 	dbPath    string
+	walDir    string
 }
 
 // New opens (or creates) the node's stores under cfg.Dir, starts the
@@ -135,7 +157,8 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	}
 
 	dbPath := filepath.Join(cfg.Dir, "raft.db")
-	logs, err := raftboltdb.New(raftboltdb.Options{
+	walDir := filepath.Join(cfg.Dir, "wal")
+	stable, err := raftboltdb.New(raftboltdb.Options{
 		Path: dbPath,
 		BoltOptions: &bbolt.Options{
 			// A second process on the same data directory fails instead
@@ -149,41 +172,61 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open raft log %s: %w", dbPath, err)
 	}
+	var logs raft.LogStore = stable
+	closeLogs := func() error { return nil }
+	switch cfg.LogStore {
+	case "", LogStoreBolt:
+		if walstore.Exists(walDir) {
+			stable.Close()
+			return nil, fmt.Errorf("raft log: %s holds a WAL written with the %q log store; start the member with that store (moving a log back into raft.db is not supported)", walDir, LogStoreWAL)
+		}
+	case LogStoreWAL:
+		w, err := openWAL(walDir, stable, cfg.Logger)
+		if err != nil {
+			stable.Close()
+			return nil, err
+		}
+		logs, closeLogs = w, w.Close
+	default:
+		stable.Close()
+		return nil, fmt.Errorf("raft log store %q: want %q or %q", cfg.LogStore, LogStoreBolt, LogStoreWAL)
+	}
+	closeStores := func() { closeLogs(); stable.Close() }
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
 	if err != nil {
-		logs.Close()
+		closeStores()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
 	advertise, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
 	if err != nil {
-		logs.Close()
+		closeStores()
 		return nil, fmt.Errorf("advertise address %q: %w", cfg.AdvertiseAddr, err)
 	}
 	var trans *raft.NetworkTransport
 	if cfg.ServeTLS != nil {
 		stream, err := newTLSStreamLayer(cfg.BindAddr, advertise, cfg.ServeTLS, cfg.DialTLS)
 		if err != nil {
-			logs.Close()
+			closeStores()
 			return nil, err
 		}
 		trans = raft.NewNetworkTransportWithLogger(stream, 8, 10*time.Second, hlog)
 	} else if trans, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 8, 10*time.Second, hlog); err != nil {
-		logs.Close()
+		closeStores()
 		return nil, fmt.Errorf("listen for peers on %s: %w", cfg.BindAddr, err)
 	}
 
 	if len(cfg.Bootstrap) > 0 {
-		has, err := raft.HasExistingState(logs, logs, snaps)
+		has, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
 			trans.Close()
-			logs.Close()
+			closeStores()
 			return nil, fmt.Errorf("check raft state: %w", err)
 		}
 		if !has {
 			conf := raft.Configuration{Servers: cfg.Bootstrap}
-			if err := raft.BootstrapCluster(rc, logs, logs, snaps, trans, conf); err != nil {
+			if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, conf); err != nil {
 				trans.Close()
-				logs.Close()
+				closeStores()
 				return nil, fmt.Errorf("bootstrap raft: %w", err)
 			}
 		}
@@ -194,16 +237,93 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	cached, err := raft.NewLogCache(1024, logs)
 	if err != nil {
 		trans.Close()
-		logs.Close()
+		closeStores()
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	r, err := raft.NewRaft(rc, fsm, cached, logs, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, cached, stable, snaps, trans)
 	if err != nil {
 		trans.Close()
-		logs.Close()
+		closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Node{Raft: r, Transport: trans, logs: logs, dbPath: dbPath}, nil
+	return &Node{Raft: r, Transport: trans, stable: stable, closeLogs: closeLogs, dbPath: dbPath, walDir: walDir}, nil
+}
+
+// openWAL opens the WAL log store in dir. If there is none yet and raft.db
+// holds log entries (the member ran with the bolt store), they are copied
+// into a new WAL first: written under a temporary name and renamed into
+// place once complete, then deleted from raft.db, so a crash at any point
+// leaves either the old log or the whole new one.
+func openWAL(dir string, bolt *raftboltdb.BoltStore, log *slog.Logger) (*walstore.Store, error) {
+	if !walstore.Exists(dir) {
+		first, err := bolt.FirstIndex()
+		if err != nil {
+			return nil, fmt.Errorf("raft log: read raft.db: %w", err)
+		}
+		last, err := bolt.LastIndex()
+		if err != nil {
+			return nil, fmt.Errorf("raft log: read raft.db: %w", err)
+		}
+		if last > 0 {
+			if err := migrate(dir, bolt, first, last); err != nil {
+				return nil, fmt.Errorf("raft log: move entries %d-%d from raft.db into %s: %w", first, last, dir, err)
+			}
+			log.Info("raft log moved from raft.db into the WAL", "first", first, "last", last, "dir", dir)
+		}
+	}
+	w, err := walstore.Open(dir, log)
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	if last, err := bolt.LastIndex(); err == nil && last > 0 {
+		// A migration that stopped after the rename: the WAL is complete.
+		first, _ := bolt.FirstIndex()
+		if err := bolt.DeleteRange(first, last); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("raft log: clear raft.db after the move: %w", err)
+		}
+	}
+	return w, nil
+}
+
+func migrate(dir string, bolt *raftboltdb.BoltStore, first, last uint64) error {
+	tmp := dir + ".migrating"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	w, err := walstore.Open(tmp, nil)
+	if err != nil {
+		return err
+	}
+	const batch = 512
+	logs := make([]*raft.Log, 0, batch)
+	for i := first; i <= last; i++ {
+		l := new(raft.Log)
+		if err := bolt.GetLog(i, l); err != nil {
+			w.Close()
+			return fmt.Errorf("entry %d: %w", i, err)
+		}
+		logs = append(logs, l)
+		if len(logs) == batch || i == last {
+			if err := w.StoreLogs(logs); err != nil {
+				w.Close()
+				return err
+			}
+			logs = logs[:0]
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // DBSize returns the size in bytes of the member's Raft log database.
@@ -218,7 +338,7 @@ func (n *Node) DBSize() int64 {
 // Close shuts Raft down and closes the transport and the log store.
 func (n *Node) Close() error {
 	err := n.Raft.Shutdown().Error()
-	err = errors.Join(err, n.Transport.Close(), n.logs.Close())
+	err = errors.Join(err, n.Transport.Close(), n.closeLogs(), n.stable.Close())
 	return err
 }
 

@@ -72,8 +72,8 @@ type Config struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
-	// RaftLogStore is raftnode.Config.LogStore: "bolt" (the default) or
-	// "wal".
+	// RaftLogStore is raftnode.Config.LogStore: "wal" (the default) or
+	// "bolt".
 	RaftLogStore string
 	// LeaseCheckInterval and MinLeaseTTL: see etcdserver.Config.
 	LeaseCheckInterval time.Duration

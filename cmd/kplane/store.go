@@ -75,7 +75,7 @@ func newStoreCommand() *cobra.Command {
 	f.IntVar(&electionMs, "election-timeout", 1000, "Raft election timeout in milliseconds: a follower that hears nothing from the leader for a random 1/2 to 1 times it stands for election (a candidate without a majority tries again after as long); the leader heartbeats every twentieth to tenth of it")
 	f.Uint64Var(&cfg.SnapshotThreshold, "snapshot-count", raftstore.DefaultSnapshotCount, "number of committed entries that triggers a snapshot of the state (and a truncation of the Raft log)")
 	f.Uint64Var(&cfg.TrailingLogs, "snapshot-catchup-entries", raftstore.DefaultSnapshotCatchUpEntries, "number of entries kept in the Raft log after a snapshot, so that a slow follower can catch up without a snapshot")
-	f.StringVar(&cfg.RaftLogStore, "raft-log-store", raftnode.LogStoreBolt, "where the Raft log lives: \"bolt\" (raft.db, two fdatasyncs per appended batch) or \"wal\" (etcd's write-ahead log, one fdatasync per batch); a member started with \"wal\" moves an existing raft.db log into the WAL, and cannot go back")
+	f.StringVar(&cfg.RaftLogStore, "raft-log-store", raftnode.LogStoreWAL, "where the Raft log lives: \"bolt\" (raft.db, two fdatasyncs per appended batch) or \"wal\" (etcd's write-ahead log, one fdatasync per batch); a member started with \"wal\" moves an existing raft.db log into the WAL, and cannot go back")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "certificate for the client URLs (https); also identifies this member to the leader's client URL, so it should allow client auth too")
 	f.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "key for --cert-file")

@@ -55,9 +55,9 @@ type Config struct {
 	SnapshotInterval  time.Duration // how often to check; default DefaultSnapshotInterval
 	TrailingLogs      uint64        // entries kept after a snapshot; default DefaultTrailingLogs
 	MaxAppendEntries  int           // default 256
-	// LogStore is where the Raft log lives: LogStoreBolt (raft.db, beside
-	// the stable store) or LogStoreWAL (etcd's WAL in wal/). Empty means
-	// LogStoreBolt.
+	// LogStore is where the Raft log lives: LogStoreWAL (etcd's WAL in
+	// wal/) or LogStoreBolt (raft.db, beside the stable store). Empty means
+	// LogStoreWAL.
 	LogStore string
 
 	// ServeTLS and DialTLS, when set, run the transport over TLS (see
@@ -175,12 +175,12 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 	var logs raft.LogStore = stable
 	closeLogs := func() error { return nil }
 	switch cfg.LogStore {
-	case "", LogStoreBolt:
+	case LogStoreBolt:
 		if walstore.Exists(walDir) {
 			stable.Close()
 			return nil, fmt.Errorf("raft log: %s holds a WAL written with the %q log store; start the member with that store (moving a log back into raft.db is not supported)", walDir, LogStoreWAL)
 		}
-	case LogStoreWAL:
+	case "", LogStoreWAL:
 		w, err := openWAL(walDir, stable, cfg.Logger)
 		if err != nil {
 			stable.Close()

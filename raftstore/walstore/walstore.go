@@ -80,6 +80,9 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	}
 	lg := zap.NewNop()
 	s := &Store{dir: dir, log: log}
+	if err := os.RemoveAll(dir + discardSuffix); err != nil {
+		return nil, fmt.Errorf("remove the WAL a reset left behind: %w", err)
+	}
 	if !wal.Exist(dir) {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 			return nil, fmt.Errorf("wal parent dir: %w", err)
@@ -229,12 +232,18 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	// the first entry makes that the replay's start.
 	newBase := base
 	switch {
-	case n == 0 && first != base+1:
-		if first <= base {
-			return fmt.Errorf("raft wal: append at %d below the compacted index %d", first, base)
-		}
+	case n == 0 && first > base+1:
 		newBase = first - 1
 		if err := s.saveBase(newBase, logs[0].Term); err != nil {
+			return err
+		}
+	case n == 0 && first <= base:
+		// A snapshot below what this member had compacted: a follower
+		// whose stale uncommitted tail reached past the leader's
+		// snapshot. Nothing in the WAL is needed any more, so it starts
+		// over.
+		newBase = first - 1
+		if err := s.reset(newBase, logs[0].Term); err != nil {
 			return err
 		}
 	case first <= base:
@@ -309,6 +318,35 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 	}
 	return nil
 }
+
+// reset replaces the WAL by an empty one whose replay starts at index. The
+// old one is renamed away first (atomic), so a crash leaves either the old
+// WAL, or none (an empty log, which is what the caller had), or the new one.
+func (s *Store) reset(index, term uint64) error {
+	if err := s.w.Close(); err != nil {
+		return fmt.Errorf("raft wal: reset: %w", err)
+	}
+	s.w = nil
+	if err := os.Rename(s.dir, s.dir+discardSuffix); err != nil {
+		return fmt.Errorf("raft wal: reset: %w", err)
+	}
+	if err := os.RemoveAll(s.dir + discardSuffix); err != nil {
+		return fmt.Errorf("raft wal: reset: %w", err)
+	}
+	w, err := wal.Create(zap.NewNop(), s.dir, nil)
+	if err != nil {
+		return fmt.Errorf("raft wal: reset: %w", err)
+	}
+	s.w = w
+	s.log.Info("raft wal: started over below the compacted index", "dir", s.dir, "index", index)
+	if index == 0 {
+		return nil
+	}
+	return s.saveBase(index, term)
+}
+
+// discardSuffix names a WAL directory being removed by reset.
+const discardSuffix = ".discard"
 
 // saveBase makes index the replay's start: a HardState whose Commit vouches
 // for it (see the package comment) and the snapshot record, synced together.

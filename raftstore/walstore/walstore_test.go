@@ -192,13 +192,41 @@ func TestEmptiedLogRestartsAfterSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, s, 5001, 5010, term(3))
-	if err := s.StoreLogs(entries(20, 20, 3)); err == nil {
-		t.Fatal("an append below the compacted index was accepted")
-	}
 	s.Close()
 	s = open(t, dir)
 	defer s.Close()
 	check(t, s, 5001, 5010, term(3))
+}
+
+// A follower whose stale tail reached past the snapshot it is sent: raft
+// deletes the whole log, then appends right after the snapshot, below what
+// was deleted. The stale entries must not come back after a restart.
+func TestAppendBelowEmptiedLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	s := open(t, dir)
+	if err := s.StoreLogs(entries(1, 500, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(1, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(101, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(entries(301, 310, 3)); err != nil {
+		t.Fatal(err)
+	}
+	check(t, s, 301, 310, term(3))
+	if err := s.StoreLogs(entries(311, 311, 3)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, dir)
+	defer s.Close()
+	check(t, s, 301, 311, term(3))
+	if _, err := os.Stat(dir + discardSuffix); !os.IsNotExist(err) {
+		t.Fatalf("the old WAL is still there: %v", err)
+	}
 }
 
 // A record torn by a crash mid-write (the batch was never acknowledged) is

@@ -326,13 +326,20 @@ func migrate(dir string, bolt *raftboltdb.BoltStore, first, last uint64) error {
 	return d.Sync()
 }
 
-// DBSize returns the size in bytes of the member's Raft log database.
+// DBSize returns the bytes on disk of the member's Raft log and stable
+// store: raft.db plus the WAL's segments (each preallocated to 64 MiB).
 func (n *Node) DBSize() int64 {
-	fi, err := os.Stat(n.dbPath)
-	if err != nil {
-		return 0
+	var size int64
+	if fi, err := os.Stat(n.dbPath); err == nil {
+		size = fi.Size()
 	}
-	return fi.Size()
+	segs, _ := filepath.Glob(filepath.Join(n.walDir, "*.wal"))
+	for _, p := range segs {
+		if fi, err := os.Stat(p); err == nil {
+			size += fi.Size()
+		}
+	}
+	return size
 }
 
 // Close shuts Raft down and closes the transport and the log store.

@@ -190,8 +190,12 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Events as the kubelet records them: source "kubelet" on this node.
-	a.rec = client.NewRecorder(client.RecorderConfig{Sink: events, Component: "kubelet", Host: cfg.NodeName, Logger: log})
+	// Events as the kubelet records them: source "kubelet" on this node,
+	// written in the background (Run) as the kubelet's event broadcaster
+	// does, so that a pod's sync — and its status write — does not wait for
+	// its Pulled, Created and Started events to be stored. One writer per
+	// pod worker: a node starts a few pods a second at most.
+	a.rec = client.NewRecorder(client.RecorderConfig{Sink: events, Component: "kubelet", Host: cfg.NodeName, Logger: log, Writers: cfg.Workers})
 	a.informer = client.NewInformer(client.ListWatch(a.pods, "", "", "spec.nodeName="+cfg.NodeName, 500),
 		client.InformerOptions[*corev1.Pod]{Logger: log})
 	return a, nil
@@ -234,6 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.informer.Run(ctx) })
 	g.Go(func() error { a.renewLease(ctx); return nil })
 	g.Go(func() error { a.statusLoop(ctx); return nil })
+	g.Go(func() error { a.rec.Run(ctx); return nil })
 	// Once the pods are known: remove what was left of pods deleted while
 	// the agent was down, then sync pods and watch the runtime.
 	synced := make(chan struct{})

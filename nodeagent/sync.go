@@ -166,7 +166,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 			rec.sandboxFailures++
 			d := a.cfg.Backoff.Delay(rec.sandboxFailures - 1)
 			rec.sandboxUntil = now.Add(d)
-			a.rec.Record(ctx, pod, "", client.EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			a.rec.FieldEventf(pod, "", client.EventWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			return d, a.writeStatus(ctx, pod, rec, plan{}, now)
 		}
 	}
@@ -174,7 +174,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	// A sandbox that died (or was removed behind the agent's back) is
 	// replaced: its containers are stopped, and restarted in the new one.
 	if sb, err := a.cfg.Runtime.PodSandboxStatus(ctx, rec.sandboxID); cri.IsNotFound(err) || (err == nil && sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY) {
-		a.rec.Record(ctx, pod, "", client.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		a.rec.FieldEventf(pod, "", client.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
 		for _, c := range rec.ctrs {
 			if c.id != "" && !c.exited() {
@@ -222,7 +222,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	soonest(p.wait)
 	for _, c := range rec.ctrs {
 		if c.waiting == ReasonCrashLoopBackOff && time.Now().Before(c.backoffUntil) {
-			a.rec.Record(ctx, pod, fieldPath(spec, c), client.EventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
+			a.rec.FieldEventf(pod, fieldPath(spec, c), client.EventWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
 				c.name, pod.GetMetadata().GetName(), pod.GetMetadata().GetNamespace(), rec.uid)
 		}
 	}
@@ -252,10 +252,10 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 // sandbox because activeDeadlineSeconds passed; the pod is Failed.
 func (a *Agent) failDeadline(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
 	rec.deadlineExceeded = true
-	a.rec.Record(ctx, pod, "", client.EventNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+	a.rec.FieldEventf(pod, "", client.EventNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
 	for _, c := range rec.ctrs {
 		if c.running() {
-			a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
+			a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 		}
 	}
 	a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
@@ -390,15 +390,15 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	switch {
 	case present == nil && policy == "Never":
 		c.waiting, c.waitingMsg = ReasonErrImageNeverPull, fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
-		a.rec.Record(ctx, pod, fp, client.EventWarning, ReasonErrImageNeverPull, "%s", c.waitingMsg)
+		a.rec.FieldEventf(pod, fp, client.EventWarning, ReasonErrImageNeverPull, "%s", c.waitingMsg)
 		return 0
 	case present == nil || policy == "Always":
 		if now.Before(c.pullUntil) {
 			c.waiting, c.waitingMsg = ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", image)
-			a.rec.Record(ctx, pod, fp, client.EventNormal, "BackOff", "Back-off pulling image %q", image)
+			a.rec.FieldEventf(pod, fp, client.EventNormal, "BackOff", "Back-off pulling image %q", image)
 			return c.pullUntil.Sub(now)
 		}
-		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulling", "Pulling image %q", image)
+		a.rec.FieldEventf(pod, fp, client.EventNormal, "Pulling", "Pulling image %q", image)
 		t0 := time.Now()
 		ref, err := a.cfg.Runtime.PullImage(ctx, image, nil, rec.sandboxCfg)
 		if err != nil {
@@ -406,15 +406,15 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 			d := a.cfg.Backoff.Delay(c.pullFailures - 1)
 			c.pullUntil = time.Now().Add(d)
 			c.waiting, c.waitingMsg = ReasonErrImagePull, err.Error()
-			a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Failed to pull image %q: %v", image, err)
-			a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %s", ReasonErrImagePull)
+			a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Failed to pull image %q: %v", image, err)
+			a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %s", ReasonErrImagePull)
 			// Sync again soon to show ImagePullBackOff, then after the back-off.
 			return min(d/2, time.Second)
 		}
 		c.pullFailures, c.pullUntil, c.imageRef = 0, time.Time{}, ref
-		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulled", "Successfully pulled image %q in %s", image, time.Since(t0).Round(time.Millisecond))
+		a.rec.FieldEventf(pod, fp, client.EventNormal, "Pulled", "Successfully pulled image %q in %s", image, time.Since(t0).Round(time.Millisecond))
 	default:
-		a.rec.Record(ctx, pod, fp, client.EventNormal, "Pulled", "Container image %q already present on machine", image)
+		a.rec.FieldEventf(pod, fp, client.EventNormal, "Pulled", "Container image %q already present on machine", image)
 	}
 
 	// Its environment: a ConfigMap, Secret or key it needs and cannot have
@@ -424,11 +424,11 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		podIP: rec.podIP, hostIP: a.cfg.HostIP, allocatable: a.cfg.Capacity, objects: a.objects})
 	if err != nil {
 		c.waiting, c.waitingMsg = ReasonCreateConfig, err.Error()
-		a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %v", err)
+		a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %v", err)
 		return a.cfg.Backoff.Base
 	}
 	if len(skipped) > 0 {
-		a.rec.Record(ctx, pod, fp, client.EventWarning, "InvalidEnvironmentVariableNames",
+		a.rec.FieldEventf(pod, fp, client.EventWarning, "InvalidEnvironmentVariableNames",
 			"Keys [%s] from the EnvFrom were skipped since they are considered invalid environment variable names.", strings.Join(skipped, ", "))
 	}
 
@@ -460,17 +460,17 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {
 		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
-		a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %v", err)
+		a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %v", err)
 		return a.cfg.Backoff.Base
 	}
-	a.rec.Record(ctx, pod, fp, client.EventNormal, "Created", "Created container %s", c.name)
+	a.rec.FieldEventf(pod, fp, client.EventNormal, "Created", "Created container %s", c.name)
 	if err := a.cfg.Runtime.StartContainer(ctx, id); err != nil {
 		c.waiting, c.waitingMsg = ReasonRunContainer, err.Error()
-		a.rec.Record(ctx, pod, fp, client.EventWarning, "Failed", "Error: %v", err)
+		a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %v", err)
 		_ = a.cfg.Runtime.RemoveContainer(ctx, id)
 		return a.cfg.Backoff.Base
 	}
-	a.rec.Record(ctx, pod, fp, client.EventNormal, "Started", "Started container %s", c.name)
+	a.rec.FieldEventf(pod, fp, client.EventNormal, "Started", "Started container %s", c.name)
 	c.restarts = int32(attempt)
 	c.attempt++
 	c.id, c.logPath = id, filepath.Join(rec.logDir, logRel)
@@ -543,7 +543,7 @@ func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, 
 			k.st.next = now.Add(period)
 			soonest(k.st.next)
 			if !ok {
-				a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventWarning, "Unhealthy", "%s probe failed: %s", k.kind, msg)
+				a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventWarning, "Unhealthy", "%s probe failed: %s", k.kind, msg)
 			}
 			k.st.record(ok, success, failure)
 			switch {
@@ -551,7 +551,7 @@ func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, 
 				c.probes.startupPassed = true
 				soonest(now) // the others may run now
 			case (k.kind == probeStartup || k.kind == probeLiveness) && k.st.hasResults && !k.st.result:
-				a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing",
+				a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing",
 					"Container %s failed %s probe, will be restarted", c.name, strings.ToLower(k.kind))
 				grace := gracePeriod(pod, k.p)
 				if err := a.cfg.Runtime.StopContainer(ctx, c.id, grace); err != nil {
@@ -669,7 +669,7 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 		rec.mu.Lock()
 		for _, c := range rec.ctrs {
 			if c.running() {
-				a.rec.Record(ctx, pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
+				a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 			}
 		}
 		a.teardown(ctx, rec, grace)

@@ -133,7 +133,14 @@ func NewRecorder(cfg RecorderConfig) *Recorder {
 // Eventf records an event about obj (any kplane object). It never blocks:
 // Run writes it, in the background.
 func (r *Recorder) Eventf(obj proto.Message, eventType, reason, messageFmt string, args ...any) {
-	ev := r.newEvent(obj, "", eventType, reason, fmt.Sprintf(messageFmt, args...))
+	r.FieldEventf(obj, "", eventType, reason, messageFmt, args...)
+}
+
+// FieldEventf is Eventf about a part of obj named by fieldPath, e.g.
+// spec.containers{web} ("" is the whole object). Events about one object
+// are written in the order they were recorded (one writer per object).
+func (r *Recorder) FieldEventf(obj proto.Message, fieldPath, eventType, reason, messageFmt string, args ...any) {
+	ev := r.newEvent(obj, fieldPath, eventType, reason, fmt.Sprintf(messageFmt, args...))
 	r.recorded.Add(1)
 	r.pending.Add(1)
 	select {

@@ -20,6 +20,8 @@
 #   scripts/bench-density.sh                          100 nodes, 3,000 replicas
 #   K8S_REPLICAS=1000 scripts/bench-density.sh        Kubernetes at the anchor size
 #   RUNS="kplane" scripts/bench-density.sh            only some rows
+#   UP_ARGS="--controllers-kube-api-qps 100" ...      extra flags for kplane up
+#   KPLANE=/path/to/kplane ...                        a kplane binary built elsewhere (A/B runs)
 #   BUILD_ONLY=1 scripts/bench-density.sh             only build Kubernetes and KWOK
 #
 # Needs Go, Debian's etcd-server and openssl. Kubernetes and KWOK are built
@@ -132,7 +134,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "== building kplane and the measuring client"
-go build -o "$work/kplane" ./cmd/kplane
+if [[ -n "${KPLANE:-}" ]]; then cp "$KPLANE" "$work/kplane"; else go build -o "$work/kplane" ./cmd/kplane; fi
 go build -o "$work/densitybench" ./internal/densitybench
 
 port() {
@@ -150,7 +152,8 @@ results=()
 run_kplane() {
 	kplane_dir=$work/kplane-data
 	echo "== kplane up: $NODES simulated nodes"
-	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 >"$work/kplane-up.log" 2>&1 &
+	# shellcheck disable=SC2086 # UP_ARGS: extra `kplane up` flags, split on spaces
+	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 ${UP_ARGS:-} >"$work/kplane-up.log" 2>&1 &
 	local up=$!
 	pids+=("$up")
 	local until=$((SECONDS + 600))

@@ -5,10 +5,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -21,6 +24,8 @@ func newControllersCommand() *cobra.Command {
 		which                             []string
 		logLevel                          string
 		tf                                telemetryFlags
+		qps                               float64
+		burst                             int
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
@@ -36,7 +41,18 @@ func newControllersCommand() *cobra.Command {
 				return err
 			}
 			defer stop()
-			conn, err := api.dial(tel.DialOption())
+			if burst == 0 {
+				burst = max(int(qps*3/2), 1)
+			}
+			limit, err := client.RateLimit(qps, burst)
+			if err != nil {
+				return fmt.Errorf("--kube-api-qps/--kube-api-burst: %w", err)
+			}
+			opts := []grpc.DialOption{tel.DialOption()}
+			if limit != nil {
+				opts = append(opts, grpc.WithChainUnaryInterceptor(limit))
+			}
+			conn, err := api.dial(opts...)
 			if err != nil {
 				return err
 			}
@@ -69,6 +85,10 @@ func newControllersCommand() *cobra.Command {
 	f.IntVar(&rsSyncs, "concurrent-replicaset-syncs", 5, "replicasets reconciled at once")
 	f.IntVar(&gcSyncs, "concurrent-gc-syncs", 20, "garbage collector workers")
 	f.StringSliceVar(&which, "controllers", controllers.All(), "controllers to run")
+	// Kubernetes' controller manager defaults to 20 qps / 30 burst; kplane
+	// keeps no limit unless asked (kplane up sets one, see localcluster).
+	f.Float64Var(&qps, "kube-api-qps", 0, "calls per second to the API service, on average (a client-side token bucket as Kubernetes'; events, leases and watches are not counted; 0: no limit)")
+	f.IntVar(&burst, "kube-api-burst", 0, "calls let through at once by --kube-api-qps's bucket (default: 1.5 × the qps, as Kubernetes' 20/30)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	tf.register(f)
 	return cmd

@@ -88,6 +88,8 @@ restarted then).`,
 	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service replicas")
 	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected)")
 	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected)")
+	f.Float64Var(&cfg.ControllerAPIQPS, "controllers-kube-api-qps", 0, "the controller managers' --kube-api-qps: calls per second to the API service (0: no limit)")
+	f.IntVar(&cfg.ControllerAPIBurst, "controllers-kube-api-burst", 0, "the controller managers' --kube-api-burst (0: 1.5 × the qps)")
 	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd")
 	f.BoolVar(&withJaeger, "jaeger", false, "also run a loopback Jaeger (built by scripts/install-jaeger.sh; query API on 16686, OTLP on 4317, free ports with --base-port=0) and send every component's spans to it")
 	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")

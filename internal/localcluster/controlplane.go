@@ -39,6 +39,11 @@ type UpConfig struct {
 	// Schedulers and ControllerManagers are the leader-elected replicas of
 	// each (default 2).
 	Schedulers, ControllerManagers int
+	// ControllerAPIQPS and ControllerAPIBurst are the controller managers'
+	// --kube-api-qps and --kube-api-burst: the rate at which they call the
+	// API service (0: no limit; a burst of 0 is 1.5 × the qps).
+	ControllerAPIQPS   float64
+	ControllerAPIBurst int
 	// Nodes is the number of simulated nodes, all in one node agent
 	// process with the built-in runtime (default 3).
 	Nodes int
@@ -259,11 +264,15 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		}
 	}
 	for i := 0; i < cfg.ControllerManagers; i++ {
-		if err := cp.start("controllers", "controllers-"+strconv.Itoa(i+1), "",
-			"--server", servers, "--ca-file", id.caFile,
+		args := []string{"--server", servers, "--ca-file", id.caFile,
 			"--cert-file", id.controllers.certFile, "--key-file", id.controllers.keyFile,
-			"--leader-elect-identity", "controllers-"+strconv.Itoa(i+1),
-			"--log-level", "warn"); err != nil {
+			"--leader-elect-identity", "controllers-" + strconv.Itoa(i+1),
+			"--log-level", "warn"}
+		if cfg.ControllerAPIQPS > 0 {
+			args = append(args, "--kube-api-qps", strconv.FormatFloat(cfg.ControllerAPIQPS, 'f', -1, 64),
+				"--kube-api-burst", strconv.Itoa(cfg.ControllerAPIBurst))
+		}
+		if err := cp.start("controllers", "controllers-"+strconv.Itoa(i+1), "", args...); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -451,5 +452,71 @@ func TestServerReflection(t *testing.T) {
 		if !got[want] {
 			t.Errorf("reflection does not list %s (got %v)", want, got)
 		}
+	}
+}
+
+// TestUpdateFromStaleCacheLosesNothing: an update's first attempt starts
+// from the watch cache's copy; when that copy is stale (the cache not yet
+// caught up), the write must still apply to the store's current object: no
+// change made in between is lost, and a resourceVersion the client read
+// from the store is not refused because the cache is behind.
+func TestUpdateFromStaleCacheLosesNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := as(t, "admin")
+	r := e.srv.resources["pods"]
+	cr, err := e.pods.CreatePod(ctx, &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "web")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := cr.GetPod()
+	stale := proto.Clone(created).(*corev1.Pod)
+	upd := proto.Clone(created).(*corev1.Pod)
+	upd.Metadata.Labels = map[string]string{"v": "2"}
+	resp, err := e.pods.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: "default", Name: "web", Pod: upd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := resp.GetPod()
+	// Wait for the cache to hold the update, then put the old copy back.
+	ch := e.srv.cachers["pods"]
+	key := e.srv.store.key(r, "default", "web")
+	for {
+		ch.mu.Lock()
+		obj := ch.state[key]
+		if obj != nil && meta(obj).GetResourceVersion() == cur.GetMetadata().GetResourceVersion() {
+			ch.state[key] = stale
+			ch.mu.Unlock()
+			break
+		}
+		ch.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A status update carries the metadata of the object it updates: from
+	// the stale copy it would put the labels back.
+	st := proto.Clone(cur).(*corev1.Pod)
+	st.Status = &corev1.PodStatus{Phase: "Running"}
+	st.Metadata.ResourceVersion = "" // unconditional
+	if _, err := e.pods.UpdatePodStatus(ctx, &corev1.UpdatePodStatusRequest{Namespace: "default", Name: "web", Pod: st}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.pods.GetPod(ctx, &corev1.GetPodRequest{Namespace: "default", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetPod().GetMetadata().GetLabels()["v"] != "2" || got.GetPod().GetStatus().GetPhase() != "Running" {
+		t.Fatalf("after a status update from a stale cache: labels %v, phase %q; want v=2, Running",
+			got.GetPod().GetMetadata().GetLabels(), got.GetPod().GetStatus().GetPhase())
+	}
+
+	// The cache stale again; an update conditional on the store's current
+	// resourceVersion succeeds.
+	ch.mu.Lock()
+	ch.state[key] = stale
+	ch.mu.Unlock()
+	cond := proto.Clone(got.GetPod()).(*corev1.Pod)
+	cond.Metadata.Labels["v"] = "3"
+	if _, err := e.pods.UpdatePod(ctx, &corev1.UpdatePodRequest{Namespace: "default", Name: "web", Pod: cond}); err != nil {
+		t.Fatalf("update conditional on the current resourceVersion with a stale cache: %v", err)
 	}
 }

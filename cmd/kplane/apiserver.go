@@ -45,6 +45,7 @@ func newAPIServerCommand() *cobra.Command {
 		profilingListen                    string
 		blockProfileRate                   int
 		encryptionConfig                   string
+		gcPercent                          int
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -55,6 +56,7 @@ func newAPIServerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			setGCPercent(gcPercent, log)
 			tel, stop, err := tf.start(cmd.Context(), "apiserver", listen, false, log)
 			if err != nil {
 				return err
@@ -178,6 +180,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&encryptionConfig, "encryption-provider-config", "", "EncryptionConfiguration (apiserver.config.k8s.io/v1) file: which resources are encrypted at rest, with aescbc, aesgcm, secretbox or identity")
 	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); empty disables them")
 	f.IntVar(&blockProfileRate, "block-profile-rate", 0, "with --profiling-listen: runtime.SetBlockProfileRate (0 leaves block profiling off)")
+	f.IntVar(&gcPercent, "gc-percent", apiserverGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	tf.register(f)
 	f.BoolVar(&allowInsecureWithoutClientCertsOK, "insecure-plaintext", false, "serve plaintext gRPC without TLS (local experiments only)")

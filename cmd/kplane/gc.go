@@ -1,0 +1,27 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"runtime/debug"
+)
+
+// apiserverGCPercent is the API service's default GC target. Each
+// collection scans every goroutine's stack, and a service with 10,000
+// watches has 10,000 of them; at Go's default of 100 the 10,000-watcher
+// fan-out collected often enough to lengthen its delivery tail (see
+// BENCHMARKS.md, "API service"). The cost is heap headroom: the heap may
+// grow to (1 + percent/100) times what is live before a collection.
+const apiserverGCPercent = 300
+
+// setGCPercent applies a --gc-percent flag the way the runtime's own
+// setting is expected to behave: GOGC in the environment, when set, wins
+// (an operator's explicit choice), and GOMEMLIMIT, if set, still caps the
+// heap. A negative percent turns the collector off, as GOGC=off does.
+func setGCPercent(percent int, log *slog.Logger) {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		log.Info("GOGC is set in the environment: --gc-percent not applied", "GOGC", v, "gc-percent", percent)
+		return
+	}
+	debug.SetGCPercent(percent)
+}

@@ -15,6 +15,17 @@
 #   ROUNDS=12 DURATION=20s scripts/bench-tracing.sh
 #   STORE=etcd scripts/bench-tracing.sh          etcd as the store (no store spans)
 #
+# To compare ways of tracing (A/B in one run), name the modes: "off" is
+# tracing off, any other name is traced, to its own Jaeger. Per mode M,
+# KPLANE_M is the kplane binary (its `kplane jaeger` too; default: built
+# from this tree) and ENV_M extra environment for the API service and the
+# store (OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf exports to Jaeger's
+# OTLP/HTTP port), JENV_M extra environment for its Jaeger (e.g. GOGC=200).
+# Rounds rotate the order; ratios are against the first mode.
+#
+#   MODES="off traced http" ENV_http=OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf scripts/bench-tracing.sh
+#   MODES="off a b" KPLANE_a=/tmp/kplane-old KPLANE_b=/tmp/kplane-new scripts/bench-tracing.sh
+#
 # Needs Jaeger (scripts/install-jaeger.sh builds it) and what
 # bench-apiserver.sh needs.
 set -euo pipefail
@@ -22,52 +33,74 @@ cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-8}
 DURATION=${DURATION:-10s}
+MODES=${MODES:-off traced}
 export STORE=${STORE:-kplane}
+read -r -a modes <<<"$MODES"
 
 tmp=$(mktemp -d)
-jpid=
+jpids=()
 cleanup() {
-	[[ -n "$jpid" ]] && kill "$jpid" 2>/dev/null || true
+	for p in "${jpids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# cpu PID: the process's user+system CPU time so far, in ms.
+cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }
+var() { local v="${1}_$2"; echo "${!v:-}"; }
 
 echo "== building"
 go build -o "$tmp/kplane" ./cmd/kplane
 jaeger=$(scripts/install-jaeger.sh)
-qport=$(port)
-oport=$(port)
-"$tmp/kplane" jaeger --binary "$jaeger" --dir "$tmp/jaeger" --query-port "$qport" --otlp-port "$oport" --otlp-http-port "$(port)" >"$tmp/jaeger.log" 2>&1 &
-jpid=$!
-for _ in $(seq 100); do
-	if curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null 2>&1; then break; fi
-	sleep 0.2
-done
-curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null || { echo "jaeger did not start:"; cat "$tmp/jaeger.log"; exit 1; }
 
-# cpu PID: the process's user+system CPU time so far, in ms.
-cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }
-jaegerpid=$(pgrep -P "$jpid" | head -1)
+declare -A bin qurl grpcurl httpurl jpid
+for m in "${modes[@]}"; do
+	[[ $m =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || { echo "mode $m: not a shell name"; exit 1; }
+	bin[$m]=$(var KPLANE "$m")
+	bin[$m]=${bin[$m]:-$tmp/kplane}
+	[[ $m == off ]] && continue
+	# kplane jaeger picks one more free port itself: a clash with the
+	# ones chosen here fails its start, so try again.
+	for attempt in 1 2 3; do
+		qport=$(port) oport=$(port) hport=$(port)
+		read -r -a jenv <<<"$(var JENV "$m")"
+		env "${jenv[@]}" "${bin[$m]}" jaeger --binary "$jaeger" --dir "$tmp/jaeger-$m" --query-port "$qport" --otlp-port "$oport" --otlp-http-port "$hport" >"$tmp/jaeger-$m.log" 2>&1 &
+		p=$!
+		for _ in $(seq 100); do
+			if curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null 2>&1 || ! kill -0 "$p" 2>/dev/null; then break; fi
+			sleep 0.2
+		done
+		curl -fs "http://127.0.0.1:$qport/api/services" >/dev/null 2>&1 && break
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+		((attempt < 3)) || { echo "jaeger ($m) did not start:"; cat "$tmp/jaeger-$m.log"; exit 1; }
+	done
+	jpids+=("$p")
+	qurl[$m]=http://127.0.0.1:$qport grpcurl[$m]=http://127.0.0.1:$oport httpurl[$m]=http://127.0.0.1:$hport
+	jpid[$m]=$(pgrep -P "$p" | head -1)
+done
 
 # run MODE: one closed-loop create row; prints "throughput p99-in-ms
 # cpu-µs-per-create jaeger-cpu-µs-per-create" (the API service's and the
 # store's CPU; Jaeger's, when traced).
 run() {
-	local out j0
-	j0=$(cpu "$jaegerpid")
-	if [[ $1 == traced ]]; then
-		out=$(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$oport" OTEL_TRACES_SAMPLER=always_on \
-			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+	local m=$1 out j0=0 jcpu=0
+	local -a env
+	read -r -a env <<<"$(var ENV "$m")"
+	if [[ $m == off ]]; then
+		out=$(env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_TRACES_SAMPLER "${env[@]}" \
+			KPLANE="${bin[$m]}" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
 	else
-		out=$(env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_TRACES_SAMPLER \
-			KPLANE="$tmp/kplane" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+		local ep=${grpcurl[$m]}
+		if [[ " ${env[*]} " == *" OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "* ]]; then ep=${httpurl[$m]}; fi
+		j0=$(cpu "${jpid[$m]}")
+		out=$(env OTEL_EXPORTER_OTLP_ENDPOINT="$ep" OTEL_TRACES_SAMPLER=always_on "${env[@]}" \
+			KPLANE="${bin[$m]}" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+		jcpu=$(awk "BEGIN{print $(cpu "${jpid[$m]}") - $j0}")
 	fi
-	local jcpu
-	jcpu=$(awk "BEGIN{print $(cpu "$jaegerpid") - $j0}")
-	echo "$1 (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create') $(echo "$out" | grep '^cpu-ms') jaeger=$jcpu" >&2
+	echo "$m (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create') $(echo "$out" | grep '^cpu-ms') jaeger=$jcpu" >&2
 	echo "$out" | python3 -c '
 import re, sys
 lines = sys.stdin.read().splitlines()
@@ -78,42 +111,51 @@ m = re.search(r"p99=([0-9.]+)(µs|ms|s)\b", line)
 p99 = float(m.group(1)) * {"µs": 0.001, "ms": 1, "s": 1000}[m.group(2)]
 c = [l for l in lines if l.startswith("cpu-ms")][0]
 ms = sum(float(v) for v in re.findall(r"=([0-9.]+)", c))
-jms = float(sys.argv[2]) if sys.argv[1] == "traced" else 0
-print(tp, p99, 1000 * ms / max(ok, 1), 1000 * jms / max(ok, 1))' "$1" "$jcpu"
+jms = float(sys.argv[1])
+print(tp, p99, 1000 * ms / max(ok, 1), 1000 * jms / max(ok, 1))' "$jcpu"
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION each way, order alternating; load $load0"
-off=() on=()
+echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION per mode (${modes[*]}), order rotating; load $load0"
+for m in "${modes[@]}"; do echo "   $m: ${bin[$m]} $(var ENV "$m") $(var JENV "$m" | sed 's/./jaeger: &/')"; done
+n=${#modes[@]}
 for ((i = 0; i < ROUNDS; i++)); do
-	if ((i % 2 == 0)); then
-		off+=("$(run off)"); on+=("$(run traced)")
-	else
-		on+=("$(run traced)"); off+=("$(run off)")
+	# Two modes: A B, B A, ...; more: each round starts one further on,
+	# and every other round runs backwards.
+	order=()
+	for ((k = 0; k < n; k++)); do order+=("${modes[(i / 2 + k) % n]}"); done
+	if ((i % 2 == 1)); then
+		rev=()
+		for ((k = n - 1; k >= 0; k--)); do rev+=("${order[k]}"); done
+		order=("${rev[@]}")
 	fi
+	for m in "${order[@]}"; do run "$m" >>"$tmp/rows.$m"; done
 done
-spans=$(curl -fs "http://127.0.0.1:$qport/api/services")
-echo "== Jaeger's services after the traced rounds: $spans"
-printf '%s\n' "${off[@]}" >"$tmp/off"
-printf '%s\n' "${on[@]}" >"$tmp/on"
+for m in "${modes[@]}"; do
+	[[ $m == off ]] || echo "== Jaeger ($m) services after the traced rounds: $(curl -fs "${qurl[$m]}/api/services")"
+done
 echo "== load: $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-python3 - "$tmp/off" "$tmp/on" <<'PY'
+python3 - "$tmp" "${modes[@]}" <<'PY'
 import statistics, sys
-def rows(p):
-    return [tuple(map(float, l.split())) for l in open(p) if l.strip()]
-offr, onr = rows(sys.argv[1]), rows(sys.argv[2])
-med = lambda rs, i: statistics.median(r[i] for r in rs)
-off, on = (med(offr, 0), med(offr, 1)), (med(onr, 0), med(onr, 1))
-cpu = lambda rs: statistics.median(r[2] for r in rs)
-jcpu = lambda rs: statistics.median(r[2] + r[3] for r in rs)
-print(f"{'':18} {'creates/s':>10} {'p99 ms':>8} {'CPU µs/create':>14} {'+ Jaeger':>9}   (medians of {len(offr)} rounds each)")
-print(f"{'tracing off':18} {off[0]:10.0f} {off[1]:8.1f} {cpu(offr):14.0f} {jcpu(offr):9.0f}")
-print(f"{'100% to Jaeger':18} {on[0]:10.0f} {on[1]:8.1f} {cpu(onr):14.0f} {jcpu(onr):9.0f}")
-print(f"CPU per create, API service + store: traced/off {cpu(onr)/cpu(offr):.2f}x; with Jaeger's: {jcpu(onr)/jcpu(offr):.2f}x")
-print(f"ratio traced/off: throughput {on[0]/off[0]:.2f}x, p99 {on[1]/off[1]:.2f}x "
-      f"(cost {100*(1-on[0]/off[0]):.1f}% of throughput; goal: at most 10%)")
-# Each round's traced run against its own off run (adjacent in time):
-pairs = sorted(b[0] / a[0] for a, b in zip(offr, onr))
-print("per-round throughput ratios: " + " ".join(f"{x:.2f}" for x in pairs) +
-      f" (median {statistics.median(pairs):.2f}x)")
+d, modes = sys.argv[1], sys.argv[2:]
+rows = {m: [tuple(map(float, l.split())) for l in open(f"{d}/rows.{m}") if l.strip()] for m in modes}
+med = lambda m, f: statistics.median(f(r) for r in rows[m])
+tp = lambda m: med(m, lambda r: r[0])
+p99 = lambda m: med(m, lambda r: r[1])
+cpu = lambda m: med(m, lambda r: r[2])
+jcpu = lambda m: med(m, lambda r: r[2] + r[3])
+name = lambda m: "tracing off" if m == "off" else (m + ": 100% to Jaeger" if len(modes) > 2 else "100% to Jaeger")
+print(f"{'':24} {'creates/s':>10} {'p99 ms':>8} {'CPU µs/create':>14} {'+ Jaeger':>9}   (medians of {len(rows[modes[0]])} rounds each)")
+for m in modes:
+    print(f"{name(m):24} {tp(m):10.0f} {p99(m):8.1f} {cpu(m):14.0f} {jcpu(m):9.0f}")
+a = modes[0]
+for b in modes[1:]:
+    print(f"{b}/{a}: CPU per create, API service + store {cpu(b)/cpu(a):.2f}x; with Jaeger's {jcpu(b)/jcpu(a):.2f}x; "
+          f"throughput {tp(b)/tp(a):.2f}x, p99 {p99(b)/p99(a):.2f}x" +
+          (f" (cost {100*(1-tp(b)/tp(a)):.1f}% of throughput; goal: at most 10%)" if a == "off" else ""))
+    # Each round's run against the first mode's run of the same round.
+    pairs = sorted(y[0] / x[0] for x, y in zip(rows[a], rows[b]))
+    cpairs = sorted((y[2] + y[3]) / (x[2] + x[3]) for x, y in zip(rows[a], rows[b]))
+    print(f"  per-round throughput ratios: " + " ".join(f"{x:.2f}" for x in pairs) + f" (median {statistics.median(pairs):.2f}x)")
+    print(f"  per-round CPU ratios (with Jaeger's): " + " ".join(f"{x:.2f}" for x in cpairs) + f" (median {statistics.median(cpairs):.2f}x)")
 PY

@@ -438,16 +438,22 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		}
 	}
 	w.initial = nil
-	// The end of the call closes w.ch like a cut-off does, so the loop
-	// waits on that one channel: a receive from one channel costs the
-	// runtime far less than a select over two (each of which it locks,
-	// and queues this goroutine on, per event), which with 10,000 watchers
-	// is paid 10,000 times per event.
+	// The end of the call finishes the watcher like a cut-off does, so the
+	// loop waits on its one notification channel: a receive from one
+	// channel costs the runtime far less than a select over two (each of
+	// which it locks, and queues this goroutine on, per event), which with
+	// 10,000 watchers is paid 10,000 times per event.
 	unregister := context.AfterFunc(ctx, func() { ch.stop(w) })
 	defer unregister()
-	for e := range w.ch {
-		if err := deliver(e); err != nil {
-			return err
+	for {
+		batch, ok := w.next()
+		if !ok {
+			break
+		}
+		for _, e := range batch {
+			if err := deliver(e); err != nil {
+				return err
+			}
 		}
 	}
 	// Cut off (too slow), the cache re-listed, or the call ended: end the

@@ -408,19 +408,18 @@ func (s *Server) feed(ctx context.Context, c *cacher, sink ObjectSink, synced fu
 			synced()
 			synced = nil
 		}
-	loop:
+		// The end of ctx finishes the watcher, as a re-list does.
+		unregister := context.AfterFunc(ctx, func() { c.stop(w) })
 		for {
-			select {
-			case <-ctx.Done():
-				c.stop(w)
-				return
-			case e, ok := <-w.ch:
-				if !ok {
-					break loop
-				}
+			batch, ok := w.next()
+			if !ok {
+				break
+			}
+			for _, e := range batch {
 				last = deliverTo(sink, e, last)
 			}
 		}
+		unregister()
 	}
 }
 

@@ -117,16 +117,90 @@ type filterGroup struct {
 	out  *watchEvent // transform(last, f.match)
 }
 
-// cacheWatcher is one client watch. The cacher sends to ch without
-// blocking; a watcher whose buffer is full is cut off: removed and ch closed.
+// cacheWatcher is one client watch. The cacher queues events for it
+// without blocking; a watcher with buffer events queued (besides the batch
+// its goroutine is sending) is cut off: removed and finished.
+//
+// The queue is a slice that grows with what is actually waiting, not a
+// channel of the buffer's size: a channel allocates its whole buffer up
+// front (8 KB of pointers per watcher at the default 1,000), and the
+// garbage collector scans all of it on every cycle, for 10,000 watchers 80
+// MB of mostly empty slots, more than half the service's live heap.
 type cacheWatcher struct {
-	ch        chan *watchEvent
 	initial   []*watchEvent
 	group     *filterGroup // nil: every event
 	minRev    int64
 	bookmarks bool
-	cutOff    bool // set before ch is closed because the watcher was too slow
+	cutOff    bool // set before the watcher is finished because it was too slow
 	closed    bool
+
+	// notify has room for one signal: something was queued or the watcher
+	// finished since its goroutine last looked.
+	notify chan struct{}
+	qmu    sync.Mutex
+	queue  []*watchEvent // in order, not yet taken by next
+	spare  []*watchEvent // the batch next returned last, reused once its caller is done
+	done   bool          // finished: nothing more will be queued
+}
+
+func newCacheWatcher(bookmarks bool) *cacheWatcher {
+	return &cacheWatcher{notify: make(chan struct{}, 1), bookmarks: bookmarks}
+}
+
+// push queues e unless limit events are already waiting; it never blocks.
+func (w *cacheWatcher) push(e *watchEvent, limit int) bool {
+	w.qmu.Lock()
+	if len(w.queue) >= limit || w.done {
+		w.qmu.Unlock()
+		return false
+	}
+	w.queue = append(w.queue, e)
+	w.qmu.Unlock()
+	w.signal()
+	return true
+}
+
+// finish tells the watcher's goroutine that nothing more will come: next
+// returns what is still queued, then false.
+func (w *cacheWatcher) finish() {
+	w.qmu.Lock()
+	w.done = true
+	w.qmu.Unlock()
+	w.signal()
+}
+
+func (w *cacheWatcher) signal() {
+	select {
+	case w.notify <- struct{}{}:
+	default: // a signal is already pending
+	}
+}
+
+// next blocks until events are queued and returns them, in order; the
+// batch is the caller's until its next call. It returns false once the
+// watcher is finished and everything queued before was returned. Only the
+// watcher's own goroutine calls it.
+func (w *cacheWatcher) next() ([]*watchEvent, bool) {
+	for {
+		w.qmu.Lock()
+		if len(w.queue) > 0 {
+			batch := w.queue
+			reuse := w.spare // the previous batch: its caller is done with it
+			clear(reuse)
+			if cap(reuse) > 64 {
+				reuse = nil // a burst's backing array is not kept for good
+			}
+			w.queue, w.spare = reuse[:0], batch
+			w.qmu.Unlock()
+			return batch, true
+		}
+		if w.done {
+			w.qmu.Unlock()
+			return nil, false
+		}
+		w.qmu.Unlock()
+		<-w.notify
+	}
 }
 
 func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer int, bookmark time.Duration) *cacher {
@@ -364,9 +438,7 @@ func (c *cacher) dispatchLocked(e *watchEvent) {
 		if te == nil {
 			continue
 		}
-		select {
-		case w.ch <- te:
-		default:
+		if !w.push(te, c.buffer) {
 			c.closeWatcherLocked(w, true)
 		}
 	}
@@ -384,14 +456,14 @@ func (c *cacher) closeWatcherLocked(w *cacheWatcher, cutOff bool) {
 			delete(c.groups, g.f.key)
 		}
 	}
-	close(w.ch)
+	w.finish()
 	if cutOff {
 		c.log.Info("watcher cut off: it fell behind", "buffer", c.buffer)
 	}
 }
 
 // bookmarks sends a BOOKMARK with the cache's revision to every watcher that
-// asked for them, every period. Bookmarks go through the watcher's channel,
+// asked for them, every period. Bookmarks go through the watcher's queue,
 // so they are never ahead of an event not yet delivered.
 func (c *cacher) bookmarks(ctx context.Context) {
 	t := time.NewTicker(c.bookmark)
@@ -408,10 +480,7 @@ func (c *cacher) bookmarks(ctx context.Context) {
 			if !w.bookmarks || c.rev <= w.minRev {
 				continue
 			}
-			select {
-			case w.ch <- ev:
-			default: // full: the next event or bookmark will do
-			}
+			_ = w.push(ev, c.buffer) // full: the next event or bookmark will do
 		}
 		c.mu.Unlock()
 	}
@@ -438,7 +507,7 @@ func (c *cacher) watch(ctx context.Context, rv int64, wf watchFilter, bookmarks 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	filter := wf.match
-	w := &cacheWatcher{ch: make(chan *watchEvent, c.buffer), bookmarks: bookmarks}
+	w := newCacheWatcher(bookmarks)
 	initial := rv == 0
 	if sendInitial != nil {
 		initial = *sendInitial

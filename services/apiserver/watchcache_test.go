@@ -63,9 +63,11 @@ func TestCacheRelistsAfterCompaction(t *testing.T) {
 		t.Fatalf("after re-list: %d items at %d, want 5 at >= %d", len(items), rev, last)
 	}
 	// The old watcher was closed (its client resumes) ...
+	finished := make(chan bool, 1)
+	go func() { _, ok := w.next(); finished <- !ok }()
 	select {
-	case _, ok := <-w.ch:
-		if ok {
+	case f := <-finished:
+		if !f {
 			t.Fatal("old watcher got an event instead of being closed")
 		}
 	case <-time.After(10 * time.Second):
@@ -310,5 +312,62 @@ func BenchmarkNodeSelectorDispatch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A watcher's queue hands out events in order, in batches, refuses more
+// than its limit, and after finish returns what is left before ending.
+func TestCacheWatcherQueue(t *testing.T) {
+	w := newCacheWatcher(false)
+	evs := make([]*watchEvent, 5)
+	for i := range evs {
+		evs[i] = &watchEvent{typ: eventAdded, rev: int64(i + 1)}
+	}
+	for _, e := range evs[:3] {
+		if !w.push(e, 3) {
+			t.Fatalf("push of rev %d refused below the limit", e.rev)
+		}
+	}
+	if w.push(evs[3], 3) {
+		t.Fatal("push past the limit accepted")
+	}
+	batch, ok := w.next()
+	if !ok || len(batch) != 3 || batch[0] != evs[0] || batch[2] != evs[2] {
+		t.Fatalf("first batch: %v %v", batch, ok)
+	}
+	// The batch stays the caller's while more is queued.
+	if !w.push(evs[3], 3) || !w.push(evs[4], 3) {
+		t.Fatal("push refused after the queue was taken")
+	}
+	if batch[0] != evs[0] || batch[1] != evs[1] || batch[2] != evs[2] {
+		t.Fatal("the returned batch changed under its caller")
+	}
+	w.finish()
+	if w.push(evs[0], 3) {
+		t.Fatal("push after finish accepted")
+	}
+	batch, ok = w.next()
+	if !ok || len(batch) != 2 || batch[0] != evs[3] || batch[1] != evs[4] {
+		t.Fatalf("second batch: %v %v", batch, ok)
+	}
+	if _, ok := w.next(); ok {
+		t.Fatal("next after finish and drain returned a batch")
+	}
+
+	// A goroutine waiting in next is woken by a push.
+	w = newCacheWatcher(false)
+	got := make(chan int64, 1)
+	go func() {
+		b, _ := w.next()
+		got <- b[0].rev
+	}()
+	w.push(evs[1], 3)
+	select {
+	case rev := <-got:
+		if rev != 2 {
+			t.Fatalf("woken with rev %d, want 2", rev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a push did not wake the waiting watcher")
 	}
 }

@@ -237,12 +237,28 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 	res.Scheduling = summarize(scheduling)
 	res.Starting = summarize(starting)
 	res.Procs = usage(procs, before, after)
-	if evs, err := cs.CoreV1().Events(cfg.namespace).List(ctx, metav1.ListOptions{}); err != nil {
+	if n, err := countEvents(ctx, cs, cfg.namespace); err != nil {
 		logger.Warn("list events", "err", err)
 	} else {
-		res.Events = len(evs.Items)
+		res.Events = n
 	}
 	return res, nil
+}
+
+// countEvents counts the namespace's Event objects, listed in pages (at
+// 3,000 pods one list is larger than a gRPC message may be).
+func countEvents(ctx context.Context, cs kubernetes.Interface, ns string) (int, error) {
+	n, cont := 0, ""
+	for {
+		l, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+		if err != nil {
+			return n, err
+		}
+		n += len(l.Items)
+		if cont = l.Continue; cont == "" {
+			return n, nil
+		}
+	}
 }
 
 func deployment(replicas int32) *appsv1.Deployment {

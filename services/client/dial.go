@@ -6,6 +6,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -46,6 +47,12 @@ func SplitServers(s string) []string {
 // fail with Unavailable; the next ones go to the others. opts add the
 // transport credentials and anything else; each address's host is the TLS
 // server name its certificate is checked against.
+//
+// Responses of any size are accepted: grpc-go's default 4 MiB receive limit
+// would fail an unpaginated list (client-go's informers, `kubectl get
+// --chunk-size=0` through the gateway) once the objects add up to more,
+// where kube-apiserver answers it. The limit left is gRPC's own 2 GiB, the
+// API service's send limit too.
 func Dial(addrs []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("client: no API service address")
@@ -64,6 +71,7 @@ func Dial(addrs []string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		grpc.WithResolvers(r),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)),
 	}, opts...)
 	conn, err := grpc.NewClient(r.Scheme()+":///apiserver", opts...)
 	if err != nil {

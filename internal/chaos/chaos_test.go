@@ -496,7 +496,7 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 		at := time.Now()
 		if k.stall() {
 			if err := victim.Pause(); err != nil {
-				return o, err
+				return o, fmt.Errorf("%s: %w", victim.Name, err)
 			}
 			// Resumed once the standby leads (or on failure): it must then
 			// stop leading and exit, and be restarted.
@@ -535,7 +535,7 @@ func inject(ctx context.Context, cp *localcluster.ControlPlane, storeCli *client
 		}
 		lost := strings.Count(readFile(victim.LogPath), leaseLost)
 		if err := victim.Resume(); err != nil {
-			return o, err
+			return o, fmt.Errorf("%s: %w", victim.Name, err)
 		}
 		// Resumed, it finds it missed its renew deadline and stops
 		// leading. The scheduler then exits with an error (as

@@ -83,23 +83,6 @@ type Process struct {
 	proc
 }
 
-// Pause stops the process with SIGSTOP (it keeps its connections but does
-// nothing, as a process stalled by the machine); Resume continues it.
-func (p *Process) Pause() error {
-	if err := p.signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("%s: %w", p.Name, err)
-	}
-	return nil
-}
-
-// Resume continues a paused process.
-func (p *Process) Resume() error {
-	if err := p.signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("%s: %w", p.Name, err)
-	}
-	return nil
-}
-
 // ControlPlane is a running `kplane up` cluster.
 type ControlPlane struct {
 	cfg   UpConfig

@@ -203,23 +203,6 @@ func (c *Cluster) StartMember(m *Member) error {
 	return nil
 }
 
-// Pause stops the member's process with SIGSTOP (it keeps its sockets but
-// answers nothing); Resume continues it with SIGCONT.
-func (m *Member) Pause() error {
-	if err := m.signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("member %s: %w", m.Name, err)
-	}
-	return nil
-}
-
-// Resume continues a paused member.
-func (m *Member) Resume() error {
-	if err := m.signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("member %s: %w", m.Name, err)
-	}
-	return nil
-}
-
 // Stop sends SIGTERM and waits up to timeout before killing.
 func (m *Member) Stop(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

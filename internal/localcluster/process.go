@@ -121,6 +121,24 @@ func (p *proc) signal(sig syscall.Signal) error {
 	return cmd.Process.Signal(sig)
 }
 
+// Pause stops the current incarnation with SIGSTOP: it keeps its sockets
+// and connections but answers nothing, as a process the machine stalled.
+// Resume continues it with SIGCONT.
+func (p *proc) Pause() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	return nil
+}
+
+// Resume continues a paused incarnation.
+func (p *proc) Resume() error {
+	if err := p.signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	return nil
+}
+
 // Kill sends SIGKILL to the current incarnation and waits for it to exit.
 // Under a supervisor, the process is then restarted.
 func (p *proc) Kill() {

@@ -57,7 +57,7 @@ func TestNoStaleReadAfterPause(t *testing.T) {
 				t.Fatalf("before the pause: got %v (%v)", resp, err)
 			}
 			if err := target.Pause(); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", target.Name, err)
 			}
 			resumed := false
 			defer func() {
@@ -90,7 +90,7 @@ func TestNoStaleReadAfterPause(t *testing.T) {
 				}
 			}
 			if err := target.Resume(); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: %v", target.Name, err)
 			}
 			resumed = true
 			resp, err := tcli.Get(ctx, "/stale")

@@ -55,6 +55,8 @@ type Store struct {
 	wmu sync.Mutex
 	w   *wal.WAL
 
+	// mu guards base and ents for readers. They change only with both wmu
+	// and mu held, so a writer holding wmu reads them without mu.
 	mu sync.RWMutex
 	// base is the index just below the first entry: the newest snapshot
 	// record. ents[i] has index base+1+i.
@@ -211,13 +213,10 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.w == nil {
-		return errors.New("raft wal: closed")
+	base, n, err := s.extent()
+	if err != nil {
+		return err
 	}
-
-	s.mu.RLock()
-	base, n := s.base, uint64(len(s.ents))
-	s.mu.RUnlock()
 	first := logs[0].Index
 	ents := make([]raftpb.Entry, len(logs))
 	for i, l := range logs {
@@ -266,17 +265,24 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	return nil
 }
 
+// extent returns base and the number of entries, or an error once the
+// store is closed. The caller holds wmu.
+func (s *Store) extent() (base, n uint64, err error) {
+	if s.w == nil {
+		return 0, 0, errors.New("raft wal: closed")
+	}
+	return s.base, uint64(len(s.ents)), nil
+}
+
 // DeleteRange deletes [lo, hi]. Raft deletes either a head (compaction) or
 // a tail (a follower's conflicting entries), never a middle.
 func (s *Store) DeleteRange(lo, hi uint64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.w == nil {
-		return errors.New("raft wal: closed")
+	base, n, err := s.extent()
+	if err != nil {
+		return err
 	}
-	s.mu.RLock()
-	base, n := s.base, uint64(len(s.ents))
-	s.mu.RUnlock()
 	first, last := base+1, base+n
 	if n == 0 || hi < first || lo > last || lo > hi {
 		return nil
@@ -297,10 +303,7 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 	if hi > last {
 		hi = last
 	}
-	s.mu.RLock()
-	term := s.ents[hi-first].Term
-	s.mu.RUnlock()
-	if err := s.saveBase(hi, term); err != nil {
+	if err := s.saveBase(hi, s.ents[hi-first].Term); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -53,7 +53,7 @@ type RecorderConfig struct {
 
 // RecorderStats counts what a Recorder did with the events given to it.
 type RecorderStats struct {
-	Recorded int64 // given to Eventf or Record
+	Recorded int64 // given to Eventf or FieldEventf
 	Written  int64 // now in the store, as an event of their own or as a count
 	Dropped  int64 // not written: the queue was full, or Run stopped first
 	Failed   int64 // the write failed
@@ -151,19 +151,6 @@ func (r *Recorder) FieldEventf(obj proto.Message, fieldPath, eventType, reason, 
 			r.log.Warn("event queue full; dropping events", "object", Key(obj), "reason", reason, "droppedSoFar", r.dropped.Load())
 		}
 	}
-}
-
-// Record writes an event about obj now, in the caller's goroutine, for a
-// caller that acts on one object at a time and wants its events written in
-// order (the node agent's pod sync). fieldPath names a part of the object,
-// e.g. spec.containers{web}; "" means the whole object. Like Eventf it is
-// best effort: a failure is logged, not returned.
-func (r *Recorder) Record(ctx context.Context, obj proto.Message, fieldPath, eventType, reason, messageFmt string, args ...any) {
-	r.recorded.Add(1)
-	r.pending.Add(1)
-	defer r.pending.Add(-1)
-	ev := r.aggregate(r.newEvent(obj, fieldPath, eventType, reason, fmt.Sprintf(messageFmt, args...)))
-	r.write(ctx, ev, 1)
 }
 
 // Stats returns the recorder's counters.

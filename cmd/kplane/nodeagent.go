@@ -3,7 +3,7 @@ package main
 // This file holds `kplane nodeagent`: kplane's kubelet, for one node or —
 // with --nodes N — N simulated nodes in one process, each with its own
 // identity (system:node:<name>) and, unless --cri-socket is given, its own
-// built-in runtime on its own socket under --data-dir.
+// built-in runtime in this process.
 
 import (
 	"context"
@@ -87,7 +87,7 @@ func newNodeAgentCommand() *cobra.Command {
 	f.IntVar(&fl.nodes, "nodes", 1, "number of nodes to run in this process (named <prefix>1..N when > 1)")
 	f.StringVar(&fl.nodePrefix, "node-prefix", "node-", "name prefix of the nodes with --nodes > 1")
 	f.StringVar(&fl.criSocket, "cri-socket", "", "CRI runtime socket (e.g. containerd's); empty starts the built-in simulated runtime per node")
-	f.StringVar(&fl.dataDir, "data-dir", "/var/lib/kplane/nodeagent", "where built-in runtime sockets and pod logs go")
+	f.StringVar(&fl.dataDir, "data-dir", "/var/lib/kplane/nodeagent", "where pod logs go")
 	f.DurationVar(&fl.pullLatency, "pull-latency", 0, "built-in runtime: how long an image pull takes")
 	f.StringVar(&fl.cpu, "cpu", "4", "node cpu capacity")
 	f.StringVar(&fl.memory, "memory", "8Gi", "node memory capacity")
@@ -341,20 +341,20 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 				return err
 			}
 		}
-		sock := fl.criSocket
-		if sock == "" {
-			sock = filepath.Join(dir, "cri.sock")
+		criCfg := cri.Config{Socket: fl.criSocket, TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()}
+		if fl.criSocket == "" {
+			// The built-in runtime lives in this process: the agent calls
+			// it directly rather than over a socket of its own (half of
+			// this process's CPU with 100 nodes went to CRI gRPC; see
+			// nodeagent/cri/local.go). `kplane simruntime` still serves
+			// it on a socket for other CRI clients.
 			rt, err := simruntime.New(simruntime.Config{Name: name, PodCIDR: cidr, PullLatency: fl.pullLatency, Logger: log})
 			if err != nil {
 				return err
 			}
-			lis, err := simruntime.Listen(sock)
-			if err != nil {
-				return err
-			}
-			g.Go(func() error { return rt.ServeListener(ctx, lis) })
+			criCfg.Server = rt
 		}
-		rc, err := cri.New(cri.Config{Socket: sock, TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()})
+		rc, err := cri.New(criCfg)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 // Package cri is the node agent's client of a container runtime: a small
 // typed wrapper over the CRI v1 RuntimeService and ImageService
-// (k8s.io/cri-api) on a unix socket. It speaks to a real containerd and to
+// (k8s.io/cri-api) on a unix socket, or on a runtime in the same process
+// (Config.Server, see local.go). It speaks to a real containerd and to
 // kplane's built-in runtime (nodeagent/simruntime) alike.
 //
 // Every call runs under the caller's ctx; when ctx has no deadline the
@@ -41,9 +42,12 @@ type Config struct {
 	// Socket is the runtime's unix socket path (with or without the
 	// "unix://" prefix).
 	Socket string
+	// Server, instead of Socket, is a runtime in this process, called
+	// without gRPC (local.go says why and what it must not share).
+	Server Server
 	// Timeout bounds calls whose ctx has no deadline (default DefaultTimeout).
 	Timeout time.Duration
-	// DialOptions are added to the gRPC client's.
+	// DialOptions are added to the gRPC client's (with Socket).
 	DialOptions []grpc.DialOption
 	// TracerProvider and MeterProvider record each CRI call (a span under
 	// the caller's trace, rpc.client.* latency per method); nil uses the
@@ -54,15 +58,27 @@ type Config struct {
 
 // Client is a CRI client. It is safe for concurrent use.
 type Client struct {
-	conn    *grpc.ClientConn
+	conn    *grpc.ClientConn // nil for an in-process Server
 	rt      runtimeapi.RuntimeServiceClient
 	img     runtimeapi.ImageServiceClient
 	timeout time.Duration
 }
 
-// New returns a client for the runtime at cfg.Socket. It does not connect
-// yet: the first call does (use WaitReady to wait for the runtime).
+// New returns a client for the runtime at cfg.Socket, or for cfg.Server.
+// It does not connect yet: the first call does (use WaitReady to wait for
+// the runtime).
 func New(cfg Config) (*Client, error) {
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if cfg.Server != nil {
+		if cfg.Socket != "" {
+			return nil, errors.New("cri: both a socket and an in-process server given")
+		}
+		l := &local{srv: cfg.Server, stats: telemetry.ClientHandler(cfg.TracerProvider, cfg.MeterProvider)}
+		return &Client{rt: l, img: l, timeout: timeout}, nil
+	}
 	if cfg.Socket == "" {
 		return nil, errors.New("cri: no socket given")
 	}
@@ -82,10 +98,6 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cri: client for %s: %w", target, err)
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
 	return &Client{
 		conn:    conn,
 		rt:      runtimeapi.NewRuntimeServiceClient(conn),
@@ -94,10 +106,15 @@ func New(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection (nothing to close for an in-process Server).
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
 
-// Runtime and Images give the raw gRPC clients for calls this wrapper does
+// Runtime and Images give the raw CRI clients for calls this wrapper does
 // not cover.
 func (c *Client) Runtime() runtimeapi.RuntimeServiceClient { return c.rt }
 

@@ -73,8 +73,9 @@ func sharedContainerd(t *testing.T) *containerdtest.Env {
 // runtimeCase is one runtime the lifecycle runs against.
 type runtimeCase struct {
 	name string
-	// start returns the runtime's socket and the cgroup parent to use.
-	start func(t *testing.T) (socket, cgroupParent string)
+	// start returns the client's configuration (the runtime's socket, or
+	// the runtime itself when in process) and the cgroup parent to use.
+	start func(t *testing.T) (cfg cri.Config, cgroupParent string)
 	// realProcess: the container really runs, so its HTTP server answers
 	// and its process can be seen to go away.
 	realProcess bool
@@ -85,19 +86,25 @@ type runtimeCase struct {
 	wantStopExit int32
 }
 
-func simRuntime(t *testing.T) (string, string) {
+func newSimRuntime(t *testing.T) *simruntime.Runtime {
 	rt, err := simruntime.New(simruntime.Config{Name: "lifecycle", Images: []string{containerdtest.HelloImage}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return simruntimetest.Serve(t, rt), ""
+	return rt
 }
 
 var runtimes = []runtimeCase{
-	{name: "simruntime", start: simRuntime, wantRuntimeName: simruntime.RuntimeName, wantStopExit: 143},
-	{name: "containerd", start: func(t *testing.T) (string, string) {
+	{name: "simruntime", start: func(t *testing.T) (cri.Config, string) {
+		return cri.Config{Socket: simruntimetest.Serve(t, newSimRuntime(t))}, ""
+	}, wantRuntimeName: simruntime.RuntimeName, wantStopExit: 143},
+	// The node agent's own built-in runtimes are called in process.
+	{name: "simruntime-in-process", start: func(t *testing.T) (cri.Config, string) {
+		return cri.Config{Server: newSimRuntime(t)}, ""
+	}, wantRuntimeName: simruntime.RuntimeName, wantStopExit: 143},
+	{name: "containerd", start: func(t *testing.T) (cri.Config, string) {
 		e := sharedContainerd(t)
-		return e.Socket, e.CgroupParent
+		return cri.Config{Socket: e.Socket}, e.CgroupParent
 	}, realProcess: true, wantRuntimeName: "containerd", wantStopExit: 0},
 }
 
@@ -106,8 +113,9 @@ var runtimes = []runtimeCase{
 func TestLifecycle(t *testing.T) {
 	for _, rc := range runtimes {
 		t.Run(rc.name, func(t *testing.T) {
-			sock, cgroupParent := rc.start(t)
-			c, err := cri.New(cri.Config{Socket: sock, Timeout: 30 * time.Second})
+			cfg, cgroupParent := rc.start(t)
+			cfg.Timeout = 30 * time.Second
+			c, err := cri.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -429,8 +437,9 @@ func TestContainerExits(t *testing.T) {
 	}
 	for _, rc := range runtimes {
 		t.Run(rc.name, func(t *testing.T) {
-			sock, cgroupParent := rc.start(t)
-			c, err := cri.New(cri.Config{Socket: sock, Timeout: 30 * time.Second})
+			cfg, cgroupParent := rc.start(t)
+			cfg.Timeout = 30 * time.Second
+			c, err := cri.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ package simruntime
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,18 +74,26 @@ func (c *container) kill(now time.Time, code int32) {
 	}
 }
 
+// containerMeta copies m (see sandboxMeta).
+func containerMeta(m *runtimeapi.ContainerMetadata) *runtimeapi.ContainerMetadata {
+	if m == nil {
+		return nil
+	}
+	return &runtimeapi.ContainerMetadata{Name: m.Name, Attempt: m.Attempt}
+}
+
 func (c *container) toCRI() *runtimeapi.Container {
 	return &runtimeapi.Container{
 		Id:           c.id,
 		PodSandboxId: c.sandboxID,
-		Metadata:     c.meta,
+		Metadata:     containerMeta(c.meta),
 		Image:        &runtimeapi.ImageSpec{Image: c.imageRef},
 		ImageRef:     c.imageDigest,
 		ImageId:      c.imageID,
 		State:        c.state,
 		CreatedAt:    c.createdAt.UnixNano(),
-		Labels:       c.labels,
-		Annotations:  c.annotations,
+		Labels:       maps.Clone(c.labels),
+		Annotations:  maps.Clone(c.annotations),
 	}
 }
 
@@ -98,7 +107,7 @@ func unixNano(t time.Time) int64 {
 func (c *container) status() *runtimeapi.ContainerStatus {
 	return &runtimeapi.ContainerStatus{
 		Id:          c.id,
-		Metadata:    c.meta,
+		Metadata:    containerMeta(c.meta),
 		State:       c.state,
 		CreatedAt:   c.createdAt.UnixNano(),
 		StartedAt:   unixNano(c.startedAt),
@@ -108,8 +117,8 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 		ImageRef:    c.imageDigest,
 		ImageId:     c.imageID,
 		Reason:      c.reason,
-		Labels:      c.labels,
-		Annotations: c.annotations,
+		Labels:      maps.Clone(c.labels),
+		Annotations: maps.Clone(c.annotations),
 		LogPath:     c.logPath,
 	}
 }
@@ -158,12 +167,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	c := &container{
 		id:          r.newIDLocked("container"),
 		sandboxID:   sb.id,
-		meta:        meta,
+		meta:        containerMeta(meta),
 		imageRef:    im.tags[0],
 		imageID:     im.id,
 		imageDigest: im.digest,
-		labels:      cfg.GetLabels(),
-		annotations: cfg.GetAnnotations(),
+		labels:      maps.Clone(cfg.GetLabels()),
+		annotations: maps.Clone(cfg.GetAnnotations()),
 		rules:       rules,
 		logLines:    logLines,
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,

@@ -4,6 +4,7 @@ package simruntime
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,14 +29,25 @@ type sandbox struct {
 	annotations    map[string]string
 }
 
+// sandboxMeta copies m: the runtime keeps its own metadata, labels and
+// annotations and answers with copies, so that neither a caller in the same
+// process (cri's in-process client passes requests and answers as they
+// are) nor the runtime can change what the other holds.
+func sandboxMeta(m *runtimeapi.PodSandboxMetadata) *runtimeapi.PodSandboxMetadata {
+	if m == nil {
+		return nil
+	}
+	return &runtimeapi.PodSandboxMetadata{Name: m.Name, Uid: m.Uid, Namespace: m.Namespace, Attempt: m.Attempt}
+}
+
 func (sb *sandbox) toCRI() *runtimeapi.PodSandbox {
 	return &runtimeapi.PodSandbox{
 		Id:             sb.id,
-		Metadata:       sb.meta,
+		Metadata:       sandboxMeta(sb.meta),
 		State:          sb.state,
 		CreatedAt:      sb.createdAt.UnixNano(),
-		Labels:         sb.labels,
-		Annotations:    sb.annotations,
+		Labels:         maps.Clone(sb.labels),
+		Annotations:    maps.Clone(sb.annotations),
 		RuntimeHandler: sb.runtimeHandler,
 	}
 }
@@ -43,12 +55,12 @@ func (sb *sandbox) toCRI() *runtimeapi.PodSandbox {
 func (sb *sandbox) status() *runtimeapi.PodSandboxStatus {
 	st := &runtimeapi.PodSandboxStatus{
 		Id:             sb.id,
-		Metadata:       sb.meta,
+		Metadata:       sandboxMeta(sb.meta),
 		State:          sb.state,
 		CreatedAt:      sb.createdAt.UnixNano(),
 		Network:        &runtimeapi.PodSandboxNetworkStatus{},
-		Labels:         sb.labels,
-		Annotations:    sb.annotations,
+		Labels:         maps.Clone(sb.labels),
+		Annotations:    maps.Clone(sb.annotations),
 		RuntimeHandler: sb.runtimeHandler,
 	}
 	if sb.ip.IsValid() {
@@ -90,14 +102,14 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 	}
 	sb := &sandbox{
 		id:             r.newIDLocked("sandbox"),
-		meta:           meta,
+		meta:           sandboxMeta(meta),
 		state:          runtimeapi.PodSandboxState_SANDBOX_READY,
 		createdAt:      r.clock.Now(),
 		hostNetwork:    cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		logDir:         cfg.GetLogDirectory(),
 		runtimeHandler: req.GetRuntimeHandler(),
-		labels:         cfg.GetLabels(),
-		annotations:    cfg.GetAnnotations(),
+		labels:         maps.Clone(cfg.GetLabels()),
+		annotations:    maps.Clone(cfg.GetAnnotations()),
 	}
 	if !sb.hostNetwork && r.pods != nil {
 		ip, ok := r.pods.allocate()

@@ -4,6 +4,7 @@ package nodeagent
 // the machine; they are not pass/fail):
 //
 //	KPLANE_NODEAGENT_BENCH=1 go test -run 'TestBench' -v -timeout 30m ./nodeagent/
+//	KPLANE_NODEAGENT_BENCH=1 KPLANE_BENCH_BIN=/tmp/kplane-a go test -run 'TestBenchManyNodes' -v ./nodeagent/
 //
 // TestBenchBindToRunning measures bind → Running (seen by a watch) on one
 // node with the built-in runtime and, as root with containerd, on a real
@@ -277,11 +278,17 @@ func TestBenchManyNodes(t *testing.T) {
 	}})
 	pods := client.Must[*corev1.Pod](env.Dial(t, "bench-admin"))
 
-	bin := filepath.Join(dir, "kplane")
-	build := exec.Command("go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("build kplane: %v", err)
+	// KPLANE_BENCH_BIN runs a kplane built elsewhere (an A/B against
+	// another commit); KPLANE_BENCH_AGENT_ARGS adds flags to the node agent
+	// (e.g. "--gc-percent 200 --profiling-listen 127.0.0.1:6061").
+	bin := os.Getenv("KPLANE_BENCH_BIN")
+	if bin == "" {
+		bin = filepath.Join(dir, "kplane")
+		build := exec.Command("go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			t.Fatalf("build kplane: %v", err)
+		}
 	}
 	data, err := os.MkdirTemp("", "na-bench")
 	if err != nil {
@@ -295,9 +302,10 @@ func TestBenchManyNodes(t *testing.T) {
 	logAddr := lis.Addr().String()
 	lis.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "nodeagent", "--nodes", strconv.Itoa(nodes), "--server", env.Addr,
+	args := []string{"nodeagent", "--nodes", strconv.Itoa(nodes), "--server", env.Addr,
 		"--insecure-plaintext", "--token-file", tokens, "--data-dir", data, "--log-listen", logAddr,
-		"--pods", "110", "--log-level", "warn")
+		"--pods", "110", "--log-level", "warn"}
+	cmd := exec.CommandContext(ctx, bin, append(args, strings.Fields(os.Getenv("KPLANE_BENCH_AGENT_ARGS"))...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

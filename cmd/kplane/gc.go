@@ -14,6 +14,9 @@ import (
 // grow to (1 + percent/100) times what is live before a collection.
 const apiserverGCPercent = 300
 
+// nodeAgentGCPercent is the node agent's default GC target.
+const nodeAgentGCPercent = 100
+
 // setGCPercent applies a --gc-percent flag the way the runtime's own
 // setting is expected to behave: GOGC in the environment, when set, wins
 // (an operator's explicit choice), and GOMEMLIMIT, if set, still caps the

@@ -61,6 +61,8 @@ type nodeAgentFlags struct {
 	hostNetwork                                bool
 	logLevel                                   string
 	telemetry                                  telemetryFlags
+	gcPercent                                  int
+	profilingListen                            string
 }
 
 func newNodeAgentCommand() *cobra.Command {
@@ -111,6 +113,8 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
 	f.BoolVar(&fl.hostNetwork, "host-network", false, "run every pod in the node's network namespace (no CNI needed)")
 	f.StringVar(&fl.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.IntVar(&fl.gcPercent, "gc-percent", nodeAgentGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
+	f.StringVar(&fl.profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); empty disables them")
 	fl.telemetry.register(f)
 	return cmd
 }
@@ -228,6 +232,14 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 	}
 	if fl.nodes < 1 {
 		return fmt.Errorf("--nodes must be at least 1")
+	}
+	setGCPercent(fl.gcPercent, log)
+	if fl.profilingListen != "" {
+		stopProfiling, err := serveProfiling(fl.profilingListen, 0, log)
+		if err != nil {
+			return err
+		}
+		defer stopProfiling()
 	}
 	names := []string{fl.nodeName}
 	if fl.nodes > 1 {

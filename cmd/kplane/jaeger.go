@@ -45,6 +45,7 @@ func newJaegerCommand() *cobra.Command {
 	f.StringVar(&cfg.Dir, "dir", "", "directory for its config and log (default: a temporary one)")
 	f.IntVar(&cfg.QueryPort, "query-port", 16686, "query API port (0: a free one)")
 	f.IntVar(&cfg.OTLPPort, "otlp-port", 4317, "OTLP gRPC port (0: a free one)")
+	f.IntVar(&cfg.MaxTraces, "max-traces", jaeger.DefaultMaxTraces, "traces its memory store keeps (the oldest are dropped first)")
 	f.IntVar(&cfg.OTLPHTTPPort, "otlp-http-port", 4318, "OTLP/HTTP port, for OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (0: a free one)")
 	return cmd
 }

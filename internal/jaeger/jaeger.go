@@ -64,7 +64,21 @@ type Config struct {
 	// 4318 are Jaeger's defaults).
 	Host                              string
 	QueryPort, OTLPPort, OTLPHTTPPort int
+	// MaxTraces is how many traces the memory store keeps, the oldest
+	// dropped first (default DefaultMaxTraces).
+	MaxTraces int
 }
+
+// DefaultMaxTraces is the memory store's capacity unless Config says
+// otherwise. Jaeger's own all-in-one keeps 100,000, which at kplane's
+// span sizes is some 800 MB of heap (8 KB a create's trace) and, at the
+// 2,000 traced creates a second of scripts/bench-tracing.sh, takes 50 s
+// to fill: until the ring is full every stored trace is fresh heap
+// (zeroed pages, a growing GC), which made Jaeger's ingest cost about
+// 55 µs a trace instead of the 30 µs it costs once the ring recycles
+// (BENCHMARKS.md, Tracing). 10,000 traces (about 150 MB) is hours of a
+// development cluster's activity and fills in seconds under load.
+const DefaultMaxTraces = 10000
 
 // Jaeger is a running Jaeger process.
 type Jaeger struct {
@@ -108,7 +122,7 @@ extensions:
     backends:
       memstore:
         memory:
-          max_traces: 100000
+          max_traces: %[6]d
 receivers:
   otlp:
     protocols:
@@ -138,6 +152,9 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
+	if cfg.MaxTraces <= 0 {
+		cfg.MaxTraces = DefaultMaxTraces
+	}
 	var err error
 	grpcPort := 0
 	for _, p := range []*int{&cfg.QueryPort, &cfg.OTLPPort, &cfg.OTLPHTTPPort, &grpcPort} {
@@ -151,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 		return nil, fmt.Errorf("jaeger: %w", err)
 	}
 	confPath := filepath.Join(cfg.Dir, "jaeger.yaml")
-	if err := os.WriteFile(confPath, fmt.Appendf(nil, config, cfg.Host, cfg.QueryPort, cfg.OTLPPort, grpcPort, cfg.OTLPHTTPPort), 0o644); err != nil {
+	if err := os.WriteFile(confPath, fmt.Appendf(nil, config, cfg.Host, cfg.QueryPort, cfg.OTLPPort, grpcPort, cfg.OTLPHTTPPort, cfg.MaxTraces), 0o644); err != nil {
 		return nil, fmt.Errorf("jaeger: %w", err)
 	}
 	j := &Jaeger{

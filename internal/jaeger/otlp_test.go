@@ -78,3 +78,52 @@ func TestOTLPProtocols(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxTraces: the memory store keeps Config.MaxTraces traces, dropping
+// the oldest (a ring: what keeps Jaeger's heap, and its ingest cost, flat
+// under a steady flow of traces).
+func TestMaxTraces(t *testing.T) {
+	jbin := requireJaeger(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	j, err := jaeger.Start(ctx, jaeger.Config{Binary: jbin, Dir: filepath.Join(t.TempDir(), "jaeger"), MaxTraces: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", j.OTLPEndpoint)
+	// One export per trace, each after the last is stored, so that they
+	// reach the store in order.
+	var ids []string
+	for i := range 5 {
+		tel, err := telemetry.New(ctx, telemetry.Config{Service: "maxtraces"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, span := tel.TracerProvider().Tracer("test").Start(ctx, "maxtraces.test")
+		ids = append(ids, span.SpanContext().TraceID().String())
+		span.End()
+		if err := tel.Close(ctx); err != nil {
+			t.Fatalf("export %d: %v", i, err)
+		}
+		for {
+			_, err := jaeger.GetTrace(ctx, nil, j.QueryURL, ids[i])
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, jaeger.ErrNotFound) || ctx.Err() != nil {
+				t.Fatalf("trace %d (%s): %v", i, ids[i], err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for i, id := range ids {
+		_, err := jaeger.GetTrace(ctx, nil, j.QueryURL, id)
+		switch {
+		case i < 2 && !errors.Is(err, jaeger.ErrNotFound):
+			t.Errorf("trace %d of 5 with room for 3: got %v, want it dropped", i, err)
+		case i >= 2 && err != nil:
+			t.Errorf("trace %d of 5 with room for 3: %v", i, err)
+		}
+	}
+}

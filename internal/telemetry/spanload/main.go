@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,7 +51,18 @@ func selfCPU() time.Duration {
 func main() {
 	n := flag.Int("n", 50000, "traces")
 	jpid := flag.Int("jaeger-pid", 0, "")
+	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile here")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx := context.Background()
 	api, err := telemetry.New(ctx, telemetry.Config{Service: "apiserver", Instance: "a"})
 	if err != nil {

@@ -130,7 +130,7 @@ func (p *peerServer) Propose(ctx context.Context, req *pb.InternalRaftRequest) (
 	}
 	ctx, cancel := shortenDeadline(ctx)
 	defer cancel()
-	if err := p.s.applyLocal(ctx, data); err != nil {
+	if err := p.s.batch.apply(ctx, data); err != nil {
 		if errors.Is(err, errNotLeaderLocal) {
 			return nil, notLeaderStatus()
 		}

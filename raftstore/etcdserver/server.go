@@ -107,6 +107,8 @@ type Server struct {
 	conns   map[string]*grpc.ClientConn
 
 	lessor *lessor
+	// batch gathers the leader's concurrent proposals into one entry.
+	batch batcher
 }
 
 // New returns a server for the member whose Raft node and FSM are given.
@@ -148,6 +150,7 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 	// clock so that IDs from before a restart are not reused.
 	s.nextID.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
 	s.lessor = newLessor(s)
+	s.batch.s = s
 	return s
 }
 
@@ -382,7 +385,7 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (_ an
 func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data []byte) (uint64, error) {
 	for {
 		if s.raft.State() == raft.Leader {
-			err := s.applyLocal(ctx, data)
+			err := s.batch.apply(ctx, data)
 			if !errors.Is(err, errNotLeaderLocal) {
 				return 0, err
 			}
@@ -412,9 +415,18 @@ func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data [
 // the entry was not accepted; other errors mean its outcome is unknown.
 func (s *Server) applyLocal(ctx context.Context, data []byte) error {
 	dl, _ := ctx.Deadline()
-	timeout := time.Until(dl)
-	if timeout <= 0 {
-		return errTimeout
+	return s.applyRaft(dl, data)
+}
+
+// applyRaft is applyLocal with the deadline for getting the entry into
+// raft's queue given as a time (the latest of a batch's callers').
+func (s *Server) applyRaft(deadline time.Time, data []byte) error {
+	var timeout time.Duration
+	if !deadline.IsZero() {
+		timeout = time.Until(deadline)
+		if timeout <= 0 {
+			return errTimeout
+		}
 	}
 	err := s.raft.Apply(data, timeout).Error()
 	switch {

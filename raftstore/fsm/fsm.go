@@ -131,10 +131,13 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 // ApplyBatch applies committed entries in order. Command entries are decoded
-// and applied; their result goes to the waiter registered for the request's
-// ID on this member, and is also returned (as a Result) for raft's
-// ApplyFuture. Other entry types (configuration, barrier, noop) only advance
-// the applied index.
+// and applied; each request's result goes to the waiter registered for its
+// ID on this member. A command entry holds one request, or several in the
+// batch envelope (see EncodeBatch), applied in order as if each had been its
+// own entry: every request is its own revision and its own result. For raft's
+// ApplyFuture the entry's result is returned too (a Result for a single
+// request, a []Result for a batch). Other entry types (configuration,
+// barrier, noop) only advance the applied index.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	var last uint64
@@ -143,29 +146,47 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		var req pb.InternalRaftRequest
-		if err := req.Unmarshal(l.Data); err != nil {
-			// Every member would fail the same way; carrying on would let
-			// replicas drift if one of them decoded it differently.
-			panic(fmt.Sprintf("fsm: undecodable log entry %d: %v", l.Index, err))
+		if !IsBatch(l.Data) {
+			out[i] = f.applyOne(l.Index, l.Data)
+			continue
 		}
-		res := f.apply(&req)
-		res.Index = l.Index
-		out[i] = res
-		f.mu.Lock()
-		ch, ok := f.waiters[req.ID]
-		if ok {
-			delete(f.waiters, req.ID)
+		var results []Result
+		err := forEachInBatch(l.Data, func(data []byte) {
+			results = append(results, f.applyOne(l.Index, data))
+		})
+		if err != nil {
+			// Every member would fail the same way; see applyOne.
+			panic(fmt.Sprintf("fsm: undecodable batch in log entry %d: %v", l.Index, err))
 		}
-		f.mu.Unlock()
-		if ok {
-			ch <- res
-		}
+		out[i] = results
 	}
 	if len(logs) > 0 {
 		f.setApplied(last)
 	}
 	return out
+}
+
+// applyOne decodes and applies one request of the entry at index, and hands
+// its result to the request's waiter.
+func (f *FSM) applyOne(index uint64, data []byte) Result {
+	var req pb.InternalRaftRequest
+	if err := req.Unmarshal(data); err != nil {
+		// Every member would fail the same way; carrying on would let
+		// replicas drift if one of them decoded it differently.
+		panic(fmt.Sprintf("fsm: undecodable log entry %d: %v", index, err))
+	}
+	res := f.apply(&req)
+	res.Index = index
+	f.mu.Lock()
+	ch, ok := f.waiters[req.ID]
+	if ok {
+		delete(f.waiters, req.ID)
+	}
+	f.mu.Unlock()
+	if ok {
+		ch <- res
+	}
+	return res
 }
 
 func (f *FSM) apply(req *pb.InternalRaftRequest) Result {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -176,4 +177,129 @@ func TestUnknownEntryPanics(t *testing.T) {
 	}()
 	data, _ := (&pb.InternalRaftRequest{ID: 1}).Marshal()
 	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+}
+
+// TestBatchEntries applies the same requests once as one entry each and
+// once gathered into batch envelopes of varying sizes (mixed with single
+// entries, as the leader's batcher writes them): every request gets the same
+// result (revision, prev_kv, txn outcome, store error) and the stores end
+// identical.
+func TestBatchEntries(t *testing.T) {
+	logs := randomLog(t, 11, 1, 300)
+	// A put on a lease that does not exist fails in the store; a txn whose
+	// compare fails takes its failure branch; a delete of nothing changes
+	// nothing. Each must leave its neighbours in the batch unaffected.
+	extra := []*pb.InternalRaftRequest{
+		{Put: &pb.PutRequest{Key: []byte("k01"), Value: []byte("v"), PrevKv: true}},
+		{Put: &pb.PutRequest{Key: []byte("k02"), Lease: 999}},
+		{Txn: &pb.TxnRequest{
+			Compare: []*pb.Compare{{Key: []byte("k01"), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_ModRevision{ModRevision: 1}}},
+			Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k01"), Value: []byte("won")}}}},
+			Failure: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("k01")}}}},
+		}},
+		{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("nothing-here")}},
+		{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("k"), RangeEnd: []byte("l"), PrevKv: true}},
+		{Put: &pb.PutRequest{Key: []byte("k03"), Value: []byte("after")}},
+	}
+	for _, req := range extra {
+		req.ID = uint64(len(logs) + 1)
+		data, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Type: raft.LogCommand, Data: data})
+	}
+
+	// results applies entries to a fresh FSM with a waiter for every
+	// request, and returns each request's result by ID.
+	results := func(entries []*raft.Log) (map[uint64]Result, *FSM) {
+		f := newFSM(t)
+		chans := map[uint64]<-chan Result{}
+		for id := uint64(1); id <= uint64(len(logs)); id++ {
+			chans[id] = f.Register(id)
+		}
+		f.ApplyBatch(entries)
+		out := map[uint64]Result{}
+		for id, ch := range chans {
+			select {
+			case res := <-ch:
+				res.Index = 0 // entries differ; results must not
+				out[id] = res
+			default:
+				t.Fatalf("request %d: no result", id)
+			}
+		}
+		return out, f
+	}
+	want, single := results(logs)
+
+	r := rand.New(rand.NewPCG(3, 3))
+	var batched []*raft.Log
+	for i := 0; i < len(logs); {
+		n := 1 + r.IntN(20)
+		if i == 0 {
+			n = 1 // a single-request entry first, as from before batching
+		}
+		if i == len(logs)-len(extra) {
+			n = len(extra)
+		}
+		n = min(n, len(logs)-i)
+		var data []byte
+		if n == 1 {
+			data = logs[i].Data
+		} else {
+			reqs := make([][]byte, n)
+			for j := range reqs {
+				reqs[j] = logs[i+j].Data
+			}
+			data = AppendBatch(nil, reqs...)
+			if !IsBatch(data) {
+				t.Fatal("AppendBatch did not produce a batch envelope")
+			}
+		}
+		batched = append(batched, &raft.Log{Index: uint64(len(batched) + 1), Type: raft.LogCommand, Data: data})
+		i += n
+		if i < len(logs)-len(extra) && i+20 > len(logs)-len(extra) {
+			// Stop short of the mixed requests, which go as one batch.
+			rest := len(logs) - len(extra) - i
+			reqs := make([][]byte, rest)
+			for j := range reqs {
+				reqs[j] = logs[i+j].Data
+			}
+			batched = append(batched, &raft.Log{Index: uint64(len(batched) + 1), Type: raft.LogCommand, Data: AppendBatch(nil, reqs...)})
+			i += rest
+		}
+	}
+	got, batchedFSM := results(batched)
+	for id, w := range want {
+		g := got[id]
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("request %d: batched result %+v, want %+v", id, g, w)
+		}
+	}
+	if g, w := hashOf(t, batchedFSM), hashOf(t, single); g != w {
+		t.Errorf("state: batched %s, single %s", g, w)
+	}
+	if batchedFSM.Applied() != uint64(len(batched)) {
+		t.Errorf("applied: got %d, want %d", batchedFSM.Applied(), len(batched))
+	}
+	// The failing put inside the batch failed alone.
+	if res := got[uint64(len(logs)-len(extra)+2)]; !errors.Is(res.Err, mvcc.ErrLeaseNotFound) {
+		t.Errorf("put with an unknown lease in a batch: got %v, want %v", res.Err, mvcc.ErrLeaseNotFound)
+	}
+	if res := got[uint64(len(logs))]; res.Err != nil || res.Resp.(*pb.PutResponse).Header.Revision != single.Store().Rev() {
+		t.Errorf("last put of the batch: got %+v, want revision %d", res, single.Store().Rev())
+	}
+}
+
+func TestMalformedBatchPanics(t *testing.T) {
+	f := newFSM(t)
+	defer func() {
+		if recover() == nil {
+			t.Error("applying a truncated batch did not panic")
+		}
+	}()
+	data, _ := (&pb.InternalRaftRequest{ID: 1, Put: &pb.PutRequest{Key: []byte("a")}}).Marshal()
+	b := AppendBatch(nil, data, data)
+	f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: b[:len(b)-1]})
 }

@@ -1,29 +1,38 @@
 package etcdserver
 
-// This file holds the leader's proposal batcher: group commit for the Raft
-// log. Concurrent proposals (this member's clients' and those followers
-// forward) are gathered into one log entry in fsm's batch envelope, so that
-// hashicorp/raft's per-entry costs are paid once per batch instead of once
-// per request. There is no timer: a proposal that finds fewer than
-// maxInflightBatches entries in flight goes at once (alone, in the single-
-// request format); the others queue, and whatever queued while an entry was
-// in flight goes together in the next one.
+// This file holds proposal batching: group commit for the Raft log. On the
+// leader, concurrent proposals (this member's clients' and the groups
+// followers forward) are gathered into one log entry in fsm's batch
+// envelope, so that hashicorp/raft's per-entry costs (a future, a msgpack
+// Log in every AppendEntries to every follower, WAL and FSM bookkeeping) are
+// paid once per batch instead of once per request. On a follower, the
+// proposals it forwards are gathered the same way into one call of the
+// leader's peer service, instead of a gRPC call each.
+//
+// There is no timer: a proposal that finds fewer than maxInflightBatches
+// batches in flight goes at once (alone, a lone request in the plain
+// single-request format); the others queue, and whatever queued while a
+// batch was in flight goes together in the next one.
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/kplane/kplane/raftstore/fsm"
 )
 
 const (
-	// maxInflightBatches is how many batch entries may be between
-	// raft.Apply and their apply on the leader at once. One leaves the
-	// pipeline idle while a batch's answers go out and the next requests
-	// come in; more splits the queue into smaller batches.
+	// maxInflightBatches is how many batches may be in flight at once
+	// (between raft.Apply and the apply on the leader, or in a forwarding
+	// call). One leaves the pipeline idle while a batch's answers go out
+	// and the next requests come in; more splits the queue into smaller
+	// batches.
 	maxInflightBatches = 2
-	// maxBatchRequests and maxBatchBytes bound one entry: a follower that
+	// maxBatchRequests and maxBatchBytes bound one batch: a follower that
 	// catches up receives up to raft's MaxAppendEntries (256) entries per
 	// AppendEntries, and a big entry holds up the WAL write and the
 	// replication of everything behind it. A request bigger than
@@ -32,28 +41,39 @@ const (
 	maxBatchBytes    = 512 * 1024
 )
 
-// batcher gathers the leader's proposals into batch entries.
+// batcher gathers proposals into batches and hands each batch to send.
 type batcher struct {
-	s        *Server
+	// send delivers one batch of marshalled InternalRaftRequests, in
+	// order, within ctx, and returns what every caller of the batch gets:
+	// an applied index and an error, the same for all of them.
+	send func(ctx context.Context, reqs [][]byte) (uint64, error)
+
 	mu       sync.Mutex
 	queue    []*pendingProposal
 	inflight int
 }
 
-// pendingProposal is one marshalled request waiting for its batch.
+// pendingProposal is one caller's requests waiting for their batch; they
+// stay together in one batch.
 type pendingProposal struct {
 	ctx  context.Context
-	data []byte
-	done chan error // buffered: the batcher never blocks on a caller gone
+	reqs [][]byte
+	size int
+	done chan batchResult // buffered: the batcher never blocks on a caller gone
 }
 
-// apply appends data (a marshalled InternalRaftRequest) to the Raft log in
-// a batch, and waits until that batch is committed and applied here. Errors
-// are applyLocal's: errNotLeaderLocal means the request was not appended and
-// may be retried; any other means its outcome is unknown, the same for every
-// request of the batch.
-func (b *batcher) apply(ctx context.Context, data []byte) error {
-	p := &pendingProposal{ctx: ctx, data: data, done: make(chan error, 1)}
+type batchResult struct {
+	idx uint64
+	err error
+}
+
+// do queues reqs (marshalled InternalRaftRequests, applied in this order
+// in one entry) and waits for their batch's result.
+func (b *batcher) do(ctx context.Context, reqs ...[]byte) (uint64, error) {
+	p := &pendingProposal{ctx: ctx, reqs: reqs, done: make(chan batchResult, 1)}
+	for _, r := range reqs {
+		p.size += len(r)
+	}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
 	start := b.inflight < maxInflightBatches
@@ -65,10 +85,10 @@ func (b *batcher) apply(ctx context.Context, data []byte) error {
 		go b.run()
 	}
 	select {
-	case err := <-p.done:
-		return err
+	case r := <-p.done:
+		return r.idx, r.err
 	case <-ctx.Done():
-		return ctxErr(ctx)
+		return 0, ctxErr(ctx)
 	}
 }
 
@@ -79,7 +99,7 @@ func (b *batcher) run() {
 		if batch == nil {
 			return
 		}
-		b.send(batch)
+		b.flush(batch)
 	}
 }
 
@@ -88,12 +108,14 @@ func (b *batcher) run() {
 func (b *batcher) next() []*pendingProposal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n, size := 0, 0
-	for n < len(b.queue) && n < maxBatchRequests {
-		size += len(b.queue[n].data)
-		if n > 0 && size > maxBatchBytes {
+	n, count, size := 0, 0, 0
+	for n < len(b.queue) {
+		p := b.queue[n]
+		if n > 0 && (count+len(p.reqs) > maxBatchRequests || size+p.size > maxBatchBytes) {
 			break
 		}
+		count += len(p.reqs)
+		size += p.size
 		n++
 	}
 	if n == 0 {
@@ -108,41 +130,99 @@ func (b *batcher) next() []*pendingProposal {
 	return batch
 }
 
-// send appends one batch and answers its callers. Callers whose deadline
-// already passed are answered at once and left out (their request was never
-// appended, so "timed out" is exact).
-func (b *batcher) send(batch []*pendingProposal) {
+// flush sends one batch and answers its callers. Callers whose context is
+// already done are answered at once and left out (their requests were never
+// sent, so "timed out" is exact).
+func (b *batcher) flush(batch []*pendingProposal) {
 	live := batch[:0]
 	var deadline time.Time
-	size := 0
+	n := 0
 	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
-			p.done <- ctxErr(p.ctx)
+		if p.ctx.Err() != nil {
+			p.done <- batchResult{err: ctxErr(p.ctx)}
 			continue
 		}
 		if dl, ok := p.ctx.Deadline(); ok && dl.After(deadline) {
 			deadline = dl
 		}
-		size += len(p.data)
+		n += len(p.reqs)
 		live = append(live, p)
 	}
-	var data []byte
-	switch len(live) {
-	case 0:
+	if len(live) == 0 {
 		return
-	case 1:
-		// Alone: the plain single-request entry, as before batching.
-		data = live[0].data
-	default:
-		// A new buffer every time: raft keeps the entry's data (in the
-		// log store's memory and the replication pipeline) after Apply.
-		data = make([]byte, 0, fsm.BatchSize(size, len(live)))
-		for _, p := range live {
-			data = fsm.AppendBatchEntry(data, p.data)
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if len(live) == 1 {
+		// One caller: its own context (and trace) carries the call.
+		ctx, cancel = context.WithCancel(live[0].ctx)
+	} else {
+		// Several: the batch outlives any one caller giving up, until the
+		// last deadline.
+		ctx, cancel = context.WithDeadline(context.Background(), deadline)
+	}
+	reqs := make([][]byte, 0, n)
+	for _, p := range live {
+		reqs = append(reqs, p.reqs...)
+	}
+	idx, err := b.send(ctx, reqs)
+	cancel()
+	for _, p := range live {
+		p.done <- batchResult{idx, err}
+	}
+}
+
+// entryData is the log entry holding reqs: the plain request when there is
+// one, as before batching, the batch envelope otherwise. It is a new buffer
+// each time: raft keeps an entry's data (in the log store's memory and the
+// replication pipeline) after Apply.
+func entryData(reqs [][]byte) []byte {
+	if len(reqs) == 1 {
+		return reqs[0]
+	}
+	size := 0
+	for _, r := range reqs {
+		size += len(r)
+	}
+	return fsm.AppendBatch(make([]byte, 0, fsm.BatchSize(size, len(reqs))), reqs...)
+}
+
+// appendBatch is the leader's send: one log entry, applied here.
+func (s *Server) appendBatch(ctx context.Context, reqs [][]byte) (uint64, error) {
+	dl, _ := ctx.Deadline()
+	return 0, s.applyRaft(dl, entryData(reqs))
+}
+
+// forwardBatch is a follower's send: one ProposeBatch call of the leader's
+// peer service, whose answer is an index at or above the batch's entry,
+// applied on the leader. Errors are the call's, for submit to sort out
+// (retry or give up).
+func (s *Server) forwardBatch(ctx context.Context, reqs [][]byte) (uint64, error) {
+	pc, err := s.leaderPeer(ctx)
+	if err != nil {
+		return 0, err
+	}
+	size := 0
+	for _, r := range reqs {
+		size += len(r)
+	}
+	return pc.ProposeBatch(ctx, fsm.AppendBatch(make([]byte, 0, fsm.BatchSize(size, len(reqs))), reqs...))
+}
+
+// splitForwarded checks a batch a follower forwarded and returns its
+// requests.
+func (s *Server) splitForwarded(data []byte) ([][]byte, error) {
+	reqs, err := fsm.SplitBatch(data)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "forwarded batch: %v", err)
+	}
+	if len(reqs) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "forwarded batch: empty")
+	}
+	for _, r := range reqs {
+		if len(r) > s.cfg.MaxRequestBytes {
+			return nil, toGRPCError(errRequestTooBig)
 		}
 	}
-	err := b.s.applyRaft(deadline, data)
-	for _, p := range live {
-		p.done <- err
-	}
+	return reqs, nil
 }

@@ -27,6 +27,7 @@ const (
 	peerServiceName   = "kplane.raftstore.v1.Peer"
 	notLeaderMessage  = "kplane: this member is not the leader"
 	methodPropose     = "/" + peerServiceName + "/Propose"
+	methodProposeBat  = "/" + peerServiceName + "/ProposeBatch"
 	methodReadIndex   = "/" + peerServiceName + "/ReadIndex"
 	methodLeaseRenew  = "/" + peerServiceName + "/LeaseRenew"
 	methodLeaseTTL    = "/" + peerServiceName + "/LeaseTimeToLive"
@@ -35,6 +36,7 @@ const (
 
 type peerService interface {
 	Propose(context.Context, *pb.InternalRaftRequest) (*wrapperspb.UInt64Value, error)
+	ProposeBatch(context.Context, *wrapperspb.BytesValue) (*wrapperspb.UInt64Value, error)
 	ReadIndex(context.Context, *emptypb.Empty) (*wrapperspb.UInt64Value, error)
 	LeaseRenew(context.Context, *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error)
 	LeaseTimeToLive(context.Context, *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error)
@@ -61,6 +63,7 @@ var peerServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*peerService)(nil),
 	Methods: []grpc.MethodDesc{
 		{MethodName: "Propose", Handler: unaryHandler(peerService.Propose, methodPropose)},
+		{MethodName: "ProposeBatch", Handler: unaryHandler(peerService.ProposeBatch, methodProposeBat)},
 		{MethodName: "ReadIndex", Handler: unaryHandler(peerService.ReadIndex, methodReadIndex)},
 		{MethodName: "LeaseRenew", Handler: unaryHandler(peerService.LeaseRenew, methodLeaseRenew)},
 		{MethodName: "LeaseTimeToLive", Handler: unaryHandler(peerService.LeaseTimeToLive, methodLeaseTTL)},
@@ -128,9 +131,27 @@ func (p *peerServer) Propose(ctx context.Context, req *pb.InternalRaftRequest) (
 	if len(data) > p.s.cfg.MaxRequestBytes {
 		return nil, toGRPCError(errRequestTooBig)
 	}
+	return p.propose(ctx, data)
+}
+
+// ProposeBatch appends the requests of a forwarded batch (fsm's batch
+// envelope, each request stamped with its ID), in order and in one log
+// entry, and returns once that entry is committed and applied on the leader.
+func (p *peerServer) ProposeBatch(ctx context.Context, in *wrapperspb.BytesValue) (*wrapperspb.UInt64Value, error) {
+	reqs, err := p.s.splitForwarded(in.GetValue())
+	if err != nil {
+		return nil, err
+	}
+	return p.propose(ctx, reqs...)
+}
+
+func (p *peerServer) propose(ctx context.Context, reqs ...[]byte) (*wrapperspb.UInt64Value, error) {
+	if p.s.raft.State() != raft.Leader {
+		return nil, notLeaderStatus()
+	}
 	ctx, cancel := shortenDeadline(ctx)
 	defer cancel()
-	if err := p.s.batch.apply(ctx, data); err != nil {
+	if _, err := p.s.batch.do(ctx, reqs...); err != nil {
 		if errors.Is(err, errNotLeaderLocal) {
 			return nil, notLeaderStatus()
 		}
@@ -190,9 +211,10 @@ func shortenDeadline(ctx context.Context) (context.Context, context.CancelFunc) 
 // peerClient is the follower's side.
 type peerClient struct{ cc *grpc.ClientConn }
 
-func (c *peerClient) Propose(ctx context.Context, req *pb.InternalRaftRequest) (uint64, error) {
+// ProposeBatch forwards a batch envelope of stamped requests.
+func (c *peerClient) ProposeBatch(ctx context.Context, batch []byte) (uint64, error) {
 	out := new(wrapperspb.UInt64Value)
-	if err := c.cc.Invoke(ctx, methodPropose, req, out); err != nil {
+	if err := c.cc.Invoke(ctx, methodProposeBat, wrapperspb.Bytes(batch), out); err != nil {
 		return 0, err
 	}
 	return out.GetValue(), nil

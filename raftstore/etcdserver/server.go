@@ -107,8 +107,9 @@ type Server struct {
 	conns   map[string]*grpc.ClientConn
 
 	lessor *lessor
-	// batch gathers the leader's concurrent proposals into one entry.
-	batch batcher
+	// batch gathers the leader's concurrent proposals into one log entry;
+	// forward gathers a follower's into one call to the leader.
+	batch, forward batcher
 }
 
 // New returns a server for the member whose Raft node and FSM are given.
@@ -150,7 +151,8 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 	// clock so that IDs from before a restart are not reused.
 	s.nextID.Store(uint64(time.Now().UnixMilli()) << 8 & (1<<48 - 1))
 	s.lessor = newLessor(s)
-	s.batch.s = s
+	s.batch.send = s.appendBatch
+	s.forward.send = s.forwardBatch
 	return s
 }
 
@@ -343,7 +345,7 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (_ an
 	}
 	ch := s.fsm.Register(req.ID)
 	defer s.fsm.Forget(req.ID)
-	idx, err := s.submit(ctx, req, data)
+	idx, err := s.submit(ctx, data)
 	if err != nil {
 		return nil, err
 	}
@@ -375,33 +377,30 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (_ an
 	}
 }
 
-// submit gets data into the Raft log: raft.Apply on the leader, the peer
-// service's Propose on a follower. It retries while there is no leader yet
+// submit gets data into the Raft log, batched with concurrent proposals
+// (see batch.go): raft.Apply on the leader, the peer service's ProposeBatch
+// on a follower. It retries while there is no leader yet
 // or leadership moves before the entry was accepted; once the entry may have
 // been appended, a failure means "outcome unknown" and is returned.
 //
 // On success it returns an index at or above the entry's once the leader
 // applied it (0 when it was applied here, as leader).
-func (s *Server) submit(ctx context.Context, req *pb.InternalRaftRequest, data []byte) (uint64, error) {
+func (s *Server) submit(ctx context.Context, data []byte) (uint64, error) {
 	for {
 		if s.raft.State() == raft.Leader {
-			err := s.batch.apply(ctx, data)
+			_, err := s.batch.do(ctx, data)
 			if !errors.Is(err, errNotLeaderLocal) {
 				return 0, err
 			}
 		} else {
-			pc, err := s.leaderPeer(ctx)
-			if err != nil && !errors.Is(err, errNotLeaderLocal) {
-				return 0, err
-			}
-			if err == nil {
-				idx, err := pc.Propose(ctx, req)
-				if err == nil {
-					return idx, nil
-				}
-				if !isNotLeader(err) && !notSent(err) {
-					return 0, fromPeerError(err)
-				}
+			idx, err := s.forward.do(ctx, data)
+			switch {
+			case err == nil:
+				return idx, nil
+			case errors.Is(err, errNotLeaderLocal), isNotLeader(err), notSent(err):
+				// Not appended: ask again, maybe at a new leader (or here).
+			default:
+				return 0, fromPeerError(err)
 			}
 		}
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {

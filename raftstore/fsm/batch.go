@@ -71,3 +71,11 @@ func forEachInBatch(data []byte, fn func([]byte)) error {
 	}
 	return nil
 }
+
+// SplitBatch returns the requests of a batch envelope, in order; the
+// slices alias data.
+func SplitBatch(data []byte) ([][]byte, error) {
+	var reqs [][]byte
+	err := forEachInBatch(data, func(r []byte) { reqs = append(reqs, r) })
+	return reqs, err
+}

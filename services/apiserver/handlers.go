@@ -392,7 +392,7 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	}
 	var filter watchFilter
 	if ns != "" || !sel.empty() {
-		filter = watchFilter{key: sel.key(), match: sel.matchesWith}
+		filter = watchFilter{key: sel.key(), match: sel.matchesWith, exact: sel.fields.RequiresExactMatch}
 	}
 	if o.TimeoutSeconds > 0 {
 		var cancel context.CancelFunc

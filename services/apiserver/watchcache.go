@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -82,6 +83,10 @@ type cacher struct {
 	window   int           // events kept
 	buffer   int           // per-watcher channel size
 	bookmark time.Duration // bookmark period
+	// indexField names the field watchers are indexed by ("" for none),
+	// and indexOf reads it from an object.
+	indexField string
+	indexOf    func(proto.Message) string
 
 	mu       sync.Mutex
 	ready    chan struct{} // closed once the first list is in
@@ -91,6 +96,16 @@ type cacher struct {
 	events   []*watchEvent
 	state    map[string]proto.Message
 	watchers map[*cacheWatcher]struct{}
+	// The watchers again, split for dispatch: those whose filter requires
+	// the resource's index field (indexField, e.g. a pod's spec.nodeName)
+	// to equal a value are kept under that value, the rest in unindexed.
+	// An event goes to unindexed and to the watchers under its object's
+	// and its previous object's values only: with one node agent watch
+	// per node, an event is looked at by the two nodes it concerns, not by
+	// every node (Kubernetes' cacher does the same with its indexed
+	// triggers on spec.nodeName).
+	unindexed map[*cacheWatcher]struct{}
+	indexed   map[string]map[*cacheWatcher]struct{}
 	// groups holds the watchers' filters by key: watchers with equal
 	// selectors share one, so an event is matched once per distinct
 	// selector, not once per watcher.
@@ -106,6 +121,9 @@ type watchFilter struct {
 	// match reports whether obj is selected; memo, when not nil, holds (or
 	// is given) obj's field set.
 	match func(obj proto.Message, memo *objectFields) bool
+	// exact, when not nil, reports the value match requires a field to
+	// equal, if it requires one (fields.Selector.RequiresExactMatch).
+	exact func(field string) (value string, ok bool)
 }
 
 // filterGroup is the filter shared by the watchers with one key, with what
@@ -129,6 +147,8 @@ type filterGroup struct {
 type cacheWatcher struct {
 	initial   []*watchEvent
 	group     *filterGroup // nil: every event
+	indexed   bool         // kept under index in the cacher's indexed map
+	index     string
 	minRev    int64
 	bookmarks bool
 	cutOff    bool // set before the watcher is finished because it was too slow
@@ -207,11 +227,14 @@ func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer in
 	c := &cacher{
 		r: r, st: st, log: log.With("resource", r.Resource),
 		window: window, buffer: buffer, bookmark: bookmark,
-		ready:    make(chan struct{}),
-		state:    map[string]proto.Message{},
-		watchers: map[*cacheWatcher]struct{}{},
-		groups:   map[string]*filterGroup{},
+		ready:     make(chan struct{}),
+		state:     map[string]proto.Message{},
+		watchers:  map[*cacheWatcher]struct{}{},
+		unindexed: map[*cacheWatcher]struct{}{},
+		indexed:   map[string]map[*cacheWatcher]struct{}{},
+		groups:    map[string]*filterGroup{},
 	}
+	c.indexField, c.indexOf = indexFor(r)
 	c.advanced = make(chan struct{})
 	return c
 }
@@ -307,8 +330,11 @@ func (c *cacher) watchStore(ctx context.Context) error {
 	c.mu.Lock()
 	from := c.rev + 1
 	c.mu.Unlock()
+	// No WithPrevKV: the object before each change is the cache's own
+	// state at the previous revision (see apply), so the store need not
+	// read, send and the cache decode every object twice.
 	wch := c.st.cli.Watch(ctx, c.st.collectionKey(c.r, ""),
-		clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+		clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return err
@@ -332,51 +358,56 @@ func (c *cacher) watchStore(ctx context.Context) error {
 
 // apply turns store events into watch events, updates the state and the
 // window, and dispatches them.
+//
+// The object before a change (prev, and a delete's last state) is taken
+// from the state, not from the store's previous value: the store watch
+// delivers every change after the state's revision, in order, so under mu
+// state[key] is exactly the value the change replaced (as Kubernetes' watch
+// cache takes an event's PrevObject from its own store).
 func (c *cacher) apply(evs []*clientv3.Event) error {
-	out := make([]*watchEvent, 0, len(evs))
-	for _, e := range evs {
-		we := &watchEvent{key: string(e.Kv.Key), rev: e.Kv.ModRevision}
-		if e.PrevKv != nil {
-			prev, err := c.st.decode(c.r, string(e.PrevKv.Key), e.PrevKv.Value, e.PrevKv.ModRevision)
-			if err != nil {
-				return err
-			}
-			we.prev = prev
+	// Decoding needs no lock; only the new values are decoded.
+	objs := make([]proto.Message, len(evs))
+	for i, e := range evs {
+		if e.Type != mvccpb.PUT {
+			continue
 		}
-		switch e.Type {
-		case mvccpb.PUT:
-			obj, err := c.st.decode(c.r, string(e.Kv.Key), e.Kv.Value, e.Kv.ModRevision)
-			if err != nil {
-				return err
-			}
-			we.obj = obj
-			we.typ = eventModified
-			if e.IsCreate() {
-				we.typ = eventAdded
-				we.prev = nil
-			}
-		case mvccpb.DELETE:
-			we.typ = eventDeleted
-			if we.prev == nil {
-				// No previous value (the store lost it): nothing to send.
-				continue
-			}
-			last := proto.Clone(we.prev)
-			meta(last).ResourceVersion = formatRV(we.rev)
-			we.obj = last
+		obj, err := c.st.decode(c.r, string(e.Kv.Key), e.Kv.Value, e.Kv.ModRevision)
+		if err != nil {
+			return err
 		}
-		out = append(out, we)
+		objs[i] = obj
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, we := range out {
+	for i, e := range evs {
+		we := &watchEvent{key: string(e.Kv.Key), rev: e.Kv.ModRevision}
 		if we.rev <= c.rev {
 			continue // already seen (a resumed store watch)
 		}
-		if we.typ == eventDeleted {
-			delete(c.state, we.key)
-		} else {
+		prev := c.state[we.key]
+		switch e.Type {
+		case mvccpb.PUT:
+			we.obj = objs[i]
+			we.typ = eventModified
+			if e.IsCreate() {
+				we.typ = eventAdded
+			} else {
+				we.prev = prev
+			}
 			c.state[we.key] = we.obj
+		case mvccpb.DELETE:
+			if prev == nil {
+				// Not in the state: nothing a watcher could have seen.
+				continue
+			}
+			we.typ = eventDeleted
+			we.prev = prev
+			last := proto.Clone(prev)
+			meta(last).ResourceVersion = formatRV(we.rev)
+			we.obj = last
+			delete(c.state, we.key)
+		default:
+			continue
 		}
 		c.events = append(c.events, we)
 		c.dispatchLocked(we)
@@ -423,25 +454,79 @@ func transform(e *watchEvent, filter func(proto.Message, *objectFields) bool) *w
 	return nil
 }
 
-func (c *cacher) dispatchLocked(e *watchEvent) {
-	for w := range c.watchers {
-		if e.rev <= w.minRev {
-			continue
-		}
-		te := e
-		if g := w.group; g != nil {
-			if g.last != e {
-				g.last, g.out = e, transform(e, g.f.match)
-			}
-			te = g.out
-		}
-		if te == nil {
-			continue
-		}
-		if !w.push(te, c.buffer) {
-			c.closeWatcherLocked(w, true)
+// indexFor is the field the watchers of r's objects are indexed by, and
+// how to read it: a pod's spec.nodeName, which every node agent's watch
+// selects on.
+func indexFor(r *resourceInfo) (string, func(proto.Message) string) {
+	if r.Group == "" && r.Resource == "pods" {
+		return "spec.nodeName", func(obj proto.Message) string {
+			p, _ := obj.(*corev1.Pod)
+			return p.GetSpec().GetNodeName()
 		}
 	}
+	return "", nil
+}
+
+// dispatchLocked queues e for every watcher it may concern: the unindexed
+// ones, and the indexed ones under the index values of e's object and of
+// its previous object (a watcher requiring another value matches neither,
+// so transform would give it nothing).
+func (c *cacher) dispatchLocked(e *watchEvent) {
+	for w := range c.unindexed {
+		c.dispatchToLocked(w, e)
+	}
+	if c.indexOf == nil || len(c.indexed) == 0 {
+		return
+	}
+	v := c.indexOf(e.obj)
+	for w := range c.indexed[v] {
+		c.dispatchToLocked(w, e)
+	}
+	if e.prev != nil {
+		if pv := c.indexOf(e.prev); pv != v {
+			for w := range c.indexed[pv] {
+				c.dispatchToLocked(w, e)
+			}
+		}
+	}
+}
+
+func (c *cacher) dispatchToLocked(w *cacheWatcher, e *watchEvent) {
+	if e.rev <= w.minRev {
+		return
+	}
+	te := e
+	if g := w.group; g != nil {
+		if g.last != e {
+			g.last, g.out = e, transform(e, g.f.match)
+		}
+		te = g.out
+	}
+	if te == nil {
+		return
+	}
+	if !w.push(te, c.buffer) {
+		c.closeWatcherLocked(w, true)
+	}
+}
+
+// addWatcherLocked registers w, under its index value if its filter
+// requires one.
+func (c *cacher) addWatcherLocked(w *cacheWatcher, wf watchFilter) {
+	c.watchers[w] = struct{}{}
+	if c.indexField != "" && wf.exact != nil {
+		w.index, w.indexed = wf.exact(c.indexField)
+	}
+	if !w.indexed {
+		c.unindexed[w] = struct{}{}
+		return
+	}
+	set := c.indexed[w.index]
+	if set == nil {
+		set = map[*cacheWatcher]struct{}{}
+		c.indexed[w.index] = set
+	}
+	set[w] = struct{}{}
 }
 
 func (c *cacher) closeWatcherLocked(w *cacheWatcher, cutOff bool) {
@@ -451,6 +536,14 @@ func (c *cacher) closeWatcherLocked(w *cacheWatcher, cutOff bool) {
 	w.closed = true
 	w.cutOff = cutOff
 	delete(c.watchers, w)
+	if !w.indexed {
+		delete(c.unindexed, w)
+	} else if set := c.indexed[w.index]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(c.indexed, w.index)
+		}
+	}
 	if g := w.group; g != nil {
 		if g.refs--; g.refs == 0 {
 			delete(c.groups, g.f.key)
@@ -548,7 +641,7 @@ func (c *cacher) watch(ctx context.Context, rv int64, wf watchFilter, bookmarks 
 		g.refs++
 		w.group = g
 	}
-	c.watchers[w] = struct{}{}
+	c.addWatcherLocked(w, wf)
 	return w, nil
 }
 

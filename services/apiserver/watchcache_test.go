@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -369,5 +370,132 @@ func TestCacheWatcherQueue(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a push did not wake the waiting watcher")
+	}
+}
+
+// TestIndexedDispatch: watchers indexed by spec.nodeName (the node agents')
+// see exactly what they would if every event were matched against every
+// watcher, beside unindexed ones (a field selector that is not an exact
+// match, labels only, everything); and the previous object of each change
+// comes from the cache's own state (the store watch carries no prevKV).
+func TestIndexedDispatch(t *testing.T) {
+	ctx := context.Background()
+	r := resourcesByName()["pods"]
+	st := &storage{prefix: "/registry/"}
+	c := newCacher(r, st, discardLogger(), 100, 100, time.Hour)
+	c.isReady = true
+	close(c.ready)
+	noInitial := false
+	watch := func(labelSel, fieldSel string) *cacheWatcher {
+		t.Helper()
+		sel, err := parseSelector(r, "", labelSel, fieldSel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf := watchFilter{key: sel.key(), match: sel.matchesWith, exact: sel.fields.RequiresExactMatch}
+		if sel.empty() {
+			wf = watchFilter{}
+		}
+		w, err := c.watch(ctx, 0, wf, false, &noInitial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	watchers := map[string]*cacheWatcher{
+		"a":         watch("", "spec.nodeName=a"),
+		"b":         watch("", "spec.nodeName=b"),
+		"b again":   watch("", "spec.nodeName=b"),
+		"unbound":   watch("", "spec.nodeName="),
+		"a running": watch("", "spec.nodeName=a,status.phase=Running"),
+		"not a":     watch("", "spec.nodeName!=a"),
+		"web":       watch("app=web", ""),
+		"all":       watch("", ""),
+	}
+	c.mu.Lock()
+	indexed, unindexed := len(c.indexed), len(c.unindexed)
+	c.mu.Unlock()
+	if indexed != 3 || unindexed != 3 {
+		t.Fatalf("index: %d values and %d unindexed watchers, want 3 and 3", indexed, unindexed)
+	}
+
+	pod := func(name, node, phase, app string) *corev1.Pod {
+		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"app": app}},
+			Spec: &corev1.PodSpec{NodeName: node}, Status: &corev1.PodStatus{Phase: phase}}
+	}
+	var rev int64
+	created := map[string]int64{}
+	put := func(p *corev1.Pod) {
+		t.Helper()
+		rev++
+		key := st.key(r, "ns", p.Metadata.Name)
+		val, err := st.encode(r, key, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created[key] == 0 {
+			created[key] = rev
+		}
+		kv := &mvccpb.KeyValue{Key: []byte(key), Value: val, ModRevision: rev, CreateRevision: created[key]}
+		if err := c.apply([]*clientv3.Event{{Type: mvccpb.PUT, Kv: kv}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := func(name string) {
+		t.Helper()
+		rev++
+		key := st.key(r, "ns", name)
+		delete(created, key)
+		kv := &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}
+		if err := c.apply([]*clientv3.Event{{Type: mvccpb.DELETE, Kv: kv}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(pod("p1", "", "Pending", "web"))  // 1: created, unbound
+	put(pod("p1", "a", "Pending", "web")) // 2: bound to a
+	put(pod("p1", "a", "Running", "web")) // 3: running on a
+	put(pod("p1", "b", "Running", "web")) // 4: moved to b
+	put(pod("p2", "b", "Pending", "db"))  // 5: created on b
+	del("p1")                             // 6
+	del("p2")                             // 7
+
+	want := map[string][]string{
+		"a":         {"ADDED 2 p1 a", "MODIFIED 3 p1 a", "DELETED 4 p1 b"},
+		"b":         {"ADDED 4 p1 b", "ADDED 5 p2 b", "DELETED 6 p1 b", "DELETED 7 p2 b"},
+		"b again":   {"ADDED 4 p1 b", "ADDED 5 p2 b", "DELETED 6 p1 b", "DELETED 7 p2 b"},
+		"unbound":   {"ADDED 1 p1 ", "DELETED 2 p1 a"},
+		"a running": {"ADDED 3 p1 a", "DELETED 4 p1 b"},
+		"not a":     {"ADDED 1 p1 ", "DELETED 2 p1 a", "ADDED 4 p1 b", "ADDED 5 p2 b", "DELETED 6 p1 b", "DELETED 7 p2 b"},
+		"web":       {"ADDED 1 p1 ", "MODIFIED 2 p1 a", "MODIFIED 3 p1 a", "MODIFIED 4 p1 b", "DELETED 6 p1 b"},
+		"all":       {"ADDED 1 p1 ", "MODIFIED 2 p1 a", "MODIFIED 3 p1 a", "MODIFIED 4 p1 b", "ADDED 5 p2 b", "DELETED 6 p1 b", "DELETED 7 p2 b"},
+	}
+	for name, w := range watchers {
+		w.qmu.Lock()
+		var got []string
+		for _, e := range w.queue {
+			p := e.obj.(*corev1.Pod)
+			if rvOf(p) != e.rev {
+				t.Errorf("%s: event at %d carries resourceVersion %q", name, e.rev, p.GetMetadata().GetResourceVersion())
+			}
+			got = append(got, fmt.Sprintf("%s %d %s %s", e.typ, e.rev, p.GetMetadata().GetName(), p.GetSpec().GetNodeName()))
+		}
+		w.qmu.Unlock()
+		if fmt.Sprint(got) != fmt.Sprint(want[name]) {
+			t.Errorf("%s saw %q, want %q", name, got, want[name])
+		}
+	}
+	c.mu.Lock()
+	ev := c.events[3] // the move to b: its previous object is the state at 3
+	c.mu.Unlock()
+	if prev, _ := ev.prev.(*corev1.Pod); prev.GetSpec().GetNodeName() != "a" || prev.GetStatus().GetPhase() != "Running" || rvOf(prev) != 3 {
+		t.Errorf("the move's previous object: %v at %q, want Running on a at 3", prev.GetSpec(), prev.GetMetadata().GetResourceVersion())
+	}
+	for _, w := range watchers {
+		c.stop(w)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.watchers) != 0 || len(c.indexed) != 0 || len(c.unindexed) != 0 {
+		t.Fatalf("after stopping every watcher: %d watchers, %d index values, %d unindexed", len(c.watchers), len(c.indexed), len(c.unindexed))
 	}
 }

@@ -499,3 +499,73 @@ func TestIndexedDispatch(t *testing.T) {
 		t.Fatalf("after stopping every watcher: %d watchers, %d index values, %d unindexed", len(c.watchers), len(c.indexed), len(c.unindexed))
 	}
 }
+
+// BenchmarkCacheApplyDensity: the pod cache applying one pod's life
+// (create, bind, status) as the store sends it, with 100 node agents'
+// spec.nodeName watches and 4 unfiltered ones (schedulers, controllers), as
+// in the density benchmark. Each op includes encoding the three values.
+func BenchmarkCacheApplyDensity(b *testing.B) {
+	r := resourcesByName()["pods"]
+	st := &storage{prefix: "/registry/"}
+	c := newCacher(r, st, discardLogger(), 1000, 1<<30, time.Hour)
+	c.isReady = true
+	close(c.ready)
+	noInitial := false
+	var ws []*cacheWatcher
+	for i := range 100 {
+		sel, _ := parseSelector(r, "", "", fmt.Sprintf("spec.nodeName=node-%d", i))
+		w, err := c.watch(b.Context(), 0, watchFilter{key: sel.key(), match: sel.matchesWith, exact: sel.fields.RequiresExactMatch}, false, &noInitial)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	for range 4 {
+		w, _ := c.watch(b.Context(), 0, watchFilter{}, false, &noInitial)
+		ws = append(ws, w)
+	}
+	pod := func(name, node, phase string) *corev1.Pod {
+		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "density", Name: name, Uid: "0b7e0a7c-2a4e-4d0e-9a57-1f0f5d1c0d3a",
+			Labels:          map[string]string{"app": "density", "pod-template-hash": "7d9c8f6b5"},
+			OwnerReferences: []*metav1.OwnerReference{{ApiVersion: "apps/v1", Kind: "ReplicaSet", Name: "density-7d9c8f6b5", Uid: "1c8e0a7c-2a4e-4d0e-9a57-1f0f5d1c0d3a"}}},
+			Spec: &corev1.PodSpec{NodeName: node, RestartPolicy: "Always", SchedulerName: "default-scheduler",
+				Containers: []*corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+			Status: &corev1.PodStatus{Phase: phase}}
+	}
+	var rev int64
+	enc := func(p *corev1.Pod, create int64) *mvccpb.KeyValue {
+		rev++
+		key := st.key(r, "density", p.Metadata.Name)
+		v, err := st.encode(r, key, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if create == 0 {
+			create = rev
+		}
+		return &mvccpb.KeyValue{Key: []byte(key), Value: v, ModRevision: rev, CreateRevision: create}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		name := fmt.Sprintf("density-%d", i)
+		node := fmt.Sprintf("node-%d", i%100)
+		i++
+		kv1 := enc(pod(name, "", "Pending"), 0)
+		kv2 := enc(pod(name, node, "Pending"), kv1.CreateRevision)
+		kv3 := enc(pod(name, node, "Running"), kv1.CreateRevision)
+		for _, e := range []*clientv3.Event{{Type: mvccpb.PUT, Kv: kv1}, {Type: mvccpb.PUT, Kv: kv2, PrevKv: kv1}, {Type: mvccpb.PUT, Kv: kv3, PrevKv: kv2}} {
+			if err := c.apply([]*clientv3.Event{e}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%64 == 0 {
+			for _, w := range ws {
+				w.qmu.Lock()
+				clear(w.queue)
+				w.queue = w.queue[:0]
+				w.qmu.Unlock()
+			}
+		}
+	}
+}

@@ -194,7 +194,12 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 
 // validate is stage 4: schema validation, every violation with its path.
 func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, old proto.Message) error {
-	return s.stage(ctx, c, stageValidate, func(context.Context) error { return validateObject(r, obj, old) })
+	return s.stage(ctx, c, stageValidate, func(context.Context) error {
+		if c.attrs.Subresource == "status" {
+			return validateStatusUpdate(r, obj, old)
+		}
+		return validateObject(r, obj, old)
+	})
 }
 
 // admitValidating is stage 5: NamespaceLifecycle, then the validating

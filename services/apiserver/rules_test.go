@@ -324,3 +324,36 @@ func TestInvalidMessageIsKubernetes(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+// TestStatusUpdateValidation: a pod status write validates the metadata
+// and its update, not the spec it cannot change (as Kubernetes'
+// ValidatePodStatusUpdate); a spec that did change (admission) is validated
+// in full.
+func TestStatusUpdateValidation(t *testing.T) {
+	pods := resourcesByName()["pods"]
+	old := validPod()
+	old.Metadata.Uid = "u1"
+	old.Metadata.ResourceVersion = "5"
+	running := func(p *corev1.Pod) { p.Status = &corev1.PodStatus{Phase: "Running"} }
+	if err := validateStatusUpdate(pods, mod(old, running), old); err != nil {
+		t.Errorf("status change: %v", err)
+	}
+	// Stored before a rule it breaks: its status can still be written.
+	stale := mod(old, func(p *corev1.Pod) { p.Spec.Containers[0].Image = "" })
+	if err := validateStatusUpdate(pods, mod(stale, running), stale); err != nil {
+		t.Errorf("status change of a pod whose stored spec is invalid: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		obj   *corev1.Pod
+		field string
+	}{
+		"bad label":    {mod(old, func(p *corev1.Pod) { running(p); p.Metadata.Labels = map[string]string{"-bad": "x"} }), "metadata.labels"},
+		"uid changed":  {mod(old, func(p *corev1.Pod) { running(p); p.Metadata.Uid = "u2" }), "metadata.uid"},
+		"spec changed": {mod(old, func(p *corev1.Pod) { running(p); p.Spec.Containers[0].Image = "" }), "spec.containers[0].image"},
+	} {
+		err := validateStatusUpdate(pods, tc.obj, old)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: got %v, want Invalid on %s", name, err, tc.field)
+		}
+	}
+}

@@ -152,6 +152,24 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 	return invalid(r, meta(obj).GetName(), errs)
 }
 
+// validateStatusUpdate is validateObject for a write through the status
+// subresource. There a pod's spec is the stored one (updateStatus starts
+// from the stored pod and takes only status, labels and annotations from
+// the request), so, as Kubernetes' ValidatePodStatusUpdate, the spec is not
+// validated again: two copies of it, a comparison and the whole spec's
+// validation on every status write a node agent makes. Should admission
+// have changed the spec after all, everything is validated.
+func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
+	p, ok := obj.(*corev1.Pod)
+	op, okOld := old.(*corev1.Pod)
+	if !ok || !okOld || !proto.Equal(p.GetSpec(), op.GetSpec()) {
+		return validateObject(r, obj, old)
+	}
+	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
+	errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
+	return invalid(r, meta(obj).GetName(), errs)
+}
+
 // invalid turns a field.ErrorList into apierrors' Invalid (nil if empty).
 func invalid(r *resourceInfo, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {

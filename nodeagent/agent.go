@@ -318,37 +318,49 @@ func (a *Agent) resync(ctx context.Context, synced <-chan struct{}) {
 }
 
 // relist lists the runtime's containers every RelistInterval and queues
-// the pods whose containers changed state (the kubelet's PLEG).
+// the pods whose containers exited (the kubelet's PLEG). Exits, and a
+// runtime losing track of a container (UNKNOWN), are the only changes the
+// agent does not make itself: it creates, starts, stops and removes
+// containers in its syncs, which look at the result. So the relist asks the
+// runtime for the exited and unknown containers only: on a node whose pods
+// run, two nearly empty answers a second instead of every container with
+// its labels (with a hundred simulated nodes in one process, listing them
+// all was 6 % of its CPU).
 func (a *Agent) relist(ctx context.Context) {
-	seen := map[string]int32{}
+	seen := map[string]runtimeapi.ContainerState{}
 	t := time.NewTicker(a.cfg.RelistInterval)
 	defer t.Stop()
+	states := []runtimeapi.ContainerState{runtimeapi.ContainerState_CONTAINER_EXITED, runtimeapi.ContainerState_CONTAINER_UNKNOWN}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		cs, err := a.cfg.Runtime.ListContainers(ctx, nil)
-		if err != nil {
-			a.log.Debug("relist failed", "err", err)
-			continue
-		}
-		now := make(map[string]int32, len(cs))
-		for _, c := range cs {
-			st := int32(c.GetState())
-			now[c.GetId()] = st
-			// A change, or an exit the relist did not see running (it
-			// happened between two relists of a new container).
-			old, ok := seen[c.GetId()]
-			if (ok && old != st) || (!ok && c.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED) {
-				l := c.GetLabels()
-				if l[labelNode] == a.cfg.NodeName {
-					a.queue.Add(client.KeyOf(l[labelPodNamespace], l[labelPodName]))
+		now := make(map[string]runtimeapi.ContainerState, len(seen))
+		failed := false
+		for _, st := range states {
+			cs, err := a.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: st}})
+			if err != nil {
+				a.log.Debug("relist failed", "err", err)
+				failed = true
+				break
+			}
+			for _, c := range cs {
+				now[c.GetId()] = c.GetState()
+				// News: a container newly exited (or unknown), or one
+				// that went from unknown to exited.
+				if old, ok := seen[c.GetId()]; !ok || old != c.GetState() {
+					l := c.GetLabels()
+					if l[labelNode] == a.cfg.NodeName {
+						a.queue.Add(client.KeyOf(l[labelPodNamespace], l[labelPodName]))
+					}
 				}
 			}
 		}
-		seen = now
+		if !failed {
+			seen = now
+		}
 	}
 }
 

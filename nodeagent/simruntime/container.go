@@ -5,7 +5,9 @@ package simruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -213,15 +215,26 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 }
 
 // writeLog creates the log file (and its directory) and appends lines.
+// The directory is made only when the file cannot be created without it:
+// a node agent has made it already (as the kubelet does), and with a
+// hundred simulated nodes in one process the syscalls of each container
+// start add up.
 func writeLog(path string, t time.Time, lines []string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create log directory: %w", err)
+	const flags, perm = os.O_CREATE | os.O_WRONLY | os.O_APPEND, 0o640
+	f, err := os.OpenFile(path, flags, perm)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("create log directory: %w", err)
+		}
+		f, err = os.OpenFile(path, flags, perm)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}
-	werr := crilog.WriteLines(f, t, crilog.Stdout, lines)
+	var werr error
+	if len(lines) > 0 {
+		werr = crilog.WriteLines(f, t, crilog.Stdout, lines)
+	}
 	if err := f.Close(); werr == nil {
 		werr = err
 	}

@@ -2,7 +2,9 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -336,10 +338,28 @@ func (a *Agent) sandboxConfig(pod *corev1.Pod, rec *podRecord) *runtimeapi.PodSa
 	return cfg
 }
 
+// mkdir makes the directory dir, and its parents if they are missing: what
+// os.MkdirAll does, without the two stats it makes before creating a new
+// directory whose parent exists — a pod's log directory and each of its
+// containers', which with a hundred simulated nodes in one process are a
+// few percent of its CPU.
+func mkdir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if st, serr := os.Stat(dir); serr == nil && st.IsDir() {
+			return nil
+		}
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
 // runSandbox creates the pod's sandbox.
 func (a *Agent) runSandbox(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
 	cfg := a.sandboxConfig(pod, rec)
-	if err := os.MkdirAll(rec.logDir, 0o755); err != nil {
+	if err := mkdir(rec.logDir); err != nil {
 		return err
 	}
 	id, err := a.cfg.Runtime.RunPodSandbox(ctx, cfg, "")
@@ -435,7 +455,7 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	// The container.
 	attempt := c.attempt
 	logRel := filepath.Join(c.name, strconv.Itoa(int(attempt))+".log")
-	if err := os.MkdirAll(filepath.Join(rec.logDir, c.name), 0o755); err != nil {
+	if err := mkdir(filepath.Join(rec.logDir, c.name)); err != nil {
 		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
 		return a.cfg.Backoff.Base
 	}

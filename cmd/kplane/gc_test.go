@@ -35,3 +35,13 @@ func TestAPIServerGCPercentFlag(t *testing.T) {
 		t.Fatalf("--gc-percent defaults to %s, want 300", f.DefValue)
 	}
 }
+
+func TestNodeAgentGCPercentFlag(t *testing.T) {
+	f := newNodeAgentCommand().Flags().Lookup("gc-percent")
+	if f == nil {
+		t.Fatal("kplane nodeagent has no --gc-percent flag")
+	}
+	if f.DefValue != "100" {
+		t.Fatalf("--gc-percent defaults to %s, want 100", f.DefValue)
+	}
+}

@@ -9,7 +9,11 @@
 # (and, traced, Jaeger's), which the machine's other load disturbs far less
 # than throughput. The store is a single-member kplane store by default, so its
 # spans (and its otelgrpc server) are paid for too. Jaeger runs on the same
-# cores, so its ingest is paid for as well.
+# cores, so its ingest is paid for as well. Each traced mode's Jaeger is
+# `kplane jaeger` with its default memory store of 10,000 traces, which the
+# first traced round fills: later rounds measure its steady state (a ring
+# that recycles), which costs about half what a still-growing store does
+# (BENCHMARKS.md, Tracing).
 #
 #   scripts/bench-tracing.sh                     8 rounds of 10 s each way
 #   ROUNDS=12 DURATION=20s scripts/bench-tracing.sh

@@ -45,3 +45,13 @@ func TestNodeAgentGCPercentFlag(t *testing.T) {
 		t.Fatalf("--gc-percent defaults to %s, want 100", f.DefValue)
 	}
 }
+
+func TestStoreGCPercentFlag(t *testing.T) {
+	f := newStoreCommand().Flags().Lookup("gc-percent")
+	if f == nil {
+		t.Fatal("kplane store has no --gc-percent flag")
+	}
+	if f.DefValue != "100" {
+		t.Fatalf("--gc-percent defaults to %s, want 100", f.DefValue)
+	}
+}

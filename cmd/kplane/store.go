@@ -20,6 +20,7 @@ func newStoreCommand() *cobra.Command {
 		listenClient, advClient string
 		listenPeer, advPeer     string
 		electionMs              int
+		gcPercent               int
 		logLevel                string
 		tf                      telemetryFlags
 	)
@@ -33,6 +34,7 @@ func newStoreCommand() *cobra.Command {
 				return err
 			}
 			cfg.Logger = logger
+			setGCPercent(gcPercent, logger)
 			tel, stop, err := tf.start(cmd.Context(), "store", cfg.Name, true, logger)
 			if err != nil {
 				return err
@@ -77,6 +79,7 @@ func newStoreCommand() *cobra.Command {
 	f.Uint64Var(&cfg.TrailingLogs, "snapshot-catchup-entries", raftstore.DefaultSnapshotCatchUpEntries, "number of entries kept in the Raft log after a snapshot, so that a slow follower can catch up without a snapshot")
 	f.StringVar(&cfg.RaftLogStore, "raft-log-store", raftnode.LogStoreWAL, "where the Raft log lives: \"bolt\" (raft.db, two fdatasyncs per appended batch) or \"wal\" (etcd's write-ahead log, one fdatasync per batch); a member started with \"wal\" moves an existing raft.db log into the WAL, and cannot go back")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.IntVar(&gcPercent, "gc-percent", storeGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "certificate for the client URLs (https); also identifies this member to the leader's client URL, so it should allow client auth too")
 	f.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "key for --cert-file")
 	f.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA bundle that verifies client certificates (and other members' client-URL certificates)")

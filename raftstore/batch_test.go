@@ -7,8 +7,16 @@ import (
 	"sync"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kplane/kplane/raftstore/fsm"
 )
 
 // TestConcurrentMixedWrites sends many different writes at once through
@@ -171,4 +179,51 @@ func TestConcurrentMixedWrites(t *testing.T) {
 // have been applied.
 func outcomeUnknown(err error) bool {
 	return errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout)
+}
+
+// TestForwardedGarbageRefused: the peer service is served on the client
+// URL, so anyone who can reach it can forward a proposal. The leader must
+// refuse what the store cannot apply — undecodable bytes in a batch, a
+// request of no known kind — rather than put it in the log, where every
+// member would stop on it.
+func TestForwardedGarbageRefused(t *testing.T) {
+	c := newCluster(t, 3, clusterOptions{})
+	ctx := ctxT(t)
+	l := c.waitLeader()
+	cc := l.client.ActiveConnection()
+	good, err := (&pb.InternalRaftRequest{ID: 1<<40 | 1, Put: &pb.PutRequest{Key: []byte("ok"), Value: []byte("v")}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := (&pb.InternalRaftRequest{ID: 1<<40 | 2}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		method string
+		in     proto.Message
+	}{
+		{"batch with undecodable bytes", "/kplane.raftstore.v1.Peer/ProposeBatch", wrapperspb.Bytes(fsm.AppendBatch(nil, good, []byte{0xff, 0xff, 0xff}))},
+		{"batch with a request of no kind", "/kplane.raftstore.v1.Peer/ProposeBatch", wrapperspb.Bytes(fsm.AppendBatch(nil, good, empty))},
+		{"truncated batch", "/kplane.raftstore.v1.Peer/ProposeBatch", wrapperspb.Bytes(fsm.AppendBatch(nil, good, good)[:len(good)])},
+		{"not a batch", "/kplane.raftstore.v1.Peer/ProposeBatch", wrapperspb.Bytes(good)},
+		{"single request of no kind", "/kplane.raftstore.v1.Peer/Propose", protoadapt.MessageV2Of(&pb.InternalRaftRequest{ID: 1<<40 | 3})},
+	} {
+		err := cc.Invoke(ctx, tc.method, tc.in, new(wrapperspb.UInt64Value))
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: got %v, want InvalidArgument", tc.name, err)
+		}
+	}
+	// Nothing of it reached the log: every member still applies writes.
+	for _, m := range c.members {
+		putRetry(ctx, t, m.client, "/after/"+m.cfg.Name, "v")
+	}
+	resp, err := c.members[0].client.Get(ctx, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Errorf("a refused batch's good request was applied: %v", resp.Kvs)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -218,9 +219,16 @@ func (s *Server) splitForwarded(data []byte) ([][]byte, error) {
 	if len(reqs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "forwarded batch: empty")
 	}
-	for _, r := range reqs {
+	for i, r := range reqs {
 		if len(r) > s.cfg.MaxRequestBytes {
 			return nil, toGRPCError(errRequestTooBig)
+		}
+		var req pb.InternalRaftRequest
+		if err := req.Unmarshal(r); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "forwarded batch: request %d: %v", i, err)
+		}
+		if err := fsm.CheckRequest(&req); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "forwarded batch: request %d: %v", i, err)
 		}
 	}
 	return reqs, nil

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kplane/kplane/raftstore/fsm"
 )
 
 const (
@@ -124,6 +126,9 @@ func fromPeerError(err error) error {
 // Propose appends a forwarded proposal (already stamped with its request ID)
 // to the log and returns once it is committed and applied on the leader.
 func (p *peerServer) Propose(ctx context.Context, req *pb.InternalRaftRequest) (*wrapperspb.UInt64Value, error) {
+	if err := fsm.CheckRequest(req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "forwarded proposal: %v", err)
+	}
 	data, err := req.Marshal()
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decode proposal: %v", err)

@@ -16,6 +16,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // batchMagic starts every batch entry; the second byte is the format's
@@ -78,4 +80,20 @@ func SplitBatch(data []byte) ([][]byte, error) {
 	var reqs [][]byte
 	err := forEachInBatch(data, func(r []byte) { reqs = append(reqs, r) })
 	return reqs, err
+}
+
+// CheckRequest reports whether req is something Apply knows: it carries a
+// request ID and one of the requests the FSM applies. Apply panics on
+// anything else (every member would, rather than drift), so the leader
+// checks what followers forward before it enters the log.
+func CheckRequest(req *pb.InternalRaftRequest) error {
+	if req.ID == 0 {
+		return errors.New("request without an ID")
+	}
+	switch {
+	case req.Put != nil, req.DeleteRange != nil, req.Txn != nil, req.Compaction != nil,
+		req.LeaseGrant != nil, req.LeaseRevoke != nil, req.ClusterMemberAttrSet != nil:
+		return nil
+	}
+	return errors.New("request of a kind the store does not apply")
 }

@@ -3,7 +3,27 @@ package client
 import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 )
+
+// objectMeta is what every kplane resource's generated code has.
+type objectMeta interface {
+	GetMetadata() *metav1.ObjectMeta
+}
+
+// metadata returns obj's metadata through its generated getter, or nil
+// and false for a message without one (read through reflection then).
+// Informers, indexers and queues key every object they touch, and the
+// getter costs a type assertion where reflection costs descriptor lookups
+// by name.
+func metadata(obj proto.Message) (*metav1.ObjectMeta, bool) {
+	o, ok := obj.(objectMeta)
+	if !ok {
+		return nil, false
+	}
+	return o.GetMetadata(), true
+}
 
 // metaField returns metadata.<name> of a kplane object as a string, read
 // through protobuf reflection so it works for every resource type.
@@ -28,16 +48,36 @@ func metaField(obj proto.Message, name protoreflect.Name) string {
 }
 
 // Namespace is obj's metadata.namespace.
-func Namespace(obj proto.Message) string { return metaField(obj, "namespace") }
+func Namespace(obj proto.Message) string {
+	if m, ok := metadata(obj); ok {
+		return m.GetNamespace()
+	}
+	return metaField(obj, "namespace")
+}
 
 // Name is obj's metadata.name.
-func Name(obj proto.Message) string { return metaField(obj, "name") }
+func Name(obj proto.Message) string {
+	if m, ok := metadata(obj); ok {
+		return m.GetName()
+	}
+	return metaField(obj, "name")
+}
 
 // ResourceVersion is obj's metadata.resourceVersion.
-func ResourceVersion(obj proto.Message) string { return metaField(obj, "resource_version") }
+func ResourceVersion(obj proto.Message) string {
+	if m, ok := metadata(obj); ok {
+		return m.GetResourceVersion()
+	}
+	return metaField(obj, "resource_version")
+}
 
 // UID is obj's metadata.uid.
-func UID(obj proto.Message) string { return metaField(obj, "uid") }
+func UID(obj proto.Message) string {
+	if m, ok := metadata(obj); ok {
+		return m.GetUid()
+	}
+	return metaField(obj, "uid")
+}
 
 // Key is the cache and work-queue key of obj: "namespace/name", or "name"
 // for cluster-scoped objects, as client-go's MetaNamespaceKeyFunc.

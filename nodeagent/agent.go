@@ -337,7 +337,7 @@ func (a *Agent) relist(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		now := make(map[string]runtimeapi.ContainerState, len(seen))
+		var now map[string]runtimeapi.ContainerState // nil while nothing exited
 		failed := false
 		for _, st := range states {
 			cs, err := a.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: st}})
@@ -347,6 +347,9 @@ func (a *Agent) relist(ctx context.Context) {
 				break
 			}
 			for _, c := range cs {
+				if now == nil {
+					now = make(map[string]runtimeapi.ContainerState, len(cs))
+				}
 				now[c.GetId()] = c.GetState()
 				// News: a container newly exited (or unknown), or one
 				// that went from unknown to exited.

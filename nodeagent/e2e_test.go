@@ -20,7 +20,6 @@ import (
 
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
-	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -76,7 +75,9 @@ func startSimNode(t *testing.T, c *cluster, name string, mod func(*Config)) *sim
 	return n
 }
 
-// startSimRuntime runs a built-in runtime until the test ends.
+// startSimRuntime runs a built-in runtime until the test ends, called in
+// process as `kplane nodeagent` calls its own (the socket path is
+// nodeagent/cri's lifecycle tests').
 func startSimRuntime(t *testing.T, name string) *simNode {
 	t.Helper()
 	dir := shortDir(t)
@@ -84,7 +85,7 @@ func startSimRuntime(t *testing.T, name string) *simNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := cri.New(cri.Config{Socket: simruntimetest.Serve(t, rt)})
+	cc, err := cri.New(cri.Config{Server: rt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -852,5 +853,19 @@ func TestSandboxRecreated(t *testing.T) {
 	}
 	if got.GetStatus().GetPodIp() == "" {
 		t.Errorf("pod IP: got none")
+	}
+}
+
+// TestRelistNoticesExit: with no resync to fall back on, a container that
+// exits on its own (nothing the agent did) is noticed by the relist, and
+// the pod's status says so.
+func TestRelistNoticesExit(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", func(cfg *Config) { cfg.ResyncInterval = time.Hour })
+	p := c.runPod(t, simPod("exits", map[string]string{simruntime.EnvRunSeconds: "0.5"},
+		func(s *corev1.PodSpec) { s.RestartPolicy = RestartNever }), "n1")
+	got := c.waitPod(t, "default", p.Metadata.Name, "phase "+PhaseSucceeded, phaseIs(PhaseSucceeded))
+	if term := got.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetReason() != "Completed" {
+		t.Errorf("container: got %v, want terminated Completed", got.GetStatus().GetContainerStatuses()[0].GetState())
 	}
 }

@@ -22,6 +22,7 @@ func newStoreCommand() *cobra.Command {
 		electionMs              int
 		gcPercent               int
 		logLevel                string
+		profilingListen         string
 		tf                      telemetryFlags
 	)
 	cmd := &cobra.Command{
@@ -35,6 +36,13 @@ func newStoreCommand() *cobra.Command {
 			}
 			cfg.Logger = logger
 			setGCPercent(gcPercent, logger)
+			if profilingListen != "" {
+				stopProfiling, err := serveProfiling(profilingListen, 0, logger)
+				if err != nil {
+					return err
+				}
+				defer stopProfiling()
+			}
 			tel, stop, err := tf.start(cmd.Context(), "store", cfg.Name, true, logger)
 			if err != nil {
 				return err
@@ -88,6 +96,7 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&cfg.PeerTLS.KeyFile, "peer-key-file", "", "key for --peer-cert-file")
 	f.StringVar(&cfg.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA bundle that verifies peers' certificates")
 	f.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "refuse peers without a certificate signed by --peer-trusted-ca-file")
+	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6062); empty disables them")
 	tf.register(f)
 	f.BoolVar(&cfg.UnsafeUnverifiedReads, "unsafe-unverified-reads", false,
 		"FAULT INJECTION ONLY: serve linearizable reads from local state without confirming leadership (lets the linearizability checker's own test prove it catches stale reads)")

@@ -30,7 +30,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -43,6 +42,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
+
+	"github.com/kplane/kplane/internal/telemetry/otlpexport"
 )
 
 // Config names the process's component.
@@ -120,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 	var opts []sdktrace.TracerProviderOption
 	if Exporting() {
-		se, err := newExporter(ctx)
+		se, err := newExporter(ctx, cfg.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -161,14 +162,23 @@ func Protocol() string {
 // reads the rest of the OTEL_EXPORTER_OTLP_* environment itself: with
 // http/protobuf the endpoint is a base URL to which /v1/traces is appended
 // (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is).
-func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+//
+// gRPC goes through kplane's otlpexport rather than the SDK's
+// otlptracegrpc: the same request on the wire from the same environment,
+// encoded straight from the SDK's spans instead of through the generated
+// OTLP structs (BENCHMARKS.md, Tracing). http/protobuf stays the SDK's.
+func newExporter(ctx context.Context, log *slog.Logger) (sdktrace.SpanExporter, error) {
 	var (
 		se  sdktrace.SpanExporter
 		err error
 	)
 	switch p := Protocol(); p {
 	case "grpc":
-		se, err = otlptracegrpc.New(ctx)
+		var c otlpexport.Config
+		if c, err = otlpexport.ConfigFromEnv(os.Getenv, os.ReadFile); err == nil {
+			c.Logger = log
+			se, err = otlpexport.New(c)
+		}
 	case "http/protobuf":
 		se, err = otlptracehttp.New(ctx)
 	default:

@@ -39,9 +39,12 @@ const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Expor
 const (
 	defaultTimeout        = 10 * time.Second
 	defaultMaxRequestSize = 64 << 20
-	retryInitial          = 5 * time.Second
-	retryMax              = 30 * time.Second
-	retryMaxElapsed       = time.Minute
+	// maxKeptBuffer is the largest encoding buffer kept for the next
+	// batch: a full batch of kplane's spans (2,048) is well under 1 MiB.
+	maxKeptBuffer   = 8 << 20
+	retryInitial    = 5 * time.Second
+	retryMax        = 30 * time.Second
+	retryMaxElapsed = time.Minute
 )
 
 // Config is where and how to export.
@@ -158,7 +161,12 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		}
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
-	if err := e.send(ctx); err != nil {
+	err := e.send(ctx)
+	if cap(e.enc.b) > maxKeptBuffer {
+		// A batch of huge attributes should not pin its buffer for good.
+		e.enc.b = nil
+	}
+	if err != nil {
 		return fmt.Errorf("otlpexport: exporting %d spans: %w", n, err)
 	}
 	return nil

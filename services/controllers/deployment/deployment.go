@@ -761,10 +761,15 @@ func (c *Controller) rollingUpdate(ctx context.Context, d *appsv1.Deployment, ne
 		proto.Merge(rs, got)
 		changed = true
 	}
-	// Then available pods, as long as minAvailable stays available.
-	var available int32 = newRS.GetStatus().GetAvailableReplicas()
+	// Then available pods, as long as minAvailable stays available. A
+	// ReplicaSet's status may not yet show a scale-down (its controller
+	// deletes the pods, then writes the status; a controller manager that
+	// took over from one that crashed in between sees the old count), and
+	// its controller keeps at most spec.replicas pods: so count at most
+	// that many of its pods available.
+	available := min(newRS.GetStatus().GetAvailableReplicas(), replicas(newRS))
 	for _, rs := range old {
-		available += rs.GetStatus().GetAvailableReplicas()
+		available += min(rs.GetStatus().GetAvailableReplicas(), replicas(rs))
 	}
 	budget := available - minAvailable
 	for _, rs := range old {

@@ -135,6 +135,20 @@ func TestReconcileRollingUpdate(t *testing.T) {
 			want: nil,
 		},
 		{
+			// The old ReplicaSet was scaled 3 -> 2 and one pod deleted, but
+			// its status still counts 3 available (its controller crashed
+			// before writing it): only 2 of them can be, so 4 are available
+			// in all and one more may go, not two.
+			name: "stale old status: count at most its replicas available",
+			d:    deploy(4, "x:2"),
+			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {
+				old := replicaSet(d, "x:1", "1", 2, 3)
+				old.Status.Replicas = 3
+				return []*appsv1.ReplicaSet{old, replicaSet(d, "x:2", "2", 3, 2)}
+			},
+			want: []string{"update old 1"},
+		},
+		{
 			name: "scale up a finished rollout within the surge",
 			d:    deploy(6, "x:1"),
 			rss: func(d *appsv1.Deployment) []*appsv1.ReplicaSet {

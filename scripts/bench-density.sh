@@ -5,6 +5,12 @@
 #   kplane      `kplane up` (3 store members, 2 API services, the gateway,
 #               2 schedulers, 2 controller managers, all over mTLS) with
 #               NODES simulated nodes;
+#   kplane-paced
+#               the same with the controller managers' client paced as
+#               Kubernetes paces its own (`kplane up
+#               --controllers-kube-api-qps PACED_QPS
+#               --controllers-kube-api-burst PACED_BURST`): pods are
+#               created no faster than the rest of the cluster starts them;
 #   k8s-stock   etcd (Debian's 3.4, one member), kube-apiserver,
 #               kube-scheduler and kube-controller-manager K8S_VERSION with
 #               their stock client limits, and KWOK simulating NODES nodes;
@@ -20,6 +26,7 @@
 #   scripts/bench-density.sh                          100 nodes, 3,000 replicas
 #   K8S_REPLICAS=1000 scripts/bench-density.sh        Kubernetes at the issue's anchor size
 #   RUNS="kplane" scripts/bench-density.sh            only some rows
+#   RUNS="kplane-paced" PACED_QPS=110 scripts/bench-density.sh
 #   UP_ARGS="--controllers-kube-api-qps 100" ...      extra flags for kplane up
 #   KPLANE=/path/to/kplane ...                        a kplane binary built elsewhere (A/B runs)
 #   BUILD_ONLY=1 scripts/bench-density.sh             only build Kubernetes and KWOK
@@ -35,7 +42,9 @@ cd "$(dirname "$0")/.."
 NODES=${NODES:-100}
 REPLICAS=${REPLICAS:-3000}
 K8S_REPLICAS=${K8S_REPLICAS:-$REPLICAS}
-RUNS=${RUNS:-"kplane k8s-stock k8s-tuned"}
+RUNS=${RUNS:-"kplane kplane-paced k8s-stock k8s-tuned"}
+PACED_QPS=${PACED_QPS:-105}
+PACED_BURST=${PACED_BURST:-10}
 TUNED_QPS=${TUNED_QPS:-500}
 TUNED_BURST=${TUNED_BURST:-1000}
 TIMEOUT=${TIMEOUT:-20m}
@@ -149,27 +158,30 @@ echo "== $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr); 
 results=()
 
 # --- kplane -----------------------------------------------------------------
+# run_kplane LABEL [KPLANE UP FLAGS...]
 run_kplane() {
-	kplane_dir=$work/kplane-data
-	echo "== kplane up: $NODES simulated nodes"
+	local label=$1
+	shift
+	kplane_dir=$work/$label-data
+	echo "== $label: kplane up, $NODES simulated nodes${*:+ ($*)}${UP_ARGS:+ ($UP_ARGS)}"
 	# shellcheck disable=SC2086 # UP_ARGS: extra `kplane up` flags, split on spaces
-	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 ${UP_ARGS:-} >"$work/kplane-up.log" 2>&1 &
+	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 "$@" ${UP_ARGS:-} >"$work/$label-up.log" 2>&1 &
 	local up=$!
 	pids+=("$up")
 	local until=$((SECONDS + 600))
 	until [[ -f $kplane_dir/kubeconfig ]]; do
 		if ! kill -0 "$up" 2>/dev/null || ((SECONDS > until)); then
 			echo "kplane up did not get healthy; its log:" >&2
-			tail -n 30 "$work/kplane-up.log" >&2
+			tail -n 30 "$work/$label-up.log" >&2
 			KEEP=1
 			exit 1
 		fi
 		sleep 1
 	done
-	"$work/kplane" status --data-dir "$kplane_dir" -o json >"$work/kplane-status.json"
-	"$work/densitybench" -kubeconfig "$kplane_dir/kubeconfig" -label kplane -nodes "$NODES" -replicas "$REPLICAS" \
-		-kplane-status "$work/kplane-status.json" -timeout "$TIMEOUT" -out "$work/kplane.json"
-	results+=("$work/kplane.json")
+	"$work/kplane" status --data-dir "$kplane_dir" -o json >"$work/$label-status.json"
+	"$work/densitybench" -kubeconfig "$kplane_dir/kubeconfig" -label "$label" -nodes "$NODES" -replicas "$REPLICAS" \
+		-kplane-status "$work/$label-status.json" -timeout "$TIMEOUT" -out "$work/$label.json"
+	results+=("$work/$label.json")
 	"$work/kplane" down --data-dir "$kplane_dir" --grace-period 20s >/dev/null 2>&1 || true
 	wait "$up" 2>/dev/null || true
 }
@@ -263,10 +275,11 @@ EOK
 
 for r in $RUNS; do
 	case $r in
-	kplane) run_kplane ;;
+	kplane) run_kplane kplane ;;
+	kplane-paced) run_kplane kplane-paced --controllers-kube-api-qps "$PACED_QPS" --controllers-kube-api-burst "$PACED_BURST" ;;
 	k8s-stock) run_k8s k8s-stock ;;
 	k8s-tuned) run_k8s k8s-tuned --kube-api-qps "$TUNED_QPS" --kube-api-burst "$TUNED_BURST" ;;
-	*) echo "unknown run $r (kplane, k8s-stock, k8s-tuned)" >&2; exit 1 ;;
+	*) echo "unknown run $r (kplane, kplane-paced, k8s-stock, k8s-tuned)" >&2; exit 1 ;;
 	esac
 done
 

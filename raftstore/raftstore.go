@@ -302,7 +302,10 @@ func New(cfg Config) (*Store, error) {
 		// fresh goroutine grows (copies) its stack on every request. Measured
 		// on the put benchmark: 12-17 % more puts/s (BENCHMARKS.md).
 		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
-		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider)),
+		// A write's span is its raft.apply (etcdserver.Server.propose),
+		// from the proposal to its apply here: otelgrpc's server span
+		// would cover the same interval, so those methods get none.
+		grpc.StatsHandler(telemetry.ServerHandlerWithSpans(cfg.TracerProvider, cfg.MeterProvider, etcdserver.ProposingMethods()...)),
 		grpc.ChainUnaryInterceptor(s.server.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(s.server.StreamInterceptor),
 		grpc.MaxRecvMsgSize(maxReq + etcdserver.GRPCOverheadBytes),

@@ -8,6 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.opentelemetry.io/otel/codes"
 )
 
 type kvServer struct{ s *Server }
@@ -63,12 +64,15 @@ func (k *kvServer) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse
 	if isReadOnlyTxn(req) {
 		// A read-only txn is a read: it needs no log entry, only a
 		// linearizable point (unless every range in it is serializable).
-		if err := k.s.readBarrier(ctx, isSerializableTxn(req)); err != nil {
-			return nil, toGRPCError(err)
-		}
-		r, err := k.s.store.Txn(req)
+		// Txn has no server span (ProposingMethods): this is its span.
+		ctx, span := k.s.tracer.Start(ctx, "txn.read")
+		r, err := k.readTxn(ctx, req)
 		if err != nil {
-			return nil, toGRPCError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		if err != nil {
+			return nil, err
 		}
 		resp = r
 	} else {
@@ -81,6 +85,19 @@ func (k *kvServer) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse
 	k.s.fillHeader(&resp.Header)
 	fillTxnHeaders(k.s, resp)
 	return resp, nil
+}
+
+// readTxn serves a read-only txn at a linearizable point (or, when every
+// range in it is serializable, at this member's applied state).
+func (k *kvServer) readTxn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := k.s.readBarrier(ctx, isSerializableTxn(req)); err != nil {
+		return nil, toGRPCError(err)
+	}
+	r, err := k.s.store.Txn(req)
+	if err != nil {
+		return nil, toGRPCError(err)
+	}
+	return r, nil
 }
 
 func (k *kvServer) Compact(ctx context.Context, req *pb.CompactionRequest) (*pb.CompactionResponse, error) {

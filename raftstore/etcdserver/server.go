@@ -45,6 +45,18 @@ const (
 	GRPCOverheadBytes = 512 * 1024
 )
 
+// ProposingMethods are the gRPC methods whose work is a proposal, traced
+// as its raft.apply span (propose), which starts when the call's work does
+// and ends with it: a server span of the call's own would cover the same
+// interval. A read-only Txn proposes nothing; it gets a span of its own
+// (kvServer.Txn).
+func ProposingMethods() []string {
+	return []string{
+		"/etcdserverpb.KV/Put", "/etcdserverpb.KV/DeleteRange", "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Compact",
+		"/etcdserverpb.Lease/LeaseGrant", "/etcdserverpb.Lease/LeaseRevoke",
+	}
+}
+
 // Config is what the server needs to know about its member.
 type Config struct {
 	Name       string

@@ -157,10 +157,19 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 	}
 	var err error
 	grpcPort := 0
+	// freePort closes its listener, so the kernel may give one port twice:
+	// take each at most once.
+	given := map[int]bool{cfg.QueryPort: true, cfg.OTLPPort: true, cfg.OTLPHTTPPort: true}
 	for _, p := range []*int{&cfg.QueryPort, &cfg.OTLPPort, &cfg.OTLPHTTPPort, &grpcPort} {
-		if *p == 0 {
-			if *p, err = freePort(cfg.Host); err != nil {
+		for try := 0; *p == 0; try++ {
+			n, err := freePort(cfg.Host)
+			if err != nil {
 				return nil, err
+			}
+			if !given[n] {
+				*p, given[n] = n, true
+			} else if try == 100 {
+				return nil, fmt.Errorf("jaeger: pick a free port on %s: only ports already taken came back", cfg.Host)
 			}
 		}
 	}

@@ -159,9 +159,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return nil, err
 	}
 	next := cfg.BasePort + 2*cfg.StoreMembers
+	free := newPorts(cfg.Host)
 	port := func() (string, error) {
 		if cfg.BasePort == 0 {
-			p, err := freePort(cfg.Host)
+			p, err := free.free()
 			if err != nil {
 				return "", err
 			}
@@ -187,7 +188,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	cp.Store, err = Start(ctx, Config{
 		Binary: cfg.Binary, DataDir: dataDir, Members: cfg.StoreMembers,
 		Host: cfg.Host, BasePort: cfg.BasePort, Logger: cfg.Logger,
-		TLS: true, pki: id.pki, Env: cfg.Env,
+		TLS: true, pki: id.pki, ports: free, Env: cfg.Env,
 	})
 	if err != nil {
 		return nil, err

@@ -46,6 +46,9 @@ type Config struct {
 	// pki, when set by Up, is the CA to issue the members' certificates
 	// from (Up's own); otherwise TLS generates one.
 	pki *pki
+	// ports, when set by Up, picks the free ports (Up's own, so that no
+	// port goes to two processes); otherwise Start makes one.
+	ports *ports
 }
 
 // Member is one started member.
@@ -141,10 +144,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.BasePort != 0 {
 			cport, pport = cfg.BasePort+2*i, cfg.BasePort+2*i+1
 		} else {
-			if cport, err = freePort(cfg.Host); err != nil {
+			if cfg.ports == nil {
+				cfg.ports = newPorts(cfg.Host)
+			}
+			if cport, err = cfg.ports.free(); err != nil {
 				return nil, err
 			}
-			if pport, err = freePort(cfg.Host); err != nil {
+			if pport, err = cfg.ports.free(); err != nil {
 				return nil, err
 			}
 		}
@@ -243,6 +249,31 @@ func (c *Cluster) Wait(ctx context.Context) error {
 		}
 		return fmt.Errorf("member %s exited unexpectedly; see %s", m.Name, m.LogPath)
 	}
+}
+
+// ports hands out free ports on one host, each at most once. freePort
+// alone does not promise that: it closes its listener, and the kernel may
+// give the same port to the next call (seen: two store members of one
+// `kplane up` given one client port, the second failing to bind).
+type ports struct {
+	host  string
+	given map[int]bool
+}
+
+func newPorts(host string) *ports { return &ports{host: host, given: map[int]bool{}} }
+
+func (p *ports) free() (int, error) {
+	for range 100 {
+		n, err := freePort(p.host)
+		if err != nil {
+			return 0, err
+		}
+		if !p.given[n] {
+			p.given[n] = true
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("pick a free port on %s: only ports already given out came back", p.host)
 }
 
 func freePort(host string) (int, error) {

@@ -49,8 +49,10 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func memberConfig(t testing.TB, dir, name string, opts clusterOptions) raftstore.Config {
-	cport, pport := testutil.FreePort(t), testutil.FreePort(t)
+// memberConfig configures a member on the client and peer ports given,
+// which the caller takes from one testutil.FreePorts call for the whole
+// cluster so that no port goes to two members.
+func memberConfig(t testing.TB, dir, name string, cport, pport int, opts clusterOptions) raftstore.Config {
 	return raftstore.Config{
 		Name:                    name,
 		DataDir:                 filepath.Join(dir, name),
@@ -78,8 +80,9 @@ func newCluster(t testing.TB, n int, opts clusterOptions) *cluster {
 	dir := t.TempDir()
 	c := &cluster{t: t}
 	var initial []string
+	ports := testutil.FreePorts(t, 2*n)
 	for i := 0; i < n; i++ {
-		cfg := memberConfig(t, dir, fmt.Sprintf("m%d", i), opts)
+		cfg := memberConfig(t, dir, fmt.Sprintf("m%d", i), ports[2*i], ports[2*i+1], opts)
 		initial = append(initial, cfg.Name+"="+cfg.InitialAdvertisePeerURL)
 		c.members = append(c.members, &member{cfg: cfg})
 	}

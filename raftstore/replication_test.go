@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/raftstore"
 )
 
@@ -150,7 +151,8 @@ func TestMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := c.followers()[0]
-	cfg := memberConfig(t, t.TempDir(), "m3", clusterOptions{})
+	ports := testutil.FreePorts(t, 2)
+	cfg := memberConfig(t, t.TempDir(), "m3", ports[0], ports[1], clusterOptions{})
 	add, err := f.client.MemberAdd(ctx, []string{cfg.InitialAdvertisePeerURL})
 	if err != nil {
 		t.Fatalf("member add: %v", err)

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/kplane/kplane/internal/freeport"
 )
 
 // Version is the Jaeger release scripts/install-jaeger.sh builds.
@@ -157,19 +159,12 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 	}
 	var err error
 	grpcPort := 0
-	// freePort closes its listener, so the kernel may give one port twice:
-	// take each at most once.
-	given := map[int]bool{cfg.QueryPort: true, cfg.OTLPPort: true, cfg.OTLPHTTPPort: true}
+	free := freeport.New(cfg.Host)
+	free.Reserve(cfg.QueryPort, cfg.OTLPPort, cfg.OTLPHTTPPort)
 	for _, p := range []*int{&cfg.QueryPort, &cfg.OTLPPort, &cfg.OTLPHTTPPort, &grpcPort} {
-		for try := 0; *p == 0; try++ {
-			n, err := freePort(cfg.Host)
-			if err != nil {
-				return nil, err
-			}
-			if !given[n] {
-				*p, given[n] = n, true
-			} else if try == 100 {
-				return nil, fmt.Errorf("jaeger: pick a free port on %s: only ports already taken came back", cfg.Host)
+		if *p == 0 {
+			if *p, err = free.Pick(); err != nil {
+				return nil, fmt.Errorf("jaeger: %w", err)
 			}
 		}
 	}
@@ -254,13 +249,4 @@ func (j *Jaeger) Stop() {
 		_ = j.cmd.Process.Kill()
 		<-j.done
 	}
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("jaeger: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

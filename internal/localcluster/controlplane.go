@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/kplane/kplane/internal/freeport"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/client"
 )
@@ -159,10 +160,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return nil, err
 	}
 	next := cfg.BasePort + 2*cfg.StoreMembers
-	free := newPorts(cfg.Host)
+	free := freeport.New(cfg.Host)
 	port := func() (string, error) {
 		if cfg.BasePort == 0 {
-			p, err := free.free()
+			p, err := free.Pick()
 			if err != nil {
 				return "", err
 			}

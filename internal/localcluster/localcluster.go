@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kplane/kplane/internal/freeport"
 )
 
 // Config describes the cluster to start.
@@ -48,7 +50,7 @@ type Config struct {
 	pki *pki
 	// ports, when set by Up, picks the free ports (Up's own, so that no
 	// port goes to two processes); otherwise Start makes one.
-	ports *ports
+	ports *freeport.Picker
 }
 
 // Member is one started member.
@@ -145,12 +147,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			cport, pport = cfg.BasePort+2*i, cfg.BasePort+2*i+1
 		} else {
 			if cfg.ports == nil {
-				cfg.ports = newPorts(cfg.Host)
+				cfg.ports = freeport.New(cfg.Host)
 			}
-			if cport, err = cfg.ports.free(); err != nil {
+			if cport, err = cfg.ports.Pick(); err != nil {
 				return nil, err
 			}
-			if pport, err = cfg.ports.free(); err != nil {
+			if pport, err = cfg.ports.Pick(); err != nil {
 				return nil, err
 			}
 		}
@@ -249,38 +251,4 @@ func (c *Cluster) Wait(ctx context.Context) error {
 		}
 		return fmt.Errorf("member %s exited unexpectedly; see %s", m.Name, m.LogPath)
 	}
-}
-
-// ports hands out free ports on one host, each at most once. freePort
-// alone does not promise that: it closes its listener, and the kernel may
-// give the same port to the next call (seen: two store members of one
-// `kplane up` given one client port, the second failing to bind).
-type ports struct {
-	host  string
-	given map[int]bool
-}
-
-func newPorts(host string) *ports { return &ports{host: host, given: map[int]bool{}} }
-
-func (p *ports) free() (int, error) {
-	for range 100 {
-		n, err := freePort(p.host)
-		if err != nil {
-			return 0, err
-		}
-		if !p.given[n] {
-			p.given[n] = true
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("pick a free port on %s: only ports already given out came back", p.host)
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -113,7 +113,8 @@ func startPlane(t *testing.T) *plane {
 	if err := st.BridgeRaftMetrics(); err != nil {
 		t.Fatal(err)
 	}
-	cport, pport := testutil.FreePort(t), testutil.FreePort(t)
+	ports := testutil.FreePorts(t, 2)
+	cport, pport := ports[0], ports[1]
 	curl, purl := "http://127.0.0.1:"+strconv.Itoa(cport), "http://127.0.0.1:"+strconv.Itoa(pport)
 	store, err := raftstore.New(raftstore.Config{Name: "s0", DataDir: filepath.Join(dir, "s0"),
 		ListenClientURLs: []string{curl}, ListenPeerURL: purl, InitialCluster: "s0=" + purl,

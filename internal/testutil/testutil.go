@@ -4,11 +4,12 @@
 package testutil
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/kplane/kplane/internal/freeport"
 )
 
 // InCI reports whether the tests run under CI (CI=true), where a missing tool
@@ -48,13 +49,21 @@ func RequireRoot(t testing.TB, why string) {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free when asked. The
 // port is released before returning, so a racing process could take it;
-// tests that start real processes accept that small risk.
+// tests that start real processes accept that small risk. A test that needs
+// several ports takes them from one FreePorts call.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return FreePorts(t, 1)[0]
+}
+
+// FreePorts returns n distinct TCP ports on 127.0.0.1 that were free when
+// asked. Unlike n calls to FreePort, it cannot return one port twice: every
+// listener stays open until all n are chosen.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := freeport.Pick("127.0.0.1", n)
 	if err != nil {
-		t.Fatalf("pick a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }

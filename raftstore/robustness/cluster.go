@@ -98,12 +98,13 @@ func NewCluster(ctx context.Context, flavor Flavor, dir string, size int, log *s
 	}
 	c := &Cluster{flavor: flavor, dir: dir, log: log}
 	var initial []string
+	given := map[int]bool{}
 	for i := range size {
-		cp, err := freePort()
+		cp, err := freePort(given)
 		if err != nil {
 			return nil, err
 		}
-		pp, err := freePort()
+		pp, err := freePort(given)
 		if err != nil {
 			return nil, err
 		}
@@ -136,13 +137,19 @@ func NewCluster(ctx context.Context, flavor Flavor, dir string, size int, log *s
 // freePort picks a free loopback port below Linux's ephemeral range
 // (32768–60999). A member keeps its ports across restarts, and a port from
 // the ephemeral range could meanwhile be taken by some outgoing connection.
-func freePort() (int, error) {
+// A port in given is never picked again (the members bind theirs only when
+// all are chosen), and the one picked is added to it.
+func freePort(given map[int]bool) (int, error) {
 	var err error
 	for range 100 {
 		port := 10000 + rand.IntN(22000)
+		if given[port] {
+			continue
+		}
 		var l net.Listener
 		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			l.Close()
+			given[port] = true
 			return port, nil
 		}
 	}

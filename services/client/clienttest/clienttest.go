@@ -81,7 +81,8 @@ func StartEtcd(t testing.TB) string {
 	t.Helper()
 	bin := testutil.RequireBinary(t, "etcd", "apt-get install etcd-server")
 	dir := t.TempDir()
-	cport, pport := testutil.FreePort(t), testutil.FreePort(t)
+	ports := testutil.FreePorts(t, 2)
+	cport, pport := ports[0], ports[1]
 	curl := "http://127.0.0.1:" + strconv.Itoa(cport)
 	purl := "http://127.0.0.1:" + strconv.Itoa(pport)
 	ctx, cancel := context.WithCancel(context.Background())

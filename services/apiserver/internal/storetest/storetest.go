@@ -7,10 +7,12 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,8 +51,9 @@ func Start(t testing.TB) []string {
 func startEtcd(t testing.TB) []string {
 	bin := testutil.RequireBinary(t, "etcd", "apt-get install -y etcd-server")
 	dir := t.TempDir()
-	client := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
+	ports := testutil.FreePorts(t, 2)
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	cmd := exec.Command(bin,
 		"--name", "test",
 		"--data-dir", filepath.Join(dir, "data"),
@@ -77,15 +80,29 @@ func startEtcd(t testing.TB) []string {
 
 func startKplane(t testing.TB) []string {
 	dir := t.TempDir()
-	client := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
-	peer := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
-	s, err := raftstore.New(raftstore.Config{
-		Name: "test", DataDir: filepath.Join(dir, "data"),
-		ListenClientURLs: []string{client}, ListenPeerURL: peer,
-		InitialCluster: "test=" + peer, InitialClusterState: "new",
-	})
-	if err != nil {
-		t.Fatalf("kplane store: %v", err)
+	// The ports are free when picked but released before the store binds
+	// them, so another test process may take one meanwhile: pick afresh
+	// and try again when that happens.
+	var (
+		s      *raftstore.Store
+		client string
+		err    error
+	)
+	for try := 0; ; try++ {
+		ports := testutil.FreePorts(t, 2)
+		client = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		s, err = raftstore.New(raftstore.Config{
+			Name: "test", DataDir: filepath.Join(dir, fmt.Sprintf("data%d", try)),
+			ListenClientURLs: []string{client}, ListenPeerURL: peer,
+			InitialCluster: "test=" + peer, InitialClusterState: "new",
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || try == 4 {
+			t.Fatalf("kplane store: %v", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

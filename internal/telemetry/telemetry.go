@@ -6,6 +6,10 @@
 // handlers and the trace annotation that carries one trace across the
 // watch-driven hops (see annotation.go).
 //
+// Spans are made by leantrace, kplane's implementation of the
+// OpenTelemetry trace API, whose spans cost the request path a fraction of
+// the SDK's (see its package comment), and exported by otlpexport.
+//
 // Tracing is off unless an OTLP endpoint is configured
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): the
 // tracer provider is then OpenTelemetry's no-op one, which creates no spans,
@@ -43,6 +47,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
+	"github.com/kplane/kplane/internal/telemetry/leantrace"
 	"github.com/kplane/kplane/internal/telemetry/otlpexport"
 )
 
@@ -63,7 +68,8 @@ type Config struct {
 	// to parent-based never-sample-roots unless OTEL_TRACES_SAMPLER says
 	// otherwise.
 	FollowOnly bool
-	// SpanProcessor, if set, receives every span in addition to (or, with
+	// SpanProcessor, if set, receives every ended sampled span (OnEnd, as
+	// a leantrace.Snapshot; OnStart is not called) in addition to (or, with
 	// no OTLP endpoint, instead of) the OTLP exporter: tests pass a
 	// tracetest.SpanRecorder here.
 	SpanProcessor sdktrace.SpanProcessor
@@ -75,7 +81,7 @@ type Config struct {
 // Prometheus registry. Close flushes and stops them.
 type Telemetry struct {
 	tracer   trace.TracerProvider
-	sdk      *sdktrace.TracerProvider
+	provider *leantrace.Provider
 	meter    *sdkmetric.MeterProvider
 	registry *prometheus.Registry
 }
@@ -113,33 +119,52 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	}
 	t := &Telemetry{registry: prometheus.NewRegistry()}
 	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	reader, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 
-	var opts []sdktrace.TracerProviderOption
+	var exp leantrace.Exporter
 	if Exporting() {
-		se, err := newExporter(ctx, cfg.Logger)
-		if err != nil {
+		if exp, err = newExporter(ctx, cfg.Logger); err != nil {
 			return nil, err
 		}
-		opts = append(opts, sdktrace.WithBatcher(se, batchOptions()...))
 	}
-	if cfg.SpanProcessor != nil {
-		opts = append(opts, sdktrace.WithSpanProcessor(cfg.SpanProcessor))
-	}
-	if len(opts) == 0 {
+	if exp == nil && cfg.SpanProcessor == nil {
 		// Nothing would receive a span: create none.
 		t.tracer = noop.NewTracerProvider()
 		return t, nil
 	}
-	if cfg.FollowOnly && os.Getenv("OTEL_TRACES_SAMPLER") == "" {
-		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	sampler, named, err := leantrace.SamplerFromEnv(os.Getenv)
+	if err != nil && cfg.Logger != nil {
+		cfg.Logger.Warn("tracing: OTEL_TRACES_SAMPLER", "err", err, "sampler", sampler.Description())
 	}
-	t.sdk = sdktrace.NewTracerProvider(append(opts, sdktrace.WithResource(res))...)
-	t.tracer = t.sdk
+	if !named {
+		sampler = leantrace.ParentBased(leantrace.AlwaysOn())
+		if cfg.FollowOnly {
+			sampler = leantrace.ParentBased(leantrace.AlwaysOff())
+		}
+	}
+	// The export queue is sized for a traced API service: at 100 %
+	// sampling it ends some 20,000 spans a second, which would fill the
+	// SDK's default queue of 2,048 in a tenth of a second (spans past it
+	// are dropped) and, at the default batch of 512, make some 40 export
+	// calls a second. A queue of 16,384 holds close to a second of spans;
+	// batches of 2,048 cut the export calls fourfold and stay, at a few
+	// hundred bytes a span, well under the 4 MiB a gRPC receiver (Jaeger's,
+	// the OpenTelemetry Collector's) accepts by default. OTEL_BSP_*, when
+	// set, win.
+	batch, err := leantrace.BatchFromEnv(os.Getenv, leantrace.Batch{MaxQueueSize: 16384, MaxExportBatchSize: 2048})
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	ltc := leantrace.Config{Resource: res, Sampler: &sampler, Exporter: exp, Batch: batch, Logger: cfg.Logger}
+	if sp := cfg.SpanProcessor; sp != nil {
+		ltc.OnEnd = func(s *leantrace.Span) { sp.OnEnd(leantrace.Snapshot(s)) }
+	}
+	t.provider = leantrace.New(ltc)
+	t.tracer = t.provider
 	return t, nil
 }
 
@@ -165,53 +190,43 @@ func Protocol() string {
 //
 // gRPC goes through kplane's otlpexport rather than the SDK's
 // otlptracegrpc: the same request on the wire from the same environment,
-// encoded straight from the SDK's spans instead of through the generated
-// OTLP structs (BENCHMARKS.md, Tracing). http/protobuf stays the SDK's.
-func newExporter(ctx context.Context, log *slog.Logger) (sdktrace.SpanExporter, error) {
-	var (
-		se  sdktrace.SpanExporter
-		err error
-	)
+// encoded straight from the spans instead of through the generated OTLP
+// structs (BENCHMARKS.md, Tracing). http/protobuf stays the SDK's, handed
+// the spans as the SDK's snapshots.
+func newExporter(ctx context.Context, log *slog.Logger) (leantrace.Exporter, error) {
 	switch p := Protocol(); p {
 	case "grpc":
-		var c otlpexport.Config
-		if c, err = otlpexport.ConfigFromEnv(os.Getenv, os.ReadFile); err == nil {
-			c.Logger = log
-			se, err = otlpexport.New(c)
+		c, err := otlpexport.ConfigFromEnv(os.Getenv, os.ReadFile)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 		}
+		c.Logger = log
+		e, err := otlpexport.New(c)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+		}
+		return otlpExporter{e}, nil
 	case "http/protobuf":
-		se, err = otlptracehttp.New(ctx)
+		e, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
+		}
+		return leantrace.SDKExporter(e), nil
 	default:
 		// http/json is in the specification, but Go's exporter does not
 		// speak it.
 		return nil, fmt.Errorf("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL %q is not supported (want grpc or http/protobuf)", p)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
-	}
-	return se, nil
 }
 
-// batchOptions size the batch span processor for a traced API service:
-// at 100 % sampling it ends some 20,000 spans a second, which fills the
-// SDK's default queue of 2,048 in a tenth of a second (spans past it are
-// dropped) and, at the default batch of 512, makes some 40 export calls a
-// second. A queue of 16,384 holds close to a second of spans; batches of
-// 2,048 cut the export calls fourfold and stay, at a few hundred bytes a
-// span, well under the 4 MiB a gRPC receiver (Jaeger's, the OpenTelemetry
-// Collector's) accepts by default. OTEL_BSP_MAX_QUEUE_SIZE and
-// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, when set, win (the other OTEL_BSP_*
-// variables are the SDK's, with its defaults).
-func batchOptions() []sdktrace.BatchSpanProcessorOption {
-	var o []sdktrace.BatchSpanProcessorOption
-	if os.Getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
-		o = append(o, sdktrace.WithMaxQueueSize(16384))
-	}
-	if os.Getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
-		o = append(o, sdktrace.WithMaxExportBatchSize(2048))
-	}
-	return o
+// otlpExporter hands leantrace's batches to otlpexport.
+type otlpExporter struct{ e *otlpexport.Exporter }
+
+func (x otlpExporter) ExportSpans(ctx context.Context, spans []*leantrace.Span) error {
+	return otlpexport.Export(ctx, x.e, spans)
 }
+
+func (x otlpExporter) Shutdown(ctx context.Context) error { return x.e.Shutdown(ctx) }
 
 // Install makes t the process's global tracer and meter provider and W3C
 // trace context the global propagator, for libraries that only use the
@@ -227,8 +242,8 @@ func (t *Telemetry) Install() {
 // Close flushes buffered spans and stops the providers.
 func (t *Telemetry) Close(ctx context.Context) error {
 	var errs []error
-	if t.sdk != nil {
-		errs = append(errs, t.sdk.Shutdown(ctx))
+	if t.provider != nil {
+		errs = append(errs, t.provider.Shutdown(ctx))
 	}
 	errs = append(errs, t.meter.Shutdown(ctx))
 	return errors.Join(errs...)

@@ -15,6 +15,7 @@ package otlpexport
 
 import (
 	"math"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -103,6 +104,29 @@ const (
 	statusError = 2
 )
 
+// Span is what the encoder reads of an ended span: the read side of the
+// SDK's ReadOnlySpan (which satisfies it), so that spans of a tracer other
+// than the SDK's (kplane's leantrace) are encoded by the same code.
+type Span interface {
+	Name() string
+	SpanContext() trace.SpanContext
+	Parent() trace.SpanContext
+	SpanKind() trace.SpanKind
+	StartTime() time.Time
+	EndTime() time.Time
+	Attributes() []attribute.KeyValue
+	Links() []sdktrace.Link
+	Events() []sdktrace.Event
+	Status() sdktrace.Status
+	InstrumentationScope() instrumentation.Scope
+	Resource() *resource.Resource
+	DroppedAttributes() int
+	DroppedLinks() int
+	DroppedEvents() int
+}
+
+var _ Span = sdktrace.ReadOnlySpan(nil)
+
 // encoder builds one request at a time. Its buffer and groups are kept
 // between requests, so that a steady stream of batches allocates nothing
 // once they have grown to the largest batch. Not safe for concurrent use.
@@ -118,16 +142,18 @@ type resourceGroup struct {
 	scopes []scopeGroup
 }
 
+// scopeGroup is a resource's spans of one scope, as indexes into the
+// batch.
 type scopeGroup struct {
 	scope instrumentation.Scope
-	spans []sdktrace.ReadOnlySpan
+	spans []int
 }
 
-// request encodes spans as an ExportTraceServiceRequest into e.b
+// encodeRequest encodes spans as an ExportTraceServiceRequest into e.b
 // (replacing what was there) and reports how many it encoded: nil spans are
 // skipped, as the SDK's transform skips them.
-func (e *encoder) request(spans []sdktrace.ReadOnlySpan) int {
-	n := e.group(spans)
+func encodeRequest[S Span](e *encoder, spans []S) int {
+	n := group(e, spans)
 	e.b = e.b[:0]
 	for i := range e.resources {
 		rg := &e.resources[i]
@@ -153,8 +179,8 @@ func (e *encoder) request(spans []sdktrace.ReadOnlySpan) int {
 				}
 				e.close(sc)
 			}
-			for _, s := range sg.spans {
-				e.span(s)
+			for _, k := range sg.spans {
+				encodeSpan(e, spans[k])
 			}
 			e.string(scopeSpansSchemaURL, sg.scope.SchemaURL)
 			e.close(ss)
@@ -172,12 +198,12 @@ func (e *encoder) request(spans []sdktrace.ReadOnlySpan) int {
 // order of its first span. A batch from one tracer provider has one
 // resource and a handful of scopes, and consecutive spans often share
 // both, so the last group matched is tried first.
-func (e *encoder) group(spans []sdktrace.ReadOnlySpan) int {
+func group[S Span](e *encoder, spans []S) int {
 	e.resources = e.resources[:0]
 	n := 0
 	ri, si := -1, -1
-	for _, s := range spans {
-		if s == nil {
+	for k, s := range spans {
+		if isNil(s) {
 			continue
 		}
 		n++
@@ -200,9 +226,15 @@ func (e *encoder) group(spans []sdktrace.ReadOnlySpan) int {
 				si = len(rg.scopes) - 1
 			}
 		}
-		rg.scopes[si].spans = append(rg.scopes[si].spans, s)
+		rg.scopes[si].spans = append(rg.scopes[si].spans, k)
 	}
 	return n
+}
+
+// isNil reports whether a span is a nil interface or a nil pointer.
+func isNil[S Span](s S) bool {
+	var zero S
+	return any(s) == any(zero)
 }
 
 // findResource returns the index of res's group, adding one if needed.
@@ -236,14 +268,12 @@ func appendScope(s []scopeGroup, scope instrumentation.Scope) []scopeGroup {
 	return append(s, scopeGroup{scope: scope})
 }
 
-// release drops the references to the batch's spans, resources and scopes
-// (the SDK reuses nothing of an ended span, so holding them would only
-// keep them from the garbage collector until the next batch).
+// release drops the references to the batch's resources and scopes, so
+// that the encoder keeps nothing of a batch alive until the next.
 func (e *encoder) release() {
 	for i := range e.resources {
 		rg := &e.resources[i]
 		for j := range rg.scopes {
-			clear(rg.scopes[j].spans)
 			rg.scopes[j].spans = rg.scopes[j].spans[:0]
 			rg.scopes[j].scope = instrumentation.Scope{}
 		}
@@ -253,7 +283,7 @@ func (e *encoder) release() {
 	e.resources = e.resources[:0]
 }
 
-func (e *encoder) span(s sdktrace.ReadOnlySpan) {
+func encodeSpan[S Span](e *encoder, s S) {
 	start := e.open(scopeSpansSpans, 2)
 	sc := s.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()

@@ -136,15 +136,22 @@ func New(cfg Config) (*Exporter, error) {
 
 var errShutdown = errors.New("otlpexport: exporter is shut down")
 
-// ExportSpans encodes spans and sends them in one Export call, retrying
-// as the SDK's exporter does (see retryable) within the export timeout.
+// ExportSpans encodes the SDK's spans and sends them in one Export call,
+// retrying as the SDK's exporter does (see retryable) within the export
+// timeout.
 func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	return Export(ctx, e, spans)
+}
+
+// Export is ExportSpans for the spans of any tracer that have the SDK's
+// read methods (Span).
+func Export[S Span](ctx context.Context, e *Exporter, spans []S) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return errShutdown
 	}
-	n := e.enc.request(spans)
+	n := encodeRequest(&e.enc, spans)
 	if n == 0 {
 		return nil
 	}

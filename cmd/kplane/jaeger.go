@@ -46,6 +46,7 @@ func newJaegerCommand() *cobra.Command {
 	f.IntVar(&cfg.QueryPort, "query-port", 16686, "query API port (0: a free one)")
 	f.IntVar(&cfg.OTLPPort, "otlp-port", 4317, "OTLP gRPC port (0: a free one)")
 	f.IntVar(&cfg.MaxTraces, "max-traces", jaeger.DefaultMaxTraces, "traces its memory store keeps (the oldest are dropped first)")
+	f.IntVar(&cfg.GCPercent, "gc-percent", jaeger.DefaultGCPercent, "Jaeger's Go GC target, GOGC (a negative value leaves Go's default; GOGC in the environment wins)")
 	f.IntVar(&cfg.OTLPHTTPPort, "otlp-http-port", 4318, "OTLP/HTTP port, for OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (0: a free one)")
 	return cmd
 }

@@ -69,7 +69,21 @@ type Config struct {
 	// MaxTraces is how many traces the memory store keeps, the oldest
 	// dropped first (default DefaultMaxTraces).
 	MaxTraces int
+	// GCPercent is Jaeger's Go GC target, GOGC (default DefaultGCPercent;
+	// negative: Go's own, 100). GOGC in the environment wins.
+	GCPercent int
 }
+
+// DefaultGCPercent is the GC target Jaeger runs with unless Config says
+// otherwise. A quarter of Jaeger's CPU per span went to its garbage
+// collector, marking the memory store's ring (some 100 MB at 10,000
+// traces) over and over at Go's default of 100: at 400 it does a quarter
+// of that work for some 150 MB more heap. Measured with spanload, 30,000
+// create-shaped traces a round (BENCHMARKS.md, Tracing): Jaeger's CPU per
+// trace 38-41 µs at 100, 29-31 at 200, 25-29 at 400; RSS 141, 182 and
+// 289 MB. Jaeger shares the machine with the control plane it traces
+// under `kplane up --jaeger`, so its CPU is the control plane's loss.
+const DefaultGCPercent = 400
 
 // DefaultMaxTraces is the memory store's capacity unless Config says
 // otherwise. Jaeger's own all-in-one keeps 100,000, which at kplane's
@@ -187,6 +201,14 @@ func Start(ctx context.Context, cfg Config) (*Jaeger, error) {
 		return nil, fmt.Errorf("jaeger: %w", err)
 	}
 	j.cmd = exec.Command(cfg.Binary, "--config", "file:"+confPath)
+	if _, set := os.LookupEnv("GOGC"); !set {
+		if cfg.GCPercent == 0 {
+			cfg.GCPercent = DefaultGCPercent
+		}
+		if cfg.GCPercent > 0 {
+			j.cmd.Env = append(os.Environ(), "GOGC="+strconv.Itoa(cfg.GCPercent))
+		}
+	}
 	j.cmd.Stdout, j.cmd.Stderr = logf, logf
 	j.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := j.cmd.Start(); err != nil {
@@ -236,6 +258,9 @@ func (j *Jaeger) Env() []string {
 		"OTEL_TRACES_EXPORTER=otlp",
 	}
 }
+
+// PID is the Jaeger process's ID.
+func (j *Jaeger) PID() int { return j.cmd.Process.Pid }
 
 // Stop ends Jaeger (SIGTERM, then SIGKILL after 5 s) and waits for it.
 func (j *Jaeger) Stop() {

@@ -1,9 +1,13 @@
 package jaeger_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +129,45 @@ func TestMaxTraces(t *testing.T) {
 		case i >= 2 && err != nil:
 			t.Errorf("trace %d of 5 with room for 3: %v", i, err)
 		}
+	}
+}
+
+// TestGCPercent: Jaeger runs with Config.GCPercent as its GOGC (by
+// default DefaultGCPercent), unless GOGC is set already.
+func TestGCPercent(t *testing.T) {
+	jbin := requireJaeger(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	gogc := func(cfg jaeger.Config) string {
+		t.Helper()
+		cfg.Binary, cfg.Dir = jbin, filepath.Join(t.TempDir(), "jaeger")
+		j, err := jaeger.Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Stop()
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", j.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for kv := range bytes.SplitSeq(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte("GOGC=")); ok {
+				return string(v)
+			}
+		}
+		return ""
+	}
+	if got, want := gogc(jaeger.Config{}), strconv.Itoa(jaeger.DefaultGCPercent); got != want {
+		t.Errorf("default: GOGC=%q, want %q", got, want)
+	}
+	if got := gogc(jaeger.Config{GCPercent: 150}); got != "150" {
+		t.Errorf("GCPercent 150: GOGC=%q, want 150", got)
+	}
+	if got := gogc(jaeger.Config{GCPercent: -1}); got != "" {
+		t.Errorf("GCPercent -1: GOGC=%q, want none", got)
+	}
+	t.Setenv("GOGC", "50")
+	if got := gogc(jaeger.Config{}); got != "50" {
+		t.Errorf("GOGC=50 in the environment: Jaeger has GOGC=%q, want 50", got)
 	}
 }

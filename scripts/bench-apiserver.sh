@@ -11,6 +11,14 @@
 #   CLIENT=grpc ONLY=watch ...                 watchers on grpc-go clients (a
 #                                              goroutine each) instead of the
 #                                              lean HTTP/2 reader
+#   BENCH=/path/to/bench ...                   run that driver instead of
+#                                              building one
+#   CPU_PID=jaeger=1234 ONLY=create ...       also report that process's CPU
+#                                              over the create row
+#   WARMUP=3s ONLY=create ...                  create pods (closed loop) for
+#                                              that long before the measured
+#                                              create row, so that it starts
+#                                              on a warm service
 #   PROFILE=/tmp/prof ONLY=watch scripts/bench-apiserver.sh
 #                                              also writes the service's CPU
 #                                              and block profiles (taken while
@@ -41,7 +49,7 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 
 echo "== building"
 if [[ -n "${KPLANE:-}" ]]; then cp "$KPLANE" "$tmp/kplane"; else go build -o "$tmp/kplane" ./cmd/kplane; fi
-go build -o "$tmp/bench" ./services/apiserver/internal/bench
+if [[ -n "${BENCH:-}" ]]; then cp "$BENCH" "$tmp/bench"; else go build -o "$tmp/bench" ./services/apiserver/internal/bench; fi
 
 client="http://127.0.0.1:$(port)"
 peer="http://127.0.0.1:$(port)"
@@ -80,11 +88,13 @@ want() { [[ "$ONLY" == all || ",$ONLY," == *",$1,"* ]]; }
 # cpu PID: the process's user+system CPU time so far, in ms.
 cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }
 if want create; then
-	a0=$(cpu "$apipid"); s0=$(cpu "$storepid")
+	if [[ -n "${WARMUP:-}" ]]; then b -mode create -clients 20 -rate 0 -duration "$WARMUP" >/dev/null; fi
+	a0=$(cpu "$apipid"); s0=$(cpu "$storepid"); x0=$([[ -n "${CPU_PID:-}" ]] && cpu "${CPU_PID#*=}" || echo 0)
 	b -mode create -clients 20 -rate 0
 	# CPU per request depends far less on what else the machine runs than
 	# throughput does.
-	echo "cpu-ms apiserver=$(awk "BEGIN{print $(cpu "$apipid") - $a0}") store=$(awk "BEGIN{print $(cpu "$storepid") - $s0}")"
+	echo "cpu-ms apiserver=$(awk "BEGIN{print $(cpu "$apipid") - $a0}") store=$(awk "BEGIN{print $(cpu "$storepid") - $s0}")" \
+		"$([[ -n "${CPU_PID:-}" ]] && echo "${CPU_PID%%=*}=$(awk "BEGIN{print $(cpu "${CPU_PID#*=}") - $x0}")")"
 	for r in $RATES; do b -mode create -clients 20 -rate "$r"; done
 fi
 if want get; then b -mode get -clients 20 -rate 0; fi

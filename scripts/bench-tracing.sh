@@ -37,6 +37,10 @@ cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-8}
 DURATION=${DURATION:-10s}
+# Each row restarts the store and the API service; the first seconds of a
+# fresh pair (empty caches, a growing heap, the previous row's processes
+# and Jaeger's ingest of its last spans winding down) are left out.
+export WARMUP=${WARMUP:-3s}
 MODES=${MODES:-off traced}
 export STORE=${STORE:-kplane}
 read -r -a modes <<<"$MODES"
@@ -51,12 +55,11 @@ cleanup() {
 trap cleanup EXIT
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# cpu PID: the process's user+system CPU time so far, in ms.
-cpu() { awk -v t="$(getconf CLK_TCK)" '{print ($14 + $15) * 1000 / t}' "/proc/$1/stat"; }
 var() { local v="${1}_$2"; echo "${!v:-}"; }
 
 echo "== building"
 go build -o "$tmp/kplane" ./cmd/kplane
+go build -o "$tmp/bench" ./services/apiserver/internal/bench
 jaeger=$(scripts/install-jaeger.sh)
 
 declare -A bin qurl grpcurl httpurl jpid
@@ -90,21 +93,20 @@ done
 # cpu-µs-per-create jaeger-cpu-µs-per-create" (the API service's and the
 # store's CPU; Jaeger's, when traced).
 run() {
-	local m=$1 out j0=0 jcpu=0
+	local m=$1 out jcpu=0
 	local -a env
 	read -r -a env <<<"$(var ENV "$m")"
 	if [[ $m == off ]]; then
 		out=$(env -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_TRACES_SAMPLER "${env[@]}" \
-			KPLANE="${bin[$m]}" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+			KPLANE="${bin[$m]}" BENCH="$tmp/bench" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
 	else
 		local ep=${grpcurl[$m]}
 		if [[ " ${env[*]} " == *" OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf "* ]]; then ep=${httpurl[$m]}; fi
-		j0=$(cpu "${jpid[$m]}")
 		out=$(env OTEL_EXPORTER_OTLP_ENDPOINT="$ep" OTEL_TRACES_SAMPLER=always_on "${env[@]}" \
-			KPLANE="${bin[$m]}" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
-		jcpu=$(awk "BEGIN{print $(cpu "${jpid[$m]}") - $j0}")
+			KPLANE="${bin[$m]}" BENCH="$tmp/bench" CPU_PID="jaeger=${jpid[$m]}" ONLY=create RATES=" " DURATION="$DURATION" scripts/bench-apiserver.sh)
+		jcpu=$(echo "$out" | grep '^cpu-ms' | grep -o 'jaeger=[0-9.]*' | cut -d= -f2)
 	fi
-	echo "$m (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create') $(echo "$out" | grep '^cpu-ms') jaeger=$jcpu" >&2
+	echo "$m (load $(cut -d' ' -f1 /proc/loadavg)): $(echo "$out" | grep '^create') $(echo "$out" | grep '^cpu-ms' | sed 's/ *jaeger=[0-9.]*//') jaeger=$jcpu" >&2
 	echo "$out" | python3 -c '
 import re, sys
 lines = sys.stdin.read().splitlines()
@@ -114,13 +116,13 @@ ok = int(re.search(r"ok=([0-9]+)", line).group(1))
 m = re.search(r"p99=([0-9.]+)(µs|ms|s)\b", line)
 p99 = float(m.group(1)) * {"µs": 0.001, "ms": 1, "s": 1000}[m.group(2)]
 c = [l for l in lines if l.startswith("cpu-ms")][0]
-ms = sum(float(v) for v in re.findall(r"=([0-9.]+)", c))
+ms = sum(float(v) for v in re.findall(r"(?:apiserver|store)=([0-9.]+)", c))
 jms = float(sys.argv[1])
 print(tp, p99, 1000 * ms / max(ok, 1), 1000 * jms / max(ok, 1))' "$jcpu"
 }
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION per mode (${modes[*]}), order rotating; load $load0"
+echo "== store: $STORE; $(nproc) cores; $ROUNDS rounds of $DURATION (after $WARMUP of warm-up) per mode (${modes[*]}), order rotating; load $load0"
 for m in "${modes[@]}"; do echo "   $m: ${bin[$m]} $(var ENV "$m") $(var JENV "$m" | sed 's/./jaeger: &/')"; done
 n=${#modes[@]}
 for ((i = 0; i < ROUNDS; i++)); do

@@ -9,9 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -19,8 +17,9 @@ import (
 // specification's built-in samplers (AlwaysOn, AlwaysOff, TraceIDRatio,
 // and ParentBased over one of them), decided as the SDK decides them.
 type Sampler struct {
-	// ratio is the root decision: sample trace IDs whose low 63 bits fall
-	// below bound (AlwaysOn: all, AlwaysOff: none).
+	// bound and all are the root decision: sample trace IDs whose low 63
+	// bits fall below bound, or all of them (AlwaysOn: all, AlwaysOff:
+	// neither).
 	bound uint64
 	all   bool
 	// parentBased: a span with a parent follows the parent's sampled flag;
@@ -147,59 +146,4 @@ func BatchFromEnv(getenv func(string) string, def Batch) (Batch, error) {
 		}
 	}
 	return b, nil
-}
-
-// truncateValue shortens a string value (or each string of a string
-// slice, or a byte slice) to limit characters, as the SDK's attribute
-// value length limit does: a string is cut at a character boundary, and a
-// string past the limit loses its invalid UTF-8 bytes.
-func truncateValue(limit int, v attribute.Value) attribute.Value {
-	switch v.Type() {
-	case attribute.STRING:
-		if s := v.AsString(); len(s) > limit {
-			return attribute.StringValue(truncate(limit, s))
-		}
-	case attribute.STRINGSLICE:
-		ss := v.AsStringSlice()
-		changed := false
-		for i, s := range ss {
-			if len(s) > limit {
-				ss[i], changed = truncate(limit, s), true
-			}
-		}
-		if changed {
-			return attribute.StringSliceValue(ss)
-		}
-	case attribute.BYTESLICE:
-		if b := v.AsByteSlice(); len(b) > limit {
-			return attribute.ByteSliceValue(b[:limit])
-		}
-	}
-	return v
-}
-
-func truncate(limit int, s string) string {
-	if len(s) <= limit {
-		return s
-	}
-	if utf8.ValidString(s) {
-		n := 0
-		for i := range s {
-			if n == limit {
-				return s[:i]
-			}
-			n++
-		}
-		return s
-	}
-	var b strings.Builder
-	for i, n := 0, 0; i < len(s) && n < limit; {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r != utf8.RuneError || size > 1 {
-			b.WriteString(s[i : i+size])
-			n++
-		}
-		i += size
-	}
-	return b.String()
 }

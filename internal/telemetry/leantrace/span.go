@@ -1,6 +1,7 @@
 package leantrace
 
-// This file holds the tracer and its spans.
+// This file holds the tracer and its spans, and the attribute value
+// length limit.
 
 import (
 	"context"
@@ -9,8 +10,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -527,4 +530,59 @@ func typeStr(v any) string {
 func stackTrace() string {
 	b := make([]byte, 2048)
 	return string(b[:runtime.Stack(b, false)])
+}
+
+// truncateValue shortens a string value (or each string of a string
+// slice, or a byte slice) to limit characters, as the SDK's attribute
+// value length limit does: a string is cut at a character boundary, and a
+// string past the limit loses its invalid UTF-8 bytes.
+func truncateValue(limit int, v attribute.Value) attribute.Value {
+	switch v.Type() {
+	case attribute.STRING:
+		if s := v.AsString(); len(s) > limit {
+			return attribute.StringValue(truncate(limit, s))
+		}
+	case attribute.STRINGSLICE:
+		ss := v.AsStringSlice()
+		changed := false
+		for i, s := range ss {
+			if len(s) > limit {
+				ss[i], changed = truncate(limit, s), true
+			}
+		}
+		if changed {
+			return attribute.StringSliceValue(ss)
+		}
+	case attribute.BYTESLICE:
+		if b := v.AsByteSlice(); len(b) > limit {
+			return attribute.ByteSliceValue(b[:limit])
+		}
+	}
+	return v
+}
+
+func truncate(limit int, s string) string {
+	if len(s) <= limit {
+		return s
+	}
+	if utf8.ValidString(s) {
+		n := 0
+		for i := range s {
+			if n == limit {
+				return s[:i]
+			}
+			n++
+		}
+		return s
+	}
+	var b strings.Builder
+	for i, n := 0, 0; i < len(s) && n < limit; {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r != utf8.RuneError || size > 1 {
+			b.WriteString(s[i : i+size])
+			n++
+		}
+		i += size
+	}
+	return b.String()
 }

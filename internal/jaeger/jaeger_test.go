@@ -133,12 +133,14 @@ spec:
 		t.Fatalf("pod %s has no %s annotation: %v", pod.Metadata.Name, telemetry.Annotation, pod.Metadata.Annotations)
 	}
 
-	// Jaeger's query API: the trace, with spans from every service and the
-	// node agent's own hops. Its syncPod span ends (and is exported) after
-	// the Running status it writes, so a trace read as soon as every
-	// service shows up can still lack it.
+	// Jaeger's query API: the trace, with spans from every service and
+	// every hop the waterfall below is checked for. Each process exports
+	// on its own schedule, and some hops end after the pod is Running (the
+	// node agent's syncPod after the status it writes; the scheduler's
+	// bind after the Scheduled event it records), so a trace read as soon
+	// as every service shows up can still lack them.
 	want := []string{"gateway", "apiserver", "store", "scheduler", "controllers", "nodeagent"}
-	wantHops := []string{"nodeagent.syncPod", "status.update"}
+	wantHops := []string{"HTTP POST", "deployment.reconcile", "replicaset.reconcile", "schedule", "bind", "nodeagent.syncPod", "status.update"}
 	var tr *jaeger.Trace
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		tr, err = jaeger.GetTrace(ctx, nil, j.QueryURL, sc.TraceID().String())
@@ -177,7 +179,7 @@ spec:
 		t.Fatalf("kplane trace: %v\n%s", err, errb.String())
 	}
 	t.Logf("kplane trace pod/%s:\n%s", pod.Metadata.Name, out.String())
-	checkWaterfall(t, out.String(), []string{"HTTP POST", "deployment.reconcile", "replicaset.reconcile", "schedule", "bind", "nodeagent.syncPod", "status.update"})
+	checkWaterfall(t, out.String(), wantHops)
 }
 
 var (

@@ -316,14 +316,8 @@ func (s *Span) AddEvent(name string, opts ...trace.EventOption) {
 }
 
 func (s *Span) addEvent(name string, at time.Time, attrs []attribute.KeyValue) {
-	e := sdktrace.Event{Name: name, Time: at, Attributes: attrs}
-	if limit := s.t.p.limits.AttributePerEventCountLimit; limit >= 0 && len(e.Attributes) > limit {
-		e.DroppedAttributeCount = len(e.Attributes) - limit
-		e.Attributes = e.Attributes[:limit:limit]
-	}
-	if len(e.Attributes) == 0 {
-		e.Attributes = nil
-	}
+	e := sdktrace.Event{Name: name, Time: at}
+	e.Attributes, e.DroppedAttributeCount = limitAttrs(attrs, s.t.p.limits.AttributePerEventCountLimit)
 	m := s.extra()
 	m.events = evict(m.events, e, s.t.p.limits.EventCountLimit, &m.droppedEvents)
 }
@@ -357,16 +351,23 @@ func (s *Span) addLink(l trace.Link) {
 	if !l.SpanContext.IsValid() && len(l.Attributes) == 0 && l.SpanContext.TraceState().Len() == 0 {
 		return
 	}
-	link := sdktrace.Link{SpanContext: l.SpanContext, Attributes: l.Attributes}
-	if limit := s.t.p.limits.AttributePerLinkCountLimit; limit >= 0 && len(link.Attributes) > limit {
-		link.DroppedAttributeCount = len(link.Attributes) - limit
-		link.Attributes = link.Attributes[:limit:limit]
-	}
-	if len(link.Attributes) == 0 {
-		link.Attributes = nil
-	}
+	link := sdktrace.Link{SpanContext: l.SpanContext}
+	link.Attributes, link.DroppedAttributeCount = limitAttrs(l.Attributes, s.t.p.limits.AttributePerLinkCountLimit)
 	m := s.extra()
 	m.links = evict(m.links, link, s.t.p.limits.LinkCountLimit, &m.droppedLinks)
+}
+
+// limitAttrs keeps the first limit (negative: all) of an event's or a
+// link's attributes and counts the rest as dropped; none is nil.
+func limitAttrs(attrs []attribute.KeyValue, limit int) ([]attribute.KeyValue, int) {
+	dropped := 0
+	if limit >= 0 && len(attrs) > limit {
+		attrs, dropped = attrs[:limit:limit], len(attrs)-limit
+	}
+	if len(attrs) == 0 {
+		return nil, dropped
+	}
+	return attrs, dropped
 }
 
 // evict appends v to q, first dropping q's oldest element when q is at

@@ -1,6 +1,6 @@
 package otlpexport
 
-// This file holds the encoder: the SDK's ended spans written straight into
+// This file holds the encoder: ended spans (Span) written straight into
 // an OTLP ExportTraceServiceRequest in protobuf's wire format, appended to
 // one reused buffer. The SDK's own exporter first converts every span into
 // generated tracepb structs (a pointer per span, key-value, value, event,

@@ -1,5 +1,6 @@
-// Package otlpexport is an OTLP/gRPC span exporter for the OpenTelemetry
-// SDK that writes the SDK's ended spans straight into the
+// Package otlpexport is an OTLP/gRPC span exporter that writes ended spans
+// (the SDK's, through ExportSpans, or any with their read methods, such as
+// kplane's leantrace spans, through Export) straight into the
 // ExportTraceServiceRequest wire format (encode.go) and sends those bytes
 // with a raw-bytes gRPC codec, instead of building the generated OTLP
 // structs and marshalling them as the SDK's otlptracegrpc exporter does.

@@ -256,10 +256,13 @@ var scripts = map[string]script{
 	"concurrent changes": func(t *testing.T, tp trace.TracerProvider) []trace.SpanContext {
 		_, s := tp.Tracer("x").Start(context.Background(), "shared")
 		var wg sync.WaitGroup
-		for i := range 8 {
+		// Eight goroutines change one span: what each writes is the same,
+		// so the result does not depend on their order (the race detector
+		// checks the locking).
+		for range 8 {
 			wg.Go(func() {
 				s.SetAttributes(attribute.Int("same", 1))
-				s.AddEvent(fmt.Sprint("e", i%1))
+				s.AddEvent("e")
 			})
 		}
 		wg.Wait()

@@ -306,6 +306,28 @@ func TestNodeRestriction(t *testing.T) {
 			wantErr: `pods "web" is forbidden: node "n1" can only delete pods with spec.nodeName set to itself`},
 		{name: "bind a pod", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, Operation: request.Create},
 			wantErr: `pods "web" is forbidden: node "n1" is not allowed to bind pods`},
+		{name: "register with kubelet labels", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes"}, Operation: request.Create,
+			Object: labelledNode("n1", map[string]string{"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m", "topology.kubernetes.io/zone": "a", "example.com/team": "x"}, nil)}},
+		{name: "register with restricted labels", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes"}, Operation: request.Create,
+			Object: labelledNode("n1", map[string]string{"node-role.kubernetes.io/control-plane": "", "node-restriction.kubernetes.io/pci": "yes", "kubernetes.io/os": "linux"}, nil)},
+			wantErr: `nodes "n1" is forbidden: node "n1" is not allowed to set the following labels: node-restriction.kubernetes.io/pci, node-role.kubernetes.io/control-plane`},
+		{name: "add a restricted label to itself", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Name: "n1"}, Operation: request.Update,
+			Object: labelledNode("n1", map[string]string{"kubernetes.io/os": "linux", "sub.node-restriction.kubernetes.io/x": "1", "example.k8s.io/y": "2"}, nil), OldObject: labelledNode("n1", map[string]string{"kubernetes.io/os": "linux"}, nil)},
+			wantErr: `nodes "n1" is forbidden: is not allowed to modify labels: example.k8s.io/y, sub.node-restriction.kubernetes.io/x`},
+		{name: "remove a restricted label from itself through status", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Subresource: "status", Name: "n1"}, Operation: request.Update,
+			Object: labelledNode("n1", nil, nil), OldObject: labelledNode("n1", map[string]string{"node-restriction.kubernetes.io/pci": "yes"}, nil)},
+			wantErr: `nodes "n1" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/pci`},
+		{name: "change kubelet and unprefixed labels", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Name: "n1"}, Operation: request.Update,
+			Object: labelledNode("n1", map[string]string{"kubernetes.io/arch": "arm64", "team": "b"}, nil), OldObject: labelledNode("n1", map[string]string{"kubernetes.io/arch": "amd64", "team": "a"}, nil)}},
+		{name: "remove its taint", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Name: "n1"}, Operation: request.Update,
+			Object: labelledNode("n1", nil, nil), OldObject: labelledNode("n1", nil, []*corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}})},
+			wantErr: `nodes "n1" is forbidden: node "n1" is not allowed to modify taints`},
+		{name: "keep its taint", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes", Name: "n1"}, Operation: request.Update,
+			Object: labelledNode("n1", nil, []*corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}), OldObject: labelledNode("n1", nil, []*corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}})}},
+		{name: "register with taints", a: request.Admission{Attributes: request.Attributes{User: n1, Resource: "nodes"}, Operation: request.Create,
+			Object: labelledNode("n1", nil, []*corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}})}},
+		{name: "an admin sets restricted labels", a: request.Admission{Attributes: request.Attributes{User: request.User{Name: "admin", Groups: ss(request.MastersGroup)}, Resource: "nodes", Name: "n1"}, Operation: request.Update,
+			Object: labelledNode("n1", map[string]string{"node-role.kubernetes.io/control-plane": ""}, nil), OldObject: labelledNode("n1", nil, nil)}},
 		{name: "other users pass", a: request.Admission{Attributes: request.Attributes{User: request.User{Name: "bob"}, Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, Operation: request.Create}},
 	}
 	nr := NewNodeRestriction()
@@ -327,6 +349,12 @@ func TestNodeRestriction(t *testing.T) {
 			}
 		})
 	}
+}
+
+func labelledNode(name string, labels map[string]string, taints []*corev1.Taint) *corev1.Node {
+	m := meta("", name)
+	m.Labels = labels
+	return &corev1.Node{Metadata: m, Spec: &corev1.NodeSpec{Taints: taints}}
 }
 
 func TestBootstrapPolicy(t *testing.T) {

@@ -1,11 +1,20 @@
 package authz
 
+// This file holds the NodeRestriction admission plugin: what a node agent may
+// write, checked against the objects themselves.
+
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	corev1k8s "k8s.io/api/core/v1"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
@@ -14,8 +23,13 @@ import (
 // NodeRestriction is Kubernetes' NodeRestriction validating admission plugin,
 // for what the Node authorizer cannot check without the objects: a node
 // agent may only write its own Node and Lease, the status of pods bound to
-// it, delete only pods bound to it, and never bind pods. Requests from other
-// users pass untouched.
+// it, delete only pods bound to it, and never bind pods. On its own Node it
+// may not change its taints after registering, nor set, change or remove
+// labels that steer workloads: the node-restriction.kubernetes.io/ ones and
+// every kubernetes.io or k8s.io label outside the set a kubelet sets itself
+// (hostname, os, arch, instance type, zone and region, and the
+// kubelet.kubernetes.io/ and node.kubernetes.io/ namespaces). Requests from
+// other users pass untouched.
 type NodeRestriction struct{}
 
 // NewNodeRestriction returns the plugin.
@@ -44,6 +58,7 @@ func (NodeRestriction) Validate(_ context.Context, a *request.Admission) error {
 		if a.Operation == request.Delete {
 			return forbid("node %q is not allowed to delete nodes", node)
 		}
+		return admitOwnNode(node, a, forbid)
 	case a.APIGroup == "coordination.k8s.io" && a.Resource == "leases":
 		if a.Namespace != NodeLeaseNamespace || name != node {
 			return forbid("node %q can only access node lease with the same name as the requesting node", node)
@@ -67,6 +82,81 @@ func (NodeRestriction) Validate(_ context.Context, a *request.Admission) error {
 		}
 	}
 	return nil
+}
+
+// admitOwnNode checks a node's write of its own Node object: on create, the
+// labels it registers with; on update (the object or its status), that its
+// taints stay as they are and it changes no restricted label. The messages
+// are Kubernetes' own.
+func admitOwnNode(node string, a *request.Admission, forbid func(string, ...any) error) error {
+	switch a.Operation {
+	case request.Create:
+		n, _ := a.Object.(*corev1.Node)
+		if bad := forbiddenNodeLabels(modifiedLabels(n.GetMetadata().GetLabels(), nil)); len(bad) > 0 {
+			return forbid("node %q is not allowed to set the following labels: %s", node, strings.Join(bad, ", "))
+		}
+	case request.Update:
+		n, _ := a.Object.(*corev1.Node)
+		old, _ := a.OldObject.(*corev1.Node)
+		if n == nil || old == nil {
+			return nil
+		}
+		if !taintsEqual(n.GetSpec().GetTaints(), old.GetSpec().GetTaints()) {
+			return forbid("node %q is not allowed to modify taints", node)
+		}
+		if bad := forbiddenNodeLabels(modifiedLabels(n.GetMetadata().GetLabels(), old.GetMetadata().GetLabels())); len(bad) > 0 {
+			return forbid("is not allowed to modify labels: %s", strings.Join(bad, ", "))
+		}
+	}
+	return nil
+}
+
+// modifiedLabels returns, sorted, the keys whose presence or value differs
+// between a and b.
+func modifiedLabels(a, b map[string]string) []string {
+	var keys []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			keys = append(keys, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// forbiddenNodeLabels returns the keys a node may not add, change or remove
+// on itself: those in the node-restriction.kubernetes.io namespace (or a
+// subdomain of it), and those in a kubernetes.io or k8s.io namespace that
+// are not kubelet labels.
+func forbiddenNodeLabels(keys []string) []string {
+	var bad []string
+	for _, k := range keys {
+		ns, _, ok := strings.Cut(k, "/")
+		if !ok {
+			continue
+		}
+		switch {
+		case ns == corev1k8s.LabelNamespaceNodeRestriction || strings.HasSuffix(ns, "."+corev1k8s.LabelNamespaceNodeRestriction):
+			bad = append(bad, k)
+		case isKubernetesNamespace(ns) && !kubeletapis.IsKubeletLabel(k):
+			bad = append(bad, k)
+		}
+	}
+	return bad
+}
+
+func isKubernetesNamespace(ns string) bool {
+	return ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") ||
+		ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io")
+}
+
+func taintsEqual(a, b []*corev1.Taint) bool {
+	return slices.EqualFunc(a, b, func(x, y *corev1.Taint) bool { return proto.Equal(x, y) })
 }
 
 // stringField follows path (JSON or proto field names) through nested

@@ -3,33 +3,89 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
-// readBody reads at most MaxBodyBytes of r's body (413 beyond) and returns
-// it as JSON, converting YAML bodies.
-func readBody(r *http.Request) ([]byte, error) {
+// readBody reads at most MaxBodyBytes of r's body (413 beyond) within
+// timeout (504 beyond, the connection then closed) and returns it as JSON,
+// converting YAML and protobuf bodies. A body in a media type the request's
+// verb does not take is refused with 415, as Kubernetes does.
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	bounded := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The deadline stays in the past, so the server's drain of the
+			// rest of the body fails at once and the connection closes.
+			w.Header().Set("Connection", "close")
+			return nil, &apierrors.StatusError{Reason: apierrors.ReasonTimeout, Code: http.StatusGatewayTimeout,
+				Message: fmt.Sprintf("Timeout: the request body did not arrive within %s", timeout)}
+		}
 		return nil, badRequest("reading the request body: " + err.Error())
+	}
+	if bounded {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if len(b) > MaxBodyBytes {
 		return nil, &apierrors.StatusError{Reason: apierrors.ReasonRequestEntityTooLarge, Code: http.StatusRequestEntityTooLarge,
 			Message: fmt.Sprintf("the request body is larger than %d bytes", MaxBodyBytes)}
 	}
-	return toJSON(r.Header.Get("Content-Type"), b)
+	ct := r.Header.Get("Content-Type")
+	if err := checkMediaType(r.Method, ct, len(b)); err != nil {
+		return nil, err
+	}
+	return toJSON(ct, b)
+}
+
+// objectMediaTypes are the media types an object body may come in (create,
+// replace, delete options), and patchMediaTypes those of a patch, in the
+// order Kubernetes lists them when it refuses another.
+var (
+	objectMediaTypes = []string{"application/json", "application/yaml", protobufType}
+	patchMediaTypes  = []string{jsonPatchType, mergePatchType, strategicPatchType, applyPatchType}
+)
+
+// checkMediaType refuses with 415 a body whose Content-Type the verb does not
+// take. A create or replace without one is JSON; a DELETE without a body has
+// no type to check.
+func checkMediaType(method, contentType string, bodyLen int) error {
+	accepted := objectMediaTypes
+	switch method {
+	case http.MethodPatch:
+		accepted = patchMediaTypes
+	case http.MethodDelete:
+		if bodyLen == 0 {
+			return nil
+		}
+	}
+	if contentType == "" && method != http.MethodPatch {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err == nil && slices.Contains(accepted, mt) {
+		return nil
+	}
+	return &apierrors.StatusError{Reason: apierrors.ReasonUnsupportedMediaType, Code: http.StatusUnsupportedMediaType,
+		Message: "the body of the request was in an unknown format - accepted media types include: " + strings.Join(accepted, ", ")}
 }
 
 // toJSON converts a body of the given content type to JSON and checks that
@@ -85,51 +141,91 @@ func errString(err error) string {
 
 // decodeObject reads JSON into a new message of type mt under the
 // fieldValidation directive (Strict, Warn — the default — or Ignore); the
-// returned warnings go into Warning headers.
+// returned warnings go into Warning headers. Under Strict every unknown and
+// duplicate field is named in one error; under Warn each is a warning (the
+// last of duplicates wins, as in Kubernetes).
 func decodeObject(b []byte, mt protoreflect.MessageType, validation string) (proto.Message, []string, error) {
+	switch validation {
+	case "", "Strict", "Warn", "Ignore":
+	default:
+		return nil, nil, badRequest(fmt.Sprintf("fieldValidation: Unsupported value: %q: supported values: \"Ignore\", \"Strict\", \"Warn\"", validation))
+	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil, badRequest("the request body is empty")
 	}
 	var top any
-	if err := json.Unmarshal(b, &top); err != nil {
+	dups, err := sigsjson.UnmarshalStrict(b, &top, sigsjson.DisallowDuplicateFields)
+	if err != nil {
 		return nil, nil, badRequest("the request body is not valid JSON: " + err.Error())
 	}
-	if _, ok := top.(map[string]any); !ok {
+	doc, ok := top.(map[string]any)
+	if !ok {
 		return nil, nil, badRequest("the request body must be a JSON object")
 	}
 	msg := mt.New().Interface()
-	switch validation {
-	case "Ignore":
+	if validation == "Ignore" {
 		if err := kubejson.Unmarshal(b, msg, kubejson.Options{DiscardUnknown: true}); err != nil {
 			return nil, nil, decodeError(err)
 		}
 		return msg, nil, nil
-	case "Strict":
-		if err := kubejson.Unmarshal(b, msg, kubejson.Options{}); err != nil {
-			return nil, nil, strictError(err)
-		}
-		return msg, nil, nil
-	case "", "Warn":
-		err := kubejson.Unmarshal(b, msg, kubejson.Options{})
-		if err == nil {
-			return msg, nil, nil
-		}
-		msg = mt.New().Interface()
-		if err2 := kubejson.Unmarshal(b, msg, kubejson.Options{DiscardUnknown: true}); err2 != nil {
-			return nil, nil, decodeError(err2)
-		}
-		return msg, []string{strings.TrimPrefix(err.Error(), "kubejson: ")}, nil
-	default:
-		return nil, nil, badRequest(fmt.Sprintf("fieldValidation: Unsupported value: %q: supported values: \"Ignore\", \"Strict\", \"Warn\"", validation))
 	}
+	err = kubejson.Unmarshal(b, msg, kubejson.Options{})
+	var unknown *kubejson.UnknownFieldsError
+	if err != nil && !errors.As(err, &unknown) {
+		if validation == "Strict" {
+			return nil, nil, badRequest(strings.TrimPrefix(err.Error(), "kubejson: "))
+		}
+		return nil, nil, decodeError(err)
+	}
+	if unknown == nil && len(dups) == 0 {
+		return msg, nil, nil
+	}
+	problems := strictProblems(b, doc, dups, unknown)
+	if validation == "Strict" {
+		return nil, nil, badRequest("strict decoding error: " + strings.Join(problems, ", "))
+	}
+	if unknown != nil {
+		msg = mt.New().Interface()
+		if err := kubejson.Unmarshal(b, msg, kubejson.Options{DiscardUnknown: true}); err != nil {
+			return nil, nil, decodeError(err)
+		}
+	}
+	return msg, problems, nil
 }
 
-func strictError(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "kubejson: ")
-	if strings.HasPrefix(msg, "unknown field") {
-		return badRequest("strict decoding error: " + msg)
+// strictProblems lists a body's unknown and duplicate fields as Kubernetes
+// does: decoded strictly into the kind's Kubernetes Go type, which names
+// them all in the document's order. Fields Kubernetes has but kplane does not
+// serve follow, as unknown fields. A body whose kind client-go does not know
+// (or that its types refuse) gets kplane's own list: unknown fields by path,
+// then duplicates.
+func strictProblems(b []byte, doc map[string]any, dups []error, unknown *kubejson.UnknownFieldsError) []string {
+	var problems []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			problems = append(problems, s)
+		}
 	}
-	return badRequest(msg)
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	if obj, err := scheme.Scheme.New(schema.FromAPIVersionAndKind(apiVersion, kind)); err == nil {
+		if errs, err := sigsjson.UnmarshalStrict(b, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields); err == nil {
+			for _, e := range errs {
+				add(e.Error())
+			}
+		}
+	}
+	if unknown != nil {
+		for _, p := range unknown.Paths {
+			add(fmt.Sprintf("unknown field %q", p))
+		}
+	}
+	for _, e := range dups {
+		add(e.Error())
+	}
+	return problems
 }
 
 func decodeError(err error) error {

@@ -38,6 +38,7 @@ import (
 	"net/http"
 	goruntime "runtime"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/otel/metric"
@@ -62,6 +63,11 @@ type Config struct {
 	// Authenticator, if set, authenticates HTTP clients' bearer tokens and
 	// switches the gateway to impersonation mode (see the package doc).
 	Authenticator *authn.Authenticator
+	// BodyTimeout bounds how long a request body may take to arrive
+	// (default 60 s, kube-apiserver's request timeout): a client trickling
+	// its body gets 504 and its connection closed instead of holding a
+	// goroutine forever.
+	BodyTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// TracerProvider and MeterProvider instrument every HTTP request (a
@@ -74,11 +80,12 @@ type Config struct {
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	authn   *authn.Authenticator
-	log     *slog.Logger
-	tab     *table
-	rest    *runtime.ServeMux
-	openapi *openAPI
+	authn       *authn.Authenticator
+	bodyTimeout time.Duration
+	log         *slog.Logger
+	tab         *table
+	rest        *runtime.ServeMux
+	openapi     *openAPI
 	// managers are the server-side apply field managers.
 	managers *fieldManagers
 	// openapiV2 is the protobuf OpenAPI v2 document.
@@ -100,7 +107,10 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, log: log, tab: tab, managers: newFieldManagers()}
+	g := &Gateway{authn: cfg.Authenticator, bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers()}
+	if g.bodyTimeout <= 0 {
+		g.bodyTimeout = 60 * time.Second
+	}
 	if g.rest, err = newRESTMux(cfg.Conn, tab); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -198,7 +208,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		info.name = t.name
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		body, err := readBody(r)
+		body, err := readBody(w, r, g.bodyTimeout)
 		if err != nil {
 			writeError(w, err)
 			return

@@ -1,11 +1,16 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -98,9 +103,9 @@ func TestRejectedBodies(t *testing.T) {
 	g := offline(t)
 	big := `{"metadata":{"name":"x","annotations":{"a":"` + strings.Repeat("x", MaxBodyBytes) + `"}}}`
 	tests := []struct {
-		name, target, contentType, body string
-		wantCode                        int
-		wantMsg                         string
+		name, method, target, contentType, body string
+		wantCode                                int
+		wantMsg                                 string
 	}{
 		{name: "too large", target: "/api/v1/namespaces/default/pods", contentType: "application/json", body: big, wantCode: 413},
 		{name: "malformed json", target: "/api/v1/namespaces/default/pods", contentType: "application/json", body: `{"metadata":`, wantCode: 400, wantMsg: "not valid JSON"},
@@ -111,10 +116,27 @@ func TestRejectedBodies(t *testing.T) {
 			body: `{"apiVersion":"v1","kind":"Node","metadata":{"name":"p"}}`, wantCode: 400, wantMsg: "does not match"},
 		{name: "bad fieldValidation", target: "/api/v1/namespaces/default/pods?fieldValidation=Maybe", contentType: "application/json",
 			body: `{"metadata":{"name":"p"}}`, wantCode: 400, wantMsg: "fieldValidation"},
+		{name: "text/plain", target: "/api/v1/namespaces/default/configmaps", contentType: "text/plain", body: `{"metadata":{"name":"c"}}`, wantCode: 415,
+			wantMsg: `the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf`},
+		{name: "xml", target: "/api/v1/namespaces/default/configmaps", contentType: "application/xml", body: `<c/>`, wantCode: 415, wantMsg: `"reason":"UnsupportedMediaType"`},
+		{name: "a patch type on create", target: "/api/v1/namespaces/default/configmaps", contentType: "application/merge-patch+json", body: `{}`, wantCode: 415},
+		{name: "malformed type", target: "/api/v1/namespaces/default/configmaps", contentType: "application/json; =x", body: `{}`, wantCode: 415},
+		{name: "replace as text", method: http.MethodPut, target: "/api/v1/namespaces/default/configmaps/c", contentType: "text/plain", body: `{"metadata":{"name":"c"}}`, wantCode: 415},
+		{name: "patch as text", method: http.MethodPatch, target: "/api/v1/namespaces/default/configmaps/c", contentType: "text/plain", body: `{"data":{"a":"b"}}`, wantCode: 415,
+			wantMsg: `accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml`},
+		{name: "patch without a type", method: http.MethodPatch, target: "/api/v1/namespaces/default/configmaps/c", body: `{"data":{"a":"b"}}`, wantCode: 415},
+		{name: "delete options as xml", method: http.MethodDelete, target: "/api/v1/namespaces/default/configmaps/c", contentType: "application/xml", body: `<x/>`, wantCode: 415},
+		{name: "strict: every unknown and duplicate field", target: "/api/v1/namespaces/default/pods?fieldValidation=Strict", contentType: "application/json",
+			body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","name":"q"},"spec":{"foo":1,"containers":[{"name":"a","image":"b","bar":2}]}}`, wantCode: 400,
+			wantMsg: `strict decoding error: duplicate field \"metadata.name\", unknown field \"spec.foo\", unknown field \"spec.containers[0].bar\"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := do(g, http.MethodPost, tt.target, tt.contentType, "", tt.body)
+			method := tt.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			w := do(g, method, tt.target, tt.contentType, "", tt.body)
 			if w.Code != tt.wantCode {
 				t.Fatalf("got code %d, want %d; body %.300s", w.Code, tt.wantCode, w.Body)
 			}
@@ -142,6 +164,7 @@ func TestFieldValidation(t *testing.T) {
 		{name: "default warns", validation: "", wantWarnings: 1},
 		{name: "ignore ignores", validation: "Ignore"},
 	}
+
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, warnings, err := decodeObject(body, mt, tt.validation)
@@ -156,6 +179,42 @@ func TestFieldValidation(t *testing.T) {
 			}
 			if got := m.(*corev1.Pod).GetSpec().GetContainers()[0].GetImage(); got != "b" {
 				t.Errorf("got image %q, want b", got)
+			}
+		})
+	}
+}
+
+// TestFieldValidationNamesEveryProblem: every unknown and duplicate field is
+// named, in Kubernetes' order (the document's) when client-go knows the kind,
+// and the last of duplicates wins under Warn.
+func TestFieldValidationNamesEveryProblem(t *testing.T) {
+	mt := (&corev1.Pod{}).ProtoReflect().Type()
+	tests := []struct {
+		name, body   string
+		wantWarnings []string
+	}{
+		{name: "kind known", body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"foo":1,"bar":2,"containers":[{"name":"a","image":"x","image":"b"}]}}`,
+			wantWarnings: []string{`unknown field "spec.foo"`, `unknown field "spec.bar"`, `duplicate field "spec.containers[0].image"`}},
+		{name: "no kind", body: `{"metadata":{"name":"p"},"spec":{"foo":1,"bar":2,"containers":[{"name":"a","image":"x","image":"b"}]}}`,
+			wantWarnings: []string{`unknown field "spec.bar"`, `unknown field "spec.foo"`, `duplicate field "spec.containers[0].image"`}},
+		{name: "duplicates only", body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1","a":"2"}},"spec":{"containers":[{"name":"a","image":"x","image":"b"}]}}`,
+			wantWarnings: []string{`duplicate field "metadata.labels.a"`, `duplicate field "spec.containers[0].image"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, warnings, err := decodeObject([]byte(tt.body), mt, "Warn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(warnings, tt.wantWarnings) {
+				t.Errorf("got warnings %q\nwant %q", warnings, tt.wantWarnings)
+			}
+			if got := m.(*corev1.Pod).GetSpec().GetContainers()[0].GetImage(); got != "b" {
+				t.Errorf("got image %q, want the last one, b", got)
+			}
+			_, _, err = decodeObject([]byte(tt.body), mt, "Strict")
+			if want := "strict decoding error: " + strings.Join(tt.wantWarnings, ", "); err == nil || err.Error() != want {
+				t.Errorf("strict: got %v\nwant %s", err, want)
 			}
 		})
 	}
@@ -208,5 +267,60 @@ func TestApplyPatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSlowBodyCutOff: a client that sends its headers and then trickles its
+// body gets 504 once BodyTimeout passes, and its connection is closed; a
+// request on time on the same server is unaffected.
+func TestSlowBodyCutOff(t *testing.T) {
+	conn, err := grpc.NewClient("127.0.0.1:1", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	g, err := New(Config{Conn: conn, BodyTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(c, "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	// Keep trickling in the background until the server hangs up.
+	go func() {
+		for range 100 {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := io.WriteString(c, " "); err != nil {
+				return
+			}
+		}
+	}()
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), `"reason":"Timeout"`) {
+		t.Fatalf("got %d %s, want 504 Timeout", resp.StatusCode, body)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the 504 the connection read gave %v, want EOF (closed)", err)
+	}
+
+	// A body that arrives in time is read as usual (the offline gateway then
+	// fails upstream, which is past the body).
+	w := do(g, http.MethodPost, "/api/v1/namespaces/default/configmaps", "application/json", "", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`)
+	if w.Code == http.StatusGatewayTimeout {
+		t.Errorf("an on-time body got 504: %s", w.Body)
 	}
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -44,14 +43,10 @@ func (g *Gateway) patch(w http.ResponseWriter, r *http.Request, t *target, info 
 }
 
 func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo) error {
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch ct {
-	case jsonPatchType, mergePatchType, strategicPatchType, applyPatchType:
-	default:
-		return &apierrors.StatusError{Reason: "UnsupportedMediaType", Code: http.StatusUnsupportedMediaType,
-			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s, %s, %s, %s",
-				jsonPatchType, mergePatchType, strategicPatchType, applyPatchType)}
+	if err := checkMediaType(http.MethodPatch, r.Header.Get("Content-Type"), 0); err != nil {
+		return err
 	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var body []byte
 	if rb, ok := r.Body.(*requestBody); ok {
 		body = rb.data

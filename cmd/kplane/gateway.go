@@ -103,13 +103,13 @@ forwards each request's bearer token and the API service authenticates it.`,
 					}
 					tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 				}
-				s := &http.Server{Addr: listen, Handler: gw, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second}
+				s := &http.Server{Addr: listen, Handler: gw, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 				servers = append(servers, s)
 				go func() { errc <- s.ListenAndServeTLS("", "") }()
 				log.Info("gateway serving HTTPS", "addr", listen, "server", server)
 			}
 			if insecureListen != "" {
-				s := &http.Server{Addr: insecureListen, Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+				s := &http.Server{Addr: insecureListen, Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 				servers = append(servers, s)
 				go func() { errc <- s.ListenAndServe() }()
 				log.Warn("gateway serving plain HTTP: for local use only (kubectl never sends tokens over it)", "addr", insecureListen)

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -28,6 +29,28 @@ const rawJSONField = "kplane.meta.v1.ManagedFieldsEntry.fields_v1"
 type Options struct {
 	// DiscardUnknown drops unknown fields instead of failing.
 	DiscardUnknown bool
+
+	// unknown collects the paths of unknown fields while decoding, so that
+	// one error names all of them.
+	unknown *[]string
+}
+
+// UnknownFieldsError is Unmarshal's error for a document with fields the
+// message does not have: every one of them, by path, in path order.
+type UnknownFieldsError struct {
+	Paths []string
+}
+
+func (e *UnknownFieldsError) Error() string {
+	var b strings.Builder
+	b.WriteString("kubejson: ")
+	for i, p := range e.Paths {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "unknown field %q", p)
+	}
+	return b.String()
 }
 
 // Marshal writes m as Kubernetes JSON.
@@ -70,9 +93,17 @@ func Unmarshal(data []byte, m proto.Message, opts Options) error {
 		}
 		return fmt.Errorf("kubejson: want a JSON object, got %T", v)
 	}
+	var unknown []string
+	if !opts.DiscardUnknown {
+		opts.unknown = &unknown
+	}
 	clean, err := fromKube(m.ProtoReflect().Descriptor(), obj, "", opts)
 	if err != nil {
 		return err
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return &UnknownFieldsError{Paths: unknown}
 	}
 	raw, err := json.Marshal(clean)
 	if err != nil {
@@ -238,10 +269,10 @@ func fromKube(md protoreflect.MessageDescriptor, obj map[string]any, path string
 		fd := md.Fields().ByJSONName(key)
 		p := join(path, key)
 		if fd == nil {
-			if opts.DiscardUnknown {
-				continue
+			if opts.unknown != nil {
+				*opts.unknown = append(*opts.unknown, p)
 			}
-			return nil, fmt.Errorf("kubejson: unknown field %q", p)
+			continue
 		}
 		if val == nil {
 			continue

@@ -37,6 +37,7 @@ const (
 	ReasonBadRequest            Reason = "BadRequest"
 	ReasonMethodNotAllowed      Reason = "MethodNotAllowed"
 	ReasonRequestEntityTooLarge Reason = "RequestEntityTooLarge"
+	ReasonUnsupportedMediaType  Reason = "UnsupportedMediaType"
 	ReasonTimeout               Reason = "Timeout"
 	ReasonTooManyRequests       Reason = "TooManyRequests"
 	ReasonInternalError         Reason = "InternalError"

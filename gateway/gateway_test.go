@@ -324,3 +324,18 @@ func TestSlowBodyCutOff(t *testing.T) {
 		t.Errorf("an on-time body got 504: %s", w.Body)
 	}
 }
+
+// BenchmarkDecodeObject decodes a typical pod body as a create does, under
+// the default field validation (Warn).
+func BenchmarkDecodeObject(b *testing.B) {
+	body := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"default","labels":{"app":"web","tier":"front"}},` +
+		`"spec":{"containers":[{"name":"web","image":"nginx:1.27","ports":[{"containerPort":80,"protocol":"TCP"}],` +
+		`"resources":{"requests":{"cpu":"100m","memory":"64Mi"}},"env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}],"restartPolicy":"Always"}}`)
+	mt := (&corev1.Pod{}).ProtoReflect().Type()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := decodeObject(body, mt, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"net/http"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -360,6 +361,9 @@ func writeError(w http.ResponseWriter, err error) {
 	}
 	b = withEmptyMetadata(b)
 	w.Header().Set("Content-Type", "application/json")
+	if d := st.GetDetails(); d.GetRetryAfterSeconds() > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.GetRetryAfterSeconds())))
+	}
 	w.WriteHeader(int(st.Code))
 	_, _ = w.Write(b)
 	_, _ = w.Write([]byte("\n"))

@@ -241,6 +241,26 @@ func TestStatusOf(t *testing.T) {
 	}
 }
 
+// TestTooLargeResourceVersionStatus: the Status client-go's reflector
+// recognises (504, cause ResourceVersionTooLarge) with a Retry-After header.
+func TestTooLargeResourceVersionStatus(t *testing.T) {
+	w := httptest.NewRecorder()
+	writeError(w, apierrors.NewTooLargeResourceVersion(100, 42))
+	if w.Code != http.StatusGatewayTimeout || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("got %d Retry-After %q, want 504 and 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	var st map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := st["details"].(map[string]any)
+	causes, _ := d["causes"].([]any)
+	if st["reason"] != "Timeout" || st["message"] != "Timeout: Too large resource version: 100, current: 42" || len(causes) != 1 ||
+		causes[0].(map[string]any)["reason"] != "ResourceVersionTooLarge" || d["retryAfterSeconds"] != float64(1) {
+		t.Errorf("got %s", w.Body)
+	}
+}
+
 func TestApplyPatch(t *testing.T) {
 	cur := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1"}},"spec":{"containers":[{"name":"c","image":"i1"},{"name":"d","image":"j1"}]}}`)
 	tests := []struct {

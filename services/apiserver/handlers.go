@@ -358,10 +358,49 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 		return nil, nil, err
 	}
 	items, at := ch.snapshot(sel.matches)
-	if at < rev {
-		return s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
+	if at >= rev {
+		return items, &metav1.ListMeta{ResourceVersion: formatRV(at)}, nil
 	}
-	return items, &metav1.ListMeta{ResourceVersion: formatRV(at)}, nil
+	items, lm, err := s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur, _ := parseRV(lm.ResourceVersion); cur < rev {
+		// A revision the store has not reached: as kube-apiserver, give it
+		// a moment to arrive, then answer 504 with the cause reflectors
+		// retry on.
+		return s.listFuture(ctx, r, ns, rev, o.Limit, sel)
+	}
+	return items, lm, nil
+}
+
+// tooLargeRVWait is how long a list at a resourceVersion ahead of the store
+// waits for the store to reach it (kube-apiserver's watch cache waits 3 s).
+const tooLargeRVWait = 3 * time.Second
+
+// listFuture serves a not-older-than list at rev once the store reaches
+// rev, or answers Too large resource version after tooLargeRVWait.
+func (s *Server) listFuture(ctx context.Context, r *resourceInfo, ns string, rev, limit int64, sel *selector) ([]proto.Message, *metav1.ListMeta, error) {
+	end := time.Now().Add(tooLargeRVWait)
+	for {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, storeErr(ctx.Err())
+		case <-t.C:
+		}
+		cur, err := s.store.revision(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cur >= rev {
+			return s.listStore(ctx, r, ns, 0, "", limit, sel, false)
+		}
+		if time.Now().After(end) {
+			return nil, nil, apierrors.NewTooLargeResourceVersion(rev, cur)
+		}
+	}
 }
 
 func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, sel *selector, fromContinue bool) ([]proto.Message, *metav1.ListMeta, error) {

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -149,7 +151,7 @@ func storeErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), storeTimedOut(err):
 		return apierrors.NewTimeout("the request was cancelled or timed out: " + err.Error())
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
 		return apierrors.NewRequestEntityTooLarge(err.Error())
@@ -159,6 +161,22 @@ func storeErr(err error) error {
 		return apierrors.NewTimeout("Too large resource version")
 	}
 	return apierrors.NewInternalError(fmt.Errorf("store: %w", err))
+}
+
+// storeTimedOut reports whether err is the store giving up on a request in
+// time (its own timeouts, or a deadline that reached it over gRPC), which
+// the API answers 504 as kube-apiserver does, not 500.
+func storeTimedOut(err error) bool {
+	for _, t := range []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
 }
 
 // get reads one object with a linearizable read.
@@ -365,4 +383,13 @@ func (s *storage) lastModRevision(ctx context.Context, r *resourceInfo) (int64, 
 		return 0, nil
 	}
 	return resp.Kvs[0].ModRevision, nil
+}
+
+// revision is the store's current revision, read linearizably.
+func (s *storage) revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	return resp.Header.Revision, nil
 }

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +317,35 @@ func TestListSelectorsAndPagination(t *testing.T) {
 	}
 	_, err = e.cms.ListConfigMaps(ctx, &corev1.ListConfigMapsRequest{Namespace: "default", Continue: "garbage"})
 	wantReason(t, err, apierrors.ReasonBadRequest)
+}
+
+// TestListTooLargeResourceVersion: a not-older-than list at a revision the
+// store has not reached answers as kube-apiserver does, after giving the
+// store a moment: 504 Timeout, retry after 1 s, cause
+// ResourceVersionTooLarge; never older data.
+func TestListTooLargeResourceVersion(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	created, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm("a", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, _ := strconv.ParseInt(created.GetConfigMap().GetMetadata().GetResourceVersion(), 10, 64)
+	future := strconv.FormatInt(rv+1_000_000, 10)
+	for _, match := range []string{"", "NotOlderThan"} {
+		_, err := e.cms.ListConfigMaps(ctx, &corev1.ListConfigMapsRequest{Namespace: "default", ResourceVersion: future, ResourceVersionMatch: match})
+		se := apierrors.FromError(err)
+		if se == nil || se.Reason != apierrors.ReasonTimeout || se.Code != 504 || se.RetryAfterSeconds != 1 {
+			t.Fatalf("match %q: got %v (%+v), want 504 Timeout retrying after 1 s", match, err, se)
+		}
+		if len(se.Causes) != 1 || se.Causes[0].Type != apierrors.CauseResourceVersionTooLarge ||
+			!strings.HasPrefix(se.Message, "Timeout: Too large resource version: "+future+", current: ") {
+			t.Errorf("match %q: got %q causes %+v", match, se.Message, se.Causes)
+		}
+	}
+	// The revision it was created at is served.
+	l, err := e.cms.ListConfigMaps(ctx, &corev1.ListConfigMapsRequest{Namespace: "default", ResourceVersion: created.GetConfigMap().GetMetadata().GetResourceVersion(), ResourceVersionMatch: "NotOlderThan"})
+	if err != nil || len(l.GetList().GetItems()) != 1 {
+		t.Fatalf("list at the create's revision: %v, %d items", err, len(l.GetList().GetItems()))
+	}
 }

@@ -325,6 +325,20 @@ func NewMethodNotSupported(group, resource, verb string) *StatusError {
 // NewTimeout: the server could not finish in time.
 func NewTimeout(msg string) *StatusError { return newError(ReasonTimeout, "", "", "", msg) }
 
+// NewTooLargeResourceVersion is kube-apiserver's answer to a read at a
+// resourceVersion the store has not reached: 504 Timeout, retry after a
+// second, with the ResourceVersionTooLarge cause client-go's reflector
+// looks for.
+func NewTooLargeResourceVersion(requested, current int64) *StatusError {
+	e := newError(ReasonTimeout, "", "", "", fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", requested, current))
+	e.Causes = []Cause{{Type: CauseResourceVersionTooLarge, Message: "Too large resource version"}}
+	e.RetryAfterSeconds = 1
+	return e
+}
+
+// CauseResourceVersionTooLarge is the cause type of NewTooLargeResourceVersion.
+const CauseResourceVersionTooLarge = "ResourceVersionTooLarge"
+
 // NewServiceUnavailable: try again later.
 func NewServiceUnavailable(msg string) *StatusError {
 	return newError(ReasonServiceUnavailable, "", "", "", msg)

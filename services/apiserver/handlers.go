@@ -678,10 +678,27 @@ func (s *Server) update(ctx context.Context, r *resourceInfo, ns, name string, o
 		return nil, invalid(r, name, fieldErrRequiredRV())
 	}
 	return s.guaranteedUpdate(ctx, c, r, ns, name, clientRV, dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		if err := s.uidPrecondition(r, ns, name, obj, old); err != nil {
+			return nil, nil, err
+		}
 		n := proto.Clone(obj)
 		prepareForUpdate(r, n, old)
 		return n, s.admission(c, request.Update, n, old, dry), nil
 	})
+}
+
+// uidPrecondition refuses, as kube-apiserver does, a write whose object
+// names a uid other than the stored object's: the uid is a precondition
+// (the object may have been deleted and created again), never a change. An
+// object without a uid writes whatever is stored.
+func (s *Server) uidPrecondition(r *resourceInfo, ns, name string, obj, old proto.Message) error {
+	want, have := meta(obj).GetUid(), meta(old).GetUid()
+	if want == "" || want == have {
+		return nil
+	}
+	return apierrors.NewConflict(r.Group, r.Resource, name, fmt.Sprintf(
+		"StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: %s, UID in object meta: %s",
+		s.store.key(r, ns, name), want, have))
 }
 
 // prepareForUpdate carries over what a client may not change through the
@@ -838,6 +855,9 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 	}
 	clientRV := meta(obj).GetResourceVersion()
 	return s.guaranteedUpdate(ctx, c, r, ns, name, clientRV, dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		if err := s.uidPrecondition(r, ns, name, obj, old); err != nil {
+			return nil, nil, err
+		}
 		n := proto.Clone(old)
 		copyField(n, obj, "status")
 		// Labels and annotations may change through status, as in Kubernetes.

@@ -349,3 +349,47 @@ func TestListTooLargeResourceVersion(t *testing.T) {
 		t.Fatalf("list at the create's revision: %v, %d items", err, len(l.GetList().GetItems()))
 	}
 }
+
+// TestUIDIsAPrecondition: an update or status update naming another uid is
+// refused with kube-apiserver's Conflict and changes nothing; one without a
+// uid keeps the stored one.
+func TestUIDIsAPrecondition(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	created, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm("u", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := created.GetConfigMap()
+	uid := orig.GetMetadata().GetUid()
+
+	other := proto.Clone(orig).(*corev1.ConfigMap)
+	other.Metadata.Uid = "00000000-0000-4000-8000-000000000001"
+	other.Metadata.ResourceVersion = ""
+	other.Data = map[string]string{"changed": "yes"}
+	_, err = e.cms.UpdateConfigMap(ctx, &corev1.UpdateConfigMapRequest{Namespace: "default", Name: "u", ConfigMap: other})
+	wantReason(t, err, apierrors.ReasonConflict)
+	want := `Operation cannot be fulfilled on configmaps "u": StorageError: invalid object, Code: 4, Key: /registry/configmaps/default/u, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 00000000-0000-4000-8000-000000000001, UID in object meta: ` + uid
+	if se := apierrors.FromError(err); se.Message != want {
+		t.Errorf("got  %s\nwant %s", se.Message, want)
+	}
+
+	p := mustCreatePod(t, e, testPod("default", "u"))
+	ps := proto.Clone(p).(*corev1.Pod)
+	ps.Metadata.Uid, ps.Metadata.ResourceVersion = "00000000-0000-4000-8000-000000000002", ""
+	ps.Status.Phase = "Running"
+	_, err = e.pods.UpdatePodStatus(ctx, &corev1.UpdatePodStatusRequest{Namespace: "default", Name: "u", Pod: ps})
+	wantReason(t, err, apierrors.ReasonConflict)
+
+	got, err := e.cms.GetConfigMap(ctx, &corev1.GetConfigMapRequest{Namespace: "default", Name: "u"})
+	if err != nil || got.GetConfigMap().GetData()["changed"] != "" {
+		t.Fatalf("after the refused update: %v %v", got, err)
+	}
+	none := proto.Clone(orig).(*corev1.ConfigMap)
+	none.Metadata.Uid, none.Metadata.ResourceVersion = "", ""
+	none.Data = map[string]string{"changed": "yes"}
+	u, err := e.cms.UpdateConfigMap(ctx, &corev1.UpdateConfigMapRequest{Namespace: "default", Name: "u", ConfigMap: none})
+	if err != nil || u.GetConfigMap().GetMetadata().GetUid() != uid {
+		t.Fatalf("update without a uid: %v, uid %q want %q", err, u.GetConfigMap().GetMetadata().GetUid(), uid)
+	}
+}

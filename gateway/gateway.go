@@ -48,6 +48,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -82,6 +83,7 @@ type Config struct {
 // Gateway is an http.Handler.
 type Gateway struct {
 	authn       *authn.Authenticator
+	reviews     authorizationv1.AuthorizationServiceClient
 	bodyTimeout time.Duration
 	log         *slog.Logger
 	tab         *table
@@ -108,7 +110,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers()}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers()}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -150,6 +152,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok")
 		return
+	}
+	if isDiscoveryPath(path) {
+		if err := g.authorizeDiscovery(r, path); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	switch path {
 	case "/openapi/v2":
 		if !acceptsOpenAPIV2Proto(r.Header.Get("Accept")) {
 			writeError(w, notFound())

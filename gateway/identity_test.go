@@ -21,34 +21,7 @@ import (
 // authenticates HTTP clients (client certificates, bearer tokens) itself,
 // and the API service authorizes the end user.
 func TestImpersonation(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	conn := env.DialCert(t, "kplane-gateway", authn.DefaultFrontProxyGroup)
-	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	an, err := authn.New(authn.Config{TokenFile: tokens})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.New(gateway.Config{Conn: conn, Authenticator: an})
-	if err != nil {
-		t.Fatal(err)
-	}
-	users := clienttest.NewCA(t)
-	srv := httptest.NewUnstartedServer(gw)
-	srv.TLS = &tls.Config{ClientCAs: users.Pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-
-	client := func(cert *tls.Certificate) *http.Client {
-		tr := srv.Client().Transport.(*http.Transport).Clone()
-		if cert != nil {
-			tr.TLSClientConfig.Certificates = []tls.Certificate{*cert}
-		}
-		return &http.Client{Transport: tr}
-	}
+	srv, users, client := startImpersonating(t)
 	carol := users.Issue(t, "carol", []string{"system:masters"}, false)
 	dave := users.Issue(t, "dave", nil, false)
 	foreign := clienttest.NewCA(t).Issue(t, "mallory", []string{"system:masters"}, false)
@@ -92,5 +65,84 @@ func TestImpersonation(t *testing.T) {
 				t.Errorf("got body %s, want it to contain %s", body, tt.wantBody)
 			}
 		})
+	}
+}
+
+// startImpersonating starts an API service with TLS and a gateway in
+// impersonation mode in front of it, which knows the tokens admin-token
+// (admin, system:masters) and bob-token (bob, no bindings) and client
+// certificates from users. client gives an HTTPS client presenting cert.
+func startImpersonating(t *testing.T) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
+	t.Helper()
+	env := clienttest.Start(t, clienttest.Options{TLS: true})
+	conn := env.DialCert(t, "kplane-gateway", authn.DefaultFrontProxyGroup)
+	tokens := filepath.Join(t.TempDir(), "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	an, err := authn.New(authn.Config{TokenFile: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{Conn: conn, Authenticator: an})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users = clienttest.NewCA(t)
+	srv = httptest.NewUnstartedServer(gw)
+	srv.TLS = &tls.Config{ClientCAs: users.Pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	client = func(cert *tls.Certificate) *http.Client {
+		tr := srv.Client().Transport.(*http.Transport).Clone()
+		if cert != nil {
+			tr.TLSClientConfig.Certificates = []tls.Certificate{*cert}
+		}
+		return &http.Client{Transport: tr}
+	}
+	return srv, users, client
+}
+
+// TestDiscoveryNeedsCredentials: discovery and OpenAPI, which the gateway
+// answers itself, are for authenticated callers that RBAC lets get the path
+// (system:discovery); health and version stay open, as in Kubernetes.
+func TestDiscoveryNeedsCredentials(t *testing.T) {
+	srv, _, client := startImpersonating(t)
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest("GET", srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if path == "/openapi/v2" {
+			req.Header.Set("Accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+		}
+		resp, err := client(nil).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, path := range []string{"/api", "/api/v1", "/apis", "/apis/apps", "/apis/apps/v1", "/openapi/v3", "/openapi/v3/apis/apps/v1", "/openapi/v2"} {
+		if code, body := get(path, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s without credentials: got %d %.200s, want 401", path, code, body)
+		}
+		if code, body := get(path, "nope"); code != http.StatusUnauthorized {
+			t.Errorf("%s with an unknown token: got %d %.200s, want 401", path, code, body)
+		}
+		if code, body := get(path, "bob-token"); code != http.StatusOK {
+			t.Errorf("%s as an authenticated user: got %d %.200s, want 200", path, code, body)
+		}
+	}
+	for _, path := range []string{"/version", "/healthz", "/readyz", "/livez"} {
+		if code, body := get(path, ""); code != http.StatusOK {
+			t.Errorf("%s without credentials: got %d %.200s, want 200", path, code, body)
+		}
 	}
 }

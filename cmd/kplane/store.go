@@ -32,11 +32,12 @@ func newStoreCommand() *cobra.Command {
 		Short: "Run one member of the replicated store (etcd v3 API; flags as etcd's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(logLevel)
-			if err != nil {
+			var err error
+			if cfg.AutoCompaction, err = etcdserver.ParseAutoCompaction(compactionMode, compactionRetention); err != nil {
 				return err
 			}
-			if cfg.AutoCompaction, err = etcdserver.ParseAutoCompaction(compactionMode, compactionRetention); err != nil {
+			logger, err := newLogger(logLevel)
+			if err != nil {
 				return err
 			}
 			cfg.Logger = logger

@@ -7,6 +7,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -92,5 +93,27 @@ func TestCompactedResourceVersionIsGone(t *testing.T) {
 	got := recvN(t, st, 1, true)
 	if got[0].typ != eventAdded || got[0].name != "after" {
 		t.Errorf("after re-listing: got %v, want ADDED after", got)
+	}
+}
+
+// TestCompactorStartsWithCompactionInterval: the service runs a compactor
+// only when given an interval, and stops it with Run (newEnv's cleanup
+// fails the test if Run does not return).
+func TestCompactorStartsWithCompactionInterval(t *testing.T) {
+	tests := []struct {
+		name     string
+		interval time.Duration
+		want     bool
+	}{
+		{name: "off by default", interval: 0, want: false},
+		{name: "on with an interval", interval: time.Hour, want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.CompactionInterval = tt.interval })
+			if got := e.srv.compactor != nil; got != tt.want {
+				t.Errorf("compactor running: got %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -60,12 +60,12 @@ func (a AutoCompaction) Enabled() bool {
 	return false
 }
 
-// String is the setting in the flags' terms, for logs.
-func (a AutoCompaction) String() string {
+// retentionText is the retention for logs: "2h0m0s" or "1000 revisions".
+func (a AutoCompaction) retentionText() string {
 	if a.Mode == CompactionModeRevision {
-		return fmt.Sprintf("%s:%d", a.Mode, a.Revisions)
+		return fmt.Sprintf("%d revisions", a.Revisions)
 	}
-	return fmt.Sprintf("%s:%s", a.Mode, a.Retention)
+	return a.Retention.String()
 }
 
 // ParseAutoCompaction reads etcd's --auto-compaction-mode and
@@ -129,7 +129,7 @@ func newAutoCompactor(s *Server) *autoCompactor {
 	return &autoCompactor{
 		cfg:     s.cfg.AutoCompaction,
 		clock:   s.cfg.Clock,
-		log:     s.log.With("component", "compactor"),
+		log:     s.log,
 		rev:     s.store.Rev,
 		leads:   func() bool { return s.raft.State() == raft.Leader },
 		compact: s.compactAsLeader,
@@ -149,7 +149,7 @@ func (s *Server) compactAsLeader(ctx context.Context, rev int64) error {
 
 // run compacts on the configured schedule until ctx ends.
 func (c *autoCompactor) run(ctx context.Context) {
-	c.log.Info("auto-compaction on", "mode", c.cfg.Mode, "retention", c.cfg.String())
+	c.log.Info("auto-compaction on", "mode", c.cfg.Mode, "retention", c.cfg.retentionText())
 	if c.cfg.Mode == CompactionModeRevision {
 		c.runRevision(ctx)
 		return
@@ -221,7 +221,7 @@ func (c *autoCompactor) compactTo(ctx context.Context, rev int64) bool {
 	err := c.compact(cctx, rev)
 	switch {
 	case err == nil:
-		c.log.Info("auto-compacted", "revision", rev, "retention", c.cfg.String(), "took", c.clock.Since(start))
+		c.log.Info("auto-compacted", "revision", rev, "mode", c.cfg.Mode, "retention", c.cfg.retentionText(), "took", c.clock.Since(start))
 		return true
 	case errors.Is(err, mvcc.ErrCompacted):
 		c.log.Debug("auto-compaction: already compacted", "revision", rev)

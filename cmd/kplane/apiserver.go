@@ -68,16 +68,16 @@ func newAPIServerCommand() *cobra.Command {
 			}
 			defer stop()
 			cfg := apiserver.Config{
-				TracerProvider:   tel.TracerProvider(),
-				MeterProvider:    tel.MeterProvider(),
-				StoreEndpoints:   splitURLs(storeEndpoints),
-				Listen:           listen,
-				WatchWindow:      watchWindow,
-				WatchBuffer:      watchBuffer,
-				BookmarkInterval: bookmarkInterval,
-				Logger:           log,
+				TracerProvider:     tel.TracerProvider(),
+				MeterProvider:      tel.MeterProvider(),
+				StoreEndpoints:     splitURLs(storeEndpoints),
+				Listen:             listen,
+				WatchWindow:        watchWindow,
+				WatchBuffer:        watchBuffer,
+				BookmarkInterval:   bookmarkInterval,
+				CompactionInterval: compactionInterval,
+				Logger:             log,
 			}
-			cfg.CompactionInterval = compactionInterval
 			if storeCA != "" || storeCert != "" {
 				t, err := clientTLS(storeCA, storeCert, storeKey)
 				if err != nil {

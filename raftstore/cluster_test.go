@@ -18,9 +18,11 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/raftstore"
+	"github.com/kplane/kplane/raftstore/etcdserver"
 )
 
 type member struct {
@@ -40,6 +42,10 @@ type clusterOptions struct {
 	snapshotThreshold uint64
 	trailingLogs      uint64
 	maxRequestBytes   int
+	// autoCompaction is every member's; clocks[i], if given, is member
+	// i's clock.
+	autoCompaction etcdserver.AutoCompaction
+	clocks         []clock.Clock
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -70,6 +76,7 @@ func memberConfig(t testing.TB, dir, name string, cport, pport int, opts cluster
 		LeaseCheckInterval: 100 * time.Millisecond,
 		MinLeaseTTL:        1,
 		MaxRequestBytes:    opts.maxRequestBytes,
+		AutoCompaction:     opts.autoCompaction,
 		Logger:             testLogger(t),
 	}
 }
@@ -83,6 +90,9 @@ func newCluster(t testing.TB, n int, opts clusterOptions) *cluster {
 	ports := testutil.FreePorts(t, 2*n)
 	for i := 0; i < n; i++ {
 		cfg := memberConfig(t, dir, fmt.Sprintf("m%d", i), ports[2*i], ports[2*i+1], opts)
+		if i < len(opts.clocks) {
+			cfg.Clock = opts.clocks[i]
+		}
 		initial = append(initial, cfg.Name+"="+cfg.InitialAdvertisePeerURL)
 		c.members = append(c.members, &member{cfg: cfg})
 	}

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/raftstore/etcdserver"
@@ -84,6 +85,13 @@ type Config struct {
 	// reaches the leader's client URL with it. PeerTLS does the same for
 	// the Raft transport (--peer-*). Empty: plaintext, http:// URLs.
 	ClientTLS, PeerTLS TLSInfo
+
+	// AutoCompaction is etcd's --auto-compaction-mode and
+	// --auto-compaction-retention (etcdserver.ParseAutoCompaction); the zero
+	// value, the default, never compacts. Clock drives its schedule (nil:
+	// the real clock; tests pass a fake one).
+	AutoCompaction etcdserver.AutoCompaction
+	Clock          clock.Clock
 
 	// UnsafeUnverifiedReads: see etcdserver.Config. Fault injection only.
 	UnsafeUnverifiedReads bool
@@ -289,6 +297,8 @@ func New(cfg Config) (*Store, error) {
 		UnsafeUnverifiedReads: cfg.UnsafeUnverifiedReads,
 		DialTLS:               tlsCfg.clientDial,
 		PeerTLS:               tlsCfg.peerServe != nil,
+		AutoCompaction:        cfg.AutoCompaction,
+		Clock:                 cfg.Clock,
 		Logger:                log.With("component", "etcdserver"),
 		TracerProvider:        cfg.TracerProvider,
 	}, node, s.fsm)

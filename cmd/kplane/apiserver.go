@@ -19,6 +19,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"
+	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
 	"github.com/kplane/kplane/services/apiserver/encryption"
 	"github.com/kplane/kplane/services/apiserver/webhook"
@@ -36,6 +37,7 @@ func newAPIServerCommand() *cobra.Command {
 		auditMaxSizeMB, auditMaxBackups    int
 		watchWindow, watchBuffer           int
 		bookmarkInterval                   time.Duration
+		compactionInterval                 time.Duration
 		logLevel                           string
 		allowInsecureWithoutClientCertsOK  bool
 		kubeletCert, kubeletKey, kubeletCA string
@@ -52,6 +54,9 @@ func newAPIServerCommand() *cobra.Command {
 		Short: "Run the API service: typed Kubernetes resources over gRPC on the store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if compactionInterval < 0 {
+				return fmt.Errorf("--etcd-compaction-interval %s: must not be negative (0 turns compaction off)", compactionInterval)
+			}
 			log, err := newLogger(logLevel)
 			if err != nil {
 				return err
@@ -63,14 +68,15 @@ func newAPIServerCommand() *cobra.Command {
 			}
 			defer stop()
 			cfg := apiserver.Config{
-				TracerProvider:   tel.TracerProvider(),
-				MeterProvider:    tel.MeterProvider(),
-				StoreEndpoints:   splitURLs(storeEndpoints),
-				Listen:           listen,
-				WatchWindow:      watchWindow,
-				WatchBuffer:      watchBuffer,
-				BookmarkInterval: bookmarkInterval,
-				Logger:           log,
+				TracerProvider:     tel.TracerProvider(),
+				MeterProvider:      tel.MeterProvider(),
+				StoreEndpoints:     splitURLs(storeEndpoints),
+				Listen:             listen,
+				WatchWindow:        watchWindow,
+				WatchBuffer:        watchBuffer,
+				BookmarkInterval:   bookmarkInterval,
+				CompactionInterval: compactionInterval,
+				Logger:             log,
 			}
 			if storeCA != "" || storeCert != "" {
 				t, err := clientTLS(storeCA, storeCert, storeKey)
@@ -160,6 +166,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&storeCA, "store-cafile", "", "CA bundle to verify the store's certificate")
 	f.StringVar(&storeCert, "store-certfile", "", "client certificate for the store")
 	f.StringVar(&storeKey, "store-keyfile", "", "client key for the store")
+	f.DurationVar(&compactionInterval, "etcd-compaction-interval", compaction.DefaultInterval, "how often the store's history is compacted, as kube-apiserver does: one replica per interval compacts to the revision of an interval earlier, coordinating through the store's compact_rev_key; 0 turns it off")
 	f.StringVar(&listen, "listen", "127.0.0.1:6443", "gRPC listen address")
 	f.StringVar(&tlsCert, "tls-cert-file", "", "serving certificate")
 	f.StringVar(&tlsKey, "tls-private-key-file", "", "serving key")

@@ -23,6 +23,8 @@ func newStoreCommand() *cobra.Command {
 		gcPercent               int
 		logLevel                string
 		profilingListen         string
+		compactionMode          string
+		compactionRetention     string
 		tf                      telemetryFlags
 	)
 	cmd := &cobra.Command{
@@ -30,6 +32,10 @@ func newStoreCommand() *cobra.Command {
 		Short: "Run one member of the replicated store (etcd v3 API; flags as etcd's)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.AutoCompaction, err = etcdserver.ParseAutoCompaction(compactionMode, compactionRetention); err != nil {
+				return err
+			}
 			logger, err := newLogger(logLevel)
 			if err != nil {
 				return err
@@ -86,6 +92,8 @@ func newStoreCommand() *cobra.Command {
 	f.Uint64Var(&cfg.SnapshotThreshold, "snapshot-count", raftstore.DefaultSnapshotCount, "number of committed entries that triggers a snapshot of the state (and a truncation of the Raft log)")
 	f.Uint64Var(&cfg.TrailingLogs, "snapshot-catchup-entries", raftstore.DefaultSnapshotCatchUpEntries, "number of entries kept in the Raft log after a snapshot, so that a slow follower can catch up without a snapshot")
 	f.StringVar(&cfg.RaftLogStore, "raft-log-store", raftnode.LogStoreWAL, "where the Raft log lives: \"bolt\" (raft.db, two fdatasyncs per appended batch) or \"wal\" (etcd's write-ahead log, one fdatasync per batch); a member started with \"wal\" moves an existing raft.db log into the WAL, and cannot go back")
+	f.StringVar(&compactionMode, "auto-compaction-mode", etcdserver.CompactionModePeriodic, "how --auto-compaction-retention is read: \"periodic\" (a span of time) or \"revision\" (a number of revisions)")
+	f.StringVar(&compactionRetention, "auto-compaction-retention", "0", "history the leader keeps when it compacts by itself; 0 never compacts (the API services compact instead). periodic: a duration such as 30m, or a whole number of hours; samples the revision every tenth of the retention (at most 6m) and compacts to the one of a retention ago. revision: compacts every 5m to the current revision less this many")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.IntVar(&gcPercent, "gc-percent", storeGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "certificate for the client URLs (https); also identifies this member to the leader's client URL, so it should allow client auth too")

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/raftstore/fsm"
 	"github.com/kplane/kplane/raftstore/mvcc"
@@ -88,6 +89,11 @@ type Config struct {
 	// PeerTLS says the Raft transport runs over TLS: members' peer URLs
 	// are then https.
 	PeerTLS bool
+	// AutoCompaction is etcd's --auto-compaction-*; the zero value is off.
+	AutoCompaction AutoCompaction
+	// Clock drives auto-compaction's schedule; nil is the real clock.
+	// Tests pass a fake one.
+	Clock clock.Clock
 
 	Logger *slog.Logger
 	// TracerProvider records a raft.apply span per write; nil uses the
@@ -147,6 +153,9 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 	if cfg.LeaseCheckInterval <= 0 {
 		cfg.LeaseCheckInterval = 500 * time.Millisecond
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	s := &Server{
 		tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/raftstore"),
 		cfg:    cfg,
@@ -180,7 +189,7 @@ func (s *Server) Register(g *grpc.Server) {
 
 // Run runs the member's background work until ctx is done: publishing its
 // name and client URLs through Raft, the barrier after winning an election,
-// and (on the leader) lease expiry.
+// and (on the leader) lease expiry and auto-compaction.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(4)
@@ -188,6 +197,10 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.publish(ctx) }()
 	go func() { defer wg.Done(); s.lessor.run(ctx) }()
 	go func() { defer wg.Done(); s.watchLeadership(ctx) }()
+	if c := newAutoCompactor(s); c != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.run(ctx) }()
+	}
 	wg.Wait()
 	s.connsMu.Lock()
 	for _, c := range s.conns {

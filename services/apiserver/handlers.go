@@ -406,11 +406,12 @@ func (s *Server) listFuture(ctx context.Context, r *resourceInfo, ns string, rev
 func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev int64, from string, limit int64, sel *selector, fromContinue bool) ([]proto.Message, *metav1.ListMeta, error) {
 	page, err := s.store.list(ctx, r, ns, rev, from, limit, sel)
 	if err != nil {
-		if apierrors.ReasonOf(err) == apierrors.ReasonExpired {
-			if fromContinue {
-				return nil, nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
-			}
-			return nil, nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d", rev))
+		// A list at a compacted revision is Expired with the store's
+		// message ("The resourceVersion for the provided list is too
+		// old."), as kube-apiserver answers a list it reads from etcd; a
+		// continue token's has its own.
+		if fromContinue && apierrors.ReasonOf(err) == apierrors.ReasonExpired {
+			return nil, nil, apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
 		}
 		return nil, nil, err
 	}

@@ -31,6 +31,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/encryption"
 )
 
@@ -82,6 +83,13 @@ type Config struct {
 	WatchBuffer      int
 	BookmarkInterval time.Duration
 
+	// CompactionInterval is kube-apiserver's --etcd-compaction-interval:
+	// how often the replicas compact the store (one of them per interval,
+	// to the revision of an interval earlier; see package compaction). 0
+	// turns compaction off; kplane apiserver's flag defaults to
+	// compaction.DefaultInterval.
+	CompactionInterval time.Duration
+
 	// KubeletTLS is how pods/log reaches node agents' log servers over
 	// HTTPS: RootCAs verifies their serving certificates, Certificates is
 	// the API service's client certificate. nil: pods/log answers
@@ -104,6 +112,7 @@ type Server struct {
 	store     *storage
 	ownClient bool
 	cachers   map[string]*cacher
+	compactor *compaction.Compactor // nil: compaction off
 	grpc      *grpc.Server
 	lis       net.Listener
 	ready     chan struct{}
@@ -182,6 +191,14 @@ func New(cfg Config) (*Server, error) {
 	for name, r := range s.resources {
 		s.cachers[name] = newCacher(r, s.store, log, cfg.WatchWindow, cfg.WatchBuffer, cfg.BookmarkInterval)
 	}
+	if cfg.CompactionInterval > 0 {
+		c, err := compaction.New(compaction.Config{KV: cli, Interval: cfg.CompactionInterval, Logger: log, MeterProvider: cfg.MeterProvider})
+		if err != nil {
+			s.closeClient()
+			return nil, fmt.Errorf("apiserver: %w", err)
+		}
+		s.compactor = c
+	}
 	if err := s.registerMetrics(cfg.MeterProvider); err != nil {
 		s.closeClient()
 		return nil, err
@@ -249,6 +266,13 @@ func (s *Server) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			c.run(ctx)
+		}()
+	}
+	if s.compactor != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.compactor.Run(ctx)
 		}()
 	}
 	serveErr := make(chan error, 1)

@@ -115,6 +115,27 @@ func TestBindingClusterAdminNeedsBind(t *testing.T) {
 		t.Errorf("dry run: got %v, want Forbidden", err)
 	}
 
+	// An aggregated ClusterRole grants what it gathers, though it has no
+	// rules of its own.
+	admin := withToken(t, "admintoken")
+	clusterRoles := rbacv1.NewClusterRoleServiceClient(conn)
+	for _, cr := range []*rbacv1.ClusterRole{
+		{Metadata: &metav1.ObjectMeta{Name: "gathers-secrets"}, AggregationRule: &rbacv1.AggregationRule{
+			ClusterRoleSelectors: []*metav1.LabelSelector{{MatchLabels: map[string]string{"example.com/secrets": "true"}}}}},
+		{Metadata: &metav1.ObjectMeta{Name: "secret-reader", Labels: map[string]string{"example.com/secrets": "true"}},
+			Rules: []*rbacv1.PolicyRule{{Verbs: []string{"get"}, ApiGroups: []string{""}, Resources: []string{"secrets"}}}},
+	} {
+		if _, err := clusterRoles.CreateClusterRole(admin, &rbacv1.CreateClusterRoleRequest{ClusterRole: cr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = crbs.CreateClusterRoleBinding(bob, &rbacv1.CreateClusterRoleBindingRequest{ClusterRoleBinding: &rbacv1.ClusterRoleBinding{
+		Metadata: &metav1.ObjectMeta{Name: "bob-secrets"}, Subjects: userSubjects("bob"),
+		RoleRef: &rbacv1.RoleRef{ApiGroup: rbacGroup, Kind: "ClusterRole", Name: "gathers-secrets"}}})
+	wantForbiddenMessage(t, "bob binding an aggregated clusterrole", err,
+		`clusterrolebindings.rbac.authorization.k8s.io "bob-secrets" is forbidden: user "bob" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:`+"\n"+
+			`{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}`)
+
 	grantCluster(t, conn, "bind-cluster-admin", "bob",
 		&rbacv1.PolicyRule{Verbs: []string{"bind"}, ApiGroups: []string{rbacGroup}, Resources: []string{"clusterroles"}, ResourceNames: []string{"cluster-admin"}})
 	waitAllowed(t, conn, "bobtoken", &authorizationv1.ResourceAttributes{Verb: "bind", Group: rbacGroup, Resource: "clusterroles", Name: "cluster-admin"})

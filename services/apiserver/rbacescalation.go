@@ -74,7 +74,9 @@ func (g storeRoles) RoleRules(ctx context.Context, namespace, name string) ([]k8
 
 // ClusterRoleRules implements authz.RoleGetter. For a ClusterRole with an
 // aggregationRule the rules it gathers come from the watch cache's
-// ClusterRoles, the same the RBAC authorizer aggregates.
+// ClusterRoles (the objects the RBAC authorizer aggregates), once the cache
+// holds every ClusterRole the store holds now, so that one labelled to be
+// gathered just before the binding is written counts.
 func (g storeRoles) ClusterRoleRules(ctx context.Context, name string) ([]k8srbacv1.PolicyRule, error) {
 	r := g.s.resources["clusterroles"]
 	obj, err := g.s.store.get(ctx, r, "", name)
@@ -88,8 +90,12 @@ func (g storeRoles) ClusterRoleRules(ctx context.Context, name string) ([]k8srba
 	if !authz.HasAggregationRule(cr) {
 		return cr.Rules, nil
 	}
+	last, err := g.s.store.lastModRevision(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	ch := g.s.cachers[r.Resource]
-	if err := ch.waitReady(ctx); err != nil {
+	if err := ch.waitFor(ctx, last); err != nil {
 		return nil, err
 	}
 	items, _ := ch.snapshot(nil)

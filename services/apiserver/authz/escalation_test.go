@@ -59,6 +59,7 @@ func clusterRef(name string) rbacv1.RoleRef {
 //   - alice holds everything on pods in team-a, and pod-reader cluster-wide
 //     nowhere (only through a RoleBinding in team-a);
 //   - escalator may escalate roles in team-b and clusterroles;
+//   - carl may escalate Role team-c/named only;
 //   - coreadmin holds everything in the core group and every non-resource
 //     URL cluster-wide, but nothing in other groups.
 func escalationFixture(t *testing.T) (*RBAC, staticRoles) {
@@ -83,6 +84,8 @@ func escalationFixture(t *testing.T) (*RBAC, staticRoles) {
 		{ObjectMeta: objMeta("team-a", "pod-admin"), Rules: []rbacv1.PolicyRule{k8sRule(ss("*"), ss(""), ss("pods"))}},
 		{ObjectMeta: objMeta("team-b", "escalate-roles"), Rules: []rbacv1.PolicyRule{
 			k8sRule(ss("escalate"), ss(rbacv1.GroupName), ss("roles"))}},
+		{ObjectMeta: objMeta("team-c", "escalate-one"), Rules: []rbacv1.PolicyRule{
+			k8sRule(ss("escalate"), ss(rbacv1.GroupName), ss("roles"), "named")}},
 	}
 	objs := []any{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: objMeta("", "mallory"), Subjects: userSubject("mallory"), RoleRef: clusterRef("crb-creator")},
@@ -92,6 +95,8 @@ func escalationFixture(t *testing.T) (*RBAC, staticRoles) {
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-admin"}},
 		&rbacv1.RoleBinding{ObjectMeta: objMeta("team-b", "escalator"), Subjects: userSubject("escalator"),
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "escalate-roles"}},
+		&rbacv1.RoleBinding{ObjectMeta: objMeta("team-c", "carl"), Subjects: userSubject("carl"),
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "escalate-one"}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: objMeta("", "escalator"), Subjects: userSubject("escalator"), RoleRef: clusterRef("escalate-clusterroles")},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: objMeta("", "coreadmin"), Subjects: userSubject("coreadmin"), RoleRef: clusterRef("core-admin")},
 	}
@@ -162,6 +167,12 @@ func TestEscalationCheck(t *testing.T) {
 			w: RBACWrite{User: u("escalator"), Namespace: "team-b", Object: role("team-b", "r", k8sRule(ss("*"), ss(""), ss("secrets")))}},
 		{name: "escalate in one namespace does not reach another",
 			w:          RBACWrite{User: u("escalator"), Namespace: "team-a", Object: role("team-a", "r", k8sRule(ss("*"), ss(""), ss("secrets")))},
+			wantReason: apierrors.ReasonForbidden},
+		{name: "escalate on one role name allows updating it",
+			w: RBACWrite{User: u("carl"), Namespace: "team-c", Name: "named",
+				Object: role("team-c", "named", k8sRule(ss("*"), ss(""), ss("secrets"))), Old: role("team-c", "named")}},
+		{name: "escalate on one role name does not apply to a create, which names no object",
+			w:          RBACWrite{User: u("carl"), Namespace: "team-c", Object: role("team-c", "named", k8sRule(ss("*"), ss(""), ss("secrets")))},
 			wantReason: apierrors.ReasonForbidden},
 		{name: "escalate on clusterroles allows an aggregationRule",
 			w: RBACWrite{User: u("escalator"), Object: aggregated}},

@@ -80,8 +80,8 @@ var fullAuthority = []rbacv1.PolicyRule{
 	{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
 }
 
-// errAggregationNeedsAdmin is Kubernetes' refusal of an aggregationRule.
-var errAggregationNeedsAdmin = errors.New("must have cluster-admin privileges to use the aggregationRule")
+// aggregationNeedsAdmin is Kubernetes' refusal of an aggregationRule.
+const aggregationNeedsAdmin = "must have cluster-admin privileges to use the aggregationRule"
 
 // Check returns nil if w may be stored, a Forbidden StatusError with
 // Kubernetes' message if it would grant what the user does not hold, or
@@ -107,7 +107,8 @@ func (e *Escalation) Check(ctx context.Context, w RBACWrite) error {
 	return apierrors.NewInternalError(fmt.Errorf("authz: escalation check of a %T", w.Object))
 }
 
-// checkRole is the rule for Roles and ClusterRoles (resource names which).
+// checkRole is the rule for Roles and ClusterRoles; resource says which,
+// and aggregates whether the write sets, keeps or drops an aggregationRule.
 func (e *Escalation) checkRole(ctx context.Context, w RBACWrite, resource string, rules []rbacv1.PolicyRule, aggregates bool) error {
 	if e.allowed(ctx, request.Attributes{User: w.User, Verb: "escalate", APIGroup: rbacv1.GroupName, APIVersion: "*",
 		Resource: resource, Namespace: w.Namespace, Name: w.Name}) {
@@ -123,13 +124,14 @@ func (e *Escalation) checkRole(ctx context.Context, w RBACWrite, resource string
 	}
 	if aggregates {
 		if ok, _ := validation.Covers(held, fullAuthority); !ok {
-			return apierrors.NewForbidden(rbacv1.GroupName, resource, name, errAggregationNeedsAdmin.Error())
+			return apierrors.NewForbidden(rbacv1.GroupName, resource, name, aggregationNeedsAdmin)
 		}
 	}
 	return nil
 }
 
-// checkBinding is the rule for RoleBindings and ClusterRoleBindings.
+// checkBinding is the rule for RoleBindings and ClusterRoleBindings;
+// resource says which.
 func (e *Escalation) checkBinding(ctx context.Context, w RBACWrite, resource string, ref rbacv1.RoleRef) error {
 	if onlyGCFieldsChange(w.Object, w.Old) {
 		return nil

@@ -52,6 +52,7 @@ require (
 	k8s.io/api v0.33.13
 	k8s.io/apimachinery v0.33.13
 	k8s.io/client-go v0.33.13
+	k8s.io/component-helpers v0.33.13
 	k8s.io/cri-api v0.33.13
 	k8s.io/kubelet v0.33.13
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738

@@ -192,11 +192,15 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 	})
 }
 
-// validate is stage 4: schema validation, every violation with its path.
+// validate is stage 4: RBAC escalation prevention (rbac objects only), then
+// schema validation, every violation with its path.
 func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, old proto.Message) error {
-	return s.stage(ctx, c, stageValidate, func(context.Context) error {
+	return s.stage(ctx, c, stageValidate, func(ctx context.Context) error {
 		if c.attrs.Subresource == "status" {
 			return validateStatusUpdate(r, obj, old)
+		}
+		if err := s.preventEscalation(ctx, c, r, obj, old); err != nil {
+			return err
 		}
 		return validateObject(r, obj, old)
 	})

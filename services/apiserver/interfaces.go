@@ -11,7 +11,8 @@ import (
 
 // The stages of the write path, as interfaces. Each request walks them in
 // this order: Authenticator → Authorizer → MutatingAdmission (built-in
-// defaults, then webhooks) → validation (built in) → ValidatingAdmission
+// defaults, then webhooks) → validation (built in: RBAC escalation
+// prevention for rbac objects, then the schema) → ValidatingAdmission
 // (NamespaceLifecycle built in, then NodeRestriction and webhooks) → the
 // store Txn. Reads stop after the Authorizer. Every error returned by a stage
 // should be an *apierrors.StatusError; the service prefixes nothing and

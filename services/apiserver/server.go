@@ -31,6 +31,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/encryption"
 )
@@ -119,6 +120,9 @@ type Server struct {
 	health    *health.Server
 	kubelet   *http.Client // pods/log; nil without Config.KubeletTLS
 	tracer    trace.Tracer
+	// escalation refuses rbac writes that grant more than the writer
+	// holds; it always runs (see rbacescalation.go).
+	escalation *authz.Escalation
 	// metricsReg unregisters the gauges' callback.
 	metricsReg metric.Registration
 }
@@ -158,6 +162,7 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
+	s.escalation = newEscalation(s)
 	for res := range cfg.Informers {
 		if s.resources[res] == nil {
 			return nil, fmt.Errorf("apiserver: informer for unknown resource %q", res)

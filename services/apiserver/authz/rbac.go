@@ -8,7 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -80,7 +82,7 @@ func (r *RBAC) Delete(obj any) {
 
 // Put is Upsert returning the error for an object of the wrong type.
 func (r *RBAC) Put(obj any) error {
-	k, err := toK8s(obj)
+	k, err := ToK8s(obj)
 	if err != nil {
 		return err
 	}
@@ -92,7 +94,7 @@ func (r *RBAC) Put(obj any) error {
 
 // Remove is Delete returning the error for an object of the wrong type.
 func (r *RBAC) Remove(obj any) error {
-	k, err := toK8s(obj)
+	k, err := ToK8s(obj)
 	if err != nil {
 		return err
 	}
@@ -122,7 +124,7 @@ func (r *RBAC) Remove(obj any) error {
 func (r *RBAC) Replace(kind string, objs []any) error {
 	ks := make([]any, 0, len(objs))
 	for _, o := range objs {
-		k, err := toK8s(o)
+		k, err := ToK8s(o)
 		if err != nil {
 			return err
 		}
@@ -178,38 +180,59 @@ func (r *RBAC) clusterRoleRules(cr *rbacv1.ClusterRole) []rbacv1.PolicyRule {
 }
 
 // aggregate rebuilds r.aggregated, as Kubernetes' clusterrole-aggregation
-// controller would fill the rules in: a ClusterRole with an aggregationRule
-// gets the rules of every other ClusterRole whose labels match one of its
-// selectors. Callers hold r.mu.
+// controller would fill the rules in (see AggregatedRules). Callers hold r.mu.
 func (r *RBAC) aggregate() {
 	r.aggregated = map[string][]rbacv1.PolicyRule{}
 	for name, cr := range r.clusterRoles {
-		if cr.AggregationRule == nil || len(cr.AggregationRule.ClusterRoleSelectors) == 0 {
+		if !HasAggregationRule(cr) {
 			continue
 		}
-		var sels []labels.Selector
+		rules, err := AggregatedRules(cr, maps.Values(r.clusterRoles))
+		if err != nil {
+			r.log.Error("invalid aggregation selector; ignored", "clusterrole", name, "err", err)
+		}
+		r.aggregated[name] = rules
+	}
+}
+
+// HasAggregationRule reports whether cr gathers its rules from other
+// ClusterRoles (an aggregationRule with at least one selector).
+func HasAggregationRule(cr *rbacv1.ClusterRole) bool {
+	return cr.AggregationRule != nil && len(cr.AggregationRule.ClusterRoleSelectors) > 0
+}
+
+// AggregatedRules is cr's own rules followed by the rules of every other
+// ClusterRole in all whose labels match one of cr's aggregation selectors.
+// A selector that does not parse is skipped; the first such error is
+// returned with the rules the others gathered.
+func AggregatedRules(cr *rbacv1.ClusterRole, all iter.Seq[*rbacv1.ClusterRole]) ([]rbacv1.PolicyRule, error) {
+	var sels []labels.Selector
+	var firstErr error
+	if cr.AggregationRule != nil {
 		for i := range cr.AggregationRule.ClusterRoleSelectors {
 			sel, err := metav1.LabelSelectorAsSelector(&cr.AggregationRule.ClusterRoleSelectors[i])
 			if err != nil {
-				r.log.Error("invalid aggregation selector; ignored", "clusterrole", name, "err", err)
+				if firstErr == nil {
+					firstErr = fmt.Errorf("authz: clusterrole %s: aggregation selector: %w", cr.Name, err)
+				}
 				continue
 			}
 			sels = append(sels, sel)
 		}
-		rules := append([]rbacv1.PolicyRule(nil), cr.Rules...)
-		for other, ocr := range r.clusterRoles {
-			if other == name {
-				continue
-			}
-			for _, sel := range sels {
-				if sel.Matches(labels.Set(ocr.Labels)) {
-					rules = append(rules, ocr.Rules...)
-					break
-				}
+	}
+	rules := append([]rbacv1.PolicyRule(nil), cr.Rules...)
+	for other := range all {
+		if other.Name == cr.Name {
+			continue
+		}
+		for _, sel := range sels {
+			if sel.Matches(labels.Set(other.Labels)) {
+				rules = append(rules, other.Rules...)
+				break
 			}
 		}
-		r.aggregated[name] = rules
 	}
+	return rules, firstErr
 }
 
 func kindOf(k any) string {
@@ -226,11 +249,11 @@ func kindOf(k any) string {
 	return fmt.Sprintf("%T", k)
 }
 
-// toK8s turns obj into the k8s.io/api/rbac/v1 type of the same kind. kplane's
+// ToK8s turns obj into the k8s.io/api/rbac/v1 type of the same kind. kplane's
 // proto messages carry Kubernetes' JSON names, so their Kubernetes JSON (kubejson) decodes
 // straight into the Kubernetes types; this keeps authz independent of the
 // generated Go types.
-func toK8s(obj any) (any, error) {
+func ToK8s(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *rbacv1.Role, *rbacv1.ClusterRole, *rbacv1.RoleBinding, *rbacv1.ClusterRoleBinding:
 		return o, nil

@@ -57,7 +57,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require go.etcd.io/etcd/pkg/v3 v3.6.8 // indirect
+require (
+	github.com/dustin/go-humanize v1.0.1 // indirect
+	go.etcd.io/etcd/pkg/v3 v3.6.8 // indirect
+)
 
 require (
 	buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go v1.36.11-20250718181942-e35f9b667443.1 // indirect

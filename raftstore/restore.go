@@ -99,10 +99,13 @@ func Restore(cfg RestoreConfig) (mvcc.SnapshotInfo, error) {
 		return fsm.WriteSnapshot(w, index, rawSnapshot(body))
 	})
 	if err != nil {
+		// Remove what this call created: the data directory, or in one
+		// that was there empty, what went into it.
+		made := raftDir(cfg.DataDir)
 		if created {
-			err = errors.Join(err, os.RemoveAll(cfg.DataDir))
+			made = cfg.DataDir
 		}
-		return mvcc.SnapshotInfo{}, fmt.Errorf("snapshot restore: %w", err)
+		return mvcc.SnapshotInfo{}, fmt.Errorf("snapshot restore: %w", errors.Join(err, os.RemoveAll(made)))
 	}
 	cfg.Logger.Info("restored snapshot", "path", cfg.SnapshotPath, "data_dir", cfg.DataDir,
 		"member", cfg.Name, "revision", info.Revision, "compact_revision", info.CompactRevision,

@@ -7,6 +7,7 @@ package raftstore_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +29,7 @@ import (
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/raftstore"
 	"github.com/kplane/kplane/raftstore/backup"
+	"github.com/kplane/kplane/raftstore/mvcc"
 )
 
 // TestSnapshotDisasterDrill writes keys, takes a snapshot, stops every member
@@ -200,6 +203,104 @@ func TestSnapshotDisasterDrill(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatalf("watch: no event before the test's deadline")
+	}
+}
+
+// TestSnapshotIsPointInTime holds a snapshot stream open after its first
+// message while writes go on: the writes succeed, and the snapshot is of the
+// revision it started at. The stream's messages count RemainingBytes down to
+// the hash, which ends it in a message of its own, as etcd's do.
+func TestSnapshotIsPointInTime(t *testing.T) {
+	c := newCluster(t, 1, clusterOptions{})
+	ctx := ctxT(t)
+	cli := c.members[0].client
+	// Several times what one message carries.
+	big := strings.Repeat("v", 64<<10)
+	for i := range 20 {
+		putRetry(ctx, t, cli, fmt.Sprintf("/pit/k%02d", i), big)
+	}
+	start, err := cli.Get(ctx, "/pit/k00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRev := start.Header.Revision
+
+	stream, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Snapshot(ctx, &pb.SnapshotRequest{})
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("first message: %v", err)
+	}
+	// Writes while the snapshot is being sent.
+	for i := range 5 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/pit/k%02d", i), "changed"); err != nil {
+			t.Fatalf("put during the snapshot: %v", err)
+		}
+	}
+	if _, err := cli.Put(ctx, "/pit/new", "x"); err != nil {
+		t.Fatalf("put during the snapshot: %v", err)
+	}
+
+	msgs := []*pb.SnapshotResponse{first}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		msgs = append(msgs, m)
+	}
+	var content []byte
+	for i, m := range msgs[:len(msgs)-1] {
+		content = append(content, m.Blob...)
+		if m.Version == "" {
+			t.Errorf("message %d: no version", i)
+		}
+		if want := uint64(int(first.RemainingBytes) + len(first.Blob) - len(content)); m.RemainingBytes != want {
+			t.Errorf("message %d: RemainingBytes %d, want %d", i, m.RemainingBytes, want)
+		}
+	}
+	last := msgs[len(msgs)-1]
+	sum := sha256.Sum256(content)
+	if last.RemainingBytes != 0 || !bytes.Equal(last.Blob, sum[:]) {
+		t.Errorf("last message: RemainingBytes %d, blob %x; want 0 and the SHA-256 %x", last.RemainingBytes, last.Blob, sum)
+	}
+	if len(msgs) < 3 {
+		t.Errorf("%d messages, want the file in several chunks and then the hash", len(msgs))
+	}
+
+	data := append(content, last.Blob...)
+	st, err := backup.ReadStatus(data)
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	if st.Revision != startRev {
+		t.Errorf("snapshot revision %d, want %d (the revision when it was taken)", st.Revision, startRev)
+	}
+	body, err := backup.Decode(data, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mvcc.New(mvcc.Config{})
+	defer s.Close()
+	if err := s.Restore(bytes.NewReader(body)); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	got, err := s.Range(&pb.RangeRequest{Key: []byte("/pit/"), RangeEnd: []byte("/pit0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != 20 {
+		t.Errorf("snapshot holds %d keys under /pit/, want the 20 written before it", len(got.Kvs))
+	}
+	for _, kv := range got.Kvs {
+		if string(kv.Value) != big {
+			t.Errorf("%s: a value written after the snapshot started (mod revision %d)", kv.Key, kv.ModRevision)
+		}
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -148,6 +147,45 @@ func ParseInitialCluster(s string) (map[string]string, error) {
 	return out, nil
 }
 
+// initialMembers parses the initial cluster and checks that it names this
+// member with the peer URL it advertises.
+func initialMembers(name, initialCluster, advertisePeerURL string) (map[string]string, error) {
+	members, err := ParseInitialCluster(initialCluster)
+	if err != nil {
+		return nil, err
+	}
+	if u, ok := members[name]; !ok {
+		return nil, fmt.Errorf("initial cluster %q does not name this member %q", initialCluster, name)
+	} else if u != advertisePeerURL {
+		return nil, fmt.Errorf("initial cluster gives %s peer URL %s, but --initial-advertise-peer-urls is %s", name, u, advertisePeerURL)
+	}
+	return members, nil
+}
+
+// raftServers is the Raft configuration of a new cluster of these members
+// (name to peer URL): each a voter whose ID is derived from its peer URL, in
+// name order.
+func raftServers(members map[string]string) ([]raft.Server, error) {
+	names := make([]string, 0, len(members))
+	for n := range members {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	servers := make([]raft.Server, 0, len(names))
+	for _, n := range names {
+		addr, err := hostPort(members[n])
+		if err != nil {
+			return nil, fmt.Errorf("initial cluster member %s: %w", n, err)
+		}
+		servers = append(servers, raft.Server{
+			Suffrage: raft.Voter,
+			ID:       raft.ServerID(etcdserver.MemberIDString(etcdserver.MemberID(members[n]))),
+			Address:  raft.ServerAddress(addr),
+		})
+	}
+	return servers, nil
+}
+
 func hostPort(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -178,7 +216,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.AdvertiseClientURLs = cfg.ListenClientURLs
 	}
 	if cfg.ListenPeerURL == "" {
-		cfg.ListenPeerURL = "http://127.0.0.1:2380"
+		cfg.ListenPeerURL = defaultPeerURL
 	}
 	if cfg.InitialAdvertisePeerURL == "" {
 		cfg.InitialAdvertisePeerURL = cfg.ListenPeerURL
@@ -201,32 +239,14 @@ func New(cfg Config) (*Store, error) {
 		return nil, err
 	}
 
-	members, err := ParseInitialCluster(cfg.InitialCluster)
+	members, err := initialMembers(cfg.Name, cfg.InitialCluster, cfg.InitialAdvertisePeerURL)
 	if err != nil {
 		return nil, err
 	}
-	if u, ok := members[cfg.Name]; !ok {
-		return nil, fmt.Errorf("initial cluster %q does not name this member %q", cfg.InitialCluster, cfg.Name)
-	} else if u != cfg.InitialAdvertisePeerURL {
-		return nil, fmt.Errorf("initial cluster gives %s peer URL %s, but --initial-advertise-peer-urls is %s", cfg.Name, u, cfg.InitialAdvertisePeerURL)
-	}
 	var bootstrap []raft.Server
 	if cfg.InitialClusterState == "new" {
-		names := make([]string, 0, len(members))
-		for n := range members {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			addr, err := hostPort(members[n])
-			if err != nil {
-				return nil, fmt.Errorf("initial cluster member %s: %w", n, err)
-			}
-			bootstrap = append(bootstrap, raft.Server{
-				Suffrage: raft.Voter,
-				ID:       raft.ServerID(etcdserver.MemberIDString(etcdserver.MemberID(members[n]))),
-				Address:  raft.ServerAddress(addr),
-			})
+		if bootstrap, err = raftServers(members); err != nil {
+			return nil, err
 		}
 	}
 	bind, err := hostPort(cfg.ListenPeerURL)
@@ -266,7 +286,7 @@ func New(cfg Config) (*Store, error) {
 		ID:                 raft.ServerID(etcdserver.MemberIDString(s.memberID)),
 		BindAddr:           bind,
 		AdvertiseAddr:      advertise,
-		Dir:                filepath.Join(cfg.DataDir, "raft"),
+		Dir:                raftDir(cfg.DataDir),
 		Bootstrap:          bootstrap,
 		HeartbeatTimeout:   cfg.HeartbeatTimeout,
 		ElectionTimeout:    cfg.ElectionTimeout,

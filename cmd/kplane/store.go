@@ -109,6 +109,7 @@ func newStoreCommand() *cobra.Command {
 	f.BoolVar(&cfg.UnsafeUnverifiedReads, "unsafe-unverified-reads", false,
 		"FAULT INJECTION ONLY: serve linearizable reads from local state without confirming leadership (lets the linearizability checker's own test prove it catches stale reads)")
 	_ = f.MarkHidden("unsafe-unverified-reads")
+	cmd.AddCommand(newStoreSnapshotCommand())
 	return cmd
 }
 

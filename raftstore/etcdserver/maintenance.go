@@ -2,7 +2,8 @@ package etcdserver
 
 // This file holds the Maintenance service: Status, MoveLeader and HashKV
 // answer from Raft and the store; Alarm, Defragment and Hash answer what is
-// true of an in-memory store; Snapshot and Downgrade are not supported.
+// true of an in-memory store; Downgrade is not supported. Snapshot is in
+// snapshot.go.
 
 import (
 	"context"
@@ -76,10 +77,6 @@ func (m *maintenanceServer) HashKV(ctx context.Context, req *pb.HashKVRequest) (
 		return nil, toGRPCError(err)
 	}
 	return &pb.HashKVResponse{Header: m.s.header(rev), Hash: h, CompactRevision: compactRev, HashRevision: rev}, nil
-}
-
-func (m *maintenanceServer) Snapshot(req *pb.SnapshotRequest, stream pb.Maintenance_SnapshotServer) error {
-	return status.Error(codes.Unimplemented, "kplane store: snapshot download is not supported (the state is replicated by Raft snapshots; back up by adding a member)")
 }
 
 func (m *maintenanceServer) MoveLeader(ctx context.Context, req *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {

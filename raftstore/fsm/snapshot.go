@@ -110,3 +110,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.setApplied(applied)
 	return nil
 }
+
+// WriteSnapshot writes, in the format Persist writes and Restore reads, the
+// FSM snapshot of a new member's state: applied index applied, the MVCC
+// store's snapshot store, and an empty members table (each member publishes
+// its own attributes once it starts).
+func WriteSnapshot(w io.Writer, applied uint64, store mvcc.Snapshot) error {
+	s := &snapshot{applied: applied, members: []Member{}, store: store}
+	if err := s.write(w); err != nil {
+		return fmt.Errorf("write fsm snapshot: %w", err)
+	}
+	return nil
+}

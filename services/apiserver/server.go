@@ -90,6 +90,10 @@ type Config struct {
 	// turns compaction off; kplane apiserver's flag defaults to
 	// compaction.DefaultInterval.
 	CompactionInterval time.Duration
+	// EventTTL is kube-apiserver's --event-ttl: how long an event lives
+	// after it was last written (its store key is attached to a lease). 0:
+	// events never expire.
+	EventTTL time.Duration
 
 	// KubeletTLS is how pods/log reaches node agents' log servers over
 	// HTTPS: RootCAs verifies their serving certificates, Certificates is
@@ -192,7 +196,10 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.ownClient = true
 	}
-	s.store = &storage{cli: cli, prefix: cfg.Prefix, enc: cfg.Encryption}
+	s.store = &storage{cli: cli, prefix: cfg.Prefix, enc: cfg.Encryption, leases: newLeaseManager(cli)}
+	if cfg.EventTTL > 0 {
+		s.store.ttls = map[string]time.Duration{"events": cfg.EventTTL}
+	}
 	for name, r := range s.resources {
 		s.cachers[name] = newCacher(r, s.store, log, cfg.WatchWindow, cfg.WatchBuffer, cfg.BookmarkInterval)
 	}

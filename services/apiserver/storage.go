@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -34,6 +35,33 @@ type storage struct {
 	prefix string // "/registry/"
 	// enc encrypts the values of some resources at rest (nil: none).
 	enc *encryption.Transformers
+	// ttls are how long objects of a resource live after each write
+	// (events: --event-ttl), through leases; resources not in it live on.
+	ttls   map[string]time.Duration
+	leases *leaseManager
+}
+
+// commitPut commits the transaction txn builds around a put of one of r's
+// objects, with the put's options: a lease for resources whose objects
+// expire. A shared lease the store no longer knows (revoked, or lost with a
+// restored store) is dropped and the write tried once more with a new one.
+func (s *storage) commitPut(ctx context.Context, r *resourceInfo, txn func(opts ...clientv3.OpOption) clientv3.Txn) (*clientv3.TxnResponse, error) {
+	ttl := s.ttls[r.Resource]
+	if ttl <= 0 {
+		return txn().Commit()
+	}
+	for attempt := 0; ; attempt++ {
+		id, err := s.leases.lease(ctx, ttl)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := txn(clientv3.WithLease(id)).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			s.leases.forget(id)
+			continue
+		}
+		return resp, err
+	}
 }
 
 // casError is returned by a compare-and-swap whose comparison failed; cur
@@ -199,10 +227,11 @@ func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, 
 	if err != nil {
 		return 0, err
 	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val))).
-		Commit()
+	resp, err := s.commitPut(ctx, r, func(opts ...clientv3.OpOption) clientv3.Txn {
+		return s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(val), opts...))
+	})
 	if err != nil {
 		return 0, storeErr(err)
 	}
@@ -220,11 +249,12 @@ func (s *storage) update(ctx context.Context, r *resourceInfo, ns, name string, 
 	if err != nil {
 		return 0, err
 	}
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(clientv3.OpPut(key, string(val))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := s.commitPut(ctx, r, func(opts ...clientv3.OpOption) clientv3.Txn {
+		return s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpPut(key, string(val), opts...)).
+			Else(clientv3.OpGet(key))
+	})
 	if err != nil {
 		return 0, storeErr(err)
 	}

@@ -39,6 +39,7 @@ func newAPIServerCommand() *cobra.Command {
 		bookmarkInterval                   time.Duration
 		compactionInterval                 time.Duration
 		eventTTL                           time.Duration
+		requestTimeout                     time.Duration
 		logLevel                           string
 		allowInsecureWithoutClientCertsOK  bool
 		kubeletCert, kubeletKey, kubeletCA string
@@ -57,6 +58,9 @@ func newAPIServerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if compactionInterval < 0 {
 				return fmt.Errorf("--etcd-compaction-interval %s: must not be negative (0 turns compaction off)", compactionInterval)
+			}
+			if requestTimeout <= 0 {
+				return fmt.Errorf("--request-timeout %s: must be positive", requestTimeout)
 			}
 			if eventTTL < 0 {
 				return fmt.Errorf("--event-ttl %s: must not be negative (0 keeps events forever)", eventTTL)
@@ -81,6 +85,7 @@ func newAPIServerCommand() *cobra.Command {
 				BookmarkInterval:   bookmarkInterval,
 				CompactionInterval: compactionInterval,
 				EventTTL:           eventTTL,
+				RequestTimeout:     requestTimeout,
 				Logger:             log,
 			}
 			if storeCA != "" || storeCert != "" {
@@ -172,6 +177,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&storeCert, "store-certfile", "", "client certificate for the store")
 	f.StringVar(&storeKey, "store-keyfile", "", "client key for the store")
 	f.DurationVar(&compactionInterval, "etcd-compaction-interval", compaction.DefaultInterval, "how often the store's history is compacted, as kube-apiserver does: one replica per interval compacts to the revision of an interval earlier, coordinating through the store's compact_rev_key; 0 turns it off")
+	f.DurationVar(&requestTimeout, "request-timeout", apiserver.DefaultRequestTimeout, "the longest a unary call may take (watches and log streams are not bounded by it), as kube-apiserver's --request-timeout; a store call cut short answers 504 Timeout")
 	f.DurationVar(&eventTTL, "event-ttl", apiserver.DefaultEventTTL, "how long an event lives after it was last written, as kube-apiserver's --event-ttl; 0 keeps events forever")
 	f.StringVar(&listen, "listen", "127.0.0.1:6443", "gRPC listen address")
 	f.StringVar(&tlsCert, "tls-cert-file", "", "serving certificate")

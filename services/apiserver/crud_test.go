@@ -1,7 +1,10 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"slices"
 	"strings"
 	"sync"
@@ -453,6 +456,37 @@ func TestServerReflection(t *testing.T) {
 			t.Errorf("reflection does not list %s (got %v)", want, got)
 		}
 	}
+
+	// Without credentials, reflection is refused, as discovery is.
+	anon, err := reflectionpb.NewServerReflectionClient(e.conn).ServerReflectionInfo(as(t, ""))
+	if err == nil {
+		_ = anon.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+		_, err = anon.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("reflection without credentials: got %v, want Unauthenticated", err)
+	}
+}
+
+// TestRequestTimeoutBoundsUnaryCalls: every unary call runs under a
+// deadline of at most Config.RequestTimeout; a nearer client deadline wins.
+func TestRequestTimeoutBoundsUnaryCalls(t *testing.T) {
+	s := &Server{cfg: Config{RequestTimeout: time.Minute}}
+	check := func(ctx context.Context, want time.Duration) {
+		t.Helper()
+		start := time.Now()
+		_, _ = s.boundUnary(ctx, nil, &grpc.UnaryServerInfo{}, func(ctx context.Context, _ any) (any, error) {
+			d, ok := ctx.Deadline()
+			if !ok || d.Sub(start) > want+time.Second || d.Sub(start) < want-time.Second {
+				t.Errorf("deadline %v after the start (set: %v), want about %v", d.Sub(start), ok, want)
+			}
+			return nil, nil
+		})
+	}
+	check(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	check(ctx, 5*time.Second)
 }
 
 // TestUpdateFromStaleCacheLosesNothing: an update's first attempt starts

@@ -94,6 +94,10 @@ type Config struct {
 	// after it was last written (its store key is attached to a lease). 0:
 	// events never expire.
 	EventTTL time.Duration
+	// RequestTimeout bounds every unary call (kube-apiserver's
+	// --request-timeout; watches and other streams are not bounded by it).
+	// 0: DefaultRequestTimeout.
+	RequestTimeout time.Duration
 
 	// KubeletTLS is how pods/log reaches node agents' log servers over
 	// HTTPS: RootCAs verifies their serving certificates, Certificates is
@@ -151,6 +155,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BookmarkInterval <= 0 {
 		cfg.BookmarkInterval = 30 * time.Second
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -180,6 +187,11 @@ func New(cfg Config) (*Server, error) {
 		var err error
 		cli, err = clientv3.New(clientv3.Config{
 			Endpoints: cfg.StoreEndpoints, TLS: cfg.StoreTLS, DialTimeout: 5 * time.Second,
+			// As kube-apiserver's etcd client: a member that stops
+			// answering (frozen, partitioned) is noticed by its missed
+			// pings within 40 s and its connection dropped, and calls go
+			// to the others.
+			DialKeepAliveTime: 30 * time.Second, DialKeepAliveTimeout: 10 * time.Second,
 			// Objects up to the store's limit, lists of many of them.
 			MaxCallRecvMsgSize: 256 << 20,
 			// The etcd client's own retry chatter stays out of the
@@ -233,7 +245,8 @@ func New(cfg Config) (*Server, error) {
 		// Clients ping every 30s (client.Dial) to notice a replica that
 		// stopped answering; gRPC's default policy would refuse that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider))}
+		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider)),
+		grpc.ChainUnaryInterceptor(s.boundUnary), grpc.ChainStreamInterceptor(s.authenticatedReflection)}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}

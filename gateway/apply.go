@@ -186,10 +186,15 @@ func updateManager(r *http.Request) string {
 // Kubernetes' field manager record the fields manager changed from live to
 // patched (operation Update) in its metadata.managedFields. It returns the
 // object to write (Kubernetes' typed form: write it leniently) and the
-// decoding warnings.
-func (g *Gateway) recordUpdate(t *target, info *requestInfo, live, patched []byte, manager string) ([]byte, []string, error) {
+// decoding warnings. wholeBody says the patched object is the client's
+// body (a create or a replace): its decoding errors are then worded as
+// kube-apiserver words a body's.
+func (g *Gateway) recordUpdate(t *target, info *requestInfo, live, patched []byte, manager string, wholeBody bool) ([]byte, []string, error) {
 	_, warnings, err := decodeObject(patched, t.res.Object, info.fieldValidation)
 	if err != nil {
+		if wholeBody {
+			err = cannotBeHandled(t.res.Object.New().Interface(), err)
+		}
 		return nil, nil, err
 	}
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}

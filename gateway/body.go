@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
@@ -172,6 +173,9 @@ func decodeObject(b []byte, mt protoreflect.MessageType, validation string) (pro
 	err = kubejson.Unmarshal(b, msg, kubejson.Options{})
 	var unknown *kubejson.UnknownFieldsError
 	if err != nil && !errors.As(err, &unknown) {
+		if kerr := kubeTypeError(b, doc); kerr != nil {
+			return nil, nil, badRequest(kerr.Error())
+		}
 		if validation == "Strict" {
 			return nil, nil, badRequest(strings.TrimPrefix(err.Error(), "kubejson: "))
 		}
@@ -193,6 +197,29 @@ func decodeObject(b []byte, mt protoreflect.MessageType, validation string) (pro
 	return msg, problems, nil
 }
 
+// kubeObject returns a new object of the Kubernetes Go type for the body's
+// apiVersion and kind, or nil when client-go does not know it.
+func kubeObject(doc map[string]any) runtime.Object {
+	apiVersion, _ := doc["apiVersion"].(string)
+	kind, _ := doc["kind"].(string)
+	obj, err := scheme.Scheme.New(schema.FromAPIVersionAndKind(apiVersion, kind))
+	if err != nil {
+		return nil
+	}
+	return obj
+}
+
+// kubeTypeError is the error Kubernetes' decoder gives a body that does not
+// fit its kind's type (a boolean where a string goes, ...), in its words; nil
+// when the Go type takes it or the kind is unknown.
+func kubeTypeError(b []byte, doc map[string]any) error {
+	obj := kubeObject(doc)
+	if obj == nil {
+		return nil
+	}
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(b, obj)
+}
+
 // strictProblems lists a body's unknown and duplicate fields as Kubernetes
 // does: decoded strictly into the kind's Kubernetes Go type, which names
 // them all in the document's order. Fields Kubernetes has but kplane does not
@@ -208,9 +235,7 @@ func strictProblems(b []byte, doc map[string]any, dups []error, unknown *kubejso
 			problems = append(problems, s)
 		}
 	}
-	apiVersion, _ := doc["apiVersion"].(string)
-	kind, _ := doc["kind"].(string)
-	if obj, err := scheme.Scheme.New(schema.FromAPIVersionAndKind(apiVersion, kind)); err == nil {
+	if obj := kubeObject(doc); obj != nil {
 		if errs, err := sigsjson.UnmarshalStrict(b, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields); err == nil {
 			for _, e := range errs {
 				add(e.Error())

@@ -128,7 +128,13 @@ func TestRejectedBodies(t *testing.T) {
 		{name: "delete options as xml", method: http.MethodDelete, target: "/api/v1/namespaces/default/configmaps/c", contentType: "application/xml", body: `<x/>`, wantCode: 415},
 		{name: "strict: every unknown and duplicate field", target: "/api/v1/namespaces/default/pods?fieldValidation=Strict", contentType: "application/json",
 			body: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","name":"q"},"spec":{"foo":1,"containers":[{"name":"a","image":"b","bar":2}]}}`, wantCode: 400,
-			wantMsg: `strict decoding error: duplicate field \"metadata.name\", unknown field \"spec.foo\", unknown field \"spec.containers[0].bar\"`},
+			wantMsg: `Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: duplicate field \"metadata.name\", unknown field \"spec.foo\", unknown field \"spec.containers[0].bar\"`},
+		{name: "a type error in Kubernetes' words", target: "/api/v1/namespaces/default/configmaps", contentType: "application/json",
+			body: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d"},"data":{"a":true}}`, wantCode: 400,
+			wantMsg: `ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal bool into Go struct field ConfigMap.data of type string`},
+		{name: "strict in apps/v1", target: "/apis/apps/v1/namespaces/default/deployments?fieldValidation=Strict", contentType: "application/json",
+			body: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"foo":1}}`, wantCode: 400,
+			wantMsg: `Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.foo\"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ func (g *Gateway) recordCreate(r *http.Request, t *target, info *requestInfo) er
 	if err != nil {
 		return err
 	}
-	managed, warnings, err := g.recordUpdate(t, info, empty, rb.data, updateManager(r))
+	managed, warnings, err := g.recordUpdate(t, info, empty, rb.data, updateManager(r), true)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (g *Gateway) replace(w http.ResponseWriter, r *http.Request, t *target, inf
 		if err != nil {
 			return err
 		}
-		managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), obj, updateManager(r))
+		managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), obj, updateManager(r), true)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/proto/kubejson"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // kubeMarshaler is the runtime.Marshaler the grpc-gateway mux uses for every
@@ -125,13 +127,28 @@ func (m *kubeMarshaler) decode(r io.Reader, v any) error {
 	}
 	decoded, warnings, err := decodeObject(data, obj.ProtoReflect().Type(), validation)
 	if err != nil {
-		return err
+		return cannotBeHandled(obj, err)
 	}
 	if info != nil {
 		info.warnings = append(info.warnings, warnings...)
 	}
 	rv.Elem().Set(reflect.ValueOf(decoded))
 	return nil
+}
+
+// cannotBeHandled words a create or update body's decoding error as
+// kube-apiserver does: `Pod in version "v1" cannot be handled as a Pod: ...`.
+func cannotBeHandled(obj proto.Message, err error) error {
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) || se.Reason != apierrors.ReasonBadRequest {
+		return err
+	}
+	apiVersion, kind, ok := kubejson.TypeMeta(obj.ProtoReflect().Descriptor())
+	if !ok {
+		return err
+	}
+	version := apiVersion[strings.LastIndex(apiVersion, "/")+1:]
+	return badRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %s", kind, version, kind, se.Message))
 }
 
 // checkKind rejects a body whose kind or apiVersion names another type

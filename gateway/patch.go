@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -90,11 +91,14 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 		if patched, err = keepResourceVersion(patched, cur.body.Bytes()); err != nil {
 			return err
 		}
+		if err := uidUnchanged(patched, cur.body.Bytes(), t.res.Group, gvk.Kind, t.name); err != nil {
+			return err
+		}
 		ctx := r.Context()
 		if t.sub == "" {
 			// Record the patch's manager in metadata.managedFields
 			// (operation Update), as Kubernetes does for every write.
-			managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), patched, updateManager(r))
+			managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), patched, updateManager(r), false)
 			if err != nil {
 				return err
 			}
@@ -110,6 +114,23 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 		resp.copyTo(w)
 		return nil
 	}
+}
+
+// uidUnchanged refuses a patch that changes metadata.uid as kube-apiserver
+// does: 422, the field is immutable. (A PUT naming another uid is instead a
+// failed precondition, 409, which the API service answers; a patch that
+// removes the uid keeps the stored one.)
+func uidUnchanged(patched, cur []byte, group, kind, name string) error {
+	var p, c map[string]any
+	if json.Unmarshal(patched, &p) != nil || json.Unmarshal(cur, &c) != nil {
+		return nil
+	}
+	want, have := str(p, "metadata", "uid"), str(c, "metadata", "uid")
+	if want == "" || want == have {
+		return nil
+	}
+	return apierrors.NewInvalid(group, kind, name, []apierrors.Cause{{Type: "FieldValueInvalid", Field: "metadata.uid",
+		Message: fmt.Sprintf("Invalid value: %q: field is immutable", want)}})
 }
 
 // keepResourceVersion sets the read object's resourceVersion on a patched

@@ -56,7 +56,7 @@ type env struct {
 
 // newEnv starts a store and an API service on loopback and returns clients
 // authenticated as "admin".
-func newEnv(t *testing.T, mod func(*Config)) *env {
+func newEnv(t testing.TB, mod func(*Config)) *env {
 	t.Helper()
 	eps := storetest.Start(t)
 	cfg := Config{StoreEndpoints: eps, Authenticator: tokenAuthn{}, Authorizer: denyNobody{},
@@ -96,7 +96,7 @@ func newEnv(t *testing.T, mod func(*Config)) *env {
 }
 
 // as returns a context authenticated as user (with a test deadline).
-func as(t *testing.T, user string) context.Context {
+func as(t testing.TB, user string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -106,7 +106,7 @@ func as(t *testing.T, user string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+user)
 }
 
-func admin(t *testing.T) context.Context { return as(t, "admin") }
+func admin(t testing.TB) context.Context { return as(t, "admin") }
 
 func om(ns, name string) *metav1.ObjectMeta { return &metav1.ObjectMeta{Namespace: ns, Name: name} }
 

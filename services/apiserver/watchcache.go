@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"weak"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -88,13 +89,20 @@ type cacher struct {
 	indexField string
 	indexOf    func(proto.Message) string
 
-	mu       sync.Mutex
-	ready    chan struct{} // closed once the first list is in
-	isReady  bool
-	rev      int64
-	start    int64
-	events   []*watchEvent
-	state    map[string]proto.Message
+	mu      sync.Mutex
+	ready   chan struct{} // closed once the first list is in
+	isReady bool
+	rev     int64
+	start   int64
+	events  []*watchEvent
+	state   map[string]proto.Message
+	// initial holds, weakly, the ADDED event by which new watchers get a
+	// key's current object (their initial state), so that watchers starting
+	// while it is current share one event and its one encoding instead of
+	// encoding a large object once each. An entry lives while some watcher
+	// still holds the event (weakly: once none does, the encoding is freed)
+	// and goes when the key's object changes.
+	initial  map[string]weak.Pointer[watchEvent]
 	watchers map[*cacheWatcher]struct{}
 	// The watchers again, split for dispatch: those whose filter requires
 	// the resource's index field (indexField, e.g. a pod's spec.nodeName)
@@ -229,6 +237,7 @@ func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer in
 		window: window, buffer: buffer, bookmark: bookmark,
 		ready:     make(chan struct{}),
 		state:     map[string]proto.Message{},
+		initial:   map[string]weak.Pointer[watchEvent]{},
 		watchers:  map[*cacheWatcher]struct{}{},
 		unindexed: map[*cacheWatcher]struct{}{},
 		indexed:   map[string]map[*cacheWatcher]struct{}{},
@@ -309,6 +318,7 @@ func (c *cacher) relist(ctx context.Context) error {
 		state[c.st.key(c.r, m.GetNamespace(), m.GetName())] = obj
 	}
 	c.state = state
+	clear(c.initial)
 	c.events = nil
 	c.start, c.rev = page.rev, page.rev
 	for w := range c.watchers {
@@ -395,6 +405,7 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 				we.prev = prev
 			}
 			c.state[we.key] = we.obj
+			delete(c.initial, we.key)
 		case mvccpb.DELETE:
 			if prev == nil {
 				// Not in the state: nothing a watcher could have seen.
@@ -406,6 +417,7 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 			meta(last).ResourceVersion = formatRV(we.rev)
 			we.obj = last
 			delete(c.state, we.key)
+			delete(c.initial, we.key)
 		default:
 			continue
 		}
@@ -608,9 +620,9 @@ func (c *cacher) watch(ctx context.Context, rv int64, wf watchFilter, bookmarks 
 	switch {
 	case rv == 0 || (initial && rv <= c.rev):
 		if initial {
-			for _, obj := range c.state {
+			for k, obj := range c.state {
 				if filter == nil || filter(obj, nil) {
-					w.initial = append(w.initial, &watchEvent{typ: eventAdded, rev: rvOf(obj), obj: obj})
+					w.initial = append(w.initial, c.initialEventLocked(k, obj))
 				}
 			}
 		}
@@ -660,6 +672,18 @@ func rvOf(obj proto.Message) int64 {
 func (c *cacher) signalLocked() {
 	close(c.advanced)
 	c.advanced = make(chan struct{})
+}
+
+// initialEventLocked returns the ADDED event giving a new watcher the
+// object at key k, shared with every other watcher given it while it is
+// current (see initial).
+func (c *cacher) initialEventLocked(k string, obj proto.Message) *watchEvent {
+	if e := c.initial[k].Value(); e != nil && e.obj == obj {
+		return e
+	}
+	e := &watchEvent{typ: eventAdded, rev: rvOf(obj), key: k, obj: obj}
+	c.initial[k] = weak.Make(e)
+	return e
 }
 
 // waitFor blocks until the cache has applied revision rev (an event of

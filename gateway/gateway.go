@@ -93,6 +93,8 @@ type Gateway struct {
 	managers *fieldManagers
 	// openapiV2 is the protobuf OpenAPI v2 document.
 	openapiV2 []byte
+	// rendered holds recently rendered large watch objects (rendercache.go).
+	rendered *renderCache
 	// traced is serve wrapped in otelhttp.
 	traced http.Handler
 }
@@ -114,7 +116,8 @@ func New(cfg Config) (*Gateway, error) {
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
-	if g.rest, err = newRESTMux(cfg.Conn, tab); err != nil {
+	g.rendered = newRenderCache(renderCacheMaxBytes)
+	if g.rest, err = newRESTMux(cfg.Conn, tab, g.rewrite); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.openapi = newOpenAPI(tab)

@@ -47,6 +47,10 @@ func (m *kubeMarshaler) Marshal(v any) ([]byte, error) {
 		if e, ok := v["error"].(*spb.Status); ok && len(v) == 1 {
 			return json.Marshal(watchEvent{Type: "ERROR", Object: statusObject(status.FromProto(e).Err())})
 		}
+	case *watchEvent:
+		if raw, ok := v.Object.(json.RawMessage); ok {
+			return v.line(raw)
+		}
 	case proto.Message:
 		if v == nil || !v.ProtoReflect().IsValid() {
 			return []byte("null"), nil
@@ -183,4 +187,20 @@ func (*requestBody) Close() error { return nil }
 type watchEvent struct {
 	Type   string `json:"type"`
 	Object any    `json:"object"`
+}
+
+// line writes the event with an object already rendered as compact JSON
+// (kubejson's output), without encoding/json's copy and check of it: a
+// large object's event costs one copy per watcher.
+func (e *watchEvent) line(obj json.RawMessage) ([]byte, error) {
+	typ, err := json.Marshal(e.Type)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(obj)+len(typ)+len(`{"type":,"object":}`))
+	out = append(out, `{"type":`...)
+	out = append(out, typ...)
+	out = append(out, `,"object":`...)
+	out = append(out, obj...)
+	return append(out, '}'), nil
 }

@@ -89,7 +89,7 @@ func infoFrom(ctx context.Context) *requestInfo {
 // newRESTMux builds the grpc-gateway mux serving every annotated method,
 // with Kubernetes' encoding, errors and identity plugged into its extension
 // points.
-func newRESTMux(conn grpc.ClientConnInterface, tab *table) (*runtime.ServeMux, error) {
+func newRESTMux(conn grpc.ClientConnInterface, tab *table, rewrite func(context.Context, proto.Message) (any, error)) (*runtime.ServeMux, error) {
 	km := &kubeMarshaler{tab: tab}
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, km),
@@ -113,9 +113,7 @@ func newRESTMux(conn grpc.ClientConnInterface, tab *table) (*runtime.ServeMux, e
 			return apierrors.FromError(err).GRPCStatus()
 		}),
 		runtime.WithForwardResponseOption(forwardResponse),
-		runtime.WithForwardResponseRewriter(func(ctx context.Context, resp proto.Message) (any, error) {
-			return rewriteResponse(ctx, tab, resp)
-		}),
+		runtime.WithForwardResponseRewriter(rewrite),
 		runtime.WithDisableHTTPMethodOverride(),
 	)
 	for _, reg := range services {
@@ -157,14 +155,15 @@ func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 // response_body field.
 type responseBody interface{ XXX_ResponseBody() any }
 
-// rewriteResponse turns what a method returned into what Kubernetes
+// rewrite turns what a method returned into what Kubernetes
 // writes: watch events in its framing, lists with items always present,
 // Tables when asked, and a Success Status for a delete that left nothing.
-func rewriteResponse(ctx context.Context, tab *table, resp proto.Message) (any, error) {
+func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) {
+	tab := g.tab
 	info := infoFrom(ctx)
 	m := resp.ProtoReflect()
 	if strings.HasPrefix(string(m.Descriptor().Name()), "Watch") {
-		return watchEventOf(tab, m, info)
+		return watchEventOf(tab, g.rendered, m, info)
 	}
 	rb, ok := resp.(responseBody)
 	if !ok {
@@ -220,7 +219,7 @@ func rewriteResponse(ctx context.Context, tab *table, resp proto.Message) (any, 
 }
 
 // watchEventOf renders one Watch<Resource>Response.
-func watchEventOf(tab *table, m protoreflect.Message, info *requestInfo) (*watchEvent, error) {
+func watchEventOf(tab *table, rendered *renderCache, m protoreflect.Message, info *requestInfo) (*watchEvent, error) {
 	fields := m.Descriptor().Fields()
 	ev := &watchEvent{Type: m.Get(fields.ByName("type")).String()}
 	if ev.Type == "ERROR" {
@@ -238,7 +237,7 @@ func watchEventOf(tab *table, m protoreflect.Message, info *requestInfo) (*watch
 		return ev, nil
 	}
 	obj := m.Get(fd).Message().Interface()
-	b, err := kubejson.Marshal(obj)
+	b, err := rendered.render(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,8 @@ func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 	q := client.NewQueue("kubelet", 0, 0)
 	inf.AddEventHandler(client.EnqueueHandler[*corev1.Pod](q))
 	go func() { _ = inf.Run(ctx) }()
+	var mu sync.Mutex
+	seen := map[string]time.Time{} // pod uid: when first seen
 	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) error {
 		p, ok := inf.Store().Get(key)
 		if !ok || p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Running" {
@@ -73,7 +75,18 @@ func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 		if strings.Contains(p.GetSpec().GetContainers()[0].GetImage(), "unresolvable") {
 			return nil
 		}
-		if wait := time.Until(p.GetMetadata().GetCreationTimestamp().AsTime().Add(readyAfter)); wait > 0 {
+		// Ready readyAfter after the kubelet first saw the pod: its
+		// creationTimestamp has whole seconds (as in Kubernetes), so timing
+		// from it made most pods ready at once and a rollout could finish
+		// between two looks of a test waiting to see it under way.
+		mu.Lock()
+		first, ok := seen[p.GetMetadata().GetUid()]
+		if !ok {
+			first = time.Now()
+			seen[p.GetMetadata().GetUid()] = first
+		}
+		mu.Unlock()
+		if wait := time.Until(first.Add(readyAfter)); wait > 0 {
 			q.AddAfter(key, wait)
 			return nil
 		}

@@ -57,26 +57,23 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	return toJSON(ct, b)
 }
 
-// objectMediaTypes are the media types an object body may come in (create,
-// replace, delete options), and patchMediaTypes those of a patch, in the
-// order Kubernetes lists them when it refuses another.
-var (
-	objectMediaTypes = []string{"application/json", "application/yaml", protobufType}
-	patchMediaTypes  = []string{jsonPatchType, mergePatchType, strategicPatchType, applyPatchType}
-)
+// acceptedMediaTypes are the media types a body of a request with method
+// may come in, in the order Kubernetes lists them when it refuses another:
+// an object (create, replace, delete options) or a patch.
+func acceptedMediaTypes(method string) []string {
+	if method == http.MethodPatch {
+		return []string{jsonPatchType, mergePatchType, strategicPatchType, applyPatchType}
+	}
+	return []string{"application/json", "application/yaml", protobufType}
+}
 
 // checkMediaType refuses with 415 a body whose Content-Type the verb does not
 // take. A create or replace without one is JSON; a DELETE without a body has
 // no type to check.
 func checkMediaType(method, contentType string, bodyLen int) error {
-	accepted := objectMediaTypes
-	switch method {
-	case http.MethodPatch:
-		accepted = patchMediaTypes
-	case http.MethodDelete:
-		if bodyLen == 0 {
-			return nil
-		}
+	accepted := acceptedMediaTypes(method)
+	if method == http.MethodDelete && bodyLen == 0 {
+		return nil
 	}
 	if contentType == "" && method != http.MethodPatch {
 		return nil

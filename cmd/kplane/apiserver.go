@@ -40,6 +40,7 @@ func newAPIServerCommand() *cobra.Command {
 		compactionInterval                 time.Duration
 		eventTTL                           time.Duration
 		requestTimeout                     time.Duration
+		maxInflight, maxMutatingInflight   int
 		logLevel                           string
 		allowInsecureWithoutClientCertsOK  bool
 		kubeletCert, kubeletKey, kubeletCA string
@@ -59,6 +60,9 @@ func newAPIServerCommand() *cobra.Command {
 			if compactionInterval < 0 {
 				return fmt.Errorf("--etcd-compaction-interval %s: must not be negative (0 turns compaction off)", compactionInterval)
 			}
+			if maxInflight < 0 || maxMutatingInflight < 0 {
+				return fmt.Errorf("--max-requests-inflight and --max-mutating-requests-inflight must not be negative (0: no limit)")
+			}
 			if requestTimeout <= 0 {
 				return fmt.Errorf("--request-timeout %s: must be positive", requestTimeout)
 			}
@@ -76,17 +80,19 @@ func newAPIServerCommand() *cobra.Command {
 			}
 			defer stop()
 			cfg := apiserver.Config{
-				TracerProvider:     tel.TracerProvider(),
-				MeterProvider:      tel.MeterProvider(),
-				StoreEndpoints:     splitURLs(storeEndpoints),
-				Listen:             listen,
-				WatchWindow:        watchWindow,
-				WatchBuffer:        watchBuffer,
-				BookmarkInterval:   bookmarkInterval,
-				CompactionInterval: compactionInterval,
-				EventTTL:           eventTTL,
-				RequestTimeout:     requestTimeout,
-				Logger:             log,
+				TracerProvider:              tel.TracerProvider(),
+				MeterProvider:               tel.MeterProvider(),
+				StoreEndpoints:              splitURLs(storeEndpoints),
+				Listen:                      listen,
+				WatchWindow:                 watchWindow,
+				WatchBuffer:                 watchBuffer,
+				BookmarkInterval:            bookmarkInterval,
+				CompactionInterval:          compactionInterval,
+				EventTTL:                    eventTTL,
+				RequestTimeout:              requestTimeout,
+				MaxRequestsInflight:         maxInflight,
+				MaxMutatingRequestsInflight: maxMutatingInflight,
+				Logger:                      log,
 			}
 			if storeCA != "" || storeCert != "" {
 				t, err := clientTLS(storeCA, storeCert, storeKey)
@@ -177,6 +183,8 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&storeCert, "store-certfile", "", "client certificate for the store")
 	f.StringVar(&storeKey, "store-keyfile", "", "client key for the store")
 	f.DurationVar(&compactionInterval, "etcd-compaction-interval", compaction.DefaultInterval, "how often the store's history is compacted, as kube-apiserver does: one replica per interval compacts to the revision of an interval earlier, coordinating through the store's compact_rev_key; 0 turns it off")
+	f.IntVar(&maxInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "read calls (get, list) running at once before more get 429 TooManyRequests, as kube-apiserver's; watches are not counted; 0: no limit")
+	f.IntVar(&maxMutatingInflight, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "writing calls running at once before more get 429 TooManyRequests, as kube-apiserver's; 0: no limit")
 	f.DurationVar(&requestTimeout, "request-timeout", apiserver.DefaultRequestTimeout, "the longest a unary call may take (watches and log streams are not bounded by it), as kube-apiserver's --request-timeout; a store call cut short answers 504 Timeout")
 	f.DurationVar(&eventTTL, "event-ttl", apiserver.DefaultEventTTL, "how long an event lives after it was last written, as kube-apiserver's --event-ttl; 0 keeps events forever")
 	f.StringVar(&listen, "listen", "127.0.0.1:6443", "gRPC listen address")

@@ -28,6 +28,9 @@ func (s *Server) registerMetrics(mp metric.MeterProvider) error {
 	if err != nil {
 		return fmt.Errorf("apiserver: metrics: %w", err)
 	}
+	if s.throttled, err = m.Int64Counter("kplane.apiserver.requests.throttled", metric.WithDescription("Calls refused with 429 because the in-flight limit of their kind was reached.")); err != nil {
+		return fmt.Errorf("apiserver: metrics: %w", err)
+	}
 	s.metricsReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for name, c := range s.cachers {
 			c.mu.Lock()

@@ -94,6 +94,12 @@ type Config struct {
 	// after it was last written (its store key is attached to a lease). 0:
 	// events never expire.
 	EventTTL time.Duration
+	// MaxRequestsInflight and MaxMutatingRequestsInflight limit the unary
+	// calls running at once, reads and writes apart, as kube-apiserver's
+	// --max-requests-inflight and --max-mutating-requests-inflight (kplane
+	// apiserver's flags default to Kubernetes' 400 and 200); a call over
+	// the limit gets 429. 0: no limit.
+	MaxRequestsInflight, MaxMutatingRequestsInflight int
 	// RequestTimeout bounds every unary call (kube-apiserver's
 	// --request-timeout; watches and other streams are not bounded by it).
 	// 0: DefaultRequestTimeout.
@@ -131,6 +137,10 @@ type Server struct {
 	// escalation refuses rbac writes that grant more than the writer
 	// holds; it always runs (see rbacescalation.go).
 	escalation *authz.Escalation
+	// inflight holds the slots of the calls running (interceptors.go), and
+	// throttled counts those refused.
+	inflight  inflight
+	throttled metric.Int64Counter
 	// metricsReg unregisters the gauges' callback.
 	metricsReg metric.Registration
 }
@@ -174,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 		s.resources[r.Resource] = r
 	}
 	s.escalation = newEscalation(s)
+	s.inflight = newInflight(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)
 	for res := range cfg.Informers {
 		if s.resources[res] == nil {
 			return nil, fmt.Errorf("apiserver: informer for unknown resource %q", res)
@@ -246,7 +257,7 @@ func New(cfg Config) (*Server, error) {
 		// stopped answering; gRPC's default policy would refuse that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider)),
-		grpc.ChainUnaryInterceptor(s.boundUnary), grpc.ChainStreamInterceptor(s.authenticatedReflection)}
+		grpc.ChainUnaryInterceptor(s.limitInflight, s.boundUnary), grpc.ChainStreamInterceptor(s.authenticatedReflection)}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}

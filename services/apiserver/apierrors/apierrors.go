@@ -339,6 +339,11 @@ func NewTooLargeResourceVersion(requested, current int64) *StatusError {
 // CauseResourceVersionTooLarge is the cause type of NewTooLargeResourceVersion.
 const CauseResourceVersionTooLarge = "ResourceVersionTooLarge"
 
+// NewTooManyRequests: the server is busy; the client backs off and retries.
+func NewTooManyRequests(msg string) *StatusError {
+	return newError(ReasonTooManyRequests, "", "", "", msg)
+}
+
 // NewServiceUnavailable: try again later.
 func NewServiceUnavailable(msg string) *StatusError {
 	return newError(ReasonServiceUnavailable, "", "", "", msg)

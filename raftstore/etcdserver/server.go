@@ -337,10 +337,18 @@ func (s *Server) newRequestID() uint64 {
 	return s.cfg.MemberID<<48 | s.nextID.Add(1)&(1<<48-1)
 }
 
+// requestTimeout bounds a write or a linearizable read however long its
+// client would wait, as etcd's request timeout does (5 s plus two election
+// timeouts): without a quorum the call fails with "etcdserver: request timed
+// out" instead of holding the client until its own deadline, so a caller
+// such as the API service can answer 504 and move on.
+const requestTimeout = 7 * time.Second
+
 // propose is the one write path. It stamps a request ID, submits the entry to
 // Raft (directly on the leader, forwarded to it otherwise) and returns only
 // after the entry is committed and applied on this member, with the FSM's
-// response or error. ctx's deadline bounds the whole call.
+// response or error. ctx's deadline, and at most requestTimeout, bounds the
+// whole call.
 //
 // The raft.apply span covers that wait on the member that took the request
 // (the client's Txn span is its parent). The trace context does not travel
@@ -355,11 +363,8 @@ func (s *Server) propose(ctx context.Context, req *pb.InternalRaftRequest) (_ an
 		}
 		span.End()
 	}()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 7*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	req.ID = s.newRequestID()
 	data, err := req.Marshal()
 	if err != nil {
@@ -480,11 +485,8 @@ func (s *Server) linearizableRead(ctx context.Context) error {
 	if s.cfg.UnsafeUnverifiedReads {
 		return nil
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 7*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	for {
 		var idx uint64
 		var err error

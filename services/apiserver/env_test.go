@@ -58,7 +58,12 @@ type env struct {
 // authenticated as "admin".
 func newEnv(t testing.TB, mod func(*Config)) *env {
 	t.Helper()
-	eps := storetest.Start(t)
+	return newEnvOn(t, storetest.Start(t), mod)
+}
+
+// newEnvOn is newEnv on the store at eps.
+func newEnvOn(t testing.TB, eps []string, mod func(*Config)) *env {
+	t.Helper()
 	cfg := Config{StoreEndpoints: eps, Authenticator: tokenAuthn{}, Authorizer: denyNobody{},
 		BookmarkInterval: 200 * time.Millisecond}
 	if mod != nil {

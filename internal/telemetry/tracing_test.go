@@ -404,7 +404,7 @@ func descends(spans []sdktrace.ReadOnlySpan, s sdktrace.ReadOnlySpan, root func(
 	return false
 }
 
-// hop is one hop of DESIGN.md's "One pod, hop by hop", as a span.
+// hop is one hop of docs/design.md's "One pod, hop by hop", as a span.
 type hop struct{ service, name string }
 
 var podHops = []hop{

@@ -23,7 +23,8 @@ import (
 )
 
 // maxObjectBytes bounds a stored object: the store's request limit is
-// 1.5 MiB (RELIABILITY P7); leave room for the key and the Txn.
+// 1.5 MiB (docs/design.md, "Bounded input"); leave room for the key and
+// the Txn.
 const maxObjectBytes = 1536*1024 - 4096
 
 // storage keeps objects in an etcd v3 store under

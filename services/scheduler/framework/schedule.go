@@ -13,7 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// tracerName names the spans of scheduling attempts (hop 07 of DESIGN.md).
+// tracerName names the spans of scheduling attempts (hop 07 of docs/design.md,
+// "One pod, hop by hop").
 const tracerName = "github.com/kplane/kplane/services/scheduler"
 
 // FitError says a pod fits no node, and why, node by node.

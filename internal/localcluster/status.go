@@ -88,7 +88,7 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 	out := &Status{DataDir: st.DataDir, PID: st.PID}
 	fail := func(what string, err error) { out.Errors = append(out.Errors, what+": "+err.Error()) }
 
-	storeTLS, err := loadClientTLS(st.CAFile, st.StoreCertFile, st.StoreKeyFile)
+	storeTLS, err := loadClientTLS(st.StoreCAFile, st.StoreCertFile, st.StoreKeyFile)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/raftstore"
 )
@@ -245,6 +248,11 @@ func TestCertAllowLists(t *testing.T) {
 			port := "client"
 			if tc.peer {
 				port = "peer"
+			} else {
+				// An allowed client still speaks gRPC (ALPN h2) with the
+				// member.
+				allowed := tc.dials[0]
+				putWithCert(t, clientAddr, ca.file, allowed.certFile, allowed.keyFile)
 			}
 			for _, d := range tc.dials {
 				logged := false
@@ -261,6 +269,35 @@ func TestCertAllowLists(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// putWithCert writes a key through the etcd client API on addr with the
+// certificate, and fails the test if it cannot.
+func putWithCert(t *testing.T, addr, caFile, certFile, keyFile string) {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/allowed", "yes"); err != nil {
+		t.Errorf("put with an allowed certificate: %v", err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -273,7 +274,8 @@ func TestCertAllowLists(t *testing.T) {
 }
 
 // putWithCert writes a key through the etcd client API on addr with the
-// certificate, and fails the test if it cannot.
+// certificate (trying again, bounded, while a leader is elected), and
+// fails the test if it cannot.
 func putWithCert(t *testing.T, addr, caFile, certFile, keyFile string) {
 	t.Helper()
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -294,11 +296,7 @@ func putWithCert(t *testing.T, addr, caFile, certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := cli.Put(ctx, "/allowed", "yes"); err != nil {
-		t.Errorf("put with an allowed certificate: %v", err)
-	}
+	putRetry(ctxT(t), t, cli, "/allowed", "yes")
 }
 
 // quoteIfNeeded renders s as slog's text handler writes a value.
@@ -325,4 +323,42 @@ func startStore(t *testing.T, cfg raftstore.Config) {
 			t.Errorf("store stopped with: %v", err)
 		}
 	})
+}
+
+// TestCertAllowListsCluster runs three members whose client ports admit
+// the members and kplane-apiserver and whose peer ports admit the members
+// alone: Raft elects a leader through the peer allow-list, and a write
+// through a follower, which forwards it to the leader's client port with
+// its own serving certificate, goes through the client allow-list.
+func TestCertAllowListsCluster(t *testing.T) {
+	ca := newTestCA(t)
+	apiCert, apiKey := ca.issue("kplane-apiserver")
+	names := []string{"m0", "m1", "m2"}
+	ports := testutil.FreePorts(t, 2*len(names))
+	c := &cluster{t: t}
+	var initial []string
+	for i, name := range names {
+		cfg := memberConfig(t, t.TempDir(), name, ports[2*i], ports[2*i+1], clusterOptions{})
+		certFile, keyFile := ca.issue(name, "127.0.0.1")
+		base := raftstore.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: ca.file, ClientCertAuth: true}
+		cfg.ClientTLS, cfg.PeerTLS = base, base
+		cfg.ClientTLS.AllowedCNs = append(slices.Clone(names), "kplane-apiserver")
+		cfg.PeerTLS.AllowedCNs = names
+		cfg.ListenClientURLs = []string{fmt.Sprintf("https://127.0.0.1:%d", ports[2*i])}
+		cfg.ListenPeerURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2*i+1])
+		cfg.InitialAdvertisePeerURL = cfg.ListenPeerURL
+		initial = append(initial, name+"="+cfg.ListenPeerURL)
+		c.members = append(c.members, &member{cfg: cfg})
+	}
+	for _, m := range c.members {
+		m.cfg.InitialCluster = strings.Join(initial, ",")
+		c.start(m)
+	}
+	t.Cleanup(func() {
+		for _, m := range c.members {
+			c.stop(m)
+		}
+	})
+	follower := c.followers()[0]
+	putWithCert(t, strings.TrimPrefix(follower.cfg.ListenClientURLs[0], "https://"), ca.file, apiCert, apiKey)
 }

@@ -66,8 +66,9 @@ func (t TLSInfo) allows(leaf *x509.Certificate) bool {
 
 // checkAllowed is the allow-list check of one handshake: the verified
 // leaf must be allowed. A refusal is logged with the certificate's common
-// name and the other side's address.
-func (t TLSInfo) checkAllowed(log *slog.Logger, port, remote string, cs tls.ConnectionState) error {
+// name and other, which says who the other side is (its address when it
+// connected, the server name when this member dialed).
+func (t TLSInfo) checkAllowed(log *slog.Logger, port string, other slog.Attr, cs tls.ConnectionState) error {
 	if len(cs.VerifiedChains) > 0 && len(cs.VerifiedChains[0]) > 0 && t.allows(cs.VerifiedChains[0][0]) {
 		return nil
 	}
@@ -75,8 +76,11 @@ func (t TLSInfo) checkAllowed(log *slog.Logger, port, remote string, cs tls.Conn
 	if len(cs.PeerCertificates) > 0 {
 		cn = cs.PeerCertificates[0].Subject.CommonName
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	log.Warn("refused a TLS connection: its certificate is not allowed",
-		"port", port, "remote-addr", remote, "cn", cn,
+		"port", port, other, "cn", cn,
 		"allowed-cn", t.AllowedCNs, "allowed-hostname", t.AllowedHostnames)
 	return errCertNotAllowed
 }
@@ -105,7 +109,7 @@ func (t TLSInfo) validate(flagPrefix string) error {
 
 // ServerConfig returns the TLS configuration to serve the port with. With
 // an allow-list, a connecting side whose certificate is not allowed fails
-// the handshake, and log records it (port names the port in that record).
+// the handshake, and log (nil: none) records it, port naming the port.
 func (t TLSInfo) ServerConfig(log *slog.Logger, port string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
@@ -124,7 +128,7 @@ func (t TLSInfo) ServerConfig(log *slog.Logger, port string) (*tls.Config, error
 	if t.restricted() {
 		base := c.Clone()
 		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			return t.connConfig(base, log, port, hello.Conn.RemoteAddr().String()), nil
+			return t.connConfig(base, log, port, slog.String("remote-addr", hello.Conn.RemoteAddr().String())), nil
 		}
 	}
 	return c, nil
@@ -132,7 +136,7 @@ func (t TLSInfo) ServerConfig(log *slog.Logger, port string) (*tls.Config, error
 
 // connConfig returns base for one connection from remote, checking the
 // allow-list once the client's certificate is verified.
-func (t TLSInfo) connConfig(base *tls.Config, log *slog.Logger, port, remote string) *tls.Config {
+func (t TLSInfo) connConfig(base *tls.Config, log *slog.Logger, port string, remote slog.Attr) *tls.Config {
 	c := base.Clone()
 	c.VerifyConnection = func(cs tls.ConnectionState) error {
 		return t.checkAllowed(log, port, remote, cs)
@@ -157,7 +161,7 @@ func (t TLSInfo) ClientConfig(log *slog.Logger, port string) (*tls.Config, error
 	}
 	if t.restricted() {
 		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			return t.checkAllowed(log, port, cs.ServerName, cs)
+			return t.checkAllowed(log, port, slog.String("server-name", cs.ServerName), cs)
 		}
 	}
 	return c, nil

@@ -20,12 +20,12 @@ import (
 )
 
 // pki is what `kplane up` generates in <data-dir>/pki: two CAs, and a
-// certificate and key signed by one of them for each identity. The
-// cluster CA (ca.crt) signs every component's certificate; the store CA
-// (store-ca.crt) signs only the store members' certificates and the store
-// clients' (the API services', and the operator's store-client), and is
-// the only CA the store trusts, so that no other component's certificate
-// reaches the store, as kubeadm gives etcd a CA of its own. Server
+// certificate and key signed by one of them for each identity. The store
+// CA (store-ca.crt) signs only the store members' certificates and the
+// store clients' (the API services', and the operator's store-client), and
+// is the only CA the store trusts, so that no other component's
+// certificate reaches the store, as kubeadm gives etcd a CA of its own;
+// the cluster CA (ca.crt) signs every other certificate. Server
 // certificates name the loopback addresses; client certificates carry the
 // user in the CN and the groups in O, as the API service and the gateway
 // read them.

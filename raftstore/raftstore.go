@@ -80,7 +80,8 @@ type Config struct {
 	MinLeaseTTL        int64
 
 	// ClientTLS serves the client URLs over TLS (etcd's --cert-file,
-	// --key-file, --trusted-ca-file, --client-cert-auth); the member also
+	// --key-file, --trusted-ca-file, --client-cert-auth and the
+	// --client-cert-allowed-cn/-hostname allow-lists); the member also
 	// reaches the leader's client URL with it. PeerTLS does the same for
 	// the Raft transport (--peer-*). Empty: plaintext, http:// URLs.
 	ClientTLS, PeerTLS TLSInfo
@@ -234,7 +235,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("initial cluster state %q: want new or existing", cfg.InitialClusterState)
 	}
 	log := cfg.Logger.With("member", cfg.Name)
-	tlsCfg, err := cfg.tls()
+	tlsCfg, err := cfg.tls(log)
 	if err != nil {
 		return nil, err
 	}

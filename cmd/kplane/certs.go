@@ -17,13 +17,16 @@ func newCertsCommand() *cobra.Command {
 	var cfg localcluster.CertsConfig
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Write a CA and a certificate per component, as kplane up does",
-		Long: `Write a CA and a certificate and key per component into <data-dir>/pki, the
-same identities kplane up generates: apiserver-<i> (serving), gateway-serving,
-gateway (client, system:kplane-gateways), scheduler, controllers, admin
-(system:masters), apiserver-store-client (the API services' certificate for
-the store), <member>.crt and <member>-peer.crt for each --store-members
-name, and nodes/node-<i> (system:node:node-<i>). Server
+		Short: "Write the CAs and a certificate per component, as kplane up does",
+		Long: `Write two CAs and a certificate and key per component into <data-dir>/pki,
+the same identities kplane up generates. The cluster CA (ca.crt) signs
+apiserver-<i> (serving), gateway-serving, gateway (client,
+system:kplane-gateways), scheduler, controllers, admin (system:masters),
+apiserver-kubelet-client, nodeagent-serving and nodes/node-<i>
+(system:node:node-<i>). The store CA (store-ca.crt), the only CA the store
+members trust, signs apiserver-store-client (the API services' certificate
+for the store) and <member>.crt and <member>-peer.crt for each
+--store-members name (CN: the member name). Server
 certificates name localhost, loopback and every --hosts entry. With
 --gateway-url it also writes <data-dir>/kubeconfig for the admin.`,
 		Args: cobra.NoArgs,
@@ -48,6 +51,6 @@ certificates name localhost, loopback and every --hosts entry. With
 	f.IntVar(&cfg.Nodes, "nodes", 3, "number of node client certificates (nodes/node-1..N)")
 	f.StringVar(&cfg.GatewayURL, "gateway-url", "", "gateway URL for an admin kubeconfig (empty: none)")
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default <data-dir>/kubeconfig)")
-	f.BoolVar(&cfg.IfMissing, "if-missing", false, "do nothing when <data-dir>/pki/ca.crt already exists")
+	f.BoolVar(&cfg.IfMissing, "if-missing", false, "do nothing when <data-dir>/pki/ca.crt and store-ca.crt already exist; fail when only ca.crt does (credentials of an older kplane certs)")
 	return cmd
 }

@@ -27,9 +27,11 @@ func newUpCommand() *cobra.Command {
 		Long: `Run a local HA control plane on loopback, each component its own process:
 store members (Raft), API service replicas, the HTTPS gateway, leader-elected
 schedulers and controller managers, and a node agent with simulated nodes
-(built-in runtime). It generates a CA and a certificate per component in
-<data-dir>/pki (the store's client and peer ports, the API services and the
-gateway all serve TLS and verify client certificates), waits until the cluster is
+(built-in runtime). It generates two CAs and a certificate per component in
+<data-dir>/pki, replacing any there (the store's client and peer ports, the
+API services and the gateway all serve TLS and verify client certificates;
+the store trusts only store-ca.crt, which signs only its members' and its
+clients' certificates, and Raft only its members), waits until the cluster is
 healthy, writes <data-dir>/kubeconfig (admin, in system:masters) and keeps
 every process's log in <data-dir>. It supervises every process as
 systemd's Restart=on-failure would: one that fails (a non-zero exit, as a

@@ -18,10 +18,11 @@ import (
 
 // CertsConfig describes the credentials WriteCerts generates for a
 // deployment other than `kplane up` (docker-compose, Kubernetes): the same
-// CA and identities, with server certificates that also name the hosts the
+// CAs and identities, with server certificates that also name the hosts the
 // components reach each other by.
 type CertsConfig struct {
-	// DataDir receives pki/ (ca.crt, one .crt/.key per identity, nodes/)
+	// DataDir receives pki/ (ca.crt, store-ca.crt, one .crt/.key per
+	// identity, nodes/)
 	// and, when GatewayURL is set, kubeconfig.
 	DataDir string
 	// Names are DNS names or IP addresses added to every server
@@ -40,14 +41,21 @@ type CertsConfig struct {
 	// GatewayURL, when set, is the server of the admin kubeconfig written
 	// to Kubeconfig (default DataDir/kubeconfig).
 	GatewayURL, Kubeconfig string
-	// IfMissing leaves an existing DataDir/pki/ca.crt and everything
-	// beside it alone (a one-shot service that runs on every start).
+	// IfMissing leaves existing DataDir/pki/ca.crt and store-ca.crt and
+	// everything beside them alone (a one-shot service that runs on every
+	// start). A ca.crt without store-ca.crt is refused (ErrCertsOutdated).
 	IfMissing bool
 }
 
-// ErrCertsExist is returned by WriteCerts with IfMissing when the CA is
+// ErrCertsExist is returned by WriteCerts with IfMissing when the CAs are
 // already there.
-var ErrCertsExist = errors.New("certs: a CA already exists")
+var ErrCertsExist = errors.New("certs: the CAs already exist")
+
+// ErrCertsOutdated is returned by WriteCerts with IfMissing when the pki
+// directory was written by an older kplane certs, whose one CA signed the
+// store's certificates and everyone else's: kept, it would let any
+// component's certificate reach the store.
+var ErrCertsOutdated = errors.New("certs: the pki directory has ca.crt but no store-ca.crt: it was written by an older kplane, whose one CA lets every component's certificate reach the store; remove the directory (or run without --if-missing) to write new credentials")
 
 // WriteCerts writes a CA and a certificate per component, exactly as Up
 // does for its own cluster, and returns the directory holding them.
@@ -63,10 +71,8 @@ func WriteCerts(cfg CertsConfig) (string, error) {
 		return "", err
 	}
 	if cfg.IfMissing {
-		if _, err := os.Stat(filepath.Join(dir, "pki", "ca.crt")); err == nil {
-			return filepath.Join(dir, "pki"), ErrCertsExist
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
+		if err := checkExistingPKI(filepath.Join(dir, "pki")); err != nil {
+			return filepath.Join(dir, "pki"), err
 		}
 	}
 	id, err := writeIdentities(dir, "127.0.0.1", cfg.APIServers, cfg.Nodes, cfg.Names...)
@@ -74,7 +80,7 @@ func WriteCerts(cfg CertsConfig) (string, error) {
 		return "", err
 	}
 	for _, m := range cfg.StoreMembers {
-		if _, err := memberTLSArgs(id.pki, m); err != nil {
+		if _, err := memberTLSArgs(id.pki, m, cfg.StoreMembers); err != nil {
 			return "", err
 		}
 	}
@@ -83,11 +89,38 @@ func WriteCerts(cfg CertsConfig) (string, error) {
 		if kc == "" {
 			kc = filepath.Join(dir, "kubeconfig")
 		}
-		if err := writeKubeconfig(kc, cfg.GatewayURL, id.caPEM, id.admin); err != nil {
+		if err := writeKubeconfig(kc, cfg.GatewayURL, id.ca.pem, id.admin); err != nil {
 			return "", err
 		}
 	}
 	return id.dir, nil
+}
+
+// checkExistingPKI returns ErrCertsExist when pkiDir holds both CAs,
+// ErrCertsOutdated when it holds the cluster CA only, nil when it holds
+// no CA.
+func checkExistingPKI(pkiDir string) error {
+	has := func(name string) (bool, error) {
+		_, err := os.Stat(filepath.Join(pkiDir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	cluster, err := has(clusterCAFile)
+	if err != nil {
+		return err
+	}
+	store, err := has(storeCAFile)
+	switch {
+	case err != nil:
+		return err
+	case cluster && store:
+		return ErrCertsExist
+	case cluster:
+		return fmt.Errorf("%s: %w", pkiDir, ErrCertsOutdated)
+	}
+	return nil
 }
 
 // SystemNamespaces are the namespaces the components expect to exist

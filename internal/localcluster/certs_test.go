@@ -13,7 +13,8 @@ import (
 
 // TestWriteCerts checks kplane certs' credentials: server certificates
 // name the extra hosts (DNS names and IPs) besides loopback, the admin
-// kubeconfig is written where asked, and IfMissing keeps an existing CA.
+// kubeconfig is written where asked, and IfMissing keeps existing CAs but
+// refuses an older single-CA pki directory.
 func TestWriteCerts(t *testing.T) {
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "admin.kubeconfig")
@@ -38,7 +39,8 @@ func TestWriteCerts(t *testing.T) {
 		t.Error(err)
 	}
 	for _, f := range []string{kc, filepath.Join(pkiDir, "nodes", "node-1.crt"), filepath.Join(pkiDir, "admin.key"),
-		filepath.Join(pkiDir, "store-1.crt"), filepath.Join(pkiDir, "store-1-peer.key"), filepath.Join(pkiDir, "apiserver-store-client.crt")} {
+		filepath.Join(pkiDir, "store-1.crt"), filepath.Join(pkiDir, "store-1-peer.key"), filepath.Join(pkiDir, "apiserver-store-client.crt"),
+		filepath.Join(pkiDir, "store-ca.crt")} {
 		if _, err := os.Stat(f); err != nil {
 			t.Error(err)
 		}
@@ -49,6 +51,12 @@ func TestWriteCerts(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(filepath.Join(pkiDir, "ca.crt")); string(again) != string(ca) {
 		t.Error("IfMissing replaced the CA")
+	}
+	if err := os.Remove(filepath.Join(pkiDir, "store-ca.crt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteCerts(CertsConfig{DataDir: dir, APIServers: 1, IfMissing: true}); !errors.Is(err, ErrCertsOutdated) {
+		t.Errorf("IfMissing over a single-CA pki (no store-ca.crt): %v, want ErrCertsOutdated", err)
 	}
 	if _, err := WriteCerts(CertsConfig{DataDir: dir, APIServers: 0}); err == nil {
 		t.Error("no API service certificates: no error")

@@ -98,6 +98,7 @@ type ControlPlane struct {
 	Kubeconfig string
 	adminTLS   *tls.Config
 	admin      *cert
+	caFile     string // the cluster CA, which verifies the API services
 	supervisor *supervisor
 	stateMu    sync.Mutex // serialises writes of the state file
 }
@@ -211,11 +212,11 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		apiAddrs = append(apiAddrs, addr)
 		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr,
 			"--listen", addr, "--store-endpoints", strings.Join(storeURLs, ","),
-			"--store-cafile", id.caFile, "--store-certfile", id.storeClient.certFile, "--store-keyfile", id.storeClient.keyFile,
+			"--store-cafile", id.storeCA.file, "--store-certfile", id.storeClient.certFile, "--store-keyfile", id.storeClient.keyFile,
 			"--tls-cert-file", id.apiservers[i].certFile, "--tls-private-key-file", id.apiservers[i].keyFile,
-			"--client-ca-file", id.caFile,
+			"--client-ca-file", id.ca.file,
 			"--kubelet-client-certificate", id.kubeletClient.certFile, "--kubelet-client-key", id.kubeletClient.keyFile,
-			"--kubelet-certificate-authority", id.caFile, "--log-level", "warn"); err != nil {
+			"--kubelet-certificate-authority", id.ca.file, "--log-level", "warn"); err != nil {
 			return nil, err
 		}
 	}
@@ -232,16 +233,16 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	cp.GatewayURL = "https://" + gwAddr
 	if err := cp.start("gateway", "gateway", gwAddr,
-		"--server", servers, "--ca-file", id.caFile,
+		"--server", servers, "--ca-file", id.ca.file,
 		"--cert-file", id.gatewayClient.certFile, "--key-file", id.gatewayClient.keyFile,
-		"--listen", gwAddr, "--client-ca-file", id.caFile,
+		"--listen", gwAddr, "--client-ca-file", id.ca.file,
 		"--tls-cert-file", id.gatewayServing.certFile, "--tls-key-file", id.gatewayServing.keyFile,
 		"--log-level", "warn"); err != nil {
 		return nil, err
 	}
 	for i := 0; i < cfg.Schedulers; i++ {
 		if err := cp.start("scheduler", "scheduler-"+strconv.Itoa(i+1), "",
-			"--server", servers, "--ca-file", id.caFile,
+			"--server", servers, "--ca-file", id.ca.file,
 			"--cert-file", id.scheduler.certFile, "--key-file", id.scheduler.keyFile,
 			"--leader-elect-identity", "scheduler-"+strconv.Itoa(i+1),
 			"--log-level", "warn"); err != nil {
@@ -249,7 +250,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		}
 	}
 	for i := 0; i < cfg.ControllerManagers; i++ {
-		args := []string{"--server", servers, "--ca-file", id.caFile,
+		args := []string{"--server", servers, "--ca-file", id.ca.file,
 			"--cert-file", id.controllers.certFile, "--key-file", id.controllers.keyFile,
 			"--leader-elect-identity", "controllers-" + strconv.Itoa(i+1),
 			"--log-level", "warn"}
@@ -265,10 +266,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	agentArgs := []string{"--server", servers, "--ca-file", id.caFile, "--cert-dir", id.nodeDir,
+	agentArgs := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
 		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
 		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
-		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.caFile,
+		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
 		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
 	if cfg.Runtime == "containerd" {
 		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
@@ -286,10 +287,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err := cp.waitGateway(ctx); err != nil {
 		return nil, err
 	}
-	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, id.caPEM, id.admin); err != nil {
+	if err := writeKubeconfig(cp.Kubeconfig, cp.GatewayURL, id.ca.pem, id.admin); err != nil {
 		return nil, err
 	}
-	cp.admin = id.admin
+	cp.admin, cp.caFile = id.admin, id.ca.file
 	if err := cp.writeState(); err != nil {
 		return nil, err
 	}

@@ -15,21 +15,26 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// pki is what `kplane up` generates in <data-dir>/pki: a CA, and a
-// certificate and key signed by it for each identity. Server certificates
-// name the loopback addresses; client certificates carry the user in the
-// CN and the groups in O, as the API service and the gateway read them.
+// pki is what `kplane up` generates in <data-dir>/pki: two CAs, and a
+// certificate and key signed by one of them for each identity. The store
+// CA (store-ca.crt) signs only the store members' certificates and the
+// store clients' (the API services', and the operator's store-client), and
+// is the only CA the store trusts, so that no other component's
+// certificate reaches the store, as kubeadm gives etcd a CA of its own;
+// the cluster CA (ca.crt) signs every other certificate. Server
+// certificates name the loopback addresses; client certificates carry the
+// user in the CN and the groups in O, as the API service and the gateway
+// read them.
 type pki struct {
 	dir     string
-	ca      *x509.Certificate
-	caKey   *ecdsa.PrivateKey
-	caPEM   []byte
+	ca      *authority // the cluster CA
+	storeCA *authority // the store's CA
 	serial  int64
 	host    net.IP
-	caFile  string
 	nodeDir string
 	// names are extra DNS names and IP addresses every server certificate
 	// carries (e.g. the service names of a docker-compose or Kubernetes
@@ -37,22 +42,50 @@ type pki struct {
 	names []string
 }
 
-// newPKI creates the directory and the CA.
+// authority is one CA: its certificate (also as PEM and as the file
+// written), and its key.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+	file string
+}
+
+// CA file names in the pki directory.
+const (
+	clusterCAFile = "ca.crt"
+	storeCAFile   = "store-ca.crt"
+)
+
+// newPKI creates the directory and both CAs, replacing any there.
 func newPKI(dataDir, host string) (*pki, error) {
-	p := &pki{dir: filepath.Join(dataDir, "pki"), serial: 1, host: net.ParseIP(host)}
-	p.caFile = filepath.Join(p.dir, "ca.crt")
+	p := &pki{dir: filepath.Join(dataDir, "pki"), host: net.ParseIP(host)}
 	p.nodeDir = filepath.Join(p.dir, "nodes")
 	if err := os.MkdirAll(p.nodeDir, 0o700); err != nil {
 		return nil, err
 	}
+	var err error
+	if p.ca, err = p.newAuthority("kplane-up-ca", clusterCAFile); err != nil {
+		return nil, err
+	}
+	if p.storeCA, err = p.newAuthority("kplane-store-ca", storeCAFile); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newAuthority creates a self-signed CA named cn and writes it to file in
+// the pki directory.
+func (p *pki) newAuthority(cn, file string) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
+	p.serial++
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(p.serial),
-		Subject:               pkix.Name{CommonName: "kplane-up-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(10, 0, 0),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -61,17 +94,17 @@ func newPKI(dataDir, host string) (*pki, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, fmt.Errorf("create CA: %w", err)
+		return nil, fmt.Errorf("create CA %s: %w", cn, err)
 	}
-	if p.ca, err = x509.ParseCertificate(der); err != nil {
+	a := &authority{key: key, file: filepath.Join(p.dir, file)}
+	if a.cert, err = x509.ParseCertificate(der); err != nil {
 		return nil, err
 	}
-	p.caKey = key
-	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(p.caFile, p.caPEM, 0o600); err != nil {
+	a.pem = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(a.file, a.pem, 0o600); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return a, nil
 }
 
 // cert holds one issued certificate: its files and its PEM.
@@ -80,9 +113,9 @@ type cert struct {
 	certPEM, keyPEM   []byte
 }
 
-// issue signs a certificate for user cn in groups orgs, written as
+// issue has ca sign a certificate for user cn in groups orgs, written as
 // <dir>/<name>.crt and .key; server certificates also serve loopback.
-func (p *pki) issue(dir, name, cn string, orgs []string, server bool) (*cert, error) {
+func (p *pki) issue(ca *authority, dir, name, cn string, orgs []string, server bool) (*cert, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -112,7 +145,7 @@ func (p *pki) issue(dir, name, cn string, orgs []string, server bool) (*cert, er
 			}
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return nil, fmt.Errorf("create certificate %s: %w", name, err)
 	}
@@ -154,7 +187,8 @@ type identities struct {
 // (kube-apiserver's kubelet client).
 const KubeletClientUser = "kube-apiserver-kubelet-client"
 
-// writeIdentities generates the CA and every component's certificate:
+// writeIdentities generates both CAs and every component's certificate
+// (replacing whatever an earlier run left in the pki directory):
 // each API service replica and the gateway serve with their own; the
 // gateway reaches the API service as system:kplane-gateways (it then
 // passes the end user on); system:kube-scheduler,
@@ -163,6 +197,7 @@ const KubeletClientUser = "kube-apiserver-kubelet-client"
 // know; admin is in system:masters. The API services reach the node
 // agents' log servers (HTTPS, nodeagent-serving) with
 // apiserver-kubelet-client, the only certificate those servers accept.
+// Only apiserver-store-client is signed by the store CA.
 func writeIdentities(dataDir, host string, apiservers, nodes int, names ...string) (*identities, error) {
 	p, err := newPKI(dataDir, host)
 	if err != nil {
@@ -171,7 +206,7 @@ func writeIdentities(dataDir, host string, apiservers, nodes int, names ...strin
 	p.names = names
 	id := &identities{pki: p}
 	for i := 1; i <= apiservers; i++ {
-		c, err := p.issue(p.dir, "apiserver-"+strconv.Itoa(i), "kplane-apiserver", nil, true)
+		c, err := p.issue(p.ca, p.dir, "apiserver-"+strconv.Itoa(i), "kplane-apiserver", nil, true)
 		if err != nil {
 			return nil, err
 		}
@@ -179,32 +214,33 @@ func writeIdentities(dataDir, host string, apiservers, nodes int, names ...strin
 	}
 	for _, x := range []struct {
 		dst      **cert
+		ca       *authority
 		name, cn string
 		orgs     []string
 		server   bool
 	}{
-		{&id.gatewayServing, "gateway-serving", "kplane-gateway", nil, true},
-		{&id.gatewayClient, "gateway", "kplane-gateway", []string{"system:kplane-gateways"}, false},
-		{&id.scheduler, "scheduler", "system:kube-scheduler", nil, false},
-		{&id.controllers, "controllers", "system:kube-controller-manager", nil, false},
-		{&id.admin, "admin", "admin", []string{"system:masters"}, false},
-		{&id.storeClient, "apiserver-store-client", "kplane-apiserver", nil, false},
-		{&id.kubeletClient, "apiserver-kubelet-client", KubeletClientUser, nil, false},
-		{&id.nodeAgentServing, "nodeagent-serving", "kplane-nodeagent", nil, true},
+		{&id.gatewayServing, p.ca, "gateway-serving", "kplane-gateway", nil, true},
+		{&id.gatewayClient, p.ca, "gateway", "kplane-gateway", []string{"system:kplane-gateways"}, false},
+		{&id.scheduler, p.ca, "scheduler", "system:kube-scheduler", nil, false},
+		{&id.controllers, p.ca, "controllers", "system:kube-controller-manager", nil, false},
+		{&id.admin, p.ca, "admin", "admin", []string{"system:masters"}, false},
+		{&id.storeClient, p.storeCA, "apiserver-store-client", "kplane-apiserver", nil, false},
+		{&id.kubeletClient, p.ca, "apiserver-kubelet-client", KubeletClientUser, nil, false},
+		{&id.nodeAgentServing, p.ca, "nodeagent-serving", "kplane-nodeagent", nil, true},
 	} {
-		if *x.dst, err = p.issue(p.dir, x.name, x.cn, x.orgs, x.server); err != nil {
+		if *x.dst, err = p.issue(x.ca, p.dir, x.name, x.cn, x.orgs, x.server); err != nil {
 			return nil, err
 		}
 	}
 	for i := 1; i <= nodes; i++ {
 		name := "node-" + strconv.Itoa(i)
-		c, err := p.issue(p.nodeDir, name, "system:node:"+name, []string{"system:nodes"}, false)
+		c, err := p.issue(p.ca, p.nodeDir, name, "system:node:"+name, []string{"system:nodes"}, false)
 		if err != nil {
 			return nil, err
 		}
 		id.nodeCerts = append(id.nodeCerts, c)
 	}
-	if id.adminTLS, err = id.admin.tlsConfig(p); err != nil {
+	if id.adminTLS, err = id.admin.tlsConfig(p.ca); err != nil {
 		return nil, err
 	}
 	return id, nil
@@ -238,34 +274,37 @@ current-context: kplane
 }
 
 // tlsConfig returns a client TLS configuration with this certificate that
-// trusts p's CA.
-func (c *cert) tlsConfig(p *pki) (*tls.Config, error) {
+// trusts ca.
+func (c *cert) tlsConfig(ca *authority) (*tls.Config, error) {
 	pair, err := tls.X509KeyPair(c.certPEM, c.keyPEM)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
+	pool.AddCert(ca.cert)
 	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// memberTLSArgs issues a store member's client-port and peer-port
-// certificates (each for server and client auth: a member dials the
-// leader's client port and its peers with them) and returns the
-// `kplane store` flags that require mutual TLS on both ports.
-func memberTLSArgs(p *pki, name string) ([]string, error) {
-	serving, err := p.issue(p.dir, name, name, nil, true)
+// memberTLSArgs has the store CA issue a store member's client-port and
+// peer-port certificates (each for server and client auth: a member dials
+// the leader's client port and its peers with them; both have the member's
+// name as CN) and returns the `kplane store` flags that require mutual TLS
+// with store-CA certificates on both ports, and on the peer port one of
+// members' names: a store client certificate cannot speak Raft.
+func memberTLSArgs(p *pki, name string, members []string) ([]string, error) {
+	serving, err := p.issue(p.storeCA, p.dir, name, name, nil, true)
 	if err != nil {
 		return nil, err
 	}
-	peer, err := p.issue(p.dir, name+"-peer", name, nil, true)
+	peer, err := p.issue(p.storeCA, p.dir, name+"-peer", name, nil, true)
 	if err != nil {
 		return nil, err
 	}
 	return []string{
 		"--cert-file", serving.certFile, "--key-file", serving.keyFile,
-		"--trusted-ca-file", p.caFile, "--client-cert-auth",
+		"--trusted-ca-file", p.storeCA.file, "--client-cert-auth",
 		"--peer-cert-file", peer.certFile, "--peer-key-file", peer.keyFile,
-		"--peer-trusted-ca-file", p.caFile, "--peer-client-cert-auth",
+		"--peer-trusted-ca-file", p.storeCA.file, "--peer-client-cert-auth",
+		"--peer-cert-allowed-cn", strings.Join(members, ","),
 	}, nil
 }

@@ -69,7 +69,8 @@ type Cluster struct {
 	cfg     Config
 	Members []*Member
 	// CAFile, ClientCertFile and ClientKeyFile are, with Config.TLS, the
-	// CA and a client certificate for the store (etcdctl's --cacert,
+	// store CA (pki/store-ca.crt) and a client certificate it signed for
+	// the store (etcdctl's --cacert,
 	// --cert and --key); empty otherwise.
 	CAFile, ClientCertFile, ClientKeyFile string
 	clientTLS                             *tls.Config
@@ -130,16 +131,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				return nil, err
 			}
 		}
-		cl, err := cfg.pki.issue(cfg.pki.dir, "store-client", "store-client", nil, false)
+		cl, err := cfg.pki.issue(cfg.pki.storeCA, cfg.pki.dir, "store-client", "store-client", nil, false)
 		if err != nil {
 			return nil, err
 		}
-		c.CAFile, c.ClientCertFile, c.ClientKeyFile = cfg.pki.caFile, cl.certFile, cl.keyFile
-		if c.clientTLS, err = cl.tlsConfig(cfg.pki); err != nil {
+		c.CAFile, c.ClientCertFile, c.ClientKeyFile = cfg.pki.storeCA.file, cl.certFile, cl.keyFile
+		if c.clientTLS, err = cl.tlsConfig(cfg.pki.storeCA); err != nil {
 			return nil, err
 		}
 	}
-	var initial []string
+	var initial, names []string
 	for i := 0; i < cfg.Members; i++ {
 		name := "store" + strconv.Itoa(i)
 		var cport, pport int
@@ -165,6 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		m.LogPath = filepath.Join(m.DataDir, "store.log")
 		c.Members = append(c.Members, m)
 		initial = append(initial, name+"="+m.PeerURL)
+		names = append(names, name)
 	}
 	for _, m := range c.Members {
 		m.args = append([]string{"store",
@@ -178,7 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			"--initial-cluster-state", "new",
 		}, cfg.ExtraArgs...)
 		if cfg.TLS {
-			args, err := memberTLSArgs(cfg.pki, m.Name)
+			args, err := memberTLSArgs(cfg.pki, m.Name, names)
 			if err != nil {
 				return nil, err
 			}

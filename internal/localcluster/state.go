@@ -30,8 +30,11 @@ type State struct {
 	PID     int    `json:"pid"`
 	Binary  string `json:"binary"`
 	DataDir string `json:"dataDir"`
-	// The CA, the store client's and the admin's certificates.
+	// The cluster CA (it verifies the API services' certificates), the
+	// store CA (the members'), the store client's and the admin's
+	// certificates.
 	CAFile        string `json:"caFile"`
+	StoreCAFile   string `json:"storeCAFile"`
 	StoreCertFile string `json:"storeCertFile"`
 	StoreKeyFile  string `json:"storeKeyFile"`
 	AdminCertFile string `json:"adminCertFile"`
@@ -62,7 +65,8 @@ func (cp *ControlPlane) writeState() error {
 	defer cp.stateMu.Unlock()
 	st := State{
 		PID: os.Getpid(), Binary: cp.cfg.Binary, DataDir: cp.cfg.DataDir,
-		CAFile:        cp.Store.CAFile,
+		CAFile:        cp.caFile,
+		StoreCAFile:   cp.Store.CAFile,
 		StoreCertFile: cp.Store.ClientCertFile, StoreKeyFile: cp.Store.ClientKeyFile,
 		AdminCertFile: cp.admin.certFile, AdminKeyFile: cp.admin.keyFile,
 		Kubeconfig: cp.Kubeconfig,

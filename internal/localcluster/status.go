@@ -88,7 +88,13 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 	out := &Status{DataDir: st.DataDir, PID: st.PID}
 	fail := func(what string, err error) { out.Errors = append(out.Errors, what+": "+err.Error()) }
 
-	storeTLS, err := loadClientTLS(st.CAFile, st.StoreCertFile, st.StoreKeyFile)
+	storeCA := st.StoreCAFile
+	if storeCA == "" {
+		// An older kplane up, whose one CA signed the store's certificates
+		// too.
+		storeCA = st.CAFile
+	}
+	storeTLS, err := loadClientTLS(storeCA, st.StoreCertFile, st.StoreKeyFile)
 	if err != nil {
 		return nil, err
 	}

@@ -221,6 +221,24 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
+	// Only the members and the API services reach the store: the store CA
+	// signs their certificates and is the one the store trusts, and the
+	// members' healthchecks verify them with it.
+	var stores, apis [][]string
+	var names []string
+	for _, s := range byComponent["store"] {
+		stores = append(stores, s.Command)
+		name, _ := FlagValue(s.Command, "name")
+		names = append(names, name)
+		if ca, _ := FlagValue(s.HealthCheck.Test, "ca-file"); ca != StoreCAFile {
+			t.Errorf("store %s: healthcheck --ca-file %q, want %s", s.Name, ca, StoreCAFile)
+		}
+	}
+	for _, s := range byComponent["apiserver"] {
+		apis = append(apis, s.Command)
+	}
+	checkStoreTrust(t, filepath.Join(tmp, "pki"), stores, names, apis, "")
+
 	// The gateway's HTTPS port is published; Jaeger runs with its UI
 	// published.
 	for _, s := range byComponent["gateway"] {

@@ -321,6 +321,30 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 
+	// Only the members and the API services reach the store (the store
+	// CA's certificates, members' names on the peer port); the probes
+	// verify the member with the store CA.
+	var apis [][]string
+	for _, d := range r.deployments {
+		if c := d.Spec.Template.Spec.Containers[0]; len(c.Args) > 0 && c.Args[0] == "apiserver" {
+			apis = append(apis, c.Args)
+		}
+	}
+	if len(apis) == 0 {
+		t.Error("no API service Deployment")
+	}
+	storeC := ss.Spec.Template.Spec.Containers[0]
+	checkStoreTrust(t, filepath.Join(tmp, "pki"), [][]string{storeC.Args}, members, apis, members[0])
+	for _, p := range []*corev1.Probe{storeC.ReadinessProbe, storeC.LivenessProbe} {
+		if p == nil || p.Exec == nil {
+			t.Errorf("store: a probe that does not run kplane healthcheck: %+v", p)
+			continue
+		}
+		if ca, _ := FlagValue(p.Exec.Command, "ca-file"); ca != StoreCAFile {
+			t.Errorf("store probe --ca-file %q, want %s", ca, StoreCAFile)
+		}
+	}
+
 	// Same components as kplane up.
 	for comp := range up.Processes {
 		if components[comp] == 0 {

@@ -11,9 +11,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -228,4 +232,74 @@ func PKIFiles(args []string) []string {
 		}
 	}
 	return out
+}
+
+// StoreCAFile is the store's own CA in PKIDir: it signs the store members'
+// certificates and the API services' store client certificate, nothing
+// else, and is the only CA the store trusts.
+const StoreCAFile = PKIDir + "/store-ca.crt"
+
+// StoreTrust returns what is wrong with who may reach the store in a
+// deployment, given each store member's command line (with their names,
+// as the peer certificates' common names, in members) and each API
+// service's: both store ports must require client certificates from the
+// store CA, the peer port only members' names, and the API services must
+// verify the members with the store CA while their own clients stay on
+// another CA.
+func StoreTrust(stores [][]string, members []string, apiservers [][]string) []string {
+	var problems []string
+	want := slices.Sorted(slices.Values(members))
+	for _, args := range stores {
+		name, _ := FlagValue(args, "name")
+		for _, f := range []string{"trusted-ca-file", "peer-trusted-ca-file"} {
+			if v, _ := FlagValue(args, f); v != StoreCAFile {
+				problems = append(problems, fmt.Sprintf("store %s: --%s %q, want %s", name, f, v, StoreCAFile))
+			}
+		}
+		for _, f := range []string{"client-cert-auth", "peer-client-cert-auth"} {
+			if !slices.Contains(args, "--"+f) {
+				problems = append(problems, fmt.Sprintf("store %s: no --%s", name, f))
+			}
+		}
+		cns, _ := FlagValue(args, "peer-cert-allowed-cn")
+		if got := slices.Sorted(slices.Values(strings.Split(cns, ","))); !slices.Equal(got, want) {
+			problems = append(problems, fmt.Sprintf("store %s: --peer-cert-allowed-cn %q, want the members %s", name, cns, strings.Join(want, ",")))
+		}
+	}
+	for i, args := range apiservers {
+		if v, _ := FlagValue(args, "store-cafile"); v != StoreCAFile {
+			problems = append(problems, fmt.Sprintf("apiserver %d: --store-cafile %q, want %s", i+1, v, StoreCAFile))
+		}
+		if v, _ := FlagValue(args, "client-ca-file"); v == StoreCAFile {
+			problems = append(problems, fmt.Sprintf("apiserver %d: --client-ca-file is the store CA, which signs no component's certificate", i+1))
+		}
+	}
+	return problems
+}
+
+// SignedBy reports whether the PEM certificate in certFile chains to the
+// CA certificate in caFile.
+func SignedBy(certFile, caFile string) (bool, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return false, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return false, fmt.Errorf("%s: no certificate", caFile)
+	}
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return false, err
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return false, fmt.Errorf("%s: no PEM block", certFile)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", certFile, err)
+	}
+	_, err = c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil, nil
 }

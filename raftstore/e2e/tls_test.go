@@ -33,8 +33,9 @@ import (
 // up` runs it) and checks that a client with the CA and a client
 // certificate works through every member (followers forward to the
 // leader over TLS), that the real etcdctl works with --cacert/--cert/--key,
-// and that both ports refuse plaintext, clients without a certificate and
-// clients whose certificate another CA signed.
+// that both ports refuse plaintext, clients without a certificate and
+// clients whose certificate another CA signed, and that the peer port
+// refuses the store client's certificate (not a member's CN).
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	c, err := localcluster.Start(context.Background(), localcluster.Config{
@@ -131,6 +132,11 @@ func TestTLS(t *testing.T) {
 		if err := requestVote(peerAddr, tc.tls); err == nil {
 			t.Errorf("peer port, %s: got a Raft answer, want a refusal", tc.name)
 		}
+	}
+	// A store client certificate (the store CA signed it, but its CN names
+	// no member) reaches the client port, not Raft (--peer-cert-allowed-cn).
+	if err := requestVote(peerAddr, good); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+		t.Errorf("peer port with the store client certificate: %v, want the member's bad certificate alert", err)
 	}
 	// The positive control for the peer port: a member's own peer
 	// certificate gets a Raft answer.

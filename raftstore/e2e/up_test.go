@@ -106,7 +106,7 @@ func TestUp(t *testing.T) {
 		t.Errorf("got kubeconfig %s, want %s", kubeconfig, want)
 	}
 
-	storeTLS, err := tlsFiles(filepath.Join(dir, "pki", "ca.crt"), filepath.Join(dir, "pki", "store-client.crt"), filepath.Join(dir, "pki", "store-client.key"))
+	storeTLS, err := tlsFiles(filepath.Join(dir, "pki", "store-ca.crt"), filepath.Join(dir, "pki", "store-client.crt"), filepath.Join(dir, "pki", "store-client.key"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -37,30 +36,14 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 
 	"github.com/kplane/kplane/internal/localcluster"
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 // kplaneBin is the kplane binary TestMain builds for `kplane up`.
 var kplaneBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kplane-securityprobe-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	kplaneBin = filepath.Join(dir, "kplane")
-	build := exec.Command("go", "build", "-o", kplaneBin, "github.com/kplane/kplane/cmd/kplane")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kplane:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testutil.RunWithKplane(m, &kplaneBin))
 }
 
 // cluster is the `kplane up` under attack and the credentials found in its

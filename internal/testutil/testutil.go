@@ -1,11 +1,14 @@
 // Package testutil holds the few helpers that tests across kplane share:
 // finding external tools (which may be skipped on a person's machine but must
-// be present under CI) and picking free loopback ports.
+// be present under CI), picking free loopback ports and building the kplane
+// binary for tests that start its processes.
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -66,4 +69,24 @@ func FreePorts(t testing.TB, n int) []int {
 		t.Fatal(err)
 	}
 	return ports
+}
+
+// RunWithKplane builds cmd/kplane into a temporary directory, sets *bin to
+// its path, runs the package's tests and removes the binary: a TestMain for
+// packages whose tests start kplane processes. It returns the exit code.
+func RunWithKplane(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "kplane-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*bin = filepath.Join(dir, "kplane")
+	build := exec.Command("go", "build", "-o", *bin, "github.com/kplane/kplane/cmd/kplane")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build kplane:", err)
+		return 1
+	}
+	return m.Run()
 }

@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,30 +11,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kplane/kplane/internal/localcluster"
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 // kplaneBin is the kplane binary built once for the package by TestMain.
 var kplaneBin string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "kplane-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	kplaneBin = filepath.Join(dir, "kplane")
-	build := exec.Command("go", "build", "-o", kplaneBin, "github.com/kplane/kplane/cmd/kplane")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build kplane:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testutil.RunWithKplane(m, &kplaneBin))
 }
 
 // startCluster starts a 3-member store as kplane store processes, stops it

@@ -9,6 +9,7 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 )
 
 // setDefaults fills the fields Kubernetes defaults when a client leaves them
@@ -113,6 +114,10 @@ func setDefaults(obj proto.Message) {
 		if o.Status.Phase == "" {
 			o.Status.Phase = "Active"
 		}
+	case *rbacv1.RoleBinding:
+		defaultBinding(o.GetRoleRef(), o.GetSubjects())
+	case *rbacv1.ClusterRoleBinding:
+		defaultBinding(o.GetRoleRef(), o.GetSubjects())
 	case *admissionregistrationv1.MutatingWebhookConfiguration:
 		for _, w := range o.Webhooks {
 			defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.TimeoutSeconds, &w.NamespaceSelector, &w.ObjectSelector, w.Rules)
@@ -123,6 +128,20 @@ func setDefaults(obj proto.Message) {
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for _, w := range o.Webhooks {
 			defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.TimeoutSeconds, &w.NamespaceSelector, &w.ObjectSelector, w.Rules)
+		}
+	}
+}
+
+// defaultBinding fills a RoleBinding's or ClusterRoleBinding's apiGroups as
+// Kubernetes' RBAC defaults do: the roleRef's and every User's and Group's
+// are the RBAC group (a ServiceAccount's stays the core group).
+func defaultBinding(ref *rbacv1.RoleRef, subjects []*rbacv1.Subject) {
+	if ref != nil && ref.ApiGroup == "" {
+		ref.ApiGroup = rbacGroup
+	}
+	for _, s := range subjects {
+		if s.ApiGroup == "" && (s.Kind == "User" || s.Kind == "Group") {
+			s.ApiGroup = rbacGroup
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -51,6 +52,24 @@ func TestDefaults(t *testing.T) {
 				t.Errorf("enableServiceLinks/priority not defaulted: %v", s)
 			}
 		}},
+		{name: "binding apiGroups", in: &rbacv1.RoleBinding{RoleRef: &rbacv1.RoleRef{Kind: "Role", Name: "r"}, Subjects: []*rbacv1.Subject{
+			{Kind: "User", Name: "u"}, {Kind: "Group", Name: "g"}, {Kind: "ServiceAccount", Name: "sa", Namespace: "ns"}, {Kind: "User", ApiGroup: "example.com", Name: "kept"}}},
+			check: func(t *testing.T, obj proto.Message) {
+				b := obj.(*rbacv1.RoleBinding)
+				got := []string{b.GetRoleRef().GetApiGroup()}
+				for _, s := range b.GetSubjects() {
+					got = append(got, s.GetApiGroup())
+				}
+				if want := []string{"rbac.authorization.k8s.io", "rbac.authorization.k8s.io", "rbac.authorization.k8s.io", "", "example.com"}; !slices.Equal(got, want) {
+					t.Errorf("apiGroups: got %q, want %q", got, want)
+				}
+			}},
+		{name: "cluster binding roleRef apiGroup", in: &rbacv1.ClusterRoleBinding{RoleRef: &rbacv1.RoleRef{Kind: "ClusterRole", Name: "r"}},
+			check: func(t *testing.T, obj proto.Message) {
+				if g := obj.(*rbacv1.ClusterRoleBinding).GetRoleRef().GetApiGroup(); g != "rbac.authorization.k8s.io" {
+					t.Errorf("roleRef.apiGroup: got %q", g)
+				}
+			}},
 		{name: "user values are kept", in: &corev1.Pod{Spec: &corev1.PodSpec{RestartPolicy: "Never", TerminationGracePeriodSeconds: proto.Int64(0), Containers: []*corev1.Container{{Image: "x", ImagePullPolicy: "Never"}}}},
 			check: func(t *testing.T, obj proto.Message) {
 				s := obj.(*corev1.Pod).GetSpec()

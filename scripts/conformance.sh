@@ -10,6 +10,8 @@
 #   --skip REGEX      Ginkgo --skip on top of the focus
 #   --procs N         tests run at a time (default 2); [Serial] ones run afterwards, alone
 #   --timeout D       per-test timeout (default 5m)
+#   --max-time D      per run, start no test after D (e.g. 40m); the rest show
+#                     as "not run" (default: no limit)
 #   --out FILE        the page to write (default CONFORMANCE.md; --ci writes none)
 #   RUNS="as-is assisted" the runs, one column each: as-is is kplane up as it
 #                     starts; assisted first creates default/kubernetes (the
@@ -39,6 +41,7 @@ SKIP=""
 PROCS=${PROCS:-2}
 TEST_TIMEOUT=${TEST_TIMEOUT:-5m}
 RUNS=${RUNS:-"as-is assisted"}
+MAX_TIME=""
 NODES=${NODES:-3}
 OUT=CONFORMANCE.md
 LISTED_APART=conformance/listed-apart.txt
@@ -54,6 +57,7 @@ while (($#)); do
 	--procs) PROCS=$2; shift ;;
 	--timeout) TEST_TIMEOUT=$2; shift ;;
 	--out) OUT=$2; shift ;;
+	--max-time) MAX_TIME=$2; shift ;;
 	*) echo "unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
 	esac
 	shift
@@ -123,7 +127,7 @@ run_test() {
 	local base=$1/$2 focus=$3 name=$4 rc=0
 	shift 4
 	printf '%s\n' "$name" >"$base.name"
-	timeout -k 60s "$TEST_TIMEOUT" "$GINKGO" --no-color --focus "$focus" --junit-report "$base.xml" \
+	timeout -k 60s "$TEST_TIMEOUT" "$GINKGO" --no-color --silence-skips --focus "$focus" --junit-report "$base.xml" \
 		"$E2E" -- --provider skeleton --kubeconfig "$KUBECONFIG_UP" --e2e-output-dir "$work/e2e-output" \
 		--kubectl-path "$(command -v kubectl || echo kubectl)" "$@" >"$base.log" 2>&1 || rc=$?
 	echo "$rc" >"$base.exit"
@@ -135,12 +139,14 @@ run_test() {
 # run_all DIR [E2E FLAGS...]: every test of tests.tsv, PROCS at a time,
 # then the [Serial] ones one by one.
 run_all() {
-	local dir=$1 n=0 is_serial focus name j s
+	local dir=$1 n=0 is_serial focus name j s stop_at
 	shift
 	local jobs=() serial=() alive
+	stop_at=$((SECONDS + $(seconds "${MAX_TIME:-100000d}")))
 	mkdir -p "$dir"
 	while IFS=$'\t' read -r is_serial focus name; do
 		n=$((n + 1))
+		((SECONDS < stop_at)) || break
 		if ((is_serial)); then
 			serial+=("$n"$'\t'"$focus"$'\t'"$name")
 			continue
@@ -156,6 +162,7 @@ run_all() {
 	done <"$work/tests.tsv"
 	for j in "${jobs[@]}"; do wait "$j" || true; done
 	for s in "${serial[@]}"; do
+		((SECONDS < stop_at)) || break
 		IFS=$'\t' read -r n focus name <<<"$s"
 		run_test "$dir" "$(printf %04d "$n")" "$focus" "$name" "$@"
 	done
@@ -180,6 +187,17 @@ spec:
   ports:
   - {name: https, port: 443, protocol: TCP, targetPort: 443}
 EOY
+}
+
+# seconds D prints a duration such as 90s, 40m or 2h in seconds.
+seconds() {
+	case $1 in
+	*d) echo $((${1%d} * 86400)) ;;
+	*h) echo $((${1%h} * 3600)) ;;
+	*m) echo $((${1%m} * 60)) ;;
+	*s) echo "${1%s}" ;;
+	*) echo "$1" ;;
+	esac
 }
 
 # duration SECONDS prints 1h02m03s.

@@ -186,7 +186,7 @@ func writeIntro(b *strings.Builder, info pageInfo) {
 		fmt.Fprintf(b, ", skip `%s`", info.Skip)
 	}
 	fmt.Fprintf(b, ". Each test is its own Ginkgo run of e2e.test, %d at a time, stopped after %s; `[Serial]` tests run afterwards, one at a time. ", info.Procs, info.Timeout)
-	fmt.Fprintf(b, "Tests in `conformance/listed-apart.txt` are not run and are listed at the end with the reason.\n\n")
+	fmt.Fprintf(b, "Tests in `conformance/listed-apart.txt` are not run and are listed at the end with the reason; a test is \"not run\" in a run that reached its time budget (`--max-time`) before starting it.\n\n")
 	fmt.Fprintf(b, "Runs: **kplane up** is the cluster as it starts. e2e.test's suite setup reads the ClusterIP of `default/kubernetes`, the Service kube-apiserver keeps for itself, before any test; kplane does not create it, so there every test fails in `[SynchronizedBeforeSuite]`. ")
 	fmt.Fprintf(b, "**kplane up, setup assisted** is the same cluster after the script created that Service (port 443, no selector), with e2e.test told not to wait for the `default` ServiceAccount of each test namespace (`--e2e-verify-service-account=false`; Kubernetes' controller manager creates it, kplane does not, and the framework otherwise gives up after 2 minutes in every test's BeforeEach). It shows what lies behind those two first failures; `conformance/expected-passes.txt` (the CI tier, `scripts/conformance.sh --ci`) comes from this run.\n\n")
 	fmt.Fprintf(b, "Not done yet (issue 21): the same tests against kube-apiserver, etcd, kube-controller-manager and kube-scheduler %s with KWOK simulating the same nodes, as a column beside these; and Kubernetes' own components run against kplane's gateway.\n\n", info.Version)

@@ -104,6 +104,9 @@ func TestReadRun(t *testing.T) {
 			want: outcome{Name: testA, Status: "timeout", Detail: "stopped by the per-test timeout: interrupted by timeout"}},
 		{name: "killed after the timeout, no report", exit: "137",
 			want: outcome{Name: testA, Status: "timeout", Detail: "stopped by the per-test timeout"}},
+		{name: "crashed", exit: "1",
+			log:  "I1126 18:29:16.643566 3554 e2e.go:109] Starting e2e run\nWill run 1 of 6741 specs\n\t\x1b[38;5;243mk8s.io/kubernetes@v1.33.13/test/e2e/apimachinery/chunking.go:68\n  When you call Fail()\npanic({0x4dd0760?})\n\truntime/panic.go:860\nTest Suite Failed\n",
+			want: outcome{Name: testA, Status: "crashed", Detail: "no JUnit report for the test (exit status 1); e2e.test panicked at k8s.io/kubernetes@v1.33.13/test/e2e/apimachinery/chunking.go:68"}},
 		{name: "no report", exit: "2", log: "building\nflag provided but not defined: -x\n",
 			want: outcome{Name: testA, Status: "error", Detail: "no JUnit report for the test (exit status 2); last log line: flag provided but not defined: -x"}},
 	}
@@ -140,7 +143,7 @@ func TestScoreboard(t *testing.T) {
 	apart := listedApart{testD: "pulls an image from the internet"}
 	rows, cs := scoreboard(selected, runs, apart)
 	wantRows := []row{
-		{Name: testA, Results: []string{"failed", "passed"}, Detail: `wait for service account "default" in namespace "a-12": timed out`},
+		{Name: testA, Results: []string{"failed", "passed"}},
 		{Name: testB, Results: []string{"failed", "timeout"}, Detail: "stopped by the per-test timeout"},
 		{Name: testC, Results: []string{"skipped", "not run"}, Detail: "skipped - provider"},
 		{Name: testD, Results: []string{"listed apart", "listed apart"}, Detail: "pulls an image from the internet"},

@@ -33,7 +33,8 @@ type run struct {
 }
 
 // row is one test on the scoreboard: its result in each run and the first
-// failure line of the last run that did not pass it.
+// failure line of the last run that has a result for it (none if that run
+// passed it).
 type row struct {
 	Name    string
 	Results []string
@@ -80,8 +81,9 @@ func scoreboard(selected []string, runs []run, apart listedApart) ([]row, []coun
 	return rows, cs
 }
 
-// classify returns the result of test name in run rn, counts it, and keeps
-// the failure line in detail (a later run's line replaces an earlier one).
+// classify returns the result of test name in run rn, counts it, and sets
+// detail to its failure line (empty for a pass), so that the last run with
+// a result for the test decides the row's line.
 func classify(name string, rn run, apart listedApart, c *counts, failures map[string]int, detail *string) string {
 	if reason, ok := apart[name]; ok {
 		c.ListedApart++
@@ -96,6 +98,7 @@ func classify(name string, rn run, apart listedApart, c *counts, failures map[st
 	switch o.Status {
 	case "passed":
 		c.Passed++
+		*detail = ""
 	case "skipped", "pending":
 		c.Skipped++
 		*detail = o.Detail

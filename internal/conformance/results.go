@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -26,7 +27,7 @@ const (
 // stopped it)
 // and N.log (its output). A run stopped by the timeout is "timeout" whatever
 // its report says; a run with no report for its test is "error", with the
-// last line of its log.
+// last line of its log, or "crashed" with where e2e.test panicked.
 func readResults(dir string) (map[string]outcome, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*.name"))
 	if err != nil {
@@ -70,7 +71,10 @@ func readRun(base string) (outcome, error) {
 		}
 	default:
 		o.Detail = fmt.Sprintf("no JUnit report for the test (exit status %s)", exitText(exit, hasExit))
-		if l := lastLogLine(base + ".log"); l != "" {
+		if at, ok := panicLocation(base + ".log"); ok {
+			o.Status = "crashed"
+			o.Detail += "; e2e.test panicked at " + at
+		} else if l := lastLogLine(base + ".log"); l != "" {
 			o.Detail += "; last log line: " + l
 		}
 	}
@@ -120,6 +124,31 @@ func exitText(code int, ok bool) string {
 		return "unknown"
 	}
 	return strconv.Itoa(code)
+}
+
+// ansiEscape matches the terminal colour codes Ginkgo may leave in a log.
+var ansiEscape = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// goLocation matches a source location such as
+// "k8s.io/kubernetes@v1.33.13/test/e2e/apimachinery/chunking.go:68".
+var goLocation = regexp.MustCompile(`[\w.@/-]+\.go:[0-9]+`)
+
+// panicLocation reports where e2e.test panicked when a run's log shows a
+// panic that took the process down (as when a test fails in a goroutine
+// without Ginkgo's recovery, and no report gets written): the first source
+// location the log names once the specs start ("Will run ..."; the lines
+// before are the suite's own logging).
+func panicLocation(path string) (string, bool) {
+	data, err := os.ReadFile(path)
+	log := ansiEscape.ReplaceAllString(string(data), "")
+	if err != nil || !strings.Contains(log, "\npanic(") {
+		return "", false
+	}
+	if _, after, ok := strings.Cut(log, "Will run "); ok {
+		log = after
+	}
+	at := goLocation.FindString(log)
+	return at, at != ""
 }
 
 // lastLogLine is the last non-blank line of a log, or "" if there is none.

@@ -88,6 +88,18 @@ k8s_wait_for_other_build() {
 	done
 }
 
+# k8s_built VERSION NAME... reports whether every binary NAME of Kubernetes
+# VERSION is already in the cache (no build, no network).
+k8s_built() {
+	local version=$1 b dir
+	shift
+	for dir in "$(k8s_cache_dir)/kubernetes-$version" "$(k8s_cache_dir)/kubernetes-$version-2"; do
+		for b in "$@"; do [[ -x $dir/bin/$b ]] || continue 2; done
+		return 0
+	done
+	return 1
+}
+
 # k8s_build VERSION NAME... builds each missing binary NAME (kube-apiserver,
 # kube-scheduler, kube-controller-manager, e2e.test, ginkgo) of Kubernetes
 # VERSION into the wrapper module's bin/ and prints that bin directory last.

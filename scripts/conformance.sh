@@ -20,7 +20,10 @@
 #                     starts; assisted first creates default/kubernetes (the
 #                     Service e2e.test's setup reads) and tells e2e.test not
 #                     to wait for each namespace's "default" ServiceAccount,
-#                     two things kplane does not do yet (--ci: assisted only)
+#                     two things kplane does not do yet (--ci: assisted only);
+#                     k8s runs the same tests against etcd, kube-apiserver,
+#                     kube-controller-manager and kube-scheduler K8S_VERSION
+#                     with KWOK's NODES nodes (RUNS="as-is assisted k8s")
 #   KPLANE=/path/to/kplane    a kplane binary built elsewhere; KEEP=1 keeps the work dir
 #
 # e2e.test (k8s.io/kubernetes/test/e2e compiled with go test -c) and ginkgo
@@ -45,6 +48,7 @@ SKIP=""
 PROCS=${PROCS:-2}
 TEST_TIMEOUT=${TEST_TIMEOUT:-5m}
 RUNS=${RUNS:-"as-is assisted"}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 MAX_TIME=""
 NODES=${NODES:-3}
 OUT=CONFORMANCE.md
@@ -77,6 +81,19 @@ if ((if_built)) && [[ -z "${CI:-}" ]] && ! k8s_built "$K8S_VERSION" e2e.test gin
 	exit 0
 fi
 K8S_BIN=$(k8s_build "$K8S_VERSION" e2e.test ginkgo)
+K8S_SERVERS=""
+KWOK=""
+case " $RUNS " in *" k8s "*)
+	ETCD=${ETCD:-$(command -v etcd || true)}
+	[[ -x "$ETCD" ]] || { echo "etcd not found: apt-get install -y etcd-server" >&2; exit 1; }
+	K8S_SERVERS=$(k8s_build "$K8S_VERSION" kube-apiserver kube-controller-manager kube-scheduler)
+	KWOK=$(k8s_cache_dir)/kwok-$KWOK_VERSION/bin/kwok
+	if [[ ! -x $KWOK ]]; then
+		mkdir -p "${KWOK%/kwok}"
+		GOBIN=${KWOK%/kwok} go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+	fi
+	;;
+esac
 ((build_only)) && exit 0
 E2E=$K8S_BIN/e2e.test
 GINKGO=$K8S_BIN/ginkgo
@@ -84,7 +101,10 @@ GINKGO=$K8S_BIN/ginkgo
 work=$(mktemp -d "${TMPDIR:-/tmp}/kplane-conformance.XXXXXX")
 data=$work/data
 up_pid=""
+k8s_pids=()
 cleanup() {
+	local p
+	for p in "${k8s_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	if [[ -f $data/up.json ]]; then
 		"$work/kplane" down --data-dir "$data" --grace-period 10s >/dev/null 2>&1 || true
 	fi
@@ -139,7 +159,7 @@ run_test() {
 	shift 4
 	printf '%s\n' "$name" >"$base.name"
 	timeout -k 60s "$TEST_TIMEOUT" "$GINKGO" --no-color --silence-skips --focus "$focus" --junit-report "$base.xml" \
-		"$E2E" -- --provider skeleton --kubeconfig "$KUBECONFIG_UP" --e2e-output-dir "$work/e2e-output" \
+		"$E2E" -- --provider skeleton --kubeconfig "$KUBECONFIG_RUN" --e2e-output-dir "$work/e2e-output" \
 		--kubectl-path "$(command -v kubectl || echo kubectl)" "$@" >"$base.log" 2>&1 || rc=$?
 	echo "$rc" >"$base.exit"
 	local result=passed
@@ -177,6 +197,106 @@ run_all() {
 		IFS=$'\t' read -r n focus name <<<"$s"
 		run_test "$dir" "$(printf %04d "$n")" "$focus" "$name" "$@"
 	done
+}
+
+# start_kubernetes DIR: etcd, kube-apiserver, kube-controller-manager and
+# kube-scheduler K8S_VERSION on loopback, with KWOK simulating NODES nodes
+# (Ready, untainted, running their pods), as scripts/bench-density.sh starts
+# them; writes DIR/kubeconfig (a token in system:masters) and adds every
+# process to k8s_pids.
+start_kubernetes() {
+	local d=$1 ec ep ap
+	mkdir -p "$d"
+	ec=$(free_port); ep=$(free_port); ap=$(free_port)
+	"$ETCD" --name k --data-dir "$d/etcd" --listen-client-urls "http://127.0.0.1:$ec" --advertise-client-urls "http://127.0.0.1:$ec" \
+		--listen-peer-urls "http://127.0.0.1:$ep" --initial-advertise-peer-urls "http://127.0.0.1:$ep" \
+		--initial-cluster "k=http://127.0.0.1:$ep" --log-level error >"$d/etcd.log" 2>&1 &
+	k8s_pids+=($!)
+	openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+	echo "admintoken,admin,admin,system:masters" >"$d/tokens.csv"
+	cat >"$d/kubeconfig" <<EOK
+apiVersion: v1
+kind: Config
+clusters:
+- name: k
+  cluster: {server: "https://127.0.0.1:$ap", insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: admintoken}
+contexts:
+- name: k
+  context: {cluster: k, user: admin}
+current-context: k
+EOK
+	"$K8S_SERVERS/kube-apiserver" --etcd-servers "http://127.0.0.1:$ec" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+		--secure-port "$ap" --cert-dir "$d/certs" --token-auth-file "$d/tokens.csv" --authorization-mode Node,RBAC \
+		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$d/sa.pub" \
+		--service-account-signing-key-file "$d/sa.key" --service-cluster-ip-range 10.96.0.0/16 >"$d/kube-apiserver.log" 2>&1 &
+	k8s_pids+=($!)
+	local until=$((SECONDS + 300))
+	until kubectl --kubeconfig "$d/kubeconfig" get --raw /readyz >/dev/null 2>&1; do
+		((SECONDS < until)) || { echo "kube-apiserver did not get ready:" >&2; tail -n 20 "$d/kube-apiserver.log" >&2; return 1; }
+		sleep 1
+	done
+	"$K8S_SERVERS/kube-controller-manager" --kubeconfig "$d/kubeconfig" --leader-elect=false --bind-address 127.0.0.1 \
+		--secure-port "$(free_port)" --service-account-private-key-file "$d/sa.key" --root-ca-file "$d/certs/apiserver.crt" \
+		--use-service-account-credentials >"$d/kube-controller-manager.log" 2>&1 &
+	k8s_pids+=($!)
+	"$K8S_SERVERS/kube-scheduler" --kubeconfig "$d/kubeconfig" --leader-elect=false --bind-address 127.0.0.1 \
+		--secure-port "$(free_port)" >"$d/kube-scheduler.log" 2>&1 &
+	k8s_pids+=($!)
+	kwok_stages >"$d/kwok-stages.yaml"
+	"$KWOK" --kubeconfig "$d/kubeconfig" --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+		--node-lease-duration-seconds 40 --server-address "127.0.0.1:$(free_port)" --node-ip 127.0.0.1 \
+		--config "$d/kwok-stages.yaml" >"$d/kwok.log" 2>&1 &
+	k8s_pids+=($!)
+	local i
+	for ((i = 1; i <= NODES; i++)); do
+		cat <<EON
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+---
+EON
+	done | kubectl --kubeconfig "$d/kubeconfig" apply -f - >/dev/null
+	until=$((SECONDS + 120))
+	until [[ $(kubectl --kubeconfig "$d/kubeconfig" get nodes --no-headers 2>/dev/null | grep -c ' Ready ') -ge $NODES ]]; do
+		((SECONDS < until)) || { echo "KWOK's nodes did not get Ready:" >&2; tail -n 20 "$d/kwok.log" >&2; return 1; }
+		sleep 1
+	done
+}
+
+# kwok_stages prints KWOK's own stage files from its module: Ready nodes
+# with lease heartbeats, pods that run, complete and get deleted.
+kwok_stages() {
+	local dir
+	dir=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage
+	[[ -d $dir ]] || GOFLAGS=-mod=mod go mod download "sigs.k8s.io/kwok@$KWOK_VERSION"
+	local f
+	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		cat "$dir/$f"
+		echo "---"
+	done
+}
+
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		ss -ltn "sport = :$p" | grep -q LISTEN || { echo "$p"; return; }
+	done
+}
+
+stop_kubernetes() {
+	local p
+	for p in "${k8s_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${k8s_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	k8s_pids=()
 }
 
 # seed_kubernetes_service creates default/kubernetes, the Service
@@ -218,10 +338,16 @@ duration() {
 
 report_args=()
 for r in $RUNS; do
+	KUBECONFIG_RUN=$KUBECONFIG_UP
 	case $r in
 	as-is) label="kplane up" ;;
 	assisted) label="kplane up, setup assisted"; seed_kubernetes_service ;;
-	*) echo "unknown run $r (as-is, assisted)" >&2; exit 2 ;;
+	k8s)
+		label="Kubernetes $K8S_VERSION + KWOK"
+		start_kubernetes "$work/k8s"
+		KUBECONFIG_RUN=$work/k8s/kubeconfig
+		;;
+	*) echo "unknown run $r (as-is, assisted, k8s)" >&2; exit 2 ;;
 	esac
 	echo "== run $r: $label"
 	run_start=$SECONDS
@@ -229,8 +355,9 @@ for r in $RUNS; do
 	# Kubernetes' ServiceAccount controller creates "default" in every new
 	# namespace and the framework waits 2 minutes for it before each test;
 	# kplane has no such controller yet.
-	[[ $r == as-is ]] || flags=(--e2e-verify-service-account=false)
+	[[ $r != assisted ]] || flags=(--e2e-verify-service-account=false)
 	run_all "$work/results-$r" "${flags[@]}"
+	stop_kubernetes
 	duration $((SECONDS - run_start)) >"$work/results-$r/wall"
 	report_args+=(-results "$label=$work/results-$r")
 done

@@ -67,7 +67,7 @@ func listCmd(w io.Writer, args []string) error {
 	return writeRunList(w, selected, skip)
 }
 
-// runFlags collects the repeated -results LABEL=DIR flags of report.
+// runFlags collects a repeated flag of report (-results LABEL=DIR, -note).
 type runFlags []string
 
 func (r *runFlags) String() string     { return strings.Join(*r, ",") }
@@ -90,9 +90,12 @@ func reportCmd(w io.Writer, args []string) error {
 	fs.StringVar(&info.Timeout, "timeout", "", "the per-test timeout")
 	fs.StringVar(&info.Version, "version", "", "Kubernetes version of e2e.test")
 	fs.IntVar(&info.Nodes, "nodes", 0, "simulated nodes of kplane up")
+	var notes runFlags
+	fs.Var(&notes, "note", "a paragraph added to the page's introduction (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	info.Notes = notes
 	selected, err := selectedTests(*dry)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ type pageInfo struct {
 	Timeout string // the per-test timeout
 	Version string // Kubernetes version of e2e.test
 	Nodes   int    // simulated nodes of kplane up
+	Notes   []string
 }
 
 // run is one pass over the selected tests: one column of the page.
@@ -192,7 +193,11 @@ func writeIntro(b *strings.Builder, info pageInfo) {
 	fmt.Fprintf(b, "Tests in `conformance/listed-apart.txt` are listed at the end with the reason and left out of the counts (the script does not run them); a test is \"not run\" in a run that reached its time budget (`--max-time`) before starting it.\n\n")
 	fmt.Fprintf(b, "Runs: **kplane up** is the cluster as it starts. e2e.test's suite setup reads the ClusterIP of `default/kubernetes`, the Service kube-apiserver keeps for itself, before any test; kplane does not create it, so there every test fails in `[SynchronizedBeforeSuite]`. ")
 	fmt.Fprintf(b, "**kplane up, setup assisted** is the same cluster after the script created that Service (port 443, no selector), with e2e.test told not to wait for the `default` ServiceAccount of each test namespace (`--e2e-verify-service-account=false`; Kubernetes' controller manager creates it, kplane does not, and the framework otherwise gives up after 2 minutes in every test's BeforeEach). It shows what lies behind those two first failures; `conformance/expected-passes.txt` (the CI tier, `scripts/conformance.sh --ci`) comes from this run.\n\n")
-	fmt.Fprintf(b, "Not done yet (issue 21): the same tests against kube-apiserver, etcd, kube-controller-manager and kube-scheduler %s with KWOK simulating the same nodes, as a column beside these; and Kubernetes' own components run against kplane's gateway.\n\n", info.Version)
+	fmt.Fprintf(b, "**Kubernetes %s + KWOK** (`RUNS=k8s`) is the same tests against etcd, kube-apiserver, kube-controller-manager and kube-scheduler %s with KWOK simulating the same number of nodes: the reference. Nothing runs in KWOK's pods either, so a test that needs a real container fails there too.\n\n", info.Version, info.Version)
+	for _, n := range info.Notes {
+		fmt.Fprintf(b, "%s\n\n", n)
+	}
+	fmt.Fprintf(b, "Not done yet (issue 21): Kubernetes' own components (kube-scheduler, kube-controller-manager, KWOK, kube-apiserver on the kplane store, Helm, a protobuf client-go informer) run against kplane.\n\n")
 }
 
 func writeListedApart(b *strings.Builder, rows []row) {

@@ -264,3 +264,34 @@ func TestCheckExpected(t *testing.T) {
 		})
 	}
 }
+
+func TestReadRunsJoinsDirectories(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	pass := junitXML(junitCaseXML("[It] "+testA+" [sig-api-machinery, Conformance]", "passed", ""))
+	fail := junitXML(junitCaseXML("[It] "+testA+" [sig-api-machinery, Conformance]", "failed", `<failure message="no" type="failed"></failure>`))
+	writeRun(t, first, "0001", testA, pass, "0", "")
+	writeRun(t, second, "0001", testA, fail, "1", "")
+	writeRun(t, second, "0002", testB, "", "124", "")
+	for dir, wall := range map[string]string{first: "0h07m49s", second: "0h35m10s"} {
+		if err := os.WriteFile(filepath.Join(dir, "wall"), []byte(wall+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := readRuns([]string{"assisted=" + first + "," + second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 {
+		t.Fatalf("got %d runs, want 1", len(runs))
+	}
+	got := runs[0]
+	if got.Label != "assisted" || got.Wall != "0h07m49s + 0h35m10s" {
+		t.Errorf("label, wall = %q, %q; want assisted, 0h07m49s + 0h35m10s", got.Label, got.Wall)
+	}
+	if s := got.Results[testA].Status; s != "passed" {
+		t.Errorf("%s: got %s, want passed (the first directory wins)", testA, s)
+	}
+	if s := got.Results[testB].Status; s != "timeout" {
+		t.Errorf("%s: got %s, want timeout (only in the second directory)", testB, s)
+	}
+}

@@ -78,7 +78,7 @@ func reportCmd(w io.Writer, args []string) error {
 	var info pageInfo
 	var runArgs runFlags
 	dry := fs.String("dry-run", "", "JUnit report of the Ginkgo dry run (the selected tests)")
-	fs.Var(&runArgs, "results", "LABEL=DIR: a run's label and its directory (N.name, N.xml, N.exit, N.log, wall); repeat for more columns")
+	fs.Var(&runArgs, "results", "LABEL=DIR[,DIR...]: a column's label and its run directories (N.name, N.xml, N.exit, N.log, wall; the first with a result for a test wins); repeat for more columns")
 	apart := fs.String("listed-apart", "", "file of tests that are not run, with the reason")
 	out := fs.String("out", "", "write the page here instead of standard output")
 	fs.StringVar(&info.Date, "date", "", "when the runs started")
@@ -123,19 +123,35 @@ func reportCmd(w io.Writer, args []string) error {
 	return nil
 }
 
-// readRuns reads the result directories named by -results LABEL=DIR.
+// readRuns reads the result directories named by -results LABEL=DIR. A
+// column may join runs of the same kind, LABEL=DIR1,DIR2: a test takes its
+// result from the first directory that has one (say so with -note), and
+// the wall times are listed one after the other.
 func readRuns(args []string) ([]run, error) {
 	var runs []run
 	for _, a := range args {
-		label, dir, ok := strings.Cut(a, "=")
+		label, dirs, ok := strings.Cut(a, "=")
 		if !ok {
 			return nil, fmt.Errorf("-results %q: want LABEL=DIR", a)
 		}
-		res, err := readResults(dir)
-		if err != nil {
-			return nil, err
+		rn := run{Label: label, Results: map[string]outcome{}}
+		var walls []string
+		for _, dir := range strings.Split(dirs, ",") {
+			res, err := readResults(dir)
+			if err != nil {
+				return nil, err
+			}
+			for name, o := range res {
+				if _, ok := rn.Results[name]; !ok {
+					rn.Results[name] = o
+				}
+			}
+			if w := readWall(dir); w != "" {
+				walls = append(walls, w)
+			}
 		}
-		runs = append(runs, run{Label: label, Wall: readWall(dir), Results: res})
+		rn.Wall = strings.Join(walls, " + ")
+		runs = append(runs, rn)
 	}
 	return runs, nil
 }

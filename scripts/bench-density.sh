@@ -52,55 +52,12 @@ K8S_VERSION=${K8S_VERSION:-v1.33.13}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench
 
-# build_kubernetes: a wrapper module requiring k8s.io/kubernetes, with every
-# staging module of Kubernetes' own go.mod (and k8s.io/sample-apiserver)
-# replaced by its published v0.x version, and Kubernetes' go.sum copied in.
+# build_kubernetes: kube-apiserver, kube-scheduler and kube-controller-manager
+# K8S_VERSION, built by scripts/lib/k8s-build.sh into the cache.
+# shellcheck source=scripts/lib/k8s-build.sh
+source scripts/lib/k8s-build.sh
 build_kubernetes() {
-	local wrap=$cache/kubernetes-$K8S_VERSION staging=v0${K8S_VERSION#v1}
-	local bins=(kube-apiserver kube-scheduler kube-controller-manager)
-	local missing=0 b
-	for b in "${bins[@]}"; do [[ -x $wrap/bin/$b ]] || missing=1; done
-	((missing)) || return 0
-	echo "== building Kubernetes $K8S_VERSION in $wrap (first time only; ~10 min cold)"
-	mkdir -p "$wrap/bin"
-	(
-		cd "$wrap"
-		local dir
-		dir=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-		[[ -d $dir ]] || { echo "could not download k8s.io/kubernetes@$K8S_VERSION" >&2; exit 1; }
-		{
-			echo "module kplane-bench/kubernetes"
-			echo
-			echo "go 1.24.0"
-			echo
-			echo "require k8s.io/kubernetes $K8S_VERSION"
-			echo
-			echo "replace ("
-			# Kubernetes' go.mod points its staging modules at ./staging/src/k8s.io/X.
-			sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/src/.*#\1#p' "$dir/go.mod" |
-				sort -u | while read -r m; do echo "	$m => $m $staging"; done
-			echo "	k8s.io/sample-apiserver => k8s.io/sample-apiserver $staging"
-			echo ")"
-		} >go.mod
-		cat >tools.go <<'EOT'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-)
-EOT
-		cp "$dir/go.sum" go.sum
-		chmod u+w go.sum
-		GOFLAGS=-mod=mod go mod tidy
-		for b in "${bins[@]}"; do
-			echo "   go build $b"
-			go build -trimpath -o "bin/$b" "k8s.io/kubernetes/cmd/$b"
-		done
-	)
+	K8S_BIN=$(k8s_build "$K8S_VERSION" kube-apiserver kube-scheduler kube-controller-manager)
 }
 
 # build_kwok: `go install` into the cache; its stage files come from the
@@ -124,7 +81,7 @@ case " $RUNS " in *" k8s-"*)
 	build_kubernetes
 	;;
 esac
-K8S_BIN=$cache/kubernetes-$K8S_VERSION/bin
+K8S_BIN=${K8S_BIN:-$cache/kubernetes-$K8S_VERSION/bin}
 KWOK=$cache/kwok-$KWOK_VERSION/bin/kwok
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kplane-density.XXXXXX")

@@ -27,5 +27,8 @@ go test -count=1 -timeout 25m ./...
 echo "== the API service's suite again, on the kplane store instead of etcd"
 KPLANE_TEST_STORE=kplane go test -count=1 -timeout 10m ./services/apiserver/
 
+echo "== Kubernetes' conformance tests that pass today still pass (conformance/expected-passes.txt)"
+scripts/conformance.sh --ci --if-built
+
 echo "== fuzz (brief)"
 scripts/fuzz.sh

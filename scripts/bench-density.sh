@@ -174,23 +174,7 @@ run_k8s() {
 		--quota-backend-bytes 8589934592 --logger zap --log-level error >"$d/etcd.log" 2>&1 &
 	pids+=($!)
 	local etcd_pid=$!
-	openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
-	openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
-	echo "admintoken,admin,admin,system:masters" >"$d/tokens.csv"
-	cat >"$d/kubeconfig" <<EOK
-apiVersion: v1
-kind: Config
-clusters:
-- name: k
-  cluster: {server: "https://127.0.0.1:$ap", insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: admintoken}
-contexts:
-- name: k
-  context: {cluster: k, user: admin}
-current-context: k
-EOK
+	k8s_admin_files "$d" "$ap"
 	"$K8S_BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ec" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
 		--secure-port "$ap" --cert-dir "$d/certs" --token-auth-file "$d/tokens.csv" --authorization-mode Node,RBAC \
 		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$d/sa.pub" \

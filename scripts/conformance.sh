@@ -212,23 +212,7 @@ start_kubernetes() {
 		--listen-peer-urls "http://127.0.0.1:$ep" --initial-advertise-peer-urls "http://127.0.0.1:$ep" \
 		--initial-cluster "k=http://127.0.0.1:$ep" --log-level error >"$d/etcd.log" 2>&1 &
 	k8s_pids+=($!)
-	openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
-	openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
-	echo "admintoken,admin,admin,system:masters" >"$d/tokens.csv"
-	cat >"$d/kubeconfig" <<EOK
-apiVersion: v1
-kind: Config
-clusters:
-- name: k
-  cluster: {server: "https://127.0.0.1:$ap", insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: admintoken}
-contexts:
-- name: k
-  context: {cluster: k, user: admin}
-current-context: k
-EOK
+	k8s_admin_files "$d" "$ap"
 	"$K8S_SERVERS/kube-apiserver" --etcd-servers "http://127.0.0.1:$ec" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
 		--secure-port "$ap" --cert-dir "$d/certs" --token-auth-file "$d/tokens.csv" --authorization-mode Node,RBAC \
 		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$d/sa.pub" \

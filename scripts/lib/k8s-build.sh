@@ -169,3 +169,28 @@ k8s_write_tools() {
 	printf '%s\n' "${pkgs[@]}" | sort -u | sed 's/.*/	_ "&"/'
 	echo ")"
 }
+
+# k8s_admin_files DIR PORT writes what a kube-apiserver started by these
+# scripts runs with into DIR: a service-account key pair (sa.key, sa.pub),
+# a token file whose admintoken is in system:masters (tokens.csv), and a
+# kubeconfig for https://127.0.0.1:PORT with that token (kubeconfig).
+k8s_admin_files() {
+	local d=$1 port=$2
+	openssl genrsa -out "$d/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+	echo "admintoken,admin,admin,system:masters" >"$d/tokens.csv"
+	cat >"$d/kubeconfig" <<EOK
+apiVersion: v1
+kind: Config
+clusters:
+- name: k
+  cluster: {server: "https://127.0.0.1:$port", insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: admintoken}
+contexts:
+- name: k
+  context: {cluster: k, user: admin}
+current-context: k
+EOK
+}

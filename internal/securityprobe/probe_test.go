@@ -239,16 +239,26 @@ func TestSecurityProbe(t *testing.T) {
 			t.Fatalf("mallory's binding not in effect after 30 s: %d %s", r.code, r.body)
 		}
 	}
+	// Each API service replica learns of the binding from its own watch, and
+	// the gateway spreads calls over them: while one still refuses mallory
+	// the create itself ("cannot create resource"), ask again.
+	asMallory := func(t *testing.T, path, body string) response {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r := c.do(t, asAdmin, "POST", path, "application/json", body, "Impersonate-User", "mallory")
+			if !strings.Contains(r.body, "cannot create resource") || time.Now().After(deadline) {
+				return r
+			}
+		}
+	}
 	attempt("rbac: bind cluster-admin to oneself holding only create clusterrolebindings", func(t *testing.T) (bool, string) {
-		r := c.do(t, asAdmin, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "application/json",
-			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"pwned"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mallory"}]}`,
-			"Impersonate-User", "mallory")
+		r := asMallory(t, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"pwned"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"mallory"}]}`)
 		return expect(r, http.StatusForbidden, "attempting to grant RBAC permissions not currently held")
 	})
 	attempt("rbac: write a ClusterRole granting Secrets one cannot read", func(t *testing.T) (bool, string) {
-		r := c.do(t, asAdmin, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", "application/json",
-			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"pwned"},"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get","list"]}]}`,
-			"Impersonate-User", "mallory")
+		r := asMallory(t, "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"pwned"},"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get","list"]}]}`)
 		return expect(r, http.StatusForbidden, "attempting to grant RBAC permissions not currently held")
 	})
 

@@ -1,9 +1,10 @@
 package gateway
 
-// This file holds the authorization of discovery and OpenAPI requests, which
-// the gateway answers itself: as kube-apiserver, it serves them only to
-// callers RBAC lets get the path (Kubernetes' bootstrap policy gives
-// system:discovery, bound to system:authenticated, those paths).
+// This file holds the authorization of the non-resource paths the gateway
+// answers itself (discovery, OpenAPI, /metrics): as kube-apiserver, it
+// serves them only to callers RBAC lets get the path (Kubernetes' bootstrap
+// policy gives system:discovery, bound to system:authenticated, the
+// discovery and OpenAPI paths, and system:monitoring /metrics).
 
 import (
 	"fmt"

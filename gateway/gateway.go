@@ -78,6 +78,11 @@ type Config struct {
 	// the API service's spans join the request's trace.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// Metrics, if set, is served at /metrics on the API endpoint (the
+	// gateway's own Prometheus metrics), as kube-apiserver serves its own:
+	// to callers RBAC lets get the non-resource path /metrics (Kubernetes'
+	// system:monitoring role). Unset, /metrics is 404.
+	Metrics http.Handler
 }
 
 // Gateway is an http.Handler.
@@ -97,6 +102,8 @@ type Gateway struct {
 	rendered *renderCache
 	// traced is serve wrapped in otelhttp.
 	traced http.Handler
+	// metrics serves /metrics (Config.Metrics); nil: 404.
+	metrics http.Handler
 }
 
 // New builds a Gateway.
@@ -112,7 +119,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers()}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -156,11 +163,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 		return
 	}
-	if isDiscoveryPath(path) {
+	if isDiscoveryPath(path) || (path == "/metrics" && g.metrics != nil) {
 		if err := g.authorizeDiscovery(r, path); err != nil {
 			writeError(w, err)
 			return
 		}
+	}
+	if path == "/metrics" && g.metrics != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, methodNotAllowed())
+			return
+		}
+		g.metrics.ServeHTTP(w, r)
+		return
 	}
 	switch path {
 	case "/openapi/v2":

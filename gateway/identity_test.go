@@ -74,17 +74,26 @@ func TestImpersonation(t *testing.T) {
 // certificates from users. client gives an HTTPS client presenting cert.
 func startImpersonating(t *testing.T) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
 	t.Helper()
+	return startImpersonatingWith(t, gateway.Config{})
+}
+
+// startImpersonatingWith is startImpersonating with more of the gateway's
+// configuration (Conn and Authenticator are set here), and a third token:
+// prom-token (prometheus, in system:monitoring).
+func startImpersonatingWith(t *testing.T, cfg gateway.Config) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
+	t.Helper()
 	env := clienttest.Start(t, clienttest.Options{TLS: true})
 	conn := env.DialCert(t, "kplane-gateway", authn.DefaultFrontProxyGroup)
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\nprom-token,prometheus,3,\"system:monitoring\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	an, err := authn.New(authn.Config{TokenFile: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Config{Conn: conn, Authenticator: an})
+	cfg.Conn, cfg.Authenticator = conn, an
+	gw, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

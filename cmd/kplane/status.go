@@ -45,7 +45,7 @@ func newStatusCommand() *cobra.Command {
 
 func printStatus(out io.Writer, st *localcluster.Status) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "COMPONENT\tNAME\tPID\tSTATE\tRESTARTS\tROLE\tENDPOINT\n")
+	fmt.Fprintf(w, "COMPONENT\tNAME\tPID\tSTATE\tRESTARTS\tROLE\tENDPOINT\tMETRICS\n")
 	state := func(running bool) string {
 		if running {
 			return "running"
@@ -60,7 +60,7 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 		case s.Leader:
 			role = "leader"
 		}
-		fmt.Fprintf(w, "store\t%s\t%d\t%s\t%d\t%s\t%s\n", s.Name, s.PID, state(s.Running), s.Restarts, role, s.ClientURL)
+		fmt.Fprintf(w, "store\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.PID, state(s.Running), s.Restarts, role, s.ClientURL, dash(s.Metrics))
 	}
 	for _, g := range []struct {
 		component string
@@ -79,7 +79,7 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 			case p.Active != nil:
 				role = "standby"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", g.component, p.Name, p.PID, state(p.Running), p.Restarts, role, p.Endpoint)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", g.component, p.Name, p.PID, state(p.Running), p.Restarts, role, dash(p.Endpoint), dash(p.Metrics))
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -96,4 +96,12 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 		fmt.Fprintf(out, "error: %s\n", e)
 	}
 	return nil
+}
+
+// dash is s, or "-" for an empty column.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

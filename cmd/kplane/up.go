@@ -71,10 +71,10 @@ restarted then).`,
 			defer c.Stop()
 			fmt.Fprintf(out, "\nkplane is up; logs in %s:\n", cfg.DataDir)
 			for _, m := range c.Store.Members {
-				fmt.Fprintf(out, "  %-14s pid %-7d client %s  peer %s  log %s\n", m.Name, m.PID(), m.ClientURL, m.PeerURL, m.LogPath)
+				fmt.Fprintf(out, "  %-14s pid %-7d client %s  peer %s  metrics %s  log %s\n", m.Name, m.PID(), m.ClientURL, m.PeerURL, m.MetricsAddr, m.LogPath)
 			}
 			for _, p := range c.Procs {
-				fmt.Fprintf(out, "  %-14s pid %-7d %-22s log %s\n", p.Name, p.PID(), p.Addr, p.LogPath)
+				fmt.Fprintf(out, "  %-14s pid %-7d %-22s metrics %-20s log %s\n", p.Name, p.PID(), p.Addr, p.MetricsAddr, p.LogPath)
 			}
 			fmt.Fprintf(out, "\nThe store alone: etcdctl --endpoints=%s --cacert %s --cert %s --key %s member list -w table\n",
 				c.Store.Endpoints(), c.Store.CAFile, c.Store.ClientCertFile, c.Store.ClientKeyFile)

@@ -77,6 +77,9 @@ type Process struct {
 	Component string // apiserver, gateway, scheduler, controllers, nodeagent
 	Name      string
 	Addr      string // the address it serves on, if any
+	// MetricsAddr is where it serves Prometheus /metrics (plain HTTP on
+	// loopback).
+	MetricsAddr string
 	// Identity is a leader-elected replica's holder identity in its Lease.
 	Identity string
 	LogPath  string
@@ -101,6 +104,8 @@ type ControlPlane struct {
 	caFile     string // the cluster CA, which verifies the API services
 	supervisor *supervisor
 	stateMu    sync.Mutex // serialises writes of the state file
+	// metricsAddr picks each process's /metrics address.
+	metricsAddr func() (string, error)
 }
 
 // Up starts the store, the API services, the gateway, the schedulers, the
@@ -174,12 +179,29 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		next++
 		return net.JoinHostPort(cfg.Host, strconv.Itoa(p)), nil
 	}
+	// Every process serves /metrics. With a base port they follow the
+	// ports above (the members', the API services', the gateway's and the
+	// node agent's log server), in start order, so that a restarted
+	// process keeps its address.
+	nextMetrics := next + cfg.APIServers + 2
+	metricsAddr := func() (string, error) {
+		if cfg.BasePort == 0 {
+			p, err := free.Pick()
+			if err != nil {
+				return "", err
+			}
+			return net.JoinHostPort(cfg.Host, strconv.Itoa(p)), nil
+		}
+		p := nextMetrics
+		nextMetrics++
+		return net.JoinHostPort(cfg.Host, strconv.Itoa(p)), nil
+	}
 
 	id, err := writeIdentities(dataDir, cfg.Host, cfg.APIServers, cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{cfg: cfg, adminTLS: id.adminTLS, Kubeconfig: filepath.Join(dataDir, "kubeconfig")}
+	cp := &ControlPlane{cfg: cfg, adminTLS: id.adminTLS, Kubeconfig: filepath.Join(dataDir, "kubeconfig"), metricsAddr: metricsAddr}
 	ok := false
 	defer func() {
 		if !ok {
@@ -190,7 +212,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	cp.Store, err = Start(ctx, Config{
 		Binary: cfg.Binary, DataDir: dataDir, Members: cfg.StoreMembers,
 		Host: cfg.Host, BasePort: cfg.BasePort, Logger: cfg.Logger,
-		TLS: true, pki: id.pki, ports: free, Env: cfg.Env,
+		TLS: true, pki: id.pki, ports: free, Env: cfg.Env, metricsAddr: metricsAddr,
 	})
 	if err != nil {
 		return nil, err
@@ -318,9 +340,13 @@ func (cp *ControlPlane) supervise() {
 
 // start starts one process of this binary with its log in the data dir.
 func (cp *ControlPlane) start(component, name, addr string, args ...string) error {
-	p := &Process{Component: component, Name: name, Addr: addr,
+	maddr, err := cp.metricsAddr()
+	if err != nil {
+		return err
+	}
+	p := &Process{Component: component, Name: name, Addr: addr, MetricsAddr: maddr,
 		LogPath: filepath.Join(cp.cfg.DataDir, name+".log"),
-		args:    append([]string{component}, args...)}
+		args:    append(append([]string{component}, args...), "--metrics-bind-address", maddr)}
 	for i, a := range args {
 		if a == "--leader-elect-identity" && i+1 < len(args) {
 			p.Identity = args[i+1]

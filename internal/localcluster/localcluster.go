@@ -51,6 +51,9 @@ type Config struct {
 	// ports, when set by Up, picks the free ports (Up's own, so that no
 	// port goes to two processes); otherwise Start makes one.
 	ports *freeport.Picker
+	// metricsAddr, when set by Up, gives each member the address of its
+	// Prometheus /metrics (--metrics-bind-address).
+	metricsAddr func() (string, error)
 }
 
 // Member is one started member.
@@ -60,7 +63,10 @@ type Member struct {
 	PeerURL   string
 	DataDir   string
 	LogPath   string
-	args      []string
+	// MetricsAddr is where the member serves /metrics (plain HTTP on
+	// loopback), if anywhere.
+	MetricsAddr string
+	args        []string
 	proc
 }
 
@@ -185,6 +191,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 				return nil, err
 			}
 			m.args = append(m.args, args...)
+		}
+		if cfg.metricsAddr != nil {
+			if m.MetricsAddr, err = cfg.metricsAddr(); err != nil {
+				return nil, err
+			}
+			m.args = append(m.args, "--metrics-bind-address", m.MetricsAddr)
 		}
 	}
 	for _, m := range c.Members {

@@ -55,6 +55,7 @@ type ProcessState struct {
 	PeerURL   string `json:"peerURL,omitempty"`   // store members
 	Addr      string `json:"addr,omitempty"`      // what the others serve on
 	Identity  string `json:"identity,omitempty"`  // leader-elected replicas' Lease holder identity
+	Metrics   string `json:"metrics,omitempty"`   // its Prometheus /metrics URL
 	Log       string `json:"log"`
 }
 
@@ -73,11 +74,11 @@ func (cp *ControlPlane) writeState() error {
 	}
 	for _, m := range cp.Store.Members {
 		st.Processes = append(st.Processes, ProcessState{Component: "store", Name: m.Name, PID: m.PID(), Restarts: m.Restarts(),
-			ClientURL: m.ClientURL, PeerURL: m.PeerURL, Log: m.LogPath})
+			ClientURL: m.ClientURL, PeerURL: m.PeerURL, Metrics: metricsURL(m.MetricsAddr), Log: m.LogPath})
 	}
 	for _, p := range cp.Procs {
 		st.Processes = append(st.Processes, ProcessState{Component: p.Component, Name: p.Name, PID: p.PID(), Restarts: p.Restarts(),
-			Addr: p.Addr, Identity: p.Identity, Log: p.LogPath})
+			Addr: p.Addr, Identity: p.Identity, Metrics: metricsURL(p.MetricsAddr), Log: p.LogPath})
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -177,4 +178,13 @@ wait:
 		return killed, err
 	}
 	return killed, nil
+}
+
+// metricsURL is the /metrics URL of a process serving it on addr ("" if it
+// serves none).
+func metricsURL(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "http://" + addr + "/metrics"
 }

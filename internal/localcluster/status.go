@@ -53,6 +53,7 @@ type StoreStatus struct {
 	PeerURL   string `json:"peerURL"`
 	Leader    bool   `json:"leader"`
 	RaftTerm  uint64 `json:"raftTerm,omitempty"`
+	Metrics   string `json:"metrics,omitempty"`
 	Log       string `json:"log"`
 }
 
@@ -68,6 +69,7 @@ type ProcessStatus struct {
 	Healthy  *bool  `json:"healthy,omitempty"`
 	Identity string `json:"identity,omitempty"`
 	Active   *bool  `json:"active,omitempty"`
+	Metrics  string `json:"metrics,omitempty"`
 	Log      string `json:"log"`
 }
 
@@ -109,7 +111,7 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 			out.Store = append(out.Store, storeStatus(ctx, p, running, storeTLS, fail))
 			continue
 		}
-		ps := ProcessStatus{Name: p.Name, PID: p.PID, Running: running, Restarts: p.Restarts, Endpoint: p.Addr, Identity: p.Identity, Log: p.Log}
+		ps := ProcessStatus{Name: p.Name, PID: p.PID, Running: running, Restarts: p.Restarts, Endpoint: p.Addr, Identity: p.Identity, Metrics: p.Metrics, Log: p.Log}
 		switch p.Component {
 		case "apiserver":
 			healthy := running && serving(ctx, p.Addr, adminTLS)
@@ -173,7 +175,7 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 // storeStatus asks one member (etcd's Maintenance.Status) for its ID,
 // term and leader.
 func storeStatus(ctx context.Context, p ProcessState, running bool, t *tls.Config, fail func(string, error)) StoreStatus {
-	s := StoreStatus{Name: p.Name, PID: p.PID, Running: running, Restarts: p.Restarts, ClientURL: p.ClientURL, PeerURL: p.PeerURL, Log: p.Log}
+	s := StoreStatus{Name: p.Name, PID: p.PID, Running: running, Restarts: p.Restarts, ClientURL: p.ClientURL, PeerURL: p.PeerURL, Metrics: p.Metrics, Log: p.Log}
 	if !running {
 		return s
 	}

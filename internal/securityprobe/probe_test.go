@@ -298,6 +298,12 @@ func TestSecurityProbe(t *testing.T) {
 			return expect(c.do(t, anon, "GET", p, "", ""), http.StatusUnauthorized, "")
 		})
 	}
+	attempt("edge: read /metrics without credentials", func(t *testing.T) (bool, string) {
+		return expect(c.do(t, anon, "GET", "/metrics", "", ""), http.StatusUnauthorized, "")
+	})
+	attempt("edge: read /metrics with a node's certificate", func(t *testing.T) (bool, string) {
+		return expect(c.do(t, asNode, "GET", "/metrics", "", ""), http.StatusForbidden, `cannot get path \"/metrics\"`)
+	})
 	attempt("edge: a body as text/plain", func(t *testing.T) (bool, string) {
 		r := c.do(t, asAdmin, "POST", "/api/v1/namespaces/default/configmaps", "text/plain", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"probe"}}`)
 		return expect(r, http.StatusUnsupportedMediaType, "UnsupportedMediaType")

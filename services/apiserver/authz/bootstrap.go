@@ -26,6 +26,9 @@ type Bootstrap struct {
 const (
 	SchedulerUser         = "system:kube-scheduler"
 	ControllerManagerUser = "system:kube-controller-manager"
+	// MonitoringGroup may read /metrics and the health checks, as in
+	// Kubernetes (a Prometheus's certificate or token carries it).
+	MonitoringGroup = "system:monitoring"
 )
 
 func rule(verbs []string, groups []string, resources ...string) rbacv1.PolicyRule {
@@ -79,8 +82,9 @@ func group(name string) rbacv1.Subject {
 // system:kube-controller-manager (bound to those users), system:node (the
 // RBAC view of what node agents need; like Kubernetes, its binding has no
 // subjects because the Node authorizer grants nodes their rights), and
-// system:basic-user / system:discovery for every authenticated user, and
-// system:public-info-viewer (health and version) for everyone.
+// system:basic-user / system:discovery for every authenticated user,
+// system:public-info-viewer (health and version) for everyone, and
+// system:monitoring (health and /metrics) for the group of that name.
 func BootstrapPolicy() Bootstrap {
 	viewRules := []rbacv1.PolicyRule{
 		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",
@@ -116,6 +120,8 @@ func BootstrapPolicy() Bootstrap {
 				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"}}),
 			clusterRole("system:public-info-viewer",
 				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz", "/livez", "/readyz", "/version", "/version/"}}),
+			clusterRole("system:monitoring",
+				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis", "/readyz", "/readyz/*"}}),
 			clusterRole(SchedulerUser,
 				rule([]string{"create", "patch", "update"}, []string{"", "events.k8s.io"}, "events"),
 				rule([]string{"create"}, core, "bindings", "pods/binding"),
@@ -154,6 +160,7 @@ func BootstrapPolicy() Bootstrap {
 			binding("system:basic-user", "system:basic-user", group(request.AuthenticatedGroup)),
 			binding("system:discovery", "system:discovery", group(request.AuthenticatedGroup)),
 			binding("system:public-info-viewer", "system:public-info-viewer", group(request.AuthenticatedGroup), group(request.UnauthenticatedGroup)),
+			binding("system:monitoring", "system:monitoring", group(MonitoringGroup)),
 			binding(SchedulerUser, SchedulerUser, user(SchedulerUser)),
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
 			binding("system:node", "system:node"),

@@ -52,6 +52,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 	k8s.io/api v0.33.13
 	k8s.io/apimachinery v0.33.13
+	k8s.io/apiserver v0.33.13
 	k8s.io/client-go v0.33.13
 	k8s.io/component-helpers v0.33.13
 	k8s.io/cri-api v0.33.13
@@ -60,7 +61,11 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require go.etcd.io/etcd/pkg/v3 v3.6.8 // indirect
+require (
+	github.com/blang/semver/v4 v4.0.0 // indirect
+	go.etcd.io/etcd/pkg/v3 v3.6.8 // indirect
+	k8s.io/component-base v0.33.13 // indirect
+)
 
 require (
 	buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go v1.36.11-20250718181942-e35f9b667443.1 // indirect
@@ -189,7 +194,7 @@ require (
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
 	mvdan.cc/xurls/v2 v2.6.0 // indirect
 	pluginrpc.com/pluginrpc v0.5.0 // indirect
-	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
+	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
 )

@@ -35,12 +35,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -152,6 +155,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, apierrors.FromError(fmt.Errorf("internal error: %v", v)))
 		}
 	}()
+	auditID := r.Header.Get("Audit-Id")
+	if auditID == "" {
+		auditID = uuid.NewString()
+	}
+	w.Header().Set("Audit-Id", auditID)
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	switch path {
 	case "/version":
@@ -219,6 +227,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	md = withImpersonation(md, r.Header)
+	md = withOrigin(md, r, auditID)
 	if path == crdListPath && r.Method == http.MethodGet && !isTrue(r.URL.Query().Get("watch")) {
 		serveNoCRDs(w)
 		return
@@ -335,6 +344,34 @@ func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 		}
 	}
 	return md, nil
+}
+
+// withOrigin adds, in impersonation mode (md carries the end user), what
+// the API service's audit log records of the HTTP request: the audit ID
+// the client is answered in the Audit-Id header, the request URI, the
+// User-Agent and the client's addresses (X-Forwarded-For's, then the
+// peer's), as kube-apiserver records them. In forwarding mode the API
+// service records the gateway's connection instead.
+func withOrigin(md metadata.MD, r *http.Request, auditID string) metadata.MD {
+	if len(md.Get(authn.ImpersonateUserKey)) == 0 {
+		return md
+	}
+	var ips []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		for _, ip := range strings.Split(v, ",") {
+			if ip = strings.TrimSpace(ip); net.ParseIP(ip) != nil {
+				ips = append(ips, ip)
+			}
+		}
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && !slices.Contains(ips, host) {
+		ips = append(ips, host)
+	}
+	md.Set(authn.ForwardedAuditIDKey, auditID)
+	md.Set(authn.ForwardedRequestURIKey, r.URL.RequestURI())
+	md.Set(authn.ForwardedUserAgentKey, r.UserAgent())
+	md.Set(authn.ForwardedForKey, strings.Join(ips, ","))
+	return md
 }
 
 // withImpersonation adds Kubernetes' Impersonate-* headers (kubectl --as,

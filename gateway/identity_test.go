@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kplane/kplane/gateway"
+	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/client/clienttest"
 )
@@ -74,15 +75,16 @@ func TestImpersonation(t *testing.T) {
 // certificates from users. client gives an HTTPS client presenting cert.
 func startImpersonating(t *testing.T) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
 	t.Helper()
-	return startImpersonatingWith(t, gateway.Config{})
+	return startImpersonatingWith(t, gateway.Config{}, nil)
 }
 
 // startImpersonatingWith is startImpersonating with more of the gateway's
-// configuration (Conn and Authenticator are set here), and a third token:
-// prom-token (prometheus, in system:monitoring).
-func startImpersonatingWith(t *testing.T, cfg gateway.Config) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
+// configuration (Conn and Authenticator are set here) and, if configure is
+// set, of the API service's, and a third token: prom-token (prometheus, in
+// system:monitoring).
+func startImpersonatingWith(t *testing.T, cfg gateway.Config, configure func(*apiserver.Config)) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
+	env := clienttest.Start(t, clienttest.Options{TLS: true, Configure: configure})
 	conn := env.DialCert(t, "kplane-gateway", authn.DefaultFrontProxyGroup)
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\nprom-token,prometheus,3,\"system:monitoring\"\n"), 0o600); err != nil {

@@ -24,7 +24,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "kplane_metrics_test_total", Help: "A counter the test looks for."})
 	reg.MustRegister(c)
 	c.Add(3)
-	srv, _, client := startImpersonatingWith(t, gateway.Config{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
+	srv, _, client := startImpersonatingWith(t, gateway.Config{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}, nil)
 	do := func(method, token string) (int, string) {
 		req, err := http.NewRequest(method, srv.URL+"/metrics", nil)
 		if err != nil {

@@ -33,7 +33,7 @@ func newAPIServerCommand() *cobra.Command {
 		tlsCert, tlsKey, clientCA          string
 		tokenFile                          string
 		anonymous                          bool
-		auditPath                          string
+		auditPath, auditPolicyFile         string
 		auditMaxSizeMB, auditMaxBackups    int
 		watchWindow, watchBuffer           int
 		bookmarkInterval                   time.Duration
@@ -161,6 +161,11 @@ func newAPIServerCommand() *cobra.Command {
 			if al != nil {
 				defer al.Close()
 				cfg.Auditor = al
+				if auditPolicyFile != "" {
+					if cfg.AuditPolicy, err = audit.LoadPolicy(auditPolicyFile); err != nil {
+						return err
+					}
+				}
 			}
 			s, err := apiserver.New(cfg)
 			if err != nil {
@@ -193,7 +198,8 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&clientCA, "client-ca-file", "", "CA that signs client certificates (CN = user, O = groups)")
 	f.StringVar(&tokenFile, "token-auth-file", "", "static bearer tokens, Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
 	f.BoolVar(&anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous")
-	f.StringVar(&auditPath, "audit-log-path", "", "audit log file (one JSON line per request); empty disables it")
+	f.StringVar(&auditPath, "audit-log-path", "", "audit log file (one JSON line per audited request stage); - is standard output; empty disables it")
+	f.StringVar(&auditPolicyFile, "audit-policy-file", "", "audit Policy (audit.k8s.io/v1): level and stages per request; empty: every request at Metadata, ResponseComplete only")
 	f.IntVar(&auditMaxSizeMB, "audit-log-maxsize", 100, "rotate the audit log at this size in MB")
 	f.IntVar(&auditMaxBackups, "audit-log-maxbackup", 10, "rotated audit logs to keep")
 	f.IntVar(&watchWindow, "watch-window", 10000, "recent events kept per resource for watches to resume from")

@@ -28,7 +28,11 @@ members trust, signs apiserver-store-client (the API services' certificate
 for the store) and <member>.crt and <member>-peer.crt for each
 --store-members name (CN: the member name). Server
 certificates name localhost, loopback and every --hosts entry. With
---gateway-url it also writes <data-dir>/kubeconfig for the admin.`,
+--gateway-url it also writes <data-dir>/kubeconfig for the admin. Beside the
+certificates, unless they exist, it writes the API services'
+encryption-config.yaml (Secrets encrypted at rest under a fresh key: keep
+it) and audit-policy.yaml, for --encryption-provider-config and
+--audit-policy-file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := localcluster.WriteCerts(cfg)

@@ -70,6 +70,15 @@ func WriteCerts(cfg CertsConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The encryption key and audit Policy for the API services go beside
+	// the certificates (one Secret or volume holds them all); kept when
+	// present, even with IfMissing and existing CAs.
+	if err := os.MkdirAll(filepath.Join(dir, "pki"), 0o700); err != nil {
+		return "", err
+	}
+	if _, _, err := writeSecurityDefaults(filepath.Join(dir, "pki")); err != nil {
+		return "", err
+	}
 	if cfg.IfMissing {
 		if err := checkExistingPKI(filepath.Join(dir, "pki")); err != nil {
 			return filepath.Join(dir, "pki"), err

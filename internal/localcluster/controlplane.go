@@ -225,6 +225,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	for _, m := range cp.Store.Members {
 		storeURLs = append(storeURLs, m.ClientURL)
 	}
+	encryptionConfig, auditPolicy, err := writeSecurityDefaults(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	var apiAddrs []string
 	for i := 0; i < cfg.APIServers; i++ {
 		addr, err := port()
@@ -238,7 +242,11 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			"--tls-cert-file", id.apiservers[i].certFile, "--tls-private-key-file", id.apiservers[i].keyFile,
 			"--client-ca-file", id.ca.file,
 			"--kubelet-client-certificate", id.kubeletClient.certFile, "--kubelet-client-key", id.kubeletClient.keyFile,
-			"--kubelet-certificate-authority", id.ca.file, "--log-level", "warn"); err != nil {
+			"--kubelet-certificate-authority", id.ca.file,
+			"--encryption-provider-config", encryptionConfig,
+			"--audit-policy-file", auditPolicy, "--audit-log-maxbackup", "3",
+			"--audit-log-path", filepath.Join(dataDir, "apiserver-"+strconv.Itoa(i+1)+"-audit.log"),
+			"--log-level", "warn"); err != nil {
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ package localcluster_test
 // binary: what it serves by default.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
@@ -26,10 +30,12 @@ func TestMain(m *testing.M) {
 	os.Exit(testutil.RunWithKplane(m, &kplaneBin))
 }
 
-// TestUpServesMetrics: every process `kplane up` starts serves Prometheus
-// metrics, `kplane status` lists where, and the API endpoint serves the
-// gateway's at /metrics to the admin (kubectl get --raw /metrics).
-func TestUpServesMetrics(t *testing.T) {
+// TestUpDefaults: what `kplane up` gives by default. Every process serves
+// Prometheus metrics, `kplane status` lists where, and the API endpoint
+// serves the gateway's at /metrics to the admin (kubectl get --raw
+// /metrics); Secrets are encrypted at rest; the audit log follows the
+// default audit Policy.
+func TestUpDefaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kplane up")
 	}
@@ -89,6 +95,75 @@ func TestUpServesMetrics(t *testing.T) {
 	if code, body := get(t, https, cp.GatewayURL+"/metrics"); code != http.StatusOK || !strings.Contains(body, "http_server_request_duration_seconds_count") {
 		t.Errorf("GET /metrics on the API endpoint as admin: %d %.300s, want the gateway's HTTP metrics", code, body)
 	}
+
+	// A Secret, created through the gateway, is stored encrypted and
+	// audited at Metadata level (no body) under the Audit-Id it was
+	// answered with.
+	resp, err := https.Post(cp.GatewayURL+"/api/v1/namespaces/default/secrets", "application/json",
+		strings.NewReader(`{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1"},"stringData":{"password":"hunter2"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create secret: %d %s", resp.StatusCode, body)
+	}
+	auditID := resp.Header.Get("Audit-Id")
+	storeTLS, err := loadTLS(cp.Store.CAFile, cp.Store.ClientCertFile, cp.Store.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(cp.Store.Endpoints(), ","), TLS: storeTLS,
+		DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	got, err := cli.Get(ctx, "/registry/secrets/default/s1")
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("the Secret in the store: %v, %v", got, err)
+	}
+	if v := got.Kvs[0].Value; !bytes.HasPrefix(v, []byte("k8s:enc:secretbox:v1:key1:")) || bytes.Contains(v, []byte("hunter2")) {
+		t.Errorf("the Secret as stored: %.60q, want secretbox ciphertext", v)
+	}
+
+	var lines []string
+	for _, p := range []string{"apiserver-1-audit.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.Split(string(b), "\n")...)
+	}
+	found := false
+	for _, l := range lines {
+		if !strings.Contains(l, auditID) || !strings.Contains(l, `"verb":"create"`) {
+			continue
+		}
+		found = true
+		if !strings.Contains(l, `"level":"Metadata"`) || !strings.Contains(l, `"stage":"ResponseComplete"`) ||
+			!strings.Contains(l, `"requestURI":"/api/v1/namespaces/default/secrets"`) || strings.Contains(l, "hunter2") {
+			t.Errorf("the Secret's audit event: %s", l)
+		}
+	}
+	if !found {
+		t.Errorf("no audit event with ID %q in %d lines", auditID, len(lines))
+	}
+}
+
+func loadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func get(t *testing.T, c *http.Client, url string) (int, string) {

@@ -45,13 +45,17 @@ const (
 type call struct {
 	ev    *audit.Event
 	attrs request.Attributes
+	// decision is the audit Policy's, once decided (auditing.go); idSent:
+	// the audit-id header is set.
+	decision audit.Decision
+	decided  bool
+	idSent   bool
 }
 
 // begin starts a request: an audit ID (returned as the audit-id header)
 // and the attributes it will be authorized and audited with.
 func (s *Server) begin(ctx context.Context, verb string, r *resourceInfo, sub, ns, name string) *call {
 	id := audit.NewID()
-	_ = grpc.SetHeader(ctx, metadata.Pairs(auditIDHeader, id))
 	c := &call{ev: audit.NewEvent(id, time.Now()), attrs: request.Attributes{
 		Verb: verb, APIGroup: r.Group, APIVersion: r.Version, Resource: r.Resource,
 		Subresource: sub, Namespace: ns, Name: name,
@@ -68,15 +72,7 @@ func (s *Server) end(ctx context.Context, c *call, err error) {
 	if err != nil {
 		s.log.Debug("request failed", "verb", c.attrs.Verb, "resource", c.attrs.Resource, "name", c.attrs.Name, "err", err)
 	}
-	if s.cfg.Auditor == nil {
-		return
-	}
-	c.ev.SetAttributes(c.attrs)
-	c.ev.SetError(err)
-	c.ev.StageTimestamp = time.Now()
-	if lerr := s.cfg.Auditor.Log(c.ev); lerr != nil {
-		s.log.Warn("writing the audit log failed", "err", lerr)
-	}
+	s.auditEnd(ctx, c, err)
 }
 
 // stage runs one stage of the write path, times it, and on failure names
@@ -115,6 +111,7 @@ func (s *Server) authenticate(ctx context.Context, c *call) error {
 			return err
 		}
 		c.ev.SetUser(u)
+		s.auditAuthenticated(ctx, c, u)
 		as, impersonating, err := s.impersonate(ctx, u)
 		if err != nil {
 			return err

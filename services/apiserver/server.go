@@ -31,6 +31,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/encryption"
@@ -69,6 +70,9 @@ type Config struct {
 	Validating    []ValidatingAdmission
 	// Auditor, if set, records every request that reached authentication.
 	Auditor Auditor
+	// AuditPolicy decides each request's audit level and stages (nil:
+	// Metadata, ResponseComplete only).
+	AuditPolicy *audit.Policy
 	// Informers are fed the objects of a resource ("clusterroles", ...) as
 	// the service's watch sees them (RBAC and webhook caches).
 	Informers map[string][]ObjectSink
@@ -258,7 +262,7 @@ func New(cfg Config) (*Server, error) {
 		// stopped answering; gRPC's default policy would refuse that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider)),
-		grpc.ChainUnaryInterceptor(s.limitInflight, s.boundUnary), grpc.ChainStreamInterceptor(s.authenticatedReflection)}
+		grpc.ChainUnaryInterceptor(s.limitInflight, s.boundUnary, s.auditBodies), grpc.ChainStreamInterceptor(s.authenticatedReflection)}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}

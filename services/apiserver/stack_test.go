@@ -30,6 +30,12 @@ import (
 // NodeRestriction, the bootstrap policy and the audit log.
 func startStack(t *testing.T) (*grpc.ClientConn, string) {
 	t.Helper()
+	return startStackWith(t, nil)
+}
+
+// startStackWith is startStack with an audit Policy.
+func startStackWith(t *testing.T, policy *audit.Policy) (*grpc.ClientConn, string) {
+	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(
@@ -61,8 +67,9 @@ func startStack(t *testing.T) (*grpc.ClientConn, string) {
 		Validating:     []apiserver.ValidatingAdmission{authz.NewNodeRestriction()},
 		Informers: map[string][]apiserver.ObjectSink{"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
 			"pods": {pods}},
-		Bootstrap: boot,
-		Auditor:   al,
+		Bootstrap:   boot,
+		Auditor:     al,
+		AuditPolicy: policy,
 	})
 	if err != nil {
 		t.Fatal(err)

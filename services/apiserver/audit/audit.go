@@ -1,8 +1,9 @@
 // Package audit writes the API service's audit log: one JSON line per
-// request that reached authentication, in the shape of Kubernetes'
-// audit.k8s.io/v1 Event at level Metadata and stage ResponseComplete, plus
+// request stage that reached authentication, in the shape of Kubernetes'
+// audit.k8s.io/v1 Event, at the level and stages an audit Policy gives
+// (policy.go; without one, level Metadata at stage ResponseComplete), plus
 // kplane's per-stage timings. The file is rotated by size
-// (gopkg.in/natefinch/lumberjack.v2).
+// (gopkg.in/natefinch/lumberjack.v2); "-" writes to standard output.
 //
 // The apiserver gives each request an ID from NewID as soon as it arrives,
 // returns it to the client in the gRPC header "audit-id" (HeaderKey), records
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -42,7 +44,8 @@ func NewID() string {
 
 // Config configures a Logger.
 type Config struct {
-	// Path is the log file. Empty disables the audit log (New returns nil).
+	// Path is the log file; "-" is standard output. Empty disables the
+	// audit log (New returns nil).
 	Path string
 	// MaxSizeMB rotates the file when it would grow past this size; default 100.
 	MaxSizeMB int
@@ -65,6 +68,9 @@ func New(cfg Config) (*Logger, error) {
 	if cfg.Path == "" {
 		return nil, nil
 	}
+	if cfg.Path == "-" {
+		return &Logger{out: nopCloser{os.Stdout}}, nil
+	}
 	size := cfg.MaxSizeMB
 	if size <= 0 {
 		size = 100
@@ -78,16 +84,28 @@ func New(cfg Config) (*Logger, error) {
 	return &Logger{out: lj}, nil
 }
 
+// nopCloser is standard output, which closing the log leaves open.
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
 // NewWriter returns a Logger that writes to w, for tests and for callers
 // that bring their own sink.
 func NewWriter(w io.WriteCloser) *Logger { return &Logger{out: w} }
 
-// Log writes e as one JSON line. It fills Kind, APIVersion, Level and Stage.
+// Log writes e as one JSON line. It fills Kind and APIVersion, and Level
+// and Stage when they are empty (Metadata, ResponseComplete).
 func (l *Logger) Log(e *Event) error {
 	if l == nil || e == nil {
 		return nil
 	}
-	e.Kind, e.APIVersion, e.Level, e.Stage = "Event", "audit.k8s.io/v1", "Metadata", "ResponseComplete"
+	e.Kind, e.APIVersion = "Event", "audit.k8s.io/v1"
+	if e.Level == "" {
+		e.Level = LevelMetadata
+	}
+	if e.Stage == "" {
+		e.Stage = StageResponseComplete
+	}
 	if e.StageTimestamp.IsZero() {
 		e.StageTimestamp = time.Now()
 	}
@@ -117,19 +135,26 @@ func (l *Logger) Close() error {
 // Event is one audit record. Field names follow audit.k8s.io/v1 Event;
 // StageTimings is kplane's addition.
 type Event struct {
-	Kind                     string            `json:"kind"`
-	APIVersion               string            `json:"apiVersion"`
-	Level                    string            `json:"level"`
-	AuditID                  string            `json:"auditID"`
-	Stage                    string            `json:"stage"`
-	RequestURI               string            `json:"requestURI,omitempty"` // the gRPC method, e.g. /kplane.core.v1.Pods/Create
-	Verb                     string            `json:"verb"`
-	User                     UserInfo          `json:"user"`
-	ImpersonatedUser         *UserInfo         `json:"impersonatedUser,omitempty"`
-	SourceIPs                []string          `json:"sourceIPs,omitempty"`
-	UserAgent                string            `json:"userAgent,omitempty"`
-	ObjectRef                *ObjectRef        `json:"objectRef,omitempty"`
-	ResponseStatus           Status            `json:"responseStatus"`
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Level      string `json:"level"`
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	// RequestURI is the HTTP request URI the gateway received, or the
+	// gRPC method (/kplane.core.v1.PodService/CreatePod) of a gRPC client.
+	RequestURI       string     `json:"requestURI,omitempty"`
+	Verb             string     `json:"verb"`
+	User             UserInfo   `json:"user"`
+	ImpersonatedUser *UserInfo  `json:"impersonatedUser,omitempty"`
+	SourceIPs        []string   `json:"sourceIPs,omitempty"`
+	UserAgent        string     `json:"userAgent,omitempty"`
+	ObjectRef        *ObjectRef `json:"objectRef,omitempty"`
+	ResponseStatus   *Status    `json:"responseStatus,omitempty"`
+	// RequestObject (levels Request and RequestResponse) and
+	// ResponseObject (RequestResponse) are the request's and the
+	// response's object in Kubernetes' JSON.
+	RequestObject            json.RawMessage   `json:"requestObject,omitempty"`
+	ResponseObject           json.RawMessage   `json:"responseObject,omitempty"`
 	RequestReceivedTimestamp time.Time         `json:"requestReceivedTimestamp"`
 	StageTimestamp           time.Time         `json:"stageTimestamp"`
 	StageTimings             []StageTiming     `json:"stageTimings,omitempty"`
@@ -204,7 +229,7 @@ func (e *Event) Timed(name string, start time.Time) {
 // SetResponse records the response's HTTP-equivalent code and, for errors,
 // its reason and message.
 func (e *Event) SetResponse(code int32, reason, message string) {
-	e.ResponseStatus = Status{Code: code, Reason: reason, Message: message}
+	e.ResponseStatus = &Status{Code: code, Reason: reason, Message: message}
 }
 
 // SetError records the response for err: 200 for nil, else the code, reason

@@ -60,6 +60,18 @@ const (
 	ImpersonateGroupKey = "kplane-impersonate-group"
 )
 
+// Metadata keys a front proxy uses to pass on what it saw of the HTTP
+// request, for the audit log: the audit ID it answered the client in the
+// Audit-Id header, the request URI, the User-Agent and the client's
+// addresses (X-Forwarded-For, then the peer), comma-separated. The API
+// service believes them only from a front proxy.
+const (
+	ForwardedAuditIDKey    = "kplane-audit-id"
+	ForwardedRequestURIKey = "kplane-request-uri"
+	ForwardedUserAgentKey  = "kplane-user-agent"
+	ForwardedForKey        = "kplane-forwarded-for"
+)
+
 // Kubernetes' user impersonation (the Impersonate-User, Impersonate-Group,
 // Impersonate-Uid and Impersonate-Extra-<key> headers: `kubectl --as`,
 // `--as-group`, `--as-uid`) arrives in these metadata keys; the gateway

@@ -23,7 +23,8 @@ func (s *Store) registerMetrics(mp metric.MeterProvider) (metric.Registration, e
 	applied, err3 := m.Int64ObservableGauge("kplane.raft.applied_index", metric.WithDescription("Highest Raft log index applied to the store on this member."))
 	last, err4 := m.Int64ObservableGauge("kplane.raft.last_index", metric.WithDescription("Last index in the member's Raft log."))
 	state, err5 := m.Int64ObservableGauge("kplane.raft.state", metric.WithDescription("1 for the member's Raft state (follower, candidate, leader, shutdown), 0 for the others."))
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	cv, err6 := m.Int64ObservableGauge("kplane.store.cluster_version", metric.WithDescription("The cluster version this member applied: the newest replicated format every member reads."))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return nil, fmt.Errorf("raftstore: metrics: %w", err)
 	}
 	states := []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown}
@@ -33,6 +34,7 @@ func (s *Store) registerMetrics(mp metric.MeterProvider) (metric.Registration, e
 		o.ObserveInt64(commit, int64(r.CommitIndex()))
 		o.ObserveInt64(applied, int64(r.AppliedIndex()))
 		o.ObserveInt64(last, int64(r.LastIndex()))
+		o.ObserveInt64(cv, int64(s.fsm.ClusterVersion()))
 		cur := r.State()
 		for _, st := range states {
 			v := int64(0)
@@ -42,7 +44,7 @@ func (s *Store) registerMetrics(mp metric.MeterProvider) (metric.Registration, e
 			o.ObserveInt64(state, v, metric.WithAttributes(attribute.String("state", st.String())))
 		}
 		return nil
-	}, term, commit, applied, last, state)
+	}, term, commit, applied, last, state, cv)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: metrics: %w", err)
 	}

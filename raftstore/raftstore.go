@@ -373,6 +373,11 @@ func (s *Store) ClientAddrs() []string {
 	return out
 }
 
+// ClusterVersion returns the cluster version this member applied: the
+// newest replicated format every member reads (fsm.Version1 until the
+// leader has heard from every member).
+func (s *Store) ClusterVersion() uint32 { return s.fsm.ClusterVersion() }
+
 // Raft exposes the member's Raft node (for tests and status).
 func (s *Store) Raft() *raft.Raft { return s.node.Raft }
 

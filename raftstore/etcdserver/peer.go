@@ -33,6 +33,8 @@ const (
 	methodReadIndex   = "/" + peerServiceName + "/ReadIndex"
 	methodLeaseRenew  = "/" + peerServiceName + "/LeaseRenew"
 	methodLeaseTTL    = "/" + peerServiceName + "/LeaseTimeToLive"
+	methodVersion     = "/" + peerServiceName + "/Version"
+	methodClusterVer  = "/" + peerServiceName + "/ClusterVersion"
 	peerForwardBuffer = 100 * time.Millisecond
 )
 
@@ -42,6 +44,8 @@ type peerService interface {
 	ReadIndex(context.Context, *emptypb.Empty) (*wrapperspb.UInt64Value, error)
 	LeaseRenew(context.Context, *pb.LeaseKeepAliveRequest) (*pb.LeaseKeepAliveResponse, error)
 	LeaseTimeToLive(context.Context, *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error)
+	Version(context.Context, *emptypb.Empty) (*wrapperspb.UInt32Value, error)
+	ClusterVersion(context.Context, *emptypb.Empty) (*wrapperspb.UInt32Value, error)
 }
 
 func unaryHandler[Req any, Resp any](call func(peerService, context.Context, *Req) (Resp, error), fullMethod string) grpc.MethodHandler {
@@ -69,6 +73,8 @@ var peerServiceDesc = grpc.ServiceDesc{
 		{MethodName: "ReadIndex", Handler: unaryHandler(peerService.ReadIndex, methodReadIndex)},
 		{MethodName: "LeaseRenew", Handler: unaryHandler(peerService.LeaseRenew, methodLeaseRenew)},
 		{MethodName: "LeaseTimeToLive", Handler: unaryHandler(peerService.LeaseTimeToLive, methodLeaseTTL)},
+		{MethodName: "Version", Handler: unaryHandler(peerService.Version, methodVersion)},
+		{MethodName: "ClusterVersion", Handler: unaryHandler(peerService.ClusterVersion, methodClusterVer)},
 	},
 	Metadata: "raftstore/etcdserver/peer.go",
 }

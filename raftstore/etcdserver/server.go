@@ -189,11 +189,13 @@ func (s *Server) Register(g *grpc.Server) {
 
 // Run runs the member's background work until ctx is done: publishing its
 // name and client URLs through Raft, the barrier after winning an election,
-// and (on the leader) lease expiry and auto-compaction.
+// and (on the leader) lease expiry, the cluster version and
+// auto-compaction.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); s.catchUp(ctx) }()
+	go func() { defer wg.Done(); s.monitorClusterVersion(ctx) }()
 	go func() { defer wg.Done(); s.publish(ctx) }()
 	go func() { defer wg.Done(); s.lessor.run(ctx) }()
 	go func() { defer wg.Done(); s.watchLeadership(ctx) }()

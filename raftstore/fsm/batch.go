@@ -94,6 +94,8 @@ func CheckRequest(req *pb.InternalRaftRequest) error {
 	case req.Put != nil, req.DeleteRange != nil, req.Txn != nil, req.Compaction != nil,
 		req.LeaseGrant != nil, req.LeaseRevoke != nil, req.ClusterMemberAttrSet != nil:
 		return nil
+	case req.ClusterVersionSet != nil:
+		return checkClusterVersion(req.ClusterVersionSet)
 	}
 	return errors.New("request of a kind the store does not apply")
 }

@@ -45,9 +45,11 @@ type FSM struct {
 	members map[uint64]Member
 	waiters map[uint64]chan Result
 
-	applied   atomic.Uint64
-	appliedMu sync.Mutex
-	appliedCh chan struct{} // closed and replaced whenever applied advances
+	applied atomic.Uint64
+	// clusterVersion is the applied cluster version (version.go).
+	clusterVersion atomic.Uint32
+	appliedMu      sync.Mutex
+	appliedCh      chan struct{} // closed and replaced whenever applied advances
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -57,13 +59,15 @@ func New(store *mvcc.Store, logger *slog.Logger) *FSM {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &FSM{
+	f := &FSM{
 		store:     store,
 		log:       logger,
 		members:   map[uint64]Member{},
 		waiters:   map[uint64]chan Result{},
 		appliedCh: make(chan struct{}),
 	}
+	f.clusterVersion.Store(Version1)
+	return f
 }
 
 // Store returns the MVCC store the FSM applies to.
@@ -230,9 +234,13 @@ func (f *FSM) apply(req *pb.InternalRaftRequest) Result {
 		f.members[m.ID] = m
 		f.mu.Unlock()
 		return Result{}
+	case req.ClusterVersionSet != nil:
+		return f.applyClusterVersion(req.ClusterVersionSet)
 	default:
-		// A request type this version does not know: every member runs the
-		// same binary, so refusing to go on is the only way not to drift.
+		// A request type this build does not know. The cluster version
+		// keeps newer formats out of the log until every member reads
+		// them, so this is a member older than the cluster allows:
+		// refusing to go on is the only way not to drift.
 		panic(fmt.Sprintf("fsm: unknown request in log entry: %s", req.String()))
 	}
 }

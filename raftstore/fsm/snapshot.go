@@ -1,29 +1,38 @@
 package fsm
 
-// This file holds the FSM's snapshot format: a fixed header (magic, the
-// applied index), the members table as JSON, then the MVCC store's own
-// snapshot stream.
+// This file holds the FSM's snapshot formats: a magic line, a fixed header
+// (the applied index; from v2 also the cluster version; the members
+// table's length), the members table as JSON, then the MVCC store's own
+// snapshot stream. A member writes v2 only once the cluster version is
+// Version2, so that a member still on an older build can install the
+// snapshots its leader sends; it reads both.
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/kplane/kplane/raftstore/mvcc"
 )
 
-const snapshotMagic = "kplane-fsm-v1\n"
+const (
+	snapshotMagicV1 = "kplane-fsm-v1\n"
+	snapshotMagicV2 = "kplane-fsm-v2\n"
+)
 
 type snapshot struct {
-	applied uint64
-	members []Member
-	store   mvcc.Snapshot
+	applied        uint64
+	clusterVersion uint32
+	members        []Member
+	store          mvcc.Snapshot
 }
 
 // Snapshot is called by raft between applies; it copies the small members
@@ -37,7 +46,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	f.mu.Unlock()
 	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
-	return &snapshot{applied: f.Applied(), members: members, store: f.store.Snapshot()}, nil
+	return &snapshot{applied: f.Applied(), clusterVersion: f.ClusterVersion(), members: members, store: f.store.Snapshot()}, nil
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -54,13 +63,15 @@ func (s *snapshot) write(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var hdr [12]byte
-	binary.BigEndian.PutUint64(hdr[:8], s.applied)
-	binary.BigEndian.PutUint32(hdr[8:], uint32(len(members)))
-	if _, err := bw.WriteString(snapshotMagic); err != nil {
+	magic, hdr := snapshotMagicV1, binary.BigEndian.AppendUint64(nil, s.applied)
+	if s.clusterVersion >= Version2 {
+		magic, hdr = snapshotMagicV2, binary.BigEndian.AppendUint32(hdr, s.clusterVersion)
+	}
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(members)))
+	if _, err := bw.WriteString(magic); err != nil {
 		return err
 	}
-	if _, err := bw.Write(hdr[:]); err != nil {
+	if _, err := bw.Write(hdr); err != nil {
 		return err
 	}
 	if _, err := bw.Write(members); err != nil {
@@ -78,19 +89,31 @@ func (s *snapshot) Release() {}
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	br := bufio.NewReader(rc)
-	magic := make([]byte, len(snapshotMagic))
+	magic := make([]byte, len(snapshotMagicV1))
 	if _, err := io.ReadFull(br, magic); err != nil {
 		return fmt.Errorf("restore snapshot: read header: %w", err)
 	}
-	if string(magic) != snapshotMagic {
+	var hdr []byte
+	switch string(magic) {
+	case snapshotMagicV1:
+		hdr = make([]byte, 12)
+	case snapshotMagicV2:
+		hdr = make([]byte, 16)
+	default:
+		if bytes.HasPrefix(magic, []byte("kplane-fsm-v")) {
+			return fmt.Errorf("restore snapshot: format %q is newer than this build reads (%d): upgrade this member", strings.TrimSpace(string(magic)), Version)
+		}
 		return errors.New("restore snapshot: not a kplane FSM snapshot")
 	}
-	var hdr [12]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+	if _, err := io.ReadFull(br, hdr); err != nil {
 		return fmt.Errorf("restore snapshot: read header: %w", err)
 	}
 	applied := binary.BigEndian.Uint64(hdr[:8])
-	buf := make([]byte, binary.BigEndian.Uint32(hdr[8:]))
+	clusterVersion := Version1
+	if len(hdr) == 16 {
+		clusterVersion = binary.BigEndian.Uint32(hdr[8:12])
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(hdr[len(hdr)-4:]))
 	if _, err := io.ReadFull(br, buf); err != nil {
 		return fmt.Errorf("restore snapshot: read members: %w", err)
 	}
@@ -107,6 +130,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.members[m.ID] = m
 	}
 	f.mu.Unlock()
+	f.clusterVersion.Store(clusterVersion)
 	f.setApplied(applied)
 	return nil
 }

@@ -149,7 +149,7 @@ func etcdFlavor(t *testing.T) Flavor {
 	}}
 }
 
-func runScenario(t *testing.T, flavor Flavor, plan []Fault, traffic TrafficConfig) Result {
+func runScenario(t *testing.T, flavor Flavor, plan []Fault, traffic TrafficConfig, opts ...func(*Scenario)) Result {
 	// etcd 3.4 keeps 5,000 entries after a snapshot for slow followers, so
 	// it takes 6,000 writes to make one catch up from a snapshot; kplane
 	// store with --snapshot-catchup-entries=500 needs fewer.
@@ -181,6 +181,9 @@ func runScenario(t *testing.T, flavor Flavor, plan []Fault, traffic TrafficConfi
 		},
 		CheckTimeout: 5 * time.Minute,
 		Log:          testLogger(t),
+	}
+	for _, o := range opts {
+		o(&s)
 	}
 	res, err := s.Run(ctx)
 	if err != nil {

@@ -56,6 +56,8 @@ type Member struct {
 	DataDir   string
 	LogPath   string
 
+	// binary, when set, replaces the flavor's (SetBinary).
+	binary string
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when the process has exited
 	paused bool
@@ -177,7 +179,8 @@ func (c *Cluster) start(m *Member, initialCluster, state string) error {
 		"--initial-cluster-state="+state,
 	)
 	args = append(args, c.flavor.ExtraArgs...)
-	cmd := exec.Command(c.flavor.Binary, args...)
+	bin := c.binaryOf(m)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	// Its own process group, so that a Ctrl-C of the test does not reach it
@@ -185,7 +188,7 @@ func (c *Cluster) start(m *Member, initialCluster, state string) error {
 	// Pdeathsig: if the harness dies without Close (a fuzz worker is
 	// killed at the end of its run), the members die with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	fmt.Fprintf(logf, "=== %s start %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.flavor.Binary, strings.Join(args, " "))
+	fmt.Fprintf(logf, "=== %s start %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", m.Name, err)
@@ -199,6 +202,24 @@ func (c *Cluster) start(m *Member, initialCluster, state string) error {
 	m.cmd, m.done, m.paused = cmd, done, false
 	c.log.Info("member started", "member", m.Name, "pid", cmd.Process.Pid, "state", state)
 	return nil
+}
+
+// SetBinary makes member i run path from its next start on (a rolling
+// upgrade); the flavor's arguments stay.
+func (c *Cluster) SetBinary(i int, path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.members[i].binary = path
+}
+
+// binaryOf is the executable m runs.
+func (c *Cluster) binaryOf(m *Member) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m.binary != "" {
+		return m.binary
+	}
+	return c.flavor.Binary
 }
 
 // Members returns the members (the slice is a copy; the members are shared).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,10 @@ const (
 	// SnapshotCatchUp keeps a follower down while SnapshotWrites writes go
 	// in (outside the history), so that it must catch up from a snapshot.
 	SnapshotCatchUp Fault = "snapshot-catchup"
+	// Upgrade SIGKILLs the first member not yet running
+	// FaultConfig.UpgradeBinary and restarts it on its data with that
+	// binary: one step of a rolling upgrade.
+	Upgrade Fault = "upgrade"
 )
 
 // FaultConfig says which faults to inject and how.
@@ -60,6 +65,8 @@ type FaultConfig struct {
 	ProbeKey int
 	// ProbeClient is the history client ID of the probe.
 	ProbeClient int
+	// UpgradeBinary is what Upgrade restarts members with.
+	UpgradeBinary string
 }
 
 // FaultReport says what was injected and what it cost.
@@ -143,6 +150,20 @@ func InjectFaults(ctx context.Context, c *Cluster, h *History, cfg FaultConfig) 
 			if err := snapshotCatchUp(ctx, c, cli, h, cfg, n, leader, follower); err != nil {
 				return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
 			}
+		case Upgrade:
+			victim := slices.IndexFunc(c.Members(), func(m *Member) bool { return c.binaryOf(m) != cfg.UpgradeBinary })
+			if cfg.UpgradeBinary == "" || victim < 0 {
+				return rep, fmt.Errorf("fault %d (%s): no binary to upgrade to, or every member runs it", n, f)
+			}
+			if err := c.Kill(victim); err != nil {
+				return rep, err
+			}
+			c.SetBinary(victim, cfg.UpgradeBinary)
+			if err := c.Restart(ctx, victim); err != nil {
+				return rep, fmt.Errorf("fault %d (%s): %w", n, f, err)
+			}
+			rep.Injected = append(rep.Injected, fmt.Sprintf("%s(%s, leader=%s)", f, c.Members()[victim].Name, c.Members()[leader].Name))
+			continue
 		default:
 			return rep, fmt.Errorf("unknown fault %q", f)
 		}

@@ -23,6 +23,9 @@ type Scenario struct {
 	Faults  FaultConfig
 	// CheckTimeout bounds porcupine (default 2 min).
 	CheckTimeout time.Duration
+	// Check, if set, runs once the final write succeeded, before the
+	// other checks; its error is a failed check.
+	Check func(ctx context.Context, c *Cluster) error
 	Log          *slog.Logger
 }
 
@@ -151,6 +154,11 @@ func (s Scenario) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("the final write did not succeed within 30 s\n%s", c.Logs(20))
 	}
 	res.FinalRev = final
+	if s.Check != nil {
+		if err := s.Check(ctx, c); err != nil {
+			res.OtherErrs = append(res.OtherErrs, err)
+		}
+	}
 
 	res.Convergence, err = c.CheckConvergence(ctx, final)
 	if err != nil {

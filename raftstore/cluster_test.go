@@ -18,7 +18,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/raftstore"
@@ -45,7 +44,7 @@ type clusterOptions struct {
 	// autoCompaction is every member's; clocks[i], if given, is member
 	// i's clock.
 	autoCompaction etcdserver.AutoCompaction
-	clocks         []clock.Clock
+	clocks         []etcdserver.Clock
 }
 
 func testLogger(t testing.TB) *slog.Logger {

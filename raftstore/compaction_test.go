@@ -13,7 +13,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kplane/kplane/raftstore/etcdserver"
@@ -52,7 +51,7 @@ func compactRev(t *testing.T, m *member) int64 {
 
 func TestAutoCompactionByRevisionOnTheLeader(t *testing.T) {
 	const keep = 5
-	clocks := []clock.Clock{
+	clocks := []etcdserver.Clock{
 		clocktesting.NewFakeClock(time.Unix(0, 0)),
 		clocktesting.NewFakeClock(time.Unix(0, 0)),
 		clocktesting.NewFakeClock(time.Unix(0, 0)),

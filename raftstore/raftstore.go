@@ -27,7 +27,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/raftstore/etcdserver"
@@ -91,7 +90,7 @@ type Config struct {
 	// value, the default, never compacts. Clock drives its schedule (nil:
 	// the real clock; tests pass a fake one).
 	AutoCompaction etcdserver.AutoCompaction
-	Clock          clock.Clock
+	Clock          etcdserver.Clock
 
 	// UnsafeUnverifiedReads: see etcdserver.Config. Fault injection only.
 	UnsafeUnverifiedReads bool

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	"github.com/kplane/kplane/internal/telemetry/workqueuemetrics"
 )
 
 // telemetryFlags say where /metrics is served.
@@ -33,6 +34,10 @@ func (f *telemetryFlags) start(ctx context.Context, service, instance string, fo
 		return nil, nil, err
 	}
 	tel.Install()
+	if service != "store" {
+		// Everything but the store runs client-go work queues.
+		workqueuemetrics.Install(tel.Registry())
+	}
 	addr, err := tel.ServeMetrics(ctx, f.metricsAddr, log)
 	if err != nil {
 		_ = tel.Close(context.Background())

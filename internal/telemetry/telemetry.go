@@ -230,13 +230,12 @@ func (x otlpExporter) Shutdown(ctx context.Context) error { return x.e.Shutdown(
 
 // Install makes t the process's global tracer and meter provider and W3C
 // trace context the global propagator, for libraries that only use the
-// globals, and feeds client-go's work-queue metrics into t's registry.
-// Call it once, from main.
+// globals. Call it once, from main (components running client-go work
+// queues then call workqueuemetrics.Install with t's Registry).
 func (t *Telemetry) Install() {
 	otel.SetTracerProvider(t.tracer)
 	otel.SetMeterProvider(t.meter)
 	otel.SetTextMapPropagator(Propagator())
-	installWorkqueueMetrics(t.registry)
 }
 
 // Close flushes buffered spans and stops the providers.

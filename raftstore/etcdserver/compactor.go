@@ -16,7 +16,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/raftstore/mvcc"
 )
@@ -111,7 +110,7 @@ func ParseAutoCompaction(mode, retention string) (AutoCompaction, error) {
 // functions so that its schedule can be tested without a cluster.
 type autoCompactor struct {
 	cfg   AutoCompaction
-	clock clock.Clock
+	clock Clock
 	log   *slog.Logger
 	// rev returns the member's current revision; leads reports whether it
 	// is the Raft leader; compact compacts the replicated store at rev.

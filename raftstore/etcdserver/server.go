@@ -25,7 +25,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/utils/clock"
 
 	"github.com/kplane/kplane/raftstore/fsm"
 	"github.com/kplane/kplane/raftstore/mvcc"
@@ -93,7 +92,7 @@ type Config struct {
 	AutoCompaction AutoCompaction
 	// Clock drives auto-compaction's schedule; nil is the real clock.
 	// Tests pass a fake one.
-	Clock clock.Clock
+	Clock Clock
 
 	Logger *slog.Logger
 	// TracerProvider records a raft.apply span per write; nil uses the
@@ -154,7 +153,7 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 		cfg.LeaseCheckInterval = 500 * time.Millisecond
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
+		cfg.Clock = realClock{}
 	}
 	s := &Server{
 		tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/raftstore"),

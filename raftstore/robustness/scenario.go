@@ -26,7 +26,7 @@ type Scenario struct {
 	// Check, if set, runs once the final write succeeded, before the
 	// other checks; its error is a failed check.
 	Check func(ctx context.Context, c *Cluster) error
-	Log          *slog.Logger
+	Log   *slog.Logger
 }
 
 // Result is what a run found. Err joins every failed check; the other

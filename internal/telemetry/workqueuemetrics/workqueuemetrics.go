@@ -1,18 +1,20 @@
-package telemetry
-
-// This file feeds client-go's work-queue metrics (depth, adds, wait and work
-// latency, retries) into a component's Prometheus registry, with the names
-// Kubernetes' controllers export them under.
+// Package workqueuemetrics feeds client-go's work-queue metrics (depth,
+// adds, wait and work latency, retries) into a component's Prometheus
+// registry, with the names Kubernetes' controllers export them under. It is
+// apart from internal/telemetry so that what does not run work queues (the
+// store) links nothing of client-go.
+package workqueuemetrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
 
-// installWorkqueueMetrics registers the work-queue metrics in reg and makes
-// them client-go's provider. client-go keeps one provider per process and
-// takes only the first one set; queues created before are not measured.
-func installWorkqueueMetrics(reg prometheus.Registerer) {
+// Install registers the work-queue metrics in reg and makes them client-go's
+// provider. client-go keeps one provider per process and takes only the
+// first one set; queues created before are not measured. Call it once, from
+// main, after telemetry's Install.
+func Install(reg prometheus.Registerer) {
 	buckets := prometheus.ExponentialBuckets(10e-9, 10, 12)
 	p := &workqueueMetrics{
 		depth:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: "workqueue", Name: "depth", Help: "Current depth of the work queue."}, []string{"name"}),

@@ -1,0 +1,87 @@
+// Package layering holds the test of kplane's dependency rules: which
+// package may import which, checked over `go list -deps` of each component
+// (test files excluded).
+package layering
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kplane/kplane/"
+
+// deps returns every package the packages matching pattern import,
+// directly or not (their own included), without test files.
+func deps(t *testing.T, pattern string) []string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "list", "-deps", pattern)
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pattern, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestStoreKnowsNothingOfKubernetes: the store (raftstore and everything
+// under it) imports nothing of k8s.io, nothing of the resource schema and
+// no other kplane component: it is an etcd, usable alone.
+func TestStoreKnowsNothingOfKubernetes(t *testing.T) {
+	for _, d := range deps(t, "./raftstore/...") {
+		switch {
+		case strings.HasPrefix(d, "k8s.io/"), strings.HasPrefix(d, "sigs.k8s.io/"):
+			t.Errorf("the store links %s", d)
+		case strings.HasPrefix(d, module+"proto/"), strings.HasPrefix(d, module+"services/"),
+			strings.HasPrefix(d, module+"gateway"), strings.HasPrefix(d, module+"nodeagent"):
+			t.Errorf("the store links %s", d)
+		}
+	}
+}
+
+// TestComponentsImportNoOtherComponent: the scheduler, the controllers, the
+// node agent and the gateway talk to the API service only over gRPC, and
+// the API service to the store only over etcd's API: none imports another
+// component. The client library (services/client) is shared by all.
+//
+// Known exceptions, until the wire contract (the error vocabulary and the
+// identity metadata keys) moves beside the schema: services/apiserver's
+// apierrors, and for the gateway also its authn (metadata keys, the
+// Authenticator of impersonation mode) and request packages.
+func TestComponentsImportNoOtherComponent(t *testing.T) {
+	components := map[string]string{
+		"scheduler":   "services/scheduler",
+		"controllers": "services/controllers",
+		"nodeagent":   "nodeagent",
+		"gateway":     "gateway",
+		"apiserver":   "services/apiserver",
+		"store":       "raftstore",
+	}
+	allowed := map[string][]string{
+		"scheduler":   {"services/apiserver/apierrors"},
+		"controllers": {"services/apiserver/apierrors"},
+		"nodeagent":   {"services/apiserver/apierrors"},
+		"gateway":     {"services/apiserver/apierrors", "services/apiserver/authn", "services/apiserver/request"},
+	}
+	for name, dir := range components {
+		for _, d := range deps(t, "./"+dir) {
+			rel, ok := strings.CutPrefix(d, module)
+			if !ok || rel == dir || strings.HasPrefix(rel, dir+"/") {
+				continue
+			}
+			for other, odir := range components {
+				if other == name || (rel != odir && !strings.HasPrefix(rel, odir+"/")) {
+					continue
+				}
+				if slices.Contains(allowed[name], rel) {
+					continue
+				}
+				t.Errorf("%s (%s) imports %s, part of %s", name, dir, rel, other)
+			}
+		}
+	}
+}

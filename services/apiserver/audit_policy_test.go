@@ -5,9 +5,12 @@ package apiserver_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -144,5 +147,32 @@ func TestAuditPolicy(t *testing.T) {
 	evs = log[id(listH)]
 	if len(evs) != 2 || evs[1].Level != "Metadata" || evs[1].RequestObject != nil || evs[1].ResponseObject != nil {
 		t.Errorf("pod list in kube-system: got %+v, want two Metadata events without bodies", evs)
+	}
+
+	// A watch, long-running, has a ResponseStarted stage too.
+	wctx, cancel := context.WithCancel(admin)
+	stream, err := corev1.NewPodServiceClient(conn).WatchPods(wctx, &corev1.WatchPodsRequest{Namespace: "kube-system"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchH, err := stream.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	watchID := id(watchH)
+	var stages []string
+	for range 100 { // the ResponseComplete event is written when the server sees the cancel
+		stages = nil
+		for _, ev := range readAudit(t, path)[watchID] {
+			stages = append(stages, ev.Stage)
+		}
+		if len(stages) == 3 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Join(stages, ",") != "RequestReceived,ResponseStarted,ResponseComplete" {
+		t.Errorf("watch stages: %v, want RequestReceived, ResponseStarted, ResponseComplete", stages)
 	}
 }

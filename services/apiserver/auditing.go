@@ -2,8 +2,8 @@ package apiserver
 
 // This file holds how a request is audited: the audit ID, the request's
 // origin (what the gateway saw: the HTTP request URI, the client's user
-// agent and addresses), the audit Policy's decision, the RequestReceived
-// and ResponseComplete events, and the request and response bodies recorded
+// agent and addresses), the audit Policy's decision, the RequestReceived,
+// ResponseStarted (watches) and ResponseComplete events, and the request and response bodies recorded
 // at levels Request and RequestResponse.
 
 import (
@@ -102,6 +102,20 @@ func (s *Server) auditAuthenticated(ctx context.Context, c *call, u request.User
 	ev.SetAttributes(c.attrs)
 	ev.Level, ev.Stage, ev.StageTimestamp = c.decision.Level, audit.StageRequestReceived, time.Now()
 	ev.StageTimings, ev.ResponseStatus = nil, nil
+	s.writeAudit(&ev)
+}
+
+// auditResponseStarted writes the ResponseStarted event of a long-running
+// request (a watch) once its response has begun, as kube-apiserver does.
+func (s *Server) auditResponseStarted(c *call) {
+	if s.cfg.Auditor == nil || !c.decision.Records() || c.decision.Omits(audit.StageResponseStarted) {
+		return
+	}
+	ev := *c.ev
+	ev.SetAttributes(c.attrs)
+	ev.SetResponse(http.StatusOK, "", "")
+	ev.Level, ev.Stage, ev.StageTimestamp = c.decision.Level, audit.StageResponseStarted, time.Now()
+	ev.StageTimings = nil
 	s.writeAudit(&ev)
 }
 

@@ -452,8 +452,9 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	}
 	defer ch.stop(w)
 	// The watch is established: send the headers now, so a client can tell
-	// even before the first event.
+	// even before the first event (audit stage ResponseStarted).
 	_ = grpc.SendHeader(ctx, metadata.MD{})
+	s.auditResponseStarted(c)
 	deliver := func(e *watchEvent) error {
 		enc, sc, err := e.encoded(func() proto.Message {
 			if e.typ == eventBookmark {

@@ -65,6 +65,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.6.8 // indirect
 	k8s.io/component-base v0.33.13 // indirect
+	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
 )
 
 require (

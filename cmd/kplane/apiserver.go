@@ -27,30 +27,32 @@ import (
 
 func newAPIServerCommand() *cobra.Command {
 	var (
-		storeEndpoints                     string
-		storeCA, storeCert, storeKey       string
-		listen                             string
-		tlsCert, tlsKey, clientCA          string
-		tokenFile                          string
-		anonymous                          bool
-		auditPath, auditPolicyFile         string
-		auditMaxSizeMB, auditMaxBackups    int
-		watchWindow, watchBuffer           int
-		bookmarkInterval                   time.Duration
-		compactionInterval                 time.Duration
-		eventTTL                           time.Duration
-		requestTimeout                     time.Duration
-		maxInflight, maxMutatingInflight   int
-		logLevel                           string
-		allowInsecureWithoutClientCertsOK  bool
-		kubeletCert, kubeletKey, kubeletCA string
-		tf                                 telemetryFlags
-		notReadySeconds                    int64
-		unreachableSeconds                 int64
-		profilingListen                    string
-		blockProfileRate                   int
-		encryptionConfig                   string
-		gcPercent                          int
+		storeEndpoints                       string
+		storeCA, storeCert, storeKey         string
+		listen                               string
+		tlsCert, tlsKey, clientCA            string
+		tokenFile                            string
+		anonymous                            bool
+		auditPath, auditPolicyFile           string
+		auditWebhookConfig, auditWebhookMode string
+		auditWebhookBackoff                  time.Duration
+		auditMaxSizeMB, auditMaxBackups      int
+		watchWindow, watchBuffer             int
+		bookmarkInterval                     time.Duration
+		compactionInterval                   time.Duration
+		eventTTL                             time.Duration
+		requestTimeout                       time.Duration
+		maxInflight, maxMutatingInflight     int
+		logLevel                             string
+		allowInsecureWithoutClientCertsOK    bool
+		kubeletCert, kubeletKey, kubeletCA   string
+		tf                                   telemetryFlags
+		notReadySeconds                      int64
+		unreachableSeconds                   int64
+		profilingListen                      string
+		blockProfileRate                     int
+		encryptionConfig                     string
+		gcPercent                            int
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -158,13 +160,33 @@ func newAPIServerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var auditors audit.Multi
 			if al != nil {
 				defer al.Close()
-				cfg.Auditor = al
-				if auditPolicyFile != "" {
-					if cfg.AuditPolicy, err = audit.LoadPolicy(auditPolicyFile); err != nil {
-						return err
-					}
+				auditors = append(auditors, al)
+			}
+			if auditWebhookConfig != "" {
+				wh, err := audit.NewWebhook(audit.WebhookConfig{ConfigFile: auditWebhookConfig, Mode: auditWebhookMode, InitialBackoff: auditWebhookBackoff})
+				if err != nil {
+					return err
+				}
+				stop := make(chan struct{})
+				if err := wh.Run(stop); err != nil {
+					return err
+				}
+				defer func() { close(stop); wh.Shutdown() }()
+				auditors = append(auditors, wh)
+			}
+			switch len(auditors) {
+			case 0:
+			case 1:
+				cfg.Auditor = auditors[0]
+			default:
+				cfg.Auditor = auditors
+			}
+			if cfg.Auditor != nil && auditPolicyFile != "" {
+				if cfg.AuditPolicy, err = audit.LoadPolicy(auditPolicyFile); err != nil {
+					return err
 				}
 			}
 			s, err := apiserver.New(cfg)
@@ -199,6 +221,9 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&tokenFile, "token-auth-file", "", "static bearer tokens, Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
 	f.BoolVar(&anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous")
 	f.StringVar(&auditPath, "audit-log-path", "", "audit log file (one JSON line per audited request stage); - is standard output; empty disables it")
+	f.StringVar(&auditWebhookConfig, "audit-webhook-config-file", "", "kubeconfig naming the audit webhook: audit events are POSTed to it as audit.k8s.io/v1 EventLists")
+	f.StringVar(&auditWebhookMode, "audit-webhook-mode", audit.WebhookBatch, "batch (buffered, asynchronous) or blocking (each event sent before the request goes on)")
+	f.DurationVar(&auditWebhookBackoff, "audit-webhook-initial-backoff", 10*time.Second, "wait before the first retry of a failed webhook call")
 	f.StringVar(&auditPolicyFile, "audit-policy-file", "", "audit Policy (audit.k8s.io/v1): level and stages per request; empty: every request at Metadata, ResponseComplete only")
 	f.IntVar(&auditMaxSizeMB, "audit-log-maxsize", 100, "rotate the audit log at this size in MB")
 	f.IntVar(&auditMaxBackups, "audit-log-maxbackup", 10, "rotated audit logs to keep")

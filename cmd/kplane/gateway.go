@@ -27,7 +27,7 @@ func newGatewayCommand() *cobra.Command {
 		server, caFile, certFile, keyFile string
 		tokenAuthFile                     string
 		plaintext                         bool
-		logLevel                          string
+		logLevel, profilingListen         string
 		tf                                telemetryFlags
 	)
 	cmd := &cobra.Command{
@@ -83,6 +83,13 @@ forwards each request's bearer token and the API service authenticates it.`,
 			gw, err := gateway.New(cfg)
 			if err != nil {
 				return err
+			}
+			if profilingListen != "" {
+				stop, err := serveProfiling(profilingListen, 0, log)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			ctx := cmd.Context()
 			errc := make(chan error, 2)
@@ -142,6 +149,7 @@ forwards each request's bearer token and the API service authenticates it.`,
 	f.StringVar(&tokenAuthFile, "token-auth-file", "", "static token CSV (token,user,uid,\"groups\") for bearer tokens in impersonation mode")
 	f.BoolVar(&plaintext, "insecure-plaintext", false, "plaintext gRPC to the API service (local experiments only; tokens are forwarded)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6062); empty disables them")
 	tf.register(f)
 	return cmd
 }

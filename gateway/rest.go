@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -194,7 +195,7 @@ func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) 
 		return nil, err
 	}
 	if !isList {
-		return buildTable(res, []map[string]any{obj}, str(obj, "metadata", "resourceVersion"), info.includeObject, true), nil
+		return buildTable(res, []map[string]any{obj}, str(obj, "metadata", "resourceVersion"), info.includeObject, true, time.Now())
 	}
 	if _, ok := obj["items"]; !ok {
 		obj["items"] = []any{}
@@ -211,7 +212,10 @@ func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) 
 			items = append(items, o)
 		}
 	}
-	t := buildTable(res, items, str(obj, "metadata", "resourceVersion"), info.includeObject, true)
+	t, err := buildTable(res, items, str(obj, "metadata", "resourceVersion"), info.includeObject, true, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	if c := str(obj, "metadata", "continue"); c != "" {
 		t["metadata"].(map[string]any)["continue"] = c
 	}
@@ -250,7 +254,9 @@ func watchEventOf(tab *table, rendered *renderCache, m protoreflect.Message, inf
 	if err := json.Unmarshal(b, &o); err != nil {
 		return nil, err
 	}
-	ev.Object = buildTable(res, []map[string]any{o}, str(o, "metadata", "resourceVersion"), info.includeObject, true)
+	if ev.Object, err = buildTable(res, []map[string]any{o}, str(o, "metadata", "resourceVersion"), info.includeObject, true, time.Now()); err != nil {
+		return nil, err
+	}
 	return ev, nil
 }
 

@@ -34,9 +34,11 @@ const maxPatchAttempts = 5
 // are the generated handlers' own; the update carries the resourceVersion
 // read and is retried on Conflict unless the patch itself pins one.
 //
-// apply-patch (server-side apply) on an object is apply.go's; on status
-// and scale the applied configuration is merged into the live object with
-// strategic-merge semantics, without field ownership.
+// apply-patch (server-side apply) on an object or its status is
+// apply.go's; on scale the applied configuration is merged into the live
+// object with strategic-merge semantics, without field ownership. A
+// status patch of a kind without a status subresource is NotFound, as in
+// Kubernetes.
 func (g *Gateway) patch(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo) {
 	if err := g.doPatch(w, r, t, info); err != nil {
 		writeError(w, err)
@@ -59,7 +61,10 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 	if ct == applyPatchType && q.Get("fieldManager") == "" {
 		return badRequest("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
 	}
-	if ct == applyPatchType && t.sub == "" {
+	if t.sub == "status" && !t.hasStatus() {
+		return notFound()
+	}
+	if ct == applyPatchType && (t.sub == "" || t.sub == "status") {
 		return g.serverSideApply(w, r, t, info, body)
 	}
 	getPath, putPath := t.itemPath(""), t.itemPath("")
@@ -95,7 +100,7 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 			return err
 		}
 		ctx := r.Context()
-		if t.sub == "" {
+		if t.sub == "" || t.sub == "status" {
 			// Record the patch's manager in metadata.managedFields
 			// (operation Update), as Kubernetes does for every write.
 			managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), patched, updateManager(r), false)

@@ -865,9 +865,16 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		}
 		n := proto.Clone(old)
 		copyField(n, obj, "status")
-		// Labels and annotations may change through status, as in Kubernetes.
-		meta(n).Labels = meta(obj).GetLabels()
+		// Labels (but a Deployment's) and annotations may change through
+		// status, as in Kubernetes.
+		if _, ok := n.(*appsv1.Deployment); !ok {
+			meta(n).Labels = meta(obj).GetLabels()
+		}
 		meta(n).Annotations = meta(obj).GetAnnotations()
+		// The gateway records the status writer in managedFields.
+		if mf := meta(obj).GetManagedFields(); len(mf) > 0 {
+			meta(n).ManagedFields = mf
+		}
 		return n, s.admission(c, request.Update, n, old, dry), nil
 	})
 }

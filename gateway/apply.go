@@ -125,6 +125,18 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 	if len(applied.GetManagedFields()) > 0 {
 		return badRequest("metadata.managedFields must be nil in an applied configuration")
 	}
+	// A value of the wrong type fails as the field manager words it, before
+	// anything else (kube-apiserver applies before it validates fields).
+	if kubeTypeError(body, applied.Object) != nil {
+		empty, err := scheme.Scheme.New(gvk)
+		if err != nil {
+			return err
+		}
+		empty.GetObjectKind().SetGroupVersionKind(gvk)
+		if _, err := fm.Apply(empty, applied, manager, force); err != nil {
+			return fromKubeError(err)
+		}
+	}
 	// The applied configuration itself is checked as fieldValidation says;
 	// the merged object is Kubernetes' typed form and is written leniently.
 	_, warnings, err := decodeObject(body, t.res.Object, info.fieldValidation)
@@ -187,11 +199,13 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 
 // fromKubeError turns an error of Kubernetes' own libraries (the field
 // manager's 409 Conflict listing the contested fields, its 400s) into the
-// gateway's Status error.
+// gateway's Status error; an error without a Status (the field manager's
+// "failed to create typed patch object") is a 500 without a reason, as
+// kube-apiserver answers it.
 func fromKubeError(err error) error {
 	var ks kerrors.APIStatus
 	if !errors.As(err, &ks) {
-		return badRequest(err.Error())
+		return &apierrors.StatusError{Code: http.StatusInternalServerError, Message: err.Error()}
 	}
 	st := ks.Status()
 	out := &apierrors.StatusError{Reason: apierrors.Reason(st.Reason), Code: st.Code, Message: st.Message}

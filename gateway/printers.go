@@ -55,7 +55,17 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, err)
 	}
 	if err := json.Unmarshal(b, typed); err != nil {
-		return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, err)
+		// kplane may write a MicroTime (an event's eventTime, a lease's
+		// renewTime) with other than Kubernetes' six fractional digits,
+		// which its Go type refuses: print with every timestamp in that
+		// form (Time fields take it too).
+		b, merr := json.Marshal(microTimes(o))
+		if merr != nil {
+			return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, merr)
+		}
+		if err2 := json.Unmarshal(b, typed); err2 != nil {
+			return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, err)
+		}
 	}
 	since := func(t metav1.Time) string { return sinceTime(t.Time, now) }
 	switch obj := typed.(type) {
@@ -103,6 +113,30 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, int64(len(obj.Webhooks)), since(obj.CreationTimestamp)), nil
 	}
 	return defaultRow(o), nil
+}
+
+// microTimes returns a copy of v with every RFC 3339 timestamp string
+// rewritten with six fractional digits.
+func microTimes(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = microTimes(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = microTimes(e)
+		}
+		return out
+	case string:
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t.Format("2006-01-02T15:04:05.000000Z07:00")
+		}
+	}
+	return v
 }
 
 // defaultRow is kube-apiserver's row for kinds without a printer (roles,

@@ -72,6 +72,8 @@ type requestInfo struct {
 	warnings []string
 	// name is the object the path names, if any.
 	name string
+	// tableColumnsSent: a watch in Tables has sent its column definitions.
+	tableColumnsSent bool
 }
 
 type infoKey struct{}
@@ -254,7 +256,10 @@ func watchEventOf(tab *table, rendered *renderCache, m protoreflect.Message, inf
 	if err := json.Unmarshal(b, &o); err != nil {
 		return nil, err
 	}
-	if ev.Object, err = buildTable(res, []map[string]any{o}, str(o, "metadata", "resourceVersion"), info.includeObject, true, time.Now()); err != nil {
+	// Like kube-apiserver, only a watch's first Table defines the columns.
+	first := !info.tableColumnsSent
+	info.tableColumnsSent = true
+	if ev.Object, err = buildTable(res, []map[string]any{o}, str(o, "metadata", "resourceVersion"), info.includeObject, first, time.Now()); err != nil {
 		return nil, err
 	}
 	return ev, nil

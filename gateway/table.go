@@ -56,8 +56,9 @@ func defaultColumns(cols map[string][]columnDefinition) []columnDefinition {
 }
 
 // buildTable renders objects (Kubernetes JSON) as a meta.k8s.io/v1 Table
-// with res's columns and rows as kube-apiserver prints them at time now.
-// includeObject is None, Object or Metadata (the default).
+// with res's columns (null without withColumns, as in a watch's later
+// events) and rows as kube-apiserver prints them at time now. includeObject
+// is None, Object or Metadata (the default).
 func buildTable(res *resource, objs []map[string]any, rv, includeObject string, withColumns bool, now time.Time) (map[string]any, error) {
 	gvk := schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind}
 	rows := make([]any, 0, len(objs))
@@ -79,7 +80,7 @@ func buildTable(res *resource, objs []map[string]any, rv, includeObject string, 
 	if rv != "" {
 		md["resourceVersion"] = rv
 	}
-	t := map[string]any{"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "rows": rows}
+	t := map[string]any{"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "rows": rows, "columnDefinitions": nil}
 	if withColumns {
 		t["columnDefinitions"] = res.Columns
 	}

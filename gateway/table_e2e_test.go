@@ -69,6 +69,25 @@ webhooks:
 func TestKubectlGetColumns(t *testing.T) {
 	k := startKube(t, "kubectl")
 	k.ok([]string{"apply", "-f", k.file("objs.yaml", tableObjects)})
+	k.ok([]string{"apply", "-f", k.file("more.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: init-pod}
+spec:
+  initContainers: [{name: init, image: busybox}]
+  containers: [{name: app, image: nginx}]
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a
+  labels: {node-role.kubernetes.io/control-plane: ""}
+spec: {unschedulable: true}
+`)})
+	k.ok([]string{"patch", "pod", "init-pod", "--subresource=status", "--type=merge", "-p",
+		`{"status":{"initContainerStatuses":[{"name":"init","image":"busybox","imageID":"","ready":false,"restartCount":4,"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}}`})
+	k.ok([]string{"patch", "node", "node-a", "--subresource=status", "--type=merge", "-p",
+		`{"status":{"conditions":[{"type":"Ready","status":"True"}],"addresses":[{"type":"InternalIP","address":"192.168.1.10"}],` +
+			`"nodeInfo":{"kubeletVersion":"v1.33.13","osImage":"Debian","kernelVersion":"6.1.0","containerRuntimeVersion":"containerd://1.7.24"}}}`})
 	age := `\d+s`
 	for _, c := range []struct {
 		args []string
@@ -85,6 +104,10 @@ func TestKubectlGetColumns(t *testing.T) {
 		{[]string{"get", "rolebinding", "rb-mixed", "-o", "wide"}, []string{"NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS",
 			"rb-mixed Role/role-reader " + age + " alice, bob devs ci/builder"}},
 		{[]string{"get", "validatingwebhookconfiguration", "vwc-one"}, []string{"NAME WEBHOOKS AGE", "vwc-one 1 " + age}},
+		{[]string{"get", "pod", "init-pod", "-o", "wide"}, []string{"NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES",
+			"init-pod 0/1 Init:CrashLoopBackOff 4 " + age + ` <none> <none> <none> <none>`}},
+		{[]string{"get", "node", "node-a", "-o", "wide"}, []string{"NAME STATUS ROLES AGE VERSION INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME",
+			"node-a Ready,SchedulingDisabled control-plane " + age + " v1.33.13 192.168.1.10 <none> Debian 6.1.0 containerd://1.7.24"}},
 	} {
 		out := k.ok(c.args)
 		lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -114,11 +114,14 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 		}
 		errs = append(errs, validateEnum(o.GetType(), field.NewPath("type"), false, "Normal", "Warning")...)
 	case *coordinationv1.Lease:
-		if d := o.GetSpec().LeaseDurationSeconds; d != nil && *d <= 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "leaseDurationSeconds"), *d, "must be greater than 0"))
-		}
-		if t := o.GetSpec().LeaseTransitions; t != nil && *t < 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
+		// A Lease may come without a spec (Kubernetes takes one).
+		if sp := o.GetSpec(); sp != nil {
+			if d := sp.LeaseDurationSeconds; d != nil && *d <= 0 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "leaseDurationSeconds"), *d, "must be greater than 0"))
+			}
+			if t := sp.LeaseTransitions; t != nil && *t < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
+			}
 		}
 	case *rbacv1.Role:
 		errs = append(errs, validateRules(o.GetRules())...)

@@ -174,11 +174,13 @@ func run(ctx context.Context, kubeconfig, corpusPath, out, columnsPath string) e
 			md, _ := r.(map[string]any)["object"].(map[string]any)["metadata"].(map[string]any)
 			delete(md, "managedFields")
 		}
-		cols, err := json.Marshal(t["columnDefinitions"])
-		if err != nil {
+		var cols struct {
+			ColumnDefinitions json.RawMessage `json:"columnDefinitions"`
+		}
+		if err := json.Unmarshal(body, &cols); err != nil {
 			return err
 		}
-		columns[m.Resource.Resource] = cols
+		columns[m.Resource.Resource] = cols.ColumnDefinitions
 		if body, err = json.Marshal(t); err != nil {
 			return err
 		}

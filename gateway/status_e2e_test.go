@@ -55,7 +55,22 @@ status: {replicas: 7, readyReplicas: 3}
 	if !strings.Contains(mf, "tester/Apply/status;") || !strings.Contains(mf, "kubectl-create/Update/;") {
 		t.Fatalf("managedFields: %s", mf)
 	}
+	// Finalizers and owner references change through status (not a Pod's
+	// owner references), labels too (not a Deployment's), as in Kubernetes.
+	owner := `"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"cm","uid":"00000000-0000-4000-8000-000000000001"}]`
+	k.ok([]string{"patch", "deployment", "web", "--subresource=status", "--type=merge", "-p",
+		`{"metadata":{"labels":{"x":"y"},"finalizers":["example.com/x"],` + owner + `}}`})
+	if got := k.ok([]string{"get", "deployment", "web", "-o", "jsonpath={.metadata.labels.x}/{.metadata.finalizers}/{.metadata.ownerReferences[0].name}"}); got != `/["example.com/x"]/cm` {
+		t.Fatalf("deployment metadata after a status patch: %s", got)
+	}
+	k.ok([]string{"patch", "deployment", "web", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`})
 	k.ok([]string{"run", "p", "--image", "busybox"})
+	k.ok([]string{"patch", "pod", "p", "--subresource=status", "--type=merge", "-p",
+		`{"metadata":{"labels":{"x":"y"},"finalizers":["example.com/x"],` + owner + `}}`})
+	if got := k.ok([]string{"get", "pod", "p", "-o", "jsonpath={.metadata.labels.x}/{.metadata.finalizers}/{.metadata.ownerReferences}"}); got != `y/["example.com/x"]/` {
+		t.Fatalf("pod metadata after a status patch: %s", got)
+	}
+	k.ok([]string{"patch", "pod", "p", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`})
 	k.ok([]string{"patch", "pod", "p", "--subresource=status", "--type=merge", "-p",
 		`{"status":{"phase":"Running","containerStatuses":[{"name":"p","image":"busybox","imageID":"","ready":true,"restartCount":0,"state":{"running":{}}}]}}`})
 	out := k.ok([]string{"get", "pod", "p"})

@@ -17,6 +17,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -111,6 +112,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, int64(len(obj.Webhooks)), since(obj.CreationTimestamp)), nil
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		return row(obj.Name, int64(len(obj.Webhooks)), since(obj.CreationTimestamp)), nil
+	case *autoscalingv1.Scale:
+		return row(obj.Name, int64(obj.Spec.Replicas), int64(obj.Status.Replicas), since(obj.CreationTimestamp)), nil
 	}
 	return defaultRow(o), nil
 }

@@ -50,6 +50,8 @@ type table struct {
 	byObject map[protoreflect.FullName]*resource
 	byList   map[protoreflect.FullName]*resource
 	order    []*resource
+	// scale is the scale subresource's Scale, for its Tables.
+	scale *resource
 }
 
 func (t *table) lookup(group, version, res string) *resource {
@@ -128,6 +130,7 @@ func buildResourceTable() (*table, error) {
 			r.Columns = defaultColumns(cols)
 		}
 	}
+	t.scale = &resource{Group: "autoscaling", Version: "v1", Resource: "scale", Kind: "Scale", Columns: cols["scale"]}
 	return t, nil
 }
 

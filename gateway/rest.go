@@ -18,6 +18,7 @@ import (
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -154,6 +155,9 @@ func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 	return nil
 }
 
+// scaleName is the scale subresource's message.
+var scaleName = (&autoscalingv1.Scale{}).ProtoReflect().Descriptor().FullName()
+
 // responseBody is implemented by responses whose HTTP rule names a
 // response_body field.
 type responseBody interface{ XXX_ResponseBody() any }
@@ -184,6 +188,9 @@ func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) 
 	res, isList := tab.byList[fn]
 	if !isList {
 		res = tab.byObject[fn]
+	}
+	if !isList && info.table && res == nil && fn == scaleName {
+		res = tab.scale
 	}
 	if !isList && (!info.table || res == nil) {
 		return body, nil

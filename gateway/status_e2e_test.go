@@ -12,6 +12,9 @@ func TestKubectlStatusSubresource(t *testing.T) {
 	k := startKube(t, "kubectl.1.33")
 	k.ok([]string{"create", "deployment", "web", "--image", "nginx", "--replicas", "2"})
 	k.ok([]string{"get", "deployment", "web", "--subresource=status"}, "READY", "0/2")
+	if out := k.ok([]string{"get", "deployment", "web", "--subresource=scale"}); !strings.HasPrefix(strings.Join(strings.Fields(out), " "), "NAME DESIRED AVAILABLE AGE web 2 0 ") {
+		t.Fatalf("kubectl get deployment web --subresource=scale:\n%s", out)
+	}
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
 			k := k.withBinary(t, bin)

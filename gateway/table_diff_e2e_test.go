@@ -27,6 +27,16 @@ var corpusObjectsPrintedDifferently = map[string]string{
 	"pod-sidecar": "spec.initContainers[].restartPolicy and status.initContainerStatuses[].started",
 }
 
+// recordedRow is a Table kube-apiserver answered for one object of the
+// corpus (testdata/tables/recorded.json).
+type recordedRow struct {
+	Resource, Name string
+	Table          struct {
+		ColumnDefinitions []struct{ Name string }
+		Rows              []struct{ Cells []any }
+	}
+}
+
 // TestTablesLikeKubernetes creates the objects of the table corpus in
 // kplane through the gateway, as scripts/record-tables.sh created them in
 // kube-apiserver (status through the status subresource, deletion held by
@@ -87,28 +97,72 @@ func TestTablesLikeKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recorded []struct {
-		Resource, Name string
-		Table          struct {
-			ColumnDefinitions []struct{ Name string }
-			Rows              []struct{ Cells []any }
-		}
-	}
+	var recorded []recordedRow
 	if err := json.Unmarshal(recordedJSON, &recorded); err != nil {
 		t.Fatal(err)
+	}
+	byName := map[string]int{}
+	for i, r := range recorded {
+		byName[r.Resource+"/"+r.Name] = i
 	}
 	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
 		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true}
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
-	for i, e := range corpus {
-		rec := recorded[i]
+	// compare reads path as a Table and lists how its cells differ from
+	// rec's.
+	compare := func(path string, rec recordedRow) []string {
+		code, out := do(http.MethodGet, path+"?includeObject=None", "application/json;as=Table;v=v1;g=meta.k8s.io", nil)
+		var got struct{ Rows []struct{ Cells []any } }
+		if err := json.Unmarshal(out, &got); code != http.StatusOK || err != nil || len(got.Rows) != 1 {
+			return []string{fmt.Sprintf("table of %s: %d %s", path, code, out)}
+		}
+		want := rec.Table.Rows[0].Cells
+		if len(got.Rows[0].Cells) != len(want) {
+			return []string{fmt.Sprintf("%s: cells %v, want %v", path, got.Rows[0].Cells, want)}
+		}
+		var diffs []string
+		for j, col := range rec.Table.ColumnDefinitions {
+			switch col.Name {
+			case "Age", "Created At", "Last Seen", "First Seen":
+				continue
+			case "Cluster-IP":
+				if rec.Name != "svc-headless" && rec.Name != "svc-externalname" {
+					continue
+				}
+			}
+			g, w := got.Rows[0].Cells[j], want[j]
+			if s, ok := g.(string); ok {
+				g = ago.ReplaceAllString(s, "(… ago)")
+			}
+			if s, ok := w.(string); ok {
+				w = ago.ReplaceAllString(s, "(… ago)")
+			}
+			if g != w {
+				diffs = append(diffs, fmt.Sprintf("%s %s: got %v, kube-apiserver printed %v", path, col.Name, g, w))
+			}
+		}
+		return diffs
+	}
+	// resources are the corpus kinds' resources, as recorded.
+	resources := map[string]string{}
+	for _, r := range recorded {
+		for _, e := range corpus {
+			if e.Object["metadata"].(map[string]any)["name"] == r.Name && !strings.Contains(r.Resource, "/") {
+				resources[e.Object["kind"].(string)] = r.Resource
+			}
+		}
+	}
+	for _, e := range corpus {
 		kind := e.Object["kind"].(string)
 		apiVersion := e.Object["apiVersion"].(string)
 		name := e.Object["metadata"].(map[string]any)["name"].(string)
-		if rec.Name != name {
-			t.Fatalf("recorded.json does not follow corpus.yaml (%s, %s): record it again", rec.Name, name)
+		resource := resources[kind]
+		i, ok := byName[resource+"/"+name]
+		if !ok {
+			t.Fatalf("recorded.json has no %s %s: record it again", kind, name)
 		}
-		t.Run(rec.Resource+"/"+name, func(t *testing.T) {
+		rec := recorded[i]
+		t.Run(resource+"/"+name, func(t *testing.T) {
 			coll := "/apis/" + apiVersion
 			if apiVersion == "v1" {
 				coll = "/api/v1"
@@ -116,7 +170,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 			if !clusterScoped[kind] {
 				coll += "/namespaces/default"
 			}
-			coll += "/" + rec.Resource
+			coll += "/" + resource
 			item := coll + "/" + name
 			body, _ := json.Marshal(e.Object)
 			code, out := do(http.MethodPost, coll, "", body)
@@ -146,35 +200,9 @@ func TestTablesLikeKubernetes(t *testing.T) {
 					t.Fatalf("delete: %d %s", code, out)
 				}
 			}
-			code, out = do(http.MethodGet, item+"?includeObject=None", "application/json;as=Table;v=v1;g=meta.k8s.io", nil)
-			var got struct{ Rows []struct{ Cells []any } }
-			if err := json.Unmarshal(out, &got); code != http.StatusOK || err != nil || len(got.Rows) != 1 {
-				t.Fatalf("table: %d %s", code, out)
-			}
-			want := rec.Table.Rows[0].Cells
-			if len(got.Rows[0].Cells) != len(want) {
-				t.Fatalf("cells %v, want %v", got.Rows[0].Cells, want)
-			}
-			var diffs []string
-			for j, col := range rec.Table.ColumnDefinitions {
-				switch col.Name {
-				case "Age", "Created At", "Last Seen", "First Seen":
-					continue
-				case "Cluster-IP":
-					if name != "svc-headless" && name != "svc-externalname" {
-						continue
-					}
-				}
-				g, w := got.Rows[0].Cells[j], want[j]
-				if s, ok := g.(string); ok {
-					g = ago.ReplaceAllString(s, "(… ago)")
-				}
-				if s, ok := w.(string); ok {
-					w = ago.ReplaceAllString(s, "(… ago)")
-				}
-				if g != w {
-					diffs = append(diffs, fmt.Sprintf("%s: got %v, kube-apiserver printed %v", col.Name, g, w))
-				}
+			diffs := compare(item, rec)
+			if j, ok := byName[resource+"/scale/"+name]; ok {
+				diffs = append(diffs, compare(item+"/scale", recorded[j])...)
 			}
 			if field, ok := corpusObjectsPrintedDifferently[name]; ok {
 				if len(diffs) == 0 {

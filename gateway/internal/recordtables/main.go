@@ -149,7 +149,7 @@ func run(ctx context.Context, kubeconfig, corpusPath, out, columnsPath string) e
 	}
 	// Read every Table once all writes are done, each at the start of a
 	// second, so that the Date header names the second the rows were
-	// printed in.
+	// printed in; a Deployment's and a ReplicaSet's scale too.
 	for _, e := range entries {
 		apiVersion, _ := e.Object["apiVersion"].(string)
 		kind, _ := e.Object["kind"].(string)
@@ -159,38 +159,56 @@ func run(ctx context.Context, kubeconfig, corpusPath, out, columnsPath string) e
 		if err != nil {
 			return err
 		}
-		now := time.Now()
-		time.Sleep(now.Truncate(time.Second).Add(time.Second + 100*time.Millisecond).Sub(now))
-		body, date, err := c.table(ctx, collectionPath(m)+"/"+name+"?includeObject=Object")
+		item := collectionPath(m) + "/" + name
+		rec, cols, err := c.record(ctx, item, m.Resource.Resource, name)
 		if err != nil {
-			return fmt.Errorf("table of %s %s: %w", kind, name, err)
-		}
-		var t map[string]any
-		if err := json.Unmarshal(body, &t); err != nil {
 			return err
 		}
-		// managedFields say nothing about rows; keep the corpus small.
-		for _, r := range t["rows"].([]any) {
-			md, _ := r.(map[string]any)["object"].(map[string]any)["metadata"].(map[string]any)
-			delete(md, "managedFields")
+		recorded, columns[m.Resource.Resource] = append(recorded, rec), cols
+		// The scale subresource has a Table of its own.
+		if kind == "Deployment" || kind == "ReplicaSet" {
+			rec, cols, err := c.record(ctx, item+"/scale", m.Resource.Resource+"/scale", name)
+			if err != nil {
+				return err
+			}
+			recorded, columns["scale"] = append(recorded, rec), cols
 		}
-		var cols struct {
-			ColumnDefinitions json.RawMessage `json:"columnDefinitions"`
-		}
-		if err := json.Unmarshal(body, &cols); err != nil {
-			return err
-		}
-		columns[m.Resource.Resource] = cols.ColumnDefinitions
-		if body, err = json.Marshal(t); err != nil {
-			return err
-		}
-		recorded = append(recorded, Recorded{Resource: m.Resource.Resource, Name: name, Date: date, Table: body})
-		slog.Info("recorded", "resource", m.Resource.Resource, "name", name)
 	}
 	if err := writeJSON(out, recorded); err != nil {
 		return err
 	}
 	return writeJSON(columnsPath, columns)
+}
+
+// record reads the Table of path at the start of the next second and
+// returns it (recorded as resource), with its column definitions.
+func (c *client) record(ctx context.Context, path, resource, name string) (Recorded, json.RawMessage, error) {
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second + 100*time.Millisecond).Sub(now))
+	body, date, err := c.table(ctx, path+"?includeObject=Object")
+	if err != nil {
+		return Recorded{}, nil, fmt.Errorf("table of %s: %w", path, err)
+	}
+	var t map[string]any
+	if err := json.Unmarshal(body, &t); err != nil {
+		return Recorded{}, nil, err
+	}
+	// managedFields say nothing about rows; keep the corpus small.
+	for _, r := range t["rows"].([]any) {
+		md, _ := r.(map[string]any)["object"].(map[string]any)["metadata"].(map[string]any)
+		delete(md, "managedFields")
+	}
+	var cols struct {
+		ColumnDefinitions json.RawMessage `json:"columnDefinitions"`
+	}
+	if err := json.Unmarshal(body, &cols); err != nil {
+		return Recorded{}, nil, err
+	}
+	if body, err = json.Marshal(t); err != nil {
+		return Recorded{}, nil, err
+	}
+	slog.Info("recorded", "resource", resource, "name", name)
+	return Recorded{Resource: resource, Name: name, Date: date, Table: body}, cols.ColumnDefinitions, nil
 }
 
 func writeJSON(path string, v any) error {

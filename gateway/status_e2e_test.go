@@ -38,6 +38,17 @@ func TestKubectlStatusSubresource(t *testing.T) {
 			}
 		})
 	}
+	// A replace of the status (PUT) takes the status only.
+	cur := k.ok([]string{"get", "deployment", "web", "-o", "json"})
+	cur = strings.Replace(cur, `"replicas": 2,`, `"replicas": 4,`, 1) // spec.replicas
+	cur = strings.Replace(cur, `"readyReplicas": 2`, `"readyReplicas": 1`, 1)
+	if !strings.Contains(cur, `"replicas": 4,`) || !strings.Contains(cur, `"readyReplicas": 1`) {
+		t.Fatalf("kubectl get -o json:\n%s", cur)
+	}
+	k.ok([]string{"replace", "--subresource=status", "-f", k.file("replace.json", cur)}, "replaced")
+	if got := k.ok([]string{"get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.status.readyReplicas}"}); got != "2 1" {
+		t.Fatalf("after the status replace: %q, want 2 1", got)
+	}
 	// Server-side apply of the status: the status patches' manager owns
 	// the fields (a conflict naming it, with its subresource), the spec
 	// in the applied configuration is ignored.

@@ -59,14 +59,17 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		// kplane may write a MicroTime (an event's eventTime, a lease's
 		// renewTime) with other than Kubernetes' six fractional digits,
 		// which its Go type refuses: print with every timestamp in that
-		// form (Time fields take it too).
+		// form (Time fields take it too). Whatever else the Go type
+		// refuses leaves its field empty in the row: a Table is for
+		// reading, and one odd field must not fail the whole list.
 		b, merr := json.Marshal(microTimes(o))
 		if merr != nil {
 			return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, merr)
 		}
-		if err2 := json.Unmarshal(b, typed); err2 != nil {
+		if typed, err = scheme.Scheme.New(gvk); err != nil {
 			return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, err)
 		}
+		_ = json.Unmarshal(b, typed)
 	}
 	since := func(t metav1.Time) string { return sinceTime(t.Time, now) }
 	switch obj := typed.(type) {

@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // recordedTable is one object's Table as kube-apiserver v1.33 answered it
@@ -93,5 +96,31 @@ func TestTableRowsMatchKubernetes(t *testing.T) {
 		if r.List != "" && !seen[r.Resource] {
 			t.Errorf("the corpus has no %s", r.Resource)
 		}
+	}
+}
+
+// TestTableRowsOfOddObjects: an event whose MicroTime kplane wrote without
+// six fractional digits prints its times, and a field Kubernetes' Go type
+// refuses leaves the rest of the row printed.
+func TestTableRowsOfOddObjects(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)
+	ev := map[string]any{"apiVersion": "v1", "kind": "Event", "metadata": map[string]any{"name": "e", "creationTimestamp": "2026-01-01T00:00:00Z"},
+		"involvedObject": map[string]any{"kind": "Pod", "name": "p"}, "reason": "Started", "type": "Normal",
+		"eventTime": "2026-01-01T00:05:00Z", "reportingComponent": "kubelet"}
+	row, err := printObject(schema.GroupVersionKind{Version: "v1", Kind: "Event"}, ev, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(row.cells); got != "[5m Normal Started pod/p  kubelet  5m 1 e]" {
+		t.Errorf("event row %s", got)
+	}
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p", "creationTimestamp": "2026-01-01T00:00:00Z"},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "a"}}}, "status": map[string]any{"phase": "Running", "podIP": 7}}
+	row, err = printObject(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, pod, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(row.cells); got != "[p 0/1 Running 0 10m <none> <none> <none> <none>]" {
+		t.Errorf("pod row %s", got)
 	}
 }

@@ -59,6 +59,8 @@ func TestTypeErrors(t *testing.T) {
 			[]string{`"message":"Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal bool into Go struct field Container.spec.containers.command of type []string"`}},
 		{"replace", "PUT", deps + "/web", "application/json", badDep, 400,
 			[]string{`"message":"Deployment in version \"v1\" cannot be handled as a Deployment: ` + replicas + `"`}},
+		{"replace status", "PUT", deps + "/web/status", "application/json", strings.Replace(dep, `"spec"`, `"status":{"replicas":"x"},"spec"`, 1), 400,
+			[]string{`"message":"Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string into Go struct field DeploymentStatus.status.replicas of type int32"`}},
 		{"merge patch", "PATCH", deps + "/web", "application/merge-patch+json", `{"spec":{"replicas":"x"}}`, 422,
 			[]string{`"reason":"Invalid"`, `"message":" \"\" is invalid: patch: Invalid value: \"{`, `\": ` + replicas + `"`,
 				`"field":"patch"`, `"reason":"FieldValueInvalid"`}},

@@ -20,7 +20,7 @@ func TestKubectlStatusSubresource(t *testing.T) {
 			k := k.withBinary(t, bin)
 			// A status write ignores the spec.
 			k.ok([]string{"patch", "deployment", "web", "--subresource=status", "--type=merge",
-				"-p", `{"status":{"replicas":2,"readyReplicas":1},"spec":{"replicas":5}}`}, "deployment.apps/web patched")
+				"-p", `{"status":{"replicas":2,"readyReplicas":1,"availableReplicas":0},"spec":{"replicas":5}}`}, "deployment.apps/web patched")
 			if got := k.ok([]string{"get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.status.readyReplicas}"}); got != "2 1" {
 				t.Fatalf("after the status patch: spec.replicas, status.readyReplicas = %q, want 2 1", got)
 			}
@@ -38,15 +38,23 @@ func TestKubectlStatusSubresource(t *testing.T) {
 			}
 		})
 	}
+	// Status writes are validated as Kubernetes validates them (its words,
+	// recorded from kube-apiserver v1.33.13).
+	k.fails([]string{"patch", "deployment", "web", "--subresource=status", "--type=merge", "-p", `{"status":{"replicas":-1,"readyReplicas":5}}`},
+		`The Deployment "web" is invalid: 
+* status.replicas: Invalid value: -1: must be greater than or equal to 0
+* status.updatedReplicas: Invalid value: 0: cannot be greater than status.replicas
+* status.readyReplicas: Invalid value: 5: cannot be greater than status.replicas
+* status.availableReplicas: Invalid value: 2: cannot be greater than status.replicas`)
 	// A replace of the status (PUT) takes the status only.
 	cur := k.ok([]string{"get", "deployment", "web", "-o", "json"})
 	cur = strings.Replace(cur, `"replicas": 2,`, `"replicas": 4,`, 1) // spec.replicas
-	cur = strings.Replace(cur, `"readyReplicas": 2`, `"readyReplicas": 1`, 1)
-	if !strings.Contains(cur, `"replicas": 4,`) || !strings.Contains(cur, `"readyReplicas": 1`) {
+	cur = strings.Replace(cur, `"availableReplicas": 2`, `"availableReplicas": 1`, 1)
+	if !strings.Contains(cur, `"replicas": 4,`) || !strings.Contains(cur, `"availableReplicas": 1`) {
 		t.Fatalf("kubectl get -o json:\n%s", cur)
 	}
 	k.ok([]string{"replace", "--subresource=status", "-f", k.file("replace.json", cur)}, "replaced")
-	if got := k.ok([]string{"get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.status.readyReplicas}"}); got != "2 1" {
+	if got := k.ok([]string{"get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.status.availableReplicas}"}); got != "2 1" {
 		t.Fatalf("after the status replace: %q, want 2 1", got)
 	}
 	// Server-side apply of the status: the status patches' manager owns
@@ -94,6 +102,8 @@ status: {replicas: 7, readyReplicas: 3}
 	k.ok([]string{"get", "pod", "p", "--subresource=status"}, "Running")
 	k.ok([]string{"create", "namespace", "ns1"})
 	k.ok([]string{"patch", "namespace", "ns1", "--subresource=status", "--type=merge", "-p", `{"status":{"conditions":[{"type":"NamespaceDeletionDiscoveryFailure","status":"False"}]}}`})
+	k.fails([]string{"patch", "namespace", "ns1", "--subresource=status", "--type=merge", "-p", `{"status":{"phase":"Bogus"}}`},
+		"The Namespace \"ns1\" is invalid: status.Phase: Invalid value: \"Bogus\": may only be 'Active' if `deletionTimestamp` is empty")
 	k.ok([]string{"create", "service", "loadbalancer", "lb", "--tcp", "80:8080"})
 	k.ok([]string{"patch", "service", "lb", "--subresource=status", "--type=merge", "-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"203.0.113.7"}]}}}`})
 	k.ok([]string{"get", "service", "lb"}, "203.0.113.7")

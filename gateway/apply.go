@@ -16,36 +16,74 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
 
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // fieldManagers hands out Kubernetes' own field managers
 // (k8s.io/apimachinery/pkg/util/managedfields: structured-merge-diff over
-// the built-in types' schemas that client-go carries), one per kind.
+// the built-in types' schemas that client-go carries), one per kind and
+// subresource ("" or "status").
 type fieldManagers struct {
 	tc   managedfields.TypeConverter
 	mu   sync.Mutex
-	byGK map[schema.GroupVersionKind]*managedfields.FieldManager
+	byGK map[managerKey]*managedfields.FieldManager
+}
+
+type managerKey struct {
+	gvk         schema.GroupVersionKind
+	subresource string
 }
 
 func newFieldManagers() *fieldManagers {
 	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(scheme.Scheme),
-		byGK: map[schema.GroupVersionKind]*managedfields.FieldManager{}}
+		byGK: map[managerKey]*managedfields.FieldManager{}}
 }
 
-func (f *fieldManagers) get(gvk schema.GroupVersionKind) (*managedfields.FieldManager, error) {
+// get returns the field manager of writes of res's objects through
+// subresource; hasStatus says res has a status subresource.
+func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, hasStatus bool) (*managedfields.FieldManager, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if m := f.byGK[gvk]; m != nil {
+	key := managerKey{gvk, subresource}
+	if m := f.byGK[key]; m != nil {
 		return m, nil
 	}
-	m, err := managedfields.NewDefaultFieldManager(f.tc, scheme.Scheme, noDefaults{}, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
+	var reset map[fieldpath.APIVersion]fieldpath.Filter
+	if paths := resetFields(gvk.Kind, subresource, hasStatus); len(paths) > 0 {
+		reset = map[fieldpath.APIVersion]fieldpath.Filter{
+			fieldpath.APIVersion(gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
+		}
+	}
+	m, err := managedfields.NewDefaultFieldManager(f.tc, scheme.Scheme, noDefaults{}, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, reset)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: field manager for %s: %w", gvk, err)
 	}
-	f.byGK[gvk] = m
+	f.byGK[key] = m
 	return m, nil
+}
+
+// resetFields are the fields a write through subresource cannot change
+// (Kubernetes' strategies' reset fields), which its manager therefore
+// never owns: the status through the main resource of a kind with a status
+// subresource; the spec through status (and a Deployment's labels, a Pod's
+// deletionTimestamp and ownerReferences).
+func resetFields(kind, subresource string, hasStatus bool) []fieldpath.Path {
+	switch {
+	case subresource == "" && hasStatus:
+		return []fieldpath.Path{fieldpath.MakePathOrDie("status")}
+	case subresource != "status":
+		return nil
+	}
+	paths := []fieldpath.Path{fieldpath.MakePathOrDie("spec")}
+	switch kind {
+	case "Deployment":
+		paths = append(paths, fieldpath.MakePathOrDie("metadata", "labels"))
+	case "Pod":
+		paths = append(paths, fieldpath.MakePathOrDie("metadata", "deletionTimestamp"), fieldpath.MakePathOrDie("metadata", "ownerReferences"))
+	}
+	return paths
 }
 
 // noDefaults is the defaulter: the API service applies defaults itself.
@@ -53,19 +91,20 @@ type noDefaults struct{}
 
 func (noDefaults) Default(runtime.Object) {}
 
-// serverSideApply serves an apply patch on an object: Kubernetes' field
-// manager merges the applied configuration into the live object (or an
-// empty one when absent), records the fields the manager owns in
-// metadata.managedFields, and refuses with a 409 Conflict Status listing
-// the fields another manager owns unless ?force=true; the result is then
-// written with a compare-and-swap update (or a create), retried on
-// Conflict.
+// serverSideApply serves an apply patch on an object or its status:
+// Kubernetes' field manager merges the applied configuration into the live
+// object (or an empty one when absent; the status of an absent object is
+// NotFound), records the fields the manager owns in metadata.managedFields
+// (for the status subresource, apart), and refuses with a 409 Conflict
+// Status listing the fields another manager owns unless ?force=true; the
+// result is then written with a compare-and-swap update (of the status
+// through the status subresource) or a create, retried on Conflict.
 func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo, body []byte) error {
 	q := r.URL.Query()
 	manager := q.Get("fieldManager")
 	force := isTrue(q.Get("force"))
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
-	fm, err := g.managers.get(gvk)
+	fm, err := g.managers.get(gvk, t.sub, t.hasStatus())
 	if err != nil {
 		return err
 	}
@@ -85,6 +124,18 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 	applied.SetName(t.name)
 	if len(applied.GetManagedFields()) > 0 {
 		return badRequest("metadata.managedFields must be nil in an applied configuration")
+	}
+	// A value of the wrong type fails as the field manager words it, before
+	// anything else (kube-apiserver applies before it validates fields).
+	if kubeTypeError(body, applied.Object) != nil {
+		empty, err := scheme.Scheme.New(gvk)
+		if err != nil {
+			return err
+		}
+		empty.GetObjectKind().SetGroupVersionKind(gvk)
+		if _, err := fm.Apply(empty, applied, manager, force); err != nil {
+			return fromKubeError(err)
+		}
 	}
 	// The applied configuration itself is checked as fieldValidation says;
 	// the merged object is Kubernetes' typed form and is written leniently.
@@ -109,7 +160,7 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 			if err := json.Unmarshal(cur.body.Bytes(), live); err != nil {
 				return fmt.Errorf("gateway: reading the live %s: %w", gvk.Kind, err)
 			}
-		case cur.code == http.StatusNotFound:
+		case cur.code == http.StatusNotFound && t.sub == "":
 			live.GetObjectKind().SetGroupVersionKind(gvk)
 		default:
 			cur.copyTo(w)
@@ -132,7 +183,7 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 				return err
 			}
 		}
-		method, path := http.MethodPut, t.itemPath("")
+		method, path := http.MethodPut, t.itemPath(t.sub)
 		if !exists {
 			method, path = http.MethodPost, t.collectionPath()
 		}
@@ -148,11 +199,13 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 
 // fromKubeError turns an error of Kubernetes' own libraries (the field
 // manager's 409 Conflict listing the contested fields, its 400s) into the
-// gateway's Status error.
+// gateway's Status error; an error without a Status (the field manager's
+// "failed to create typed patch object") is a 500 without a reason, as
+// kube-apiserver answers it.
 func fromKubeError(err error) error {
 	var ks kerrors.APIStatus
 	if !errors.As(err, &ks) {
-		return badRequest(err.Error())
+		return &apierrors.StatusError{Code: http.StatusInternalServerError, Message: err.Error()}
 	}
 	st := ks.Status()
 	out := &apierrors.StatusError{Reason: apierrors.Reason(st.Reason), Code: st.Code, Message: st.Message}
@@ -198,7 +251,7 @@ func (g *Gateway) recordUpdate(t *target, info *requestInfo, live, patched []byt
 		return nil, nil, err
 	}
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
-	fm, err := g.managers.get(gvk)
+	fm, err := g.managers.get(gvk, t.sub, t.hasStatus())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -163,6 +163,9 @@ func decodeObject(b []byte, mt protoreflect.MessageType, validation string) (pro
 	msg := mt.New().Interface()
 	if validation == "Ignore" {
 		if err := kubejson.Unmarshal(b, msg, kubejson.Options{DiscardUnknown: true}); err != nil {
+			if kerr := kubeTypeError(b, doc); kerr != nil {
+				return nil, nil, badRequest(kerr.Error())
+			}
 			return nil, nil, decodeError(err)
 		}
 		return msg, nil, nil

@@ -275,6 +275,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 		}
 		return
+	case r.Method == http.MethodGet && !t.watch && t.sub == "status" && t.name != "":
+		// The status subresource reads the whole object, as in Kubernetes.
+		if !t.hasStatus() {
+			writeError(w, notFound())
+			return
+		}
+		u := *r.URL
+		u.Path, u.RawPath = t.itemPath(""), ""
+		r.URL = &u
 	case r.Method == http.MethodGet && !t.watch && (t.sub == "" || t.name == "") && isTrue(q.Get("watch")):
 		t.toWatch(r)
 	}

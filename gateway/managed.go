@@ -11,10 +11,11 @@ import (
 
 // managesFields says whether writes of t's objects record
 // metadata.managedFields: stored kinds (not the create-only reviews) that
-// Kubernetes' field manager knows, and not subresources.
+// Kubernetes' field manager knows, through the object itself or its status
+// subresource.
 func (g *Gateway) managesFields(t *target) bool {
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
-	return t.sub == "" && t.res.Methods["get"] != nil && scheme.Scheme.Recognizes(gvk)
+	return (t.sub == "" || (t.sub == "status" && t.hasStatus())) && t.res.Methods["get"] != nil && scheme.Scheme.Recognizes(gvk)
 }
 
 // recordCreate records the request's field manager (operation Update, as

@@ -9,9 +9,11 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -34,9 +36,11 @@ const maxPatchAttempts = 5
 // are the generated handlers' own; the update carries the resourceVersion
 // read and is retried on Conflict unless the patch itself pins one.
 //
-// apply-patch (server-side apply) on an object is apply.go's; on status
-// and scale the applied configuration is merged into the live object with
-// strategic-merge semantics, without field ownership.
+// apply-patch (server-side apply) on an object or its status is
+// apply.go's; on scale the applied configuration is merged into the live
+// object with strategic-merge semantics, without field ownership. A
+// status patch of a kind without a status subresource is NotFound, as in
+// Kubernetes.
 func (g *Gateway) patch(w http.ResponseWriter, r *http.Request, t *target, info *requestInfo) {
 	if err := g.doPatch(w, r, t, info); err != nil {
 		writeError(w, err)
@@ -59,7 +63,10 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 	if ct == applyPatchType && q.Get("fieldManager") == "" {
 		return badRequest("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
 	}
-	if ct == applyPatchType && t.sub == "" {
+	if t.sub == "status" && !t.hasStatus() {
+		return notFound()
+	}
+	if ct == applyPatchType && (t.sub == "" || t.sub == "status") {
 		return g.serverSideApply(w, r, t, info, body)
 	}
 	getPath, putPath := t.itemPath(""), t.itemPath("")
@@ -88,6 +95,9 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 		if err != nil {
 			return err
 		}
+		if err := patchTypeError(ct, body, patched, gvk); err != nil {
+			return err
+		}
 		if patched, err = keepResourceVersion(patched, cur.body.Bytes()); err != nil {
 			return err
 		}
@@ -95,7 +105,7 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 			return err
 		}
 		ctx := r.Context()
-		if t.sub == "" {
+		if t.sub == "" || t.sub == "status" {
 			// Record the patch's manager in metadata.managedFields
 			// (operation Update), as Kubernetes does for every write.
 			managed, warnings, err := g.recordUpdate(t, info, cur.body.Bytes(), patched, updateManager(r), false)
@@ -114,6 +124,40 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 		resp.copyTo(w)
 		return nil
 	}
+}
+
+// patchTypeError refuses a patched object holding a value of the wrong
+// type (a string for an integer, ...) as kube-apiserver does: 422 Invalid
+// on the field "patch", whose value is the patched object (JSON and merge
+// patches: Kubernetes' decoder's error) or the patch itself (strategic
+// merge patches: the unstructured converter's error). nil when the
+// object's Kubernetes Go type takes it or client-go does not know gvk.
+func patchTypeError(ct string, patch, patched []byte, gvk schema.GroupVersionKind) error {
+	typed, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil
+	}
+	if ct != strategicPatchType {
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, typed); err != nil {
+			return invalidPatch(string(patched), err)
+		}
+		return nil
+	}
+	var m map[string]any
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(patched, &m); err != nil {
+		return nil // not an object: the update reports it
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, typed); err != nil {
+		var pm map[string]any
+		_ = sigsjson.UnmarshalCaseSensitivePreserveInts(patch, &pm)
+		return invalidPatch(fmt.Sprintf("%+v", pm), err)
+	}
+	return nil
+}
+
+func invalidPatch(value string, err error) error {
+	return apierrors.NewInvalid("", "", "", []apierrors.Cause{{Type: "FieldValueInvalid", Field: "patch",
+		Message: fmt.Sprintf("Invalid value: %q: %s", value, err)}})
 }
 
 // uidUnchanged refuses a patch that changes metadata.uid as kube-apiserver

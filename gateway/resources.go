@@ -31,6 +31,8 @@ type resource struct {
 	Object  protoreflect.MessageType
 	// List is the list message's full name.
 	List protoreflect.FullName
+	// Columns are the Table columns kube-apiserver prints it with.
+	Columns []columnDefinition
 }
 
 // GroupVersion is "v1" or "apps/v1".
@@ -48,6 +50,8 @@ type table struct {
 	byObject map[protoreflect.FullName]*resource
 	byList   map[protoreflect.FullName]*resource
 	order    []*resource
+	// scale is the scale subresource's Scale, for its Tables.
+	scale *resource
 }
 
 func (t *table) lookup(group, version, res string) *resource {
@@ -117,6 +121,16 @@ func buildResourceTable() (*table, error) {
 	if len(t.order) == 0 {
 		return nil, fmt.Errorf("gateway: no kplane services registered")
 	}
+	cols, err := tableColumns()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range t.order {
+		if r.Columns = cols[r.Resource]; len(r.Columns) == 0 {
+			r.Columns = defaultColumns(cols)
+		}
+	}
+	t.scale = &resource{Group: "autoscaling", Version: "v1", Resource: "scale", Kind: "Scale", Columns: cols["scale"]}
 	return t, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -71,6 +73,8 @@ type requestInfo struct {
 	warnings []string
 	// name is the object the path names, if any.
 	name string
+	// tableColumnsSent: a watch in Tables has sent its column definitions.
+	tableColumnsSent bool
 }
 
 type infoKey struct{}
@@ -151,6 +155,9 @@ func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 	return nil
 }
 
+// scaleName is the scale subresource's message.
+var scaleName = (&autoscalingv1.Scale{}).ProtoReflect().Descriptor().FullName()
+
 // responseBody is implemented by responses whose HTTP rule names a
 // response_body field.
 type responseBody interface{ XXX_ResponseBody() any }
@@ -182,6 +189,9 @@ func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) 
 	if !isList {
 		res = tab.byObject[fn]
 	}
+	if !isList && info.table && res == nil && fn == scaleName {
+		res = tab.scale
+	}
 	if !isList && (!info.table || res == nil) {
 		return body, nil
 	}
@@ -194,7 +204,7 @@ func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) 
 		return nil, err
 	}
 	if !isList {
-		return buildTable(res, []map[string]any{obj}, str(obj, "metadata", "resourceVersion"), info.includeObject, true), nil
+		return buildTable(res, []map[string]any{obj}, str(obj, "metadata", "resourceVersion"), info.includeObject, true, time.Now())
 	}
 	if _, ok := obj["items"]; !ok {
 		obj["items"] = []any{}
@@ -211,7 +221,10 @@ func (g *Gateway) rewrite(ctx context.Context, resp proto.Message) (any, error) 
 			items = append(items, o)
 		}
 	}
-	t := buildTable(res, items, str(obj, "metadata", "resourceVersion"), info.includeObject, true)
+	t, err := buildTable(res, items, str(obj, "metadata", "resourceVersion"), info.includeObject, true, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	if c := str(obj, "metadata", "continue"); c != "" {
 		t["metadata"].(map[string]any)["continue"] = c
 	}
@@ -250,7 +263,12 @@ func watchEventOf(tab *table, rendered *renderCache, m protoreflect.Message, inf
 	if err := json.Unmarshal(b, &o); err != nil {
 		return nil, err
 	}
-	ev.Object = buildTable(res, []map[string]any{o}, str(o, "metadata", "resourceVersion"), info.includeObject, true)
+	// Like kube-apiserver, only a watch's first Table defines the columns.
+	first := !info.tableColumnsSent
+	info.tableColumnsSent = true
+	if ev.Object, err = buildTable(res, []map[string]any{o}, str(o, "metadata", "resourceVersion"), info.includeObject, first, time.Now()); err != nil {
+		return nil, err
+	}
 	return ev, nil
 }
 

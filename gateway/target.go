@@ -23,7 +23,9 @@ func (g *Gateway) parseTarget(group, version string, parts []string) *target {
 	if len(parts) > 0 && parts[0] == "watch" {
 		t.watch, parts = true, parts[1:]
 	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
+	// namespaces/{name}/status and /finalize are a namespace's
+	// subresources, not a collection in it (as Kubernetes reads them).
+	if len(parts) >= 3 && parts[0] == "namespaces" && !(len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")) {
 		t.namespace, parts = parts[1], parts[2:]
 	}
 	if len(parts) == 0 || len(parts) > 3 {
@@ -41,6 +43,9 @@ func (g *Gateway) parseTarget(group, version string, parts []string) *target {
 	}
 	return t
 }
+
+// hasStatus says t's resource has a status subresource.
+func (t *target) hasStatus() bool { return t.res.Methods["updateStatus"] != nil }
 
 // prefix is /api/v1 or /apis/<group>/<version>.
 func (t *target) prefix() string {

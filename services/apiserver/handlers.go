@@ -863,9 +863,21 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		}
 		n := proto.Clone(old)
 		copyField(n, obj, "status")
-		// Labels and annotations may change through status, as in Kubernetes.
-		meta(n).Labels = meta(obj).GetLabels()
+		// Labels (but a Deployment's), annotations, finalizers and owner
+		// references (but a Pod's) may change through status, as in
+		// Kubernetes, whose status strategies reset only those.
+		if _, ok := n.(*appsv1.Deployment); !ok {
+			meta(n).Labels = meta(obj).GetLabels()
+		}
 		meta(n).Annotations = meta(obj).GetAnnotations()
+		meta(n).Finalizers = meta(obj).GetFinalizers()
+		if _, ok := n.(*corev1.Pod); !ok {
+			meta(n).OwnerReferences = meta(obj).GetOwnerReferences()
+		}
+		// The gateway records the status writer in managedFields.
+		if mf := meta(obj).GetManagedFields(); len(mf) > 0 {
+			meta(n).ManagedFields = mf
+		}
 		return n, s.admission(c, request.Update, n, old, dry), nil
 	})
 }

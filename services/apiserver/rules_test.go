@@ -1,12 +1,14 @@
 package apiserver
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -374,5 +376,31 @@ func TestStatusUpdateValidation(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: got %v, want Invalid on %s", name, err, tc.field)
 		}
+	}
+}
+
+// TestStatusValidation: Kubernetes' status rules, in its words: counts of
+// a ReplicaSet not negative nor above status.replicas, a Namespace's phase
+// Terminating only while it is being deleted.
+func TestStatusValidation(t *testing.T) {
+	for name, tc := range map[string]struct {
+		obj  proto.Message
+		want string
+	}{
+		"replica set": {&appsv1.ReplicaSet{Metadata: &metav1.ObjectMeta{Name: "rs"},
+			Status: &appsv1.ReplicaSetStatus{Replicas: 2, FullyLabeledReplicas: 3, ReadyReplicas: 1, AvailableReplicas: 2, ObservedGeneration: -1}},
+			`[status.observedGeneration: Invalid value: -1: must be greater than or equal to 0, status.fullyLabeledReplicas: Invalid value: 3: cannot be greater than status.replicas, status.availableReplicas: Invalid value: 2: cannot be greater than readyReplicas]`},
+		"active namespace": {&corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "ns"}, Status: &corev1.NamespaceStatus{Phase: "Terminating"}},
+			"status.Phase: Invalid value: \"Terminating\": may only be 'Active' if `deletionTimestamp` is empty"},
+		"deleted namespace": {&corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "ns", DeletionTimestamp: timestamppb.Now()}, Status: &corev1.NamespaceStatus{Phase: "Active"}},
+			"status.Phase: Invalid value: \"Active\": may only be 'Terminating' if `deletionTimestamp` is not empty"},
+	} {
+		if got := fmt.Sprint(validateStatus(tc.obj).ToAggregate()); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, tc.want)
+		}
+	}
+	ok := &appsv1.Deployment{Metadata: &metav1.ObjectMeta{Name: "d"}, Status: &appsv1.DeploymentStatus{Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 2}}
+	if errs := validateStatus(ok); len(errs) > 0 {
+		t.Errorf("a consistent deployment status: %v", errs)
 	}
 }

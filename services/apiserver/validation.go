@@ -114,11 +114,14 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 		}
 		errs = append(errs, validateEnum(o.GetType(), field.NewPath("type"), false, "Normal", "Warning")...)
 	case *coordinationv1.Lease:
-		if d := o.GetSpec().LeaseDurationSeconds; d != nil && *d <= 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "leaseDurationSeconds"), *d, "must be greater than 0"))
-		}
-		if t := o.GetSpec().LeaseTransitions; t != nil && *t < 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
+		// A Lease may come without a spec (Kubernetes takes one).
+		if sp := o.GetSpec(); sp != nil {
+			if d := sp.LeaseDurationSeconds; d != nil && *d <= 0 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "leaseDurationSeconds"), *d, "must be greater than 0"))
+			}
+			if t := sp.LeaseTransitions; t != nil && *t < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
+			}
 		}
 	case *rbacv1.Role:
 		errs = append(errs, validateRules(o.GetRules())...)
@@ -160,6 +163,9 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 // validation on every status write a node agent makes. Should admission
 // have changed the spec after all, everything is validated.
 func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
+	if errs := validateStatus(obj); len(errs) > 0 {
+		return invalid(r, meta(obj).GetName(), errs)
+	}
 	p, ok := obj.(*corev1.Pod)
 	op, okOld := old.(*corev1.Pod)
 	if !ok || !okOld || !proto.Equal(p.GetSpec(), op.GetSpec()) {
@@ -168,6 +174,62 @@ func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
 	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
 	errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
 	return invalid(r, meta(obj).GetName(), errs)
+}
+
+// validateStatus checks a status written through the status subresource
+// as Kubernetes' status validation does: a Deployment's and a ReplicaSet's
+// counts are not negative and not above status.replicas (available not
+// above ready); a Namespace's phase is Active, or Terminating once it is
+// being deleted.
+func validateStatus(obj proto.Message) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath("status")
+	nonNegative := func(v int64, name string) {
+		if v < 0 {
+			errs = append(errs, field.Invalid(p.Child(name), v, "must be greater than or equal to 0"))
+		}
+	}
+	notAbove := func(v, limit int32, name, msg string) {
+		if v > limit {
+			errs = append(errs, field.Invalid(p.Child(name), v, msg))
+		}
+	}
+	const aboveReplicas = "cannot be greater than status.replicas"
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		st := o.GetStatus()
+		nonNegative(st.GetObservedGeneration(), "observedGeneration")
+		nonNegative(int64(st.GetReplicas()), "replicas")
+		nonNegative(int64(st.GetUpdatedReplicas()), "updatedReplicas")
+		nonNegative(int64(st.GetReadyReplicas()), "readyReplicas")
+		nonNegative(int64(st.GetAvailableReplicas()), "availableReplicas")
+		nonNegative(int64(st.GetUnavailableReplicas()), "unavailableReplicas")
+		nonNegative(int64(st.GetCollisionCount()), "collisionCount")
+		notAbove(st.GetUpdatedReplicas(), st.GetReplicas(), "updatedReplicas", aboveReplicas)
+		notAbove(st.GetReadyReplicas(), st.GetReplicas(), "readyReplicas", aboveReplicas)
+		notAbove(st.GetAvailableReplicas(), st.GetReplicas(), "availableReplicas", aboveReplicas)
+		notAbove(st.GetAvailableReplicas(), st.GetReadyReplicas(), "availableReplicas", "cannot be greater than readyReplicas")
+	case *appsv1.ReplicaSet:
+		st := o.GetStatus()
+		nonNegative(int64(st.GetReplicas()), "replicas")
+		nonNegative(int64(st.GetFullyLabeledReplicas()), "fullyLabeledReplicas")
+		nonNegative(int64(st.GetReadyReplicas()), "readyReplicas")
+		nonNegative(int64(st.GetAvailableReplicas()), "availableReplicas")
+		nonNegative(st.GetObservedGeneration(), "observedGeneration")
+		notAbove(st.GetFullyLabeledReplicas(), st.GetReplicas(), "fullyLabeledReplicas", aboveReplicas)
+		notAbove(st.GetReadyReplicas(), st.GetReplicas(), "readyReplicas", aboveReplicas)
+		notAbove(st.GetAvailableReplicas(), st.GetReplicas(), "availableReplicas", aboveReplicas)
+		notAbove(st.GetAvailableReplicas(), st.GetReadyReplicas(), "availableReplicas", "cannot be greater than readyReplicas")
+	case *corev1.Namespace:
+		phase := o.GetStatus().GetPhase()
+		switch deleting := meta(o).GetDeletionTimestamp() != nil; {
+		case !deleting && phase != "Active":
+			errs = append(errs, field.Invalid(p.Child("Phase"), phase, "may only be 'Active' if `deletionTimestamp` is empty"))
+		case deleting && phase != "Terminating":
+			errs = append(errs, field.Invalid(p.Child("Phase"), phase, "may only be 'Terminating' if `deletionTimestamp` is not empty"))
+		}
+	}
+	return errs
 }
 
 // invalid turns a field.ErrorList into apierrors' Invalid (nil if empty).

@@ -916,9 +916,14 @@ func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS
 		st.ReadyReplicas += rs.GetStatus().GetReadyReplicas()
 		st.AvailableReplicas += rs.GetStatus().GetAvailableReplicas()
 	}
+	// The new ReplicaSet's count comes from the same copies as the totals,
+	// so that updatedReplicas never exceeds replicas (the API service
+	// refuses such a status, as Kubernetes does).
 	if newRS != nil {
-		if got, ok := c.cfg.RSInformer.Store().Get(client.Key(newRS)); ok {
-			st.UpdatedReplicas = got.GetStatus().GetReplicas()
+		for _, rs := range fresh {
+			if client.Key(rs) == client.Key(newRS) {
+				st.UpdatedReplicas = rs.GetStatus().GetReplicas()
+			}
 		}
 	}
 	st.UnavailableReplicas = max(want-st.AvailableReplicas, 0)

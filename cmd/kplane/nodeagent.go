@@ -364,6 +364,8 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			if err != nil {
 				return err
 			}
+			// Its streaming server (exec, attach, port-forward) stops with it.
+			defer rt.Close()
 			criCfg.Server = rt
 		}
 		rc, err := cri.New(criCfg)

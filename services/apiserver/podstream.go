@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	corev1api "k8s.io/api/core/v1"
+
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -207,7 +209,7 @@ func streamTarget(pod *corev1.Pod, sub string, q url.Values) (string, url.Values
 				if err != nil || n == 0 {
 					return "", nil, apierrors.NewBadRequest(fmt.Sprintf("invalid port %q", one))
 				}
-				params.Add("port", one)
+				params.Add(corev1api.PortHeader, one)
 			}
 		}
 		if pod.GetSpec().GetNodeName() == "" {
@@ -222,22 +224,27 @@ func streamTarget(pod *corev1.Pod, sub string, q url.Values) (string, url.Values
 	if pod.GetSpec().GetNodeName() == "" {
 		return "", nil, apierrors.NewBadRequest(fmt.Sprintf("pod %s does not have a host assigned", name))
 	}
-	for _, b := range []string{"stdin", "stdout", "stderr", "tty"} {
-		v := q.Get(b)
+	// PodExecOptions' and PodAttachOptions' booleans, and the kubelet's
+	// names for them.
+	for _, b := range []struct{ opt, param string }{
+		{"stdin", corev1api.ExecStdinParam}, {"stdout", corev1api.ExecStdoutParam},
+		{"stderr", corev1api.ExecStderrParam}, {"tty", corev1api.ExecTTYParam},
+	} {
+		v := q.Get(b.opt)
 		if v == "" {
 			continue
 		}
 		on, err := strconv.ParseBool(v)
 		if err != nil {
-			return "", nil, apierrors.NewBadRequest(fmt.Sprintf("%s: invalid boolean %q", b, v))
+			return "", nil, apierrors.NewBadRequest(fmt.Sprintf("%s: invalid boolean %q", b.opt, v))
 		}
 		if on {
-			params.Set(b, "1")
+			params.Set(b.param, "1")
 		}
 	}
 	if sub == "exec" {
 		for _, c := range q["command"] {
-			params.Add("command", c)
+			params.Add(corev1api.ExecCommandParam, c)
 		}
 	}
 	return "/" + sub + "/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/" + url.PathEscape(container), params, nil

@@ -143,7 +143,8 @@ func (s *Server) dialKubelet(ctx context.Context, addr string) (*tls.Conn, error
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("unable to reach the node agent at %s: %v", addr, err))
+		// kube-apiserver's answer when its proxy cannot dial the kubelet.
+		return nil, &apierrors.StatusError{Code: http.StatusInternalServerError, Message: fmt.Sprintf("error dialing backend: %v", err)}
 	}
 	return c.(*tls.Conn), nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/kplane/kplane/internal/kubectltest"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -104,6 +106,10 @@ func TestKubectlExecBuiltInRuntime(t *testing.T) {
 		t.Errorf("kubectl 1.33 exec as bob with get pods/exec: got %v, want it through to the runtime (exit %d)", err, simruntime.ExecExitCode)
 	}
 
+	// Every stream ends with its kubectl: no goroutine of the gateway, the
+	// API service or the node agent outlives it (the exec above started
+	// the runtime's streaming server, which stays).
+	before := goleak.IgnoreCurrent()
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		k := k.WithBinary(t, bin)
 		t.Run(bin, func(t *testing.T) {
@@ -143,6 +149,7 @@ func TestKubectlExecBuiltInRuntime(t *testing.T) {
 			wantErr("exec unscheduled", err, "Error from server (BadRequest): pod unscheduled does not have a host assigned")
 		})
 	}
+	goleak.VerifyNone(t, before)
 }
 
 // portForwardRefused runs `kubectl port-forward pod :80`, connects to the

@@ -77,7 +77,6 @@ func (s *LogServer) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	rt := a.cfg.Runtime.Runtime()
 	var target string
 	var err error
 	switch kind {
@@ -87,7 +86,7 @@ func (s *LogServer) serveStream(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("container not found (%q)", parts[3]), http.StatusInternalServerError)
 			return
 		}
-		target, err = a.streamURL(ctx, rt, kind, id, r.URL.Query()["command"], opts)
+		target, err = a.streamURL(ctx, a.cfg.Runtime.Runtime(), kind, id, r.URL.Query()["command"], opts)
 	case "portForward":
 		rec.mu.Lock()
 		sandbox := rec.sandboxID
@@ -97,7 +96,7 @@ func (s *LogServer) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var resp *runtimeapi.PortForwardResponse
-		if resp, err = rt.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandbox}); err == nil {
+		if resp, err = a.cfg.Runtime.Runtime().PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: sandbox}); err == nil {
 			target = resp.GetUrl()
 		}
 	}

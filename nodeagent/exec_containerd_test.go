@@ -167,9 +167,9 @@ func TestUpContainerdExec(t *testing.T) {
 				}
 			}
 
-			// cp into the pod and back out.
+			// cp into the pod and back out: 4 MiB, many stream chunks.
 			local := filepath.Join(t.TempDir(), "in.txt")
-			content := "copied by " + v + "\n"
+			content := strings.Repeat("copied by "+v+" ...........................\n", 4<<20/40)
 			if err := os.WriteFile(local, []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -177,14 +177,17 @@ func TestUpContainerdExec(t *testing.T) {
 				t.Fatalf("cp into the pod: %q %s exit %d", out, errOut, code)
 			}
 			if out, errOut, code := run(t, bin, "", "exec", "box", "--", "cat", "/tmp/in.txt"); code != 0 || out != content {
-				t.Errorf("the copied file in the pod: got %q (%s), exit %d; want %q", out, errOut, code, content)
+				t.Errorf("the copied file in the pod: got %d bytes (%s), exit %d; want the %d copied", len(out), errOut, code, len(content))
+			}
+			if out, errOut, code := run(t, bin, content, "exec", "-i", "box", "--", "wc", "-c"); code != 0 || strings.TrimSpace(out) != fmt.Sprint(len(content)) {
+				t.Errorf("exec -i wc -c of %d bytes: got %q (%s), exit %d", len(content), out, errOut, code)
 			}
 			back := filepath.Join(t.TempDir(), "out.txt")
 			if out, errOut, code := run(t, bin, "", "cp", "box:/tmp/in.txt", back); code != 0 {
 				t.Fatalf("cp out of the pod: %q %s exit %d", out, errOut, code)
 			}
 			if b, err := os.ReadFile(back); err != nil || string(b) != content {
-				t.Errorf("the file copied out: got %q, %v; want %q", b, err, content)
+				t.Errorf("the file copied out: got %d bytes, %v; want the %d copied in", len(b), err, len(content))
 			}
 
 			t.Run("port-forward", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +189,22 @@ func TestUpContainerdExec(t *testing.T) {
 			}
 			if b, err := os.ReadFile(back); err != nil || string(b) != content {
 				t.Errorf("the file copied out: got %d bytes, %v; want the %d copied in", len(b), err, len(content))
+			}
+
+			// The round trip of `kubectl exec box -- true` (kubectl's own
+			// start included), logged for BENCHMARKS.md, never asserted.
+			// `kubectl get pod box` (what exec does first) is the baseline.
+			for _, args := range [][]string{{"get", "pod", "box", "-o", "name"}, {"exec", "box", "--", "true"}} {
+				var took []time.Duration
+				for range 10 {
+					start := time.Now()
+					if _, errOut, code := run(t, bin, "", args...); code != 0 {
+						t.Fatalf("kubectl %v: exit %d (%s)", args, code, errOut)
+					}
+					took = append(took, time.Since(start))
+				}
+				slices.Sort(took)
+				t.Logf("%s %s over 10: min %v, p50 %v, max %v", v, args[0], took[0], took[5], took[9])
 			}
 
 			t.Run("port-forward", func(t *testing.T) {

@@ -89,6 +89,13 @@ func TestKubectlExecBuiltInRuntime(t *testing.T) {
 			t.Errorf("%s exec as bob: got %v, want %q", bin, err, forbidden)
 		}
 	}
+	// port-forward: kubectl reports the refused upgrade in its own words.
+	const pfForbidden = `error: error upgrading connection: pods "sim" is forbidden: User "bob" cannot create resource "pods/portforward" in API group "" in the namespace "default"`
+	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
+		if _, err := kubectl(bob.WithBinary(t, bin), "port-forward", "sim", ":80"); err == nil || !strings.Contains(err.Error(), pfForbidden) {
+			t.Errorf("%s port-forward as bob: got %v, want %q", bin, err, pfForbidden)
+		}
+	}
 	// With get (not create) on pods/exec, WebSocket (kubectl 1.33) gets
 	// through, SPDY (kubectl 1.27) does not.
 	for _, args := range [][]string{

@@ -10,8 +10,9 @@
 // generated handler can give: /version, health, discovery (legacy and
 // aggregated), a minimal OpenAPI, identity, body limits and YAML/protobuf
 // bodies, ?watch=true on list paths (sent to the generated /watch/ routes),
-// every PATCH type and server-side apply (patch.go), and DELETE on a
-// collection (collection.go).
+// every PATCH type and server-side apply (patch.go), DELETE on a
+// collection (collection.go), and the exec, attach and portforward
+// upgrades, carried as bytes to the API service's StreamPod (podstream.go).
 //
 // # Identity
 //

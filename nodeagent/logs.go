@@ -18,7 +18,8 @@ import (
 )
 
 // LogServer serves the container logs of the pods of one or more agents in
-// this process over HTTP, at the kubelet's path:
+// this process over HTTP, and the kubelet's streaming endpoints (exec,
+// attach, portForward: see streaming.go). Logs are at the kubelet's path:
 //
 //	GET /containerLogs/{namespace}/{pod}/{container}?tailLines=N&follow=true&previous=true&timestamps=true&sinceSeconds=S
 //

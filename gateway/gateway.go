@@ -10,8 +10,9 @@
 // generated handler can give: /version, health, discovery (legacy and
 // aggregated), a minimal OpenAPI, identity, body limits and YAML/protobuf
 // bodies, ?watch=true on list paths (sent to the generated /watch/ routes),
-// every PATCH type and server-side apply (patch.go), and DELETE on a
-// collection (collection.go).
+// every PATCH type and server-side apply (patch.go), DELETE on a
+// collection (collection.go), and the exec, attach and portforward
+// upgrades, carried as bytes to the API service's StreamPod (podstream.go).
 //
 // # Identity
 //
@@ -52,6 +53,7 @@ import (
 
 	"github.com/kplane/kplane/internal/telemetry"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -107,6 +109,8 @@ type Gateway struct {
 	traced http.Handler
 	// metrics serves /metrics (Config.Metrics); nil: 404.
 	metrics http.Handler
+	// pods carries exec, attach and portforward (podstream.go).
+	pods corev1.PodServiceClient
 }
 
 // New builds a Gateway.
@@ -122,7 +126,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -241,6 +245,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(withInfo(r.Context(), info))
+	if ns, name, sub, ok := podStreamTarget(group, version, parts); ok {
+		g.servePodStream(w, r, md, ns, name, sub)
+		return
+	}
 	t := g.parseTarget(group, version, parts)
 	if t != nil {
 		info.name = t.name

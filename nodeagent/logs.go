@@ -18,7 +18,8 @@ import (
 )
 
 // LogServer serves the container logs of the pods of one or more agents in
-// this process over HTTP, at the kubelet's path:
+// this process over HTTP, and the kubelet's streaming endpoints (exec,
+// attach, portForward: see streaming.go). Logs are at the kubelet's path:
 //
 //	GET /containerLogs/{namespace}/{pod}/{container}?tailLines=N&follow=true&previous=true&timestamps=true&sinceSeconds=S
 //
@@ -262,7 +263,11 @@ func (s *LogServer) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	user := r.TLS.VerifiedChains[0][0].Subject.CommonName
 	if !s.users[user] {
-		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=get, resource=nodes, subresource=log)", user), http.StatusForbidden)
+		verb, sub := "get", "log"
+		if isStreamPath(r.URL.Path) {
+			verb, sub = "create", "proxy"
+		}
+		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", user, verb, sub), http.StatusForbidden)
 		return false
 	}
 	return true
@@ -271,6 +276,10 @@ func (s *LogServer) authorized(w http.ResponseWriter, r *http.Request) bool {
 // ServeHTTP implements http.Handler.
 func (s *LogServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
+		return
+	}
+	if isStreamPath(r.URL.Path) {
+		s.serveStream(w, r)
 		return
 	}
 	if r.Method != http.MethodGet {

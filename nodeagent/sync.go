@@ -473,6 +473,7 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		Annotations: map[string]string{"io.kubernetes.container.restartCount": strconv.Itoa(int(attempt))},
 		LogPath:     logRel,
 		Stdin:       spec.GetStdin(),
+		StdinOnce:   spec.GetStdinOnce(),
 		Tty:         spec.GetTty(),
 		Linux:       &runtimeapi.LinuxContainerConfig{Resources: linuxResources(spec.GetResources())},
 		Envs:        envs,

@@ -10,6 +10,8 @@
 #   containerd, runc,          the node agent's real-runtime tests start their
 #   containernetworking-plugins own containerd under a temp dir (no daemon is
 #                              started here)
+#   busybox-static             the static shell, cat and tar of the image the
+#                              exec, cp and run -i tests run on containerd
 #   helm (go install, pinned)  internal/packaging lints and renders charts/kplane
 #   Jaeger v1.76.0 (v2)         the tracing tests export to a real Jaeger; built
 #                              from its Go module by install-jaeger.sh into the
@@ -36,6 +38,7 @@ command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v runc >/dev/null 2>&1 || need+=(runc)
 [[ -x /usr/lib/cni/host-local ]] || need+=(containernetworking-plugins)
+[[ -x /bin/busybox ]] || need+=(busybox-static)
 
 if ((${#need[@]} == 0)); then
 	exit 0

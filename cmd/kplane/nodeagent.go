@@ -100,11 +100,11 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "with no --pod-cidr, node i (from 1) gets the i-th subnet of this CIDR")
 	f.IntVar(&fl.nodeCIDRMask, "node-cidr-mask-size", 24, "prefix length of each node's subnet of --cluster-cidr")
 	f.StringVar(&fl.nodeIP, "node-ip", "127.0.0.1", "the node's InternalIP")
-	f.StringVar(&fl.logListen, "log-listen", "127.0.0.1:10250", "address of the HTTPS server for container logs (GET /containerLogs/{ns}/{pod}/{container}), for the API service's pods/log; empty: none")
+	f.StringVar(&fl.logListen, "log-listen", "127.0.0.1:10250", "address of the HTTPS server for container logs (GET /containerLogs/{ns}/{pod}/{container}) and the streaming endpoints (/exec, /attach, /portForward), for the API service's pods/log, exec, attach and portforward; empty: none")
 	f.StringVar(&fl.logTLSCert, "tls-cert-file", "", "serving certificate of the log server (empty: a self-signed one, as the kubelet makes)")
 	f.StringVar(&fl.logTLSKey, "tls-private-key-file", "", "key for --tls-cert-file")
 	f.StringVar(&fl.logClientCA, "client-ca-file", "", "CA that signs the certificates of clients of the log server (empty: every log request is refused)")
-	f.StringSliceVar(&fl.logUsers, "log-allowed-users", []string{"kube-apiserver-kubelet-client"}, "certificate CNs that may read logs (the API service's --kubelet-client-certificate)")
+	f.StringSliceVar(&fl.logUsers, "log-allowed-users", []string{"kube-apiserver-kubelet-client"}, "certificate CNs that may read logs and open exec, attach and port-forward streams (the API service's --kubelet-client-certificate)")
 	f.DurationVar(&fl.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration (renewed every quarter of it)")
 	f.DurationVar(&fl.statusInterval, "status-interval", 10*time.Second, "how often the node status is computed")
 	f.DurationVar(&fl.resync, "resync-interval", 30*time.Second, "how often every pod is synced even without an event")
@@ -364,6 +364,8 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			if err != nil {
 				return err
 			}
+			// Its streaming server (exec, attach, port-forward) stops with it.
+			defer rt.Close()
 			criCfg.Server = rt
 		}
 		rc, err := cri.New(criCfg)

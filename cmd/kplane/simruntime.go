@@ -31,6 +31,7 @@ func newSimRuntimeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer rt.Close()
 			return rt.Run(cmd.Context())
 		},
 	}

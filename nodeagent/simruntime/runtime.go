@@ -79,6 +79,11 @@ type Runtime struct {
 	tags       map[string]string // normalised reference -> image ID
 	sandboxes  map[string]*sandbox
 	containers map[string]*container
+
+	// streamMu guards the streaming server (streaming.go).
+	streamMu sync.Mutex
+	stream   *streamer
+	closed   bool
 }
 
 var (

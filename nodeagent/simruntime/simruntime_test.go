@@ -662,9 +662,9 @@ func TestVersionAndStatus(t *testing.T) {
 
 func TestUnimplementedCallsSaySo(t *testing.T) {
 	e := start(t, simruntime.Config{})
-	_, err := e.client.Runtime().Attach(context.Background(), &runtimeapi.AttachRequest{ContainerId: "x"})
+	_, err := e.client.Runtime().CheckpointContainer(context.Background(), &runtimeapi.CheckpointContainerRequest{ContainerId: "x"})
 	if got := status.Code(err); got != codes.Unimplemented {
-		t.Fatalf("Attach: got %v, want Unimplemented", got)
+		t.Fatalf("CheckpointContainer: got %v, want Unimplemented", got)
 	}
 }
 

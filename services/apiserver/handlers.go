@@ -134,15 +134,13 @@ func (s *Server) authorize(ctx context.Context, c *call) error {
 		if d.Allowed {
 			return nil
 		}
-		res := c.attrs.Resource
-		if c.attrs.Subresource != "" {
-			res += "/" + c.attrs.Subresource
-		}
 		why := d.Reason
 		if why == "" {
 			why = forbiddenReason(c.attrs)
 		}
-		return apierrors.NewForbidden(c.attrs.APIGroup, res, c.attrs.Name, why)
+		// Kubernetes names the resource without its subresource here
+		// (`pods "p" is forbidden: ... resource "pods/exec"`).
+		return apierrors.NewForbidden(c.attrs.APIGroup, c.attrs.Resource, c.attrs.Name, why)
 	})
 }
 

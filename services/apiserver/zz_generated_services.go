@@ -333,6 +333,10 @@ func (x *podService) GetPodLog(req *corev1.GetPodLogRequest, stream grpc.ServerS
 	return toGRPC(x.s.podLog(stream.Context(), x.r, req, stream.Send))
 }
 
+func (x *podService) StreamPod(stream grpc.BidiStreamingServer[corev1.StreamPodRequest, corev1.StreamPodResponse]) error {
+	return toGRPC(x.s.podStream(stream.Context(), x.r, stream))
+}
+
 type nodeService struct {
 	corev1.UnimplementedNodeServiceServer
 	s *Server

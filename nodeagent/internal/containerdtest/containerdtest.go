@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,7 +44,21 @@ import (
 const (
 	PauseImage = "kplane.test/pause:1"
 	HelloImage = "kplane.test/hello:1"
+	// BusyboxImage holds Debian's static busybox (Busybox) with a shell,
+	// cat, tar and the other applets exec tests need under /bin; it is
+	// built only when Busybox exists (tests that use it require it).
+	BusyboxImage = "kplane.test/busybox:1"
 )
+
+// Busybox is the static busybox BusyboxImage is built from, and how to
+// get it.
+const (
+	Busybox            = "/bin/busybox"
+	BusyboxInstallHint = "apt-get install -y --no-install-recommends busybox-static"
+)
+
+// busyboxApplets are linked to busybox in BusyboxImage.
+var busyboxApplets = []string{"sh", "cat", "echo", "tar", "ls", "hostname", "sleep", "env", "id", "mkdir", "rm", "true", "false", "wc", "head"}
 
 // Environment variables of the hello image: the address it listens on
 // (host:port), and an exit code that makes it exit at once instead.
@@ -271,6 +286,28 @@ func buildImages(ctx context.Context, dir string) ([]string, error) {
 		return nil, fmt.Errorf("containerdtest: build test images: %w: %s", err, out)
 	}
 	var tars []string
+	if data, err := os.ReadFile(Busybox); err == nil && isStatic(data) {
+		links := map[string]string{}
+		for _, a := range busyboxApplets {
+			links["bin/"+a] = "busybox"
+		}
+		var buf bytes.Buffer
+		if err := ociimage.Write(&buf, ociimage.Image{
+			Name:       BusyboxImage,
+			Dirs:       []string{"bin", "tmp", "etc"},
+			Files:      map[string][]byte{"bin/busybox": data},
+			Symlinks:   links,
+			Entrypoint: []string{"/bin/sh"},
+			Env:        []string{"PATH=/bin"},
+		}); err != nil {
+			return nil, err
+		}
+		tar := filepath.Join(dir, "busybox.tar")
+		if err := os.WriteFile(tar, buf.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+		tars = append(tars, tar)
+	}
 	for _, im := range []struct{ ref, bin string }{{PauseImage, "pause"}, {HelloImage, "hello"}} {
 		data, err := os.ReadFile(filepath.Join(bin, im.bin))
 		if err != nil {
@@ -475,4 +512,21 @@ func (e *Env) removeCgroups() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isStatic tells whether the ELF binary data needs no dynamic loader (an
+// image holding only it can run it): Debian's busybox-static, not its
+// dynamically linked busybox.
+func isStatic(data []byte) bool {
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
 }

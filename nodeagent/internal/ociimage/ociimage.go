@@ -28,6 +28,12 @@ type Image struct {
 	// Files maps a path in the image (e.g. "hello") to its content; each is
 	// written executable.
 	Files map[string][]byte
+	// Dirs are directories created in the image (mode 0755; 1777 for
+	// "tmp"), e.g. "bin", "tmp".
+	Dirs []string
+	// Symlinks maps a path in the image to its target, e.g. "bin/sh" to
+	// "busybox" (a multi-call binary's applets).
+	Symlinks map[string]string
 	// Entrypoint and Env go into the image config.
 	Entrypoint []string
 	Env        []string
@@ -38,7 +44,7 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Write writes img as an OCI image layout tar to w.
 func Write(w io.Writer, img Image) error {
-	layer, err := layerTar(img.Files)
+	layer, err := layerTar(img)
 	if err != nil {
 		return fmt.Errorf("ociimage: layer: %w", err)
 	}
@@ -114,11 +120,25 @@ func Write(w io.Writer, img Image) error {
 
 func blobPath(d digest.Digest) string { return "blobs/" + d.Algorithm().String() + "/" + d.Encoded() }
 
-func layerTar(files map[string][]byte) ([]byte, error) {
+func layerTar(img Image) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if err := writeFile(tw, name, files[name], 0o755); err != nil {
+	for _, d := range img.Dirs {
+		mode := int64(0o755)
+		if d == "tmp" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: epoch}); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(img.Files)) {
+		if err := writeFile(tw, name, img.Files[name], 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(img.Symlinks)) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: img.Symlinks[name], Mode: 0o777, ModTime: epoch}); err != nil {
 			return nil, err
 		}
 	}

@@ -35,6 +35,11 @@ func Serve(t testing.TB, rt *simruntime.Runtime) string {
 		if err := <-done; err != nil {
 			t.Errorf("simruntime: serve: %v", err)
 		}
+		// Stops the streaming server, if an Exec, Attach or PortForward
+		// started one.
+		if err := rt.Close(); err != nil {
+			t.Errorf("simruntime: close: %v", err)
+		}
 		os.RemoveAll(dir)
 	})
 	return sock

@@ -45,13 +45,16 @@ type resource struct {
 	// Log has the log subresource (pods): a server-streaming RPC of raw
 	// text chunks (google.api.HttpBody).
 	Log bool
+	// Stream has the exec, attach and portforward subresources (pods): a
+	// bidirectional RPC carrying an HTTP upgrade to the node agent.
+	Stream bool
 }
 
 func groups() []group {
 	return []group{
 		{Dir: "core", Name: "", GoAlias: "corev1", Resource: []resource{
 			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces", Status: true, Finalize: true},
-			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true},
+			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true, Stream: true},
 			{Kind: "Node", Plural: "Nodes", Resource: "nodes", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "Service", Plural: "Services", Resource: "services", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
@@ -267,6 +270,16 @@ service {{.Kind}}Service {
     };
   }
 {{- end}}
+{{- if .Stream}}
+  // Stream{{.Kind}} carries a pods/exec, pods/attach or pods/portforward
+  // request (an HTTP upgrade: SPDY or WebSocket) to the node agent that
+  // runs the pod. The first request message holds the request (start);
+  // once it is authorized and the pod resolved, both directions are the
+  // raw bytes of the connection, the agent's HTTP response included, until
+  // either side closes. Errors before the agent is reached are the RPC's
+  // status.
+  rpc Stream{{.Kind}}(stream Stream{{.Kind}}Request) returns (stream Stream{{.Kind}}Response);
+{{- end}}
 {{- if .Finalize}}
   // Finalize{{.Kind}} replaces spec.finalizers (the finalize subresource);
   // the object goes once it is being deleted and no finalizer is left.
@@ -475,6 +488,43 @@ message Get{{.Kind}}LogRequest {
   optional int64 limit_bytes = 9;
 }
 {{- end}}
+{{- if .Stream}}
+
+// Stream{{.Kind}}Request is one message from the client of a streaming
+// subresource: the first holds start, the later ones data.
+message Stream{{.Kind}}Request {
+  Stream{{.Kind}}Start start = 1;
+  // data is the next bytes the client sent.
+  bytes data = 2;
+}
+
+// Stream{{.Kind}}Start is the HTTP request of a streaming subresource.
+message Stream{{.Kind}}Start {
+  // subresource is exec, attach or portforward.
+  string subresource = 1;
+  string namespace = 2;
+  string name = 3;
+  // method is GET (WebSocket) or POST (SPDY).
+  string method = 4;
+  // query is the request's raw query (PodExecOptions, PodAttachOptions,
+  // PodPortForwardOptions).
+  string query = 5;
+  // headers are the upgrade and protocol negotiation headers
+  // (Connection, Upgrade, X-Stream-Protocol-Version, Sec-WebSocket-*).
+  repeated Stream{{.Kind}}Header headers = 6;
+}
+
+// Stream{{.Kind}}Header is one HTTP header with its values.
+message Stream{{.Kind}}Header {
+  string name = 1;
+  repeated string values = 2;
+}
+
+// Stream{{.Kind}}Response is the next bytes from the node agent.
+message Stream{{.Kind}}Response {
+  bytes data = 1;
+}
+{{- end}}
 {{- if .Finalize}}
 
 // Finalize{{.Kind}}Request carries the object whose spec.finalizers are
@@ -680,6 +730,12 @@ func (x *{{.Kind | lower}}Service) Bind{{.Kind}}(ctx context.Context, req *{{$p}
 
 func (x *{{.Kind | lower}}Service) Get{{.Kind}}Log(req *{{$p}}.Get{{.Kind}}LogRequest, stream grpc.ServerStreamingServer[httpbody.HttpBody]) error {
 	return toGRPC(x.s.{{.Kind | lower}}Log(stream.Context(), x.r, req, stream.Send))
+}
+{{- end}}
+{{- if .Stream}}
+
+func (x *{{.Kind | lower}}Service) Stream{{.Kind}}(stream grpc.BidiStreamingServer[{{$p}}.Stream{{.Kind}}Request, {{$p}}.Stream{{.Kind}}Response]) error {
+	return toGRPC(x.s.{{.Kind | lower}}Stream(stream.Context(), x.r, stream))
 }
 {{- end}}
 {{- if .Finalize}}

@@ -2148,6 +2148,250 @@ func (x *GetPodLogRequest) GetLimitBytes() int64 {
 	return 0
 }
 
+// StreamPodRequest is one message from the client of a streaming
+// subresource: the first holds start, the later ones data.
+type StreamPodRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start *StreamPodStart        `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	// data is the next bytes the client sent.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamPodRequest) Reset() {
+	*x = StreamPodRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamPodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamPodRequest) ProtoMessage() {}
+
+func (x *StreamPodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamPodRequest.ProtoReflect.Descriptor instead.
+func (*StreamPodRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *StreamPodRequest) GetStart() *StreamPodStart {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *StreamPodRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// StreamPodStart is the HTTP request of a streaming subresource.
+type StreamPodStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// subresource is exec, attach or portforward.
+	Subresource string `protobuf:"bytes,1,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	Namespace   string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name        string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// method is GET (WebSocket) or POST (SPDY).
+	Method string `protobuf:"bytes,4,opt,name=method,proto3" json:"method,omitempty"`
+	// query is the request's raw query (PodExecOptions, PodAttachOptions,
+	// PodPortForwardOptions).
+	Query string `protobuf:"bytes,5,opt,name=query,proto3" json:"query,omitempty"`
+	// headers are the upgrade and protocol negotiation headers
+	// (Connection, Upgrade, X-Stream-Protocol-Version, Sec-WebSocket-*).
+	Headers       []*StreamPodHeader `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamPodStart) Reset() {
+	*x = StreamPodStart{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamPodStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamPodStart) ProtoMessage() {}
+
+func (x *StreamPodStart) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamPodStart.ProtoReflect.Descriptor instead.
+func (*StreamPodStart) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *StreamPodStart) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
+func (x *StreamPodStart) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *StreamPodStart) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StreamPodStart) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *StreamPodStart) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *StreamPodStart) GetHeaders() []*StreamPodHeader {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+// StreamPodHeader is one HTTP header with its values.
+type StreamPodHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamPodHeader) Reset() {
+	*x = StreamPodHeader{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamPodHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamPodHeader) ProtoMessage() {}
+
+func (x *StreamPodHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamPodHeader.ProtoReflect.Descriptor instead.
+func (*StreamPodHeader) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *StreamPodHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StreamPodHeader) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// StreamPodResponse is the next bytes from the node agent.
+type StreamPodResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamPodResponse) Reset() {
+	*x = StreamPodResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamPodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamPodResponse) ProtoMessage() {}
+
+func (x *StreamPodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamPodResponse.ProtoReflect.Descriptor instead.
+func (*StreamPodResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *StreamPodResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // GetNodeRequest names one Node.
 type GetNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2160,7 +2404,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2416,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2429,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -2212,7 +2456,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2468,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2481,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -2263,7 +2507,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2519,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2532,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -2350,7 +2594,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2606,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2619,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListNodesResponse) GetList() *NodeList {
@@ -2403,7 +2647,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2659,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2672,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchNodesRequest) GetLabelSelector() string {
@@ -2494,7 +2738,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2750,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2763,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchNodesResponse) GetType() string {
@@ -2556,7 +2800,7 @@ type CreateNodeRequest struct {
 
 func (x *CreateNodeRequest) Reset() {
 	*x = CreateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2812,7 @@ func (x *CreateNodeRequest) String() string {
 func (*CreateNodeRequest) ProtoMessage() {}
 
 func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2825,7 @@ func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateNodeRequest) GetNode() *Node {
@@ -2615,7 +2859,7 @@ type CreateNodeResponse struct {
 
 func (x *CreateNodeResponse) Reset() {
 	*x = CreateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2871,7 @@ func (x *CreateNodeResponse) String() string {
 func (*CreateNodeResponse) ProtoMessage() {}
 
 func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2884,7 @@ func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeResponse.ProtoReflect.Descriptor instead.
 func (*CreateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateNodeResponse) GetNode() *Node {
@@ -2663,7 +2907,7 @@ type UpdateNodeRequest struct {
 
 func (x *UpdateNodeRequest) Reset() {
 	*x = UpdateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2919,7 @@ func (x *UpdateNodeRequest) String() string {
 func (*UpdateNodeRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2932,7 @@ func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateNodeRequest) GetName() string {
@@ -2729,7 +2973,7 @@ type UpdateNodeResponse struct {
 
 func (x *UpdateNodeResponse) Reset() {
 	*x = UpdateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2985,7 @@ func (x *UpdateNodeResponse) String() string {
 func (*UpdateNodeResponse) ProtoMessage() {}
 
 func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2998,7 @@ func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateNodeResponse) GetNode() *Node {
@@ -2779,7 +3023,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3035,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3048,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2853,7 +3097,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3109,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3122,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteNodeResponse) GetNode() *Node {
@@ -2902,7 +3146,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3158,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3171,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateNodeStatusRequest) GetName() string {
@@ -2968,7 +3212,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3224,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3237,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateNodeStatusResponse) GetNode() *Node {
@@ -3016,7 +3260,7 @@ type GetEventRequest struct {
 
 func (x *GetEventRequest) Reset() {
 	*x = GetEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3272,7 @@ func (x *GetEventRequest) String() string {
 func (*GetEventRequest) ProtoMessage() {}
 
 func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3285,7 @@ func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventRequest.ProtoReflect.Descriptor instead.
 func (*GetEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetEventRequest) GetNamespace() string {
@@ -3075,7 +3319,7 @@ type GetEventResponse struct {
 
 func (x *GetEventResponse) Reset() {
 	*x = GetEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3331,7 @@ func (x *GetEventResponse) String() string {
 func (*GetEventResponse) ProtoMessage() {}
 
 func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3344,7 @@ func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventResponse.ProtoReflect.Descriptor instead.
 func (*GetEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetEventResponse) GetEvent() *Event {
@@ -3128,7 +3372,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3384,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3397,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -3222,7 +3466,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3234,7 +3478,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3247,7 +3491,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListEventsResponse) GetList() *EventList {
@@ -3277,7 +3521,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3533,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3546,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WatchEventsRequest) GetNamespace() string {
@@ -3375,7 +3619,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3631,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3644,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WatchEventsResponse) GetType() string {
@@ -3438,7 +3682,7 @@ type CreateEventRequest struct {
 
 func (x *CreateEventRequest) Reset() {
 	*x = CreateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3450,7 +3694,7 @@ func (x *CreateEventRequest) String() string {
 func (*CreateEventRequest) ProtoMessage() {}
 
 func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3463,7 +3707,7 @@ func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventRequest.ProtoReflect.Descriptor instead.
 func (*CreateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateEventRequest) GetNamespace() string {
@@ -3504,7 +3748,7 @@ type CreateEventResponse struct {
 
 func (x *CreateEventResponse) Reset() {
 	*x = CreateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3760,7 @@ func (x *CreateEventResponse) String() string {
 func (*CreateEventResponse) ProtoMessage() {}
 
 func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,7 +3773,7 @@ func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventResponse.ProtoReflect.Descriptor instead.
 func (*CreateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateEventResponse) GetEvent() *Event {
@@ -3553,7 +3797,7 @@ type UpdateEventRequest struct {
 
 func (x *UpdateEventRequest) Reset() {
 	*x = UpdateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3809,7 @@ func (x *UpdateEventRequest) String() string {
 func (*UpdateEventRequest) ProtoMessage() {}
 
 func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3822,7 @@ func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateEventRequest) GetNamespace() string {
@@ -3626,7 +3870,7 @@ type UpdateEventResponse struct {
 
 func (x *UpdateEventResponse) Reset() {
 	*x = UpdateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3638,7 +3882,7 @@ func (x *UpdateEventResponse) String() string {
 func (*UpdateEventResponse) ProtoMessage() {}
 
 func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3651,7 +3895,7 @@ func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpdateEventResponse) GetEvent() *Event {
@@ -3677,7 +3921,7 @@ type DeleteEventRequest struct {
 
 func (x *DeleteEventRequest) Reset() {
 	*x = DeleteEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3933,7 @@ func (x *DeleteEventRequest) String() string {
 func (*DeleteEventRequest) ProtoMessage() {}
 
 func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3946,7 @@ func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DeleteEventRequest) GetNamespace() string {
@@ -3758,7 +4002,7 @@ type DeleteEventResponse struct {
 
 func (x *DeleteEventResponse) Reset() {
 	*x = DeleteEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +4014,7 @@ func (x *DeleteEventResponse) String() string {
 func (*DeleteEventResponse) ProtoMessage() {}
 
 func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +4027,7 @@ func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteEventResponse) GetEvent() *Event {
@@ -3806,7 +4050,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +4062,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +4075,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -3865,7 +4109,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +4121,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4134,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetServiceResponse) GetService() *Service {
@@ -3918,7 +4162,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4174,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4187,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -4012,7 +4256,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4268,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4281,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListServicesResponse) GetList() *ServiceList {
@@ -4067,7 +4311,7 @@ type WatchServicesRequest struct {
 
 func (x *WatchServicesRequest) Reset() {
 	*x = WatchServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4079,7 +4323,7 @@ func (x *WatchServicesRequest) String() string {
 func (*WatchServicesRequest) ProtoMessage() {}
 
 func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4092,7 +4336,7 @@ func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WatchServicesRequest) GetNamespace() string {
@@ -4165,7 +4409,7 @@ type WatchServicesResponse struct {
 
 func (x *WatchServicesResponse) Reset() {
 	*x = WatchServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4421,7 @@ func (x *WatchServicesResponse) String() string {
 func (*WatchServicesResponse) ProtoMessage() {}
 
 func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4434,7 @@ func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *WatchServicesResponse) GetType() string {
@@ -4228,7 +4472,7 @@ type CreateServiceRequest struct {
 
 func (x *CreateServiceRequest) Reset() {
 	*x = CreateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4240,7 +4484,7 @@ func (x *CreateServiceRequest) String() string {
 func (*CreateServiceRequest) ProtoMessage() {}
 
 func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4253,7 +4497,7 @@ func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateServiceRequest) GetNamespace() string {
@@ -4294,7 +4538,7 @@ type CreateServiceResponse struct {
 
 func (x *CreateServiceResponse) Reset() {
 	*x = CreateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4550,7 @@ func (x *CreateServiceResponse) String() string {
 func (*CreateServiceResponse) ProtoMessage() {}
 
 func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4563,7 @@ func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateServiceResponse) GetService() *Service {
@@ -4343,7 +4587,7 @@ type UpdateServiceRequest struct {
 
 func (x *UpdateServiceRequest) Reset() {
 	*x = UpdateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +4599,7 @@ func (x *UpdateServiceRequest) String() string {
 func (*UpdateServiceRequest) ProtoMessage() {}
 
 func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +4612,7 @@ func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateServiceRequest) GetNamespace() string {
@@ -4416,7 +4660,7 @@ type UpdateServiceResponse struct {
 
 func (x *UpdateServiceResponse) Reset() {
 	*x = UpdateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4428,7 +4672,7 @@ func (x *UpdateServiceResponse) String() string {
 func (*UpdateServiceResponse) ProtoMessage() {}
 
 func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4441,7 +4685,7 @@ func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UpdateServiceResponse) GetService() *Service {
@@ -4467,7 +4711,7 @@ type DeleteServiceRequest struct {
 
 func (x *DeleteServiceRequest) Reset() {
 	*x = DeleteServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4723,7 @@ func (x *DeleteServiceRequest) String() string {
 func (*DeleteServiceRequest) ProtoMessage() {}
 
 func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4736,7 @@ func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteServiceRequest) GetNamespace() string {
@@ -4548,7 +4792,7 @@ type DeleteServiceResponse struct {
 
 func (x *DeleteServiceResponse) Reset() {
 	*x = DeleteServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4560,7 +4804,7 @@ func (x *DeleteServiceResponse) String() string {
 func (*DeleteServiceResponse) ProtoMessage() {}
 
 func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4573,7 +4817,7 @@ func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteServiceResponse) GetService() *Service {
@@ -4598,7 +4842,7 @@ type UpdateServiceStatusRequest struct {
 
 func (x *UpdateServiceStatusRequest) Reset() {
 	*x = UpdateServiceStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4610,7 +4854,7 @@ func (x *UpdateServiceStatusRequest) String() string {
 func (*UpdateServiceStatusRequest) ProtoMessage() {}
 
 func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4623,7 +4867,7 @@ func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateServiceStatusRequest) GetNamespace() string {
@@ -4671,7 +4915,7 @@ type UpdateServiceStatusResponse struct {
 
 func (x *UpdateServiceStatusResponse) Reset() {
 	*x = UpdateServiceStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4927,7 @@ func (x *UpdateServiceStatusResponse) String() string {
 func (*UpdateServiceStatusResponse) ProtoMessage() {}
 
 func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4940,7 @@ func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UpdateServiceStatusResponse) GetService() *Service {
@@ -4719,7 +4963,7 @@ type GetEndpointsRequest struct {
 
 func (x *GetEndpointsRequest) Reset() {
 	*x = GetEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +4975,7 @@ func (x *GetEndpointsRequest) String() string {
 func (*GetEndpointsRequest) ProtoMessage() {}
 
 func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +4988,7 @@ func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetEndpointsRequest) GetNamespace() string {
@@ -4778,7 +5022,7 @@ type GetEndpointsResponse struct {
 
 func (x *GetEndpointsResponse) Reset() {
 	*x = GetEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +5034,7 @@ func (x *GetEndpointsResponse) String() string {
 func (*GetEndpointsResponse) ProtoMessage() {}
 
 func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +5047,7 @@ func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetEndpointsResponse) GetEndpoints() *Endpoints {
@@ -4831,7 +5075,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +5087,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +5100,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListEndpointsRequest) GetNamespace() string {
@@ -4925,7 +5169,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5181,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5194,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListEndpointsResponse) GetList() *EndpointsList {
@@ -4980,7 +5224,7 @@ type WatchEndpointsRequest struct {
 
 func (x *WatchEndpointsRequest) Reset() {
 	*x = WatchEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5236,7 @@ func (x *WatchEndpointsRequest) String() string {
 func (*WatchEndpointsRequest) ProtoMessage() {}
 
 func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5249,7 @@ func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WatchEndpointsRequest) GetNamespace() string {
@@ -5078,7 +5322,7 @@ type WatchEndpointsResponse struct {
 
 func (x *WatchEndpointsResponse) Reset() {
 	*x = WatchEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5090,7 +5334,7 @@ func (x *WatchEndpointsResponse) String() string {
 func (*WatchEndpointsResponse) ProtoMessage() {}
 
 func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5103,7 +5347,7 @@ func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *WatchEndpointsResponse) GetType() string {
@@ -5141,7 +5385,7 @@ type CreateEndpointsRequest struct {
 
 func (x *CreateEndpointsRequest) Reset() {
 	*x = CreateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5153,7 +5397,7 @@ func (x *CreateEndpointsRequest) String() string {
 func (*CreateEndpointsRequest) ProtoMessage() {}
 
 func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5166,7 +5410,7 @@ func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *CreateEndpointsRequest) GetNamespace() string {
@@ -5207,7 +5451,7 @@ type CreateEndpointsResponse struct {
 
 func (x *CreateEndpointsResponse) Reset() {
 	*x = CreateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5219,7 +5463,7 @@ func (x *CreateEndpointsResponse) String() string {
 func (*CreateEndpointsResponse) ProtoMessage() {}
 
 func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5232,7 +5476,7 @@ func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *CreateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5256,7 +5500,7 @@ type UpdateEndpointsRequest struct {
 
 func (x *UpdateEndpointsRequest) Reset() {
 	*x = UpdateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5268,7 +5512,7 @@ func (x *UpdateEndpointsRequest) String() string {
 func (*UpdateEndpointsRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5281,7 +5525,7 @@ func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *UpdateEndpointsRequest) GetNamespace() string {
@@ -5329,7 +5573,7 @@ type UpdateEndpointsResponse struct {
 
 func (x *UpdateEndpointsResponse) Reset() {
 	*x = UpdateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5585,7 @@ func (x *UpdateEndpointsResponse) String() string {
 func (*UpdateEndpointsResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5598,7 @@ func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *UpdateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5380,7 +5624,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5392,7 +5636,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5405,7 +5649,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *DeleteEndpointsRequest) GetNamespace() string {
@@ -5461,7 +5705,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5473,7 +5717,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5486,7 +5730,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *DeleteEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5509,7 +5753,7 @@ type GetConfigMapRequest struct {
 
 func (x *GetConfigMapRequest) Reset() {
 	*x = GetConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5521,7 +5765,7 @@ func (x *GetConfigMapRequest) String() string {
 func (*GetConfigMapRequest) ProtoMessage() {}
 
 func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5534,7 +5778,7 @@ func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *GetConfigMapRequest) GetNamespace() string {
@@ -5568,7 +5812,7 @@ type GetConfigMapResponse struct {
 
 func (x *GetConfigMapResponse) Reset() {
 	*x = GetConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5580,7 +5824,7 @@ func (x *GetConfigMapResponse) String() string {
 func (*GetConfigMapResponse) ProtoMessage() {}
 
 func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5593,7 +5837,7 @@ func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *GetConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5621,7 +5865,7 @@ type ListConfigMapsRequest struct {
 
 func (x *ListConfigMapsRequest) Reset() {
 	*x = ListConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5877,7 @@ func (x *ListConfigMapsRequest) String() string {
 func (*ListConfigMapsRequest) ProtoMessage() {}
 
 func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5890,7 @@ func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListConfigMapsRequest) GetNamespace() string {
@@ -5715,7 +5959,7 @@ type ListConfigMapsResponse struct {
 
 func (x *ListConfigMapsResponse) Reset() {
 	*x = ListConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5727,7 +5971,7 @@ func (x *ListConfigMapsResponse) String() string {
 func (*ListConfigMapsResponse) ProtoMessage() {}
 
 func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5740,7 +5984,7 @@ func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListConfigMapsResponse) GetList() *ConfigMapList {
@@ -5770,7 +6014,7 @@ type WatchConfigMapsRequest struct {
 
 func (x *WatchConfigMapsRequest) Reset() {
 	*x = WatchConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5782,7 +6026,7 @@ func (x *WatchConfigMapsRequest) String() string {
 func (*WatchConfigMapsRequest) ProtoMessage() {}
 
 func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5795,7 +6039,7 @@ func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *WatchConfigMapsRequest) GetNamespace() string {
@@ -5868,7 +6112,7 @@ type WatchConfigMapsResponse struct {
 
 func (x *WatchConfigMapsResponse) Reset() {
 	*x = WatchConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5880,7 +6124,7 @@ func (x *WatchConfigMapsResponse) String() string {
 func (*WatchConfigMapsResponse) ProtoMessage() {}
 
 func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5893,7 +6137,7 @@ func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *WatchConfigMapsResponse) GetType() string {
@@ -5931,7 +6175,7 @@ type CreateConfigMapRequest struct {
 
 func (x *CreateConfigMapRequest) Reset() {
 	*x = CreateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5943,7 +6187,7 @@ func (x *CreateConfigMapRequest) String() string {
 func (*CreateConfigMapRequest) ProtoMessage() {}
 
 func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5956,7 +6200,7 @@ func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CreateConfigMapRequest) GetNamespace() string {
@@ -5997,7 +6241,7 @@ type CreateConfigMapResponse struct {
 
 func (x *CreateConfigMapResponse) Reset() {
 	*x = CreateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6009,7 +6253,7 @@ func (x *CreateConfigMapResponse) String() string {
 func (*CreateConfigMapResponse) ProtoMessage() {}
 
 func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6022,7 +6266,7 @@ func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *CreateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6046,7 +6290,7 @@ type UpdateConfigMapRequest struct {
 
 func (x *UpdateConfigMapRequest) Reset() {
 	*x = UpdateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6058,7 +6302,7 @@ func (x *UpdateConfigMapRequest) String() string {
 func (*UpdateConfigMapRequest) ProtoMessage() {}
 
 func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6071,7 +6315,7 @@ func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *UpdateConfigMapRequest) GetNamespace() string {
@@ -6119,7 +6363,7 @@ type UpdateConfigMapResponse struct {
 
 func (x *UpdateConfigMapResponse) Reset() {
 	*x = UpdateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6131,7 +6375,7 @@ func (x *UpdateConfigMapResponse) String() string {
 func (*UpdateConfigMapResponse) ProtoMessage() {}
 
 func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6144,7 +6388,7 @@ func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *UpdateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6170,7 +6414,7 @@ type DeleteConfigMapRequest struct {
 
 func (x *DeleteConfigMapRequest) Reset() {
 	*x = DeleteConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6182,7 +6426,7 @@ func (x *DeleteConfigMapRequest) String() string {
 func (*DeleteConfigMapRequest) ProtoMessage() {}
 
 func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6195,7 +6439,7 @@ func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *DeleteConfigMapRequest) GetNamespace() string {
@@ -6251,7 +6495,7 @@ type DeleteConfigMapResponse struct {
 
 func (x *DeleteConfigMapResponse) Reset() {
 	*x = DeleteConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6263,7 +6507,7 @@ func (x *DeleteConfigMapResponse) String() string {
 func (*DeleteConfigMapResponse) ProtoMessage() {}
 
 func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6276,7 +6520,7 @@ func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *DeleteConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6299,7 +6543,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6311,7 +6555,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6324,7 +6568,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *GetSecretRequest) GetNamespace() string {
@@ -6358,7 +6602,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6370,7 +6614,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6383,7 +6627,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *GetSecretResponse) GetSecret() *Secret {
@@ -6411,7 +6655,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6423,7 +6667,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6436,7 +6680,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListSecretsRequest) GetNamespace() string {
@@ -6505,7 +6749,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6517,7 +6761,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6530,7 +6774,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListSecretsResponse) GetList() *SecretList {
@@ -6560,7 +6804,7 @@ type WatchSecretsRequest struct {
 
 func (x *WatchSecretsRequest) Reset() {
 	*x = WatchSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6816,7 @@ func (x *WatchSecretsRequest) String() string {
 func (*WatchSecretsRequest) ProtoMessage() {}
 
 func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6829,7 @@ func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *WatchSecretsRequest) GetNamespace() string {
@@ -6658,7 +6902,7 @@ type WatchSecretsResponse struct {
 
 func (x *WatchSecretsResponse) Reset() {
 	*x = WatchSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6670,7 +6914,7 @@ func (x *WatchSecretsResponse) String() string {
 func (*WatchSecretsResponse) ProtoMessage() {}
 
 func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6683,7 +6927,7 @@ func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *WatchSecretsResponse) GetType() string {
@@ -6721,7 +6965,7 @@ type CreateSecretRequest struct {
 
 func (x *CreateSecretRequest) Reset() {
 	*x = CreateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6733,7 +6977,7 @@ func (x *CreateSecretRequest) String() string {
 func (*CreateSecretRequest) ProtoMessage() {}
 
 func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6746,7 +6990,7 @@ func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretRequest.ProtoReflect.Descriptor instead.
 func (*CreateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *CreateSecretRequest) GetNamespace() string {
@@ -6787,7 +7031,7 @@ type CreateSecretResponse struct {
 
 func (x *CreateSecretResponse) Reset() {
 	*x = CreateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6799,7 +7043,7 @@ func (x *CreateSecretResponse) String() string {
 func (*CreateSecretResponse) ProtoMessage() {}
 
 func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6812,7 +7056,7 @@ func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretResponse.ProtoReflect.Descriptor instead.
 func (*CreateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *CreateSecretResponse) GetSecret() *Secret {
@@ -6836,7 +7080,7 @@ type UpdateSecretRequest struct {
 
 func (x *UpdateSecretRequest) Reset() {
 	*x = UpdateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6848,7 +7092,7 @@ func (x *UpdateSecretRequest) String() string {
 func (*UpdateSecretRequest) ProtoMessage() {}
 
 func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6861,7 +7105,7 @@ func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *UpdateSecretRequest) GetNamespace() string {
@@ -6909,7 +7153,7 @@ type UpdateSecretResponse struct {
 
 func (x *UpdateSecretResponse) Reset() {
 	*x = UpdateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6921,7 +7165,7 @@ func (x *UpdateSecretResponse) String() string {
 func (*UpdateSecretResponse) ProtoMessage() {}
 
 func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6934,7 +7178,7 @@ func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *UpdateSecretResponse) GetSecret() *Secret {
@@ -6960,7 +7204,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6972,7 +7216,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6985,7 +7229,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *DeleteSecretRequest) GetNamespace() string {
@@ -7041,7 +7285,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7053,7 +7297,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7066,7 +7310,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *DeleteSecretResponse) GetSecret() *Secret {
@@ -7237,7 +7481,22 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"limitBytes\x88\x01\x01B\x10\n" +
 	"\x0e_since_secondsB\r\n" +
 	"\v_tail_linesB\x0e\n" +
-	"\f_limit_bytes\"O\n" +
+	"\f_limit_bytes\"\\\n" +
+	"\x10StreamPodRequest\x124\n" +
+	"\x05start\x18\x01 \x01(\v2\x1e.kplane.core.v1.StreamPodStartR\x05start\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xcd\x01\n" +
+	"\x0eStreamPodStart\x12 \n" +
+	"\vsubresource\x18\x01 \x01(\tR\vsubresource\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
+	"\x06method\x18\x04 \x01(\tR\x06method\x12\x14\n" +
+	"\x05query\x18\x05 \x01(\tR\x05query\x129\n" +
+	"\aheaders\x18\x06 \x03(\v2\x1f.kplane.core.v1.StreamPodHeaderR\aheaders\"=\n" +
+	"\x0fStreamPodHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"'\n" +
+	"\x11StreamPodResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"O\n" +
 	"\x0eGetNodeRequest\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\";\n" +
@@ -7609,8 +7868,7 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x0fUpdateNamespace\x12&.kplane.core.v1.UpdateNamespaceRequest\x1a'.kplane.core.v1.UpdateNamespaceResponse\"7\x82\xd3\xe4\x93\x021:\tnamespaceb\tnamespace\x1a\x19/api/v1/namespaces/{name}\x12\x93\x01\n" +
 	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}\x12\xb4\x01\n" +
 	"\x15UpdateNamespaceStatus\x12,.kplane.core.v1.UpdateNamespaceStatusRequest\x1a-.kplane.core.v1.UpdateNamespaceStatusResponse\">\x82\xd3\xe4\x93\x028:\tnamespaceb\tnamespace\x1a /api/v1/namespaces/{name}/status\x12\xaa\x01\n" +
-	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\xb3\n" +
-	"\n" +
+	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\x89\v\n" +
 	"\n" +
 	"PodService\x12\x80\x01\n" +
 	"\x06GetPod\x12\x1d.kplane.core.v1.GetPodRequest\x1a\x1e.kplane.core.v1.GetPodResponse\"7\x82\xd3\xe4\x93\x021b\x03pod\x12*/api/v1/namespaces/{namespace}/pods/{name}\x12\x96\x01\n" +
@@ -7621,7 +7879,8 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\tDeletePod\x12 .kplane.core.v1.DeletePodRequest\x1a!.kplane.core.v1.DeletePodResponse\":\x82\xd3\xe4\x93\x024:\x01*b\x03pod**/api/v1/namespaces/{namespace}/pods/{name}\x12\xa7\x01\n" +
 	"\x0fUpdatePodStatus\x12&.kplane.core.v1.UpdatePodStatusRequest\x1a'.kplane.core.v1.UpdatePodStatusResponse\"C\x82\xd3\xe4\x93\x02=:\x03podb\x03pod\x1a1/api/v1/namespaces/{namespace}/pods/{name}/status\x12\x97\x01\n" +
 	"\aBindPod\x12\x1e.kplane.core.v1.BindPodRequest\x1a\x1f.kplane.core.v1.BindPodResponse\"K\x82\xd3\xe4\x93\x02E:\abindingb\x06status\"2/api/v1/namespaces/{namespace}/pods/{name}/binding\x12}\n" +
-	"\tGetPodLog\x12 .kplane.core.v1.GetPodLogRequest\x1a\x14.google.api.HttpBody\"6\x82\xd3\xe4\x93\x020\x12./api/v1/namespaces/{namespace}/pods/{name}/log0\x012\xec\x06\n" +
+	"\tGetPodLog\x12 .kplane.core.v1.GetPodLogRequest\x1a\x14.google.api.HttpBody\"6\x82\xd3\xe4\x93\x020\x12./api/v1/namespaces/{namespace}/pods/{name}/log0\x01\x12T\n" +
+	"\tStreamPod\x12 .kplane.core.v1.StreamPodRequest\x1a!.kplane.core.v1.StreamPodResponse(\x010\x012\xec\x06\n" +
 	"\vNodeService\x12n\n" +
 	"\aGetNode\x12\x1e.kplane.core.v1.GetNodeRequest\x1a\x1f.kplane.core.v1.GetNodeResponse\"\"\x82\xd3\xe4\x93\x02\x1cb\x04node\x12\x14/api/v1/nodes/{name}\x12m\n" +
 	"\tListNodes\x12 .kplane.core.v1.ListNodesRequest\x1a!.kplane.core.v1.ListNodesResponse\"\x1b\x82\xd3\xe4\x93\x02\x15b\x04list\x12\r/api/v1/nodes\x12r\n" +
@@ -7691,7 +7950,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 113)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),           // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),          // 1: kplane.core.v1.GetNamespaceResponse
@@ -7726,311 +7985,319 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*BindPodRequest)(nil),                // 30: kplane.core.v1.BindPodRequest
 	(*BindPodResponse)(nil),               // 31: kplane.core.v1.BindPodResponse
 	(*GetPodLogRequest)(nil),              // 32: kplane.core.v1.GetPodLogRequest
-	(*GetNodeRequest)(nil),                // 33: kplane.core.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),               // 34: kplane.core.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),              // 35: kplane.core.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 36: kplane.core.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),             // 37: kplane.core.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),            // 38: kplane.core.v1.WatchNodesResponse
-	(*CreateNodeRequest)(nil),             // 39: kplane.core.v1.CreateNodeRequest
-	(*CreateNodeResponse)(nil),            // 40: kplane.core.v1.CreateNodeResponse
-	(*UpdateNodeRequest)(nil),             // 41: kplane.core.v1.UpdateNodeRequest
-	(*UpdateNodeResponse)(nil),            // 42: kplane.core.v1.UpdateNodeResponse
-	(*DeleteNodeRequest)(nil),             // 43: kplane.core.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),            // 44: kplane.core.v1.DeleteNodeResponse
-	(*UpdateNodeStatusRequest)(nil),       // 45: kplane.core.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),      // 46: kplane.core.v1.UpdateNodeStatusResponse
-	(*GetEventRequest)(nil),               // 47: kplane.core.v1.GetEventRequest
-	(*GetEventResponse)(nil),              // 48: kplane.core.v1.GetEventResponse
-	(*ListEventsRequest)(nil),             // 49: kplane.core.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),            // 50: kplane.core.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),            // 51: kplane.core.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),           // 52: kplane.core.v1.WatchEventsResponse
-	(*CreateEventRequest)(nil),            // 53: kplane.core.v1.CreateEventRequest
-	(*CreateEventResponse)(nil),           // 54: kplane.core.v1.CreateEventResponse
-	(*UpdateEventRequest)(nil),            // 55: kplane.core.v1.UpdateEventRequest
-	(*UpdateEventResponse)(nil),           // 56: kplane.core.v1.UpdateEventResponse
-	(*DeleteEventRequest)(nil),            // 57: kplane.core.v1.DeleteEventRequest
-	(*DeleteEventResponse)(nil),           // 58: kplane.core.v1.DeleteEventResponse
-	(*GetServiceRequest)(nil),             // 59: kplane.core.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),            // 60: kplane.core.v1.GetServiceResponse
-	(*ListServicesRequest)(nil),           // 61: kplane.core.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),          // 62: kplane.core.v1.ListServicesResponse
-	(*WatchServicesRequest)(nil),          // 63: kplane.core.v1.WatchServicesRequest
-	(*WatchServicesResponse)(nil),         // 64: kplane.core.v1.WatchServicesResponse
-	(*CreateServiceRequest)(nil),          // 65: kplane.core.v1.CreateServiceRequest
-	(*CreateServiceResponse)(nil),         // 66: kplane.core.v1.CreateServiceResponse
-	(*UpdateServiceRequest)(nil),          // 67: kplane.core.v1.UpdateServiceRequest
-	(*UpdateServiceResponse)(nil),         // 68: kplane.core.v1.UpdateServiceResponse
-	(*DeleteServiceRequest)(nil),          // 69: kplane.core.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),         // 70: kplane.core.v1.DeleteServiceResponse
-	(*UpdateServiceStatusRequest)(nil),    // 71: kplane.core.v1.UpdateServiceStatusRequest
-	(*UpdateServiceStatusResponse)(nil),   // 72: kplane.core.v1.UpdateServiceStatusResponse
-	(*GetEndpointsRequest)(nil),           // 73: kplane.core.v1.GetEndpointsRequest
-	(*GetEndpointsResponse)(nil),          // 74: kplane.core.v1.GetEndpointsResponse
-	(*ListEndpointsRequest)(nil),          // 75: kplane.core.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),         // 76: kplane.core.v1.ListEndpointsResponse
-	(*WatchEndpointsRequest)(nil),         // 77: kplane.core.v1.WatchEndpointsRequest
-	(*WatchEndpointsResponse)(nil),        // 78: kplane.core.v1.WatchEndpointsResponse
-	(*CreateEndpointsRequest)(nil),        // 79: kplane.core.v1.CreateEndpointsRequest
-	(*CreateEndpointsResponse)(nil),       // 80: kplane.core.v1.CreateEndpointsResponse
-	(*UpdateEndpointsRequest)(nil),        // 81: kplane.core.v1.UpdateEndpointsRequest
-	(*UpdateEndpointsResponse)(nil),       // 82: kplane.core.v1.UpdateEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),        // 83: kplane.core.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),       // 84: kplane.core.v1.DeleteEndpointsResponse
-	(*GetConfigMapRequest)(nil),           // 85: kplane.core.v1.GetConfigMapRequest
-	(*GetConfigMapResponse)(nil),          // 86: kplane.core.v1.GetConfigMapResponse
-	(*ListConfigMapsRequest)(nil),         // 87: kplane.core.v1.ListConfigMapsRequest
-	(*ListConfigMapsResponse)(nil),        // 88: kplane.core.v1.ListConfigMapsResponse
-	(*WatchConfigMapsRequest)(nil),        // 89: kplane.core.v1.WatchConfigMapsRequest
-	(*WatchConfigMapsResponse)(nil),       // 90: kplane.core.v1.WatchConfigMapsResponse
-	(*CreateConfigMapRequest)(nil),        // 91: kplane.core.v1.CreateConfigMapRequest
-	(*CreateConfigMapResponse)(nil),       // 92: kplane.core.v1.CreateConfigMapResponse
-	(*UpdateConfigMapRequest)(nil),        // 93: kplane.core.v1.UpdateConfigMapRequest
-	(*UpdateConfigMapResponse)(nil),       // 94: kplane.core.v1.UpdateConfigMapResponse
-	(*DeleteConfigMapRequest)(nil),        // 95: kplane.core.v1.DeleteConfigMapRequest
-	(*DeleteConfigMapResponse)(nil),       // 96: kplane.core.v1.DeleteConfigMapResponse
-	(*GetSecretRequest)(nil),              // 97: kplane.core.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),             // 98: kplane.core.v1.GetSecretResponse
-	(*ListSecretsRequest)(nil),            // 99: kplane.core.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),           // 100: kplane.core.v1.ListSecretsResponse
-	(*WatchSecretsRequest)(nil),           // 101: kplane.core.v1.WatchSecretsRequest
-	(*WatchSecretsResponse)(nil),          // 102: kplane.core.v1.WatchSecretsResponse
-	(*CreateSecretRequest)(nil),           // 103: kplane.core.v1.CreateSecretRequest
-	(*CreateSecretResponse)(nil),          // 104: kplane.core.v1.CreateSecretResponse
-	(*UpdateSecretRequest)(nil),           // 105: kplane.core.v1.UpdateSecretRequest
-	(*UpdateSecretResponse)(nil),          // 106: kplane.core.v1.UpdateSecretResponse
-	(*DeleteSecretRequest)(nil),           // 107: kplane.core.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),          // 108: kplane.core.v1.DeleteSecretResponse
-	(*Namespace)(nil),                     // 109: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                 // 110: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                     // 111: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),              // 112: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                           // 113: kplane.core.v1.Pod
-	(*PodList)(nil),                       // 114: kplane.core.v1.PodList
-	(*Binding)(nil),                       // 115: kplane.core.v1.Binding
-	(*Node)(nil),                          // 116: kplane.core.v1.Node
-	(*NodeList)(nil),                      // 117: kplane.core.v1.NodeList
-	(*Event)(nil),                         // 118: kplane.core.v1.Event
-	(*EventList)(nil),                     // 119: kplane.core.v1.EventList
-	(*Service)(nil),                       // 120: kplane.core.v1.Service
-	(*ServiceList)(nil),                   // 121: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                     // 122: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                 // 123: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                     // 124: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                 // 125: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                        // 126: kplane.core.v1.Secret
-	(*SecretList)(nil),                    // 127: kplane.core.v1.SecretList
-	(*httpbody.HttpBody)(nil),             // 128: google.api.HttpBody
+	(*StreamPodRequest)(nil),              // 33: kplane.core.v1.StreamPodRequest
+	(*StreamPodStart)(nil),                // 34: kplane.core.v1.StreamPodStart
+	(*StreamPodHeader)(nil),               // 35: kplane.core.v1.StreamPodHeader
+	(*StreamPodResponse)(nil),             // 36: kplane.core.v1.StreamPodResponse
+	(*GetNodeRequest)(nil),                // 37: kplane.core.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 38: kplane.core.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 39: kplane.core.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 40: kplane.core.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),             // 41: kplane.core.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),            // 42: kplane.core.v1.WatchNodesResponse
+	(*CreateNodeRequest)(nil),             // 43: kplane.core.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),            // 44: kplane.core.v1.CreateNodeResponse
+	(*UpdateNodeRequest)(nil),             // 45: kplane.core.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),            // 46: kplane.core.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),             // 47: kplane.core.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),            // 48: kplane.core.v1.DeleteNodeResponse
+	(*UpdateNodeStatusRequest)(nil),       // 49: kplane.core.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),      // 50: kplane.core.v1.UpdateNodeStatusResponse
+	(*GetEventRequest)(nil),               // 51: kplane.core.v1.GetEventRequest
+	(*GetEventResponse)(nil),              // 52: kplane.core.v1.GetEventResponse
+	(*ListEventsRequest)(nil),             // 53: kplane.core.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),            // 54: kplane.core.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),            // 55: kplane.core.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),           // 56: kplane.core.v1.WatchEventsResponse
+	(*CreateEventRequest)(nil),            // 57: kplane.core.v1.CreateEventRequest
+	(*CreateEventResponse)(nil),           // 58: kplane.core.v1.CreateEventResponse
+	(*UpdateEventRequest)(nil),            // 59: kplane.core.v1.UpdateEventRequest
+	(*UpdateEventResponse)(nil),           // 60: kplane.core.v1.UpdateEventResponse
+	(*DeleteEventRequest)(nil),            // 61: kplane.core.v1.DeleteEventRequest
+	(*DeleteEventResponse)(nil),           // 62: kplane.core.v1.DeleteEventResponse
+	(*GetServiceRequest)(nil),             // 63: kplane.core.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),            // 64: kplane.core.v1.GetServiceResponse
+	(*ListServicesRequest)(nil),           // 65: kplane.core.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),          // 66: kplane.core.v1.ListServicesResponse
+	(*WatchServicesRequest)(nil),          // 67: kplane.core.v1.WatchServicesRequest
+	(*WatchServicesResponse)(nil),         // 68: kplane.core.v1.WatchServicesResponse
+	(*CreateServiceRequest)(nil),          // 69: kplane.core.v1.CreateServiceRequest
+	(*CreateServiceResponse)(nil),         // 70: kplane.core.v1.CreateServiceResponse
+	(*UpdateServiceRequest)(nil),          // 71: kplane.core.v1.UpdateServiceRequest
+	(*UpdateServiceResponse)(nil),         // 72: kplane.core.v1.UpdateServiceResponse
+	(*DeleteServiceRequest)(nil),          // 73: kplane.core.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),         // 74: kplane.core.v1.DeleteServiceResponse
+	(*UpdateServiceStatusRequest)(nil),    // 75: kplane.core.v1.UpdateServiceStatusRequest
+	(*UpdateServiceStatusResponse)(nil),   // 76: kplane.core.v1.UpdateServiceStatusResponse
+	(*GetEndpointsRequest)(nil),           // 77: kplane.core.v1.GetEndpointsRequest
+	(*GetEndpointsResponse)(nil),          // 78: kplane.core.v1.GetEndpointsResponse
+	(*ListEndpointsRequest)(nil),          // 79: kplane.core.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),         // 80: kplane.core.v1.ListEndpointsResponse
+	(*WatchEndpointsRequest)(nil),         // 81: kplane.core.v1.WatchEndpointsRequest
+	(*WatchEndpointsResponse)(nil),        // 82: kplane.core.v1.WatchEndpointsResponse
+	(*CreateEndpointsRequest)(nil),        // 83: kplane.core.v1.CreateEndpointsRequest
+	(*CreateEndpointsResponse)(nil),       // 84: kplane.core.v1.CreateEndpointsResponse
+	(*UpdateEndpointsRequest)(nil),        // 85: kplane.core.v1.UpdateEndpointsRequest
+	(*UpdateEndpointsResponse)(nil),       // 86: kplane.core.v1.UpdateEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),        // 87: kplane.core.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),       // 88: kplane.core.v1.DeleteEndpointsResponse
+	(*GetConfigMapRequest)(nil),           // 89: kplane.core.v1.GetConfigMapRequest
+	(*GetConfigMapResponse)(nil),          // 90: kplane.core.v1.GetConfigMapResponse
+	(*ListConfigMapsRequest)(nil),         // 91: kplane.core.v1.ListConfigMapsRequest
+	(*ListConfigMapsResponse)(nil),        // 92: kplane.core.v1.ListConfigMapsResponse
+	(*WatchConfigMapsRequest)(nil),        // 93: kplane.core.v1.WatchConfigMapsRequest
+	(*WatchConfigMapsResponse)(nil),       // 94: kplane.core.v1.WatchConfigMapsResponse
+	(*CreateConfigMapRequest)(nil),        // 95: kplane.core.v1.CreateConfigMapRequest
+	(*CreateConfigMapResponse)(nil),       // 96: kplane.core.v1.CreateConfigMapResponse
+	(*UpdateConfigMapRequest)(nil),        // 97: kplane.core.v1.UpdateConfigMapRequest
+	(*UpdateConfigMapResponse)(nil),       // 98: kplane.core.v1.UpdateConfigMapResponse
+	(*DeleteConfigMapRequest)(nil),        // 99: kplane.core.v1.DeleteConfigMapRequest
+	(*DeleteConfigMapResponse)(nil),       // 100: kplane.core.v1.DeleteConfigMapResponse
+	(*GetSecretRequest)(nil),              // 101: kplane.core.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),             // 102: kplane.core.v1.GetSecretResponse
+	(*ListSecretsRequest)(nil),            // 103: kplane.core.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),           // 104: kplane.core.v1.ListSecretsResponse
+	(*WatchSecretsRequest)(nil),           // 105: kplane.core.v1.WatchSecretsRequest
+	(*WatchSecretsResponse)(nil),          // 106: kplane.core.v1.WatchSecretsResponse
+	(*CreateSecretRequest)(nil),           // 107: kplane.core.v1.CreateSecretRequest
+	(*CreateSecretResponse)(nil),          // 108: kplane.core.v1.CreateSecretResponse
+	(*UpdateSecretRequest)(nil),           // 109: kplane.core.v1.UpdateSecretRequest
+	(*UpdateSecretResponse)(nil),          // 110: kplane.core.v1.UpdateSecretResponse
+	(*DeleteSecretRequest)(nil),           // 111: kplane.core.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),          // 112: kplane.core.v1.DeleteSecretResponse
+	(*Namespace)(nil),                     // 113: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                 // 114: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                     // 115: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),              // 116: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                           // 117: kplane.core.v1.Pod
+	(*PodList)(nil),                       // 118: kplane.core.v1.PodList
+	(*Binding)(nil),                       // 119: kplane.core.v1.Binding
+	(*Node)(nil),                          // 120: kplane.core.v1.Node
+	(*NodeList)(nil),                      // 121: kplane.core.v1.NodeList
+	(*Event)(nil),                         // 122: kplane.core.v1.Event
+	(*EventList)(nil),                     // 123: kplane.core.v1.EventList
+	(*Service)(nil),                       // 124: kplane.core.v1.Service
+	(*ServiceList)(nil),                   // 125: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                     // 126: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                 // 127: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                     // 128: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                 // 129: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                        // 130: kplane.core.v1.Secret
+	(*SecretList)(nil),                    // 131: kplane.core.v1.SecretList
+	(*httpbody.HttpBody)(nil),             // 132: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	109, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	110, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	109, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	111, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	109, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	112, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	109, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	109, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	113, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	114, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	113, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	111, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	113, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	113, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	113, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	113, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	112, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	113, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	113, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	113, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	115, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	111, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	116, // 28: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	117, // 29: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	116, // 30: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	111, // 31: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	116, // 32: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	116, // 33: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	116, // 34: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	116, // 35: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	112, // 36: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	116, // 37: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	116, // 38: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	116, // 39: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	118, // 40: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	119, // 41: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	118, // 42: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	111, // 43: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	118, // 44: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	118, // 45: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	118, // 46: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	118, // 47: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	112, // 48: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	118, // 49: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	120, // 50: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	121, // 51: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	120, // 52: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	111, // 53: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	120, // 54: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	120, // 55: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	120, // 56: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	120, // 57: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	112, // 58: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	120, // 59: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	120, // 60: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	120, // 61: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	122, // 62: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	123, // 63: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	122, // 64: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	111, // 65: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	122, // 66: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	122, // 67: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	122, // 68: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	122, // 69: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	112, // 70: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	122, // 71: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	124, // 72: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	125, // 73: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	124, // 74: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	111, // 75: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	124, // 76: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	124, // 77: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	124, // 78: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	124, // 79: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	112, // 80: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	124, // 81: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	126, // 82: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	127, // 83: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	126, // 84: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	111, // 85: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	126, // 86: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	126, // 87: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	126, // 88: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	126, // 89: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	112, // 90: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	126, // 91: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	0,   // 92: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 93: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 94: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 95: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 96: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 97: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 98: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 99: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 100: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 101: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 102: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 103: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 104: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 105: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 106: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 107: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 108: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	33,  // 109: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	35,  // 110: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	37,  // 111: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	39,  // 112: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	41,  // 113: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	43,  // 114: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	45,  // 115: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	47,  // 116: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	49,  // 117: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	51,  // 118: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	53,  // 119: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	55,  // 120: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	57,  // 121: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	59,  // 122: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	61,  // 123: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	63,  // 124: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	65,  // 125: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	67,  // 126: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	69,  // 127: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	71,  // 128: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	73,  // 129: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	75,  // 130: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	77,  // 131: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	79,  // 132: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	81,  // 133: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	83,  // 134: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	85,  // 135: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	87,  // 136: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	89,  // 137: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	91,  // 138: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	93,  // 139: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	95,  // 140: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	97,  // 141: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	99,  // 142: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	101, // 143: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	103, // 144: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	105, // 145: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	107, // 146: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	1,   // 147: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 148: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 149: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 150: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 151: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 152: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 153: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 154: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 155: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 156: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 157: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 158: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 159: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 160: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 161: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 162: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	128, // 163: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	34,  // 164: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	36,  // 165: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	38,  // 166: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	40,  // 167: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	42,  // 168: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	44,  // 169: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	46,  // 170: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	48,  // 171: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	50,  // 172: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	52,  // 173: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	54,  // 174: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	56,  // 175: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	58,  // 176: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	60,  // 177: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	62,  // 178: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	64,  // 179: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	66,  // 180: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	68,  // 181: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	70,  // 182: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	72,  // 183: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	74,  // 184: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	76,  // 185: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	78,  // 186: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	80,  // 187: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	82,  // 188: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	84,  // 189: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	86,  // 190: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	88,  // 191: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	90,  // 192: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	92,  // 193: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	94,  // 194: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	96,  // 195: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	98,  // 196: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	100, // 197: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	102, // 198: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	104, // 199: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	106, // 200: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	108, // 201: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	147, // [147:202] is the sub-list for method output_type
-	92,  // [92:147] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	113, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	114, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	113, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	115, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	113, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	116, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	113, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	113, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	117, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	118, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	117, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	115, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	117, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	117, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	117, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	117, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	116, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	117, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	117, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	117, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	119, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	115, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	34,  // 28: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
+	35,  // 29: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
+	120, // 30: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	121, // 31: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	120, // 32: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	115, // 33: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	120, // 34: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	120, // 35: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	120, // 36: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	120, // 37: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	116, // 38: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	120, // 39: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	120, // 40: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	120, // 41: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	122, // 42: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	123, // 43: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	122, // 44: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	115, // 45: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	122, // 46: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	122, // 47: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	122, // 48: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	122, // 49: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	116, // 50: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	122, // 51: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	124, // 52: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	125, // 53: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	124, // 54: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	115, // 55: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	124, // 56: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	124, // 57: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	124, // 58: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	124, // 59: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	116, // 60: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	124, // 61: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	124, // 62: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	124, // 63: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	126, // 64: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	127, // 65: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	126, // 66: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	115, // 67: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	126, // 68: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	126, // 69: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	126, // 70: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	126, // 71: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	116, // 72: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	126, // 73: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	128, // 74: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	129, // 75: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	128, // 76: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	115, // 77: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	128, // 78: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	128, // 79: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	128, // 80: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	128, // 81: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	116, // 82: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	128, // 83: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	130, // 84: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	131, // 85: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	130, // 86: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	115, // 87: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	130, // 88: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	130, // 89: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	130, // 90: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	130, // 91: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	116, // 92: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	130, // 93: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	0,   // 94: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 95: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 96: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 97: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 98: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 99: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 100: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 101: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 102: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 103: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 104: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 105: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 106: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 107: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 108: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 109: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 110: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	33,  // 111: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	37,  // 112: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	39,  // 113: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	41,  // 114: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	43,  // 115: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	45,  // 116: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	47,  // 117: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	49,  // 118: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	51,  // 119: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	53,  // 120: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	55,  // 121: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	57,  // 122: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	59,  // 123: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	61,  // 124: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	63,  // 125: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	65,  // 126: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	67,  // 127: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	69,  // 128: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	71,  // 129: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	73,  // 130: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	75,  // 131: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	77,  // 132: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	79,  // 133: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	81,  // 134: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	83,  // 135: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	85,  // 136: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	87,  // 137: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	89,  // 138: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	91,  // 139: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	93,  // 140: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	95,  // 141: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	97,  // 142: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	99,  // 143: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	101, // 144: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	103, // 145: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	105, // 146: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	107, // 147: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	109, // 148: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	111, // 149: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	1,   // 150: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 151: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 152: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 153: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 154: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 155: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 156: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 157: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 158: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 159: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 160: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 161: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 162: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 163: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 164: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 165: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	132, // 166: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	36,  // 167: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	38,  // 168: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	40,  // 169: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	42,  // 170: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	44,  // 171: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	46,  // 172: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	48,  // 173: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	50,  // 174: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	52,  // 175: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	54,  // 176: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	56,  // 177: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	58,  // 178: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	60,  // 179: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	62,  // 180: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	64,  // 181: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	66,  // 182: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	68,  // 183: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	70,  // 184: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	72,  // 185: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	74,  // 186: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	76,  // 187: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	78,  // 188: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	80,  // 189: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	82,  // 190: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	84,  // 191: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	86,  // 192: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	88,  // 193: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	90,  // 194: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	92,  // 195: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	94,  // 196: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	96,  // 197: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	98,  // 198: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	100, // 199: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	102, // 200: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	104, // 201: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	106, // 202: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	108, // 203: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	110, // 204: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	112, // 205: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	150, // [150:206] is the sub-list for method output_type
+	94,  // [94:150] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -8046,31 +8313,31 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[20].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[26].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[32].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[35].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[37].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[43].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[49].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[51].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[57].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[39].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[41].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[47].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[53].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[55].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[61].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[63].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[69].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[75].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[77].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[83].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[65].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[67].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[73].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[79].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[81].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[87].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[89].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[95].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[91].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[93].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[99].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[101].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[107].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[103].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[105].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[111].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   109,
+			NumMessages:   113,
 			NumExtensions: 0,
 			NumServices:   8,
 		},

@@ -425,6 +425,7 @@ const (
 	PodService_UpdatePodStatus_FullMethodName = "/kplane.core.v1.PodService/UpdatePodStatus"
 	PodService_BindPod_FullMethodName         = "/kplane.core.v1.PodService/BindPod"
 	PodService_GetPodLog_FullMethodName       = "/kplane.core.v1.PodService/GetPodLog"
+	PodService_StreamPod_FullMethodName       = "/kplane.core.v1.PodService/StreamPod"
 )
 
 // PodServiceClient is the client API for PodService service.
@@ -456,6 +457,14 @@ type PodServiceClient interface {
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	GetPodLog(ctx context.Context, in *GetPodLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[httpbody.HttpBody], error)
+	// StreamPod carries a pods/exec, pods/attach or pods/portforward
+	// request (an HTTP upgrade: SPDY or WebSocket) to the node agent that
+	// runs the pod. The first request message holds the request (start);
+	// once it is authorized and the pod resolved, both directions are the
+	// raw bytes of the connection, the agent's HTTP response included, until
+	// either side closes. Errors before the agent is reached are the RPC's
+	// status.
+	StreamPod(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamPodRequest, StreamPodResponse], error)
 }
 
 type podServiceClient struct {
@@ -574,6 +583,19 @@ func (c *podServiceClient) GetPodLog(ctx context.Context, in *GetPodLogRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PodService_GetPodLogClient = grpc.ServerStreamingClient[httpbody.HttpBody]
 
+func (c *podServiceClient) StreamPod(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamPodRequest, StreamPodResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PodService_ServiceDesc.Streams[2], PodService_StreamPod_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamPodRequest, StreamPodResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PodService_StreamPodClient = grpc.BidiStreamingClient[StreamPodRequest, StreamPodResponse]
+
 // PodServiceServer is the server API for PodService service.
 // All implementations must embed UnimplementedPodServiceServer
 // for forward compatibility.
@@ -603,6 +625,14 @@ type PodServiceServer interface {
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	GetPodLog(*GetPodLogRequest, grpc.ServerStreamingServer[httpbody.HttpBody]) error
+	// StreamPod carries a pods/exec, pods/attach or pods/portforward
+	// request (an HTTP upgrade: SPDY or WebSocket) to the node agent that
+	// runs the pod. The first request message holds the request (start);
+	// once it is authorized and the pod resolved, both directions are the
+	// raw bytes of the connection, the agent's HTTP response included, until
+	// either side closes. Errors before the agent is reached are the RPC's
+	// status.
+	StreamPod(grpc.BidiStreamingServer[StreamPodRequest, StreamPodResponse]) error
 	mustEmbedUnimplementedPodServiceServer()
 }
 
@@ -639,6 +669,9 @@ func (UnimplementedPodServiceServer) BindPod(context.Context, *BindPodRequest) (
 }
 func (UnimplementedPodServiceServer) GetPodLog(*GetPodLogRequest, grpc.ServerStreamingServer[httpbody.HttpBody]) error {
 	return status.Error(codes.Unimplemented, "method GetPodLog not implemented")
+}
+func (UnimplementedPodServiceServer) StreamPod(grpc.BidiStreamingServer[StreamPodRequest, StreamPodResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamPod not implemented")
 }
 func (UnimplementedPodServiceServer) mustEmbedUnimplementedPodServiceServer() {}
 func (UnimplementedPodServiceServer) testEmbeddedByValue()                    {}
@@ -809,6 +842,13 @@ func _PodService_GetPodLog_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PodService_GetPodLogServer = grpc.ServerStreamingServer[httpbody.HttpBody]
 
+func _PodService_StreamPod_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PodServiceServer).StreamPod(&grpc.GenericServerStream[StreamPodRequest, StreamPodResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PodService_StreamPodServer = grpc.BidiStreamingServer[StreamPodRequest, StreamPodResponse]
+
 // PodService_ServiceDesc is the grpc.ServiceDesc for PodService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -855,6 +895,12 @@ var PodService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "GetPodLog",
 			Handler:       _PodService_GetPodLog_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "StreamPod",
+			Handler:       _PodService_StreamPod_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "kplane/core/v1/service.proto",

@@ -1101,8 +1101,11 @@ type Container struct {
 	EnvFrom                  []*EnvFromSource       `protobuf:"bytes,16,rep,name=env_from,json=envFrom,proto3" json:"env_from,omitempty"`
 	Stdin                    bool                   `protobuf:"varint,17,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	Tty                      bool                   `protobuf:"varint,18,opt,name=tty,proto3" json:"tty,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// stdin_once closes the container's stdin after the first attach ends
+	// (kubectl run -i sets it).
+	StdinOnce     bool `protobuf:"varint,19,opt,name=stdin_once,json=stdinOnce,proto3" json:"stdin_once,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Container) Reset() {
@@ -1257,6 +1260,13 @@ func (x *Container) GetStdin() bool {
 func (x *Container) GetTty() bool {
 	if x != nil {
 		return x.Tty
+	}
+	return false
+}
+
+func (x *Container) GetStdinOnce() bool {
+	if x != nil {
+		return x.StdinOnce
 	}
 	return false
 }
@@ -6048,7 +6058,7 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x14HostPathVolumeSource\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x17\n" +
 	"\x04type\x18\x02 \x01(\tH\x00R\x04type\x88\x01\x01B\a\n" +
-	"\x05_type\"\xa9\x06\n" +
+	"\x05_type\"\xc8\x06\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
@@ -6069,7 +6079,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x1atermination_message_policy\x18\x0f \x01(\tR\x18terminationMessagePolicy\x128\n" +
 	"\benv_from\x18\x10 \x03(\v2\x1d.kplane.core.v1.EnvFromSourceR\aenvFrom\x12\x14\n" +
 	"\x05stdin\x18\x11 \x01(\bR\x05stdin\x12\x10\n" +
-	"\x03tty\x18\x12 \x01(\bR\x03tty\"x\n" +
+	"\x03tty\x18\x12 \x01(\bR\x03tty\x12\x1d\n" +
+	"\n" +
+	"stdin_once\x18\x13 \x01(\bR\tstdinOnce\"x\n" +
 	"\vVolumeMount\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tread_only\x18\x02 \x01(\bR\breadOnly\x12\x1d\n" +

@@ -77,6 +77,12 @@ func setDefaults(obj proto.Message) {
 		if s.InternalTrafficPolicy == nil && s.Type != "ExternalName" {
 			s.InternalTrafficPolicy = proto.String("Cluster")
 		}
+		if (s.Type == "NodePort" || s.Type == "LoadBalancer") && s.ExternalTrafficPolicy == "" {
+			s.ExternalTrafficPolicy = "Cluster"
+		}
+		if s.Type == "LoadBalancer" && s.AllocateLoadBalancerNodePorts == nil {
+			s.AllocateLoadBalancerNodePorts = proto.Bool(true)
+		}
 		for _, p := range s.Ports {
 			if p.Protocol == "" {
 				p.Protocol = "TCP"

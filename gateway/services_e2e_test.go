@@ -281,3 +281,41 @@ func comparable(t *testing.T, st serviceStep, body json.RawMessage) any {
 	}
 	return spec
 }
+
+// TestKubectlServices: the real kubectl (oldest and newest supported)
+// creates Services and sees their cluster IPs and node ports, and the
+// kubernetes Service, in `kubectl get svc`.
+func TestKubectlServices(t *testing.T) {
+	k := startKube(t, "kubectl")
+	for _, bin := range []string{"kubectl.1.27", "kubectl"} {
+		t.Run(bin, func(t *testing.T) {
+			k := k.withBinary(t, bin)
+			suffix := strings.ReplaceAll(bin, ".", "")
+			web, np := "web-"+suffix, "np-"+suffix
+			port := map[string]string{"kubectl127": "30080", "kubectl": "30081"}[suffix]
+			k.ok([]string{"create", "service", "clusterip", web, "--tcp=80:8080"}, "service/"+web+" created")
+			k.ok([]string{"create", "service", "nodeport", np, "--tcp=80:8080", "--node-port=" + port}, "service/"+np+" created")
+			k.fails([]string{"create", "service", "nodeport", np + "-again", "--tcp=80:8080", "--node-port=" + port},
+				`Service "`+np+`-again" is invalid: spec.ports[0].nodePort: Invalid value: `+port+`: provided port is already allocated`)
+			out := k.ok([]string{"get", "svc"}, "CLUSTER-IP")
+			rows := map[string][]string{}
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) == 6 {
+					rows[f[0]] = f
+				}
+			}
+			if f := rows["kubernetes"]; f == nil || f[1] != "ClusterIP" || f[2] != "10.0.0.1" || f[4] != "443/TCP" {
+				t.Errorf("the kubernetes Service's row: %q\n%s", f, out)
+			}
+			if f := rows[np]; f == nil || f[1] != "NodePort" || f[4] != "80:"+port+"/TCP" {
+				t.Errorf("%s's row: %q\n%s", np, f, out)
+			}
+			if f := rows[web]; f == nil {
+				t.Errorf("no row for %s:\n%s", web, out)
+			} else if ip, err := netip.ParseAddr(f[2]); err != nil || !netip.MustParsePrefix("10.0.0.0/24").Contains(ip) {
+				t.Errorf("%s's CLUSTER-IP %q is not in 10.0.0.0/24:\n%s", web, f[2], out)
+			}
+			k.ok([]string{"delete", "svc", web, np}, `service "`+web+`" deleted`)
+		})
+	}
+}

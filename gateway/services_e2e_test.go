@@ -297,6 +297,9 @@ func TestKubectlServices(t *testing.T) {
 			k.ok([]string{"create", "service", "nodeport", np, "--tcp=80:8080", "--node-port=" + port}, "service/"+np+" created")
 			k.fails([]string{"create", "service", "nodeport", np + "-again", "--tcp=80:8080", "--node-port=" + port},
 				`Service "`+np+`-again" is invalid: spec.ports[0].nodePort: Invalid value: `+port+`: provided port is already allocated`)
+			ext, lb := "ext-"+suffix, "lb-"+suffix
+			k.ok([]string{"create", "service", "externalname", ext, "--external-name=db.example.com"}, "service/"+ext+" created")
+			k.ok([]string{"create", "service", "loadbalancer", lb, "--tcp=443:8443"}, "service/"+lb+" created")
 			out := k.ok([]string{"get", "svc"}, "CLUSTER-IP")
 			rows := map[string][]string{}
 			for _, line := range strings.Split(out, "\n") {
@@ -310,12 +313,21 @@ func TestKubectlServices(t *testing.T) {
 			if f := rows[np]; f == nil || f[1] != "NodePort" || f[4] != "80:"+port+"/TCP" {
 				t.Errorf("%s's row: %q\n%s", np, f, out)
 			}
+			// As kubectl prints them from kube-apiserver: an ExternalName
+			// Service has no cluster IP and shows its name; a LoadBalancer
+			// without a cloud stays <pending>, with a node port.
+			if f := rows[ext]; f == nil || f[2] != "<none>" || f[3] != "db.example.com" || f[4] != "<none>" {
+				t.Errorf("%s's row: %q\n%s", ext, f, out)
+			}
+			if f := rows[lb]; f == nil || f[1] != "LoadBalancer" || f[3] != "<pending>" || !strings.HasPrefix(f[4], "443:3") {
+				t.Errorf("%s's row: %q\n%s", lb, f, out)
+			}
 			if f := rows[web]; f == nil {
 				t.Errorf("no row for %s:\n%s", web, out)
 			} else if ip, err := netip.ParseAddr(f[2]); err != nil || !netip.MustParsePrefix("10.0.0.0/24").Contains(ip) {
 				t.Errorf("%s's CLUSTER-IP %q is not in 10.0.0.0/24:\n%s", web, f[2], out)
 			}
-			k.ok([]string{"delete", "svc", web, np}, `service "`+web+`" deleted`)
+			k.ok([]string{"delete", "svc", web, np, ext, lb}, `service "`+web+`" deleted`)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -152,21 +153,84 @@ func columnsFor(resource string) []column {
 	case "services":
 		return []column{nameCol(),
 			strCol("Type", 0, "spec", "type"),
-			strCol("Cluster-IP", 0, "spec", "clusterIP"),
-			{Name: "External-IP", Type: "string", Cell: func(o map[string]any) any {
-				if ips := list(o, "spec", "externalIPs"); len(ips) > 0 {
-					return joinAny(ips)
-				}
-				return "<none>"
-			}},
+			{Name: "Cluster-IP", Type: "string", Cell: func(o map[string]any) any { return orNone(str(o, "spec", "clusterIP")) }},
+			{Name: "External-IP", Type: "string", Cell: serviceExternalIP},
 			{Name: "Port(s)", Type: "string", Cell: servicePorts},
 			ageCol(),
 			{Name: "Selector", Type: "string", Priority: 1, Cell: func(o map[string]any) any {
 				return orNone(labelString(obj(o, "spec", "selector")))
 			}},
 		}
+	case "endpoints":
+		return []column{nameCol(), {Name: "Endpoints", Type: "string", Cell: endpointsString}, ageCol()}
 	}
 	return []column{nameCol(), ageCol()}
+}
+
+// serviceExternalIP is kubectl's EXTERNAL-IP: an ExternalName Service's
+// name, a LoadBalancer's ingress points and external IPs (<pending> while
+// it has none), others' external IPs.
+func serviceExternalIP(o map[string]any) any {
+	ext := joinAny(list(o, "spec", "externalIPs"))
+	switch str(o, "spec", "type") {
+	case "ExternalName":
+		return str(o, "spec", "externalName")
+	case "LoadBalancer":
+		var lb []string
+		for _, in := range list(o, "status", "loadBalancer", "ingress") {
+			m, _ := in.(map[string]any)
+			if ip := str(m, "ip"); ip != "" {
+				lb = append(lb, ip)
+			} else if h := str(m, "hostname"); h != "" {
+				lb = append(lb, h)
+			}
+		}
+		if ext != "" {
+			lb = append(lb, ext)
+		}
+		if len(lb) == 0 {
+			return "<pending>"
+		}
+		return strings.Join(lb, ",")
+	}
+	return orNone(ext)
+}
+
+// endpointsString is kubectl's ENDPOINTS: ip:port of every address and
+// port, the first three and how many more.
+func endpointsString(o map[string]any) any {
+	const most = 3
+	var out []string
+	count := 0
+	for _, ss := range list(o, "subsets") {
+		sm, _ := ss.(map[string]any)
+		ports := list(sm, "ports")
+		for _, a := range list(sm, "addresses") {
+			am, _ := a.(map[string]any)
+			if len(ports) == 0 {
+				count++
+				if len(out) < most {
+					out = append(out, str(am, "ip"))
+				}
+				continue
+			}
+			for _, p := range ports {
+				pm, _ := p.(map[string]any)
+				count++
+				if len(out) < most {
+					out = append(out, net.JoinHostPort(str(am, "ip"), fmt.Sprint(num(pm, "port"))))
+				}
+			}
+		}
+	}
+	if count == 0 {
+		return "<none>"
+	}
+	s := strings.Join(out, ",")
+	if count > most {
+		s += fmt.Sprintf(" + %d more...", count-most)
+	}
+	return s
 }
 
 // JSON path helpers over decoded objects.

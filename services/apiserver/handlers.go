@@ -613,7 +613,7 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 		return nil, err
 	}
 	if dry {
-		return obj, s.dryRunAddresses(obj, nil)
+		return obj, s.dryRunAddresses(ctx, obj, nil)
 	}
 	m := meta(obj)
 	setTraceAnnotation(ctx, m)
@@ -771,7 +771,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 				return nil, err
 			}
 			if dry {
-				return n, s.dryRunAddresses(n, old)
+				return n, s.dryRunAddresses(ctx, n, old)
 			}
 			return old, nil // nothing changed: no write, as in Kubernetes
 		}

@@ -587,15 +587,34 @@ func (s *Server) validateService(r *resourceInfo, svc *corev1.Service, old proto
 }
 
 // dryRunAddresses gives a Service written with dryRun the addresses a real
-// write would pick (nothing is claimed).
-func (s *Server) dryRunAddresses(obj, old proto.Message) error {
+// write would pick, and refuses those it asks for that are taken, as
+// Kubernetes' dry-run allocator does (nothing is claimed).
+func (s *Server) dryRunAddresses(ctx context.Context, obj, old proto.Message) error {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
 		return nil
 	}
 	oldSvc, _ := old.(*corev1.Service)
-	_, err := s.svcs.plan(svc, oldSvc)
-	return err
+	pl, err := s.svcs.plan(svc, oldSvc)
+	if err != nil {
+		return err
+	}
+	var errs field.ErrorList
+	for _, c := range pl.claims {
+		if !c.requested {
+			continue
+		}
+		resp, err := s.store.cli.Get(ctx, c.r.key(c.r.name(c.idx)))
+		if err != nil {
+			return storeErr(err)
+		}
+		if len(resp.Kvs) > 0 {
+			if o, _ := parseOwner(resp.Kvs[0].Value); o.UID != svc.GetMetadata().GetUid() {
+				errs = append(errs, s.svcs.takenError(svc, c))
+			}
+		}
+	}
+	return invalid(&resourceInfo{Kind: "Service"}, svc.GetMetadata().GetName(), errs)
 }
 
 // storeCreate writes a new object; a Service claims its addresses in the

@@ -161,6 +161,51 @@ func TestConcurrentAllocation(t *testing.T) {
 	}
 }
 
+// TestConcurrentIPExhaustion: two replicas racing for the last cluster IPs
+// of a small range give each once, and the rest get Kubernetes' 500.
+func TestConcurrentIPExhaustion(t *testing.T) {
+	eps := storetest.Start(t)
+	mod := func(c *Config) { c.ServiceClusterIPRange = netip.MustParsePrefix("10.96.0.0/27") }
+	replicas := []*env{newEnvOn(t, eps, mod), newEnvOn(t, eps, mod)}
+	const services, free = 40, 29 // 30 addresses, the first the kubernetes Service's
+	var (
+		mu   sync.Mutex
+		ips  = map[string]string{}
+		full int
+		wg   sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cli := corev1.NewServiceServiceClient(replicas[w%2].conn)
+			for i := w; i < services; i += 8 {
+				name := fmt.Sprintf("s%d", i)
+				svc := &corev1.Service{Metadata: om("default", name), Spec: &corev1.ServiceSpec{Ports: []*corev1.ServicePort{{Port: 80}}}}
+				resp, err := cli.CreateService(admin(t), &corev1.CreateServiceRequest{Namespace: "default", Service: svc})
+				mu.Lock()
+				switch {
+				case err == nil:
+					ip := resp.GetService().GetSpec().GetClusterIp()
+					if o, dup := ips[ip]; dup || ip == "10.96.0.1" {
+						t.Errorf("cluster IP %s given to %s and %s", ip, o, name)
+					}
+					ips[ip] = name
+				case apierrors.FromError(err).Message == "Internal error occurred: failed to allocate a serviceIP: range is full":
+					full++
+				default:
+					t.Errorf("create %s: %v", name, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ips) != free || full != services-free {
+		t.Errorf("%d created, %d refused as full; want %d and %d", len(ips), full, free, services-free)
+	}
+}
+
 // TestServiceRepair: a record whose Service is gone (a crash between a
 // claim and a Service write, or a store restored from a backup) is
 // released; a member a Service holds without a record is recorded; one
@@ -210,12 +255,25 @@ func TestServiceRepair(t *testing.T) {
 	if res, err := e.srv.repairServiceAddresses(sctx); err != nil || res != (repairResult{}) {
 		t.Errorf("second repair: %+v %v", res, err)
 	}
-	// The repaired records hold: web's IP is refused to another Service.
-	s := &corev1.Service{Metadata: om("default", "other"), Spec: &corev1.ServiceSpec{ClusterIp: web.GetSpec().GetClusterIp(), Ports: []*corev1.ServicePort{{Port: 80}}}}
-	_, err = svcs.CreateService(ctx, &corev1.CreateServiceRequest{Namespace: "default", Service: s})
-	se := wantReason(t, err, apierrors.ReasonInvalid)
-	if want := fmt.Sprintf("failed to allocate IP %s: provided IP is already allocated", web.GetSpec().GetClusterIp()); !strings.Contains(se.Message, want) {
-		t.Errorf("got %q, want %q", se.Message, want)
+	// The repaired records hold: web's IP is refused to another Service,
+	// in a dry run too.
+	for _, dry := range [][]string{{"All"}, nil} {
+		s := &corev1.Service{Metadata: om("default", "other"), Spec: &corev1.ServiceSpec{ClusterIp: web.GetSpec().GetClusterIp(), Ports: []*corev1.ServicePort{{Port: 80}}}}
+		_, err = svcs.CreateService(ctx, &corev1.CreateServiceRequest{Namespace: "default", Service: s, DryRun: dry})
+		se := wantReason(t, err, apierrors.ReasonInvalid)
+		if want := fmt.Sprintf("spec.clusterIPs: Invalid value: []string{%q}: failed to allocate IP %s: provided IP is already allocated", web.GetSpec().GetClusterIp(), web.GetSpec().GetClusterIp()); !strings.Contains(se.Message, want) {
+			t.Errorf("dry run %v: got %q, want %q", dry, se.Message, want)
+		}
+	}
+	// A dry run picks an address but claims none.
+	resp, err = svcs.CreateService(ctx, &corev1.CreateServiceRequest{Namespace: "default", Service: nodePortService("dry"), DryRun: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := resp.GetService().GetSpec().GetClusterIp(); ip == "" {
+		t.Error("a dry-run create got no cluster IP")
+	} else if g, err := cli.Get(sctx, a.ips.key(ip)); err != nil || len(g.Kvs) != 0 {
+		t.Errorf("a dry run claimed %s: %v", ip, err)
 	}
 }
 

@@ -346,3 +346,52 @@ func TestKubernetesService(t *testing.T) {
 	_, err = svcs.CreateService(ctx, &corev1.CreateServiceRequest{Namespace: "default", Service: other})
 	wantReason(t, err, apierrors.ReasonInvalid)
 }
+
+// TestTwoThousandServices is issue 24's figure: two replicas creating 2,000
+// NodePort Services at once (16 clients) hand out no cluster IP or node
+// port twice, and every one has its record (2,000 of the 2,768 node ports:
+// many picks collide and are picked again).
+func TestTwoThousandServices(t *testing.T) {
+	eps := storetest.Start(t)
+	mod := func(c *Config) { c.ServiceClusterIPRange = netip.MustParsePrefix("10.96.0.0/12") }
+	replicas := []*env{newEnvOn(t, eps, mod), newEnvOn(t, eps, mod)}
+	const services, workers = 2000, 16
+	var (
+		mu    sync.Mutex
+		ips   = map[string]bool{}
+		ports = map[int32]bool{}
+		wg    sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cli := corev1.NewServiceServiceClient(replicas[w%2].conn)
+			for i := w; i < services; i += workers {
+				resp, err := cli.CreateService(admin(t), &corev1.CreateServiceRequest{Namespace: "default", Service: nodePortService(fmt.Sprintf("s%d", i))})
+				if err != nil {
+					t.Errorf("create s%d: %v", i, err)
+					return
+				}
+				ip, np := resp.GetService().GetSpec().GetClusterIp(), resp.GetService().GetSpec().GetPorts()[0].GetNodePort()
+				mu.Lock()
+				if ips[ip] || ports[np] {
+					t.Errorf("s%d got %s/%d, already given", i, ip, np)
+				}
+				ips[ip], ports[np] = true, true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	srv := replicas[0].srv
+	for prefix, want := range map[string]int{srv.svcs.ips.keyPrefix: services + 1, srv.svcs.ports.keyPrefix: services} {
+		resp, err := srv.store.cli.Get(t.Context(), prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count != int64(want) {
+			t.Errorf("%d records under %s, want %d", resp.Count, prefix, want)
+		}
+	}
+}

@@ -76,11 +76,12 @@ func serviceSteps() []serviceStep {
 		post("create-ipv6-family", "d3", `{"ipFamilies":["IPv6"],"ports":[{"port":80}]}`),
 		post("create-nodeport", "np", `{"type":"NodePort","ports":[{"port":80,"nodePort":30005}]}`),
 		post("create-nodeport-taken", "np2", `{"type":"NodePort","ports":[{"port":80,"nodePort":30005}]}`),
+		// Before any node port is picked at random: 30007 is free.
+		post("create-nodeport-twice-in-one", "np6", `{"type":"NodePort","ports":[{"name":"a","port":80,"nodePort":30007},{"name":"b","port":81,"nodePort":30007}]}`),
 		post("create-nodeport-out-of-range", "np3", `{"type":"NodePort","ports":[{"port":80,"nodePort":31000}]}`),
 		post("create-nodeport-on-clusterip", "np4", `{"type":"ClusterIP","ports":[{"port":80,"nodePort":30006}]}`),
 		post("create-nodeport-dynamic", "np5", `{"type":"NodePort","ports":[{"name":"a","port":80},{"name":"b","port":81,"protocol":"UDP"}]}`),
 		post("create-loadbalancer", "lb", `{"type":"LoadBalancer","ports":[{"port":80}]}`),
-		post("create-nodeport-twice-in-one", "np6", `{"type":"NodePort","ports":[{"name":"a","port":80,"nodePort":30007},{"name":"b","port":81,"nodePort":30007}]}`),
 		post("create-nodeport-headless", "np7", `{"type":"NodePort","clusterIP":"None","ports":[{"port":80}]}`),
 		patch("update-clusterip", "a", `{"spec":{"clusterIP":"10.96.0.9"}}`),
 		patch("update-clusterip-and-clusterips", "a", `{"spec":{"clusterIP":"10.96.0.9","clusterIPs":["10.96.0.9"]}}`),
@@ -118,6 +119,7 @@ func serviceSteps() []serviceStep {
 		post("fill-nodeports-two-more", "n2", ports(2)),
 		del("delete-n1", "n1"),
 		post("create-nodeports-after-release", "n3", ports(2)),
+		post("create-target-port-zero", "tp0", `{"clusterIP":"None","ports":[{"name":"a","port":80,"targetPort":0},{"name":"b","port":81,"targetPort":""}]}`),
 	)
 	return steps
 }

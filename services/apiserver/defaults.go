@@ -87,7 +87,8 @@ func setDefaults(obj proto.Message) {
 			if p.Protocol == "" {
 				p.Protocol = "TCP"
 			}
-			if p.TargetPort == nil {
+			// As Kubernetes: an unset, zero or empty target port is the port.
+			if tp := p.TargetPort; tp == nil || tp.Value == nil || (tp.GetStrVal() == "" && tp.GetIntVal() == 0) {
 				p.TargetPort = &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: p.Port}}
 			}
 		}

@@ -120,6 +120,13 @@ func serviceSteps() []serviceStep {
 		del("delete-n1", "n1"),
 		post("create-nodeports-after-release", "n3", ports(2)),
 		post("create-target-port-zero", "tp0", `{"clusterIP":"None","ports":[{"name":"a","port":80,"targetPort":0},{"name":"b","port":81,"targetPort":""}]}`),
+		post("create-externalname-families", "e3", `{"type":"ExternalName","externalName":"x.example.com","ipFamilies":["IPv4"],"ipFamilyPolicy":"SingleStack"}`),
+		post("create-two-cluster-ips", "q1", `{"clusterIP":"10.96.0.3","clusterIPs":["10.96.0.3","fd00::3"],"ports":[{"port":80}]}`),
+		post("create-none-twice", "q2", `{"clusterIP":"None","clusterIPs":["None","None"],"ports":[{"port":80}]}`),
+		post("create-bad-family-policy", "q3", `{"ipFamilyPolicy":"Bogus","ports":[{"port":80}]}`),
+		post("create-family-twice", "q4", `{"ipFamilies":["IPv4","IPv4"],"ports":[{"port":80}]}`),
+		post("create-nodeport-not-a-port", "q5", `{"type":"NodePort","ports":[{"port":80,"nodePort":70000}]}`),
+		patch("update-nodeport-to-taken", "n3", `{"spec":{"ports":[{"name":"p0","port":80,"nodePort":30005},{"name":"p1","port":81}]}}`),
 	)
 	return steps
 }

@@ -15,7 +15,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -199,11 +198,12 @@ func (a *serviceAddressing) validateServiceAddresses(svc, old *corev1.Service) f
 		if len(s.GetClusterIps()) > 2 {
 			errs = append(errs, field.Invalid(ipsPath, s.GetClusterIps(), "may only hold up to 2 values"))
 		}
+		if len(s.GetClusterIps()) > 1 && slices.Contains(s.GetClusterIps(), "None") {
+			errs = append(errs, field.Invalid(ipsPath, s.GetClusterIps(), "'None' must be the first and only value"))
+		}
 		for i, ip := range s.GetClusterIps() {
-			if ip == "None" {
-				if i != 0 || len(s.GetClusterIps()) != 1 {
-					errs = append(errs, field.Invalid(ipsPath.Index(i), ip, "'None' must be the first and only value"))
-				} else if hasNodePorts(s) {
+			if ip == "None" && i == 0 {
+				if hasNodePorts(s) {
 					errs = append(errs, field.Invalid(ipsPath.Index(i), ip, fmt.Sprintf("may not be set to 'None' for %s services", s.GetType())))
 				}
 				continue
@@ -213,7 +213,23 @@ func (a *serviceAddressing) validateServiceAddresses(svc, old *corev1.Service) f
 			}
 		}
 		if pol := s.IpFamilyPolicy; pol != nil {
-			errs = append(errs, validateEnum(*pol, p.Child("ipFamilyPolicy"), true, "SingleStack", "PreferDualStack", "RequireDualStack")...)
+			errs = append(errs, validateEnum(*pol, p.Child("ipFamilyPolicy"), true, "PreferDualStack", "RequireDualStack", "SingleStack")...)
+		}
+		// Two cluster IPs: dual-stack, which the policy (SingleStack when
+		// unset) must allow and this single-stack cluster cannot serve.
+		if ips := s.GetClusterIps(); len(ips) == 2 && ips[0] != "None" {
+			if pol := s.GetIpFamilyPolicy(); pol == "" || pol == "SingleStack" {
+				errs = append(errs, field.Invalid(p.Child("ipFamilyPolicy"), "SingleStack", "must be 'RequireDualStack' or 'PreferDualStack' when multiple cluster IPs are specified"))
+			}
+			if a2, err := netip.ParseAddr(ips[1]); err == nil {
+				fam := "IPv4"
+				if a2.Is6() && !a2.Is4In6() {
+					fam = "IPv6"
+				}
+				if fam != a.family {
+					errs = append(errs, field.Invalid(ipsPath.Index(1), ips, fam+" is not configured on this cluster"))
+				}
+			}
 		}
 		seen := map[string]bool{}
 		for i, f := range s.GetIpFamilies() {
@@ -251,11 +267,9 @@ func (a *serviceAddressing) validateServiceAddresses(svc, old *corev1.Service) f
 		pp := p.Child("ports").Index(i).Child("nodePort")
 		if !hasNodePorts(s) {
 			errs = append(errs, field.Forbidden(pp, fmt.Sprintf("may not be used when `type` is '%s'", s.GetType())))
-			continue
 		}
-		for _, msg := range validation.IsValidPortNum(int(np)) {
-			errs = append(errs, field.Invalid(pp, np, msg))
-		}
+		// A node port outside the range (any number) is the allocator's
+		// 422, as in Kubernetes (servicePlan).
 	}
 	return errs
 }
@@ -400,7 +414,7 @@ func (a *serviceAddressing) plan(svc, old *corev1.Service) (*servicePlan, error)
 			first[np] = pi
 			i, ok := a.ports.index(fmt.Sprint(np))
 			if !ok {
-				if np >= 1 && np <= 65535 && !kept[np] {
+				if !kept[np] {
 					errs = append(errs, field.Invalid(pp, np, fmt.Sprintf("provided port is not in the valid range. The range of valid ports is %s", a.portRange)))
 				}
 				continue

@@ -17,10 +17,12 @@
 #                     as "not run" (default: no limit)
 #   --out FILE        the page to write (default CONFORMANCE.md; --ci writes none)
 #   RUNS="as-is assisted" the runs, one column each: as-is is kplane up as it
-#                     starts; assisted first creates default/kubernetes (the
-#                     Service e2e.test's setup reads) and tells e2e.test not
-#                     to wait for each namespace's "default" ServiceAccount,
-#                     two things kplane does not do yet (--ci: assisted only);
+#                     starts; assisted creates default/kubernetes (the
+#                     Service e2e.test's setup reads) if it is missing (kplane
+#                     keeps it itself since issue 24; kplane binaries from
+#                     before lack it) and tells e2e.test not to wait for each
+#                     namespace's "default" ServiceAccount, which kplane
+#                     does not create yet (--ci: assisted only);
 #                     k8s runs the same tests against etcd, kube-apiserver,
 #                     kube-controller-manager and kube-scheduler K8S_VERSION
 #                     with KWOK's NODES nodes (RUNS="as-is assisted k8s")

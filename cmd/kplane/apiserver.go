@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"runtime"
 	"time"
@@ -53,6 +54,9 @@ func newAPIServerCommand() *cobra.Command {
 		blockProfileRate                     int
 		encryptionConfig                     string
 		gcPercent                            int
+		serviceCIDR, nodePortRange           string
+		advertiseAddress                     string
+		securePort                           int
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -81,7 +85,28 @@ func newAPIServerCommand() *cobra.Command {
 				return err
 			}
 			defer stop()
+			cidr, err := netip.ParsePrefix(serviceCIDR)
+			if err != nil {
+				return fmt.Errorf("--service-cluster-ip-range %q: %w", serviceCIDR, err)
+			}
+			ports, err := apiserver.ParsePortRange(nodePortRange)
+			if err != nil {
+				return fmt.Errorf("--service-node-port-range: %w", err)
+			}
+			var advertise netip.Addr
+			if advertiseAddress != "" {
+				if advertise, err = netip.ParseAddr(advertiseAddress); err != nil {
+					return fmt.Errorf("--advertise-address %q: %w", advertiseAddress, err)
+				}
+			}
+			if securePort < 1 || securePort > 65535 {
+				return fmt.Errorf("--secure-port %d: must be a port number", securePort)
+			}
 			cfg := apiserver.Config{
+				ServiceClusterIPRange:       cidr,
+				ServiceNodePortRange:        ports,
+				AdvertiseAddress:            advertise,
+				SecurePort:                  securePort,
 				TracerProvider:              tel.TracerProvider(),
 				MeterProvider:               tel.MeterProvider(),
 				StoreEndpoints:              splitURLs(storeEndpoints),
@@ -215,6 +240,10 @@ func newAPIServerCommand() *cobra.Command {
 	f.DurationVar(&requestTimeout, "request-timeout", apiserver.DefaultRequestTimeout, "the longest a unary call may take (watches and log streams are not bounded by it), as kube-apiserver's --request-timeout; a store call cut short answers 504 Timeout")
 	f.DurationVar(&eventTTL, "event-ttl", apiserver.DefaultEventTTL, "how long an event lives after it was last written, as kube-apiserver's --event-ttl; 0 keeps events forever")
 	f.StringVar(&listen, "listen", "127.0.0.1:6443", "gRPC listen address")
+	f.StringVar(&serviceCIDR, "service-cluster-ip-range", apiserver.DefaultServiceClusterIPRange.String(), "the CIDR Services' cluster IPs are allocated from, as kube-apiserver's (single stack); its first address is the kubernetes Service's")
+	f.StringVar(&nodePortRange, "service-node-port-range", apiserver.DefaultServiceNodePortRange.String(), "the ports NodePort and LoadBalancer Services' node ports are allocated from, as kube-apiserver's")
+	f.StringVar(&advertiseAddress, "advertise-address", "", "the address clients reach the API at (for kplane, the gateway's): listed in the default/kubernetes Endpoints while this replica runs, as kube-apiserver's --advertise-address with the lease endpoint reconciler; empty lists none")
+	f.IntVar(&securePort, "secure-port", apiserver.DefaultSecurePort, "the port clients reach the API at (for kplane, the gateway's HTTPS port): the kubernetes Service's target port and its Endpoints' port")
 	f.StringVar(&tlsCert, "tls-cert-file", "", "serving certificate")
 	f.StringVar(&tlsKey, "tls-private-key-file", "", "serving key")
 	f.StringVar(&clientCA, "client-ca-file", "", "CA that signs client certificates (CN = user, O = groups)")

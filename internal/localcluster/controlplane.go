@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -86,6 +87,11 @@ type Process struct {
 	args     []string
 	proc
 }
+
+// ServiceClusterIPRange is the API services' --service-cluster-ip-range in
+// a local cluster: kubeadm's default (kube-apiserver's own, 10.0.0.0/24, is
+// a range many hosts' networks use).
+const ServiceClusterIPRange = "10.96.0.0/12"
 
 // ControlPlane is a running `kplane up` cluster.
 type ControlPlane struct {
@@ -229,6 +235,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The ports are picked in the documented order (API services, then
+	// the gateway) before anything starts: the API services advertise the
+	// gateway's address and port as the kubernetes Service's endpoint.
 	var apiAddrs []string
 	for i := 0; i < cfg.APIServers; i++ {
 		addr, err := port()
@@ -236,8 +245,14 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			return nil, err
 		}
 		apiAddrs = append(apiAddrs, addr)
-		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr,
-			"--listen", addr, "--store-endpoints", strings.Join(storeURLs, ","),
+	}
+	gwAddr, err := port()
+	if err != nil {
+		return nil, err
+	}
+	gwHost, gwPort, _ := net.SplitHostPort(gwAddr)
+	for i, addr := range apiAddrs {
+		args := []string{"--listen", addr, "--store-endpoints", strings.Join(storeURLs, ","),
 			"--store-cafile", id.storeCA.file, "--store-certfile", id.storeClient.certFile, "--store-keyfile", id.storeClient.keyFile,
 			"--tls-cert-file", id.apiservers[i].certFile, "--tls-private-key-file", id.apiservers[i].keyFile,
 			"--client-ca-file", id.ca.file,
@@ -246,7 +261,12 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			"--encryption-provider-config", encryptionConfig,
 			"--audit-policy-file", auditPolicy, "--audit-log-maxbackup", "3",
 			"--audit-log-path", filepath.Join(dataDir, "apiserver-"+strconv.Itoa(i+1)+"-audit.log"),
-			"--log-level", "warn"); err != nil {
+			"--log-level", "warn",
+			"--service-cluster-ip-range", ServiceClusterIPRange, "--secure-port", gwPort}
+		if _, err := netip.ParseAddr(gwHost); err == nil {
+			args = append(args, "--advertise-address", gwHost)
+		}
+		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr, args...); err != nil {
 			return nil, err
 		}
 	}
@@ -257,10 +277,6 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		return nil, err
 	}
 
-	gwAddr, err := port()
-	if err != nil {
-		return nil, err
-	}
 	cp.GatewayURL = "https://" + gwAddr
 	if err := cp.start("gateway", "gateway", gwAddr,
 		"--server", servers, "--ca-file", id.ca.file,

@@ -130,6 +130,16 @@ func TestUp(t *testing.T) {
 		out, err := c.CombinedOutput()
 		return string(out), err
 	}
+	// The API services keep default/kubernetes as kube-apiserver does: the
+	// first address of 10.96.0.0/12, port 443 to the gateway's port, and
+	// Endpoints listing the gateway's address.
+	_, gwPort, _ := strings.Cut(addrs["gateway"], ":")
+	if out, err := run("get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP} {.spec.ports[0].port} {.spec.ports[0].targetPort}"); err != nil || out != "10.96.0.1 443 "+gwPort {
+		t.Errorf("the kubernetes Service: %q (%v), want %q", out, err, "10.96.0.1 443 "+gwPort)
+	}
+	if out, err := run("get", "endpoints", "kubernetes", "--no-headers"); err != nil || !strings.Contains(out, addrs["gateway"]) {
+		t.Errorf("the kubernetes Endpoints: %q (%v), want %s", out, err, addrs["gateway"])
+	}
 	if out, err := run("apply", "-f", filepath.Join("..", "..", "examples", "deployment.yaml")); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}

@@ -77,11 +77,18 @@ func setDefaults(obj proto.Message) {
 		if s.InternalTrafficPolicy == nil && s.Type != "ExternalName" {
 			s.InternalTrafficPolicy = proto.String("Cluster")
 		}
+		if (s.Type == "NodePort" || s.Type == "LoadBalancer") && s.ExternalTrafficPolicy == "" {
+			s.ExternalTrafficPolicy = "Cluster"
+		}
+		if s.Type == "LoadBalancer" && s.AllocateLoadBalancerNodePorts == nil {
+			s.AllocateLoadBalancerNodePorts = proto.Bool(true)
+		}
 		for _, p := range s.Ports {
 			if p.Protocol == "" {
 				p.Protocol = "TCP"
 			}
-			if p.TargetPort == nil {
+			// As Kubernetes: an unset, zero or empty target port is the port.
+			if tp := p.TargetPort; tp == nil || tp.Value == nil || (tp.GetStrVal() == "" && tp.GetIntVal() == 0) {
 				p.TargetPort = &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: p.Port}}
 			}
 		}

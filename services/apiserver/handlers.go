@@ -197,6 +197,9 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 		if err := s.preventEscalation(ctx, c, r, obj, old); err != nil {
 			return err
 		}
+		if svc, ok := obj.(*corev1.Service); ok {
+			return s.validateService(r, svc, old)
+		}
 		return validateObject(r, obj, old)
 	})
 }
@@ -606,13 +609,13 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 		return nil, err
 	}
 	if dry {
-		return obj, nil
+		return obj, s.dryRunAddresses(ctx, obj, nil)
 	}
 	m := meta(obj)
 	setTraceAnnotation(ctx, m)
 	var rev int64
 	err := s.storeStage(ctx, c, func(ctx context.Context) (err error) {
-		rev, err = s.store.create(ctx, r, m.GetNamespace(), m.GetName(), obj)
+		rev, err = s.storeCreate(ctx, r, obj)
 		return err
 	})
 	if err != nil {
@@ -764,7 +767,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 				return nil, err
 			}
 			if dry {
-				return n, nil
+				return n, s.dryRunAddresses(ctx, n, old)
 			}
 			return old, nil // nothing changed: no write, as in Kubernetes
 		}
@@ -776,9 +779,9 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 		finished := m.DeletionTimestamp != nil && !heldByFinalizers(n) && m.GetDeletionGracePeriodSeconds() == 0
 		err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
 			if finished {
-				newRev, err = s.store.remove(ctx, r, ns, name, rev)
+				newRev, err = s.storeRemove(ctx, r, ns, name, rev, n)
 			} else {
-				newRev, err = s.store.update(ctx, r, ns, name, rev, n)
+				newRev, err = s.storeUpdate(ctx, r, ns, name, rev, n, old)
 			}
 			return err
 		})
@@ -1113,7 +1116,7 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 			case pending:
 				newRev, err = s.store.update(ctx, r, ns, name, rev, n)
 			default:
-				newRev, err = s.store.remove(ctx, r, ns, name, rev)
+				newRev, err = s.storeRemove(ctx, r, ns, name, rev, old)
 			}
 			return err
 		})

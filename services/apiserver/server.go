@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -109,6 +110,30 @@ type Config struct {
 	// 0: DefaultRequestTimeout.
 	RequestTimeout time.Duration
 
+	// ServiceClusterIPRange is kube-apiserver's --service-cluster-ip-range:
+	// the Services' cluster IPs (its first address is the kubernetes
+	// Service's). Zero: DefaultServiceClusterIPRange, 10.0.0.0/24, as
+	// kube-apiserver; kplane up, the compose file and the Helm chart pass
+	// 10.96.0.0/12, as kubeadm does.
+	ServiceClusterIPRange netip.Prefix
+	// ServiceNodePortRange is --service-node-port-range (zero: 30000-32767).
+	ServiceNodePortRange PortRange
+	// AdvertiseAddress and SecurePort are where clients reach the API
+	// (kube-apiserver's --advertise-address and --secure-port; for kplane
+	// the gateway's address and HTTPS port): the kubernetes Service's
+	// target port and the address its Endpoints list while this replica
+	// runs. An invalid AdvertiseAddress lists none; SecurePort 0 is 6443.
+	AdvertiseAddress netip.Addr
+	SecurePort       int
+	// ServiceRepairInterval is how often the cluster IP and node port
+	// records are checked against the Services (Kubernetes' repair
+	// controllers run every 3 minutes; 0: that).
+	ServiceRepairInterval time.Duration
+	// EndpointReconcileInterval is how often the kubernetes Service, its
+	// Endpoints and this replica's lease on them are reconciled (0: 10 s, as
+	// kube-apiserver's lease reconciler).
+	EndpointReconcileInterval time.Duration
+
 	// KubeletTLS is how pods/log reaches node agents' log servers over
 	// HTTPS: RootCAs verifies their serving certificates, Certificates is
 	// the API service's client certificate. nil: pods/log answers
@@ -141,6 +166,8 @@ type Server struct {
 	// escalation refuses rbac writes that grant more than the writer
 	// holds; it always runs (see rbacescalation.go).
 	escalation *authz.Escalation
+	// svcs allocates Services' cluster IPs and node ports.
+	svcs *serviceAddressing
 	// inflight holds the slots of the calls running (interceptors.go), and
 	// throttled counts those refused.
 	inflight  inflight
@@ -188,6 +215,11 @@ func New(cfg Config) (*Server, error) {
 		s.resources[r.Resource] = r
 	}
 	s.escalation = newEscalation(s)
+	svcs, err := newServiceAddressing(cfg.Prefix, cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s.svcs = svcs
 	s.inflight = newInflight(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)
 	for res := range cfg.Informers {
 		if s.resources[res] == nil {
@@ -324,6 +356,24 @@ func (s *Server) Run(ctx context.Context) error {
 				return
 			}
 			s.log.Error("bootstrap failed", "err", err)
+			return
+		}
+		// The kubernetes Service and its Endpoints, and the repair of the
+		// range records, as kube-apiserver's bootstrap and repair
+		// controllers; the first round happens before Ready.
+		kubeSvc := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.runKubernetesService(ctx, func() { close(kubeSvc) })
+		}()
+		go func() {
+			defer wg.Done()
+			s.runServiceRepair(ctx)
+		}()
+		select {
+		case <-kubeSvc:
+		case <-ctx.Done():
 			return
 		}
 		synced := make(chan struct{}, 64)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -221,8 +222,56 @@ func (s *storage) get(ctx context.Context, r *resourceInfo, ns, name string) (pr
 	return s.decode(r, string(kv.Key), kv.Value, kv.ModRevision)
 }
 
+// txnExtra is what a write of one object adds to the object's own
+// transaction: comparisons on other keys that must hold too, the operations
+// done with the write, and the keys read back if the transaction fails
+// (Service addressing: the members of a range the object claims or gives
+// back).
+type txnExtra struct {
+	cmps  []clientv3.Cmp
+	ops   []clientv3.Op
+	reads []string
+}
+
+// extraConflict is returned when the object's own comparison held but one
+// of txnExtra's did not; current holds the read-back keys that exist, by
+// key.
+type extraConflict struct {
+	current map[string]*mvccpb.KeyValue
+}
+
+func (e *extraConflict) Error() string { return "a comparison on an allocation failed" }
+
+func (x *txnExtra) readOps() []clientv3.Op {
+	ops := make([]clientv3.Op, 0, len(x.reads))
+	for _, k := range x.reads {
+		ops = append(ops, clientv3.OpGet(k))
+	}
+	return ops
+}
+
+func (x *txnExtra) conflict(resp *clientv3.TxnResponse) *extraConflict {
+	ec := &extraConflict{current: map[string]*mvccpb.KeyValue{}}
+	for _, r := range resp.Responses[1:] {
+		if rr := r.GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+			ec.current[string(rr.Kvs[0].Key)] = rr.Kvs[0]
+		}
+	}
+	return ec
+}
+
 // create writes obj if its key is absent and returns the revision written.
 func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message) (int64, error) {
+	return s.createWith(ctx, r, ns, name, obj, nil)
+}
+
+// createWith is create with x's comparisons and operations in the same
+// transaction: when one of x's comparisons fails it returns an
+// *extraConflict.
+func (s *storage) createWith(ctx context.Context, r *resourceInfo, ns, name string, obj proto.Message, x *txnExtra) (int64, error) {
+	if x == nil {
+		x = &txnExtra{}
+	}
 	key := s.key(r, ns, name)
 	val, err := s.encode(r, key, obj)
 	if err != nil {
@@ -230,13 +279,17 @@ func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, 
 	}
 	resp, err := s.commitPut(ctx, r, func(opts ...clientv3.OpOption) clientv3.Txn {
 		return s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, string(val), opts...))
+			If(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, x.cmps...)...).
+			Then(append([]clientv3.Op{clientv3.OpPut(key, string(val), opts...)}, x.ops...)...).
+			Else(append([]clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())}, x.readOps()...)...)
 	})
 	if err != nil {
 		return 0, storeErr(err)
 	}
 	if !resp.Succeeded {
+		if len(resp.Responses) > 0 && len(resp.Responses[0].GetResponseRange().GetKvs()) == 0 && len(x.cmps) > 0 {
+			return 0, x.conflict(resp)
+		}
 		return 0, apierrors.NewAlreadyExists(r.Group, r.Resource, name)
 	}
 	return resp.Header.Revision, nil
@@ -245,6 +298,16 @@ func (s *storage) create(ctx context.Context, r *resourceInfo, ns, name string, 
 // update writes obj if the key's mod_revision is still rev. On a failed
 // comparison it returns a *casError with the current object (nil if gone).
 func (s *storage) update(ctx context.Context, r *resourceInfo, ns, name string, rev int64, obj proto.Message) (int64, error) {
+	return s.updateWith(ctx, r, ns, name, rev, obj, nil)
+}
+
+// updateWith is update with x's comparisons and operations in the same
+// transaction: when one of x's comparisons fails it returns an
+// *extraConflict.
+func (s *storage) updateWith(ctx context.Context, r *resourceInfo, ns, name string, rev int64, obj proto.Message, x *txnExtra) (int64, error) {
+	if x == nil {
+		x = &txnExtra{}
+	}
 	key := s.key(r, ns, name)
 	val, err := s.encode(r, key, obj)
 	if err != nil {
@@ -252,32 +315,53 @@ func (s *storage) update(ctx context.Context, r *resourceInfo, ns, name string, 
 	}
 	resp, err := s.commitPut(ctx, r, func(opts ...clientv3.OpOption) clientv3.Txn {
 		return s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-			Then(clientv3.OpPut(key, string(val), opts...)).
-			Else(clientv3.OpGet(key))
+			If(append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, x.cmps...)...).
+			Then(append([]clientv3.Op{clientv3.OpPut(key, string(val), opts...)}, x.ops...)...).
+			Else(append([]clientv3.Op{clientv3.OpGet(key)}, x.readOps()...)...)
 	})
 	if err != nil {
 		return 0, storeErr(err)
 	}
 	if !resp.Succeeded {
-		return 0, s.casFailure(r, resp)
+		return 0, s.failure(r, rev, x, resp)
 	}
 	return resp.Header.Revision, nil
 }
 
+// failure tells a failed comparison on the object (a *casError) from one
+// of x's (an *extraConflict).
+func (s *storage) failure(r *resourceInfo, rev int64, x *txnExtra, resp *clientv3.TxnResponse) error {
+	if len(x.cmps) > 0 && len(resp.Responses) > 0 {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 && kvs[0].ModRevision == rev {
+			return x.conflict(resp)
+		}
+	}
+	return s.casFailure(r, resp)
+}
+
 // remove deletes the key if its mod_revision is still rev.
 func (s *storage) remove(ctx context.Context, r *resourceInfo, ns, name string, rev int64) (int64, error) {
+	return s.removeWith(ctx, r, ns, name, rev, nil)
+}
+
+// removeWith is remove with x's comparisons and operations in the same
+// transaction: when one of x's comparisons fails it returns an
+// *extraConflict.
+func (s *storage) removeWith(ctx context.Context, r *resourceInfo, ns, name string, rev int64, x *txnExtra) (int64, error) {
+	if x == nil {
+		x = &txnExtra{}
+	}
 	key := s.key(r, ns, name)
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(key)).
+		If(append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, x.cmps...)...).
+		Then(append([]clientv3.Op{clientv3.OpDelete(key)}, x.ops...)...).
+		Else(append([]clientv3.Op{clientv3.OpGet(key)}, x.readOps()...)...).
 		Commit()
 	if err != nil {
 		return 0, storeErr(err)
 	}
 	if !resp.Succeeded {
-		return 0, s.casFailure(r, resp)
+		return 0, s.failure(r, rev, x, resp)
 	}
 	return resp.Header.Revision, nil
 }

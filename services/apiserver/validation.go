@@ -25,6 +25,11 @@ import (
 // Kubernetes' validation does, and returns every violation with its field
 // path as one Invalid error. old is nil on create.
 func validateObject(r *resourceInfo, obj, old proto.Message) error {
+	return invalid(r, meta(obj).GetName(), validateObjectErrs(r, obj, old))
+}
+
+// validateObjectErrs is validateObject's list of violations.
+func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList {
 	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
 	switch o := obj.(type) {
 	case *corev1.Pod:
@@ -54,13 +59,9 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(s.GetSelector()), "field is immutable"))
 		}
 	case *corev1.Service:
+		// Addresses (clusterIPs, families, node ports) are validated with
+		// the cluster's ranges: serviceAddressing.validateServiceAddresses.
 		errs = append(errs, validateService(o.GetSpec(), field.NewPath("spec"))...)
-		if old != nil {
-			oc := old.(*corev1.Service).GetSpec().GetClusterIp()
-			if oc != "" && o.GetSpec().GetClusterIp() != oc {
-				errs = append(errs, field.Invalid(field.NewPath("spec", "clusterIP"), o.GetSpec().GetClusterIp(), "field is immutable"))
-			}
-		}
 	case *corev1.Namespace:
 		for i, f := range o.GetSpec().GetFinalizers() {
 			errs = append(errs, validateNamespaceFinalizer(f, field.NewPath("spec", "finalizers").Index(i))...)
@@ -152,7 +153,7 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 	if old != nil {
 		errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
 	}
-	return invalid(r, meta(obj).GetName(), errs)
+	return errs
 }
 
 // validateStatusUpdate is validateObject for a write through the status

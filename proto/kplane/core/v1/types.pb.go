@@ -4847,23 +4847,24 @@ func (x *Service) GetStatus() *ServiceStatus {
 
 // ServiceSpec is the desired state of a service.
 type ServiceSpec struct {
-	state                    protoimpl.MessageState `protogen:"open.v1"`
-	Ports                    []*ServicePort         `protobuf:"bytes,1,rep,name=ports,proto3" json:"ports,omitempty"`
-	Selector                 map[string]string      `protobuf:"bytes,2,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	ClusterIp                string                 `protobuf:"bytes,3,opt,name=cluster_ip,json=clusterIP,proto3" json:"cluster_ip,omitempty"`
-	ClusterIps               []string               `protobuf:"bytes,4,rep,name=cluster_ips,json=clusterIPs,proto3" json:"cluster_ips,omitempty"`
-	Type                     string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
-	ExternalIps              []string               `protobuf:"bytes,6,rep,name=external_ips,json=externalIPs,proto3" json:"external_ips,omitempty"`
-	SessionAffinity          string                 `protobuf:"bytes,7,opt,name=session_affinity,json=sessionAffinity,proto3" json:"session_affinity,omitempty"`
-	LoadBalancerIp           string                 `protobuf:"bytes,8,opt,name=load_balancer_ip,json=loadBalancerIP,proto3" json:"load_balancer_ip,omitempty"`
-	ExternalName             string                 `protobuf:"bytes,9,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
-	ExternalTrafficPolicy    string                 `protobuf:"bytes,10,opt,name=external_traffic_policy,json=externalTrafficPolicy,proto3" json:"external_traffic_policy,omitempty"`
-	PublishNotReadyAddresses bool                   `protobuf:"varint,11,opt,name=publish_not_ready_addresses,json=publishNotReadyAddresses,proto3" json:"publish_not_ready_addresses,omitempty"`
-	IpFamilies               []string               `protobuf:"bytes,12,rep,name=ip_families,json=ipFamilies,proto3" json:"ip_families,omitempty"`
-	IpFamilyPolicy           *string                `protobuf:"bytes,13,opt,name=ip_family_policy,json=ipFamilyPolicy,proto3,oneof" json:"ip_family_policy,omitempty"`
-	InternalTrafficPolicy    *string                `protobuf:"bytes,14,opt,name=internal_traffic_policy,json=internalTrafficPolicy,proto3,oneof" json:"internal_traffic_policy,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	state                         protoimpl.MessageState `protogen:"open.v1"`
+	Ports                         []*ServicePort         `protobuf:"bytes,1,rep,name=ports,proto3" json:"ports,omitempty"`
+	Selector                      map[string]string      `protobuf:"bytes,2,rep,name=selector,proto3" json:"selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ClusterIp                     string                 `protobuf:"bytes,3,opt,name=cluster_ip,json=clusterIP,proto3" json:"cluster_ip,omitempty"`
+	ClusterIps                    []string               `protobuf:"bytes,4,rep,name=cluster_ips,json=clusterIPs,proto3" json:"cluster_ips,omitempty"`
+	Type                          string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	ExternalIps                   []string               `protobuf:"bytes,6,rep,name=external_ips,json=externalIPs,proto3" json:"external_ips,omitempty"`
+	SessionAffinity               string                 `protobuf:"bytes,7,opt,name=session_affinity,json=sessionAffinity,proto3" json:"session_affinity,omitempty"`
+	LoadBalancerIp                string                 `protobuf:"bytes,8,opt,name=load_balancer_ip,json=loadBalancerIP,proto3" json:"load_balancer_ip,omitempty"`
+	ExternalName                  string                 `protobuf:"bytes,9,opt,name=external_name,json=externalName,proto3" json:"external_name,omitempty"`
+	ExternalTrafficPolicy         string                 `protobuf:"bytes,10,opt,name=external_traffic_policy,json=externalTrafficPolicy,proto3" json:"external_traffic_policy,omitempty"`
+	PublishNotReadyAddresses      bool                   `protobuf:"varint,11,opt,name=publish_not_ready_addresses,json=publishNotReadyAddresses,proto3" json:"publish_not_ready_addresses,omitempty"`
+	IpFamilies                    []string               `protobuf:"bytes,12,rep,name=ip_families,json=ipFamilies,proto3" json:"ip_families,omitempty"`
+	IpFamilyPolicy                *string                `protobuf:"bytes,13,opt,name=ip_family_policy,json=ipFamilyPolicy,proto3,oneof" json:"ip_family_policy,omitempty"`
+	InternalTrafficPolicy         *string                `protobuf:"bytes,14,opt,name=internal_traffic_policy,json=internalTrafficPolicy,proto3,oneof" json:"internal_traffic_policy,omitempty"`
+	AllocateLoadBalancerNodePorts *bool                  `protobuf:"varint,15,opt,name=allocate_load_balancer_node_ports,json=allocateLoadBalancerNodePorts,proto3,oneof" json:"allocate_load_balancer_node_ports,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *ServiceSpec) Reset() {
@@ -4992,6 +4993,13 @@ func (x *ServiceSpec) GetInternalTrafficPolicy() string {
 		return *x.InternalTrafficPolicy
 	}
 	return ""
+}
+
+func (x *ServiceSpec) GetAllocateLoadBalancerNodePorts() bool {
+	if x != nil && x.AllocateLoadBalancerNodePorts != nil {
+		return *x.AllocateLoadBalancerNodePorts
+	}
+	return false
 }
 
 // ServicePort is one port of a service.
@@ -6403,7 +6411,7 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x126\n" +
 	"\bmetadata\x18\x03 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12/\n" +
 	"\x04spec\x18\x04 \x01(\v2\x1b.kplane.core.v1.ServiceSpecR\x04spec\x125\n" +
-	"\x06status\x18\x05 \x01(\v2\x1d.kplane.core.v1.ServiceStatusR\x06status\"\xea\x05\n" +
+	"\x06status\x18\x05 \x01(\v2\x1d.kplane.core.v1.ServiceStatusR\x06status\"\xdf\x06\n" +
 	"\vServiceSpec\x121\n" +
 	"\x05ports\x18\x01 \x03(\v2\x1b.kplane.core.v1.ServicePortR\x05ports\x12E\n" +
 	"\bselector\x18\x02 \x03(\v2).kplane.core.v1.ServiceSpec.SelectorEntryR\bselector\x12\x1d\n" +
@@ -6422,12 +6430,14 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\vip_families\x18\f \x03(\tR\n" +
 	"ipFamilies\x12-\n" +
 	"\x10ip_family_policy\x18\r \x01(\tH\x00R\x0eipFamilyPolicy\x88\x01\x01\x12;\n" +
-	"\x17internal_traffic_policy\x18\x0e \x01(\tH\x01R\x15internalTrafficPolicy\x88\x01\x01\x1a;\n" +
+	"\x17internal_traffic_policy\x18\x0e \x01(\tH\x01R\x15internalTrafficPolicy\x88\x01\x01\x12M\n" +
+	"!allocate_load_balancer_node_ports\x18\x0f \x01(\bH\x02R\x1dallocateLoadBalancerNodePorts\x88\x01\x01\x1a;\n" +
 	"\rSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x13\n" +
 	"\x11_ip_family_policyB\x1a\n" +
-	"\x18_internal_traffic_policy\"\xe5\x01\n" +
+	"\x18_internal_traffic_policyB$\n" +
+	"\"_allocate_load_balancer_node_ports\"\xe5\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x12\n" +

@@ -65,7 +65,7 @@ func TestUp(t *testing.T) {
 		pidRE                 = regexp.MustCompile(`\spid (\d+)\s`)
 		etcdRE                = regexp.MustCompile(`etcdctl --endpoints=(\S+)`)
 		kubeRE                = regexp.MustCompile(`kubectl --kubeconfig (\S+)`)
-		addrRE                = regexp.MustCompile(`^\s*(apiserver-2|gateway)\s.*\s(127\.0\.0\.1:\d+)\s`)
+		addrRE                = regexp.MustCompile(`^\s*(apiserver-2|gateway)\s+pid \d+\s+(127\.0\.0\.1:\d+)\s`)
 		addrs                 = map[string]string{}
 		procPIDs              = map[string]int{}
 	)

@@ -55,6 +55,7 @@ import (
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
@@ -109,6 +110,8 @@ type Gateway struct {
 	traced http.Handler
 	// metrics serves /metrics (Config.Metrics); nil: 404.
 	metrics http.Handler
+	// watches serves plain JSON watches (watchjson.go).
+	watches watchstreamv1.WatchStreamServiceClient
 	// pods carries exec, attach and portforward (podstream.go).
 	pods corev1.PodServiceClient
 }
@@ -126,7 +129,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn)}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -292,6 +295,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		u := *r.URL
 		u.Path, u.RawPath = t.itemPath(""), ""
 		r.URL = &u
+	case streamsJSON(r, t, info):
+		g.serveWatchJSON(w, r, t, info)
+		return
 	case r.Method == http.MethodGet && !t.watch && (t.sub == "" || t.name == "") && isTrue(q.Get("watch")):
 		t.toWatch(r)
 	}

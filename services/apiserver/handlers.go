@@ -22,6 +22,7 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/request"
@@ -423,7 +424,35 @@ func (s *Server) listStore(ctx context.Context, r *resourceInfo, ns string, rev 
 // watch serves one client watch. build makes the RPC's response message
 // for an event; send is the stream's SendMsg. Each event is encoded once,
 // however many watchers it goes to (see preEncoded).
-func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOptions, build func(typ string, obj proto.Message) proto.Message, send func(any) error) (err error) {
+func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOptions, build func(typ string, obj proto.Message) proto.Message, send func(any) error) error {
+	return s.runWatch(ctx, r, ns, o, watchSink{
+		encode: func(e *watchEvent) (any, trace.SpanContext, error) {
+			return e.encoded(func() proto.Message {
+				if e.typ == eventBookmark {
+					bm := r.New()
+					meta(bm).ResourceVersion = formatRV(e.rev)
+					setTypeMeta(r, bm)
+					return build(eventBookmark, bm)
+				}
+				return build(e.typ, e.obj)
+			})
+		},
+		send: send,
+	})
+}
+
+// watchSink is what a watch does with each event: encode gives what to
+// send for it (computed once per event, shared by its watchers) and the
+// trace context its object records; send sends that.
+type watchSink struct {
+	encode func(e *watchEvent) (any, trace.SpanContext, error)
+	send   func(any) error
+}
+
+// runWatch authorizes one client watch, starts it on the resource's cache
+// and hands every event to sink until the call ends or the watcher is cut
+// off.
+func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o listOptions, sink watchSink) (err error) {
 	c := s.begin(ctx, "watch", r, "", ns, "")
 	defer func() { s.end(ctx, c, err) }()
 	if err := s.authnz(ctx, c); err != nil {
@@ -454,18 +483,10 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 	defer ch.stop(w)
 	// The watch is established: send the headers now, so a client can tell
 	// even before the first event (audit stage ResponseStarted).
-	_ = grpc.SendHeader(ctx, metadata.MD{})
+	_ = grpc.SendHeader(ctx, metadata.Pairs(watchstreamv1.EstablishedHeader, "true"))
 	s.auditResponseStarted(c)
 	deliver := func(e *watchEvent) error {
-		enc, sc, err := e.encoded(func() proto.Message {
-			if e.typ == eventBookmark {
-				bm := r.New()
-				meta(bm).ResourceVersion = formatRV(e.rev)
-				setTypeMeta(r, bm)
-				return build(eventBookmark, bm)
-			}
-			return build(e.typ, e.obj)
-		})
+		enc, sc, err := sink.encode(e)
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
@@ -478,7 +499,7 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 					attribute.String("k8s.object", e.key)))
 			defer span.End()
 		}
-		return send(enc)
+		return sink.send(enc)
 	}
 	for _, e := range w.initial {
 		if err := deliver(e); err != nil {

@@ -31,6 +31,7 @@ import (
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authz"
@@ -301,6 +302,7 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(opts...)
 	registerServices(s.grpc, s)
 	authorizationv1.RegisterAuthorizationServiceServer(s.grpc, &accessReviews{s: s})
+	watchstreamv1.RegisterWatchStreamServiceServer(s.grpc, &watchStreamService{s: s})
 	reflection.Register(s.grpc)
 	// gRPC's health service: NOT_SERVING until ready and again while
 	// stopping, so that clients with health checking (client.Dial) send

@@ -1,0 +1,85 @@
+package apiserver
+
+// This file holds the watch of any resource as Kubernetes' JSON watch
+// stream (kplane.watchstream.v1), which the gateway serves its HTTP
+// watchers from: each event is rendered to its JSON line once, however many
+// watchers it goes to, and sent in pieces of at most watchChunk bytes, so
+// that the gateway never holds a whole large object per watcher.
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/internal/telemetry"
+	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
+	"github.com/kplane/kplane/proto/kubejson"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// watchChunk bounds one StreamWatchResponse.
+const watchChunk = 32 << 10
+
+type watchStreamService struct {
+	watchstreamv1.UnimplementedWatchStreamServiceServer
+	s *Server
+}
+
+// StreamWatch serves one watch as Kubernetes JSON.
+func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, stream watchstreamv1.WatchStreamService_StreamWatchServer) error {
+	r := x.s.resources[req.GetResource()]
+	if r == nil || r.Group != req.GetGroup() || r.Version != req.GetVersion() {
+		return toGRPC(apierrors.NewNotFound(req.GetGroup(), req.GetResource(), ""))
+	}
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+		TimeoutSeconds: req.GetTimeoutSeconds(),
+	}
+	err := x.s.runWatch(stream.Context(), r, req.GetNamespace(), opts, watchSink{
+		encode: func(e *watchEvent) (any, trace.SpanContext, error) { return e.jsonLine(r) },
+		send: func(v any) error {
+			line := v.([]byte)
+			for off := 0; off < len(line); off += watchChunk {
+				if err := stream.Send(&watchstreamv1.StreamWatchResponse{Data: line[off:min(off+watchChunk, len(line))]}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	return toGRPC(err)
+}
+
+// jsonLine returns the event as one line of Kubernetes' watch stream,
+// rendered once, and the trace context its object records.
+func (e *watchEvent) jsonLine(r *resourceInfo) ([]byte, trace.SpanContext, error) {
+	e.jsonOnce.Do(func() {
+		obj := e.obj
+		if e.typ == eventBookmark {
+			obj = r.New()
+			meta(obj).ResourceVersion = formatRV(e.rev)
+			setTypeMeta(r, obj)
+		} else {
+			e.jsonSC = telemetry.ObjectSpanContext(meta(obj).GetAnnotations())
+		}
+		e.json, e.jsonErr = renderWatchLine(e.typ, obj)
+	})
+	return e.json, e.jsonSC, e.jsonErr
+}
+
+// renderWatchLine renders {"type":typ,"object":obj} and a newline.
+func renderWatchLine(typ string, obj proto.Message) ([]byte, error) {
+	b, err := kubejson.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("render a watch event: %w", err)
+	}
+	line := make([]byte, 0, len(b)+len(typ)+24)
+	line = append(line, `{"type":"`...)
+	line = append(line, typ...)
+	line = append(line, `","object":`...)
+	line = append(line, b...)
+	return append(line, "}\n"...), nil
+}

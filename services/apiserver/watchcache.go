@@ -47,12 +47,13 @@ type watchEvent struct {
 	err  error
 	sc   trace.SpanContext
 
-	// The event as a line of Kubernetes' JSON watch stream, rendered by
-	// the first JSON watcher that sends it (watchjson.go).
-	jsonOnce sync.Once
-	json     []byte
-	jsonSC   trace.SpanContext
-	jsonErr  error
+	// The event as a line of Kubernetes' JSON watch stream in its
+	// StreamWatch messages, rendered and encoded by the first JSON watcher
+	// that sends it (watchjson.go).
+	jsonOnce   sync.Once
+	jsonChunks []*preEncoded
+	jsonSC     trace.SpanContext
+	jsonErr    error
 
 	// The event as watchers whose selector it starts or stops matching see
 	// it (ADDED, DELETED), made by transform under the cacher's mu the first

@@ -41,9 +41,8 @@ func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, 
 	err := x.s.runWatch(stream.Context(), r, req.GetNamespace(), opts, watchSink{
 		encode: func(e *watchEvent) (any, trace.SpanContext, error) { return e.jsonLine(r) },
 		send: func(v any) error {
-			line := v.([]byte)
-			for off := 0; off < len(line); off += watchChunk {
-				if err := stream.Send(&watchstreamv1.StreamWatchResponse{Data: line[off:min(off+watchChunk, len(line))]}); err != nil {
+			for _, chunk := range v.([]*preEncoded) {
+				if err := stream.SendMsg(chunk); err != nil {
 					return err
 				}
 			}
@@ -53,9 +52,11 @@ func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, 
 	return toGRPC(err)
 }
 
-// jsonLine returns the event as one line of Kubernetes' watch stream,
-// rendered once, and the trace context its object records.
-func (e *watchEvent) jsonLine(r *resourceInfo) ([]byte, trace.SpanContext, error) {
+// jsonLine returns the event as one line of Kubernetes' watch stream, in
+// StreamWatch messages of at most watchChunk bytes each, rendered and
+// encoded once however many watchers send them; and the trace context its
+// object records.
+func (e *watchEvent) jsonLine(r *resourceInfo) ([]*preEncoded, trace.SpanContext, error) {
 	e.jsonOnce.Do(func() {
 		obj := e.obj
 		if e.typ == eventBookmark {
@@ -65,9 +66,21 @@ func (e *watchEvent) jsonLine(r *resourceInfo) ([]byte, trace.SpanContext, error
 		} else {
 			e.jsonSC = telemetry.ObjectSpanContext(meta(obj).GetAnnotations())
 		}
-		e.json, e.jsonErr = renderWatchLine(e.typ, obj)
+		line, err := renderWatchLine(e.typ, obj)
+		if err != nil {
+			e.jsonErr = err
+			return
+		}
+		for off := 0; off < len(line); off += watchChunk {
+			b, err := proto.Marshal(&watchstreamv1.StreamWatchResponse{Data: line[off:min(off+watchChunk, len(line))]})
+			if err != nil {
+				e.jsonErr = err
+				return
+			}
+			e.jsonChunks = append(e.jsonChunks, newPreEncoded(b))
+		}
 	})
-	return e.json, e.jsonSC, e.jsonErr
+	return e.jsonChunks, e.jsonSC, e.jsonErr
 }
 
 // renderWatchLine renders {"type":typ,"object":obj} and a newline.

@@ -490,8 +490,8 @@ func TestCrashLoopBackOff(t *testing.T) {
 			if len(delays) == 0 || delays[len(delays)-1] != d {
 				delays = append(delays, d)
 			}
-			if cs[0].GetLastState().GetTerminated().GetExitCode() != 2 {
-				t.Errorf("lastState: got %v, want terminated with exit 2", cs[0].GetLastState())
+			if cs[0].GetLastTerminationState().GetTerminated().GetExitCode() != 2 {
+				t.Errorf("lastState: got %v, want terminated with exit 2", cs[0].GetLastTerminationState())
 			}
 		}
 		return cs[0].GetRestartCount() >= 4

@@ -221,7 +221,7 @@ func (r *Recorder) newEvent(obj proto.Message, fieldPath, eventType, reason, mes
 		Message:            message,
 		Type:               eventType,
 		Source:             &corev1.EventSource{Component: r.cfg.Component, Host: r.cfg.Host},
-		ReportingComponent: r.cfg.Component,
+		ReportingController: r.cfg.Component,
 		ReportingInstance:  r.cfg.Host,
 		FirstTimestamp:     now,
 		LastTimestamp:      now,

@@ -30,7 +30,9 @@
 //     intstr.IntOrString is kplane.meta.v1.IntOrString (int_val=2,
 //     str_val=3 as in Kubernetes, as a oneof); metav1.FieldsV1 and
 //     runtime.RawExtension keep Kubernetes' {bytes raw=1} and are marked
-//     (kplane.meta.v1.raw_json) so kubejson writes the bytes as embedded JSON.
+//     (kplane.meta.v1.raw_json) so kubejson writes the bytes as embedded JSON;
+//   - a scalar Kubernetes writes even when zero (no omitempty: a container
+//     status' "ready": false) is marked (kplane.meta.v1.emit_empty).
 //   - A top-level kind or list (a struct embedding metav1.TypeMeta) gets
 //     `string api_version = 1000` and `string kind = 1001`: Kubernetes'
 //     protobuf carries them in its envelope (runtime.Unknown), not in the
@@ -325,6 +327,11 @@ func (g *gen) visit(t reflect.Type) error {
 		}
 		f.Type, f.Label = typ, label
 		f.Options = append(f.Options, opts...)
+		if f.Label == "" && !strings.Contains(jsonTag, ",omitempty") && scalar(typ) {
+			// Kubernetes writes this field even when zero ("ready": false).
+			f.Options = append(f.Options, "(kplane.meta.v1.emit_empty) = true")
+			g.useOptions(p.Dir)
+		}
 		m.Fields = append(m.Fields, f)
 		if sf.Anonymous && jsonName == "" {
 			m.inline = append(m.inline, &m.Fields[len(m.Fields)-1])
@@ -454,6 +461,14 @@ func (g *gen) fieldType(from string, t reflect.Type, where string) (typ, label s
 		return s, "optional", nil, nil, nil
 	}
 	return s, "", nil, nil, nil
+}
+
+func scalar(typ string) bool {
+	switch typ {
+	case "string", "bool", "int32", "int64", "uint32", "uint64", "double":
+		return true
+	}
+	return false
 }
 
 // rawMessage generates FieldsV1 or RawExtension: Kubernetes' {bytes raw=1},

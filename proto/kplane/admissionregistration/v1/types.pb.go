@@ -1239,9 +1239,9 @@ const file_kplane_admissionregistration_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12L\n" +
-	"\bwebhooks\x18\x02 \x03(\v20.kplane.admissionregistration.v1.MutatingWebhookR\bwebhooks\"\xba\x06\n" +
-	"\x0fMutatingWebhook\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12Y\n" +
+	"\bwebhooks\x18\x02 \x03(\v20.kplane.admissionregistration.v1.MutatingWebhookR\bwebhooks\"\xc0\x06\n" +
+	"\x0fMutatingWebhook\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12Y\n" +
 	"\rclient_config\x18\x02 \x01(\v24.kplane.admissionregistration.v1.WebhookClientConfigR\fclientConfig\x12I\n" +
 	"\x05rules\x18\x03 \x03(\v23.kplane.admissionregistration.v1.RuleWithOperationsR\x05rules\x12*\n" +
 	"\x0efailure_policy\x18\x04 \x01(\tH\x00R\rfailurePolicy\x88\x01\x01\x12&\n" +
@@ -1263,10 +1263,10 @@ const file_kplane_admissionregistration_v1_types_proto_rawDesc = "" +
 	"\x03url\x18\x03 \x01(\tH\x00R\x03url\x88\x01\x01\x12K\n" +
 	"\aservice\x18\x01 \x01(\v21.kplane.admissionregistration.v1.ServiceReferenceR\aservice\x12\x1b\n" +
 	"\tca_bundle\x18\x02 \x01(\fR\bcaBundleB\x06\n" +
-	"\x04_url\"\x88\x01\n" +
-	"\x10ServiceReference\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x17\n" +
+	"\x04_url\"\x94\x01\n" +
+	"\x10ServiceReference\x12\"\n" +
+	"\tnamespace\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tnamespace\x12\x18\n" +
+	"\x04name\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x17\n" +
 	"\x04path\x18\x03 \x01(\tH\x00R\x04path\x88\x01\x01\x12\x17\n" +
 	"\x04port\x18\x04 \x01(\x05H\x01R\x04port\x88\x01\x01B\a\n" +
 	"\x05_pathB\a\n" +
@@ -1282,11 +1282,11 @@ const file_kplane_admissionregistration_v1_types_proto_rawDesc = "" +
 	"\fapi_versions\x18\x02 \x03(\tR\vapiVersions\x12\x1c\n" +
 	"\tresources\x18\x03 \x03(\tR\tresources\x12\x19\n" +
 	"\x05scope\x18\x04 \x01(\tH\x00R\x05scope\x88\x01\x01B\b\n" +
-	"\x06_scope\"D\n" +
-	"\x0eMatchCondition\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\x06_scope\"P\n" +
+	"\x0eMatchCondition\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12$\n" +
 	"\n" +
-	"expression\x18\x02 \x01(\tR\n" +
+	"expression\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"expression\"\xe4\x01\n" +
 	" MutatingWebhookConfigurationList\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
@@ -1299,9 +1299,9 @@ const file_kplane_admissionregistration_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12N\n" +
-	"\bwebhooks\x18\x02 \x03(\v22.kplane.admissionregistration.v1.ValidatingWebhookR\bwebhooks\"\xee\x05\n" +
-	"\x11ValidatingWebhook\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12Y\n" +
+	"\bwebhooks\x18\x02 \x03(\v22.kplane.admissionregistration.v1.ValidatingWebhookR\bwebhooks\"\xf4\x05\n" +
+	"\x11ValidatingWebhook\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12Y\n" +
 	"\rclient_config\x18\x02 \x01(\v24.kplane.admissionregistration.v1.WebhookClientConfigR\fclientConfig\x12I\n" +
 	"\x05rules\x18\x03 \x03(\v23.kplane.admissionregistration.v1.RuleWithOperationsR\x05rules\x12*\n" +
 	"\x0efailure_policy\x18\x04 \x01(\tH\x00R\rfailurePolicy\x88\x01\x01\x12&\n" +

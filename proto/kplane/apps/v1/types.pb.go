@@ -1085,7 +1085,7 @@ var File_kplane_apps_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_apps_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1akplane/apps/v1/types.proto\x12\x0ekplane.apps.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"\xe9\x01\n" +
+	"\x1akplane/apps/v1/types.proto\x12\x0ekplane.apps.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\xe9\x01\n" +
 	"\n" +
 	"Deployment\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
@@ -1125,10 +1125,10 @@ const file_kplane_apps_v1_types_proto_rawDesc = "" +
 	"conditions\x12,\n" +
 	"\x0fcollision_count\x18\b \x01(\x05H\x01R\x0ecollisionCount\x88\x01\x01B\x17\n" +
 	"\x15_terminating_replicasB\x12\n" +
-	"\x10_collision_count\"\x87\x02\n" +
-	"\x13DeploymentCondition\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12D\n" +
+	"\x10_collision_count\"\x93\x02\n" +
+	"\x13DeploymentCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12D\n" +
 	"\x10last_update_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastUpdateTime\x12L\n" +
 	"\x14last_transition_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
@@ -1152,9 +1152,9 @@ const file_kplane_apps_v1_types_proto_rawDesc = "" +
 	"\x11min_ready_seconds\x18\x04 \x01(\x05R\x0fminReadySeconds\x129\n" +
 	"\bselector\x18\x02 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\bselector\x12;\n" +
 	"\btemplate\x18\x03 \x01(\v2\x1f.kplane.core.v1.PodTemplateSpecR\btemplateB\v\n" +
-	"\t_replicas\"\x81\x03\n" +
-	"\x10ReplicaSetStatus\x12\x1a\n" +
-	"\breplicas\x18\x01 \x01(\x05R\breplicas\x124\n" +
+	"\t_replicas\"\x87\x03\n" +
+	"\x10ReplicaSetStatus\x12 \n" +
+	"\breplicas\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\breplicas\x124\n" +
 	"\x16fully_labeled_replicas\x18\x02 \x01(\x05R\x14fullyLabeledReplicas\x12%\n" +
 	"\x0eready_replicas\x18\x04 \x01(\x05R\rreadyReplicas\x12-\n" +
 	"\x12available_replicas\x18\x05 \x01(\x05R\x11availableReplicas\x126\n" +
@@ -1163,10 +1163,10 @@ const file_kplane_apps_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x06 \x03(\v2#.kplane.apps.v1.ReplicaSetConditionR\n" +
 	"conditionsB\x17\n" +
-	"\x15_terminating_replicas\"\xc1\x01\n" +
-	"\x13ReplicaSetCondition\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12L\n" +
+	"\x15_terminating_replicas\"\xcd\x01\n" +
+	"\x13ReplicaSetCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12L\n" +
 	"\x14last_transition_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"\xaf\x01\n" +

@@ -1264,9 +1264,9 @@ const file_kplane_authorization_v1_types_proto_rawDesc = "" +
 	"\frequirements\x18\x02 \x03(\v2(.kplane.meta.v1.LabelSelectorRequirementR\frequirements\"?\n" +
 	"\x15NonResourceAttributes\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04verb\x18\x02 \x01(\tR\x04verb\"\x90\x01\n" +
-	"\x19SubjectAccessReviewStatus\x12\x18\n" +
-	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x04verb\x18\x02 \x01(\tR\x04verb\"\x96\x01\n" +
+	"\x19SubjectAccessReviewStatus\x12\x1e\n" +
+	"\aallowed\x18\x01 \x01(\bB\x04\xd8\xf3\x18\x01R\aallowed\x12\x16\n" +
 	"\x06denied\x18\x04 \x01(\bR\x06denied\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12)\n" +
 	"\x10evaluation_error\x18\x03 \x01(\tR\x0fevaluationError\"\x9e\x02\n" +
@@ -1295,12 +1295,12 @@ const file_kplane_authorization_v1_types_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v23.kplane.authorization.v1.SelfSubjectRulesReviewSpecR\x04spec\x12I\n" +
 	"\x06status\x18\x03 \x01(\v21.kplane.authorization.v1.SubjectRulesReviewStatusR\x06status\":\n" +
 	"\x1aSelfSubjectRulesReviewSpec\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\x8b\x02\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\x91\x02\n" +
 	"\x18SubjectRulesReviewStatus\x12L\n" +
 	"\x0eresource_rules\x18\x01 \x03(\v2%.kplane.authorization.v1.ResourceRuleR\rresourceRules\x12V\n" +
-	"\x12non_resource_rules\x18\x02 \x03(\v2(.kplane.authorization.v1.NonResourceRuleR\x10nonResourceRules\x12\x1e\n" +
+	"\x12non_resource_rules\x18\x02 \x03(\v2(.kplane.authorization.v1.NonResourceRuleR\x10nonResourceRules\x12$\n" +
 	"\n" +
-	"incomplete\x18\x03 \x01(\bR\n" +
+	"incomplete\x18\x03 \x01(\bB\x04\xd8\xf3\x18\x01R\n" +
 	"incomplete\x12)\n" +
 	"\x10evaluation_error\x18\x04 \x01(\tR\x0fevaluationError\"\x88\x01\n" +
 	"\fResourceRule\x12\x14\n" +

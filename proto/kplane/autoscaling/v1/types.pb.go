@@ -217,7 +217,7 @@ var File_kplane_autoscaling_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_autoscaling_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"!kplane/autoscaling/v1/types.proto\x12\x15kplane.autoscaling.v1\x1a\x19kplane/meta/v1/meta.proto\"\xe8\x01\n" +
+	"!kplane/autoscaling/v1/types.proto\x12\x15kplane.autoscaling.v1\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\xe8\x01\n" +
 	"\x05Scale\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
 	"apiVersion\x12\x13\n" +
@@ -226,9 +226,9 @@ const file_kplane_autoscaling_v1_types_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v2 .kplane.autoscaling.v1.ScaleSpecR\x04spec\x12:\n" +
 	"\x06status\x18\x03 \x01(\v2\".kplane.autoscaling.v1.ScaleStatusR\x06status\"'\n" +
 	"\tScaleSpec\x12\x1a\n" +
-	"\breplicas\x18\x01 \x01(\x05R\breplicas\"E\n" +
-	"\vScaleStatus\x12\x1a\n" +
-	"\breplicas\x18\x01 \x01(\x05R\breplicas\x12\x1a\n" +
+	"\breplicas\x18\x01 \x01(\x05R\breplicas\"K\n" +
+	"\vScaleStatus\x12 \n" +
+	"\breplicas\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\breplicas\x12\x1a\n" +
 	"\bselector\x18\x02 \x01(\tR\bselectorBDZBgithub.com/kplane/kplane/proto/kplane/autoscaling/v1;autoscalingv1b\x06proto3"
 
 var (

@@ -14903,10 +14903,10 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12B\n" +
 	"\n" +
 	"conditions\x18\x02 \x03(\v2\".kplane.core.v1.NamespaceConditionR\n" +
-	"conditions\"\xc0\x01\n" +
-	"\x12NamespaceCondition\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12L\n" +
+	"conditions\"\xcc\x01\n" +
+	"\x12NamespaceCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12L\n" +
 	"\x14last_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\"\xad\x01\n" +
@@ -14985,9 +14985,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x15_enable_service_linksB\x14\n" +
 	"\x12_preemption_policyB\x17\n" +
 	"\x15_set_hostname_as_fqdnB\r\n" +
-	"\v_host_users\"e\n" +
-	"\x06Volume\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12G\n" +
+	"\v_host_users\"k\n" +
+	"\x06Volume\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12G\n" +
 	"\rvolume_source\x18\x02 \x01(\v2\x1c.kplane.core.v1.VolumeSourceB\x04\xc8\xf3\x18\x01R\fvolumeSource\"\xb9\x10\n" +
 	"\fVolumeSource\x12A\n" +
 	"\thost_path\x18\x01 \x01(\v2$.kplane.core.v1.HostPathVolumeSourceR\bhostPath\x12A\n" +
@@ -15025,29 +15025,29 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"storage_os\x18\x1b \x01(\v2%.kplane.core.v1.StorageOSVolumeSourceR\tstorageos\x121\n" +
 	"\x03csi\x18\x1c \x01(\v2\x1f.kplane.core.v1.CSIVolumeSourceR\x03csi\x12C\n" +
 	"\tephemeral\x18\x1d \x01(\v2%.kplane.core.v1.EphemeralVolumeSourceR\tephemeral\x127\n" +
-	"\x05image\x18\x1e \x01(\v2!.kplane.core.v1.ImageVolumeSourceR\x05image\"L\n" +
-	"\x14HostPathVolumeSource\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x17\n" +
+	"\x05image\x18\x1e \x01(\v2!.kplane.core.v1.ImageVolumeSourceR\x05image\"R\n" +
+	"\x14HostPathVolumeSource\x12\x18\n" +
+	"\x04path\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12\x17\n" +
 	"\x04type\x18\x02 \x01(\tH\x00R\x04type\x88\x01\x01B\a\n" +
 	"\x05_type\"a\n" +
 	"\x14EmptyDirVolumeSource\x12\x16\n" +
 	"\x06medium\x18\x01 \x01(\tR\x06medium\x12\"\n" +
 	"\n" +
 	"size_limit\x18\x02 \x01(\tH\x00R\tsizeLimit\x88\x01\x01B\r\n" +
-	"\v_size_limit\"\x8c\x01\n" +
-	"\x1dGCEPersistentDiskVolumeSource\x12\x17\n" +
-	"\apd_name\x18\x01 \x01(\tR\x06pdName\x12\x17\n" +
+	"\v_size_limit\"\x92\x01\n" +
+	"\x1dGCEPersistentDiskVolumeSource\x12\x1d\n" +
+	"\apd_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x06pdName\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x1b\n" +
-	"\tread_only\x18\x04 \x01(\bR\breadOnly\"\x93\x01\n" +
-	" AWSElasticBlockStoreVolumeSource\x12\x1b\n" +
-	"\tvolume_id\x18\x01 \x01(\tR\bvolumeID\x12\x17\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\"\x99\x01\n" +
+	" AWSElasticBlockStoreVolumeSource\x12!\n" +
+	"\tvolume_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bvolumeID\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x1b\n" +
-	"\tread_only\x18\x04 \x01(\bR\breadOnly\"o\n" +
-	"\x13GitRepoVolumeSource\x12\x1e\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\"u\n" +
+	"\x13GitRepoVolumeSource\x12$\n" +
 	"\n" +
-	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"repository\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x1c\n" +
 	"\tdirectory\x18\x03 \x01(\tR\tdirectory\"\xcd\x01\n" +
@@ -15058,20 +15058,20 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\fdefault_mode\x18\x03 \x01(\x05H\x00R\vdefaultMode\x88\x01\x01\x12\x1f\n" +
 	"\boptional\x18\x04 \x01(\bH\x01R\boptional\x88\x01\x01B\x0f\n" +
 	"\r_default_modeB\v\n" +
-	"\t_optional\"S\n" +
-	"\tKeyToPath\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x17\n" +
+	"\t_optional\"_\n" +
+	"\tKeyToPath\x12\x16\n" +
+	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12\x18\n" +
+	"\x04path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12\x17\n" +
 	"\x04mode\x18\x03 \x01(\x05H\x00R\x04mode\x88\x01\x01B\a\n" +
-	"\x05_mode\"Z\n" +
-	"\x0fNFSVolumeSource\x12\x16\n" +
-	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xb5\x03\n" +
-	"\x11ISCSIVolumeSource\x12#\n" +
-	"\rtarget_portal\x18\x01 \x01(\tR\ftargetPortal\x12\x10\n" +
-	"\x03iqn\x18\x02 \x01(\tR\x03iqn\x12\x10\n" +
-	"\x03lun\x18\x03 \x01(\x05R\x03lun\x12'\n" +
+	"\x05_mode\"f\n" +
+	"\x0fNFSVolumeSource\x12\x1c\n" +
+	"\x06server\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x06server\x12\x18\n" +
+	"\x04path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xc7\x03\n" +
+	"\x11ISCSIVolumeSource\x12)\n" +
+	"\rtarget_portal\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\ftargetPortal\x12\x16\n" +
+	"\x03iqn\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x03iqn\x12\x16\n" +
+	"\x03lun\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\x03lun\x12'\n" +
 	"\x0fiscsi_interface\x18\x04 \x01(\tR\x0eiscsiInterface\x12\x17\n" +
 	"\afs_type\x18\x05 \x01(\tR\x06fsType\x12\x1b\n" +
 	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x18\n" +
@@ -15084,18 +15084,18 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x0einitiator_name\x18\f \x01(\tH\x00R\rinitiatorName\x88\x01\x01B\x11\n" +
 	"\x0f_initiator_name\"*\n" +
 	"\x14LocalObjectReference\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"k\n" +
-	"\x15GlusterfsVolumeSource\x12!\n" +
-	"\x0eendpoints_name\x18\x01 \x01(\tR\tendpoints\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"_\n" +
-	"!PersistentVolumeClaimVolumeSource\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"w\n" +
+	"\x15GlusterfsVolumeSource\x12'\n" +
+	"\x0eendpoints_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tendpoints\x12\x18\n" +
+	"\x04path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"e\n" +
+	"!PersistentVolumeClaimVolumeSource\x12#\n" +
 	"\n" +
-	"claim_name\x18\x01 \x01(\tR\tclaimName\x12\x1b\n" +
-	"\tread_only\x18\x02 \x01(\bR\breadOnly\"\x93\x02\n" +
+	"claim_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tclaimName\x12\x1b\n" +
+	"\tread_only\x18\x02 \x01(\bR\breadOnly\"\x99\x02\n" +
 	"\x0fRBDVolumeSource\x12\x1f\n" +
-	"\rceph_monitors\x18\x01 \x03(\tR\bmonitors\x12\x18\n" +
-	"\trbd_image\x18\x02 \x01(\tR\x05image\x12\x17\n" +
+	"\rceph_monitors\x18\x01 \x03(\tR\bmonitors\x12\x1e\n" +
+	"\trbd_image\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x05image\x12\x17\n" +
 	"\afs_type\x18\x03 \x01(\tR\x06fsType\x12\x16\n" +
 	"\brbd_pool\x18\x04 \x01(\tR\x04pool\x12\x18\n" +
 	"\n" +
@@ -15103,9 +15103,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\akeyring\x18\x06 \x01(\tR\akeyring\x12C\n" +
 	"\n" +
 	"secret_ref\x18\a \x01(\v2$.kplane.core.v1.LocalObjectReferenceR\tsecretRef\x12\x1b\n" +
-	"\tread_only\x18\b \x01(\bR\breadOnly\"\xaa\x02\n" +
-	"\x10FlexVolumeSource\x12\x16\n" +
-	"\x06driver\x18\x01 \x01(\tR\x06driver\x12\x17\n" +
+	"\tread_only\x18\b \x01(\bR\breadOnly\"\xb0\x02\n" +
+	"\x10FlexVolumeSource\x12\x1c\n" +
+	"\x06driver\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x06driver\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12C\n" +
 	"\n" +
 	"secret_ref\x18\x03 \x01(\v2$.kplane.core.v1.LocalObjectReferenceR\tsecretRef\x12\x1b\n" +
@@ -15113,9 +15113,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\aoptions\x18\x05 \x03(\v2-.kplane.core.v1.FlexVolumeSource.OptionsEntryR\aoptions\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x01\n" +
-	"\x12CinderVolumeSource\x12\x1b\n" +
-	"\tvolume_id\x18\x01 \x01(\tR\bvolumeID\x12\x17\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb2\x01\n" +
+	"\x12CinderVolumeSource\x12!\n" +
+	"\tvolume_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bvolumeID\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12C\n" +
 	"\n" +
@@ -15135,21 +15135,21 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x17DownwardAPIVolumeSource\x12;\n" +
 	"\x05items\x18\x01 \x03(\v2%.kplane.core.v1.DownwardAPIVolumeFileR\x05items\x12&\n" +
 	"\fdefault_mode\x18\x02 \x01(\x05H\x00R\vdefaultMode\x88\x01\x01B\x0f\n" +
-	"\r_default_mode\"\xe4\x01\n" +
-	"\x15DownwardAPIVolumeFile\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12@\n" +
+	"\r_default_mode\"\xea\x01\n" +
+	"\x15DownwardAPIVolumeFile\x12\x18\n" +
+	"\x04path\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12@\n" +
 	"\tfield_ref\x18\x02 \x01(\v2#.kplane.core.v1.ObjectFieldSelectorR\bfieldRef\x12S\n" +
 	"\x12resource_field_ref\x18\x03 \x01(\v2%.kplane.core.v1.ResourceFieldSelectorR\x10resourceFieldRef\x12\x17\n" +
 	"\x04mode\x18\x04 \x01(\x05H\x00R\x04mode\x88\x01\x01B\a\n" +
-	"\x05_mode\"U\n" +
+	"\x05_mode\"[\n" +
 	"\x13ObjectFieldSelector\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
-	"apiVersion\x12\x1d\n" +
+	"apiVersion\x12#\n" +
 	"\n" +
-	"field_path\x18\x02 \x01(\tR\tfieldPath\"t\n" +
+	"field_path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\tfieldPath\"z\n" +
 	"\x15ResourceFieldSelector\x12%\n" +
-	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12\x1a\n" +
-	"\bresource\x18\x02 \x01(\tR\bresource\x12\x18\n" +
+	"\x0econtainer_name\x18\x01 \x01(\tR\rcontainerName\x12 \n" +
+	"\bresource\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\bresource\x12\x18\n" +
 	"\adivisor\x18\x03 \x01(\tR\adivisor\"\x9c\x01\n" +
 	"\x0eFCVolumeSource\x12\x1f\n" +
 	"\vtarget_wwns\x18\x01 \x03(\tR\n" +
@@ -15158,12 +15158,12 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\afs_type\x18\x03 \x01(\tR\x06fsType\x12\x1b\n" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12\x14\n" +
 	"\x05wwids\x18\x05 \x03(\tR\x05wwidsB\x06\n" +
-	"\x04_lun\"t\n" +
-	"\x15AzureFileVolumeSource\x12\x1f\n" +
-	"\vsecret_name\x18\x01 \x01(\tR\n" +
-	"secretName\x12\x1d\n" +
+	"\x04_lun\"\x80\x01\n" +
+	"\x15AzureFileVolumeSource\x12%\n" +
+	"\vsecret_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
+	"secretName\x12#\n" +
 	"\n" +
-	"share_name\x18\x02 \x01(\tR\tshareName\x12\x1b\n" +
+	"share_name\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\tshareName\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x91\x02\n" +
 	"\x15ConfigMapVolumeSource\x12`\n" +
 	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12/\n" +
@@ -15171,23 +15171,23 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\fdefault_mode\x18\x03 \x01(\x05H\x00R\vdefaultMode\x88\x01\x01\x12\x1f\n" +
 	"\boptional\x18\x04 \x01(\bH\x01R\boptional\x88\x01\x01B\x0f\n" +
 	"\r_default_modeB\v\n" +
-	"\t_optional\"\xb6\x01\n" +
-	"\x1eVsphereVirtualDiskVolumeSource\x12\x1f\n" +
-	"\vvolume_path\x18\x01 \x01(\tR\n" +
+	"\t_optional\"\xbc\x01\n" +
+	"\x1eVsphereVirtualDiskVolumeSource\x12%\n" +
+	"\vvolume_path\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"volumePath\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12.\n" +
 	"\x13storage_policy_name\x18\x03 \x01(\tR\x11storagePolicyName\x12*\n" +
-	"\x11storage_policy_id\x18\x04 \x01(\tR\x0fstoragePolicyID\"\xa8\x01\n" +
-	"\x13QuobyteVolumeSource\x12\x1a\n" +
-	"\bregistry\x18\x01 \x01(\tR\bregistry\x12\x16\n" +
-	"\x06volume\x18\x02 \x01(\tR\x06volume\x12\x1b\n" +
+	"\x11storage_policy_id\x18\x04 \x01(\tR\x0fstoragePolicyID\"\xb4\x01\n" +
+	"\x13QuobyteVolumeSource\x12 \n" +
+	"\bregistry\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bregistry\x12\x1c\n" +
+	"\x06volume\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06volume\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\tR\x05group\x12\x16\n" +
-	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"\x89\x02\n" +
-	"\x15AzureDiskVolumeSource\x12\x1b\n" +
-	"\tdisk_name\x18\x01 \x01(\tR\bdiskName\x12\x1e\n" +
-	"\rdata_disk_uri\x18\x02 \x01(\tR\adiskURI\x12&\n" +
+	"\x06tenant\x18\x06 \x01(\tR\x06tenant\"\x95\x02\n" +
+	"\x15AzureDiskVolumeSource\x12!\n" +
+	"\tdisk_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bdiskName\x12$\n" +
+	"\rdata_disk_uri\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\adiskURI\x12&\n" +
 	"\fcaching_mode\x18\x03 \x01(\tH\x00R\vcachingMode\x88\x01\x01\x12\x1c\n" +
 	"\afs_type\x18\x04 \x01(\tH\x01R\x06fsType\x88\x01\x01\x12 \n" +
 	"\tread_only\x18\x05 \x01(\bH\x02R\breadOnly\x88\x01\x01\x12\x17\n" +
@@ -15197,9 +15197,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\b_fs_typeB\f\n" +
 	"\n" +
 	"_read_onlyB\a\n" +
-	"\x05_kind\"P\n" +
-	" PhotonPersistentDiskVolumeSource\x12\x13\n" +
-	"\x05pd_id\x18\x01 \x01(\tR\x04pdID\x12\x17\n" +
+	"\x05_kind\"V\n" +
+	" PhotonPersistentDiskVolumeSource\x12\x19\n" +
+	"\x05pd_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04pdID\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\"\x8c\x01\n" +
 	"\x15ProjectedVolumeSource\x12:\n" +
 	"\asources\x18\x01 \x03(\v2 .kplane.core.v1.VolumeProjectionR\asources\x12&\n" +
@@ -15223,29 +15223,29 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12/\n" +
 	"\x05items\x18\x02 \x03(\v2\x19.kplane.core.v1.KeyToPathR\x05items\x12\x1f\n" +
 	"\boptional\x18\x04 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
-	"\t_optional\"\x9a\x01\n" +
+	"\t_optional\"\xa0\x01\n" +
 	"\x1dServiceAccountTokenProjection\x12\x1a\n" +
 	"\baudience\x18\x01 \x01(\tR\baudience\x122\n" +
-	"\x12expiration_seconds\x18\x02 \x01(\x03H\x00R\x11expirationSeconds\x88\x01\x01\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04pathB\x15\n" +
-	"\x13_expiration_seconds\"\xfe\x01\n" +
+	"\x12expiration_seconds\x18\x02 \x01(\x03H\x00R\x11expirationSeconds\x88\x01\x01\x12\x18\n" +
+	"\x04path\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x04pathB\x15\n" +
+	"\x13_expiration_seconds\"\x84\x02\n" +
 	"\x1cClusterTrustBundleProjection\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tH\x00R\x04name\x88\x01\x01\x12$\n" +
 	"\vsigner_name\x18\x02 \x01(\tH\x01R\n" +
 	"signerName\x88\x01\x01\x12D\n" +
 	"\x0elabel_selector\x18\x03 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\rlabelSelector\x12\x1f\n" +
-	"\boptional\x18\x05 \x01(\bH\x02R\boptional\x88\x01\x01\x12\x12\n" +
-	"\x04path\x18\x04 \x01(\tR\x04pathB\a\n" +
+	"\boptional\x18\x05 \x01(\bH\x02R\boptional\x88\x01\x01\x12\x18\n" +
+	"\x04path\x18\x04 \x01(\tB\x04\xd8\xf3\x18\x01R\x04pathB\a\n" +
 	"\x05_nameB\x0e\n" +
 	"\f_signer_nameB\v\n" +
-	"\t_optional\"i\n" +
-	"\x14PortworxVolumeSource\x12\x1b\n" +
-	"\tvolume_id\x18\x01 \x01(\tR\bvolumeID\x12\x17\n" +
+	"\t_optional\"o\n" +
+	"\x14PortworxVolumeSource\x12!\n" +
+	"\tvolume_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bvolumeID\x12\x17\n" +
 	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xf7\x02\n" +
-	"\x13ScaleIOVolumeSource\x12\x18\n" +
-	"\agateway\x18\x01 \x01(\tR\agateway\x12\x16\n" +
-	"\x06system\x18\x02 \x01(\tR\x06system\x12C\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\x83\x03\n" +
+	"\x13ScaleIOVolumeSource\x12\x1e\n" +
+	"\agateway\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\agateway\x12\x1c\n" +
+	"\x06system\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06system\x12C\n" +
 	"\n" +
 	"secret_ref\x18\x03 \x01(\v2$.kplane.core.v1.LocalObjectReferenceR\tsecretRef\x12\x1f\n" +
 	"\vssl_enabled\x18\x04 \x01(\bR\n" +
@@ -15265,9 +15265,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\afs_type\x18\x03 \x01(\tR\x06fsType\x12\x1b\n" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12C\n" +
 	"\n" +
-	"secret_ref\x18\x05 \x01(\v2$.kplane.core.v1.LocalObjectReferenceR\tsecretRef\"\x89\x03\n" +
-	"\x0fCSIVolumeSource\x12\x16\n" +
-	"\x06driver\x18\x01 \x01(\tR\x06driver\x12 \n" +
+	"secret_ref\x18\x05 \x01(\v2$.kplane.core.v1.LocalObjectReferenceR\tsecretRef\"\x8f\x03\n" +
+	"\x0fCSIVolumeSource\x12\x1c\n" +
+	"\x06driver\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x06driver\x12 \n" +
 	"\tread_only\x18\x02 \x01(\bH\x00R\breadOnly\x88\x01\x01\x12\x1c\n" +
 	"\afs_type\x18\x03 \x01(\tH\x01R\x06fsType\x88\x01\x01\x12b\n" +
 	"\x11volume_attributes\x18\x04 \x03(\v25.kplane.core.v1.CSIVolumeSource.VolumeAttributesEntryR\x10volumeAttributes\x12[\n" +
@@ -15308,17 +15308,17 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x7f\n" +
 	"\x19TypedLocalObjectReference\x12 \n" +
-	"\tapi_group\x18\x01 \x01(\tH\x00R\bapiGroup\x88\x01\x01\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04nameB\f\n" +
+	"\tapi_group\x18\x01 \x01(\tH\x00R\bapiGroup\x88\x01\x01\x12\x18\n" +
+	"\x04kind\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04kind\x12\x18\n" +
+	"\x04name\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x04nameB\f\n" +
 	"\n" +
-	"_api_group\"\x9f\x01\n" +
+	"_api_group\"\xab\x01\n" +
 	"\x14TypedObjectReference\x12 \n" +
-	"\tapi_group\x18\x01 \x01(\tH\x00R\bapiGroup\x88\x01\x01\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\tapi_group\x18\x01 \x01(\tH\x00R\bapiGroup\x88\x01\x01\x12\x18\n" +
+	"\x04kind\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04kind\x12\x18\n" +
+	"\x04name\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12!\n" +
 	"\tnamespace\x18\x04 \x01(\tH\x01R\tnamespace\x88\x01\x01B\f\n" +
 	"\n" +
 	"_api_groupB\f\n" +
@@ -15327,9 +15327,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x11ImageVolumeSource\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x1f\n" +
 	"\vpull_policy\x18\x02 \x01(\tR\n" +
-	"pullPolicy\"\x9d\t\n" +
-	"\tContainer\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"pullPolicy\"\xa3\t\n" +
+	"\tContainer\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x03 \x03(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\tR\x04args\x12\x1f\n" +
@@ -15356,11 +15356,11 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"stdin_once\x18\x11 \x01(\bR\tstdinOnce\x12\x10\n" +
 	"\x03tty\x18\x12 \x01(\bR\x03ttyB\x11\n" +
-	"\x0f_restart_policy\"\x9c\x01\n" +
+	"\x0f_restart_policy\"\xa2\x01\n" +
 	"\rContainerPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
-	"\thost_port\x18\x02 \x01(\x05R\bhostPort\x12%\n" +
-	"\x0econtainer_port\x18\x03 \x01(\x05R\rcontainerPort\x12\x1a\n" +
+	"\thost_port\x18\x02 \x01(\x05R\bhostPort\x12+\n" +
+	"\x0econtainer_port\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\rcontainerPort\x12\x1a\n" +
 	"\bprotocol\x18\x04 \x01(\tR\bprotocol\x12\x17\n" +
 	"\ahost_ip\x18\x05 \x01(\tR\x06hostIP\"\xb1\x01\n" +
 	"\rEnvFromSource\x12\x16\n" +
@@ -15375,9 +15375,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x0fSecretEnvSource\x12`\n" +
 	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12\x1f\n" +
 	"\boptional\x18\x02 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
-	"\t_optional\"o\n" +
-	"\x06EnvVar\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\t_optional\"u\n" +
+	"\x06EnvVar\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12;\n" +
 	"\n" +
 	"value_from\x18\x03 \x01(\v2\x1c.kplane.core.v1.EnvVarSourceR\tvalueFrom\"\xc1\x02\n" +
@@ -15385,15 +15385,15 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\tfield_ref\x18\x01 \x01(\v2#.kplane.core.v1.ObjectFieldSelectorR\bfieldRef\x12S\n" +
 	"\x12resource_field_ref\x18\x02 \x01(\v2%.kplane.core.v1.ResourceFieldSelectorR\x10resourceFieldRef\x12Q\n" +
 	"\x12config_map_key_ref\x18\x03 \x01(\v2$.kplane.core.v1.ConfigMapKeySelectorR\x0fconfigMapKeyRef\x12G\n" +
-	"\x0esecret_key_ref\x18\x04 \x01(\v2!.kplane.core.v1.SecretKeySelectorR\fsecretKeyRef\"\xb8\x01\n" +
+	"\x0esecret_key_ref\x18\x04 \x01(\v2!.kplane.core.v1.SecretKeySelectorR\fsecretKeyRef\"\xbe\x01\n" +
 	"\x14ConfigMapKeySelector\x12`\n" +
-	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
+	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12\x16\n" +
+	"\x03key\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12\x1f\n" +
 	"\boptional\x18\x03 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
-	"\t_optional\"\xb5\x01\n" +
+	"\t_optional\"\xbb\x01\n" +
 	"\x11SecretKeySelector\x12`\n" +
-	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1f\n" +
+	"\x16local_object_reference\x18\x01 \x01(\v2$.kplane.core.v1.LocalObjectReferenceB\x04\xc8\xf3\x18\x01R\x14localObjectReference\x12\x16\n" +
+	"\x03key\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12\x1f\n" +
 	"\boptional\x18\x03 \x01(\bH\x00R\boptional\x88\x01\x01B\v\n" +
 	"\t_optional\"\xdf\x02\n" +
 	"\x14ResourceRequirements\x12H\n" +
@@ -15405,27 +15405,27 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
-	"\rResourceClaim\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\arequest\x18\x02 \x01(\tR\arequest\"c\n" +
-	"\x15ContainerResizePolicy\x12#\n" +
-	"\rresource_name\x18\x01 \x01(\tR\fresourceName\x12%\n" +
-	"\x0erestart_policy\x18\x02 \x01(\tR\rrestartPolicy\"\xb1\x02\n" +
-	"\vVolumeMount\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
+	"\rResourceClaim\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\"o\n" +
+	"\x15ContainerResizePolicy\x12)\n" +
+	"\rresource_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\fresourceName\x12+\n" +
+	"\x0erestart_policy\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\rrestartPolicy\"\xbd\x02\n" +
+	"\vVolumeMount\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x1b\n" +
 	"\tread_only\x18\x02 \x01(\bR\breadOnly\x123\n" +
-	"\x13recursive_read_only\x18\a \x01(\tH\x00R\x11recursiveReadOnly\x88\x01\x01\x12\x1d\n" +
+	"\x13recursive_read_only\x18\a \x01(\tH\x00R\x11recursiveReadOnly\x88\x01\x01\x12#\n" +
 	"\n" +
-	"mount_path\x18\x03 \x01(\tR\tmountPath\x12\x19\n" +
+	"mount_path\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\tmountPath\x12\x19\n" +
 	"\bsub_path\x18\x04 \x01(\tR\asubPath\x120\n" +
 	"\x11mount_propagation\x18\x05 \x01(\tH\x01R\x10mountPropagation\x88\x01\x01\x12\"\n" +
 	"\rsub_path_expr\x18\x06 \x01(\tR\vsubPathExprB\x16\n" +
 	"\x14_recursive_read_onlyB\x14\n" +
-	"\x12_mount_propagation\"C\n" +
-	"\fVolumeDevice\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
-	"\vdevice_path\x18\x02 \x01(\tR\n" +
+	"\x12_mount_propagation\"O\n" +
+	"\fVolumeDevice\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12%\n" +
+	"\vdevice_path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"devicePath\"\xa1\x03\n" +
 	"\x05Probe\x12G\n" +
 	"\rprobe_handler\x18\x01 \x01(\v2\x1c.kplane.core.v1.ProbeHandlerB\x04\xc8\xf3\x18\x01R\fprobeHandler\x122\n" +
@@ -15450,17 +15450,17 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\v2\x1b.kplane.meta.v1.IntOrStringR\x04port\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12\x16\n" +
 	"\x06scheme\x18\x04 \x01(\tR\x06scheme\x12=\n" +
-	"\fhttp_headers\x18\x05 \x03(\v2\x1a.kplane.core.v1.HTTPHeaderR\vhttpHeaders\"6\n" +
+	"\fhttp_headers\x18\x05 \x03(\v2\x1a.kplane.core.v1.HTTPHeaderR\vhttpHeaders\"B\n" +
 	"\n" +
-	"HTTPHeader\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"V\n" +
+	"HTTPHeader\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x1a\n" +
+	"\x05value\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x05value\"V\n" +
 	"\x0fTCPSocketAction\x12/\n" +
 	"\x04port\x18\x01 \x01(\v2\x1b.kplane.meta.v1.IntOrStringR\x04port\x12\x12\n" +
-	"\x04host\x18\x02 \x01(\tR\x04host\"K\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\"Q\n" +
 	"\n" +
-	"GRPCAction\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x1d\n" +
+	"GRPCAction\x12\x18\n" +
+	"\x04port\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x04port\x12\x1d\n" +
 	"\aservice\x18\x02 \x01(\tH\x00R\aservice\x88\x01\x01B\n" +
 	"\n" +
 	"\b_service\"\xbf\x01\n" +
@@ -15476,9 +15476,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\bhttp_get\x18\x02 \x01(\v2\x1d.kplane.core.v1.HTTPGetActionR\ahttpGet\x12>\n" +
 	"\n" +
 	"tcp_socket\x18\x03 \x01(\v2\x1f.kplane.core.v1.TCPSocketActionR\ttcpSocket\x121\n" +
-	"\x05sleep\x18\x04 \x01(\v2\x1b.kplane.core.v1.SleepActionR\x05sleep\"'\n" +
-	"\vSleepAction\x12\x18\n" +
-	"\aseconds\x18\x01 \x01(\x03R\aseconds\"\xdf\x06\n" +
+	"\x05sleep\x18\x04 \x01(\v2\x1b.kplane.core.v1.SleepActionR\x05sleep\"-\n" +
+	"\vSleepAction\x12\x1e\n" +
+	"\aseconds\x18\x01 \x01(\x03B\x04\xd8\xf3\x18\x01R\aseconds\"\xdf\x06\n" +
 	"\x0fSecurityContext\x12@\n" +
 	"\fcapabilities\x18\x01 \x01(\v2\x1c.kplane.core.v1.CapabilitiesR\fcapabilities\x12#\n" +
 	"\n" +
@@ -15520,20 +15520,20 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x1a_gmsa_credential_spec_nameB\x17\n" +
 	"\x15_gmsa_credential_specB\x13\n" +
 	"\x11_run_as_user_nameB\x0f\n" +
-	"\r_host_process\"l\n" +
-	"\x0eSeccompProfile\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x120\n" +
+	"\r_host_process\"r\n" +
+	"\x0eSeccompProfile\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x120\n" +
 	"\x11localhost_profile\x18\x02 \x01(\tH\x00R\x10localhostProfile\x88\x01\x01B\x14\n" +
-	"\x12_localhost_profile\"m\n" +
-	"\x0fAppArmorProfile\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x120\n" +
+	"\x12_localhost_profile\"s\n" +
+	"\x0fAppArmorProfile\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x120\n" +
 	"\x11localhost_profile\x18\x02 \x01(\tH\x00R\x10localhostProfile\x88\x01\x01B\x14\n" +
 	"\x12_localhost_profile\"\xb6\x01\n" +
 	"\x12EphemeralContainer\x12l\n" +
 	"\x1aephemeral_container_common\x18\x01 \x01(\v2(.kplane.core.v1.EphemeralContainerCommonB\x04\xc8\xf3\x18\x01R\x18ephemeralContainerCommon\x122\n" +
-	"\x15target_container_name\x18\x02 \x01(\tR\x13targetContainerName\"\xac\t\n" +
-	"\x18EphemeralContainerCommon\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x15target_container_name\x18\x02 \x01(\tR\x13targetContainerName\"\xb2\t\n" +
+	"\x18EphemeralContainerCommon\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x18\n" +
 	"\acommand\x18\x03 \x03(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\tR\x04args\x12\x1f\n" +
@@ -15583,10 +15583,10 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x1b_supplemental_groups_policyB\v\n" +
 	"\t_fs_groupB\x19\n" +
 	"\x17_fs_group_change_policyB\x19\n" +
-	"\x17_se_linux_change_policy\"2\n" +
-	"\x06Sysctl\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xda\x01\n" +
+	"\x17_se_linux_change_policy\">\n" +
+	"\x06Sysctl\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x1a\n" +
+	"\x05value\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x05value\"\xda\x01\n" +
 	"\bAffinity\x12A\n" +
 	"\rnode_affinity\x18\x01 \x01(\v2\x1c.kplane.core.v1.NodeAffinityR\fnodeAffinity\x12>\n" +
 	"\fpod_affinity\x18\x02 \x01(\v2\x1b.kplane.core.v1.PodAffinityR\vpodAffinity\x12K\n" +
@@ -15598,30 +15598,30 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x13node_selector_terms\x18\x01 \x03(\v2 .kplane.core.v1.NodeSelectorTermR\x11nodeSelectorTerms\"\xb4\x01\n" +
 	"\x10NodeSelectorTerm\x12T\n" +
 	"\x11match_expressions\x18\x01 \x03(\v2'.kplane.core.v1.NodeSelectorRequirementR\x10matchExpressions\x12J\n" +
-	"\fmatch_fields\x18\x02 \x03(\v2'.kplane.core.v1.NodeSelectorRequirementR\vmatchFields\"_\n" +
-	"\x17NodeSelectorRequirement\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
-	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\tR\x06values\"s\n" +
-	"\x17PreferredSchedulingTerm\x12\x16\n" +
-	"\x06weight\x18\x01 \x01(\x05R\x06weight\x12@\n" +
+	"\fmatch_fields\x18\x02 \x03(\v2'.kplane.core.v1.NodeSelectorRequirementR\vmatchFields\"k\n" +
+	"\x17NodeSelectorRequirement\x12\x16\n" +
+	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12 \n" +
+	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"y\n" +
+	"\x17PreferredSchedulingTerm\x12\x1c\n" +
+	"\x06weight\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x06weight\x12@\n" +
 	"\n" +
 	"preference\x18\x02 \x01(\v2 .kplane.core.v1.NodeSelectorTermR\n" +
 	"preference\"\xb5\x02\n" +
 	"\vPodAffinity\x12\x8c\x01\n" +
 	"3required_during_scheduling_ignored_during_execution\x18\x01 \x03(\v2\x1f.kplane.core.v1.PodAffinityTermR.requiredDuringSchedulingIgnoredDuringExecution\x12\x96\x01\n" +
-	"4preferred_during_scheduling_ignored_during_execution\x18\x02 \x03(\v2'.kplane.core.v1.WeightedPodAffinityTermR/preferredDuringSchedulingIgnoredDuringExecution\"\xc2\x02\n" +
+	"4preferred_during_scheduling_ignored_during_execution\x18\x02 \x03(\v2'.kplane.core.v1.WeightedPodAffinityTermR/preferredDuringSchedulingIgnoredDuringExecution\"\xc8\x02\n" +
 	"\x0fPodAffinityTerm\x12D\n" +
 	"\x0elabel_selector\x18\x01 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\rlabelSelector\x12\x1e\n" +
 	"\n" +
 	"namespaces\x18\x02 \x03(\tR\n" +
-	"namespaces\x12!\n" +
-	"\ftopology_key\x18\x03 \x01(\tR\vtopologyKey\x12L\n" +
+	"namespaces\x12'\n" +
+	"\ftopology_key\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\vtopologyKey\x12L\n" +
 	"\x12namespace_selector\x18\x04 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\x11namespaceSelector\x12(\n" +
 	"\x10match_label_keys\x18\x05 \x03(\tR\x0ematchLabelKeys\x12.\n" +
-	"\x13mismatch_label_keys\x18\x06 \x03(\tR\x11mismatchLabelKeys\"~\n" +
-	"\x17WeightedPodAffinityTerm\x12\x16\n" +
-	"\x06weight\x18\x01 \x01(\x05R\x06weight\x12K\n" +
+	"\x13mismatch_label_keys\x18\x06 \x03(\tR\x11mismatchLabelKeys\"\x84\x01\n" +
+	"\x17WeightedPodAffinityTerm\x12\x1c\n" +
+	"\x06weight\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x06weight\x12K\n" +
 	"\x11pod_affinity_term\x18\x02 \x01(\v2\x1f.kplane.core.v1.PodAffinityTermR\x0fpodAffinityTerm\"\xb9\x02\n" +
 	"\x0fPodAntiAffinity\x12\x8c\x01\n" +
 	"3required_during_scheduling_ignored_during_execution\x18\x01 \x03(\v2\x1f.kplane.core.v1.PodAffinityTermR.requiredDuringSchedulingIgnoredDuringExecution\x12\x96\x01\n" +
@@ -15633,9 +15633,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
 	"\x06effect\x18\x04 \x01(\tR\x06effect\x122\n" +
 	"\x12toleration_seconds\x18\x05 \x01(\x03H\x00R\x11tolerationSeconds\x88\x01\x01B\x15\n" +
-	"\x13_toleration_seconds\"9\n" +
-	"\tHostAlias\x12\x0e\n" +
-	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x1c\n" +
+	"\x13_toleration_seconds\"?\n" +
+	"\tHostAlias\x12\x14\n" +
+	"\x02ip\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x02ip\x12\x1c\n" +
 	"\thostnames\x18\x02 \x03(\tR\thostnames\"\x8a\x01\n" +
 	"\fPodDNSConfig\x12 \n" +
 	"\vnameservers\x18\x01 \x03(\tR\vnameservers\x12\x1a\n" +
@@ -15644,13 +15644,13 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x12PodDNSConfigOption\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\x05value\x18\x02 \x01(\tH\x00R\x05value\x88\x01\x01B\b\n" +
-	"\x06_value\"9\n" +
-	"\x10PodReadinessGate\x12%\n" +
-	"\x0econdition_type\x18\x01 \x01(\tR\rconditionType\"\xc7\x03\n" +
-	"\x18TopologySpreadConstraint\x12\x19\n" +
-	"\bmax_skew\x18\x01 \x01(\x05R\amaxSkew\x12!\n" +
-	"\ftopology_key\x18\x02 \x01(\tR\vtopologyKey\x12-\n" +
-	"\x12when_unsatisfiable\x18\x03 \x01(\tR\x11whenUnsatisfiable\x12D\n" +
+	"\x06_value\"?\n" +
+	"\x10PodReadinessGate\x12+\n" +
+	"\x0econdition_type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\rconditionType\"\xd9\x03\n" +
+	"\x18TopologySpreadConstraint\x12\x1f\n" +
+	"\bmax_skew\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\amaxSkew\x12'\n" +
+	"\ftopology_key\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\vtopologyKey\x123\n" +
+	"\x12when_unsatisfiable\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x11whenUnsatisfiable\x12D\n" +
 	"\x0elabel_selector\x18\x04 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\rlabelSelector\x12$\n" +
 	"\vmin_domains\x18\x05 \x01(\x05H\x00R\n" +
 	"minDomains\x88\x01\x01\x125\n" +
@@ -15659,13 +15659,13 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x10match_label_keys\x18\b \x03(\tR\x0ematchLabelKeysB\x0e\n" +
 	"\f_min_domainsB\x17\n" +
 	"\x15_node_affinity_policyB\x15\n" +
-	"\x13_node_taints_policy\"\x1b\n" +
-	"\x05PodOS\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
-	"\x11PodSchedulingGate\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xda\x01\n" +
-	"\x10PodResourceClaim\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x13_node_taints_policy\"!\n" +
+	"\x05PodOS\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\"-\n" +
+	"\x11PodSchedulingGate\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\"\xe0\x01\n" +
+	"\x10PodResourceClaim\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x123\n" +
 	"\x13resource_claim_name\x18\x03 \x01(\tH\x00R\x11resourceClaimName\x88\x01\x01\x12D\n" +
 	"\x1cresource_claim_template_name\x18\x04 \x01(\tH\x01R\x19resourceClaimTemplateName\x88\x01\x01B\x16\n" +
 	"\x14_resource_claim_nameB\x1f\n" +
@@ -15691,27 +15691,27 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\tqos_class\x18\t \x01(\tR\bqosClass\x12a\n" +
 	"\x1cephemeral_container_statuses\x18\r \x03(\v2\x1f.kplane.core.v1.ContainerStatusR\x1aephemeralContainerStatuses\x12\x16\n" +
 	"\x06resize\x18\x0e \x01(\tR\x06resize\x12^\n" +
-	"\x17resource_claim_statuses\x18\x0f \x03(\v2&.kplane.core.v1.PodResourceClaimStatusR\x15resourceClaimStatuses\"\xaf\x02\n" +
-	"\fPodCondition\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12/\n" +
-	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12B\n" +
+	"\x17resource_claim_statuses\x18\x0f \x03(\v2&.kplane.core.v1.PodResourceClaimStatusR\x15resourceClaimStatuses\"\xbb\x02\n" +
+	"\fPodCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12/\n" +
+	"\x13observed_generation\x18\a \x01(\x03R\x12observedGeneration\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12B\n" +
 	"\x0flast_probe_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastProbeTime\x12L\n" +
 	"\x14last_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\x18\n" +
-	"\x06HostIP\x12\x0e\n" +
-	"\x02ip\x18\x01 \x01(\tR\x02ip\"\x17\n" +
-	"\x05PodIP\x12\x0e\n" +
-	"\x02ip\x18\x01 \x01(\tR\x02ip\"\xe4\x06\n" +
-	"\x0fContainerStatus\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x1e\n" +
+	"\x06HostIP\x12\x14\n" +
+	"\x02ip\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x02ip\"\x1d\n" +
+	"\x05PodIP\x12\x14\n" +
+	"\x02ip\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x02ip\"\x82\a\n" +
+	"\x0fContainerStatus\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x124\n" +
 	"\x05state\x18\x02 \x01(\v2\x1e.kplane.core.v1.ContainerStateR\x05state\x12I\n" +
-	"\x16last_termination_state\x18\x03 \x01(\v2\x1e.kplane.core.v1.ContainerStateR\tlastState\x12\x14\n" +
-	"\x05ready\x18\x04 \x01(\bR\x05ready\x12#\n" +
-	"\rrestart_count\x18\x05 \x01(\x05R\frestartCount\x12\x14\n" +
-	"\x05image\x18\x06 \x01(\tR\x05image\x12\x19\n" +
-	"\bimage_id\x18\a \x01(\tR\aimageID\x12!\n" +
+	"\x16last_termination_state\x18\x03 \x01(\v2\x1e.kplane.core.v1.ContainerStateR\tlastState\x12\x1a\n" +
+	"\x05ready\x18\x04 \x01(\bB\x04\xd8\xf3\x18\x01R\x05ready\x12)\n" +
+	"\rrestart_count\x18\x05 \x01(\x05B\x04\xd8\xf3\x18\x01R\frestartCount\x12\x1a\n" +
+	"\x05image\x18\x06 \x01(\tB\x04\xd8\xf3\x18\x01R\x05image\x12\x1f\n" +
+	"\bimage_id\x18\a \x01(\tB\x04\xd8\xf3\x18\x01R\aimageID\x12!\n" +
 	"\fcontainer_id\x18\b \x01(\tR\vcontainerID\x12\x1d\n" +
 	"\astarted\x18\t \x01(\bH\x00R\astarted\x88\x01\x01\x12h\n" +
 	"\x13allocated_resources\x18\n" +
@@ -15739,9 +15739,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"R\n" +
 	"\x15ContainerStateRunning\x129\n" +
 	"\n" +
-	"started_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\x9c\x02\n" +
-	"\x18ContainerStateTerminated\x12\x1b\n" +
-	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
+	"started_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xa2\x02\n" +
+	"\x18ContainerStateTerminated\x12!\n" +
+	"\texit_code\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x129\n" +
@@ -15749,29 +15749,29 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
 	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12!\n" +
-	"\fcontainer_id\x18\a \x01(\tR\vcontainerID\"\xb0\x01\n" +
-	"\x11VolumeMountStatus\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\fcontainer_id\x18\a \x01(\tR\vcontainerID\"\xbc\x01\n" +
+	"\x11VolumeMountStatus\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12#\n" +
 	"\n" +
-	"mount_path\x18\x02 \x01(\tR\tmountPath\x12\x1b\n" +
+	"mount_path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\tmountPath\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnly\x123\n" +
 	"\x13recursive_read_only\x18\x04 \x01(\tH\x00R\x11recursiveReadOnly\x88\x01\x01B\x16\n" +
 	"\x14_recursive_read_only\"I\n" +
 	"\rContainerUser\x128\n" +
-	"\x05linux\x18\x01 \x01(\v2\".kplane.core.v1.LinuxContainerUserR\x05linux\"i\n" +
-	"\x12LinuxContainerUser\x12\x10\n" +
-	"\x03uid\x18\x01 \x01(\x03R\x03uid\x12\x10\n" +
-	"\x03gid\x18\x02 \x01(\x03R\x03gid\x12/\n" +
-	"\x13supplemental_groups\x18\x03 \x03(\x03R\x12supplementalGroups\"b\n" +
-	"\x0eResourceStatus\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
-	"\tresources\x18\x02 \x03(\v2\x1e.kplane.core.v1.ResourceHealthR\tresources\"I\n" +
-	"\x0eResourceHealth\x12\x1f\n" +
-	"\vresource_id\x18\x01 \x01(\tR\n" +
+	"\x05linux\x18\x01 \x01(\v2\".kplane.core.v1.LinuxContainerUserR\x05linux\"u\n" +
+	"\x12LinuxContainerUser\x12\x16\n" +
+	"\x03uid\x18\x01 \x01(\x03B\x04\xd8\xf3\x18\x01R\x03uid\x12\x16\n" +
+	"\x03gid\x18\x02 \x01(\x03B\x04\xd8\xf3\x18\x01R\x03gid\x12/\n" +
+	"\x13supplemental_groups\x18\x03 \x03(\x03R\x12supplementalGroups\"h\n" +
+	"\x0eResourceStatus\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12<\n" +
+	"\tresources\x18\x02 \x03(\v2\x1e.kplane.core.v1.ResourceHealthR\tresources\"O\n" +
+	"\x0eResourceHealth\x12%\n" +
+	"\vresource_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"resourceID\x12\x16\n" +
-	"\x06health\x18\x02 \x01(\tR\x06health\"y\n" +
-	"\x16PodResourceClaimStatus\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x06health\x18\x02 \x01(\tR\x06health\"\x7f\n" +
+	"\x16PodResourceClaimStatus\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x123\n" +
 	"\x13resource_claim_name\x18\x02 \x01(\tH\x00R\x11resourceClaimName\x88\x01\x01B\x16\n" +
 	"\x14_resource_claim_name\"\xa1\x01\n" +
 	"\aPodList\x12 \n" +
@@ -15812,22 +15812,22 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x06taints\x18\x05 \x03(\v2\x15.kplane.core.v1.TaintR\x06taints\x12E\n" +
 	"\rconfig_source\x18\x06 \x01(\v2 .kplane.core.v1.NodeConfigSourceR\fconfigSource\x12*\n" +
 	"\x16do_not_use_external_id\x18\x02 \x01(\tR\n" +
-	"externalID\"\x82\x01\n" +
-	"\x05Taint\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
-	"\x06effect\x18\x03 \x01(\tR\x06effect\x129\n" +
+	"externalID\"\x8e\x01\n" +
+	"\x05Taint\x12\x16\n" +
+	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1c\n" +
+	"\x06effect\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x06effect\x129\n" +
 	"\n" +
 	"time_added\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\ttimeAdded\"\\\n" +
 	"\x10NodeConfigSource\x12H\n" +
 	"\n" +
-	"config_map\x18\x02 \x01(\v2).kplane.core.v1.ConfigMapNodeConfigSourceR\tconfigMap\"\xb8\x01\n" +
-	"\x19ConfigMapNodeConfigSource\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"config_map\x18\x02 \x01(\v2).kplane.core.v1.ConfigMapNodeConfigSourceR\tconfigMap\"\xca\x01\n" +
+	"\x19ConfigMapNodeConfigSource\x12\"\n" +
+	"\tnamespace\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tnamespace\x12\x18\n" +
+	"\x04name\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x10\n" +
 	"\x03uid\x18\x03 \x01(\tR\x03uid\x12)\n" +
-	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12,\n" +
-	"\x12kubelet_config_key\x18\x05 \x01(\tR\x10kubeletConfigKey\"\xa7\a\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x122\n" +
+	"\x12kubelet_config_key\x18\x05 \x01(\tB\x04\xd8\xf3\x18\x01R\x10kubeletConfigKey\"\xa7\a\n" +
 	"\n" +
 	"NodeStatus\x12D\n" +
 	"\bcapacity\x18\x01 \x03(\v2(.kplane.core.v1.NodeStatus.CapacityEntryR\bcapacity\x12M\n" +
@@ -15851,35 +15851,35 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\x02\n" +
-	"\rNodeCondition\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\tR\x06status\x12J\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x02\n" +
+	"\rNodeCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12J\n" +
 	"\x13last_heartbeat_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastHeartbeatTime\x12L\n" +
 	"\x14last_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\";\n" +
-	"\vNodeAddress\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"`\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"G\n" +
+	"\vNodeAddress\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1e\n" +
+	"\aaddress\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\aaddress\"`\n" +
 	"\x13NodeDaemonEndpoints\x12I\n" +
-	"\x10kubelet_endpoint\x18\x01 \x01(\v2\x1e.kplane.core.v1.DaemonEndpointR\x0fkubeletEndpoint\"$\n" +
-	"\x0eDaemonEndpoint\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\x05R\x04Port\"\xc1\x03\n" +
-	"\x0eNodeSystemInfo\x12\x1d\n" +
+	"\x10kubelet_endpoint\x18\x01 \x01(\v2\x1e.kplane.core.v1.DaemonEndpointR\x0fkubeletEndpoint\"*\n" +
+	"\x0eDaemonEndpoint\x12\x18\n" +
+	"\x04port\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x04Port\"\xfd\x03\n" +
+	"\x0eNodeSystemInfo\x12#\n" +
 	"\n" +
-	"machine_id\x18\x01 \x01(\tR\tmachineID\x12\x1f\n" +
-	"\vsystem_uuid\x18\x02 \x01(\tR\n" +
-	"systemUUID\x12\x17\n" +
-	"\aboot_id\x18\x03 \x01(\tR\x06bootID\x12%\n" +
-	"\x0ekernel_version\x18\x04 \x01(\tR\rkernelVersion\x12\x19\n" +
-	"\bos_image\x18\x05 \x01(\tR\aosImage\x12:\n" +
-	"\x19container_runtime_version\x18\x06 \x01(\tR\x17containerRuntimeVersion\x12'\n" +
-	"\x0fkubelet_version\x18\a \x01(\tR\x0ekubeletVersion\x12,\n" +
-	"\x12kube_proxy_version\x18\b \x01(\tR\x10kubeProxyVersion\x12)\n" +
-	"\x10operating_system\x18\t \x01(\tR\x0foperatingSystem\x12\"\n" +
+	"machine_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tmachineID\x12%\n" +
+	"\vsystem_uuid\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
+	"systemUUID\x12\x1d\n" +
+	"\aboot_id\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x06bootID\x12+\n" +
+	"\x0ekernel_version\x18\x04 \x01(\tB\x04\xd8\xf3\x18\x01R\rkernelVersion\x12\x1f\n" +
+	"\bos_image\x18\x05 \x01(\tB\x04\xd8\xf3\x18\x01R\aosImage\x12@\n" +
+	"\x19container_runtime_version\x18\x06 \x01(\tB\x04\xd8\xf3\x18\x01R\x17containerRuntimeVersion\x12-\n" +
+	"\x0fkubelet_version\x18\a \x01(\tB\x04\xd8\xf3\x18\x01R\x0ekubeletVersion\x122\n" +
+	"\x12kube_proxy_version\x18\b \x01(\tB\x04\xd8\xf3\x18\x01R\x10kubeProxyVersion\x12/\n" +
+	"\x10operating_system\x18\t \x01(\tB\x04\xd8\xf3\x18\x01R\x0foperatingSystem\x12(\n" +
 	"\farchitecture\x18\n" +
-	" \x01(\tR\farchitecture\x122\n" +
+	" \x01(\tB\x04\xd8\xf3\x18\x01R\farchitecture\x122\n" +
 	"\x04swap\x18\v \x01(\v2\x1e.kplane.core.v1.NodeSwapStatusR\x04swap\">\n" +
 	"\x0eNodeSwapStatus\x12\x1f\n" +
 	"\bcapacity\x18\x01 \x01(\x03H\x00R\bcapacity\x88\x01\x01B\v\n" +
@@ -15887,18 +15887,18 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x0eContainerImage\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"E\n" +
-	"\x0eAttachedVolume\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
-	"\vdevice_path\x18\x02 \x01(\tR\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"Q\n" +
+	"\x0eAttachedVolume\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12%\n" +
+	"\vdevice_path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
 	"devicePath\"\xea\x01\n" +
 	"\x10NodeConfigStatus\x12<\n" +
 	"\bassigned\x18\x01 \x01(\v2 .kplane.core.v1.NodeConfigSourceR\bassigned\x128\n" +
 	"\x06active\x18\x02 \x01(\v2 .kplane.core.v1.NodeConfigSourceR\x06active\x12H\n" +
 	"\x0flast_known_good\x18\x03 \x01(\v2 .kplane.core.v1.NodeConfigSourceR\rlastKnownGood\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"p\n" +
-	"\x12NodeRuntimeHandler\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12F\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"v\n" +
+	"\x12NodeRuntimeHandler\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12F\n" +
 	"\bfeatures\x18\x02 \x01(\v2*.kplane.core.v1.NodeRuntimeHandlerFeaturesR\bfeatures\"\xbf\x01\n" +
 	"\x1aNodeRuntimeHandlerFeatures\x12@\n" +
 	"\x1arecursive_read_only_mounts\x18\x01 \x01(\bH\x00R\x17recursiveReadOnlyMounts\x88\x01\x01\x12,\n" +
@@ -15913,7 +15913,7 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12*\n" +
-	"\x05items\x18\x02 \x03(\v2\x14.kplane.core.v1.NodeR\x05items\"\x83\x06\n" +
+	"\x05items\x18\x02 \x03(\v2\x14.kplane.core.v1.NodeR\x05items\"\x8f\x06\n" +
 	"\x05Event\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
 	"apiVersion\x12\x13\n" +
@@ -15932,9 +15932,9 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampB\x04\xd0\xf3\x18\x01R\teventTime\x123\n" +
 	"\x06series\x18\v \x01(\v2\x1b.kplane.core.v1.EventSeriesR\x06series\x12\x16\n" +
 	"\x06action\x18\f \x01(\tR\x06action\x129\n" +
-	"\arelated\x18\r \x01(\v2\x1f.kplane.core.v1.ObjectReferenceR\arelated\x120\n" +
-	"\x14reporting_controller\x18\x0e \x01(\tR\x12reportingComponent\x12-\n" +
-	"\x12reporting_instance\x18\x0f \x01(\tR\x11reportingInstance\"?\n" +
+	"\arelated\x18\r \x01(\v2\x1f.kplane.core.v1.ObjectReferenceR\arelated\x126\n" +
+	"\x14reporting_controller\x18\x0e \x01(\tB\x04\xd8\xf3\x18\x01R\x12reportingComponent\x123\n" +
+	"\x12reporting_instance\x18\x0f \x01(\tB\x04\xd8\xf3\x18\x01R\x11reportingInstance\"?\n" +
 	"\vEventSource\x12\x1c\n" +
 	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\"s\n" +
@@ -15986,12 +15986,12 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\"_allocate_load_balancer_node_portsB\x16\n" +
 	"\x14_load_balancer_classB\x1a\n" +
 	"\x18_internal_traffic_policyB\x17\n" +
-	"\x15_traffic_distribution\"\xe5\x01\n" +
+	"\x15_traffic_distribution\"\xeb\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12&\n" +
-	"\fapp_protocol\x18\x06 \x01(\tH\x00R\vappProtocol\x88\x01\x01\x12\x12\n" +
-	"\x04port\x18\x03 \x01(\x05R\x04port\x12<\n" +
+	"\fapp_protocol\x18\x06 \x01(\tH\x00R\vappProtocol\x88\x01\x01\x12\x18\n" +
+	"\x04port\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\x04port\x12<\n" +
 	"\vtarget_port\x18\x04 \x01(\v2\x1b.kplane.meta.v1.IntOrStringR\n" +
 	"targetPort\x12\x1b\n" +
 	"\tnode_port\x18\x05 \x01(\x05R\bnodePortB\x0f\n" +
@@ -16014,11 +16014,11 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\aip_mode\x18\x03 \x01(\tH\x00R\x06ipMode\x88\x01\x01\x120\n" +
 	"\x05ports\x18\x04 \x03(\v2\x1a.kplane.core.v1.PortStatusR\x05portsB\n" +
 	"\n" +
-	"\b_ip_mode\"a\n" +
+	"\b_ip_mode\"m\n" +
 	"\n" +
-	"PortStatus\x12\x12\n" +
-	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x1a\n" +
-	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x19\n" +
+	"PortStatus\x12\x18\n" +
+	"\x04port\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x04port\x12 \n" +
+	"\bprotocol\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\bprotocol\x12\x19\n" +
 	"\x05error\x18\x03 \x01(\tH\x00R\x05error\x88\x01\x01B\b\n" +
 	"\x06_error\"\xa9\x01\n" +
 	"\vServiceList\x12 \n" +
@@ -16036,18 +16036,18 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x0eEndpointSubset\x12=\n" +
 	"\taddresses\x18\x01 \x03(\v2\x1f.kplane.core.v1.EndpointAddressR\taddresses\x12O\n" +
 	"\x13not_ready_addresses\x18\x02 \x03(\v2\x1f.kplane.core.v1.EndpointAddressR\x11notReadyAddresses\x122\n" +
-	"\x05ports\x18\x03 \x03(\v2\x1c.kplane.core.v1.EndpointPortR\x05ports\"\xad\x01\n" +
-	"\x0fEndpointAddress\x12\x0e\n" +
-	"\x02ip\x18\x01 \x01(\tR\x02ip\x12\x1a\n" +
+	"\x05ports\x18\x03 \x03(\v2\x1c.kplane.core.v1.EndpointPortR\x05ports\"\xb3\x01\n" +
+	"\x0fEndpointAddress\x12\x14\n" +
+	"\x02ip\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x02ip\x12\x1a\n" +
 	"\bhostname\x18\x03 \x01(\tR\bhostname\x12 \n" +
 	"\tnode_name\x18\x04 \x01(\tH\x00R\bnodeName\x88\x01\x01\x12>\n" +
 	"\n" +
 	"target_ref\x18\x02 \x01(\v2\x1f.kplane.core.v1.ObjectReferenceR\ttargetRefB\f\n" +
 	"\n" +
-	"_node_name\"\x8b\x01\n" +
+	"_node_name\"\x91\x01\n" +
 	"\fEndpointPort\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\x04port\x18\x02 \x01(\x05B\x04\xd8\xf3\x18\x01R\x04port\x12\x1a\n" +
 	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12&\n" +
 	"\fapp_protocol\x18\x04 \x01(\tH\x00R\vappProtocol\x88\x01\x01B\x0f\n" +
 	"\r_app_protocol\"\xad\x01\n" +

@@ -43,6 +43,14 @@ var file_kplane_meta_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Filename:      "kplane/meta/v1/options.proto",
 	},
 	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51003,
+		Name:          "kplane.meta.v1.emit_empty",
+		Tag:           "varint,51003,opt,name=emit_empty",
+		Filename:      "kplane/meta/v1/options.proto",
+	},
+	{
 		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
 		ExtensionType: (*bool)(nil),
 		Field:         51001,
@@ -73,6 +81,11 @@ var (
 	//
 	// optional bool micro_time = 51002;
 	E_MicroTime = &file_kplane_meta_v1_options_proto_extTypes[1]
+	// emit_empty: a scalar written in JSON even when it holds its zero value
+	// (Kubernetes' fields without omitempty).
+	//
+	// optional bool emit_empty = 51003;
+	E_EmitEmpty = &file_kplane_meta_v1_options_proto_extTypes[2]
 )
 
 // Extension fields to descriptorpb.MessageOptions.
@@ -81,12 +94,12 @@ var (
 	// "items" (a list as a map value, like authorization's ExtraValue).
 	//
 	// optional bool list_wrapper = 51001;
-	E_ListWrapper = &file_kplane_meta_v1_options_proto_extTypes[2]
+	E_ListWrapper = &file_kplane_meta_v1_options_proto_extTypes[3]
 	// raw_json: the message's one bytes field "raw" holds a JSON document,
 	// written inline (metav1.FieldsV1, runtime.RawExtension).
 	//
 	// optional bool raw_json = 51002;
-	E_RawJson = &file_kplane_meta_v1_options_proto_extTypes[3]
+	E_RawJson = &file_kplane_meta_v1_options_proto_extTypes[4]
 )
 
 var File_kplane_meta_v1_options_proto protoreflect.FileDescriptor
@@ -96,7 +109,9 @@ const file_kplane_meta_v1_options_proto_rawDesc = "" +
 	"\x1ckplane/meta/v1/options.proto\x12\x0ekplane.meta.v1\x1a google/protobuf/descriptor.proto:7\n" +
 	"\x06inline\x12\x1d.google.protobuf.FieldOptions\x18\xb9\x8e\x03 \x01(\bR\x06inline:>\n" +
 	"\n" +
-	"micro_time\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\bR\tmicroTime:D\n" +
+	"micro_time\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\bR\tmicroTime:>\n" +
+	"\n" +
+	"emit_empty\x12\x1d.google.protobuf.FieldOptions\x18\xbb\x8e\x03 \x01(\bR\temitEmpty:D\n" +
 	"\flist_wrapper\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\bR\vlistWrapper:<\n" +
 	"\braw_json\x12\x1f.google.protobuf.MessageOptions\x18\xba\x8e\x03 \x01(\bR\arawJsonB6Z4github.com/kplane/kplane/proto/kplane/meta/v1;metav1b\x06proto3"
 
@@ -107,12 +122,13 @@ var file_kplane_meta_v1_options_proto_goTypes = []any{
 var file_kplane_meta_v1_options_proto_depIdxs = []int32{
 	0, // 0: kplane.meta.v1.inline:extendee -> google.protobuf.FieldOptions
 	0, // 1: kplane.meta.v1.micro_time:extendee -> google.protobuf.FieldOptions
-	1, // 2: kplane.meta.v1.list_wrapper:extendee -> google.protobuf.MessageOptions
-	1, // 3: kplane.meta.v1.raw_json:extendee -> google.protobuf.MessageOptions
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	0, // [0:4] is the sub-list for extension extendee
+	0, // 2: kplane.meta.v1.emit_empty:extendee -> google.protobuf.FieldOptions
+	1, // 3: kplane.meta.v1.list_wrapper:extendee -> google.protobuf.MessageOptions
+	1, // 4: kplane.meta.v1.raw_json:extendee -> google.protobuf.MessageOptions
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	0, // [0:5] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -128,7 +144,7 @@ func file_kplane_meta_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_meta_v1_options_proto_rawDesc), len(file_kplane_meta_v1_options_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   0,
-			NumExtensions: 4,
+			NumExtensions: 5,
 			NumServices:   0,
 		},
 		GoTypes:           file_kplane_meta_v1_options_proto_goTypes,

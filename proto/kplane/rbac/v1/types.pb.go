@@ -926,7 +926,7 @@ var File_kplane_rbac_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_rbac_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1akplane/rbac/v1/types.proto\x12\x0ekplane.rbac.v1\x1a\x19kplane/meta/v1/meta.proto\"\xa7\x01\n" +
+	"\x1akplane/rbac/v1/types.proto\x12\x0ekplane.rbac.v1\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\xa7\x01\n" +
 	"\x04Role\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
 	"apiVersion\x12\x13\n" +
@@ -968,16 +968,16 @@ const file_kplane_rbac_v1_types_proto_rawDesc = "" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x123\n" +
 	"\bsubjects\x18\x02 \x03(\v2\x17.kplane.rbac.v1.SubjectR\bsubjects\x122\n" +
-	"\brole_ref\x18\x03 \x01(\v2\x17.kplane.rbac.v1.RoleRefR\aroleRef\"l\n" +
-	"\aSubject\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1b\n" +
-	"\tapi_group\x18\x02 \x01(\tR\bapiGroup\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
-	"\tnamespace\x18\x04 \x01(\tR\tnamespace\"N\n" +
-	"\aRoleRef\x12\x1b\n" +
-	"\tapi_group\x18\x01 \x01(\tR\bapiGroup\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xb1\x01\n" +
+	"\brole_ref\x18\x03 \x01(\v2\x17.kplane.rbac.v1.RoleRefR\aroleRef\"x\n" +
+	"\aSubject\x12\x18\n" +
+	"\x04kind\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04kind\x12\x1b\n" +
+	"\tapi_group\x18\x02 \x01(\tR\bapiGroup\x12\x18\n" +
+	"\x04name\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\"`\n" +
+	"\aRoleRef\x12!\n" +
+	"\tapi_group\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bapiGroup\x12\x18\n" +
+	"\x04kind\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04kind\x12\x18\n" +
+	"\x04name\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\"\xb1\x01\n" +
 	"\x0fRoleBindingList\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
 	"apiVersion\x12\x13\n" +

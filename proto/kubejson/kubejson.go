@@ -403,6 +403,9 @@ func fieldFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts O
 		out := make(map[string]any, len(m))
 		for k, v := range m {
 			if v == nil {
+				// Kubernetes keeps the key with a zero value ("k": null
+				// in a Secret's data is an empty value).
+				out[k] = zeroJSON(fd.MapValue())
 				continue
 			}
 			nv, err := valueFromKube(fd.MapValue(), v, path+"["+k+"]", opts)
@@ -469,6 +472,19 @@ func valueFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts O
 		return nil, fmt.Errorf("kubejson: %s: want an object, got %s", path, jsonType(val))
 	}
 	return fromKube(md, o, path, opts)
+}
+
+// zeroJSON is the protojson form of fd's zero value.
+func zeroJSON(fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return map[string]any{}
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return ""
+	case protoreflect.BoolKind:
+		return false
+	}
+	return json.Number("0")
 }
 
 func jsonType(v any) string {

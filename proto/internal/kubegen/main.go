@@ -589,8 +589,16 @@ func parseDocs(dir string, docs map[string]typeDoc) {
 							td.Fields[nm.Name] = cleanDoc(fl.Doc.Text())
 						}
 						if len(fl.Names) == 0 {
-							if id, ok := fl.Type.(*ast.Ident); ok {
-								td.Fields[id.Name] = cleanDoc(fl.Doc.Text())
+							// An embedded field is named after its type.
+							typ := fl.Type
+							if st, ok := typ.(*ast.StarExpr); ok {
+								typ = st.X
+							}
+							switch x := typ.(type) {
+							case *ast.Ident:
+								td.Fields[x.Name] = cleanDoc(fl.Doc.Text())
+							case *ast.SelectorExpr:
+								td.Fields[x.Sel.Name] = cleanDoc(fl.Doc.Text())
 							}
 						}
 					}

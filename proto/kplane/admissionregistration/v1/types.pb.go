@@ -34,7 +34,8 @@ type MutatingWebhookConfiguration struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Webhooks is a list of webhooks and the affected resources and operations.
 	Webhooks      []*MutatingWebhook `protobuf:"bytes,2,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
@@ -778,7 +779,9 @@ type MutatingWebhookConfigurationList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// List of MutatingWebhookConfiguration.
 	Items         []*MutatingWebhookConfiguration `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
@@ -851,7 +854,8 @@ type ValidatingWebhookConfiguration struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Webhooks is a list of webhooks and the affected resources and operations.
 	Webhooks      []*ValidatingWebhook `protobuf:"bytes,2,rep,name=webhooks,proto3" json:"webhooks,omitempty"`
@@ -1163,7 +1167,9 @@ type ValidatingWebhookConfigurationList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// List of ValidatingWebhookConfiguration.
 	Items         []*ValidatingWebhookConfiguration `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`

@@ -36,7 +36,9 @@ type Deployment struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Specification of the desired behavior of the Deployment.
 	Spec *DeploymentSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -585,7 +587,8 @@ type DeploymentList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Items is the list of Deployments.
 	Items         []*Deployment `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
@@ -658,7 +661,11 @@ type ReplicaSet struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// If the Labels of a ReplicaSet are empty, they are defaulted to
+	// be the same as the Pod(s) that the ReplicaSet manages.
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Spec defines the specification of the desired behavior of the ReplicaSet.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
@@ -1014,7 +1021,9 @@ type ReplicaSetList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// List of ReplicaSets.
 	// More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset

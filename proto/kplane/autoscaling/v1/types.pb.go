@@ -34,7 +34,8 @@ type Scale struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec defines the behavior of the scale. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status.
 	Spec *ScaleSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`

@@ -35,7 +35,8 @@ type Lease struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// spec contains the specification of the Lease.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
@@ -219,7 +220,9 @@ type LeaseList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// items is a list of schema objects.
 	Items         []*Lease `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`

@@ -34,7 +34,8 @@ type Role struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Rules holds all the PolicyRules for this Role
 	Rules         []*PolicyRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
@@ -193,7 +194,8 @@ type RoleList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Items is a list of Roles
 	Items         []*Role `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
@@ -266,7 +268,8 @@ type ClusterRole struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Rules holds all the PolicyRules for this ClusterRole
 	Rules []*PolicyRule `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
@@ -397,7 +400,8 @@ type ClusterRoleList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Items is a list of ClusterRoles
 	Items         []*ClusterRole `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
@@ -472,7 +476,8 @@ type RoleBinding struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Subjects holds references to the objects the role applies to.
 	Subjects []*Subject `protobuf:"bytes,2,rep,name=subjects,proto3" json:"subjects,omitempty"`
@@ -698,7 +703,8 @@ type RoleBindingList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Items is a list of RoleBindings
 	Items         []*RoleBinding `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
@@ -772,7 +778,8 @@ type ClusterRoleBinding struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string         `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Subjects holds references to the objects the role applies to.
 	Subjects []*Subject `protobuf:"bytes,2,rep,name=subjects,proto3" json:"subjects,omitempty"`
@@ -856,7 +863,8 @@ type ClusterRoleBindingList struct {
 	// protobuf envelope, not in the message).
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	// kind is the object's kind (in Kubernetes' protobuf envelope).
-	Kind     string       `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Items is a list of ClusterRoleBindings
 	Items         []*ClusterRoleBinding `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`

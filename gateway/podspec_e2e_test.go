@@ -178,3 +178,15 @@ func TestKubectlEveryPodSpecFieldFamily(t *testing.T) {
 		})
 	}
 }
+
+// TestKubectlDescribeNodeReadsLease: the node's Lease renewTime is a
+// MicroTime written with 6 fractional digits, which kubectl describe node
+// parses (it failed on nanoseconds).
+func TestKubectlDescribeNodeReadsLease(t *testing.T) {
+	k := startKube(t, "kubectl.1.33")
+	k.ok([]string{"apply", "-f", k.file("node.yaml", "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n")}, "node/n1 created")
+	lease := "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: n1\n  namespace: kube-node-lease\nspec:\n  holderIdentity: n1\n  renewTime: \"2026-11-26T10:00:00.123456Z\"\n"
+	k.ok([]string{"apply", "-f", k.file("lease.yaml", lease)}, "lease.coordination.k8s.io/n1 created")
+	k.ok([]string{"get", "lease", "-n", "kube-node-lease", "n1", "-o", "jsonpath={.spec.renewTime}"}, "2026-11-26T10:00:00.123456Z")
+	k.ok([]string{"describe", "node", "n1"}, "Name:", "n1", "RenewTime:")
+}

@@ -4,8 +4,13 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // storageMagic prefixes every stored object (inside encryption at rest, as
@@ -31,4 +36,36 @@ func unmarkStored(key string, value []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s is in kube-apiserver's format (k8s\\x00 envelope), this build reads only %s", ErrStorageFormat, key, storageFormat)
 	}
 	return nil, fmt.Errorf("%w: %s has no format marker: it was written by a kplane build older than %s (hand-numbered protobuf fields, which this build would misread); recreate the data directory with this build, or read it with the build that wrote it", ErrStorageFormat, key, storageFormat)
+}
+
+// checkStorageFormat refuses, before serving, a store whose first object
+// is in another format than this build's (a data directory written by an
+// older build), so that the service stops with the reason instead of
+// serving errors. A store it cannot reach now is left to the watch
+// caches, which report and retry.
+func (s *Server) checkStorageFormat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.store.cli.Get(ctx, s.store.prefix, clientv3.WithPrefix(), clientv3.WithLimit(1))
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil
+	}
+	key := string(resp.Kvs[0].Key)
+	res, _, _ := strings.Cut(strings.TrimPrefix(key, s.store.prefix), "/")
+	for _, r := range s.resources {
+		if r.Resource != res {
+			continue
+		}
+		value := resp.Kvs[0].Value
+		if t := s.store.enc.For(r.Resource, r.Group); t != nil {
+			if value, err = t.FromStorage(key, value); err != nil {
+				return nil // the caches report it
+			}
+		}
+		if _, err := unmarkStored(key, value); err != nil {
+			return fmt.Errorf("refusing to serve this store: %w", err)
+		}
+		return nil
+	}
+	return nil
 }

@@ -69,3 +69,32 @@ func TestOldStorageFormatRefused(t *testing.T) {
 		t.Fatalf("err = %v, want an InternalError naming the storage format", err)
 	}
 }
+
+// TestOldStoreRefusedAtStart: an API service started on a store whose
+// objects an older build wrote stops at once with an error naming the
+// format.
+func TestOldStoreRefusedAtStart(t *testing.T) {
+	e := newEnv(t, nil)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	old, err := proto.Marshal(&corev1.ConfigMap{Metadata: om("default", "old")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first key of the store: before every key the running service
+	// wrote (its bootstrap RBAC, namespaces...).
+	if _, err := cli.Put(context.Background(), "/registry/clusterrolebindings/aaa-old", string(old)); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{StoreEndpoints: e.eps, Authenticator: tokenAuthn{}, Authorizer: denyNobody{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Run(context.Background())
+	if !errors.Is(err, ErrStorageFormat) || !strings.Contains(err.Error(), "kplane-pb2") {
+		t.Fatalf("Run = %v, want ErrStorageFormat naming the format", err)
+	}
+}

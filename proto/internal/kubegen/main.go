@@ -128,15 +128,19 @@ func packages() []protoPkg {
 }
 
 var (
-	typeMeta    = reflect.TypeOf(metav1.TypeMeta{})
-	timeT       = reflect.TypeOf(metav1.Time{})
-	microTimeT  = reflect.TypeOf(metav1.MicroTime{})
-	durationT   = reflect.TypeOf(metav1.Duration{})
-	quantityT   = reflect.TypeOf(resource.Quantity{})
-	intOrStrT   = reflect.TypeOf(intstr.IntOrString{})
-	fieldsV1T   = reflect.TypeOf(metav1.FieldsV1{})
-	rawExtT     = reflect.TypeOf(runtime.RawExtension{})
-	resListT    = reflect.TypeOf(corev1.ResourceList{})
+	typeMeta   = reflect.TypeOf(metav1.TypeMeta{})
+	timeT      = reflect.TypeOf(metav1.Time{})
+	microTimeT = reflect.TypeOf(metav1.MicroTime{})
+	durationT  = reflect.TypeOf(metav1.Duration{})
+	quantityT  = reflect.TypeOf(resource.Quantity{})
+	intOrStrT  = reflect.TypeOf(intstr.IntOrString{})
+	fieldsV1T  = reflect.TypeOf(metav1.FieldsV1{})
+	rawExtT    = reflect.TypeOf(runtime.RawExtension{})
+	resListT   = reflect.TypeOf(corev1.ResourceList{})
+)
+
+// The field numbers of api_version and kind in top-level kinds and lists.
+const (
 	apiVersionN = 1000
 	kindN       = 1001
 )

@@ -74,6 +74,8 @@ func TestStaticEndpoints(t *testing.T) {
 		{name: "openapi root", path: "/openapi/v3", wantCode: 200, wantBody: []string{`"apis/apps/v1"`, `serverRelativeURL`}},
 		{name: "openapi gv", path: "/openapi/v3/apis/apps/v1", wantCode: 200,
 			wantBody: []string{`"x-kubernetes-group-version-kind"`, `"fieldValidation"`, `"apps.v1.Deployment"`}},
+		{name: "openapi inline and raw fields", path: "/openapi/v3/api/v1", wantCode: 200,
+			wantBody: []string{`"core.v1.Volume":{"properties":{"awsElasticBlockStore":`, `"fieldsV1":{"type":"object"}`}},
 		{name: "openapi v2 json is 404", path: "/openapi/v2", wantCode: 404, wantBody: []string{`"kind":"Status"`}},
 		{name: "unknown group", path: "/apis/nosuch/v1", wantCode: 404, wantBody: []string{`"reason":"NotFound"`}},
 		{name: "unknown resource", path: "/api/v1/namespaces/default/widgets", wantCode: 404, wantBody: []string{`"reason":"NotFound"`}},

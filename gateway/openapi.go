@@ -114,20 +114,7 @@ func addSchema(schemas map[string]any, md protoreflect.MessageDescriptor, gvk ma
 	s := map[string]any{"type": "object"}
 	schemas[name] = s
 	props := map[string]any{}
-	fields := md.Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		var p map[string]any
-		switch {
-		case fd.IsMap():
-			p = map[string]any{"type": "object", "additionalProperties": valueSchema(schemas, fd.MapValue())}
-		case fd.IsList():
-			p = map[string]any{"type": "array", "items": valueSchema(schemas, fd)}
-		default:
-			p = valueSchema(schemas, fd)
-		}
-		props[fd.JSONName()] = p
-	}
+	addProperties(schemas, props, md)
 	s["properties"] = props
 	if gvk != nil {
 		s["x-kubernetes-group-version-kind"] = []any{gvk}
@@ -137,6 +124,28 @@ func addSchema(schemas map[string]any, md protoreflect.MessageDescriptor, gvk ma
 			group, version = "", av
 		}
 		s["x-kubernetes-group-version-kind"] = []any{map[string]any{"group": group, "version": version, "kind": kind}}
+	}
+}
+
+// addProperties adds the properties of md's fields to props, those of a
+// field written inline (Volume's VolumeSource) as md's own.
+func addProperties(schemas, props map[string]any, md protoreflect.MessageDescriptor) {
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		var p map[string]any
+		switch {
+		case fd.Message() != nil && kubejson.IsInline(fd):
+			addProperties(schemas, props, fd.Message())
+			continue
+		case fd.IsMap():
+			p = map[string]any{"type": "object", "additionalProperties": valueSchema(schemas, fd.MapValue())}
+		case fd.IsList():
+			p = map[string]any{"type": "array", "items": valueSchema(schemas, fd)}
+		default:
+			p = valueSchema(schemas, fd)
+		}
+		props[fd.JSONName()] = p
 	}
 }
 
@@ -164,6 +173,12 @@ func valueSchema(schemas map[string]any, fd protoreflect.FieldDescriptor) map[st
 	}
 	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
 		return map[string]any{}
+	}
+	if kubejson.IsRawJSON(md) {
+		return map[string]any{"type": "object"}
+	}
+	if kubejson.IsListWrapper(md) {
+		return map[string]any{"type": "array", "items": valueSchema(schemas, md.Fields().ByName("items"))}
 	}
 	addSchema(schemas, md, nil)
 	return map[string]any{"allOf": []any{map[string]any{"$ref": "#/components/schemas/" + schemaName(md)}}}

@@ -41,6 +41,18 @@ func fieldOpt(fd protoreflect.FieldDescriptor, xt protoreflect.ExtensionType) bo
 	return b
 }
 
+// IsInline reports whether fd's message is written inline into its
+// parent's JSON object (Volume's VolumeSource).
+func IsInline(fd protoreflect.FieldDescriptor) bool { return fieldOpt(fd, metav1.E_Inline) }
+
+// IsRawJSON reports whether md holds a JSON document in its bytes field raw,
+// written as that document (FieldsV1, RawExtension).
+func IsRawJSON(md protoreflect.MessageDescriptor) bool { return messageOpt(md, metav1.E_RawJson) }
+
+// IsListWrapper reports whether md is written as the bare array of its
+// field items (authorization's ExtraValue).
+func IsListWrapper(md protoreflect.MessageDescriptor) bool { return messageOpt(md, metav1.E_ListWrapper) }
+
 func messageOpt(md protoreflect.MessageDescriptor, xt protoreflect.ExtensionType) bool {
 	opts := md.Options()
 	if opts == nil {

@@ -51,7 +51,9 @@ func IsRawJSON(md protoreflect.MessageDescriptor) bool { return messageOpt(md, m
 
 // IsListWrapper reports whether md is written as the bare array of its
 // field items (authorization's ExtraValue).
-func IsListWrapper(md protoreflect.MessageDescriptor) bool { return messageOpt(md, metav1.E_ListWrapper) }
+func IsListWrapper(md protoreflect.MessageDescriptor) bool {
+	return messageOpt(md, metav1.E_ListWrapper)
+}
 
 func messageOpt(md protoreflect.MessageDescriptor, xt protoreflect.ExtensionType) bool {
 	opts := md.Options()

@@ -190,3 +190,16 @@ func TestKubectlDescribeNodeReadsLease(t *testing.T) {
 	k.ok([]string{"get", "lease", "-n", "kube-node-lease", "n1", "-o", "jsonpath={.spec.renewTime}"}, "2026-11-26T10:00:00.123456Z")
 	k.ok([]string{"describe", "node", "n1"}, "Name:", "n1", "RenewTime:")
 }
+
+// TestKubectlExplain: kubectl explain shows Kubernetes' descriptions (the
+// generated schema carries k8s.io/api's doc comments into OpenAPI v3).
+func TestKubectlExplain(t *testing.T) {
+	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
+		t.Run(bin, func(t *testing.T) {
+			k := startKube(t, bin)
+			k.ok([]string{"explain", "deployment.spec.template.spec.securityContext"},
+				"SecurityContext holds pod-level security attributes", "runAsNonRoot")
+			k.ok([]string{"explain", "pod.spec.volumes.configMap"}, "Name of the referent", "optional specify whether the ConfigMap")
+		})
+	}
+}

@@ -229,6 +229,13 @@ func run(root string) error {
 		if err := os.WriteFile(path, g.render(p), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
 		}
+		docs, err := g.renderDocs(p)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, "proto", "kplane", p.Dir, "v1", "zz_generated_docs.go"), docs, 0o644); err != nil {
+			return fmt.Errorf("writing %s docs: %w", p.Dir, err)
+		}
 		acc, err := g.renderAccessors(p)
 		if err != nil {
 			return err
@@ -299,11 +306,12 @@ func (g *gen) visit(t reflect.Type) error {
 			continue
 		}
 		if sf.Anonymous && sf.Type == typeMeta {
+			// Kubernetes carries these in its protobuf envelope, not in
+			// the message (see the package comment).
+			tm := g.doc(metaGo, "TypeMeta")
 			m.Fields = append(m.Fields,
-				field{Name: "api_version", Type: "string", Number: apiVersionN, JSONName: "apiVersion",
-					Doc: "api_version is the object's apiVersion (Kubernetes carries it in its\nprotobuf envelope, not in the message)."},
-				field{Name: "kind", Type: "string", Number: kindN, JSONName: "kind",
-					Doc: "kind is the object's kind (in Kubernetes' protobuf envelope)."})
+				field{Name: "api_version", Type: "string", Number: apiVersionN, JSONName: "apiVersion", Doc: tm.Fields["APIVersion"]},
+				field{Name: "kind", Type: "string", Number: kindN, JSONName: "kind", Doc: tm.Fields["Kind"]})
 			continue
 		}
 		pb := sf.Tag.Get("protobuf")

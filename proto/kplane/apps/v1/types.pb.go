@@ -32,10 +32,16 @@ const (
 // Deployment enables declarative updates for Pods and ReplicaSets.
 type Deployment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -583,10 +589,16 @@ func (x *DeploymentCondition) GetMessage() string {
 // DeploymentList is a list of Deployments.
 type DeploymentList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -657,10 +669,16 @@ func (x *DeploymentList) GetItems() []*Deployment {
 // ReplicaSet ensures that a specified number of pod replicas are running at any given time.
 type ReplicaSet struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// If the Labels of a ReplicaSet are empty, they are defaulted to
 	// be the same as the Pod(s) that the ReplicaSet manages.
@@ -1017,10 +1035,16 @@ func (x *ReplicaSetCondition) GetMessage() string {
 // ReplicaSetList is a collection of ReplicaSets.
 type ReplicaSetList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds

@@ -32,10 +32,16 @@ const (
 // Use of multiple namespaces is optional.
 type Namespace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -303,10 +309,16 @@ func (x *NamespaceCondition) GetMessage() string {
 // NamespaceList is a list of Namespaces.
 type NamespaceList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
@@ -380,10 +392,16 @@ func (x *NamespaceList) GetItems() []*Namespace {
 // by clients and scheduled onto hosts.
 type Pod struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -10973,10 +10991,16 @@ func (x *PodResourceClaimStatus) GetResourceClaimName() string {
 // PodList is a list of Pods.
 type PodList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
@@ -11049,10 +11073,16 @@ func (x *PodList) GetItems() []*Pod {
 // Binding ties one object to another; for example, a pod is bound to a node by a scheduler.
 type Binding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -11236,10 +11266,16 @@ func (x *ObjectReference) GetFieldPath() string {
 // Each node will have a unique identifier in the cache (i.e. in etcd).
 type Node struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -12607,10 +12643,16 @@ func (x *NodeFeatures) GetSupplementalGroupsPolicy() bool {
 // NodeList is the whole list of all Nodes which have been registered with master.
 type NodeList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
@@ -12687,10 +12729,16 @@ func (x *NodeList) GetItems() []*Node {
 // treated as informative, best-effort, supplemental data.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -12991,10 +13039,16 @@ func (x *EventSeries) GetLastObservedTime() *timestamppb.Timestamp {
 // EventList is a list of events.
 type EventList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
@@ -13068,10 +13122,16 @@ func (x *EventList) GetItems() []*Event {
 // will answer requests sent through the proxy.
 type Service struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -13999,10 +14059,16 @@ func (x *PortStatus) GetError() string {
 // ServiceList holds a list of services.
 type ServiceList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
@@ -14091,10 +14157,16 @@ func (x *ServiceList) GetItems() []*Service {
 // Deprecated: This API is deprecated in v1.33+. Use discoveryv1.EndpointSlice.
 type Endpoints struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -14423,10 +14495,16 @@ func (x *EndpointPort) GetAppProtocol() string {
 // Deprecated: This API is deprecated in v1.33+.
 type EndpointsList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
@@ -14498,10 +14576,16 @@ func (x *EndpointsList) GetItems() []*Endpoints {
 // ConfigMap holds configuration data for pods to consume.
 type ConfigMap struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -14604,10 +14688,16 @@ func (x *ConfigMap) GetBinaryData() map[string][]byte {
 // ConfigMapList is a resource containing a list of ConfigMap objects.
 type ConfigMapList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -14679,10 +14769,16 @@ func (x *ConfigMapList) GetItems() []*ConfigMap {
 // the Data field must be less than MaxSecretSize bytes.
 type Secret struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
@@ -14791,10 +14887,16 @@ func (x *Secret) GetType() string {
 // SecretList is a list of Secret.
 type SecretList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds

@@ -31,10 +31,16 @@ const (
 // Status is a return value for calls that don't return other objects.
 type Status struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard list metadata.
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds

@@ -30,10 +30,16 @@ const (
 // Role is a namespaced, logical grouping of PolicyRules that can be referenced as a unit by a RoleBinding.
 type Role struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -190,10 +196,16 @@ func (x *PolicyRule) GetNonResourceUrls() []string {
 // RoleList is a collection of Roles
 type RoleList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -264,10 +276,16 @@ func (x *RoleList) GetItems() []*Role {
 // ClusterRole is a cluster level, logical grouping of PolicyRules that can be referenced as a unit by a RoleBinding or ClusterRoleBinding.
 type ClusterRole struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -396,10 +414,16 @@ func (x *AggregationRule) GetClusterRoleSelectors() []*v1.LabelSelector {
 // ClusterRoleList is a collection of ClusterRoles
 type ClusterRoleList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -472,10 +496,16 @@ func (x *ClusterRoleList) GetItems() []*ClusterRole {
 // namespace only have effect in that namespace.
 type RoleBinding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -699,10 +729,16 @@ func (x *RoleRef) GetName() string {
 // RoleBindingList is a collection of RoleBindings
 type RoleBindingList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -774,10 +810,16 @@ func (x *RoleBindingList) GetItems() []*RoleBinding {
 // and adds who information via Subject.
 type ClusterRoleBinding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -859,10 +901,16 @@ func (x *ClusterRoleBinding) GetRoleRef() *RoleRef {
 // ClusterRoleBindingList is a collection of ClusterRoleBindings
 type ClusterRoleBindingList struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// api_version is the object's apiVersion (Kubernetes carries it in its
-	// protobuf envelope, not in the message).
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	// kind is the object's kind (in Kubernetes' protobuf envelope).
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
 	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Standard object's metadata.
 	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`

@@ -432,7 +432,7 @@ func statusOf(err error) *metav1.Status {
 	if se.Name != "" || se.Group != "" || se.Kind != "" || len(se.Causes) > 0 || se.RetryAfterSeconds > 0 {
 		d := &metav1.StatusDetails{Name: se.Name, Group: se.Group, Kind: se.Kind, RetryAfterSeconds: se.RetryAfterSeconds}
 		for _, c := range se.Causes {
-			d.Causes = append(d.Causes, &metav1.StatusCause{Reason: c.Type, Message: c.Message, Field: c.Field})
+			d.Causes = append(d.Causes, &metav1.StatusCause{Type: c.Type, Message: c.Message, Field: c.Field})
 		}
 		st.Details = d
 	}

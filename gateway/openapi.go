@@ -4,11 +4,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 )
 
@@ -32,13 +41,14 @@ func mustJSON(v any) []byte {
 
 func newOpenAPI(tab *table) *openAPI {
 	o := &openAPI{docs: map[string][]byte{}}
+	docs := kubeDocs()
 	paths := map[string]any{}
 	for _, gv := range tab.groupVersions() {
 		key := "apis/" + gv
 		if gv == "v1" {
 			key = "api/v1"
 		}
-		doc := gvDocument(tab, gv)
+		doc := gvDocument(tab, gv, docs)
 		b := mustJSON(doc)
 		sum := sha256.Sum256(b)
 		o.docs[key] = b
@@ -48,7 +58,7 @@ func newOpenAPI(tab *table) *openAPI {
 	return o
 }
 
-func gvDocument(tab *table, gv string) map[string]any {
+func gvDocument(tab *table, gv string, docs map[string]string) map[string]any {
 	paths := map[string]any{}
 	schemas := map[string]any{}
 	query := func(names ...string) []any {
@@ -91,7 +101,7 @@ func gvDocument(tab *table, gv string) map[string]any {
 				"delete": op("delete", query("dryRun", "gracePeriodSeconds", "propagationPolicy"), false),
 			}
 		}
-		addSchema(schemas, res.Object.Descriptor(), gvk)
+		addSchema(schemas, docs, res.Object.Descriptor(), gvk)
 	}
 	return map[string]any{
 		"openapi":    "3.0.0",
@@ -101,33 +111,35 @@ func gvDocument(tab *table, gv string) map[string]any {
 	}
 }
 
+// kubeDocs merges the Kubernetes documentation of every message and field
+// (by full name), which the schemas carry as descriptions for kubectl
+// explain.
+func kubeDocs() map[string]string {
+	docs := map[string]string{}
+	for _, d := range []map[string]string{metav1.Docs(), corev1.Docs(), appsv1.Docs(), coordinationv1.Docs(), rbacv1.Docs(),
+		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs()} {
+		maps.Copy(docs, d)
+	}
+	return docs
+}
+
 func schemaName(md protoreflect.MessageDescriptor) string {
 	return strings.TrimPrefix(string(md.FullName()), "kplane.")
 }
 
 // addSchema adds md's schema and those of the messages it references.
-func addSchema(schemas map[string]any, md protoreflect.MessageDescriptor, gvk map[string]any) {
+func addSchema(schemas map[string]any, docs map[string]string, md protoreflect.MessageDescriptor, gvk map[string]any) {
 	name := schemaName(md)
 	if _, ok := schemas[name]; ok {
 		return
 	}
 	s := map[string]any{"type": "object"}
+	if d := docs[string(md.FullName())]; d != "" {
+		s["description"] = d
+	}
 	schemas[name] = s
 	props := map[string]any{}
-	fields := md.Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		var p map[string]any
-		switch {
-		case fd.IsMap():
-			p = map[string]any{"type": "object", "additionalProperties": valueSchema(schemas, fd.MapValue())}
-		case fd.IsList():
-			p = map[string]any{"type": "array", "items": valueSchema(schemas, fd)}
-		default:
-			p = valueSchema(schemas, fd)
-		}
-		props[fd.JSONName()] = p
-	}
+	addProperties(schemas, props, docs, md)
 	s["properties"] = props
 	if gvk != nil {
 		s["x-kubernetes-group-version-kind"] = []any{gvk}
@@ -140,7 +152,32 @@ func addSchema(schemas map[string]any, md protoreflect.MessageDescriptor, gvk ma
 	}
 }
 
-func valueSchema(schemas map[string]any, fd protoreflect.FieldDescriptor) map[string]any {
+// addProperties adds the properties of md's fields to props, those of a
+// field written inline (Volume's VolumeSource) as md's own.
+func addProperties(schemas, props map[string]any, docs map[string]string, md protoreflect.MessageDescriptor) {
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		var p map[string]any
+		switch {
+		case fd.Message() != nil && kubejson.IsInline(fd):
+			addProperties(schemas, props, docs, fd.Message())
+			continue
+		case fd.IsMap():
+			p = map[string]any{"type": "object", "additionalProperties": valueSchema(schemas, docs, fd.MapValue())}
+		case fd.IsList():
+			p = map[string]any{"type": "array", "items": valueSchema(schemas, docs, fd)}
+		default:
+			p = valueSchema(schemas, docs, fd)
+		}
+		if d := docs[string(fd.FullName())]; d != "" {
+			p["description"] = d
+		}
+		props[fd.JSONName()] = p
+	}
+}
+
+func valueSchema(schemas map[string]any, docs map[string]string, fd protoreflect.FieldDescriptor) map[string]any {
 	switch fd.Kind() {
 	case protoreflect.StringKind, protoreflect.EnumKind:
 		return map[string]any{"type": "string"}
@@ -165,7 +202,13 @@ func valueSchema(schemas map[string]any, fd protoreflect.FieldDescriptor) map[st
 	if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
 		return map[string]any{}
 	}
-	addSchema(schemas, md, nil)
+	if kubejson.IsRawJSON(md) {
+		return map[string]any{"type": "object"}
+	}
+	if kubejson.IsListWrapper(md) {
+		return map[string]any{"type": "array", "items": valueSchema(schemas, docs, md.Fields().ByName("items"))}
+	}
+	addSchema(schemas, docs, md, nil)
 	return map[string]any{"allOf": []any{map[string]any{"$ref": "#/components/schemas/" + schemaName(md)}}}
 }
 

@@ -128,7 +128,7 @@ func TestKubectlLogs(t *testing.T) {
 	wait("two", "Running", running)
 	wait("crash", "a restart", func(p *corev1.Pod) bool {
 		cs := p.GetStatus().GetContainerStatuses()
-		return len(cs) == 1 && cs[0].GetRestartCount() >= 1 && cs[0].GetLastState().GetTerminated() != nil
+		return len(cs) == 1 && cs[0].GetRestartCount() >= 1 && cs[0].GetLastTerminationState().GetTerminated() != nil
 	})
 
 	tests := []struct {

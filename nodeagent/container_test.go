@@ -49,10 +49,10 @@ func TestContainerEnv(t *testing.T) {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: p}}
 	}
 	cmKey := func(name, key string, optional bool) *corev1.EnvVarSource {
-		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Name: name, Key: key, Optional: &optional}}
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
 	}
 	secKey := func(name, key string, optional bool) *corev1.EnvVarSource {
-		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Name: name, Key: key, Optional: &optional}}
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
 	}
 	res := func(container, r, div string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: container, Resource: r, Divisor: div}}
@@ -62,9 +62,9 @@ func TestContainerEnv(t *testing.T) {
 		Name:      "main",
 		Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": "250m"}, Limits: map[string]string{"memory": "1Gi"}},
 		EnvFrom: []*corev1.EnvFromSource{
-			{ConfigMapRef: &corev1.ConfigMapEnvSource{Name: "cfg"}},
-			{Prefix: "DB_", SecretRef: &corev1.SecretEnvSource{Name: "db"}},
-			{SecretRef: &corev1.SecretEnvSource{Name: "absent", Optional: &yes}},
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "cfg"}}},
+			{Prefix: "DB_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "db"}}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "absent"}, Optional: &yes}},
 		},
 		Env: []*corev1.EnvVar{
 			{Name: "PLAIN", Value: "v"},
@@ -121,7 +121,7 @@ func TestContainerEnv(t *testing.T) {
 		c    *corev1.Container
 		want string
 	}{
-		{"missing configmap", &corev1.Container{EnvFrom: []*corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{Name: "absent"}}}},
+		{"missing configmap", &corev1.Container{EnvFrom: []*corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "absent"}}}}},
 			`configmap "absent" not found`},
 		{"missing secret", &corev1.Container{Env: []*corev1.EnvVar{{Name: "X", ValueFrom: secKey("absent", "k", false)}}},
 			`secret "absent" not found`},

@@ -112,7 +112,7 @@ func TestContainerd(t *testing.T) {
 				Image: containerdtest.HelloImage,
 				Env:   []*corev1.EnvVar{{Name: containerdtest.HelloAddrEnv, Value: addr}},
 				ReadinessProbe: &corev1.Probe{
-					HttpGet:       &corev1.HTTPGetAction{Path: "/", Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: int32(port)}}},
+					ProbeHandler:  &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/", Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: int32(port)}}}},
 					PeriodSeconds: 1,
 				},
 			}},

@@ -399,7 +399,7 @@ func TestPodPhases(t *testing.T) {
 			name: "readiness probe passes after a while",
 			pod: simPod("ready", map[string]string{simruntime.EnvReadyAfterSeconds: "0.5"}, func(s *corev1.PodSpec) {
 				s.Containers[0].ReadinessProbe = &corev1.Probe{
-					HttpGet:       &corev1.HTTPGetAction{Path: "/healthz", Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 8080}}},
+					ProbeHandler:  &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/healthz", Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 8080}}}},
 					PeriodSeconds: 1,
 				}
 			}),
@@ -439,7 +439,7 @@ func TestReadinessFailing(t *testing.T) {
 	c := startCluster(t)
 	startSimNode(t, c, "n1", nil)
 	p := c.runPod(t, simPod("unready", map[string]string{simruntime.EnvExecExitCode: "1"}, func(s *corev1.PodSpec) {
-		s.Containers[0].ReadinessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"check"}}, PeriodSeconds: 1}
+		s.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}}, PeriodSeconds: 1}
 	}), "n1")
 	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
 	waitEvent(t, c, p, "Unhealthy", "Readiness probe failed")
@@ -490,8 +490,8 @@ func TestCrashLoopBackOff(t *testing.T) {
 			if len(delays) == 0 || delays[len(delays)-1] != d {
 				delays = append(delays, d)
 			}
-			if cs[0].GetLastState().GetTerminated().GetExitCode() != 2 {
-				t.Errorf("lastState: got %v, want terminated with exit 2", cs[0].GetLastState())
+			if cs[0].GetLastTerminationState().GetTerminated().GetExitCode() != 2 {
+				t.Errorf("lastState: got %v, want terminated with exit 2", cs[0].GetLastTerminationState())
 			}
 		}
 		return cs[0].GetRestartCount() >= 4
@@ -656,7 +656,7 @@ func TestLivenessRestarts(t *testing.T) {
 	c := startCluster(t)
 	startSimNode(t, c, "n1", nil)
 	p := c.runPod(t, simPod("unlive", map[string]string{simruntime.EnvExecExitCode: "1"}, func(s *corev1.PodSpec) {
-		s.Containers[0].LivenessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"alive"}}, PeriodSeconds: 1, FailureThreshold: 1}
+		s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"alive"}}}, PeriodSeconds: 1, FailureThreshold: 1}
 	}), "n1")
 	c.waitPod(t, "default", p.Metadata.Name, "a restart", func(p *corev1.Pod) bool {
 		cs := p.GetStatus().GetContainerStatuses()
@@ -674,9 +674,9 @@ func TestStartupGates(t *testing.T) {
 	startSimNode(t, c, "n1", nil)
 	exec := &corev1.ExecAction{Command: []string{"check"}}
 	p := c.runPod(t, simPod("startup", map[string]string{simruntime.EnvReadyAfterSeconds: "1.5"}, func(s *corev1.PodSpec) {
-		s.Containers[0].StartupProbe = &corev1.Probe{Exec: exec, PeriodSeconds: 1, FailureThreshold: 30}
-		s.Containers[0].LivenessProbe = &corev1.Probe{Exec: exec, PeriodSeconds: 1, FailureThreshold: 1}
-		s.Containers[0].ReadinessProbe = &corev1.Probe{Exec: exec, PeriodSeconds: 1}
+		s.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: exec}, PeriodSeconds: 1, FailureThreshold: 30}
+		s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: exec}, PeriodSeconds: 1, FailureThreshold: 1}
+		s.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: exec}, PeriodSeconds: 1}
 	}), "n1")
 	sawUnstarted := false
 	got := c.waitPod(t, "default", p.Metadata.Name, "Ready", func(p *corev1.Pod) bool {
@@ -788,7 +788,7 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	c := startCluster(t)
 	startSimNode(t, c, "n1", nil)
 	p := c.runPod(t, simPod("stable", nil, func(s *corev1.PodSpec) {
-		s.Containers[0].ReadinessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"ok"}}, PeriodSeconds: 1}
+		s.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"ok"}}}, PeriodSeconds: 1}
 	}), "n1")
 	before := waitReady(t, c, p, true)
 	time.Sleep(3 * time.Second) // three probe periods, several relists

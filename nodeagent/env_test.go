@@ -42,12 +42,12 @@ func TestEnvFromConfigMapsAndSecrets(t *testing.T) {
 	}
 	cmKey := func(key string) []*corev1.EnvVar {
 		return []*corev1.EnvVar{{Name: simruntime.EnvLog, ValueFrom: &corev1.EnvVarSource{
-			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Name: "app-config", Key: key}}}}
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: "app-config"}, Key: key}}}}
 	}
 	fromCM := c.runPod(t, withEnv("from-cm", cmKey("greeting"), nil), "n1")
 	fromSecret := c.runPod(t, withEnv("from-secret", nil, []*corev1.EnvFromSource{
-		{Prefix: "KPLANE_SIM_", SecretRef: &corev1.SecretEnvSource{Name: "app-secret"}},
-		{ConfigMapRef: &corev1.ConfigMapEnvSource{Name: "absent", Optional: &yes}},
+		{Prefix: "KPLANE_SIM_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "app-secret"}}},
+		{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "absent"}, Optional: &yes}},
 	}), "n1")
 	missing := c.runPod(t, withEnv("missing", cmKey("later"), nil), "n1")
 
@@ -119,8 +119,8 @@ func TestNodeReadsOnlyItsPodsObjects(t *testing.T) {
 	podFor := func(name, cm, secret string) *corev1.Pod {
 		return simPod(name, nil, func(s *corev1.PodSpec) {
 			s.Containers[0].Env = []*corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
-				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Name: cm, Key: "k"}}}}
-			s.Containers[0].EnvFrom = []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{Name: secret}}}
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: cm}, Key: "k"}}}}
+			s.Containers[0].EnvFrom = []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: secret}}}}
 		})
 	}
 	c.runPod(t, podFor("p1", "n1-config", "n1-secret"), "n1")

@@ -223,7 +223,7 @@ func statusLogError(p *corev1.Pod, container string, previous bool) error {
 		}
 		return waitingError(container, name, ReasonContainerCreating)
 	}
-	hasLast := cs.GetLastState().GetTerminated() != nil
+	hasLast := cs.GetLastTerminationState().GetTerminated() != nil
 	switch {
 	case previous && !hasLast:
 		return badLog("previous terminated container %q in pod %q not found", container, name)

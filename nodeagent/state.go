@@ -257,7 +257,7 @@ func containerStatus(spec *corev1.Container, c *ctrState, runtimeName string, in
 	if c.last != nil {
 		t := terminated(c.last)
 		t.ContainerId = runtimeName + "://" + c.last.GetId()
-		cs.LastState = &corev1.ContainerState{Terminated: t}
+		cs.LastTerminationState = &corev1.ContainerState{Terminated: t}
 	}
 	started := false
 	switch {

@@ -239,15 +239,15 @@ func TestRunProbe(t *testing.T) {
 		want      bool
 		wantExecs int
 	}{
-		{"exec passes", &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"true"}}}, false, true, true, 1},
-		{"exec fails", &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"false"}}}, false, false, false, 1},
-		{"http 200", &corev1.Probe{HttpGet: &corev1.HTTPGetAction{Path: "/", Port: ios(port)}}, false, false, true, 0},
-		{"http 503", &corev1.Probe{HttpGet: &corev1.HTTPGetAction{Path: "/bad", Port: ios(port)}}, false, true, false, 0},
-		{"http refused", &corev1.Probe{HttpGet: &corev1.HTTPGetAction{Path: "/", Port: ios(closedPort)}}, false, true, false, 0},
-		{"tcp open", &corev1.Probe{TcpSocket: &corev1.TCPSocketAction{Port: ios(port)}}, false, false, true, 0},
-		{"tcp refused", &corev1.Probe{TcpSocket: &corev1.TCPSocketAction{Port: ios(closedPort)}}, false, true, false, 0},
-		{"simulated http is an exec", &corev1.Probe{HttpGet: &corev1.HTTPGetAction{Path: "/bad", Port: ios(port)}}, true, true, true, 1},
-		{"simulated tcp is an exec", &corev1.Probe{TcpSocket: &corev1.TCPSocketAction{Port: ios(port)}}, true, false, false, 1},
+		{"exec passes", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}, false, true, true, 1},
+		{"exec fails", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"false"}}}}, false, false, false, 1},
+		{"http 200", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/", Port: ios(port)}}}, false, false, true, 0},
+		{"http 503", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/bad", Port: ios(port)}}}, false, true, false, 0},
+		{"http refused", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/", Port: ios(closedPort)}}}, false, true, false, 0},
+		{"tcp open", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{TcpSocket: &corev1.TCPSocketAction{Port: ios(port)}}}, false, false, true, 0},
+		{"tcp refused", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{TcpSocket: &corev1.TCPSocketAction{Port: ios(closedPort)}}}, false, true, false, 0},
+		{"simulated http is an exec", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/bad", Port: ios(port)}}}, true, true, true, 1},
+		{"simulated tcp is an exec", &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{TcpSocket: &corev1.TCPSocketAction{Port: ios(port)}}}, true, false, false, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates every generated file: the service protos and Go adaptors
+# Regenerates every generated file: the resource messages from Kubernetes'
+# Go types (proto/internal/kubegen), the service protos and Go adaptors
 # (proto/internal/gen), then the Go, gRPC and grpc-gateway code (buf).
 #   scripts/gen.sh           regenerate into the tree
 #   scripts/gen.sh --check   regenerate, then fail if that changed anything
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 
 generated=(proto services/apiserver/zz_generated_services.go)
 
+go run ./proto/internal/kubegen -root .
 go run ./proto/internal/gen -root .
 go tool buf lint
 go tool buf generate

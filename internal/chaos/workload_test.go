@@ -44,7 +44,7 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 		Spec: &appsv1.DeploymentSpec{
 			Replicas: proto.Int32(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: &appsv1.PodTemplateSpec{
+			Template: &corev1.PodTemplateSpec{
 				Metadata: &metav1.ObjectMeta{Labels: labels},
 				Spec:     &corev1.PodSpec{Containers: []*corev1.Container{{Name: "web", Image: "nginx:1.27"}}},
 			},

@@ -1,7 +1,11 @@
 // Package kubejson converts kplane's proto messages to and from the JSON
 // Kubernetes writes: int64 fields as JSON numbers (protojson writes strings),
-// IntOrString as a bare number or string, empty fields omitted, apiVersion
-// and kind filled in on top-level objects and lists. Decoding accepts
+// IntOrString as a bare number or string, empty fields omitted except those
+// Kubernetes always writes (emit_empty), fields marked inline merged into
+// their parent object, MicroTime with 6 fractional digits, FieldsV1 and
+// RawExtension as embedded JSON, list wrappers (ExtraValue) as bare arrays,
+// apiVersion and kind filled in on top-level objects and lists (the options
+// are in proto/kplane/meta/v1/options.proto, set by proto/internal/kubegen). Decoding accepts
 // numbers or strings for 64-bit integers, null for unset fields, and reports
 // unknown fields with their path (spec.containers[0].imagePullPolicyy)
 // unless told to discard them.
@@ -9,21 +13,56 @@ package kubejson
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 )
 
 const intOrStringName = "kplane.meta.v1.IntOrString"
 
-// rawJSONField is a string field holding JSON that Kubernetes writes as a
-// JSON value (metadata.managedFields[].fieldsV1).
-const rawJSONField = "kplane.meta.v1.ManagedFieldsEntry.fields_v1"
+// rfc3339Micro is Kubernetes' MicroTime format.
+const rfc3339Micro = "2006-01-02T15:04:05.000000Z07:00"
+
+func fieldOpt(fd protoreflect.FieldDescriptor, xt protoreflect.ExtensionType) bool {
+	opts := fd.Options()
+	if opts == nil {
+		return false
+	}
+	b, _ := proto.GetExtension(opts, xt).(bool)
+	return b
+}
+
+// IsInline reports whether fd's message is written inline into its
+// parent's JSON object (Volume's VolumeSource).
+func IsInline(fd protoreflect.FieldDescriptor) bool { return fieldOpt(fd, metav1.E_Inline) }
+
+// IsRawJSON reports whether md holds a JSON document in its bytes field raw,
+// written as that document (FieldsV1, RawExtension).
+func IsRawJSON(md protoreflect.MessageDescriptor) bool { return messageOpt(md, metav1.E_RawJson) }
+
+// IsListWrapper reports whether md is written as the bare array of its
+// field items (authorization's ExtraValue).
+func IsListWrapper(md protoreflect.MessageDescriptor) bool {
+	return messageOpt(md, metav1.E_ListWrapper)
+}
+
+func messageOpt(md protoreflect.MessageDescriptor, xt protoreflect.ExtensionType) bool {
+	opts := md.Options()
+	if opts == nil {
+		return false
+	}
+	b, _ := proto.GetExtension(opts, xt).(bool)
+	return b
+}
 
 // Options tune Unmarshal.
 type Options struct {
@@ -199,12 +238,56 @@ func toKube(md protoreflect.MessageDescriptor, obj map[string]any) any {
 		}
 		return ""
 	}
+	if messageOpt(md, metav1.E_RawJson) {
+		s, _ := obj["raw"].(string)
+		raw, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(raw) == 0 {
+			return map[string]any{}
+		}
+		v, err := decode(raw)
+		if err != nil {
+			return map[string]any{}
+		}
+		return v
+	}
+	if messageOpt(md, metav1.E_ListWrapper) {
+		fd := md.Fields().ByName("items")
+		if arr, ok := obj["items"]; ok && fd != nil {
+			return fieldToKube(fd, arr)
+		}
+		return []any{}
+	}
 	for key, val := range obj {
 		fd := md.Fields().ByJSONName(key)
 		if fd == nil {
 			continue
 		}
-		obj[key] = fieldToKube(fd, val)
+		v := fieldToKube(fd, val)
+		if fieldOpt(fd, metav1.E_Inline) {
+			delete(obj, key)
+			if o, ok := v.(map[string]any); ok {
+				for k, iv := range o {
+					obj[k] = iv
+				}
+			}
+			continue
+		}
+		obj[key] = v
+	}
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if _, ok := obj[fd.JSONName()]; ok || !fieldOpt(fd, metav1.E_EmitEmpty) {
+			continue
+		}
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			obj[fd.JSONName()] = ""
+		case protoreflect.BoolKind:
+			obj[fd.JSONName()] = false
+		default:
+			obj[fd.JSONName()] = json.Number("0")
+		}
 	}
 	return obj
 }
@@ -235,14 +318,6 @@ func fieldToKube(fd protoreflect.FieldDescriptor, val any) any {
 }
 
 func valueToKube(fd protoreflect.FieldDescriptor, val any) any {
-	if fd.FullName() == rawJSONField {
-		if s, ok := val.(string); ok {
-			if v, err := decode([]byte(s)); err == nil {
-				return v
-			}
-		}
-		return val
-	}
 	if is64(fd.Kind()) {
 		if s, ok := val.(string); ok {
 			return json.Number(s)
@@ -252,6 +327,11 @@ func valueToKube(fd protoreflect.FieldDescriptor, val any) any {
 	if md := fd.Message(); md != nil && !isWellKnown(md) {
 		if o, ok := val.(map[string]any); ok {
 			return toKube(md, o)
+		}
+	}
+	if s, ok := val.(string); ok && fd.Message() != nil && fieldOpt(fd, metav1.E_MicroTime) {
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t.UTC().Format(rfc3339Micro)
 		}
 	}
 	return val
@@ -265,10 +345,21 @@ func isWellKnown(md protoreflect.MessageDescriptor) bool {
 // accepts, checking for unknown fields.
 func fromKube(md protoreflect.MessageDescriptor, obj map[string]any, path string, opts Options) (map[string]any, error) {
 	out := make(map[string]any, len(obj))
+	var inline map[protoreflect.FieldDescriptor]map[string]any
 	for key, val := range obj {
 		fd := md.Fields().ByJSONName(key)
 		p := join(path, key)
 		if fd == nil {
+			if ifd := inlineOwner(md, key); ifd != nil {
+				if inline == nil {
+					inline = map[protoreflect.FieldDescriptor]map[string]any{}
+				}
+				if inline[ifd] == nil {
+					inline[ifd] = map[string]any{}
+				}
+				inline[ifd][key] = val
+				continue
+			}
 			if opts.unknown != nil {
 				*opts.unknown = append(*opts.unknown, p)
 			}
@@ -283,7 +374,30 @@ func fromKube(md protoreflect.MessageDescriptor, obj map[string]any, path string
 		}
 		out[key] = v
 	}
+	for ifd, sub := range inline {
+		v, err := fromKube(ifd.Message(), sub, path, opts)
+		if err != nil {
+			return nil, err
+		}
+		out[ifd.JSONName()] = v
+	}
 	return out, nil
+}
+
+// inlineOwner returns the field of md marked inline whose message (or one
+// inlined into it) has a field of JSON name key.
+func inlineOwner(md protoreflect.MessageDescriptor, key string) protoreflect.FieldDescriptor {
+	fields := md.Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if fd.Message() == nil || !fieldOpt(fd, metav1.E_Inline) {
+			continue
+		}
+		if fd.Message().Fields().ByJSONName(key) != nil || inlineOwner(fd.Message(), key) != nil {
+			return fd
+		}
+	}
+	return nil
 }
 
 func join(path, key string) string {
@@ -303,6 +417,9 @@ func fieldFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts O
 		out := make(map[string]any, len(m))
 		for k, v := range m {
 			if v == nil {
+				// Kubernetes keeps the key with a zero value ("k": null
+				// in a Secret's data is an empty value).
+				out[k] = zeroJSON(fd.MapValue())
 				continue
 			}
 			nv, err := valueFromKube(fd.MapValue(), v, path+"["+k+"]", opts)
@@ -332,19 +449,27 @@ func fieldFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts O
 }
 
 func valueFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts Options) (any, error) {
-	if fd.FullName() == rawJSONField {
-		if _, ok := val.(string); ok {
-			return val, nil
-		}
+	md := fd.Message()
+	if md == nil || isWellKnown(md) {
+		return val, nil
+	}
+	if messageOpt(md, metav1.E_RawJson) {
 		b, err := json.Marshal(val)
 		if err != nil {
 			return nil, fmt.Errorf("kubejson: %s: %w", path, err)
 		}
-		return string(b), nil
+		return map[string]any{"raw": base64.StdEncoding.EncodeToString(b)}, nil
 	}
-	md := fd.Message()
-	if md == nil || isWellKnown(md) {
-		return val, nil
+	if messageOpt(md, metav1.E_ListWrapper) {
+		arr, ok := val.([]any)
+		if !ok {
+			return nil, fmt.Errorf("kubejson: %s: want an array, got %s", path, jsonType(val))
+		}
+		items, err := fieldFromKube(md.Fields().ByName("items"), arr, path, opts)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"items": items}, nil
 	}
 	if md.FullName() == intOrStringName {
 		switch v := val.(type) {
@@ -361,6 +486,19 @@ func valueFromKube(fd protoreflect.FieldDescriptor, val any, path string, opts O
 		return nil, fmt.Errorf("kubejson: %s: want an object, got %s", path, jsonType(val))
 	}
 	return fromKube(md, o, path, opts)
+}
+
+// zeroJSON is the protojson form of fd's zero value.
+func zeroJSON(fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return map[string]any{}
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return ""
+	case protoreflect.BoolKind:
+		return false
+	}
+	return json.Number("0")
 }
 
 func jsonType(v any) string {

@@ -202,7 +202,7 @@ func TestManagedFieldsV1(t *testing.T) {
 	if err := Unmarshal([]byte(in), &cm, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := cm.GetMetadata().GetManagedFields()[0].GetFieldsV1(); got != `{"f:data":{"f:a":{}}}` {
+	if got := cm.GetMetadata().GetManagedFields()[0].GetFieldsV1(); string(got.GetRaw()) != `{"f:data":{"f:a":{}}}` {
 		t.Fatalf("fields_v1 = %q", got)
 	}
 	out, err := Marshal(&cm)

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
@@ -82,9 +81,9 @@ func (s *Server) review(ctx context.Context, r *resourceInfo, ra *authorizationv
 	}
 	d, aerr := s.cfg.Authorizer.Authorize(ctx, a)
 	if aerr != nil {
-		return &authorizationv1.SubjectAccessReviewStatus{Allowed: proto.Bool(false), EvaluationError: aerr.Error()}, nil
+		return &authorizationv1.SubjectAccessReviewStatus{Allowed: false, EvaluationError: aerr.Error()}, nil
 	}
-	return &authorizationv1.SubjectAccessReviewStatus{Allowed: proto.Bool(d.Allowed), Reason: d.Reason}, nil
+	return &authorizationv1.SubjectAccessReviewStatus{Allowed: d.Allowed, Reason: d.Reason}, nil
 }
 
 func (x *accessReviews) CreateSelfSubjectRulesReview(ctx context.Context, req *authorizationv1.CreateSelfSubjectRulesReviewRequest) (*authorizationv1.CreateSelfSubjectRulesReviewResponse, error) {

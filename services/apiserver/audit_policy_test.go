@@ -87,7 +87,7 @@ func TestAuditPolicy(t *testing.T) {
 
 	var cmH, secretH, nodeH, listH metadata.MD
 	cm := &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: "audited", Namespace: "default",
-		ManagedFields: []*metav1.ManagedFieldsEntry{{Manager: "test", Operation: "Update", ApiVersion: "v1", FieldsType: "FieldsV1", FieldsV1: `{"f:data":{}}`}}},
+		ManagedFields: []*metav1.ManagedFieldsEntry{{Manager: "test", Operation: "Update", ApiVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}}}},
 		Data: map[string]string{"greeting": "hello"}}
 	if _, err := cms.CreateConfigMap(admin, &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm}, grpc.Header(&cmH)); err != nil {
 		t.Fatal(err)

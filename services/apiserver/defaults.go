@@ -157,9 +157,9 @@ func intOrStr(s string) *metav1.IntOrString {
 	return &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: s}}
 }
 
-func defaultTemplate(t **appsv1.PodTemplateSpec) {
+func defaultTemplate(t **corev1.PodTemplateSpec) {
 	if *t == nil {
-		*t = &appsv1.PodTemplateSpec{}
+		*t = &corev1.PodTemplateSpec{}
 	}
 	if (*t).Spec == nil {
 		(*t).Spec = &corev1.PodSpec{}
@@ -255,7 +255,7 @@ func defaultProbe(p *corev1.Probe) {
 	if p.FailureThreshold == 0 {
 		p.FailureThreshold = 3
 	}
-	if h := p.HttpGet; h != nil {
+	if h := p.GetHttpGet(); h != nil {
 		if h.Path == "" {
 			h.Path = "/"
 		}
@@ -282,8 +282,11 @@ func defaultWebhook(failurePolicy, matchPolicy **string, timeout **int32, nsSel,
 		*objSel = &metav1.LabelSelector{}
 	}
 	for _, r := range rules {
-		if r.Scope == nil {
-			r.Scope = proto.String("*")
+		if r.Rule == nil {
+			r.Rule = &admissionregistrationv1.Rule{}
+		}
+		if r.Rule.Scope == nil {
+			r.Rule.Scope = proto.String("*")
 		}
 	}
 }

@@ -82,7 +82,7 @@ func TestDefaults(t *testing.T) {
 		{name: "ports, probes, tolerations", in: &corev1.Pod{Spec: &corev1.PodSpec{
 			Tolerations: []*corev1.Toleration{{Key: "k", Value: "v"}},
 			Containers: []*corev1.Container{{Image: "x", Ports: []*corev1.ContainerPort{{ContainerPort: 80}},
-				LivenessProbe: &corev1.Probe{HttpGet: &corev1.HTTPGetAction{Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 80}}}}}}}},
+				LivenessProbe: &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: 80}}}}}}}}},
 			check: func(t *testing.T, obj proto.Message) {
 				s := obj.(*corev1.Pod).GetSpec()
 				c := s.GetContainers()[0]
@@ -244,10 +244,10 @@ func TestValidation(t *testing.T) {
 			p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1}
 		}), wantFields: []string{"spec.containers[0].readinessProbe"}},
 		{name: "liveness success threshold", resource: "pods", obj: mod(validPod(), func(p *corev1.Pod) {
-			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{Exec: &corev1.ExecAction{Command: []string{"true"}}, SuccessThreshold: 2}
+			p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}, SuccessThreshold: 2}
 		}), wantFields: []string{"spec.containers[0].livenessProbe.successThreshold"}},
 		{name: "env var name and source", resource: "pods", obj: mod(validPod(), func(p *corev1.Pod) {
-			p.Spec.Containers[0].Env = []*corev1.EnvVar{{Name: "1BAD"}, {Name: "OK", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Name: "s"}}}}
+			p.Spec.Containers[0].Env = []*corev1.EnvVar{{Name: "1BAD"}, {Name: "OK", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: "s"}}}}}
 		}), wantFields: []string{"spec.containers[0].env[0].name", "spec.containers[0].env[1].valueFrom.secretKeyRef.key"}},
 		{name: "toleration", resource: "pods", obj: mod(validPod(), func(p *corev1.Pod) {
 			p.Spec.Tolerations = []*corev1.Toleration{{Key: "k", Operator: "Exists", Value: "v", Effect: "Sometimes"}}

@@ -38,7 +38,7 @@ func fieldSet(obj proto.Message) fields.Set {
 		set["involvedObject.resourceVersion"] = io.GetResourceVersion()
 		set["involvedObject.fieldPath"] = io.GetFieldPath()
 		set["reason"] = o.GetReason()
-		set["reportingComponent"] = o.GetReportingComponent()
+		set["reportingComponent"] = o.GetReportingController()
 		set["source"] = o.GetSource().GetComponent()
 		set["type"] = o.GetType()
 	case *corev1.Node:

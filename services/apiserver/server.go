@@ -333,6 +333,9 @@ func (s *Server) closeClient() {
 func (s *Server) Run(ctx context.Context) error {
 	defer s.closeClient()
 	defer func() { _ = s.metricsReg.Unregister() }()
+	if err := s.checkStorageFormat(ctx); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -95,12 +95,12 @@ func (s *storage) encode(r *resourceInfo, key string, obj proto.Message) ([]byte
 	m := meta(obj)
 	rv := m.ResourceVersion
 	m.ResourceVersion = ""
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(obj)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend([]byte(storageMagic), obj)
 	m.ResourceVersion = rv
 	if err != nil {
 		return nil, fmt.Errorf("encoding object: %w", err)
 	}
-	if len(b) > maxObjectBytes {
+	if len(b)-len(storageMagic) > maxObjectBytes {
 		return nil, apierrors.NewRequestEntityTooLarge(fmt.Sprintf("limit is %d bytes", maxObjectBytes))
 	}
 	if t := s.enc.For(r.Resource, r.Group); t != nil {
@@ -121,13 +121,18 @@ func (s *storage) decode(r *resourceInfo, key string, value []byte, rev int64) (
 	return s.decodePlain(r, value, rev)
 }
 
-// fromStorage undoes encryption at rest, if any.
+// fromStorage undoes encryption at rest, if any, and checks and strips the
+// storage format's marker.
 func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte, error) {
 	if t := s.enc.For(r.Resource, r.Group); t != nil {
 		var err error
 		if value, err = t.FromStorage(key, value); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
+	}
+	value, err := unmarkStored(key, value)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
 	return value, nil
 }

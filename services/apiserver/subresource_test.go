@@ -146,7 +146,7 @@ func TestFinalizersAndPreconditions(t *testing.T) {
 func testDeployment(name string) *appsv1.Deployment {
 	return &appsv1.Deployment{Metadata: om("default", name), Spec: &appsv1.DeploymentSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-		Template: &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+		Template: &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: map[string]string{"app": name}},
 			Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "nginx"}}}},
 	}}
 }

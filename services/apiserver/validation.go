@@ -628,22 +628,22 @@ func validateContainers(cs []*corev1.Container, p *field.Path, names sets.Set[st
 func validateProbe(pr *corev1.Probe, p *field.Path, successMustBeOne bool) field.ErrorList {
 	var errs field.ErrorList
 	n := 0
-	if pr.Exec != nil {
+	if pr.GetExec() != nil {
 		n++
-		if len(pr.Exec.GetCommand()) == 0 {
+		if len(pr.GetExec().GetCommand()) == 0 {
 			errs = append(errs, field.Required(p.Child("exec", "command"), ""))
 		}
 	}
-	if h := pr.HttpGet; h != nil {
+	if h := pr.GetHttpGet(); h != nil {
 		n++
 		errs = append(errs, validatePortRef(h.GetPort(), p.Child("httpGet", "port"))...)
 		errs = append(errs, validateEnum(h.GetScheme(), p.Child("httpGet", "scheme"), true, "HTTP", "HTTPS")...)
 	}
-	if t := pr.TcpSocket; t != nil {
+	if t := pr.GetTcpSocket(); t != nil {
 		n++
 		errs = append(errs, validatePortRef(t.GetPort(), p.Child("tcpSocket", "port"))...)
 	}
-	if g := pr.Grpc; g != nil {
+	if g := pr.GetGrpc(); g != nil {
 		n++
 		for _, msg := range validation.IsValidPortNum(int(g.GetPort())) {
 			errs = append(errs, field.Invalid(p.Child("grpc", "port"), g.GetPort(), msg))
@@ -773,7 +773,7 @@ func labelSelectorAsSelector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return sel, nil
 }
 
-func validateSelectorAndTemplate(sel *metav1.LabelSelector, t *appsv1.PodTemplateSpec, p *field.Path) field.ErrorList {
+func validateSelectorAndTemplate(sel *metav1.LabelSelector, t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if sel == nil {
 		errs = append(errs, field.Required(p.Child("selector"), ""))

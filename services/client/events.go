@@ -215,17 +215,17 @@ func (r *Recorder) newEvent(obj proto.Message, fieldPath, eventType, reason, mes
 	}
 	now := timestamppb.Now()
 	return &corev1.Event{
-		Metadata:           &metav1.ObjectMeta{Namespace: ns, Name: ref.Name + "." + randomSuffix()},
-		InvolvedObject:     ref,
-		Reason:             reason,
-		Message:            message,
-		Type:               eventType,
-		Source:             &corev1.EventSource{Component: r.cfg.Component, Host: r.cfg.Host},
-		ReportingComponent: r.cfg.Component,
-		ReportingInstance:  r.cfg.Host,
-		FirstTimestamp:     now,
-		LastTimestamp:      now,
-		Count:              1,
+		Metadata:            &metav1.ObjectMeta{Namespace: ns, Name: ref.Name + "." + randomSuffix()},
+		InvolvedObject:      ref,
+		Reason:              reason,
+		Message:             message,
+		Type:                eventType,
+		Source:              &corev1.EventSource{Component: r.cfg.Component, Host: r.cfg.Host},
+		ReportingController: r.cfg.Component,
+		ReportingInstance:   r.cfg.Host,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
 	}
 }
 

@@ -98,7 +98,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		labels := map[string]string{"app": "web"}
 		if _, err := deps.Create(ctx, &appsv1.Deployment{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "web"},
 			Spec: &appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: labels},
+				Template: &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: labels},
 					Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -152,7 +152,7 @@ func newDeployment(ns, name string, replicas int32, image string) *appsv1.Deploy
 		Spec: &appsv1.DeploymentSpec{
 			Replicas: proto.Int32(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: &appsv1.PodTemplateSpec{
+			Template: &corev1.PodTemplateSpec{
 				Metadata: &metav1.ObjectMeta{Labels: lbl},
 				Spec:     &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: image}}},
 			},

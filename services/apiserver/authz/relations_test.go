@@ -13,12 +13,12 @@ func TestRelatedByPods(t *testing.T) {
 		"n1": {{
 			Metadata: meta("app", "web"),
 			Spec: &corev1.PodSpec{NodeName: "n1",
-				Volumes: []*corev1.Volume{{Name: "cfg", ConfigMap: &corev1.ConfigMapVolumeSource{Name: "web-config"}},
-					{Name: "tls", Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}},
-				InitContainers: []*corev1.Container{{Name: "init", EnvFrom: []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{Name: "init-env"}}}}},
+				Volumes: []*corev1.Volume{{Name: "cfg", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "web-config"}}}},
+					{Name: "tls", VolumeSource: &corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}}},
+				InitContainers: []*corev1.Container{{Name: "init", EnvFrom: []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "init-env"}}}}}},
 				Containers: []*corev1.Container{{Name: "c", Env: []*corev1.EnvVar{
-					{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{Name: "db", Key: "password"}}},
-					{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Name: "modes", Key: "mode"}}},
+					{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: "db"}, Key: "password"}}},
+					{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: "modes"}, Key: "mode"}}},
 				}}},
 			},
 		}},

@@ -155,7 +155,7 @@ func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
 func ptr[T any](v T) *T { return &v }
 
 func podRule() []*arv1.RuleWithOperations {
-	return []*arv1.RuleWithOperations{{Operations: []string{"CREATE", "UPDATE"}, ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"pods"}}}
+	return []*arv1.RuleWithOperations{{Operations: []string{"CREATE", "UPDATE"}, Rule: &arv1.Rule{ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"pods"}}}}
 }
 
 func mutatingConfig(name string, hooks ...*arv1.MutatingWebhook) *arv1.MutatingWebhookConfiguration {
@@ -334,7 +334,7 @@ func TestMatching(t *testing.T) {
 			Operation: op, Object: obj}
 	}
 	rule := func(ops, res []string, scope *string) []*arv1.RuleWithOperations {
-		return []*arv1.RuleWithOperations{{Operations: ops, ApiGroups: []string{"", "apps"}, ApiVersions: []string{"v1"}, Resources: res, Scope: scope}}
+		return []*arv1.RuleWithOperations{{Operations: ops, Rule: &arv1.Rule{ApiGroups: []string{"", "apps"}, ApiVersions: []string{"v1"}, Resources: res, Scope: scope}}}
 	}
 	tests := []struct {
 		name string
@@ -438,7 +438,7 @@ func TestNamespaceLabelsFromSink(t *testing.T) {
 	w := New(Config{})
 	w.Upsert(&corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}})
 	k, err := toK8s(validatingConfig("c", &arv1.ValidatingWebhook{Name: "h",
-		Rules:             []*arv1.RuleWithOperations{{Operations: []string{"*"}, ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"pods"}}},
+		Rules:             []*arv1.RuleWithOperations{{Operations: []string{"*"}, Rule: &arv1.Rule{ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"pods"}}}},
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}))
 	if err != nil {
 		t.Fatal(err)

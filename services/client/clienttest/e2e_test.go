@@ -260,7 +260,7 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	env := Start(t, Options{})
 	url, ca := startHookServer(t)
 	conn := env.Dial(t, AdminToken)
-	rules := []*arv1.RuleWithOperations{{Operations: []string{"CREATE"}, ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"configmaps"}}}
+	rules := []*arv1.RuleWithOperations{{Operations: []string{"CREATE"}, Rule: &arv1.Rule{ApiGroups: []string{""}, ApiVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
 	if _, err := arv1.NewMutatingWebhookConfigurationServiceClient(conn).CreateMutatingWebhookConfiguration(ctxT(t),
 		&arv1.CreateMutatingWebhookConfigurationRequest{MutatingWebhookConfiguration: &arv1.MutatingWebhookConfiguration{
 			Metadata: &metav1.ObjectMeta{Name: "labeler"},

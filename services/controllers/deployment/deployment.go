@@ -150,7 +150,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // kplane's types lack (it adds securityContext: {} to every pod spec).
 // Changing this function does not restart rollouts: the current
 // ReplicaSet is found by comparing templates, not names.
-func TemplateHash(t *appsv1.PodTemplateSpec, collisionCount *int32) string {
+func TemplateHash(t *corev1.PodTemplateSpec, collisionCount *int32) string {
 	h := fnv.New32a()
 	var kt k8scorev1.PodTemplateSpec
 	b, err := kubejson.Marshal(t)
@@ -174,8 +174,8 @@ func TemplateHash(t *appsv1.PodTemplateSpec, collisionCount *int32) string {
 }
 
 // templateWithoutHash is t with the pod-template-hash label removed.
-func templateWithoutHash(t *appsv1.PodTemplateSpec) *appsv1.PodTemplateSpec {
-	c := proto.Clone(t).(*appsv1.PodTemplateSpec)
+func templateWithoutHash(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	c := proto.Clone(t).(*corev1.PodTemplateSpec)
 	if c.GetMetadata() != nil {
 		delete(c.Metadata.Labels, HashLabel)
 		if len(c.Metadata.Labels) == 0 {
@@ -187,7 +187,7 @@ func templateWithoutHash(t *appsv1.PodTemplateSpec) *appsv1.PodTemplateSpec {
 
 // EqualIgnoreHash reports whether two templates differ at most in their
 // pod-template-hash label.
-func EqualIgnoreHash(a, b *appsv1.PodTemplateSpec) bool {
+func EqualIgnoreHash(a, b *corev1.PodTemplateSpec) bool {
 	return proto.Equal(templateWithoutHash(a), templateWithoutHash(b))
 }
 
@@ -372,7 +372,7 @@ func maxRevision(rss []*appsv1.ReplicaSet) int64 {
 // createNewRS creates the ReplicaSet for d's current template.
 func (c *Controller) createNewRS(ctx context.Context, d *appsv1.Deployment, old []*appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
 	hash := TemplateHash(d.GetSpec().GetTemplate(), collisionCount(d))
-	tmpl := proto.Clone(d.GetSpec().GetTemplate()).(*appsv1.PodTemplateSpec)
+	tmpl := proto.Clone(d.GetSpec().GetTemplate()).(*corev1.PodTemplateSpec)
 	if tmpl.Metadata == nil {
 		tmpl.Metadata = &metav1.ObjectMeta{}
 	}

@@ -57,8 +57,8 @@ func TestResolveFenceposts(t *testing.T) {
 	}
 }
 
-func template(image string) *appsv1.PodTemplateSpec {
-	return &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: map[string]string{"app": "a"}},
+func template(image string) *corev1.PodTemplateSpec {
+	return &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: map[string]string{"app": "a"}},
 		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: image}}}}
 }
 
@@ -438,7 +438,7 @@ func TestTemplateHashIsKubernetes(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.json), &kt); err != nil {
 				t.Fatal(err)
 			}
-			var pt appsv1.PodTemplateSpec
+			var pt corev1.PodTemplateSpec
 			if err := kubejson.Unmarshal([]byte(tc.json), &pt, kubejson.Options{}); err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func rs(replicas int32) *appsv1.ReplicaSet {
 	return &appsv1.ReplicaSet{
 		Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "rs", Uid: "rs-uid", Generation: 2},
 		Spec: &appsv1.ReplicaSetSpec{Replicas: proto.Int32(replicas), Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: lbl}, Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "i"}}}}},
+			Template: &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: lbl}, Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "i"}}}}},
 	}
 }
 

@@ -124,7 +124,7 @@ func main() {
 	lbl := map[string]string{"app": "bench"}
 	d := &appsv1.Deployment{Metadata: &metav1.ObjectMeta{Namespace: "bench", Name: "bench"}, Spec: &appsv1.DeploymentSpec{
 		Replicas: proto.Int32(0), Selector: &metav1.LabelSelector{MatchLabels: lbl},
-		Template: &appsv1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: lbl}, Spec: &corev1.PodSpec{
+		Template: &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: lbl}, Spec: &corev1.PodSpec{
 			Containers: []*corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
 	if _, err := ds.Create(ctx, d); err != nil {
 		log.Fatal(err)

@@ -1,0 +1,711 @@
+// Command kubegen writes kplane's resource messages
+// (proto/kplane/<group>/v1/types.proto and proto/kplane/meta/v1/meta.proto)
+// from Kubernetes' own API definitions: the k8s.io/api and
+// k8s.io/apimachinery Go types at the version go.mod requires. Reflection
+// over the types reachable from the served kinds gives every field, its
+// Kubernetes protobuf field number (the `protobuf:"bytes,N,..."` struct tag),
+// its JSON name (the `json` tag) and its presence (pointer-ness); go/parser
+// over the modules' source gives the doc comments, which become the proto
+// comments. scripts/gen.sh runs it before buf generate.
+//
+// Mapping rules (chosen so that the Go API protoc-gen-go generates keeps
+// today's names wherever they already agree with Kubernetes):
+//   - a Go struct becomes a message of the same name in the proto package of
+//     its Go package (k8s.io/api/core/v1 → kplane.core.v1, apimachinery's
+//     meta/v1 and util/intstr → kplane.meta.v1);
+//   - a field is named snake_case(Go field name) (HostIP → host_ip) and
+//     carries json_name where protoc's default differs from Kubernetes';
+//   - pointer scalars are proto3 optional, slices repeated, []byte bytes,
+//     maps maps (a slice map value, like authorization's ExtraValue, becomes
+//     a wrapper message with `repeated items = 1`, as in Kubernetes' own
+//     generated.proto, marked so kubejson writes it as a bare array);
+//   - an embedded struct written inline in JSON (Volume's VolumeSource,
+//     Probe's ProbeHandler) is a message field marked (kplane.meta.v1.inline);
+//   - metav1.Time is google.protobuf.Timestamp (wire-identical to
+//     Kubernetes' Time{seconds=1,nanos=2}); metav1.MicroTime is a Timestamp
+//     marked (kplane.meta.v1.micro_time) so kubejson writes 6 fractional
+//     digits; metav1.Duration and resource.Quantity are strings and
+//     ResourceList is map<string,string> (Kubernetes encodes Quantity as a
+//     message {string=1}: the wire-compatibility step transcodes these);
+//     intstr.IntOrString is kplane.meta.v1.IntOrString (int_val=2,
+//     str_val=3 as in Kubernetes, as a oneof); metav1.FieldsV1 and
+//     runtime.RawExtension keep Kubernetes' {bytes raw=1} and are marked
+//     (kplane.meta.v1.raw_json) so kubejson writes the bytes as embedded JSON;
+//   - a scalar Kubernetes writes even when zero (no omitempty: a container
+//     status' "ready": false) is marked (kplane.meta.v1.emit_empty).
+//   - A top-level kind or list (a struct embedding metav1.TypeMeta) gets
+//     `string api_version = 1000` and `string kind = 1001`: Kubernetes'
+//     protobuf carries them in its envelope (runtime.Unknown), not in the
+//     message, and its message field numbers stay far below 1000, so these
+//     cannot collide with a Kubernetes field.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	metaGo     = "k8s.io/apimachinery/pkg/apis/meta/v1"
+	intstrGo   = "k8s.io/apimachinery/pkg/util/intstr"
+	runtimeGo  = "k8s.io/apimachinery/pkg/runtime"
+	optionsImp = "kplane/meta/v1/options.proto"
+)
+
+// protoPkg is one generated .proto file.
+type protoPkg struct {
+	Dir     string   // under proto/kplane: core, meta, ...
+	File    string   // types.proto or meta.proto
+	Doc     string   // package comment
+	GoPkgs  []string // Go import paths whose structs land here
+	GoAlias string
+	Roots   []any // served kinds and lists, in order
+}
+
+func (p protoPkg) name() string { return "kplane." + p.Dir + ".v1" }
+func (p protoPkg) importPath() string {
+	return "kplane/" + p.Dir + "/v1/" + p.File
+}
+
+func packages() []protoPkg {
+	return []protoPkg{
+		{Dir: "meta", File: "meta.proto", GoAlias: "metav1",
+			GoPkgs: []string{metaGo, intstrGo, runtimeGo},
+			Doc:    "holds the object metadata every kplane resource carries and the other\n// types of Kubernetes' meta/v1 the API uses",
+			Roots:  []any{metav1.Status{}, metav1.Preconditions{}, metav1.Condition{}, metav1.ObjectMeta{}, metav1.ListMeta{}, metav1.LabelSelector{}}},
+		{Dir: "core", File: "types.proto", GoAlias: "corev1", GoPkgs: []string{"k8s.io/api/core/v1"},
+			Doc: "holds Kubernetes' core/v1 resources",
+			Roots: []any{corev1.Namespace{}, corev1.NamespaceList{}, corev1.Pod{}, corev1.PodList{}, corev1.Binding{},
+				corev1.Node{}, corev1.NodeList{}, corev1.Event{}, corev1.EventList{}, corev1.Service{}, corev1.ServiceList{},
+				corev1.Endpoints{}, corev1.EndpointsList{}, corev1.ConfigMap{}, corev1.ConfigMapList{}, corev1.Secret{}, corev1.SecretList{}}},
+		{Dir: "apps", File: "types.proto", GoAlias: "appsv1", GoPkgs: []string{"k8s.io/api/apps/v1"},
+			Doc:   "holds Kubernetes' apps/v1 resources",
+			Roots: []any{appsv1.Deployment{}, appsv1.DeploymentList{}, appsv1.ReplicaSet{}, appsv1.ReplicaSetList{}}},
+		{Dir: "coordination", File: "types.proto", GoAlias: "coordinationv1", GoPkgs: []string{"k8s.io/api/coordination/v1"},
+			Doc:   "holds Kubernetes' coordination.k8s.io/v1 resources",
+			Roots: []any{coordinationv1.Lease{}, coordinationv1.LeaseList{}}},
+		{Dir: "rbac", File: "types.proto", GoAlias: "rbacv1", GoPkgs: []string{"k8s.io/api/rbac/v1"},
+			Doc: "holds Kubernetes' rbac.authorization.k8s.io/v1 resources",
+			Roots: []any{rbacv1.Role{}, rbacv1.RoleList{}, rbacv1.ClusterRole{}, rbacv1.ClusterRoleList{},
+				rbacv1.RoleBinding{}, rbacv1.RoleBindingList{}, rbacv1.ClusterRoleBinding{}, rbacv1.ClusterRoleBindingList{}}},
+		{Dir: "admissionregistration", File: "types.proto", GoAlias: "admissionregistrationv1", GoPkgs: []string{"k8s.io/api/admissionregistration/v1"},
+			Doc: "holds Kubernetes' admissionregistration.k8s.io/v1 webhook configurations",
+			Roots: []any{admissionregistrationv1.MutatingWebhookConfiguration{}, admissionregistrationv1.MutatingWebhookConfigurationList{},
+				admissionregistrationv1.ValidatingWebhookConfiguration{}, admissionregistrationv1.ValidatingWebhookConfigurationList{}}},
+		{Dir: "authorization", File: "types.proto", GoAlias: "authorizationv1", GoPkgs: []string{"k8s.io/api/authorization/v1"},
+			Doc: "holds Kubernetes' authorization.k8s.io/v1 reviews",
+			Roots: []any{authorizationv1.SubjectAccessReview{}, authorizationv1.SelfSubjectAccessReview{},
+				authorizationv1.LocalSubjectAccessReview{}, authorizationv1.SelfSubjectRulesReview{}}},
+		{Dir: "autoscaling", File: "types.proto", GoAlias: "autoscalingv1", GoPkgs: []string{"k8s.io/api/autoscaling/v1"},
+			Doc:   "holds autoscaling/v1 Scale, the body of the scale subresource",
+			Roots: []any{autoscalingv1.Scale{}}},
+	}
+}
+
+var (
+	typeMeta   = reflect.TypeOf(metav1.TypeMeta{})
+	timeT      = reflect.TypeOf(metav1.Time{})
+	microTimeT = reflect.TypeOf(metav1.MicroTime{})
+	durationT  = reflect.TypeOf(metav1.Duration{})
+	quantityT  = reflect.TypeOf(resource.Quantity{})
+	intOrStrT  = reflect.TypeOf(intstr.IntOrString{})
+	fieldsV1T  = reflect.TypeOf(metav1.FieldsV1{})
+	rawExtT    = reflect.TypeOf(runtime.RawExtension{})
+	resListT   = reflect.TypeOf(corev1.ResourceList{})
+)
+
+// The field numbers of api_version and kind in top-level kinds and lists.
+const (
+	apiVersionN = 1000
+	kindN       = 1001
+)
+
+// message is one generated message.
+type message struct {
+	Name   string
+	Doc    string
+	Fields []field
+	Raw    string // verbatim body, for the hand-shaped specials
+	// inline lists the fields written inline in JSON: kubegen writes Go
+	// getters on this message that reach through them.
+	inline []*field
+	goType reflect.Type
+}
+
+// field is one generated field.
+type field struct {
+	Name     string
+	Type     string
+	Number   int
+	JSONName string
+	Label    string // "", "optional", "repeated"
+	Options  []string
+	Doc      string
+}
+
+// gen holds the state of one run: the messages per proto package and the
+// docs parsed from the modules' sources.
+type gen struct {
+	pkgOf    map[string]*protoPkg // Go import path → proto package
+	messages map[string][]*message
+	seen     map[reflect.Type]bool
+	imports  map[string]map[string]bool // proto pkg dir → imported files
+	docs     map[string]map[string]typeDoc
+	modDirs  map[string]string
+}
+
+type typeDoc struct {
+	Doc    string
+	Fields map[string]string
+}
+
+func main() {
+	root := flag.String("root", ".", "repository root")
+	flag.Parse()
+	if err := run(*root); err != nil {
+		slog.Error("kubegen", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(root string) error {
+	pkgs := packages()
+	g := &gen{
+		pkgOf:    map[string]*protoPkg{},
+		messages: map[string][]*message{},
+		seen:     map[reflect.Type]bool{},
+		imports:  map[string]map[string]bool{},
+		docs:     map[string]map[string]typeDoc{},
+		modDirs:  map[string]string{},
+	}
+	for i := range pkgs {
+		for _, gp := range pkgs[i].GoPkgs {
+			g.pkgOf[gp] = &pkgs[i]
+		}
+		g.imports[pkgs[i].Dir] = map[string]bool{}
+	}
+	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery"} {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
+		if err != nil {
+			return fmt.Errorf("locating %s: %w", mod, err)
+		}
+		g.modDirs[mod] = strings.TrimSpace(string(out))
+	}
+	for _, p := range pkgs {
+		for _, r := range p.Roots {
+			if err := g.visit(reflect.TypeOf(r)); err != nil {
+				return err
+			}
+		}
+	}
+	g.addIntOrString()
+	for _, p := range pkgs {
+		path := filepath.Join(root, "proto", "kplane", p.Dir, "v1", p.File)
+		if err := os.WriteFile(path, g.render(p), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		docs, err := g.renderDocs(p)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(root, "proto", "kplane", p.Dir, "v1", "zz_generated_docs.go"), docs, 0o644); err != nil {
+			return fmt.Errorf("writing %s docs: %w", p.Dir, err)
+		}
+		acc, err := g.renderAccessors(p)
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(root, "proto", "kplane", p.Dir, "v1", "zz_generated_inline.go")
+		if acc == nil {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				return fmt.Errorf("removing %s: %w", path, err)
+			}
+			continue
+		}
+		if err := os.WriteFile(path, acc, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// addIntOrString writes kplane.meta.v1.IntOrString: Kubernetes' field
+// numbers for the two values, as a oneof (Kubernetes' type=1 is implied by
+// which one is set).
+func (g *gen) addIntOrString() {
+	g.messages["meta"] = append(g.messages["meta"], &message{
+		Name: "IntOrString",
+		Doc: "IntOrString holds either an integer or a string, and is written in JSON as\n" +
+			"a bare number or a bare string, as in Kubernetes (kubejson does this).\n" +
+			"Kubernetes' field numbers; its type=1 is implied by which value is set.",
+		Raw: "  reserved 1;\n  oneof value {\n    int32 int_val = 2;\n    string str_val = 3;\n  }\n",
+	})
+}
+
+// protoRef returns the proto name of struct t as seen from proto package
+// dir, recording the import it needs.
+func (g *gen) protoRef(from string, t reflect.Type) (string, error) {
+	p := g.pkgOf[t.PkgPath()]
+	if p == nil {
+		return "", fmt.Errorf("%s.%s: Go package %s has no proto package", t.PkgPath(), t.Name(), t.PkgPath())
+	}
+	if p.Dir == from {
+		return t.Name(), nil
+	}
+	g.imports[from][p.importPath()] = true
+	return p.name() + "." + t.Name(), nil
+}
+
+// visit generates the message of struct t and of every struct it reaches.
+func (g *gen) visit(t reflect.Type) error {
+	if g.seen[t] {
+		return nil
+	}
+	g.seen[t] = true
+	p := g.pkgOf[t.PkgPath()]
+	if p == nil {
+		return fmt.Errorf("%s.%s: Go package %s has no proto package", t.PkgPath(), t.Name(), t.PkgPath())
+	}
+	td := g.doc(t.PkgPath(), t.Name())
+	m := &message{Name: t.Name(), Doc: td.Doc, goType: t}
+	g.messages[p.Dir] = append(g.messages[p.Dir], m)
+	var later []reflect.Type
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		jsonTag := sf.Tag.Get("json")
+		jsonName, _, _ := strings.Cut(jsonTag, ",")
+		if jsonName == "-" {
+			continue
+		}
+		if sf.Anonymous && sf.Type == typeMeta {
+			// Kubernetes carries these in its protobuf envelope, not in
+			// the message (see the package comment).
+			tm := g.doc(metaGo, "TypeMeta")
+			m.Fields = append(m.Fields,
+				field{Name: "api_version", Type: "string", Number: apiVersionN, JSONName: "apiVersion", Doc: tm.Fields["APIVersion"]},
+				field{Name: "kind", Type: "string", Number: kindN, JSONName: "kind", Doc: tm.Fields["Kind"]})
+			continue
+		}
+		pb := sf.Tag.Get("protobuf")
+		if pb == "" || pb == "-" {
+			return fmt.Errorf("%s.%s: field %s has no protobuf tag", t.PkgPath(), t.Name(), sf.Name)
+		}
+		num, err := strconv.Atoi(strings.Split(pb, ",")[1])
+		if err != nil {
+			return fmt.Errorf("%s.%s: field %s: protobuf tag %q: %w", t.PkgPath(), t.Name(), sf.Name, pb, err)
+		}
+		f := field{Name: snake(sf.Name), Number: num, JSONName: jsonName, Doc: td.Fields[sf.Name]}
+		if sf.Anonymous && jsonName != "" {
+			// Embedded but not inline (Status' ListMeta is "metadata"):
+			// named after its JSON name, as kplane's Go code knows it.
+			f.Name = snake(jsonName)
+		} else if sf.Anonymous {
+			f.Name = snake(sf.Type.Name())
+			f.JSONName = ""
+			f.Options = append(f.Options, "(kplane.meta.v1.inline) = true")
+			g.useOptions(p.Dir)
+		}
+		typ, label, opts, next, err := g.fieldType(p.Dir, sf.Type, t.Name()+"."+sf.Name)
+		if err != nil {
+			return err
+		}
+		f.Type, f.Label = typ, label
+		f.Options = append(f.Options, opts...)
+		if f.Label == "" && !strings.Contains(jsonTag, ",omitempty") && scalar(typ) {
+			// Kubernetes writes this field even when zero ("ready": false).
+			f.Options = append(f.Options, "(kplane.meta.v1.emit_empty) = true")
+			g.useOptions(p.Dir)
+		}
+		m.Fields = append(m.Fields, f)
+		if sf.Anonymous && jsonName == "" {
+			m.inline = append(m.inline, &m.Fields[len(m.Fields)-1])
+		}
+		later = append(later, next...)
+	}
+	for _, n := range later {
+		if err := g.visit(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *gen) useOptions(dir string) { g.imports[dir][optionsImp] = true }
+
+// fieldType maps Go type t of a field to its proto type, label and options,
+// and returns the structs it reaches.
+func (g *gen) fieldType(from string, t reflect.Type, where string) (typ, label string, opts []string, next []reflect.Type, err error) {
+	ptr := false
+	if t.Kind() == reflect.Pointer {
+		ptr = true
+		t = t.Elem()
+	}
+	switch t {
+	case timeT:
+		g.imports[from]["google/protobuf/timestamp.proto"] = true
+		return "google.protobuf.Timestamp", "", nil, nil, nil
+	case microTimeT:
+		g.imports[from]["google/protobuf/timestamp.proto"] = true
+		g.useOptions(from)
+		return "google.protobuf.Timestamp", "", []string{"(kplane.meta.v1.micro_time) = true"}, nil, nil
+	case durationT, quantityT:
+		if ptr {
+			return "string", "optional", nil, nil, nil
+		}
+		return "string", "", nil, nil, nil
+	case intOrStrT:
+		ref := "IntOrString"
+		if from != "meta" {
+			g.imports[from]["kplane/meta/v1/meta.proto"] = true
+			ref = "kplane.meta.v1.IntOrString"
+		}
+		return ref, "", nil, nil, nil
+	case resListT:
+		return "map<string, string>", "", nil, nil, nil
+	case fieldsV1T, rawExtT:
+		if err := g.rawMessage(t); err != nil {
+			return "", "", nil, nil, err
+		}
+		ref, err := g.protoRef(from, t)
+		return ref, "", nil, nil, err
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		ref, err := g.protoRef(from, t)
+		return ref, "", nil, []reflect.Type{t}, err
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "bytes", "", nil, nil, nil
+		}
+		et, elabel, eopts, enext, err := g.fieldType(from, t.Elem(), where)
+		if err != nil {
+			return "", "", nil, nil, err
+		}
+		if elabel != "" || t.Elem().Kind() == reflect.Pointer && t.Elem().Elem().Kind() != reflect.Struct {
+			return "", "", nil, nil, fmt.Errorf("%s: unsupported slice of %s", where, t.Elem())
+		}
+		return et, "repeated", eopts, enext, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return "", "", nil, nil, fmt.Errorf("%s: unsupported map key %s", where, t.Key())
+		}
+		vt := t.Elem()
+		if vt.Kind() == reflect.Slice && vt.Elem().Kind() != reflect.Uint8 {
+			// A list as map value: a wrapper message, as Kubernetes' own
+			// generated.proto does (authorization's ExtraValue).
+			if vt.Name() == "" {
+				return "", "", nil, nil, fmt.Errorf("%s: map of unnamed slices", where)
+			}
+			et, _, _, enext, err := g.fieldType(from, vt.Elem(), where)
+			if err != nil {
+				return "", "", nil, nil, err
+			}
+			if !g.seen[vt] {
+				g.seen[vt] = true
+				p := g.pkgOf[vt.PkgPath()]
+				td := g.doc(vt.PkgPath(), vt.Name())
+				g.useOptions(p.Dir)
+				g.messages[p.Dir] = append(g.messages[p.Dir], &message{
+					Name: vt.Name(), Doc: td.Doc,
+					Raw: "  option (kplane.meta.v1.list_wrapper) = true;\n\n  repeated " + et + " items = 1;\n",
+				})
+			}
+			ref, err := g.protoRef(from, vt)
+			return "map<string, " + ref + ">", "", nil, enext, err
+		}
+		vtyp, vlabel, _, vnext, err := g.fieldType(from, vt, where)
+		if err != nil {
+			return "", "", nil, nil, err
+		}
+		if vlabel != "" {
+			return "", "", nil, nil, fmt.Errorf("%s: unsupported map value %s", where, vt)
+		}
+		return "map<string, " + vtyp + ">", "", nil, vnext, nil
+	}
+	var s string
+	switch t.Kind() {
+	case reflect.String:
+		s = "string"
+	case reflect.Bool:
+		s = "bool"
+	case reflect.Int32:
+		s = "int32"
+	case reflect.Int64, reflect.Int:
+		s = "int64"
+	case reflect.Uint32:
+		s = "uint32"
+	case reflect.Uint64:
+		s = "uint64"
+	case reflect.Float64:
+		s = "double"
+	default:
+		return "", "", nil, nil, fmt.Errorf("%s: unsupported type %s", where, t)
+	}
+	if ptr {
+		return s, "optional", nil, nil, nil
+	}
+	return s, "", nil, nil, nil
+}
+
+func scalar(typ string) bool {
+	switch typ {
+	case "string", "bool", "int32", "int64", "uint32", "uint64", "double":
+		return true
+	}
+	return false
+}
+
+// rawMessage generates FieldsV1 or RawExtension: Kubernetes' {bytes raw=1},
+// whose bytes kubejson writes as embedded JSON.
+func (g *gen) rawMessage(t reflect.Type) error {
+	if g.seen[t] {
+		return nil
+	}
+	g.seen[t] = true
+	p := g.pkgOf[t.PkgPath()]
+	if p == nil {
+		return fmt.Errorf("%s.%s: no proto package", t.PkgPath(), t.Name())
+	}
+	td := g.doc(t.PkgPath(), t.Name())
+	g.useOptions(p.Dir)
+	g.messages[p.Dir] = append(g.messages[p.Dir], &message{
+		Name: t.Name(), Doc: td.Doc,
+		Raw: "  option (kplane.meta.v1.raw_json) = true;\n\n  // raw is the JSON document, written inline in JSON.\n  bytes raw = 1;\n",
+	})
+	return nil
+}
+
+// snake turns a Go field name into a proto field name: HostIP → host_ip,
+// PodIPs → pod_ips, DNSConfig → dns_config, TTLSeconds → ttl_seconds.
+func snake(s string) string {
+	r := []rune(s)
+	var b strings.Builder
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		if unicode.IsUpper(c) && i > 0 {
+			prev := r[i-1]
+			nextLower := i+1 < len(r) && unicode.IsLower(r[i+1])
+			// An acronym's plural: IPs, CIDRs, WWNs stay one word.
+			plural := i+1 < len(r) && r[i+1] == 's' && (i+2 == len(r) || unicode.IsUpper(r[i+2])) && unicode.IsUpper(prev)
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (nextLower && !plural) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
+
+// defaultJSON is protoc's JSON name of a snake_case field name.
+func defaultJSON(name string) string {
+	var b strings.Builder
+	up := false
+	for _, c := range name {
+		if c == '_' {
+			up = true
+			continue
+		}
+		if up {
+			b.WriteRune(unicode.ToUpper(c))
+			up = false
+		} else {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// doc returns the doc comments of Go type name in package pkgPath, parsing
+// the package's sources the first time.
+func (g *gen) doc(pkgPath, name string) typeDoc {
+	docs, ok := g.docs[pkgPath]
+	if !ok {
+		docs = map[string]typeDoc{}
+		g.docs[pkgPath] = docs
+		dir := ""
+		for mod, d := range g.modDirs {
+			if pkgPath == mod || strings.HasPrefix(pkgPath, mod+"/") {
+				dir = filepath.Join(d, strings.TrimPrefix(pkgPath, mod))
+			}
+		}
+		if dir != "" {
+			parseDocs(dir, docs)
+		}
+	}
+	return docs[name]
+}
+
+func parseDocs(dir string, docs map[string]typeDoc) {
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || strings.HasPrefix(n, "zz_") ||
+			strings.Contains(n, "generated") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
+		if err != nil {
+			continue
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, s := range gd.Specs {
+				ts := s.(*ast.TypeSpec)
+				td := typeDoc{Fields: map[string]string{}}
+				if ts.Doc != nil {
+					td.Doc = cleanDoc(ts.Doc.Text())
+				} else if gd.Doc != nil && len(gd.Specs) == 1 {
+					td.Doc = cleanDoc(gd.Doc.Text())
+				}
+				if st, ok := ts.Type.(*ast.StructType); ok {
+					for _, fl := range st.Fields.List {
+						if fl.Doc == nil {
+							continue
+						}
+						for _, nm := range fl.Names {
+							td.Fields[nm.Name] = cleanDoc(fl.Doc.Text())
+						}
+						if len(fl.Names) == 0 {
+							// An embedded field is named after its type.
+							typ := fl.Type
+							if st, ok := typ.(*ast.StarExpr); ok {
+								typ = st.X
+							}
+							switch x := typ.(type) {
+							case *ast.Ident:
+								td.Fields[x.Name] = cleanDoc(fl.Doc.Text())
+							case *ast.SelectorExpr:
+								td.Fields[x.Sel.Name] = cleanDoc(fl.Doc.Text())
+							}
+						}
+					}
+				}
+				docs[ts.Name.Name] = td
+			}
+		}
+	}
+}
+
+// cleanDoc drops code-generator markers (+optional, +listType=...) and
+// what follows a "---" line (notes for implementers), as Kubernetes'
+// OpenAPI generator does.
+func cleanDoc(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "---") {
+			break
+		}
+		if strings.HasPrefix(t, "+") || strings.HasPrefix(t, "TODO") {
+			continue
+		}
+		out = append(out, strings.TrimRight(l, " \t"))
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	for len(out) > 0 && out[0] == "" {
+		out = out[1:]
+	}
+	return strings.Join(out, "\n")
+}
+
+func writeComment(b *bytes.Buffer, indent, doc string) {
+	if doc == "" {
+		return
+	}
+	for _, l := range strings.Split(doc, "\n") {
+		if l == "" {
+			fmt.Fprintf(b, "%s//\n", indent)
+		} else {
+			fmt.Fprintf(b, "%s// %s\n", indent, l)
+		}
+	}
+}
+
+// render writes the .proto file of package p.
+func (g *gen) render(p protoPkg) []byte {
+	var b bytes.Buffer
+	b.WriteString("// Code generated by proto/internal/kubegen from k8s.io/api and k8s.io/apimachinery. DO NOT EDIT.\n\n")
+	b.WriteString("syntax = \"proto3\";\n\n")
+	fmt.Fprintf(&b, "// Package %s %s\n// (generated from Kubernetes' Go types: Kubernetes' field numbers and JSON names).\n", p.name(), p.Doc)
+	fmt.Fprintf(&b, "package %s;\n\n", p.name())
+	var imps []string
+	for imp := range g.imports[p.Dir] {
+		if imp != p.importPath() {
+			imps = append(imps, imp)
+		}
+	}
+	sort.Strings(imps)
+	for _, imp := range imps {
+		fmt.Fprintf(&b, "import %q;\n", imp)
+	}
+	if len(imps) > 0 {
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "option go_package = \"github.com/kplane/kplane/proto/kplane/%s/v1;%s\";\n", p.Dir, p.GoAlias)
+	for _, m := range g.messages[p.Dir] {
+		b.WriteString("\n")
+		writeComment(&b, "", m.Doc)
+		fmt.Fprintf(&b, "message %s {\n", m.Name)
+		if m.Raw != "" {
+			b.WriteString(m.Raw)
+		}
+		for i, f := range m.Fields {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			writeComment(&b, "  ", f.Doc)
+			b.WriteString("  ")
+			if f.Label != "" {
+				b.WriteString(f.Label + " ")
+			}
+			fmt.Fprintf(&b, "%s %s = %d", f.Type, f.Name, f.Number)
+			opts := f.Options
+			if f.JSONName != "" && f.JSONName != defaultJSON(f.Name) {
+				opts = append([]string{fmt.Sprintf("json_name = %q", f.JSONName)}, opts...)
+			}
+			if len(opts) > 0 {
+				fmt.Fprintf(&b, " [%s]", strings.Join(opts, ", "))
+			}
+			b.WriteString(";\n")
+		}
+		b.WriteString("}\n")
+	}
+	return b.Bytes()
+}

@@ -198,14 +198,14 @@ func TestSecurityEndToEnd(t *testing.T) {
 			switch {
 			case l.AuditID == bobAuditID && l.User.Username == "bob" && l.Verb == "list" && l.ResponseStatus.Code == 403:
 				bobDenied = true
-			case l.User.Username == "admin" && l.Verb == "create" && l.ObjectRef.Name == "settings" && l.ResponseStatus.Code == 200:
+			case l.User.Username == "admin" && l.Verb == "create" && l.ObjectRef.Name == "settings" && l.ResponseStatus.Code == 201:
 				adminCreated = len(l.StageTimings) >= 2
 			case l.ResponseStatus.Code == 401:
 				unauthorized = true
 			}
 		}
 		if !bobDenied || !adminCreated || !unauthorized {
-			t.Errorf("audit log: bob's 403 with the returned audit-id %v, admin's 200 create with stage timings %v, a 401 %v; want all", bobDenied, adminCreated, unauthorized)
+			t.Errorf("audit log: bob's 403 with the returned audit-id %v, admin's 201 create with stage timings %v, a 401 %v; want all", bobDenied, adminCreated, unauthorized)
 		}
 	})
 }

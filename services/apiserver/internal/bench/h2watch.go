@@ -12,6 +12,12 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 )
 
 // h2Watches is a lean watch client for the fan-out benchmark: n WatchPods
@@ -25,12 +31,13 @@ import (
 // the driver. Every event is still received, framed, decoded (type and
 // object name) and checked against what the writer created.
 type h2Watches struct {
-	conn net.Conn
-	fr   *http2.Framer
-	bw   *bufio.Writer
-	wmu  sync.Mutex // guards fr's writes, bw, henc and hbuf
-	henc *hpack.Encoder
-	hbuf bytes.Buffer
+	conn   net.Conn
+	fields eventFields
+	fr     *http2.Framer
+	bw     *bufio.Writer
+	wmu    sync.Mutex // guards fr's writes, bw, henc and hbuf
+	henc   *hpack.Encoder
+	hbuf   bytes.Buffer
 
 	streams []h2Stream // stream i has id 2i+1
 	ready   func()     // called once per stream: response headers or failure
@@ -59,7 +66,7 @@ func dialH2Watches(addr string, n int, headers [][2]string, req []byte, ready fu
 	if err != nil {
 		return nil, err
 	}
-	w := &h2Watches{conn: conn, bw: bufio.NewWriterSize(conn, 64<<10), streams: make([]h2Stream, n), ready: ready, event: event, done: make(chan struct{})}
+	w := &h2Watches{conn: conn, fields: newEventFields(), bw: bufio.NewWriterSize(conn, 64<<10), streams: make([]h2Stream, n), ready: ready, event: event, done: make(chan struct{})}
 	w.fr = http2.NewFramer(w.bw, bufio.NewReaderSize(conn, 64<<10))
 	w.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	w.fr.SetReuseFrames()
@@ -211,6 +218,18 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 	return ""
 }
 
+// eventFields are the field numbers the reader picks an event's type and
+// its pod's name by (Kubernetes' numbers, from the generated schema).
+type eventFields struct{ typ, object, podMetadata, metaName protowire.Number }
+
+func newEventFields() eventFields {
+	num := func(m proto.Message, name protoreflect.Name) protowire.Number {
+		return m.ProtoReflect().Descriptor().Fields().ByName(name).Number()
+	}
+	return eventFields{typ: num(&corev1.WatchPodsResponse{}, "type"), object: num(&corev1.WatchPodsResponse{}, "object"),
+		podMetadata: num(&corev1.Pod{}, "metadata"), metaName: num(&metav1.ObjectMeta{}, "name")}
+}
+
 // data takes one DATA frame: every complete gRPC message in it is an event.
 func (w *h2Watches) data(f *http2.DataFrame) {
 	at := time.Now()
@@ -246,8 +265,8 @@ func (w *h2Watches) data(f *http2.DataFrame) {
 			return
 		}
 		m := b[5 : 5+l]
-		typ, obj := fieldBytes(m, 1), fieldBytes(m, 2)
-		w.event(typ, fieldBytes(fieldBytes(obj, 3), 1), at) // Pod.metadata, ObjectMeta.name
+		typ, obj := fieldBytes(m, w.fields.typ), fieldBytes(m, w.fields.object)
+		w.event(typ, fieldBytes(fieldBytes(obj, w.fields.podMetadata), w.fields.metaName), at)
 		b = b[5+l:]
 	}
 	// Keep what is left (a frame's data is only valid until the next read).

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -45,39 +44,7 @@ func TestUpContainerdExec(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	env, err := containerdtest.Start(ctx, containerdtest.Options{})
-	if err != nil {
-		t.Fatalf("start containerd: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Close(); err != nil {
-			t.Errorf("containerd clean-up: %v", err)
-		}
-	})
-	cni := `{"cniVersion": "1.0.0", "name": "kplane-up", "plugins": [{"type": "loopback"}]}`
-	if err := os.WriteFile(filepath.Join(env.Dir, "cni", "net.d", "10-kplane-up.conflist"), []byte(cni), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kplane")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane").CombinedOutput(); err != nil {
-		t.Fatalf("build kplane: %v\n%s", err, out)
-	}
-	cp, err := localcluster.Up(ctx, localcluster.UpConfig{
-		Binary: bin, DataDir: filepath.Join(dir, "up"),
-		Runtime: "containerd", CRISocket: env.Socket, CgroupParent: env.CgroupParent,
-	})
-	if err != nil {
-		b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
-		t.Fatalf("kplane up --runtime containerd: %v\n--- nodeagent.log ---\n%s", err, b)
-	}
-	t.Cleanup(func() {
-		cp.Stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
-			t.Logf("--- nodeagent.log ---\n%s", b)
-		}
-	})
+	cp := upOnContainerd(ctx, t)
 	conn, err := cp.Dial()
 	if err != nil {
 		t.Fatal(err)

@@ -32,46 +32,7 @@ func TestUpContainerd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	env, err := containerdtest.Start(ctx, containerdtest.Options{})
-	if err != nil {
-		t.Fatalf("start containerd: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Close(); err != nil {
-			t.Errorf("containerd clean-up: %v", err)
-		}
-	})
-
-	// A node is Ready only when the runtime reports NetworkReady, which
-	// containerd does once its CNI directory holds a network: a
-	// loopback-only one (every pod runs on the host network, so no CNI
-	// plugin is ever called for a pod).
-	cni := `{"cniVersion": "1.0.0", "name": "kplane-up", "plugins": [{"type": "loopback"}]}`
-	if err := os.WriteFile(filepath.Join(env.Dir, "cni", "net.d", "10-kplane-up.conflist"), []byte(cni), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kplane")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane").CombinedOutput(); err != nil {
-		t.Fatalf("build kplane: %v\n%s", err, out)
-	}
-	cp, err := localcluster.Up(ctx, localcluster.UpConfig{
-		Binary: bin, DataDir: filepath.Join(dir, "up"),
-		Runtime: "containerd", CRISocket: env.Socket, CgroupParent: env.CgroupParent,
-	})
-	if err != nil {
-		b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
-		t.Fatalf("kplane up --runtime containerd: %v\n--- nodeagent.log ---\n%s", err, b)
-	}
-	// Registered after containerd's clean-up, so it runs first.
-	t.Cleanup(func() {
-		cp.Stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
-			t.Logf("--- nodeagent.log ---\n%s", b)
-		}
-	})
+	cp := upOnContainerd(ctx, t)
 	conn, err := cp.Dial()
 	if err != nil {
 		t.Fatal(err)
@@ -128,4 +89,53 @@ func TestUpContainerd(t *testing.T) {
 	if err := pods.Delete(ctx, "default", "hello", client.DeleteOptions{}); err != nil {
 		t.Errorf("delete pod: %v", err)
 	}
+}
+
+// upOnContainerd starts a containerd for the test (with a loopback-only CNI
+// network) and `kplane up --runtime containerd` on it, both stopped when the
+// test ends (kplane first); the node agent's log is shown if the test
+// failed.
+func upOnContainerd(ctx context.Context, t *testing.T) *localcluster.ControlPlane {
+	t.Helper()
+	env, err := containerdtest.Start(ctx, containerdtest.Options{})
+	if err != nil {
+		t.Fatalf("start containerd: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Errorf("containerd clean-up: %v", err)
+		}
+	})
+
+	// A node is Ready only when the runtime reports NetworkReady, which
+	// containerd does once its CNI directory holds a network: a
+	// loopback-only one (every pod runs on the host network, so no CNI
+	// plugin is ever called for a pod).
+	cni := `{"cniVersion": "1.0.0", "name": "kplane-up", "plugins": [{"type": "loopback"}]}`
+	if err := os.WriteFile(filepath.Join(env.Dir, "cni", "net.d", "10-kplane-up.conflist"), []byte(cni), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kplane")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane").CombinedOutput(); err != nil {
+		t.Fatalf("build kplane: %v\n%s", err, out)
+	}
+	cp, err := localcluster.Up(ctx, localcluster.UpConfig{
+		Binary: bin, DataDir: filepath.Join(dir, "up"),
+		Runtime: "containerd", CRISocket: env.Socket, CgroupParent: env.CgroupParent,
+	})
+	if err != nil {
+		b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
+		t.Fatalf("kplane up --runtime containerd: %v\n--- nodeagent.log ---\n%s", err, b)
+	}
+	// Registered after containerd's clean-up, so it runs first.
+	t.Cleanup(func() {
+		cp.Stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
+			t.Logf("--- nodeagent.log ---\n%s", b)
+		}
+	})
+	return cp
 }

@@ -236,11 +236,12 @@ func New(cfg Config) (*Server, error) {
 		cli, err = clientv3.New(clientv3.Config{
 			Endpoints: cfg.StoreEndpoints, TLS: cfg.StoreTLS, DialTimeout: 5 * time.Second,
 			// A member that stops answering (frozen, partitioned) is
-			// noticed by its missed pings within 15 s and its connection
-			// dropped, and calls go to the others. kube-apiserver pings
-			// every 30 s and waits 10 s more; the store, like etcd,
-			// accepts a ping every 5 s.
-			DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
+			// noticed by its missed pings within 9 s, under a Lease's
+			// 10 s renew deadline, and its connection dropped, and calls
+			// go to the others. kube-apiserver pings every 30 s and waits
+			// 10 s more; the store, like etcd, accepts a ping every 5 s
+			// (--grpc-keepalive-min-time), so 6 s keeps a margin.
+			DialKeepAliveTime: 6 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
 			// Objects up to the store's limit, lists of many of them.
 			MaxCallRecvMsgSize: 256 << 20,
 			// The etcd client's own retry chatter stays out of the

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Benchmarks the API while one store follower is frozen (SIGSTOP): for each
-# cluster in RUNS, internal/frozenbench for DURATION with nothing frozen and
-# again with one store follower stopped, printing a row each: requests,
-# errors, latency p50/p99/max and Lease holder changes of the scheduler and
-# the controller manager.
+# Benchmarks the API while one store follower is frozen (SIGSTOP), and
+# while the store's leader is killed: for each cluster in RUNS,
+# internal/frozenbench for DURATION with nothing frozen, again with one
+# store follower stopped, and again with the store's leader SIGKILLed 5 s
+# in, printing a row each: requests, errors, latency p50/p99/max, the write
+# gap (longest time without a create succeeding) and Lease holder changes
+# of the scheduler and the controller manager.
 #   kplane  `kplane up` on loopback (3 store members, 2 API services,
 #           leader-elected schedulers and controller managers)
 #   k8s     kube-apiserver, kube-scheduler and kube-controller-manager
@@ -48,6 +50,11 @@ run_kplane() {
 	echo "-- kplane: 3 store members, 2 API services, the gateway"
 	"$work/frozenbench" -kubeconfig "$work/up/kubeconfig" -label kplane-healthy -clients "$CLIENTS" -duration "$DURATION"
 	"$work/frozenbench" -kubeconfig "$work/up/kubeconfig" -label kplane-frozen -clients "$CLIENTS" -duration "$DURATION" -freeze-pid "$follower"
+	sleep 10
+	local leader
+	leader=$("$work/kplane" status --data-dir "$work/up" -o json |
+		python3 -c 'import json,sys; print(next(m["pid"] for m in json.load(sys.stdin)["store"] if m["running"] and m["leader"]))')
+	"$work/frozenbench" -kubeconfig "$work/up/kubeconfig" -label kplane-killed -clients "$CLIENTS" -duration "$DURATION" -kill-pid "$leader"
 	"$work/kplane" down --data-dir "$work/up" >/dev/null 2>&1 || true
 }
 
@@ -94,19 +101,30 @@ run_k8s() {
 		pids+=($!)
 	done
 	sleep 20 # the Leases are taken
-	# A follower: an etcd member that is not the leader.
-	local follower="" st
-	for i in 0 1 2; do
-		st=$(ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:${c[i]}" endpoint status -w json 2>/dev/null || true)
-		if [[ -n $st ]] && python3 -c 'import json,sys; s=json.loads(sys.argv[1])[0]["Status"]; sys.exit(0 if s["leader"]!=s["header"]["member_id"] else 1)' "$st"; then
-			follower=${etcd_pids[i]}
-			break
-		fi
-	done
+	# etcd_member leader|follower prints the PID of a member that is (not)
+	# the leader.
+	etcd_member() {
+		local want=$1 st i
+		for i in 0 1 2; do
+			st=$(ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:${c[i]}" endpoint status -w json 2>/dev/null || true)
+			[[ -n $st ]] || continue
+			if python3 -c 'import json,sys; s=json.loads(sys.argv[1])[0]["Status"]; lead=s["leader"]==s["header"]["member_id"]; sys.exit(0 if lead==(sys.argv[2]=="leader") else 1)' "$st" "$want"; then
+				echo "${etcd_pids[i]}"
+				return
+			fi
+		done
+	}
+	local follower
+	follower=$(etcd_member follower)
 	[[ -n $follower ]] || { echo "no etcd follower found" >&2; exit 1; }
 	echo "-- Kubernetes $K8S_VERSION: 3 etcd members (Debian's $("$etcd" --version | head -1)), one kube-apiserver"
 	"$work/frozenbench" -kubeconfig "$d/kubeconfig" -label k8s-healthy -clients "$CLIENTS" -duration "$DURATION"
 	"$work/frozenbench" -kubeconfig "$d/kubeconfig" -label k8s-frozen -clients "$CLIENTS" -duration "$DURATION" -freeze-pid "$follower"
+	sleep 10
+	local leader
+	leader=$(etcd_member leader)
+	[[ -n $leader ]] || { echo "no etcd leader found" >&2; exit 1; }
+	"$work/frozenbench" -kubeconfig "$d/kubeconfig" -label k8s-killed -clients "$CLIENTS" -duration "$DURATION" -kill-pid "$leader"
 }
 
 for r in $RUNS; do

@@ -3,8 +3,11 @@
 // for scripts/bench-frozen.sh. Clients list and create ConfigMaps through
 // the kubeconfig's server for -duration; with -freeze-pid the process is
 // stopped when the measured window starts and continued when it ends. It
-// prints one row: requests, errors, latency p50/p99/max, and how many times
-// the kube-scheduler and kube-controller-manager Leases changed holder.
+// prints one row: requests, errors, latency p50/p99/max, the write gap (the
+// longest time without a create succeeding) and how many times the
+// kube-scheduler and kube-controller-manager Leases changed holder. With
+// -kill-pid a process (the store's leader) is SIGKILLed -kill-after into
+// the window instead.
 // The same code runs against kplane and against Kubernetes.
 //
 //	go run ./internal/frozenbench -kubeconfig K -label frozen -freeze-pid 1234
@@ -33,6 +36,8 @@ type config struct {
 	clients           int
 	duration          time.Duration
 	freezePID         int
+	killPID           int
+	killAfter         time.Duration
 }
 
 func main() {
@@ -42,6 +47,8 @@ func main() {
 	flag.IntVar(&cfg.clients, "clients", 8, "concurrent clients, each alternating a list and a create")
 	flag.DurationVar(&cfg.duration, "duration", 60*time.Second, "length of the measured window")
 	flag.IntVar(&cfg.freezePID, "freeze-pid", 0, "process to SIGSTOP for the window (0: none)")
+	flag.IntVar(&cfg.killPID, "kill-pid", 0, "process to SIGKILL -kill-after into the window (0: none), e.g. the store's leader")
+	flag.DurationVar(&cfg.killAfter, "kill-after", 5*time.Second, "when to kill -kill-pid")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(context.Background(), cfg, log); err != nil {
@@ -79,11 +86,23 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	wctx, cancel := context.WithTimeout(ctx, cfg.duration)
 	defer cancel()
 	var (
-		mu   sync.Mutex
-		lat  []time.Duration
-		errs int
-		wg   sync.WaitGroup
+		mu     sync.Mutex
+		lat    []time.Duration
+		errs   int
+		writes []time.Time // when each successful create returned
+		wg     sync.WaitGroup
 	)
+	if cfg.killPID > 0 {
+		kill := time.AfterFunc(cfg.killAfter, func() {
+			if err := syscall.Kill(cfg.killPID, syscall.SIGKILL); err != nil {
+				log.Error("kill", "pid", cfg.killPID, "err", err)
+				return
+			}
+			log.Info("killed", "pid", cfg.killPID)
+		})
+		defer kill.Stop()
+	}
+	windowStart := time.Now()
 	for c := range cfg.clients {
 		wg.Go(func() {
 			for i := 0; wctx.Err() == nil; i++ {
@@ -99,6 +118,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 				lat = append(lat, d)
 				if err != nil {
 					errs++
+				} else if i%2 == 1 {
+					writes = append(writes, time.Now())
 				}
 				mu.Unlock()
 				time.Sleep(50 * time.Millisecond)
@@ -106,6 +127,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		})
 	}
 	wg.Wait()
+	windowEnd := time.Now()
 	if len(lat) == 0 {
 		return fmt.Errorf("no request finished")
 	}
@@ -117,8 +139,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			changes++
 		}
 	}
-	fmt.Printf("%-12s requests %5d  errors %4d (%.1f%%)  p50 %-8v p99 %-8v max %-8v  lease holders changed %d\n",
-		cfg.label, len(lat), errs, 100*float64(errs)/float64(len(lat)), q(0.5), q(0.99), lat[len(lat)-1].Round(time.Millisecond), changes)
+	// The write gap: the longest time without a create succeeding, from
+	// the start of the window to its end.
+	slices.SortFunc(writes, func(a, b time.Time) int { return a.Compare(b) })
+	writes = append(append([]time.Time{windowStart}, writes...), windowEnd)
+	var gap time.Duration
+	for i := 1; i < len(writes); i++ {
+		gap = max(gap, writes[i].Sub(writes[i-1]))
+	}
+	fmt.Printf("%-12s requests %5d  errors %4d (%.1f%%)  p50 %-8v p99 %-8v max %-8v  write gap %-8v lease holders changed %d\n",
+		cfg.label, len(lat), errs, 100*float64(errs)/float64(len(lat)), q(0.5), q(0.99), lat[len(lat)-1].Round(time.Millisecond),
+		gap.Round(time.Millisecond), changes)
 	return nil
 }
 

@@ -1,6 +1,6 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
-// namespace, nodelifecycle, serviceaccount) over shared informers, talking only to the API
+// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -32,6 +32,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/replicaset"
+	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
 )
 
@@ -44,11 +45,13 @@ const (
 	Namespace        = "namespace"
 	NodeLifecycle    = "nodelifecycle"
 	ServiceAccount   = "serviceaccount"
+	// RootCACertPublisher runs only with Config.RootCA.
+	RootCACertPublisher = "root-ca-cert-publisher"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -70,6 +73,10 @@ type Config struct {
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
+	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
+	// namespace's kube-root-ca.crt ConfigMap; without it that controller
+	// does not run.
+	RootCA []byte
 	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
 	// before the node is unreachable (default 40 s); PodEvictionTimeout is
 	// how long pods without their own toleration of the unreachable taint
@@ -222,7 +229,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 	}
 	nsc := client.Must[*corev1.Namespace](conn)
 	var nsInf *client.Informer[*corev1.Namespace]
-	if on(Namespace) || on(ServiceAccount) {
+	if on(Namespace) || on(ServiceAccount) || on(RootCACertPublisher) {
 		nsInf = client.NewInformer(client.ListWatch(nsc, "", "", "", 500), client.InformerOptions[*corev1.Namespace]{Logger: m.log})
 		informer(nsInf.Run)
 	}
@@ -232,6 +239,16 @@ func (m *Manager) runControllers(ctx context.Context) {
 		informer(saInf.Run)
 		c := serviceaccount.New(serviceaccount.Config{ServiceAccounts: sas, NamespaceInformer: nsInf, ServiceAccountInformer: saInf,
 			Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ServiceAccountWorkers) })
+	}
+	if on(RootCACertPublisher) && len(m.cfg.RootCA) == 0 {
+		m.log.Info("root-ca-cert-publisher not started: no root CA")
+	} else if on(RootCACertPublisher) {
+		cmInf := client.NewInformer(client.ListWatch(client.Must[*corev1.ConfigMap](conn), "", "", rootcacertpublisher.FieldSelector, 500),
+			client.InformerOptions[*corev1.ConfigMap]{Logger: m.log})
+		informer(cmInf.Run)
+		c := rootcacertpublisher.New(rootcacertpublisher.Config{ConfigMaps: client.Must[*corev1.ConfigMap](conn), NamespaceInformer: nsInf,
+			ConfigMapInformer: cmInf, RootCA: m.cfg.RootCA, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ServiceAccountWorkers) })
 	}
 	if on(Namespace) {

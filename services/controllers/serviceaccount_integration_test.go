@@ -1,7 +1,8 @@
 // This file holds the ServiceAccount controller's test on a real
 // in-process API service: a new namespace gets its default
-// ServiceAccount, a deleted one comes back, a Terminating namespace gets
-// none.
+// ServiceAccount and its kube-root-ca.crt ConfigMap, a deleted
+// ServiceAccount and a changed ConfigMap come back, a Terminating
+// namespace gets none.
 package controllers_test
 
 import (
@@ -15,10 +16,14 @@ import (
 	"github.com/kplane/kplane/services/controllers"
 )
 
+const rootCA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
 func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 	c := startCluster(t, func(cfg *controllers.Config) {
-		cfg.Controllers = []string{controllers.ServiceAccount, controllers.Namespace}
+		cfg.Controllers = []string{controllers.ServiceAccount, controllers.Namespace, controllers.RootCACertPublisher}
+		cfg.RootCA = []byte(rootCA)
 	})
+	cms := client.Must[*corev1.ConfigMap](c.conn)
 	sas := client.Must[*corev1.ServiceAccount](c.conn)
 	has := func(ns string) func() (bool, string) {
 		return func() (bool, string) {
@@ -32,6 +37,23 @@ func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 	const ns = "team"
 	c.namespace(t, ns)
 	eventually(t, "default ServiceAccount in a new namespace", has(ns))
+	eventually(t, "kube-root-ca.crt in a new namespace", func() (bool, string) {
+		cm, err := cms.Get(c.ctx, ns, "kube-root-ca.crt")
+		return err == nil && cm.GetData()["ca.crt"] == rootCA, fmt.Sprintf("%v %v", cm, err)
+	})
+	// Changed by hand: put back.
+	if cm, err := cms.Get(c.ctx, ns, "kube-root-ca.crt"); err != nil {
+		t.Fatal(err)
+	} else {
+		cm.Data = map[string]string{"ca.crt": "mine"}
+		if _, err := cms.Update(c.ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "kube-root-ca.crt put back", func() (bool, string) {
+		cm, err := cms.Get(c.ctx, ns, "kube-root-ca.crt")
+		return err == nil && cm.GetData()["ca.crt"] == rootCA, fmt.Sprintf("%v %v", cm, err)
+	})
 	first, err := sas.Get(c.ctx, ns, "default")
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,9 @@ func TestReconcile(t *testing.T) {
 }
 
 // swapClient hands the controller the client of the case being run.
-type swapClient struct{ c *fakeapi.Client[*corev1.ConfigMap] }
+type swapClient struct {
+	c *fakeapi.Client[*corev1.ConfigMap]
+}
 
 func (s *swapClient) Create(ctx context.Context, obj *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	return s.c.Create(ctx, obj)

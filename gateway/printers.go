@@ -92,6 +92,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, int64(len(obj.Data)+len(obj.BinaryData)), since(obj.CreationTimestamp)), nil
 	case *corev1.Secret:
 		return row(obj.Name, string(obj.Type), int64(len(obj.Data)), since(obj.CreationTimestamp)), nil
+	case *corev1.ServiceAccount:
+		return row(obj.Name, int64(len(obj.Secrets)), since(obj.CreationTimestamp)), nil
 	case *appsv1.Deployment:
 		names, images := containerCells(obj.Spec.Template.Spec.Containers)
 		return row(obj.Name, fmt.Sprintf("%d/%d", obj.Status.ReadyReplicas, replicas(obj.Spec.Replicas)),

@@ -47,6 +47,7 @@ var services = []registration{
 	register(corev1.RegisterEndpointsServiceHandlerClient, corev1.NewEndpointsServiceClient),
 	register(corev1.RegisterConfigMapServiceHandlerClient, corev1.NewConfigMapServiceClient),
 	register(corev1.RegisterSecretServiceHandlerClient, corev1.NewSecretServiceClient),
+	register(corev1.RegisterServiceAccountServiceHandlerClient, corev1.NewServiceAccountServiceClient),
 	register(appsv1.RegisterDeploymentServiceHandlerClient, appsv1.NewDeploymentServiceClient),
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),

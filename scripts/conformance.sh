@@ -21,8 +21,9 @@
 #                     Service e2e.test's setup reads) if it is missing (kplane
 #                     keeps it itself since issue 24; kplane binaries from
 #                     before lack it) and tells e2e.test not to wait for each
-#                     namespace's "default" ServiceAccount, which kplane
-#                     does not create yet (--ci: assisted only);
+#                     namespace's "default" ServiceAccount (kplane's
+#                     controllers create it since the ServiceAccount
+#                     controller; older binaries lack it) (--ci: assisted only);
 #                     k8s runs the same tests against etcd, kube-apiserver,
 #                     kube-controller-manager and kube-scheduler K8S_VERSION
 #                     with KWOK's NODES nodes (RUNS="as-is assisted k8s")

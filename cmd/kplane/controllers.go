@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,13 +24,14 @@ func newControllersCommand() *cobra.Command {
 		deploymentSyncs, rsSyncs, gcSyncs int
 		which                             []string
 		logLevel                          string
+		rootCAFile                        string
 		tf                                telemetryFlags
 		qps                               float64
 		burst                             int
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
-		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle",
+		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel)
@@ -57,7 +59,18 @@ func newControllersCommand() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			cfg := controllers.Config{Conn: conn, Controllers: which,
+			// As kube-controller-manager: --root-ca-file, else the CA that
+			// verifies the API service.
+			if rootCAFile == "" {
+				rootCAFile = api.caFile
+			}
+			var rootCA []byte
+			if rootCAFile != "" {
+				if rootCA, err = os.ReadFile(rootCAFile); err != nil {
+					return fmt.Errorf("--root-ca-file: %w", err)
+				}
+			}
+			cfg := controllers.Config{Conn: conn, Controllers: which, RootCA: rootCA,
 				DeploymentWorkers: deploymentSyncs, ReplicaSetWorkers: rsSyncs, GCWorkers: gcSyncs,
 				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, Identity: election.identity, Logger: log,
 				TracerProvider: tel.TracerProvider()}
@@ -89,6 +102,7 @@ func newControllersCommand() *cobra.Command {
 	// keeps no limit unless asked (kplane up sets one, see localcluster).
 	f.Float64Var(&qps, "kube-api-qps", 0, "calls per second to the API service, on average (a client-side token bucket as Kubernetes'; events, leases and watches are not counted; 0: no limit)")
 	f.IntVar(&burst, "kube-api-burst", 0, "calls let through at once by --kube-api-qps's bucket (default: 1.5 × the qps, as Kubernetes' 20/30)")
+	f.StringVar(&rootCAFile, "root-ca-file", "", "CA bundle published in every namespace's kube-root-ca.crt ConfigMap (default: --ca-file; neither: not published)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	tf.register(f)
 	return cmd

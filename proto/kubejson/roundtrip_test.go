@@ -61,6 +61,7 @@ func servedKinds() []struct {
 		{&corek8s.Endpoints{}, &corev1.Endpoints{}}, {&corek8s.EndpointsList{}, &corev1.EndpointsList{}},
 		{&corek8s.ConfigMap{}, &corev1.ConfigMap{}}, {&corek8s.ConfigMapList{}, &corev1.ConfigMapList{}},
 		{&corek8s.Secret{}, &corev1.Secret{}}, {&corek8s.SecretList{}, &corev1.SecretList{}},
+		{&corek8s.ServiceAccount{}, &corev1.ServiceAccount{}}, {&corek8s.ServiceAccountList{}, &corev1.ServiceAccountList{}},
 		{&appsk8s.Deployment{}, &appsv1.Deployment{}}, {&appsk8s.DeploymentList{}, &appsv1.DeploymentList{}},
 		{&appsk8s.ReplicaSet{}, &appsv1.ReplicaSet{}}, {&appsk8s.ReplicaSetList{}, &appsv1.ReplicaSetList{}},
 		{&coordinationk8s.Lease{}, &coordinationv1.Lease{}}, {&coordinationk8s.LeaseList{}, &coordinationv1.LeaseList{}},

@@ -114,6 +114,12 @@ func setDefaults(obj proto.Message) {
 			}
 			o.StringData = nil
 		}
+	case *corev1.ServiceAccount:
+		// As Kubernetes' strategy on create and update: a secrets entry
+		// keeps only its name.
+		for i, ref := range o.Secrets {
+			o.Secrets[i] = &corev1.ObjectReference{Name: ref.GetName()}
+		}
 	case *corev1.Namespace:
 		if o.Status == nil {
 			o.Status = &corev1.NamespaceStatus{}

@@ -95,6 +95,10 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
 			}
 		}
+	case *corev1.ServiceAccount:
+		// As Kubernetes: only the metadata is checked (validateMeta: the
+		// name is a DNS subdomain); the secrets and imagePullSecrets
+		// references are not, and a referenced Secret need not exist.
 	case *corev1.Node:
 		for i, t := range o.GetSpec().GetTaints() {
 			p := field.NewPath("spec", "taints").Index(i)

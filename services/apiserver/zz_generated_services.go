@@ -67,6 +67,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &corev1.Secret{} },
 		},
 		{
+			Group: "", Version: "v1", Kind: "ServiceAccount", Resource: "serviceaccounts",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.ServiceAccount{} },
+		},
+		{
 			Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
 			Namespaced: true, HasStatus: true, HasScale: true, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -134,6 +140,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	corev1.RegisterEndpointsServiceServer(gs, &endpointsService{s: s, r: s.resources["endpoints"]})
 	corev1.RegisterConfigMapServiceServer(gs, &configMapService{s: s, r: s.resources["configmaps"]})
 	corev1.RegisterSecretServiceServer(gs, &secretService{s: s, r: s.resources["secrets"]})
+	corev1.RegisterServiceAccountServiceServer(gs, &serviceAccountService{s: s, r: s.resources["serviceaccounts"]})
 	appsv1.RegisterDeploymentServiceServer(gs, &deploymentService{s: s, r: s.resources["deployments"]})
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
@@ -807,6 +814,82 @@ func (x *secretService) DeleteSecret(ctx context.Context, req *corev1.DeleteSecr
 		return nil, toGRPC(err)
 	}
 	return &corev1.DeleteSecretResponse{Secret: obj.(*corev1.Secret)}, nil
+}
+
+type serviceAccountService struct {
+	corev1.UnimplementedServiceAccountServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *serviceAccountService) GetServiceAccount(ctx context.Context, req *corev1.GetServiceAccountRequest) (*corev1.GetServiceAccountResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetServiceAccountResponse{ServiceAccount: obj.(*corev1.ServiceAccount)}, nil
+}
+
+func (x *serviceAccountService) ListServiceAccounts(ctx context.Context, req *corev1.ListServiceAccountsRequest) (*corev1.ListServiceAccountsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.ServiceAccountList{ApiVersion: x.r.APIVersion(), Kind: "ServiceAccountList", Metadata: lm, Items: make([]*corev1.ServiceAccount, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.ServiceAccount)
+	}
+	return &corev1.ListServiceAccountsResponse{List: list}, nil
+}
+
+func (x *serviceAccountService) WatchServiceAccounts(req *corev1.WatchServiceAccountsRequest, stream corev1.ServiceAccountService_WatchServiceAccountsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchServiceAccountsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.ServiceAccount)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *serviceAccountService) CreateServiceAccount(ctx context.Context, req *corev1.CreateServiceAccountRequest) (*corev1.CreateServiceAccountResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetServiceAccount()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreateServiceAccountResponse{ServiceAccount: obj.(*corev1.ServiceAccount)}, nil
+}
+
+func (x *serviceAccountService) UpdateServiceAccount(ctx context.Context, req *corev1.UpdateServiceAccountRequest) (*corev1.UpdateServiceAccountResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetServiceAccount()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateServiceAccountResponse{ServiceAccount: obj.(*corev1.ServiceAccount)}, nil
+}
+
+func (x *serviceAccountService) DeleteServiceAccount(ctx context.Context, req *corev1.DeleteServiceAccountRequest) (*corev1.DeleteServiceAccountResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeleteServiceAccountResponse{ServiceAccount: obj.(*corev1.ServiceAccount)}, nil
 }
 
 type deploymentService struct {

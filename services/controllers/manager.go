@@ -1,6 +1,6 @@
 // Package controllers is kplane's controller manager: it runs the
-// reconcile loops (deployment, replicaset, garbagecollector, and the others
-// as they are added) over shared informers, talking only to the API
+// reconcile loops (deployment, replicaset, garbagecollector, endpoints,
+// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -32,6 +32,8 @@ import (
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/replicaset"
+	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
+	"github.com/kplane/kplane/services/controllers/serviceaccount"
 )
 
 // Names of the controllers Config.Controllers selects from.
@@ -42,11 +44,14 @@ const (
 	Endpoints        = "endpoints"
 	Namespace        = "namespace"
 	NodeLifecycle    = "nodelifecycle"
+	ServiceAccount   = "serviceaccount"
+	// RootCACertPublisher runs only with Config.RootCA.
+	RootCACertPublisher = "root-ca-cert-publisher"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -67,6 +72,11 @@ type Config struct {
 	// Workers per controller (defaults 5 deployment, 5 replicaset, 20 gc).
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
+	ServiceAccountWorkers                           int
+	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
+	// namespace's kube-root-ca.crt ConfigMap; without it that controller
+	// does not run.
+	RootCA []byte
 	// NodeMonitorGracePeriod is how long a node's Lease may go unrenewed
 	// before the node is unreachable (default 40 s); PodEvictionTimeout is
 	// how long pods without their own toleration of the unreachable taint
@@ -108,6 +118,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.EndpointsWorkers = cmpOr(cfg.EndpointsWorkers, 5)
 	cfg.NamespaceWorkers = cmpOr(cfg.NamespaceWorkers, 2)
 	cfg.NodeWorkers = cmpOr(cfg.NodeWorkers, 2)
+	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -216,10 +227,31 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointsWorkers) })
 	}
-	if on(Namespace) {
-		nsc := client.Must[*corev1.Namespace](conn)
-		nsInf := client.NewInformer(client.ListWatch(nsc, "", "", "", 500), client.InformerOptions[*corev1.Namespace]{Logger: m.log})
+	nsc := client.Must[*corev1.Namespace](conn)
+	var nsInf *client.Informer[*corev1.Namespace]
+	if on(Namespace) || on(ServiceAccount) || on(RootCACertPublisher) {
+		nsInf = client.NewInformer(client.ListWatch(nsc, "", "", "", 500), client.InformerOptions[*corev1.Namespace]{Logger: m.log})
 		informer(nsInf.Run)
+	}
+	sas := client.Must[*corev1.ServiceAccount](conn)
+	if on(ServiceAccount) {
+		saInf := client.NewInformer(client.ListWatch(sas, "", "", "", 500), client.InformerOptions[*corev1.ServiceAccount]{Logger: m.log})
+		informer(saInf.Run)
+		c := serviceaccount.New(serviceaccount.Config{ServiceAccounts: sas, NamespaceInformer: nsInf, ServiceAccountInformer: saInf,
+			Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ServiceAccountWorkers) })
+	}
+	if on(RootCACertPublisher) && len(m.cfg.RootCA) == 0 {
+		m.log.Info("root-ca-cert-publisher not started: no root CA")
+	} else if on(RootCACertPublisher) {
+		cmInf := client.NewInformer(client.ListWatch(client.Must[*corev1.ConfigMap](conn), "", "", rootcacertpublisher.FieldSelector, 500),
+			client.InformerOptions[*corev1.ConfigMap]{Logger: m.log})
+		informer(cmInf.Run)
+		c := rootcacertpublisher.New(rootcacertpublisher.Config{ConfigMaps: client.Must[*corev1.ConfigMap](conn), NamespaceInformer: nsInf,
+			ConfigMapInformer: cmInf, RootCA: m.cfg.RootCA, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ServiceAccountWorkers) })
+	}
+	if on(Namespace) {
 		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
@@ -228,6 +260,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
 			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
 			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
+			namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},
 			namespace.ClientDeleter[*corev1.Event]{C: client.Must[*corev1.Event](conn)},
 			namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
 			namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},

@@ -61,6 +61,7 @@ func groups() []group {
 			{Kind: "Endpoints", Plural: "Endpoints", Resource: "endpoints", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ConfigMap", Plural: "ConfigMaps", Resource: "configmaps", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "Secret", Plural: "Secrets", Resource: "secrets", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "ServiceAccount", Plural: "ServiceAccounts", Resource: "serviceaccounts", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},

@@ -14966,6 +14966,200 @@ func (x *SecretList) GetItems() []*Secret {
 	return nil
 }
 
+// ServiceAccount binds together:
+// * a name, understood by users, and perhaps by peripheral systems, for an identity
+// * a principal that can be authenticated and authorized
+// * a set of secrets
+type ServiceAccount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.
+	// Pods are only limited to this list if this service account has a "kubernetes.io/enforce-mountable-secrets" annotation set to "true".
+	// The "kubernetes.io/enforce-mountable-secrets" annotation is deprecated since v1.32.
+	// Prefer separate namespaces to isolate access to mounted secrets.
+	// This field should not be used to find auto-generated service account token secrets for use outside of pods.
+	// Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created.
+	// More info: https://kubernetes.io/docs/concepts/configuration/secret
+	Secrets []*ObjectReference `protobuf:"bytes,2,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	// ImagePullSecrets is a list of references to secrets in the same namespace to use for pulling any images
+	// in pods that reference this ServiceAccount. ImagePullSecrets are distinct from Secrets because Secrets
+	// can be mounted in the pod, but ImagePullSecrets are only accessed by the kubelet.
+	// More info: https://kubernetes.io/docs/concepts/containers/images/#specifying-imagepullsecrets-on-a-pod
+	ImagePullSecrets []*LocalObjectReference `protobuf:"bytes,3,rep,name=image_pull_secrets,json=imagePullSecrets,proto3" json:"image_pull_secrets,omitempty"`
+	// AutomountServiceAccountToken indicates whether pods running as this service account should have an API token automatically mounted.
+	// Can be overridden at the pod level.
+	AutomountServiceAccountToken *bool `protobuf:"varint,4,opt,name=automount_service_account_token,json=automountServiceAccountToken,proto3,oneof" json:"automount_service_account_token,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
+}
+
+func (x *ServiceAccount) Reset() {
+	*x = ServiceAccount{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[168]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceAccount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceAccount) ProtoMessage() {}
+
+func (x *ServiceAccount) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[168]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceAccount.ProtoReflect.Descriptor instead.
+func (*ServiceAccount) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{168}
+}
+
+func (x *ServiceAccount) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ServiceAccount) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ServiceAccount) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ServiceAccount) GetSecrets() []*ObjectReference {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
+}
+
+func (x *ServiceAccount) GetImagePullSecrets() []*LocalObjectReference {
+	if x != nil {
+		return x.ImagePullSecrets
+	}
+	return nil
+}
+
+func (x *ServiceAccount) GetAutomountServiceAccountToken() bool {
+	if x != nil && x.AutomountServiceAccountToken != nil {
+		return *x.AutomountServiceAccountToken
+	}
+	return false
+}
+
+// ServiceAccountList is a list of ServiceAccount objects
+type ServiceAccountList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// List of ServiceAccounts.
+	// More info: https://kubernetes.io/docs/tasks/configure-pod-container/configure-service-account/
+	Items         []*ServiceAccount `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServiceAccountList) Reset() {
+	*x = ServiceAccountList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[169]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServiceAccountList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServiceAccountList) ProtoMessage() {}
+
+func (x *ServiceAccountList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[169]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServiceAccountList.ProtoReflect.Descriptor instead.
+func (*ServiceAccountList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{169}
+}
+
+func (x *ServiceAccountList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ServiceAccountList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ServiceAccountList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ServiceAccountList) GetItems() []*ServiceAccount {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 // PodTemplateSpec describes the data a pod should have when created from a template
 type PodTemplateSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -14981,7 +15175,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[168]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[170]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -14993,7 +15187,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[168]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[170]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -15006,7 +15200,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{168}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{170}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *v1.ObjectMeta {
@@ -16244,7 +16438,22 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12,\n" +
-	"\x05items\x18\x02 \x03(\v2\x16.kplane.core.v1.SecretR\x05items\"v\n" +
+	"\x05items\x18\x02 \x03(\v2\x16.kplane.core.v1.SecretR\x05items\"\xfe\x02\n" +
+	"\x0eServiceAccount\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x129\n" +
+	"\asecrets\x18\x02 \x03(\v2\x1f.kplane.core.v1.ObjectReferenceR\asecrets\x12R\n" +
+	"\x12image_pull_secrets\x18\x03 \x03(\v2$.kplane.core.v1.LocalObjectReferenceR\x10imagePullSecrets\x12J\n" +
+	"\x1fautomount_service_account_token\x18\x04 \x01(\bH\x00R\x1cautomountServiceAccountToken\x88\x01\x01B\"\n" +
+	" _automount_service_account_token\"\xb7\x01\n" +
+	"\x12ServiceAccountList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x124\n" +
+	"\x05items\x18\x02 \x03(\v2\x1e.kplane.core.v1.ServiceAccountR\x05items\"v\n" +
 	"\x0fPodTemplateSpec\x126\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12+\n" +
 	"\x04spec\x18\x02 \x01(\v2\x17.kplane.core.v1.PodSpecR\x04specB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
@@ -16261,7 +16470,7 @@ func file_kplane_core_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_types_proto_rawDescData
 }
 
-var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 185)
+var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 187)
 var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.core.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.core.v1.NamespaceSpec
@@ -16431,46 +16640,48 @@ var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*ConfigMapList)(nil),                     // 165: kplane.core.v1.ConfigMapList
 	(*Secret)(nil),                            // 166: kplane.core.v1.Secret
 	(*SecretList)(nil),                        // 167: kplane.core.v1.SecretList
-	(*PodTemplateSpec)(nil),                   // 168: kplane.core.v1.PodTemplateSpec
-	nil,                                       // 169: kplane.core.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 170: kplane.core.v1.PodSpec.OverheadEntry
-	nil,                                       // 171: kplane.core.v1.FlexVolumeSource.OptionsEntry
-	nil,                                       // 172: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
-	nil,                                       // 173: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	nil,                                       // 174: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
-	nil,                                       // 175: kplane.core.v1.ResourceRequirements.LimitsEntry
-	nil,                                       // 176: kplane.core.v1.ResourceRequirements.RequestsEntry
-	nil,                                       // 177: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
-	nil,                                       // 178: kplane.core.v1.NodeStatus.CapacityEntry
-	nil,                                       // 179: kplane.core.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 180: kplane.core.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 181: kplane.core.v1.ConfigMap.DataEntry
-	nil,                                       // 182: kplane.core.v1.ConfigMap.BinaryDataEntry
-	nil,                                       // 183: kplane.core.v1.Secret.DataEntry
-	nil,                                       // 184: kplane.core.v1.Secret.StringDataEntry
-	(*v1.ObjectMeta)(nil),                     // 185: kplane.meta.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 186: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),                       // 187: kplane.meta.v1.ListMeta
-	(*v1.LabelSelector)(nil),                  // 188: kplane.meta.v1.LabelSelector
-	(*v1.IntOrString)(nil),                    // 189: kplane.meta.v1.IntOrString
-	(*v1.Condition)(nil),                      // 190: kplane.meta.v1.Condition
+	(*ServiceAccount)(nil),                    // 168: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                // 169: kplane.core.v1.ServiceAccountList
+	(*PodTemplateSpec)(nil),                   // 170: kplane.core.v1.PodTemplateSpec
+	nil,                                       // 171: kplane.core.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 172: kplane.core.v1.PodSpec.OverheadEntry
+	nil,                                       // 173: kplane.core.v1.FlexVolumeSource.OptionsEntry
+	nil,                                       // 174: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	nil,                                       // 175: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	nil,                                       // 176: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	nil,                                       // 177: kplane.core.v1.ResourceRequirements.LimitsEntry
+	nil,                                       // 178: kplane.core.v1.ResourceRequirements.RequestsEntry
+	nil,                                       // 179: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	nil,                                       // 180: kplane.core.v1.NodeStatus.CapacityEntry
+	nil,                                       // 181: kplane.core.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 182: kplane.core.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 183: kplane.core.v1.ConfigMap.DataEntry
+	nil,                                       // 184: kplane.core.v1.ConfigMap.BinaryDataEntry
+	nil,                                       // 185: kplane.core.v1.Secret.DataEntry
+	nil,                                       // 186: kplane.core.v1.Secret.StringDataEntry
+	(*v1.ObjectMeta)(nil),                     // 187: kplane.meta.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 188: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                       // 189: kplane.meta.v1.ListMeta
+	(*v1.LabelSelector)(nil),                  // 190: kplane.meta.v1.LabelSelector
+	(*v1.IntOrString)(nil),                    // 191: kplane.meta.v1.IntOrString
+	(*v1.Condition)(nil),                      // 192: kplane.meta.v1.Condition
 }
 var file_kplane_core_v1_types_proto_depIdxs = []int32{
-	185, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,   // 1: kplane.core.v1.Namespace.spec:type_name -> kplane.core.v1.NamespaceSpec
 	2,   // 2: kplane.core.v1.Namespace.status:type_name -> kplane.core.v1.NamespaceStatus
 	3,   // 3: kplane.core.v1.NamespaceStatus.conditions:type_name -> kplane.core.v1.NamespaceCondition
-	186, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	187, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	188, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	189, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,   // 6: kplane.core.v1.NamespaceList.items:type_name -> kplane.core.v1.Namespace
-	185, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 8: kplane.core.v1.Pod.spec:type_name -> kplane.core.v1.PodSpec
 	108, // 9: kplane.core.v1.Pod.status:type_name -> kplane.core.v1.PodStatus
 	7,   // 10: kplane.core.v1.PodSpec.volumes:type_name -> kplane.core.v1.Volume
 	55,  // 11: kplane.core.v1.PodSpec.init_containers:type_name -> kplane.core.v1.Container
 	55,  // 12: kplane.core.v1.PodSpec.containers:type_name -> kplane.core.v1.Container
 	85,  // 13: kplane.core.v1.PodSpec.ephemeral_containers:type_name -> kplane.core.v1.EphemeralContainer
-	169, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
+	171, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
 	87,  // 15: kplane.core.v1.PodSpec.security_context:type_name -> kplane.core.v1.PodSecurityContext
 	18,  // 16: kplane.core.v1.PodSpec.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
 	89,  // 17: kplane.core.v1.PodSpec.affinity:type_name -> kplane.core.v1.Affinity
@@ -16478,7 +16689,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	100, // 19: kplane.core.v1.PodSpec.host_aliases:type_name -> kplane.core.v1.HostAlias
 	101, // 20: kplane.core.v1.PodSpec.dns_config:type_name -> kplane.core.v1.PodDNSConfig
 	103, // 21: kplane.core.v1.PodSpec.readiness_gates:type_name -> kplane.core.v1.PodReadinessGate
-	170, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
+	172, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
 	104, // 23: kplane.core.v1.PodSpec.topology_spread_constraints:type_name -> kplane.core.v1.TopologySpreadConstraint
 	105, // 24: kplane.core.v1.PodSpec.os:type_name -> kplane.core.v1.PodOS
 	106, // 25: kplane.core.v1.PodSpec.scheduling_gates:type_name -> kplane.core.v1.PodSchedulingGate
@@ -16519,7 +16730,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	18,  // 60: kplane.core.v1.ISCSIVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 61: kplane.core.v1.RBDVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 62: kplane.core.v1.FlexVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	171, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
+	173, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
 	18,  // 64: kplane.core.v1.CinderVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 65: kplane.core.v1.CephFSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	27,  // 66: kplane.core.v1.DownwardAPIVolumeSource.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
@@ -16538,20 +16749,20 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	27,  // 79: kplane.core.v1.DownwardAPIProjection.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
 	18,  // 80: kplane.core.v1.ConfigMapProjection.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	15,  // 81: kplane.core.v1.ConfigMapProjection.items:type_name -> kplane.core.v1.KeyToPath
-	188, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	190, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	18,  // 83: kplane.core.v1.ScaleIOVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 84: kplane.core.v1.StorageOSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	172, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	174, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
 	18,  // 86: kplane.core.v1.CSIVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	49,  // 87: kplane.core.v1.EphemeralVolumeSource.volume_claim_template:type_name -> kplane.core.v1.PersistentVolumeClaimTemplate
-	185, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	50,  // 89: kplane.core.v1.PersistentVolumeClaimTemplate.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
-	188, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	190, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
 	51,  // 91: kplane.core.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.core.v1.VolumeResourceRequirements
 	52,  // 92: kplane.core.v1.PersistentVolumeClaimSpec.data_source:type_name -> kplane.core.v1.TypedLocalObjectReference
 	53,  // 93: kplane.core.v1.PersistentVolumeClaimSpec.data_source_ref:type_name -> kplane.core.v1.TypedObjectReference
-	173, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	174, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	175, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	176, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
 	56,  // 96: kplane.core.v1.Container.ports:type_name -> kplane.core.v1.ContainerPort
 	57,  // 97: kplane.core.v1.Container.env_from:type_name -> kplane.core.v1.EnvFromSource
 	60,  // 98: kplane.core.v1.Container.env:type_name -> kplane.core.v1.EnvVar
@@ -16575,17 +16786,17 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	63,  // 116: kplane.core.v1.EnvVarSource.secret_key_ref:type_name -> kplane.core.v1.SecretKeySelector
 	18,  // 117: kplane.core.v1.ConfigMapKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 118: kplane.core.v1.SecretKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
-	175, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
-	176, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
+	177, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
+	178, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
 	65,  // 121: kplane.core.v1.ResourceRequirements.claims:type_name -> kplane.core.v1.ResourceClaim
 	70,  // 122: kplane.core.v1.Probe.probe_handler:type_name -> kplane.core.v1.ProbeHandler
 	71,  // 123: kplane.core.v1.ProbeHandler.exec:type_name -> kplane.core.v1.ExecAction
 	72,  // 124: kplane.core.v1.ProbeHandler.http_get:type_name -> kplane.core.v1.HTTPGetAction
 	74,  // 125: kplane.core.v1.ProbeHandler.tcp_socket:type_name -> kplane.core.v1.TCPSocketAction
 	75,  // 126: kplane.core.v1.ProbeHandler.grpc:type_name -> kplane.core.v1.GRPCAction
-	189, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
+	191, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
 	73,  // 128: kplane.core.v1.HTTPGetAction.http_headers:type_name -> kplane.core.v1.HTTPHeader
-	189, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
+	191, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
 	77,  // 130: kplane.core.v1.Lifecycle.post_start:type_name -> kplane.core.v1.LifecycleHandler
 	77,  // 131: kplane.core.v1.Lifecycle.pre_stop:type_name -> kplane.core.v1.LifecycleHandler
 	71,  // 132: kplane.core.v1.LifecycleHandler.exec:type_name -> kplane.core.v1.ExecAction
@@ -16626,26 +16837,26 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	92,  // 167: kplane.core.v1.PreferredSchedulingTerm.preference:type_name -> kplane.core.v1.NodeSelectorTerm
 	96,  // 168: kplane.core.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 169: kplane.core.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
-	188, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
-	188, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	190, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	190, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
 	96,  // 172: kplane.core.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.core.v1.PodAffinityTerm
 	96,  // 173: kplane.core.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 174: kplane.core.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
 	102, // 175: kplane.core.v1.PodDNSConfig.options:type_name -> kplane.core.v1.PodDNSConfigOption
-	188, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	190, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	109, // 177: kplane.core.v1.PodStatus.conditions:type_name -> kplane.core.v1.PodCondition
 	110, // 178: kplane.core.v1.PodStatus.host_ips:type_name -> kplane.core.v1.HostIP
 	111, // 179: kplane.core.v1.PodStatus.pod_ips:type_name -> kplane.core.v1.PodIP
-	186, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	188, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	112, // 181: kplane.core.v1.PodStatus.init_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 182: kplane.core.v1.PodStatus.container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 183: kplane.core.v1.PodStatus.ephemeral_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	122, // 184: kplane.core.v1.PodStatus.resource_claim_statuses:type_name -> kplane.core.v1.PodResourceClaimStatus
-	186, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	186, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	188, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	188, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	113, // 187: kplane.core.v1.ContainerStatus.state:type_name -> kplane.core.v1.ContainerState
 	113, // 188: kplane.core.v1.ContainerStatus.last_termination_state:type_name -> kplane.core.v1.ContainerState
-	177, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	179, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
 	64,  // 190: kplane.core.v1.ContainerStatus.resources:type_name -> kplane.core.v1.ResourceRequirements
 	117, // 191: kplane.core.v1.ContainerStatus.volume_mounts:type_name -> kplane.core.v1.VolumeMountStatus
 	118, // 192: kplane.core.v1.ContainerStatus.user:type_name -> kplane.core.v1.ContainerUser
@@ -16653,24 +16864,24 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	114, // 194: kplane.core.v1.ContainerState.waiting:type_name -> kplane.core.v1.ContainerStateWaiting
 	115, // 195: kplane.core.v1.ContainerState.running:type_name -> kplane.core.v1.ContainerStateRunning
 	116, // 196: kplane.core.v1.ContainerState.terminated:type_name -> kplane.core.v1.ContainerStateTerminated
-	186, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	186, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	186, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	188, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	188, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	188, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
 	119, // 200: kplane.core.v1.ContainerUser.linux:type_name -> kplane.core.v1.LinuxContainerUser
 	121, // 201: kplane.core.v1.ResourceStatus.resources:type_name -> kplane.core.v1.ResourceHealth
-	187, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
+	189, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
 	5,   // 203: kplane.core.v1.PodList.items:type_name -> kplane.core.v1.Pod
-	185, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 205: kplane.core.v1.Binding.target:type_name -> kplane.core.v1.ObjectReference
-	185, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	127, // 207: kplane.core.v1.Node.spec:type_name -> kplane.core.v1.NodeSpec
 	131, // 208: kplane.core.v1.Node.status:type_name -> kplane.core.v1.NodeStatus
 	128, // 209: kplane.core.v1.NodeSpec.taints:type_name -> kplane.core.v1.Taint
 	129, // 210: kplane.core.v1.NodeSpec.config_source:type_name -> kplane.core.v1.NodeConfigSource
-	186, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	188, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
 	130, // 212: kplane.core.v1.NodeConfigSource.config_map:type_name -> kplane.core.v1.ConfigMapNodeConfigSource
-	178, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
-	179, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
+	180, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
+	181, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
 	132, // 215: kplane.core.v1.NodeStatus.conditions:type_name -> kplane.core.v1.NodeCondition
 	133, // 216: kplane.core.v1.NodeStatus.addresses:type_name -> kplane.core.v1.NodeAddress
 	134, // 217: kplane.core.v1.NodeStatus.daemon_endpoints:type_name -> kplane.core.v1.NodeDaemonEndpoints
@@ -16680,66 +16891,71 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	140, // 221: kplane.core.v1.NodeStatus.config:type_name -> kplane.core.v1.NodeConfigStatus
 	141, // 222: kplane.core.v1.NodeStatus.runtime_handlers:type_name -> kplane.core.v1.NodeRuntimeHandler
 	143, // 223: kplane.core.v1.NodeStatus.features:type_name -> kplane.core.v1.NodeFeatures
-	186, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	186, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	188, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	188, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	135, // 226: kplane.core.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.core.v1.DaemonEndpoint
 	137, // 227: kplane.core.v1.NodeSystemInfo.swap:type_name -> kplane.core.v1.NodeSwapStatus
 	129, // 228: kplane.core.v1.NodeConfigStatus.assigned:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 229: kplane.core.v1.NodeConfigStatus.active:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 230: kplane.core.v1.NodeConfigStatus.last_known_good:type_name -> kplane.core.v1.NodeConfigSource
 	142, // 231: kplane.core.v1.NodeRuntimeHandler.features:type_name -> kplane.core.v1.NodeRuntimeHandlerFeatures
-	187, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	189, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	126, // 233: kplane.core.v1.NodeList.items:type_name -> kplane.core.v1.Node
-	185, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 235: kplane.core.v1.Event.involved_object:type_name -> kplane.core.v1.ObjectReference
 	146, // 236: kplane.core.v1.Event.source:type_name -> kplane.core.v1.EventSource
-	186, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	186, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	186, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	188, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	188, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	188, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
 	147, // 240: kplane.core.v1.Event.series:type_name -> kplane.core.v1.EventSeries
 	125, // 241: kplane.core.v1.Event.related:type_name -> kplane.core.v1.ObjectReference
-	186, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
-	187, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
+	188, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
+	189, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
 	145, // 244: kplane.core.v1.EventList.items:type_name -> kplane.core.v1.Event
-	185, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	150, // 246: kplane.core.v1.Service.spec:type_name -> kplane.core.v1.ServiceSpec
 	154, // 247: kplane.core.v1.Service.status:type_name -> kplane.core.v1.ServiceStatus
 	151, // 248: kplane.core.v1.ServiceSpec.ports:type_name -> kplane.core.v1.ServicePort
-	180, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
+	182, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
 	152, // 250: kplane.core.v1.ServiceSpec.session_affinity_config:type_name -> kplane.core.v1.SessionAffinityConfig
-	189, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
+	191, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
 	153, // 252: kplane.core.v1.SessionAffinityConfig.client_ip:type_name -> kplane.core.v1.ClientIPConfig
 	155, // 253: kplane.core.v1.ServiceStatus.load_balancer:type_name -> kplane.core.v1.LoadBalancerStatus
-	190, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
+	192, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
 	156, // 255: kplane.core.v1.LoadBalancerStatus.ingress:type_name -> kplane.core.v1.LoadBalancerIngress
 	157, // 256: kplane.core.v1.LoadBalancerIngress.ports:type_name -> kplane.core.v1.PortStatus
-	187, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	189, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	149, // 258: kplane.core.v1.ServiceList.items:type_name -> kplane.core.v1.Service
-	185, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	187, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	160, // 260: kplane.core.v1.Endpoints.subsets:type_name -> kplane.core.v1.EndpointSubset
 	161, // 261: kplane.core.v1.EndpointSubset.addresses:type_name -> kplane.core.v1.EndpointAddress
 	161, // 262: kplane.core.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.core.v1.EndpointAddress
 	162, // 263: kplane.core.v1.EndpointSubset.ports:type_name -> kplane.core.v1.EndpointPort
 	125, // 264: kplane.core.v1.EndpointAddress.target_ref:type_name -> kplane.core.v1.ObjectReference
-	187, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
+	189, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
 	159, // 266: kplane.core.v1.EndpointsList.items:type_name -> kplane.core.v1.Endpoints
-	185, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	181, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
-	182, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
-	187, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
+	187, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	183, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
+	184, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
+	189, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
 	164, // 271: kplane.core.v1.ConfigMapList.items:type_name -> kplane.core.v1.ConfigMap
-	185, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	183, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
-	184, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
-	187, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
+	187, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	185, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
+	186, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
+	189, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
 	166, // 276: kplane.core.v1.SecretList.items:type_name -> kplane.core.v1.Secret
-	185, // 277: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	6,   // 278: kplane.core.v1.PodTemplateSpec.spec:type_name -> kplane.core.v1.PodSpec
-	279, // [279:279] is the sub-list for method output_type
-	279, // [279:279] is the sub-list for method input_type
-	279, // [279:279] is the sub-list for extension type_name
-	279, // [279:279] is the sub-list for extension extendee
-	0,   // [0:279] is the sub-list for field type_name
+	187, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	125, // 278: kplane.core.v1.ServiceAccount.secrets:type_name -> kplane.core.v1.ObjectReference
+	18,  // 279: kplane.core.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
+	189, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
+	168, // 281: kplane.core.v1.ServiceAccountList.items:type_name -> kplane.core.v1.ServiceAccount
+	187, // 282: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	6,   // 283: kplane.core.v1.PodTemplateSpec.spec:type_name -> kplane.core.v1.PodSpec
+	284, // [284:284] is the sub-list for method output_type
+	284, // [284:284] is the sub-list for method input_type
+	284, // [284:284] is the sub-list for extension type_name
+	284, // [284:284] is the sub-list for extension extendee
+	0,   // [0:284] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_types_proto_init() }
@@ -16801,13 +17017,14 @@ func file_kplane_core_v1_types_proto_init() {
 	file_kplane_core_v1_types_proto_msgTypes[162].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[164].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[166].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[168].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_types_proto_rawDesc), len(file_kplane_core_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   185,
+			NumMessages:   187,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,135 @@
+// This file holds the ServiceAccount test with the real kubectl (1.27 and
+// 1.33) through the gateway while the controllers run: a namespace made
+// by kubectl gets its default ServiceAccount; create sa, apply -f, get sa
+// and explain work; create token fails as the subresource is not served.
+package kubectltest
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/internal/kubectltest"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/controllers"
+)
+
+func TestKubectlServiceAccounts(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	conn := env.Dial(t, clienttest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := controllers.New(controllers.Config{Conn: conn, Controllers: []string{controllers.ServiceAccount, controllers.Namespace}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	sas := client.Must[*corev1.ServiceAccount](conn)
+	gwConn := env.Dial(t, "")
+
+	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
+		t.Run(bin, func(t *testing.T) {
+			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			kubectl := func(stdin string, args ...string) (string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				cmd := k.Command(ctx, args...)
+				cmd.Stdin = strings.NewReader(stdin)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				err := cmd.Run()
+				return out.String(), err
+			}
+			run := func(args ...string) string {
+				t.Helper()
+				out, err := kubectl("", args...)
+				if err != nil {
+					t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				return out
+			}
+			ns := "x" + strings.ReplaceAll(strings.TrimPrefix(bin, "kubectl."), ".", "")
+
+			run("create", "ns", ns)
+			// The controller creates it from the namespace's watch event:
+			// wait for it with a watch, then read it with kubectl.
+			wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+			defer wcancel()
+			w, err := sas.Watch(wctx, ns, client.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				ev, err := w.Next()
+				if err != nil {
+					t.Fatalf("waiting for the default ServiceAccount of %s: %v", ns, err)
+				}
+				if ev.Object.GetMetadata().GetName() == "default" {
+					break
+				}
+			}
+			w.Close()
+			out := run("get", "sa", "default", "-n", ns)
+			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
+				!strings.HasPrefix(strings.Join(strings.Fields(lines[0]), " "), "NAME SECRETS AGE") ||
+				!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "default 0 ") {
+				t.Errorf("kubectl get sa default:\n%s", out)
+			}
+
+			run("create", "sa", "robot", "-n", ns)
+			manifest := `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: builder
+  namespace: ` + ns + `
+automountServiceAccountToken: false
+imagePullSecrets:
+- name: registry
+secrets:
+- name: builder-token
+`
+			if out, err := kubectl(manifest, "apply", "-f", "-"); err != nil || !strings.Contains(out, "serviceaccount/builder created") {
+				t.Fatalf("kubectl apply: %v\n%s", err, out)
+			}
+			if out, err := kubectl(manifest, "apply", "-f", "-"); err != nil || !strings.Contains(out, "serviceaccount/builder unchanged") {
+				t.Fatalf("kubectl apply again: %v\n%s", err, out)
+			}
+			out = run("get", "serviceaccounts", "-n", ns, "-o", "custom-columns=NAME:.metadata.name,SECRETS:.secrets[*].name,AUTOMOUNT:.automountServiceAccountToken")
+			for _, want := range []string{"builder   builder-token   false", "default   <none>", "robot     <none>"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("kubectl get serviceaccounts: no %q in\n%s", want, out)
+				}
+			}
+			out = run("get", "sa", "builder", "-n", ns)
+			if !strings.Contains(strings.Join(strings.Fields(out), " "), "builder 1 ") {
+				t.Errorf("kubectl get sa builder: want 1 secret\n%s", out)
+			}
+
+			// Strict field validation names the unknown field.
+			bad := strings.Replace(manifest, "automountServiceAccountToken: false", "automountServiceAccountToken: false\nautomount: true", 1)
+			if out, err := kubectl(bad, "apply", "-f", "-"); err == nil || !strings.Contains(out, `unknown field "automount"`) {
+				t.Errorf("kubectl apply with an unknown field: %v\n%s", err, out)
+			}
+
+			if out := run("explain", "serviceaccount.automountServiceAccountToken"); !strings.Contains(out, "AutomountServiceAccountToken indicates") {
+				t.Errorf("kubectl explain:\n%s", out)
+			}
+
+			// TokenRequest is not served yet: it fails, and says so.
+			if out, err := kubectl("", "create", "token", "default", "-n", ns); err == nil || !strings.Contains(out, "the server could not find the requested resource") {
+				t.Errorf("kubectl create token: want NotFound, got %v\n%s", err, out)
+			}
+		})
+	}
+}

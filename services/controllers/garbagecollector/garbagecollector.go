@@ -212,7 +212,13 @@ func (c *Controller) collect(ctx context.Context, r ctrl.Resource, obj ctrl.Obje
 			return nil
 		}
 		c.log.Debug("deleting object whose owners are gone", "kind", r.Kind(), "object", client.KeyOf(m.GetNamespace(), m.GetName()))
-		err := r.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid(), PropagationPolicy: "Background"})
+		// The resourceVersion precondition makes the delete conditional on
+		// the version whose owners were checked: the cache may still hold
+		// a dependent whose reference the orphaning of a deleted owner has
+		// already removed (the two kinds come on separate watches). Such a
+		// delete conflicts, and the newer version's event brings the object
+		// back with its real owners.
+		err := r.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid(), ResourceVersion: m.GetResourceVersion(), PropagationPolicy: "Background"})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete %s %s/%s: %w", r.Kind(), m.GetNamespace(), m.GetName(), err)
 		}

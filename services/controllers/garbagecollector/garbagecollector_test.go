@@ -24,6 +24,7 @@ type fakeResource struct {
 	objs []ctrl.Object
 	mu   sync.Mutex
 	log  *[]string
+	live string // the store's resourceVersion of every object, when not the cached one
 }
 
 func (r *fakeResource) Kind() string            { return r.kind }
@@ -79,7 +80,14 @@ func (r *fakeResource) Update(_ context.Context, o ctrl.Object) error {
 	return nil
 }
 func (r *fakeResource) Delete(_ context.Context, ns, name string, opts client.DeleteOptions) error {
-	r.record("delete " + r.kind + " " + name + " " + opts.PropagationPolicy)
+	line := "delete " + r.kind + " " + name + " " + opts.PropagationPolicy
+	if opts.ResourceVersion != "" {
+		line += " rv=" + opts.ResourceVersion
+	}
+	r.record(line)
+	if o, ok := r.Cached(client.KeyOf(ns, name)); ok && r.live != "" && opts.ResourceVersion != "" && opts.ResourceVersion != r.live {
+		return apierrors.NewConflict("", r.kind, o.GetMetadata().GetName(), "Precondition failed")
+	}
 	return nil
 }
 func (r *fakeResource) OnChange(func(ctrl.Object, bool)) {}
@@ -113,6 +121,11 @@ func meta(name, uid string, refs ...*metav1.OwnerReference) *metav1.ObjectMeta {
 	return &metav1.ObjectMeta{Namespace: "ns", Name: name, Uid: uid, OwnerReferences: refs}
 }
 
+func withRV(m *metav1.ObjectMeta, rv string) *metav1.ObjectMeta {
+	m.ResourceVersion = rv
+	return m
+}
+
 func deleting(m *metav1.ObjectMeta, finalizers ...string) *metav1.ObjectMeta {
 	m.DeletionTimestamp = timestamppb.Now()
 	m.Finalizers = finalizers
@@ -125,6 +138,7 @@ func TestReconcile(t *testing.T) {
 		rss  []*appsv1.ReplicaSet
 		pods []*corev1.Pod
 		key  string
+		live string
 		want []string
 	}{
 		{
@@ -132,6 +146,16 @@ func TestReconcile(t *testing.T) {
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))}},
 			key:  "Pod/ns/p",
 			want: []string{"delete Pod p Background"},
+		},
+		{
+			// The orphaning of a deleted owner removed the reference in a
+			// newer version the cache has not seen yet: the delete names the
+			// cached version, conflicts, and the object stays.
+			name: "owner missing, cached copy stale: conditional delete conflicts",
+			pods: []*corev1.Pod{{Metadata: withRV(meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true)), "5")}},
+			live: "6",
+			key:  "Pod/ns/p",
+			want: []string{"delete Pod p Background rv=5"},
 		},
 		{
 			name: "owner recreated with another uid: delete",
@@ -181,7 +205,7 @@ func TestReconcile(t *testing.T) {
 			for _, o := range tc.rss {
 				rsR.objs = append(rsR.objs, o)
 			}
-			podR := &fakeResource{kind: "Pod", log: &got}
+			podR := &fakeResource{kind: "Pod", log: &got, live: tc.live}
 			for _, o := range tc.pods {
 				podR.objs = append(podR.objs, o)
 			}

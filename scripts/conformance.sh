@@ -23,7 +23,7 @@
 #                     before lack it) and tells e2e.test not to wait for each
 #                     namespace's "default" ServiceAccount (kplane's
 #                     controllers create it since the ServiceAccount
-#                     controller; older binaries lack it) (--ci: assisted only);
+#                     controller; older binaries lack it) (--ci: as-is only);
 #                     k8s runs the same tests against etcd, kube-apiserver,
 #                     kube-controller-manager and kube-scheduler K8S_VERSION
 #                     with KWOK's NODES nodes (RUNS="as-is assisted k8s")
@@ -62,7 +62,7 @@ build_only=0
 if_built=0
 while (($#)); do
 	case $1 in
-	--ci) ci=1 RUNS=assisted ;;
+	--ci) ci=1 RUNS=as-is ;;
 	--build-only) build_only=1 ;;
 	--if-built) if_built=1 ;;
 	--focus) FOCUS=$2; shift ;;
@@ -339,9 +339,10 @@ for r in $RUNS; do
 	echo "== run $r: $label"
 	run_start=$SECONDS
 	flags=()
-	# Kubernetes' ServiceAccount controller creates "default" in every new
-	# namespace and the framework waits 2 minutes for it before each test;
-	# kplane has no such controller yet.
+	# The framework waits up to 2 minutes for each test namespace's "default"
+	# ServiceAccount; kplane binaries from before the ServiceAccount
+	# controller never create it, and the assisted run tells e2e.test not
+	# to wait.
 	[[ $r != assisted ]] || flags=(--e2e-verify-service-account=false)
 	run_all "$work/results-$r" "${flags[@]}"
 	stop_kubernetes

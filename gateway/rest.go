@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -58,6 +59,7 @@ var services = []registration{
 	register(admissionv1.RegisterMutatingWebhookConfigurationServiceHandlerClient, admissionv1.NewMutatingWebhookConfigurationServiceClient),
 	register(admissionv1.RegisterValidatingWebhookConfigurationServiceHandlerClient, admissionv1.NewValidatingWebhookConfigurationServiceClient),
 	register(authorizationv1.RegisterAuthorizationServiceHandlerClient, authorizationv1.NewAuthorizationServiceClient),
+	register(authenticationv1.RegisterAuthenticationServiceHandlerClient, authenticationv1.NewAuthenticationServiceClient),
 }
 
 // requestInfo is what the front of the gateway learnt about a request,

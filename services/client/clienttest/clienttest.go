@@ -235,7 +235,7 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 			// ServiceAccount tokens as kplane up configures them.
 			ServiceAccountTokens: saTokens,
 			TokenAuthenticator:   an,
-			Authorizer:     authz.NewDefault(rbac, pods),
+			Authorizer:           authz.NewDefault(rbac, pods),
 			// As `kplane apiserver` and Kubernetes by default: the
 			// not-ready and unreachable NoExecute tolerations (300 s) on
 			// every pod without its own, then the webhooks.

@@ -417,4 +417,3 @@ func TestTokenReviewAndIssuerDiscovery(t *testing.T) {
 		t.Errorf("bob's jwks: got %v, want Forbidden", err)
 	}
 }
-

@@ -22,6 +22,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/serviceaccount"
 )
@@ -415,5 +416,55 @@ func TestTokenReviewAndIssuerDiscovery(t *testing.T) {
 	}
 	if _, err := bob.GetServiceAccountIssuerJWKS(ctxT(t), &authenticationv1.GetServiceAccountIssuerJWKSRequest{}); apierrors.FromError(err).Reason != apierrors.ReasonForbidden {
 		t.Errorf("bob's jwks: got %v, want Forbidden", err)
+	}
+}
+
+// TestTokenRequestExpiration: --service-account-max-token-expiration
+// shortens longer requests; a pod-bound token asked for 3607 s is issued
+// for a year with warnafter at 3607 s, as Kubernetes does for the node's
+// projected tokens.
+func TestTokenRequestExpiration(t *testing.T) {
+	env := Start(t, Options{Configure: func(c *apiserver.Config) { c.ServiceAccountTokens.MaxExpiration = 2 * time.Hour }})
+	conn := env.Dial(t, AdminToken)
+	e := &tokenEnv{Env: env, t: t, auth: authenticationv1.NewAuthenticationServiceClient(conn),
+		sas: corev1.NewServiceAccountServiceClient(conn), pods: corev1.NewPodServiceClient(conn)}
+	e.createSA("robot")
+	tr, err := e.request("robot", &authenticationv1.TokenRequestSpec{ExpirationSeconds: proto.Int64(3 * 3600)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claims(t, tr.GetStatus().GetToken())
+	if got := tr.GetSpec().GetExpirationSeconds(); got != 7200 || int64(c["exp"].(float64))-int64(c["iat"].(float64)) != 7200 {
+		t.Errorf("spec.expirationSeconds %d, exp-iat %v: want both 7200", got, c["exp"].(float64)-c["iat"].(float64))
+	}
+
+	pod, err := e.pods.CreatePod(ctxT(t), &corev1.CreatePodRequest{Namespace: "default", Pod: &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: "p"},
+		Spec: &corev1.PodSpec{ServiceAccountName: "robot", Containers: []*corev1.Container{{Name: "c", Image: "nginx"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := bound("Pod", "v1", "p", pod.GetPod().GetMetadata().GetUid()).GetSpec()
+	spec.ExpirationSeconds = proto.Int64(serviceaccount.WarnOnlyExpirationSeconds)
+	tr, err = e.request("robot", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = claims(t, tr.GetStatus().GetToken())
+	iat := int64(c["iat"].(float64))
+	k8s := c["kubernetes.io"].(map[string]any)
+	if int64(c["exp"].(float64))-iat != serviceaccount.ExtendedExpirationSeconds || int64(k8s["warnafter"].(float64))-iat != serviceaccount.WarnOnlyExpirationSeconds {
+		t.Errorf("exp-iat %v, warnafter-iat %v: want a year and 3607", c["exp"].(float64)-float64(iat), k8s["warnafter"])
+	}
+	if got := tr.GetStatus().GetExpirationTimestamp().AsTime().Unix() - iat; got != serviceaccount.WarnOnlyExpirationSeconds {
+		t.Errorf("status.expirationTimestamp: %d s after iat, want 3607 (the asked expiration, as Kubernetes reports it)", got)
+	}
+	// Not for other audiences.
+	spec.Audiences = []string{"vault"}
+	tr, err = e.request("robot", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claims(t, tr.GetStatus().GetToken()); int64(c["exp"].(float64))-int64(c["iat"].(float64)) != serviceaccount.WarnOnlyExpirationSeconds {
+		t.Errorf("audience vault: exp-iat %v, want 3607", c["exp"].(float64)-c["iat"].(float64))
 	}
 }

@@ -207,6 +207,46 @@ func TestKubectlServiceAccountTokens(t *testing.T) {
 		})
 	}
 
+	// Discovery, as kube-apiserver v1.33 serves it.
+	get := func(path string) string {
+		t.Helper()
+		resp, err := client(&carol).Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	var list struct {
+		Resources []map[string]any `json:"resources"`
+	}
+	if err := json.Unmarshal([]byte(get("/apis/authentication.k8s.io/v1")), &list); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(list.Resources)
+	want := `[{"kind":"SelfSubjectReview","name":"selfsubjectreviews","namespaced":false,"singularName":"selfsubjectreview","verbs":["create"]},` +
+		`{"kind":"TokenReview","name":"tokenreviews","namespaced":false,"singularName":"tokenreview","verbs":["create"]}]`
+	if string(got) != want {
+		t.Errorf("authentication.k8s.io/v1 resources: got %s, want %s", got, want)
+	}
+	if err := json.Unmarshal([]byte(get("/api/v1")), &list); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range list.Resources {
+		if r["name"] == "serviceaccounts/token" {
+			found = true
+			got, _ := json.Marshal(r)
+			if want := `{"group":"authentication.k8s.io","kind":"TokenRequest","name":"serviceaccounts/token","namespaced":true,"singularName":"","verbs":["create"],"version":"v1"}`; string(got) != want {
+				t.Errorf("serviceaccounts/token: got %s, want %s", got, want)
+			}
+		}
+	}
+	if !found {
+		t.Error("serviceaccounts/token is not in /api/v1")
+	}
+
 	// The discovery documents' media types and caching, and 401 without
 	// credentials.
 	for path, ct := range map[string]string{"/openid/v1/jwks": "application/jwk-set+json", "/.well-known/openid-configuration": "application/json"} {

@@ -63,7 +63,6 @@ import (
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
-	"github.com/kplane/kplane/services/apiserver/serviceaccount"
 )
 
 // MaxBodyBytes is the largest request body accepted (larger: 413).
@@ -190,7 +189,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if path == serviceaccount.OpenIDConfigPath || path == serviceaccount.JWKSPath {
+	if path == openIDConfigPath || path == jwksPath {
 		g.serveIssuerDiscovery(w, r, path, auditID)
 		return
 	}

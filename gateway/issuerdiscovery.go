@@ -12,7 +12,12 @@ import (
 
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/serviceaccount"
+)
+
+// The paths of the discovery documents, as kube-apiserver serves them.
+const (
+	openIDConfigPath = "/.well-known/openid-configuration"
+	jwksPath         = "/openid/v1/jwks"
 )
 
 func (g *Gateway) serveIssuerDiscovery(w http.ResponseWriter, r *http.Request, path, auditID string) {
@@ -34,7 +39,7 @@ func (g *Gateway) serveIssuerDiscovery(w http.ResponseWriter, r *http.Request, p
 	}
 	var body []byte
 	contentType := "application/json"
-	if path == serviceaccount.JWKSPath {
+	if path == jwksPath {
 		resp, err := g.issuer.GetServiceAccountIssuerJWKS(ctx, &authenticationv1.GetServiceAccountIssuerJWKSRequest{})
 		if err != nil {
 			writeError(w, apierrors.FromError(err))

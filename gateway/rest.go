@@ -104,7 +104,9 @@ func newRESTMux(conn grpc.ClientConnInterface, tab *table, rewrite func(context.
 		// but the identity the gateway established (a client must not be
 		// able to send kplane-impersonate-* itself).
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
-		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		// Of the API service's response headers only Kubernetes' warnings
+		// (`299 - "..."`) reach the client, as Warning headers.
+		runtime.WithOutgoingHeaderMatcher(func(k string) (string, bool) { return "Warning", k == apierrors.WarningHeader }),
 		runtime.WithMetadata(func(ctx context.Context, _ *http.Request) metadata.MD { return infoFrom(ctx).md }),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 			writeError(w, err)

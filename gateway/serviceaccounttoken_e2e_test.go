@@ -1,8 +1,8 @@
 // This file holds the kubectl tests of ServiceAccount tokens through the
 // gateway in impersonation mode (as kplane up runs it): kubectl create
 // token, kubectl --token=... getting what RBAC allows and 403 for the rest,
-// kubectl auth whoami for a certificate user and a token, and the issuer
-// discovery documents.
+// kubectl auth whoami for a certificate user and a token, the warning of a
+// shortened expiration, discovery and the issuer discovery documents.
 package gateway_test
 
 import (
@@ -22,7 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/client/clienttest"
 )
 
@@ -121,7 +123,7 @@ func tokenClaims(t *testing.T, token string) map[string]any {
 }
 
 func TestKubectlServiceAccountTokens(t *testing.T) {
-	srv, users, client := startImpersonating(t)
+	srv, users, client := startImpersonatingWith(t, gateway.Config{}, func(c *apiserver.Config) { c.ServiceAccountTokens.MaxExpiration = 2 * time.Hour })
 	carol := users.Issue(t, "carol", []string{"system:masters"}, false)
 	for i, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
@@ -136,6 +138,11 @@ func TestKubectlServiceAccountTokens(t *testing.T) {
 			c := tokenClaims(t, tok)
 			if c["sub"] != "system:serviceaccount:default:"+sa || int64(c["exp"].(float64))-int64(c["iat"].(float64)) != 1200 || len(c["aud"].([]any)) != 2 {
 				t.Errorf("claims: got %v", c)
+			}
+			// --service-account-max-token-expiration 2h: a warning, as
+			// kube-apiserver gives it.
+			if out := k.ok("", "create", "token", sa, "--duration=3h"); !strings.Contains(out, "Warning: requested expiration of 10800 seconds shortened to 7200 seconds") {
+				t.Errorf("create token --duration=3h: got\n%s\nwant the warning", out)
 			}
 			bound := strings.TrimSpace(k.ok("", "create", "token", sa, "--bound-object-kind=Secret", "--bound-object-name="+sa+"-s"))
 			if k8s, _ := json.Marshal(tokenClaims(t, bound)["kubernetes.io"]); !strings.Contains(string(k8s), `"secret":{"name":"`+sa+`-s"`) {

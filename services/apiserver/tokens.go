@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -124,6 +126,8 @@ func (s *Server) createToken(ctx context.Context, ns, name string, req *authenti
 		}
 	}
 	if maxSec := int64(cfg.MaxExpiration / time.Second); maxSec > 0 && spec.GetExpirationSeconds() > maxSec {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(apierrors.WarningHeader,
+			apierrors.WarningValue(fmt.Sprintf("requested expiration of %d seconds shortened to %d seconds", spec.GetExpirationSeconds(), maxSec))))
 		spec.ExpirationSeconds = &maxSec
 	}
 	b.Audiences, b.ExpirationSeconds = spec.GetAudiences(), spec.GetExpirationSeconds()

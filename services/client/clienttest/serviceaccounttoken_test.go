@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
@@ -429,10 +431,16 @@ func TestTokenRequestExpiration(t *testing.T) {
 	e := &tokenEnv{Env: env, t: t, auth: authenticationv1.NewAuthenticationServiceClient(conn),
 		sas: corev1.NewServiceAccountServiceClient(conn), pods: corev1.NewPodServiceClient(conn)}
 	e.createSA("robot")
-	tr, err := e.request("robot", &authenticationv1.TokenRequestSpec{ExpirationSeconds: proto.Int64(3 * 3600)})
+	var header metadata.MD
+	r, err := e.auth.CreateServiceAccountToken(ctxT(t), &authenticationv1.CreateServiceAccountTokenRequest{Namespace: "default", Name: "robot",
+		TokenRequest: &authenticationv1.TokenRequest{Spec: &authenticationv1.TokenRequestSpec{ExpirationSeconds: proto.Int64(3 * 3600)}}}, grpc.Header(&header))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got, want := header.Get(apierrors.WarningHeader), `299 - "requested expiration of 10800 seconds shortened to 7200 seconds"`; len(got) != 1 || got[0] != want {
+		t.Errorf("warning: got %q, want [%s]", got, want)
+	}
+	tr := r.GetTokenRequest()
 	c := claims(t, tr.GetStatus().GetToken())
 	if got := tr.GetSpec().GetExpirationSeconds(); got != 7200 || int64(c["exp"].(float64))-int64(c["iat"].(float64)) != 7200 {
 		t.Errorf("spec.expirationSeconds %d, exp-iat %v: want both 7200", got, c["exp"].(float64)-c["iat"].(float64))

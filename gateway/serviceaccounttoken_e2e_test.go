@@ -276,3 +276,20 @@ func TestKubectlServiceAccountTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestKubectlTokensForwarding: in forwarding mode (no Authenticator: the
+// gateway passes the Authorization header on) the API service
+// authenticates ServiceAccount tokens itself; TokenReview from a file.
+func TestKubectlTokensForwarding(t *testing.T) {
+	k := startKube(t, "kubectl.1.33")
+	k.ok([]string{"create", "serviceaccount", "robot"}, "serviceaccount/robot created")
+	tok := strings.TrimSpace(k.ok([]string{"create", "token", "robot"}))
+	k.ok([]string{"auth", "whoami", "--token=" + tok}, "system:serviceaccount:default:robot", "[system:serviceaccounts system:serviceaccounts:default system:authenticated]")
+	k.fails([]string{"get", "pods", "--token=" + tok},
+		`Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:default:robot" cannot list resource "pods" in API group "" in the namespace "default"`)
+	review := k.file("review.yaml", "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec:\n  token: "+tok+"\n")
+	k.ok([]string{"create", "-f", review, "-o", "jsonpath={.status.authenticated} {.status.user.username} {.status.audiences}"},
+		`true system:serviceaccount:default:robot ["`+clienttest.ServiceAccountIssuer+`"]`)
+	k.fails([]string{"create", "-f", review, "--token=bob-token"},
+		`tokenreviews.authentication.k8s.io is forbidden: User "bob" cannot create resource "tokenreviews" in API group "authentication.k8s.io" at the cluster scope`)
+}

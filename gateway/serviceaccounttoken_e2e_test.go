@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,7 +124,7 @@ func tokenClaims(t *testing.T, token string) map[string]any {
 }
 
 func TestKubectlServiceAccountTokens(t *testing.T) {
-	srv, users, client := startImpersonatingWith(t, gateway.Config{}, func(c *apiserver.Config) { c.ServiceAccountTokens.MaxExpiration = 2 * time.Hour })
+	srv, users, client := startImpersonatingWith(t, gateway.Config{Metrics: http.NotFoundHandler()}, func(c *apiserver.Config) { c.ServiceAccountTokens.MaxExpiration = 2 * time.Hour })
 	carol := users.Issue(t, "carol", []string{"system:masters"}, false)
 	for i, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
@@ -211,6 +212,9 @@ func TestKubectlServiceAccountTokens(t *testing.T) {
 				t.Errorf("jwks: got %s", jwks)
 			}
 			k.ok(tok, "get", "--raw", "/.well-known/openid-configuration")
+			// A path RBAC does not give it, refused naming the
+			// ServiceAccount (only the API service knows whose the token is).
+			k.fails(tok, []string{"get", "--raw", "/metrics"}, `forbidden: User "system:serviceaccount:default:`+sa+`" cannot get path "/metrics"`)
 		})
 	}
 

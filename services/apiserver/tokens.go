@@ -6,6 +6,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -213,16 +214,10 @@ func tokenRequestInvalid(name, field, msg string) error {
 	return e
 }
 
+// subset says every element of a is in of.
 func subset(a, of []string) bool {
 	for _, x := range a {
-		found := false
-		for _, y := range of {
-			if x == y {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.Contains(of, x) {
 			return false
 		}
 	}
@@ -338,10 +333,8 @@ func userInfo(u request.User) *authenticationv1.UserInfo {
 }
 
 func withAuthenticatedGroup(u request.User) request.User {
-	for _, g := range u.Groups {
-		if g == request.AuthenticatedGroup {
-			return u
-		}
+	if slices.Contains(u.Groups, request.AuthenticatedGroup) {
+		return u
 	}
 	u.Groups = append(append([]string(nil), u.Groups...), request.AuthenticatedGroup)
 	return u

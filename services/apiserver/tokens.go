@@ -53,6 +53,10 @@ type ServiceAccountTokens struct {
 	Discovery *serviceaccount.Discovery
 }
 
+// issuedCredentialIDAnnotation is the audit annotation of a TokenRequest
+// naming the issued token's credential ID.
+const issuedCredentialIDAnnotation = "authentication.kubernetes.io/issued-credential-id"
+
 var (
 	tokenReviews = &resourceInfo{Group: "authentication.k8s.io", Version: "v1", Kind: "TokenReview", Resource: "tokenreviews"}
 	selfReviewsN = &resourceInfo{Group: "authentication.k8s.io", Version: "v1", Kind: "SelfSubjectReview", Resource: "selfsubjectreviews"}
@@ -138,10 +142,16 @@ func (s *Server) createToken(ctx context.Context, ns, name string, req *authenti
 			b.ExpirationSeconds = maxSec
 		}
 	}
-	token, _, err := cfg.Issuer.Issue(now, b)
+	token, jti, err := cfg.Issuer.Issue(now, b)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("failed to generate token: %w", err))
 	}
+	// As kube-apiserver: the audit event names the credential ID the
+	// token's requests will carry in their user's extra.
+	if c.ev.Annotations == nil {
+		c.ev.Annotations = map[string]string{}
+	}
+	c.ev.Annotations[issuedCredentialIDAnnotation] = serviceaccount.CredentialID(jti)
 	return &authenticationv1.TokenRequest{
 		ApiVersion: "authentication.k8s.io/v1", Kind: "TokenRequest",
 		Metadata: &metav1.ObjectMeta{Name: name, Namespace: ns, CreationTimestamp: timestamppb.New(now.Truncate(time.Second))},

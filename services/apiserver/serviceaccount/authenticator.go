@@ -230,7 +230,7 @@ func (a *Authenticator) validate(pub jwt.Claims, k Private) (request.User, error
 		}
 	}
 	if pub.ID != "" {
-		extra[ExtraCredentialID] = []string{"JTI=" + pub.ID}
+		extra[ExtraCredentialID] = []string{CredentialID(pub.ID)}
 	}
 	if len(extra) > 0 {
 		u.Extra = extra

@@ -87,6 +87,15 @@ type Binding struct {
 	WarnAfterSeconds  int64 // 0: no warnafter claim
 }
 
+// CredentialID is the credential ID of a token with jti, as Kubernetes
+// writes it in the user's extra and the audit log ("JTI=<jti>").
+func CredentialID(jti string) string {
+	if jti == "" {
+		return ""
+	}
+	return "JTI=" + jti
+}
+
 // Issuer signs tokens. It is safe for concurrent use.
 type Issuer struct {
 	iss    string

@@ -7,11 +7,14 @@
 package clienttest
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +146,42 @@ func TestTokenRequest(t *testing.T) {
 		Extra:  map[string]*authenticationv1.ExtraValue{serviceaccount.ExtraCredentialID: {Items: []string{"JTI=" + c["jti"].(string)}}}}
 	if !proto.Equal(u, wantUser) {
 		t.Errorf("whoami: got %v, want %v", u, wantUser)
+	}
+
+	// The audit log: the TokenRequest's event names the issued credential
+	// ID, and the token's requests carry it in their user's extra, as
+	// Kubernetes records them.
+	var issued, used bool
+	f, err := os.Open(e.AuditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	credentialID := "JTI=" + c["jti"].(string)
+	for sc.Scan() {
+		var ev struct {
+			User struct {
+				Username string
+				Extra    map[string][]string
+			}
+			ObjectRef struct{ Resource, Subresource, Name string } `json:"objectRef"`
+			Annotations map[string]string
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", sc.Text(), err)
+		}
+		switch {
+		case ev.ObjectRef.Resource == "serviceaccounts" && ev.ObjectRef.Subresource == "token" &&
+			ev.Annotations["authentication.kubernetes.io/issued-credential-id"] == credentialID:
+			issued = true
+		case ev.User.Username == "system:serviceaccount:default:robot" && slices.Equal(ev.User.Extra[serviceaccount.ExtraCredentialID], []string{credentialID}):
+			used = true
+		}
+	}
+	if !issued || !used {
+		t.Errorf("audit log: TokenRequest with the issued credential ID %v, the token's use with it in user.extra %v; want both", issued, used)
 	}
 
 	// A longer request is kept (no --service-account-max-token-expiration here).

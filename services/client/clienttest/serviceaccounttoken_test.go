@@ -166,7 +166,7 @@ func TestTokenRequest(t *testing.T) {
 				Username string
 				Extra    map[string][]string
 			}
-			ObjectRef struct{ Resource, Subresource, Name string } `json:"objectRef"`
+			ObjectRef   struct{ Resource, Subresource, Name string } `json:"objectRef"`
 			Annotations map[string]string
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {

@@ -83,6 +83,12 @@ type Options struct {
 	TLS bool
 	// Configure, if set, may change the apiserver's Config before New.
 	Configure func(*apiserver.Config)
+	// Etcd, if set, is the client URL of a running etcd (another Env's) to
+	// serve from instead of starting one: a second replica.
+	Etcd string
+	// ServiceAccountKey, if set, signs and verifies ServiceAccount tokens
+	// instead of a fresh key (another Env's, for a second replica).
+	ServiceAccountKey *ecdsa.PrivateKey
 }
 
 // StartEtcd runs an etcd process on free loopback ports until the test
@@ -140,7 +146,10 @@ func StartEtcd(t testing.TB) string {
 // Start runs etcd and the API service until the test ends.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
-	etcdURL := StartEtcd(t)
+	etcdURL := opts.Etcd
+	if etcdURL == "" {
+		etcdURL = StartEtcd(t)
+	}
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(tokenCSV), 0o600); err != nil {
@@ -202,9 +211,12 @@ type wired struct {
 
 // wire builds the apiserver Config the way `kplane apiserver` should.
 func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
-	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
+	saKey := opts.ServiceAccountKey
+	if saKey == nil {
+		var err error
+		if saKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, err
+		}
 	}
 	saTokens, saAuthn, saObjects, err := serviceAccountTokens(saKey)
 	if err != nil {

@@ -515,3 +515,36 @@ func TestTokenRequestExpiration(t *testing.T) {
 		t.Errorf("audience vault: exp-iat %v, want 3607", c["exp"].(float64)-c["iat"].(float64))
 	}
 }
+
+// TestTokensAcrossReplicas: two API service replicas on one store with the
+// same key (as kplane up, compose and Helm run them) accept each other's
+// tokens, and a replica with another key accepts neither.
+func TestTokensAcrossReplicas(t *testing.T) {
+	a := newTokenEnv(t)
+	b := Start(t, Options{Etcd: a.Etcd, ServiceAccountKey: a.ServiceAccountKey})
+	c := Start(t, Options{Etcd: a.Etcd})
+	a.createSA("robot")
+	fromA := a.token("robot", nil)
+	fromB, err := authenticationv1.NewAuthenticationServiceClient(b.Dial(t, AdminToken)).CreateServiceAccountToken(ctxT(t),
+		&authenticationv1.CreateServiceAccountTokenRequest{Namespace: "default", Name: "robot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whoami := func(env *Env, token string) error {
+		_, err := authenticationv1.NewAuthenticationServiceClient(env.Dial(t, token)).CreateSelfSubjectReview(ctxT(t), &authenticationv1.CreateSelfSubjectReviewRequest{})
+		return err
+	}
+	eventually(t, "replica b accepts replica a's token", func() bool { return whoami(b, fromA) == nil })
+	if err := whoami(a.Env, fromB.GetTokenRequest().GetStatus().GetToken()); err != nil {
+		t.Errorf("replica a refuses replica b's token: %v", err)
+	}
+	fromC, err := authenticationv1.NewAuthenticationServiceClient(c.Dial(t, AdminToken)).CreateServiceAccountToken(ctxT(t),
+		&authenticationv1.CreateServiceAccountTokenRequest{Namespace: "default", Name: "robot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica c accepts its own token", func() bool { return whoami(c, fromC.GetTokenRequest().GetStatus().GetToken()) == nil })
+	if err := whoami(c, fromA); apierrors.FromError(err).Reason != apierrors.ReasonUnauthorized {
+		t.Errorf("a replica with another key: got %v, want Unauthorized", err)
+	}
+}

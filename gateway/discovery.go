@@ -163,6 +163,10 @@ func (r *resource) subresources() []subresource {
 	if r.Methods["bind"] != nil {
 		out = append(out, subresource{"binding", "", "v1", "Binding", []string{"create"}})
 	}
+	if r.Group == "" && r.Resource == "serviceaccounts" {
+		// Served by the AuthenticationService (TokenRequest).
+		out = append(out, subresource{"token", "authentication.k8s.io", "v1", "TokenRequest", []string{"create"}})
+	}
 	return out
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
@@ -71,6 +72,11 @@ func (g *Gateway) authorizeDiscovery(r *http.Request, path string) error {
 	name := ""
 	if len(user) > 0 {
 		name = user[0]
+	} else if len(md.Get(authn.ForwardedTokenKey)) > 0 {
+		// A forwarded token: only the API service knows whose it is.
+		if r, err := g.issuer.CreateSelfSubjectReview(ctx, &authenticationv1.CreateSelfSubjectReviewRequest{}); err == nil {
+			name = r.GetSelfSubjectReview().GetStatus().GetUserInfo().GetUsername()
+		}
 	}
 	return &apierrors.StatusError{Reason: apierrors.ReasonForbidden, Code: http.StatusForbidden,
 		Message: fmt.Sprintf("forbidden: User %q cannot get path %q", name, path)}

@@ -21,7 +21,10 @@
 // group system:kplane-gateways) it authenticates the HTTP client — a
 // verified TLS client certificate (CN user, O groups) or a bearer token
 // checked by the Authenticator — and passes that user on in the
-// kplane-impersonate-* metadata; requests without credentials get 401. In
+// kplane-impersonate-* metadata; requests without credentials get 401. A
+// bearer token the gateway does not know (a ServiceAccount token) goes on
+// in the kplane-forwarded-token metadata, for the API service to
+// authenticate. In
 // forwarding mode (no Authenticator) it forwards the Authorization header
 // and the API service authenticates the token itself. In both modes
 // Kubernetes' Impersonate-User, -Group and -Uid headers (kubectl --as) go on
@@ -52,6 +55,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -95,6 +99,7 @@ type Config struct {
 type Gateway struct {
 	authn       *authn.Authenticator
 	reviews     authorizationv1.AuthorizationServiceClient
+	issuer      authenticationv1.AuthenticationServiceClient
 	bodyTimeout time.Duration
 	log         *slog.Logger
 	tab         *table
@@ -129,7 +134,7 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -183,6 +188,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
+	}
+	if path == openIDConfigPath || path == jwksPath {
+		g.serveIssuerDiscovery(w, r, path, auditID)
+		return
 	}
 	if path == "/metrics" && g.metrics != nil {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -348,9 +357,17 @@ func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 		leaf := r.TLS.VerifiedChains[0][0]
 		user, groups = leaf.Subject.CommonName, leaf.Subject.Organization
 	case auth != "":
-		u, err := g.authn.Authenticate(metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", auth)))
-		if err != nil {
-			return nil, err
+		scheme, token, _ := strings.Cut(strings.TrimSpace(auth), " ")
+		token = strings.TrimSpace(token)
+		if !strings.EqualFold(scheme, "Bearer") || token == "" {
+			return nil, &apierrors.StatusError{Reason: apierrors.ReasonUnauthorized, Code: http.StatusUnauthorized, Message: "Unauthorized"}
+		}
+		u, ok := g.authn.StaticToken(token)
+		if !ok {
+			// Not one of the gateway's static tokens (a ServiceAccount
+			// token): the API service, which holds the verification keys
+			// and the ServiceAccounts, authenticates it.
+			return metadata.Pairs(authn.ForwardedTokenKey, token), nil
 		}
 		user, uid, groups = u.Name, u.UID, u.Groups
 	}
@@ -376,7 +393,7 @@ func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 // peer's), as kube-apiserver records them. In forwarding mode the API
 // service records the gateway's connection instead.
 func withOrigin(md metadata.MD, r *http.Request, auditID string) metadata.MD {
-	if len(md.Get(authn.ImpersonateUserKey)) == 0 {
+	if len(md.Get(authn.ImpersonateUserKey)) == 0 && len(md.Get(authn.ForwardedTokenKey)) == 0 {
 		return md
 	}
 	var ips []string

@@ -13,6 +13,7 @@ import (
 	// The services the gateway serves register their descriptors here.
 	_ "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	_ "github.com/kplane/kplane/proto/kplane/apps/v1"
+	_ "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"

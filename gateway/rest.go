@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -58,6 +59,7 @@ var services = []registration{
 	register(admissionv1.RegisterMutatingWebhookConfigurationServiceHandlerClient, admissionv1.NewMutatingWebhookConfigurationServiceClient),
 	register(admissionv1.RegisterValidatingWebhookConfigurationServiceHandlerClient, admissionv1.NewValidatingWebhookConfigurationServiceClient),
 	register(authorizationv1.RegisterAuthorizationServiceHandlerClient, authorizationv1.NewAuthorizationServiceClient),
+	register(authenticationv1.RegisterAuthenticationServiceHandlerClient, authenticationv1.NewAuthenticationServiceClient),
 }
 
 // requestInfo is what the front of the gateway learnt about a request,
@@ -102,7 +104,9 @@ func newRESTMux(conn grpc.ClientConnInterface, tab *table, rewrite func(context.
 		// but the identity the gateway established (a client must not be
 		// able to send kplane-impersonate-* itself).
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
-		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
+		// Of the API service's response headers only Kubernetes' warnings
+		// (`299 - "..."`) reach the client, as Warning headers.
+		runtime.WithOutgoingHeaderMatcher(func(k string) (string, bool) { return "Warning", k == apierrors.WarningHeader }),
 		runtime.WithMetadata(func(ctx context.Context, _ *http.Request) metadata.MD { return infoFrom(ctx).md }),
 		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 			writeError(w, err)

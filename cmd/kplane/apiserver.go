@@ -57,6 +57,7 @@ func newAPIServerCommand() *cobra.Command {
 		serviceCIDR, nodePortRange           string
 		advertiseAddress                     string
 		securePort                           int
+		sa                                   saFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -153,11 +154,21 @@ func newAPIServerCommand() *cobra.Command {
 				}
 				cfg.KubeletTLS = t
 			}
-			an, err := authn.New(authn.Config{TokenFile: tokenFile, Anonymous: anonymous})
+			saTokens, saAuthn, saObjects, err := sa.build(advertiseAddress, securePort)
+			if err != nil {
+				return err
+			}
+			acfg := authn.Config{TokenFile: tokenFile, Anonymous: anonymous, Logger: log, APIAudiences: sa.audiences()}
+			if saAuthn != nil {
+				acfg.ServiceAccounts = saAuthn
+			}
+			an, err := authn.New(acfg)
 			if err != nil {
 				return err
 			}
 			cfg.Authenticator = an
+			cfg.TokenAuthenticator = an
+			cfg.ServiceAccountTokens = saTokens
 			rbac := authz.NewRBAC(log)
 			pods := authz.NewPodIndex()
 			cfg.Authorizer = authz.NewDefault(rbac, pods)
@@ -170,6 +181,11 @@ func newAPIServerCommand() *cobra.Command {
 				"mutatingwebhookconfigurations":   {hooks},
 				"validatingwebhookconfigurations": {hooks},
 				"namespaces":                      {hooks},
+			}
+			if saObjects != nil {
+				for _, res := range []string{"serviceaccounts", "pods", "secrets", "nodes"} {
+					cfg.Informers[res] = append(cfg.Informers[res], saObjects)
+				}
 			}
 			if encryptionConfig != "" {
 				if cfg.Encryption, err = encryption.Load(encryptionConfig); err != nil {
@@ -248,6 +264,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&tlsKey, "tls-private-key-file", "", "serving key")
 	f.StringVar(&clientCA, "client-ca-file", "", "CA that signs client certificates (CN = user, O = groups)")
 	f.StringVar(&tokenFile, "token-auth-file", "", "static bearer tokens, Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
+	sa.register(f)
 	f.BoolVar(&anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous")
 	f.StringVar(&auditPath, "audit-log-path", "", "audit log file (one JSON line per audited request stage); - is standard output; empty disables it")
 	f.StringVar(&auditWebhookConfig, "audit-webhook-config-file", "", "kubeconfig naming the audit webhook: audit events are POSTed to it as audit.k8s.io/v1 EventLists")

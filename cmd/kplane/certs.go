@@ -31,8 +31,9 @@ certificates name localhost, loopback and every --hosts entry. With
 --gateway-url it also writes <data-dir>/kubeconfig for the admin. Beside the
 certificates, unless they exist, it writes the API services'
 encryption-config.yaml (Secrets encrypted at rest under a fresh key: keep
-it) and audit-policy.yaml, for --encryption-provider-config and
---audit-policy-file.`,
+it), audit-policy.yaml and sa.key (the ServiceAccount token signing key),
+for --encryption-provider-config, --audit-policy-file and
+--service-account-signing-key-file / --service-account-key-file.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := localcluster.WriteCerts(cfg)

@@ -2,13 +2,17 @@ package localcluster
 
 // This file holds the security defaults `kplane up` gives its API services:
 // Secrets encrypted at rest with a key generated once under the data
-// directory, and an audit log following an audit Policy written there.
-// Both files are written only when missing, so an operator may edit them
-// (and must keep the key: the stored Secrets need it).
+// directory, an audit log following an audit Policy written there, and the
+// ServiceAccount token signing key. The files are written only when
+// missing, so an operator may edit them (and must keep the keys: the stored
+// Secrets and the issued tokens need them).
 
 import (
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,6 +24,12 @@ import (
 const (
 	EncryptionConfigFile = "encryption-config.yaml"
 	AuditPolicyFile      = "audit-policy.yaml"
+	// ServiceAccountKeyFile signs ServiceAccount tokens (every API service
+	// replica's --service-account-signing-key-file and -key-file, so that
+	// each verifies the others' tokens).
+	ServiceAccountKeyFile = "sa.key"
+	// ServiceAccountIssuer is the iss of the tokens, kubeadm's default.
+	ServiceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 )
 
 // defaultAuditPolicy records who changed what, without the noise of the
@@ -88,7 +98,28 @@ resources:
 	if err := writeIfMissing(auditPolicy, defaultAuditPolicy); err != nil {
 		return "", "", err
 	}
+	if _, err := writeServiceAccountKey(dataDir); err != nil {
+		return "", "", err
+	}
 	return encryptionConfig, auditPolicy, nil
+}
+
+// writeServiceAccountKey writes, if missing, a fresh RSA 2048 key (PKCS#1
+// PEM, as kubeadm's sa.key) for ServiceAccount tokens and returns its path.
+func writeServiceAccountKey(dir string) (string, error) {
+	path := filepath.Join(dir, ServiceAccountKeyFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", fmt.Errorf("service account key: %w", err)
+	}
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := writeIfMissing(path, string(pemKey)); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // writeIfMissing creates path with content, readable by its owner only,

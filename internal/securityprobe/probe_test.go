@@ -10,8 +10,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +42,7 @@ import (
 
 	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/services/apiserver/serviceaccount"
 )
 
 // kplaneBin is the kplane binary TestMain builds for `kplane up`.
@@ -332,6 +338,58 @@ func TestSecurityProbe(t *testing.T) {
 	attempt("edge: list at a resourceVersion from the future", func(t *testing.T) (bool, string) {
 		r := c.do(t, asAdmin, "GET", "/api/v1/namespaces/default/configmaps?resourceVersion=999999999&resourceVersionMatch=NotOlderThan", "", "")
 		return expect(r, http.StatusGatewayTimeout, "Too large resource version")
+	})
+	// ServiceAccount tokens: a token must be signed by the cluster's key
+	// and still valid; a working one shows the refusals are not blanket.
+	saToken := func(t *testing.T, key crypto.Signer, now time.Time) string {
+		t.Helper()
+		// The ServiceAccount controller creates it soon after kplane up.
+		r := c.do(t, asAdmin, "GET", "/api/v1/namespaces/default/serviceaccounts/default", "", "")
+		for i := 0; i < 300 && r.code == http.StatusNotFound; i++ {
+			time.Sleep(100 * time.Millisecond)
+			r = c.do(t, asAdmin, "GET", "/api/v1/namespaces/default/serviceaccounts/default", "", "")
+		}
+		var sa struct {
+			Metadata struct{ UID string } `json:"metadata"`
+		}
+		if r.code != http.StatusOK || json.Unmarshal([]byte(r.body), &sa) != nil {
+			t.Fatalf("get the default ServiceAccount: %d %s", r.code, r.body)
+		}
+		iss, err := serviceaccount.NewIssuer(localcluster.ServiceAccountIssuer, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _, err := iss.Issue(now, serviceaccount.Binding{Namespace: "default", ServiceAccount: serviceaccount.Ref{Name: "default", UID: sa.Metadata.UID},
+			Audiences: []string{localcluster.ServiceAccountIssuer}, ExpirationSeconds: 3600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	withToken := func(t *testing.T, tok string) response {
+		t.Helper()
+		return c.do(t, c.https(nil), "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", "application/json",
+			`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`, "Authorization", "Bearer "+tok)
+	}
+	clusterKey, keyErr := serviceaccount.LoadSigningKey(filepath.Join(dir, localcluster.ServiceAccountKeyFile))
+	attempt("authn: a ServiceAccount token forged with another key", func(t *testing.T) (bool, string) {
+		if keyErr != nil {
+			t.Fatal(keyErr)
+		}
+		if r := withToken(t, saToken(t, clusterKey, time.Now())); r.code != http.StatusCreated || !strings.Contains(r.body, "system:serviceaccount:default:default") {
+			return false, "a token signed by the cluster's own key does not authenticate: " + r.body
+		}
+		forger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return expect(withToken(t, saToken(t, forger, time.Now())), http.StatusUnauthorized, "Unauthorized")
+	})
+	attempt("authn: an expired ServiceAccount token", func(t *testing.T) (bool, string) {
+		if keyErr != nil {
+			t.Fatal(keyErr)
+		}
+		return expect(withToken(t, saToken(t, clusterKey, time.Now().Add(-2*time.Hour))), http.StatusUnauthorized, "Unauthorized")
 	})
 	grpcAnon := func(t *testing.T) *grpc.ClientConn {
 		t.Helper()

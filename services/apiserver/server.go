@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -70,6 +71,13 @@ type Config struct {
 	Authorizer    Authorizer
 	Mutating      []MutatingAdmission
 	Validating    []ValidatingAdmission
+	// ServiceAccountTokens, if set, issues ServiceAccount tokens
+	// (TokenRequest) and serves the issuer discovery documents; nil: the
+	// serviceaccounts/token subresource is not served.
+	ServiceAccountTokens *ServiceAccountTokens
+	// TokenAuthenticator answers TokenReviews; nil: every token is
+	// refused.
+	TokenAuthenticator TokenAuthenticator
 	// Auditor, if set, records every request that reached authentication.
 	Auditor Auditor
 	// AuditPolicy decides each request's audit level and stages (nil:
@@ -303,6 +311,7 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(opts...)
 	registerServices(s.grpc, s)
 	authorizationv1.RegisterAuthorizationServiceServer(s.grpc, &accessReviews{s: s})
+	authenticationv1.RegisterAuthenticationServiceServer(s.grpc, &authentications{s: s})
 	watchstreamv1.RegisterWatchStreamServiceServer(s.grpc, &watchStreamService{s: s})
 	reflection.Register(s.grpc)
 	// gRPC's health service: NOT_SERVING until ready and again while

@@ -59,6 +59,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -122,6 +123,9 @@ func packages() []protoPkg {
 			Doc: "holds Kubernetes' authorization.k8s.io/v1 reviews",
 			Roots: []any{authorizationv1.SubjectAccessReview{}, authorizationv1.SelfSubjectAccessReview{},
 				authorizationv1.LocalSubjectAccessReview{}, authorizationv1.SelfSubjectRulesReview{}}},
+		{Dir: "authentication", File: "types.proto", GoAlias: "authenticationv1", GoPkgs: []string{"k8s.io/api/authentication/v1"},
+			Doc:   "holds Kubernetes' authentication.k8s.io/v1 requests and reviews",
+			Roots: []any{authenticationv1.TokenRequest{}, authenticationv1.TokenReview{}, authenticationv1.SelfSubjectReview{}}},
 		{Dir: "autoscaling", File: "types.proto", GoAlias: "autoscalingv1", GoPkgs: []string{"k8s.io/api/autoscaling/v1"},
 			Doc:   "holds autoscaling/v1 Scale, the body of the scale subresource",
 			Roots: []any{autoscalingv1.Scale{}}},

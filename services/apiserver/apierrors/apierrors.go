@@ -18,6 +18,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // Reason is a Kubernetes StatusReason.
@@ -352,4 +353,20 @@ func NewServiceUnavailable(msg string) *StatusError {
 // NewInternalError wraps an unexpected error.
 func NewInternalError(err error) *StatusError {
 	return newError(ReasonInternalError, "", "", "", fmt.Sprintf("Internal error occurred: %v", err))
+}
+
+// WarningHeader is the gRPC response header that carries a warning to the
+// client, in Kubernetes' Warning header form (`299 - "<text>"`); the
+// gateway passes it on as Warning.
+const WarningHeader = "warning"
+
+// WarningValue formats text as a Warning header value with
+// apimachinery's NewWarningHeader, as kube-apiserver writes it; text with
+// control characters is dropped from the header, as there.
+func WarningValue(text string) string {
+	v, err := utilnet.NewWarningHeader(299, "-", text)
+	if err != nil {
+		return ""
+	}
+	return v
 }

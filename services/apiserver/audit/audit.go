@@ -166,6 +166,20 @@ type UserInfo struct {
 	Username string   `json:"username"`
 	UID      string   `json:"uid,omitempty"`
 	Groups   []string `json:"groups,omitempty"`
+	// Extra is the authenticator's extra (a ServiceAccount token's
+	// credential ID, pod and node), as Kubernetes records it.
+	Extra map[string][]string `json:"extra,omitempty"`
+}
+
+func userInfo(u request.User) UserInfo {
+	out := UserInfo{Username: u.Name, UID: u.UID, Groups: append([]string(nil), u.Groups...)}
+	for k, v := range u.Extra {
+		if out.Extra == nil {
+			out.Extra = map[string][]string{}
+		}
+		out.Extra[k] = append([]string(nil), v...)
+	}
+	return out
 }
 
 // ObjectRef is what the request was about.
@@ -199,12 +213,13 @@ func NewEvent(id string, received time.Time) *Event {
 
 // SetUser records who made the request (after authentication).
 func (e *Event) SetUser(u request.User) {
-	e.User = UserInfo{Username: u.Name, UID: u.UID, Groups: append([]string(nil), u.Groups...)}
+	e.User = userInfo(u)
 }
 
 // SetImpersonatedUser records the user an authenticated user acted as.
 func (e *Event) SetImpersonatedUser(u request.User) {
-	e.ImpersonatedUser = &UserInfo{Username: u.Name, UID: u.UID, Groups: append([]string(nil), u.Groups...)}
+	ui := userInfo(u)
+	e.ImpersonatedUser = &ui
 }
 
 // SetAttributes records the verb and object the request was about (and the

@@ -99,14 +99,14 @@ func (e *Event) internal() *auditinternal.Event {
 		Stage:                    auditinternal.Stage(e.Stage),
 		RequestURI:               e.RequestURI,
 		Verb:                     e.Verb,
-		User:                     authnv1.UserInfo{Username: e.User.Username, UID: e.User.UID, Groups: e.User.Groups},
+		User:                     authnv1.UserInfo{Username: e.User.Username, UID: e.User.UID, Groups: e.User.Groups, Extra: extraOf(e.User)},
 		SourceIPs:                e.SourceIPs,
 		UserAgent:                e.UserAgent,
 		RequestReceivedTimestamp: metav1.NewMicroTime(e.RequestReceivedTimestamp),
 		StageTimestamp:           metav1.NewMicroTime(e.StageTimestamp),
 	}
 	if e.ImpersonatedUser != nil {
-		out.ImpersonatedUser = &authnv1.UserInfo{Username: e.ImpersonatedUser.Username, UID: e.ImpersonatedUser.UID, Groups: e.ImpersonatedUser.Groups}
+		out.ImpersonatedUser = &authnv1.UserInfo{Username: e.ImpersonatedUser.Username, UID: e.ImpersonatedUser.UID, Groups: e.ImpersonatedUser.Groups, Extra: extraOf(*e.ImpersonatedUser)}
 	}
 	if r := e.ObjectRef; r != nil {
 		out.ObjectRef = &auditinternal.ObjectReference{Resource: r.Resource, Namespace: r.Namespace, Name: r.Name,
@@ -155,4 +155,16 @@ func (m Multi) Log(e *Event) error {
 		}
 	}
 	return first
+}
+
+// extraOf is u's extra in the form of k8s.io/api's UserInfo.
+func extraOf(u UserInfo) map[string]authnv1.ExtraValue {
+	if len(u.Extra) == 0 {
+		return nil
+	}
+	out := make(map[string]authnv1.ExtraValue, len(u.Extra))
+	for k, v := range u.Extra {
+		out[k] = authnv1.ExtraValue(v)
+	}
+	return out
 }

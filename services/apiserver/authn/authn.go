@@ -1,6 +1,7 @@
 // Package authn authenticates a gRPC request to the API service from its
 // context: a verified TLS client certificate, a bearer token from a static
-// token file, or (only when enabled) no credentials at all.
+// token file or a ServiceAccount token, or (only when enabled) no
+// credentials at all.
 //
 // # Identities
 //
@@ -11,7 +12,10 @@
 //   - A bearer token in the gRPC metadata `authorization: Bearer <token>`,
 //     looked up in a token file in Kubernetes' static token CSV format:
 //     `token,user,uid,"group1,group2"` (the groups column is optional).
-//     A presented but unknown token is refused, never treated as anonymous.
+//     A token not in the file goes to the ServiceAccount token authenticator,
+//     if one is configured (a JWT signed by the service account key).
+//     A presented but unknown or invalid token is refused (Unauthorized,
+//     as kube-apiserver, with no reason given), never treated as anonymous.
 //   - No credentials: system:anonymous in group system:unauthenticated when
 //     anonymous access is enabled, else Unauthorized.
 //
@@ -30,9 +34,14 @@
 //	kplane-impersonate-group: one value per group (repeat the key)
 //
 // The request is then authenticated as that end user (plus
-// system:authenticated). Anyone else setting any of these keys is refused
-// with Forbidden, and so is a proxy identity that came from a bearer token
-// rather than a certificate.
+// system:authenticated). Instead, a front proxy may pass on the end user's
+// bearer token, which it could not check itself (a ServiceAccount token), in
+//
+//	kplane-forwarded-token:   the token (exactly one value)
+//
+// and the request is authenticated as that token's user. Anyone else setting
+// any of these keys is refused with Forbidden, and so is a proxy identity
+// that came from a bearer token rather than a certificate.
 package authn
 
 import (
@@ -41,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -58,6 +68,7 @@ const (
 	ImpersonateUserKey  = "kplane-impersonate-user"
 	ImpersonateUIDKey   = "kplane-impersonate-uid"
 	ImpersonateGroupKey = "kplane-impersonate-group"
+	ForwardedTokenKey   = "kplane-forwarded-token"
 )
 
 // Metadata keys a front proxy uses to pass on what it saw of the HTTP
@@ -100,6 +111,22 @@ type Config struct {
 	// client certificate, may pass an end user on. Nil means
 	// [DefaultFrontProxyGroup]; an empty non-nil slice disables front proxies.
 	FrontProxyGroups []string
+	// Logger records why a token was refused (at debug); nil discards.
+	Logger *slog.Logger
+	// ServiceAccounts, if set, authenticates the bearer tokens the token
+	// file does not hold (ServiceAccount JWTs).
+	ServiceAccounts TokenAuthenticator
+	// APIAudiences are the API's own audiences (--api-audiences): a
+	// TokenReview asking for others does not accept static tokens.
+	APIAudiences []string
+}
+
+// TokenAuthenticator authenticates one kind of bearer token for audiences
+// (nil: the API's own). ok false with a nil error means the token is not of
+// its kind; an error means it is, but invalid. validFor are the audiences
+// asked for that the token is valid for.
+type TokenAuthenticator interface {
+	AuthenticateToken(ctx context.Context, token string, audiences []string) (u request.User, validFor []string, ok bool, err error)
 }
 
 // Authenticator authenticates requests. It is safe for concurrent use; its
@@ -108,11 +135,17 @@ type Authenticator struct {
 	tokens     map[string]request.User
 	anonymous  bool
 	proxyGroup []string
+	sa         TokenAuthenticator
+	auds       []string
+	log        *slog.Logger
 }
 
 // New reads cfg.TokenFile (if any) and returns an Authenticator.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{anonymous: cfg.Anonymous, proxyGroup: cfg.FrontProxyGroups}
+	a := &Authenticator{anonymous: cfg.Anonymous, proxyGroup: cfg.FrontProxyGroups, sa: cfg.ServiceAccounts, auds: cfg.APIAudiences, log: cfg.Logger}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
 	if a.proxyGroup == nil {
 		a.proxyGroup = []string{DefaultFrontProxyGroup}
 	}
@@ -181,13 +214,24 @@ func (a *Authenticator) Authenticate(ctx context.Context) (request.User, error) 
 	if err != nil {
 		return request.User{}, err
 	}
-	if !impersonating(md) {
+	forwarded := md.Get(ForwardedTokenKey)
+	if !impersonating(md) && len(forwarded) == 0 {
 		return caller, nil
 	}
 	if !viaCert || !a.isFrontProxy(caller) {
 		target := first(md.Get(ImpersonateUserKey))
 		return request.User{}, apierrors.NewForbidden("", "users", target,
 			fmt.Sprintf("User %q cannot impersonate users: only a front proxy authenticated by a client certificate in one of the groups %q may pass an end user on", caller.Name, a.proxyGroup))
+	}
+	if len(forwarded) > 0 {
+		if impersonating(md) || len(forwarded) != 1 {
+			return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and without %s", ForwardedTokenKey, ImpersonateUserKey))
+		}
+		u, err := a.tokenUser(ctx, forwarded[0])
+		if err != nil {
+			return request.User{}, err
+		}
+		return withAuthenticated(u), nil
 	}
 	names := md.Get(ImpersonateUserKey)
 	if len(names) != 1 || names[0] == "" {
@@ -209,7 +253,7 @@ func (a *Authenticator) authenticateCaller(ctx context.Context, md metadata.MD) 
 		return withAuthenticated(u), true, nil
 	}
 	if auth := md.Get("authorization"); len(auth) > 0 {
-		u, err := a.fromToken(auth)
+		u, err := a.fromToken(ctx, auth)
 		if err != nil {
 			return request.User{}, false, err
 		}
@@ -245,7 +289,7 @@ func fromCertificate(ctx context.Context) (request.User, bool) {
 	return u, true
 }
 
-func (a *Authenticator) fromToken(values []string) (request.User, error) {
+func (a *Authenticator) fromToken(ctx context.Context, values []string) (request.User, error) {
 	if len(values) != 1 {
 		return request.User{}, apierrors.NewUnauthorized("")
 	}
@@ -254,12 +298,62 @@ func (a *Authenticator) fromToken(values []string) (request.User, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return request.User{}, apierrors.NewUnauthorized("")
 	}
-	found, ok := a.tokens[token]
-	if !ok {
+	return a.tokenUser(ctx, token)
+}
+
+// tokenUser authenticates a bearer token for the API's audiences, or
+// answers Unauthorized.
+func (a *Authenticator) tokenUser(ctx context.Context, token string) (request.User, error) {
+	u, _, err := a.AuthenticateToken(ctx, token, nil)
+	if err != nil {
+		a.log.DebugContext(ctx, "bearer token refused", "err", err)
 		return request.User{}, apierrors.NewUnauthorized("")
 	}
-	found.Groups = slices.Clone(found.Groups)
-	return found, nil
+	return u, nil
+}
+
+// StaticToken returns the user of token in the static token file, if it is
+// there.
+func (a *Authenticator) StaticToken(token string) (request.User, bool) {
+	u, ok := a.tokens[token]
+	u.Groups = slices.Clone(u.Groups)
+	return u, ok
+}
+
+// AuthenticateToken authenticates token for audiences (nil: the API's own),
+// as a TokenReview asks: the static token file (valid for the API's
+// audiences only), then ServiceAccount tokens. It returns the user (without
+// system:authenticated) and the audiences asked for that the token is valid
+// for, or an error saying why the token was refused.
+func (a *Authenticator) AuthenticateToken(ctx context.Context, token string, audiences []string) (request.User, []string, error) {
+	if u, ok := a.StaticToken(token); ok {
+		if audiences == nil {
+			return u, slices.Clone(a.auds), nil
+		}
+		if len(a.auds) == 0 {
+			return u, audiences, nil
+		}
+		var validFor []string
+		for _, aud := range audiences {
+			if slices.Contains(a.auds, aud) {
+				validFor = append(validFor, aud)
+			}
+		}
+		if len(validFor) > 0 {
+			return u, validFor, nil
+		}
+		return request.User{}, nil, errors.New("token audiences are invalid for the target audiences")
+	}
+	if a.sa != nil {
+		u, validFor, ok, err := a.sa.AuthenticateToken(ctx, token, audiences)
+		if err != nil {
+			return request.User{}, nil, fmt.Errorf("[invalid bearer token, %w]", err)
+		}
+		if ok {
+			return u, validFor, nil
+		}
+	}
+	return request.User{}, nil, errors.New("invalid bearer token")
 }
 
 func (a *Authenticator) isFrontProxy(u request.User) bool {

@@ -25,8 +25,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
+	"github.com/kplane/kplane/services/apiserver/serviceaccount"
 )
 
 // testCA is a throw-away certificate authority for one test.
@@ -164,7 +167,8 @@ func TestAuthenticateOverGRPC(t *testing.T) {
 		"tok-alice,alice,1001,\"dev,ops\"\n"+
 		"tok-bob,bob,1002\n"+
 		"tok-gw,gateway,1003,system:kplane-gateways\n")
-	strict, err := New(Config{TokenFile: tokens})
+	saTokens, saToken, robot := serviceAccountTokens(t)
+	strict, err := New(Config{TokenFile: tokens, ServiceAccounts: saTokens, APIAudiences: []string{testIssuer}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +222,29 @@ func TestAuthenticateOverGRPC(t *testing.T) {
 		{name: "anonymous may not impersonate", anonymous: true,
 			md:         metadata.Pairs(ImpersonateGroupKey, "system:masters"),
 			wantReason: apierrors.ReasonForbidden},
+		{name: "ServiceAccount token", md: metadata.Pairs("authorization", "Bearer "+saToken), want: robot},
+		{name: "front proxy forwards a ServiceAccount token",
+			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
+			md:   metadata.Pairs(ForwardedTokenKey, saToken), want: robot},
+		{name: "front proxy forwards a static token",
+			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
+			md:   metadata.Pairs(ForwardedTokenKey, "tok-bob"),
+			want: request.User{Name: "bob", UID: "1002", Groups: []string{"system:authenticated"}}},
+		{name: "front proxy forwards a tampered token",
+			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
+			md:         metadata.Pairs(ForwardedTokenKey, saToken[:len(saToken)-4]+"AAAA"),
+			wantReason: apierrors.ReasonUnauthorized},
+		{name: "a certificate user without the proxy group may not forward a token",
+			cert:       &certSpec{cn: "bob", orgs: []string{"dev"}},
+			md:         metadata.Pairs(ForwardedTokenKey, saToken),
+			wantReason: apierrors.ReasonForbidden},
+		{name: "a token user may not forward a token",
+			md:         metadata.Pairs("authorization", "Bearer tok-gw", ForwardedTokenKey, saToken),
+			wantReason: apierrors.ReasonForbidden},
+		{name: "a forwarded token names no impersonated user besides",
+			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
+			md:         metadata.Pairs(ForwardedTokenKey, saToken, ImpersonateUserKey, "admin"),
+			wantReason: apierrors.ReasonBadRequest},
 		{name: "front proxy must name the user",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
 			md:         metadata.Pairs(ImpersonateGroupKey, "dev"),
@@ -260,6 +287,44 @@ func TestAuthenticateOverGRPC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testIssuer is the issuer of serviceAccountTokens' tokens.
+const testIssuer = "https://kubernetes.default.svc.cluster.local"
+
+// serviceAccountTokens returns a ServiceAccount token authenticator with a
+// key generated here, which knows the ServiceAccount default/robot, a token
+// of robot's and the user it authenticates as.
+func serviceAccountTokens(t *testing.T) (*serviceaccount.Authenticator, string, request.User) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := serviceaccount.KeyID(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := serviceaccount.NewObjects()
+	objects.Upsert(&corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "robot", Uid: "robot-uid"}})
+	a, err := serviceaccount.NewAuthenticator(serviceaccount.AuthenticatorConfig{Issuers: []string{testIssuer},
+		Keys: []serviceaccount.PublicKey{{KeyID: kid, Key: &key.PublicKey}}, APIAudiences: []string{testIssuer}, Objects: objects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, err := serviceaccount.NewIssuer(testIssuer, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, jti, err := iss.Issue(time.Now(), serviceaccount.Binding{Namespace: "default", ServiceAccount: serviceaccount.Ref{Name: "robot", UID: "robot-uid"},
+		Audiences: []string{testIssuer}, ExpirationSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	robot := request.User{Name: "system:serviceaccount:default:robot", UID: "robot-uid",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"},
+		Extra:  map[string][]string{serviceaccount.ExtraCredentialID: {"JTI=" + jti}}}
+	return a, tok, robot
 }
 
 func TestForbiddenImpersonationMessage(t *testing.T) {

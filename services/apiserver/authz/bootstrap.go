@@ -83,8 +83,11 @@ func group(name string) rbacv1.Subject {
 // RBAC view of what node agents need; like Kubernetes, its binding has no
 // subjects because the Node authorizer grants nodes their rights), and
 // system:basic-user / system:discovery for every authenticated user,
-// system:public-info-viewer (health and version) for everyone, and
-// system:monitoring (health and /metrics) for the group of that name.
+// system:public-info-viewer (health and version) for everyone,
+// system:monitoring (health and /metrics) for the group of that name,
+// system:auth-delegator (token and access reviews; no binding) and
+// system:service-account-issuer-discovery (the issuer's discovery
+// documents) for every ServiceAccount.
 func BootstrapPolicy() Bootstrap {
 	viewRules := []rbacv1.PolicyRule{
 		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",
@@ -116,7 +119,13 @@ func BootstrapPolicy() Bootstrap {
 			clusterRole("edit", editRules...),
 			clusterRole("view", viewRules...),
 			clusterRole("system:basic-user",
-				rule([]string{"create"}, []string{"authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews")),
+				rule([]string{"create"}, []string{"authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews"),
+				rule([]string{"create"}, []string{"authentication.k8s.io"}, "selfsubjectreviews")),
+			clusterRole("system:auth-delegator",
+				rule([]string{"create"}, []string{"authentication.k8s.io"}, "tokenreviews"),
+				rule([]string{"create"}, []string{"authorization.k8s.io"}, "subjectaccessreviews")),
+			clusterRole("system:service-account-issuer-discovery",
+				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/.well-known/openid-configuration", "/.well-known/openid-configuration/", "/openid/v1/jwks", "/openid/v1/jwks/"}}),
 			clusterRole("system:discovery",
 				rbacv1.PolicyRule{Verbs: []string{"get"}, NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz", "/version", "/version/"}}),
 			clusterRole("system:public-info-viewer",
@@ -161,6 +170,7 @@ func BootstrapPolicy() Bootstrap {
 			binding("system:basic-user", "system:basic-user", group(request.AuthenticatedGroup)),
 			binding("system:discovery", "system:discovery", group(request.AuthenticatedGroup)),
 			binding("system:public-info-viewer", "system:public-info-viewer", group(request.AuthenticatedGroup), group(request.UnauthenticatedGroup)),
+			binding("system:service-account-issuer-discovery", "system:service-account-issuer-discovery", group("system:serviceaccounts")),
 			binding("system:monitoring", "system:monitoring", group(MonitoringGroup)),
 			binding(SchedulerUser, SchedulerUser, user(SchedulerUser)),
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),

@@ -17,6 +17,9 @@ type User struct {
 	Name   string
 	UID    string
 	Groups []string
+	// Extra is what the authenticator knows beside (a ServiceAccount
+	// token's pod, node and credential ID), as Kubernetes' user.Info Extra.
+	Extra map[string][]string
 }
 
 // Well-known names, as in Kubernetes.

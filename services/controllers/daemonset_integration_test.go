@@ -471,3 +471,40 @@ func TestDaemonSetOnDelete(t *testing.T) {
 		return err1 == nil && len(crs) == 0 && got == "", fmt.Sprintf("%d revisions, pods %q", len(crs), got)
 	})
 }
+
+// TestDaemonSetMinReadySeconds: a ready pod counts as available only
+// minReadySeconds after it became ready; the controller comes back to
+// count it then, without any other change.
+func TestDaemonSetMinReadySeconds(t *testing.T) {
+	c := startDSCluster(t, 0)
+	c.addNode(t, "n1", nil)
+	c.addNode(t, "n2", nil)
+	wctx, cancel := context.WithTimeout(c.ctx, waitLimit)
+	defer cancel()
+	w, err := c.dss.Watch(wctx, "ds", client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := newDaemonSet("slow", "web:1")
+	ds.Spec.MinReadySeconds = 2
+	if _, err := c.dss.Create(c.ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	sawReadyUnavailable := false
+	for {
+		ev, err := w.Next()
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		st := ev.Object.GetStatus()
+		if st.GetNumberReady() == 2 && st.GetNumberAvailable() == 0 && st.GetNumberUnavailable() == 2 {
+			sawReadyUnavailable = true
+		}
+		if st.GetNumberAvailable() == 2 && st.GetNumberUnavailable() == 0 {
+			break
+		}
+	}
+	if !sawReadyUnavailable {
+		t.Error("never saw two ready pods not yet available")
+	}
+}

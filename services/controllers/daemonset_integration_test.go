@@ -424,8 +424,9 @@ func readyPod(p *corev1.Pod) bool {
 }
 
 // TestDaemonSetOnDelete: a template change replaces no pod; a pod deleted
-// by its user comes back with the new template; deleting the DaemonSet
-// deletes its pods and revisions.
+// by its user comes back with the new template; a pod relabelled out of
+// the selector is released and replaced; deleting the DaemonSet deletes
+// its pods and revisions.
 func TestDaemonSetOnDelete(t *testing.T) {
 	c := startDSCluster(t, 0)
 	c.addNode(t, "n1", nil)
@@ -460,6 +461,28 @@ func TestDaemonSetOnDelete(t *testing.T) {
 	eventually(t, "one updated", func() (bool, string) {
 		got, err := c.dss.Get(c.ctx, "ds", "od")
 		return err == nil && got.GetStatus().GetUpdatedNumberScheduled() == 1, fmt.Sprint(got.GetStatus())
+	})
+
+	// A pod relabelled out of the selector is released (no longer the
+	// DaemonSet's) and its node gets a new one.
+	l, _, err = c.pods.List(c.ctx, "ds", client.ListOptions{LabelSelector: "app=od"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released string
+	for _, p := range l {
+		if p.GetSpec().GetNodeName() == "n2" && p.GetMetadata().GetDeletionTimestamp() == nil {
+			released = p.GetMetadata().GetName()
+			p.Metadata.Labels["app"] = "debug"
+			if _, err := c.pods.Update(c.ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c.waitPlacement(t, "od", "n1=web:2 n2=web:2")
+	eventually(t, "released pod without its owner", func() (bool, string) {
+		p, err := c.pods.Get(c.ctx, "ds", released)
+		return err == nil && len(p.GetMetadata().GetOwnerReferences()) == 0, fmt.Sprint(p.GetMetadata().GetOwnerReferences(), err)
 	})
 
 	if err := c.dss.Delete(c.ctx, "ds", "od", client.DeleteOptions{}); err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -277,16 +278,29 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	return err
 }
 
-// adopt gives ds the orphan pods its selector matches.
+// adopt gives ds the orphan pods its selector matches and, as
+// Kubernetes' ClaimPods, releases the pods it controls whose labels no
+// longer match (a user relabelled them): they are no longer daemon pods.
 func (c *Controller) adopt(ctx context.Context, ds *appsv1.DaemonSet, sel labels.Selector) error {
 	for _, p := range c.cfg.PodInformer.Store().ByNamespace(ds.GetMetadata().GetNamespace()) {
-		if ctrl.ControllerRef(p) != nil || p.GetMetadata().GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
+		if p.GetMetadata().GetDeletionTimestamp() != nil {
 			continue
 		}
+		matches := sel.Matches(labels.Set(p.GetMetadata().GetLabels()))
+		r := ctrl.ControllerRef(p)
 		u := proto.Clone(p).(*corev1.Pod)
-		u.Metadata.OwnerReferences = append(u.Metadata.OwnerReferences, ctrl.NewControllerRef(ds, "apps/v1", "DaemonSet"))
+		switch {
+		case r == nil && matches:
+			u.Metadata.OwnerReferences = append(u.Metadata.OwnerReferences, ctrl.NewControllerRef(ds, "apps/v1", "DaemonSet"))
+		case r != nil && r.GetUid() == ds.GetMetadata().GetUid() && !matches:
+			u.Metadata.OwnerReferences = slices.DeleteFunc(u.Metadata.OwnerReferences, func(o *metav1.OwnerReference) bool {
+				return o.GetUid() == ds.GetMetadata().GetUid()
+			})
+		default:
+			continue
+		}
 		if _, err := c.cfg.Pods.Update(ctx, u); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("daemonset %s: adopt pod %s: %w", client.Key(ds), client.Key(p), err)
+			return fmt.Errorf("daemonset %s: claim pod %s: %w", client.Key(ds), client.Key(p), err)
 		}
 	}
 	return nil

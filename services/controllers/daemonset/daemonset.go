@@ -427,7 +427,7 @@ func (c *Controller) manage(ctx context.Context, ds *appsv1.DaemonSet, nodes []*
 				}
 				switch p.GetStatus().GetPhase() {
 				case "Failed":
-					if wait := c.failedBackoff(client.Key(ds)+"/"+name, ds); wait > 0 {
+					if wait := c.failedBackoff(client.Key(ds) + "/" + name); wait > 0 {
 						c.queue.AddAfter(client.Key(ds), wait)
 						continue
 					}
@@ -498,7 +498,7 @@ func (c *Controller) manage(ctx context.Context, ds *appsv1.DaemonSet, nodes []*
 
 // failedBackoff returns how long the deletion of a failed pod on this
 // node must still wait (0: go ahead, and the next one waits longer).
-func (c *Controller) failedBackoff(id string, _ *appsv1.DaemonSet) time.Duration {
+func (c *Controller) failedBackoff(id string) time.Duration {
 	c.failedMu.Lock()
 	defer c.failedMu.Unlock()
 	now := c.failed.Clock.Now()

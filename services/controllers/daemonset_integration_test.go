@@ -95,7 +95,7 @@ func boundKubelet(ctx context.Context, conn grpc.ClientConnInterface, readyAfter
 			}
 			return err
 		}
-		if p.GetStatus().GetPhase() == "Running" {
+		if ph := p.GetStatus().GetPhase(); ph == "Running" || ph == "Failed" || ph == "Succeeded" {
 			return nil
 		}
 		first, ok := seen[p.GetMetadata().GetUid()]
@@ -221,7 +221,8 @@ func (c *dsCluster) setImage(t *testing.T, name, image string) {
 
 // TestDaemonSetPlacement: a pod on each eligible node only (nodeSelector,
 // a NoSchedule taint the pod does not tolerate; a cordoned node keeps and
-// gets its daemon pod, which tolerates unschedulable), following nodes
+// gets its daemon pod, which tolerates unschedulable), a failed pod
+// replaced, following nodes
 // that join, leave, are relabelled and tainted; pods carry Kubernetes'
 // daemon tolerations and a matchFields node affinity; status counts.
 func TestDaemonSetPlacement(t *testing.T) {
@@ -279,6 +280,29 @@ func TestDaemonSetPlacement(t *testing.T) {
 	if slices.Contains(tols, "node.kubernetes.io/network-unavailable:NoSchedule") {
 		t.Errorf("tolerations %v: network-unavailable is for host-network pods only", tols)
 	}
+
+	// A failed daemon pod is deleted and replaced.
+	var failed string
+	for _, p := range l {
+		if p.GetSpec().GetNodeName() == "n1" {
+			failed = p.GetMetadata().GetName()
+			p.Status = &corev1.PodStatus{Phase: "Failed"}
+			if _, err := c.pods.UpdateStatus(c.ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, "failed pod replaced", func() (bool, string) {
+		l, _, err := c.pods.List(c.ctx, "ds", client.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=n1"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var state []string
+		for _, p := range l {
+			state = append(state, p.GetMetadata().GetName()+":"+p.GetStatus().GetPhase())
+		}
+		return len(l) == 1 && l[0].GetMetadata().GetName() != failed && l[0].GetStatus().GetPhase() == "Running", strings.Join(state, " ")
+	})
 
 	// A node joins; one is relabelled into and one out of the selector;
 	// one leaves.

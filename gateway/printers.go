@@ -103,6 +103,25 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		names, images := containerCells(obj.Spec.Template.Spec.Containers)
 		return row(obj.Name, int64(replicas(obj.Spec.Replicas)), int64(obj.Status.Replicas), int64(obj.Status.ReadyReplicas),
 			since(obj.CreationTimestamp), names, images, selectorString(obj.Spec.Selector)), nil
+	case *appsv1.DaemonSet:
+		names, images := containerCells(obj.Spec.Template.Spec.Containers)
+		st := obj.Status
+		return row(obj.Name, int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
+			int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(obj.Spec.Template.Spec.NodeSelector),
+			since(obj.CreationTimestamp), names, images, metav1.FormatLabelSelector(obj.Spec.Selector)), nil
+	case *appsv1.ControllerRevision:
+		controller := "<none>"
+		if ref := metav1.GetControllerOf(obj); ref != nil {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil {
+				return printedRow{}, fmt.Errorf("gateway: table of %s: %w", gvk.Kind, err)
+			}
+			controller = ref.Name
+			if gk := gv.WithKind(ref.Kind).GroupKind(); !gk.Empty() {
+				controller = strings.ToLower(gk.String()) + "/" + ref.Name
+			}
+		}
+		return row(obj.Name, controller, obj.Revision, since(obj.CreationTimestamp)), nil
 	case *coordinationv1.Lease:
 		holder := ""
 		if obj.Spec.HolderIdentity != nil {

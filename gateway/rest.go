@@ -51,6 +51,8 @@ var services = []registration{
 	register(corev1.RegisterServiceAccountServiceHandlerClient, corev1.NewServiceAccountServiceClient),
 	register(appsv1.RegisterDeploymentServiceHandlerClient, appsv1.NewDeploymentServiceClient),
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
+	register(appsv1.RegisterDaemonSetServiceHandlerClient, appsv1.NewDaemonSetServiceClient),
+	register(appsv1.RegisterControllerRevisionServiceHandlerClient, appsv1.NewControllerRevisionServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),
 	register(rbacv1.RegisterRoleServiceHandlerClient, rbacv1.NewRoleServiceClient),
 	register(rbacv1.RegisterClusterRoleServiceHandlerClient, rbacv1.NewClusterRoleServiceClient),

@@ -63,6 +63,8 @@ func setDefaults(obj proto.Message) {
 			o.Spec.Replicas = proto.Int32(1)
 		}
 		defaultTemplate(&o.Spec.Template)
+	case *appsv1.DaemonSet:
+		defaultDaemonSet(o)
 	case *corev1.Service:
 		if o.Spec == nil {
 			o.Spec = &corev1.ServiceSpec{}

@@ -602,6 +602,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *appsv1.ReplicaSet:
 		o.Status = nil
+	case *appsv1.DaemonSet:
+		prepareDaemonSetCreate(o)
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -745,6 +747,9 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 			ns.Spec = &corev1.NamespaceSpec{}
 		}
 		ns.Spec.Finalizers = old.(*corev1.Namespace).GetSpec().GetFinalizers()
+	}
+	if ds, ok := obj.(*appsv1.DaemonSet); ok {
+		prepareDaemonSetUpdate(ds, old.(*appsv1.DaemonSet))
 	}
 	if !specEqual(obj, old) {
 		m.Generation++

@@ -58,6 +58,12 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 		if old != nil && !proto.Equal(s.GetSelector(), old.(*appsv1.ReplicaSet).GetSpec().GetSelector()) {
 			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(s.GetSelector()), "field is immutable"))
 		}
+	case *appsv1.DaemonSet:
+		oldDS, _ := old.(*appsv1.DaemonSet)
+		errs = append(errs, validateDaemonSet(o, oldDS)...)
+	case *appsv1.ControllerRevision:
+		oldCR, _ := old.(*appsv1.ControllerRevision)
+		errs = append(errs, validateControllerRevision(o, oldCR)...)
 	case *corev1.Service:
 		// Addresses (clusterIPs, families, node ports) are validated with
 		// the cluster's ranges: serviceAddressing.validateServiceAddresses.
@@ -168,7 +174,11 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 // validation on every status write a node agent makes. Should admission
 // have changed the spec after all, everything is validated.
 func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
-	if errs := validateStatus(obj); len(errs) > 0 {
+	errs := validateStatus(obj)
+	if ds, ok := obj.(*appsv1.DaemonSet); ok {
+		errs = append(errs, validateDaemonSetStatus(ds, old)...)
+	}
+	if len(errs) > 0 {
 		return invalid(r, meta(obj).GetName(), errs)
 	}
 	p, ok := obj.(*corev1.Pod)
@@ -176,7 +186,7 @@ func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
 	if !ok || !okOld || !proto.Equal(p.GetSpec(), op.GetSpec()) {
 		return validateObject(r, obj, old)
 	}
-	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
+	errs = validateMeta(r, meta(obj), field.NewPath("metadata"))
 	errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
 	return invalid(r, meta(obj).GetName(), errs)
 }

@@ -85,6 +85,18 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &appsv1.ReplicaSet{} },
 		},
 		{
+			Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &appsv1.DaemonSet{} },
+		},
+		{
+			Group: "apps", Version: "v1", Kind: "ControllerRevision", Resource: "controllerrevisions",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &appsv1.ControllerRevision{} },
+		},
+		{
 			Group: "coordination.k8s.io", Version: "v1", Kind: "Lease", Resource: "leases",
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -143,6 +155,8 @@ func registerServices(gs *grpc.Server, s *Server) {
 	corev1.RegisterServiceAccountServiceServer(gs, &serviceAccountService{s: s, r: s.resources["serviceaccounts"]})
 	appsv1.RegisterDeploymentServiceServer(gs, &deploymentService{s: s, r: s.resources["deployments"]})
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
+	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
+	appsv1.RegisterControllerRevisionServiceServer(gs, &controllerRevisionService{s: s, r: s.resources["controllerrevisions"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
 	rbacv1.RegisterRoleServiceServer(gs, &roleService{s: s, r: s.resources["roles"]})
 	rbacv1.RegisterClusterRoleServiceServer(gs, &clusterRoleService{s: s, r: s.resources["clusterroles"]})
@@ -1090,6 +1104,166 @@ func (x *replicaSetService) UpdateReplicaSetScale(ctx context.Context, req *apps
 		return nil, toGRPC(err)
 	}
 	return &appsv1.UpdateReplicaSetScaleResponse{Scale: sc}, nil
+}
+
+type daemonSetService struct {
+	appsv1.UnimplementedDaemonSetServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *daemonSetService) GetDaemonSet(ctx context.Context, req *appsv1.GetDaemonSetRequest) (*appsv1.GetDaemonSetResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.GetDaemonSetResponse{DaemonSet: obj.(*appsv1.DaemonSet)}, nil
+}
+
+func (x *daemonSetService) ListDaemonSets(ctx context.Context, req *appsv1.ListDaemonSetsRequest) (*appsv1.ListDaemonSetsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &appsv1.DaemonSetList{ApiVersion: x.r.APIVersion(), Kind: "DaemonSetList", Metadata: lm, Items: make([]*appsv1.DaemonSet, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*appsv1.DaemonSet)
+	}
+	return &appsv1.ListDaemonSetsResponse{List: list}, nil
+}
+
+func (x *daemonSetService) WatchDaemonSets(req *appsv1.WatchDaemonSetsRequest, stream appsv1.DaemonSetService_WatchDaemonSetsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &appsv1.WatchDaemonSetsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*appsv1.DaemonSet)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *daemonSetService) CreateDaemonSet(ctx context.Context, req *appsv1.CreateDaemonSetRequest) (*appsv1.CreateDaemonSetResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetDaemonSet()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.CreateDaemonSetResponse{DaemonSet: obj.(*appsv1.DaemonSet)}, nil
+}
+
+func (x *daemonSetService) UpdateDaemonSet(ctx context.Context, req *appsv1.UpdateDaemonSetRequest) (*appsv1.UpdateDaemonSetResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetDaemonSet()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.UpdateDaemonSetResponse{DaemonSet: obj.(*appsv1.DaemonSet)}, nil
+}
+
+func (x *daemonSetService) DeleteDaemonSet(ctx context.Context, req *appsv1.DeleteDaemonSetRequest) (*appsv1.DeleteDaemonSetResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.DeleteDaemonSetResponse{DaemonSet: obj.(*appsv1.DaemonSet)}, nil
+}
+
+func (x *daemonSetService) UpdateDaemonSetStatus(ctx context.Context, req *appsv1.UpdateDaemonSetStatusRequest) (*appsv1.UpdateDaemonSetStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetDaemonSet()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.UpdateDaemonSetStatusResponse{DaemonSet: obj.(*appsv1.DaemonSet)}, nil
+}
+
+type controllerRevisionService struct {
+	appsv1.UnimplementedControllerRevisionServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *controllerRevisionService) GetControllerRevision(ctx context.Context, req *appsv1.GetControllerRevisionRequest) (*appsv1.GetControllerRevisionResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.GetControllerRevisionResponse{ControllerRevision: obj.(*appsv1.ControllerRevision)}, nil
+}
+
+func (x *controllerRevisionService) ListControllerRevisions(ctx context.Context, req *appsv1.ListControllerRevisionsRequest) (*appsv1.ListControllerRevisionsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &appsv1.ControllerRevisionList{ApiVersion: x.r.APIVersion(), Kind: "ControllerRevisionList", Metadata: lm, Items: make([]*appsv1.ControllerRevision, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*appsv1.ControllerRevision)
+	}
+	return &appsv1.ListControllerRevisionsResponse{List: list}, nil
+}
+
+func (x *controllerRevisionService) WatchControllerRevisions(req *appsv1.WatchControllerRevisionsRequest, stream appsv1.ControllerRevisionService_WatchControllerRevisionsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &appsv1.WatchControllerRevisionsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*appsv1.ControllerRevision)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *controllerRevisionService) CreateControllerRevision(ctx context.Context, req *appsv1.CreateControllerRevisionRequest) (*appsv1.CreateControllerRevisionResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetControllerRevision()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.CreateControllerRevisionResponse{ControllerRevision: obj.(*appsv1.ControllerRevision)}, nil
+}
+
+func (x *controllerRevisionService) UpdateControllerRevision(ctx context.Context, req *appsv1.UpdateControllerRevisionRequest) (*appsv1.UpdateControllerRevisionResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetControllerRevision()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.UpdateControllerRevisionResponse{ControllerRevision: obj.(*appsv1.ControllerRevision)}, nil
+}
+
+func (x *controllerRevisionService) DeleteControllerRevision(ctx context.Context, req *appsv1.DeleteControllerRevisionRequest) (*appsv1.DeleteControllerRevisionResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.DeleteControllerRevisionResponse{ControllerRevision: obj.(*appsv1.ControllerRevision)}, nil
 }
 
 type leaseService struct {

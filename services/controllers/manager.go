@@ -1,6 +1,7 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
-// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher) over shared informers, talking only to the API
+// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
+// daemonset) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -25,6 +26,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers/daemonset"
 	"github.com/kplane/kplane/services/controllers/deployment"
 	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
@@ -47,11 +49,12 @@ const (
 	ServiceAccount   = "serviceaccount"
 	// RootCACertPublisher runs only with Config.RootCA.
 	RootCACertPublisher = "root-ca-cert-publisher"
+	DaemonSet           = "daemonset"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -73,6 +76,7 @@ type Config struct {
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
+	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -119,6 +123,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.NamespaceWorkers = cmpOr(cfg.NamespaceWorkers, 2)
 	cfg.NodeWorkers = cmpOr(cfg.NodeWorkers, 2)
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
+	cfg.DaemonSetWorkers = cmpOr(cfg.DaemonSetWorkers, 2)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -211,11 +216,29 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := deployment.New(deployment.Config{Deployments: ds, ReplicaSets: rss, DInformer: dInf, RSInformer: rsInf, PodInformer: podInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DeploymentWorkers) })
 	}
+	daemonSets := client.Must[*appsv1.DaemonSet](conn)
+	revisions := client.Must[*appsv1.ControllerRevision](conn)
+	var dsInf *client.Informer[*appsv1.DaemonSet]
+	var crInf *client.Informer[*appsv1.ControllerRevision]
+	if on(DaemonSet) || on(GarbageCollector) {
+		dsInf, crInf = newInformer(daemonSets, m.log), newInformer(revisions, m.log)
+		informer(dsInf.Run)
+		informer(crInf.Run)
+	}
+	if on(DaemonSet) {
+		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		informer(nodeInf.Run)
+		c := daemonset.New(daemonset.Config{DaemonSets: daemonSets, Revisions: revisions, Pods: pods, DSInformer: dsInf, RevisionInformer: crInf,
+			PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DaemonSetWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
 			ctrl.NewResource(conn, "v1", podInf),
 			ctrl.NewResource(conn, "apps/v1", rsInf),
 			ctrl.NewResource(conn, "apps/v1", dInf),
+			ctrl.NewResource(conn, "apps/v1", dsInf),
+			ctrl.NewResource(conn, "apps/v1", crInf),
 		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
@@ -255,6 +278,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
+			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
+			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},

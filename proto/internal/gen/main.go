@@ -66,6 +66,8 @@ func groups() []group {
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicaSet", Plural: "ReplicaSets", Resource: "replicasets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
+			{Kind: "DaemonSet", Plural: "DaemonSets", Resource: "daemonsets", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "ControllerRevision", Plural: "ControllerRevisions", Resource: "controllerrevisions", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},

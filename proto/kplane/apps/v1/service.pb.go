@@ -2292,6 +2292,1709 @@ func (x *UpdateReplicaSetScaleResponse) GetScale() *v11.Scale {
 	return nil
 }
 
+// GetDaemonSetRequest names one DaemonSet.
+type GetDaemonSetRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetDaemonSetRequest) Reset() {
+	*x = GetDaemonSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDaemonSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDaemonSetRequest) ProtoMessage() {}
+
+func (x *GetDaemonSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDaemonSetRequest.ProtoReflect.Descriptor instead.
+func (*GetDaemonSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetDaemonSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetDaemonSetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetDaemonSetRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetDaemonSetResponse carries the DaemonSet.
+type GetDaemonSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,1,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDaemonSetResponse) Reset() {
+	*x = GetDaemonSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDaemonSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDaemonSetResponse) ProtoMessage() {}
+
+func (x *GetDaemonSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDaemonSetResponse.ProtoReflect.Descriptor instead.
+func (*GetDaemonSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetDaemonSetResponse) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+// ListDaemonSetsRequest holds Kubernetes' list options.
+type ListDaemonSetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListDaemonSetsRequest) Reset() {
+	*x = ListDaemonSetsRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDaemonSetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDaemonSetsRequest) ProtoMessage() {}
+
+func (x *ListDaemonSetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDaemonSetsRequest.ProtoReflect.Descriptor instead.
+func (*ListDaemonSetsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListDaemonSetsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListDaemonSetsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListDaemonSetsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListDaemonSetsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListDaemonSetsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListDaemonSetsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListDaemonSetsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListDaemonSetsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListDaemonSetsResponse carries the list.
+type ListDaemonSetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *DaemonSetList         `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDaemonSetsResponse) Reset() {
+	*x = ListDaemonSetsResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDaemonSetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDaemonSetsResponse) ProtoMessage() {}
+
+func (x *ListDaemonSetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDaemonSetsResponse.ProtoReflect.Descriptor instead.
+func (*ListDaemonSetsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListDaemonSetsResponse) GetList() *DaemonSetList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchDaemonSetsRequest holds Kubernetes' watch options.
+type WatchDaemonSetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchDaemonSetsRequest) Reset() {
+	*x = WatchDaemonSetsRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchDaemonSetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchDaemonSetsRequest) ProtoMessage() {}
+
+func (x *WatchDaemonSetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchDaemonSetsRequest.ProtoReflect.Descriptor instead.
+func (*WatchDaemonSetsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *WatchDaemonSetsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchDaemonSetsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchDaemonSetsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchDaemonSetsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchDaemonSetsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchDaemonSetsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchDaemonSetsRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchDaemonSetsRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchDaemonSetsResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchDaemonSetsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *DaemonSet             `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchDaemonSetsResponse) Reset() {
+	*x = WatchDaemonSetsResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchDaemonSetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchDaemonSetsResponse) ProtoMessage() {}
+
+func (x *WatchDaemonSetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchDaemonSetsResponse.ProtoReflect.Descriptor instead.
+func (*WatchDaemonSetsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WatchDaemonSetsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchDaemonSetsResponse) GetObject() *DaemonSet {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchDaemonSetsResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateDaemonSetRequest carries the new DaemonSet.
+type CreateDaemonSetRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	DaemonSet *DaemonSet             `protobuf:"bytes,2,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateDaemonSetRequest) Reset() {
+	*x = CreateDaemonSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateDaemonSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateDaemonSetRequest) ProtoMessage() {}
+
+func (x *CreateDaemonSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateDaemonSetRequest.ProtoReflect.Descriptor instead.
+func (*CreateDaemonSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CreateDaemonSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateDaemonSetRequest) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+func (x *CreateDaemonSetRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateDaemonSetRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateDaemonSetResponse carries the created DaemonSet.
+type CreateDaemonSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,1,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateDaemonSetResponse) Reset() {
+	*x = CreateDaemonSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateDaemonSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateDaemonSetResponse) ProtoMessage() {}
+
+func (x *CreateDaemonSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateDaemonSetResponse.ProtoReflect.Descriptor instead.
+func (*CreateDaemonSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *CreateDaemonSetResponse) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+// UpdateDaemonSetRequest carries the replacement DaemonSet.
+type UpdateDaemonSetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,3,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDaemonSetRequest) Reset() {
+	*x = UpdateDaemonSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDaemonSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDaemonSetRequest) ProtoMessage() {}
+
+func (x *UpdateDaemonSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDaemonSetRequest.ProtoReflect.Descriptor instead.
+func (*UpdateDaemonSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UpdateDaemonSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateDaemonSetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateDaemonSetRequest) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+func (x *UpdateDaemonSetRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateDaemonSetRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateDaemonSetResponse carries the stored DaemonSet.
+type UpdateDaemonSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,1,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDaemonSetResponse) Reset() {
+	*x = UpdateDaemonSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDaemonSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDaemonSetResponse) ProtoMessage() {}
+
+func (x *UpdateDaemonSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDaemonSetResponse.ProtoReflect.Descriptor instead.
+func (*UpdateDaemonSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UpdateDaemonSetResponse) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+// DeleteDaemonSetRequest holds Kubernetes' delete options.
+type DeleteDaemonSetRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteDaemonSetRequest) Reset() {
+	*x = DeleteDaemonSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDaemonSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDaemonSetRequest) ProtoMessage() {}
+
+func (x *DeleteDaemonSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDaemonSetRequest.ProtoReflect.Descriptor instead.
+func (*DeleteDaemonSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeleteDaemonSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteDaemonSetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteDaemonSetRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteDaemonSetRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteDaemonSetRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteDaemonSetRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteDaemonSetResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteDaemonSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,1,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteDaemonSetResponse) Reset() {
+	*x = DeleteDaemonSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteDaemonSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteDaemonSetResponse) ProtoMessage() {}
+
+func (x *DeleteDaemonSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteDaemonSetResponse.ProtoReflect.Descriptor instead.
+func (*DeleteDaemonSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DeleteDaemonSetResponse) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+// UpdateDaemonSetStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdateDaemonSetStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,3,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDaemonSetStatusRequest) Reset() {
+	*x = UpdateDaemonSetStatusRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDaemonSetStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDaemonSetStatusRequest) ProtoMessage() {}
+
+func (x *UpdateDaemonSetStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDaemonSetStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateDaemonSetStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *UpdateDaemonSetStatusRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateDaemonSetStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateDaemonSetStatusRequest) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+func (x *UpdateDaemonSetStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateDaemonSetStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateDaemonSetStatusResponse carries the stored DaemonSet.
+type UpdateDaemonSetStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DaemonSet     *DaemonSet             `protobuf:"bytes,1,opt,name=daemon_set,json=daemonSet,proto3" json:"daemon_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDaemonSetStatusResponse) Reset() {
+	*x = UpdateDaemonSetStatusResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDaemonSetStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDaemonSetStatusResponse) ProtoMessage() {}
+
+func (x *UpdateDaemonSetStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDaemonSetStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdateDaemonSetStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *UpdateDaemonSetStatusResponse) GetDaemonSet() *DaemonSet {
+	if x != nil {
+		return x.DaemonSet
+	}
+	return nil
+}
+
+// GetControllerRevisionRequest names one ControllerRevision.
+type GetControllerRevisionRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetControllerRevisionRequest) Reset() {
+	*x = GetControllerRevisionRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetControllerRevisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetControllerRevisionRequest) ProtoMessage() {}
+
+func (x *GetControllerRevisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetControllerRevisionRequest.ProtoReflect.Descriptor instead.
+func (*GetControllerRevisionRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetControllerRevisionRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetControllerRevisionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetControllerRevisionRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetControllerRevisionResponse carries the ControllerRevision.
+type GetControllerRevisionResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ControllerRevision *ControllerRevision    `protobuf:"bytes,1,opt,name=controller_revision,json=controllerRevision,proto3" json:"controller_revision,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetControllerRevisionResponse) Reset() {
+	*x = GetControllerRevisionResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetControllerRevisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetControllerRevisionResponse) ProtoMessage() {}
+
+func (x *GetControllerRevisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetControllerRevisionResponse.ProtoReflect.Descriptor instead.
+func (*GetControllerRevisionResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetControllerRevisionResponse) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		return x.ControllerRevision
+	}
+	return nil
+}
+
+// ListControllerRevisionsRequest holds Kubernetes' list options.
+type ListControllerRevisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListControllerRevisionsRequest) Reset() {
+	*x = ListControllerRevisionsRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListControllerRevisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListControllerRevisionsRequest) ProtoMessage() {}
+
+func (x *ListControllerRevisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListControllerRevisionsRequest.ProtoReflect.Descriptor instead.
+func (*ListControllerRevisionsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListControllerRevisionsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListControllerRevisionsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListControllerRevisionsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListControllerRevisionsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListControllerRevisionsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListControllerRevisionsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListControllerRevisionsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListControllerRevisionsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListControllerRevisionsResponse carries the list.
+type ListControllerRevisionsResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	List          *ControllerRevisionList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListControllerRevisionsResponse) Reset() {
+	*x = ListControllerRevisionsResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListControllerRevisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListControllerRevisionsResponse) ProtoMessage() {}
+
+func (x *ListControllerRevisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListControllerRevisionsResponse.ProtoReflect.Descriptor instead.
+func (*ListControllerRevisionsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListControllerRevisionsResponse) GetList() *ControllerRevisionList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchControllerRevisionsRequest holds Kubernetes' watch options.
+type WatchControllerRevisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchControllerRevisionsRequest) Reset() {
+	*x = WatchControllerRevisionsRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchControllerRevisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchControllerRevisionsRequest) ProtoMessage() {}
+
+func (x *WatchControllerRevisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchControllerRevisionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchControllerRevisionsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *WatchControllerRevisionsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchControllerRevisionsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchControllerRevisionsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchControllerRevisionsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchControllerRevisionsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchControllerRevisionsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchControllerRevisionsRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchControllerRevisionsRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchControllerRevisionsResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchControllerRevisionsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *ControllerRevision    `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchControllerRevisionsResponse) Reset() {
+	*x = WatchControllerRevisionsResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchControllerRevisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchControllerRevisionsResponse) ProtoMessage() {}
+
+func (x *WatchControllerRevisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchControllerRevisionsResponse.ProtoReflect.Descriptor instead.
+func (*WatchControllerRevisionsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *WatchControllerRevisionsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchControllerRevisionsResponse) GetObject() *ControllerRevision {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchControllerRevisionsResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateControllerRevisionRequest carries the new ControllerRevision.
+type CreateControllerRevisionRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ControllerRevision *ControllerRevision    `protobuf:"bytes,2,opt,name=controller_revision,json=controllerRevision,proto3" json:"controller_revision,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateControllerRevisionRequest) Reset() {
+	*x = CreateControllerRevisionRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateControllerRevisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateControllerRevisionRequest) ProtoMessage() {}
+
+func (x *CreateControllerRevisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateControllerRevisionRequest.ProtoReflect.Descriptor instead.
+func (*CreateControllerRevisionRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CreateControllerRevisionRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateControllerRevisionRequest) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		return x.ControllerRevision
+	}
+	return nil
+}
+
+func (x *CreateControllerRevisionRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateControllerRevisionRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateControllerRevisionResponse carries the created ControllerRevision.
+type CreateControllerRevisionResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ControllerRevision *ControllerRevision    `protobuf:"bytes,1,opt,name=controller_revision,json=controllerRevision,proto3" json:"controller_revision,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CreateControllerRevisionResponse) Reset() {
+	*x = CreateControllerRevisionResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateControllerRevisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateControllerRevisionResponse) ProtoMessage() {}
+
+func (x *CreateControllerRevisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateControllerRevisionResponse.ProtoReflect.Descriptor instead.
+func (*CreateControllerRevisionResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CreateControllerRevisionResponse) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		return x.ControllerRevision
+	}
+	return nil
+}
+
+// UpdateControllerRevisionRequest carries the replacement ControllerRevision.
+type UpdateControllerRevisionRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ControllerRevision *ControllerRevision    `protobuf:"bytes,3,opt,name=controller_revision,json=controllerRevision,proto3" json:"controller_revision,omitempty"`
+	DryRun             []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager       string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateControllerRevisionRequest) Reset() {
+	*x = UpdateControllerRevisionRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateControllerRevisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateControllerRevisionRequest) ProtoMessage() {}
+
+func (x *UpdateControllerRevisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateControllerRevisionRequest.ProtoReflect.Descriptor instead.
+func (*UpdateControllerRevisionRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *UpdateControllerRevisionRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateControllerRevisionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateControllerRevisionRequest) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		return x.ControllerRevision
+	}
+	return nil
+}
+
+func (x *UpdateControllerRevisionRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateControllerRevisionRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateControllerRevisionResponse carries the stored ControllerRevision.
+type UpdateControllerRevisionResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ControllerRevision *ControllerRevision    `protobuf:"bytes,1,opt,name=controller_revision,json=controllerRevision,proto3" json:"controller_revision,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateControllerRevisionResponse) Reset() {
+	*x = UpdateControllerRevisionResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateControllerRevisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateControllerRevisionResponse) ProtoMessage() {}
+
+func (x *UpdateControllerRevisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateControllerRevisionResponse.ProtoReflect.Descriptor instead.
+func (*UpdateControllerRevisionResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *UpdateControllerRevisionResponse) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		return x.ControllerRevision
+	}
+	return nil
+}
+
+// DeleteControllerRevisionRequest holds Kubernetes' delete options.
+type DeleteControllerRevisionRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteControllerRevisionRequest) Reset() {
+	*x = DeleteControllerRevisionRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteControllerRevisionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteControllerRevisionRequest) ProtoMessage() {}
+
+func (x *DeleteControllerRevisionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteControllerRevisionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteControllerRevisionRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DeleteControllerRevisionRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteControllerRevisionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteControllerRevisionRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteControllerRevisionRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteControllerRevisionRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteControllerRevisionRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteControllerRevisionResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteControllerRevisionResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ControllerRevision *ControllerRevision    `protobuf:"bytes,1,opt,name=controller_revision,json=controllerRevision,proto3" json:"controller_revision,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DeleteControllerRevisionResponse) Reset() {
+	*x = DeleteControllerRevisionResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteControllerRevisionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteControllerRevisionResponse) ProtoMessage() {}
+
+func (x *DeleteControllerRevisionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteControllerRevisionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteControllerRevisionResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DeleteControllerRevisionResponse) GetControllerRevision() *ControllerRevision {
+	if x != nil {
+		return x.ControllerRevision
+	}
+	return nil
+}
+
 var File_kplane_apps_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_apps_v1_service_proto_rawDesc = "" +
@@ -2478,7 +4181,139 @@ const file_kplane_apps_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"S\n" +
 	"\x1dUpdateReplicaSetScaleResponse\x122\n" +
-	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale2\xe9\r\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\"r\n" +
+	"\x13GetDaemonSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"P\n" +
+	"\x14GetDaemonSetResponse\x128\n" +
+	"\n" +
+	"daemon_set\x18\x01 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\"\xd8\x02\n" +
+	"\x15ListDaemonSetsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"K\n" +
+	"\x16ListDaemonSetsResponse\x121\n" +
+	"\x04list\x18\x01 \x01(\v2\x1d.kplane.apps.v1.DaemonSetListR\x04list\"\xa8\x03\n" +
+	"\x16WatchDaemonSetsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x90\x01\n" +
+	"\x17WatchDaemonSetsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x121\n" +
+	"\x06object\x18\x02 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xae\x01\n" +
+	"\x16CreateDaemonSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x128\n" +
+	"\n" +
+	"daemon_set\x18\x02 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"S\n" +
+	"\x17CreateDaemonSetResponse\x128\n" +
+	"\n" +
+	"daemon_set\x18\x01 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\"\xc2\x01\n" +
+	"\x16UpdateDaemonSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x128\n" +
+	"\n" +
+	"daemon_set\x18\x03 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"S\n" +
+	"\x17UpdateDaemonSetResponse\x128\n" +
+	"\n" +
+	"daemon_set\x18\x01 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\"\xa7\x02\n" +
+	"\x16DeleteDaemonSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"S\n" +
+	"\x17DeleteDaemonSetResponse\x128\n" +
+	"\n" +
+	"daemon_set\x18\x01 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\"\xc8\x01\n" +
+	"\x1cUpdateDaemonSetStatusRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x128\n" +
+	"\n" +
+	"daemon_set\x18\x03 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"Y\n" +
+	"\x1dUpdateDaemonSetStatusResponse\x128\n" +
+	"\n" +
+	"daemon_set\x18\x01 \x01(\v2\x19.kplane.apps.v1.DaemonSetR\tdaemonSet\"{\n" +
+	"\x1cGetControllerRevisionRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"t\n" +
+	"\x1dGetControllerRevisionResponse\x12S\n" +
+	"\x13controller_revision\x18\x01 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision\"\xe1\x02\n" +
+	"\x1eListControllerRevisionsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"]\n" +
+	"\x1fListControllerRevisionsResponse\x12:\n" +
+	"\x04list\x18\x01 \x01(\v2&.kplane.apps.v1.ControllerRevisionListR\x04list\"\xb1\x03\n" +
+	"\x1fWatchControllerRevisionsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xa2\x01\n" +
+	" WatchControllerRevisionsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12:\n" +
+	"\x06object\x18\x02 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xd2\x01\n" +
+	"\x1fCreateControllerRevisionRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12S\n" +
+	"\x13controller_revision\x18\x02 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"w\n" +
+	" CreateControllerRevisionResponse\x12S\n" +
+	"\x13controller_revision\x18\x01 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision\"\xe6\x01\n" +
+	"\x1fUpdateControllerRevisionRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12S\n" +
+	"\x13controller_revision\x18\x03 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"w\n" +
+	" UpdateControllerRevisionResponse\x12S\n" +
+	"\x13controller_revision\x18\x01 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision\"\xb0\x02\n" +
+	"\x1fDeleteControllerRevisionRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"w\n" +
+	" DeleteControllerRevisionResponse\x12S\n" +
+	"\x13controller_revision\x18\x01 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision2\xe9\r\n" +
 	"\x11DeploymentService\x12\xa9\x01\n" +
 	"\rGetDeployment\x12$.kplane.apps.v1.GetDeploymentRequest\x1a%.kplane.apps.v1.GetDeploymentResponse\"K\x82\xd3\xe4\x93\x02Eb\n" +
 	"deployment\x127/apis/apps/v1/namespaces/{namespace}/deployments/{name}\x12\xc5\x01\n" +
@@ -2506,7 +4341,31 @@ const file_kplane_apps_v1_service_proto_rawDesc = "" +
 	"\x10DeleteReplicaSet\x12'.kplane.apps.v1.DeleteReplicaSetRequest\x1a(.kplane.apps.v1.DeleteReplicaSetResponse\"O\x82\xd3\xe4\x93\x02I:\x01*b\vreplica_set*7/apis/apps/v1/namespaces/{namespace}/replicasets/{name}\x12\xd9\x01\n" +
 	"\x16UpdateReplicaSetStatus\x12-.kplane.apps.v1.UpdateReplicaSetStatusRequest\x1a..kplane.apps.v1.UpdateReplicaSetStatusResponse\"`\x82\xd3\xe4\x93\x02Z:\vreplica_setb\vreplica_set\x1a>/apis/apps/v1/namespaces/{namespace}/replicasets/{name}/status\x12\xb9\x01\n" +
 	"\x12GetReplicaSetScale\x12).kplane.apps.v1.GetReplicaSetScaleRequest\x1a*.kplane.apps.v1.GetReplicaSetScaleResponse\"L\x82\xd3\xe4\x93\x02Fb\x05scale\x12=/apis/apps/v1/namespaces/{namespace}/replicasets/{name}/scale\x12\xc9\x01\n" +
-	"\x15UpdateReplicaSetScale\x12,.kplane.apps.v1.UpdateReplicaSetScaleRequest\x1a-.kplane.apps.v1.UpdateReplicaSetScaleResponse\"S\x82\xd3\xe4\x93\x02M:\x05scaleb\x05scale\x1a=/apis/apps/v1/namespaces/{namespace}/replicasets/{name}/scaleB6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
+	"\x15UpdateReplicaSetScale\x12,.kplane.apps.v1.UpdateReplicaSetScaleRequest\x1a-.kplane.apps.v1.UpdateReplicaSetScaleResponse\"S\x82\xd3\xe4\x93\x02M:\x05scaleb\x05scale\x1a=/apis/apps/v1/namespaces/{namespace}/replicasets/{name}/scale2\xc2\n" +
+	"\n" +
+	"\x10DaemonSetService\x12\xa5\x01\n" +
+	"\fGetDaemonSet\x12#.kplane.apps.v1.GetDaemonSetRequest\x1a$.kplane.apps.v1.GetDaemonSetResponse\"J\x82\xd3\xe4\x93\x02Db\n" +
+	"daemon_set\x126/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}\x12\xc0\x01\n" +
+	"\x0eListDaemonSets\x12%.kplane.apps.v1.ListDaemonSetsRequest\x1a&.kplane.apps.v1.ListDaemonSetsResponse\"_\x82\xd3\xe4\x93\x02YZ b\x04list\x12\x18/apis/apps/v1/daemonsetsb\x04list\x12//apis/apps/v1/namespaces/{namespace}/daemonsets\x12\xc5\x01\n" +
+	"\x0fWatchDaemonSets\x12&.kplane.apps.v1.WatchDaemonSetsRequest\x1a'.kplane.apps.v1.WatchDaemonSetsResponse\"_\x82\xd3\xe4\x93\x02YZ \x12\x1e/apis/apps/v1/watch/daemonsets\x125/apis/apps/v1/watch/namespaces/{namespace}/daemonsets0\x01\x12\xb3\x01\n" +
+	"\x0fCreateDaemonSet\x12&.kplane.apps.v1.CreateDaemonSetRequest\x1a'.kplane.apps.v1.CreateDaemonSetResponse\"O\x82\xd3\xe4\x93\x02I:\n" +
+	"daemon_setb\n" +
+	"daemon_set\"//apis/apps/v1/namespaces/{namespace}/daemonsets\x12\xba\x01\n" +
+	"\x0fUpdateDaemonSet\x12&.kplane.apps.v1.UpdateDaemonSetRequest\x1a'.kplane.apps.v1.UpdateDaemonSetResponse\"V\x82\xd3\xe4\x93\x02P:\n" +
+	"daemon_setb\n" +
+	"daemon_set\x1a6/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}\x12\xb1\x01\n" +
+	"\x0fDeleteDaemonSet\x12&.kplane.apps.v1.DeleteDaemonSetRequest\x1a'.kplane.apps.v1.DeleteDaemonSetResponse\"M\x82\xd3\xe4\x93\x02G:\x01*b\n" +
+	"daemon_set*6/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}\x12\xd3\x01\n" +
+	"\x15UpdateDaemonSetStatus\x12,.kplane.apps.v1.UpdateDaemonSetStatusRequest\x1a-.kplane.apps.v1.UpdateDaemonSetStatusResponse\"]\x82\xd3\xe4\x93\x02W:\n" +
+	"daemon_setb\n" +
+	"daemon_set\x1a=/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}/status2\x95\v\n" +
+	"\x19ControllerRevisionService\x12\xd2\x01\n" +
+	"\x15GetControllerRevision\x12,.kplane.apps.v1.GetControllerRevisionRequest\x1a-.kplane.apps.v1.GetControllerRevisionResponse\"\\\x82\xd3\xe4\x93\x02Vb\x13controller_revision\x12?/apis/apps/v1/namespaces/{namespace}/controllerrevisions/{name}\x12\xed\x01\n" +
+	"\x17ListControllerRevisions\x12..kplane.apps.v1.ListControllerRevisionsRequest\x1a/.kplane.apps.v1.ListControllerRevisionsResponse\"q\x82\xd3\xe4\x93\x02kZ)b\x04list\x12!/apis/apps/v1/controllerrevisionsb\x04list\x128/apis/apps/v1/namespaces/{namespace}/controllerrevisions\x12\xf2\x01\n" +
+	"\x18WatchControllerRevisions\x12/.kplane.apps.v1.WatchControllerRevisionsRequest\x1a0.kplane.apps.v1.WatchControllerRevisionsResponse\"q\x82\xd3\xe4\x93\x02kZ)\x12'/apis/apps/v1/watch/controllerrevisions\x12>/apis/apps/v1/watch/namespaces/{namespace}/controllerrevisions0\x01\x12\xe9\x01\n" +
+	"\x18CreateControllerRevision\x12/.kplane.apps.v1.CreateControllerRevisionRequest\x1a0.kplane.apps.v1.CreateControllerRevisionResponse\"j\x82\xd3\xe4\x93\x02d:\x13controller_revisionb\x13controller_revision\"8/apis/apps/v1/namespaces/{namespace}/controllerrevisions\x12\xf0\x01\n" +
+	"\x18UpdateControllerRevision\x12/.kplane.apps.v1.UpdateControllerRevisionRequest\x1a0.kplane.apps.v1.UpdateControllerRevisionResponse\"q\x82\xd3\xe4\x93\x02k:\x13controller_revisionb\x13controller_revision\x1a?/apis/apps/v1/namespaces/{namespace}/controllerrevisions/{name}\x12\xde\x01\n" +
+	"\x18DeleteControllerRevision\x12/.kplane.apps.v1.DeleteControllerRevisionRequest\x1a0.kplane.apps.v1.DeleteControllerRevisionResponse\"_\x82\xd3\xe4\x93\x02Y:\x01*b\x13controller_revision*?/apis/apps/v1/namespaces/{namespace}/controllerrevisions/{name}B6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
 
 var (
 	file_kplane_apps_v1_service_proto_rawDescOnce sync.Once
@@ -2520,124 +4379,202 @@ func file_kplane_apps_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_apps_v1_service_proto_rawDescData
 }
 
-var file_kplane_apps_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_kplane_apps_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_kplane_apps_v1_service_proto_goTypes = []any{
-	(*GetDeploymentRequest)(nil),           // 0: kplane.apps.v1.GetDeploymentRequest
-	(*GetDeploymentResponse)(nil),          // 1: kplane.apps.v1.GetDeploymentResponse
-	(*ListDeploymentsRequest)(nil),         // 2: kplane.apps.v1.ListDeploymentsRequest
-	(*ListDeploymentsResponse)(nil),        // 3: kplane.apps.v1.ListDeploymentsResponse
-	(*WatchDeploymentsRequest)(nil),        // 4: kplane.apps.v1.WatchDeploymentsRequest
-	(*WatchDeploymentsResponse)(nil),       // 5: kplane.apps.v1.WatchDeploymentsResponse
-	(*CreateDeploymentRequest)(nil),        // 6: kplane.apps.v1.CreateDeploymentRequest
-	(*CreateDeploymentResponse)(nil),       // 7: kplane.apps.v1.CreateDeploymentResponse
-	(*UpdateDeploymentRequest)(nil),        // 8: kplane.apps.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil),       // 9: kplane.apps.v1.UpdateDeploymentResponse
-	(*DeleteDeploymentRequest)(nil),        // 10: kplane.apps.v1.DeleteDeploymentRequest
-	(*DeleteDeploymentResponse)(nil),       // 11: kplane.apps.v1.DeleteDeploymentResponse
-	(*UpdateDeploymentStatusRequest)(nil),  // 12: kplane.apps.v1.UpdateDeploymentStatusRequest
-	(*UpdateDeploymentStatusResponse)(nil), // 13: kplane.apps.v1.UpdateDeploymentStatusResponse
-	(*GetDeploymentScaleRequest)(nil),      // 14: kplane.apps.v1.GetDeploymentScaleRequest
-	(*GetDeploymentScaleResponse)(nil),     // 15: kplane.apps.v1.GetDeploymentScaleResponse
-	(*UpdateDeploymentScaleRequest)(nil),   // 16: kplane.apps.v1.UpdateDeploymentScaleRequest
-	(*UpdateDeploymentScaleResponse)(nil),  // 17: kplane.apps.v1.UpdateDeploymentScaleResponse
-	(*GetReplicaSetRequest)(nil),           // 18: kplane.apps.v1.GetReplicaSetRequest
-	(*GetReplicaSetResponse)(nil),          // 19: kplane.apps.v1.GetReplicaSetResponse
-	(*ListReplicaSetsRequest)(nil),         // 20: kplane.apps.v1.ListReplicaSetsRequest
-	(*ListReplicaSetsResponse)(nil),        // 21: kplane.apps.v1.ListReplicaSetsResponse
-	(*WatchReplicaSetsRequest)(nil),        // 22: kplane.apps.v1.WatchReplicaSetsRequest
-	(*WatchReplicaSetsResponse)(nil),       // 23: kplane.apps.v1.WatchReplicaSetsResponse
-	(*CreateReplicaSetRequest)(nil),        // 24: kplane.apps.v1.CreateReplicaSetRequest
-	(*CreateReplicaSetResponse)(nil),       // 25: kplane.apps.v1.CreateReplicaSetResponse
-	(*UpdateReplicaSetRequest)(nil),        // 26: kplane.apps.v1.UpdateReplicaSetRequest
-	(*UpdateReplicaSetResponse)(nil),       // 27: kplane.apps.v1.UpdateReplicaSetResponse
-	(*DeleteReplicaSetRequest)(nil),        // 28: kplane.apps.v1.DeleteReplicaSetRequest
-	(*DeleteReplicaSetResponse)(nil),       // 29: kplane.apps.v1.DeleteReplicaSetResponse
-	(*UpdateReplicaSetStatusRequest)(nil),  // 30: kplane.apps.v1.UpdateReplicaSetStatusRequest
-	(*UpdateReplicaSetStatusResponse)(nil), // 31: kplane.apps.v1.UpdateReplicaSetStatusResponse
-	(*GetReplicaSetScaleRequest)(nil),      // 32: kplane.apps.v1.GetReplicaSetScaleRequest
-	(*GetReplicaSetScaleResponse)(nil),     // 33: kplane.apps.v1.GetReplicaSetScaleResponse
-	(*UpdateReplicaSetScaleRequest)(nil),   // 34: kplane.apps.v1.UpdateReplicaSetScaleRequest
-	(*UpdateReplicaSetScaleResponse)(nil),  // 35: kplane.apps.v1.UpdateReplicaSetScaleResponse
-	(*Deployment)(nil),                     // 36: kplane.apps.v1.Deployment
-	(*DeploymentList)(nil),                 // 37: kplane.apps.v1.DeploymentList
-	(*v1.Status)(nil),                      // 38: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),               // 39: kplane.meta.v1.Preconditions
-	(*v11.Scale)(nil),                      // 40: kplane.autoscaling.v1.Scale
-	(*ReplicaSet)(nil),                     // 41: kplane.apps.v1.ReplicaSet
-	(*ReplicaSetList)(nil),                 // 42: kplane.apps.v1.ReplicaSetList
+	(*GetDeploymentRequest)(nil),             // 0: kplane.apps.v1.GetDeploymentRequest
+	(*GetDeploymentResponse)(nil),            // 1: kplane.apps.v1.GetDeploymentResponse
+	(*ListDeploymentsRequest)(nil),           // 2: kplane.apps.v1.ListDeploymentsRequest
+	(*ListDeploymentsResponse)(nil),          // 3: kplane.apps.v1.ListDeploymentsResponse
+	(*WatchDeploymentsRequest)(nil),          // 4: kplane.apps.v1.WatchDeploymentsRequest
+	(*WatchDeploymentsResponse)(nil),         // 5: kplane.apps.v1.WatchDeploymentsResponse
+	(*CreateDeploymentRequest)(nil),          // 6: kplane.apps.v1.CreateDeploymentRequest
+	(*CreateDeploymentResponse)(nil),         // 7: kplane.apps.v1.CreateDeploymentResponse
+	(*UpdateDeploymentRequest)(nil),          // 8: kplane.apps.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil),         // 9: kplane.apps.v1.UpdateDeploymentResponse
+	(*DeleteDeploymentRequest)(nil),          // 10: kplane.apps.v1.DeleteDeploymentRequest
+	(*DeleteDeploymentResponse)(nil),         // 11: kplane.apps.v1.DeleteDeploymentResponse
+	(*UpdateDeploymentStatusRequest)(nil),    // 12: kplane.apps.v1.UpdateDeploymentStatusRequest
+	(*UpdateDeploymentStatusResponse)(nil),   // 13: kplane.apps.v1.UpdateDeploymentStatusResponse
+	(*GetDeploymentScaleRequest)(nil),        // 14: kplane.apps.v1.GetDeploymentScaleRequest
+	(*GetDeploymentScaleResponse)(nil),       // 15: kplane.apps.v1.GetDeploymentScaleResponse
+	(*UpdateDeploymentScaleRequest)(nil),     // 16: kplane.apps.v1.UpdateDeploymentScaleRequest
+	(*UpdateDeploymentScaleResponse)(nil),    // 17: kplane.apps.v1.UpdateDeploymentScaleResponse
+	(*GetReplicaSetRequest)(nil),             // 18: kplane.apps.v1.GetReplicaSetRequest
+	(*GetReplicaSetResponse)(nil),            // 19: kplane.apps.v1.GetReplicaSetResponse
+	(*ListReplicaSetsRequest)(nil),           // 20: kplane.apps.v1.ListReplicaSetsRequest
+	(*ListReplicaSetsResponse)(nil),          // 21: kplane.apps.v1.ListReplicaSetsResponse
+	(*WatchReplicaSetsRequest)(nil),          // 22: kplane.apps.v1.WatchReplicaSetsRequest
+	(*WatchReplicaSetsResponse)(nil),         // 23: kplane.apps.v1.WatchReplicaSetsResponse
+	(*CreateReplicaSetRequest)(nil),          // 24: kplane.apps.v1.CreateReplicaSetRequest
+	(*CreateReplicaSetResponse)(nil),         // 25: kplane.apps.v1.CreateReplicaSetResponse
+	(*UpdateReplicaSetRequest)(nil),          // 26: kplane.apps.v1.UpdateReplicaSetRequest
+	(*UpdateReplicaSetResponse)(nil),         // 27: kplane.apps.v1.UpdateReplicaSetResponse
+	(*DeleteReplicaSetRequest)(nil),          // 28: kplane.apps.v1.DeleteReplicaSetRequest
+	(*DeleteReplicaSetResponse)(nil),         // 29: kplane.apps.v1.DeleteReplicaSetResponse
+	(*UpdateReplicaSetStatusRequest)(nil),    // 30: kplane.apps.v1.UpdateReplicaSetStatusRequest
+	(*UpdateReplicaSetStatusResponse)(nil),   // 31: kplane.apps.v1.UpdateReplicaSetStatusResponse
+	(*GetReplicaSetScaleRequest)(nil),        // 32: kplane.apps.v1.GetReplicaSetScaleRequest
+	(*GetReplicaSetScaleResponse)(nil),       // 33: kplane.apps.v1.GetReplicaSetScaleResponse
+	(*UpdateReplicaSetScaleRequest)(nil),     // 34: kplane.apps.v1.UpdateReplicaSetScaleRequest
+	(*UpdateReplicaSetScaleResponse)(nil),    // 35: kplane.apps.v1.UpdateReplicaSetScaleResponse
+	(*GetDaemonSetRequest)(nil),              // 36: kplane.apps.v1.GetDaemonSetRequest
+	(*GetDaemonSetResponse)(nil),             // 37: kplane.apps.v1.GetDaemonSetResponse
+	(*ListDaemonSetsRequest)(nil),            // 38: kplane.apps.v1.ListDaemonSetsRequest
+	(*ListDaemonSetsResponse)(nil),           // 39: kplane.apps.v1.ListDaemonSetsResponse
+	(*WatchDaemonSetsRequest)(nil),           // 40: kplane.apps.v1.WatchDaemonSetsRequest
+	(*WatchDaemonSetsResponse)(nil),          // 41: kplane.apps.v1.WatchDaemonSetsResponse
+	(*CreateDaemonSetRequest)(nil),           // 42: kplane.apps.v1.CreateDaemonSetRequest
+	(*CreateDaemonSetResponse)(nil),          // 43: kplane.apps.v1.CreateDaemonSetResponse
+	(*UpdateDaemonSetRequest)(nil),           // 44: kplane.apps.v1.UpdateDaemonSetRequest
+	(*UpdateDaemonSetResponse)(nil),          // 45: kplane.apps.v1.UpdateDaemonSetResponse
+	(*DeleteDaemonSetRequest)(nil),           // 46: kplane.apps.v1.DeleteDaemonSetRequest
+	(*DeleteDaemonSetResponse)(nil),          // 47: kplane.apps.v1.DeleteDaemonSetResponse
+	(*UpdateDaemonSetStatusRequest)(nil),     // 48: kplane.apps.v1.UpdateDaemonSetStatusRequest
+	(*UpdateDaemonSetStatusResponse)(nil),    // 49: kplane.apps.v1.UpdateDaemonSetStatusResponse
+	(*GetControllerRevisionRequest)(nil),     // 50: kplane.apps.v1.GetControllerRevisionRequest
+	(*GetControllerRevisionResponse)(nil),    // 51: kplane.apps.v1.GetControllerRevisionResponse
+	(*ListControllerRevisionsRequest)(nil),   // 52: kplane.apps.v1.ListControllerRevisionsRequest
+	(*ListControllerRevisionsResponse)(nil),  // 53: kplane.apps.v1.ListControllerRevisionsResponse
+	(*WatchControllerRevisionsRequest)(nil),  // 54: kplane.apps.v1.WatchControllerRevisionsRequest
+	(*WatchControllerRevisionsResponse)(nil), // 55: kplane.apps.v1.WatchControllerRevisionsResponse
+	(*CreateControllerRevisionRequest)(nil),  // 56: kplane.apps.v1.CreateControllerRevisionRequest
+	(*CreateControllerRevisionResponse)(nil), // 57: kplane.apps.v1.CreateControllerRevisionResponse
+	(*UpdateControllerRevisionRequest)(nil),  // 58: kplane.apps.v1.UpdateControllerRevisionRequest
+	(*UpdateControllerRevisionResponse)(nil), // 59: kplane.apps.v1.UpdateControllerRevisionResponse
+	(*DeleteControllerRevisionRequest)(nil),  // 60: kplane.apps.v1.DeleteControllerRevisionRequest
+	(*DeleteControllerRevisionResponse)(nil), // 61: kplane.apps.v1.DeleteControllerRevisionResponse
+	(*Deployment)(nil),                       // 62: kplane.apps.v1.Deployment
+	(*DeploymentList)(nil),                   // 63: kplane.apps.v1.DeploymentList
+	(*v1.Status)(nil),                        // 64: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                 // 65: kplane.meta.v1.Preconditions
+	(*v11.Scale)(nil),                        // 66: kplane.autoscaling.v1.Scale
+	(*ReplicaSet)(nil),                       // 67: kplane.apps.v1.ReplicaSet
+	(*ReplicaSetList)(nil),                   // 68: kplane.apps.v1.ReplicaSetList
+	(*DaemonSet)(nil),                        // 69: kplane.apps.v1.DaemonSet
+	(*DaemonSetList)(nil),                    // 70: kplane.apps.v1.DaemonSetList
+	(*ControllerRevision)(nil),               // 71: kplane.apps.v1.ControllerRevision
+	(*ControllerRevisionList)(nil),           // 72: kplane.apps.v1.ControllerRevisionList
 }
 var file_kplane_apps_v1_service_proto_depIdxs = []int32{
-	36, // 0: kplane.apps.v1.GetDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	37, // 1: kplane.apps.v1.ListDeploymentsResponse.list:type_name -> kplane.apps.v1.DeploymentList
-	36, // 2: kplane.apps.v1.WatchDeploymentsResponse.object:type_name -> kplane.apps.v1.Deployment
-	38, // 3: kplane.apps.v1.WatchDeploymentsResponse.status:type_name -> kplane.meta.v1.Status
-	36, // 4: kplane.apps.v1.CreateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
-	36, // 5: kplane.apps.v1.CreateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	36, // 6: kplane.apps.v1.UpdateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
-	36, // 7: kplane.apps.v1.UpdateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	39, // 8: kplane.apps.v1.DeleteDeploymentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	36, // 9: kplane.apps.v1.DeleteDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	36, // 10: kplane.apps.v1.UpdateDeploymentStatusRequest.deployment:type_name -> kplane.apps.v1.Deployment
-	36, // 11: kplane.apps.v1.UpdateDeploymentStatusResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	40, // 12: kplane.apps.v1.GetDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	40, // 13: kplane.apps.v1.UpdateDeploymentScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	40, // 14: kplane.apps.v1.UpdateDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	41, // 15: kplane.apps.v1.GetReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	42, // 16: kplane.apps.v1.ListReplicaSetsResponse.list:type_name -> kplane.apps.v1.ReplicaSetList
-	41, // 17: kplane.apps.v1.WatchReplicaSetsResponse.object:type_name -> kplane.apps.v1.ReplicaSet
-	38, // 18: kplane.apps.v1.WatchReplicaSetsResponse.status:type_name -> kplane.meta.v1.Status
-	41, // 19: kplane.apps.v1.CreateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	41, // 20: kplane.apps.v1.CreateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	41, // 21: kplane.apps.v1.UpdateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	41, // 22: kplane.apps.v1.UpdateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	39, // 23: kplane.apps.v1.DeleteReplicaSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	41, // 24: kplane.apps.v1.DeleteReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	41, // 25: kplane.apps.v1.UpdateReplicaSetStatusRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	41, // 26: kplane.apps.v1.UpdateReplicaSetStatusResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	40, // 27: kplane.apps.v1.GetReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	40, // 28: kplane.apps.v1.UpdateReplicaSetScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	40, // 29: kplane.apps.v1.UpdateReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	0,  // 30: kplane.apps.v1.DeploymentService.GetDeployment:input_type -> kplane.apps.v1.GetDeploymentRequest
-	2,  // 31: kplane.apps.v1.DeploymentService.ListDeployments:input_type -> kplane.apps.v1.ListDeploymentsRequest
-	4,  // 32: kplane.apps.v1.DeploymentService.WatchDeployments:input_type -> kplane.apps.v1.WatchDeploymentsRequest
-	6,  // 33: kplane.apps.v1.DeploymentService.CreateDeployment:input_type -> kplane.apps.v1.CreateDeploymentRequest
-	8,  // 34: kplane.apps.v1.DeploymentService.UpdateDeployment:input_type -> kplane.apps.v1.UpdateDeploymentRequest
-	10, // 35: kplane.apps.v1.DeploymentService.DeleteDeployment:input_type -> kplane.apps.v1.DeleteDeploymentRequest
-	12, // 36: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:input_type -> kplane.apps.v1.UpdateDeploymentStatusRequest
-	14, // 37: kplane.apps.v1.DeploymentService.GetDeploymentScale:input_type -> kplane.apps.v1.GetDeploymentScaleRequest
-	16, // 38: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:input_type -> kplane.apps.v1.UpdateDeploymentScaleRequest
-	18, // 39: kplane.apps.v1.ReplicaSetService.GetReplicaSet:input_type -> kplane.apps.v1.GetReplicaSetRequest
-	20, // 40: kplane.apps.v1.ReplicaSetService.ListReplicaSets:input_type -> kplane.apps.v1.ListReplicaSetsRequest
-	22, // 41: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:input_type -> kplane.apps.v1.WatchReplicaSetsRequest
-	24, // 42: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:input_type -> kplane.apps.v1.CreateReplicaSetRequest
-	26, // 43: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:input_type -> kplane.apps.v1.UpdateReplicaSetRequest
-	28, // 44: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:input_type -> kplane.apps.v1.DeleteReplicaSetRequest
-	30, // 45: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:input_type -> kplane.apps.v1.UpdateReplicaSetStatusRequest
-	32, // 46: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:input_type -> kplane.apps.v1.GetReplicaSetScaleRequest
-	34, // 47: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:input_type -> kplane.apps.v1.UpdateReplicaSetScaleRequest
-	1,  // 48: kplane.apps.v1.DeploymentService.GetDeployment:output_type -> kplane.apps.v1.GetDeploymentResponse
-	3,  // 49: kplane.apps.v1.DeploymentService.ListDeployments:output_type -> kplane.apps.v1.ListDeploymentsResponse
-	5,  // 50: kplane.apps.v1.DeploymentService.WatchDeployments:output_type -> kplane.apps.v1.WatchDeploymentsResponse
-	7,  // 51: kplane.apps.v1.DeploymentService.CreateDeployment:output_type -> kplane.apps.v1.CreateDeploymentResponse
-	9,  // 52: kplane.apps.v1.DeploymentService.UpdateDeployment:output_type -> kplane.apps.v1.UpdateDeploymentResponse
-	11, // 53: kplane.apps.v1.DeploymentService.DeleteDeployment:output_type -> kplane.apps.v1.DeleteDeploymentResponse
-	13, // 54: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:output_type -> kplane.apps.v1.UpdateDeploymentStatusResponse
-	15, // 55: kplane.apps.v1.DeploymentService.GetDeploymentScale:output_type -> kplane.apps.v1.GetDeploymentScaleResponse
-	17, // 56: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:output_type -> kplane.apps.v1.UpdateDeploymentScaleResponse
-	19, // 57: kplane.apps.v1.ReplicaSetService.GetReplicaSet:output_type -> kplane.apps.v1.GetReplicaSetResponse
-	21, // 58: kplane.apps.v1.ReplicaSetService.ListReplicaSets:output_type -> kplane.apps.v1.ListReplicaSetsResponse
-	23, // 59: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:output_type -> kplane.apps.v1.WatchReplicaSetsResponse
-	25, // 60: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:output_type -> kplane.apps.v1.CreateReplicaSetResponse
-	27, // 61: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:output_type -> kplane.apps.v1.UpdateReplicaSetResponse
-	29, // 62: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:output_type -> kplane.apps.v1.DeleteReplicaSetResponse
-	31, // 63: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:output_type -> kplane.apps.v1.UpdateReplicaSetStatusResponse
-	33, // 64: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:output_type -> kplane.apps.v1.GetReplicaSetScaleResponse
-	35, // 65: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:output_type -> kplane.apps.v1.UpdateReplicaSetScaleResponse
-	48, // [48:66] is the sub-list for method output_type
-	30, // [30:48] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	62, // 0: kplane.apps.v1.GetDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	63, // 1: kplane.apps.v1.ListDeploymentsResponse.list:type_name -> kplane.apps.v1.DeploymentList
+	62, // 2: kplane.apps.v1.WatchDeploymentsResponse.object:type_name -> kplane.apps.v1.Deployment
+	64, // 3: kplane.apps.v1.WatchDeploymentsResponse.status:type_name -> kplane.meta.v1.Status
+	62, // 4: kplane.apps.v1.CreateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
+	62, // 5: kplane.apps.v1.CreateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	62, // 6: kplane.apps.v1.UpdateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
+	62, // 7: kplane.apps.v1.UpdateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	65, // 8: kplane.apps.v1.DeleteDeploymentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	62, // 9: kplane.apps.v1.DeleteDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	62, // 10: kplane.apps.v1.UpdateDeploymentStatusRequest.deployment:type_name -> kplane.apps.v1.Deployment
+	62, // 11: kplane.apps.v1.UpdateDeploymentStatusResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	66, // 12: kplane.apps.v1.GetDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	66, // 13: kplane.apps.v1.UpdateDeploymentScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	66, // 14: kplane.apps.v1.UpdateDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	67, // 15: kplane.apps.v1.GetReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	68, // 16: kplane.apps.v1.ListReplicaSetsResponse.list:type_name -> kplane.apps.v1.ReplicaSetList
+	67, // 17: kplane.apps.v1.WatchReplicaSetsResponse.object:type_name -> kplane.apps.v1.ReplicaSet
+	64, // 18: kplane.apps.v1.WatchReplicaSetsResponse.status:type_name -> kplane.meta.v1.Status
+	67, // 19: kplane.apps.v1.CreateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	67, // 20: kplane.apps.v1.CreateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	67, // 21: kplane.apps.v1.UpdateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	67, // 22: kplane.apps.v1.UpdateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	65, // 23: kplane.apps.v1.DeleteReplicaSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	67, // 24: kplane.apps.v1.DeleteReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	67, // 25: kplane.apps.v1.UpdateReplicaSetStatusRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	67, // 26: kplane.apps.v1.UpdateReplicaSetStatusResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	66, // 27: kplane.apps.v1.GetReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	66, // 28: kplane.apps.v1.UpdateReplicaSetScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	66, // 29: kplane.apps.v1.UpdateReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	69, // 30: kplane.apps.v1.GetDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	70, // 31: kplane.apps.v1.ListDaemonSetsResponse.list:type_name -> kplane.apps.v1.DaemonSetList
+	69, // 32: kplane.apps.v1.WatchDaemonSetsResponse.object:type_name -> kplane.apps.v1.DaemonSet
+	64, // 33: kplane.apps.v1.WatchDaemonSetsResponse.status:type_name -> kplane.meta.v1.Status
+	69, // 34: kplane.apps.v1.CreateDaemonSetRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	69, // 35: kplane.apps.v1.CreateDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	69, // 36: kplane.apps.v1.UpdateDaemonSetRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	69, // 37: kplane.apps.v1.UpdateDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	65, // 38: kplane.apps.v1.DeleteDaemonSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	69, // 39: kplane.apps.v1.DeleteDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	69, // 40: kplane.apps.v1.UpdateDaemonSetStatusRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	69, // 41: kplane.apps.v1.UpdateDaemonSetStatusResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	71, // 42: kplane.apps.v1.GetControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	72, // 43: kplane.apps.v1.ListControllerRevisionsResponse.list:type_name -> kplane.apps.v1.ControllerRevisionList
+	71, // 44: kplane.apps.v1.WatchControllerRevisionsResponse.object:type_name -> kplane.apps.v1.ControllerRevision
+	64, // 45: kplane.apps.v1.WatchControllerRevisionsResponse.status:type_name -> kplane.meta.v1.Status
+	71, // 46: kplane.apps.v1.CreateControllerRevisionRequest.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	71, // 47: kplane.apps.v1.CreateControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	71, // 48: kplane.apps.v1.UpdateControllerRevisionRequest.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	71, // 49: kplane.apps.v1.UpdateControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	65, // 50: kplane.apps.v1.DeleteControllerRevisionRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	71, // 51: kplane.apps.v1.DeleteControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	0,  // 52: kplane.apps.v1.DeploymentService.GetDeployment:input_type -> kplane.apps.v1.GetDeploymentRequest
+	2,  // 53: kplane.apps.v1.DeploymentService.ListDeployments:input_type -> kplane.apps.v1.ListDeploymentsRequest
+	4,  // 54: kplane.apps.v1.DeploymentService.WatchDeployments:input_type -> kplane.apps.v1.WatchDeploymentsRequest
+	6,  // 55: kplane.apps.v1.DeploymentService.CreateDeployment:input_type -> kplane.apps.v1.CreateDeploymentRequest
+	8,  // 56: kplane.apps.v1.DeploymentService.UpdateDeployment:input_type -> kplane.apps.v1.UpdateDeploymentRequest
+	10, // 57: kplane.apps.v1.DeploymentService.DeleteDeployment:input_type -> kplane.apps.v1.DeleteDeploymentRequest
+	12, // 58: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:input_type -> kplane.apps.v1.UpdateDeploymentStatusRequest
+	14, // 59: kplane.apps.v1.DeploymentService.GetDeploymentScale:input_type -> kplane.apps.v1.GetDeploymentScaleRequest
+	16, // 60: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:input_type -> kplane.apps.v1.UpdateDeploymentScaleRequest
+	18, // 61: kplane.apps.v1.ReplicaSetService.GetReplicaSet:input_type -> kplane.apps.v1.GetReplicaSetRequest
+	20, // 62: kplane.apps.v1.ReplicaSetService.ListReplicaSets:input_type -> kplane.apps.v1.ListReplicaSetsRequest
+	22, // 63: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:input_type -> kplane.apps.v1.WatchReplicaSetsRequest
+	24, // 64: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:input_type -> kplane.apps.v1.CreateReplicaSetRequest
+	26, // 65: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:input_type -> kplane.apps.v1.UpdateReplicaSetRequest
+	28, // 66: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:input_type -> kplane.apps.v1.DeleteReplicaSetRequest
+	30, // 67: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:input_type -> kplane.apps.v1.UpdateReplicaSetStatusRequest
+	32, // 68: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:input_type -> kplane.apps.v1.GetReplicaSetScaleRequest
+	34, // 69: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:input_type -> kplane.apps.v1.UpdateReplicaSetScaleRequest
+	36, // 70: kplane.apps.v1.DaemonSetService.GetDaemonSet:input_type -> kplane.apps.v1.GetDaemonSetRequest
+	38, // 71: kplane.apps.v1.DaemonSetService.ListDaemonSets:input_type -> kplane.apps.v1.ListDaemonSetsRequest
+	40, // 72: kplane.apps.v1.DaemonSetService.WatchDaemonSets:input_type -> kplane.apps.v1.WatchDaemonSetsRequest
+	42, // 73: kplane.apps.v1.DaemonSetService.CreateDaemonSet:input_type -> kplane.apps.v1.CreateDaemonSetRequest
+	44, // 74: kplane.apps.v1.DaemonSetService.UpdateDaemonSet:input_type -> kplane.apps.v1.UpdateDaemonSetRequest
+	46, // 75: kplane.apps.v1.DaemonSetService.DeleteDaemonSet:input_type -> kplane.apps.v1.DeleteDaemonSetRequest
+	48, // 76: kplane.apps.v1.DaemonSetService.UpdateDaemonSetStatus:input_type -> kplane.apps.v1.UpdateDaemonSetStatusRequest
+	50, // 77: kplane.apps.v1.ControllerRevisionService.GetControllerRevision:input_type -> kplane.apps.v1.GetControllerRevisionRequest
+	52, // 78: kplane.apps.v1.ControllerRevisionService.ListControllerRevisions:input_type -> kplane.apps.v1.ListControllerRevisionsRequest
+	54, // 79: kplane.apps.v1.ControllerRevisionService.WatchControllerRevisions:input_type -> kplane.apps.v1.WatchControllerRevisionsRequest
+	56, // 80: kplane.apps.v1.ControllerRevisionService.CreateControllerRevision:input_type -> kplane.apps.v1.CreateControllerRevisionRequest
+	58, // 81: kplane.apps.v1.ControllerRevisionService.UpdateControllerRevision:input_type -> kplane.apps.v1.UpdateControllerRevisionRequest
+	60, // 82: kplane.apps.v1.ControllerRevisionService.DeleteControllerRevision:input_type -> kplane.apps.v1.DeleteControllerRevisionRequest
+	1,  // 83: kplane.apps.v1.DeploymentService.GetDeployment:output_type -> kplane.apps.v1.GetDeploymentResponse
+	3,  // 84: kplane.apps.v1.DeploymentService.ListDeployments:output_type -> kplane.apps.v1.ListDeploymentsResponse
+	5,  // 85: kplane.apps.v1.DeploymentService.WatchDeployments:output_type -> kplane.apps.v1.WatchDeploymentsResponse
+	7,  // 86: kplane.apps.v1.DeploymentService.CreateDeployment:output_type -> kplane.apps.v1.CreateDeploymentResponse
+	9,  // 87: kplane.apps.v1.DeploymentService.UpdateDeployment:output_type -> kplane.apps.v1.UpdateDeploymentResponse
+	11, // 88: kplane.apps.v1.DeploymentService.DeleteDeployment:output_type -> kplane.apps.v1.DeleteDeploymentResponse
+	13, // 89: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:output_type -> kplane.apps.v1.UpdateDeploymentStatusResponse
+	15, // 90: kplane.apps.v1.DeploymentService.GetDeploymentScale:output_type -> kplane.apps.v1.GetDeploymentScaleResponse
+	17, // 91: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:output_type -> kplane.apps.v1.UpdateDeploymentScaleResponse
+	19, // 92: kplane.apps.v1.ReplicaSetService.GetReplicaSet:output_type -> kplane.apps.v1.GetReplicaSetResponse
+	21, // 93: kplane.apps.v1.ReplicaSetService.ListReplicaSets:output_type -> kplane.apps.v1.ListReplicaSetsResponse
+	23, // 94: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:output_type -> kplane.apps.v1.WatchReplicaSetsResponse
+	25, // 95: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:output_type -> kplane.apps.v1.CreateReplicaSetResponse
+	27, // 96: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:output_type -> kplane.apps.v1.UpdateReplicaSetResponse
+	29, // 97: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:output_type -> kplane.apps.v1.DeleteReplicaSetResponse
+	31, // 98: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:output_type -> kplane.apps.v1.UpdateReplicaSetStatusResponse
+	33, // 99: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:output_type -> kplane.apps.v1.GetReplicaSetScaleResponse
+	35, // 100: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:output_type -> kplane.apps.v1.UpdateReplicaSetScaleResponse
+	37, // 101: kplane.apps.v1.DaemonSetService.GetDaemonSet:output_type -> kplane.apps.v1.GetDaemonSetResponse
+	39, // 102: kplane.apps.v1.DaemonSetService.ListDaemonSets:output_type -> kplane.apps.v1.ListDaemonSetsResponse
+	41, // 103: kplane.apps.v1.DaemonSetService.WatchDaemonSets:output_type -> kplane.apps.v1.WatchDaemonSetsResponse
+	43, // 104: kplane.apps.v1.DaemonSetService.CreateDaemonSet:output_type -> kplane.apps.v1.CreateDaemonSetResponse
+	45, // 105: kplane.apps.v1.DaemonSetService.UpdateDaemonSet:output_type -> kplane.apps.v1.UpdateDaemonSetResponse
+	47, // 106: kplane.apps.v1.DaemonSetService.DeleteDaemonSet:output_type -> kplane.apps.v1.DeleteDaemonSetResponse
+	49, // 107: kplane.apps.v1.DaemonSetService.UpdateDaemonSetStatus:output_type -> kplane.apps.v1.UpdateDaemonSetStatusResponse
+	51, // 108: kplane.apps.v1.ControllerRevisionService.GetControllerRevision:output_type -> kplane.apps.v1.GetControllerRevisionResponse
+	53, // 109: kplane.apps.v1.ControllerRevisionService.ListControllerRevisions:output_type -> kplane.apps.v1.ListControllerRevisionsResponse
+	55, // 110: kplane.apps.v1.ControllerRevisionService.WatchControllerRevisions:output_type -> kplane.apps.v1.WatchControllerRevisionsResponse
+	57, // 111: kplane.apps.v1.ControllerRevisionService.CreateControllerRevision:output_type -> kplane.apps.v1.CreateControllerRevisionResponse
+	59, // 112: kplane.apps.v1.ControllerRevisionService.UpdateControllerRevision:output_type -> kplane.apps.v1.UpdateControllerRevisionResponse
+	61, // 113: kplane.apps.v1.ControllerRevisionService.DeleteControllerRevision:output_type -> kplane.apps.v1.DeleteControllerRevisionResponse
+	83, // [83:114] is the sub-list for method output_type
+	52, // [52:83] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_kplane_apps_v1_service_proto_init() }
@@ -2652,15 +4589,21 @@ func file_kplane_apps_v1_service_proto_init() {
 	file_kplane_apps_v1_service_proto_msgTypes[20].OneofWrappers = []any{}
 	file_kplane_apps_v1_service_proto_msgTypes[22].OneofWrappers = []any{}
 	file_kplane_apps_v1_service_proto_msgTypes[28].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[38].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[40].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[46].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[52].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[54].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_apps_v1_service_proto_rawDesc), len(file_kplane_apps_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   62,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   4,
 		},
 		GoTypes:           file_kplane_apps_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_apps_v1_service_proto_depIdxs,

@@ -883,3 +883,668 @@ var ReplicaSetService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/apps/v1/service.proto",
 }
+
+const (
+	DaemonSetService_GetDaemonSet_FullMethodName          = "/kplane.apps.v1.DaemonSetService/GetDaemonSet"
+	DaemonSetService_ListDaemonSets_FullMethodName        = "/kplane.apps.v1.DaemonSetService/ListDaemonSets"
+	DaemonSetService_WatchDaemonSets_FullMethodName       = "/kplane.apps.v1.DaemonSetService/WatchDaemonSets"
+	DaemonSetService_CreateDaemonSet_FullMethodName       = "/kplane.apps.v1.DaemonSetService/CreateDaemonSet"
+	DaemonSetService_UpdateDaemonSet_FullMethodName       = "/kplane.apps.v1.DaemonSetService/UpdateDaemonSet"
+	DaemonSetService_DeleteDaemonSet_FullMethodName       = "/kplane.apps.v1.DaemonSetService/DeleteDaemonSet"
+	DaemonSetService_UpdateDaemonSetStatus_FullMethodName = "/kplane.apps.v1.DaemonSetService/UpdateDaemonSetStatus"
+)
+
+// DaemonSetServiceClient is the client API for DaemonSetService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// DaemonSetService serves daemonsets (apps/v1, namespaced).
+type DaemonSetServiceClient interface {
+	// GetDaemonSet reads one DaemonSet.
+	GetDaemonSet(ctx context.Context, in *GetDaemonSetRequest, opts ...grpc.CallOption) (*GetDaemonSetResponse, error)
+	// ListDaemonSets lists daemonsets, filtered by selectors, paginated.
+	ListDaemonSets(ctx context.Context, in *ListDaemonSetsRequest, opts ...grpc.CallOption) (*ListDaemonSetsResponse, error)
+	// WatchDaemonSets streams changes to daemonsets.
+	WatchDaemonSets(ctx context.Context, in *WatchDaemonSetsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchDaemonSetsResponse], error)
+	// CreateDaemonSet creates a DaemonSet; AlreadyExists if the name is taken.
+	CreateDaemonSet(ctx context.Context, in *CreateDaemonSetRequest, opts ...grpc.CallOption) (*CreateDaemonSetResponse, error)
+	// UpdateDaemonSet replaces a DaemonSet; Conflict on a stale resourceVersion.
+	UpdateDaemonSet(ctx context.Context, in *UpdateDaemonSetRequest, opts ...grpc.CallOption) (*UpdateDaemonSetResponse, error)
+	// DeleteDaemonSet deletes a DaemonSet (or marks it for deletion).
+	DeleteDaemonSet(ctx context.Context, in *DeleteDaemonSetRequest, opts ...grpc.CallOption) (*DeleteDaemonSetResponse, error)
+	// UpdateDaemonSetStatus replaces the status of a DaemonSet (the status subresource).
+	UpdateDaemonSetStatus(ctx context.Context, in *UpdateDaemonSetStatusRequest, opts ...grpc.CallOption) (*UpdateDaemonSetStatusResponse, error)
+}
+
+type daemonSetServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewDaemonSetServiceClient(cc grpc.ClientConnInterface) DaemonSetServiceClient {
+	return &daemonSetServiceClient{cc}
+}
+
+func (c *daemonSetServiceClient) GetDaemonSet(ctx context.Context, in *GetDaemonSetRequest, opts ...grpc.CallOption) (*GetDaemonSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDaemonSetResponse)
+	err := c.cc.Invoke(ctx, DaemonSetService_GetDaemonSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *daemonSetServiceClient) ListDaemonSets(ctx context.Context, in *ListDaemonSetsRequest, opts ...grpc.CallOption) (*ListDaemonSetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDaemonSetsResponse)
+	err := c.cc.Invoke(ctx, DaemonSetService_ListDaemonSets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *daemonSetServiceClient) WatchDaemonSets(ctx context.Context, in *WatchDaemonSetsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchDaemonSetsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &DaemonSetService_ServiceDesc.Streams[0], DaemonSetService_WatchDaemonSets_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchDaemonSetsRequest, WatchDaemonSetsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DaemonSetService_WatchDaemonSetsClient = grpc.ServerStreamingClient[WatchDaemonSetsResponse]
+
+func (c *daemonSetServiceClient) CreateDaemonSet(ctx context.Context, in *CreateDaemonSetRequest, opts ...grpc.CallOption) (*CreateDaemonSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateDaemonSetResponse)
+	err := c.cc.Invoke(ctx, DaemonSetService_CreateDaemonSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *daemonSetServiceClient) UpdateDaemonSet(ctx context.Context, in *UpdateDaemonSetRequest, opts ...grpc.CallOption) (*UpdateDaemonSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateDaemonSetResponse)
+	err := c.cc.Invoke(ctx, DaemonSetService_UpdateDaemonSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *daemonSetServiceClient) DeleteDaemonSet(ctx context.Context, in *DeleteDaemonSetRequest, opts ...grpc.CallOption) (*DeleteDaemonSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteDaemonSetResponse)
+	err := c.cc.Invoke(ctx, DaemonSetService_DeleteDaemonSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *daemonSetServiceClient) UpdateDaemonSetStatus(ctx context.Context, in *UpdateDaemonSetStatusRequest, opts ...grpc.CallOption) (*UpdateDaemonSetStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateDaemonSetStatusResponse)
+	err := c.cc.Invoke(ctx, DaemonSetService_UpdateDaemonSetStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DaemonSetServiceServer is the server API for DaemonSetService service.
+// All implementations must embed UnimplementedDaemonSetServiceServer
+// for forward compatibility.
+//
+// DaemonSetService serves daemonsets (apps/v1, namespaced).
+type DaemonSetServiceServer interface {
+	// GetDaemonSet reads one DaemonSet.
+	GetDaemonSet(context.Context, *GetDaemonSetRequest) (*GetDaemonSetResponse, error)
+	// ListDaemonSets lists daemonsets, filtered by selectors, paginated.
+	ListDaemonSets(context.Context, *ListDaemonSetsRequest) (*ListDaemonSetsResponse, error)
+	// WatchDaemonSets streams changes to daemonsets.
+	WatchDaemonSets(*WatchDaemonSetsRequest, grpc.ServerStreamingServer[WatchDaemonSetsResponse]) error
+	// CreateDaemonSet creates a DaemonSet; AlreadyExists if the name is taken.
+	CreateDaemonSet(context.Context, *CreateDaemonSetRequest) (*CreateDaemonSetResponse, error)
+	// UpdateDaemonSet replaces a DaemonSet; Conflict on a stale resourceVersion.
+	UpdateDaemonSet(context.Context, *UpdateDaemonSetRequest) (*UpdateDaemonSetResponse, error)
+	// DeleteDaemonSet deletes a DaemonSet (or marks it for deletion).
+	DeleteDaemonSet(context.Context, *DeleteDaemonSetRequest) (*DeleteDaemonSetResponse, error)
+	// UpdateDaemonSetStatus replaces the status of a DaemonSet (the status subresource).
+	UpdateDaemonSetStatus(context.Context, *UpdateDaemonSetStatusRequest) (*UpdateDaemonSetStatusResponse, error)
+	mustEmbedUnimplementedDaemonSetServiceServer()
+}
+
+// UnimplementedDaemonSetServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedDaemonSetServiceServer struct{}
+
+func (UnimplementedDaemonSetServiceServer) GetDaemonSet(context.Context, *GetDaemonSetRequest) (*GetDaemonSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDaemonSet not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) ListDaemonSets(context.Context, *ListDaemonSetsRequest) (*ListDaemonSetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDaemonSets not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) WatchDaemonSets(*WatchDaemonSetsRequest, grpc.ServerStreamingServer[WatchDaemonSetsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchDaemonSets not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) CreateDaemonSet(context.Context, *CreateDaemonSetRequest) (*CreateDaemonSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateDaemonSet not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) UpdateDaemonSet(context.Context, *UpdateDaemonSetRequest) (*UpdateDaemonSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateDaemonSet not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) DeleteDaemonSet(context.Context, *DeleteDaemonSetRequest) (*DeleteDaemonSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteDaemonSet not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) UpdateDaemonSetStatus(context.Context, *UpdateDaemonSetStatusRequest) (*UpdateDaemonSetStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateDaemonSetStatus not implemented")
+}
+func (UnimplementedDaemonSetServiceServer) mustEmbedUnimplementedDaemonSetServiceServer() {}
+func (UnimplementedDaemonSetServiceServer) testEmbeddedByValue()                          {}
+
+// UnsafeDaemonSetServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to DaemonSetServiceServer will
+// result in compilation errors.
+type UnsafeDaemonSetServiceServer interface {
+	mustEmbedUnimplementedDaemonSetServiceServer()
+}
+
+func RegisterDaemonSetServiceServer(s grpc.ServiceRegistrar, srv DaemonSetServiceServer) {
+	// If the following call panics, it indicates UnimplementedDaemonSetServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&DaemonSetService_ServiceDesc, srv)
+}
+
+func _DaemonSetService_GetDaemonSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDaemonSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonSetServiceServer).GetDaemonSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonSetService_GetDaemonSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonSetServiceServer).GetDaemonSet(ctx, req.(*GetDaemonSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DaemonSetService_ListDaemonSets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDaemonSetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonSetServiceServer).ListDaemonSets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonSetService_ListDaemonSets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonSetServiceServer).ListDaemonSets(ctx, req.(*ListDaemonSetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DaemonSetService_WatchDaemonSets_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchDaemonSetsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(DaemonSetServiceServer).WatchDaemonSets(m, &grpc.GenericServerStream[WatchDaemonSetsRequest, WatchDaemonSetsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type DaemonSetService_WatchDaemonSetsServer = grpc.ServerStreamingServer[WatchDaemonSetsResponse]
+
+func _DaemonSetService_CreateDaemonSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateDaemonSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonSetServiceServer).CreateDaemonSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonSetService_CreateDaemonSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonSetServiceServer).CreateDaemonSet(ctx, req.(*CreateDaemonSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DaemonSetService_UpdateDaemonSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateDaemonSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonSetServiceServer).UpdateDaemonSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonSetService_UpdateDaemonSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonSetServiceServer).UpdateDaemonSet(ctx, req.(*UpdateDaemonSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DaemonSetService_DeleteDaemonSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteDaemonSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonSetServiceServer).DeleteDaemonSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonSetService_DeleteDaemonSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonSetServiceServer).DeleteDaemonSet(ctx, req.(*DeleteDaemonSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DaemonSetService_UpdateDaemonSetStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateDaemonSetStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DaemonSetServiceServer).UpdateDaemonSetStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DaemonSetService_UpdateDaemonSetStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DaemonSetServiceServer).UpdateDaemonSetStatus(ctx, req.(*UpdateDaemonSetStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// DaemonSetService_ServiceDesc is the grpc.ServiceDesc for DaemonSetService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var DaemonSetService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.apps.v1.DaemonSetService",
+	HandlerType: (*DaemonSetServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetDaemonSet",
+			Handler:    _DaemonSetService_GetDaemonSet_Handler,
+		},
+		{
+			MethodName: "ListDaemonSets",
+			Handler:    _DaemonSetService_ListDaemonSets_Handler,
+		},
+		{
+			MethodName: "CreateDaemonSet",
+			Handler:    _DaemonSetService_CreateDaemonSet_Handler,
+		},
+		{
+			MethodName: "UpdateDaemonSet",
+			Handler:    _DaemonSetService_UpdateDaemonSet_Handler,
+		},
+		{
+			MethodName: "DeleteDaemonSet",
+			Handler:    _DaemonSetService_DeleteDaemonSet_Handler,
+		},
+		{
+			MethodName: "UpdateDaemonSetStatus",
+			Handler:    _DaemonSetService_UpdateDaemonSetStatus_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchDaemonSets",
+			Handler:       _DaemonSetService_WatchDaemonSets_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/apps/v1/service.proto",
+}
+
+const (
+	ControllerRevisionService_GetControllerRevision_FullMethodName    = "/kplane.apps.v1.ControllerRevisionService/GetControllerRevision"
+	ControllerRevisionService_ListControllerRevisions_FullMethodName  = "/kplane.apps.v1.ControllerRevisionService/ListControllerRevisions"
+	ControllerRevisionService_WatchControllerRevisions_FullMethodName = "/kplane.apps.v1.ControllerRevisionService/WatchControllerRevisions"
+	ControllerRevisionService_CreateControllerRevision_FullMethodName = "/kplane.apps.v1.ControllerRevisionService/CreateControllerRevision"
+	ControllerRevisionService_UpdateControllerRevision_FullMethodName = "/kplane.apps.v1.ControllerRevisionService/UpdateControllerRevision"
+	ControllerRevisionService_DeleteControllerRevision_FullMethodName = "/kplane.apps.v1.ControllerRevisionService/DeleteControllerRevision"
+)
+
+// ControllerRevisionServiceClient is the client API for ControllerRevisionService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ControllerRevisionService serves controllerrevisions (apps/v1, namespaced).
+type ControllerRevisionServiceClient interface {
+	// GetControllerRevision reads one ControllerRevision.
+	GetControllerRevision(ctx context.Context, in *GetControllerRevisionRequest, opts ...grpc.CallOption) (*GetControllerRevisionResponse, error)
+	// ListControllerRevisions lists controllerrevisions, filtered by selectors, paginated.
+	ListControllerRevisions(ctx context.Context, in *ListControllerRevisionsRequest, opts ...grpc.CallOption) (*ListControllerRevisionsResponse, error)
+	// WatchControllerRevisions streams changes to controllerrevisions.
+	WatchControllerRevisions(ctx context.Context, in *WatchControllerRevisionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchControllerRevisionsResponse], error)
+	// CreateControllerRevision creates a ControllerRevision; AlreadyExists if the name is taken.
+	CreateControllerRevision(ctx context.Context, in *CreateControllerRevisionRequest, opts ...grpc.CallOption) (*CreateControllerRevisionResponse, error)
+	// UpdateControllerRevision replaces a ControllerRevision; Conflict on a stale resourceVersion.
+	UpdateControllerRevision(ctx context.Context, in *UpdateControllerRevisionRequest, opts ...grpc.CallOption) (*UpdateControllerRevisionResponse, error)
+	// DeleteControllerRevision deletes a ControllerRevision (or marks it for deletion).
+	DeleteControllerRevision(ctx context.Context, in *DeleteControllerRevisionRequest, opts ...grpc.CallOption) (*DeleteControllerRevisionResponse, error)
+}
+
+type controllerRevisionServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewControllerRevisionServiceClient(cc grpc.ClientConnInterface) ControllerRevisionServiceClient {
+	return &controllerRevisionServiceClient{cc}
+}
+
+func (c *controllerRevisionServiceClient) GetControllerRevision(ctx context.Context, in *GetControllerRevisionRequest, opts ...grpc.CallOption) (*GetControllerRevisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetControllerRevisionResponse)
+	err := c.cc.Invoke(ctx, ControllerRevisionService_GetControllerRevision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerRevisionServiceClient) ListControllerRevisions(ctx context.Context, in *ListControllerRevisionsRequest, opts ...grpc.CallOption) (*ListControllerRevisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListControllerRevisionsResponse)
+	err := c.cc.Invoke(ctx, ControllerRevisionService_ListControllerRevisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerRevisionServiceClient) WatchControllerRevisions(ctx context.Context, in *WatchControllerRevisionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchControllerRevisionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ControllerRevisionService_ServiceDesc.Streams[0], ControllerRevisionService_WatchControllerRevisions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchControllerRevisionsRequest, WatchControllerRevisionsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerRevisionService_WatchControllerRevisionsClient = grpc.ServerStreamingClient[WatchControllerRevisionsResponse]
+
+func (c *controllerRevisionServiceClient) CreateControllerRevision(ctx context.Context, in *CreateControllerRevisionRequest, opts ...grpc.CallOption) (*CreateControllerRevisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateControllerRevisionResponse)
+	err := c.cc.Invoke(ctx, ControllerRevisionService_CreateControllerRevision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerRevisionServiceClient) UpdateControllerRevision(ctx context.Context, in *UpdateControllerRevisionRequest, opts ...grpc.CallOption) (*UpdateControllerRevisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateControllerRevisionResponse)
+	err := c.cc.Invoke(ctx, ControllerRevisionService_UpdateControllerRevision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controllerRevisionServiceClient) DeleteControllerRevision(ctx context.Context, in *DeleteControllerRevisionRequest, opts ...grpc.CallOption) (*DeleteControllerRevisionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteControllerRevisionResponse)
+	err := c.cc.Invoke(ctx, ControllerRevisionService_DeleteControllerRevision_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ControllerRevisionServiceServer is the server API for ControllerRevisionService service.
+// All implementations must embed UnimplementedControllerRevisionServiceServer
+// for forward compatibility.
+//
+// ControllerRevisionService serves controllerrevisions (apps/v1, namespaced).
+type ControllerRevisionServiceServer interface {
+	// GetControllerRevision reads one ControllerRevision.
+	GetControllerRevision(context.Context, *GetControllerRevisionRequest) (*GetControllerRevisionResponse, error)
+	// ListControllerRevisions lists controllerrevisions, filtered by selectors, paginated.
+	ListControllerRevisions(context.Context, *ListControllerRevisionsRequest) (*ListControllerRevisionsResponse, error)
+	// WatchControllerRevisions streams changes to controllerrevisions.
+	WatchControllerRevisions(*WatchControllerRevisionsRequest, grpc.ServerStreamingServer[WatchControllerRevisionsResponse]) error
+	// CreateControllerRevision creates a ControllerRevision; AlreadyExists if the name is taken.
+	CreateControllerRevision(context.Context, *CreateControllerRevisionRequest) (*CreateControllerRevisionResponse, error)
+	// UpdateControllerRevision replaces a ControllerRevision; Conflict on a stale resourceVersion.
+	UpdateControllerRevision(context.Context, *UpdateControllerRevisionRequest) (*UpdateControllerRevisionResponse, error)
+	// DeleteControllerRevision deletes a ControllerRevision (or marks it for deletion).
+	DeleteControllerRevision(context.Context, *DeleteControllerRevisionRequest) (*DeleteControllerRevisionResponse, error)
+	mustEmbedUnimplementedControllerRevisionServiceServer()
+}
+
+// UnimplementedControllerRevisionServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedControllerRevisionServiceServer struct{}
+
+func (UnimplementedControllerRevisionServiceServer) GetControllerRevision(context.Context, *GetControllerRevisionRequest) (*GetControllerRevisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetControllerRevision not implemented")
+}
+func (UnimplementedControllerRevisionServiceServer) ListControllerRevisions(context.Context, *ListControllerRevisionsRequest) (*ListControllerRevisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListControllerRevisions not implemented")
+}
+func (UnimplementedControllerRevisionServiceServer) WatchControllerRevisions(*WatchControllerRevisionsRequest, grpc.ServerStreamingServer[WatchControllerRevisionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchControllerRevisions not implemented")
+}
+func (UnimplementedControllerRevisionServiceServer) CreateControllerRevision(context.Context, *CreateControllerRevisionRequest) (*CreateControllerRevisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateControllerRevision not implemented")
+}
+func (UnimplementedControllerRevisionServiceServer) UpdateControllerRevision(context.Context, *UpdateControllerRevisionRequest) (*UpdateControllerRevisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateControllerRevision not implemented")
+}
+func (UnimplementedControllerRevisionServiceServer) DeleteControllerRevision(context.Context, *DeleteControllerRevisionRequest) (*DeleteControllerRevisionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteControllerRevision not implemented")
+}
+func (UnimplementedControllerRevisionServiceServer) mustEmbedUnimplementedControllerRevisionServiceServer() {
+}
+func (UnimplementedControllerRevisionServiceServer) testEmbeddedByValue() {}
+
+// UnsafeControllerRevisionServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ControllerRevisionServiceServer will
+// result in compilation errors.
+type UnsafeControllerRevisionServiceServer interface {
+	mustEmbedUnimplementedControllerRevisionServiceServer()
+}
+
+func RegisterControllerRevisionServiceServer(s grpc.ServiceRegistrar, srv ControllerRevisionServiceServer) {
+	// If the following call panics, it indicates UnimplementedControllerRevisionServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ControllerRevisionService_ServiceDesc, srv)
+}
+
+func _ControllerRevisionService_GetControllerRevision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetControllerRevisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerRevisionServiceServer).GetControllerRevision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerRevisionService_GetControllerRevision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerRevisionServiceServer).GetControllerRevision(ctx, req.(*GetControllerRevisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerRevisionService_ListControllerRevisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListControllerRevisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerRevisionServiceServer).ListControllerRevisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerRevisionService_ListControllerRevisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerRevisionServiceServer).ListControllerRevisions(ctx, req.(*ListControllerRevisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerRevisionService_WatchControllerRevisions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchControllerRevisionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControllerRevisionServiceServer).WatchControllerRevisions(m, &grpc.GenericServerStream[WatchControllerRevisionsRequest, WatchControllerRevisionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ControllerRevisionService_WatchControllerRevisionsServer = grpc.ServerStreamingServer[WatchControllerRevisionsResponse]
+
+func _ControllerRevisionService_CreateControllerRevision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateControllerRevisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerRevisionServiceServer).CreateControllerRevision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerRevisionService_CreateControllerRevision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerRevisionServiceServer).CreateControllerRevision(ctx, req.(*CreateControllerRevisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerRevisionService_UpdateControllerRevision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateControllerRevisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerRevisionServiceServer).UpdateControllerRevision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerRevisionService_UpdateControllerRevision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerRevisionServiceServer).UpdateControllerRevision(ctx, req.(*UpdateControllerRevisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControllerRevisionService_DeleteControllerRevision_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteControllerRevisionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControllerRevisionServiceServer).DeleteControllerRevision(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControllerRevisionService_DeleteControllerRevision_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControllerRevisionServiceServer).DeleteControllerRevision(ctx, req.(*DeleteControllerRevisionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ControllerRevisionService_ServiceDesc is the grpc.ServiceDesc for ControllerRevisionService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ControllerRevisionService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.apps.v1.ControllerRevisionService",
+	HandlerType: (*ControllerRevisionServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetControllerRevision",
+			Handler:    _ControllerRevisionService_GetControllerRevision_Handler,
+		},
+		{
+			MethodName: "ListControllerRevisions",
+			Handler:    _ControllerRevisionService_ListControllerRevisions_Handler,
+		},
+		{
+			MethodName: "CreateControllerRevision",
+			Handler:    _ControllerRevisionService_CreateControllerRevision_Handler,
+		},
+		{
+			MethodName: "UpdateControllerRevision",
+			Handler:    _ControllerRevisionService_UpdateControllerRevision_Handler,
+		},
+		{
+			MethodName: "DeleteControllerRevision",
+			Handler:    _ControllerRevisionService_DeleteControllerRevision_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchControllerRevisions",
+			Handler:       _ControllerRevisionService_WatchControllerRevisions_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/apps/v1/service.proto",
+}

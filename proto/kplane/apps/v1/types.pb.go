@@ -1114,6 +1114,817 @@ func (x *ReplicaSetList) GetItems() []*ReplicaSet {
 	return nil
 }
 
+// DaemonSet represents the configuration of a daemon set.
+type DaemonSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The desired behavior of this daemon set.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Spec *DaemonSetSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// The current status of this daemon set. This data may be
+	// out of date by some window of time.
+	// Populated by the system.
+	// Read-only.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Status        *DaemonSetStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSet) Reset() {
+	*x = DaemonSet{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSet) ProtoMessage() {}
+
+func (x *DaemonSet) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSet.ProtoReflect.Descriptor instead.
+func (*DaemonSet) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DaemonSet) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *DaemonSet) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DaemonSet) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *DaemonSet) GetSpec() *DaemonSetSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *DaemonSet) GetStatus() *DaemonSetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// DaemonSetSpec is the specification of a daemon set.
+type DaemonSetSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A label query over pods that are managed by the daemon set.
+	// Must match in order to be controlled.
+	// It must match the pod template's labels.
+	// More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors
+	Selector *v1.LabelSelector `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	// An object that describes the pod that will be created.
+	// The DaemonSet will create exactly one copy of this pod on every node
+	// that matches the template's node selector (or on every node if no node
+	// selector is specified).
+	// The only allowed template.spec.restartPolicy value is "Always".
+	// More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#pod-template
+	Template *v11.PodTemplateSpec `protobuf:"bytes,2,opt,name=template,proto3" json:"template,omitempty"`
+	// An update strategy to replace existing DaemonSet pods with new pods.
+	UpdateStrategy *DaemonSetUpdateStrategy `protobuf:"bytes,3,opt,name=update_strategy,json=updateStrategy,proto3" json:"update_strategy,omitempty"`
+	// The minimum number of seconds for which a newly created DaemonSet pod should
+	// be ready without any of its container crashing, for it to be considered
+	// available. Defaults to 0 (pod will be considered available as soon as it
+	// is ready).
+	MinReadySeconds int32 `protobuf:"varint,4,opt,name=min_ready_seconds,json=minReadySeconds,proto3" json:"min_ready_seconds,omitempty"`
+	// The number of old history to retain to allow rollback.
+	// This is a pointer to distinguish between explicit zero and not specified.
+	// Defaults to 10.
+	RevisionHistoryLimit *int32 `protobuf:"varint,6,opt,name=revision_history_limit,json=revisionHistoryLimit,proto3,oneof" json:"revision_history_limit,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *DaemonSetSpec) Reset() {
+	*x = DaemonSetSpec{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetSpec) ProtoMessage() {}
+
+func (x *DaemonSetSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetSpec.ProtoReflect.Descriptor instead.
+func (*DaemonSetSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DaemonSetSpec) GetSelector() *v1.LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *DaemonSetSpec) GetTemplate() *v11.PodTemplateSpec {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *DaemonSetSpec) GetUpdateStrategy() *DaemonSetUpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return nil
+}
+
+func (x *DaemonSetSpec) GetMinReadySeconds() int32 {
+	if x != nil {
+		return x.MinReadySeconds
+	}
+	return 0
+}
+
+func (x *DaemonSetSpec) GetRevisionHistoryLimit() int32 {
+	if x != nil && x.RevisionHistoryLimit != nil {
+		return *x.RevisionHistoryLimit
+	}
+	return 0
+}
+
+// DaemonSetUpdateStrategy is a struct used to control the update strategy for a DaemonSet.
+type DaemonSetUpdateStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type of daemon set update. Can be "RollingUpdate" or "OnDelete". Default is RollingUpdate.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Rolling update config params. Present only if type = "RollingUpdate".
+	RollingUpdate *RollingUpdateDaemonSet `protobuf:"bytes,2,opt,name=rolling_update,json=rollingUpdate,proto3" json:"rolling_update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSetUpdateStrategy) Reset() {
+	*x = DaemonSetUpdateStrategy{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetUpdateStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetUpdateStrategy) ProtoMessage() {}
+
+func (x *DaemonSetUpdateStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetUpdateStrategy.ProtoReflect.Descriptor instead.
+func (*DaemonSetUpdateStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DaemonSetUpdateStrategy) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DaemonSetUpdateStrategy) GetRollingUpdate() *RollingUpdateDaemonSet {
+	if x != nil {
+		return x.RollingUpdate
+	}
+	return nil
+}
+
+// Spec to control the desired behavior of daemon set rolling update.
+type RollingUpdateDaemonSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The maximum number of DaemonSet pods that can be unavailable during the
+	// update. Value can be an absolute number (ex: 5) or a percentage of total
+	// number of DaemonSet pods at the start of the update (ex: 10%). Absolute
+	// number is calculated from percentage by rounding up.
+	// This cannot be 0 if MaxSurge is 0
+	// Default value is 1.
+	// Example: when this is set to 30%, at most 30% of the total number of nodes
+	// that should be running the daemon pod (i.e. status.desiredNumberScheduled)
+	// can have their pods stopped for an update at any given time. The update
+	// starts by stopping at most 30% of those DaemonSet pods and then brings
+	// up new DaemonSet pods in their place. Once the new pods are available,
+	// it then proceeds onto other DaemonSet pods, thus ensuring that at least
+	// 70% of original number of DaemonSet pods are available at all times during
+	// the update.
+	MaxUnavailable *v1.IntOrString `protobuf:"bytes,1,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	// The maximum number of nodes with an existing available DaemonSet pod that
+	// can have an updated DaemonSet pod during during an update.
+	// Value can be an absolute number (ex: 5) or a percentage of desired pods (ex: 10%).
+	// This can not be 0 if MaxUnavailable is 0.
+	// Absolute number is calculated from percentage by rounding up to a minimum of 1.
+	// Default value is 0.
+	// Example: when this is set to 30%, at most 30% of the total number of nodes
+	// that should be running the daemon pod (i.e. status.desiredNumberScheduled)
+	// can have their a new pod created before the old pod is marked as deleted.
+	// The update starts by launching new pods on 30% of nodes. Once an updated
+	// pod is available (Ready for at least minReadySeconds) the old DaemonSet pod
+	// on that node is marked deleted. If the old pod becomes unavailable for any
+	// reason (Ready transitions to false, is evicted, or is drained) an updated
+	// pod is immediatedly created on that node without considering surge limits.
+	// Allowing surge implies the possibility that the resources consumed by the
+	// daemonset on any given node can double if the readiness check fails, and
+	// so resource intensive daemonsets should take into account that they may
+	// cause evictions during disruption.
+	MaxSurge      *v1.IntOrString `protobuf:"bytes,2,opt,name=max_surge,json=maxSurge,proto3" json:"max_surge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollingUpdateDaemonSet) Reset() {
+	*x = RollingUpdateDaemonSet{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollingUpdateDaemonSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollingUpdateDaemonSet) ProtoMessage() {}
+
+func (x *RollingUpdateDaemonSet) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollingUpdateDaemonSet.ProtoReflect.Descriptor instead.
+func (*RollingUpdateDaemonSet) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RollingUpdateDaemonSet) GetMaxUnavailable() *v1.IntOrString {
+	if x != nil {
+		return x.MaxUnavailable
+	}
+	return nil
+}
+
+func (x *RollingUpdateDaemonSet) GetMaxSurge() *v1.IntOrString {
+	if x != nil {
+		return x.MaxSurge
+	}
+	return nil
+}
+
+// DaemonSetStatus represents the current status of a daemon set.
+type DaemonSetStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The number of nodes that are running at least 1
+	// daemon pod and are supposed to run the daemon pod.
+	// More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/
+	CurrentNumberScheduled int32 `protobuf:"varint,1,opt,name=current_number_scheduled,json=currentNumberScheduled,proto3" json:"current_number_scheduled,omitempty"`
+	// The number of nodes that are running the daemon pod, but are
+	// not supposed to run the daemon pod.
+	// More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/
+	NumberMisscheduled int32 `protobuf:"varint,2,opt,name=number_misscheduled,json=numberMisscheduled,proto3" json:"number_misscheduled,omitempty"`
+	// The total number of nodes that should be running the daemon
+	// pod (including nodes correctly running the daemon pod).
+	// More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/
+	DesiredNumberScheduled int32 `protobuf:"varint,3,opt,name=desired_number_scheduled,json=desiredNumberScheduled,proto3" json:"desired_number_scheduled,omitempty"`
+	// numberReady is the number of nodes that should be running the daemon pod and have one
+	// or more of the daemon pod running with a Ready Condition.
+	NumberReady int32 `protobuf:"varint,4,opt,name=number_ready,json=numberReady,proto3" json:"number_ready,omitempty"`
+	// The most recent generation observed by the daemon set controller.
+	ObservedGeneration int64 `protobuf:"varint,5,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	// The total number of nodes that are running updated daemon pod
+	UpdatedNumberScheduled int32 `protobuf:"varint,6,opt,name=updated_number_scheduled,json=updatedNumberScheduled,proto3" json:"updated_number_scheduled,omitempty"`
+	// The number of nodes that should be running the
+	// daemon pod and have one or more of the daemon pod running and
+	// available (ready for at least spec.minReadySeconds)
+	NumberAvailable int32 `protobuf:"varint,7,opt,name=number_available,json=numberAvailable,proto3" json:"number_available,omitempty"`
+	// The number of nodes that should be running the
+	// daemon pod and have none of the daemon pod running and available
+	// (ready for at least spec.minReadySeconds)
+	NumberUnavailable int32 `protobuf:"varint,8,opt,name=number_unavailable,json=numberUnavailable,proto3" json:"number_unavailable,omitempty"`
+	// Count of hash collisions for the DaemonSet. The DaemonSet controller
+	// uses this field as a collision avoidance mechanism when it needs to
+	// create the name for the newest ControllerRevision.
+	CollisionCount *int32 `protobuf:"varint,9,opt,name=collision_count,json=collisionCount,proto3,oneof" json:"collision_count,omitempty"`
+	// Represents the latest available observations of a DaemonSet's current state.
+	Conditions    []*DaemonSetCondition `protobuf:"bytes,10,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSetStatus) Reset() {
+	*x = DaemonSetStatus{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetStatus) ProtoMessage() {}
+
+func (x *DaemonSetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetStatus.ProtoReflect.Descriptor instead.
+func (*DaemonSetStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DaemonSetStatus) GetCurrentNumberScheduled() int32 {
+	if x != nil {
+		return x.CurrentNumberScheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberMisscheduled() int32 {
+	if x != nil {
+		return x.NumberMisscheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetDesiredNumberScheduled() int32 {
+	if x != nil {
+		return x.DesiredNumberScheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberReady() int32 {
+	if x != nil {
+		return x.NumberReady
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetUpdatedNumberScheduled() int32 {
+	if x != nil {
+		return x.UpdatedNumberScheduled
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberAvailable() int32 {
+	if x != nil {
+		return x.NumberAvailable
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetNumberUnavailable() int32 {
+	if x != nil {
+		return x.NumberUnavailable
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetCollisionCount() int32 {
+	if x != nil && x.CollisionCount != nil {
+		return *x.CollisionCount
+	}
+	return 0
+}
+
+func (x *DaemonSetStatus) GetConditions() []*DaemonSetCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// DaemonSetCondition describes the state of a DaemonSet at a certain point.
+type DaemonSetCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type of DaemonSet condition.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Status of the condition, one of True, False, Unknown.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Last time the condition transitioned from one status to another.
+	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
+	// The reason for the condition's last transition.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A human readable message indicating details about the transition.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSetCondition) Reset() {
+	*x = DaemonSetCondition{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetCondition) ProtoMessage() {}
+
+func (x *DaemonSetCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetCondition.ProtoReflect.Descriptor instead.
+func (*DaemonSetCondition) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DaemonSetCondition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DaemonSetCondition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *DaemonSetCondition) GetLastTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTransitionTime
+	}
+	return nil
+}
+
+func (x *DaemonSetCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DaemonSetCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// DaemonSetList is a collection of daemon sets.
+type DaemonSetList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// A list of daemon sets.
+	Items         []*DaemonSet `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DaemonSetList) Reset() {
+	*x = DaemonSetList{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DaemonSetList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DaemonSetList) ProtoMessage() {}
+
+func (x *DaemonSetList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DaemonSetList.ProtoReflect.Descriptor instead.
+func (*DaemonSetList) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DaemonSetList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *DaemonSetList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DaemonSetList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *DaemonSetList) GetItems() []*DaemonSet {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ControllerRevision implements an immutable snapshot of state data. Clients
+// are responsible for serializing and deserializing the objects that contain
+// their internal state.
+// Once a ControllerRevision has been successfully created, it can not be updated.
+// The API Server will fail validation of all requests that attempt to mutate
+// the Data field. ControllerRevisions may, however, be deleted. Note that, due to its use by both
+// the DaemonSet and StatefulSet controllers for update and rollback, this object is beta. However,
+// it may be subject to name and representation changes in future releases, and clients should not
+// depend on its stability. It is primarily for internal use by controllers.
+type ControllerRevision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Data is the serialized representation of the state.
+	Data *v1.RawExtension `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// Revision indicates the revision of the state represented by Data.
+	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControllerRevision) Reset() {
+	*x = ControllerRevision{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerRevision) ProtoMessage() {}
+
+func (x *ControllerRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerRevision.ProtoReflect.Descriptor instead.
+func (*ControllerRevision) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ControllerRevision) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ControllerRevision) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ControllerRevision) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ControllerRevision) GetData() *v1.RawExtension {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ControllerRevision) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// ControllerRevisionList is a resource containing a list of ControllerRevision objects.
+type ControllerRevisionList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Items is the list of ControllerRevisions
+	Items         []*ControllerRevision `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControllerRevisionList) Reset() {
+	*x = ControllerRevisionList{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControllerRevisionList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControllerRevisionList) ProtoMessage() {}
+
+func (x *ControllerRevisionList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControllerRevisionList.ProtoReflect.Descriptor instead.
+func (*ControllerRevisionList) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ControllerRevisionList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ControllerRevisionList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ControllerRevisionList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ControllerRevisionList) GetItems() []*ControllerRevision {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_kplane_apps_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_apps_v1_types_proto_rawDesc = "" +
@@ -1208,7 +2019,67 @@ const file_kplane_apps_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x120\n" +
-	"\x05items\x18\x02 \x03(\v2\x1a.kplane.apps.v1.ReplicaSetR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
+	"\x05items\x18\x02 \x03(\v2\x1a.kplane.apps.v1.ReplicaSetR\x05items\"\xe6\x01\n" +
+	"\tDaemonSet\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x121\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1d.kplane.apps.v1.DaemonSetSpecR\x04spec\x127\n" +
+	"\x06status\x18\x03 \x01(\v2\x1f.kplane.apps.v1.DaemonSetStatusR\x06status\"\xdb\x02\n" +
+	"\rDaemonSetSpec\x129\n" +
+	"\bselector\x18\x01 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\bselector\x12;\n" +
+	"\btemplate\x18\x02 \x01(\v2\x1f.kplane.core.v1.PodTemplateSpecR\btemplate\x12P\n" +
+	"\x0fupdate_strategy\x18\x03 \x01(\v2'.kplane.apps.v1.DaemonSetUpdateStrategyR\x0eupdateStrategy\x12*\n" +
+	"\x11min_ready_seconds\x18\x04 \x01(\x05R\x0fminReadySeconds\x129\n" +
+	"\x16revision_history_limit\x18\x06 \x01(\x05H\x00R\x14revisionHistoryLimit\x88\x01\x01B\x19\n" +
+	"\x17_revision_history_limit\"|\n" +
+	"\x17DaemonSetUpdateStrategy\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12M\n" +
+	"\x0erolling_update\x18\x02 \x01(\v2&.kplane.apps.v1.RollingUpdateDaemonSetR\rrollingUpdate\"\x98\x01\n" +
+	"\x16RollingUpdateDaemonSet\x12D\n" +
+	"\x0fmax_unavailable\x18\x01 \x01(\v2\x1b.kplane.meta.v1.IntOrStringR\x0emaxUnavailable\x128\n" +
+	"\tmax_surge\x18\x02 \x01(\v2\x1b.kplane.meta.v1.IntOrStringR\bmaxSurge\"\xbc\x04\n" +
+	"\x0fDaemonSetStatus\x12>\n" +
+	"\x18current_number_scheduled\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x16currentNumberScheduled\x125\n" +
+	"\x13number_misscheduled\x18\x02 \x01(\x05B\x04\xd8\xf3\x18\x01R\x12numberMisscheduled\x12>\n" +
+	"\x18desired_number_scheduled\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\x16desiredNumberScheduled\x12'\n" +
+	"\fnumber_ready\x18\x04 \x01(\x05B\x04\xd8\xf3\x18\x01R\vnumberReady\x12/\n" +
+	"\x13observed_generation\x18\x05 \x01(\x03R\x12observedGeneration\x128\n" +
+	"\x18updated_number_scheduled\x18\x06 \x01(\x05R\x16updatedNumberScheduled\x12)\n" +
+	"\x10number_available\x18\a \x01(\x05R\x0fnumberAvailable\x12-\n" +
+	"\x12number_unavailable\x18\b \x01(\x05R\x11numberUnavailable\x12,\n" +
+	"\x0fcollision_count\x18\t \x01(\x05H\x00R\x0ecollisionCount\x88\x01\x01\x12B\n" +
+	"\n" +
+	"conditions\x18\n" +
+	" \x03(\v2\".kplane.apps.v1.DaemonSetConditionR\n" +
+	"conditionsB\x12\n" +
+	"\x10_collision_count\"\xcc\x01\n" +
+	"\x12DaemonSetCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12L\n" +
+	"\x14last_transition_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xad\x01\n" +
+	"\rDaemonSetList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12/\n" +
+	"\x05items\x18\x02 \x03(\v2\x19.kplane.apps.v1.DaemonSetR\x05items\"\xd7\x01\n" +
+	"\x12ControllerRevision\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x120\n" +
+	"\x04data\x18\x02 \x01(\v2\x1c.kplane.meta.v1.RawExtensionR\x04data\x12 \n" +
+	"\brevision\x18\x03 \x01(\x03B\x04\xd8\xf3\x18\x01R\brevision\"\xbf\x01\n" +
+	"\x16ControllerRevisionList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x128\n" +
+	"\x05items\x18\x02 \x03(\v2\".kplane.apps.v1.ControllerRevisionR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
 
 var (
 	file_kplane_apps_v1_types_proto_rawDescOnce sync.Once
@@ -1222,7 +2093,7 @@ func file_kplane_apps_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_apps_v1_types_proto_rawDescData
 }
 
-var file_kplane_apps_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_kplane_apps_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_kplane_apps_v1_types_proto_goTypes = []any{
 	(*Deployment)(nil),              // 0: kplane.apps.v1.Deployment
 	(*DeploymentSpec)(nil),          // 1: kplane.apps.v1.DeploymentSpec
@@ -1236,42 +2107,69 @@ var file_kplane_apps_v1_types_proto_goTypes = []any{
 	(*ReplicaSetStatus)(nil),        // 9: kplane.apps.v1.ReplicaSetStatus
 	(*ReplicaSetCondition)(nil),     // 10: kplane.apps.v1.ReplicaSetCondition
 	(*ReplicaSetList)(nil),          // 11: kplane.apps.v1.ReplicaSetList
-	(*v1.ObjectMeta)(nil),           // 12: kplane.meta.v1.ObjectMeta
-	(*v1.LabelSelector)(nil),        // 13: kplane.meta.v1.LabelSelector
-	(*v11.PodTemplateSpec)(nil),     // 14: kplane.core.v1.PodTemplateSpec
-	(*v1.IntOrString)(nil),          // 15: kplane.meta.v1.IntOrString
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),             // 17: kplane.meta.v1.ListMeta
+	(*DaemonSet)(nil),               // 12: kplane.apps.v1.DaemonSet
+	(*DaemonSetSpec)(nil),           // 13: kplane.apps.v1.DaemonSetSpec
+	(*DaemonSetUpdateStrategy)(nil), // 14: kplane.apps.v1.DaemonSetUpdateStrategy
+	(*RollingUpdateDaemonSet)(nil),  // 15: kplane.apps.v1.RollingUpdateDaemonSet
+	(*DaemonSetStatus)(nil),         // 16: kplane.apps.v1.DaemonSetStatus
+	(*DaemonSetCondition)(nil),      // 17: kplane.apps.v1.DaemonSetCondition
+	(*DaemonSetList)(nil),           // 18: kplane.apps.v1.DaemonSetList
+	(*ControllerRevision)(nil),      // 19: kplane.apps.v1.ControllerRevision
+	(*ControllerRevisionList)(nil),  // 20: kplane.apps.v1.ControllerRevisionList
+	(*v1.ObjectMeta)(nil),           // 21: kplane.meta.v1.ObjectMeta
+	(*v1.LabelSelector)(nil),        // 22: kplane.meta.v1.LabelSelector
+	(*v11.PodTemplateSpec)(nil),     // 23: kplane.core.v1.PodTemplateSpec
+	(*v1.IntOrString)(nil),          // 24: kplane.meta.v1.IntOrString
+	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),             // 26: kplane.meta.v1.ListMeta
+	(*v1.RawExtension)(nil),         // 27: kplane.meta.v1.RawExtension
 }
 var file_kplane_apps_v1_types_proto_depIdxs = []int32{
-	12, // 0: kplane.apps.v1.Deployment.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	21, // 0: kplane.apps.v1.Deployment.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,  // 1: kplane.apps.v1.Deployment.spec:type_name -> kplane.apps.v1.DeploymentSpec
 	4,  // 2: kplane.apps.v1.Deployment.status:type_name -> kplane.apps.v1.DeploymentStatus
-	13, // 3: kplane.apps.v1.DeploymentSpec.selector:type_name -> kplane.meta.v1.LabelSelector
-	14, // 4: kplane.apps.v1.DeploymentSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	22, // 3: kplane.apps.v1.DeploymentSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	23, // 4: kplane.apps.v1.DeploymentSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
 	2,  // 5: kplane.apps.v1.DeploymentSpec.strategy:type_name -> kplane.apps.v1.DeploymentStrategy
 	3,  // 6: kplane.apps.v1.DeploymentStrategy.rolling_update:type_name -> kplane.apps.v1.RollingUpdateDeployment
-	15, // 7: kplane.apps.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.meta.v1.IntOrString
-	15, // 8: kplane.apps.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.meta.v1.IntOrString
+	24, // 7: kplane.apps.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.meta.v1.IntOrString
+	24, // 8: kplane.apps.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.meta.v1.IntOrString
 	5,  // 9: kplane.apps.v1.DeploymentStatus.conditions:type_name -> kplane.apps.v1.DeploymentCondition
-	16, // 10: kplane.apps.v1.DeploymentCondition.last_update_time:type_name -> google.protobuf.Timestamp
-	16, // 11: kplane.apps.v1.DeploymentCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	17, // 12: kplane.apps.v1.DeploymentList.metadata:type_name -> kplane.meta.v1.ListMeta
+	25, // 10: kplane.apps.v1.DeploymentCondition.last_update_time:type_name -> google.protobuf.Timestamp
+	25, // 11: kplane.apps.v1.DeploymentCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	26, // 12: kplane.apps.v1.DeploymentList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,  // 13: kplane.apps.v1.DeploymentList.items:type_name -> kplane.apps.v1.Deployment
-	12, // 14: kplane.apps.v1.ReplicaSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	21, // 14: kplane.apps.v1.ReplicaSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	8,  // 15: kplane.apps.v1.ReplicaSet.spec:type_name -> kplane.apps.v1.ReplicaSetSpec
 	9,  // 16: kplane.apps.v1.ReplicaSet.status:type_name -> kplane.apps.v1.ReplicaSetStatus
-	13, // 17: kplane.apps.v1.ReplicaSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
-	14, // 18: kplane.apps.v1.ReplicaSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	22, // 17: kplane.apps.v1.ReplicaSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	23, // 18: kplane.apps.v1.ReplicaSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
 	10, // 19: kplane.apps.v1.ReplicaSetStatus.conditions:type_name -> kplane.apps.v1.ReplicaSetCondition
-	16, // 20: kplane.apps.v1.ReplicaSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	17, // 21: kplane.apps.v1.ReplicaSetList.metadata:type_name -> kplane.meta.v1.ListMeta
+	25, // 20: kplane.apps.v1.ReplicaSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	26, // 21: kplane.apps.v1.ReplicaSetList.metadata:type_name -> kplane.meta.v1.ListMeta
 	7,  // 22: kplane.apps.v1.ReplicaSetList.items:type_name -> kplane.apps.v1.ReplicaSet
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	21, // 23: kplane.apps.v1.DaemonSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	13, // 24: kplane.apps.v1.DaemonSet.spec:type_name -> kplane.apps.v1.DaemonSetSpec
+	16, // 25: kplane.apps.v1.DaemonSet.status:type_name -> kplane.apps.v1.DaemonSetStatus
+	22, // 26: kplane.apps.v1.DaemonSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	23, // 27: kplane.apps.v1.DaemonSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	14, // 28: kplane.apps.v1.DaemonSetSpec.update_strategy:type_name -> kplane.apps.v1.DaemonSetUpdateStrategy
+	15, // 29: kplane.apps.v1.DaemonSetUpdateStrategy.rolling_update:type_name -> kplane.apps.v1.RollingUpdateDaemonSet
+	24, // 30: kplane.apps.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.meta.v1.IntOrString
+	24, // 31: kplane.apps.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.meta.v1.IntOrString
+	17, // 32: kplane.apps.v1.DaemonSetStatus.conditions:type_name -> kplane.apps.v1.DaemonSetCondition
+	25, // 33: kplane.apps.v1.DaemonSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	26, // 34: kplane.apps.v1.DaemonSetList.metadata:type_name -> kplane.meta.v1.ListMeta
+	12, // 35: kplane.apps.v1.DaemonSetList.items:type_name -> kplane.apps.v1.DaemonSet
+	21, // 36: kplane.apps.v1.ControllerRevision.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	27, // 37: kplane.apps.v1.ControllerRevision.data:type_name -> kplane.meta.v1.RawExtension
+	26, // 38: kplane.apps.v1.ControllerRevisionList.metadata:type_name -> kplane.meta.v1.ListMeta
+	19, // 39: kplane.apps.v1.ControllerRevisionList.items:type_name -> kplane.apps.v1.ControllerRevision
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_kplane_apps_v1_types_proto_init() }
@@ -1283,13 +2181,15 @@ func file_kplane_apps_v1_types_proto_init() {
 	file_kplane_apps_v1_types_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kplane_apps_v1_types_proto_msgTypes[8].OneofWrappers = []any{}
 	file_kplane_apps_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
+	file_kplane_apps_v1_types_proto_msgTypes[13].OneofWrappers = []any{}
+	file_kplane_apps_v1_types_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_apps_v1_types_proto_rawDesc), len(file_kplane_apps_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1249,6 +1249,97 @@ func (x *LabelSelectorRequirement) GetValues() []string {
 	return nil
 }
 
+// RawExtension is used to hold extensions in external versions.
+//
+// To use this, make a field which has RawExtension as its type in your external, versioned
+// struct, and Object in your internal struct. You also need to register your
+// various plugin types.
+//
+// // Internal package:
+//
+//	type MyAPIObject struct {
+//		runtime.TypeMeta `json:",inline"`
+//		MyPlugin runtime.Object `json:"myPlugin"`
+//	}
+//
+//	type PluginA struct {
+//		AOption string `json:"aOption"`
+//	}
+//
+// // External package:
+//
+//	type MyAPIObject struct {
+//		runtime.TypeMeta `json:",inline"`
+//		MyPlugin runtime.RawExtension `json:"myPlugin"`
+//	}
+//
+//	type PluginA struct {
+//		AOption string `json:"aOption"`
+//	}
+//
+// // On the wire, the JSON will look something like this:
+//
+//	{
+//		"kind":"MyAPIObject",
+//		"apiVersion":"v1",
+//		"myPlugin": {
+//			"kind":"PluginA",
+//			"aOption":"foo",
+//		},
+//	}
+//
+// So what happens? Decode first uses json or yaml to unmarshal the serialized data into
+// your external MyAPIObject. That causes the raw JSON to be stored, but not unpacked.
+// The next step is to copy (using pkg/conversion) into the internal struct. The runtime
+// package's DefaultScheme has conversion functions installed which will unpack the
+// JSON stored in RawExtension, turning it into the correct object type, and storing it
+// in the Object. (TODO: In the case where the object is of an unknown type, a
+// runtime.Unknown object will be created and stored.)
+type RawExtension struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// raw is the JSON document, written inline in JSON.
+	Raw           []byte `protobuf:"bytes,1,opt,name=raw,proto3" json:"raw,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RawExtension) Reset() {
+	*x = RawExtension{}
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RawExtension) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RawExtension) ProtoMessage() {}
+
+func (x *RawExtension) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RawExtension.ProtoReflect.Descriptor instead.
+func (*RawExtension) Descriptor() ([]byte, []int) {
+	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RawExtension) GetRaw() []byte {
+	if x != nil {
+		return x.Raw
+	}
+	return nil
+}
+
 // FieldSelectorRequirement is a selector that contains values, a key, and an operator that
 // relates the key and values.
 type FieldSelectorRequirement struct {
@@ -1269,7 +1360,7 @@ type FieldSelectorRequirement struct {
 
 func (x *FieldSelectorRequirement) Reset() {
 	*x = FieldSelectorRequirement{}
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[12]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1372,7 @@ func (x *FieldSelectorRequirement) String() string {
 func (*FieldSelectorRequirement) ProtoMessage() {}
 
 func (x *FieldSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[12]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1385,7 @@ func (x *FieldSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*FieldSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{12}
+	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FieldSelectorRequirement) GetKey() string {
@@ -1334,7 +1425,7 @@ type IntOrString struct {
 
 func (x *IntOrString) Reset() {
 	*x = IntOrString{}
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1437,7 @@ func (x *IntOrString) String() string {
 func (*IntOrString) ProtoMessage() {}
 
 func (x *IntOrString) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1450,7 @@ func (x *IntOrString) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntOrString.ProtoReflect.Descriptor instead.
 func (*IntOrString) Descriptor() ([]byte, []int) {
-	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IntOrString) GetValue() isIntOrString_Value {
@@ -1509,7 +1600,9 @@ const file_kplane_meta_v1_meta_proto_rawDesc = "" +
 	"\x18LabelSelectorRequirement\x12\x16\n" +
 	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12 \n" +
 	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\tR\x06values\"l\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"&\n" +
+	"\fRawExtension\x12\x10\n" +
+	"\x03raw\x18\x01 \x01(\fR\x03raw:\x04\xd0\xf3\x18\x01\"l\n" +
 	"\x18FieldSelectorRequirement\x12\x16\n" +
 	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12 \n" +
 	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
@@ -1531,7 +1624,7 @@ func file_kplane_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_kplane_meta_v1_meta_proto_rawDescData
 }
 
-var file_kplane_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_kplane_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_kplane_meta_v1_meta_proto_goTypes = []any{
 	(*Status)(nil),                   // 0: kplane.meta.v1.Status
 	(*ListMeta)(nil),                 // 1: kplane.meta.v1.ListMeta
@@ -1545,27 +1638,28 @@ var file_kplane_meta_v1_meta_proto_goTypes = []any{
 	(*FieldsV1)(nil),                 // 9: kplane.meta.v1.FieldsV1
 	(*LabelSelector)(nil),            // 10: kplane.meta.v1.LabelSelector
 	(*LabelSelectorRequirement)(nil), // 11: kplane.meta.v1.LabelSelectorRequirement
-	(*FieldSelectorRequirement)(nil), // 12: kplane.meta.v1.FieldSelectorRequirement
-	(*IntOrString)(nil),              // 13: kplane.meta.v1.IntOrString
-	nil,                              // 14: kplane.meta.v1.ObjectMeta.LabelsEntry
-	nil,                              // 15: kplane.meta.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 16: kplane.meta.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 17: google.protobuf.Timestamp
+	(*RawExtension)(nil),             // 12: kplane.meta.v1.RawExtension
+	(*FieldSelectorRequirement)(nil), // 13: kplane.meta.v1.FieldSelectorRequirement
+	(*IntOrString)(nil),              // 14: kplane.meta.v1.IntOrString
+	nil,                              // 15: kplane.meta.v1.ObjectMeta.LabelsEntry
+	nil,                              // 16: kplane.meta.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 17: kplane.meta.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
 }
 var file_kplane_meta_v1_meta_proto_depIdxs = []int32{
 	1,  // 0: kplane.meta.v1.Status.metadata:type_name -> kplane.meta.v1.ListMeta
 	2,  // 1: kplane.meta.v1.Status.details:type_name -> kplane.meta.v1.StatusDetails
 	3,  // 2: kplane.meta.v1.StatusDetails.causes:type_name -> kplane.meta.v1.StatusCause
-	17, // 3: kplane.meta.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	17, // 4: kplane.meta.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	17, // 5: kplane.meta.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	14, // 6: kplane.meta.v1.ObjectMeta.labels:type_name -> kplane.meta.v1.ObjectMeta.LabelsEntry
-	15, // 7: kplane.meta.v1.ObjectMeta.annotations:type_name -> kplane.meta.v1.ObjectMeta.AnnotationsEntry
+	18, // 3: kplane.meta.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	18, // 4: kplane.meta.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	18, // 5: kplane.meta.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	15, // 6: kplane.meta.v1.ObjectMeta.labels:type_name -> kplane.meta.v1.ObjectMeta.LabelsEntry
+	16, // 7: kplane.meta.v1.ObjectMeta.annotations:type_name -> kplane.meta.v1.ObjectMeta.AnnotationsEntry
 	7,  // 8: kplane.meta.v1.ObjectMeta.owner_references:type_name -> kplane.meta.v1.OwnerReference
 	8,  // 9: kplane.meta.v1.ObjectMeta.managed_fields:type_name -> kplane.meta.v1.ManagedFieldsEntry
-	17, // 10: kplane.meta.v1.ManagedFieldsEntry.time:type_name -> google.protobuf.Timestamp
+	18, // 10: kplane.meta.v1.ManagedFieldsEntry.time:type_name -> google.protobuf.Timestamp
 	9,  // 11: kplane.meta.v1.ManagedFieldsEntry.fields_v1:type_name -> kplane.meta.v1.FieldsV1
-	16, // 12: kplane.meta.v1.LabelSelector.match_labels:type_name -> kplane.meta.v1.LabelSelector.MatchLabelsEntry
+	17, // 12: kplane.meta.v1.LabelSelector.match_labels:type_name -> kplane.meta.v1.LabelSelector.MatchLabelsEntry
 	11, // 13: kplane.meta.v1.LabelSelector.match_expressions:type_name -> kplane.meta.v1.LabelSelectorRequirement
 	14, // [14:14] is the sub-list for method output_type
 	14, // [14:14] is the sub-list for method input_type
@@ -1584,7 +1678,7 @@ func file_kplane_meta_v1_meta_proto_init() {
 	file_kplane_meta_v1_meta_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kplane_meta_v1_meta_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_meta_v1_meta_proto_msgTypes[7].OneofWrappers = []any{}
-	file_kplane_meta_v1_meta_proto_msgTypes[13].OneofWrappers = []any{
+	file_kplane_meta_v1_meta_proto_msgTypes[14].OneofWrappers = []any{
 		(*IntOrString_IntVal)(nil),
 		(*IntOrString_StrVal)(nil),
 	}
@@ -1594,7 +1688,7 @@ func file_kplane_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_meta_v1_meta_proto_rawDesc), len(file_kplane_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -184,6 +184,18 @@ func (e *Expectations) ExpectDeletions(key string, podKeys []string) {
 	e.m[key] = &expectation{deletes: d, at: time.Now()}
 }
 
+// Expect records that n creations and the deletions of the pods podKeys
+// are about to be made for key (a controller that does both in one sync).
+func (e *Expectations) Expect(key string, n int, podKeys []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d := make(map[string]bool, len(podKeys))
+	for _, k := range podKeys {
+		d[k] = true
+	}
+	e.m[key] = &expectation{adds: n, deletes: d, at: time.Now()}
+}
+
 // CreationObserved lowers key's outstanding creations by one (a create was
 // seen, or failed and will not be seen).
 func (e *Expectations) CreationObserved(key string) {

@@ -7,6 +7,7 @@ package kubectltest
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -126,9 +127,15 @@ secrets:
 				t.Errorf("kubectl explain:\n%s", out)
 			}
 
-			// TokenRequest is not served yet: it fails, and says so.
-			if out, err := kubectl("", "create", "token", "default", "-n", ns); err == nil || !strings.Contains(out, "the server could not find the requested resource") {
-				t.Errorf("kubectl create token: want NotFound, got %v\n%s", err, out)
+			// The controller's default ServiceAccount gets a token for itself.
+			tok := strings.TrimSpace(run("create", "token", "default", "-n", ns))
+			parts := strings.Split(tok, ".")
+			if len(parts) != 3 {
+				t.Fatalf("kubectl create token: want a JWT, got %q", tok)
+			}
+			claims, err := base64.RawURLEncoding.DecodeString(parts[1])
+			if err != nil || !strings.Contains(string(claims), `"sub":"system:serviceaccount:`+ns+`:default"`) {
+				t.Errorf("kubectl create token: claims %s (%v)", claims, err)
 			}
 		})
 	}

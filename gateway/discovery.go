@@ -163,6 +163,9 @@ func (r *resource) subresources() []subresource {
 	if r.Methods["bind"] != nil {
 		out = append(out, subresource{"binding", "", "v1", "Binding", []string{"create"}})
 	}
+	if r.Methods["evict"] != nil {
+		out = append(out, subresource{"eviction", "policy", "v1", "Eviction", []string{"create"}})
+	}
 	return out
 }
 

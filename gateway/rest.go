@@ -144,7 +144,7 @@ func methodNotAllowed() *apierrors.StatusError {
 // nil) sends its headers at once, as Kubernetes does — a client waiting for
 // them cannot be stopped otherwise (client-go's reflector watches without a
 // context, and kubectl rollout status waits for it to stop); a create
-// answers 201; decoding warnings become Warning headers.
+// and an eviction answer 201; decoding warnings become Warning headers.
 func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Message) error {
 	if resp == nil {
 		w.Header().Set("Content-Type", "application/json")
@@ -152,7 +152,7 @@ func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 		return http.NewResponseController(w).Flush()
 	}
 	addWarnings(w, infoFrom(ctx).warnings)
-	if strings.HasPrefix(string(resp.ProtoReflect().Descriptor().Name()), "Create") {
+	if n := string(resp.ProtoReflect().Descriptor().Name()); strings.HasPrefix(n, "Create") || strings.HasPrefix(n, "Evict") {
 		w.WriteHeader(http.StatusCreated)
 	}
 	return nil

@@ -95,7 +95,9 @@ func validateIntOrPercent(v intstr.IntOrString, p *field.Path) field.ErrorList {
 
 // pdbSpecValue prints a spec in an Invalid message as kube-apiserver does
 // (Go syntax of its internal type, pointers as addresses).
-type pdbSpecValue struct{ s *policyv1.PodDisruptionBudgetSpec }
+type pdbSpecValue struct {
+	s *policyv1.PodDisruptionBudgetSpec
+}
 
 func (v pdbSpecValue) String() string {
 	ptr := func(t string, p any, isNil bool) string {

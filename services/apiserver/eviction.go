@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -59,7 +60,9 @@ func (s *Server) evict(ctx context.Context, r *resourceInfo, ns, name string, ev
 	switch v := ev.GetApiVersion(); v {
 	case "", "policy/v1", "policy/v1beta1":
 	default:
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (policy/v1)", v))
+		// kube-apiserver's decoder's words (its scheme's location included).
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Eviction in version %q cannot be handled as a Eviction: no kind \"Eviction\" is registered for version %q in scheme \"pkg/runtime/scheme.go:110\"",
+			v[strings.LastIndex(v, "/")+1:], v))
 	}
 	if ev.GetMetadata().GetName() != name {
 		return nil, apierrors.NewBadRequest("name in URL does not match name in Eviction object")
@@ -98,7 +101,7 @@ func (s *Server) evict(ctx context.Context, r *resourceInfo, ns, name string, ev
 	if err := s.admitValidating(ctx, c, adm); err != nil {
 		return nil, err
 	}
-	success := &metav1.Status{ApiVersion: "v1", Kind: "Status", Status: "Success", Code: 201}
+	success := &metav1.Status{ApiVersion: "v1", Kind: "Status", Metadata: &metav1.ListMeta{}, Status: "Success", Code: 201}
 
 	// A pod that is finished, not yet running or already being deleted
 	// disrupts nothing more: it is deleted without looking at budgets

@@ -28,7 +28,9 @@ func pdbFor(ns, name, app string, minAvailable, maxUnavailable *metav1.IntOrStri
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
 }
 
-func intOr(v int32) *metav1.IntOrString { return &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: v}} }
+func intOr(v int32) *metav1.IntOrString {
+	return &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: v}}
+}
 func pctOr(v string) *metav1.IntOrString {
 	return &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: v}}
 }

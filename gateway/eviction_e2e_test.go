@@ -112,7 +112,7 @@ func TestEvictionOverHTTP(t *testing.T) {
 		{name: "wrong version", path: "/api/v1/namespaces/default/pods/p1/eviction", body: `{"apiVersion":"v1","kind":"Eviction","metadata":{"name":"p1"}}`, code: 400, want: map[string]any{
 			"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure",
 			"message": `Eviction in version "v1" cannot be handled as a Eviction: no kind "Eviction" is registered for version "v1" in scheme "pkg/runtime/scheme.go:110"`,
-			"reason": "BadRequest", "code": 400.0}},
+			"reason":  "BadRequest", "code": 400.0}},
 		{name: "wrong name", path: "/api/v1/namespaces/default/pods/p1/eviction", body: `{"apiVersion":"policy/v1beta1","kind":"Eviction","metadata":{"name":"p2"}}`, code: 400, want: map[string]any{
 			"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure",
 			"message": "name in URL does not match name in Eviction object", "reason": "BadRequest", "code": 400.0}},

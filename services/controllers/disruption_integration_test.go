@@ -3,7 +3,9 @@
 // and a percentage minAvailable), an eviction taken from it and given back
 // once the ReplicaSet has replaced the pod, disruptedPods entries kept while
 // fresh and dropped once older than two minutes, pods without a controller
-// and controllers kplane does not know (the fail-safe).
+// and controllers kplane does not know (the fail-safe); a DisruptionTarget
+// condition older than two minutes on a pod not being deleted set back to
+// False.
 package controllers_test
 
 import (
@@ -182,5 +184,40 @@ func TestDisruptionBudgetWithoutControllers(t *testing.T) {
 			}
 		}
 		return false, fmt.Sprint(p.GetStatus())
+	})
+}
+
+func TestStaleDisruptionTargetReset(t *testing.T) {
+	c := startCluster(t, func(cfg *controllers.Config) {
+		cfg.Controllers = []string{controllers.Disruption}
+	})
+	const ns = "default"
+	if _, err := c.pods.Create(c.ctx, &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "marked"},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "nginx:1.27"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	var p *corev1.Pod
+	eventually(t, "the pod running", func() (bool, string) {
+		var err error
+		p, err = c.pods.Get(c.ctx, ns, "marked")
+		return err == nil && p.GetStatus().GetPhase() == "Running", fmt.Sprint(p.GetStatus(), err)
+	})
+	// Marked by an eviction three minutes ago, and still not deleted.
+	p.Status.Conditions = append(p.Status.Conditions, &corev1.PodCondition{Type: "DisruptionTarget", Status: "True",
+		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting", LastTransitionTime: timestamppb.New(time.Now().Add(-3 * time.Minute).Truncate(time.Second))})
+	if _, err := c.pods.UpdateStatus(c.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stale DisruptionTarget condition False", func() (bool, string) {
+		p, err := c.pods.Get(c.ctx, ns, "marked")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, x := range p.GetStatus().GetConditions() {
+			if x.GetType() == "DisruptionTarget" {
+				return x.GetStatus() == "False" && x.GetReason() == "", fmt.Sprint(x)
+			}
+		}
+		return false, "no DisruptionTarget condition"
 	})
 }

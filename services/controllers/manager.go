@@ -279,7 +279,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		pdbs := client.Must[*policyv1.PodDisruptionBudget](conn)
 		pdbInf := client.NewInformer(client.ListWatch(pdbs, "", "", "", 500), client.InformerOptions[*policyv1.PodDisruptionBudget]{Logger: m.log})
 		informer(pdbInf.Run)
-		c := disruption.New(disruption.Config{PDBs: pdbs, Scales: disruption.NewScaleClient(conn), PDBInformer: pdbInf, PodInformer: podInf,
+		c := disruption.New(disruption.Config{PDBs: pdbs, Pods: pods, Scales: disruption.NewScaleClient(conn), PDBInformer: pdbInf, PodInformer: podInf,
 			RSInformer: rsInf, DInformer: dInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DisruptionWorkers) })
 	}

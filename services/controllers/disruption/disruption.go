@@ -59,6 +59,7 @@ type EventRecorder interface {
 // Config wires a Controller; New adds handlers to the informers.
 type Config struct {
 	PDBs   PDBClient
+	Pods   PodClient
 	Scales Scales
 	// Informers: budgets and pods, and the ReplicaSets and Deployments
 	// whose scale is read from the cache (other kinds through Scales).
@@ -76,18 +77,22 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Controller is the disruption controller. Its queue holds budget keys.
+// Controller is the disruption controller. Its queue holds budget keys;
+// stale holds the keys of pods whose DisruptionTarget condition is to be
+// checked (stale.go).
 type Controller struct {
 	cfg   Config
 	log   *slog.Logger
 	now   func() time.Time
 	queue client.Queue
+	stale client.Queue
 }
 
 // New returns a controller and registers its handlers: a budget added or
 // changed, and a pod added, changed or deleted (through every budget of its
 // namespace that selects it, before or after the change) bring budgets to
-// the queue.
+// the queue; a pod with a DisruptionTarget condition comes to the stale
+// queue when the condition will have gone stale.
 func New(cfg Config) *Controller {
 	log := cfg.Logger
 	if log == nil {
@@ -97,11 +102,12 @@ func New(cfg Config) *Controller {
 	if now == nil {
 		now = time.Now
 	}
-	c := &Controller{cfg: cfg, log: log.With("controller", "disruption"), now: now, queue: client.NewQueue("disruption", 0, 0)}
+	c := &Controller{cfg: cfg, log: log.With("controller", "disruption"), now: now, queue: client.NewQueue("disruption", 0, 0),
+		stale: client.NewQueue("disruption-stale-pods", 0, 0)}
 	cfg.PDBInformer.AddEventHandler(client.EnqueueHandler[*policyv1.PodDisruptionBudget](c.queue))
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
-		OnAdd:    c.enqueueBudgetsOf,
-		OnUpdate: func(old, cur *corev1.Pod) { c.enqueueBudgetsOf(old); c.enqueueBudgetsOf(cur) },
+		OnAdd:    func(p *corev1.Pod) { c.enqueueBudgetsOf(p); c.enqueueStale(p) },
+		OnUpdate: func(old, cur *corev1.Pod) { c.enqueueBudgetsOf(old); c.enqueueBudgetsOf(cur); c.enqueueStale(cur) },
 		OnDelete: c.enqueueBudgetsOf,
 	})
 	return c
@@ -118,14 +124,23 @@ func (c *Controller) enqueueBudgetsOf(pod *corev1.Pod) {
 	}
 }
 
-// Run waits for the caches, then reconciles until ctx ends.
+// Run waits for the caches, then reconciles budgets and stale pod
+// conditions until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, c.cfg.PDBInformer, c.cfg.PodInformer, c.cfg.RSInformer, c.cfg.DInformer) {
 		return
 	}
 	t := client.Trace{TracerProvider: c.cfg.TracerProvider, Span: "disruption.reconcile",
 		Annotations: client.StoreAnnotations(c.cfg.PDBInformer.Store())}
+	st := client.Trace{TracerProvider: c.cfg.TracerProvider, Span: "disruption.reconcile",
+		Annotations: client.StoreAnnotations(c.cfg.PodInformer.Store())}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client.RunWorkers(ctx, c.stale, 1, st.Reconciler(c.ReconcileStalePod), c.log)
+	}()
 	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
+	<-done
 }
 
 // Reconcile computes the budget key's status and writes it if it changed.

@@ -167,6 +167,20 @@ func TestDisruptionBudgetWithoutControllers(t *testing.T) {
 	}
 	budgetIs(t, c, pdbs, ns, "solo-max", 0, 2, 0, 0)
 
+	// A pod whose controller is read through the scale subresource (here
+	// a Deployment owning pods directly, as no finder of its own covers):
+	// the expected pods are its spec.replicas.
+	d, err := c.ds.Create(c.ctx, newDeployment(ns, "direct", 4, "nginx:1.27"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare("direct-1", "direct", &metav1.OwnerReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: "direct",
+		Uid: d.GetMetadata().GetUid(), Controller: proto.Bool(true)})
+	if _, err := pdbs.Create(c.ctx, pdbFor(ns, "direct", "direct", nil, pctOr("50%"))); err != nil {
+		t.Fatal(err)
+	}
+	budgetIs(t, c, pdbs, ns, "direct", 4, 1, 2, 0)
+
 	// A controller of a kind kplane does not serve: the fail-safe.
 	bare("odd-1", "odd", &metav1.OwnerReference{ApiVersion: "example.com/v1", Kind: "Widget", Name: "w", Uid: "u1", Controller: proto.Bool(true)})
 	if _, err := pdbs.Create(c.ctx, pdbFor(ns, "odd", "odd", pctOr("50%"), nil)); err != nil {

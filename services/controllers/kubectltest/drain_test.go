@@ -4,8 +4,8 @@
 // pods/eviction, is held back by a PodDisruptionBudget (kubectl retries
 // until its --timeout, printing Kubernetes' message), goes through once the
 // budget is relaxed, and the ReplicaSet recreates the pods on the other
-// node; `kubectl create pdb`, `get pdb` (Kubernetes' columns) and
-// `explain pdb.spec` work.
+// node; `kubectl create pdb`, `get pdb` (Kubernetes' columns), `describe
+// pdb` and `explain pdb.spec` work.
 package kubectltest
 
 import (
@@ -178,6 +178,13 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 				t.Errorf("get pdb: got\n%s\nwant it to start with\n%s", got, want)
 			}
 
+			desc := run("describe", "pdb", "web")
+			t.Logf("describe pdb:\n%s", desc)
+			for _, want := range []string{"Min available:  2", "Selector:       app=web", "Allowed disruptions:  0", "Current:              2", "Desired:              2", "Total:                2"} {
+				if !strings.Contains(desc, want) {
+					t.Errorf("describe pdb lacks %q:\n%s", want, desc)
+				}
+			}
 			explain := run("explain", "pdb.spec")
 			for _, want := range []string{"KIND:", "PodDisruptionBudget", "minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy", "selector"} {
 				if !strings.Contains(explain, want) {

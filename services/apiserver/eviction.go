@@ -64,6 +64,9 @@ func (s *Server) evict(ctx context.Context, r *resourceInfo, ns, name string, ev
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("Eviction in version %q cannot be handled as a Eviction: no kind \"Eviction\" is registered for version %q in scheme \"pkg/runtime/scheme.go:110\"",
 			v[strings.LastIndex(v, "/")+1:], v))
 	}
+	if n := ev.GetMetadata().GetNamespace(); n != "" && n != ns {
+		return nil, apierrors.NewBadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
 	if ev.GetMetadata().GetName() != name {
 		return nil, apierrors.NewBadRequest("name in URL does not match name in Eviction object")
 	}

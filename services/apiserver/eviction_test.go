@@ -273,4 +273,10 @@ func TestEvictionWithoutBudgetCheck(t *testing.T) {
 	// No such pod.
 	_, err = e.evict(t, "missing", nil)
 	wantReason(t, err, apierrors.ReasonNotFound)
+	// An Eviction for another namespace than the URL's.
+	_, err = e.pods.EvictPod(admin(t), &corev1.EvictPodRequest{Namespace: "default", Name: "ready",
+		Eviction: &policyv1.Eviction{ApiVersion: "policy/v1", Kind: "Eviction", Metadata: om("other", "ready")}})
+	if se := wantReason(t, err, apierrors.ReasonBadRequest); se.Message != "the namespace of the provided object does not match the namespace sent on the request" {
+		t.Errorf("namespace mismatch: got %q", se.Message)
+	}
 }

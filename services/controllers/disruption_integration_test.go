@@ -10,6 +10,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,6 +167,24 @@ func TestDisruptionBudgetWithoutControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	budgetIs(t, c, pdbs, ns, "solo-max", 0, 2, 0, 0)
+	// Both select a new solo pod: Kubernetes' Warning on it.
+	bare("solo-3", "solo", nil)
+	events := client.Must[*corev1.Event](c.conn)
+	eventually(t, "MultiplePodDisruptionBudgets event", func() (bool, string) {
+		l, _, err := events.List(c.ctx, ns, client.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range l {
+			seen = append(seen, ev.GetReason())
+			if ev.GetReason() == "MultiplePodDisruptionBudgets" && ev.GetType() == "Warning" && ev.GetInvolvedObject().GetKind() == "Pod" &&
+				strings.HasPrefix(ev.GetMessage(), `Pod "default"/"solo-3" matches multiple PodDisruptionBudgets.  Chose "solo-`) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
 
 	// A pod whose controller is read through the scale subresource (here
 	// a Deployment owning pods directly, as no finder of its own covers):

@@ -106,22 +106,40 @@ func New(cfg Config) *Controller {
 		stale: client.NewQueue("disruption-stale-pods", 0, 0)}
 	cfg.PDBInformer.AddEventHandler(client.EnqueueHandler[*policyv1.PodDisruptionBudget](c.queue))
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
-		OnAdd:    func(p *corev1.Pod) { c.enqueueBudgetsOf(p); c.enqueueStale(p) },
-		OnUpdate: func(old, cur *corev1.Pod) { c.enqueueBudgetsOf(old); c.enqueueBudgetsOf(cur); c.enqueueStale(cur) },
-		OnDelete: c.enqueueBudgetsOf,
+		OnAdd: func(p *corev1.Pod) { c.warnMultiple(p, c.enqueueBudgetsOf(p)); c.enqueueStale(p) },
+		OnUpdate: func(old, cur *corev1.Pod) {
+			c.enqueueBudgetsOf(old)
+			c.warnMultiple(cur, c.enqueueBudgetsOf(cur))
+			c.enqueueStale(cur)
+		},
+		OnDelete: func(p *corev1.Pod) { c.enqueueBudgetsOf(p) },
 	})
 	return c
 }
 
-// enqueueBudgetsOf adds the budgets that select pod.
-func (c *Controller) enqueueBudgetsOf(pod *corev1.Pod) {
+// enqueueBudgetsOf adds the budgets that select pod (all of them, where
+// Kubernetes takes one of several) and returns their names.
+func (c *Controller) enqueueBudgetsOf(pod *corev1.Pod) []string {
 	set := labels.Set(pod.GetMetadata().GetLabels())
+	var names []string
 	for _, pdb := range c.cfg.PDBInformer.Store().ByNamespace(pod.GetMetadata().GetNamespace()) {
 		sel, err := ctrl.Selector(pdb.GetSpec().GetSelector())
 		if err == nil && sel.Matches(set) {
 			c.queue.Add(client.Key(pdb))
+			names = append(names, pdb.GetMetadata().GetName())
 		}
 	}
+	return names
+}
+
+// warnMultiple records Kubernetes' Warning on a pod several budgets
+// select (the eviction subresource refuses to evict it).
+func (c *Controller) warnMultiple(pod *corev1.Pod, budgets []string) {
+	if len(budgets) < 2 || c.cfg.Recorder == nil {
+		return
+	}
+	c.cfg.Recorder.Eventf(pod, "Warning", "MultiplePodDisruptionBudgets", "Pod %q/%q matches multiple PodDisruptionBudgets.  Chose %q arbitrarily.",
+		pod.GetMetadata().GetNamespace(), pod.GetMetadata().GetName(), budgets[0])
 }
 
 // Run waits for the caches, then reconciles budgets and stale pod

@@ -167,6 +167,9 @@ func (r *resource) subresources() []subresource {
 		// Served by the AuthenticationService (TokenRequest).
 		out = append(out, subresource{"token", "authentication.k8s.io", "v1", "TokenRequest", []string{"create"}})
 	}
+	if r.Methods["evict"] != nil {
+		out = append(out, subresource{"eviction", "policy", "v1", "Eviction", []string{"create"}})
+	}
 	return out
 }
 

@@ -20,6 +20,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -94,6 +95,15 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, string(obj.Type), int64(len(obj.Data)), since(obj.CreationTimestamp)), nil
 	case *corev1.ServiceAccount:
 		return row(obj.Name, int64(len(obj.Secrets)), since(obj.CreationTimestamp)), nil
+	case *policyv1.PodDisruptionBudget:
+		minAvailable, maxUnavailable := "N/A", "N/A"
+		if obj.Spec.MinAvailable != nil {
+			minAvailable = obj.Spec.MinAvailable.String()
+		}
+		if obj.Spec.MaxUnavailable != nil {
+			maxUnavailable = obj.Spec.MaxUnavailable.String()
+		}
+		return row(obj.Name, minAvailable, maxUnavailable, int64(obj.Status.DisruptionsAllowed), since(obj.CreationTimestamp)), nil
 	case *appsv1.Deployment:
 		names, images := containerCells(obj.Spec.Template.Spec.Containers)
 		return row(obj.Name, fmt.Sprintf("%d/%d", obj.Status.ReadyReplicas, replicas(obj.Spec.Replicas)),

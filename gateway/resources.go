@@ -18,6 +18,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
+	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"
 )
 
@@ -211,6 +212,8 @@ func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
 			switch {
 			case strings.HasSuffix(path, "/binding"):
 				verb = "bind"
+			case strings.HasSuffix(path, "/eviction"):
+				verb = "evict"
 			case strings.HasSuffix(path, "}"):
 				verb = ""
 			default:
@@ -285,7 +288,7 @@ func (r *resource) parseItemPath(path string) error {
 var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
-	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
+	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
 }
 
 var inAll = map[string]bool{

@@ -22,6 +22,7 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -54,6 +55,7 @@ var services = []registration{
 	register(appsv1.RegisterDaemonSetServiceHandlerClient, appsv1.NewDaemonSetServiceClient),
 	register(appsv1.RegisterControllerRevisionServiceHandlerClient, appsv1.NewControllerRevisionServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),
+	register(policyv1.RegisterPodDisruptionBudgetServiceHandlerClient, policyv1.NewPodDisruptionBudgetServiceClient),
 	register(rbacv1.RegisterRoleServiceHandlerClient, rbacv1.NewRoleServiceClient),
 	register(rbacv1.RegisterClusterRoleServiceHandlerClient, rbacv1.NewClusterRoleServiceClient),
 	register(rbacv1.RegisterRoleBindingServiceHandlerClient, rbacv1.NewRoleBindingServiceClient),
@@ -148,7 +150,7 @@ func methodNotAllowed() *apierrors.StatusError {
 // nil) sends its headers at once, as Kubernetes does — a client waiting for
 // them cannot be stopped otherwise (client-go's reflector watches without a
 // context, and kubectl rollout status waits for it to stop); a create
-// answers 201; decoding warnings become Warning headers.
+// and an eviction answer 201; decoding warnings become Warning headers.
 func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Message) error {
 	if resp == nil {
 		w.Header().Set("Content-Type", "application/json")
@@ -156,7 +158,7 @@ func forwardResponse(ctx context.Context, w http.ResponseWriter, resp proto.Mess
 		return http.NewResponseController(w).Flush()
 	}
 	addWarnings(w, infoFrom(ctx).warnings)
-	if strings.HasPrefix(string(resp.ProtoReflect().Descriptor().Name()), "Create") {
+	if n := string(resp.ProtoReflect().Descriptor().Name()); strings.HasPrefix(n, "Create") || strings.HasPrefix(n, "Evict") {
 		w.WriteHeader(http.StatusCreated)
 	}
 	return nil

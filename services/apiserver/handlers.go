@@ -22,6 +22,7 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
@@ -604,6 +605,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *appsv1.DaemonSet:
 		prepareDaemonSetCreate(o)
+	case *policyv1.PodDisruptionBudget:
+		// As Kubernetes' strategy: a new budget's status is empty (its
+		// counts written as zeros) until the disruption controller's.
+		o.Status = &policyv1.PodDisruptionBudgetStatus{}
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -1091,14 +1096,31 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDeleteOptions(o); err != nil {
+		return nil, err
+	}
+	return s.deleteObject(ctx, c, r, ns, name, o, dry, true)
+}
+
+// checkDeleteOptions refuses a negative grace period and an unknown
+// propagation policy, as Kubernetes' DeleteOptions validation does.
+func checkDeleteOptions(o deleteOptions) error {
 	if g := o.GracePeriodSeconds; g != nil && *g < 0 {
-		return nil, apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueInvalid", Field: "gracePeriodSeconds", Message: fmt.Sprintf("Invalid value: %d: must be greater than or equal to 0", *g)}})
+		return apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueInvalid", Field: "gracePeriodSeconds", Message: fmt.Sprintf("Invalid value: %d: must be greater than or equal to 0", *g)}})
 	}
 	switch o.PropagationPolicy {
 	case "", "Orphan", "Background", "Foreground":
 	default:
-		return nil, apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueNotSupported", Field: "propagationPolicy", Message: fmt.Sprintf("Unsupported value: %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", o.PropagationPolicy)}})
+		return apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueNotSupported", Field: "propagationPolicy", Message: fmt.Sprintf("Unsupported value: %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", o.PropagationPolicy)}})
 	}
+	return nil
+}
+
+// deleteObject is delete once the request is authorized and its options
+// checked: the preconditions, admission (when admit; an eviction's delete
+// runs none of its own, as in Kubernetes, where admission sees the
+// Eviction), then the delete or the marking of the object.
+func (s *Server) deleteObject(ctx context.Context, c *call, r *resourceInfo, ns, name string, o deleteOptions, dry, admit bool) (proto.Message, error) {
 	for attempt := 0; ; attempt++ {
 		old, err := s.store.get(ctx, r, ns, name)
 		if err != nil {
@@ -1116,12 +1138,14 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 		if ns, ok := old.(*corev1.Namespace); ok && om.GetDeletionTimestamp() != nil && len(ns.GetSpec().GetFinalizers()) > 0 {
 			return nil, apierrors.NewConflict(r.Group, r.Resource, name, "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.")
 		}
-		adm := s.admission(c, request.Delete, nil, old, dry)
-		if err := s.mutate(ctx, c, adm); err != nil {
-			return nil, err
-		}
-		if err := s.admitValidating(ctx, c, adm); err != nil {
-			return nil, err
+		if admit {
+			adm := s.admission(c, request.Delete, nil, old, dry)
+			if err := s.mutate(ctx, c, adm); err != nil {
+				return nil, err
+			}
+			if err := s.admitValidating(ctx, c, adm); err != nil {
+				return nil, err
+			}
 		}
 		n, pending := deletionState(r, old, o)
 		rev, _ := parseRV(om.GetResourceVersion())

@@ -17,6 +17,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -101,6 +102,8 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
 			}
 		}
+	case *policyv1.PodDisruptionBudget:
+		errs = append(errs, validatePDBSpec(o.GetSpec(), field.NewPath("spec"))...)
 	case *corev1.ServiceAccount:
 		// As Kubernetes: only the metadata is checked (validateMeta: the
 		// name is a DNS subdomain); the secrets and imagePullSecrets
@@ -235,6 +238,8 @@ func validateStatus(obj proto.Message) field.ErrorList {
 		notAbove(st.GetReadyReplicas(), st.GetReplicas(), "readyReplicas", aboveReplicas)
 		notAbove(st.GetAvailableReplicas(), st.GetReplicas(), "availableReplicas", aboveReplicas)
 		notAbove(st.GetAvailableReplicas(), st.GetReadyReplicas(), "availableReplicas", "cannot be greater than readyReplicas")
+	case *policyv1.PodDisruptionBudget:
+		errs = append(errs, validatePDBStatus(o.GetStatus(), p)...)
 	case *corev1.Namespace:
 		phase := o.GetStatus().GetPhase()
 		switch deleting := meta(o).GetDeletionTimestamp() != nil; {

@@ -9,6 +9,7 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
@@ -103,6 +104,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &coordinationv1.Lease{} },
 		},
 		{
+			Group: "policy", Version: "v1", Kind: "PodDisruptionBudget", Resource: "poddisruptionbudgets",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &policyv1.PodDisruptionBudget{} },
+		},
+		{
 			Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role", Resource: "roles",
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -158,6 +165,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
 	appsv1.RegisterControllerRevisionServiceServer(gs, &controllerRevisionService{s: s, r: s.resources["controllerrevisions"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
+	policyv1.RegisterPodDisruptionBudgetServiceServer(gs, &podDisruptionBudgetService{s: s, r: s.resources["poddisruptionbudgets"]})
 	rbacv1.RegisterRoleServiceServer(gs, &roleService{s: s, r: s.resources["roles"]})
 	rbacv1.RegisterClusterRoleServiceServer(gs, &clusterRoleService{s: s, r: s.resources["clusterroles"]})
 	rbacv1.RegisterRoleBindingServiceServer(gs, &roleBindingService{s: s, r: s.resources["rolebindings"]})
@@ -348,6 +356,14 @@ func (x *podService) BindPod(ctx context.Context, req *corev1.BindPodRequest) (*
 		return nil, toGRPC(err)
 	}
 	return &corev1.BindPodResponse{Status: st}, nil
+}
+
+func (x *podService) EvictPod(ctx context.Context, req *corev1.EvictPodRequest) (*corev1.EvictPodResponse, error) {
+	st, err := x.s.evict(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetEviction(), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.EvictPodResponse{Status: st}, nil
 }
 
 func (x *podService) GetPodLog(req *corev1.GetPodLogRequest, stream grpc.ServerStreamingServer[httpbody.HttpBody]) error {
@@ -1340,6 +1356,90 @@ func (x *leaseService) DeleteLease(ctx context.Context, req *coordinationv1.Dele
 		return nil, toGRPC(err)
 	}
 	return &coordinationv1.DeleteLeaseResponse{Lease: obj.(*coordinationv1.Lease)}, nil
+}
+
+type podDisruptionBudgetService struct {
+	policyv1.UnimplementedPodDisruptionBudgetServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *podDisruptionBudgetService) GetPodDisruptionBudget(ctx context.Context, req *policyv1.GetPodDisruptionBudgetRequest) (*policyv1.GetPodDisruptionBudgetResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &policyv1.GetPodDisruptionBudgetResponse{PodDisruptionBudget: obj.(*policyv1.PodDisruptionBudget)}, nil
+}
+
+func (x *podDisruptionBudgetService) ListPodDisruptionBudgets(ctx context.Context, req *policyv1.ListPodDisruptionBudgetsRequest) (*policyv1.ListPodDisruptionBudgetsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &policyv1.PodDisruptionBudgetList{ApiVersion: x.r.APIVersion(), Kind: "PodDisruptionBudgetList", Metadata: lm, Items: make([]*policyv1.PodDisruptionBudget, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*policyv1.PodDisruptionBudget)
+	}
+	return &policyv1.ListPodDisruptionBudgetsResponse{List: list}, nil
+}
+
+func (x *podDisruptionBudgetService) WatchPodDisruptionBudgets(req *policyv1.WatchPodDisruptionBudgetsRequest, stream policyv1.PodDisruptionBudgetService_WatchPodDisruptionBudgetsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &policyv1.WatchPodDisruptionBudgetsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*policyv1.PodDisruptionBudget)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *podDisruptionBudgetService) CreatePodDisruptionBudget(ctx context.Context, req *policyv1.CreatePodDisruptionBudgetRequest) (*policyv1.CreatePodDisruptionBudgetResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetPodDisruptionBudget()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &policyv1.CreatePodDisruptionBudgetResponse{PodDisruptionBudget: obj.(*policyv1.PodDisruptionBudget)}, nil
+}
+
+func (x *podDisruptionBudgetService) UpdatePodDisruptionBudget(ctx context.Context, req *policyv1.UpdatePodDisruptionBudgetRequest) (*policyv1.UpdatePodDisruptionBudgetResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetPodDisruptionBudget()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &policyv1.UpdatePodDisruptionBudgetResponse{PodDisruptionBudget: obj.(*policyv1.PodDisruptionBudget)}, nil
+}
+
+func (x *podDisruptionBudgetService) DeletePodDisruptionBudget(ctx context.Context, req *policyv1.DeletePodDisruptionBudgetRequest) (*policyv1.DeletePodDisruptionBudgetResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &policyv1.DeletePodDisruptionBudgetResponse{PodDisruptionBudget: obj.(*policyv1.PodDisruptionBudget)}, nil
+}
+
+func (x *podDisruptionBudgetService) UpdatePodDisruptionBudgetStatus(ctx context.Context, req *policyv1.UpdatePodDisruptionBudgetStatusRequest) (*policyv1.UpdatePodDisruptionBudgetStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetPodDisruptionBudget()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &policyv1.UpdatePodDisruptionBudgetStatusResponse{PodDisruptionBudget: obj.(*policyv1.PodDisruptionBudget)}, nil
 }
 
 type roleService struct {

@@ -9,6 +9,7 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -45,6 +46,32 @@ func (c *Client[T]) Bind(ctx context.Context, namespace, name, node string) erro
 		return fmt.Errorf("client: %s has no binding field", req.Descriptor().FullName())
 	}
 	req.Set(fd, protoreflect.ValueOfMessage(b.ProtoReflect()))
+	_, err = c.invoke(ctx, m, req)
+	return err
+}
+
+// Evict evicts the pod namespace/name through the pods/eviction
+// subresource, deleted with opts (nil: the pod's own grace period) unless a
+// PodDisruptionBudget forbids it (TooManyRequests). Only for
+// Client[*corev1.Pod].
+func (c *Client[T]) Evict(ctx context.Context, namespace, name string, opts *metav1.DeleteOptions) error {
+	m, err := c.method("Evict"+string(c.kind.Name()), "eviction")
+	if err != nil {
+		return err
+	}
+	req, err := newMessage(m.Input())
+	if err != nil {
+		return err
+	}
+	setString(req, "namespace", namespace)
+	setString(req, "name", name)
+	ev := &policyv1.Eviction{ApiVersion: "policy/v1", Kind: "Eviction",
+		Metadata: &metav1.ObjectMeta{Namespace: namespace, Name: name}, DeleteOptions: opts}
+	fd := req.Descriptor().Fields().ByName("eviction")
+	if fd == nil {
+		return fmt.Errorf("client: %s has no eviction field", req.Descriptor().FullName())
+	}
+	req.Set(fd, protoreflect.ValueOfMessage(ev.ProtoReflect()))
 	_, err = c.invoke(ctx, m, req)
 	return err
 }

@@ -1,7 +1,7 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset) over shared informers, talking only to the API
+// daemonset, disruption) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -24,10 +24,12 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/daemonset"
 	"github.com/kplane/kplane/services/controllers/deployment"
+	"github.com/kplane/kplane/services/controllers/disruption"
 	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
@@ -50,11 +52,12 @@ const (
 	// RootCACertPublisher runs only with Config.RootCA.
 	RootCACertPublisher = "root-ca-cert-publisher"
 	DaemonSet           = "daemonset"
+	Disruption          = "disruption"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -77,6 +80,7 @@ type Config struct {
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
 	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs
+	DisruptionWorkers                               int
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -124,6 +128,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.NodeWorkers = cmpOr(cfg.NodeWorkers, 2)
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
 	cfg.DaemonSetWorkers = cmpOr(cfg.DaemonSetWorkers, 2)
+	cfg.DisruptionWorkers = cmpOr(cfg.DisruptionWorkers, 1)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -286,12 +291,21 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
 			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
 			namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},
+			namespace.ClientDeleter[*policyv1.PodDisruptionBudget]{C: client.Must[*policyv1.PodDisruptionBudget](conn)},
 			namespace.ClientDeleter[*corev1.Event]{C: client.Must[*corev1.Event](conn)},
 			namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
 			namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},
 			namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
 		}})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NamespaceWorkers) })
+	}
+	if on(Disruption) {
+		pdbs := client.Must[*policyv1.PodDisruptionBudget](conn)
+		pdbInf := client.NewInformer(client.ListWatch(pdbs, "", "", "", 500), client.InformerOptions[*policyv1.PodDisruptionBudget]{Logger: m.log})
+		informer(pdbInf.Run)
+		c := disruption.New(disruption.Config{PDBs: pdbs, Pods: pods, Scales: disruption.NewScaleClient(conn), PDBInformer: pdbInf, PodInformer: podInf,
+			RSInformer: rsInf, DInformer: dInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DisruptionWorkers) })
 	}
 	if on(NodeLifecycle) {
 		nodes := client.Must[*corev1.Node](conn)

@@ -48,13 +48,16 @@ type resource struct {
 	// Stream has the exec, attach and portforward subresources (pods): a
 	// bidirectional RPC carrying an HTTP upgrade to the node agent.
 	Stream bool
+	// Eviction has the eviction subresource (pods): a POST of a policy/v1
+	// Eviction, answered with a Status.
+	Eviction bool
 }
 
 func groups() []group {
 	return []group{
 		{Dir: "core", Name: "", GoAlias: "corev1", Resource: []resource{
 			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces", Status: true, Finalize: true},
-			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true, Stream: true},
+			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true, Stream: true, Eviction: true},
 			{Kind: "Node", Plural: "Nodes", Resource: "nodes", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "Service", Plural: "Services", Resource: "services", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
@@ -71,6 +74,9 @@ func groups() []group {
 		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "policy", Name: "policy", GoAlias: "policyv1", Resource: []resource{
+			{Kind: "PodDisruptionBudget", Plural: "PodDisruptionBudgets", Resource: "poddisruptionbudgets", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "rbac", Name: "rbac.authorization.k8s.io", GoAlias: "rbacv1", Resource: []resource{
 			{Kind: "Role", Plural: "Roles", Resource: "roles", Namespaced: true, AllowUnconditionalUpdate: true},
@@ -161,6 +167,9 @@ import "google/api/httpbody.proto";
 {{- end}}
 {{- if .NeedsAutoscaling}}
 import "kplane/autoscaling/v1/types.proto";
+{{- end}}
+{{- if .NeedsPolicy}}
+import "kplane/policy/v1/types.proto";
 {{- end}}
 import "kplane/{{.G.Dir}}/v1/types.proto";
 import "kplane/meta/v1/meta.proto";
@@ -256,6 +265,17 @@ service {{.Kind}}Service {
     option (google.api.http) = {
       post: "{{.Item $g}}/binding"
       body: "binding"
+      response_body: "status"
+    };
+  }
+{{- end}}
+{{- if .Eviction}}
+  // Evict{{.Kind}} evicts a pod (the eviction subresource): deleted as the
+  // Eviction's deleteOptions say, unless a PodDisruptionBudget forbids it.
+  rpc Evict{{.Kind}}(Evict{{.Kind}}Request) returns (Evict{{.Kind}}Response) {
+    option (google.api.http) = {
+      post: "{{.Item $g}}/eviction"
+      body: "eviction"
       response_body: "status"
     };
   }
@@ -469,6 +489,23 @@ message Bind{{.Kind}}Response {
   kplane.meta.v1.Status status = 1;
 }
 {{- end}}
+{{- if .Eviction}}
+
+// Evict{{.Kind}}Request carries the Eviction (policy/v1, or policy/v1beta1
+// of the same shape).
+message Evict{{.Kind}}Request {
+  string namespace = 1;
+  string name = 2;
+  kplane.policy.v1.Eviction eviction = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Evict{{.Kind}}Response is a Success status.
+message Evict{{.Kind}}Response {
+  kplane.meta.v1.Status status = 1;
+}
+{{- end}}
 {{- if .Log}}
 
 // Get{{.Kind}}LogRequest holds Kubernetes' PodLogOptions.
@@ -551,13 +588,14 @@ func main() {
 	root := flag.String("root", ".", "repository root")
 	flag.Parse()
 	for _, g := range groups() {
-		needs, body := false, false
+		needs, body, policy := false, false, false
 		for _, r := range g.Resource {
 			needs = needs || r.Scale
 			body = body || r.Log
+			policy = policy || r.Eviction
 		}
 		var buf bytes.Buffer
-		if err := protoTmpl.Execute(&buf, map[string]any{"G": g, "NeedsAutoscaling": needs, "NeedsHTTPBody": body}); err != nil {
+		if err := protoTmpl.Execute(&buf, map[string]any{"G": g, "NeedsAutoscaling": needs, "NeedsHTTPBody": body, "NeedsPolicy": policy}); err != nil {
 			log.Fatal(err)
 		}
 		out := filepath.Join(*root, "proto", "kplane", g.Dir, "v1", "service.proto")
@@ -727,6 +765,16 @@ func (x *{{.Kind | lower}}Service) Bind{{.Kind}}(ctx context.Context, req *{{$p}
 		return nil, toGRPC(err)
 	}
 	return &{{$p}}.Bind{{.Kind}}Response{Status: st}, nil
+}
+{{- end}}
+{{- if .Eviction}}
+
+func (x *{{.Kind | lower}}Service) Evict{{.Kind}}(ctx context.Context, req *{{$p}}.Evict{{.Kind}}Request) (*{{$p}}.Evict{{.Kind}}Response, error) {
+	st, err := x.s.evict(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetEviction(), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &{{$p}}.Evict{{.Kind}}Response{Status: st}, nil
 }
 {{- end}}
 {{- if .Log}}

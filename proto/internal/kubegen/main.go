@@ -64,6 +64,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,6 +113,9 @@ func packages() []protoPkg {
 		{Dir: "coordination", File: "types.proto", GoAlias: "coordinationv1", GoPkgs: []string{"k8s.io/api/coordination/v1"},
 			Doc:   "holds Kubernetes' coordination.k8s.io/v1 resources",
 			Roots: []any{coordinationv1.Lease{}, coordinationv1.LeaseList{}}},
+		{Dir: "policy", File: "types.proto", GoAlias: "policyv1", GoPkgs: []string{"k8s.io/api/policy/v1"},
+			Doc:   "holds Kubernetes' policy/v1 resources and the Eviction a pod's eviction subresource takes",
+			Roots: []any{policyv1.PodDisruptionBudget{}, policyv1.PodDisruptionBudgetList{}, policyv1.Eviction{}}},
 		{Dir: "rbac", File: "types.proto", GoAlias: "rbacv1", GoPkgs: []string{"k8s.io/api/rbac/v1"},
 			Doc: "holds Kubernetes' rbac.authorization.k8s.io/v1 resources",
 			Roots: []any{rbacv1.Role{}, rbacv1.RoleList{}, rbacv1.ClusterRole{}, rbacv1.ClusterRoleList{},

@@ -264,7 +264,8 @@ func NewConflict(group, resource, name, why string) *StatusError {
 const ConflictModified = "the object has been modified; please apply your changes to the latest version and try again"
 
 // NewInvalid: `Pod "web" is invalid: [spec.containers[0].image: Required value, ...]`.
-// kind is the object's Kind (e.g. Pod); every cause is listed.
+// kind is the object's Kind (e.g. Pod), qualified with a non-core group as
+// Kubernetes does (`Deployment.apps "web" is invalid`); every cause is listed.
 func NewInvalid(group, kind, name string, causes []Cause) *StatusError {
 	parts := make([]string, 0, len(causes))
 	for _, c := range causes {
@@ -274,7 +275,11 @@ func NewInvalid(group, kind, name string, causes []Cause) *StatusError {
 			parts = append(parts, c.Message)
 		}
 	}
-	msg := fmt.Sprintf("%s %q is invalid", kind, name)
+	qk := kind
+	if group != "" {
+		qk += "." + group
+	}
+	msg := fmt.Sprintf("%s %q is invalid", qk, name)
 	switch len(parts) {
 	case 0:
 	case 1:

@@ -415,6 +415,13 @@ func TestBootstrapPolicy(t *testing.T) {
 		{name: "view may not read secrets", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "get", Resource: "secrets", Namespace: "team", Name: "s"}},
 		{name: "view may not create pods", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "create", Resource: "pods", Namespace: "team"}},
 		{name: "view is only in its namespace", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "list", Resource: "pods", Namespace: "default"}},
+		{name: "edit evicts pods", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "team", Name: "web"}, want: true},
+		{name: "admin evicts pods", a: request.Attributes{User: request.User{Name: "ann"}, Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "team", Name: "web"}, want: true},
+		{name: "view may not evict pods", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "team", Name: "web"}},
+		{name: "edit creates budgets", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", APIGroup: "policy", Resource: "poddisruptionbudgets", Namespace: "team"}, want: true},
+		{name: "view reads budgets' status", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "get", APIGroup: "policy", Resource: "poddisruptionbudgets", Subresource: "status", Namespace: "team", Name: "web"}, want: true},
+		{name: "view may not write budgets", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "update", APIGroup: "policy", Resource: "poddisruptionbudgets", Namespace: "team", Name: "web"}},
+		{name: "controller manager writes budgets' status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "policy", Resource: "poddisruptionbudgets", Subresource: "status", Namespace: "default", Name: "web"}, want: true},
 		{name: "system:node role is bound to nobody", a: request.Attributes{User: request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}, Verb: "list", Resource: "pods"}},
 	}
 	for _, tt := range tests {

@@ -96,6 +96,7 @@ func BootstrapPolicy() Bootstrap {
 			"replicasets/scale", "statefulsets", "daemonsets", "daemonsets/status", "controllerrevisions"),
 		rule(read, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(read, []string{"coordination.k8s.io"}, "leases"),
+		rule(read, []string{"policy"}, "poddisruptionbudgets", "poddisruptionbudgets/status"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -105,6 +106,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, apps, "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "daemonsets"),
 		rule(readWrite, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
+		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, []string{"rbac.authorization.k8s.io"}, "roles", "rolebindings"),
@@ -154,6 +156,7 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update", "patch"}, apps, "daemonsets/status", "daemonsets/finalizers"),
 				rule(write, []string{"discovery.k8s.io"}, "endpointslices"),
 				rule(write, []string{"coordination.k8s.io"}, "leases"),
+				rule([]string{"update"}, []string{"policy"}, "poddisruptionbudgets/status"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

@@ -1,12 +1,21 @@
 // Package nodelifecycle is the node lifecycle controller: a node whose
 // Lease in kube-node-lease has not been renewed for GracePeriod gets
 // Ready=Unknown (reason NodeStatusUnknown) and the
-// node.kubernetes.io/unreachable:NoExecute taint; its pods are deleted once
-// their toleration of that taint runs out (a pod without one tolerates it
-// for DefaultTolerationSeconds, as Kubernetes' DefaultTolerationSeconds
-// admission would have set), so their controllers replace them elsewhere.
-// When the Lease is renewed again the taint is removed (the node agent sets
-// Ready itself).
+// node.kubernetes.io/unreachable:NoExecute taint. When the Lease is renewed
+// again the taint is removed (the node agent sets Ready itself).
+//
+// It is also Kubernetes' taint eviction controller: every NoExecute taint
+// of a node (the unreachable one, or one a user added) evicts the node's
+// pods that do not tolerate it at once, and those that do once the
+// shortest tolerationSeconds of the tolerations they use has run out,
+// counted from when the earliest of the taints was added (its timeAdded,
+// or when this controller first saw it); a toleration without
+// tolerationSeconds tolerates forever. A pod without a toleration of the
+// unreachable or not-ready taint tolerates it for DefaultTolerationSeconds,
+// as Kubernetes' DefaultTolerationSeconds admission would have set. An
+// evicted pod gets the DisruptionTarget condition (DeletionByTaintManager)
+// and is deleted, as Kubernetes does it: directly, not through
+// PodDisruptionBudgets; its controller replaces it elsewhere.
 //
 // Renewals are judged by this controller's clock: the time it observed the
 // Lease change, not the renewTime written in it, so clock skew between
@@ -25,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	k8scorev1 "k8s.io/api/core/v1"
 
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -37,6 +47,7 @@ import (
 const (
 	LeaseNamespace = "kube-node-lease"
 	UnreachableKey = "node.kubernetes.io/unreachable"
+	NotReadyKey    = "node.kubernetes.io/not-ready"
 )
 
 // NodeClient writes nodes.
@@ -46,8 +57,9 @@ type NodeClient interface {
 	UpdateStatus(ctx context.Context, obj *corev1.Node) (*corev1.Node, error)
 }
 
-// PodClient deletes pods.
+// PodClient marks and deletes pods.
 type PodClient interface {
+	UpdateStatus(ctx context.Context, obj *corev1.Pod) (*corev1.Pod, error)
 	Delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error
 }
 
@@ -86,6 +98,9 @@ type Controller struct {
 
 	mu       sync.Mutex
 	observed map[string]observation // node name → last lease change seen
+	// taintSeen is when a NoExecute taint without timeAdded was first
+	// seen, by node name and taint key/effect.
+	taintSeen map[string]map[string]time.Time
 }
 
 type observation struct {
@@ -108,7 +123,7 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg, log: log.With("controller", "nodelifecycle"), queue: client.NewQueue("nodelifecycle", 0, 0), now: time.Now, observed: map[string]observation{}}
+	c := &Controller{cfg: cfg, log: log.With("controller", "nodelifecycle"), queue: client.NewQueue("nodelifecycle", 0, 0), now: time.Now, observed: map[string]observation{}, taintSeen: map[string]map[string]time.Time{}}
 	cfg.NodeInformer.AddEventHandler(client.Handler[*corev1.Node]{
 		OnAdd: func(n *corev1.Node) {
 			c.causes.Add(client.Key(n), n.GetMetadata().GetAnnotations())
@@ -193,6 +208,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	if !ok {
 		c.mu.Lock()
 		delete(c.observed, name)
+		delete(c.taintSeen, name)
 		c.mu.Unlock()
 		return nil
 	}
@@ -216,8 +232,9 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 				return fmt.Errorf("node %s: add unreachable taint: %w", name, err)
 			}
 			ctrl.Eventf(c.cfg.Recorder, node, client.EventNormal, "NodeNotReady", "Node %s status is now: NodeNotReady", name)
+			node = u
 		}
-		return c.evict(ctx, name, taint.GetTimeAdded().AsTime())
+		return c.evict(ctx, node)
 	case taint != nil:
 		u := proto.Clone(node).(*corev1.Node)
 		out := u.Spec.Taints[:0]
@@ -231,8 +248,9 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 			return fmt.Errorf("node %s: remove unreachable taint: %w", name, err)
 		}
 		ctrl.Eventf(c.cfg.Recorder, node, client.EventNormal, "NodeReady", "Node %s status is now: NodeReady", name)
+		node = u
 	}
-	return nil
+	return c.evict(ctx, node)
 }
 
 // markUnknown sets every node condition the agent posts to Unknown and
@@ -267,56 +285,165 @@ func (c *Controller) markUnknown(ctx context.Context, node *corev1.Node) (*corev
 	return got, nil
 }
 
-// TolerationSeconds is how long pod tolerates the unreachable NoExecute
-// taint: forever (-1) with a toleration without tolerationSeconds, its
-// tolerationSeconds, or def if it has no matching toleration.
-func TolerationSeconds(pod *corev1.Pod, def int64) int64 {
-	for _, t := range pod.GetSpec().GetTolerations() {
-		keyOK := t.GetKey() == UnreachableKey || (t.GetKey() == "" && t.GetOperator() == "Exists")
-		effOK := t.GetEffect() == "" || t.GetEffect() == "NoExecute"
-		if !keyOK || !effOK {
-			continue
+// noExecuteTaints are node's NoExecute taints as Kubernetes' type.
+func noExecuteTaints(node *corev1.Node) []k8scorev1.Taint {
+	var out []k8scorev1.Taint
+	for _, t := range node.GetSpec().GetTaints() {
+		if t.GetEffect() == "NoExecute" {
+			out = append(out, k8scorev1.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: k8scorev1.TaintEffectNoExecute})
 		}
-		if t.TolerationSeconds == nil {
-			return -1
-		}
-		return max(*t.TolerationSeconds, 0)
 	}
-	return def
+	return out
 }
 
-// evict deletes the pods on node whose toleration ran out since taintedAt,
-// and comes back for the others when theirs will.
-func (c *Controller) evict(ctx context.Context, node string, taintedAt time.Time) error {
+// taintedSince is when the earliest of node's NoExecute taints was added:
+// its timeAdded, or when this controller first saw it. It forgets the
+// taints the node no longer has.
+func (c *Controller) taintedSince(node *corev1.Node) time.Time {
+	name := node.GetMetadata().GetName()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := c.taintSeen[name]
+	kept := map[string]time.Time{}
+	var since time.Time
+	for _, t := range node.GetSpec().GetTaints() {
+		if t.GetEffect() != "NoExecute" {
+			continue
+		}
+		at := t.GetTimeAdded().AsTime()
+		if t.GetTimeAdded() == nil {
+			k := t.GetKey() + ":" + t.GetEffect()
+			first, ok := seen[k]
+			if !ok {
+				first = c.now()
+			}
+			kept[k], at = first, first
+		}
+		if since.IsZero() || at.Before(since) {
+			since = at
+		}
+	}
+	if len(kept) == 0 {
+		delete(c.taintSeen, name)
+	} else {
+		c.taintSeen[name] = kept
+	}
+	return since
+}
+
+// tolerationTime is how long pod tolerates taints, as Kubernetes' taint
+// eviction decides it: not at all (ok false) unless every taint has a
+// matching toleration, then the shortest tolerationSeconds of the
+// tolerations used (at least 0), or forever (-1) if none has one. A pod
+// with no toleration of the unreachable or not-ready taint tolerates it
+// for def seconds.
+func tolerationTime(pod *corev1.Pod, taints []k8scorev1.Taint, def int64) (secs int64, ok bool) {
+	tols := make([]k8scorev1.Toleration, 0, len(pod.GetSpec().GetTolerations()))
+	for _, t := range pod.GetSpec().GetTolerations() {
+		tols = append(tols, k8scorev1.Toleration{Key: t.GetKey(), Operator: k8scorev1.TolerationOperator(t.GetOperator()),
+			Value: t.GetValue(), Effect: k8scorev1.TaintEffect(t.GetEffect()), TolerationSeconds: t.TolerationSeconds})
+	}
+	secs = -1
+	for i := range taints {
+		var used *int64
+		found := false
+		for j := range tols {
+			if tols[j].ToleratesTaint(&taints[i]) {
+				used, found = tols[j].TolerationSeconds, true
+				break
+			}
+		}
+		if !found {
+			if taints[i].Key != UnreachableKey && taints[i].Key != NotReadyKey {
+				return 0, false
+			}
+			used = &def
+		}
+		if used == nil {
+			continue
+		}
+		if v := max(*used, 0); secs < 0 || v < secs {
+			secs = v
+		}
+	}
+	return secs, true
+}
+
+// evict evicts the pods on node that its NoExecute taints no longer let
+// stay, and comes back for the others when their tolerations run out.
+func (c *Controller) evict(ctx context.Context, node *corev1.Node) error {
+	taints := noExecuteTaints(node)
+	since := c.taintedSince(node)
+	if len(taints) == 0 {
+		return nil
+	}
+	name := node.GetMetadata().GetName()
 	var errs []error
 	var next time.Duration
 	for _, p := range c.cfg.PodInformer.Store().List() {
-		if p.GetSpec().GetNodeName() != node || p.GetMetadata().GetDeletionTimestamp() != nil {
+		if p.GetSpec().GetNodeName() != name || p.GetMetadata().GetDeletionTimestamp() != nil {
 			continue
 		}
-		secs := TolerationSeconds(p, c.cfg.DefaultTolerationSeconds)
-		if secs < 0 {
-			continue
-		}
-		left := taintedAt.Add(time.Duration(secs) * time.Second).Sub(c.now())
-		if left > 0 {
-			if next == 0 || left < next {
-				next = left
+		if secs, ok := tolerationTime(p, taints, c.cfg.DefaultTolerationSeconds); ok {
+			if secs < 0 {
+				continue
 			}
-			continue
+			if left := since.Add(time.Duration(secs) * time.Second).Sub(c.now()); left > 0 {
+				if next == 0 || left < next {
+					next = left
+				}
+				continue
+			}
 		}
-		err := c.cfg.Pods.Delete(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName(), client.DeleteOptions{UID: p.GetMetadata().GetUid()})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := c.evictPod(ctx, p); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		ctrl.Eventf(c.cfg.Recorder, p, client.EventNormal, "TaintManagerEviction", "Marking for deletion Pod %s", client.Key(p))
 	}
 	if next > 0 {
-		c.queue.AddAfter(node, next)
+		c.queue.AddAfter(name, next)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("node %s: evict pods: %w", node, err)
+		return fmt.Errorf("node %s: evict pods: %w", name, err)
 	}
 	return nil
+}
+
+// evictPod marks p with the DisruptionTarget condition and deletes it (this
+// uid only), as Kubernetes' taint eviction does.
+func (c *Controller) evictPod(ctx context.Context, p *corev1.Pod) error {
+	u := proto.Clone(p).(*corev1.Pod)
+	if u.Status == nil {
+		u.Status = &corev1.PodStatus{}
+	}
+	if setDisruptionTarget(u.Status, c.now()) {
+		if _, err := c.cfg.Pods.UpdateStatus(ctx, u); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("pod %s: DisruptionTarget: %w", client.Key(p), err)
+		}
+	}
+	err := c.cfg.Pods.Delete(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName(), client.DeleteOptions{UID: p.GetMetadata().GetUid()})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	ctrl.Eventf(c.cfg.Recorder, p, client.EventNormal, "TaintManagerEviction", "Marking for deletion Pod %s", client.Key(p))
+	return nil
+}
+
+// setDisruptionTarget sets the DisruptionTarget condition Kubernetes' taint
+// eviction sets; false if it was already there.
+func setDisruptionTarget(st *corev1.PodStatus, now time.Time) bool {
+	want := &corev1.PodCondition{Type: "DisruptionTarget", Status: "True", Reason: "DeletionByTaintManager",
+		Message: "Taint manager: deleting due to NoExecute taint", LastTransitionTime: timestamppb.New(now.Truncate(time.Second))}
+	for i, c := range st.Conditions {
+		if c.GetType() == want.Type {
+			if c.GetStatus() == want.Status && c.GetReason() == want.Reason && c.GetMessage() == want.Message {
+				return false
+			}
+			st.Conditions[i] = want
+			return true
+		}
+	}
+	st.Conditions = append(st.Conditions, want)
+	return true
 }

@@ -10,6 +10,7 @@ package corev1
 
 import (
 	v1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	v11 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
 	httpbody "google.golang.org/genproto/googleapis/api/httpbody"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -2032,6 +2033,129 @@ func (x *BindPodResponse) GetStatus() *v1.Status {
 	return nil
 }
 
+// EvictPodRequest carries the Eviction (policy/v1, or policy/v1beta1
+// of the same shape).
+type EvictPodRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Eviction      *v11.Eviction          `protobuf:"bytes,3,opt,name=eviction,proto3" json:"eviction,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictPodRequest) Reset() {
+	*x = EvictPodRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictPodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictPodRequest) ProtoMessage() {}
+
+func (x *EvictPodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictPodRequest.ProtoReflect.Descriptor instead.
+func (*EvictPodRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EvictPodRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *EvictPodRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EvictPodRequest) GetEviction() *v11.Eviction {
+	if x != nil {
+		return x.Eviction
+	}
+	return nil
+}
+
+func (x *EvictPodRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *EvictPodRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// EvictPodResponse is a Success status.
+type EvictPodResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *v1.Status             `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictPodResponse) Reset() {
+	*x = EvictPodResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictPodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictPodResponse) ProtoMessage() {}
+
+func (x *EvictPodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictPodResponse.ProtoReflect.Descriptor instead.
+func (*EvictPodResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *EvictPodResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // GetPodLogRequest holds Kubernetes' PodLogOptions.
 type GetPodLogRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2057,7 +2181,7 @@ type GetPodLogRequest struct {
 
 func (x *GetPodLogRequest) Reset() {
 	*x = GetPodLogRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2193,7 @@ func (x *GetPodLogRequest) String() string {
 func (*GetPodLogRequest) ProtoMessage() {}
 
 func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2206,7 @@ func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodLogRequest.ProtoReflect.Descriptor instead.
 func (*GetPodLogRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetPodLogRequest) GetNamespace() string {
@@ -2161,7 +2285,7 @@ type StreamPodRequest struct {
 
 func (x *StreamPodRequest) Reset() {
 	*x = StreamPodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2297,7 @@ func (x *StreamPodRequest) String() string {
 func (*StreamPodRequest) ProtoMessage() {}
 
 func (x *StreamPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2310,7 @@ func (x *StreamPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodRequest.ProtoReflect.Descriptor instead.
 func (*StreamPodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StreamPodRequest) GetStart() *StreamPodStart {
@@ -2224,7 +2348,7 @@ type StreamPodStart struct {
 
 func (x *StreamPodStart) Reset() {
 	*x = StreamPodStart{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2360,7 @@ func (x *StreamPodStart) String() string {
 func (*StreamPodStart) ProtoMessage() {}
 
 func (x *StreamPodStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2373,7 @@ func (x *StreamPodStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodStart.ProtoReflect.Descriptor instead.
 func (*StreamPodStart) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StreamPodStart) GetSubresource() string {
@@ -2305,7 +2429,7 @@ type StreamPodHeader struct {
 
 func (x *StreamPodHeader) Reset() {
 	*x = StreamPodHeader{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2441,7 @@ func (x *StreamPodHeader) String() string {
 func (*StreamPodHeader) ProtoMessage() {}
 
 func (x *StreamPodHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2454,7 @@ func (x *StreamPodHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodHeader.ProtoReflect.Descriptor instead.
 func (*StreamPodHeader) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamPodHeader) GetName() string {
@@ -2357,7 +2481,7 @@ type StreamPodResponse struct {
 
 func (x *StreamPodResponse) Reset() {
 	*x = StreamPodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2493,7 @@ func (x *StreamPodResponse) String() string {
 func (*StreamPodResponse) ProtoMessage() {}
 
 func (x *StreamPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2506,7 @@ func (x *StreamPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodResponse.ProtoReflect.Descriptor instead.
 func (*StreamPodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StreamPodResponse) GetData() []byte {
@@ -2404,7 +2528,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2540,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2553,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -2456,7 +2580,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2592,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2605,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -2507,7 +2631,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2643,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2656,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -2594,7 +2718,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2730,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2743,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesResponse) GetList() *NodeList {
@@ -2647,7 +2771,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2783,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2796,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchNodesRequest) GetLabelSelector() string {
@@ -2738,7 +2862,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2874,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2887,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchNodesResponse) GetType() string {
@@ -2800,7 +2924,7 @@ type CreateNodeRequest struct {
 
 func (x *CreateNodeRequest) Reset() {
 	*x = CreateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2936,7 @@ func (x *CreateNodeRequest) String() string {
 func (*CreateNodeRequest) ProtoMessage() {}
 
 func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2949,7 @@ func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateNodeRequest) GetNode() *Node {
@@ -2859,7 +2983,7 @@ type CreateNodeResponse struct {
 
 func (x *CreateNodeResponse) Reset() {
 	*x = CreateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2995,7 @@ func (x *CreateNodeResponse) String() string {
 func (*CreateNodeResponse) ProtoMessage() {}
 
 func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +3008,7 @@ func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeResponse.ProtoReflect.Descriptor instead.
 func (*CreateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateNodeResponse) GetNode() *Node {
@@ -2907,7 +3031,7 @@ type UpdateNodeRequest struct {
 
 func (x *UpdateNodeRequest) Reset() {
 	*x = UpdateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3043,7 @@ func (x *UpdateNodeRequest) String() string {
 func (*UpdateNodeRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3056,7 @@ func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateNodeRequest) GetName() string {
@@ -2973,7 +3097,7 @@ type UpdateNodeResponse struct {
 
 func (x *UpdateNodeResponse) Reset() {
 	*x = UpdateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3109,7 @@ func (x *UpdateNodeResponse) String() string {
 func (*UpdateNodeResponse) ProtoMessage() {}
 
 func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3122,7 @@ func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateNodeResponse) GetNode() *Node {
@@ -3023,7 +3147,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3159,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3172,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -3097,7 +3221,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3233,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3246,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DeleteNodeResponse) GetNode() *Node {
@@ -3146,7 +3270,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3282,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3295,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateNodeStatusRequest) GetName() string {
@@ -3212,7 +3336,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3348,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3361,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateNodeStatusResponse) GetNode() *Node {
@@ -3260,7 +3384,7 @@ type GetEventRequest struct {
 
 func (x *GetEventRequest) Reset() {
 	*x = GetEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3396,7 @@ func (x *GetEventRequest) String() string {
 func (*GetEventRequest) ProtoMessage() {}
 
 func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3409,7 @@ func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventRequest.ProtoReflect.Descriptor instead.
 func (*GetEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetEventRequest) GetNamespace() string {
@@ -3319,7 +3443,7 @@ type GetEventResponse struct {
 
 func (x *GetEventResponse) Reset() {
 	*x = GetEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3455,7 @@ func (x *GetEventResponse) String() string {
 func (*GetEventResponse) ProtoMessage() {}
 
 func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3468,7 @@ func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventResponse.ProtoReflect.Descriptor instead.
 func (*GetEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetEventResponse) GetEvent() *Event {
@@ -3372,7 +3496,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3508,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3521,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -3466,7 +3590,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3602,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3615,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListEventsResponse) GetList() *EventList {
@@ -3521,7 +3645,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3533,7 +3657,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3546,7 +3670,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WatchEventsRequest) GetNamespace() string {
@@ -3619,7 +3743,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +3755,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +3768,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *WatchEventsResponse) GetType() string {
@@ -3682,7 +3806,7 @@ type CreateEventRequest struct {
 
 func (x *CreateEventRequest) Reset() {
 	*x = CreateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +3818,7 @@ func (x *CreateEventRequest) String() string {
 func (*CreateEventRequest) ProtoMessage() {}
 
 func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +3831,7 @@ func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventRequest.ProtoReflect.Descriptor instead.
 func (*CreateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateEventRequest) GetNamespace() string {
@@ -3748,7 +3872,7 @@ type CreateEventResponse struct {
 
 func (x *CreateEventResponse) Reset() {
 	*x = CreateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3760,7 +3884,7 @@ func (x *CreateEventResponse) String() string {
 func (*CreateEventResponse) ProtoMessage() {}
 
 func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3773,7 +3897,7 @@ func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventResponse.ProtoReflect.Descriptor instead.
 func (*CreateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateEventResponse) GetEvent() *Event {
@@ -3797,7 +3921,7 @@ type UpdateEventRequest struct {
 
 func (x *UpdateEventRequest) Reset() {
 	*x = UpdateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +3933,7 @@ func (x *UpdateEventRequest) String() string {
 func (*UpdateEventRequest) ProtoMessage() {}
 
 func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +3946,7 @@ func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateEventRequest) GetNamespace() string {
@@ -3870,7 +3994,7 @@ type UpdateEventResponse struct {
 
 func (x *UpdateEventResponse) Reset() {
 	*x = UpdateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4006,7 @@ func (x *UpdateEventResponse) String() string {
 func (*UpdateEventResponse) ProtoMessage() {}
 
 func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4019,7 @@ func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateEventResponse) GetEvent() *Event {
@@ -3921,7 +4045,7 @@ type DeleteEventRequest struct {
 
 func (x *DeleteEventRequest) Reset() {
 	*x = DeleteEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3933,7 +4057,7 @@ func (x *DeleteEventRequest) String() string {
 func (*DeleteEventRequest) ProtoMessage() {}
 
 func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3946,7 +4070,7 @@ func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteEventRequest) GetNamespace() string {
@@ -4002,7 +4126,7 @@ type DeleteEventResponse struct {
 
 func (x *DeleteEventResponse) Reset() {
 	*x = DeleteEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4014,7 +4138,7 @@ func (x *DeleteEventResponse) String() string {
 func (*DeleteEventResponse) ProtoMessage() {}
 
 func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4027,7 +4151,7 @@ func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeleteEventResponse) GetEvent() *Event {
@@ -4050,7 +4174,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4062,7 +4186,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4075,7 +4199,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -4109,7 +4233,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4121,7 +4245,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4134,7 +4258,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetServiceResponse) GetService() *Service {
@@ -4162,7 +4286,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4298,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4311,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -4256,7 +4380,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4268,7 +4392,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4281,7 +4405,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListServicesResponse) GetList() *ServiceList {
@@ -4311,7 +4435,7 @@ type WatchServicesRequest struct {
 
 func (x *WatchServicesRequest) Reset() {
 	*x = WatchServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4323,7 +4447,7 @@ func (x *WatchServicesRequest) String() string {
 func (*WatchServicesRequest) ProtoMessage() {}
 
 func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4336,7 +4460,7 @@ func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *WatchServicesRequest) GetNamespace() string {
@@ -4409,7 +4533,7 @@ type WatchServicesResponse struct {
 
 func (x *WatchServicesResponse) Reset() {
 	*x = WatchServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4545,7 @@ func (x *WatchServicesResponse) String() string {
 func (*WatchServicesResponse) ProtoMessage() {}
 
 func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4558,7 @@ func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *WatchServicesResponse) GetType() string {
@@ -4472,7 +4596,7 @@ type CreateServiceRequest struct {
 
 func (x *CreateServiceRequest) Reset() {
 	*x = CreateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4608,7 @@ func (x *CreateServiceRequest) String() string {
 func (*CreateServiceRequest) ProtoMessage() {}
 
 func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4621,7 @@ func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateServiceRequest) GetNamespace() string {
@@ -4538,7 +4662,7 @@ type CreateServiceResponse struct {
 
 func (x *CreateServiceResponse) Reset() {
 	*x = CreateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4550,7 +4674,7 @@ func (x *CreateServiceResponse) String() string {
 func (*CreateServiceResponse) ProtoMessage() {}
 
 func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4563,7 +4687,7 @@ func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CreateServiceResponse) GetService() *Service {
@@ -4587,7 +4711,7 @@ type UpdateServiceRequest struct {
 
 func (x *UpdateServiceRequest) Reset() {
 	*x = UpdateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4599,7 +4723,7 @@ func (x *UpdateServiceRequest) String() string {
 func (*UpdateServiceRequest) ProtoMessage() {}
 
 func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4612,7 +4736,7 @@ func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UpdateServiceRequest) GetNamespace() string {
@@ -4660,7 +4784,7 @@ type UpdateServiceResponse struct {
 
 func (x *UpdateServiceResponse) Reset() {
 	*x = UpdateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4672,7 +4796,7 @@ func (x *UpdateServiceResponse) String() string {
 func (*UpdateServiceResponse) ProtoMessage() {}
 
 func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4685,7 +4809,7 @@ func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UpdateServiceResponse) GetService() *Service {
@@ -4711,7 +4835,7 @@ type DeleteServiceRequest struct {
 
 func (x *DeleteServiceRequest) Reset() {
 	*x = DeleteServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4723,7 +4847,7 @@ func (x *DeleteServiceRequest) String() string {
 func (*DeleteServiceRequest) ProtoMessage() {}
 
 func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4736,7 +4860,7 @@ func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteServiceRequest) GetNamespace() string {
@@ -4792,7 +4916,7 @@ type DeleteServiceResponse struct {
 
 func (x *DeleteServiceResponse) Reset() {
 	*x = DeleteServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +4928,7 @@ func (x *DeleteServiceResponse) String() string {
 func (*DeleteServiceResponse) ProtoMessage() {}
 
 func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +4941,7 @@ func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteServiceResponse) GetService() *Service {
@@ -4842,7 +4966,7 @@ type UpdateServiceStatusRequest struct {
 
 func (x *UpdateServiceStatusRequest) Reset() {
 	*x = UpdateServiceStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4854,7 +4978,7 @@ func (x *UpdateServiceStatusRequest) String() string {
 func (*UpdateServiceStatusRequest) ProtoMessage() {}
 
 func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4867,7 +4991,7 @@ func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *UpdateServiceStatusRequest) GetNamespace() string {
@@ -4915,7 +5039,7 @@ type UpdateServiceStatusResponse struct {
 
 func (x *UpdateServiceStatusResponse) Reset() {
 	*x = UpdateServiceStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4927,7 +5051,7 @@ func (x *UpdateServiceStatusResponse) String() string {
 func (*UpdateServiceStatusResponse) ProtoMessage() {}
 
 func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4940,7 +5064,7 @@ func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UpdateServiceStatusResponse) GetService() *Service {
@@ -4963,7 +5087,7 @@ type GetEndpointsRequest struct {
 
 func (x *GetEndpointsRequest) Reset() {
 	*x = GetEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4975,7 +5099,7 @@ func (x *GetEndpointsRequest) String() string {
 func (*GetEndpointsRequest) ProtoMessage() {}
 
 func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4988,7 +5112,7 @@ func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetEndpointsRequest) GetNamespace() string {
@@ -5022,7 +5146,7 @@ type GetEndpointsResponse struct {
 
 func (x *GetEndpointsResponse) Reset() {
 	*x = GetEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5158,7 @@ func (x *GetEndpointsResponse) String() string {
 func (*GetEndpointsResponse) ProtoMessage() {}
 
 func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5171,7 @@ func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5075,7 +5199,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5087,7 +5211,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5100,7 +5224,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListEndpointsRequest) GetNamespace() string {
@@ -5169,7 +5293,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5305,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5318,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListEndpointsResponse) GetList() *EndpointsList {
@@ -5224,7 +5348,7 @@ type WatchEndpointsRequest struct {
 
 func (x *WatchEndpointsRequest) Reset() {
 	*x = WatchEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5236,7 +5360,7 @@ func (x *WatchEndpointsRequest) String() string {
 func (*WatchEndpointsRequest) ProtoMessage() {}
 
 func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5249,7 +5373,7 @@ func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *WatchEndpointsRequest) GetNamespace() string {
@@ -5322,7 +5446,7 @@ type WatchEndpointsResponse struct {
 
 func (x *WatchEndpointsResponse) Reset() {
 	*x = WatchEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5334,7 +5458,7 @@ func (x *WatchEndpointsResponse) String() string {
 func (*WatchEndpointsResponse) ProtoMessage() {}
 
 func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5347,7 +5471,7 @@ func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *WatchEndpointsResponse) GetType() string {
@@ -5385,7 +5509,7 @@ type CreateEndpointsRequest struct {
 
 func (x *CreateEndpointsRequest) Reset() {
 	*x = CreateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5397,7 +5521,7 @@ func (x *CreateEndpointsRequest) String() string {
 func (*CreateEndpointsRequest) ProtoMessage() {}
 
 func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5410,7 +5534,7 @@ func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CreateEndpointsRequest) GetNamespace() string {
@@ -5451,7 +5575,7 @@ type CreateEndpointsResponse struct {
 
 func (x *CreateEndpointsResponse) Reset() {
 	*x = CreateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5463,7 +5587,7 @@ func (x *CreateEndpointsResponse) String() string {
 func (*CreateEndpointsResponse) ProtoMessage() {}
 
 func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5476,7 +5600,7 @@ func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *CreateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5500,7 +5624,7 @@ type UpdateEndpointsRequest struct {
 
 func (x *UpdateEndpointsRequest) Reset() {
 	*x = UpdateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5512,7 +5636,7 @@ func (x *UpdateEndpointsRequest) String() string {
 func (*UpdateEndpointsRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5525,7 +5649,7 @@ func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *UpdateEndpointsRequest) GetNamespace() string {
@@ -5573,7 +5697,7 @@ type UpdateEndpointsResponse struct {
 
 func (x *UpdateEndpointsResponse) Reset() {
 	*x = UpdateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5585,7 +5709,7 @@ func (x *UpdateEndpointsResponse) String() string {
 func (*UpdateEndpointsResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5598,7 +5722,7 @@ func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *UpdateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5624,7 +5748,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5636,7 +5760,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5649,7 +5773,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *DeleteEndpointsRequest) GetNamespace() string {
@@ -5705,7 +5829,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5717,7 +5841,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5730,7 +5854,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *DeleteEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5753,7 +5877,7 @@ type GetConfigMapRequest struct {
 
 func (x *GetConfigMapRequest) Reset() {
 	*x = GetConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5765,7 +5889,7 @@ func (x *GetConfigMapRequest) String() string {
 func (*GetConfigMapRequest) ProtoMessage() {}
 
 func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5778,7 +5902,7 @@ func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetConfigMapRequest) GetNamespace() string {
@@ -5812,7 +5936,7 @@ type GetConfigMapResponse struct {
 
 func (x *GetConfigMapResponse) Reset() {
 	*x = GetConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5824,7 +5948,7 @@ func (x *GetConfigMapResponse) String() string {
 func (*GetConfigMapResponse) ProtoMessage() {}
 
 func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5837,7 +5961,7 @@ func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *GetConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5865,7 +5989,7 @@ type ListConfigMapsRequest struct {
 
 func (x *ListConfigMapsRequest) Reset() {
 	*x = ListConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5877,7 +6001,7 @@ func (x *ListConfigMapsRequest) String() string {
 func (*ListConfigMapsRequest) ProtoMessage() {}
 
 func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5890,7 +6014,7 @@ func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListConfigMapsRequest) GetNamespace() string {
@@ -5959,7 +6083,7 @@ type ListConfigMapsResponse struct {
 
 func (x *ListConfigMapsResponse) Reset() {
 	*x = ListConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5971,7 +6095,7 @@ func (x *ListConfigMapsResponse) String() string {
 func (*ListConfigMapsResponse) ProtoMessage() {}
 
 func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5984,7 +6108,7 @@ func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListConfigMapsResponse) GetList() *ConfigMapList {
@@ -6014,7 +6138,7 @@ type WatchConfigMapsRequest struct {
 
 func (x *WatchConfigMapsRequest) Reset() {
 	*x = WatchConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6026,7 +6150,7 @@ func (x *WatchConfigMapsRequest) String() string {
 func (*WatchConfigMapsRequest) ProtoMessage() {}
 
 func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6039,7 +6163,7 @@ func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *WatchConfigMapsRequest) GetNamespace() string {
@@ -6112,7 +6236,7 @@ type WatchConfigMapsResponse struct {
 
 func (x *WatchConfigMapsResponse) Reset() {
 	*x = WatchConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6124,7 +6248,7 @@ func (x *WatchConfigMapsResponse) String() string {
 func (*WatchConfigMapsResponse) ProtoMessage() {}
 
 func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6137,7 +6261,7 @@ func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *WatchConfigMapsResponse) GetType() string {
@@ -6175,7 +6299,7 @@ type CreateConfigMapRequest struct {
 
 func (x *CreateConfigMapRequest) Reset() {
 	*x = CreateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6187,7 +6311,7 @@ func (x *CreateConfigMapRequest) String() string {
 func (*CreateConfigMapRequest) ProtoMessage() {}
 
 func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6200,7 +6324,7 @@ func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *CreateConfigMapRequest) GetNamespace() string {
@@ -6241,7 +6365,7 @@ type CreateConfigMapResponse struct {
 
 func (x *CreateConfigMapResponse) Reset() {
 	*x = CreateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6253,7 +6377,7 @@ func (x *CreateConfigMapResponse) String() string {
 func (*CreateConfigMapResponse) ProtoMessage() {}
 
 func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6266,7 +6390,7 @@ func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *CreateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6290,7 +6414,7 @@ type UpdateConfigMapRequest struct {
 
 func (x *UpdateConfigMapRequest) Reset() {
 	*x = UpdateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6302,7 +6426,7 @@ func (x *UpdateConfigMapRequest) String() string {
 func (*UpdateConfigMapRequest) ProtoMessage() {}
 
 func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6315,7 +6439,7 @@ func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *UpdateConfigMapRequest) GetNamespace() string {
@@ -6363,7 +6487,7 @@ type UpdateConfigMapResponse struct {
 
 func (x *UpdateConfigMapResponse) Reset() {
 	*x = UpdateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6375,7 +6499,7 @@ func (x *UpdateConfigMapResponse) String() string {
 func (*UpdateConfigMapResponse) ProtoMessage() {}
 
 func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6388,7 +6512,7 @@ func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *UpdateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6414,7 +6538,7 @@ type DeleteConfigMapRequest struct {
 
 func (x *DeleteConfigMapRequest) Reset() {
 	*x = DeleteConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6426,7 +6550,7 @@ func (x *DeleteConfigMapRequest) String() string {
 func (*DeleteConfigMapRequest) ProtoMessage() {}
 
 func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6439,7 +6563,7 @@ func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *DeleteConfigMapRequest) GetNamespace() string {
@@ -6495,7 +6619,7 @@ type DeleteConfigMapResponse struct {
 
 func (x *DeleteConfigMapResponse) Reset() {
 	*x = DeleteConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6507,7 +6631,7 @@ func (x *DeleteConfigMapResponse) String() string {
 func (*DeleteConfigMapResponse) ProtoMessage() {}
 
 func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6520,7 +6644,7 @@ func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *DeleteConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6543,7 +6667,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6555,7 +6679,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6568,7 +6692,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *GetSecretRequest) GetNamespace() string {
@@ -6602,7 +6726,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6614,7 +6738,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6627,7 +6751,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *GetSecretResponse) GetSecret() *Secret {
@@ -6655,7 +6779,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6667,7 +6791,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6680,7 +6804,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *ListSecretsRequest) GetNamespace() string {
@@ -6749,7 +6873,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6761,7 +6885,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6774,7 +6898,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *ListSecretsResponse) GetList() *SecretList {
@@ -6804,7 +6928,7 @@ type WatchSecretsRequest struct {
 
 func (x *WatchSecretsRequest) Reset() {
 	*x = WatchSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6816,7 +6940,7 @@ func (x *WatchSecretsRequest) String() string {
 func (*WatchSecretsRequest) ProtoMessage() {}
 
 func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6829,7 +6953,7 @@ func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *WatchSecretsRequest) GetNamespace() string {
@@ -6902,7 +7026,7 @@ type WatchSecretsResponse struct {
 
 func (x *WatchSecretsResponse) Reset() {
 	*x = WatchSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6914,7 +7038,7 @@ func (x *WatchSecretsResponse) String() string {
 func (*WatchSecretsResponse) ProtoMessage() {}
 
 func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6927,7 +7051,7 @@ func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *WatchSecretsResponse) GetType() string {
@@ -6965,7 +7089,7 @@ type CreateSecretRequest struct {
 
 func (x *CreateSecretRequest) Reset() {
 	*x = CreateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6977,7 +7101,7 @@ func (x *CreateSecretRequest) String() string {
 func (*CreateSecretRequest) ProtoMessage() {}
 
 func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6990,7 +7114,7 @@ func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretRequest.ProtoReflect.Descriptor instead.
 func (*CreateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *CreateSecretRequest) GetNamespace() string {
@@ -7031,7 +7155,7 @@ type CreateSecretResponse struct {
 
 func (x *CreateSecretResponse) Reset() {
 	*x = CreateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7043,7 +7167,7 @@ func (x *CreateSecretResponse) String() string {
 func (*CreateSecretResponse) ProtoMessage() {}
 
 func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7056,7 +7180,7 @@ func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretResponse.ProtoReflect.Descriptor instead.
 func (*CreateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *CreateSecretResponse) GetSecret() *Secret {
@@ -7080,7 +7204,7 @@ type UpdateSecretRequest struct {
 
 func (x *UpdateSecretRequest) Reset() {
 	*x = UpdateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7092,7 +7216,7 @@ func (x *UpdateSecretRequest) String() string {
 func (*UpdateSecretRequest) ProtoMessage() {}
 
 func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7105,7 +7229,7 @@ func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{109}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *UpdateSecretRequest) GetNamespace() string {
@@ -7153,7 +7277,7 @@ type UpdateSecretResponse struct {
 
 func (x *UpdateSecretResponse) Reset() {
 	*x = UpdateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7165,7 +7289,7 @@ func (x *UpdateSecretResponse) String() string {
 func (*UpdateSecretResponse) ProtoMessage() {}
 
 func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7178,7 +7302,7 @@ func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{110}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *UpdateSecretResponse) GetSecret() *Secret {
@@ -7204,7 +7328,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7216,7 +7340,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7229,7 +7353,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{111}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *DeleteSecretRequest) GetNamespace() string {
@@ -7285,7 +7409,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7297,7 +7421,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7310,7 +7434,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{112}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *DeleteSecretResponse) GetSecret() *Secret {
@@ -7333,7 +7457,7 @@ type GetServiceAccountRequest struct {
 
 func (x *GetServiceAccountRequest) Reset() {
 	*x = GetServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7345,7 +7469,7 @@ func (x *GetServiceAccountRequest) String() string {
 func (*GetServiceAccountRequest) ProtoMessage() {}
 
 func (x *GetServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7358,7 +7482,7 @@ func (x *GetServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{113}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *GetServiceAccountRequest) GetNamespace() string {
@@ -7392,7 +7516,7 @@ type GetServiceAccountResponse struct {
 
 func (x *GetServiceAccountResponse) Reset() {
 	*x = GetServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7404,7 +7528,7 @@ func (x *GetServiceAccountResponse) String() string {
 func (*GetServiceAccountResponse) ProtoMessage() {}
 
 func (x *GetServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7417,7 +7541,7 @@ func (x *GetServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{114}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *GetServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -7445,7 +7569,7 @@ type ListServiceAccountsRequest struct {
 
 func (x *ListServiceAccountsRequest) Reset() {
 	*x = ListServiceAccountsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7457,7 +7581,7 @@ func (x *ListServiceAccountsRequest) String() string {
 func (*ListServiceAccountsRequest) ProtoMessage() {}
 
 func (x *ListServiceAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7470,7 +7594,7 @@ func (x *ListServiceAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServiceAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListServiceAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{115}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *ListServiceAccountsRequest) GetNamespace() string {
@@ -7539,7 +7663,7 @@ type ListServiceAccountsResponse struct {
 
 func (x *ListServiceAccountsResponse) Reset() {
 	*x = ListServiceAccountsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7551,7 +7675,7 @@ func (x *ListServiceAccountsResponse) String() string {
 func (*ListServiceAccountsResponse) ProtoMessage() {}
 
 func (x *ListServiceAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7564,7 +7688,7 @@ func (x *ListServiceAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServiceAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListServiceAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{116}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *ListServiceAccountsResponse) GetList() *ServiceAccountList {
@@ -7594,7 +7718,7 @@ type WatchServiceAccountsRequest struct {
 
 func (x *WatchServiceAccountsRequest) Reset() {
 	*x = WatchServiceAccountsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7606,7 +7730,7 @@ func (x *WatchServiceAccountsRequest) String() string {
 func (*WatchServiceAccountsRequest) ProtoMessage() {}
 
 func (x *WatchServiceAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7619,7 +7743,7 @@ func (x *WatchServiceAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServiceAccountsRequest.ProtoReflect.Descriptor instead.
 func (*WatchServiceAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{117}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *WatchServiceAccountsRequest) GetNamespace() string {
@@ -7692,7 +7816,7 @@ type WatchServiceAccountsResponse struct {
 
 func (x *WatchServiceAccountsResponse) Reset() {
 	*x = WatchServiceAccountsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7704,7 +7828,7 @@ func (x *WatchServiceAccountsResponse) String() string {
 func (*WatchServiceAccountsResponse) ProtoMessage() {}
 
 func (x *WatchServiceAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7717,7 +7841,7 @@ func (x *WatchServiceAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServiceAccountsResponse.ProtoReflect.Descriptor instead.
 func (*WatchServiceAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{118}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *WatchServiceAccountsResponse) GetType() string {
@@ -7755,7 +7879,7 @@ type CreateServiceAccountRequest struct {
 
 func (x *CreateServiceAccountRequest) Reset() {
 	*x = CreateServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7767,7 +7891,7 @@ func (x *CreateServiceAccountRequest) String() string {
 func (*CreateServiceAccountRequest) ProtoMessage() {}
 
 func (x *CreateServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7780,7 +7904,7 @@ func (x *CreateServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{119}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *CreateServiceAccountRequest) GetNamespace() string {
@@ -7821,7 +7945,7 @@ type CreateServiceAccountResponse struct {
 
 func (x *CreateServiceAccountResponse) Reset() {
 	*x = CreateServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7833,7 +7957,7 @@ func (x *CreateServiceAccountResponse) String() string {
 func (*CreateServiceAccountResponse) ProtoMessage() {}
 
 func (x *CreateServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7846,7 +7970,7 @@ func (x *CreateServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{120}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *CreateServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -7870,7 +7994,7 @@ type UpdateServiceAccountRequest struct {
 
 func (x *UpdateServiceAccountRequest) Reset() {
 	*x = UpdateServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7882,7 +8006,7 @@ func (x *UpdateServiceAccountRequest) String() string {
 func (*UpdateServiceAccountRequest) ProtoMessage() {}
 
 func (x *UpdateServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7895,7 +8019,7 @@ func (x *UpdateServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{121}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *UpdateServiceAccountRequest) GetNamespace() string {
@@ -7943,7 +8067,7 @@ type UpdateServiceAccountResponse struct {
 
 func (x *UpdateServiceAccountResponse) Reset() {
 	*x = UpdateServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7955,7 +8079,7 @@ func (x *UpdateServiceAccountResponse) String() string {
 func (*UpdateServiceAccountResponse) ProtoMessage() {}
 
 func (x *UpdateServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7968,7 +8092,7 @@ func (x *UpdateServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{122}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *UpdateServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -7994,7 +8118,7 @@ type DeleteServiceAccountRequest struct {
 
 func (x *DeleteServiceAccountRequest) Reset() {
 	*x = DeleteServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8006,7 +8130,7 @@ func (x *DeleteServiceAccountRequest) String() string {
 func (*DeleteServiceAccountRequest) ProtoMessage() {}
 
 func (x *DeleteServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8019,7 +8143,7 @@ func (x *DeleteServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{123}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *DeleteServiceAccountRequest) GetNamespace() string {
@@ -8075,7 +8199,7 @@ type DeleteServiceAccountResponse struct {
 
 func (x *DeleteServiceAccountResponse) Reset() {
 	*x = DeleteServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8087,7 +8211,7 @@ func (x *DeleteServiceAccountResponse) String() string {
 func (*DeleteServiceAccountResponse) ProtoMessage() {}
 
 func (x *DeleteServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8100,7 +8224,7 @@ func (x *DeleteServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{124}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *DeleteServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -8114,7 +8238,7 @@ var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckplane/core/v1/service.proto\x12\x0ekplane.core.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"T\n" +
+	"\x1ckplane/core/v1/service.proto\x12\x0ekplane.core.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1ckplane/policy/v1/types.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"T\n" +
 	"\x13GetNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"O\n" +
@@ -8254,6 +8378,14 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"A\n" +
 	"\x0fBindPodResponse\x12.\n" +
+	"\x06status\x18\x01 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xb9\x01\n" +
+	"\x0fEvictPodRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x126\n" +
+	"\beviction\x18\x03 \x01(\v2\x1a.kplane.policy.v1.EvictionR\beviction\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"B\n" +
+	"\x10EvictPodResponse\x12.\n" +
 	"\x06status\x18\x01 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xdb\x02\n" +
 	"\x10GetPodLogRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -8716,7 +8848,7 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x0fUpdateNamespace\x12&.kplane.core.v1.UpdateNamespaceRequest\x1a'.kplane.core.v1.UpdateNamespaceResponse\"7\x82\xd3\xe4\x93\x021:\tnamespaceb\tnamespace\x1a\x19/api/v1/namespaces/{name}\x12\x93\x01\n" +
 	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}\x12\xb4\x01\n" +
 	"\x15UpdateNamespaceStatus\x12,.kplane.core.v1.UpdateNamespaceStatusRequest\x1a-.kplane.core.v1.UpdateNamespaceStatusResponse\">\x82\xd3\xe4\x93\x028:\tnamespaceb\tnamespace\x1a /api/v1/namespaces/{name}/status\x12\xaa\x01\n" +
-	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\x89\v\n" +
+	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\xa8\f\n" +
 	"\n" +
 	"PodService\x12\x80\x01\n" +
 	"\x06GetPod\x12\x1d.kplane.core.v1.GetPodRequest\x1a\x1e.kplane.core.v1.GetPodResponse\"7\x82\xd3\xe4\x93\x021b\x03pod\x12*/api/v1/namespaces/{namespace}/pods/{name}\x12\x96\x01\n" +
@@ -8726,7 +8858,8 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\tUpdatePod\x12 .kplane.core.v1.UpdatePodRequest\x1a!.kplane.core.v1.UpdatePodResponse\"<\x82\xd3\xe4\x93\x026:\x03podb\x03pod\x1a*/api/v1/namespaces/{namespace}/pods/{name}\x12\x8c\x01\n" +
 	"\tDeletePod\x12 .kplane.core.v1.DeletePodRequest\x1a!.kplane.core.v1.DeletePodResponse\":\x82\xd3\xe4\x93\x024:\x01*b\x03pod**/api/v1/namespaces/{namespace}/pods/{name}\x12\xa7\x01\n" +
 	"\x0fUpdatePodStatus\x12&.kplane.core.v1.UpdatePodStatusRequest\x1a'.kplane.core.v1.UpdatePodStatusResponse\"C\x82\xd3\xe4\x93\x02=:\x03podb\x03pod\x1a1/api/v1/namespaces/{namespace}/pods/{name}/status\x12\x97\x01\n" +
-	"\aBindPod\x12\x1e.kplane.core.v1.BindPodRequest\x1a\x1f.kplane.core.v1.BindPodResponse\"K\x82\xd3\xe4\x93\x02E:\abindingb\x06status\"2/api/v1/namespaces/{namespace}/pods/{name}/binding\x12}\n" +
+	"\aBindPod\x12\x1e.kplane.core.v1.BindPodRequest\x1a\x1f.kplane.core.v1.BindPodResponse\"K\x82\xd3\xe4\x93\x02E:\abindingb\x06status\"2/api/v1/namespaces/{namespace}/pods/{name}/binding\x12\x9c\x01\n" +
+	"\bEvictPod\x12\x1f.kplane.core.v1.EvictPodRequest\x1a .kplane.core.v1.EvictPodResponse\"M\x82\xd3\xe4\x93\x02G:\bevictionb\x06status\"3/api/v1/namespaces/{namespace}/pods/{name}/eviction\x12}\n" +
 	"\tGetPodLog\x12 .kplane.core.v1.GetPodLogRequest\x1a\x14.google.api.HttpBody\"6\x82\xd3\xe4\x93\x020\x12./api/v1/namespaces/{namespace}/pods/{name}/log0\x01\x12T\n" +
 	"\tStreamPod\x12 .kplane.core.v1.StreamPodRequest\x1a!.kplane.core.v1.StreamPodResponse(\x010\x012\xec\x06\n" +
 	"\vNodeService\x12n\n" +
@@ -8805,7 +8938,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 125)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 127)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),           // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),          // 1: kplane.core.v1.GetNamespaceResponse
@@ -8839,356 +8972,363 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*UpdatePodStatusResponse)(nil),       // 29: kplane.core.v1.UpdatePodStatusResponse
 	(*BindPodRequest)(nil),                // 30: kplane.core.v1.BindPodRequest
 	(*BindPodResponse)(nil),               // 31: kplane.core.v1.BindPodResponse
-	(*GetPodLogRequest)(nil),              // 32: kplane.core.v1.GetPodLogRequest
-	(*StreamPodRequest)(nil),              // 33: kplane.core.v1.StreamPodRequest
-	(*StreamPodStart)(nil),                // 34: kplane.core.v1.StreamPodStart
-	(*StreamPodHeader)(nil),               // 35: kplane.core.v1.StreamPodHeader
-	(*StreamPodResponse)(nil),             // 36: kplane.core.v1.StreamPodResponse
-	(*GetNodeRequest)(nil),                // 37: kplane.core.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),               // 38: kplane.core.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),              // 39: kplane.core.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 40: kplane.core.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),             // 41: kplane.core.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),            // 42: kplane.core.v1.WatchNodesResponse
-	(*CreateNodeRequest)(nil),             // 43: kplane.core.v1.CreateNodeRequest
-	(*CreateNodeResponse)(nil),            // 44: kplane.core.v1.CreateNodeResponse
-	(*UpdateNodeRequest)(nil),             // 45: kplane.core.v1.UpdateNodeRequest
-	(*UpdateNodeResponse)(nil),            // 46: kplane.core.v1.UpdateNodeResponse
-	(*DeleteNodeRequest)(nil),             // 47: kplane.core.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),            // 48: kplane.core.v1.DeleteNodeResponse
-	(*UpdateNodeStatusRequest)(nil),       // 49: kplane.core.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),      // 50: kplane.core.v1.UpdateNodeStatusResponse
-	(*GetEventRequest)(nil),               // 51: kplane.core.v1.GetEventRequest
-	(*GetEventResponse)(nil),              // 52: kplane.core.v1.GetEventResponse
-	(*ListEventsRequest)(nil),             // 53: kplane.core.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),            // 54: kplane.core.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),            // 55: kplane.core.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),           // 56: kplane.core.v1.WatchEventsResponse
-	(*CreateEventRequest)(nil),            // 57: kplane.core.v1.CreateEventRequest
-	(*CreateEventResponse)(nil),           // 58: kplane.core.v1.CreateEventResponse
-	(*UpdateEventRequest)(nil),            // 59: kplane.core.v1.UpdateEventRequest
-	(*UpdateEventResponse)(nil),           // 60: kplane.core.v1.UpdateEventResponse
-	(*DeleteEventRequest)(nil),            // 61: kplane.core.v1.DeleteEventRequest
-	(*DeleteEventResponse)(nil),           // 62: kplane.core.v1.DeleteEventResponse
-	(*GetServiceRequest)(nil),             // 63: kplane.core.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),            // 64: kplane.core.v1.GetServiceResponse
-	(*ListServicesRequest)(nil),           // 65: kplane.core.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),          // 66: kplane.core.v1.ListServicesResponse
-	(*WatchServicesRequest)(nil),          // 67: kplane.core.v1.WatchServicesRequest
-	(*WatchServicesResponse)(nil),         // 68: kplane.core.v1.WatchServicesResponse
-	(*CreateServiceRequest)(nil),          // 69: kplane.core.v1.CreateServiceRequest
-	(*CreateServiceResponse)(nil),         // 70: kplane.core.v1.CreateServiceResponse
-	(*UpdateServiceRequest)(nil),          // 71: kplane.core.v1.UpdateServiceRequest
-	(*UpdateServiceResponse)(nil),         // 72: kplane.core.v1.UpdateServiceResponse
-	(*DeleteServiceRequest)(nil),          // 73: kplane.core.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),         // 74: kplane.core.v1.DeleteServiceResponse
-	(*UpdateServiceStatusRequest)(nil),    // 75: kplane.core.v1.UpdateServiceStatusRequest
-	(*UpdateServiceStatusResponse)(nil),   // 76: kplane.core.v1.UpdateServiceStatusResponse
-	(*GetEndpointsRequest)(nil),           // 77: kplane.core.v1.GetEndpointsRequest
-	(*GetEndpointsResponse)(nil),          // 78: kplane.core.v1.GetEndpointsResponse
-	(*ListEndpointsRequest)(nil),          // 79: kplane.core.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),         // 80: kplane.core.v1.ListEndpointsResponse
-	(*WatchEndpointsRequest)(nil),         // 81: kplane.core.v1.WatchEndpointsRequest
-	(*WatchEndpointsResponse)(nil),        // 82: kplane.core.v1.WatchEndpointsResponse
-	(*CreateEndpointsRequest)(nil),        // 83: kplane.core.v1.CreateEndpointsRequest
-	(*CreateEndpointsResponse)(nil),       // 84: kplane.core.v1.CreateEndpointsResponse
-	(*UpdateEndpointsRequest)(nil),        // 85: kplane.core.v1.UpdateEndpointsRequest
-	(*UpdateEndpointsResponse)(nil),       // 86: kplane.core.v1.UpdateEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),        // 87: kplane.core.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),       // 88: kplane.core.v1.DeleteEndpointsResponse
-	(*GetConfigMapRequest)(nil),           // 89: kplane.core.v1.GetConfigMapRequest
-	(*GetConfigMapResponse)(nil),          // 90: kplane.core.v1.GetConfigMapResponse
-	(*ListConfigMapsRequest)(nil),         // 91: kplane.core.v1.ListConfigMapsRequest
-	(*ListConfigMapsResponse)(nil),        // 92: kplane.core.v1.ListConfigMapsResponse
-	(*WatchConfigMapsRequest)(nil),        // 93: kplane.core.v1.WatchConfigMapsRequest
-	(*WatchConfigMapsResponse)(nil),       // 94: kplane.core.v1.WatchConfigMapsResponse
-	(*CreateConfigMapRequest)(nil),        // 95: kplane.core.v1.CreateConfigMapRequest
-	(*CreateConfigMapResponse)(nil),       // 96: kplane.core.v1.CreateConfigMapResponse
-	(*UpdateConfigMapRequest)(nil),        // 97: kplane.core.v1.UpdateConfigMapRequest
-	(*UpdateConfigMapResponse)(nil),       // 98: kplane.core.v1.UpdateConfigMapResponse
-	(*DeleteConfigMapRequest)(nil),        // 99: kplane.core.v1.DeleteConfigMapRequest
-	(*DeleteConfigMapResponse)(nil),       // 100: kplane.core.v1.DeleteConfigMapResponse
-	(*GetSecretRequest)(nil),              // 101: kplane.core.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),             // 102: kplane.core.v1.GetSecretResponse
-	(*ListSecretsRequest)(nil),            // 103: kplane.core.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),           // 104: kplane.core.v1.ListSecretsResponse
-	(*WatchSecretsRequest)(nil),           // 105: kplane.core.v1.WatchSecretsRequest
-	(*WatchSecretsResponse)(nil),          // 106: kplane.core.v1.WatchSecretsResponse
-	(*CreateSecretRequest)(nil),           // 107: kplane.core.v1.CreateSecretRequest
-	(*CreateSecretResponse)(nil),          // 108: kplane.core.v1.CreateSecretResponse
-	(*UpdateSecretRequest)(nil),           // 109: kplane.core.v1.UpdateSecretRequest
-	(*UpdateSecretResponse)(nil),          // 110: kplane.core.v1.UpdateSecretResponse
-	(*DeleteSecretRequest)(nil),           // 111: kplane.core.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),          // 112: kplane.core.v1.DeleteSecretResponse
-	(*GetServiceAccountRequest)(nil),      // 113: kplane.core.v1.GetServiceAccountRequest
-	(*GetServiceAccountResponse)(nil),     // 114: kplane.core.v1.GetServiceAccountResponse
-	(*ListServiceAccountsRequest)(nil),    // 115: kplane.core.v1.ListServiceAccountsRequest
-	(*ListServiceAccountsResponse)(nil),   // 116: kplane.core.v1.ListServiceAccountsResponse
-	(*WatchServiceAccountsRequest)(nil),   // 117: kplane.core.v1.WatchServiceAccountsRequest
-	(*WatchServiceAccountsResponse)(nil),  // 118: kplane.core.v1.WatchServiceAccountsResponse
-	(*CreateServiceAccountRequest)(nil),   // 119: kplane.core.v1.CreateServiceAccountRequest
-	(*CreateServiceAccountResponse)(nil),  // 120: kplane.core.v1.CreateServiceAccountResponse
-	(*UpdateServiceAccountRequest)(nil),   // 121: kplane.core.v1.UpdateServiceAccountRequest
-	(*UpdateServiceAccountResponse)(nil),  // 122: kplane.core.v1.UpdateServiceAccountResponse
-	(*DeleteServiceAccountRequest)(nil),   // 123: kplane.core.v1.DeleteServiceAccountRequest
-	(*DeleteServiceAccountResponse)(nil),  // 124: kplane.core.v1.DeleteServiceAccountResponse
-	(*Namespace)(nil),                     // 125: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                 // 126: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                     // 127: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),              // 128: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                           // 129: kplane.core.v1.Pod
-	(*PodList)(nil),                       // 130: kplane.core.v1.PodList
-	(*Binding)(nil),                       // 131: kplane.core.v1.Binding
-	(*Node)(nil),                          // 132: kplane.core.v1.Node
-	(*NodeList)(nil),                      // 133: kplane.core.v1.NodeList
-	(*Event)(nil),                         // 134: kplane.core.v1.Event
-	(*EventList)(nil),                     // 135: kplane.core.v1.EventList
-	(*Service)(nil),                       // 136: kplane.core.v1.Service
-	(*ServiceList)(nil),                   // 137: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                     // 138: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                 // 139: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                     // 140: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                 // 141: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                        // 142: kplane.core.v1.Secret
-	(*SecretList)(nil),                    // 143: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                // 144: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),            // 145: kplane.core.v1.ServiceAccountList
-	(*httpbody.HttpBody)(nil),             // 146: google.api.HttpBody
+	(*EvictPodRequest)(nil),               // 32: kplane.core.v1.EvictPodRequest
+	(*EvictPodResponse)(nil),              // 33: kplane.core.v1.EvictPodResponse
+	(*GetPodLogRequest)(nil),              // 34: kplane.core.v1.GetPodLogRequest
+	(*StreamPodRequest)(nil),              // 35: kplane.core.v1.StreamPodRequest
+	(*StreamPodStart)(nil),                // 36: kplane.core.v1.StreamPodStart
+	(*StreamPodHeader)(nil),               // 37: kplane.core.v1.StreamPodHeader
+	(*StreamPodResponse)(nil),             // 38: kplane.core.v1.StreamPodResponse
+	(*GetNodeRequest)(nil),                // 39: kplane.core.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 40: kplane.core.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 41: kplane.core.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 42: kplane.core.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),             // 43: kplane.core.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),            // 44: kplane.core.v1.WatchNodesResponse
+	(*CreateNodeRequest)(nil),             // 45: kplane.core.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),            // 46: kplane.core.v1.CreateNodeResponse
+	(*UpdateNodeRequest)(nil),             // 47: kplane.core.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),            // 48: kplane.core.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),             // 49: kplane.core.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),            // 50: kplane.core.v1.DeleteNodeResponse
+	(*UpdateNodeStatusRequest)(nil),       // 51: kplane.core.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),      // 52: kplane.core.v1.UpdateNodeStatusResponse
+	(*GetEventRequest)(nil),               // 53: kplane.core.v1.GetEventRequest
+	(*GetEventResponse)(nil),              // 54: kplane.core.v1.GetEventResponse
+	(*ListEventsRequest)(nil),             // 55: kplane.core.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),            // 56: kplane.core.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),            // 57: kplane.core.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),           // 58: kplane.core.v1.WatchEventsResponse
+	(*CreateEventRequest)(nil),            // 59: kplane.core.v1.CreateEventRequest
+	(*CreateEventResponse)(nil),           // 60: kplane.core.v1.CreateEventResponse
+	(*UpdateEventRequest)(nil),            // 61: kplane.core.v1.UpdateEventRequest
+	(*UpdateEventResponse)(nil),           // 62: kplane.core.v1.UpdateEventResponse
+	(*DeleteEventRequest)(nil),            // 63: kplane.core.v1.DeleteEventRequest
+	(*DeleteEventResponse)(nil),           // 64: kplane.core.v1.DeleteEventResponse
+	(*GetServiceRequest)(nil),             // 65: kplane.core.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),            // 66: kplane.core.v1.GetServiceResponse
+	(*ListServicesRequest)(nil),           // 67: kplane.core.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),          // 68: kplane.core.v1.ListServicesResponse
+	(*WatchServicesRequest)(nil),          // 69: kplane.core.v1.WatchServicesRequest
+	(*WatchServicesResponse)(nil),         // 70: kplane.core.v1.WatchServicesResponse
+	(*CreateServiceRequest)(nil),          // 71: kplane.core.v1.CreateServiceRequest
+	(*CreateServiceResponse)(nil),         // 72: kplane.core.v1.CreateServiceResponse
+	(*UpdateServiceRequest)(nil),          // 73: kplane.core.v1.UpdateServiceRequest
+	(*UpdateServiceResponse)(nil),         // 74: kplane.core.v1.UpdateServiceResponse
+	(*DeleteServiceRequest)(nil),          // 75: kplane.core.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),         // 76: kplane.core.v1.DeleteServiceResponse
+	(*UpdateServiceStatusRequest)(nil),    // 77: kplane.core.v1.UpdateServiceStatusRequest
+	(*UpdateServiceStatusResponse)(nil),   // 78: kplane.core.v1.UpdateServiceStatusResponse
+	(*GetEndpointsRequest)(nil),           // 79: kplane.core.v1.GetEndpointsRequest
+	(*GetEndpointsResponse)(nil),          // 80: kplane.core.v1.GetEndpointsResponse
+	(*ListEndpointsRequest)(nil),          // 81: kplane.core.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),         // 82: kplane.core.v1.ListEndpointsResponse
+	(*WatchEndpointsRequest)(nil),         // 83: kplane.core.v1.WatchEndpointsRequest
+	(*WatchEndpointsResponse)(nil),        // 84: kplane.core.v1.WatchEndpointsResponse
+	(*CreateEndpointsRequest)(nil),        // 85: kplane.core.v1.CreateEndpointsRequest
+	(*CreateEndpointsResponse)(nil),       // 86: kplane.core.v1.CreateEndpointsResponse
+	(*UpdateEndpointsRequest)(nil),        // 87: kplane.core.v1.UpdateEndpointsRequest
+	(*UpdateEndpointsResponse)(nil),       // 88: kplane.core.v1.UpdateEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),        // 89: kplane.core.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),       // 90: kplane.core.v1.DeleteEndpointsResponse
+	(*GetConfigMapRequest)(nil),           // 91: kplane.core.v1.GetConfigMapRequest
+	(*GetConfigMapResponse)(nil),          // 92: kplane.core.v1.GetConfigMapResponse
+	(*ListConfigMapsRequest)(nil),         // 93: kplane.core.v1.ListConfigMapsRequest
+	(*ListConfigMapsResponse)(nil),        // 94: kplane.core.v1.ListConfigMapsResponse
+	(*WatchConfigMapsRequest)(nil),        // 95: kplane.core.v1.WatchConfigMapsRequest
+	(*WatchConfigMapsResponse)(nil),       // 96: kplane.core.v1.WatchConfigMapsResponse
+	(*CreateConfigMapRequest)(nil),        // 97: kplane.core.v1.CreateConfigMapRequest
+	(*CreateConfigMapResponse)(nil),       // 98: kplane.core.v1.CreateConfigMapResponse
+	(*UpdateConfigMapRequest)(nil),        // 99: kplane.core.v1.UpdateConfigMapRequest
+	(*UpdateConfigMapResponse)(nil),       // 100: kplane.core.v1.UpdateConfigMapResponse
+	(*DeleteConfigMapRequest)(nil),        // 101: kplane.core.v1.DeleteConfigMapRequest
+	(*DeleteConfigMapResponse)(nil),       // 102: kplane.core.v1.DeleteConfigMapResponse
+	(*GetSecretRequest)(nil),              // 103: kplane.core.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),             // 104: kplane.core.v1.GetSecretResponse
+	(*ListSecretsRequest)(nil),            // 105: kplane.core.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),           // 106: kplane.core.v1.ListSecretsResponse
+	(*WatchSecretsRequest)(nil),           // 107: kplane.core.v1.WatchSecretsRequest
+	(*WatchSecretsResponse)(nil),          // 108: kplane.core.v1.WatchSecretsResponse
+	(*CreateSecretRequest)(nil),           // 109: kplane.core.v1.CreateSecretRequest
+	(*CreateSecretResponse)(nil),          // 110: kplane.core.v1.CreateSecretResponse
+	(*UpdateSecretRequest)(nil),           // 111: kplane.core.v1.UpdateSecretRequest
+	(*UpdateSecretResponse)(nil),          // 112: kplane.core.v1.UpdateSecretResponse
+	(*DeleteSecretRequest)(nil),           // 113: kplane.core.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),          // 114: kplane.core.v1.DeleteSecretResponse
+	(*GetServiceAccountRequest)(nil),      // 115: kplane.core.v1.GetServiceAccountRequest
+	(*GetServiceAccountResponse)(nil),     // 116: kplane.core.v1.GetServiceAccountResponse
+	(*ListServiceAccountsRequest)(nil),    // 117: kplane.core.v1.ListServiceAccountsRequest
+	(*ListServiceAccountsResponse)(nil),   // 118: kplane.core.v1.ListServiceAccountsResponse
+	(*WatchServiceAccountsRequest)(nil),   // 119: kplane.core.v1.WatchServiceAccountsRequest
+	(*WatchServiceAccountsResponse)(nil),  // 120: kplane.core.v1.WatchServiceAccountsResponse
+	(*CreateServiceAccountRequest)(nil),   // 121: kplane.core.v1.CreateServiceAccountRequest
+	(*CreateServiceAccountResponse)(nil),  // 122: kplane.core.v1.CreateServiceAccountResponse
+	(*UpdateServiceAccountRequest)(nil),   // 123: kplane.core.v1.UpdateServiceAccountRequest
+	(*UpdateServiceAccountResponse)(nil),  // 124: kplane.core.v1.UpdateServiceAccountResponse
+	(*DeleteServiceAccountRequest)(nil),   // 125: kplane.core.v1.DeleteServiceAccountRequest
+	(*DeleteServiceAccountResponse)(nil),  // 126: kplane.core.v1.DeleteServiceAccountResponse
+	(*Namespace)(nil),                     // 127: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                 // 128: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                     // 129: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),              // 130: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                           // 131: kplane.core.v1.Pod
+	(*PodList)(nil),                       // 132: kplane.core.v1.PodList
+	(*Binding)(nil),                       // 133: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                  // 134: kplane.policy.v1.Eviction
+	(*Node)(nil),                          // 135: kplane.core.v1.Node
+	(*NodeList)(nil),                      // 136: kplane.core.v1.NodeList
+	(*Event)(nil),                         // 137: kplane.core.v1.Event
+	(*EventList)(nil),                     // 138: kplane.core.v1.EventList
+	(*Service)(nil),                       // 139: kplane.core.v1.Service
+	(*ServiceList)(nil),                   // 140: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                     // 141: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                 // 142: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                     // 143: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                 // 144: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                        // 145: kplane.core.v1.Secret
+	(*SecretList)(nil),                    // 146: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                // 147: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),            // 148: kplane.core.v1.ServiceAccountList
+	(*httpbody.HttpBody)(nil),             // 149: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	125, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	126, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	125, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	127, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	125, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	128, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	125, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	125, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	129, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	130, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	129, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	127, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	129, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	129, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	129, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	129, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	128, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	129, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	129, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	129, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	131, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	127, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	34,  // 28: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
-	35,  // 29: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	132, // 30: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	133, // 31: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	132, // 32: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	127, // 33: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	132, // 34: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	132, // 35: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	132, // 36: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	132, // 37: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	128, // 38: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	132, // 39: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	132, // 40: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	132, // 41: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	134, // 42: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	135, // 43: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	134, // 44: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	127, // 45: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	134, // 46: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	134, // 47: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	134, // 48: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	134, // 49: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	128, // 50: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	134, // 51: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	136, // 52: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	137, // 53: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	136, // 54: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	127, // 55: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	136, // 56: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	136, // 57: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	136, // 58: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	136, // 59: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	128, // 60: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	136, // 61: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	136, // 62: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	136, // 63: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	138, // 64: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	139, // 65: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	138, // 66: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	127, // 67: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	138, // 68: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	138, // 69: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	138, // 70: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	138, // 71: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	128, // 72: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	138, // 73: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	140, // 74: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	141, // 75: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	140, // 76: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	127, // 77: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	140, // 78: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	140, // 79: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	140, // 80: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	140, // 81: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	128, // 82: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	140, // 83: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	142, // 84: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	143, // 85: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	142, // 86: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	127, // 87: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	142, // 88: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	142, // 89: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	142, // 90: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	142, // 91: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	128, // 92: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	142, // 93: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	144, // 94: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	145, // 95: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	144, // 96: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	127, // 97: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	144, // 98: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	144, // 99: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	144, // 100: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	144, // 101: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	128, // 102: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	144, // 103: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	0,   // 104: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 105: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 106: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 107: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 108: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 109: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 110: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 111: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 112: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 113: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 114: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 115: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 116: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 117: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 118: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 119: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 120: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	33,  // 121: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	37,  // 122: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	39,  // 123: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	41,  // 124: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	43,  // 125: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	45,  // 126: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	47,  // 127: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	49,  // 128: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	51,  // 129: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	53,  // 130: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	55,  // 131: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	57,  // 132: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	59,  // 133: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	61,  // 134: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	63,  // 135: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	65,  // 136: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	67,  // 137: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	69,  // 138: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	71,  // 139: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	73,  // 140: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	75,  // 141: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	77,  // 142: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	79,  // 143: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	81,  // 144: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	83,  // 145: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	85,  // 146: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	87,  // 147: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	89,  // 148: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	91,  // 149: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	93,  // 150: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	95,  // 151: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	97,  // 152: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	99,  // 153: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	101, // 154: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	103, // 155: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	105, // 156: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	107, // 157: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	109, // 158: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	111, // 159: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	113, // 160: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	115, // 161: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	117, // 162: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	119, // 163: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	121, // 164: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	123, // 165: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	1,   // 166: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 167: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 168: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 169: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 170: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 171: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 172: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 173: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 174: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 175: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 176: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 177: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 178: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 179: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 180: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 181: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	146, // 182: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	36,  // 183: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	38,  // 184: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	40,  // 185: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	42,  // 186: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	44,  // 187: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	46,  // 188: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	48,  // 189: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	50,  // 190: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	52,  // 191: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	54,  // 192: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	56,  // 193: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	58,  // 194: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	60,  // 195: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	62,  // 196: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	64,  // 197: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	66,  // 198: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	68,  // 199: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	70,  // 200: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	72,  // 201: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	74,  // 202: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	76,  // 203: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	78,  // 204: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	80,  // 205: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	82,  // 206: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	84,  // 207: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	86,  // 208: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	88,  // 209: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	90,  // 210: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	92,  // 211: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	94,  // 212: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	96,  // 213: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	98,  // 214: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	100, // 215: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	102, // 216: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	104, // 217: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	106, // 218: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	108, // 219: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	110, // 220: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	112, // 221: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	114, // 222: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	116, // 223: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	118, // 224: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	120, // 225: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	122, // 226: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	124, // 227: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	166, // [166:228] is the sub-list for method output_type
-	104, // [104:166] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	127, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	128, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	127, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	129, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	127, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	130, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	127, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	127, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	131, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	132, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	131, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	129, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	131, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	131, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	131, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	131, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	130, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	131, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	131, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	131, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	133, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	129, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	134, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	129, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
+	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
+	135, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	136, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	135, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	129, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	135, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	135, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	135, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	135, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	130, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	135, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	135, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	135, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	137, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	138, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	137, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	129, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	137, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	137, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	137, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	137, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	130, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	137, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	139, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	140, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	139, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	129, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	139, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	139, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	139, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	139, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	130, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	139, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	139, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	139, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	141, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	142, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	141, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	129, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	141, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	141, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	141, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	141, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	130, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	141, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	143, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	144, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	143, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	129, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	143, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	143, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	143, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	143, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	130, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	143, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	145, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	146, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	145, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	129, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	145, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	145, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	145, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	145, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	130, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	145, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	147, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	148, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	147, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	129, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	147, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	147, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	147, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	147, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	130, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	147, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	0,   // 106: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 107: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 108: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 109: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 110: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 111: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 112: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 113: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 114: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 115: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 116: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 117: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 118: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 119: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 120: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 121: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 122: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	34,  // 123: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	35,  // 124: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	39,  // 125: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	41,  // 126: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	43,  // 127: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	45,  // 128: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	47,  // 129: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	49,  // 130: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	51,  // 131: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	53,  // 132: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	55,  // 133: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	57,  // 134: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	59,  // 135: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	61,  // 136: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	63,  // 137: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	65,  // 138: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	67,  // 139: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	69,  // 140: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	71,  // 141: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	73,  // 142: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	75,  // 143: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	77,  // 144: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	79,  // 145: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	81,  // 146: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	83,  // 147: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	85,  // 148: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	87,  // 149: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	89,  // 150: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	91,  // 151: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	93,  // 152: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	95,  // 153: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	97,  // 154: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	99,  // 155: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	101, // 156: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	103, // 157: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	105, // 158: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	107, // 159: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	109, // 160: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	111, // 161: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	113, // 162: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	115, // 163: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	117, // 164: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	119, // 165: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	121, // 166: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	123, // 167: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	125, // 168: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	1,   // 169: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 170: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 171: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 172: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 173: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 174: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 175: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 176: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 177: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 178: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 179: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 180: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 181: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 182: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 183: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 184: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	33,  // 185: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	149, // 186: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	38,  // 187: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	40,  // 188: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	42,  // 189: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	44,  // 190: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	46,  // 191: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	48,  // 192: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	50,  // 193: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	52,  // 194: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	54,  // 195: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	56,  // 196: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	58,  // 197: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	60,  // 198: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	62,  // 199: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	64,  // 200: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	66,  // 201: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	68,  // 202: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	70,  // 203: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	72,  // 204: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	74,  // 205: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	76,  // 206: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	78,  // 207: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	80,  // 208: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	82,  // 209: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	84,  // 210: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	86,  // 211: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	88,  // 212: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	90,  // 213: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	92,  // 214: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	94,  // 215: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	96,  // 216: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	98,  // 217: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	100, // 218: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	102, // 219: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	104, // 220: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	106, // 221: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	108, // 222: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	110, // 223: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	112, // 224: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	114, // 225: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	116, // 226: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	118, // 227: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	120, // 228: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	122, // 229: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	124, // 230: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	126, // 231: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	169, // [169:232] is the sub-list for method output_type
+	106, // [106:169] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -9203,35 +9343,35 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[18].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[20].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[26].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[32].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[39].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[34].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[41].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[47].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[53].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[43].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[49].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[55].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[61].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[65].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[57].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[63].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[67].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[73].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[79].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[69].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[75].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[81].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[87].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[91].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[83].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[89].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[93].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[99].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[103].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[95].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[101].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[105].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[111].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[115].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[107].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[113].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[117].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[123].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[119].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[125].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   125,
+			NumMessages:   127,
 			NumExtensions: 0,
 			NumServices:   9,
 		},

@@ -424,6 +424,7 @@ const (
 	PodService_DeletePod_FullMethodName       = "/kplane.core.v1.PodService/DeletePod"
 	PodService_UpdatePodStatus_FullMethodName = "/kplane.core.v1.PodService/UpdatePodStatus"
 	PodService_BindPod_FullMethodName         = "/kplane.core.v1.PodService/BindPod"
+	PodService_EvictPod_FullMethodName        = "/kplane.core.v1.PodService/EvictPod"
 	PodService_GetPodLog_FullMethodName       = "/kplane.core.v1.PodService/GetPodLog"
 	PodService_StreamPod_FullMethodName       = "/kplane.core.v1.PodService/StreamPod"
 )
@@ -450,6 +451,9 @@ type PodServiceClient interface {
 	UpdatePodStatus(ctx context.Context, in *UpdatePodStatusRequest, opts ...grpc.CallOption) (*UpdatePodStatusResponse, error)
 	// BindPod binds a pod to a node: the only way to set spec.nodeName.
 	BindPod(ctx context.Context, in *BindPodRequest, opts ...grpc.CallOption) (*BindPodResponse, error)
+	// EvictPod evicts a pod (the eviction subresource): deleted as the
+	// Eviction's deleteOptions say, unless a PodDisruptionBudget forbids it.
+	EvictPod(ctx context.Context, in *EvictPodRequest, opts ...grpc.CallOption) (*EvictPodResponse, error)
 	// GetPodLog streams a container's log (the log subresource) as raw
 	// text chunks, as Kubernetes' pods/log: proxied to the node agent that
 	// runs the pod. google.api.HttpBody is what grpc-gateway streams as a
@@ -564,6 +568,16 @@ func (c *podServiceClient) BindPod(ctx context.Context, in *BindPodRequest, opts
 	return out, nil
 }
 
+func (c *podServiceClient) EvictPod(ctx context.Context, in *EvictPodRequest, opts ...grpc.CallOption) (*EvictPodResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvictPodResponse)
+	err := c.cc.Invoke(ctx, PodService_EvictPod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *podServiceClient) GetPodLog(ctx context.Context, in *GetPodLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[httpbody.HttpBody], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &PodService_ServiceDesc.Streams[1], PodService_GetPodLog_FullMethodName, cOpts...)
@@ -618,6 +632,9 @@ type PodServiceServer interface {
 	UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error)
 	// BindPod binds a pod to a node: the only way to set spec.nodeName.
 	BindPod(context.Context, *BindPodRequest) (*BindPodResponse, error)
+	// EvictPod evicts a pod (the eviction subresource): deleted as the
+	// Eviction's deleteOptions say, unless a PodDisruptionBudget forbids it.
+	EvictPod(context.Context, *EvictPodRequest) (*EvictPodResponse, error)
 	// GetPodLog streams a container's log (the log subresource) as raw
 	// text chunks, as Kubernetes' pods/log: proxied to the node agent that
 	// runs the pod. google.api.HttpBody is what grpc-gateway streams as a
@@ -666,6 +683,9 @@ func (UnimplementedPodServiceServer) UpdatePodStatus(context.Context, *UpdatePod
 }
 func (UnimplementedPodServiceServer) BindPod(context.Context, *BindPodRequest) (*BindPodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BindPod not implemented")
+}
+func (UnimplementedPodServiceServer) EvictPod(context.Context, *EvictPodRequest) (*EvictPodResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EvictPod not implemented")
 }
 func (UnimplementedPodServiceServer) GetPodLog(*GetPodLogRequest, grpc.ServerStreamingServer[httpbody.HttpBody]) error {
 	return status.Error(codes.Unimplemented, "method GetPodLog not implemented")
@@ -831,6 +851,24 @@ func _PodService_BindPod_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodService_EvictPod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvictPodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodServiceServer).EvictPod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodService_EvictPod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodServiceServer).EvictPod(ctx, req.(*EvictPodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PodService_GetPodLog_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(GetPodLogRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -883,6 +921,10 @@ var PodService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BindPod",
 			Handler:    _PodService_BindPod_Handler,
+		},
+		{
+			MethodName: "EvictPod",
+			Handler:    _PodService_EvictPod_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

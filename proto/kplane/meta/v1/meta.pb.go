@@ -1340,6 +1340,151 @@ func (x *RawExtension) GetRaw() []byte {
 	return nil
 }
 
+// DeleteOptions may be provided when deleting an API object.
+type DeleteOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The duration in seconds before the object should be deleted. Value must be non-negative integer.
+	// The value zero indicates delete immediately. If this value is nil, the default grace period for the
+	// specified type will be used.
+	// Defaults to a per object value if not specified. zero means delete immediately.
+	GracePeriodSeconds *int64 `protobuf:"varint,1,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// Must be fulfilled before a deletion is carried out. If not possible, a 409 Conflict status will be
+	// returned.
+	Preconditions *Preconditions `protobuf:"bytes,2,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	// Deprecated: please use the PropagationPolicy, this field will be deprecated in 1.7.
+	// Should the dependent objects be orphaned. If true/false, the "orphan"
+	// finalizer will be added to/removed from the object's finalizers list.
+	// Either this field or PropagationPolicy may be set, but not both.
+	OrphanDependents *bool `protobuf:"varint,3,opt,name=orphan_dependents,json=orphanDependents,proto3,oneof" json:"orphan_dependents,omitempty"`
+	// Whether and how garbage collection will be performed.
+	// Either this field or OrphanDependents may be set, but not both.
+	// The default policy is decided by the existing finalizer set in the
+	// metadata.finalizers and the resource-specific default policy.
+	// Acceptable values are: 'Orphan' - orphan the dependents; 'Background' -
+	// allow the garbage collector to delete the dependents in the background;
+	// 'Foreground' - a cascading policy that deletes all dependents in the
+	// foreground.
+	PropagationPolicy *string `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3,oneof" json:"propagation_policy,omitempty"`
+	// When present, indicates that modifications should not be
+	// persisted. An invalid or unrecognized dryRun directive will
+	// result in an error response and no further processing of the
+	// request. Valid values are:
+	// - All: all dry run stages will be processed
+	DryRun []string `protobuf:"bytes,5,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// if set to true, it will trigger an unsafe deletion of the resource in
+	// case the normal deletion flow fails with a corrupt object error.
+	// A resource is considered corrupt if it can not be retrieved from
+	// the underlying storage successfully because of a) its data can
+	// not be transformed e.g. decryption failure, or b) it fails
+	// to decode into an object.
+	// NOTE: unsafe deletion ignores finalizer constraints, skips
+	// precondition checks, and removes the object from the storage.
+	// WARNING: This may potentially break the cluster if the workload
+	// associated with the resource being unsafe-deleted relies on normal
+	// deletion flow. Use only if you REALLY know what you are doing.
+	// The default value is false, and the user must opt in to enable it
+	IgnoreStoreReadErrorWithClusterBreakingPotential *bool `protobuf:"varint,6,opt,name=ignore_store_read_error_with_cluster_breaking_potential,json=ignoreStoreReadErrorWithClusterBreakingPotential,proto3,oneof" json:"ignore_store_read_error_with_cluster_breaking_potential,omitempty"`
+	unknownFields                                    protoimpl.UnknownFields
+	sizeCache                                        protoimpl.SizeCache
+}
+
+func (x *DeleteOptions) Reset() {
+	*x = DeleteOptions{}
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOptions) ProtoMessage() {}
+
+func (x *DeleteOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOptions.ProtoReflect.Descriptor instead.
+func (*DeleteOptions) Descriptor() ([]byte, []int) {
+	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteOptions) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *DeleteOptions) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeleteOptions) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteOptions) GetPreconditions() *Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteOptions) GetOrphanDependents() bool {
+	if x != nil && x.OrphanDependents != nil {
+		return *x.OrphanDependents
+	}
+	return false
+}
+
+func (x *DeleteOptions) GetPropagationPolicy() string {
+	if x != nil && x.PropagationPolicy != nil {
+		return *x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteOptions) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *DeleteOptions) GetIgnoreStoreReadErrorWithClusterBreakingPotential() bool {
+	if x != nil && x.IgnoreStoreReadErrorWithClusterBreakingPotential != nil {
+		return *x.IgnoreStoreReadErrorWithClusterBreakingPotential
+	}
+	return false
+}
+
 // FieldSelectorRequirement is a selector that contains values, a key, and an operator that
 // relates the key and values.
 type FieldSelectorRequirement struct {
@@ -1360,7 +1505,7 @@ type FieldSelectorRequirement struct {
 
 func (x *FieldSelectorRequirement) Reset() {
 	*x = FieldSelectorRequirement{}
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1517,7 @@ func (x *FieldSelectorRequirement) String() string {
 func (*FieldSelectorRequirement) ProtoMessage() {}
 
 func (x *FieldSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[13]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1530,7 @@ func (x *FieldSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*FieldSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{13}
+	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FieldSelectorRequirement) GetKey() string {
@@ -1425,7 +1570,7 @@ type IntOrString struct {
 
 func (x *IntOrString) Reset() {
 	*x = IntOrString{}
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[14]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1582,7 @@ func (x *IntOrString) String() string {
 func (*IntOrString) ProtoMessage() {}
 
 func (x *IntOrString) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_meta_v1_meta_proto_msgTypes[14]
+	mi := &file_kplane_meta_v1_meta_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1595,7 @@ func (x *IntOrString) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntOrString.ProtoReflect.Descriptor instead.
 func (*IntOrString) Descriptor() ([]byte, []int) {
-	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{14}
+	return file_kplane_meta_v1_meta_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IntOrString) GetValue() isIntOrString_Value {
@@ -1602,7 +1747,21 @@ const file_kplane_meta_v1_meta_proto_rawDesc = "" +
 	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
 	"\x06values\x18\x03 \x03(\tR\x06values\"&\n" +
 	"\fRawExtension\x12\x10\n" +
-	"\x03raw\x18\x01 \x01(\fR\x03raw:\x04\xd0\xf3\x18\x01\"l\n" +
+	"\x03raw\x18\x01 \x01(\fR\x03raw:\x04\xd0\xf3\x18\x01\"\xbb\x04\n" +
+	"\rDeleteOptions\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x125\n" +
+	"\x14grace_period_seconds\x18\x01 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12C\n" +
+	"\rpreconditions\x18\x02 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x120\n" +
+	"\x11orphan_dependents\x18\x03 \x01(\bH\x01R\x10orphanDependents\x88\x01\x01\x122\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tH\x02R\x11propagationPolicy\x88\x01\x01\x12\x17\n" +
+	"\adry_run\x18\x05 \x03(\tR\x06dryRun\x12v\n" +
+	"7ignore_store_read_error_with_cluster_breaking_potential\x18\x06 \x01(\bH\x03R0ignoreStoreReadErrorWithClusterBreakingPotential\x88\x01\x01B\x17\n" +
+	"\x15_grace_period_secondsB\x14\n" +
+	"\x12_orphan_dependentsB\x15\n" +
+	"\x13_propagation_policyB:\n" +
+	"8_ignore_store_read_error_with_cluster_breaking_potential\"l\n" +
 	"\x18FieldSelectorRequirement\x12\x16\n" +
 	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12 \n" +
 	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
@@ -1624,7 +1783,7 @@ func file_kplane_meta_v1_meta_proto_rawDescGZIP() []byte {
 	return file_kplane_meta_v1_meta_proto_rawDescData
 }
 
-var file_kplane_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_kplane_meta_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_kplane_meta_v1_meta_proto_goTypes = []any{
 	(*Status)(nil),                   // 0: kplane.meta.v1.Status
 	(*ListMeta)(nil),                 // 1: kplane.meta.v1.ListMeta
@@ -1639,33 +1798,35 @@ var file_kplane_meta_v1_meta_proto_goTypes = []any{
 	(*LabelSelector)(nil),            // 10: kplane.meta.v1.LabelSelector
 	(*LabelSelectorRequirement)(nil), // 11: kplane.meta.v1.LabelSelectorRequirement
 	(*RawExtension)(nil),             // 12: kplane.meta.v1.RawExtension
-	(*FieldSelectorRequirement)(nil), // 13: kplane.meta.v1.FieldSelectorRequirement
-	(*IntOrString)(nil),              // 14: kplane.meta.v1.IntOrString
-	nil,                              // 15: kplane.meta.v1.ObjectMeta.LabelsEntry
-	nil,                              // 16: kplane.meta.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 17: kplane.meta.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
+	(*DeleteOptions)(nil),            // 13: kplane.meta.v1.DeleteOptions
+	(*FieldSelectorRequirement)(nil), // 14: kplane.meta.v1.FieldSelectorRequirement
+	(*IntOrString)(nil),              // 15: kplane.meta.v1.IntOrString
+	nil,                              // 16: kplane.meta.v1.ObjectMeta.LabelsEntry
+	nil,                              // 17: kplane.meta.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 18: kplane.meta.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
 }
 var file_kplane_meta_v1_meta_proto_depIdxs = []int32{
 	1,  // 0: kplane.meta.v1.Status.metadata:type_name -> kplane.meta.v1.ListMeta
 	2,  // 1: kplane.meta.v1.Status.details:type_name -> kplane.meta.v1.StatusDetails
 	3,  // 2: kplane.meta.v1.StatusDetails.causes:type_name -> kplane.meta.v1.StatusCause
-	18, // 3: kplane.meta.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	18, // 4: kplane.meta.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	18, // 5: kplane.meta.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	15, // 6: kplane.meta.v1.ObjectMeta.labels:type_name -> kplane.meta.v1.ObjectMeta.LabelsEntry
-	16, // 7: kplane.meta.v1.ObjectMeta.annotations:type_name -> kplane.meta.v1.ObjectMeta.AnnotationsEntry
+	19, // 3: kplane.meta.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	19, // 4: kplane.meta.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	19, // 5: kplane.meta.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	16, // 6: kplane.meta.v1.ObjectMeta.labels:type_name -> kplane.meta.v1.ObjectMeta.LabelsEntry
+	17, // 7: kplane.meta.v1.ObjectMeta.annotations:type_name -> kplane.meta.v1.ObjectMeta.AnnotationsEntry
 	7,  // 8: kplane.meta.v1.ObjectMeta.owner_references:type_name -> kplane.meta.v1.OwnerReference
 	8,  // 9: kplane.meta.v1.ObjectMeta.managed_fields:type_name -> kplane.meta.v1.ManagedFieldsEntry
-	18, // 10: kplane.meta.v1.ManagedFieldsEntry.time:type_name -> google.protobuf.Timestamp
+	19, // 10: kplane.meta.v1.ManagedFieldsEntry.time:type_name -> google.protobuf.Timestamp
 	9,  // 11: kplane.meta.v1.ManagedFieldsEntry.fields_v1:type_name -> kplane.meta.v1.FieldsV1
-	17, // 12: kplane.meta.v1.LabelSelector.match_labels:type_name -> kplane.meta.v1.LabelSelector.MatchLabelsEntry
+	18, // 12: kplane.meta.v1.LabelSelector.match_labels:type_name -> kplane.meta.v1.LabelSelector.MatchLabelsEntry
 	11, // 13: kplane.meta.v1.LabelSelector.match_expressions:type_name -> kplane.meta.v1.LabelSelectorRequirement
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	4,  // 14: kplane.meta.v1.DeleteOptions.preconditions:type_name -> kplane.meta.v1.Preconditions
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_kplane_meta_v1_meta_proto_init() }
@@ -1678,7 +1839,8 @@ func file_kplane_meta_v1_meta_proto_init() {
 	file_kplane_meta_v1_meta_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kplane_meta_v1_meta_proto_msgTypes[6].OneofWrappers = []any{}
 	file_kplane_meta_v1_meta_proto_msgTypes[7].OneofWrappers = []any{}
-	file_kplane_meta_v1_meta_proto_msgTypes[14].OneofWrappers = []any{
+	file_kplane_meta_v1_meta_proto_msgTypes[13].OneofWrappers = []any{}
+	file_kplane_meta_v1_meta_proto_msgTypes[15].OneofWrappers = []any{
 		(*IntOrString_IntVal)(nil),
 		(*IntOrString_StrVal)(nil),
 	}
@@ -1688,7 +1850,7 @@ func file_kplane_meta_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_meta_v1_meta_proto_rawDesc), len(file_kplane_meta_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,230 @@
+// This file holds the drain test with the real kubectl (1.27 and 1.33)
+// through the gateway, on a cluster of simulated nodes (built-in runtime)
+// with the scheduler and the controllers: `kubectl drain` evicts through
+// pods/eviction, is held back by a PodDisruptionBudget (kubectl retries
+// until its --timeout, printing Kubernetes' message), goes through once the
+// budget is relaxed, and the ReplicaSet recreates the pods on the other
+// node; `kubectl create pdb`, `get pdb` (Kubernetes' columns), `describe
+// pdb` and `explain pdb.spec` work.
+package kubectltest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/nodeagent"
+	"github.com/kplane/kplane/nodeagent/cri"
+	"github.com/kplane/kplane/nodeagent/simruntime"
+	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
+	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/controllers"
+	"github.com/kplane/kplane/services/scheduler"
+)
+
+// startSimNode runs a node agent for node name on the built-in runtime
+// until the test ends.
+func startSimNode(t *testing.T, env *clienttest.Env, name string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "drain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	rt, err := simruntime.New(simruntime.Config{Name: name, Images: []string{"kplane.test/web:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cri.New(cri.Config{Socket: simruntimetest.Serve(t, rt)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := nodeagent.New(nodeagent.Config{
+		NodeName:       name,
+		Conn:           env.DialCert(t, "system:node:"+name, "system:nodes"),
+		Runtime:        rc,
+		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
+		LogDir:         filepath.Join(dir, "logs"),
+		StatusInterval: time.Second,
+		RelistInterval: 100 * time.Millisecond,
+		Backoff:        nodeagent.Backoff{Base: 200 * time.Millisecond, Max: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent %s: %v", name, err)
+		}
+		rc.Close()
+	})
+}
+
+func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
+	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
+		t.Run(bin, func(t *testing.T) {
+			kubectltest.Binary(t, bin)
+			env := clienttest.Start(t, clienttest.Options{TLS: true})
+			admin := env.Dial(t, clienttest.AdminToken)
+			ctx, cancel := context.WithCancel(context.Background())
+			sched, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := controllers.New(controllers.Config{Conn: admin, Controllers: []string{
+				controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector, controllers.Disruption}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{}, 2)
+			go func() { _ = sched.Run(ctx); done <- struct{}{} }()
+			go func() { _ = m.Run(ctx); done <- struct{}{} }()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+				<-done
+			})
+			k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, bin)
+			kubectl := func(args ...string) (string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				defer cancel()
+				var out bytes.Buffer
+				cmd := k.Command(ctx, args...)
+				cmd.Stdout, cmd.Stderr = &out, &out
+				err := cmd.Run()
+				return out.String(), err
+			}
+			run := func(args ...string) string {
+				t.Helper()
+				out, err := kubectl(args...)
+				if err != nil {
+					t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				return out
+			}
+			pods := client.Must[*corev1.Pod](admin)
+			onNode := func(node string) ([]*corev1.Pod, string) {
+				l, _, err := pods.List(ctx, "default", client.ListOptions{LabelSelector: "app=web"})
+				if err != nil {
+					return nil, err.Error()
+				}
+				var out []*corev1.Pod
+				var state []string
+				for _, p := range l {
+					ready := false
+					for _, c := range p.GetStatus().GetConditions() {
+						ready = ready || (c.GetType() == "Ready" && c.GetStatus() == "True")
+					}
+					state = append(state, fmt.Sprintf("%s@%s ready=%v deleting=%v", p.GetMetadata().GetName(), p.GetSpec().GetNodeName(), ready, p.GetMetadata().GetDeletionTimestamp() != nil))
+					if p.GetSpec().GetNodeName() == node && ready && p.GetMetadata().GetDeletionTimestamp() == nil {
+						out = append(out, p)
+					}
+				}
+				return out, strings.Join(state, ", ")
+			}
+			waitFor := func(what string, cond func() (bool, string)) {
+				t.Helper()
+				deadline := time.Now().Add(2 * time.Minute)
+				for {
+					ok, state := cond()
+					if ok {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out waiting for %s; last state: %s", what, state)
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+
+			// Two replicas, both on n1 (the only node yet).
+			startSimNode(t, env, "n1")
+			lbl := map[string]string{"app": "web"}
+			_, err = client.Must[*appsv1.Deployment](admin).Create(ctx, &appsv1.Deployment{
+				Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "web"},
+				Spec: &appsv1.DeploymentSpec{Replicas: proto.Int32(2), Selector: &metav1.LabelSelector{MatchLabels: lbl},
+					Template: &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: lbl},
+						Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "web", Image: "kplane.test/web:1"}},
+							TerminationGracePeriodSeconds: proto.Int64(1)}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor("two ready pods on n1", func() (bool, string) { l, s := onNode("n1"); return len(l) == 2, s })
+			startSimNode(t, env, "n2")
+
+			run("create", "pdb", "web", "--selector", "app=web", "--min-available", "2")
+			waitFor("the budget's status", func() (bool, string) {
+				out, _ := kubectl("get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}/{.status.desiredHealthy}/{.status.expectedPods}")
+				return out == "2/2/2", out
+			})
+			got := run("get", "pdb")
+			if want := "NAME   MIN AVAILABLE   MAX UNAVAILABLE   ALLOWED DISRUPTIONS   AGE\nweb    2               N/A               0                     "; !strings.HasPrefix(got, want) {
+				t.Errorf("get pdb: got\n%s\nwant it to start with\n%s", got, want)
+			}
+
+			desc := run("describe", "pdb", "web")
+			t.Logf("describe pdb:\n%s", desc)
+			for _, want := range []string{"Min available:  2", "Selector:       app=web", "Allowed disruptions:  0", "Current:              2", "Desired:              2", "Total:                2"} {
+				if !strings.Contains(desc, want) {
+					t.Errorf("describe pdb lacks %q:\n%s", want, desc)
+				}
+			}
+			explain := run("explain", "pdb.spec")
+			for _, want := range []string{"KIND:", "PodDisruptionBudget", "minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy", "selector"} {
+				if !strings.Contains(explain, want) {
+					t.Errorf("explain pdb.spec lacks %q:\n%s", want, explain)
+				}
+			}
+
+			// Held back: kubectl retries every 5 s until its timeout.
+			out, err := kubectl("drain", "n1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "12s")
+			t.Logf("blocked drain:\n%s", out)
+			if err == nil {
+				t.Fatalf("drain with the budget at its minimum succeeded:\n%s", out)
+			}
+			for _, want := range []string{
+				"node/n1 cordoned",
+				"(will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.",
+				"global timeout reached: 12s",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("blocked drain: output lacks %q:\n%s", want, out)
+				}
+			}
+			if l, s := onNode("n1"); len(l) != 2 {
+				t.Fatalf("a blocked drain evicted a pod: %s", s)
+			}
+
+			// Relaxed: the pods go one at a time, each replaced on n2
+			// before the budget lets the next go.
+			run("patch", "pdb", "web", "--type", "merge", "-p", `{"spec":{"minAvailable":1}}`)
+			out = run("drain", "n1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "150s")
+			t.Logf("drain:\n%s", out)
+			for _, want := range []string{"evicted", "node/n1 drained"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("drain: output lacks %q:\n%s", want, out)
+				}
+			}
+			waitFor("two ready pods on n2", func() (bool, string) { l, s := onNode("n2"); return len(l) == 2, s })
+			if out := run("get", "node", "n1"); !strings.Contains(out, "SchedulingDisabled") {
+				t.Errorf("get node n1 after drain:\n%s", out)
+			}
+		})
+	}
+}

@@ -8,7 +8,6 @@ package kubectltest
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,55 +15,12 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/nodeagent"
-	"github.com/kplane/kplane/nodeagent/cri"
-	"github.com/kplane/kplane/nodeagent/simruntime"
-	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/scheduler"
 )
-
-// startSimNode runs a node agent named name on the built-in runtime until
-// the test ends.
-func startSimNode(t *testing.T, env *clienttest.Env, name string) {
-	t.Helper()
-	dir := t.TempDir()
-	rt, err := simruntime.New(simruntime.Config{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := simruntimetest.Serve(t, rt)
-	rc, err := cri.New(cri.Config{Socket: sock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := nodeagent.New(nodeagent.Config{
-		NodeName:       name,
-		Conn:           env.DialCert(t, "system:node:"+name, "system:nodes"),
-		Runtime:        rc,
-		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
-		LogDir:         filepath.Join(dir, "logs"),
-		StatusInterval: time.Second,
-		RelistInterval: 100 * time.Millisecond,
-		Backoff:        nodeagent.Backoff{Base: 200 * time.Millisecond, Max: time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent %s Run: %v", name, err)
-		}
-		rc.Close()
-	})
-}
 
 const daemonSetYAML = `apiVersion: apps/v1
 kind: DaemonSet

@@ -12,8 +12,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,10 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/nodeagent"
-	"github.com/kplane/kplane/nodeagent/cri"
-	"github.com/kplane/kplane/nodeagent/simruntime"
-	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -33,48 +27,6 @@ import (
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/scheduler"
 )
-
-// startSimNode runs a node agent for node name on the built-in runtime
-// until the test ends.
-func startSimNode(t *testing.T, env *clienttest.Env, name string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "drain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	rt, err := simruntime.New(simruntime.Config{Name: name, Images: []string{"kplane.test/web:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := cri.New(cri.Config{Socket: simruntimetest.Serve(t, rt)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := nodeagent.New(nodeagent.Config{
-		NodeName:       name,
-		Conn:           env.DialCert(t, "system:node:"+name, "system:nodes"),
-		Runtime:        rc,
-		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
-		LogDir:         filepath.Join(dir, "logs"),
-		StatusInterval: time.Second,
-		RelistInterval: 100 * time.Millisecond,
-		Backoff:        nodeagent.Backoff{Base: 200 * time.Millisecond, Max: time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent %s: %v", name, err)
-		}
-		rc.Close()
-	})
-}
 
 func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
@@ -154,7 +106,7 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 			}
 
 			// Two replicas, both on n1 (the only node yet).
-			startSimNode(t, env, "n1")
+			startSimNode(t, env, "n1", "kplane.test/web:1")
 			lbl := map[string]string{"app": "web"}
 			_, err = client.Must[*appsv1.Deployment](admin).Create(ctx, &appsv1.Deployment{
 				Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "web"},
@@ -166,7 +118,7 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor("two ready pods on n1", func() (bool, string) { l, s := onNode("n1"); return len(l) == 2, s })
-			startSimNode(t, env, "n2")
+			startSimNode(t, env, "n2", "kplane.test/web:1")
 
 			run("create", "pdb", "web", "--selector", "app=web", "--min-available", "2")
 			waitFor("the budget's status", func() (bool, string) {

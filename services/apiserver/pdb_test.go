@@ -15,14 +15,6 @@ import (
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
-func intVal(v int32) *metav1.IntOrString {
-	return &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: v}}
-}
-
-func strVal(v string) *metav1.IntOrString {
-	return &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: v}}
-}
-
 func TestPodDisruptionBudgetValidation(t *testing.T) {
 	e := newEnv(t, nil)
 	pdbs := policyv1.NewPodDisruptionBudgetServiceClient(e.conn)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -216,12 +215,10 @@ func (s *Server) bindToken(ctx context.Context, ns, saName string, ref *authenti
 	return pod, nil
 }
 
-// tokenRequestInvalid is Kubernetes' Invalid for a TokenRequest, whose
-// message names the kind with its group.
+// tokenRequestInvalid is Kubernetes' Invalid for a TokenRequest (its
+// message names the kind with its group, as every Invalid's does).
 func tokenRequestInvalid(name, field, msg string) error {
-	e := apierrors.NewInvalid("authentication.k8s.io", "TokenRequest", name, []apierrors.Cause{{Type: "FieldValueInvalid", Field: field, Message: msg}})
-	e.Message = "TokenRequest.authentication.k8s.io" + strings.TrimPrefix(e.Message, "TokenRequest")
-	return e
+	return apierrors.NewInvalid("authentication.k8s.io", "TokenRequest", name, []apierrors.Cause{{Type: "FieldValueInvalid", Field: field, Message: msg}})
 }
 
 // subset says every element of a is in of.

@@ -8,10 +8,9 @@ package daemonset
 import (
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/placement"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/scheduler/framework"
-	"github.com/kplane/kplane/services/scheduler/plugins/nodeaffinity"
 )
 
 // Taint keys of the node conditions (Kubernetes' well-known taints).
@@ -141,12 +140,12 @@ func shouldRun(node *corev1.Node, ds *appsv1.DaemonSet) (run, shouldContinue boo
 		pod.Spec = &corev1.PodSpec{}
 	}
 	addDaemonTolerations(pod.Spec)
-	if !nodeaffinity.Matches(pod, node) {
+	if !placement.Matches(pod, node) {
 		return false, false
 	}
 	run, shouldContinue = true, true
 	for _, t := range nodeTaints(node) {
-		if e := t.GetEffect(); (e == "NoSchedule" || e == "NoExecute") && !framework.TaintTolerated(pod.Spec.Tolerations, t) {
+		if e := t.GetEffect(); (e == "NoSchedule" || e == "NoExecute") && !placement.TaintTolerated(pod.Spec.Tolerations, t) {
 			run = false
 			if e == "NoExecute" {
 				shouldContinue = false

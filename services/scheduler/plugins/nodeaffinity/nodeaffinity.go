@@ -5,9 +5,8 @@ package nodeaffinity
 
 import (
 	"context"
-	"strconv"
 
-	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/internal/placement"
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
 
@@ -48,89 +47,10 @@ func (*Plugin) PreFilter(_ context.Context, _ *framework.CycleState, pod *framew
 // none of the required node selector terms (terms are ORed, the
 // expressions of one term ANDed; an empty term matches nothing).
 func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) *framework.Status {
-	if !Matches(pod.Pod, node.Node) {
+	if !placement.Matches(pod.Pod, node.Node) {
 		return framework.NewStatus(framework.UnschedulableAndUnresolvable, Reason)
 	}
 	return nil
-}
-
-// Matches reports whether node satisfies pod's nodeSelector and required
-// node affinity.
-func Matches(pod *corev1.Pod, node *corev1.Node) bool {
-	labels := node.GetMetadata().GetLabels()
-	for k, v := range pod.GetSpec().GetNodeSelector() {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	req := pod.GetSpec().GetAffinity().GetNodeAffinity().GetRequiredDuringSchedulingIgnoredDuringExecution()
-	if req == nil {
-		return true
-	}
-	for _, term := range req.GetNodeSelectorTerms() {
-		if TermMatches(term, node) {
-			return true
-		}
-	}
-	return false
-}
-
-// TermMatches reports whether every expression and field of term holds for
-// node; an empty term matches nothing, as in Kubernetes.
-func TermMatches(term *corev1.NodeSelectorTerm, node *corev1.Node) bool {
-	if len(term.GetMatchExpressions()) == 0 && len(term.GetMatchFields()) == 0 {
-		return false
-	}
-	labels := node.GetMetadata().GetLabels()
-	for _, r := range term.GetMatchExpressions() {
-		if !requirementMatches(r, labels) {
-			return false
-		}
-	}
-	fields := map[string]string{"metadata.name": node.GetMetadata().GetName()}
-	for _, r := range term.GetMatchFields() {
-		if r.GetKey() != "metadata.name" || !requirementMatches(r, fields) {
-			return false
-		}
-	}
-	return true
-}
-
-func requirementMatches(r *corev1.NodeSelectorRequirement, labels map[string]string) bool {
-	v, ok := labels[r.GetKey()]
-	switch r.GetOperator() {
-	case "In":
-		return ok && contains(r.GetValues(), v)
-	case "NotIn":
-		return !ok || !contains(r.GetValues(), v)
-	case "Exists":
-		return ok
-	case "DoesNotExist":
-		return !ok
-	case "Gt", "Lt":
-		if !ok || len(r.GetValues()) != 1 {
-			return false
-		}
-		have, err1 := strconv.ParseInt(v, 10, 64)
-		want, err2 := strconv.ParseInt(r.GetValues()[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if r.GetOperator() == "Gt" {
-			return have > want
-		}
-		return have < want
-	}
-	return false
-}
-
-func contains(vs []string, v string) bool {
-	for _, x := range vs {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // PreScore skips scoring for pods without preferred terms.
@@ -145,7 +65,7 @@ func (*Plugin) PreScore(_ context.Context, _ *framework.CycleState, pod *framewo
 func (*Plugin) Score(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, node *framework.NodeInfo) (int64, *framework.Status) {
 	var sum int64
 	for _, t := range pod.Pod.GetSpec().GetAffinity().GetNodeAffinity().GetPreferredDuringSchedulingIgnoredDuringExecution() {
-		if t.GetWeight() != 0 && TermMatches(t.GetPreference(), node.Node) {
+		if t.GetWeight() != 0 && placement.TermMatches(t.GetPreference(), node.Node) {
 			sum += int64(t.GetWeight())
 		}
 	}

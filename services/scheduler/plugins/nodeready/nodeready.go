@@ -7,6 +7,7 @@ package nodeready
 import (
 	"context"
 
+	"github.com/kplane/kplane/internal/placement"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
@@ -41,11 +42,11 @@ func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework
 	tols := pod.Pod.GetSpec().GetTolerations()
 	switch node.Ready {
 	case "False":
-		if !framework.TaintTolerated(tols, notReadyTaint) {
+		if !placement.TaintTolerated(tols, notReadyTaint) {
 			return framework.NewStatus(framework.Unschedulable, ReasonNotReady)
 		}
 	case "Unknown":
-		if !framework.TaintTolerated(tols, unreachableTaint) {
+		if !placement.TaintTolerated(tols, unreachableTaint) {
 			return framework.NewStatus(framework.Unschedulable, ReasonUnreachable)
 		}
 	}

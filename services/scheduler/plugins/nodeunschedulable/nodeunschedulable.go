@@ -5,6 +5,7 @@ package nodeunschedulable
 import (
 	"context"
 
+	"github.com/kplane/kplane/internal/placement"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
@@ -33,7 +34,7 @@ func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework
 	if !node.Unschedulable {
 		return nil
 	}
-	if framework.TaintTolerated(pod.Pod.GetSpec().GetTolerations(), unschedulableTaint) {
+	if placement.TaintTolerated(pod.Pod.GetSpec().GetTolerations(), unschedulableTaint) {
 		return nil
 	}
 	return framework.NewStatus(framework.UnschedulableAndUnresolvable, Reason)

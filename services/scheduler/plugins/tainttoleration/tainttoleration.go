@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kplane/kplane/internal/placement"
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
 
@@ -37,7 +38,7 @@ func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework
 		if e := t.GetEffect(); e != "NoSchedule" && e != "NoExecute" {
 			continue
 		}
-		if !framework.TaintTolerated(tols, t) {
+		if !placement.TaintTolerated(tols, t) {
 			return framework.NewStatus(framework.UnschedulableAndUnresolvable,
 				fmt.Sprintf("node(s) had untolerated taint {%s: %s}", t.GetKey(), t.GetValue()))
 		}
@@ -50,7 +51,7 @@ func (*Plugin) Score(_ context.Context, _ *framework.CycleState, pod *framework.
 	var n int64
 	tols := pod.Pod.GetSpec().GetTolerations()
 	for _, t := range node.Taints {
-		if t.GetEffect() == "PreferNoSchedule" && !framework.TaintTolerated(tols, t) {
+		if t.GetEffect() == "PreferNoSchedule" && !placement.TaintTolerated(tols, t) {
 			n++
 		}
 	}

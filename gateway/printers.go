@@ -18,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -103,6 +104,10 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		names, images := containerCells(obj.Spec.Template.Spec.Containers)
 		return row(obj.Name, int64(replicas(obj.Spec.Replicas)), int64(obj.Status.Replicas), int64(obj.Status.ReadyReplicas),
 			since(obj.CreationTimestamp), names, images, selectorString(obj.Spec.Selector)), nil
+	case *batchv1.Job:
+		return printJob(obj, now), nil
+	case *batchv1.CronJob:
+		return printCronJob(obj, now), nil
 	case *coordinationv1.Lease:
 		holder := ""
 		if obj.Spec.HolderIdentity != nil {

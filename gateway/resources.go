@@ -15,6 +15,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/apps/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"

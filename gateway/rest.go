@@ -19,6 +19,7 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -50,6 +51,8 @@ var services = []registration{
 	register(corev1.RegisterServiceAccountServiceHandlerClient, corev1.NewServiceAccountServiceClient),
 	register(appsv1.RegisterDeploymentServiceHandlerClient, appsv1.NewDeploymentServiceClient),
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
+	register(batchv1.RegisterJobServiceHandlerClient, batchv1.NewJobServiceClient),
+	register(batchv1.RegisterCronJobServiceHandlerClient, batchv1.NewCronJobServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),
 	register(rbacv1.RegisterRoleServiceHandlerClient, rbacv1.NewRoleServiceClient),
 	register(rbacv1.RegisterClusterRoleServiceHandlerClient, rbacv1.NewClusterRoleServiceClient),

@@ -20,6 +20,7 @@ import (
 	"github.com/kplane/kplane/internal/telemetry"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
@@ -574,11 +575,15 @@ func (s *Server) create(ctx context.Context, r *resourceInfo, ns string, obj pro
 	generated := m.Name == "" && m.GenerateName != ""
 	prepareForCreate(r, obj)
 	for attempt := 0; ; attempt++ {
+		try := obj
 		if generated {
-			m.Name = generateName(m.GenerateName)
+			// Each attempt starts from the request's object: defaults and
+			// a Job's generated labels name the attempt's name.
+			try = proto.Clone(obj)
+			meta(try).Name = generateName(m.GenerateName)
 		}
-		c.attrs.Name = m.Name
-		out, err := s.createOnce(ctx, c, r, obj, dry)
+		c.attrs.Name = meta(try).Name
+		out, err := s.createOnce(ctx, c, r, try, dry)
 		if generated && apierrors.IsAlreadyExists(err) && attempt < 8 {
 			continue
 		}
@@ -622,6 +627,9 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 	}
 	if p, ok := obj.(*corev1.Pod); ok {
 		p.Status.QosClass = podQOSClass(p.GetSpec())
+	}
+	if j, ok := obj.(*batchv1.Job); ok {
+		generateJobSelector(j)
 	}
 	if err := s.validate(ctx, c, r, obj, nil); err != nil {
 		return nil, err
@@ -1093,6 +1101,11 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 	case "", "Orphan", "Background", "Foreground":
 	default:
 		return nil, apierrors.NewInvalid("", "DeleteOptions", "", []apierrors.Cause{{Type: "FieldValueNotSupported", Field: "propagationPolicy", Message: fmt.Sprintf("Unsupported value: %q: supported values: \"Foreground\", \"Background\", \"Orphan\"", o.PropagationPolicy)}})
+	}
+	if o.PropagationPolicy == "" && r.Group == "batch" && r.Resource == "jobs" {
+		// As Kubernetes keeps for compatibility: deleting a batch/v1 Job
+		// without a policy orphans its pods (kubectl sends Background).
+		o.PropagationPolicy = "Orphan"
 	}
 	for attempt := 0; ; attempt++ {
 		old, err := s.store.get(ctx, r, ns, name)

@@ -14,6 +14,7 @@ import (
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -95,6 +96,12 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
 			}
 		}
+	case *batchv1.Job:
+		oj, _ := old.(*batchv1.Job)
+		errs = append(errs, validateJob(o, oj)...)
+	case *batchv1.CronJob:
+		oc, _ := old.(*batchv1.CronJob)
+		errs = append(errs, validateCronJob(o, oc)...)
 	case *corev1.ServiceAccount:
 		// As Kubernetes: only the metadata is checked (validateMeta: the
 		// name is a DNS subdomain); the secrets and imagePullSecrets
@@ -168,7 +175,11 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 // validation on every status write a node agent makes. Should admission
 // have changed the spec after all, everything is validated.
 func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
-	if errs := validateStatus(obj); len(errs) > 0 {
+	errs := validateStatus(obj)
+	if j, ok := obj.(*batchv1.Job); ok {
+		errs = append(errs, validateJobStatus(j, old.(*batchv1.Job))...)
+	}
+	if len(errs) > 0 {
 		return invalid(r, meta(obj).GetName(), errs)
 	}
 	p, ok := obj.(*corev1.Pod)
@@ -176,7 +187,7 @@ func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
 	if !ok || !okOld || !proto.Equal(p.GetSpec(), op.GetSpec()) {
 		return validateObject(r, obj, old)
 	}
-	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
+	errs = validateMeta(r, meta(obj), field.NewPath("metadata"))
 	errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
 	return invalid(r, meta(obj).GetName(), errs)
 }

@@ -67,6 +67,10 @@ func groups() []group {
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicaSet", Plural: "ReplicaSets", Resource: "replicasets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 		}},
+		{Dir: "batch", Name: "batch", GoAlias: "batchv1", Resource: []resource{
+			{Kind: "Job", Plural: "Jobs", Resource: "jobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "CronJob", Plural: "CronJobs", Resource: "cronjobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},

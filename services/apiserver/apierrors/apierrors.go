@@ -273,7 +273,12 @@ func NewInvalid(group, kind, name string, causes []Cause) *StatusError {
 			parts = append(parts, c.Message)
 		}
 	}
-	msg := fmt.Sprintf("%s %q is invalid", kind, name)
+	// As Kubernetes' GroupKind: "Job.batch", "Pod".
+	qualified := kind
+	if group != "" {
+		qualified += "." + group
+	}
+	msg := fmt.Sprintf("%s %q is invalid", qualified, name)
 	switch len(parts) {
 	case 0:
 	case 1:

@@ -93,6 +93,7 @@ func BootstrapPolicy() Bootstrap {
 			"replicasets/scale", "statefulsets", "daemonsets"),
 		rule(read, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(read, []string{"coordination.k8s.io"}, "leases"),
+		rule(read, []string{"batch"}, "cronjobs", "cronjobs/status", "jobs", "jobs/status"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -102,6 +103,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, apps, "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "daemonsets"),
 		rule(readWrite, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
+		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, []string{"rbac.authorization.k8s.io"}, "roles", "rolebindings"),
@@ -144,6 +146,8 @@ func BootstrapPolicy() Bootstrap {
 					"deployments/finalizers", "replicasets/finalizers"),
 				rule(write, []string{"discovery.k8s.io"}, "endpointslices"),
 				rule(write, []string{"coordination.k8s.io"}, "leases"),
+				rule(write, []string{"batch"}, "jobs", "cronjobs"),
+				rule([]string{"update", "patch"}, []string{"batch"}, "jobs/status", "cronjobs/status", "jobs/finalizers", "cronjobs/finalizers"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

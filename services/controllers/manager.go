@@ -1,6 +1,6 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
-// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher) over shared informers, talking only to the API
+// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher, job) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
+	"github.com/kplane/kplane/services/controllers/job"
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/replicaset"
@@ -47,11 +49,12 @@ const (
 	ServiceAccount   = "serviceaccount"
 	// RootCACertPublisher runs only with Config.RootCA.
 	RootCACertPublisher = "root-ca-cert-publisher"
+	Job                 = "job"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, Job}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -73,6 +76,7 @@ type Config struct {
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
+	JobWorkers                                      int // default 5, as Kubernetes
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -119,6 +123,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.NamespaceWorkers = cmpOr(cfg.NamespaceWorkers, 2)
 	cfg.NodeWorkers = cmpOr(cfg.NodeWorkers, 2)
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
+	cfg.JobWorkers = cmpOr(cfg.JobWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -211,11 +216,22 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := deployment.New(deployment.Config{Deployments: ds, ReplicaSets: rss, DInformer: dInf, RSInformer: rsInf, PodInformer: podInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DeploymentWorkers) })
 	}
+	jobs := client.Must[*batchv1.Job](conn)
+	var jobInf *client.Informer[*batchv1.Job]
+	if on(Job) || on(GarbageCollector) {
+		jobInf = newInformer(jobs, m.log)
+		informer(jobInf.Run)
+	}
+	if on(Job) {
+		c := job.New(job.Config{Pods: pods, Jobs: jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.JobWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
 			ctrl.NewResource(conn, "v1", podInf),
 			ctrl.NewResource(conn, "apps/v1", rsInf),
 			ctrl.NewResource(conn, "apps/v1", dInf),
+			ctrl.NewResource(conn, "batch/v1", jobInf),
 		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
@@ -255,6 +271,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
+			namespace.ClientDeleter[*batchv1.CronJob]{C: client.Must[*batchv1.CronJob](conn)},
+			namespace.ClientDeleter[*batchv1.Job]{C: jobs},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},

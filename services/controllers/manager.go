@@ -1,6 +1,6 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
-// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher, job) over shared informers, talking only to the API
+// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher, job, cronjob) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -26,6 +26,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers/cronjob"
 	"github.com/kplane/kplane/services/controllers/deployment"
 	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
@@ -50,11 +51,12 @@ const (
 	// RootCACertPublisher runs only with Config.RootCA.
 	RootCACertPublisher = "root-ca-cert-publisher"
 	Job                 = "job"
+	CronJob             = "cronjob"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, Job}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, Job, CronJob}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -76,7 +78,7 @@ type Config struct {
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
-	JobWorkers                                      int // default 5, as Kubernetes
+	JobWorkers, CronJobWorkers                      int // default 5, as Kubernetes
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -124,6 +126,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.NodeWorkers = cmpOr(cfg.NodeWorkers, 2)
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
 	cfg.JobWorkers = cmpOr(cfg.JobWorkers, 5)
+	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -218,7 +221,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 	}
 	jobs := client.Must[*batchv1.Job](conn)
 	var jobInf *client.Informer[*batchv1.Job]
-	if on(Job) || on(GarbageCollector) {
+	if on(Job) || on(GarbageCollector) || on(CronJob) {
 		jobInf = newInformer(jobs, m.log)
 		informer(jobInf.Run)
 	}
@@ -226,12 +229,23 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := job.New(job.Config{Pods: pods, Jobs: jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.JobWorkers) })
 	}
+	cjs := client.Must[*batchv1.CronJob](conn)
+	var cjInf *client.Informer[*batchv1.CronJob]
+	if on(CronJob) || on(GarbageCollector) {
+		cjInf = newInformer(cjs, m.log)
+		informer(cjInf.Run)
+	}
+	if on(CronJob) {
+		c := cronjob.New(cronjob.Config{Jobs: jobs, CronJobs: cjs, JobInformer: jobInf, CronJobInformer: cjInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CronJobWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
 			ctrl.NewResource(conn, "v1", podInf),
 			ctrl.NewResource(conn, "apps/v1", rsInf),
 			ctrl.NewResource(conn, "apps/v1", dInf),
 			ctrl.NewResource(conn, "batch/v1", jobInf),
+			ctrl.NewResource(conn, "batch/v1", cjInf),
 		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
@@ -271,7 +285,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
-			namespace.ClientDeleter[*batchv1.CronJob]{C: client.Must[*batchv1.CronJob](conn)},
+			namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},
 			namespace.ClientDeleter[*batchv1.Job]{C: jobs},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},

@@ -93,7 +93,7 @@ func startJobCluster(t *testing.T, which ...string) *clienttest.Env {
 }
 
 func TestKubectlJobs(t *testing.T) {
-	env := startJobCluster(t, controllers.Job, controllers.GarbageCollector)
+	env := startJobCluster(t, controllers.Job, controllers.CronJob, controllers.GarbageCollector)
 	gwConn := env.Dial(t, "")
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
@@ -207,6 +207,49 @@ spec:
 			if out := run("explain", "job.spec"); !strings.Contains(out, "JobSpec describes how the job execution will look like") ||
 				!strings.Contains(out, "backoffLimit") {
 				t.Errorf("kubectl explain job.spec:\n%s", out)
+			}
+
+			// A CronJob, and a Job made from it by hand.
+			cron := `apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: nightly
+  namespace: ` + ns + `
+spec:
+  schedule: "0 3 * * *"
+  timeZone: Europe/Berlin
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+          - name: backup
+            image: ` + simImage + `
+            env:
+            - {name: KPLANE_SIM_RUN_SECONDS, value: "0.5"}
+`
+			if out, err := kubectl(cron, "apply", "-f", "-"); err != nil || !strings.Contains(out, "cronjob.batch/nightly created") {
+				t.Fatalf("kubectl apply cronjob: %v\n%s", err, out)
+			}
+			out = run("get", "cronjobs", "-n", ns)
+			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
+				fields(lines[0]) != "NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE" ||
+				!strings.HasPrefix(fields(lines[1]), "nightly 0 3 * * * Europe/Berlin False 0 <none> ") {
+				t.Errorf("kubectl get cronjobs:\n%s", out)
+			}
+			if out := run("create", "job", "manual", "--from=cronjob/nightly", "-n", ns); !strings.Contains(out, "job.batch/manual created") {
+				t.Errorf("kubectl create job --from=cronjob/nightly:\n%s", out)
+			}
+			if out := run("wait", "--for=condition=complete", "job/manual", "-n", ns, "--timeout=60s"); !strings.Contains(out, "condition met") {
+				t.Errorf("kubectl wait for the manual Job:\n%s", out)
+			}
+			out = run("get", "job", "manual", "-n", ns, "-o", "jsonpath={.metadata.annotations.cronjob\\.kubernetes\\.io/instantiate} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}")
+			if out != "manual CronJob/nightly" {
+				t.Errorf("the manual Job's annotation and owner: %q", out)
+			}
+			if out := run("explain", "cronjob.spec.timeZone"); !strings.Contains(out, "time zone name for the given schedule") {
+				t.Errorf("kubectl explain cronjob.spec.timeZone:\n%s", out)
 			}
 
 			// kubectl deletes in the background: the pods go with the Job.

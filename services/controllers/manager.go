@@ -1,6 +1,6 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
-// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher, job, cronjob) over shared informers, talking only to the API
+// namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher, job, cronjob, ttl-after-finished) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -37,6 +37,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
+	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
 )
 
 // Names of the controllers Config.Controllers selects from.
@@ -52,11 +53,12 @@ const (
 	RootCACertPublisher = "root-ca-cert-publisher"
 	Job                 = "job"
 	CronJob             = "cronjob"
+	TTLAfterFinished    = "ttl-after-finished"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, Job, CronJob}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, Job, CronJob, TTLAfterFinished}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -78,7 +80,7 @@ type Config struct {
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
-	JobWorkers, CronJobWorkers                      int // default 5, as Kubernetes
+	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -127,6 +129,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
 	cfg.JobWorkers = cmpOr(cfg.JobWorkers, 5)
 	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
+	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -221,13 +224,17 @@ func (m *Manager) runControllers(ctx context.Context) {
 	}
 	jobs := client.Must[*batchv1.Job](conn)
 	var jobInf *client.Informer[*batchv1.Job]
-	if on(Job) || on(GarbageCollector) || on(CronJob) {
+	if on(Job) || on(GarbageCollector) || on(CronJob) || on(TTLAfterFinished) {
 		jobInf = newInformer(jobs, m.log)
 		informer(jobInf.Run)
 	}
 	if on(Job) {
 		c := job.New(job.Config{Pods: pods, Jobs: jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.JobWorkers) })
+	}
+	if on(TTLAfterFinished) {
+		c := ttlafterfinished.New(ttlafterfinished.Config{Jobs: jobs, JobInformer: jobInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.TTLWorkers) })
 	}
 	cjs := client.Must[*batchv1.CronJob](conn)
 	var cjInf *client.Informer[*batchv1.CronJob]

@@ -16,9 +16,10 @@
 // FailureTarget), then, once no pod is left running or uncounted, the
 // terminal one (Complete with completionTime, or Failed), as v1.33 does.
 //
-// podFailurePolicy, backoffLimitPerIndex, maxFailedIndexes and
-// successPolicy are stored and validated but not acted on: a Job that sets
-// one gets a Warning Event saying so (see docs/design.md).
+// podFailurePolicy, backoffLimitPerIndex, maxFailedIndexes, successPolicy,
+// managedBy and podReplacementPolicy Failed are stored and validated but
+// not acted on: a Job that sets one gets a Warning Event saying so (see
+// docs/design.md).
 package job
 
 import (
@@ -355,6 +356,9 @@ func (c *Controller) warnIgnoredFields(job *batchv1.Job) {
 	}
 	if s.SuccessPolicy != nil {
 		fields = append(fields, "successPolicy")
+	}
+	if s.GetPodReplacementPolicy() == "Failed" {
+		fields = append(fields, "podReplacementPolicy")
 	}
 	if s.ManagedBy != nil && s.GetManagedBy() != "kubernetes.io/job-controller" {
 		fields = append(fields, "managedBy")

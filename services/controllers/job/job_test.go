@@ -75,9 +75,11 @@ func (e *env) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	podInf := client.NewInformer(client.ListWatch(e.pods, "", "", "", 500), client.InformerOptions[*corev1.Pod]{})
 	jobInf := client.NewInformer(client.ListWatch(e.jobs, "", "", "", 500), client.InformerOptions[*batchv1.Job]{})
-	c := job.New(job.Config{Pods: e.pods, Jobs: e.jobs, PodInformer: podInf, JobInformer: jobInf, Now: e.clock.Now})
+	rec := client.NewRecorder(client.RecorderConfig{Sink: client.Must[*corev1.Event](e.conn), Component: "job-controller"})
+	c := job.New(job.Config{Pods: e.pods, Jobs: e.jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: rec, Now: e.clock.Now})
 	var wg sync.WaitGroup
 	for _, f := range []func(){
+		func() { rec.Run(ctx) },
 		func() { _ = podInf.Run(ctx) },
 		func() { _ = jobInf.Run(ctx) },
 		func() { c.Run(ctx, 2) },
@@ -521,5 +523,32 @@ func TestOrphanedPodsReleased(t *testing.T) {
 			}
 		}
 		return len(s) == 0, strings.Join(s, " ")
+	})
+}
+
+// TestFieldsNotActedOnEvent: a Job with a pod failure policy runs as if it
+// had none, and a Warning Event on it says so.
+func TestFieldsNotActedOnEvent(t *testing.T) {
+	e := start(t)
+	j := e.create(t, newJob("pfp", func(s *batchv1.JobSpec) {
+		s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []*batchv1.PodFailurePolicyRule{{Action: "Ignore",
+			OnPodConditions: []*batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: "DisruptionTarget"}}}}}
+	}))
+	e.waitRunning(t, j, 1)
+	events := client.Must[*corev1.Event](e.conn)
+	eventually(t, "a FieldsNotActedOn Event", func() (bool, string) {
+		l, _, err := events.List(e.ctx, "default", client.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range l {
+			seen = append(seen, ev.GetReason()+": "+ev.GetMessage())
+			if ev.GetInvolvedObject().GetName() == "pfp" && ev.GetType() == "Warning" && ev.GetReason() == "FieldsNotActedOn" &&
+				strings.Contains(ev.GetMessage(), "spec.podFailurePolicy, spec.podReplacementPolicy") {
+				return true, ""
+			}
+		}
+		return false, strings.Join(seen, "; ")
 	})
 }

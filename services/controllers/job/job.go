@@ -105,7 +105,11 @@ type Controller struct {
 	cfg   Config
 	log   *slog.Logger
 	queue client.Queue
-	exp   *ctrl.Expectations
+	// orphans are the keys of pods holding the tracking finalizer with no
+	// controller (orphaned when their Job was deleted): no Job will count
+	// them, so their finalizer goes.
+	orphans client.Queue
+	exp     *ctrl.Expectations
 
 	mu      sync.Mutex
 	backoff map[string]backoffRecord // by Job key
@@ -127,8 +131,13 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg, log: log.With("controller", "job"), queue: client.NewQueue("job", 0, 0),
+	c := &Controller{cfg: cfg, log: log.With("controller", "job"), queue: client.NewQueue("job", 0, 0), orphans: client.NewQueue("job-orphan-pods", 0, 0),
 		exp: ctrl.NewExpectations(), backoff: map[string]backoffRecord{}, warned: map[string]bool{}}
+	orphaned := func(p *corev1.Pod) {
+		if ctrl.ControllerRef(p) == nil && ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) {
+			c.orphans.Add(client.Key(p))
+		}
+	}
 	cfg.JobInformer.AddEventHandler(client.EnqueueHandler[*batchv1.Job](c.queue))
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
 		OnAdd: func(p *corev1.Pod) {
@@ -140,6 +149,7 @@ func New(cfg Config) *Controller {
 				}
 				c.queue.Add(k)
 			}
+			orphaned(p)
 		},
 		OnUpdate: func(o, p *corev1.Pod) {
 			k := ownerKey(p)
@@ -152,6 +162,7 @@ func New(cfg Config) *Controller {
 			if k != "" {
 				c.queue.Add(k)
 			}
+			orphaned(p)
 		},
 		OnDelete: func(p *corev1.Pod) {
 			if k := ownerKey(p); k != "" {
@@ -178,7 +189,23 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.JobInformer) {
 		return
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		client.RunWorkers(ctx, c.orphans, 1, c.releaseOrphanPod, c.log)
+	}()
 	client.RunWorkers(ctx, c.queue, workers, client.TracedReconciler(c.cfg.TracerProvider, "job.reconcile", c.cfg.JobInformer.Store(), c.Reconcile), c.log)
+	<-done
+}
+
+// releaseOrphanPod removes the tracking finalizer from the pod named by
+// key if it still has no controller.
+func (c *Controller) releaseOrphanPod(ctx context.Context, key string) error {
+	p, ok := c.cfg.PodInformer.Store().Get(key)
+	if !ok || ctrl.ControllerRef(p) != nil {
+		return nil
+	}
+	return c.removeFinalizer(ctx, p)
 }
 
 // sync is one reconcile's view of a Job.

@@ -552,3 +552,50 @@ func TestFieldsNotActedOnEvent(t *testing.T) {
 		return false, strings.Join(seen, "; ")
 	})
 }
+
+// TestOrphanPolicyReleasesPods: a Job deleted with the Orphan policy (the
+// default of batch/v1) leaves pods without a controller once the garbage
+// collector has orphaned them; the controller releases their finalizer.
+func TestOrphanPolicyReleasesPods(t *testing.T) {
+	e := start(t)
+	j := e.create(t, newJob("orphans", func(s *batchv1.JobSpec) { s.Parallelism = proto.Int32(2) }))
+	pods := e.waitRunning(t, j, 2)
+	if err := e.jobs.Delete(e.ctx, "default", "orphans", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// What the garbage collector does for the orphan finalizer.
+	for _, p := range pods {
+		for attempt := 0; ; attempt++ {
+			cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.Metadata.OwnerReferences = nil
+			if _, err = e.pods.Update(e.ctx, cur); err == nil {
+				break
+			} else if !apierrors.IsConflict(err) || attempt > 10 {
+				t.Fatal(err)
+			}
+		}
+	}
+	cur, err := e.jobs.Get(e.ctx, "default", "orphans")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := cur.GetMetadata().GetFinalizers(); len(fs) != 1 || fs[0] != "orphan" {
+		t.Fatalf("finalizers of the deleted Job %v, want orphan (batch/v1's default policy)", fs)
+	}
+	eventually(t, "finalizers of the orphans released", func() (bool, string) {
+		var held []string
+		for _, p := range pods {
+			cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
+			if err != nil {
+				return false, err.Error()
+			}
+			if ctrl.HasFinalizer(cur.GetMetadata(), job.TrackingFinalizer) {
+				held = append(held, cur.GetMetadata().GetName())
+			}
+		}
+		return len(held) == 0, strings.Join(held, " ")
+	})
+}

@@ -607,6 +607,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *appsv1.ReplicaSet:
 		o.Status = nil
+	case *batchv1.CronJob:
+		o.Status = nil // a Job's is cleared with its generated selector
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until

@@ -131,7 +131,7 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg, log: log.With("controller", "job"), queue: client.NewQueue("job", 0, 0), orphans: client.NewQueue("job-orphan-pods", 0, 0),
+	c := &Controller{cfg: cfg, log: log.With("controller", "job"), queue: client.NewQueue("job", 0, 0), orphans: client.NewQueue("job_orphan_pod", 0, 0),
 		exp: ctrl.NewExpectations(), backoff: map[string]backoffRecord{}, warned: map[string]bool{}}
 	orphaned := func(p *corev1.Pod) {
 		if ctrl.ControllerRef(p) == nil && ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) {

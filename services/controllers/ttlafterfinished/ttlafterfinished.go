@@ -55,7 +55,7 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg, log: log.With("controller", "ttlafterfinished"), queue: client.NewQueue("ttlafterfinished", 0, 0)}
+	c := &Controller{cfg: cfg, log: log.With("controller", "ttlafterfinished"), queue: client.NewQueue("ttl_jobs_to_delete", 0, 0)}
 	add := func(j *batchv1.Job) {
 		if j.GetMetadata().GetDeletionTimestamp() == nil && needsCleanup(j) {
 			c.queue.Add(client.Key(j))

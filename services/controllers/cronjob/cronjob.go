@@ -128,7 +128,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	}
 	orig := proto.Clone(cj.Status)
 	jobs := c.ownedJobs(cj)
-	c.reconcileActive(ctx, cj, jobs)
+	if err := c.reconcileActive(ctx, cj, jobs); err != nil {
+		return err
+	}
 	next, err := c.schedule(ctx, cj)
 	c.cleanupFinished(ctx, cj, jobs)
 	if !proto.Equal(orig, cj.Status) {
@@ -159,7 +161,7 @@ func (c *Controller) ownedJobs(cj *batchv1.CronJob) []*batchv1.Job {
 
 // reconcileActive updates status.active and lastSuccessfulTime from the
 // CronJob's Jobs, as Kubernetes does.
-func (c *Controller) reconcileActive(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job) {
+func (c *Controller) reconcileActive(ctx context.Context, cj *batchv1.CronJob, jobs []*batchv1.Job) error {
 	st := cj.Status
 	children := map[string]bool{}
 	for _, j := range jobs {
@@ -187,11 +189,21 @@ func (c *Controller) reconcileActive(ctx context.Context, cj *batchv1.CronJob, j
 		}
 	}
 	for _, r := range slicesClone(st.Active) {
-		if !children[r.GetUid()] {
+		if children[r.GetUid()] {
+			continue
+		}
+		// Not in the cache: ask the API service, as the Job informer may
+		// lag behind the CronJob's (the status naming a Job just made).
+		j, err := c.cfg.Jobs.Get(ctx, r.GetNamespace(), r.GetName())
+		switch {
+		case apierrors.IsNotFound(err) || err == nil && j.GetMetadata().GetUid() != r.GetUid():
 			ctrl.Eventf(c.cfg.Recorder, cj, client.EventNormal, "MissingJob", "Active job went missing: %v", r.GetName())
 			removeActive(cj, r.GetUid())
+		case err != nil:
+			return fmt.Errorf("cronjob %s: get job %s: %w", client.Key(cj), r.GetName(), err)
 		}
 	}
+	return nil
 }
 
 func slicesClone(s []*corev1.ObjectReference) []*corev1.ObjectReference {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,6 +53,8 @@ type env struct {
 	cjs    *client.Client[*batchv1.CronJob]
 	events *client.Client[*corev1.Event]
 	clock  *clock
+	// cjInfs are the controllers' CronJob caches.
+	cjInfs []*client.Informer[*batchv1.CronJob]
 }
 
 func start(t *testing.T, controllers int) *env {
@@ -74,6 +77,7 @@ func start(t *testing.T, controllers int) *env {
 	for range controllers {
 		jobInf := client.NewInformer(client.ListWatch(e.jobs, "", "", "", 500), client.InformerOptions[*batchv1.Job]{})
 		cjInf := client.NewInformer(client.ListWatch(e.cjs, "", "", "", 500), client.InformerOptions[*batchv1.CronJob]{})
+		e.cjInfs = append(e.cjInfs, cjInf)
 		c := cronjob.New(cronjob.Config{Jobs: e.jobs, CronJobs: e.cjs, JobInformer: jobInf, CronJobInformer: cjInf, Recorder: rec, Now: e.clock.Now})
 		run(func() { _ = jobInf.Run(ctx) })
 		run(func() { _ = cjInf.Run(ctx) })
@@ -121,12 +125,30 @@ func (e *env) create(t *testing.T, cj *batchv1.CronJob) *batchv1.CronJob {
 // (a real controller comes back at its next scheduled time by itself).
 func (e *env) at(t *testing.T, cj *batchv1.CronJob, at time.Time) {
 	t.Helper()
+	e.atWith(t, cj, at, nil)
+}
+
+// atWith is at with a change of the CronJob in the same write: no
+// controller sees the change before the new time.
+func (e *env) atWith(t *testing.T, cj *batchv1.CronJob, at time.Time, change func(*batchv1.CronJob)) {
+	t.Helper()
+	// The controllers' caches first catch up with what the test saw (a
+	// reconcile at the new time on an old status would act on it, as
+	// Kubernetes' would on a lagging cache).
+	cur, err := e.cjs.Get(e.ctx, "default", cj.GetMetadata().GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.seen(t, cur)
 	e.clock.set(at)
 	e.update(t, cj.GetMetadata().GetName(), func(c *batchv1.CronJob) {
 		if c.Metadata.Annotations == nil {
 			c.Metadata.Annotations = map[string]string{}
 		}
 		c.Metadata.Annotations["test/now"] = at.Format(time.RFC3339Nano)
+		if change != nil {
+			change(c)
+		}
 	})
 }
 
@@ -138,12 +160,31 @@ func (e *env) update(t *testing.T, name string, f func(*batchv1.CronJob)) {
 			t.Fatal(err)
 		}
 		f(cur)
-		if _, err = e.cjs.Update(e.ctx, cur); err == nil {
+		got, err := e.cjs.Update(e.ctx, cur)
+		if err == nil {
+			e.seen(t, got)
 			return
 		} else if !apierrors.IsConflict(err) || attempt > 10 {
 			t.Fatal(err)
 		}
 	}
+}
+
+// seen waits until every controller's cache has cj at least as new as
+// given, so that no later reconcile acts on an older spec.
+func (e *env) seen(t *testing.T, cj *batchv1.CronJob) {
+	t.Helper()
+	want, _ := strconv.ParseInt(cj.GetMetadata().GetResourceVersion(), 10, 64)
+	eventually(t, "the caches at "+cj.GetMetadata().GetResourceVersion(), func() (bool, string) {
+		for _, inf := range e.cjInfs {
+			got, ok := inf.Store().Get(client.Key(cj))
+			rv, _ := strconv.ParseInt(got.GetMetadata().GetResourceVersion(), 10, 64)
+			if !ok || rv < want {
+				return false, got.GetMetadata().GetResourceVersion()
+			}
+		}
+		return true, ""
+	})
 }
 
 // jobsOf lists the CronJob's Jobs not being deleted, by name.
@@ -176,7 +217,7 @@ func (e *env) waitJobs(t *testing.T, cj *batchv1.CronJob, want ...string) {
 	t.Helper()
 	eventually(t, "jobs "+strings.Join(want, ","), func() (bool, string) {
 		got := names(e.jobsOf(t, cj))
-		return got == strings.Join(want, ","), got
+		return got == strings.Join(want, ","), got + "; events: " + e.eventsOf(cj)
 	})
 }
 
@@ -192,6 +233,21 @@ func (e *env) status(t *testing.T, cj *batchv1.CronJob, what string, cond func(*
 		return cond(st), fmt.Sprint(st)
 	})
 	return st
+}
+
+// eventsOf lists the CronJob's Events, for failure messages.
+func (e *env) eventsOf(cj *batchv1.CronJob) string {
+	l, _, err := e.events.List(e.ctx, "default", client.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var seen []string
+	for _, ev := range l {
+		if ev.GetInvolvedObject().GetName() == cj.GetMetadata().GetName() {
+			seen = append(seen, fmt.Sprintf("%s: %s (x%d)", ev.GetReason(), ev.GetMessage(), ev.GetCount()))
+		}
+	}
+	return strings.Join(seen, "; ")
 }
 
 // hasEvent waits for an Event of the CronJob with reason and a message
@@ -306,10 +362,10 @@ func TestConcurrencyPolicy(t *testing.T) {
 	e.hasEvent(t, cj, "JobAlreadyActive", "Not starting job because prior execution is running and concurrency policy is Forbid")
 	e.waitJobs(t, cj, j1)
 
-	// Replace: the running Job goes, the new one comes.
-	e.update(t, "busy", func(c *batchv1.CronJob) { c.Spec.ConcurrencyPolicy = "Replace" })
+	// Replace: the running Job goes, the new one comes. (Changed during
+	// the minute Forbid skipped, Replace would run that minute at once.)
 	third := first.Add(2 * time.Minute)
-	e.at(t, cj, third.Add(time.Second))
+	e.atWith(t, cj, third.Add(time.Second), func(c *batchv1.CronJob) { c.Spec.ConcurrencyPolicy = "Replace" })
 	j3 := jobNameAt("busy", third)
 	e.waitJobs(t, cj, j3)
 	e.status(t, cj, "only the new Job active", func(st *batchv1.CronJobStatus) bool {
@@ -317,7 +373,7 @@ func TestConcurrencyPolicy(t *testing.T) {
 	})
 	e.hasEvent(t, cj, "SuccessfulDelete", "Deleted job "+j1)
 
-	// Allow: both run.
+	// Allow: both run. (Changed while nothing is due.)
 	e.update(t, "busy", func(c *batchv1.CronJob) { c.Spec.ConcurrencyPolicy = "Allow" })
 	fourth := first.Add(3 * time.Minute)
 	e.at(t, cj, fourth.Add(time.Second))
@@ -339,6 +395,7 @@ func TestStartingDeadlineAndMissedTimes(t *testing.T) {
 
 	// Without a deadline, a controller back after hours starts one Job,
 	// for the latest time, and says that too many were missed.
+	e.clock.set(time.Now())
 	many := e.create(t, newCronJob("many", "* * * * *", nil))
 	start := many.GetMetadata().GetCreationTimestamp().AsTime()
 	back := slot(start, time.Minute).Add(200 * time.Minute)
@@ -426,6 +483,12 @@ func TestFailoverRunsEachTimeOnce(t *testing.T) {
 			want = append(want, jobNameAt("once", first.Add(time.Duration(k)*time.Minute)))
 		}
 		e.waitJobs(t, cj, want...)
+		// The next minute only once this one is in the status (a
+		// controller that finds a later time due skips this one, as
+		// Kubernetes' does).
+		e.status(t, cj, "lastScheduleTime "+at.String(), func(st *batchv1.CronJobStatus) bool {
+			return st.GetLastScheduleTime().AsTime().Equal(at) && len(st.GetActive()) == i+1
+		})
 	}
 	st := e.status(t, cj, "three active", func(st *batchv1.CronJobStatus) bool { return len(st.GetActive()) == 3 })
 	seen := map[string]bool{}

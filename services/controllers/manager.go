@@ -228,8 +228,14 @@ func (m *Manager) runControllers(ctx context.Context) {
 		jobInf = newInformer(jobs, m.log)
 		informer(jobInf.Run)
 	}
+	// The batch controllers' Events name them as Kubernetes' do.
+	batchRecorder := func(component string) *client.Recorder {
+		r := client.NewRecorder(client.RecorderConfig{Sink: client.Must[*corev1.Event](conn), Component: component, Logger: m.log})
+		extra = append(extra, r.Run)
+		return r
+	}
 	if on(Job) {
-		c := job.New(job.Config{Pods: pods, Jobs: jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		c := job.New(job.Config{Pods: pods, Jobs: jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: batchRecorder("job-controller"), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.JobWorkers) })
 	}
 	if on(TTLAfterFinished) {
@@ -243,7 +249,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		informer(cjInf.Run)
 	}
 	if on(CronJob) {
-		c := cronjob.New(cronjob.Config{Jobs: jobs, CronJobs: cjs, JobInformer: jobInf, CronJobInformer: cjInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		c := cronjob.New(cronjob.Config{Jobs: jobs, CronJobs: cjs, JobInformer: jobInf, CronJobInformer: cjInf, Recorder: batchRecorder("cronjob-controller"), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CronJobWorkers) })
 	}
 	if on(GarbageCollector) {

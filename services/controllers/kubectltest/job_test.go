@@ -176,7 +176,7 @@ spec:
 			for _, want := range []string{
 				"Name:             pi", "Completions:      2", "Parallelism:      2", "Completion Mode:  NonIndexed",
 				"Pods Statuses:    0 Active (0 Ready) / 2 Succeeded / 0 Failed", "batch.kubernetes.io/job-name=pi",
-				"SuccessfulCreate", "Created pod: pi-", "Completed", "Job completed",
+				"SuccessfulCreate", "job-controller", "Created pod: pi-", "Completed", "Job completed",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("kubectl describe job: no %q in\n%s", want, out)

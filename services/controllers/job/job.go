@@ -20,6 +20,9 @@
 // managedBy and podReplacementPolicy Failed are stored and validated but
 // not acted on: a Job that sets one gets a Warning Event saying so (see
 // docs/design.md).
+//
+// Like Kubernetes' controller, it adopts orphan pods that match a Job's
+// selector and releases its pods that no longer do.
 package job
 
 import (
@@ -27,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +41,7 @@ import (
 
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
@@ -70,6 +75,7 @@ type PodClient interface {
 
 // JobClient is what the controller writes Job status with.
 type JobClient interface {
+	Get(ctx context.Context, namespace, name string) (*batchv1.Job, error)
 	UpdateStatus(ctx context.Context, obj *batchv1.Job) (*batchv1.Job, error)
 }
 
@@ -253,7 +259,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		return fmt.Errorf("job %s: selector: %w", key, err)
 	}
 	s := &jobSync{job: job, uncountedSucceeded: set(st.UncountedTerminatedPods.Succeeded), uncountedFailed: set(st.UncountedTerminatedPods.Failed)}
-	s.pods = c.ownedPods(job, sel)
+	if s.pods, err = c.claimPods(ctx, job, sel); err != nil {
+		return err
+	}
 	var newSucceeded, newFailed []*corev1.Pod
 	for _, p := range s.pods {
 		switch {
@@ -353,18 +361,94 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	return manageErr
 }
 
-// ownedPods are the pods the Job controls (adoption of orphans is not
-// done: a Job's generated selector names its uid, so only its own pods
-// match it).
-func (c *Controller) ownedPods(job *batchv1.Job, sel labels.Selector) []*corev1.Pod {
+// claimPods returns the pods the Job controls, as Kubernetes' controller
+// ref manager does: its own pods that match its selector, orphans that
+// match it adopted (controller reference and tracking finalizer added,
+// unless the Job is being deleted), and its own pods that no longer match
+// released (reference and finalizer removed).
+func (c *Controller) claimPods(ctx context.Context, job *batchv1.Job, sel labels.Selector) ([]*corev1.Pod, error) {
 	uid := job.GetMetadata().GetUid()
 	var out []*corev1.Pod
+	var errs []error
 	for _, p := range c.cfg.PodInformer.Store().ByNamespace(job.GetMetadata().GetNamespace()) {
-		if ref := ctrl.ControllerRef(p); ref != nil && ref.GetUid() == uid && sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
+		ref := ctrl.ControllerRef(p)
+		matches := sel.Matches(labels.Set(p.GetMetadata().GetLabels()))
+		switch {
+		case ref != nil && ref.GetUid() == uid && matches:
 			out = append(out, p)
+		case ref != nil && ref.GetUid() == uid:
+			if err := c.updatePod(ctx, p, func(m *metav1.ObjectMeta) bool {
+				m.OwnerReferences = slices.DeleteFunc(m.OwnerReferences, func(r *metav1.OwnerReference) bool { return r.GetUid() == uid })
+				ctrl.RemoveFinalizer(m, TrackingFinalizer)
+				return true
+			}); err != nil {
+				errs = append(errs, fmt.Errorf("release pod %s: %w", client.Key(p), err))
+			}
+		case ref == nil && matches && job.GetMetadata().GetDeletionTimestamp() == nil && p.GetMetadata().GetDeletionTimestamp() == nil:
+			// Adopt only for a Job that is still the one we know.
+			fresh, err := c.cfg.Jobs.Get(ctx, job.GetMetadata().GetNamespace(), job.GetMetadata().GetName())
+			if err != nil || fresh.GetMetadata().GetUid() != uid || fresh.GetMetadata().GetDeletionTimestamp() != nil {
+				continue
+			}
+			var adopted *corev1.Pod
+			err = c.updatePod(ctx, p, func(m *metav1.ObjectMeta) bool {
+				for _, r := range m.GetOwnerReferences() {
+					if r.GetController() {
+						return false // adopted by another meanwhile
+					}
+				}
+				m.OwnerReferences = append(m.OwnerReferences, ctrl.NewControllerRef(job, "batch/v1", "Job"))
+				if !ctrl.HasFinalizer(m, TrackingFinalizer) {
+					m.Finalizers = append(m.Finalizers, TrackingFinalizer)
+				}
+				return true
+			}, func(got *corev1.Pod) { adopted = got })
+			if err != nil {
+				errs = append(errs, fmt.Errorf("adopt pod %s: %w", client.Key(p), err))
+				continue
+			}
+			if adopted != nil {
+				out = append(out, adopted)
+			}
 		}
 	}
-	return out
+	return out, errors.Join(errs...)
+}
+
+// updatePod changes p's metadata with change and writes it, re-reading p
+// on a conflict; a pod gone (or replaced), or one change declines (false),
+// is left alone. done, if given, receives the written pod.
+func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, change func(*metav1.ObjectMeta) bool, done ...func(*corev1.Pod)) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		upd := proto.Clone(p).(*corev1.Pod)
+		if !change(upd.GetMetadata()) {
+			return nil
+		}
+		got, err := c.cfg.Pods.Update(ctx, upd)
+		switch {
+		case err == nil:
+			for _, f := range done {
+				f(got)
+			}
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
+			return err
+		}
+		fresh, err := c.cfg.Pods.Get(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName())
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fresh.GetMetadata().GetUid() != p.GetMetadata().GetUid() {
+			return nil
+		}
+		p = fresh
+	}
+	return errConflicts
 }
 
 // warnIgnoredFields records, once per Job (per controller run), a Warning

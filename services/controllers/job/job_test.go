@@ -599,3 +599,50 @@ func TestOrphanPolicyReleasesPods(t *testing.T) {
 		return len(held) == 0, strings.Join(held, " ")
 	})
 }
+
+// TestAdoptAndRelease, as Kubernetes' conformance test of the same name:
+// a pod of the Job orphaned (its controller reference removed) is adopted
+// again; a pod whose labels no longer match the selector is released
+// (reference and tracking finalizer removed).
+func TestAdoptAndRelease(t *testing.T) {
+	e := start(t)
+	j := e.create(t, newJob("adopt", func(s *batchv1.JobSpec) { s.Parallelism = proto.Int32(2) }))
+	pods := e.waitRunning(t, j, 2)
+	change := func(name string, f func(*corev1.Pod)) {
+		t.Helper()
+		for attempt := 0; ; attempt++ {
+			cur, err := e.pods.Get(e.ctx, "default", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(cur)
+			if _, err = e.pods.Update(e.ctx, cur); err == nil {
+				return
+			} else if !apierrors.IsConflict(err) || attempt > 10 {
+				t.Fatal(err)
+			}
+		}
+	}
+	orphan, other := pods[0].GetMetadata().GetName(), pods[1].GetMetadata().GetName()
+	change(orphan, func(p *corev1.Pod) { p.Metadata.OwnerReferences = nil })
+	eventually(t, "the orphan adopted", func() (bool, string) {
+		p, err := e.pods.Get(e.ctx, "default", orphan)
+		if err != nil {
+			return false, err.Error()
+		}
+		ref := ctrl.ControllerRef(p)
+		return ref.GetUid() == j.GetMetadata().GetUid() && ctrl.HasFinalizer(p.GetMetadata(), job.TrackingFinalizer), fmt.Sprint(p.GetMetadata())
+	})
+	change(other, func(p *corev1.Pod) {
+		delete(p.Metadata.Labels, "batch.kubernetes.io/controller-uid")
+	})
+	eventually(t, "the pod that no longer matches released", func() (bool, string) {
+		p, err := e.pods.Get(e.ctx, "default", other)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ctrl.ControllerRef(p) == nil && !ctrl.HasFinalizer(p.GetMetadata(), job.TrackingFinalizer), fmt.Sprint(p.GetMetadata())
+	})
+	// The Job runs two pods again: the adopted one and a new one.
+	e.waitRunning(t, j, 2)
+}

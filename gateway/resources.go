@@ -286,6 +286,7 @@ var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
+	"cronjobs": {"cj"},
 }
 
 var inAll = map[string]bool{

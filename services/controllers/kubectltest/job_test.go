@@ -238,6 +238,12 @@ spec:
 				!strings.HasPrefix(fields(lines[1]), "nightly 0 3 * * * Europe/Berlin False 0 <none> ") {
 				t.Errorf("kubectl get cronjobs:\n%s", out)
 			}
+			if out := run("get", "cj", "nightly", "-n", ns, "-o", "name"); strings.TrimSpace(out) != "cronjob.batch/nightly" {
+				t.Errorf("kubectl get cj: %q", out)
+			}
+			if out := run("get", "all", "-n", ns, "-o", "name"); !strings.Contains(out, "job.batch/pi") || !strings.Contains(out, "cronjob.batch/nightly") {
+				t.Errorf("kubectl get all:\n%s", out)
+			}
 			if out := run("create", "job", "manual", "--from=cronjob/nightly", "-n", ns); !strings.Contains(out, "job.batch/manual created") {
 				t.Errorf("kubectl create job --from=cronjob/nightly:\n%s", out)
 			}

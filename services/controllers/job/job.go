@@ -16,10 +16,10 @@
 // FailureTarget), then, once no pod is left running or uncounted, the
 // terminal one (Complete with completionTime, or Failed), as v1.33 does.
 //
-// podFailurePolicy, backoffLimitPerIndex, maxFailedIndexes, successPolicy,
-// managedBy and podReplacementPolicy Failed are stored and validated but
-// not acted on: a Job that sets one gets a Warning Event saying so (see
-// docs/design.md).
+// podFailurePolicy (FailJob, Ignore, Count) and podReplacementPolicy act
+// as on Kubernetes; backoffLimitPerIndex, maxFailedIndexes, successPolicy
+// and managedBy are stored and validated but not acted on: a Job that sets
+// one gets a Warning Event saying so (see docs/design.md).
 //
 // Like Kubernetes' controller, it adopts orphan pods that match a Job's
 // selector and releases its pods that no longer do.
@@ -280,12 +280,12 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		switch {
 		case p.GetStatus().GetPhase() == "Succeeded" && !s.uncountedSucceeded[uid] && !s.uncountedFailed[uid]:
 			newSucceeded = append(newSucceeded, p)
-		case podFailed(p) && !s.uncountedFailed[uid] && !s.uncountedSucceeded[uid]:
+		case podFailed(job, p) && !s.uncountedFailed[uid] && !s.uncountedSucceeded[uid]:
 			newFailed = append(newFailed, p)
 		}
 	}
 	s.succeeded = st.GetSucceeded() + int32(len(newSucceeded)+len(s.uncountedSucceeded))
-	s.failed = st.GetFailed() + int32(len(newFailed)+len(s.uncountedFailed))
+	s.failed = st.GetFailed() + nonIgnored(job, newFailed) + int32(len(s.uncountedFailed))
 	now := c.cfg.Now()
 	if st.StartTime == nil && !job.GetSpec().GetSuspend() {
 		st.StartTime = timestamppb.New(now.Truncate(time.Second))
@@ -303,6 +303,8 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		s.finished = cond
 	} else if cond := condition(st.Conditions, "FailureTarget"); cond != nil && cond.GetStatus() == "True" {
 		s.finished = cond
+	} else if msg := failJobMessage(job, s.pods); msg != "" {
+		s.finished = newCondition("FailureTarget", "PodFailurePolicy", msg, now)
 	} else if s.failed > job.GetSpec().GetBackoffLimit() || pastBackoffLimitOnFailure(job, s.pods) {
 		s.finished = newCondition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now)
 	} else if pastDeadline(job, now) {
@@ -456,9 +458,6 @@ func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, change func(*
 func (c *Controller) warnIgnoredFields(job *batchv1.Job) {
 	s := job.GetSpec()
 	var fields []string
-	if s.PodFailurePolicy != nil {
-		fields = append(fields, "podFailurePolicy")
-	}
 	if s.BackoffLimitPerIndex != nil {
 		fields = append(fields, "backoffLimitPerIndex")
 	}
@@ -467,9 +466,6 @@ func (c *Controller) warnIgnoredFields(job *batchv1.Job) {
 	}
 	if s.SuccessPolicy != nil {
 		fields = append(fields, "successPolicy")
-	}
-	if s.GetPodReplacementPolicy() == "Failed" {
-		fields = append(fields, "podReplacementPolicy")
 	}
 	if s.ManagedBy != nil && s.GetManagedBy() != "kubernetes.io/job-controller" {
 		fields = append(fields, "managedBy")
@@ -622,7 +618,7 @@ func (c *Controller) trackAndFinish(ctx context.Context, key string, s *jobSync,
 		if !ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) {
 			continue
 		}
-		failed := podFailed(p)
+		failed := podFailed(job, p)
 		if !(job.GetMetadata().GetDeletionTimestamp() != nil || s.finished != nil || p.GetStatus().GetPhase() == "Succeeded" || failed) {
 			continue
 		}
@@ -637,7 +633,8 @@ func (c *Controller) trackAndFinish(ctx context.Context, key string, s *jobSync,
 			}
 		case failed || failing:
 			// Once the Job fails, every pod not succeeded counts as failed.
-			if ix, ok := podIndex(p); !s.uncountedFailed[uid] && (!indexed || ok && ix < int(job.GetSpec().GetCompletions())) {
+			_, counts, _ := matchPodFailurePolicy(job.GetSpec().GetPodFailurePolicy(), p)
+			if ix, ok := podIndex(p); counts && !s.uncountedFailed[uid] && (!indexed || ok && ix < int(job.GetSpec().GetCompletions())) {
 				u.Failed = append(u.Failed, uid)
 				s.uncountedFailed[uid] = true
 				flush = true
@@ -753,14 +750,24 @@ func podTerminal(p *corev1.Pod) bool {
 	return ph == "Succeeded" || ph == "Failed"
 }
 
-// podFailed is Kubernetes' isPodFailed for the default
-// podReplacementPolicy (TerminatingOrFailed): a Failed pod, or one deleted
-// before it succeeded (an orphan that never reaches Failed).
-func podFailed(p *corev1.Pod) bool {
+// podFailed is Kubernetes' isPodFailed: a Failed pod or, unless the Job
+// replaces only failed pods, one deleted before it succeeded (an orphan
+// that never reaches Failed).
+func podFailed(job *batchv1.Job, p *corev1.Pod) bool {
 	if p.GetStatus().GetPhase() == "Failed" {
 		return true
 	}
+	if onlyReplaceFailed(job) {
+		return false
+	}
 	return p.GetMetadata().GetDeletionTimestamp() != nil && p.GetStatus().GetPhase() != "Succeeded"
+}
+
+// onlyReplaceFailed reports whether a pod being deleted is replaced only
+// once it has failed (podReplacementPolicy Failed, the default with a pod
+// failure policy).
+func onlyReplaceFailed(job *batchv1.Job) bool {
+	return job.GetSpec().GetPodReplacementPolicy() == "Failed" || job.GetSpec().GetPodFailurePolicy() != nil
 }
 
 // finishedAt is when p finished: its last container's finish, else its

@@ -526,13 +526,12 @@ func TestOrphanedPodsReleased(t *testing.T) {
 	})
 }
 
-// TestFieldsNotActedOnEvent: a Job with a pod failure policy runs as if it
+// TestFieldsNotActedOnEvent: a Job with backoffLimitPerIndex runs as if it
 // had none, and a Warning Event on it says so.
 func TestFieldsNotActedOnEvent(t *testing.T) {
 	e := start(t)
-	j := e.create(t, newJob("pfp", func(s *batchv1.JobSpec) {
-		s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []*batchv1.PodFailurePolicyRule{{Action: "Ignore",
-			OnPodConditions: []*batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: "DisruptionTarget"}}}}}
+	j := e.create(t, newJob("perindex", func(s *batchv1.JobSpec) {
+		s.CompletionMode, s.Completions, s.BackoffLimitPerIndex = proto.String("Indexed"), proto.Int32(1), proto.Int32(1)
 	}))
 	e.waitRunning(t, j, 1)
 	events := client.Must[*corev1.Event](e.conn)
@@ -544,12 +543,77 @@ func TestFieldsNotActedOnEvent(t *testing.T) {
 		var seen []string
 		for _, ev := range l {
 			seen = append(seen, ev.GetReason()+": "+ev.GetMessage())
-			if ev.GetInvolvedObject().GetName() == "pfp" && ev.GetType() == "Warning" && ev.GetReason() == "FieldsNotActedOn" &&
-				strings.Contains(ev.GetMessage(), "spec.podFailurePolicy, spec.podReplacementPolicy") {
+			if ev.GetInvolvedObject().GetName() == "perindex" && ev.GetType() == "Warning" && ev.GetReason() == "FieldsNotActedOn" &&
+				strings.Contains(ev.GetMessage(), "spec.backoffLimitPerIndex") {
 				return true, ""
 			}
 		}
 		return false, strings.Join(seen, "; ")
+	})
+}
+
+// TestPodFailurePolicy: a failure a rule ignores is not counted and the
+// pod is replaced; a failure a FailJob rule matches fails the Job at once,
+// with Kubernetes' reason and message.
+func TestPodFailurePolicy(t *testing.T) {
+	e := start(t)
+	j := e.create(t, newJob("pfp", func(s *batchv1.JobSpec) {
+		s.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []*batchv1.PodFailurePolicyRule{
+			{Action: "FailJob", OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: proto.String("work"), Operator: "In", Values: []int32{42}}},
+			{Action: "Ignore", OnPodConditions: []*batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: "DisruptionTarget"}}},
+		}}
+	}))
+	fail := func(p *corev1.Pod, exit int32, cond string) {
+		t.Helper()
+		cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Status = &corev1.PodStatus{Phase: "Failed", ContainerStatuses: []*corev1.ContainerStatus{{Name: "work",
+			State: &corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: "Error"}}}}}
+		if cond != "" {
+			cur.Status.Conditions = []*corev1.PodCondition{{Type: cond, Status: "True"}}
+		}
+		if _, err := e.pods.UpdateStatus(e.ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := e.waitRunning(t, j, 1)[0]
+	fail(first, 137, "DisruptionTarget")
+	var second *corev1.Pod
+	eventually(t, "a replacement", func() (bool, string) {
+		r := e.running(t, j)
+		if len(r) == 1 && r[0].GetMetadata().GetName() != first.GetMetadata().GetName() {
+			second = r[0]
+			return true, ""
+		}
+		return false, podStates(e.podsOf(t, j))
+	})
+	e.noFinalizersOn(t, first)
+	if got, _ := e.jobs.Get(e.ctx, "default", "pfp"); got.GetStatus().GetFailed() != 0 {
+		t.Errorf("failed %d, want 0 (ignored)", got.GetStatus().GetFailed())
+	}
+	fail(second, 42, "")
+	got := e.waitStatus(t, j, "Failed", func(st *batchv1.JobStatus) bool { return isTrue(st, "Failed") })
+	c := condition(got.GetStatus(), "Failed")
+	want := fmt.Sprintf("Container work for pod default/%s failed with exit code 42 matching FailJob rule at index 0", second.GetMetadata().GetName())
+	if c.GetReason() != "PodFailurePolicy" || c.GetMessage() != want {
+		t.Errorf("Failed condition %s %q, want PodFailurePolicy %q", c.GetReason(), c.GetMessage(), want)
+	}
+	if got.GetStatus().GetFailed() != 1 {
+		t.Errorf("failed %d, want 1", got.GetStatus().GetFailed())
+	}
+}
+
+// noFinalizersOn waits until p no longer holds the tracking finalizer.
+func (e *env) noFinalizersOn(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	eventually(t, "finalizer of "+p.GetMetadata().GetName()+" removed", func() (bool, string) {
+		cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
+		if err != nil {
+			return apierrors.IsNotFound(err), err.Error()
+		}
+		return !ctrl.HasFinalizer(cur.GetMetadata(), job.TrackingFinalizer), fmt.Sprint(cur.GetMetadata().GetFinalizers())
 	})
 }
 

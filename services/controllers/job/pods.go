@@ -68,14 +68,19 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 		s.ready -= deletedReady
 		return active - deleted, err
 	}
-	if active >= want {
+	// Replacing only failed pods, those still terminating hold their place.
+	held := active
+	if onlyReplaceFailed(job) {
+		held += s.terminated
+	}
+	if held >= want {
 		return active, nil
 	}
 	if left := c.remaining(bo, now); left > 0 {
 		c.queue.AddAfter(key, left)
 		return active, nil
 	}
-	n := min(int(want-active), maxPodChangesPerSync)
+	n := min(int(want-held), maxPodChangesPerSync)
 	var indexes []int
 	if indexed {
 		indexes = freeIndexes(s.active, s.succeededIndexes, int(spec.GetCompletions()), n)

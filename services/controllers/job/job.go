@@ -16,9 +16,9 @@
 // FailureTarget), then, once no pod is left running or uncounted, the
 // terminal one (Complete with completionTime, or Failed), as v1.33 does.
 //
-// podFailurePolicy (FailJob, Ignore, Count) and podReplacementPolicy act
-// as on Kubernetes; backoffLimitPerIndex, maxFailedIndexes, successPolicy
-// and managedBy are stored and validated but not acted on: a Job that sets
+// podFailurePolicy (FailJob, Ignore, Count), podReplacementPolicy and
+// successPolicy act as on Kubernetes; backoffLimitPerIndex,
+// maxFailedIndexes and managedBy are stored and validated but not acted on: a Job that sets
 // one gets a Warning Event saying so (see docs/design.md).
 //
 // Like Kubernetes' controller, it adopts orphan pods that match a Job's
@@ -312,6 +312,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	} else if d := job.GetSpec().ActiveDeadlineSeconds; d != nil && !job.GetSpec().GetSuspend() && st.StartTime != nil {
 		c.queue.AddAfter(key, st.StartTime.AsTime().Add(time.Duration(*d)*time.Second).Sub(now)+100*time.Millisecond)
 	}
+	if s.finished == nil && indexed {
+		if msg, ok := matchSuccessPolicy(job.GetSpec().GetSuccessPolicy(), int(job.GetSpec().GetCompletions()), s.succeededIndexes); ok {
+			s.finished = newCondition("SuccessCriteriaMet", "SuccessPolicy", msg, now)
+		}
+	}
 
 	active := int32(len(s.active))
 	var manageErr error
@@ -463,9 +468,6 @@ func (c *Controller) warnIgnoredFields(job *batchv1.Job) {
 	}
 	if s.MaxFailedIndexes != nil {
 		fields = append(fields, "maxFailedIndexes")
-	}
-	if s.SuccessPolicy != nil {
-		fields = append(fields, "successPolicy")
 	}
 	if s.ManagedBy != nil && s.GetManagedBy() != "kubernetes.io/job-controller" {
 		fields = append(fields, "managedBy")

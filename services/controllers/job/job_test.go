@@ -710,3 +710,34 @@ func TestAdoptAndRelease(t *testing.T) {
 	// The Job runs two pods again: the adopted one and a new one.
 	e.waitRunning(t, j, 2)
 }
+
+// TestSuccessPolicy: an Indexed Job whose success policy is met completes
+// with reason SuccessPolicy; its other pods are deleted.
+func TestSuccessPolicy(t *testing.T) {
+	e := start(t)
+	j := e.create(t, newJob("leader", func(s *batchv1.JobSpec) {
+		s.CompletionMode, s.Completions, s.Parallelism = proto.String("Indexed"), proto.Int32(3), proto.Int32(3)
+		s.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []*batchv1.SuccessPolicyRule{{SucceededIndexes: proto.String("0")}}}
+	}))
+	pods := e.waitRunning(t, j, 3)
+	for _, p := range pods {
+		if p.GetMetadata().GetAnnotations()[job.CompletionIndexKey] == "0" {
+			e.finish(t, p, "Succeeded")
+		}
+	}
+	got := e.waitStatus(t, j, "Complete", func(st *batchv1.JobStatus) bool { return isTrue(st, "Complete") })
+	st := got.GetStatus()
+	if want := "SuccessCriteriaMet=True/SuccessPolicy,Complete=True/SuccessPolicy"; conditionTypes(st) != want {
+		t.Errorf("conditions %s, want %s", conditionTypes(st), want)
+	}
+	if c := condition(st, "Complete"); c.GetMessage() != "Matched rules at index 0" {
+		t.Errorf("message %q", c.GetMessage())
+	}
+	if st.GetCompletedIndexes() != "0" || st.GetSucceeded() != 1 || st.GetActive() != 0 || st.GetCompletionTime() == nil {
+		t.Errorf("status %v", st)
+	}
+	eventually(t, "the other pods deleted", func() (bool, string) {
+		ps := e.podsOf(t, j)
+		return len(ps) == 1, podStates(ps)
+	})
+}

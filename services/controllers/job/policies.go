@@ -1,9 +1,11 @@
-// This file holds the Job's pod failure policy, as Kubernetes v1.33
-// applies it: the first rule matching a failed pod (a container's non-zero
-// exit code, or a pod condition) decides whether the pod fails the Job at
-// once (FailJob), is not counted toward backoffLimit (Ignore) or is
-// counted (Count). FailIndex needs backoffLimitPerIndex, which kplane does
-// not act on: such a rule counts the failure.
+// This file holds the Job's success policy and pod failure policy, as
+// Kubernetes v1.33 applies them. The success policy ends an Indexed Job
+// once some indexes succeeded. The pod failure policy's first rule matching
+// a failed pod (a container's non-zero exit code, or a pod condition)
+// decides whether the pod fails the Job at once (FailJob), is not counted
+// toward backoffLimit (Ignore) or is counted (Count). FailIndex needs
+// backoffLimitPerIndex, which kplane does not act on: such a rule counts
+// the failure.
 package job
 
 import (
@@ -109,4 +111,35 @@ func nonIgnored(job *batchv1.Job, failed []*corev1.Pod) int32 {
 		}
 	}
 	return n
+}
+
+// matchSuccessPolicy reports whether an Indexed Job's succeeded indexes
+// meet a rule of its success policy, with Kubernetes' message naming the
+// first rule met: all of its succeededIndexes, or succeededCount of them
+// (of all indexes without succeededIndexes).
+func matchSuccessPolicy(sp *batchv1.SuccessPolicy, completions int, succeeded map[int]bool) (string, bool) {
+	if sp == nil || len(succeeded) == 0 {
+		return "", false
+	}
+	for i, r := range sp.GetRules() {
+		msg := fmt.Sprintf("Matched rules at index %d", i)
+		if r.SucceededIndexes != nil {
+			required := parseIndexes(r.GetSucceededIndexes(), completions)
+			if len(required) == 0 {
+				continue
+			}
+			n := 0
+			for ix := range required {
+				if succeeded[ix] {
+					n++
+				}
+			}
+			if (r.SucceededCount != nil && n >= int(r.GetSucceededCount())) || (r.SucceededCount == nil && n >= len(required)) {
+				return msg, true
+			}
+		} else if r.SucceededCount != nil && len(succeeded) >= int(r.GetSucceededCount()) {
+			return msg, true
+		}
+	}
+	return "", false
 }

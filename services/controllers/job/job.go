@@ -16,9 +16,9 @@
 // FailureTarget), then, once no pod is left running or uncounted, the
 // terminal one (Complete with completionTime, or Failed), as v1.33 does.
 //
-// podFailurePolicy (FailJob, Ignore, Count), podReplacementPolicy and
-// successPolicy act as on Kubernetes; backoffLimitPerIndex,
-// maxFailedIndexes and managedBy are stored and validated but not acted on: a Job that sets
+// podFailurePolicy, podReplacementPolicy, successPolicy,
+// backoffLimitPerIndex and maxFailedIndexes act as on Kubernetes; managedBy
+// naming another controller is stored and validated but not acted on: a Job that sets
 // one gets a Warning Event saying so (see docs/design.md).
 //
 // Like Kubernetes' controller, it adopts orphan pods that match a Job's
@@ -226,6 +226,9 @@ type jobSync struct {
 	succeeded, failed                   int32
 	// succeededIndexes are an Indexed Job's completed indexes.
 	succeededIndexes map[int]bool
+	// failedIndexes are an Indexed Job's failed indexes, with
+	// backoffLimitPerIndex (nil without).
+	failedIndexes map[int]bool
 	// finished is the condition the Job is to end with (interim type:
 	// SuccessCriteriaMet or FailureTarget), nil while it runs.
 	finished *batchv1.JobCondition
@@ -295,6 +298,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if indexed {
 		s.succeededIndexes = succeededIndexes(job, s.pods)
 		s.succeeded = int32(len(s.succeededIndexes))
+		if job.GetSpec().BackoffLimitPerIndex != nil {
+			s.failedIndexes = failedIndexes(job, s.pods)
+		}
 	}
 
 	// Evaluate how the Job ends, in Kubernetes' order: a condition an
@@ -311,6 +317,13 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		s.finished = newCondition("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline", now)
 	} else if d := job.GetSpec().ActiveDeadlineSeconds; d != nil && !job.GetSpec().GetSuspend() && st.StartTime != nil {
 		c.queue.AddAfter(key, st.StartTime.AsTime().Add(time.Duration(*d)*time.Second).Sub(now)+100*time.Millisecond)
+	}
+	if s.finished == nil && s.failedIndexes != nil {
+		if m := job.GetSpec().MaxFailedIndexes; m != nil && len(s.failedIndexes) > int(*m) {
+			s.finished = newCondition("FailureTarget", "MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes", now)
+		} else if len(s.failedIndexes) > 0 && len(s.failedIndexes)+len(s.succeededIndexes) >= int(job.GetSpec().GetCompletions()) {
+			s.finished = newCondition("FailureTarget", "FailedIndexes", "Job has failed indexes", now)
+		}
 	}
 	if s.finished == nil && indexed {
 		if msg, ok := matchSuccessPolicy(job.GetSpec().GetSuccessPolicy(), int(job.GetSpec().GetCompletions()), s.succeededIndexes); ok {
@@ -463,12 +476,6 @@ func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, change func(*
 func (c *Controller) warnIgnoredFields(job *batchv1.Job) {
 	s := job.GetSpec()
 	var fields []string
-	if s.BackoffLimitPerIndex != nil {
-		fields = append(fields, "backoffLimitPerIndex")
-	}
-	if s.MaxFailedIndexes != nil {
-		fields = append(fields, "maxFailedIndexes")
-	}
 	if s.ManagedBy != nil && s.GetManagedBy() != "kubernetes.io/job-controller" {
 		fields = append(fields, "managedBy")
 	}
@@ -653,6 +660,13 @@ func (c *Controller) trackAndFinish(ctx context.Context, key string, s *jobSync,
 		}
 		st.CompletedIndexes = ci
 		st.Succeeded = int32(len(s.succeededIndexes))
+		if s.failedIndexes != nil {
+			fi := formatIndexes(s.failedIndexes)
+			if st.FailedIndexes == nil || st.GetFailedIndexes() != fi {
+				st.FailedIndexes = proto.String(fi)
+				flush = true
+			}
+		}
 	}
 	// The interim condition goes in before the finalizers are removed.
 	var terminal *batchv1.JobCondition

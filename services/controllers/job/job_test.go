@@ -526,13 +526,11 @@ func TestOrphanedPodsReleased(t *testing.T) {
 	})
 }
 
-// TestFieldsNotActedOnEvent: a Job with backoffLimitPerIndex runs as if it
-// had none, and a Warning Event on it says so.
+// TestFieldsNotActedOnEvent: a Job whose managedBy names another
+// controller is run anyway, and a Warning Event on it says so.
 func TestFieldsNotActedOnEvent(t *testing.T) {
 	e := start(t)
-	j := e.create(t, newJob("perindex", func(s *batchv1.JobSpec) {
-		s.CompletionMode, s.Completions, s.BackoffLimitPerIndex = proto.String("Indexed"), proto.Int32(1), proto.Int32(1)
-	}))
+	j := e.create(t, newJob("managed", func(s *batchv1.JobSpec) { s.ManagedBy = proto.String("example.com/queue") }))
 	e.waitRunning(t, j, 1)
 	events := client.Must[*corev1.Event](e.conn)
 	eventually(t, "a FieldsNotActedOn Event", func() (bool, string) {
@@ -543,13 +541,59 @@ func TestFieldsNotActedOnEvent(t *testing.T) {
 		var seen []string
 		for _, ev := range l {
 			seen = append(seen, ev.GetReason()+": "+ev.GetMessage())
-			if ev.GetInvolvedObject().GetName() == "perindex" && ev.GetType() == "Warning" && ev.GetReason() == "FieldsNotActedOn" &&
-				strings.Contains(ev.GetMessage(), "spec.backoffLimitPerIndex") {
+			if ev.GetInvolvedObject().GetName() == "managed" && ev.GetType() == "Warning" && ev.GetReason() == "FieldsNotActedOn" &&
+				strings.Contains(ev.GetMessage(), "spec.managedBy") {
 				return true, ""
 			}
 		}
 		return false, strings.Join(seen, "; ")
 	})
+}
+
+// TestBackoffLimitPerIndex: an index whose pods fail backoffLimitPerIndex
+// + 1 times is failed (status.failedIndexes) and not run again; the others
+// go on; the Job then fails with reason FailedIndexes.
+func TestBackoffLimitPerIndex(t *testing.T) {
+	e := start(t)
+	j := e.create(t, newJob("perindex", func(s *batchv1.JobSpec) {
+		s.CompletionMode, s.Completions, s.Parallelism = proto.String("Indexed"), proto.Int32(2), proto.Int32(2)
+		s.BackoffLimitPerIndex = proto.Int32(1)
+	}))
+	byIndex := func() map[string]*corev1.Pod {
+		m := map[string]*corev1.Pod{}
+		for _, p := range e.running(t, j) {
+			m[p.GetMetadata().GetAnnotations()[job.CompletionIndexKey]] = p
+		}
+		return m
+	}
+	e.waitRunning(t, j, 2)
+	first := byIndex()
+	if got := first["0"].GetMetadata().GetAnnotations()[job.IndexFailureCountKey]; got != "0" {
+		t.Errorf("failure count of the first pod of index 0: %q, want 0", got)
+	}
+	e.finish(t, first["0"], "Failed")
+	var again *corev1.Pod
+	eventually(t, "index 0 run again", func() (bool, string) {
+		again = byIndex()["0"]
+		return again != nil && again.GetMetadata().GetName() != first["0"].GetMetadata().GetName(), podStates(e.podsOf(t, j))
+	})
+	if got := again.GetMetadata().GetAnnotations()[job.IndexFailureCountKey]; got != "1" {
+		t.Errorf("failure count of the second pod of index 0: %q, want 1", got)
+	}
+	e.finish(t, again, "Failed")
+	e.waitStatus(t, j, "index 0 failed", func(st *batchv1.JobStatus) bool { return st.GetFailedIndexes() == "0" && st.GetFailed() == 2 })
+	e.finish(t, first["1"], "Succeeded")
+	got := e.waitStatus(t, j, "Failed", func(st *batchv1.JobStatus) bool { return isTrue(st, "Failed") })
+	st := got.GetStatus()
+	if c := condition(st, "Failed"); c.GetReason() != "FailedIndexes" || c.GetMessage() != "Job has failed indexes" {
+		t.Errorf("Failed condition %v", c)
+	}
+	if st.GetCompletedIndexes() != "1" || st.GetFailedIndexes() != "0" || st.GetSucceeded() != 1 {
+		t.Errorf("status %v", st)
+	}
+	if n := len(e.podsOf(t, j)); n != 3 {
+		t.Errorf("%d pods, want 3 (index 0 not run a third time)", n)
+	}
 }
 
 // TestPodFailurePolicy: a failure a rule ignores is not counted and the

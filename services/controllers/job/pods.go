@@ -57,6 +57,12 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 	var remove []*corev1.Pod
 	if indexed {
 		remove = surplusIndexed(s.active, s.succeededIndexes, int(spec.GetCompletions()))
+		// The pods of failed indexes go too.
+		for _, p := range s.active {
+			if ix, ok := podIndex(p); ok && s.failedIndexes[ix] && !slices.Contains(remove, p) {
+				remove = append(remove, p)
+			}
+		}
 	}
 	if extra := int(active) - len(remove) - int(want); extra > 0 {
 		rest := slices.DeleteFunc(slices.Clone(s.active), func(p *corev1.Pod) bool { return slices.Contains(remove, p) })
@@ -76,14 +82,43 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 	if held >= want {
 		return active, nil
 	}
-	if left := c.remaining(bo, now); left > 0 {
+	perIndex := s.failedIndexes != nil
+	if left := c.remaining(bo, now); left > 0 && !perIndex {
 		c.queue.AddAfter(key, left)
 		return active, nil
 	}
 	n := min(int(want-held), maxPodChangesPerSync)
 	var indexes []int
+	failures := map[int]int{} // per index, with backoffLimitPerIndex
 	if indexed {
-		indexes = freeIndexes(s.active, s.succeededIndexes, int(spec.GetCompletions()), n)
+		taken := map[int]bool{}
+		for ix := range s.failedIndexes {
+			taken[ix] = true
+		}
+		if perIndex {
+			// An index waits out its own back-off after a failure.
+			var wait time.Duration
+			for ix, last := range lastFailedPerIndex(job, s.pods) {
+				failures[ix] = indexFailureCount(last)
+				if _, counts, _ := matchPodFailurePolicy(spec.GetPodFailurePolicy(), last); counts {
+					failures[ix]++
+				}
+				left := c.remaining(backoffRecord{failures: failures[ix], lastFailure: finishedAt(last)}, now)
+				if left > 0 && !taken[ix] {
+					taken[ix] = true
+					if wait == 0 || left < wait {
+						wait = left
+					}
+				}
+			}
+			if wait > 0 {
+				c.queue.AddAfter(key, wait)
+			}
+		}
+		for ix := range s.succeededIndexes {
+			taken[ix] = true
+		}
+		indexes = freeIndexes(s.active, taken, int(spec.GetCompletions()), n)
 		n = len(indexes)
 	}
 	if n == 0 {
@@ -110,7 +145,11 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				got, err := c.cfg.Pods.Create(ctx, newPod(job, idx))
+				pod := newPod(job, idx)
+				if perIndex {
+					pod.Metadata.Annotations[IndexFailureCountKey] = strconv.Itoa(failures[idx])
+				}
+				got, err := c.cfg.Pods.Create(ctx, pod)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -361,4 +400,57 @@ func formatIndexes(set map[int]bool) string {
 		i = j + 1
 	}
 	return b.String()
+}
+
+// IndexFailureCountKey is the annotation with which a pod of an Indexed
+// Job with backoffLimitPerIndex carries how many pods of its index failed
+// before it.
+const IndexFailureCountKey = "batch.kubernetes.io/job-index-failure-count"
+
+// indexFailureCount is p's IndexFailureCountKey annotation (0 if absent).
+func indexFailureCount(p *corev1.Pod) int {
+	n, err := strconv.Atoi(p.GetMetadata().GetAnnotations()[IndexFailureCountKey])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// lastFailedPerIndex is, per index, the failed pod whose failures are
+// latest (highest failure count, then latest finish): the pod its
+// replacement's count and back-off follow from.
+func lastFailedPerIndex(job *batchv1.Job, pods []*corev1.Pod) map[int]*corev1.Pod {
+	out := map[int]*corev1.Pod{}
+	for _, p := range pods {
+		ix, ok := podIndex(p)
+		if !ok || !podFailed(job, p) {
+			continue
+		}
+		if cur, ok := out[ix]; !ok || indexFailureCount(p) > indexFailureCount(cur) ||
+			indexFailureCount(p) == indexFailureCount(cur) && finishedAt(p).After(finishedAt(cur)) {
+			out[ix] = p
+		}
+	}
+	return out
+}
+
+// failedIndexes are the indexes an Indexed Job with backoffLimitPerIndex
+// has given up: those in status.failedIndexes, and those of pods not yet
+// counted whose failure is the index's last allowed one (or matched a
+// FailIndex rule).
+func failedIndexes(job *batchv1.Job, pods []*corev1.Pod) map[int]bool {
+	completions := int(job.GetSpec().GetCompletions())
+	out := parseIndexes(job.GetStatus().GetFailedIndexes(), completions)
+	limit := int(job.GetSpec().GetBackoffLimitPerIndex())
+	for _, p := range pods {
+		ix, ok := podIndex(p)
+		if !ok || ix >= completions || !ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) || !podFailed(job, p) {
+			continue
+		}
+		_, counts, action := matchPodFailurePolicy(job.GetSpec().GetPodFailurePolicy(), p)
+		if action == "FailIndex" || counts && indexFailureCount(p) >= limit {
+			out[ix] = true
+		}
+	}
+	return out
 }

@@ -17,9 +17,8 @@
 // terminal one (Complete with completionTime, or Failed), as v1.33 does.
 //
 // podFailurePolicy, podReplacementPolicy, successPolicy,
-// backoffLimitPerIndex and maxFailedIndexes act as on Kubernetes; managedBy
-// naming another controller is stored and validated but not acted on: a Job that sets
-// one gets a Warning Event saying so (see docs/design.md).
+// backoffLimitPerIndex and maxFailedIndexes act as on Kubernetes; a Job
+// whose managedBy names another controller is left to it.
 //
 // Like Kubernetes' controller, it adopts orphan pods that match a Job's
 // selector and releases its pods that no longer do.
@@ -119,7 +118,6 @@ type Controller struct {
 
 	mu      sync.Mutex
 	backoff map[string]backoffRecord // by Job key
-	warned  map[string]bool          // Job UIDs told about ignored fields
 }
 
 // New returns a controller and registers its informer handlers.
@@ -138,7 +136,7 @@ func New(cfg Config) *Controller {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{cfg: cfg, log: log.With("controller", "job"), queue: client.NewQueue("job", 0, 0), orphans: client.NewQueue("job_orphan_pod", 0, 0),
-		exp: ctrl.NewExpectations(), backoff: map[string]backoffRecord{}, warned: map[string]bool{}}
+		exp: ctrl.NewExpectations(), backoff: map[string]backoffRecord{}}
 	orphaned := func(p *corev1.Pod) {
 		if ctrl.ControllerRef(p) == nil && ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) {
 			c.orphans.Add(client.Key(p))
@@ -244,11 +242,13 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		return c.releaseOrphans(ctx, key, "")
 	}
 	job := proto.Clone(cached).(*batchv1.Job)
+	if managedElsewhere(job) {
+		return nil
+	}
 	if jobFinished(job) {
 		// Counted already; what is left of its pods may go.
 		return c.releaseOrphans(ctx, key, job.GetMetadata().GetUid())
 	}
-	c.warnIgnoredFields(job)
 	if job.Status == nil {
 		job.Status = &batchv1.JobStatus{}
 	}
@@ -471,34 +471,11 @@ func (c *Controller) updatePod(ctx context.Context, p *corev1.Pod, change func(*
 	return errConflicts
 }
 
-// warnIgnoredFields records, once per Job (per controller run), a Warning
-// Event naming the fields kplane stores but does not act on.
-func (c *Controller) warnIgnoredFields(job *batchv1.Job) {
-	s := job.GetSpec()
-	var fields []string
-	if s.ManagedBy != nil && s.GetManagedBy() != "kubernetes.io/job-controller" {
-		fields = append(fields, "managedBy")
-	}
-	if len(fields) == 0 {
-		return
-	}
-	uid := job.GetMetadata().GetUid()
-	c.mu.Lock()
-	done := c.warned[uid]
-	c.warned[uid] = true
-	c.mu.Unlock()
-	if !done {
-		ctrl.Eventf(c.cfg.Recorder, job, client.EventWarning, "FieldsNotActedOn",
-			"kplane stores but does not act on spec.%v: the Job runs as if they were unset", joinFields(fields))
-	}
-}
-
-func joinFields(f []string) string {
-	out := f[0]
-	for _, x := range f[1:] {
-		out += ", spec." + x
-	}
-	return out
+// managedElsewhere reports whether the Job's managedBy names another
+// controller, which then runs it: this one leaves it alone, as Kubernetes'.
+func managedElsewhere(job *batchv1.Job) bool {
+	m := job.GetSpec().ManagedBy
+	return m != nil && *m != "kubernetes.io/job-controller"
 }
 
 // forget drops what the controller remembers of a Job that is gone.

@@ -526,28 +526,22 @@ func TestOrphanedPodsReleased(t *testing.T) {
 	})
 }
 
-// TestFieldsNotActedOnEvent: a Job whose managedBy names another
-// controller is run anyway, and a Warning Event on it says so.
-func TestFieldsNotActedOnEvent(t *testing.T) {
+// TestManagedElsewhere: a Job whose managedBy names another controller is
+// left to it, as by Kubernetes' controller.
+func TestManagedElsewhere(t *testing.T) {
 	e := start(t)
-	j := e.create(t, newJob("managed", func(s *batchv1.JobSpec) { s.ManagedBy = proto.String("example.com/queue") }))
-	e.waitRunning(t, j, 1)
-	events := client.Must[*corev1.Event](e.conn)
-	eventually(t, "a FieldsNotActedOn Event", func() (bool, string) {
-		l, _, err := events.List(e.ctx, "default", client.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, ev := range l {
-			seen = append(seen, ev.GetReason()+": "+ev.GetMessage())
-			if ev.GetInvolvedObject().GetName() == "managed" && ev.GetType() == "Warning" && ev.GetReason() == "FieldsNotActedOn" &&
-				strings.Contains(ev.GetMessage(), "spec.managedBy") {
-				return true, ""
-			}
-		}
-		return false, strings.Join(seen, "; ")
-	})
+	other := e.create(t, newJob("queued", func(s *batchv1.JobSpec) { s.ManagedBy = proto.String("example.com/queue") }))
+	mine := e.create(t, newJob("mine", nil))
+	// The controller has seen both once it runs the second one's pod.
+	e.waitRunning(t, mine, 1)
+	e.waitStatus(t, mine, "mine started", func(st *batchv1.JobStatus) bool { return st.GetStartTime() != nil })
+	got, err := e.jobs.Get(e.ctx, "default", "queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetStatus().GetStartTime() != nil || len(e.podsOf(t, other)) != 0 {
+		t.Errorf("a Job managed by example.com/queue was run: %v", got.GetStatus())
+	}
 }
 
 // TestBackoffLimitPerIndex: an index whose pods fail backoffLimitPerIndex

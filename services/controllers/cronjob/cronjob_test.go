@@ -1,3 +1,7 @@
+// This file holds the CronJob controller's tests on a real in-process API
+// service with an injectable clock: schedules, concurrency policies,
+// deadlines and missed times, history limits, suspend, time zones and
+// overlapping controllers.
 package cronjob_test
 
 import (

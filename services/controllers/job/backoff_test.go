@@ -1,3 +1,5 @@
+// This file holds the test of the back-off before a failed pod's
+// replacement.
 package job
 
 import (

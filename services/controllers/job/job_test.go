@@ -1,3 +1,7 @@
+// This file holds the Job controller's tests on a real in-process API
+// service, the test standing in for the node agents: completions and
+// parallelism, Indexed Jobs, backoffLimit, the deadline, suspend, every pod
+// counted once across restarts, orphans, adoption and the policies.
 package job_test
 
 import (

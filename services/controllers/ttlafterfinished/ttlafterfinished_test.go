@@ -1,3 +1,5 @@
+// This file holds the TTL-after-finished controller's test on a real
+// in-process API service with an injectable clock.
 package ttlafterfinished_test
 
 import (

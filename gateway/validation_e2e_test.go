@@ -1,5 +1,6 @@
 // This file holds the test comparing kplane's refusals of invalid Jobs and
 // CronJobs with kube-apiserver's recorded answers.
+
 package gateway_test
 
 import (

@@ -1,5 +1,6 @@
 // This file holds the tests of a Job's defaults, generated selector and
 // template immutability in the API service.
+
 package apiserver
 
 import (

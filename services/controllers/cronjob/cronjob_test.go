@@ -2,6 +2,7 @@
 // service with an injectable clock: schedules, concurrency policies,
 // deadlines and missed times, history limits, suspend, time zones and
 // overlapping controllers.
+
 package cronjob_test
 
 import (

@@ -1,5 +1,6 @@
 // This file holds the test of the back-off before a failed pod's
 // replacement.
+
 package job
 
 import (

@@ -2,6 +2,7 @@
 // service, the test standing in for the node agents: completions and
 // parallelism, Indexed Jobs, backoffLimit, the deadline, suspend, every pod
 // counted once across restarts, orphans, adoption and the policies.
+
 package job_test
 
 import (

@@ -1,5 +1,6 @@
 // This file holds the TTL-after-finished controller's test on a real
 // in-process API service with an injectable clock.
+
 package ttlafterfinished_test
 
 import (

@@ -730,7 +730,18 @@ func TestAdoptAndRelease(t *testing.T) {
 			}
 		}
 	}
-	orphan, other := pods[0].GetMetadata().GetName(), pods[1].GetMetadata().GetName()
+	orphan := pods[0].GetMetadata().GetName()
+	// Ready, so that of the three pods the Job has once it adopts it back
+	// (its replacement was made meanwhile) the new one goes, as Kubernetes
+	// picks not-ready pods first.
+	ready, err := e.pods.Get(e.ctx, "default", orphan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready.Status = &corev1.PodStatus{Phase: "Running", Conditions: []*corev1.PodCondition{{Type: "Ready", Status: "True"}}}
+	if _, err := e.pods.UpdateStatus(e.ctx, ready); err != nil {
+		t.Fatal(err)
+	}
 	change(orphan, func(p *corev1.Pod) { p.Metadata.OwnerReferences = nil })
 	eventually(t, "the orphan adopted", func() (bool, string) {
 		p, err := e.pods.Get(e.ctx, "default", orphan)
@@ -739,6 +750,17 @@ func TestAdoptAndRelease(t *testing.T) {
 		}
 		ref := ctrl.ControllerRef(p)
 		return ref.GetUid() == j.GetMetadata().GetUid() && ctrl.HasFinalizer(p.GetMetadata(), job.TrackingFinalizer), fmt.Sprint(p.GetMetadata())
+	})
+	// Once the Job is back to two pods, one of them stops matching.
+	var other string
+	eventually(t, "two pods again", func() (bool, string) {
+		r := e.running(t, j)
+		for _, p := range r {
+			if p.GetMetadata().GetName() != orphan {
+				other = p.GetMetadata().GetName()
+			}
+		}
+		return len(r) == 2, podStates(r)
 	})
 	change(other, func(p *corev1.Pod) {
 		delete(p.Metadata.Labels, "batch.kubernetes.io/controller-uid")

@@ -14,6 +14,7 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -118,7 +119,7 @@ func gvDocument(tab *table, gv string, docs map[string]string) map[string]any {
 func kubeDocs() map[string]string {
 	docs := map[string]string{}
 	for _, d := range []map[string]string{metav1.Docs(), corev1.Docs(), appsv1.Docs(), coordinationv1.Docs(), rbacv1.Docs(),
-		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs(), policyv1.Docs()} {
+		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs(), policyv1.Docs(), batchv1.Docs()} {
 		maps.Copy(docs, d)
 	}
 	return docs

@@ -18,6 +18,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -132,6 +133,10 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 			}
 		}
 		return row(obj.Name, controller, obj.Revision, since(obj.CreationTimestamp)), nil
+	case *batchv1.Job:
+		return printJob(obj, now), nil
+	case *batchv1.CronJob:
+		return printCronJob(obj, now), nil
 	case *coordinationv1.Lease:
 		holder := ""
 		if obj.Spec.HolderIdentity != nil {

@@ -16,6 +16,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -289,6 +290,7 @@ var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
+	"cronjobs": {"cj"},
 }
 
 var inAll = map[string]bool{

@@ -20,6 +20,7 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -54,6 +55,8 @@ var services = []registration{
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
 	register(appsv1.RegisterDaemonSetServiceHandlerClient, appsv1.NewDaemonSetServiceClient),
 	register(appsv1.RegisterControllerRevisionServiceHandlerClient, appsv1.NewControllerRevisionServiceClient),
+	register(batchv1.RegisterJobServiceHandlerClient, batchv1.NewJobServiceClient),
+	register(batchv1.RegisterCronJobServiceHandlerClient, batchv1.NewCronJobServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),
 	register(policyv1.RegisterPodDisruptionBudgetServiceHandlerClient, policyv1.NewPodDisruptionBudgetServiceClient),
 	register(rbacv1.RegisterRoleServiceHandlerClient, rbacv1.NewRoleServiceClient),

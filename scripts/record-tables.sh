@@ -9,6 +9,9 @@
 #
 #   scripts/record-tables.sh            record (builds kube-apiserver if not cached)
 #   KEEP=1 scripts/record-tables.sh     keep the work directory and its logs
+#   RECORDER=./gateway/internal/recordinvalid scripts/record-tables.sh
+#                                       record how kube-apiserver refuses the
+#                                       objects of gateway/testdata/invalid
 #
 # Needs Go, Debian's etcd-server and openssl. Listens on loopback only.
 set -euo pipefail
@@ -61,5 +64,5 @@ until curl -skf -H "Authorization: Bearer admintoken" "https://127.0.0.1:$ap/rea
 	sleep 1
 done
 echo "== kube-apiserver $K8S_VERSION on :$ap; recording"
-go run ./gateway/internal/recordtables -kubeconfig "$work/kubeconfig" "$@"
-echo "== wrote gateway/testdata/tables/recorded.json and gateway/tablecolumns.json"
+go run "${RECORDER:-./gateway/internal/recordtables}" -kubeconfig "$work/kubeconfig" "$@"
+echo "== recorded with ${RECORDER:-./gateway/internal/recordtables}"

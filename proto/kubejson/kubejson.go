@@ -172,7 +172,7 @@ func TypeMeta(md protoreflect.MessageDescriptor) (apiVersion, kind string, ok bo
 		apiVersion = version
 	case "meta":
 		apiVersion = version
-	case "apps", "autoscaling":
+	case "apps", "autoscaling", "batch":
 		apiVersion = group + "/" + version
 	case "rbac":
 		apiVersion = "rbac.authorization.k8s.io/" + version

@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -116,6 +117,10 @@ func setDefaults(obj proto.Message) {
 			}
 			o.StringData = nil
 		}
+	case *batchv1.Job:
+		defaultJob(o)
+	case *batchv1.CronJob:
+		defaultCronJob(o)
 	case *corev1.ServiceAccount:
 		// As Kubernetes' strategy on create and update: a secrets entry
 		// keeps only its name.

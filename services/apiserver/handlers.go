@@ -20,6 +20,7 @@ import (
 	"github.com/kplane/kplane/internal/telemetry"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -575,11 +576,15 @@ func (s *Server) create(ctx context.Context, r *resourceInfo, ns string, obj pro
 	generated := m.Name == "" && m.GenerateName != ""
 	prepareForCreate(r, obj)
 	for attempt := 0; ; attempt++ {
+		try := obj
 		if generated {
-			m.Name = generateName(m.GenerateName)
+			// Each attempt starts from the request's object: defaults and
+			// a Job's generated labels name the attempt's name.
+			try = proto.Clone(obj)
+			meta(try).Name = generateName(m.GenerateName)
 		}
-		c.attrs.Name = m.Name
-		out, err := s.createOnce(ctx, c, r, obj, dry)
+		c.attrs.Name = meta(try).Name
+		out, err := s.createOnce(ctx, c, r, try, dry)
 		if generated && apierrors.IsAlreadyExists(err) && attempt < 8 {
 			continue
 		}
@@ -609,6 +614,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
 		o.Status = &policyv1.PodDisruptionBudgetStatus{}
+	case *batchv1.CronJob:
+		o.Status = nil // a Job's is cleared with its generated selector
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -629,6 +636,9 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 	}
 	if p, ok := obj.(*corev1.Pod); ok {
 		p.Status.QosClass = podQOSClass(p.GetSpec())
+	}
+	if j, ok := obj.(*batchv1.Job); ok {
+		generateJobSelector(j)
 	}
 	if err := s.validate(ctx, c, r, obj, nil); err != nil {
 		return nil, err
@@ -1098,6 +1108,11 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 	}
 	if err := checkDeleteOptions(o); err != nil {
 		return nil, err
+	}
+	if o.PropagationPolicy == "" && r.Group == "batch" && r.Resource == "jobs" {
+		// As Kubernetes keeps for compatibility: deleting a batch/v1 Job
+		// without a policy orphans its pods (kubectl sends Background).
+		o.PropagationPolicy = "Orphan"
 	}
 	return s.deleteObject(ctx, c, r, ns, name, o, dry, true)
 }

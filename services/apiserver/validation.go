@@ -14,6 +14,7 @@ import (
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -104,6 +105,12 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 		}
 	case *policyv1.PodDisruptionBudget:
 		errs = append(errs, validatePDBSpec(o.GetSpec(), field.NewPath("spec"))...)
+	case *batchv1.Job:
+		oj, _ := old.(*batchv1.Job)
+		errs = append(errs, validateJob(o, oj)...)
+	case *batchv1.CronJob:
+		oc, _ := old.(*batchv1.CronJob)
+		errs = append(errs, validateCronJob(o, oc)...)
 	case *corev1.ServiceAccount:
 		// As Kubernetes: only the metadata is checked (validateMeta: the
 		// name is a DNS subdomain); the secrets and imagePullSecrets
@@ -180,6 +187,9 @@ func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
 	errs := validateStatus(obj)
 	if ds, ok := obj.(*appsv1.DaemonSet); ok {
 		errs = append(errs, validateDaemonSetStatus(ds, old)...)
+	}
+	if j, ok := obj.(*batchv1.Job); ok {
+		errs = append(errs, validateJobStatus(j, old.(*batchv1.Job))...)
 	}
 	if len(errs) > 0 {
 		return invalid(r, meta(obj).GetName(), errs)

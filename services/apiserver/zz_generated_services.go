@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -98,6 +99,18 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &appsv1.ControllerRevision{} },
 		},
 		{
+			Group: "batch", Version: "v1", Kind: "Job", Resource: "jobs",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &batchv1.Job{} },
+		},
+		{
+			Group: "batch", Version: "v1", Kind: "CronJob", Resource: "cronjobs",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &batchv1.CronJob{} },
+		},
+		{
 			Group: "coordination.k8s.io", Version: "v1", Kind: "Lease", Resource: "leases",
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -164,6 +177,8 @@ func registerServices(gs *grpc.Server, s *Server) {
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
 	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
 	appsv1.RegisterControllerRevisionServiceServer(gs, &controllerRevisionService{s: s, r: s.resources["controllerrevisions"]})
+	batchv1.RegisterJobServiceServer(gs, &jobService{s: s, r: s.resources["jobs"]})
+	batchv1.RegisterCronJobServiceServer(gs, &cronJobService{s: s, r: s.resources["cronjobs"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
 	policyv1.RegisterPodDisruptionBudgetServiceServer(gs, &podDisruptionBudgetService{s: s, r: s.resources["poddisruptionbudgets"]})
 	rbacv1.RegisterRoleServiceServer(gs, &roleService{s: s, r: s.resources["roles"]})
@@ -1280,6 +1295,174 @@ func (x *controllerRevisionService) DeleteControllerRevision(ctx context.Context
 		return nil, toGRPC(err)
 	}
 	return &appsv1.DeleteControllerRevisionResponse{ControllerRevision: obj.(*appsv1.ControllerRevision)}, nil
+}
+
+type jobService struct {
+	batchv1.UnimplementedJobServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *jobService) GetJob(ctx context.Context, req *batchv1.GetJobRequest) (*batchv1.GetJobResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.GetJobResponse{Job: obj.(*batchv1.Job)}, nil
+}
+
+func (x *jobService) ListJobs(ctx context.Context, req *batchv1.ListJobsRequest) (*batchv1.ListJobsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &batchv1.JobList{ApiVersion: x.r.APIVersion(), Kind: "JobList", Metadata: lm, Items: make([]*batchv1.Job, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*batchv1.Job)
+	}
+	return &batchv1.ListJobsResponse{List: list}, nil
+}
+
+func (x *jobService) WatchJobs(req *batchv1.WatchJobsRequest, stream batchv1.JobService_WatchJobsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &batchv1.WatchJobsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*batchv1.Job)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *jobService) CreateJob(ctx context.Context, req *batchv1.CreateJobRequest) (*batchv1.CreateJobResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetJob()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.CreateJobResponse{Job: obj.(*batchv1.Job)}, nil
+}
+
+func (x *jobService) UpdateJob(ctx context.Context, req *batchv1.UpdateJobRequest) (*batchv1.UpdateJobResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetJob()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.UpdateJobResponse{Job: obj.(*batchv1.Job)}, nil
+}
+
+func (x *jobService) DeleteJob(ctx context.Context, req *batchv1.DeleteJobRequest) (*batchv1.DeleteJobResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.DeleteJobResponse{Job: obj.(*batchv1.Job)}, nil
+}
+
+func (x *jobService) UpdateJobStatus(ctx context.Context, req *batchv1.UpdateJobStatusRequest) (*batchv1.UpdateJobStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetJob()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.UpdateJobStatusResponse{Job: obj.(*batchv1.Job)}, nil
+}
+
+type cronJobService struct {
+	batchv1.UnimplementedCronJobServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *cronJobService) GetCronJob(ctx context.Context, req *batchv1.GetCronJobRequest) (*batchv1.GetCronJobResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.GetCronJobResponse{CronJob: obj.(*batchv1.CronJob)}, nil
+}
+
+func (x *cronJobService) ListCronJobs(ctx context.Context, req *batchv1.ListCronJobsRequest) (*batchv1.ListCronJobsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &batchv1.CronJobList{ApiVersion: x.r.APIVersion(), Kind: "CronJobList", Metadata: lm, Items: make([]*batchv1.CronJob, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*batchv1.CronJob)
+	}
+	return &batchv1.ListCronJobsResponse{List: list}, nil
+}
+
+func (x *cronJobService) WatchCronJobs(req *batchv1.WatchCronJobsRequest, stream batchv1.CronJobService_WatchCronJobsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &batchv1.WatchCronJobsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*batchv1.CronJob)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *cronJobService) CreateCronJob(ctx context.Context, req *batchv1.CreateCronJobRequest) (*batchv1.CreateCronJobResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetCronJob()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.CreateCronJobResponse{CronJob: obj.(*batchv1.CronJob)}, nil
+}
+
+func (x *cronJobService) UpdateCronJob(ctx context.Context, req *batchv1.UpdateCronJobRequest) (*batchv1.UpdateCronJobResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetCronJob()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.UpdateCronJobResponse{CronJob: obj.(*batchv1.CronJob)}, nil
+}
+
+func (x *cronJobService) DeleteCronJob(ctx context.Context, req *batchv1.DeleteCronJobRequest) (*batchv1.DeleteCronJobResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.DeleteCronJobResponse{CronJob: obj.(*batchv1.CronJob)}, nil
+}
+
+func (x *cronJobService) UpdateCronJobStatus(ctx context.Context, req *batchv1.UpdateCronJobStatusRequest) (*batchv1.UpdateCronJobStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetCronJob()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &batchv1.UpdateCronJobStatusResponse{CronJob: obj.(*batchv1.CronJob)}, nil
 }
 
 type leaseService struct {

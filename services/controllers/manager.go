@@ -1,8 +1,8 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, disruption) over shared informers, talking only to the API
-// service, under one leader election so that of several replicas exactly
+// daemonset, disruption, job, cronjob, ttl-after-finished) over shared
+// informers, talking only to the API service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
 
@@ -22,22 +22,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/daemonset"
+	"github.com/kplane/kplane/services/controllers/cronjob"
 	"github.com/kplane/kplane/services/controllers/deployment"
 	"github.com/kplane/kplane/services/controllers/disruption"
 	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
+	"github.com/kplane/kplane/services/controllers/job"
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
+	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
 )
 
 // Names of the controllers Config.Controllers selects from.
@@ -53,11 +57,14 @@ const (
 	RootCACertPublisher = "root-ca-cert-publisher"
 	DaemonSet           = "daemonset"
 	Disruption          = "disruption"
+	Job                 = "job"
+	CronJob             = "cronjob"
+	TTLAfterFinished    = "ttl-after-finished"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -81,6 +88,7 @@ type Config struct {
 	ServiceAccountWorkers                           int
 	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs
 	DisruptionWorkers                               int
+	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -129,6 +137,9 @@ func New(cfg Config) (*Manager, error) {
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
 	cfg.DaemonSetWorkers = cmpOr(cfg.DaemonSetWorkers, 2)
 	cfg.DisruptionWorkers = cmpOr(cfg.DisruptionWorkers, 1)
+	cfg.JobWorkers = cmpOr(cfg.JobWorkers, 5)
+	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
+	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -237,6 +248,36 @@ func (m *Manager) runControllers(ctx context.Context) {
 			PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DaemonSetWorkers) })
 	}
+	jobs := client.Must[*batchv1.Job](conn)
+	var jobInf *client.Informer[*batchv1.Job]
+	if on(Job) || on(GarbageCollector) || on(CronJob) || on(TTLAfterFinished) {
+		jobInf = newInformer(jobs, m.log)
+		informer(jobInf.Run)
+	}
+	// The batch controllers' Events name them as Kubernetes' do.
+	batchRecorder := func(component string) *client.Recorder {
+		r := client.NewRecorder(client.RecorderConfig{Sink: client.Must[*corev1.Event](conn), Component: component, Logger: m.log})
+		extra = append(extra, r.Run)
+		return r
+	}
+	if on(Job) {
+		c := job.New(job.Config{Pods: pods, Jobs: jobs, PodInformer: podInf, JobInformer: jobInf, Recorder: batchRecorder("job-controller"), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.JobWorkers) })
+	}
+	if on(TTLAfterFinished) {
+		c := ttlafterfinished.New(ttlafterfinished.Config{Jobs: jobs, JobInformer: jobInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.TTLWorkers) })
+	}
+	cjs := client.Must[*batchv1.CronJob](conn)
+	var cjInf *client.Informer[*batchv1.CronJob]
+	if on(CronJob) || on(GarbageCollector) {
+		cjInf = newInformer(cjs, m.log)
+		informer(cjInf.Run)
+	}
+	if on(CronJob) {
+		c := cronjob.New(cronjob.Config{Jobs: jobs, CronJobs: cjs, JobInformer: jobInf, CronJobInformer: cjInf, Recorder: batchRecorder("cronjob-controller"), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CronJobWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
 			ctrl.NewResource(conn, "v1", podInf),
@@ -244,6 +285,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			ctrl.NewResource(conn, "apps/v1", dInf),
 			ctrl.NewResource(conn, "apps/v1", dsInf),
 			ctrl.NewResource(conn, "apps/v1", crInf),
+			ctrl.NewResource(conn, "batch/v1", jobInf),
+			ctrl.NewResource(conn, "batch/v1", cjInf),
 		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
@@ -285,6 +328,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
 			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
 			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
+			namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},
+			namespace.ClientDeleter[*batchv1.Job]{C: jobs},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},

@@ -72,6 +72,10 @@ func groups() []group {
 			{Kind: "DaemonSet", Plural: "DaemonSets", Resource: "daemonsets", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "ControllerRevision", Plural: "ControllerRevisions", Resource: "controllerrevisions", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},
+		{Dir: "batch", Name: "batch", GoAlias: "batchv1", Resource: []resource{
+			{Kind: "Job", Plural: "Jobs", Resource: "jobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "CronJob", Plural: "CronJobs", Resource: "cronjobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},

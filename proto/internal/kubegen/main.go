@@ -62,6 +62,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -134,6 +135,9 @@ func packages() []protoPkg {
 		{Dir: "autoscaling", File: "types.proto", GoAlias: "autoscalingv1", GoPkgs: []string{"k8s.io/api/autoscaling/v1"},
 			Doc:   "holds autoscaling/v1 Scale, the body of the scale subresource",
 			Roots: []any{autoscalingv1.Scale{}}},
+		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
+			Doc:   "holds Kubernetes' batch/v1 resources",
+			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
 	}
 }
 

@@ -97,6 +97,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(read, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(read, []string{"coordination.k8s.io"}, "leases"),
 		rule(read, []string{"policy"}, "poddisruptionbudgets", "poddisruptionbudgets/status"),
+		rule(read, []string{"batch"}, "cronjobs", "cronjobs/status", "jobs", "jobs/status"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -107,6 +108,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
 		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
+		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, []string{"rbac.authorization.k8s.io"}, "roles", "rolebindings"),
@@ -157,6 +159,8 @@ func BootstrapPolicy() Bootstrap {
 				rule(write, []string{"discovery.k8s.io"}, "endpointslices"),
 				rule(write, []string{"coordination.k8s.io"}, "leases"),
 				rule([]string{"update"}, []string{"policy"}, "poddisruptionbudgets/status"),
+				rule(write, []string{"batch"}, "jobs", "cronjobs"),
+				rule([]string{"update", "patch"}, []string{"batch"}, "jobs/status", "cronjobs/status", "jobs/finalizers", "cronjobs/finalizers"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

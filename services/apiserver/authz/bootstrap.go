@@ -109,6 +109,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
+		rule([]string{"create"}, []string{"authorization.k8s.io"}, "localsubjectaccessreviews"),
 		rule(readWrite, []string{"rbac.authorization.k8s.io"}, "roles", "rolebindings"),
 	}, editRules...)
 

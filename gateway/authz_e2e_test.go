@@ -119,6 +119,7 @@ func TestKubectlAuthCanI(t *testing.T) {
 			if strings.Contains(out, "selfsubjectaccessreviews") {
 				t.Errorf("%s api-resources --namespaced=true: got\n%s\nwant only localsubjectaccessreviews", bin, out)
 			}
+			k.ok([]string{"explain", "localsubjectaccessreviews.spec.resourceAttributes"}, "namespace", "verb")
 			k.ok([]string{"auth", "can-i", "create", "pods", "--as=bob", "-n", "default"}, "yes")
 			k.fails([]string{"auth", "can-i", "create", "pods", "--as=bob", "-n", "kube-system"}, "no")
 		}

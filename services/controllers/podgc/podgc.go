@@ -51,8 +51,9 @@ const OutOfServiceTaint = "node.kubernetes.io/out-of-service"
 // over all pods.
 const Key = "podgc"
 
-// PodClient writes pods (*client.Client[*corev1.Pod]).
+// PodClient reads and writes pods (*client.Client[*corev1.Pod]).
 type PodClient interface {
+	Get(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 	UpdateStatus(ctx context.Context, obj *corev1.Pod) (*corev1.Pod, error)
 	Delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error
 }
@@ -293,9 +294,32 @@ func (c *Controller) deleteAll(ctx context.Context, pods []*corev1.Pod, why reas
 }
 
 func (c *Controller) markFailedAndDelete(ctx context.Context, p *corev1.Pod, cond *corev1.PodCondition) error {
-	ns, name := p.GetMetadata().GetNamespace(), p.GetMetadata().GetName()
-	if phase := p.GetStatus().GetPhase(); phase != "Succeeded" && phase != "Failed" {
-		u := proto.Clone(p).(*corev1.Pod)
+	if err := c.markFailed(ctx, p, cond); err != nil {
+		return fmt.Errorf("mark failed: %w", err)
+	}
+	zero := int64(0)
+	if err := c.cfg.Pods.Delete(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName(), client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	return nil
+}
+
+// markAttempts bounds the status writes markFailed makes.
+const markAttempts = 3
+
+// markFailed sets the phase of p (unless it already ended) to Failed, with
+// cond if set. Kubernetes sends a patch, which a concurrent status write
+// does not make fail; the API service takes whole-status updates at a
+// resourceVersion, so on a conflict the pod is read again and the change
+// made again on what it holds now (the same pod: a pod recreated under the
+// name is left alone, as Kubernetes' patch carries the uid).
+func (c *Controller) markFailed(ctx context.Context, p *corev1.Pod, cond *corev1.PodCondition) error {
+	cur := p
+	for attempt := 1; ; attempt++ {
+		if phase := cur.GetStatus().GetPhase(); phase == "Succeeded" || phase == "Failed" {
+			return nil
+		}
+		u := proto.Clone(cur).(*corev1.Pod)
 		if u.Status == nil {
 			u.Status = &corev1.PodStatus{}
 		}
@@ -303,15 +327,19 @@ func (c *Controller) markFailedAndDelete(ctx context.Context, p *corev1.Pod, con
 		if cond != nil {
 			setCondition(u.Status, cond, c.cfg.Clock.Now())
 		}
-		if _, err := c.cfg.Pods.UpdateStatus(ctx, u); err != nil {
-			return fmt.Errorf("mark failed: %w", err)
+		_, err := c.cfg.Pods.UpdateStatus(ctx, u)
+		if err == nil || !apierrors.IsConflict(err) || attempt == markAttempts {
+			return err
 		}
+		fresh, gerr := c.cfg.Pods.Get(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName())
+		if gerr != nil {
+			return gerr
+		}
+		if fresh.GetMetadata().GetUid() != p.GetMetadata().GetUid() {
+			return err
+		}
+		cur = fresh
 	}
-	zero := int64(0)
-	if err := c.cfg.Pods.Delete(ctx, ns, name, client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		return fmt.Errorf("delete: %w", err)
-	}
-	return nil
 }
 
 // setCondition puts cond in st as Kubernetes' UpdatePodCondition does: the

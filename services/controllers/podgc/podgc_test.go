@@ -3,7 +3,7 @@
 // node goes after the quarantine (marked Failed with DisruptionTarget
 // first), terminated pods beyond the threshold go oldest first, an
 // unscheduled terminating pod goes at once, a terminating pod on an
-// out-of-service node goes.
+// out-of-service node goes, a status written meanwhile is kept.
 package podgc_test
 
 import (
@@ -52,9 +52,13 @@ func start(t *testing.T, threshold int) *env {
 	if !client.WaitForCacheSync(ctx, e.podInf, e.nodeInf) {
 		t.Fatal("caches did not sync")
 	}
-	e.gc = podgc.New(podgc.Config{Pods: e.pods, Nodes: e.nodes, PodInformer: e.podInf, NodeInformer: e.nodeInf,
-		TerminatedPodThreshold: threshold, Clock: e.clock})
+	e.gc = e.newGC(e.pods, threshold)
 	return e
+}
+
+func (e *env) newGC(pods podgc.PodClient, threshold int) *podgc.Controller {
+	return podgc.New(podgc.Config{Pods: pods, Nodes: e.nodes, PodInformer: e.podInf, NodeInformer: e.nodeInf,
+		TerminatedPodThreshold: threshold, Clock: e.clock})
 }
 
 // eventually polls cond (the informers catching up with a write).
@@ -282,6 +286,53 @@ func TestUnscheduledTerminatingPod(t *testing.T) {
 	}
 	if w, ok := e.exists(t, "waiting"); !ok || w.GetStatus().GetPhase() != "Pending" {
 		t.Errorf("unscheduled pod not being deleted: got %v, want it kept Pending", w)
+	}
+}
+
+// racingWriter writes a pod's status (adding a condition) just before the
+// controller's first status write, which so carries a stale
+// resourceVersion.
+type racingWriter struct {
+	*client.Client[*corev1.Pod]
+	raced bool
+}
+
+func (r *racingWriter) UpdateStatus(ctx context.Context, p *corev1.Pod) (*corev1.Pod, error) {
+	if !r.raced {
+		r.raced = true
+		cur, err := r.Get(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName())
+		if err != nil {
+			return nil, err
+		}
+		cur.Status.Conditions = append(cur.Status.Conditions, &corev1.PodCondition{Type: "example.com/Seen", Status: "True"})
+		if _, err := r.Client.UpdateStatus(ctx, cur); err != nil {
+			return nil, err
+		}
+	}
+	return r.Client.UpdateStatus(ctx, p)
+}
+
+func TestStatusWrittenMeanwhile(t *testing.T) {
+	e := start(t, podgc.DefaultTerminatedPodThreshold)
+	racer := &racingWriter{Client: e.pods}
+	gc := e.newGC(racer, podgc.DefaultTerminatedPodThreshold)
+	e.pod(t, "raced", "", "Pending", "example.com/hold")
+	if err := e.pods.Delete(e.ctx, "default", "raced", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "raced terminating in the cache", func() (bool, string) {
+		c, ok := e.podInf.Store().Get("default/raced")
+		return ok && c.GetMetadata().GetDeletionTimestamp() != nil, fmt.Sprint(c.GetMetadata())
+	})
+	if err := gc.Reconcile(e.ctx, podgc.Key); err != nil {
+		t.Fatalf("pass with a status written meanwhile: %v", err)
+	}
+	got, _ := e.exists(t, "raced")
+	if !racer.raced || got.GetStatus().GetPhase() != "Failed" {
+		t.Fatalf("after the pass: raced %v, status %v; want Failed", racer.raced, got.GetStatus())
+	}
+	if !slices.ContainsFunc(got.GetStatus().GetConditions(), func(c *corev1.PodCondition) bool { return c.GetType() == "example.com/Seen" }) {
+		t.Errorf("conditions: got %v, want the one written meanwhile kept", got.GetStatus().GetConditions())
 	}
 }
 

@@ -233,15 +233,23 @@ func TestTerminatedPodThreshold(t *testing.T) {
 	e.pod(t, "c-running", "n1", "Running")
 	e.pod(t, "d-done", "n1", "Succeeded")
 	e.pod(t, "e-done", "n1", "Succeeded")
+	// Evicted pods go first, however young.
+	z := e.pod(t, "z-evicted", "n1", "")
+	z.Status = &corev1.PodStatus{Phase: "Failed", Reason: "Evicted"}
+	z, err := e.pods.UpdateStatus(e.ctx, z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cached(t, z)
 	e.pass(t)
 	var left []string
-	for _, name := range []string{"a-done", "b-failed", "c-running", "d-done", "e-done"} {
+	for _, name := range []string{"a-done", "b-failed", "c-running", "d-done", "e-done", "z-evicted"} {
 		if _, ok := e.exists(t, name); ok {
 			left = append(left, name)
 		}
 	}
 	if want := []string{"c-running", "d-done", "e-done"}; !slices.Equal(left, want) {
-		t.Errorf("after a pass with threshold 2 over 4 terminated pods: got %v, want %v", left, want)
+		t.Errorf("after a pass with threshold 2 over 5 terminated pods: got %v, want %v", left, want)
 	}
 }
 

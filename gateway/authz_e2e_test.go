@@ -28,10 +28,19 @@ spec:
   resourceAttributes: {namespace: default, verb: %s, resource: pods}
 `
 
+const lsarYAML = `apiVersion: authorization.k8s.io/v1
+kind: LocalSubjectAccessReview
+metadata: {namespace: default}
+spec:
+  user: bob
+  resourceAttributes: {namespace: %s, verb: create, resource: pods}
+`
+
 // TestKubectlAuthCanI: kubectl auth can-i (SelfSubjectAccessReview),
 // --list (SelfSubjectRulesReview), --as (impersonation) and a
-// SubjectAccessReview created from a file, through the gateway, for the
-// admin and for bob, who has a Role to create and get pods in default.
+// SubjectAccessReview and a LocalSubjectAccessReview created from a file,
+// through the gateway, for the admin and for bob, who has a Role to create
+// and get pods in default.
 func TestKubectlAuthCanI(t *testing.T) {
 	k := startKube(t, "kubectl")
 	bob := "--token=bob-token"
@@ -91,5 +100,28 @@ func TestKubectlAuthCanI(t *testing.T) {
 		k.fails([]string{"create", "-f", k.file("sar4.yaml", "apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec: {user: bob}\n")},
 			"exactly one of nonResourceAttributes or resourceAttributes must be specified")
 		k.ok([]string{"api-resources", "--api-group=authorization.k8s.io"}, "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews")
+	})
+	t.Run("localsubjectaccessreview", func(t *testing.T) {
+		for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
+			k := k.withBinary(t, bin)
+			same := k.file("lsar.yaml", strings.ReplaceAll(lsarYAML, "%s", "default"))
+			k.ok([]string{"create", "-f", same, "-o", "jsonpath={.kind} {.metadata.namespace} {.status.allowed} {.status.reason}"},
+				`LocalSubjectAccessReview default true RBAC: allowed by RoleBinding "bob-creates-pods"`)
+			k.fails([]string{"create", "-f", k.file("lsar2.yaml", strings.ReplaceAll(lsarYAML, "%s", "kube-system"))},
+				`The LocalSubjectAccessReview "" is invalid: spec.resourceAttributes.namespace: Invalid value: "kube-system": must match metadata.namespace`)
+			raw := k.file("lsar.json", `{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview","metadata":{"namespace":"default"},`+
+				`"spec":{"user":"bob","resourceAttributes":{"namespace":"default","verb":"create","resource":"pods"}}}`)
+			k.fails([]string{"create", "--raw", "/apis/authorization.k8s.io/v1/namespaces/kube-system/localsubjectaccessreviews", "-f", raw},
+				"the namespace of the provided object does not match the namespace sent on the request")
+			k.fails([]string{"create", "-f", same, bob},
+				`localsubjectaccessreviews.authorization.k8s.io is forbidden: User "bob" cannot create resource "localsubjectaccessreviews" in API group "authorization.k8s.io" in the namespace "default"`)
+			out := k.ok([]string{"api-resources", "--api-group=authorization.k8s.io", "--namespaced=true"}, "localsubjectaccessreviews", "LocalSubjectAccessReview")
+			if strings.Contains(out, "selfsubjectaccessreviews") {
+				t.Errorf("%s api-resources --namespaced=true: got\n%s\nwant only localsubjectaccessreviews", bin, out)
+			}
+			k.ok([]string{"explain", "localsubjectaccessreviews.spec.resourceAttributes"}, "namespace", "verb")
+			k.ok([]string{"auth", "can-i", "create", "pods", "--as=bob", "-n", "default"}, "yes")
+			k.fails([]string{"auth", "can-i", "create", "pods", "--as=bob", "-n", "kube-system"}, "no")
+		}
 	})
 }

@@ -152,8 +152,9 @@ func (t *table) add(r *resource) {
 
 // createOnlyResources derives the resources of a service whose methods only
 // create — authorization.k8s.io's reviews, which are answered, never
-// stored: one resource per POST on a cluster-scoped collection path, its
-// object the message the rule's body names.
+// stored: one resource per POST on a collection path (cluster-scoped, or
+// namespaced as LocalSubjectAccessReview's), its object the message the
+// rule's body names.
 func createOnlyResources(sd protoreflect.ServiceDescriptor) ([]*resource, error) {
 	var out []*resource
 	ms := sd.Methods()
@@ -161,7 +162,7 @@ func createOnlyResources(sd protoreflect.ServiceDescriptor) ([]*resource, error)
 		m := ms.Get(i)
 		rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
 		post, ok := rule.GetPattern().(*annotations.HttpRule_Post)
-		if !ok || rule.GetBody() == "" || rule.GetBody() == "*" || strings.Contains(post.Post, "{") {
+		if !ok || rule.GetBody() == "" || rule.GetBody() == "*" || strings.Contains(strings.Replace(post.Post, "/namespaces/{namespace}/", "/", 1), "{") {
 			continue
 		}
 		body := m.Input().Fields().ByName(protoreflect.Name(rule.GetBody()))

@@ -266,8 +266,8 @@ func TestAccessReviews(t *testing.T) {
 	}
 	t.Run("both attributes: Invalid", func(t *testing.T) {
 		_, err := self("bobtoken", res("get", "pods", "default", "x"), &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/"})
-		if se := apierrors.FromError(err); se.Reason != apierrors.ReasonInvalid || len(se.Causes) == 0 || se.Causes[0].Field != "spec.resourceAttributes" {
-			t.Errorf("got %v, want Invalid on spec.resourceAttributes", err)
+		if se := apierrors.FromError(err); se.Reason != apierrors.ReasonInvalid || len(se.Causes) == 0 || se.Causes[0].Field != "spec.nonResourceAttributes" {
+			t.Errorf("got %v, want Invalid on spec.nonResourceAttributes (as Kubernetes)", err)
 		}
 	})
 	t.Run("anonymous: Unauthorized", func(t *testing.T) {

@@ -1,8 +1,9 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, disruption, job, cronjob, ttl-after-finished) over shared
-// informers, talking only to the API service, under one leader election so that of several replicas exactly
+// daemonset, disruption, job, cronjob, ttl-after-finished, podgc) over
+// shared informers, talking only to the API service, under one leader
+// election so that of several replicas exactly
 // one acts at a time.
 package controllers
 
@@ -38,6 +39,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/job"
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
+	"github.com/kplane/kplane/services/controllers/podgc"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
@@ -60,11 +62,12 @@ const (
 	Job                 = "job"
 	CronJob             = "cronjob"
 	TTLAfterFinished    = "ttl-after-finished"
+	PodGC               = "podgc"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -98,7 +101,11 @@ type Config struct {
 	// how long pods without their own toleration of the unreachable taint
 	// stay on such a node (default 300 s).
 	NodeMonitorGracePeriod, PodEvictionTimeout time.Duration
-	Logger                                     *slog.Logger
+	// TerminatedPodGCThreshold is how many Succeeded or Failed pods may
+	// exist before the pod garbage collector deletes the oldest (0: keep
+	// them all, as Kubernetes; kplane controllers defaults it to 12500).
+	TerminatedPodGCThreshold int
+	Logger                   *slog.Logger
 	// TracerProvider records the reconcile spans; nil uses the global one.
 	TracerProvider trace.TracerProvider
 }
@@ -351,6 +358,14 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := disruption.New(disruption.Config{PDBs: pdbs, Pods: pods, Scales: disruption.NewScaleClient(conn), PDBInformer: pdbInf, PodInformer: podInf,
 			RSInformer: rsInf, DInformer: dInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DisruptionWorkers) })
+	}
+	if on(PodGC) {
+		nodes := client.Must[*corev1.Node](conn)
+		nodeInf := client.NewInformer(client.ListWatch(nodes, "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		informer(nodeInf.Run)
+		c := podgc.New(podgc.Config{Pods: pods, Nodes: nodes, PodInformer: podInf, NodeInformer: nodeInf,
+			TerminatedPodThreshold: m.cfg.TerminatedPodGCThreshold, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, c.Run)
 	}
 	if on(NodeLifecycle) {
 		nodes := client.Must[*corev1.Node](conn)

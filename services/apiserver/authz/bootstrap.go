@@ -111,6 +111,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
+		rule([]string{"create"}, []string{"authorization.k8s.io"}, "localsubjectaccessreviews"),
 		rule(readWrite, []string{"rbac.authorization.k8s.io"}, "roles", "rolebindings"),
 	}, editRules...)
 

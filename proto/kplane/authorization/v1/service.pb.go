@@ -234,6 +234,121 @@ func (x *CreateSubjectAccessReviewResponse) GetSubjectAccessReview() *SubjectAcc
 	return nil
 }
 
+// CreateLocalSubjectAccessReviewRequest carries the review and the
+// namespace it is asked in.
+type CreateLocalSubjectAccessReviewRequest struct {
+	state                    protoimpl.MessageState    `protogen:"open.v1"`
+	Namespace                string                    `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LocalSubjectAccessReview *LocalSubjectAccessReview `protobuf:"bytes,2,opt,name=local_subject_access_review,json=localSubjectAccessReview,proto3" json:"local_subject_access_review,omitempty"`
+	DryRun                   []string                  `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager             string                    `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *CreateLocalSubjectAccessReviewRequest) Reset() {
+	*x = CreateLocalSubjectAccessReviewRequest{}
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLocalSubjectAccessReviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLocalSubjectAccessReviewRequest) ProtoMessage() {}
+
+func (x *CreateLocalSubjectAccessReviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLocalSubjectAccessReviewRequest.ProtoReflect.Descriptor instead.
+func (*CreateLocalSubjectAccessReviewRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CreateLocalSubjectAccessReviewRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateLocalSubjectAccessReviewRequest) GetLocalSubjectAccessReview() *LocalSubjectAccessReview {
+	if x != nil {
+		return x.LocalSubjectAccessReview
+	}
+	return nil
+}
+
+func (x *CreateLocalSubjectAccessReviewRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateLocalSubjectAccessReviewRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateLocalSubjectAccessReviewResponse carries the review with its status.
+type CreateLocalSubjectAccessReviewResponse struct {
+	state                    protoimpl.MessageState    `protogen:"open.v1"`
+	LocalSubjectAccessReview *LocalSubjectAccessReview `protobuf:"bytes,1,opt,name=local_subject_access_review,json=localSubjectAccessReview,proto3" json:"local_subject_access_review,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *CreateLocalSubjectAccessReviewResponse) Reset() {
+	*x = CreateLocalSubjectAccessReviewResponse{}
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLocalSubjectAccessReviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLocalSubjectAccessReviewResponse) ProtoMessage() {}
+
+func (x *CreateLocalSubjectAccessReviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLocalSubjectAccessReviewResponse.ProtoReflect.Descriptor instead.
+func (*CreateLocalSubjectAccessReviewResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CreateLocalSubjectAccessReviewResponse) GetLocalSubjectAccessReview() *LocalSubjectAccessReview {
+	if x != nil {
+		return x.LocalSubjectAccessReview
+	}
+	return nil
+}
+
 // CreateSelfSubjectRulesReviewRequest carries the review.
 type CreateSelfSubjectRulesReviewRequest struct {
 	state                  protoimpl.MessageState  `protogen:"open.v1"`
@@ -246,7 +361,7 @@ type CreateSelfSubjectRulesReviewRequest struct {
 
 func (x *CreateSelfSubjectRulesReviewRequest) Reset() {
 	*x = CreateSelfSubjectRulesReviewRequest{}
-	mi := &file_kplane_authorization_v1_service_proto_msgTypes[4]
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +373,7 @@ func (x *CreateSelfSubjectRulesReviewRequest) String() string {
 func (*CreateSelfSubjectRulesReviewRequest) ProtoMessage() {}
 
 func (x *CreateSelfSubjectRulesReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_authorization_v1_service_proto_msgTypes[4]
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +386,7 @@ func (x *CreateSelfSubjectRulesReviewRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CreateSelfSubjectRulesReviewRequest.ProtoReflect.Descriptor instead.
 func (*CreateSelfSubjectRulesReviewRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSelfSubjectRulesReviewRequest) GetSelfSubjectRulesReview() *SelfSubjectRulesReview {
@@ -305,7 +420,7 @@ type CreateSelfSubjectRulesReviewResponse struct {
 
 func (x *CreateSelfSubjectRulesReviewResponse) Reset() {
 	*x = CreateSelfSubjectRulesReviewResponse{}
-	mi := &file_kplane_authorization_v1_service_proto_msgTypes[5]
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +432,7 @@ func (x *CreateSelfSubjectRulesReviewResponse) String() string {
 func (*CreateSelfSubjectRulesReviewResponse) ProtoMessage() {}
 
 func (x *CreateSelfSubjectRulesReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_authorization_v1_service_proto_msgTypes[5]
+	mi := &file_kplane_authorization_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +445,7 @@ func (x *CreateSelfSubjectRulesReviewResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use CreateSelfSubjectRulesReviewResponse.ProtoReflect.Descriptor instead.
 func (*CreateSelfSubjectRulesReviewResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_kplane_authorization_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSelfSubjectRulesReviewResponse) GetSelfSubjectRulesReview() *SelfSubjectRulesReview {
@@ -356,16 +471,24 @@ const file_kplane_authorization_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x02 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x03 \x01(\tR\ffieldManager\"\x85\x01\n" +
 	"!CreateSubjectAccessReviewResponse\x12`\n" +
-	"\x15subject_access_review\x18\x01 \x01(\v2,.kplane.authorization.v1.SubjectAccessReviewR\x13subjectAccessReview\"\xcf\x01\n" +
+	"\x15subject_access_review\x18\x01 \x01(\v2,.kplane.authorization.v1.SubjectAccessReviewR\x13subjectAccessReview\"\xf5\x01\n" +
+	"%CreateLocalSubjectAccessReviewRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12p\n" +
+	"\x1blocal_subject_access_review\x18\x02 \x01(\v21.kplane.authorization.v1.LocalSubjectAccessReviewR\x18localSubjectAccessReview\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"\x9a\x01\n" +
+	"&CreateLocalSubjectAccessReviewResponse\x12p\n" +
+	"\x1blocal_subject_access_review\x18\x01 \x01(\v21.kplane.authorization.v1.LocalSubjectAccessReviewR\x18localSubjectAccessReview\"\xcf\x01\n" +
 	"#CreateSelfSubjectRulesReviewRequest\x12j\n" +
 	"\x19self_subject_rules_review\x18\x01 \x01(\v2/.kplane.authorization.v1.SelfSubjectRulesReviewR\x16selfSubjectRulesReview\x12\x17\n" +
 	"\adry_run\x18\x02 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x03 \x01(\tR\ffieldManager\"\x92\x01\n" +
 	"$CreateSelfSubjectRulesReviewResponse\x12j\n" +
-	"\x19self_subject_rules_review\x18\x01 \x01(\v2/.kplane.authorization.v1.SelfSubjectRulesReviewR\x16selfSubjectRulesReview2\xc1\x06\n" +
+	"\x19self_subject_rules_review\x18\x01 \x01(\v2/.kplane.authorization.v1.SelfSubjectRulesReviewR\x16selfSubjectRulesReview2\xf9\b\n" +
 	"\x14AuthorizationService\x12\x96\x02\n" +
 	"\x1dCreateSelfSubjectAccessReview\x12=.kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest\x1a>.kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse\"v\x82\xd3\xe4\x93\x02p:\x1aself_subject_access_reviewb\x1aself_subject_access_review\"6/apis/authorization.k8s.io/v1/selfsubjectaccessreviews\x12\xfc\x01\n" +
-	"\x19CreateSubjectAccessReview\x129.kplane.authorization.v1.CreateSubjectAccessReviewRequest\x1a:.kplane.authorization.v1.CreateSubjectAccessReviewResponse\"h\x82\xd3\xe4\x93\x02b:\x15subject_access_reviewb\x15subject_access_review\"2/apis/authorization.k8s.io/v1/subjectaccessreviews\x12\x90\x02\n" +
+	"\x19CreateSubjectAccessReview\x129.kplane.authorization.v1.CreateSubjectAccessReviewRequest\x1a:.kplane.authorization.v1.CreateSubjectAccessReviewResponse\"h\x82\xd3\xe4\x93\x02b:\x15subject_access_reviewb\x15subject_access_review\"2/apis/authorization.k8s.io/v1/subjectaccessreviews\x12\xb5\x02\n" +
+	"\x1eCreateLocalSubjectAccessReview\x12>.kplane.authorization.v1.CreateLocalSubjectAccessReviewRequest\x1a?.kplane.authorization.v1.CreateLocalSubjectAccessReviewResponse\"\x91\x01\x82\xd3\xe4\x93\x02\x8a\x01:\x1blocal_subject_access_reviewb\x1blocal_subject_access_review\"N/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews\x12\x90\x02\n" +
 	"\x1cCreateSelfSubjectRulesReview\x12<.kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest\x1a=.kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse\"s\x82\xd3\xe4\x93\x02m:\x19self_subject_rules_reviewb\x19self_subject_rules_review\"5/apis/authorization.k8s.io/v1/selfsubjectrulesreviewsBHZFgithub.com/kplane/kplane/proto/kplane/authorization/v1;authorizationv1b\x06proto3"
 
 var (
@@ -380,36 +503,43 @@ func file_kplane_authorization_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_authorization_v1_service_proto_rawDescData
 }
 
-var file_kplane_authorization_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_kplane_authorization_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_kplane_authorization_v1_service_proto_goTypes = []any{
-	(*CreateSelfSubjectAccessReviewRequest)(nil),  // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
-	(*CreateSelfSubjectAccessReviewResponse)(nil), // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
-	(*CreateSubjectAccessReviewRequest)(nil),      // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest
-	(*CreateSubjectAccessReviewResponse)(nil),     // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse
-	(*CreateSelfSubjectRulesReviewRequest)(nil),   // 4: kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest
-	(*CreateSelfSubjectRulesReviewResponse)(nil),  // 5: kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse
-	(*SelfSubjectAccessReview)(nil),               // 6: kplane.authorization.v1.SelfSubjectAccessReview
-	(*SubjectAccessReview)(nil),                   // 7: kplane.authorization.v1.SubjectAccessReview
-	(*SelfSubjectRulesReview)(nil),                // 8: kplane.authorization.v1.SelfSubjectRulesReview
+	(*CreateSelfSubjectAccessReviewRequest)(nil),   // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
+	(*CreateSelfSubjectAccessReviewResponse)(nil),  // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
+	(*CreateSubjectAccessReviewRequest)(nil),       // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest
+	(*CreateSubjectAccessReviewResponse)(nil),      // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse
+	(*CreateLocalSubjectAccessReviewRequest)(nil),  // 4: kplane.authorization.v1.CreateLocalSubjectAccessReviewRequest
+	(*CreateLocalSubjectAccessReviewResponse)(nil), // 5: kplane.authorization.v1.CreateLocalSubjectAccessReviewResponse
+	(*CreateSelfSubjectRulesReviewRequest)(nil),    // 6: kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest
+	(*CreateSelfSubjectRulesReviewResponse)(nil),   // 7: kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse
+	(*SelfSubjectAccessReview)(nil),                // 8: kplane.authorization.v1.SelfSubjectAccessReview
+	(*SubjectAccessReview)(nil),                    // 9: kplane.authorization.v1.SubjectAccessReview
+	(*LocalSubjectAccessReview)(nil),               // 10: kplane.authorization.v1.LocalSubjectAccessReview
+	(*SelfSubjectRulesReview)(nil),                 // 11: kplane.authorization.v1.SelfSubjectRulesReview
 }
 var file_kplane_authorization_v1_service_proto_depIdxs = []int32{
-	6, // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
-	6, // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
-	7, // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
-	7, // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
-	8, // 4: kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest.self_subject_rules_review:type_name -> kplane.authorization.v1.SelfSubjectRulesReview
-	8, // 5: kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse.self_subject_rules_review:type_name -> kplane.authorization.v1.SelfSubjectRulesReview
-	0, // 6: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
-	2, // 7: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSubjectAccessReviewRequest
-	4, // 8: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectRulesReview:input_type -> kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest
-	1, // 9: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
-	3, // 10: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSubjectAccessReviewResponse
-	5, // 11: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectRulesReview:output_type -> kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	8,  // 0: kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
+	8,  // 1: kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse.self_subject_access_review:type_name -> kplane.authorization.v1.SelfSubjectAccessReview
+	9,  // 2: kplane.authorization.v1.CreateSubjectAccessReviewRequest.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
+	9,  // 3: kplane.authorization.v1.CreateSubjectAccessReviewResponse.subject_access_review:type_name -> kplane.authorization.v1.SubjectAccessReview
+	10, // 4: kplane.authorization.v1.CreateLocalSubjectAccessReviewRequest.local_subject_access_review:type_name -> kplane.authorization.v1.LocalSubjectAccessReview
+	10, // 5: kplane.authorization.v1.CreateLocalSubjectAccessReviewResponse.local_subject_access_review:type_name -> kplane.authorization.v1.LocalSubjectAccessReview
+	11, // 6: kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest.self_subject_rules_review:type_name -> kplane.authorization.v1.SelfSubjectRulesReview
+	11, // 7: kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse.self_subject_rules_review:type_name -> kplane.authorization.v1.SelfSubjectRulesReview
+	0,  // 8: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewRequest
+	2,  // 9: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:input_type -> kplane.authorization.v1.CreateSubjectAccessReviewRequest
+	4,  // 10: kplane.authorization.v1.AuthorizationService.CreateLocalSubjectAccessReview:input_type -> kplane.authorization.v1.CreateLocalSubjectAccessReviewRequest
+	6,  // 11: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectRulesReview:input_type -> kplane.authorization.v1.CreateSelfSubjectRulesReviewRequest
+	1,  // 12: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSelfSubjectAccessReviewResponse
+	3,  // 13: kplane.authorization.v1.AuthorizationService.CreateSubjectAccessReview:output_type -> kplane.authorization.v1.CreateSubjectAccessReviewResponse
+	5,  // 14: kplane.authorization.v1.AuthorizationService.CreateLocalSubjectAccessReview:output_type -> kplane.authorization.v1.CreateLocalSubjectAccessReviewResponse
+	7,  // 15: kplane.authorization.v1.AuthorizationService.CreateSelfSubjectRulesReview:output_type -> kplane.authorization.v1.CreateSelfSubjectRulesReviewResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_kplane_authorization_v1_service_proto_init() }
@@ -424,7 +554,7 @@ func file_kplane_authorization_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_authorization_v1_service_proto_rawDesc), len(file_kplane_authorization_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

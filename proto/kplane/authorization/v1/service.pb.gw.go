@@ -117,6 +117,65 @@ func local_request_AuthorizationService_CreateSubjectAccessReview_0(ctx context.
 	return msg, metadata, err
 }
 
+var filter_AuthorizationService_CreateLocalSubjectAccessReview_0 = &utilities.DoubleArray{Encoding: map[string]int{"local_subject_access_review": 0, "namespace": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_AuthorizationService_CreateLocalSubjectAccessReview_0(ctx context.Context, marshaler runtime.Marshaler, client AuthorizationServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateLocalSubjectAccessReviewRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.LocalSubjectAccessReview); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_AuthorizationService_CreateLocalSubjectAccessReview_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateLocalSubjectAccessReview(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_AuthorizationService_CreateLocalSubjectAccessReview_0(ctx context.Context, marshaler runtime.Marshaler, server AuthorizationServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateLocalSubjectAccessReviewRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.LocalSubjectAccessReview); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_AuthorizationService_CreateLocalSubjectAccessReview_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreateLocalSubjectAccessReview(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 var filter_AuthorizationService_CreateSelfSubjectRulesReview_0 = &utilities.DoubleArray{Encoding: map[string]int{"self_subject_rules_review": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
 
 func request_AuthorizationService_CreateSelfSubjectRulesReview_0(ctx context.Context, marshaler runtime.Marshaler, client AuthorizationServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
@@ -203,6 +262,26 @@ func RegisterAuthorizationServiceHandlerServer(ctx context.Context, mux *runtime
 			return
 		}
 		forward_AuthorizationService_CreateSubjectAccessReview_0(annotatedContext, mux, outboundMarshaler, w, req, response_AuthorizationService_CreateSubjectAccessReview_0{resp.(*CreateSubjectAccessReviewResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_AuthorizationService_CreateLocalSubjectAccessReview_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.authorization.v1.AuthorizationService/CreateLocalSubjectAccessReview", runtime.WithHTTPPathPattern("/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_AuthorizationService_CreateLocalSubjectAccessReview_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_AuthorizationService_CreateLocalSubjectAccessReview_0(annotatedContext, mux, outboundMarshaler, w, req, response_AuthorizationService_CreateLocalSubjectAccessReview_0{resp.(*CreateLocalSubjectAccessReviewResponse)}, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPost, pattern_AuthorizationService_CreateSelfSubjectRulesReview_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -298,6 +377,23 @@ func RegisterAuthorizationServiceHandlerClient(ctx context.Context, mux *runtime
 		}
 		forward_AuthorizationService_CreateSubjectAccessReview_0(annotatedContext, mux, outboundMarshaler, w, req, response_AuthorizationService_CreateSubjectAccessReview_0{resp.(*CreateSubjectAccessReviewResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_AuthorizationService_CreateLocalSubjectAccessReview_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.authorization.v1.AuthorizationService/CreateLocalSubjectAccessReview", runtime.WithHTTPPathPattern("/apis/authorization.k8s.io/v1/namespaces/{namespace}/localsubjectaccessreviews"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_AuthorizationService_CreateLocalSubjectAccessReview_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_AuthorizationService_CreateLocalSubjectAccessReview_0(annotatedContext, mux, outboundMarshaler, w, req, response_AuthorizationService_CreateLocalSubjectAccessReview_0{resp.(*CreateLocalSubjectAccessReviewResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_AuthorizationService_CreateSelfSubjectRulesReview_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -336,6 +432,15 @@ func (m response_AuthorizationService_CreateSubjectAccessReview_0) XXX_ResponseB
 	return response.SubjectAccessReview
 }
 
+type response_AuthorizationService_CreateLocalSubjectAccessReview_0 struct {
+	*CreateLocalSubjectAccessReviewResponse
+}
+
+func (m response_AuthorizationService_CreateLocalSubjectAccessReview_0) XXX_ResponseBody() interface{} {
+	response := m.CreateLocalSubjectAccessReviewResponse
+	return response.LocalSubjectAccessReview
+}
+
 type response_AuthorizationService_CreateSelfSubjectRulesReview_0 struct {
 	*CreateSelfSubjectRulesReviewResponse
 }
@@ -346,13 +451,15 @@ func (m response_AuthorizationService_CreateSelfSubjectRulesReview_0) XXX_Respon
 }
 
 var (
-	pattern_AuthorizationService_CreateSelfSubjectAccessReview_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"}, ""))
-	pattern_AuthorizationService_CreateSubjectAccessReview_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "authorization.k8s.io", "v1", "subjectaccessreviews"}, ""))
-	pattern_AuthorizationService_CreateSelfSubjectRulesReview_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "authorization.k8s.io", "v1", "selfsubjectrulesreviews"}, ""))
+	pattern_AuthorizationService_CreateSelfSubjectAccessReview_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"}, ""))
+	pattern_AuthorizationService_CreateSubjectAccessReview_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "authorization.k8s.io", "v1", "subjectaccessreviews"}, ""))
+	pattern_AuthorizationService_CreateLocalSubjectAccessReview_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"apis", "authorization.k8s.io", "v1", "namespaces", "namespace", "localsubjectaccessreviews"}, ""))
+	pattern_AuthorizationService_CreateSelfSubjectRulesReview_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "authorization.k8s.io", "v1", "selfsubjectrulesreviews"}, ""))
 )
 
 var (
-	forward_AuthorizationService_CreateSelfSubjectAccessReview_0 = runtime.ForwardResponseMessage
-	forward_AuthorizationService_CreateSubjectAccessReview_0     = runtime.ForwardResponseMessage
-	forward_AuthorizationService_CreateSelfSubjectRulesReview_0  = runtime.ForwardResponseMessage
+	forward_AuthorizationService_CreateSelfSubjectAccessReview_0  = runtime.ForwardResponseMessage
+	forward_AuthorizationService_CreateSubjectAccessReview_0      = runtime.ForwardResponseMessage
+	forward_AuthorizationService_CreateLocalSubjectAccessReview_0 = runtime.ForwardResponseMessage
+	forward_AuthorizationService_CreateSelfSubjectRulesReview_0   = runtime.ForwardResponseMessage
 )

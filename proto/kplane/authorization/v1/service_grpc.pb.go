@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuthorizationService_CreateSelfSubjectAccessReview_FullMethodName = "/kplane.authorization.v1.AuthorizationService/CreateSelfSubjectAccessReview"
-	AuthorizationService_CreateSubjectAccessReview_FullMethodName     = "/kplane.authorization.v1.AuthorizationService/CreateSubjectAccessReview"
-	AuthorizationService_CreateSelfSubjectRulesReview_FullMethodName  = "/kplane.authorization.v1.AuthorizationService/CreateSelfSubjectRulesReview"
+	AuthorizationService_CreateSelfSubjectAccessReview_FullMethodName  = "/kplane.authorization.v1.AuthorizationService/CreateSelfSubjectAccessReview"
+	AuthorizationService_CreateSubjectAccessReview_FullMethodName      = "/kplane.authorization.v1.AuthorizationService/CreateSubjectAccessReview"
+	AuthorizationService_CreateLocalSubjectAccessReview_FullMethodName = "/kplane.authorization.v1.AuthorizationService/CreateLocalSubjectAccessReview"
+	AuthorizationService_CreateSelfSubjectRulesReview_FullMethodName   = "/kplane.authorization.v1.AuthorizationService/CreateSelfSubjectRulesReview"
 )
 
 // AuthorizationServiceClient is the client API for AuthorizationService service.
@@ -37,6 +38,10 @@ type AuthorizationServiceClient interface {
 	// CreateSubjectAccessReview answers whether spec.user (with spec.groups)
 	// may do what the spec describes.
 	CreateSubjectAccessReview(ctx context.Context, in *CreateSubjectAccessReviewRequest, opts ...grpc.CallOption) (*CreateSubjectAccessReviewResponse, error)
+	// CreateLocalSubjectAccessReview answers whether spec.user (with
+	// spec.groups) may do what the spec describes in the namespace the path
+	// names (resource attributes only).
+	CreateLocalSubjectAccessReview(ctx context.Context, in *CreateLocalSubjectAccessReviewRequest, opts ...grpc.CallOption) (*CreateLocalSubjectAccessReviewResponse, error)
 	// CreateSelfSubjectRulesReview lists what the caller may do in
 	// spec.namespace.
 	CreateSelfSubjectRulesReview(ctx context.Context, in *CreateSelfSubjectRulesReviewRequest, opts ...grpc.CallOption) (*CreateSelfSubjectRulesReviewResponse, error)
@@ -70,6 +75,16 @@ func (c *authorizationServiceClient) CreateSubjectAccessReview(ctx context.Conte
 	return out, nil
 }
 
+func (c *authorizationServiceClient) CreateLocalSubjectAccessReview(ctx context.Context, in *CreateLocalSubjectAccessReviewRequest, opts ...grpc.CallOption) (*CreateLocalSubjectAccessReviewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateLocalSubjectAccessReviewResponse)
+	err := c.cc.Invoke(ctx, AuthorizationService_CreateLocalSubjectAccessReview_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *authorizationServiceClient) CreateSelfSubjectRulesReview(ctx context.Context, in *CreateSelfSubjectRulesReviewRequest, opts ...grpc.CallOption) (*CreateSelfSubjectRulesReviewResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateSelfSubjectRulesReviewResponse)
@@ -93,6 +108,10 @@ type AuthorizationServiceServer interface {
 	// CreateSubjectAccessReview answers whether spec.user (with spec.groups)
 	// may do what the spec describes.
 	CreateSubjectAccessReview(context.Context, *CreateSubjectAccessReviewRequest) (*CreateSubjectAccessReviewResponse, error)
+	// CreateLocalSubjectAccessReview answers whether spec.user (with
+	// spec.groups) may do what the spec describes in the namespace the path
+	// names (resource attributes only).
+	CreateLocalSubjectAccessReview(context.Context, *CreateLocalSubjectAccessReviewRequest) (*CreateLocalSubjectAccessReviewResponse, error)
 	// CreateSelfSubjectRulesReview lists what the caller may do in
 	// spec.namespace.
 	CreateSelfSubjectRulesReview(context.Context, *CreateSelfSubjectRulesReviewRequest) (*CreateSelfSubjectRulesReviewResponse, error)
@@ -111,6 +130,9 @@ func (UnimplementedAuthorizationServiceServer) CreateSelfSubjectAccessReview(con
 }
 func (UnimplementedAuthorizationServiceServer) CreateSubjectAccessReview(context.Context, *CreateSubjectAccessReviewRequest) (*CreateSubjectAccessReviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSubjectAccessReview not implemented")
+}
+func (UnimplementedAuthorizationServiceServer) CreateLocalSubjectAccessReview(context.Context, *CreateLocalSubjectAccessReviewRequest) (*CreateLocalSubjectAccessReviewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateLocalSubjectAccessReview not implemented")
 }
 func (UnimplementedAuthorizationServiceServer) CreateSelfSubjectRulesReview(context.Context, *CreateSelfSubjectRulesReviewRequest) (*CreateSelfSubjectRulesReviewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSelfSubjectRulesReview not implemented")
@@ -172,6 +194,24 @@ func _AuthorizationService_CreateSubjectAccessReview_Handler(srv interface{}, ct
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthorizationService_CreateLocalSubjectAccessReview_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateLocalSubjectAccessReviewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthorizationServiceServer).CreateLocalSubjectAccessReview(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthorizationService_CreateLocalSubjectAccessReview_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthorizationServiceServer).CreateLocalSubjectAccessReview(ctx, req.(*CreateLocalSubjectAccessReviewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AuthorizationService_CreateSelfSubjectRulesReview_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateSelfSubjectRulesReviewRequest)
 	if err := dec(in); err != nil {
@@ -204,6 +244,10 @@ var AuthorizationService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateSubjectAccessReview",
 			Handler:    _AuthorizationService_CreateSubjectAccessReview_Handler,
+		},
+		{
+			MethodName: "CreateLocalSubjectAccessReview",
+			Handler:    _AuthorizationService_CreateLocalSubjectAccessReview_Handler,
 		},
 		{
 			MethodName: "CreateSelfSubjectRulesReview",

@@ -3,8 +3,7 @@
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc) over
 // shared informers, talking only to the API service, under one leader
-// election so that of several replicas exactly
-// one acts at a time.
+// election so that of several replicas exactly one acts at a time.
 package controllers
 
 import (
@@ -29,8 +28,8 @@ import (
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/controllers/daemonset"
 	"github.com/kplane/kplane/services/controllers/cronjob"
+	"github.com/kplane/kplane/services/controllers/daemonset"
 	"github.com/kplane/kplane/services/controllers/deployment"
 	"github.com/kplane/kplane/services/controllers/disruption"
 	"github.com/kplane/kplane/services/controllers/endpoints"

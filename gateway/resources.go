@@ -289,10 +289,11 @@ var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
+	"replicationcontrollers": {"rc"},
 }
 
 var inAll = map[string]bool{
-	"pods": true, "services": true, "deployments": true, "replicasets": true,
+	"pods": true, "services": true, "deployments": true, "replicasets": true, "replicationcontrollers": true,
 	"daemonsets": true, "statefulsets": true, "jobs": true, "cronjobs": true,
 }
 

@@ -1,7 +1,7 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, disruption) over shared informers, talking only to the API
+// daemonset, disruption, replicationcontroller) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -36,6 +36,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/replicaset"
+	"github.com/kplane/kplane/services/controllers/replicationcontroller"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
 )
@@ -50,14 +51,15 @@ const (
 	NodeLifecycle    = "nodelifecycle"
 	ServiceAccount   = "serviceaccount"
 	// RootCACertPublisher runs only with Config.RootCA.
-	RootCACertPublisher = "root-ca-cert-publisher"
-	DaemonSet           = "daemonset"
-	Disruption          = "disruption"
+	RootCACertPublisher   = "root-ca-cert-publisher"
+	DaemonSet             = "daemonset"
+	Disruption            = "disruption"
+	ReplicationController = "replicationcontroller"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, ReplicationController}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -81,6 +83,7 @@ type Config struct {
 	ServiceAccountWorkers                           int
 	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs
 	DisruptionWorkers                               int
+	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -129,6 +132,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.ServiceAccountWorkers = cmpOr(cfg.ServiceAccountWorkers, 1)
 	cfg.DaemonSetWorkers = cmpOr(cfg.DaemonSetWorkers, 2)
 	cfg.DisruptionWorkers = cmpOr(cfg.DisruptionWorkers, 1)
+	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -237,8 +241,20 @@ func (m *Manager) runControllers(ctx context.Context) {
 			PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.DaemonSetWorkers) })
 	}
+	rcs := client.Must[*corev1.ReplicationController](conn)
+	var rcInf *client.Informer[*corev1.ReplicationController]
+	if on(ReplicationController) || on(GarbageCollector) {
+		rcInf = newInformer(rcs, m.log)
+		informer(rcInf.Run)
+	}
+	if on(ReplicationController) {
+		c := replicationcontroller.New(replicationcontroller.Config{Pods: pods, ReplicationControllers: rcs, PodInformer: podInf, RCInformer: rcInf,
+			Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ReplicationControllerWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
+			ctrl.NewResource(conn, "v1", rcInf),
 			ctrl.NewResource(conn, "v1", podInf),
 			ctrl.NewResource(conn, "apps/v1", rsInf),
 			ctrl.NewResource(conn, "apps/v1", dInf),
@@ -283,6 +299,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
+			namespace.ClientDeleter[*corev1.ReplicationController]{C: rcs},
 			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
 			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},

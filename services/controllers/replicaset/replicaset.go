@@ -473,26 +473,27 @@ func (c *KindController[T]) updateStatus(ctx context.Context, obj T, rs *appsv1.
 			requeue = d
 		}
 	}
-	// ReplicaFailure condition while creates or deletes fail.
+	// ReplicaFailure condition while creates or deletes fail: as
+	// Kubernetes', set once (FailedCreate or FailedDelete, the first
+	// failure's message) and kept as it is until a sync succeeds.
+	var prev *appsv1.ReplicaSetCondition
 	for _, cond := range rs.GetStatus().GetConditions() {
 		if cond.GetType() != "ReplicaFailure" {
 			st.Conditions = append(st.Conditions, cond)
+		} else {
+			prev = cond
 		}
 	}
-	if manageErr != nil {
-		var prev *appsv1.ReplicaSetCondition
-		for _, cond := range rs.GetStatus().GetConditions() {
-			if cond.GetType() == "ReplicaFailure" {
-				prev = cond
-			}
+	switch {
+	case manageErr != nil && prev != nil:
+		st.Conditions = append(st.Conditions, prev)
+	case manageErr != nil:
+		reason := "FailedCreate"
+		if len(pods) > int(rs.GetSpec().GetReplicas()) {
+			reason = "FailedDelete"
 		}
-		cond := &appsv1.ReplicaSetCondition{Type: "ReplicaFailure", Status: "True", Reason: "FailedCreate", Message: manageErr.Error()}
-		if prev != nil && prev.GetStatus() == "True" {
-			cond.LastTransitionTime = prev.GetLastTransitionTime()
-		} else {
-			cond.LastTransitionTime = timestamppbNow(now)
-		}
-		st.Conditions = append(st.Conditions, cond)
+		st.Conditions = append(st.Conditions, &appsv1.ReplicaSetCondition{Type: "ReplicaFailure", Status: "True", Reason: reason,
+			Message: manageErr.Error(), LastTransitionTime: timestamppbNow(now)})
 	}
 	if proto.Equal(st, rs.GetStatus()) {
 		return requeue, nil

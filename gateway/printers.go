@@ -114,6 +114,13 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		names, images := containerCells(obj.Spec.Template.Spec.Containers)
 		return row(obj.Name, int64(replicas(obj.Spec.Replicas)), int64(obj.Status.Replicas), int64(obj.Status.ReadyReplicas),
 			since(obj.CreationTimestamp), names, images, selectorString(obj.Spec.Selector)), nil
+	case *corev1.ReplicationController:
+		var names, images string
+		if obj.Spec.Template != nil {
+			names, images = containerCells(obj.Spec.Template.Spec.Containers)
+		}
+		return row(obj.Name, int64(replicas(obj.Spec.Replicas)), int64(obj.Status.Replicas), int64(obj.Status.ReadyReplicas),
+			since(obj.CreationTimestamp), names, images, labels.FormatLabels(obj.Spec.Selector)), nil
 	case *appsv1.DaemonSet:
 		names, images := containerCells(obj.Spec.Template.Spec.Containers)
 		st := obj.Status

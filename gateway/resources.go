@@ -292,10 +292,11 @@ var shortNames = map[string][]string{
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
 	"cronjobs": {"cj"},
+	"replicationcontrollers": {"rc"},
 }
 
 var inAll = map[string]bool{
-	"pods": true, "services": true, "deployments": true, "replicasets": true,
+	"pods": true, "services": true, "deployments": true, "replicasets": true, "replicationcontrollers": true,
 	"daemonsets": true, "statefulsets": true, "jobs": true, "cronjobs": true,
 }
 

@@ -51,6 +51,7 @@ var services = []registration{
 	register(corev1.RegisterConfigMapServiceHandlerClient, corev1.NewConfigMapServiceClient),
 	register(corev1.RegisterSecretServiceHandlerClient, corev1.NewSecretServiceClient),
 	register(corev1.RegisterServiceAccountServiceHandlerClient, corev1.NewServiceAccountServiceClient),
+	register(corev1.RegisterReplicationControllerServiceHandlerClient, corev1.NewReplicationControllerServiceClient),
 	register(appsv1.RegisterDeploymentServiceHandlerClient, appsv1.NewDeploymentServiceClient),
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
 	register(appsv1.RegisterDaemonSetServiceHandlerClient, appsv1.NewDaemonSetServiceClient),

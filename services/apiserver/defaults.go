@@ -66,6 +66,8 @@ func setDefaults(obj proto.Message) {
 		defaultTemplate(&o.Spec.Template)
 	case *appsv1.DaemonSet:
 		defaultDaemonSet(o)
+	case *corev1.ReplicationController:
+		defaultReplicationController(o)
 	case *corev1.Service:
 		if o.Spec == nil {
 			o.Spec = &corev1.ServiceSpec{}

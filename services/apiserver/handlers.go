@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/telemetry"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -608,6 +609,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *appsv1.ReplicaSet:
 		o.Status = nil
+	case *corev1.ReplicationController:
+		o.Status = nil
 	case *appsv1.DaemonSet:
 		prepareDaemonSetCreate(o)
 	case *policyv1.PodDisruptionBudget:
@@ -989,6 +992,10 @@ func scaleOf(obj proto.Message) *autoscalingv1.Scale {
 		sc.Spec.Replicas = o.GetSpec().GetReplicas()
 		sc.Status.Replicas = o.GetStatus().GetReplicas()
 		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
+	case *corev1.ReplicationController:
+		sc.Spec.Replicas = o.GetSpec().GetReplicas()
+		sc.Status.Replicas = o.GetStatus().GetReplicas()
+		sc.Status.Selector = labels.SelectorFromSet(o.GetSpec().GetSelector()).String()
 	}
 	return sc
 }
@@ -1019,6 +1026,8 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 		case *appsv1.Deployment:
 			o.Spec.Replicas = proto.Int32(replicas)
 		case *appsv1.ReplicaSet:
+			o.Spec.Replicas = proto.Int32(replicas)
+		case *corev1.ReplicationController:
 			o.Spec.Replicas = proto.Int32(replicas)
 		}
 		if !specEqual(n, old) {

@@ -60,6 +60,8 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 		if old != nil && !proto.Equal(s.GetSelector(), old.(*appsv1.ReplicaSet).GetSpec().GetSelector()) {
 			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(s.GetSelector()), "field is immutable"))
 		}
+	case *corev1.ReplicationController:
+		errs = append(errs, validateReplicationController(o)...)
 	case *appsv1.DaemonSet:
 		oldDS, _ := old.(*appsv1.DaemonSet)
 		errs = append(errs, validateDaemonSet(o, oldDS)...)
@@ -248,6 +250,8 @@ func validateStatus(obj proto.Message) field.ErrorList {
 		notAbove(st.GetReadyReplicas(), st.GetReplicas(), "readyReplicas", aboveReplicas)
 		notAbove(st.GetAvailableReplicas(), st.GetReplicas(), "availableReplicas", aboveReplicas)
 		notAbove(st.GetAvailableReplicas(), st.GetReadyReplicas(), "availableReplicas", "cannot be greater than readyReplicas")
+	case *corev1.ReplicationController:
+		errs = append(errs, validateReplicationControllerStatus(o.GetStatus(), p)...)
 	case *policyv1.PodDisruptionBudget:
 		errs = append(errs, validatePDBStatus(o.GetStatus(), p)...)
 	case *corev1.Namespace:

@@ -75,6 +75,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &corev1.ServiceAccount{} },
 		},
 		{
+			Group: "", Version: "v1", Kind: "ReplicationController", Resource: "replicationcontrollers",
+			Namespaced: true, HasStatus: true, HasScale: true, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.ReplicationController{} },
+		},
+		{
 			Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
 			Namespaced: true, HasStatus: true, HasScale: true, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -173,6 +179,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	corev1.RegisterConfigMapServiceServer(gs, &configMapService{s: s, r: s.resources["configmaps"]})
 	corev1.RegisterSecretServiceServer(gs, &secretService{s: s, r: s.resources["secrets"]})
 	corev1.RegisterServiceAccountServiceServer(gs, &serviceAccountService{s: s, r: s.resources["serviceaccounts"]})
+	corev1.RegisterReplicationControllerServiceServer(gs, &replicationControllerService{s: s, r: s.resources["replicationcontrollers"]})
 	appsv1.RegisterDeploymentServiceServer(gs, &deploymentService{s: s, r: s.resources["deployments"]})
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
 	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
@@ -935,6 +942,106 @@ func (x *serviceAccountService) DeleteServiceAccount(ctx context.Context, req *c
 		return nil, toGRPC(err)
 	}
 	return &corev1.DeleteServiceAccountResponse{ServiceAccount: obj.(*corev1.ServiceAccount)}, nil
+}
+
+type replicationControllerService struct {
+	corev1.UnimplementedReplicationControllerServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *replicationControllerService) GetReplicationController(ctx context.Context, req *corev1.GetReplicationControllerRequest) (*corev1.GetReplicationControllerResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetReplicationControllerResponse{ReplicationController: obj.(*corev1.ReplicationController)}, nil
+}
+
+func (x *replicationControllerService) ListReplicationControllers(ctx context.Context, req *corev1.ListReplicationControllersRequest) (*corev1.ListReplicationControllersResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.ReplicationControllerList{ApiVersion: x.r.APIVersion(), Kind: "ReplicationControllerList", Metadata: lm, Items: make([]*corev1.ReplicationController, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.ReplicationController)
+	}
+	return &corev1.ListReplicationControllersResponse{List: list}, nil
+}
+
+func (x *replicationControllerService) WatchReplicationControllers(req *corev1.WatchReplicationControllersRequest, stream corev1.ReplicationControllerService_WatchReplicationControllersServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchReplicationControllersResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.ReplicationController)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *replicationControllerService) CreateReplicationController(ctx context.Context, req *corev1.CreateReplicationControllerRequest) (*corev1.CreateReplicationControllerResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetReplicationController()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreateReplicationControllerResponse{ReplicationController: obj.(*corev1.ReplicationController)}, nil
+}
+
+func (x *replicationControllerService) UpdateReplicationController(ctx context.Context, req *corev1.UpdateReplicationControllerRequest) (*corev1.UpdateReplicationControllerResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetReplicationController()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateReplicationControllerResponse{ReplicationController: obj.(*corev1.ReplicationController)}, nil
+}
+
+func (x *replicationControllerService) DeleteReplicationController(ctx context.Context, req *corev1.DeleteReplicationControllerRequest) (*corev1.DeleteReplicationControllerResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeleteReplicationControllerResponse{ReplicationController: obj.(*corev1.ReplicationController)}, nil
+}
+
+func (x *replicationControllerService) UpdateReplicationControllerStatus(ctx context.Context, req *corev1.UpdateReplicationControllerStatusRequest) (*corev1.UpdateReplicationControllerStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetReplicationController()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateReplicationControllerStatusResponse{ReplicationController: obj.(*corev1.ReplicationController)}, nil
+}
+
+func (x *replicationControllerService) GetReplicationControllerScale(ctx context.Context, req *corev1.GetReplicationControllerScaleRequest) (*corev1.GetReplicationControllerScaleResponse, error) {
+	sc, err := x.s.getScale(ctx, x.r, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetReplicationControllerScaleResponse{Scale: sc}, nil
+}
+
+func (x *replicationControllerService) UpdateReplicationControllerScale(ctx context.Context, req *corev1.UpdateReplicationControllerScaleRequest) (*corev1.UpdateReplicationControllerScaleResponse, error) {
+	sc, err := x.s.updateScale(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetScale(), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateReplicationControllerScaleResponse{Scale: sc}, nil
 }
 
 type deploymentService struct {

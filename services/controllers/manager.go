@@ -1,9 +1,10 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, disruption, job, cronjob, ttl-after-finished, podgc) over
-// shared informers, talking only to the API service, under one leader
-// election so that of several replicas exactly one acts at a time.
+// daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
+// replicationcontroller) over shared informers, talking only to the API
+// service, under one leader election so that of several replicas exactly
+// one acts at a time.
 package controllers
 
 import (
@@ -40,6 +41,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
 	"github.com/kplane/kplane/services/controllers/podgc"
 	"github.com/kplane/kplane/services/controllers/replicaset"
+	"github.com/kplane/kplane/services/controllers/replicationcontroller"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
 	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
@@ -55,18 +57,19 @@ const (
 	NodeLifecycle    = "nodelifecycle"
 	ServiceAccount   = "serviceaccount"
 	// RootCACertPublisher runs only with Config.RootCA.
-	RootCACertPublisher = "root-ca-cert-publisher"
-	DaemonSet           = "daemonset"
-	Disruption          = "disruption"
-	Job                 = "job"
-	CronJob             = "cronjob"
-	TTLAfterFinished    = "ttl-after-finished"
-	PodGC               = "podgc"
+	RootCACertPublisher   = "root-ca-cert-publisher"
+	DaemonSet             = "daemonset"
+	Disruption            = "disruption"
+	Job                   = "job"
+	CronJob               = "cronjob"
+	TTLAfterFinished      = "ttl-after-finished"
+	PodGC                 = "podgc"
+	ReplicationController = "replicationcontroller"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -91,6 +94,7 @@ type Config struct {
 	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs
 	DisruptionWorkers                               int
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
+	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -146,6 +150,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.JobWorkers = cmpOr(cfg.JobWorkers, 5)
 	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
+	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -284,8 +289,20 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := cronjob.New(cronjob.Config{Jobs: jobs, CronJobs: cjs, JobInformer: jobInf, CronJobInformer: cjInf, Recorder: batchRecorder("cronjob-controller"), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CronJobWorkers) })
 	}
+	rcs := client.Must[*corev1.ReplicationController](conn)
+	var rcInf *client.Informer[*corev1.ReplicationController]
+	if on(ReplicationController) || on(GarbageCollector) {
+		rcInf = newInformer(rcs, m.log)
+		informer(rcInf.Run)
+	}
+	if on(ReplicationController) {
+		c := replicationcontroller.New(replicationcontroller.Config{Pods: pods, ReplicationControllers: rcs, PodInformer: podInf, RCInformer: rcInf,
+			Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ReplicationControllerWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
+			ctrl.NewResource(conn, "v1", rcInf),
 			ctrl.NewResource(conn, "v1", podInf),
 			ctrl.NewResource(conn, "apps/v1", rsInf),
 			ctrl.NewResource(conn, "apps/v1", dInf),
@@ -332,6 +349,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
 			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
+			namespace.ClientDeleter[*corev1.ReplicationController]{C: rcs},
 			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
 			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
 			namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},

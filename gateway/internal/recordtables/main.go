@@ -166,7 +166,7 @@ func run(ctx context.Context, kubeconfig, corpusPath, out, columnsPath string) e
 		}
 		recorded, columns[m.Resource.Resource] = append(recorded, rec), cols
 		// The scale subresource has a Table of its own.
-		if kind == "Deployment" || kind == "ReplicaSet" {
+		if kind == "Deployment" || kind == "ReplicaSet" || kind == "ReplicationController" {
 			rec, cols, err := c.record(ctx, item+"/scale", m.Resource.Resource+"/scale", name)
 			if err != nil {
 				return err

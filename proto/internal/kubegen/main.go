@@ -106,7 +106,7 @@ func packages() []protoPkg {
 			Roots: []any{corev1.Namespace{}, corev1.NamespaceList{}, corev1.Pod{}, corev1.PodList{}, corev1.Binding{},
 				corev1.Node{}, corev1.NodeList{}, corev1.Event{}, corev1.EventList{}, corev1.Service{}, corev1.ServiceList{},
 				corev1.Endpoints{}, corev1.EndpointsList{}, corev1.ConfigMap{}, corev1.ConfigMapList{}, corev1.Secret{}, corev1.SecretList{},
-				corev1.ServiceAccount{}, corev1.ServiceAccountList{}}},
+				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{}}},
 		{Dir: "apps", File: "types.proto", GoAlias: "appsv1", GoPkgs: []string{"k8s.io/api/apps/v1"},
 			Doc: "holds Kubernetes' apps/v1 resources",
 			Roots: []any{appsv1.Deployment{}, appsv1.DeploymentList{}, appsv1.ReplicaSet{}, appsv1.ReplicaSetList{},

@@ -91,7 +91,8 @@ func group(name string) rbacv1.Subject {
 func BootstrapPolicy() Bootstrap {
 	viewRules := []rbacv1.PolicyRule{
 		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",
-			"events", "namespaces", "namespaces/status", "replicationcontrollers", "persistentvolumeclaims", "serviceaccounts"),
+			"events", "namespaces", "namespaces/status", "replicationcontrollers", "persistentvolumeclaims", "serviceaccounts",
+			"replicationcontrollers/status", "replicationcontrollers/scale"),
 		rule(read, apps, "deployments", "deployments/status", "deployments/scale", "replicasets", "replicasets/status",
 			"replicasets/scale", "statefulsets", "daemonsets", "daemonsets/status", "controllerrevisions"),
 		rule(read, []string{"discovery.k8s.io"}, "endpointslices"),
@@ -101,7 +102,7 @@ func BootstrapPolicy() Bootstrap {
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
-			"replicationcontrollers", "persistentvolumeclaims", "serviceaccounts"),
+			"replicationcontrollers", "persistentvolumeclaims", "serviceaccounts", "replicationcontrollers/scale"),
 		rule([]string{"create"}, core, "pods/exec", "pods/attach", "pods/portforward", "pods/eviction", "serviceaccounts/token"),
 		rule([]string{"impersonate"}, core, "serviceaccounts"),
 		rule(readWrite, apps, "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "daemonsets"),
@@ -151,8 +152,9 @@ func BootstrapPolicy() Bootstrap {
 			clusterRole(ControllerManagerUser,
 				rule(read, []string{"*"}, "*"),
 				rule([]string{"create", "patch", "update"}, []string{"", "events.k8s.io"}, "events"),
-				rule(write, core, "pods", "endpoints", "nodes", "services", "configmaps", "namespaces", "serviceaccounts"),
-				rule([]string{"update", "patch"}, core, "pods/status", "nodes/status", "namespaces/finalize", "namespaces/status", "services/status"),
+				rule(write, core, "pods", "endpoints", "nodes", "services", "configmaps", "namespaces", "serviceaccounts", "replicationcontrollers"),
+				rule([]string{"update", "patch"}, core, "pods/status", "nodes/status", "namespaces/finalize", "namespaces/status", "services/status",
+					"replicationcontrollers/status", "replicationcontrollers/scale"),
 				rule(write, apps, "deployments", "replicasets", "statefulsets", "daemonsets", "controllerrevisions"),
 				rule([]string{"update", "patch"}, apps, "deployments/status", "replicasets/status", "deployments/scale", "replicasets/scale",
 					"deployments/finalizers", "replicasets/finalizers"),

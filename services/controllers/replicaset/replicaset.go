@@ -1,6 +1,8 @@
 // Package replicaset is the ReplicaSet controller: it keeps spec.replicas
 // pods matching each ReplicaSet's template, owned by it (controller
-// ownerReference), and reports status through replicasets/status.
+// ownerReference), and reports status through replicasets/status. Its logic
+// runs other kinds too through a Kind that converts them to ReplicaSets
+// (services/controllers/replicationcontroller).
 //
 // Creations go in slow-start batches (1, 2, 4, ... up to BurstReplicas per
 // sync) so a failing template costs one failed create, not hundreds.
@@ -14,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -42,8 +45,42 @@ type ReplicaSetClient interface {
 	UpdateStatus(ctx context.Context, obj *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error)
 }
 
-// Config wires a Controller. The informers are shared with other
-// controllers; New adds its handlers, the caller runs them.
+// Kind adapts a kind of object that keeps a number of pods to this
+// package's logic, which reasons about ReplicaSets: another kind (the
+// ReplicationController) is run as the ReplicaSet it converts to, and its
+// status written back from the ReplicaSet's, as Kubernetes runs it.
+type Kind[T proto.Message] struct {
+	// Name names the controller: its work queue, log attribute and span
+	// ("<Name>.reconcile").
+	Name string
+	// APIVersion and Kind are what the pods' controller ownerReferences name.
+	APIVersion, Kind string
+	// ToReplicaSet is obj as a ReplicaSet with obj's metadata; it must not
+	// share anything with obj (obj is the informer's).
+	ToReplicaSet func(obj T) *appsv1.ReplicaSet
+	// Selector is obj's pod selector.
+	Selector func(obj T) (labels.Selector, error)
+	// UpdateStatus writes st as obj's status (obj is the informer's: copy it).
+	UpdateStatus func(ctx context.Context, obj T, st *appsv1.ReplicaSetStatus) error
+}
+
+// ReplicaSets is the Kind of apps/v1 ReplicaSets, written with c.
+func ReplicaSets(c ReplicaSetClient) Kind[*appsv1.ReplicaSet] {
+	return Kind[*appsv1.ReplicaSet]{
+		Name: "replicaset", APIVersion: "apps/v1", Kind: "ReplicaSet",
+		ToReplicaSet: func(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet { return proto.Clone(rs).(*appsv1.ReplicaSet) },
+		Selector:     func(rs *appsv1.ReplicaSet) (labels.Selector, error) { return ctrl.Selector(rs.GetSpec().GetSelector()) },
+		UpdateStatus: func(ctx context.Context, rs *appsv1.ReplicaSet, st *appsv1.ReplicaSetStatus) error {
+			out := proto.Clone(rs).(*appsv1.ReplicaSet)
+			out.Status = st
+			_, err := c.UpdateStatus(ctx, out)
+			return err
+		},
+	}
+}
+
+// Config wires a ReplicaSet Controller. The informers are shared with
+// other controllers; New adds its handlers, the caller runs them.
 type Config struct {
 	Pods        PodClient
 	ReplicaSets ReplicaSetClient
@@ -58,17 +95,42 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
+// KindConfig wires a KindController: Config for any Kind.
+type KindConfig[T proto.Message] struct {
+	Kind          Kind[T]
+	Pods          PodClient
+	PodInformer   *client.Informer[*corev1.Pod]
+	Informer      *client.Informer[T]
+	Recorder      *client.Recorder // nil records nothing
+	BurstReplicas int              // default 500
+	Logger        *slog.Logger
+	// TracerProvider: nil uses the global one.
+	TracerProvider trace.TracerProvider
+}
+
 // Controller is the ReplicaSet controller.
-type Controller struct {
-	cfg   Config
+type Controller = KindController[*appsv1.ReplicaSet]
+
+// KindController is the ReplicaSet controller's logic over the objects of
+// one Kind.
+type KindController[T proto.Message] struct {
+	cfg   KindConfig[T]
 	log   *slog.Logger
 	queue client.Queue
 	exp   *ctrl.Expectations
 	now   func() time.Time
 }
 
-// New returns a controller and registers its informer handlers.
+// New returns a ReplicaSet controller and registers its informer handlers.
 func New(cfg Config) *Controller {
+	return NewForKind(KindConfig[*appsv1.ReplicaSet]{Kind: ReplicaSets(cfg.ReplicaSets), Pods: cfg.Pods,
+		PodInformer: cfg.PodInformer, Informer: cfg.RSInformer, Recorder: cfg.Recorder, BurstReplicas: cfg.BurstReplicas,
+		Logger: cfg.Logger, TracerProvider: cfg.TracerProvider})
+}
+
+// NewForKind returns a controller of cfg.Kind's objects and registers its
+// informer handlers.
+func NewForKind[T proto.Message](cfg KindConfig[T]) *KindController[T] {
 	if cfg.BurstReplicas <= 0 {
 		cfg.BurstReplicas = 500
 	}
@@ -76,8 +138,8 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{cfg: cfg, log: log.With("controller", "replicaset"), queue: client.NewQueue("replicaset", 0, 0), exp: ctrl.NewExpectations(), now: time.Now}
-	cfg.RSInformer.AddEventHandler(client.EnqueueHandler[*appsv1.ReplicaSet](c.queue))
+	c := &KindController[T]{cfg: cfg, log: log.With("controller", cfg.Kind.Name), queue: client.NewQueue(cfg.Kind.Name, 0, 0), exp: ctrl.NewExpectations(), now: time.Now}
+	cfg.Informer.AddEventHandler(client.EnqueueHandler[T](c.queue))
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
 		OnAdd: func(p *corev1.Pod) {
 			if k := c.ownerKey(p); k != "" {
@@ -115,48 +177,48 @@ func New(cfg Config) *Controller {
 	return c
 }
 
-// ownerKey is the key of the ReplicaSet controlling p, or "".
-func (c *Controller) ownerKey(p *corev1.Pod) string {
+// ownerKey is the key of the object of our Kind controlling p, or "".
+func (c *KindController[T]) ownerKey(p *corev1.Pod) string {
 	r := ctrl.ControllerRef(p)
-	if r == nil || r.GetKind() != "ReplicaSet" {
+	if r == nil || r.GetKind() != c.cfg.Kind.Kind {
 		return ""
 	}
 	return client.KeyOf(p.GetMetadata().GetNamespace(), r.GetName())
 }
 
-// enqueueMatching enqueues the ReplicaSets whose selector matches an orphan pod.
-func (c *Controller) enqueueMatching(p *corev1.Pod) {
+// enqueueMatching enqueues the objects whose selector matches an orphan pod.
+func (c *KindController[T]) enqueueMatching(p *corev1.Pod) {
 	if !ctrl.PodActive(p) {
 		return
 	}
-	for _, rs := range c.cfg.RSInformer.Store().ByNamespace(p.GetMetadata().GetNamespace()) {
-		if sel, err := ctrl.Selector(rs.GetSpec().GetSelector()); err == nil && sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
-			c.queue.Add(client.Key(rs))
+	for _, o := range c.cfg.Informer.Store().ByNamespace(p.GetMetadata().GetNamespace()) {
+		if sel, err := c.cfg.Kind.Selector(o); err == nil && sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
+			c.queue.Add(client.Key(o))
 		}
 	}
 }
 
 // Run waits for the informers' caches, then reconciles with workers
 // goroutines until ctx ends.
-func (c *Controller) Run(ctx context.Context, workers int) {
-	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.RSInformer) {
+func (c *KindController[T]) Run(ctx context.Context, workers int) {
+	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.Informer) {
 		return
 	}
-	client.RunWorkers(ctx, c.queue, workers, client.TracedReconciler(c.cfg.TracerProvider, "replicaset.reconcile", c.cfg.RSInformer.Store(), c.Reconcile), c.log)
+	client.RunWorkers(ctx, c.queue, workers, client.TracedReconciler(c.cfg.TracerProvider, c.cfg.Kind.Name+".reconcile", c.cfg.Informer.Store(), c.Reconcile), c.log)
 }
 
-// Reconcile brings the ReplicaSet named by key to its desired pod count and
+// Reconcile brings the object named by key to its desired pod count and
 // writes its status.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
-	cached, ok := c.cfg.RSInformer.Store().Get(key)
+func (c *KindController[T]) Reconcile(ctx context.Context, key string) error {
+	cached, ok := c.cfg.Informer.Store().Get(key)
 	if !ok {
 		c.exp.Delete(key)
 		return nil
 	}
-	rs := proto.Clone(cached).(*appsv1.ReplicaSet)
-	sel, err := ctrl.Selector(rs.GetSpec().GetSelector())
+	rs := c.cfg.Kind.ToReplicaSet(cached)
+	sel, err := c.cfg.Kind.Selector(cached)
 	if err != nil {
-		return fmt.Errorf("replicaset %s: selector: %w", key, err)
+		return fmt.Errorf("%s %s: selector: %w", c.cfg.Kind.Name, key, err)
 	}
 	pods, err := c.claimPods(ctx, rs, sel)
 	if err != nil {
@@ -164,9 +226,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	}
 	var manageErr error
 	if c.exp.Satisfied(key) && rs.GetMetadata().GetDeletionTimestamp() == nil {
-		manageErr = c.manageReplicas(ctx, key, rs, pods)
+		manageErr = c.manageReplicas(ctx, key, cached, rs, pods)
 	}
-	requeue, err := c.updateStatus(ctx, rs, pods, manageErr)
+	requeue, err := c.updateStatus(ctx, cached, rs, pods, manageErr)
 	if err != nil {
 		return errors.Join(manageErr, err)
 	}
@@ -176,22 +238,35 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	return manageErr
 }
 
-// claimPods returns the active pods rs controls, adopting orphans that
-// match its selector.
-func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel labels.Selector) ([]*corev1.Pod, error) {
+// claimPods returns the active pods rs controls, as Kubernetes' ClaimPods:
+// orphans matching its selector are adopted, and pods it controls whose
+// labels no longer match are released (while rs is not being deleted).
+func (c *KindController[T]) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel labels.Selector) ([]*corev1.Pod, error) {
 	uid := rs.GetMetadata().GetUid()
+	deleting := rs.GetMetadata().GetDeletionTimestamp() != nil
 	var out []*corev1.Pod
 	for _, p := range c.cfg.PodInformer.Store().ByNamespace(rs.GetMetadata().GetNamespace()) {
 		if !ctrl.PodActive(p) {
 			continue
 		}
 		ref := ctrl.ControllerRef(p)
+		matches := sel.Matches(labels.Set(p.GetMetadata().GetLabels()))
 		switch {
-		case ref != nil && ref.GetUid() == uid:
+		case ref != nil && ref.GetUid() == uid && matches:
 			out = append(out, p)
-		case ref == nil && rs.GetMetadata().GetDeletionTimestamp() == nil && sel.Matches(labels.Set(p.GetMetadata().GetLabels())):
+		case ref != nil && ref.GetUid() == uid:
+			if deleting {
+				continue
+			}
+			released := proto.Clone(p).(*corev1.Pod)
+			released.Metadata.OwnerReferences = slices.DeleteFunc(released.Metadata.OwnerReferences,
+				func(r *metav1.OwnerReference) bool { return r.GetUid() == uid })
+			if _, err := c.cfg.Pods.Update(ctx, released); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return nil, fmt.Errorf("release pod %s: %w", client.Key(p), err)
+			}
+		case ref == nil && !deleting && matches && p.GetMetadata().GetDeletionTimestamp() == nil:
 			adopted := proto.Clone(p).(*corev1.Pod)
-			adopted.Metadata.OwnerReferences = append(adopted.Metadata.OwnerReferences, ctrl.NewControllerRef(rs, "apps/v1", "ReplicaSet"))
+			adopted.Metadata.OwnerReferences = append(adopted.Metadata.OwnerReferences, ctrl.NewControllerRef(rs, c.cfg.Kind.APIVersion, c.cfg.Kind.Kind))
 			got, err := c.cfg.Pods.Update(ctx, adopted)
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 				continue // gone or changed: the next event brings us back
@@ -206,7 +281,8 @@ func (c *Controller) claimPods(ctx context.Context, rs *appsv1.ReplicaSet, sel l
 }
 
 // manageReplicas creates or deletes pods toward spec.replicas.
-func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.ReplicaSet, pods []*corev1.Pod) error {
+// Events are about obj, the object rs was converted from.
+func (c *KindController[T]) manageReplicas(ctx context.Context, key string, obj T, rs *appsv1.ReplicaSet, pods []*corev1.Pod) error {
 	want := int(rs.GetSpec().GetReplicas())
 	diff := len(pods) - want
 	switch {
@@ -214,16 +290,16 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 		n := min(-diff, c.cfg.BurstReplicas)
 		c.exp.ExpectCreations(key, n)
 		created, err := slowStart(ctx, n, 1, func(ctx context.Context) error {
-			p := podFromTemplate(rs)
+			p := podFromTemplate(rs, c.cfg.Kind.APIVersion, c.cfg.Kind.Kind)
 			got, err := c.cfg.Pods.Create(ctx, p)
 			if err != nil {
 				c.exp.CreationObserved(key)
 				if !apierrors.IsAlreadyExists(err) {
-					ctrl.Eventf(c.cfg.Recorder, rs, client.EventWarning, "FailedCreate", "Error creating: %v", err)
+					ctrl.Eventf(c.cfg.Recorder, obj, client.EventWarning, "FailedCreate", "Error creating: %v", err)
 				}
 				return err
 			}
-			ctrl.Eventf(c.cfg.Recorder, rs, client.EventNormal, "SuccessfulCreate", "Created pod: %s", got.GetMetadata().GetName())
+			ctrl.Eventf(c.cfg.Recorder, obj, client.EventNormal, "SuccessfulCreate", "Created pod: %s", got.GetMetadata().GetName())
 			return nil
 		})
 		// Creations never attempted will never be observed.
@@ -231,7 +307,7 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 			c.exp.CreationObserved(key)
 		}
 		if err != nil {
-			return fmt.Errorf("replicaset %s: create pods: %w", key, err)
+			return fmt.Errorf("%s %s: create pods: %w", c.cfg.Kind.Name, key, err)
 		}
 	case diff > 0:
 		n := min(diff, c.cfg.BurstReplicas)
@@ -254,18 +330,18 @@ func (c *Controller) manageReplicas(ctx context.Context, key string, rs *appsv1.
 					if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 						return
 					}
-					ctrl.Eventf(c.cfg.Recorder, rs, client.EventWarning, "FailedDelete", "Error deleting: %v", err)
+					ctrl.Eventf(c.cfg.Recorder, obj, client.EventWarning, "FailedDelete", "Error deleting: %v", err)
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
 					return
 				}
-				ctrl.Eventf(c.cfg.Recorder, rs, client.EventNormal, "SuccessfulDelete", "Deleted pod: %s", p.GetMetadata().GetName())
+				ctrl.Eventf(c.cfg.Recorder, obj, client.EventNormal, "SuccessfulDelete", "Deleted pod: %s", p.GetMetadata().GetName())
 			}()
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("replicaset %s: delete pods: %w", key, err)
+			return fmt.Errorf("%s %s: delete pods: %w", c.cfg.Kind.Name, key, err)
 		}
 	}
 	return nil
@@ -300,15 +376,16 @@ func slowStart(ctx context.Context, count, start int, fn func(context.Context) e
 }
 
 // podFromTemplate is a new pod for rs: its template's labels, annotations
-// and spec, a generated name, and rs as controller owner.
-func podFromTemplate(rs *appsv1.ReplicaSet) *corev1.Pod {
+// and spec, a generated name, and rs (as apiVersion and kind) as controller
+// owner.
+func podFromTemplate(rs *appsv1.ReplicaSet, apiVersion, kind string) *corev1.Pod {
 	t := rs.GetSpec().GetTemplate()
 	m := &metav1.ObjectMeta{
 		GenerateName:    rs.GetMetadata().GetName() + "-",
 		Namespace:       rs.GetMetadata().GetNamespace(),
 		Labels:          map[string]string{},
 		Annotations:     map[string]string{},
-		OwnerReferences: []*metav1.OwnerReference{ctrl.NewControllerRef(rs, "apps/v1", "ReplicaSet")},
+		OwnerReferences: []*metav1.OwnerReference{ctrl.NewControllerRef(rs, apiVersion, kind)},
 	}
 	for k, v := range t.GetMetadata().GetLabels() {
 		m.Labels[k] = v
@@ -372,9 +449,10 @@ func deleteBefore(a, b *corev1.Pod) bool {
 	return ac.After(bc)
 }
 
-// updateStatus writes rs's status from pods if it changed. It returns how
-// soon to look again when a ready pod will become available later.
-func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, pods []*corev1.Pod, manageErr error) (time.Duration, error) {
+// updateStatus writes obj's status (rs's, converted) from pods if it
+// changed. It returns how soon to look again when a ready pod will become
+// available later.
+func (c *KindController[T]) updateStatus(ctx context.Context, obj T, rs *appsv1.ReplicaSet, pods []*corev1.Pod, manageErr error) (time.Duration, error) {
 	now := c.now()
 	minReady := rs.GetSpec().GetMinReadySeconds()
 	tmplLabels := labels.SelectorFromSet(rs.GetSpec().GetTemplate().GetMetadata().GetLabels())
@@ -395,36 +473,36 @@ func (c *Controller) updateStatus(ctx context.Context, rs *appsv1.ReplicaSet, po
 			requeue = d
 		}
 	}
-	// ReplicaFailure condition while creates or deletes fail.
+	// ReplicaFailure condition while creates or deletes fail: as
+	// Kubernetes', set once (FailedCreate or FailedDelete, the first
+	// failure's message) and kept as it is until a sync succeeds.
+	var prev *appsv1.ReplicaSetCondition
 	for _, cond := range rs.GetStatus().GetConditions() {
 		if cond.GetType() != "ReplicaFailure" {
 			st.Conditions = append(st.Conditions, cond)
+		} else {
+			prev = cond
 		}
 	}
-	if manageErr != nil {
-		var prev *appsv1.ReplicaSetCondition
-		for _, cond := range rs.GetStatus().GetConditions() {
-			if cond.GetType() == "ReplicaFailure" {
-				prev = cond
-			}
+	switch {
+	case manageErr != nil && prev != nil:
+		st.Conditions = append(st.Conditions, prev)
+	case manageErr != nil:
+		reason := "FailedCreate"
+		if len(pods) > int(rs.GetSpec().GetReplicas()) {
+			reason = "FailedDelete"
 		}
-		cond := &appsv1.ReplicaSetCondition{Type: "ReplicaFailure", Status: "True", Reason: "FailedCreate", Message: manageErr.Error()}
-		if prev != nil && prev.GetStatus() == "True" {
-			cond.LastTransitionTime = prev.GetLastTransitionTime()
-		} else {
-			cond.LastTransitionTime = timestamppbNow(now)
-		}
-		st.Conditions = append(st.Conditions, cond)
+		st.Conditions = append(st.Conditions, &appsv1.ReplicaSetCondition{Type: "ReplicaFailure", Status: "True", Reason: reason,
+			Message: manageErr.Error(), LastTransitionTime: timestamppbNow(now)})
 	}
 	if proto.Equal(st, rs.GetStatus()) {
 		return requeue, nil
 	}
-	rs.Status = st
-	if _, err := c.cfg.ReplicaSets.UpdateStatus(ctx, rs); err != nil {
+	if err := c.cfg.Kind.UpdateStatus(ctx, obj, st); err != nil {
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("replicaset %s: update status: %w", client.Key(rs), err)
+		return 0, fmt.Errorf("%s %s: update status: %w", c.cfg.Kind.Name, client.Key(rs), err)
 	}
 	return requeue, nil
 }

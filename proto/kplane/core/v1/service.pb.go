@@ -9,6 +9,7 @@
 package corev1
 
 import (
+	v12 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	v1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	v11 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "google.golang.org/genproto/googleapis/api/annotations"
@@ -8234,11 +8235,1144 @@ func (x *DeleteServiceAccountResponse) GetServiceAccount() *ServiceAccount {
 	return nil
 }
 
+// GetReplicationControllerRequest names one ReplicationController.
+type GetReplicationControllerRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetReplicationControllerRequest) Reset() {
+	*x = GetReplicationControllerRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplicationControllerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplicationControllerRequest) ProtoMessage() {}
+
+func (x *GetReplicationControllerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplicationControllerRequest.ProtoReflect.Descriptor instead.
+func (*GetReplicationControllerRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{127}
+}
+
+func (x *GetReplicationControllerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetReplicationControllerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetReplicationControllerRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetReplicationControllerResponse carries the ReplicationController.
+type GetReplicationControllerResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	ReplicationController *ReplicationController `protobuf:"bytes,1,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *GetReplicationControllerResponse) Reset() {
+	*x = GetReplicationControllerResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[128]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplicationControllerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplicationControllerResponse) ProtoMessage() {}
+
+func (x *GetReplicationControllerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[128]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplicationControllerResponse.ProtoReflect.Descriptor instead.
+func (*GetReplicationControllerResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{128}
+}
+
+func (x *GetReplicationControllerResponse) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+// ListReplicationControllersRequest holds Kubernetes' list options.
+type ListReplicationControllersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListReplicationControllersRequest) Reset() {
+	*x = ListReplicationControllersRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[129]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicationControllersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicationControllersRequest) ProtoMessage() {}
+
+func (x *ListReplicationControllersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[129]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicationControllersRequest.ProtoReflect.Descriptor instead.
+func (*ListReplicationControllersRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{129}
+}
+
+func (x *ListReplicationControllersRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListReplicationControllersRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListReplicationControllersRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListReplicationControllersRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListReplicationControllersRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListReplicationControllersRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListReplicationControllersRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListReplicationControllersRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListReplicationControllersResponse carries the list.
+type ListReplicationControllersResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	List          *ReplicationControllerList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplicationControllersResponse) Reset() {
+	*x = ListReplicationControllersResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[130]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicationControllersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicationControllersResponse) ProtoMessage() {}
+
+func (x *ListReplicationControllersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[130]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicationControllersResponse.ProtoReflect.Descriptor instead.
+func (*ListReplicationControllersResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{130}
+}
+
+func (x *ListReplicationControllersResponse) GetList() *ReplicationControllerList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchReplicationControllersRequest holds Kubernetes' watch options.
+type WatchReplicationControllersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchReplicationControllersRequest) Reset() {
+	*x = WatchReplicationControllersRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[131]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchReplicationControllersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchReplicationControllersRequest) ProtoMessage() {}
+
+func (x *WatchReplicationControllersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[131]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchReplicationControllersRequest.ProtoReflect.Descriptor instead.
+func (*WatchReplicationControllersRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{131}
+}
+
+func (x *WatchReplicationControllersRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchReplicationControllersRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchReplicationControllersRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchReplicationControllersRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchReplicationControllersRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchReplicationControllersRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchReplicationControllersRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchReplicationControllersRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchReplicationControllersResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchReplicationControllersResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *ReplicationController `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchReplicationControllersResponse) Reset() {
+	*x = WatchReplicationControllersResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[132]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchReplicationControllersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchReplicationControllersResponse) ProtoMessage() {}
+
+func (x *WatchReplicationControllersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[132]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchReplicationControllersResponse.ProtoReflect.Descriptor instead.
+func (*WatchReplicationControllersResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{132}
+}
+
+func (x *WatchReplicationControllersResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchReplicationControllersResponse) GetObject() *ReplicationController {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchReplicationControllersResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateReplicationControllerRequest carries the new ReplicationController.
+type CreateReplicationControllerRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ReplicationController *ReplicationController `protobuf:"bytes,2,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateReplicationControllerRequest) Reset() {
+	*x = CreateReplicationControllerRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[133]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateReplicationControllerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateReplicationControllerRequest) ProtoMessage() {}
+
+func (x *CreateReplicationControllerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[133]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateReplicationControllerRequest.ProtoReflect.Descriptor instead.
+func (*CreateReplicationControllerRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{133}
+}
+
+func (x *CreateReplicationControllerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateReplicationControllerRequest) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+func (x *CreateReplicationControllerRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateReplicationControllerRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateReplicationControllerResponse carries the created ReplicationController.
+type CreateReplicationControllerResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	ReplicationController *ReplicationController `protobuf:"bytes,1,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *CreateReplicationControllerResponse) Reset() {
+	*x = CreateReplicationControllerResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[134]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateReplicationControllerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateReplicationControllerResponse) ProtoMessage() {}
+
+func (x *CreateReplicationControllerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[134]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateReplicationControllerResponse.ProtoReflect.Descriptor instead.
+func (*CreateReplicationControllerResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{134}
+}
+
+func (x *CreateReplicationControllerResponse) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+// UpdateReplicationControllerRequest carries the replacement ReplicationController.
+type UpdateReplicationControllerRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ReplicationController *ReplicationController `protobuf:"bytes,3,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	DryRun                []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager          string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateReplicationControllerRequest) Reset() {
+	*x = UpdateReplicationControllerRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[135]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicationControllerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicationControllerRequest) ProtoMessage() {}
+
+func (x *UpdateReplicationControllerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[135]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicationControllerRequest.ProtoReflect.Descriptor instead.
+func (*UpdateReplicationControllerRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{135}
+}
+
+func (x *UpdateReplicationControllerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateReplicationControllerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateReplicationControllerRequest) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+func (x *UpdateReplicationControllerRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateReplicationControllerRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateReplicationControllerResponse carries the stored ReplicationController.
+type UpdateReplicationControllerResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	ReplicationController *ReplicationController `protobuf:"bytes,1,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateReplicationControllerResponse) Reset() {
+	*x = UpdateReplicationControllerResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[136]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicationControllerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicationControllerResponse) ProtoMessage() {}
+
+func (x *UpdateReplicationControllerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[136]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicationControllerResponse.ProtoReflect.Descriptor instead.
+func (*UpdateReplicationControllerResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{136}
+}
+
+func (x *UpdateReplicationControllerResponse) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+// DeleteReplicationControllerRequest holds Kubernetes' delete options.
+type DeleteReplicationControllerRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteReplicationControllerRequest) Reset() {
+	*x = DeleteReplicationControllerRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[137]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteReplicationControllerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteReplicationControllerRequest) ProtoMessage() {}
+
+func (x *DeleteReplicationControllerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[137]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteReplicationControllerRequest.ProtoReflect.Descriptor instead.
+func (*DeleteReplicationControllerRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{137}
+}
+
+func (x *DeleteReplicationControllerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteReplicationControllerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteReplicationControllerRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteReplicationControllerRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteReplicationControllerRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteReplicationControllerRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteReplicationControllerResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteReplicationControllerResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	ReplicationController *ReplicationController `protobuf:"bytes,1,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *DeleteReplicationControllerResponse) Reset() {
+	*x = DeleteReplicationControllerResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[138]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteReplicationControllerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteReplicationControllerResponse) ProtoMessage() {}
+
+func (x *DeleteReplicationControllerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[138]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteReplicationControllerResponse.ProtoReflect.Descriptor instead.
+func (*DeleteReplicationControllerResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{138}
+}
+
+func (x *DeleteReplicationControllerResponse) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+// UpdateReplicationControllerStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdateReplicationControllerStatusRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ReplicationController *ReplicationController `protobuf:"bytes,3,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	DryRun                []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager          string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateReplicationControllerStatusRequest) Reset() {
+	*x = UpdateReplicationControllerStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[139]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicationControllerStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicationControllerStatusRequest) ProtoMessage() {}
+
+func (x *UpdateReplicationControllerStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[139]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicationControllerStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateReplicationControllerStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{139}
+}
+
+func (x *UpdateReplicationControllerStatusRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateReplicationControllerStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateReplicationControllerStatusRequest) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+func (x *UpdateReplicationControllerStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateReplicationControllerStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateReplicationControllerStatusResponse carries the stored ReplicationController.
+type UpdateReplicationControllerStatusResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	ReplicationController *ReplicationController `protobuf:"bytes,1,opt,name=replication_controller,json=replicationController,proto3" json:"replication_controller,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateReplicationControllerStatusResponse) Reset() {
+	*x = UpdateReplicationControllerStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[140]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicationControllerStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicationControllerStatusResponse) ProtoMessage() {}
+
+func (x *UpdateReplicationControllerStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[140]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicationControllerStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdateReplicationControllerStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{140}
+}
+
+func (x *UpdateReplicationControllerStatusResponse) GetReplicationController() *ReplicationController {
+	if x != nil {
+		return x.ReplicationController
+	}
+	return nil
+}
+
+// GetReplicationControllerScaleRequest names the object.
+type GetReplicationControllerScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReplicationControllerScaleRequest) Reset() {
+	*x = GetReplicationControllerScaleRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[141]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplicationControllerScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplicationControllerScaleRequest) ProtoMessage() {}
+
+func (x *GetReplicationControllerScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[141]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplicationControllerScaleRequest.ProtoReflect.Descriptor instead.
+func (*GetReplicationControllerScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{141}
+}
+
+func (x *GetReplicationControllerScaleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetReplicationControllerScaleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetReplicationControllerScaleResponse carries the Scale.
+type GetReplicationControllerScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *v12.Scale             `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetReplicationControllerScaleResponse) Reset() {
+	*x = GetReplicationControllerScaleResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[142]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetReplicationControllerScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetReplicationControllerScaleResponse) ProtoMessage() {}
+
+func (x *GetReplicationControllerScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[142]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetReplicationControllerScaleResponse.ProtoReflect.Descriptor instead.
+func (*GetReplicationControllerScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{142}
+}
+
+func (x *GetReplicationControllerScaleResponse) GetScale() *v12.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+// UpdateReplicationControllerScaleRequest carries the new Scale.
+type UpdateReplicationControllerScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Scale         *v12.Scale             `protobuf:"bytes,3,opt,name=scale,proto3" json:"scale,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateReplicationControllerScaleRequest) Reset() {
+	*x = UpdateReplicationControllerScaleRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[143]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicationControllerScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicationControllerScaleRequest) ProtoMessage() {}
+
+func (x *UpdateReplicationControllerScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[143]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicationControllerScaleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateReplicationControllerScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{143}
+}
+
+func (x *UpdateReplicationControllerScaleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateReplicationControllerScaleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateReplicationControllerScaleRequest) GetScale() *v12.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+func (x *UpdateReplicationControllerScaleRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateReplicationControllerScaleRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateReplicationControllerScaleResponse carries the stored Scale.
+type UpdateReplicationControllerScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *v12.Scale             `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateReplicationControllerScaleResponse) Reset() {
+	*x = UpdateReplicationControllerScaleResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[144]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateReplicationControllerScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateReplicationControllerScaleResponse) ProtoMessage() {}
+
+func (x *UpdateReplicationControllerScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[144]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateReplicationControllerScaleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateReplicationControllerScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{144}
+}
+
+func (x *UpdateReplicationControllerScaleResponse) GetScale() *v12.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
 var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckplane/core/v1/service.proto\x12\x0ekplane.core.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a\x1ckplane/policy/v1/types.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"T\n" +
+	"\x1ckplane/core/v1/service.proto\x12\x0ekplane.core.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19google/api/httpbody.proto\x1a!kplane/autoscaling/v1/types.proto\x1a\x1ckplane/policy/v1/types.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"T\n" +
 	"\x13GetNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"O\n" +
@@ -8839,7 +9973,86 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"g\n" +
 	"\x1cDeleteServiceAccountResponse\x12G\n" +
-	"\x0fservice_account\x18\x01 \x01(\v2\x1e.kplane.core.v1.ServiceAccountR\x0eserviceAccount2\xd8\t\n" +
+	"\x0fservice_account\x18\x01 \x01(\v2\x1e.kplane.core.v1.ServiceAccountR\x0eserviceAccount\"~\n" +
+	"\x1fGetReplicationControllerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\x80\x01\n" +
+	" GetReplicationControllerResponse\x12\\\n" +
+	"\x16replication_controller\x18\x01 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\"\xe4\x02\n" +
+	"!ListReplicationControllersRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"c\n" +
+	"\"ListReplicationControllersResponse\x12=\n" +
+	"\x04list\x18\x01 \x01(\v2).kplane.core.v1.ReplicationControllerListR\x04list\"\xb4\x03\n" +
+	"\"WatchReplicationControllersRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xa8\x01\n" +
+	"#WatchReplicationControllersResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12=\n" +
+	"\x06object\x18\x02 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xde\x01\n" +
+	"\"CreateReplicationControllerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\\\n" +
+	"\x16replication_controller\x18\x02 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"\x83\x01\n" +
+	"#CreateReplicationControllerResponse\x12\\\n" +
+	"\x16replication_controller\x18\x01 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\"\xf2\x01\n" +
+	"\"UpdateReplicationControllerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\\\n" +
+	"\x16replication_controller\x18\x03 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\x83\x01\n" +
+	"#UpdateReplicationControllerResponse\x12\\\n" +
+	"\x16replication_controller\x18\x01 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\"\xb3\x02\n" +
+	"\"DeleteReplicationControllerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"\x83\x01\n" +
+	"#DeleteReplicationControllerResponse\x12\\\n" +
+	"\x16replication_controller\x18\x01 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\"\xf8\x01\n" +
+	"(UpdateReplicationControllerStatusRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\\\n" +
+	"\x16replication_controller\x18\x03 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\x89\x01\n" +
+	")UpdateReplicationControllerStatusResponse\x12\\\n" +
+	"\x16replication_controller\x18\x01 \x01(\v2%.kplane.core.v1.ReplicationControllerR\x15replicationController\"X\n" +
+	"$GetReplicationControllerScaleRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"[\n" +
+	"%GetReplicationControllerScaleResponse\x122\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\"\xcd\x01\n" +
+	"'UpdateReplicationControllerScaleRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
+	"\x05scale\x18\x03 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"^\n" +
+	"(UpdateReplicationControllerScaleResponse\x122\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale2\xd8\t\n" +
 	"\x10NamespaceService\x12\x87\x01\n" +
 	"\fGetNamespace\x12#.kplane.core.v1.GetNamespaceRequest\x1a$.kplane.core.v1.GetNamespaceResponse\",\x82\xd3\xe4\x93\x02&b\tnamespace\x12\x19/api/v1/namespaces/{name}\x12\x81\x01\n" +
 	"\x0eListNamespaces\x12%.kplane.core.v1.ListNamespacesRequest\x1a&.kplane.core.v1.ListNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1ab\x04list\x12\x12/api/v1/namespaces\x12\x86\x01\n" +
@@ -8924,7 +10137,17 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x14WatchServiceAccounts\x12+.kplane.core.v1.WatchServiceAccountsRequest\x1a,.kplane.core.v1.WatchServiceAccountsResponse\"]\x82\xd3\xe4\x93\x02WZ\x1f\x12\x1d/api/v1/watch/serviceaccounts\x124/api/v1/watch/namespaces/{namespace}/serviceaccounts0\x01\x12\xcb\x01\n" +
 	"\x14CreateServiceAccount\x12+.kplane.core.v1.CreateServiceAccountRequest\x1a,.kplane.core.v1.CreateServiceAccountResponse\"X\x82\xd3\xe4\x93\x02R:\x0fservice_accountb\x0fservice_account\"./api/v1/namespaces/{namespace}/serviceaccounts\x12\xd2\x01\n" +
 	"\x14UpdateServiceAccount\x12+.kplane.core.v1.UpdateServiceAccountRequest\x1a,.kplane.core.v1.UpdateServiceAccountResponse\"_\x82\xd3\xe4\x93\x02Y:\x0fservice_accountb\x0fservice_account\x1a5/api/v1/namespaces/{namespace}/serviceaccounts/{name}\x12\xc4\x01\n" +
-	"\x14DeleteServiceAccount\x12+.kplane.core.v1.DeleteServiceAccountRequest\x1a,.kplane.core.v1.DeleteServiceAccountResponse\"Q\x82\xd3\xe4\x93\x02K:\x01*b\x0fservice_account*5/api/v1/namespaces/{namespace}/serviceaccounts/{name}B6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	"\x14DeleteServiceAccount\x12+.kplane.core.v1.DeleteServiceAccountRequest\x1a,.kplane.core.v1.DeleteServiceAccountResponse\"Q\x82\xd3\xe4\x93\x02K:\x01*b\x0fservice_account*5/api/v1/namespaces/{namespace}/serviceaccounts/{name}2\xb4\x11\n" +
+	"\x1cReplicationControllerService\x12\xdb\x01\n" +
+	"\x18GetReplicationController\x12/.kplane.core.v1.GetReplicationControllerRequest\x1a0.kplane.core.v1.GetReplicationControllerResponse\"\\\x82\xd3\xe4\x93\x02Vb\x16replication_controller\x12</api/v1/namespaces/{namespace}/replicationcontrollers/{name}\x12\xf0\x01\n" +
+	"\x1aListReplicationControllers\x121.kplane.core.v1.ListReplicationControllersRequest\x1a2.kplane.core.v1.ListReplicationControllersResponse\"k\x82\xd3\xe4\x93\x02eZ&b\x04list\x12\x1e/api/v1/replicationcontrollersb\x04list\x125/api/v1/namespaces/{namespace}/replicationcontrollers\x12\xf5\x01\n" +
+	"\x1bWatchReplicationControllers\x122.kplane.core.v1.WatchReplicationControllersRequest\x1a3.kplane.core.v1.WatchReplicationControllersResponse\"k\x82\xd3\xe4\x93\x02eZ&\x12$/api/v1/watch/replicationcontrollers\x12;/api/v1/watch/namespaces/{namespace}/replicationcontrollers0\x01\x12\xf5\x01\n" +
+	"\x1bCreateReplicationController\x122.kplane.core.v1.CreateReplicationControllerRequest\x1a3.kplane.core.v1.CreateReplicationControllerResponse\"m\x82\xd3\xe4\x93\x02g:\x16replication_controllerb\x16replication_controller\"5/api/v1/namespaces/{namespace}/replicationcontrollers\x12\xfc\x01\n" +
+	"\x1bUpdateReplicationController\x122.kplane.core.v1.UpdateReplicationControllerRequest\x1a3.kplane.core.v1.UpdateReplicationControllerResponse\"t\x82\xd3\xe4\x93\x02n:\x16replication_controllerb\x16replication_controller\x1a</api/v1/namespaces/{namespace}/replicationcontrollers/{name}\x12\xe7\x01\n" +
+	"\x1bDeleteReplicationController\x122.kplane.core.v1.DeleteReplicationControllerRequest\x1a3.kplane.core.v1.DeleteReplicationControllerResponse\"_\x82\xd3\xe4\x93\x02Y:\x01*b\x16replication_controller*</api/v1/namespaces/{namespace}/replicationcontrollers/{name}\x12\x95\x02\n" +
+	"!UpdateReplicationControllerStatus\x128.kplane.core.v1.UpdateReplicationControllerStatusRequest\x1a9.kplane.core.v1.UpdateReplicationControllerStatusResponse\"{\x82\xd3\xe4\x93\x02u:\x16replication_controllerb\x16replication_controller\x1aC/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/status\x12\xdf\x01\n" +
+	"\x1dGetReplicationControllerScale\x124.kplane.core.v1.GetReplicationControllerScaleRequest\x1a5.kplane.core.v1.GetReplicationControllerScaleResponse\"Q\x82\xd3\xe4\x93\x02Kb\x05scale\x12B/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale\x12\xef\x01\n" +
+	" UpdateReplicationControllerScale\x127.kplane.core.v1.UpdateReplicationControllerScaleRequest\x1a8.kplane.core.v1.UpdateReplicationControllerScaleResponse\"X\x82\xd3\xe4\x93\x02R:\x05scaleb\x05scale\x1aB/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scaleB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_service_proto_rawDescOnce sync.Once
@@ -8938,397 +10161,451 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 127)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 145)
 var file_kplane_core_v1_service_proto_goTypes = []any{
-	(*GetNamespaceRequest)(nil),           // 0: kplane.core.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),          // 1: kplane.core.v1.GetNamespaceResponse
-	(*ListNamespacesRequest)(nil),         // 2: kplane.core.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil),        // 3: kplane.core.v1.ListNamespacesResponse
-	(*WatchNamespacesRequest)(nil),        // 4: kplane.core.v1.WatchNamespacesRequest
-	(*WatchNamespacesResponse)(nil),       // 5: kplane.core.v1.WatchNamespacesResponse
-	(*CreateNamespaceRequest)(nil),        // 6: kplane.core.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),       // 7: kplane.core.v1.CreateNamespaceResponse
-	(*UpdateNamespaceRequest)(nil),        // 8: kplane.core.v1.UpdateNamespaceRequest
-	(*UpdateNamespaceResponse)(nil),       // 9: kplane.core.v1.UpdateNamespaceResponse
-	(*DeleteNamespaceRequest)(nil),        // 10: kplane.core.v1.DeleteNamespaceRequest
-	(*DeleteNamespaceResponse)(nil),       // 11: kplane.core.v1.DeleteNamespaceResponse
-	(*UpdateNamespaceStatusRequest)(nil),  // 12: kplane.core.v1.UpdateNamespaceStatusRequest
-	(*UpdateNamespaceStatusResponse)(nil), // 13: kplane.core.v1.UpdateNamespaceStatusResponse
-	(*FinalizeNamespaceRequest)(nil),      // 14: kplane.core.v1.FinalizeNamespaceRequest
-	(*FinalizeNamespaceResponse)(nil),     // 15: kplane.core.v1.FinalizeNamespaceResponse
-	(*GetPodRequest)(nil),                 // 16: kplane.core.v1.GetPodRequest
-	(*GetPodResponse)(nil),                // 17: kplane.core.v1.GetPodResponse
-	(*ListPodsRequest)(nil),               // 18: kplane.core.v1.ListPodsRequest
-	(*ListPodsResponse)(nil),              // 19: kplane.core.v1.ListPodsResponse
-	(*WatchPodsRequest)(nil),              // 20: kplane.core.v1.WatchPodsRequest
-	(*WatchPodsResponse)(nil),             // 21: kplane.core.v1.WatchPodsResponse
-	(*CreatePodRequest)(nil),              // 22: kplane.core.v1.CreatePodRequest
-	(*CreatePodResponse)(nil),             // 23: kplane.core.v1.CreatePodResponse
-	(*UpdatePodRequest)(nil),              // 24: kplane.core.v1.UpdatePodRequest
-	(*UpdatePodResponse)(nil),             // 25: kplane.core.v1.UpdatePodResponse
-	(*DeletePodRequest)(nil),              // 26: kplane.core.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),             // 27: kplane.core.v1.DeletePodResponse
-	(*UpdatePodStatusRequest)(nil),        // 28: kplane.core.v1.UpdatePodStatusRequest
-	(*UpdatePodStatusResponse)(nil),       // 29: kplane.core.v1.UpdatePodStatusResponse
-	(*BindPodRequest)(nil),                // 30: kplane.core.v1.BindPodRequest
-	(*BindPodResponse)(nil),               // 31: kplane.core.v1.BindPodResponse
-	(*EvictPodRequest)(nil),               // 32: kplane.core.v1.EvictPodRequest
-	(*EvictPodResponse)(nil),              // 33: kplane.core.v1.EvictPodResponse
-	(*GetPodLogRequest)(nil),              // 34: kplane.core.v1.GetPodLogRequest
-	(*StreamPodRequest)(nil),              // 35: kplane.core.v1.StreamPodRequest
-	(*StreamPodStart)(nil),                // 36: kplane.core.v1.StreamPodStart
-	(*StreamPodHeader)(nil),               // 37: kplane.core.v1.StreamPodHeader
-	(*StreamPodResponse)(nil),             // 38: kplane.core.v1.StreamPodResponse
-	(*GetNodeRequest)(nil),                // 39: kplane.core.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),               // 40: kplane.core.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),              // 41: kplane.core.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),             // 42: kplane.core.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),             // 43: kplane.core.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),            // 44: kplane.core.v1.WatchNodesResponse
-	(*CreateNodeRequest)(nil),             // 45: kplane.core.v1.CreateNodeRequest
-	(*CreateNodeResponse)(nil),            // 46: kplane.core.v1.CreateNodeResponse
-	(*UpdateNodeRequest)(nil),             // 47: kplane.core.v1.UpdateNodeRequest
-	(*UpdateNodeResponse)(nil),            // 48: kplane.core.v1.UpdateNodeResponse
-	(*DeleteNodeRequest)(nil),             // 49: kplane.core.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),            // 50: kplane.core.v1.DeleteNodeResponse
-	(*UpdateNodeStatusRequest)(nil),       // 51: kplane.core.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),      // 52: kplane.core.v1.UpdateNodeStatusResponse
-	(*GetEventRequest)(nil),               // 53: kplane.core.v1.GetEventRequest
-	(*GetEventResponse)(nil),              // 54: kplane.core.v1.GetEventResponse
-	(*ListEventsRequest)(nil),             // 55: kplane.core.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),            // 56: kplane.core.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),            // 57: kplane.core.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),           // 58: kplane.core.v1.WatchEventsResponse
-	(*CreateEventRequest)(nil),            // 59: kplane.core.v1.CreateEventRequest
-	(*CreateEventResponse)(nil),           // 60: kplane.core.v1.CreateEventResponse
-	(*UpdateEventRequest)(nil),            // 61: kplane.core.v1.UpdateEventRequest
-	(*UpdateEventResponse)(nil),           // 62: kplane.core.v1.UpdateEventResponse
-	(*DeleteEventRequest)(nil),            // 63: kplane.core.v1.DeleteEventRequest
-	(*DeleteEventResponse)(nil),           // 64: kplane.core.v1.DeleteEventResponse
-	(*GetServiceRequest)(nil),             // 65: kplane.core.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),            // 66: kplane.core.v1.GetServiceResponse
-	(*ListServicesRequest)(nil),           // 67: kplane.core.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),          // 68: kplane.core.v1.ListServicesResponse
-	(*WatchServicesRequest)(nil),          // 69: kplane.core.v1.WatchServicesRequest
-	(*WatchServicesResponse)(nil),         // 70: kplane.core.v1.WatchServicesResponse
-	(*CreateServiceRequest)(nil),          // 71: kplane.core.v1.CreateServiceRequest
-	(*CreateServiceResponse)(nil),         // 72: kplane.core.v1.CreateServiceResponse
-	(*UpdateServiceRequest)(nil),          // 73: kplane.core.v1.UpdateServiceRequest
-	(*UpdateServiceResponse)(nil),         // 74: kplane.core.v1.UpdateServiceResponse
-	(*DeleteServiceRequest)(nil),          // 75: kplane.core.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),         // 76: kplane.core.v1.DeleteServiceResponse
-	(*UpdateServiceStatusRequest)(nil),    // 77: kplane.core.v1.UpdateServiceStatusRequest
-	(*UpdateServiceStatusResponse)(nil),   // 78: kplane.core.v1.UpdateServiceStatusResponse
-	(*GetEndpointsRequest)(nil),           // 79: kplane.core.v1.GetEndpointsRequest
-	(*GetEndpointsResponse)(nil),          // 80: kplane.core.v1.GetEndpointsResponse
-	(*ListEndpointsRequest)(nil),          // 81: kplane.core.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),         // 82: kplane.core.v1.ListEndpointsResponse
-	(*WatchEndpointsRequest)(nil),         // 83: kplane.core.v1.WatchEndpointsRequest
-	(*WatchEndpointsResponse)(nil),        // 84: kplane.core.v1.WatchEndpointsResponse
-	(*CreateEndpointsRequest)(nil),        // 85: kplane.core.v1.CreateEndpointsRequest
-	(*CreateEndpointsResponse)(nil),       // 86: kplane.core.v1.CreateEndpointsResponse
-	(*UpdateEndpointsRequest)(nil),        // 87: kplane.core.v1.UpdateEndpointsRequest
-	(*UpdateEndpointsResponse)(nil),       // 88: kplane.core.v1.UpdateEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),        // 89: kplane.core.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),       // 90: kplane.core.v1.DeleteEndpointsResponse
-	(*GetConfigMapRequest)(nil),           // 91: kplane.core.v1.GetConfigMapRequest
-	(*GetConfigMapResponse)(nil),          // 92: kplane.core.v1.GetConfigMapResponse
-	(*ListConfigMapsRequest)(nil),         // 93: kplane.core.v1.ListConfigMapsRequest
-	(*ListConfigMapsResponse)(nil),        // 94: kplane.core.v1.ListConfigMapsResponse
-	(*WatchConfigMapsRequest)(nil),        // 95: kplane.core.v1.WatchConfigMapsRequest
-	(*WatchConfigMapsResponse)(nil),       // 96: kplane.core.v1.WatchConfigMapsResponse
-	(*CreateConfigMapRequest)(nil),        // 97: kplane.core.v1.CreateConfigMapRequest
-	(*CreateConfigMapResponse)(nil),       // 98: kplane.core.v1.CreateConfigMapResponse
-	(*UpdateConfigMapRequest)(nil),        // 99: kplane.core.v1.UpdateConfigMapRequest
-	(*UpdateConfigMapResponse)(nil),       // 100: kplane.core.v1.UpdateConfigMapResponse
-	(*DeleteConfigMapRequest)(nil),        // 101: kplane.core.v1.DeleteConfigMapRequest
-	(*DeleteConfigMapResponse)(nil),       // 102: kplane.core.v1.DeleteConfigMapResponse
-	(*GetSecretRequest)(nil),              // 103: kplane.core.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),             // 104: kplane.core.v1.GetSecretResponse
-	(*ListSecretsRequest)(nil),            // 105: kplane.core.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),           // 106: kplane.core.v1.ListSecretsResponse
-	(*WatchSecretsRequest)(nil),           // 107: kplane.core.v1.WatchSecretsRequest
-	(*WatchSecretsResponse)(nil),          // 108: kplane.core.v1.WatchSecretsResponse
-	(*CreateSecretRequest)(nil),           // 109: kplane.core.v1.CreateSecretRequest
-	(*CreateSecretResponse)(nil),          // 110: kplane.core.v1.CreateSecretResponse
-	(*UpdateSecretRequest)(nil),           // 111: kplane.core.v1.UpdateSecretRequest
-	(*UpdateSecretResponse)(nil),          // 112: kplane.core.v1.UpdateSecretResponse
-	(*DeleteSecretRequest)(nil),           // 113: kplane.core.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),          // 114: kplane.core.v1.DeleteSecretResponse
-	(*GetServiceAccountRequest)(nil),      // 115: kplane.core.v1.GetServiceAccountRequest
-	(*GetServiceAccountResponse)(nil),     // 116: kplane.core.v1.GetServiceAccountResponse
-	(*ListServiceAccountsRequest)(nil),    // 117: kplane.core.v1.ListServiceAccountsRequest
-	(*ListServiceAccountsResponse)(nil),   // 118: kplane.core.v1.ListServiceAccountsResponse
-	(*WatchServiceAccountsRequest)(nil),   // 119: kplane.core.v1.WatchServiceAccountsRequest
-	(*WatchServiceAccountsResponse)(nil),  // 120: kplane.core.v1.WatchServiceAccountsResponse
-	(*CreateServiceAccountRequest)(nil),   // 121: kplane.core.v1.CreateServiceAccountRequest
-	(*CreateServiceAccountResponse)(nil),  // 122: kplane.core.v1.CreateServiceAccountResponse
-	(*UpdateServiceAccountRequest)(nil),   // 123: kplane.core.v1.UpdateServiceAccountRequest
-	(*UpdateServiceAccountResponse)(nil),  // 124: kplane.core.v1.UpdateServiceAccountResponse
-	(*DeleteServiceAccountRequest)(nil),   // 125: kplane.core.v1.DeleteServiceAccountRequest
-	(*DeleteServiceAccountResponse)(nil),  // 126: kplane.core.v1.DeleteServiceAccountResponse
-	(*Namespace)(nil),                     // 127: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                 // 128: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                     // 129: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),              // 130: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                           // 131: kplane.core.v1.Pod
-	(*PodList)(nil),                       // 132: kplane.core.v1.PodList
-	(*Binding)(nil),                       // 133: kplane.core.v1.Binding
-	(*v11.Eviction)(nil),                  // 134: kplane.policy.v1.Eviction
-	(*Node)(nil),                          // 135: kplane.core.v1.Node
-	(*NodeList)(nil),                      // 136: kplane.core.v1.NodeList
-	(*Event)(nil),                         // 137: kplane.core.v1.Event
-	(*EventList)(nil),                     // 138: kplane.core.v1.EventList
-	(*Service)(nil),                       // 139: kplane.core.v1.Service
-	(*ServiceList)(nil),                   // 140: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                     // 141: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                 // 142: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                     // 143: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                 // 144: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                        // 145: kplane.core.v1.Secret
-	(*SecretList)(nil),                    // 146: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                // 147: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),            // 148: kplane.core.v1.ServiceAccountList
-	(*httpbody.HttpBody)(nil),             // 149: google.api.HttpBody
+	(*GetNamespaceRequest)(nil),                       // 0: kplane.core.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),                      // 1: kplane.core.v1.GetNamespaceResponse
+	(*ListNamespacesRequest)(nil),                     // 2: kplane.core.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil),                    // 3: kplane.core.v1.ListNamespacesResponse
+	(*WatchNamespacesRequest)(nil),                    // 4: kplane.core.v1.WatchNamespacesRequest
+	(*WatchNamespacesResponse)(nil),                   // 5: kplane.core.v1.WatchNamespacesResponse
+	(*CreateNamespaceRequest)(nil),                    // 6: kplane.core.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),                   // 7: kplane.core.v1.CreateNamespaceResponse
+	(*UpdateNamespaceRequest)(nil),                    // 8: kplane.core.v1.UpdateNamespaceRequest
+	(*UpdateNamespaceResponse)(nil),                   // 9: kplane.core.v1.UpdateNamespaceResponse
+	(*DeleteNamespaceRequest)(nil),                    // 10: kplane.core.v1.DeleteNamespaceRequest
+	(*DeleteNamespaceResponse)(nil),                   // 11: kplane.core.v1.DeleteNamespaceResponse
+	(*UpdateNamespaceStatusRequest)(nil),              // 12: kplane.core.v1.UpdateNamespaceStatusRequest
+	(*UpdateNamespaceStatusResponse)(nil),             // 13: kplane.core.v1.UpdateNamespaceStatusResponse
+	(*FinalizeNamespaceRequest)(nil),                  // 14: kplane.core.v1.FinalizeNamespaceRequest
+	(*FinalizeNamespaceResponse)(nil),                 // 15: kplane.core.v1.FinalizeNamespaceResponse
+	(*GetPodRequest)(nil),                             // 16: kplane.core.v1.GetPodRequest
+	(*GetPodResponse)(nil),                            // 17: kplane.core.v1.GetPodResponse
+	(*ListPodsRequest)(nil),                           // 18: kplane.core.v1.ListPodsRequest
+	(*ListPodsResponse)(nil),                          // 19: kplane.core.v1.ListPodsResponse
+	(*WatchPodsRequest)(nil),                          // 20: kplane.core.v1.WatchPodsRequest
+	(*WatchPodsResponse)(nil),                         // 21: kplane.core.v1.WatchPodsResponse
+	(*CreatePodRequest)(nil),                          // 22: kplane.core.v1.CreatePodRequest
+	(*CreatePodResponse)(nil),                         // 23: kplane.core.v1.CreatePodResponse
+	(*UpdatePodRequest)(nil),                          // 24: kplane.core.v1.UpdatePodRequest
+	(*UpdatePodResponse)(nil),                         // 25: kplane.core.v1.UpdatePodResponse
+	(*DeletePodRequest)(nil),                          // 26: kplane.core.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),                         // 27: kplane.core.v1.DeletePodResponse
+	(*UpdatePodStatusRequest)(nil),                    // 28: kplane.core.v1.UpdatePodStatusRequest
+	(*UpdatePodStatusResponse)(nil),                   // 29: kplane.core.v1.UpdatePodStatusResponse
+	(*BindPodRequest)(nil),                            // 30: kplane.core.v1.BindPodRequest
+	(*BindPodResponse)(nil),                           // 31: kplane.core.v1.BindPodResponse
+	(*EvictPodRequest)(nil),                           // 32: kplane.core.v1.EvictPodRequest
+	(*EvictPodResponse)(nil),                          // 33: kplane.core.v1.EvictPodResponse
+	(*GetPodLogRequest)(nil),                          // 34: kplane.core.v1.GetPodLogRequest
+	(*StreamPodRequest)(nil),                          // 35: kplane.core.v1.StreamPodRequest
+	(*StreamPodStart)(nil),                            // 36: kplane.core.v1.StreamPodStart
+	(*StreamPodHeader)(nil),                           // 37: kplane.core.v1.StreamPodHeader
+	(*StreamPodResponse)(nil),                         // 38: kplane.core.v1.StreamPodResponse
+	(*GetNodeRequest)(nil),                            // 39: kplane.core.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),                           // 40: kplane.core.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),                          // 41: kplane.core.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                         // 42: kplane.core.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),                         // 43: kplane.core.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),                        // 44: kplane.core.v1.WatchNodesResponse
+	(*CreateNodeRequest)(nil),                         // 45: kplane.core.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),                        // 46: kplane.core.v1.CreateNodeResponse
+	(*UpdateNodeRequest)(nil),                         // 47: kplane.core.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),                        // 48: kplane.core.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),                         // 49: kplane.core.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),                        // 50: kplane.core.v1.DeleteNodeResponse
+	(*UpdateNodeStatusRequest)(nil),                   // 51: kplane.core.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),                  // 52: kplane.core.v1.UpdateNodeStatusResponse
+	(*GetEventRequest)(nil),                           // 53: kplane.core.v1.GetEventRequest
+	(*GetEventResponse)(nil),                          // 54: kplane.core.v1.GetEventResponse
+	(*ListEventsRequest)(nil),                         // 55: kplane.core.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),                        // 56: kplane.core.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),                        // 57: kplane.core.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),                       // 58: kplane.core.v1.WatchEventsResponse
+	(*CreateEventRequest)(nil),                        // 59: kplane.core.v1.CreateEventRequest
+	(*CreateEventResponse)(nil),                       // 60: kplane.core.v1.CreateEventResponse
+	(*UpdateEventRequest)(nil),                        // 61: kplane.core.v1.UpdateEventRequest
+	(*UpdateEventResponse)(nil),                       // 62: kplane.core.v1.UpdateEventResponse
+	(*DeleteEventRequest)(nil),                        // 63: kplane.core.v1.DeleteEventRequest
+	(*DeleteEventResponse)(nil),                       // 64: kplane.core.v1.DeleteEventResponse
+	(*GetServiceRequest)(nil),                         // 65: kplane.core.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),                        // 66: kplane.core.v1.GetServiceResponse
+	(*ListServicesRequest)(nil),                       // 67: kplane.core.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),                      // 68: kplane.core.v1.ListServicesResponse
+	(*WatchServicesRequest)(nil),                      // 69: kplane.core.v1.WatchServicesRequest
+	(*WatchServicesResponse)(nil),                     // 70: kplane.core.v1.WatchServicesResponse
+	(*CreateServiceRequest)(nil),                      // 71: kplane.core.v1.CreateServiceRequest
+	(*CreateServiceResponse)(nil),                     // 72: kplane.core.v1.CreateServiceResponse
+	(*UpdateServiceRequest)(nil),                      // 73: kplane.core.v1.UpdateServiceRequest
+	(*UpdateServiceResponse)(nil),                     // 74: kplane.core.v1.UpdateServiceResponse
+	(*DeleteServiceRequest)(nil),                      // 75: kplane.core.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),                     // 76: kplane.core.v1.DeleteServiceResponse
+	(*UpdateServiceStatusRequest)(nil),                // 77: kplane.core.v1.UpdateServiceStatusRequest
+	(*UpdateServiceStatusResponse)(nil),               // 78: kplane.core.v1.UpdateServiceStatusResponse
+	(*GetEndpointsRequest)(nil),                       // 79: kplane.core.v1.GetEndpointsRequest
+	(*GetEndpointsResponse)(nil),                      // 80: kplane.core.v1.GetEndpointsResponse
+	(*ListEndpointsRequest)(nil),                      // 81: kplane.core.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),                     // 82: kplane.core.v1.ListEndpointsResponse
+	(*WatchEndpointsRequest)(nil),                     // 83: kplane.core.v1.WatchEndpointsRequest
+	(*WatchEndpointsResponse)(nil),                    // 84: kplane.core.v1.WatchEndpointsResponse
+	(*CreateEndpointsRequest)(nil),                    // 85: kplane.core.v1.CreateEndpointsRequest
+	(*CreateEndpointsResponse)(nil),                   // 86: kplane.core.v1.CreateEndpointsResponse
+	(*UpdateEndpointsRequest)(nil),                    // 87: kplane.core.v1.UpdateEndpointsRequest
+	(*UpdateEndpointsResponse)(nil),                   // 88: kplane.core.v1.UpdateEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),                    // 89: kplane.core.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),                   // 90: kplane.core.v1.DeleteEndpointsResponse
+	(*GetConfigMapRequest)(nil),                       // 91: kplane.core.v1.GetConfigMapRequest
+	(*GetConfigMapResponse)(nil),                      // 92: kplane.core.v1.GetConfigMapResponse
+	(*ListConfigMapsRequest)(nil),                     // 93: kplane.core.v1.ListConfigMapsRequest
+	(*ListConfigMapsResponse)(nil),                    // 94: kplane.core.v1.ListConfigMapsResponse
+	(*WatchConfigMapsRequest)(nil),                    // 95: kplane.core.v1.WatchConfigMapsRequest
+	(*WatchConfigMapsResponse)(nil),                   // 96: kplane.core.v1.WatchConfigMapsResponse
+	(*CreateConfigMapRequest)(nil),                    // 97: kplane.core.v1.CreateConfigMapRequest
+	(*CreateConfigMapResponse)(nil),                   // 98: kplane.core.v1.CreateConfigMapResponse
+	(*UpdateConfigMapRequest)(nil),                    // 99: kplane.core.v1.UpdateConfigMapRequest
+	(*UpdateConfigMapResponse)(nil),                   // 100: kplane.core.v1.UpdateConfigMapResponse
+	(*DeleteConfigMapRequest)(nil),                    // 101: kplane.core.v1.DeleteConfigMapRequest
+	(*DeleteConfigMapResponse)(nil),                   // 102: kplane.core.v1.DeleteConfigMapResponse
+	(*GetSecretRequest)(nil),                          // 103: kplane.core.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),                         // 104: kplane.core.v1.GetSecretResponse
+	(*ListSecretsRequest)(nil),                        // 105: kplane.core.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),                       // 106: kplane.core.v1.ListSecretsResponse
+	(*WatchSecretsRequest)(nil),                       // 107: kplane.core.v1.WatchSecretsRequest
+	(*WatchSecretsResponse)(nil),                      // 108: kplane.core.v1.WatchSecretsResponse
+	(*CreateSecretRequest)(nil),                       // 109: kplane.core.v1.CreateSecretRequest
+	(*CreateSecretResponse)(nil),                      // 110: kplane.core.v1.CreateSecretResponse
+	(*UpdateSecretRequest)(nil),                       // 111: kplane.core.v1.UpdateSecretRequest
+	(*UpdateSecretResponse)(nil),                      // 112: kplane.core.v1.UpdateSecretResponse
+	(*DeleteSecretRequest)(nil),                       // 113: kplane.core.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),                      // 114: kplane.core.v1.DeleteSecretResponse
+	(*GetServiceAccountRequest)(nil),                  // 115: kplane.core.v1.GetServiceAccountRequest
+	(*GetServiceAccountResponse)(nil),                 // 116: kplane.core.v1.GetServiceAccountResponse
+	(*ListServiceAccountsRequest)(nil),                // 117: kplane.core.v1.ListServiceAccountsRequest
+	(*ListServiceAccountsResponse)(nil),               // 118: kplane.core.v1.ListServiceAccountsResponse
+	(*WatchServiceAccountsRequest)(nil),               // 119: kplane.core.v1.WatchServiceAccountsRequest
+	(*WatchServiceAccountsResponse)(nil),              // 120: kplane.core.v1.WatchServiceAccountsResponse
+	(*CreateServiceAccountRequest)(nil),               // 121: kplane.core.v1.CreateServiceAccountRequest
+	(*CreateServiceAccountResponse)(nil),              // 122: kplane.core.v1.CreateServiceAccountResponse
+	(*UpdateServiceAccountRequest)(nil),               // 123: kplane.core.v1.UpdateServiceAccountRequest
+	(*UpdateServiceAccountResponse)(nil),              // 124: kplane.core.v1.UpdateServiceAccountResponse
+	(*DeleteServiceAccountRequest)(nil),               // 125: kplane.core.v1.DeleteServiceAccountRequest
+	(*DeleteServiceAccountResponse)(nil),              // 126: kplane.core.v1.DeleteServiceAccountResponse
+	(*GetReplicationControllerRequest)(nil),           // 127: kplane.core.v1.GetReplicationControllerRequest
+	(*GetReplicationControllerResponse)(nil),          // 128: kplane.core.v1.GetReplicationControllerResponse
+	(*ListReplicationControllersRequest)(nil),         // 129: kplane.core.v1.ListReplicationControllersRequest
+	(*ListReplicationControllersResponse)(nil),        // 130: kplane.core.v1.ListReplicationControllersResponse
+	(*WatchReplicationControllersRequest)(nil),        // 131: kplane.core.v1.WatchReplicationControllersRequest
+	(*WatchReplicationControllersResponse)(nil),       // 132: kplane.core.v1.WatchReplicationControllersResponse
+	(*CreateReplicationControllerRequest)(nil),        // 133: kplane.core.v1.CreateReplicationControllerRequest
+	(*CreateReplicationControllerResponse)(nil),       // 134: kplane.core.v1.CreateReplicationControllerResponse
+	(*UpdateReplicationControllerRequest)(nil),        // 135: kplane.core.v1.UpdateReplicationControllerRequest
+	(*UpdateReplicationControllerResponse)(nil),       // 136: kplane.core.v1.UpdateReplicationControllerResponse
+	(*DeleteReplicationControllerRequest)(nil),        // 137: kplane.core.v1.DeleteReplicationControllerRequest
+	(*DeleteReplicationControllerResponse)(nil),       // 138: kplane.core.v1.DeleteReplicationControllerResponse
+	(*UpdateReplicationControllerStatusRequest)(nil),  // 139: kplane.core.v1.UpdateReplicationControllerStatusRequest
+	(*UpdateReplicationControllerStatusResponse)(nil), // 140: kplane.core.v1.UpdateReplicationControllerStatusResponse
+	(*GetReplicationControllerScaleRequest)(nil),      // 141: kplane.core.v1.GetReplicationControllerScaleRequest
+	(*GetReplicationControllerScaleResponse)(nil),     // 142: kplane.core.v1.GetReplicationControllerScaleResponse
+	(*UpdateReplicationControllerScaleRequest)(nil),   // 143: kplane.core.v1.UpdateReplicationControllerScaleRequest
+	(*UpdateReplicationControllerScaleResponse)(nil),  // 144: kplane.core.v1.UpdateReplicationControllerScaleResponse
+	(*Namespace)(nil),                                 // 145: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                             // 146: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                                 // 147: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                          // 148: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                                       // 149: kplane.core.v1.Pod
+	(*PodList)(nil),                                   // 150: kplane.core.v1.PodList
+	(*Binding)(nil),                                   // 151: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                              // 152: kplane.policy.v1.Eviction
+	(*Node)(nil),                                      // 153: kplane.core.v1.Node
+	(*NodeList)(nil),                                  // 154: kplane.core.v1.NodeList
+	(*Event)(nil),                                     // 155: kplane.core.v1.Event
+	(*EventList)(nil),                                 // 156: kplane.core.v1.EventList
+	(*Service)(nil),                                   // 157: kplane.core.v1.Service
+	(*ServiceList)(nil),                               // 158: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                                 // 159: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                             // 160: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                                 // 161: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                             // 162: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                                    // 163: kplane.core.v1.Secret
+	(*SecretList)(nil),                                // 164: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                            // 165: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                        // 166: kplane.core.v1.ServiceAccountList
+	(*ReplicationController)(nil),                     // 167: kplane.core.v1.ReplicationController
+	(*ReplicationControllerList)(nil),                 // 168: kplane.core.v1.ReplicationControllerList
+	(*v12.Scale)(nil),                                 // 169: kplane.autoscaling.v1.Scale
+	(*httpbody.HttpBody)(nil),                         // 170: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	127, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	128, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	127, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	129, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	127, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	130, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	127, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	127, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	131, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	132, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	131, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	129, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	131, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	131, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	131, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	131, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	130, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	131, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	131, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	131, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	133, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	129, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	134, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
-	129, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	145, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	146, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	145, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	147, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	145, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	148, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	145, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	145, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	149, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	150, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	149, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	147, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	149, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	149, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	149, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	149, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	148, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	149, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	149, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	149, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	151, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	147, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	152, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	147, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
 	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
 	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	135, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	136, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	135, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	129, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	135, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	135, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	135, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	135, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	130, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	135, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	135, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	135, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	137, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	138, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	137, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	129, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	137, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	137, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	137, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	137, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	130, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	137, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	139, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	140, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	139, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	129, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	139, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	139, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	139, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	139, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	130, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	139, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	139, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	139, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	141, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	142, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	141, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	129, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	141, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	141, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	141, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	141, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	130, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	141, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	143, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	144, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	143, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	129, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	143, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	143, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	143, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	143, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	130, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	143, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	145, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	146, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	145, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	129, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	145, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	145, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	145, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	145, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	130, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	145, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	147, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	148, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	147, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	129, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	147, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	147, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	147, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	147, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	130, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	147, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	0,   // 106: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 107: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 108: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 109: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 110: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 111: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 112: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 113: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 114: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 115: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 116: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 117: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 118: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 119: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 120: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 121: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 122: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
-	34,  // 123: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	35,  // 124: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	39,  // 125: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	41,  // 126: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	43,  // 127: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	45,  // 128: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	47,  // 129: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	49,  // 130: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	51,  // 131: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	53,  // 132: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	55,  // 133: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	57,  // 134: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	59,  // 135: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	61,  // 136: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	63,  // 137: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	65,  // 138: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	67,  // 139: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	69,  // 140: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	71,  // 141: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	73,  // 142: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	75,  // 143: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	77,  // 144: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	79,  // 145: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	81,  // 146: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	83,  // 147: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	85,  // 148: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	87,  // 149: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	89,  // 150: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	91,  // 151: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	93,  // 152: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	95,  // 153: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	97,  // 154: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	99,  // 155: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	101, // 156: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	103, // 157: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	105, // 158: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	107, // 159: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	109, // 160: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	111, // 161: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	113, // 162: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	115, // 163: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	117, // 164: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	119, // 165: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	121, // 166: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	123, // 167: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	125, // 168: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	1,   // 169: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 170: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 171: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 172: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 173: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 174: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 175: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 176: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 177: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 178: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 179: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 180: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 181: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 182: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 183: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 184: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	33,  // 185: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
-	149, // 186: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	38,  // 187: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	40,  // 188: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	42,  // 189: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	44,  // 190: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	46,  // 191: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	48,  // 192: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	50,  // 193: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	52,  // 194: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	54,  // 195: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	56,  // 196: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	58,  // 197: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	60,  // 198: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	62,  // 199: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	64,  // 200: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	66,  // 201: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	68,  // 202: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	70,  // 203: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	72,  // 204: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	74,  // 205: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	76,  // 206: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	78,  // 207: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	80,  // 208: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	82,  // 209: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	84,  // 210: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	86,  // 211: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	88,  // 212: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	90,  // 213: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	92,  // 214: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	94,  // 215: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	96,  // 216: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	98,  // 217: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	100, // 218: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	102, // 219: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	104, // 220: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	106, // 221: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	108, // 222: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	110, // 223: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	112, // 224: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	114, // 225: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	116, // 226: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	118, // 227: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	120, // 228: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	122, // 229: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	124, // 230: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	126, // 231: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	169, // [169:232] is the sub-list for method output_type
-	106, // [106:169] is the sub-list for method input_type
-	106, // [106:106] is the sub-list for extension type_name
-	106, // [106:106] is the sub-list for extension extendee
-	0,   // [0:106] is the sub-list for field type_name
+	153, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	154, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	153, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	147, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	153, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	153, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	153, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	153, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	148, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	153, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	153, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	153, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	155, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	156, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	155, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	147, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	155, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	155, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	155, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	155, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	148, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	155, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	157, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	158, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	157, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	147, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	157, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	157, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	157, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	157, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	148, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	157, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	157, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	157, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	159, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	160, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	159, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	147, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	159, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	159, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	159, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	159, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	148, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	159, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	161, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	162, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	161, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	147, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	161, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	161, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	161, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	161, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	148, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	161, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	163, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	164, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	163, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	147, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	163, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	163, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	163, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	163, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	148, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	163, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	165, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	166, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	165, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	147, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	165, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	165, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	165, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	165, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	148, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	165, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	167, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	168, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
+	167, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
+	147, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
+	167, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	167, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	167, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	167, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	148, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	167, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	167, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	167, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	169, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	169, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	169, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	0,   // 121: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 122: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 123: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 124: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 125: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 126: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 127: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 128: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 129: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 130: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 131: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 132: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 133: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 134: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 135: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 136: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 137: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	34,  // 138: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	35,  // 139: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	39,  // 140: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	41,  // 141: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	43,  // 142: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	45,  // 143: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	47,  // 144: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	49,  // 145: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	51,  // 146: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	53,  // 147: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	55,  // 148: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	57,  // 149: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	59,  // 150: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	61,  // 151: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	63,  // 152: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	65,  // 153: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	67,  // 154: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	69,  // 155: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	71,  // 156: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	73,  // 157: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	75,  // 158: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	77,  // 159: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	79,  // 160: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	81,  // 161: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	83,  // 162: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	85,  // 163: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	87,  // 164: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	89,  // 165: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	91,  // 166: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	93,  // 167: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	95,  // 168: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	97,  // 169: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	99,  // 170: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	101, // 171: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	103, // 172: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	105, // 173: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	107, // 174: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	109, // 175: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	111, // 176: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	113, // 177: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	115, // 178: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	117, // 179: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	119, // 180: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	121, // 181: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	123, // 182: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	125, // 183: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	127, // 184: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
+	129, // 185: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
+	131, // 186: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
+	133, // 187: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
+	135, // 188: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
+	137, // 189: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
+	139, // 190: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
+	141, // 191: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
+	143, // 192: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
+	1,   // 193: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 194: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 195: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 196: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 197: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 198: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 199: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 200: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 201: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 202: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 203: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 204: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 205: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 206: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 207: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 208: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	33,  // 209: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	170, // 210: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	38,  // 211: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	40,  // 212: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	42,  // 213: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	44,  // 214: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	46,  // 215: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	48,  // 216: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	50,  // 217: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	52,  // 218: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	54,  // 219: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	56,  // 220: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	58,  // 221: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	60,  // 222: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	62,  // 223: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	64,  // 224: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	66,  // 225: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	68,  // 226: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	70,  // 227: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	72,  // 228: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	74,  // 229: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	76,  // 230: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	78,  // 231: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	80,  // 232: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	82,  // 233: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	84,  // 234: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	86,  // 235: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	88,  // 236: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	90,  // 237: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	92,  // 238: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	94,  // 239: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	96,  // 240: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	98,  // 241: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	100, // 242: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	102, // 243: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	104, // 244: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	106, // 245: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	108, // 246: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	110, // 247: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	112, // 248: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	114, // 249: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	116, // 250: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	118, // 251: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	120, // 252: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	122, // 253: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	124, // 254: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	126, // 255: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	128, // 256: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
+	130, // 257: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
+	132, // 258: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
+	134, // 259: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
+	136, // 260: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
+	138, // 261: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
+	140, // 262: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
+	142, // 263: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
+	144, // 264: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
+	193, // [193:265] is the sub-list for method output_type
+	121, // [121:193] is the sub-list for method input_type
+	121, // [121:121] is the sub-list for extension type_name
+	121, // [121:121] is the sub-list for extension extendee
+	0,   // [0:121] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -9365,15 +10642,18 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[117].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[119].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[125].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[129].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[131].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[137].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   127,
+			NumMessages:   145,
 			NumExtensions: 0,
-			NumServices:   9,
+			NumServices:   10,
 		},
 		GoTypes:           file_kplane_core_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_core_v1_service_proto_depIdxs,

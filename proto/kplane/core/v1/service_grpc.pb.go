@@ -3211,3 +3211,436 @@ var ServiceAccountService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/core/v1/service.proto",
 }
+
+const (
+	ReplicationControllerService_GetReplicationController_FullMethodName          = "/kplane.core.v1.ReplicationControllerService/GetReplicationController"
+	ReplicationControllerService_ListReplicationControllers_FullMethodName        = "/kplane.core.v1.ReplicationControllerService/ListReplicationControllers"
+	ReplicationControllerService_WatchReplicationControllers_FullMethodName       = "/kplane.core.v1.ReplicationControllerService/WatchReplicationControllers"
+	ReplicationControllerService_CreateReplicationController_FullMethodName       = "/kplane.core.v1.ReplicationControllerService/CreateReplicationController"
+	ReplicationControllerService_UpdateReplicationController_FullMethodName       = "/kplane.core.v1.ReplicationControllerService/UpdateReplicationController"
+	ReplicationControllerService_DeleteReplicationController_FullMethodName       = "/kplane.core.v1.ReplicationControllerService/DeleteReplicationController"
+	ReplicationControllerService_UpdateReplicationControllerStatus_FullMethodName = "/kplane.core.v1.ReplicationControllerService/UpdateReplicationControllerStatus"
+	ReplicationControllerService_GetReplicationControllerScale_FullMethodName     = "/kplane.core.v1.ReplicationControllerService/GetReplicationControllerScale"
+	ReplicationControllerService_UpdateReplicationControllerScale_FullMethodName  = "/kplane.core.v1.ReplicationControllerService/UpdateReplicationControllerScale"
+)
+
+// ReplicationControllerServiceClient is the client API for ReplicationControllerService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ReplicationControllerService serves replicationcontrollers (v1, namespaced).
+type ReplicationControllerServiceClient interface {
+	// GetReplicationController reads one ReplicationController.
+	GetReplicationController(ctx context.Context, in *GetReplicationControllerRequest, opts ...grpc.CallOption) (*GetReplicationControllerResponse, error)
+	// ListReplicationControllers lists replicationcontrollers, filtered by selectors, paginated.
+	ListReplicationControllers(ctx context.Context, in *ListReplicationControllersRequest, opts ...grpc.CallOption) (*ListReplicationControllersResponse, error)
+	// WatchReplicationControllers streams changes to replicationcontrollers.
+	WatchReplicationControllers(ctx context.Context, in *WatchReplicationControllersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReplicationControllersResponse], error)
+	// CreateReplicationController creates a ReplicationController; AlreadyExists if the name is taken.
+	CreateReplicationController(ctx context.Context, in *CreateReplicationControllerRequest, opts ...grpc.CallOption) (*CreateReplicationControllerResponse, error)
+	// UpdateReplicationController replaces a ReplicationController; Conflict on a stale resourceVersion.
+	UpdateReplicationController(ctx context.Context, in *UpdateReplicationControllerRequest, opts ...grpc.CallOption) (*UpdateReplicationControllerResponse, error)
+	// DeleteReplicationController deletes a ReplicationController (or marks it for deletion).
+	DeleteReplicationController(ctx context.Context, in *DeleteReplicationControllerRequest, opts ...grpc.CallOption) (*DeleteReplicationControllerResponse, error)
+	// UpdateReplicationControllerStatus replaces the status of a ReplicationController (the status subresource).
+	UpdateReplicationControllerStatus(ctx context.Context, in *UpdateReplicationControllerStatusRequest, opts ...grpc.CallOption) (*UpdateReplicationControllerStatusResponse, error)
+	// GetReplicationControllerScale reads the scale subresource.
+	GetReplicationControllerScale(ctx context.Context, in *GetReplicationControllerScaleRequest, opts ...grpc.CallOption) (*GetReplicationControllerScaleResponse, error)
+	// UpdateReplicationControllerScale sets spec.replicas through the scale subresource.
+	UpdateReplicationControllerScale(ctx context.Context, in *UpdateReplicationControllerScaleRequest, opts ...grpc.CallOption) (*UpdateReplicationControllerScaleResponse, error)
+}
+
+type replicationControllerServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewReplicationControllerServiceClient(cc grpc.ClientConnInterface) ReplicationControllerServiceClient {
+	return &replicationControllerServiceClient{cc}
+}
+
+func (c *replicationControllerServiceClient) GetReplicationController(ctx context.Context, in *GetReplicationControllerRequest, opts ...grpc.CallOption) (*GetReplicationControllerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReplicationControllerResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_GetReplicationController_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) ListReplicationControllers(ctx context.Context, in *ListReplicationControllersRequest, opts ...grpc.CallOption) (*ListReplicationControllersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReplicationControllersResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_ListReplicationControllers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) WatchReplicationControllers(ctx context.Context, in *WatchReplicationControllersRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchReplicationControllersResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ReplicationControllerService_ServiceDesc.Streams[0], ReplicationControllerService_WatchReplicationControllers_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchReplicationControllersRequest, WatchReplicationControllersResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationControllerService_WatchReplicationControllersClient = grpc.ServerStreamingClient[WatchReplicationControllersResponse]
+
+func (c *replicationControllerServiceClient) CreateReplicationController(ctx context.Context, in *CreateReplicationControllerRequest, opts ...grpc.CallOption) (*CreateReplicationControllerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateReplicationControllerResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_CreateReplicationController_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) UpdateReplicationController(ctx context.Context, in *UpdateReplicationControllerRequest, opts ...grpc.CallOption) (*UpdateReplicationControllerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateReplicationControllerResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_UpdateReplicationController_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) DeleteReplicationController(ctx context.Context, in *DeleteReplicationControllerRequest, opts ...grpc.CallOption) (*DeleteReplicationControllerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteReplicationControllerResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_DeleteReplicationController_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) UpdateReplicationControllerStatus(ctx context.Context, in *UpdateReplicationControllerStatusRequest, opts ...grpc.CallOption) (*UpdateReplicationControllerStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateReplicationControllerStatusResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_UpdateReplicationControllerStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) GetReplicationControllerScale(ctx context.Context, in *GetReplicationControllerScaleRequest, opts ...grpc.CallOption) (*GetReplicationControllerScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetReplicationControllerScaleResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_GetReplicationControllerScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *replicationControllerServiceClient) UpdateReplicationControllerScale(ctx context.Context, in *UpdateReplicationControllerScaleRequest, opts ...grpc.CallOption) (*UpdateReplicationControllerScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateReplicationControllerScaleResponse)
+	err := c.cc.Invoke(ctx, ReplicationControllerService_UpdateReplicationControllerScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReplicationControllerServiceServer is the server API for ReplicationControllerService service.
+// All implementations must embed UnimplementedReplicationControllerServiceServer
+// for forward compatibility.
+//
+// ReplicationControllerService serves replicationcontrollers (v1, namespaced).
+type ReplicationControllerServiceServer interface {
+	// GetReplicationController reads one ReplicationController.
+	GetReplicationController(context.Context, *GetReplicationControllerRequest) (*GetReplicationControllerResponse, error)
+	// ListReplicationControllers lists replicationcontrollers, filtered by selectors, paginated.
+	ListReplicationControllers(context.Context, *ListReplicationControllersRequest) (*ListReplicationControllersResponse, error)
+	// WatchReplicationControllers streams changes to replicationcontrollers.
+	WatchReplicationControllers(*WatchReplicationControllersRequest, grpc.ServerStreamingServer[WatchReplicationControllersResponse]) error
+	// CreateReplicationController creates a ReplicationController; AlreadyExists if the name is taken.
+	CreateReplicationController(context.Context, *CreateReplicationControllerRequest) (*CreateReplicationControllerResponse, error)
+	// UpdateReplicationController replaces a ReplicationController; Conflict on a stale resourceVersion.
+	UpdateReplicationController(context.Context, *UpdateReplicationControllerRequest) (*UpdateReplicationControllerResponse, error)
+	// DeleteReplicationController deletes a ReplicationController (or marks it for deletion).
+	DeleteReplicationController(context.Context, *DeleteReplicationControllerRequest) (*DeleteReplicationControllerResponse, error)
+	// UpdateReplicationControllerStatus replaces the status of a ReplicationController (the status subresource).
+	UpdateReplicationControllerStatus(context.Context, *UpdateReplicationControllerStatusRequest) (*UpdateReplicationControllerStatusResponse, error)
+	// GetReplicationControllerScale reads the scale subresource.
+	GetReplicationControllerScale(context.Context, *GetReplicationControllerScaleRequest) (*GetReplicationControllerScaleResponse, error)
+	// UpdateReplicationControllerScale sets spec.replicas through the scale subresource.
+	UpdateReplicationControllerScale(context.Context, *UpdateReplicationControllerScaleRequest) (*UpdateReplicationControllerScaleResponse, error)
+	mustEmbedUnimplementedReplicationControllerServiceServer()
+}
+
+// UnimplementedReplicationControllerServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedReplicationControllerServiceServer struct{}
+
+func (UnimplementedReplicationControllerServiceServer) GetReplicationController(context.Context, *GetReplicationControllerRequest) (*GetReplicationControllerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReplicationController not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) ListReplicationControllers(context.Context, *ListReplicationControllersRequest) (*ListReplicationControllersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReplicationControllers not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) WatchReplicationControllers(*WatchReplicationControllersRequest, grpc.ServerStreamingServer[WatchReplicationControllersResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchReplicationControllers not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) CreateReplicationController(context.Context, *CreateReplicationControllerRequest) (*CreateReplicationControllerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateReplicationController not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) UpdateReplicationController(context.Context, *UpdateReplicationControllerRequest) (*UpdateReplicationControllerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateReplicationController not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) DeleteReplicationController(context.Context, *DeleteReplicationControllerRequest) (*DeleteReplicationControllerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteReplicationController not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) UpdateReplicationControllerStatus(context.Context, *UpdateReplicationControllerStatusRequest) (*UpdateReplicationControllerStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateReplicationControllerStatus not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) GetReplicationControllerScale(context.Context, *GetReplicationControllerScaleRequest) (*GetReplicationControllerScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetReplicationControllerScale not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) UpdateReplicationControllerScale(context.Context, *UpdateReplicationControllerScaleRequest) (*UpdateReplicationControllerScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateReplicationControllerScale not implemented")
+}
+func (UnimplementedReplicationControllerServiceServer) mustEmbedUnimplementedReplicationControllerServiceServer() {
+}
+func (UnimplementedReplicationControllerServiceServer) testEmbeddedByValue() {}
+
+// UnsafeReplicationControllerServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ReplicationControllerServiceServer will
+// result in compilation errors.
+type UnsafeReplicationControllerServiceServer interface {
+	mustEmbedUnimplementedReplicationControllerServiceServer()
+}
+
+func RegisterReplicationControllerServiceServer(s grpc.ServiceRegistrar, srv ReplicationControllerServiceServer) {
+	// If the following call panics, it indicates UnimplementedReplicationControllerServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ReplicationControllerService_ServiceDesc, srv)
+}
+
+func _ReplicationControllerService_GetReplicationController_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReplicationControllerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).GetReplicationController(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_GetReplicationController_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).GetReplicationController(ctx, req.(*GetReplicationControllerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_ListReplicationControllers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReplicationControllersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).ListReplicationControllers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_ListReplicationControllers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).ListReplicationControllers(ctx, req.(*ListReplicationControllersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_WatchReplicationControllers_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchReplicationControllersRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ReplicationControllerServiceServer).WatchReplicationControllers(m, &grpc.GenericServerStream[WatchReplicationControllersRequest, WatchReplicationControllersResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ReplicationControllerService_WatchReplicationControllersServer = grpc.ServerStreamingServer[WatchReplicationControllersResponse]
+
+func _ReplicationControllerService_CreateReplicationController_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateReplicationControllerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).CreateReplicationController(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_CreateReplicationController_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).CreateReplicationController(ctx, req.(*CreateReplicationControllerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_UpdateReplicationController_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateReplicationControllerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).UpdateReplicationController(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_UpdateReplicationController_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).UpdateReplicationController(ctx, req.(*UpdateReplicationControllerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_DeleteReplicationController_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteReplicationControllerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).DeleteReplicationController(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_DeleteReplicationController_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).DeleteReplicationController(ctx, req.(*DeleteReplicationControllerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_UpdateReplicationControllerStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateReplicationControllerStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).UpdateReplicationControllerStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_UpdateReplicationControllerStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).UpdateReplicationControllerStatus(ctx, req.(*UpdateReplicationControllerStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_GetReplicationControllerScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetReplicationControllerScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).GetReplicationControllerScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_GetReplicationControllerScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).GetReplicationControllerScale(ctx, req.(*GetReplicationControllerScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ReplicationControllerService_UpdateReplicationControllerScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateReplicationControllerScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationControllerServiceServer).UpdateReplicationControllerScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReplicationControllerService_UpdateReplicationControllerScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationControllerServiceServer).UpdateReplicationControllerScale(ctx, req.(*UpdateReplicationControllerScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ReplicationControllerService_ServiceDesc is the grpc.ServiceDesc for ReplicationControllerService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ReplicationControllerService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.core.v1.ReplicationControllerService",
+	HandlerType: (*ReplicationControllerServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetReplicationController",
+			Handler:    _ReplicationControllerService_GetReplicationController_Handler,
+		},
+		{
+			MethodName: "ListReplicationControllers",
+			Handler:    _ReplicationControllerService_ListReplicationControllers_Handler,
+		},
+		{
+			MethodName: "CreateReplicationController",
+			Handler:    _ReplicationControllerService_CreateReplicationController_Handler,
+		},
+		{
+			MethodName: "UpdateReplicationController",
+			Handler:    _ReplicationControllerService_UpdateReplicationController_Handler,
+		},
+		{
+			MethodName: "DeleteReplicationController",
+			Handler:    _ReplicationControllerService_DeleteReplicationController_Handler,
+		},
+		{
+			MethodName: "UpdateReplicationControllerStatus",
+			Handler:    _ReplicationControllerService_UpdateReplicationControllerStatus_Handler,
+		},
+		{
+			MethodName: "GetReplicationControllerScale",
+			Handler:    _ReplicationControllerService_GetReplicationControllerScale_Handler,
+		},
+		{
+			MethodName: "UpdateReplicationControllerScale",
+			Handler:    _ReplicationControllerService_UpdateReplicationControllerScale_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchReplicationControllers",
+			Handler:       _ReplicationControllerService_WatchReplicationControllers_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/core/v1/service.proto",
+}

@@ -291,7 +291,7 @@ var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
-	"cronjobs": {"cj"},
+	"cronjobs":               {"cj"},
 	"replicationcontrollers": {"rc"},
 }
 

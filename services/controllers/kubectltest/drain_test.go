@@ -9,7 +9,6 @@
 package kubectltest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -25,7 +24,6 @@ import (
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
-	"github.com/kplane/kplane/services/scheduler"
 )
 
 func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
@@ -33,35 +31,11 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 		t.Run(bin, func(t *testing.T) {
 			kubectltest.Binary(t, bin)
 			env := clienttest.Start(t, clienttest.Options{TLS: true})
-			admin := env.Dial(t, clienttest.AdminToken)
-			ctx, cancel := context.WithCancel(context.Background())
-			sched, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := controllers.New(controllers.Config{Conn: admin, Controllers: []string{
-				controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector, controllers.Disruption}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{}, 2)
-			go func() { _ = sched.Run(ctx); done <- struct{}{} }()
-			go func() { _ = m.Run(ctx); done <- struct{}{} }()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-				<-done
-			})
+			admin := startControlPlane(t, env, true, controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector, controllers.Disruption)
+			ctx := context.Background()
 			k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, bin)
-			kubectl := func(args ...string) (string, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer cancel()
-				var out bytes.Buffer
-				cmd := k.Command(ctx, args...)
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err := cmd.Run()
-				return out.String(), err
-			}
+			withStdin := kubectlRunner(k, 3*time.Minute)
+			kubectl := func(args ...string) (string, error) { return withStdin("", args...) }
 			run := func(args ...string) string {
 				t.Helper()
 				out, err := kubectl(args...)
@@ -108,7 +82,7 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 			// Two replicas, both on n1 (the only node yet).
 			startSimNode(t, env, "n1", "kplane.test/web:1")
 			lbl := map[string]string{"app": "web"}
-			_, err = client.Must[*appsv1.Deployment](admin).Create(ctx, &appsv1.Deployment{
+			_, err := client.Must[*appsv1.Deployment](admin).Create(ctx, &appsv1.Deployment{
 				Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "web"},
 				Spec: &appsv1.DeploymentSpec{Replicas: proto.Int32(2), Selector: &metav1.LabelSelector{MatchLabels: lbl},
 					Template: &corev1.PodTemplateSpec{Metadata: &metav1.ObjectMeta{Labels: lbl},

@@ -7,22 +7,13 @@
 package kubectltest
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/nodeagent"
-	"github.com/kplane/kplane/nodeagent/cri"
-	"github.com/kplane/kplane/nodeagent/simruntime"
-	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
-	"github.com/kplane/kplane/services/scheduler"
 )
 
 const simImage = "kplane.test/busybox:1"
@@ -32,63 +23,8 @@ const simImage = "kplane.test/busybox:1"
 func startJobCluster(t *testing.T, which ...string) *clienttest.Env {
 	t.Helper()
 	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := env.Dial(t, clienttest.AdminToken)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stops []chan struct{}
-	t.Cleanup(func() {
-		cancel()
-		for _, s := range stops {
-			<-s
-		}
-	})
-	run := func(f func(context.Context)) {
-		done := make(chan struct{})
-		stops = append(stops, done)
-		go func() { defer close(done); f(ctx) }()
-	}
-	m, err := controllers.New(controllers.Config{Conn: admin, Controllers: which})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(func(ctx context.Context) { _ = m.Run(ctx) })
-	s, err := scheduler.New(scheduler.Config{Conn: admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(func(ctx context.Context) { _ = s.Run(ctx) })
-
-	dir, err := os.MkdirTemp("", "kjob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	rt, err := simruntime.New(simruntime.Config{Name: "n1", Images: []string{simImage}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := cri.New(cri.Config{Socket: simruntimetest.Serve(t, rt)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	a, err := nodeagent.New(nodeagent.Config{
-		NodeName:       "n1",
-		Conn:           env.DialCert(t, "system:node:n1", "system:nodes"),
-		Runtime:        rc,
-		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
-		LogDir:         filepath.Join(dir, "logs"),
-		StatusInterval: time.Second,
-		RelistInterval: 100 * time.Millisecond,
-		Backoff:        nodeagent.Backoff{Base: 200 * time.Millisecond, Max: time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(func(ctx context.Context) {
-		if err := a.Run(ctx); err != nil {
-			t.Errorf("agent Run: %v", err)
-		}
-	})
+	startControlPlane(t, env, true, which...)
+	startSimNode(t, env, "n1", simImage)
 	return env
 }
 
@@ -99,16 +35,7 @@ func TestKubectlJobs(t *testing.T) {
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
 			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
-			kubectl := func(stdin string, args ...string) (string, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				defer cancel()
-				cmd := k.Command(ctx, args...)
-				cmd.Stdin = strings.NewReader(stdin)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err := cmd.Run()
-				return out.String(), err
-			}
+			kubectl := kubectlRunner(k, 90*time.Second)
 			run := func(args ...string) string {
 				t.Helper()
 				out, err := kubectl("", args...)

@@ -6,7 +6,6 @@
 package kubectltest
 
 import (
-	"bytes"
 	"context"
 	"regexp"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
-	"github.com/kplane/kplane/services/scheduler"
 )
 
 const rcYAML = `apiVersion: v1
@@ -49,24 +47,8 @@ spec:
 
 func TestKubectlReplicationController(t *testing.T) {
 	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	conn := env.Dial(t, clienttest.AdminToken)
-	ctx, cancel := context.WithCancel(context.Background())
-	m, err := controllers.New(controllers.Config{Conn: conn, Controllers: []string{controllers.ReplicationController, controllers.GarbageCollector}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{}, 2)
-	go func() { _ = m.Run(ctx); done <- struct{}{} }()
-	go func() { _ = s.Run(ctx); done <- struct{}{} }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		<-done
-	})
+	conn := startControlPlane(t, env, true, controllers.ReplicationController, controllers.GarbageCollector)
+	ctx := context.Background()
 	startSimNode(t, env, "n1")
 	pods := client.Must[*corev1.Pod](conn)
 	gwConn := env.Dial(t, "")
@@ -74,16 +56,7 @@ func TestKubectlReplicationController(t *testing.T) {
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
 			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
-			kubectl := func(stdin string, args ...string) (string, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
-				defer cancel()
-				cmd := k.Command(ctx, args...)
-				cmd.Stdin = strings.NewReader(stdin)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err := cmd.Run()
-				return out.String(), err
-			}
+			kubectl := kubectlRunner(k, 100*time.Second)
 			ns := "rc" + strings.ReplaceAll(strings.TrimPrefix(bin, "kubectl."), ".", "")
 			run := func(args ...string) string {
 				t.Helper()

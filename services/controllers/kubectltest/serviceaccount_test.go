@@ -5,7 +5,6 @@
 package kubectltest
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"strings"
@@ -21,37 +20,15 @@ import (
 
 func TestKubectlServiceAccounts(t *testing.T) {
 	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
-	ctx, cancel := context.WithCancel(context.Background())
-	m, err := controllers.New(controllers.Config{Conn: conn, Controllers: []string{controllers.ServiceAccount, controllers.Namespace}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = m.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	conn := startControlPlane(t, env, false, controllers.ServiceAccount, controllers.Namespace)
+	ctx := context.Background()
 	sas := client.Must[*corev1.ServiceAccount](conn)
 	gwConn := env.Dial(t, "")
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
 			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
-			kubectl := func(stdin string, args ...string) (string, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				cmd := k.Command(ctx, args...)
-				cmd.Stdin = strings.NewReader(stdin)
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				err := cmd.Run()
-				return out.String(), err
-			}
+			kubectl := kubectlRunner(k, 60*time.Second)
 			run := func(args ...string) string {
 				t.Helper()
 				out, err := kubectl("", args...)

@@ -11,14 +11,13 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
-	kmetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 )
 
 // templateGenerationAnnotation is where apps/v1 keeps the DaemonSet's
@@ -107,12 +106,12 @@ func validateDaemonSet(o, old *appsv1.DaemonSet) field.ErrorList {
 	}
 	t := s.GetTemplate()
 	if selector, err := labelSelectorAsSelector(sel); err != nil {
-		errs = append(errs, field.Invalid(p.Child("selector"), kubeLabelSelector(sel), err.Error()))
+		errs = append(errs, field.Invalid(p.Child("selector"), kubeconv.LabelSelector(sel), err.Error()))
 	} else if !selector.Matches(labels.Set(t.GetMetadata().GetLabels())) {
 		errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), t.GetMetadata().GetLabels(), "`selector` does not match template `labels`"))
 	}
 	if sel != nil && len(sel.GetMatchLabels())+len(sel.GetMatchExpressions()) == 0 {
-		errs = append(errs, field.Invalid(p.Child("selector"), kubeLabelSelector(sel), "empty selector is invalid for daemonset"))
+		errs = append(errs, field.Invalid(p.Child("selector"), kubeconv.LabelSelector(sel), "empty selector is invalid for daemonset"))
 	}
 	tp := p.Child("template")
 	errs = append(errs, validateLabels(t.GetMetadata().GetLabels(), tp.Child("metadata", "labels"))...)
@@ -131,7 +130,7 @@ func validateDaemonSet(o, old *appsv1.DaemonSet) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("revisionHistoryLimit"), int64(*l), "must be greater than or equal to 0"))
 	}
 	if old != nil && !proto.Equal(sel, old.GetSpec().GetSelector()) {
-		errs = append(errs, field.Invalid(p.Child("selector"), kubeLabelSelector(sel), "field is immutable"))
+		errs = append(errs, field.Invalid(p.Child("selector"), kubeconv.LabelSelector(sel), "field is immutable"))
 	}
 	return errs
 }
@@ -147,7 +146,7 @@ func validateDaemonSetUpdateStrategy(s *appsv1.DaemonSetUpdateStrategy, p *field
 			return field.ErrorList{field.Required(p.Child("rollingUpdate"), "")}
 		}
 		rp := p.Child("rollingUpdate")
-		unavail, surge := kubeIntOrString(ru.GetMaxUnavailable()), kubeIntOrString(ru.GetMaxSurge())
+		unavail, surge := kubeconv.IntOrString(ru.GetMaxUnavailable()), kubeconv.IntOrString(ru.GetMaxSurge())
 		var errs field.ErrorList
 		errs = append(errs, validatePositiveIntOrPercent(unavail, rp.Child("maxUnavailable"))...)
 		errs = append(errs, validatePositiveIntOrPercent(surge, rp.Child("maxSurge"))...)
@@ -176,66 +175,9 @@ func (v daemonSetStrategyValue) String() string {
 	if r := v.s.GetRollingUpdate(); r != nil {
 		ru = fmt.Sprintf("(*apps.RollingUpdateDaemonSet)(%#v)", struct {
 			MaxUnavailable, MaxSurge intstr.IntOrString
-		}{kubeIntOrString(r.GetMaxUnavailable()), kubeIntOrString(r.GetMaxSurge())})
+		}{kubeconv.IntOrString(r.GetMaxUnavailable()), kubeconv.IntOrString(r.GetMaxSurge())})
 	}
 	return fmt.Sprintf("apps.DaemonSetUpdateStrategy{Type:%q, RollingUpdate:%s}", v.s.GetType(), ru)
-}
-
-func validatePositiveIntOrPercent(v intstr.IntOrString, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if v.Type == intstr.String {
-		for _, msg := range validation.IsValidPercent(v.StrVal) {
-			errs = append(errs, field.Invalid(p, v, msg))
-		}
-	} else if v.IntVal < 0 {
-		errs = append(errs, field.Invalid(p, int64(v.IntVal), "must be greater than or equal to 0"))
-	}
-	return errs
-}
-
-// percentValue is N for a valid "N%".
-func percentValue(v intstr.IntOrString) (int, bool) {
-	if v.Type != intstr.String || len(validation.IsValidPercent(v.StrVal)) != 0 {
-		return 0, false
-	}
-	n, _ := strconv.Atoi(v.StrVal[:len(v.StrVal)-1])
-	return n, true
-}
-
-func intOrPercentValue(v intstr.IntOrString) int {
-	if n, ok := percentValue(v); ok {
-		return n
-	}
-	return v.IntValue()
-}
-
-func notMoreThan100Percent(v intstr.IntOrString, p *field.Path) field.ErrorList {
-	if n, ok := percentValue(v); ok && n > 100 {
-		return field.ErrorList{field.Invalid(p, v, "must not be greater than 100%")}
-	}
-	return nil
-}
-
-// kubeIntOrString is v as apimachinery's type (0 when unset), which prints
-// in error messages as Kubernetes' does.
-func kubeIntOrString(v *metav1.IntOrString) intstr.IntOrString {
-	if s, ok := v.GetValue().(*metav1.IntOrString_StrVal); ok {
-		return intstr.FromString(s.StrVal)
-	}
-	return intstr.FromInt32(v.GetIntVal())
-}
-
-// kubeLabelSelector is s as apimachinery's type, for error values.
-func kubeLabelSelector(s *metav1.LabelSelector) *kmetav1.LabelSelector {
-	if s == nil {
-		return nil
-	}
-	out := &kmetav1.LabelSelector{MatchLabels: s.GetMatchLabels()}
-	for _, e := range s.GetMatchExpressions() {
-		out.MatchExpressions = append(out.MatchExpressions, kmetav1.LabelSelectorRequirement{
-			Key: e.GetKey(), Operator: kmetav1.LabelSelectorOperator(e.GetOperator()), Values: e.GetValues()})
-	}
-	return out
 }
 
 // validateControllerRevision is Kubernetes' ControllerRevision validation:

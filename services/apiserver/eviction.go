@@ -17,13 +17,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	k8spolicyv1 "k8s.io/api/policy/v1"
-	k8smetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	pdbhelper "k8s.io/component-helpers/apps/poddisruptionbudget"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
@@ -333,24 +333,9 @@ func decrementBudget(pdb *policyv1.PodDisruptionBudget, podName string, dry bool
 func setDisruptionAllowedCondition(st *policyv1.PodDisruptionBudgetStatus) {
 	k := &k8spolicyv1.PodDisruptionBudget{Status: k8spolicyv1.PodDisruptionBudgetStatus{
 		DisruptionsAllowed: st.GetDisruptionsAllowed(), ObservedGeneration: st.GetObservedGeneration()}}
-	for _, c := range st.GetConditions() {
-		k.Status.Conditions = append(k.Status.Conditions, k8sCondition(c))
-	}
+	k.Status.Conditions = kubeconv.Conditions(st.GetConditions())
 	pdbhelper.UpdateDisruptionAllowedCondition(k)
-	st.Conditions = st.Conditions[:0]
-	for _, c := range k.Status.Conditions {
-		st.Conditions = append(st.Conditions, protoCondition(c))
-	}
-}
-
-// protoCondition is c as kplane's Condition.
-func protoCondition(c k8smetav1.Condition) *metav1.Condition {
-	out := &metav1.Condition{Type: c.Type, Status: string(c.Status), ObservedGeneration: c.ObservedGeneration,
-		Reason: c.Reason, Message: c.Message}
-	if !c.LastTransitionTime.IsZero() {
-		out.LastTransitionTime = timestamppb.New(c.LastTransitionTime.Time)
-	}
-	return out
+	st.Conditions = kubeconv.FromConditions(k.Status.Conditions)
 }
 
 // markAndDeletePod is Kubernetes' addConditionAndDeletePod: unless dry,

@@ -2,12 +2,14 @@ package apiserver
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -20,6 +22,7 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -841,45 +844,57 @@ func validateStrategy(s *appsv1.DeploymentStrategy, p *field.Path) field.ErrorLi
 		errs = append(errs, field.Forbidden(p.Child("rollingUpdate"), "may not be specified when strategy `type` is 'Recreate'"))
 	}
 	if s.GetType() == "RollingUpdate" && ru != nil {
-		surge, e1 := intOrPercent(ru.GetMaxSurge(), p.Child("rollingUpdate", "maxSurge"))
-		unavail, e2 := intOrPercent(ru.GetMaxUnavailable(), p.Child("rollingUpdate", "maxUnavailable"))
-		errs = append(append(errs, e1...), e2...)
-		if len(e1)+len(e2) == 0 && surge == 0 && unavail == 0 {
-			errs = append(errs, field.Invalid(p.Child("rollingUpdate", "maxUnavailable"), intOrStringString(ru.GetMaxUnavailable()), "may not be 0 when `maxSurge` is 0"))
+		// As Kubernetes' ValidateRollingUpdateDeployment, in its order.
+		rp := p.Child("rollingUpdate")
+		unavail, surge := kubeconv.IntOrString(ru.GetMaxUnavailable()), kubeconv.IntOrString(ru.GetMaxSurge())
+		errs = append(errs, validatePositiveIntOrPercent(unavail, rp.Child("maxUnavailable"))...)
+		errs = append(errs, validatePositiveIntOrPercent(surge, rp.Child("maxSurge"))...)
+		if intOrPercentValue(unavail) == 0 && intOrPercentValue(surge) == 0 {
+			errs = append(errs, field.Invalid(rp.Child("maxUnavailable"), unavail, "may not be 0 when `maxSurge` is 0"))
 		}
-		if v, ok := ru.GetMaxUnavailable().GetValue().(*metav1.IntOrString_StrVal); ok && len(e2) == 0 && unavail > 100 {
-			errs = append(errs, field.Invalid(p.Child("rollingUpdate", "maxUnavailable"), v.StrVal, "must not be greater than 100%"))
-		}
+		errs = append(errs, notMoreThan100Percent(unavail, rp.Child("maxUnavailable"))...)
 	}
 	return errs
 }
 
-func intOrStringString(v *metav1.IntOrString) string {
-	switch x := v.GetValue().(type) {
-	case *metav1.IntOrString_IntVal:
-		return fmt.Sprint(x.IntVal)
-	case *metav1.IntOrString_StrVal:
-		return x.StrVal
+// validatePositiveIntOrPercent, percentValue, intOrPercentValue and
+// notMoreThan100Percent are apps validation's checks of an int-or-percent
+// (maxSurge, maxUnavailable, a budget's minAvailable): the value is
+// Kubernetes' own IntOrString, so a message prints it as kube-apiserver's
+// does.
+func validatePositiveIntOrPercent(v intstr.IntOrString, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v.Type == intstr.String {
+		for _, msg := range validation.IsValidPercent(v.StrVal) {
+			errs = append(errs, field.Invalid(p, v, msg))
+		}
+	} else if v.IntVal < 0 {
+		errs = append(errs, field.Invalid(p, int64(v.IntVal), "must be greater than or equal to 0"))
 	}
-	return ""
+	return errs
 }
 
-// intOrPercent validates a number or "N%" and returns its number.
-func intOrPercent(v *metav1.IntOrString, p *field.Path) (int, field.ErrorList) {
-	switch x := v.GetValue().(type) {
-	case *metav1.IntOrString_IntVal:
-		if x.IntVal < 0 {
-			return 0, field.ErrorList{field.Invalid(p, x.IntVal, "must be greater than or equal to 0")}
-		}
-		return int(x.IntVal), nil
-	case *metav1.IntOrString_StrVal:
-		var n int
-		if _, err := fmt.Sscanf(x.StrVal, "%d%%", &n); err != nil || fmt.Sprintf("%d%%", n) != x.StrVal || n < 0 {
-			return 0, field.ErrorList{field.Invalid(p, x.StrVal, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")}
-		}
-		return n, nil
+// percentValue is N for a valid "N%".
+func percentValue(v intstr.IntOrString) (int, bool) {
+	if v.Type != intstr.String || len(validation.IsValidPercent(v.StrVal)) != 0 {
+		return 0, false
 	}
-	return 0, nil
+	n, _ := strconv.Atoi(v.StrVal[:len(v.StrVal)-1])
+	return n, true
+}
+
+func intOrPercentValue(v intstr.IntOrString) int {
+	if n, ok := percentValue(v); ok {
+		return n
+	}
+	return v.IntValue()
+}
+
+func notMoreThan100Percent(v intstr.IntOrString, p *field.Path) field.ErrorList {
+	if n, ok := percentValue(v); ok && n > 100 {
+		return field.ErrorList{field.Invalid(p, v, "must not be greater than 100%")}
+	}
+	return nil
 }
 
 func validateService(s *corev1.ServiceSpec, p *field.Path) field.ErrorList {

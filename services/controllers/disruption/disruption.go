@@ -31,6 +31,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
@@ -253,7 +254,7 @@ func (c *Controller) expectedPodCount(ctx context.Context, pdb *policyv1.PodDisr
 		if expected, unmanaged, err = c.expectedScale(ctx, pods); err != nil {
 			return 0, 0, nil, err
 		}
-		v := k8sIntOrString(spec.GetMaxUnavailable())
+		v := kubeconv.IntOrString(spec.GetMaxUnavailable())
 		maxUnavailable, err := intstr.GetScaledValueFromIntOrPercent(&v, int(expected), true)
 		if err != nil {
 			return 0, 0, nil, err
@@ -266,7 +267,7 @@ func (c *Controller) expectedPodCount(ctx context.Context, pdb *policyv1.PodDisr
 		if expected, unmanaged, err = c.expectedScale(ctx, pods); err != nil {
 			return 0, 0, nil, err
 		}
-		v := k8sIntOrString(spec.GetMinAvailable())
+		v := kubeconv.IntOrString(spec.GetMinAvailable())
 		minAvailable, err := intstr.GetScaledValueFromIntOrPercent(&v, int(expected), true)
 		if err != nil {
 			return 0, 0, nil, err
@@ -430,7 +431,7 @@ func (c *Controller) writeStatus(ctx context.Context, pdb *policyv1.PodDisruptio
 	}
 	k := toK8s(n.Status)
 	pdbhelper.UpdateDisruptionAllowedCondition(k)
-	n.Status.Conditions = fromK8sConditions(k.Status.Conditions)
+	n.Status.Conditions = kubeconv.FromConditions(k.Status.Conditions)
 	if _, err := c.cfg.PDBs.UpdateStatus(ctx, n); err != nil {
 		return fmt.Errorf("disruption %s: status: %w", client.Key(pdb), err)
 	}
@@ -452,43 +453,15 @@ func conditionsUpToDate(pdb *policyv1.PodDisruptionBudget) bool {
 func setCondition(st *policyv1.PodDisruptionBudgetStatus, c k8smetav1.Condition) {
 	k := toK8s(st)
 	apimeta.SetStatusCondition(&k.Status.Conditions, c)
-	st.Conditions = fromK8sConditions(k.Status.Conditions)
+	st.Conditions = kubeconv.FromConditions(k.Status.Conditions)
 }
 
 // toK8s is a Kubernetes budget holding what its helpers read of st.
 func toK8s(st *policyv1.PodDisruptionBudgetStatus) *k8spolicyv1.PodDisruptionBudget {
 	k := &k8spolicyv1.PodDisruptionBudget{Status: k8spolicyv1.PodDisruptionBudgetStatus{
 		DisruptionsAllowed: st.GetDisruptionsAllowed(), ObservedGeneration: st.GetObservedGeneration()}}
-	for _, c := range st.GetConditions() {
-		kc := k8smetav1.Condition{Type: c.GetType(), Status: k8smetav1.ConditionStatus(c.GetStatus()),
-			ObservedGeneration: c.GetObservedGeneration(), Reason: c.GetReason(), Message: c.GetMessage()}
-		if t := c.GetLastTransitionTime(); t != nil {
-			kc.LastTransitionTime = k8smetav1.NewTime(t.AsTime())
-		}
-		k.Status.Conditions = append(k.Status.Conditions, kc)
-	}
+	k.Status.Conditions = kubeconv.Conditions(st.GetConditions())
 	return k
-}
-
-func fromK8sConditions(cs []k8smetav1.Condition) []*metav1.Condition {
-	out := make([]*metav1.Condition, 0, len(cs))
-	for _, c := range cs {
-		pc := &metav1.Condition{Type: c.Type, Status: string(c.Status), ObservedGeneration: c.ObservedGeneration,
-			Reason: c.Reason, Message: c.Message}
-		if !c.LastTransitionTime.IsZero() {
-			pc.LastTransitionTime = timestamppb.New(c.LastTransitionTime.Time.Truncate(time.Second))
-		}
-		out = append(out, pc)
-	}
-	return out
-}
-
-// k8sIntOrString is v as Kubernetes' IntOrString.
-func k8sIntOrString(v *metav1.IntOrString) intstr.IntOrString {
-	if x, ok := v.GetValue().(*metav1.IntOrString_StrVal); ok {
-		return intstr.FromString(x.StrVal)
-	}
-	return intstr.FromInt32(v.GetIntVal())
 }
 
 // selectorString prints a selector in the event as Kubernetes' %v of its

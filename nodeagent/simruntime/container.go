@@ -36,7 +36,8 @@ type container struct {
 	annotations map[string]string
 	logPath     string // absolute or relative to the caller; "" means no log
 	rules       containerRules
-	logLines    []string // written at start, then dropped
+	logLines    []string  // written at start, then dropped
+	sh          *scripted // nil unless its command is a script (script.go)
 
 	state      runtimeapi.ContainerState
 	createdAt  time.Time
@@ -58,6 +59,9 @@ func (c *container) observe(now time.Time) {
 }
 
 func (c *container) exit(at time.Time, code int32) {
+	if c.sh != nil && c.sh.cancel != nil {
+		c.sh.cancel()
+	}
 	c.state = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.finishedAt = at
 	c.exitCode = code
@@ -183,6 +187,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 	if sb.logDir != "" && cfg.GetLogPath() != "" {
 		c.logPath = filepath.Join(sb.logDir, cfg.GetLogPath())
 	}
+	if argv := append(slices.Clone(cfg.GetCommand()), cfg.GetArgs()...); !rules.exits && interpretable(argv) {
+		c.sh = newScripted(r.clock, argv, cfg, sb)
+	}
 	r.containers[c.id] = c
 	return &runtimeapi.CreateContainerResponse{ContainerId: c.id}, nil
 }
@@ -211,6 +218,9 @@ func (r *Runtime) StartContainer(ctx context.Context, req *runtimeapi.StartConta
 	c.logLines = nil
 	c.state = runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.startedAt = now
+	if c.sh != nil {
+		r.startScript(c)
+	}
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -403,22 +413,30 @@ func (r *Runtime) ReopenContainerLog(ctx context.Context, req *runtimeapi.Reopen
 	return &runtimeapi.ReopenContainerLogResponse{}, nil
 }
 
-// ExecSync answers as the container's rules say: exit 1 before
-// KPLANE_SIM_READY_AFTER_SECONDS of running, then KPLANE_SIM_EXEC_EXIT_CODE.
-// Nothing is executed; a non-zero result explains itself on stderr.
+// ExecSync runs the command in a scripted container's shell when it is
+// one the shell runs (script.go). Otherwise it answers as the container's
+// rules say: exit 1 before KPLANE_SIM_READY_AFTER_SECONDS of running, then
+// KPLANE_SIM_EXEC_EXIT_CODE; nothing is executed, and a non-zero result
+// explains itself on stderr.
 func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 	if len(req.GetCmd()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "exec: empty command")
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	c, err := r.findContainerLocked(req.GetContainerId())
 	if err != nil {
+		r.mu.Unlock()
 		return nil, err
 	}
 	if c.state != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		r.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running", c.id)
 	}
+	if c.sh != nil && interpretable(req.GetCmd()) {
+		r.mu.Unlock()
+		return execSyncScript(ctx, c, req)
+	}
+	defer r.mu.Unlock()
 	if ran := r.clock.Since(c.startedAt); ran < c.rules.readyAfter {
 		return &runtimeapi.ExecSyncResponse{
 			ExitCode: 1,
@@ -430,4 +448,32 @@ func (r *Runtime) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest)
 		resp.Stderr = fmt.Appendf(nil, "kplane-sim: exec exits %d (%s)\n", resp.ExitCode, EnvExecExitCode)
 	}
 	return resp, nil
+}
+
+// execSyncScript runs req's command in c's shell, within req's timeout
+// (seconds; 0: none) as containerd bounds it.
+func execSyncScript(ctx context.Context, c *container, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	if t := req.GetTimeout(); t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(t)*time.Second)
+		defer cancel()
+	}
+	var stdout, stderr limitedBuffer
+	code, _ := execScript(ctx, c, req.GetCmd(), nil, &stdout, &stderr)
+	if ctx.Err() != nil {
+		return nil, status.Errorf(codes.DeadlineExceeded, "timeout %ds exceeded: %v", req.GetTimeout(), ctx.Err())
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: stdout.b, Stderr: stderr.b, ExitCode: code}, nil
+}
+
+// limitedBuffer keeps the first 16 MiB written to it, as CRI runtimes cap
+// ExecSync output.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	const limit = 16 << 20
+	if room := limit - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }

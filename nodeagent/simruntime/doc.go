@@ -70,6 +70,30 @@
 // addresses and the first host address (the bridge's gateway, by
 // convention) are never handed out.
 //
+// # Scripted containers
+//
+// A container whose command (with its args) is a shell with -c ("sh",
+// "bash", "ash" or "dash" in any directory; -c may be combined with e, u
+// and x, as in "-ec") or one of the applets below run directly ("sleep
+// 3600", "/bin/true"), and which sets neither KPLANE_SIM_RUN_SECONDS nor
+// KPLANE_SIM_EXIT_CODE, has that command run by mvdan.cc/sh's POSIX shell
+// interpreter inside the runtime: the script's exit status is the
+// container's exit code, its stdout and stderr go to the container's log
+// (up to 10 MiB), and StopContainer ends it with 143. The script sees the
+// container's environment (plus HOSTNAME, and PATH and HOME if unset) and
+// its own filesystem, kept in memory (at most 4 MiB of file content, then
+// "no space left on device"), which holds the usual top directories,
+// /etc/hostname and an empty /dev/termination-log, and nothing of the
+// host's. The applets are sleep (on Config.Clock), cat, true, false, env,
+// printenv, hostname, id (the security context's runAsUser and
+// runAsGroup), touch, mkdir, rm, ls and date; the shell's builtins (echo,
+// printf, test, read, ...) are the interpreter's. Any other command is
+// "not found" (exit 127), as in an image without it: the image's own
+// binaries are not run. ExecSync and a streaming exec into a scripted
+// container run their command the same way, in the same filesystem, when
+// it is a shell -c or an applet; otherwise the exec rules above answer.
+// Containers with any other command follow the environment rules.
+//
 // # Probes
 //
 // Nothing listens in a simulated container, so an httpGet or tcpSocket
@@ -83,7 +107,8 @@
 // Every time comes from Config.Clock (the real clock by default), and
 // containers change state lazily: a container whose run time is over is
 // reported exited, at the exact time its rules say, by the next call that
-// looks at it. No goroutine or timer is kept per container, so one process
-// can carry many runtimes with thousands of containers; a test steps a fake
+// looks at it. No goroutine or timer is kept per container (a scripted
+// container's running script is the exception), so one process can carry
+// many runtimes with thousands of containers; a test steps a fake
 // clock and observes the transitions without sleeping.
 package simruntime

@@ -80,6 +80,9 @@ type Runtime struct {
 	sandboxes  map[string]*sandbox
 	containers map[string]*container
 
+	// scripts counts the scripted containers' running shells (script.go).
+	scripts sync.WaitGroup
+
 	// streamMu guards the streaming server (streaming.go).
 	streamMu sync.Mutex
 	stream   *streamer

@@ -24,6 +24,7 @@ type sandbox struct {
 	ip             netip.Addr // invalid: no pod IP
 	hostNetwork    bool
 	logDir         string
+	hostname       string
 	runtimeHandler string
 	labels         map[string]string
 	annotations    map[string]string
@@ -107,6 +108,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		createdAt:      r.clock.Now(),
 		hostNetwork:    cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		logDir:         cfg.GetLogDirectory(),
+		hostname:       cfg.GetHostname(),
 		runtimeHandler: req.GetRuntimeHandler(),
 		labels:         maps.Clone(cfg.GetLabels()),
 		annotations:    maps.Clone(cfg.GetAnnotations()),

@@ -71,10 +71,11 @@ func (r *Runtime) streamServer() (streaming.Server, error) {
 	return srv, nil
 }
 
-// Close stops the streaming server (if one was started) and closes the
-// connections it holds. The runtime answers no Exec, Attach or PortForward
+// Close ends the scripted containers' shells, stops the streaming server
+// (if one was started) and closes the connections it holds. The runtime answers no Exec, Attach or PortForward
 // afterwards.
 func (r *Runtime) Close() error {
+	r.stopScripts()
 	r.streamMu.Lock()
 	s := r.stream
 	r.stream, r.closed = nil, true
@@ -164,6 +165,12 @@ func (s streamRuntime) Exec(ctx context.Context, containerID string, cmd []strin
 	w := errw
 	if tty || w == nil {
 		w = out
+	}
+	if code, ok := s.r.execScript(ctx, containerID, cmd, in, out, w); ok {
+		if code != 0 {
+			return exec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", code), Code: int(code)}
+		}
+		return nil
 	}
 	if w != nil {
 		fmt.Fprintf(w, "kplane-sim: the built-in runtime runs no processes: %q was not run\n", strings.Join(cmd, " "))

@@ -1,0 +1,692 @@
+// This file holds the scripted containers' shell: a container whose
+// command is a shell with -c (or one of the applets below) has its script
+// run by mvdan.cc/sh's POSIX shell interpreter, inside the runtime process,
+// against the container's in-memory filesystem (memfs.go), with a small set
+// of Go applets standing in for the image's binaries. No host process,
+// file or network is reachable from a script.
+
+package simruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+
+	"github.com/kplane/kplane/nodeagent/crilog"
+)
+
+// Exit codes of a script, as a shell gives them.
+const (
+	exitUsage    = 2   // a script that does not parse
+	exitNotFound = 127 // a command that is not an applet
+)
+
+// maxScriptLog is how many bytes of output a scripted container writes to
+// its log; the rest is dropped (the kubelet would rotate the file instead).
+const maxScriptLog = 10 << 20
+
+// isShell reports whether name (a command's base name) is a shell whose
+// -c script the interpreter runs.
+func isShell(name string) bool {
+	switch name {
+	case "sh", "bash", "ash", "dash":
+		return true
+	}
+	return false
+}
+
+// isApplet reports whether name is a command the interpreter provides.
+func isApplet(name string) bool {
+	switch name {
+	case "sleep", "cat", "true", "false", "env", "printenv", "hostname", "id",
+		"touch", "mkdir", "rm", "ls", "date", "echo", "test", "[", "printf":
+		return true
+	}
+	return false
+}
+
+// shellCall is a shell invocation: `sh -c SCRIPT [NAME [ARGS...]]`, with
+// the shell options given beside -c (e.g. -ec).
+type shellCall struct {
+	script string
+	opts   []string
+	params []string
+}
+
+// parseShellCall recognises `<shell> -c SCRIPT ...` in argv; the flag may
+// combine c with e, u and x.
+func parseShellCall(argv []string) (shellCall, bool) {
+	if len(argv) < 3 || !isShell(path.Base(argv[0])) {
+		return shellCall{}, false
+	}
+	flag := argv[1]
+	if len(flag) < 2 || flag[0] != '-' || !strings.Contains(flag, "c") {
+		return shellCall{}, false
+	}
+	var call shellCall
+	for _, ch := range flag[1:] {
+		switch ch {
+		case 'c':
+		case 'e', 'u', 'x':
+			call.opts = append(call.opts, "-"+string(ch))
+		default:
+			return shellCall{}, false
+		}
+	}
+	call.script = argv[2]
+	if len(argv) > 3 {
+		call.params = argv[4:] // argv[3] is $0, which the interpreter does not take
+	}
+	return call, true
+}
+
+// interpretable reports whether the interpreter runs argv: a shell with -c,
+// or an applet by its base name (`sleep 5`, `/bin/true`).
+func interpretable(argv []string) bool {
+	if len(argv) == 0 {
+		return false
+	}
+	if _, ok := parseShellCall(argv); ok {
+		return true
+	}
+	return isApplet(path.Base(argv[0]))
+}
+
+// shell is what a scripted container's commands run with.
+type shell struct {
+	fs       *memFS
+	env      []string // KEY=VALUE, the container's
+	dir      string   // the working directory
+	hostname string
+	uid, gid int64
+	clock    clock.Clock
+}
+
+// newShell prepares a container's shell: its filesystem holds the working
+// directory, /etc/hostname and an empty /dev/termination-log.
+func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int64) *shell {
+	s := &shell{fs: newMemFS(clk.Now), env: envs, dir: "/", hostname: hostname, uid: uid, gid: gid, clock: clk}
+	if dir != "" {
+		s.dir = resolve("/", dir)
+		_ = s.fs.mkdir(s.dir, true)
+	}
+	for name, content := range map[string]string{"/etc/hostname": hostname + "\n", "/dev/termination-log": ""} {
+		if f, err := s.fs.open(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+			_, _ = io.WriteString(f, content)
+			_ = f.Close()
+		}
+	}
+	return s
+}
+
+// run runs argv to its end, or until ctx is done (exit 143, as SIGTERM
+// ends a shell), and returns its exit code.
+func (s *shell) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int32 {
+	call, ok := parseShellCall(argv)
+	if !ok {
+		// An applet run directly is the one-command script that runs it.
+		quoted := make([]string, len(argv))
+		for i, a := range argv {
+			q, err := syntax.Quote(a, syntax.LangPOSIX)
+			if err != nil {
+				fmt.Fprintf(stderr, "%s: cannot run: %v\n", argv[0], err)
+				return exitNotFound
+			}
+			quoted[i] = q
+		}
+		call = shellCall{script: strings.Join(quoted, " ")}
+	}
+	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(call.script), "sh")
+	if err != nil {
+		fmt.Fprintf(stderr, "sh: %v\n", err)
+		return exitUsage
+	}
+	var stdinFile io.Reader // nil: no input
+	if stdin != nil {
+		// The interpreter reads its input from a file; a pipe of our own,
+		// closed at the end, does not outlive the run.
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			fmt.Fprintf(stderr, "sh: %v\n", err)
+			return exitUsage
+		}
+		go func() {
+			_, _ = io.Copy(pw, stdin)
+			_ = pw.Close()
+		}()
+		defer pr.Close()
+		stdinFile = pr
+	}
+	env := slices.Clone(s.env)
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }) {
+		env = append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
+		env = append(env, "HOME=/root")
+	}
+	params := append(slices.Clone(call.opts), "--")
+	params = append(params, call.params...)
+	runner, err := interp.New(
+		interp.StdIO(stdinFile, stdout, stderr),
+		interp.Env(expand.ListEnviron(env...)),
+		interp.Params(params...),
+		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return s.exec }),
+		interp.OpenHandler(s.open),
+		interp.StatHandler(s.stat),
+		interp.ReadDirHandler2(s.readDir),
+		interp.AccessHandler(s.access),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "sh: %v\n", err)
+		return exitUsage
+	}
+	runner.Dir = s.dir
+	err = runner.Run(ctx, file)
+	if ctx.Err() != nil {
+		return exitCodeSIGTERM
+	}
+	if err == nil {
+		return 0
+	}
+	if code, ok := interp.IsExitStatus(err); ok {
+		return int32(code)
+	}
+	fmt.Fprintf(stderr, "sh: %v\n", err)
+	return 1
+}
+
+func (s *shell) open(ctx context.Context, name string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	hc := interp.HandlerCtx(ctx)
+	switch p := resolve(hc.Dir, name); p {
+	case "/dev/null":
+		return devNull{}, nil
+	case "/dev/stdout":
+		return nopCloser{Writer: hc.Stdout}, nil
+	case "/dev/stderr":
+		return nopCloser{Writer: hc.Stderr}, nil
+	default:
+		return s.fs.open(p, flag, perm)
+	}
+}
+
+func (s *shell) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error) {
+	return s.fs.stat(resolve(interp.HandlerCtx(ctx).Dir, name))
+}
+
+func (s *shell) readDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	return s.fs.readDir(resolve(interp.HandlerCtx(ctx).Dir, name))
+}
+
+// access: the script runs as a user who may do anything to what exists.
+func (s *shell) access(ctx context.Context, name string, _ interp.AccessMode) error {
+	_, err := s.fs.stat(resolve(interp.HandlerCtx(ctx).Dir, name))
+	return err
+}
+
+// exec runs the applet args[0] names; any other command is not found.
+func (s *shell) exec(ctx context.Context, args []string) error {
+	hc := interp.HandlerCtx(ctx)
+	name := path.Base(args[0])
+	a := applet{s: s, hc: hc, name: name}
+	switch name {
+	case "true":
+		return nil
+	case "false":
+		return interp.NewExitStatus(1)
+	case "sleep":
+		return a.sleep(ctx, args[1:])
+	case "cat":
+		return a.cat(args[1:])
+	case "env", "printenv":
+		return a.env(args[1:])
+	case "hostname":
+		fmt.Fprintln(hc.Stdout, s.hostname)
+		return nil
+	case "id":
+		return a.id(args[1:])
+	case "touch":
+		return a.each(args[1:], func(p string) error { return s.fs.touch(p) })
+	case "mkdir":
+		parents, rest := flags(args[1:], "p")
+		return a.each(rest, func(p string) error { return s.fs.mkdir(p, parents['p']) })
+	case "rm":
+		set, rest := flags(args[1:], "rRf")
+		return a.each(rest, func(p string) error {
+			err := s.fs.remove(p, set['r'] || set['R'])
+			if set['f'] && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		})
+	case "ls":
+		return a.ls(args[1:])
+	case "date":
+		return a.date(args[1:])
+	case "echo", "test", "[", "printf":
+		// Reached by a path (/bin/echo); the builtins are the same commands.
+		return hc.Builtin(ctx, append([]string{name}, args[1:]...))
+	}
+	fmt.Fprintf(hc.Stderr, "sh: %s: not found\n", args[0])
+	return interp.NewExitStatus(exitNotFound)
+}
+
+// applet is one applet's call.
+type applet struct {
+	s    *shell
+	hc   interp.HandlerContext
+	name string
+}
+
+// fail reports err as coreutils do and returns exit status 1.
+func (a applet) fail(err error) error {
+	var pe *os.PathError
+	msg := err.Error()
+	if errors.As(err, &pe) {
+		msg = fmt.Sprintf("%s: %s", pe.Path, errText(pe.Err))
+	}
+	fmt.Fprintf(a.hc.Stderr, "%s: %s\n", a.name, msg)
+	return interp.NewExitStatus(1)
+}
+
+func errText(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "No such file or directory"
+	case errors.Is(err, fs.ErrExist):
+		return "File exists"
+	}
+	s := err.Error()
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// each applies f to each operand's resolved path; the exit status is 1
+// if any failed.
+func (a applet) each(operands []string, f func(p string) error) error {
+	if len(operands) == 0 {
+		fmt.Fprintf(a.hc.Stderr, "%s: missing operand\n", a.name)
+		return interp.NewExitStatus(1)
+	}
+	var failed error
+	for _, o := range operands {
+		if err := f(resolve(a.hc.Dir, o)); err != nil {
+			failed = a.fail(err)
+		}
+	}
+	return failed
+}
+
+// flags splits leading single-letter flags (of the letters known) from
+// operands.
+func flags(args []string, known string) (map[rune]bool, []string) {
+	set := map[rune]bool{}
+	for len(args) > 0 && len(args[0]) > 1 && args[0][0] == '-' {
+		if args[0] == "--" {
+			return set, args[1:]
+		}
+		for _, ch := range args[0][1:] {
+			if strings.ContainsRune(known, ch) {
+				set[ch] = true
+			}
+		}
+		args = args[1:]
+	}
+	return set, args
+}
+
+// sleep waits the sum of its operands (seconds, or with a suffix s, m, h,
+// d; "infinity") on the runtime's clock.
+func (a applet) sleep(ctx context.Context, operands []string) error {
+	if len(operands) == 0 {
+		fmt.Fprintln(a.hc.Stderr, "sleep: missing operand")
+		return interp.NewExitStatus(1)
+	}
+	var total time.Duration
+	forever := false
+	for _, o := range operands {
+		if o == "infinity" || o == "inf" {
+			forever = true
+			continue
+		}
+		unit := time.Second
+		num := o
+		switch {
+		case strings.HasSuffix(o, "s"):
+			num = strings.TrimSuffix(o, "s")
+		case strings.HasSuffix(o, "m"):
+			num, unit = strings.TrimSuffix(o, "m"), time.Minute
+		case strings.HasSuffix(o, "h"):
+			num, unit = strings.TrimSuffix(o, "h"), time.Hour
+		case strings.HasSuffix(o, "d"):
+			num, unit = strings.TrimSuffix(o, "d"), 24*time.Hour
+		}
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil || f < 0 || f > 1e9 {
+			fmt.Fprintf(a.hc.Stderr, "sleep: invalid time interval '%s'\n", o)
+			return interp.NewExitStatus(1)
+		}
+		total += time.Duration(f * float64(unit))
+	}
+	if forever {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	t := a.s.clock.NewTimer(total)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+func (a applet) cat(operands []string) error {
+	if len(operands) == 0 {
+		operands = []string{"-"}
+	}
+	var failed error
+	for _, o := range operands {
+		if o == "-" {
+			if a.hc.Stdin == nil {
+				continue
+			}
+			if _, err := io.Copy(a.hc.Stdout, a.hc.Stdin); err != nil {
+				failed = a.fail(err)
+			}
+			continue
+		}
+		p := resolve(a.hc.Dir, o)
+		if info, err := a.s.fs.stat(p); err == nil && info.IsDir() {
+			failed = a.fail(&os.PathError{Op: "read", Path: o, Err: errors.New("is a directory")})
+			continue
+		}
+		f, err := a.s.fs.open(p, os.O_RDONLY, 0)
+		if err != nil {
+			failed = a.fail(&os.PathError{Op: "open", Path: o, Err: fs.ErrNotExist})
+			continue
+		}
+		_, err = io.Copy(a.hc.Stdout, f)
+		_ = f.Close()
+		if err != nil {
+			failed = a.fail(err)
+		}
+	}
+	return failed
+}
+
+// env prints the exported variables (env, printenv), or printenv's named
+// ones (exit 1 if one is unset).
+func (a applet) env(operands []string) error {
+	if a.name == "env" && len(operands) > 0 {
+		fmt.Fprintln(a.hc.Stderr, "env: running a command is not supported by the built-in runtime")
+		return interp.NewExitStatus(exitNotFound)
+	}
+	if len(operands) > 0 {
+		var missing bool
+		for _, name := range operands {
+			v := a.hc.Env.Get(name)
+			if !v.IsSet() || !v.Exported {
+				missing = true
+				continue
+			}
+			fmt.Fprintln(a.hc.Stdout, v.String())
+		}
+		if missing {
+			return interp.NewExitStatus(1)
+		}
+		return nil
+	}
+	var lines []string
+	for name, v := range a.hc.Env.Each {
+		if v.IsSet() && v.Exported {
+			lines = append(lines, name+"="+v.String())
+		}
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Fprintln(a.hc.Stdout, l)
+	}
+	return nil
+}
+
+// id prints the user the container runs as (its securityContext's
+// runAsUser and runAsGroup; root when unset).
+func (a applet) id(operands []string) error {
+	set, _ := flags(operands, "ug")
+	switch {
+	case set['u']:
+		fmt.Fprintln(a.hc.Stdout, a.s.uid)
+	case set['g']:
+		fmt.Fprintln(a.hc.Stdout, a.s.gid)
+	default:
+		fmt.Fprintf(a.hc.Stdout, "uid=%d gid=%d groups=%d\n", a.s.uid, a.s.gid, a.s.gid)
+	}
+	return nil
+}
+
+func (a applet) ls(operands []string) error {
+	_, rest := flags(operands, "1alA")
+	if len(rest) == 0 {
+		rest = []string{"."}
+	}
+	var failed error
+	for _, o := range rest {
+		p := resolve(a.hc.Dir, o)
+		info, err := a.s.fs.stat(p)
+		if err != nil {
+			fmt.Fprintf(a.hc.Stderr, "ls: cannot access '%s': No such file or directory\n", o)
+			failed = interp.NewExitStatus(2)
+			continue
+		}
+		if !info.IsDir() {
+			fmt.Fprintln(a.hc.Stdout, o)
+			continue
+		}
+		entries, err := a.s.fs.readDir(p)
+		if err != nil {
+			failed = a.fail(err)
+			continue
+		}
+		for _, e := range entries {
+			fmt.Fprintln(a.hc.Stdout, e.Name())
+		}
+	}
+	return failed
+}
+
+// date prints the runtime clock's time in UTC, or as +%s (seconds since
+// the epoch).
+func (a applet) date(operands []string) error {
+	now := a.s.clock.Now().UTC()
+	if len(operands) == 1 && operands[0] == "+%s" {
+		fmt.Fprintln(a.hc.Stdout, now.Unix())
+		return nil
+	}
+	fmt.Fprintln(a.hc.Stdout, now.Format("Mon Jan _2 15:04:05 UTC 2006"))
+	return nil
+}
+
+type devNull struct{}
+
+func (devNull) Read([]byte) (int, error)    { return 0, io.EOF }
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+func (devNull) Close() error                { return nil }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Read([]byte) (int, error) { return 0, io.EOF }
+func (nopCloser) Close() error             { return nil }
+
+// logWriter writes a script's output to its container's CRI log file, a
+// line at a time, stamped with the runtime clock; stdout and stderr of one
+// container share it (and its byte budget).
+type logWriter struct {
+	shared *logFile
+	stream string
+	buf    []byte
+}
+
+type logFile struct {
+	mu      sync.Mutex
+	path    string
+	clock   clock.Clock
+	written int64
+}
+
+func (f *logFile) writer(stream string) *logWriter { return &logWriter{shared: f, stream: stream} }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	var lines [][]byte
+	for {
+		i := slices.Index(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		lines = append(lines, w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(lines) > 0 {
+		w.shared.append(w.stream, lines)
+	}
+	w.buf = slices.Clip(w.buf)
+	return len(p), nil
+}
+
+// flush writes a last line without a newline.
+func (w *logWriter) flush() {
+	if len(w.buf) > 0 {
+		w.shared.append(w.stream, [][]byte{w.buf})
+		w.buf = nil
+	}
+}
+
+func (f *logFile) append(stream string, lines [][]byte) {
+	if f.path == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.clock.Now()
+	var out []byte
+	for _, l := range lines {
+		out = crilog.Format(out, t, stream, l)
+	}
+	if f.written+int64(len(out)) > maxScriptLog {
+		return
+	}
+	fh, err := os.OpenFile(f.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return
+	}
+	n, _ := fh.Write(out)
+	_ = fh.Close()
+	f.written += int64(n)
+}
+
+// scripted is what a scripted container adds to a container: the argv its
+// shell runs and, once started, how to end the run.
+type scripted struct {
+	argv   []string
+	shell  *shell
+	cancel context.CancelFunc
+}
+
+// newScripted prepares the shell of a container created from cfg in sb.
+func newScripted(clk clock.Clock, argv []string, cfg *runtimeapi.ContainerConfig, sb *sandbox) *scripted {
+	envs := make([]string, 0, len(cfg.GetEnvs())+1)
+	for _, kv := range cfg.GetEnvs() {
+		envs = append(envs, kv.GetKey()+"="+kv.GetValue())
+	}
+	hostname := sb.hostname
+	if hostname == "" {
+		hostname = sb.meta.GetName()
+	}
+	envs = append(envs, "HOSTNAME="+hostname)
+	sc := cfg.GetLinux().GetSecurityContext()
+	return &scripted{
+		argv:  argv,
+		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue()),
+	}
+}
+
+// startScript runs c's script in the background; its end is c's exit,
+// unless c was stopped first. Called with r.mu held.
+func (r *Runtime) startScript(c *container) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.sh.cancel = cancel
+	log := &logFile{path: c.logPath, clock: r.clock}
+	id, sh, argv := c.id, c.sh.shell, c.sh.argv
+	r.scripts.Add(1)
+	go func() {
+		defer r.scripts.Done()
+		defer cancel()
+		stdout, stderr := log.writer(crilog.Stdout), log.writer(crilog.Stderr)
+		code := sh.run(ctx, argv, nil, stdout, stderr)
+		stdout.flush()
+		stderr.flush()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if c, ok := r.containers[id]; ok && c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			c.exit(r.clock.Now(), code)
+		}
+	}()
+}
+
+// execScript runs cmd in scripted container c's shell (ExecSync and
+// streaming exec); ok is false when c is not scripted or cmd is not
+// something its shell runs, and the runtime's rules answer instead.
+func execScript(ctx context.Context, c *container, cmd []string, stdin io.Reader, stdout, stderr io.Writer) (code int32, ok bool) {
+	if c.sh == nil || !interpretable(cmd) {
+		return 0, false
+	}
+	return c.sh.shell.run(ctx, cmd, stdin, stdout, stderr), true
+}
+
+// stopScripts ends every running script and waits for them (Close).
+func (r *Runtime) stopScripts() {
+	r.mu.Lock()
+	for _, c := range r.containers {
+		if c.sh != nil && c.sh.cancel != nil {
+			c.sh.cancel()
+		}
+	}
+	r.mu.Unlock()
+	r.scripts.Wait()
+}
+
+// execScript runs a streaming exec's cmd in the shell of the scripted
+// container id (see execScript); out or errw may be nil.
+func (r *Runtime) execScript(ctx context.Context, id string, cmd []string, in io.Reader, out, errw io.Writer) (int32, bool) {
+	r.mu.Lock()
+	c, err := r.findContainerLocked(id)
+	r.mu.Unlock()
+	if err != nil {
+		return 0, false
+	}
+	if out == nil {
+		out = io.Discard
+	}
+	if errw == nil {
+		errw = io.Discard
+	}
+	return execScript(ctx, c, cmd, in, out, errw)
+}

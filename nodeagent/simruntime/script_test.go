@@ -1,0 +1,210 @@
+// Tests of scripted containers: a container whose command is a shell script
+// (or an applet) has it run by the interpreter, against its own in-memory
+// filesystem, on the runtime's clock.
+
+package simruntime_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/kplane/kplane/nodeagent/simruntime"
+)
+
+// runScripted starts a container whose command is argv, with the given
+// environment and security context; it returns the container's ID.
+func runScripted(t *testing.T, e *env, name string, argv []string, envm map[string]string, sc *runtimeapi.LinuxContainerSecurityContext) string {
+	t.Helper()
+	ctx := context.Background()
+	const image = "example.com/busybox:1"
+	if _, err := e.client.PullImage(ctx, image, nil, nil); err != nil {
+		t.Fatalf("PullImage: %v", err)
+	}
+	sbCfg := sandboxConfig(e, name, 0)
+	sbCfg.Hostname = name
+	sb, err := e.client.RunPodSandbox(ctx, sbCfg, "")
+	if err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	id, err := e.client.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Image:    &runtimeapi.ImageSpec{Image: image},
+		Command:  argv[:1],
+		Args:     argv[1:],
+		Envs:     envs(envm),
+		LogPath:  "app/0.log",
+		Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: sc},
+	}, sbCfg)
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	if err := e.client.StartContainer(ctx, id); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+	return id
+}
+
+// waitExited waits (bounded) until the container has exited and returns
+// its status.
+func waitExited(t *testing.T, e *env, id string) *runtimeapi.ContainerStatus {
+	t.Helper()
+	for range 1000 {
+		st, err := e.client.ContainerStatus(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the container did not exit")
+	return nil
+}
+
+func logOf(t *testing.T, st *runtimeapi.ContainerStatus) string {
+	t.Helper()
+	raw, err := os.ReadFile(st.GetLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+func TestScriptExitsWithItsCodeAndLogsItsOutput(t *testing.T) {
+	e := start(t, simruntime.Config{})
+	id := runScripted(t, e, "pod", []string{"/bin/sh", "-c", `echo "hello $GREETING from $(hostname)"; echo oops >&2; exit 3`},
+		map[string]string{"GREETING": "world"}, nil)
+	st := waitExited(t, e, id)
+	if st.GetExitCode() != 3 || st.GetReason() != "Error" {
+		t.Fatalf("exit: got %d %q, want 3 Error", st.GetExitCode(), st.GetReason())
+	}
+	want := "2026-11-22T12:00:00Z stdout F hello world from pod\n2026-11-22T12:00:00Z stderr F oops\n"
+	if got := logOf(t, st); got != want {
+		t.Fatalf("log: got %q, want %q", got, want)
+	}
+}
+
+func TestScriptSleepsOnTheRuntimeClock(t *testing.T) {
+	e := start(t, simruntime.Config{})
+	id := runScripted(t, e, "pod", []string{"sh", "-c", "sleep 10; exit 0"}, nil, nil)
+	waitForWaiter(t, e.clock)
+	st, err := e.client.ContainerStatus(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("state while sleeping: %v", st.GetState())
+	}
+	e.clock.Step(10 * time.Second)
+	st = waitExited(t, e, id)
+	if st.GetExitCode() != 0 || st.GetReason() != "Completed" {
+		t.Fatalf("exit: got %d %q, want 0 Completed", st.GetExitCode(), st.GetReason())
+	}
+	if ran := time.Duration(st.GetFinishedAt() - st.GetStartedAt()); ran != 10*time.Second {
+		t.Fatalf("ran for %v, want 10s", ran)
+	}
+}
+
+// TestExecSeesTheScriptsFiles is the shape of an exec liveness probe on a
+// file the container's own script removes after a while.
+func TestExecSeesTheScriptsFiles(t *testing.T) {
+	e := start(t, simruntime.Config{})
+	id := runScripted(t, e, "pod", []string{"/bin/sh", "-c", "echo ok > /tmp/health; sleep 10; rm -rf /tmp/health; sleep 600"}, nil, nil)
+	waitForWaiter(t, e.clock)
+	resp, err := e.client.ExecSync(context.Background(), id, []string{"cat", "/tmp/health"}, time.Second)
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	if resp.GetExitCode() != 0 || string(resp.GetStdout()) != "ok\n" {
+		t.Fatalf("before: exit %d, stdout %q, stderr %q", resp.GetExitCode(), resp.GetStdout(), resp.GetStderr())
+	}
+	e.clock.Step(10 * time.Second)
+	for range 1000 { // the script goes on to rm, then sleeps again
+		if e.clock.HasWaiters() {
+			if resp, err = e.client.ExecSync(context.Background(), id, []string{"cat", "/tmp/health"}, time.Second); err == nil && resp.GetExitCode() != 0 {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	if resp.GetExitCode() != 1 || !strings.Contains(string(resp.GetStderr()), "cat: /tmp/health: No such file or directory") {
+		t.Fatalf("after: exit %d, stderr %q", resp.GetExitCode(), resp.GetStderr())
+	}
+	// A command that is not an applet is not found, as in a real shell.
+	resp, err = e.client.ExecSync(context.Background(), id, []string{"sh", "-c", "curl -s localhost"}, time.Second)
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	if resp.GetExitCode() != 127 || !strings.Contains(string(resp.GetStderr()), "curl: not found") {
+		t.Fatalf("unknown command: exit %d, stderr %q", resp.GetExitCode(), resp.GetStderr())
+	}
+}
+
+func TestScriptedContainers(t *testing.T) {
+	uid := &runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 1000}, RunAsGroup: &runtimeapi.Int64Value{Value: 3000}}
+	tests := []struct {
+		name     string
+		argv     []string
+		env      map[string]string
+		sc       *runtimeapi.LinuxContainerSecurityContext
+		wantExit int32
+		wantLog  string // a substring of the log
+	}{
+		{name: "an applet run directly", argv: []string{"/bin/true"}, wantExit: 0},
+		{name: "false", argv: []string{"false"}, wantExit: 1},
+		{name: "a command that is not an applet", argv: []string{"sh", "-c", "agnhost netexec"}, wantExit: 127, wantLog: "agnhost: not found"},
+		{name: "arithmetic and tests", argv: []string{"sh", "-c", `i=0; while [ $i -lt 5 ]; do i=$((i+1)); done; test $i -eq 5 && exit $((i*2))`}, wantExit: 10},
+		{name: "-e stops at the first failure", argv: []string{"sh", "-ec", "false; exit 9"}, wantExit: 1},
+		{name: "files", argv: []string{"sh", "-c", "mkdir -p /data/a && echo x > /data/a/f && cat /data/a/f && ls /data/a && rm -r /data && cat /data/a/f"}, wantExit: 1, wantLog: "stdout F f"},
+		{name: "no way out of the root", argv: []string{"sh", "-c", "cat ../../../../etc/passwd"}, wantExit: 1, wantLog: "No such file or directory"},
+		{name: "the user of the security context", argv: []string{"sh", "-c", `echo "$(id -u):$(id -g)"`}, sc: uid, wantExit: 0, wantLog: "stdout F 1000:3000"},
+		{name: "printenv", argv: []string{"printenv", "MODE"}, env: map[string]string{"MODE": "batch"}, wantLog: "stdout F batch"},
+		{name: "a script that does not parse", argv: []string{"sh", "-c", "if then"}, wantExit: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := start(t, simruntime.Config{})
+			id := runScripted(t, e, "pod", tt.argv, tt.env, tt.sc)
+			st := waitExited(t, e, id)
+			if st.GetExitCode() != tt.wantExit {
+				t.Fatalf("exit code: got %d, want %d; log %q", st.GetExitCode(), tt.wantExit, logOf(t, st))
+			}
+			if log := logOf(t, st); !strings.Contains(log, tt.wantLog) {
+				t.Fatalf("log: got %q, want it to contain %q", log, tt.wantLog)
+			}
+		})
+	}
+}
+
+func TestStopEndsAScript(t *testing.T) {
+	e := start(t, simruntime.Config{})
+	id := runScripted(t, e, "pod", []string{"sleep", "1000000"}, nil, nil)
+	waitForWaiter(t, e.clock)
+	if err := e.client.StopContainer(context.Background(), id, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st := waitExited(t, e, id)
+	if st.GetExitCode() != 143 {
+		t.Fatalf("exit code: got %d, want 143", st.GetExitCode())
+	}
+}
+
+// The environment's rules win over a command: the manifest says what the
+// simulation does.
+func TestRulesWinOverAScript(t *testing.T) {
+	e := start(t, simruntime.Config{})
+	id := runScripted(t, e, "pod", []string{"sh", "-c", "exit 0"}, map[string]string{simruntime.EnvExitCode: "4"}, nil)
+	st := waitExited(t, e, id)
+	if st.GetExitCode() != 4 {
+		t.Fatalf("exit code: got %d, want 4", st.GetExitCode())
+	}
+}

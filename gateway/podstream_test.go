@@ -25,8 +25,9 @@ import (
 // (WebSocket v5.channel.k8s.io, falling back to SPDY) reach a pod on the
 // built-in runtime through the gateway, the API service's StreamPod and
 // the node agent's streaming endpoints, and get the runtime's documented
-// answers: exec runs nothing and exits 126 saying so, attach and
-// port-forward refuse; errors before the upgrade are Kubernetes' Status.
+// answers: exec runs nothing and exits 126 saying so (in a scripted
+// container, a shell script or an applet runs in the runtime's shell),
+// attach and port-forward refuse; errors before the upgrade are Kubernetes' Status.
 func TestKubectlExecBuiltInRuntime(t *testing.T) {
 	env := clienttest.Start(t, clienttest.Options{TLS: true})
 	admin := env.Dial(t, clienttest.AdminToken)
@@ -44,12 +45,25 @@ func TestKubectlExecBuiltInRuntime(t *testing.T) {
 	if err := pods.Bind(ctx, "default", p.Metadata.Name, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if p, err := pods.Get(ctx, "default", "sim"); err == nil && p.GetStatus().GetPhase() == "Running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("pod sim did not run in 60s")
+	// A scripted container (see nodeagent/README.md): its script and
+	// exec's commands run in the runtime's shell.
+	sp, err := pods.Create(ctx, &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: "script", Namespace: "default"},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "a", Image: "kplane.test/busybox:1",
+			Command: []string{"sh", "-c", "echo ok > /tmp/x; sleep 3600"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Bind(ctx, "default", sp.Metadata.Name, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sim", "script"} {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if p, err := pods.Get(ctx, "default", name); err == nil && p.GetStatus().GetPhase() == "Running" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s did not run in 60s", name)
+			}
 		}
 	}
 
@@ -133,6 +147,15 @@ func TestKubectlExecBuiltInRuntime(t *testing.T) {
 			}
 			wantErr("exec", err, `kplane-sim: the built-in runtime runs no processes: "cat /etc/hostname" was not run`)
 			wantErr("exec", err, "command terminated with exit code 126")
+
+			if out, err := run(k, "exec", "script", "--", "cat", "/tmp/x"); err != nil || out != "ok\n" {
+				t.Errorf("exec into a scripted container: got %q, %v; want the file its script wrote", out, err)
+			}
+			if _, err := run(k, "exec", "script", "--", "sh", "-c", "echo bye >&2; exit 3"); exitCode(err) != 3 {
+				t.Errorf("exec of a script: got %v, want kubectl exiting 3", err)
+			} else {
+				wantErr("exec of a script", err, "bye")
+			}
 
 			cmd := k.Command(ctx, "exec", "-i", "sim", "-c", "a", "--", "sh")
 			cmd.Stdin = strings.NewReader("echo hi\n")

@@ -1,3 +1,7 @@
+// This file holds the tests of the gateway in impersonation mode: requests
+// reach the API service as the client's own identity, and discovery and
+// OpenAPI need credentials.
+
 package gateway_test
 
 import (

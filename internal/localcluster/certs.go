@@ -1,3 +1,7 @@
+// This file holds `kplane certs`' side of the cluster's credentials (writing
+// the CAs and component certificates outside of `kplane up`, unless they
+// exist) and the creation of the system namespaces.
+
 package localcluster
 
 import (

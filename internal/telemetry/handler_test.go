@@ -1,3 +1,7 @@
+// This file holds the tests and benchmark of the gRPC server stats handler's
+// spans: one per call, a child of the caller's trace, parent of the spans
+// the method makes.
+
 package telemetry
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the scheduler's config file: its schema, and the profile
+// it makes from the default plugins, their order, weights and args.
+
 package scheduler
 
 import (

@@ -1,6 +1,7 @@
-// This file holds `kplane certs`' side of the cluster's credentials (writing
-// the CAs and component certificates outside of `kplane up`, unless they
-// exist) and the creation of the system namespaces.
+// This file holds WriteCerts, the credentials `kplane certs` writes for a
+// deployment other than `kplane up` (the same CAs and identities, with
+// server certificates for the hosts the components use), and the creation of
+// the system namespaces.
 
 package localcluster
 

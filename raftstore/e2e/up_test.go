@@ -1,6 +1,6 @@
 // This file holds the tests of the whole `kplane up` as separate processes:
 // kubectl against it, killed components restarted, a clean stop on Ctrl-C or
-// `kplane down`, and what it refuses to serve.
+// `kplane down`, and the clients it refuses.
 
 package e2e
 

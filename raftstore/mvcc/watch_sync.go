@@ -1,5 +1,5 @@
 // This file holds the sync loop that catches unsynced watchers up from the
-// history in bounded batches without blocking writers.
+// history in bounded batches, letting writes take their turn between passes.
 
 package mvcc
 

@@ -1,6 +1,7 @@
-// This file holds the tests and benchmark of the gRPC server stats handler's
-// spans: one per call, a child of the caller's trace, parent of the spans
-// the method makes.
+// This file holds the tests and benchmark of the gRPC server stats handler:
+// one span per call with its rpc.* attributes, none of its own for a method
+// that makes its own span (which is the caller's child), and rpc.server.*
+// metrics for both.
 
 package telemetry
 

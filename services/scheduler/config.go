@@ -1,5 +1,6 @@
 // This file holds the scheduler's config file: its schema, and the profile
-// it makes from the default plugins, their order, weights and args.
+// it makes, the default plugins or an explicit list (each with its args)
+// minus the disabled ones, with weights overridden.
 
 package scheduler
 

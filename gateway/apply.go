@@ -1,3 +1,8 @@
+// This file holds server-side apply and the managedFields of every write:
+// Kubernetes' own field managers per kind and subresource, the fields a
+// subresource may not change, and the carrying of a field manager's result
+// back onto the gateway's JSON.
+
 package gateway
 
 import (

@@ -1,7 +1,7 @@
-package gateway_test
-
 // This file holds the test of what the audit log records of an HTTP
 // request that came through the gateway.
+
+package gateway_test
 
 import (
 	"encoding/json"

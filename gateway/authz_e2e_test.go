@@ -1,3 +1,7 @@
+// This file holds the test of kubectl auth can-i through the gateway:
+// SelfSubjectAccessReview, SubjectAccessReview and LocalSubjectAccessReview
+// against RBAC rules.
+
 package gateway_test
 
 import (

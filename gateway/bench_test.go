@@ -1,3 +1,7 @@
+// This file holds the gateway's benchmarks: each operation through the
+// gateway set against the same call made straight to the API service over
+// gRPC.
+
 package gateway_test
 
 import (

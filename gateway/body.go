@@ -1,3 +1,8 @@
+// This file reads request bodies as kube-apiserver does: the size limit, the
+// media types each verb accepts, protobuf bodies turned into JSON, and
+// strict or warned decoding with Kubernetes' wording of unknown, duplicate
+// and mistyped fields.
+
 package gateway
 
 import (

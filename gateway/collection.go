@@ -1,3 +1,6 @@
+// This file holds DELETE on a collection (kubectl delete --all): every
+// object the selectors match, deleted one by one through the API service.
+
 package gateway
 
 import (

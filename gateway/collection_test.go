@@ -1,3 +1,6 @@
+// This file holds the test of DELETE on a collection through client-go: what
+// the selectors match is deleted, and nothing else.
+
 package gateway_test
 
 import (

@@ -1,3 +1,7 @@
+// This file serves discovery: /api, /apis, each group and group version, in
+// both the legacy documents and the aggregated (apidiscovery.k8s.io/v2) form
+// kubectl asks for first.
+
 package gateway
 
 import (

@@ -1,10 +1,10 @@
-package gateway
-
 // This file holds the authorization of the non-resource paths the gateway
 // answers itself (discovery, OpenAPI, /metrics): as kube-apiserver, it
 // serves them only to callers RBAC lets get the path (Kubernetes' bootstrap
 // policy gives system:discovery, bound to system:authenticated, the
 // discovery and OpenAPI paths, and system:monitoring /metrics).
+
+package gateway
 
 import (
 	"fmt"

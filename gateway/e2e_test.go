@@ -1,3 +1,7 @@
+// This file holds the kubectl harness (the real kubectl against a gateway in
+// front of an in-process API service) and the end-to-end kubectl flows it
+// drives.
+
 package gateway_test
 
 import (

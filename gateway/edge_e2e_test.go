@@ -1,8 +1,8 @@
-package gateway_test
-
 // This file holds end-to-end tests of how the gateway and the API service
 // answer writes that Kubernetes refuses, compared with what kube-apiserver
 // v1.33 answers to the same requests.
+
+package gateway_test
 
 import (
 	"io"

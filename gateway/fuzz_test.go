@@ -1,3 +1,7 @@
+// This file holds the gateway's fuzz tests: request bodies in every
+// encoding, patches of every type, and whole HTTP requests, each of which
+// must end in an answer or a Kubernetes Status, never a panic.
+
 package gateway
 
 import (

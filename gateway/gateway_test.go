@@ -1,3 +1,7 @@
+// This file holds the gateway's tests without an API service behind it: the
+// static endpoints, refused and slow bodies, field validation, Status errors
+// and patch application.
+
 package gateway
 
 import (

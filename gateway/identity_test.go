@@ -1,3 +1,8 @@
+// This file holds the tests of the gateway in impersonation mode: it
+// authenticates HTTP clients itself and reaches the API service with its own
+// certificate, and the API service authorizes the end user; discovery and
+// OpenAPI need credentials too.
+
 package gateway_test
 
 import (

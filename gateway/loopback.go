@@ -1,3 +1,6 @@
+// This file sends a request through the grpc-gateway mux in-process and
+// records its response, for handlers that build on another method's answer.
+
 package gateway
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the writes that record managedFields without being an
+// apply: a create's field manager, and PUT, which reads the live object and
+// lets the field manager compare.
+
 package gateway
 
 import (

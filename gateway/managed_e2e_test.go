@@ -1,3 +1,6 @@
+// This file holds the test of the managedFields kubectl create and kubectl
+// replace leave on an object.
+
 package gateway_test
 
 import (

@@ -1,3 +1,8 @@
+// This file holds the grpc-gateway marshaler that speaks Kubernetes JSON:
+// objects and watch events rendered as kube-apiserver writes them, and
+// request bodies decoded with its checks of kind, apiVersion and field
+// types.
+
 package gateway
 
 import (

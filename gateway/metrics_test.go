@@ -1,7 +1,7 @@
-package gateway_test
-
 // This file holds the test of /metrics on the API endpoint: served to the
 // callers RBAC lets get the path, as kube-apiserver serves its metrics.
+
+package gateway_test
 
 import (
 	"io"

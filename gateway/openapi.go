@@ -1,3 +1,7 @@
+// This file serves the OpenAPI v3 documents, one per group version, built
+// once from the resource messages and Kubernetes' documentation of their
+// fields.
+
 package gateway
 
 import (

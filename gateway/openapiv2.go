@@ -1,3 +1,6 @@
+// This file holds the minimal protobuf OpenAPI v2 document older kubectl
+// versions fetch, and when a client asks for it.
+
 package gateway
 
 import (

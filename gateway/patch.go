@@ -1,3 +1,7 @@
+// This file holds PATCH: JSON, merge and strategic merge patches applied to
+// the live object (retried on Conflict), apply patches handed to server-side
+// apply, and the refusals kube-apiserver gives a bad patch.
+
 package gateway
 
 import (

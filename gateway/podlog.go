@@ -1,8 +1,8 @@
-package gateway
-
 // This file holds pods/{name}/log: the API service's GetPodLog stream
 // written as the raw text/plain body kubectl expects, flushed per chunk so
 // that `kubectl logs -f` sees lines as they come.
+
+package gateway
 
 import (
 	"context"

@@ -1,3 +1,6 @@
+// This file holds the test of kubectl logs through the gateway, from a node
+// agent on the built-in runtime.
+
 package gateway_test
 
 import (

@@ -1,9 +1,9 @@
-package gateway_test
-
 // This file checks with the real kubectl (1.27 and 1.33, strict field
 // validation) that a Deployment using every pod-spec field family is
 // accepted and read back with every field intact: the generated schema
 // carries all of Kubernetes' fields.
+
+package gateway_test
 
 import (
 	"encoding/json"

@@ -1,11 +1,11 @@
-package gateway
-
 // This file holds pods/{name}/exec, attach and portforward: HTTP upgrades
 // (SPDY for kubectl up to 1.29, WebSocket after) that the gateway carries
 // to the API service's StreamPod RPC as they are. It takes over the
 // client's connection once the API service has answered (an error before
 // that is a Status), then copies bytes both ways until either side closes;
 // the protocol is spoken end to end by kubectl and the node agent.
+
+package gateway
 
 import (
 	"context"

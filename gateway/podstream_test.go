@@ -1,3 +1,7 @@
+// This file holds the tests of kubectl exec, attach and port-forward
+// through the gateway to a pod on the built-in runtime, over SPDY (kubectl
+// 1.27) and WebSocket (kubectl 1.33), which get that runtime's refusals.
+
 package gateway_test
 
 import (

@@ -1,5 +1,3 @@
-package gateway
-
 // This file holds the cache of rendered watch objects: an event that reaches
 // many watchers through the gateway arrives on each watcher's stream as its
 // own decoded copy, and rendering a large object to Kubernetes JSON once per
@@ -7,6 +5,8 @@ package gateway
 // ConfigMap: gigabytes). Objects are keyed by type, uid and resourceVersion,
 // which name one version of one object, so every watcher writes the same
 // bytes.
+
+package gateway
 
 import (
 	clist "container/list"

@@ -1,6 +1,6 @@
-package gateway
-
 // This file holds the tests of the rendered-object cache.
+
+package gateway
 
 import (
 	"bytes"

@@ -1,3 +1,7 @@
+// This file derives the REST resources from the API service's gRPC services
+// and their HTTP rules: each resource's paths, verbs, scope, short names and
+// categories, in one table by group, version and name.
+
 package gateway
 
 import (

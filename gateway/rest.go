@@ -1,3 +1,7 @@
+// This file wires the generated grpc-gateway handlers into the REST mux and
+// rewrites what the methods return into what Kubernetes writes: objects,
+// lists, watch events and Status errors.
+
 package gateway
 
 import (

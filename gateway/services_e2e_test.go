@@ -1,9 +1,9 @@
-package gateway_test
-
 // This file holds the Service addressing tests through the gateway: a
 // sequence of Service writes replayed against kplane and compared with the
 // answers kube-apiserver v1.33.13 gave to the same sequence (recorded in
 // testdata/services), and the real kubectl creating and listing Services.
+
+package gateway_test
 
 import (
 	"bytes"

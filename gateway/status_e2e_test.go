@@ -1,3 +1,6 @@
+// This file holds the test of kubectl get and patch with
+// --subresource=status.
+
 package gateway_test
 
 import (

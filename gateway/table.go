@@ -1,3 +1,6 @@
+// This file renders meta.k8s.io/v1 Tables (what kubectl get prints) from
+// kube-apiserver's recorded column definitions and each kind's printer.
+
 package gateway
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the test that prints the recorded table corpus through
+// kplane and compares every row with the Table kube-apiserver answered for
+// the same object.
+
 package gateway_test
 
 import (

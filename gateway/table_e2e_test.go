@@ -1,3 +1,6 @@
+// This file holds the test of the columns kubectl get and kubectl get -o
+// wide print for objects of every kind.
+
 package gateway_test
 
 import (

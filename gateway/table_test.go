@@ -1,3 +1,7 @@
+// This file holds the tests of Table rows: every object of the recorded
+// corpus printed as kube-apiserver printed it, and objects kplane may hold
+// that the corpus lacks.
+
 package gateway
 
 import (

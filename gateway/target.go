@@ -1,3 +1,7 @@
+// This file reads what a resource path names (resource, namespace, object,
+// subresource, watch) and builds the paths of its collection and object
+// back.
+
 package gateway
 
 import (

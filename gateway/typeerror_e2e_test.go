@@ -1,3 +1,6 @@
+// This file holds the tests of values of the wrong type: refused in
+// kube-apiserver's words, over HTTP and as kubectl shows them.
+
 package gateway_test
 
 import (

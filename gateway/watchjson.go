@@ -1,11 +1,11 @@
-package gateway
-
 // This file holds the gateway's watches: an HTTP watch that asks for plain
 // Kubernetes JSON (no Table) is served from the API service's JSON watch
 // stream (kplane.watchstream.v1), whose pieces the gateway writes out as
 // they come. The API service renders each event once for all its watchers,
 // and the gateway holds at most a piece per watcher: thousands of watchers
 // of a large object no longer cost the gateway a decoded copy each.
+
+package gateway
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package gateway_test
-
 // This file holds the tests of plain JSON watches through the gateway,
 // served from the API service's JSON watch stream.
+
+package gateway_test
 
 import (
 	"bufio"

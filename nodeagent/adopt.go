@@ -1,3 +1,7 @@
+// This file holds what the agent does with what the runtime already has: a
+// restarted agent adopts a pod's existing sandbox and containers, and
+// removes sandboxes whose pod is no longer bound to its node.
+
 package nodeagent
 
 import (

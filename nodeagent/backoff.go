@@ -1,3 +1,6 @@
+// This file holds the kubelet's back-off between container restarts and
+// image pulls: 10 s doubling to 5 min.
+
 package nodeagent
 
 import "time"

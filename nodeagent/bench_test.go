@@ -1,5 +1,3 @@
-package nodeagent
-
 // Benchmarks, run on demand (they take minutes and their figures depend on
 // the machine; they are not pass/fail):
 //
@@ -11,6 +9,8 @@ package nodeagent
 // containerd. TestBenchManyNodes runs `kplane nodeagent --nodes 100` as its
 // own process against an in-process API service, binds 30 pods to each
 // node, and reports that process's CPU and memory.
+
+package nodeagent
 
 import (
 	"context"

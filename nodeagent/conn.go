@@ -1,3 +1,6 @@
+// This file holds the agent's connection wrappers: a bearer token on every
+// call, and a deadline on unary calls that have none.
+
 package nodeagent
 
 import (

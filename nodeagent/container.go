@@ -1,7 +1,7 @@
-package nodeagent
-
 // This file turns a container spec into what the runtime is given: its
 // environment and its cgroup resources.
+
+package nodeagent
 
 import (
 	"context"

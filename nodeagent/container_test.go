@@ -1,3 +1,7 @@
+// This file holds the tests of a container's environment (values, field and
+// resource references, ConfigMaps and Secrets through a fake) and of its
+// Linux resources from requests and limits.
+
 package nodeagent
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the test of a pod on a real containerd: it runs, its
+// readiness probe passes, kubectl logs reads it, and deleting the pod stops
+// it.
+
 package nodeagent
 
 import (

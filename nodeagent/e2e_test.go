@@ -1,3 +1,8 @@
+// This file holds the node agent's tests against a real API service on the
+// built-in runtime: registration and the Lease, pod phases, probes,
+// back-offs, graceful deletion, logs, and an agent that restarts and adopts
+// its pods.
+
 package nodeagent
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of environment from ConfigMaps and Secrets on a
+// real API service, and of the node authorizer letting a node read only the
+// objects its own pods refer to.
+
 package nodeagent
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of kubectl exec, cp, port-forward and run -i
+// through the whole control plane to pods really running on containerd.
+
 package nodeagent_test
 
 import (

@@ -1,3 +1,8 @@
+// This file holds the log server: container logs at the kubelet's path
+// (tail, follow, previous, timestamps, since), refused with the kubelet's
+// messages when there is no log to give, and limited to named client
+// certificates.
+
 package nodeagent
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of the log server over hand-made pod records:
+// paths, query parameters, which instance is served, and the client
+// certificate check.
+
 package nodeagent
 
 import (

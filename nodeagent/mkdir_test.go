@@ -1,3 +1,5 @@
+// This file holds the test of mkdir, which behaves as os.MkdirAll.
+
 package nodeagent
 
 import (

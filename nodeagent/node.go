@@ -1,3 +1,7 @@
+// This file holds the agent's Node: its registration with labels, capacity,
+// addresses and node info, its status written when it changes, and the Lease
+// renewed in kube-node-lease.
+
 package nodeagent
 
 import (

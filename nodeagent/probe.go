@@ -1,3 +1,7 @@
+// This file holds liveness, readiness and startup probes: their timing and
+// thresholds with Kubernetes' defaults, and the exec, httpGet and tcpSocket
+// actions.
+
 package nodeagent
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the pod state machine: what the agent knows of each
+// container, what a sync should do next, and the pod phase, container
+// statuses and conditions it writes, as the kubelet computes them.
+
 package nodeagent
 
 import (

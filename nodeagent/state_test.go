@@ -1,3 +1,6 @@
+// This file holds the tests of back-off delays, the pod state machine over
+// CRI outcomes, probe thresholds and actions, and image pull policies.
+
 package nodeagent
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the kubelet streaming endpoints' answers
+// before an upgrade, client certificate check included.
+
 package nodeagent
 
 import (

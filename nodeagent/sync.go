@@ -1,3 +1,7 @@
+// This file holds the sync of one pod: its record of runtime objects, the
+// sandbox and containers started through the CRI (image pulls included),
+// probes run, status written, and the pod torn down with its grace period.
+
 package nodeagent
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of a whole `kplane up` with its node agent on a
+// real containerd: a pod is scheduled, really runs, and answers.
+
 package nodeagent_test
 
 import (

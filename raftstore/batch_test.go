@@ -1,3 +1,7 @@
+// This file holds the tests of batched writes: many concurrent writes
+// through every member each get their own answer, and bytes the store cannot
+// apply are refused before they reach the log.
+
 package raftstore_test
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the store's put benchmark through a 3-member in-process
+// cluster.
+
 package raftstore_test
 
 import (

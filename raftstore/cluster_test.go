@@ -1,8 +1,8 @@
-package raftstore_test
-
 // This file holds the in-process cluster harness: N store members in one
 // test process on loopback, with short Raft timeouts, that a test can stop
 // and restart one at a time.
+
+package raftstore_test
 
 import (
 	"context"

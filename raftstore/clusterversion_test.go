@@ -1,6 +1,6 @@
-package raftstore_test
-
 // This file holds the test of the cluster version across a real cluster.
+
+package raftstore_test
 
 import (
 	"testing"

@@ -1,8 +1,8 @@
-package raftstore_test
-
 // This file tests auto-compaction on a three-member cluster: only the leader
 // compacts, the compaction is replicated to every member, and reads and
 // watches below it get etcd's compacted error.
+
+package raftstore_test
 
 import (
 	"context"

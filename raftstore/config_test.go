@@ -1,3 +1,6 @@
+// This file holds the tests of the member configuration: parsing
+// --initial-cluster, and refusing in New what etcd would refuse.
+
 package raftstore_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of the KV service on an in-process cluster:
+// puts, gets, deletes, transactions and compaction, and etcd's own errors
+// for bad input.
+
 package raftstore_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of leases on an in-process cluster: granted and
+// kept alive through followers, revoked through Raft on expiry, and given a
+// full TTL again by a new leader.
+
 package raftstore_test
 
 import (

@@ -1,9 +1,9 @@
-package raftstore
-
 // This file holds the member's Raft gauges, read at each scrape. Raft's own
 // timings and counters (commit and FSM apply times, leader changes,
 // replication) come from hashicorp/raft's go-metrics, bridged to Prometheus
 // by internal/telemetry rather than measured again here.
+
+package raftstore
 
 import (
 	"context"

@@ -1,3 +1,6 @@
+// This file holds the replication tests on an in-process cluster: leader
+// failover, a follower catching up from a snapshot, and membership changes.
+
 package raftstore_test
 
 import (

@@ -1,7 +1,7 @@
-package raftstore
-
 // This file holds Restore: a new member's data directory built from a backup
 // file (`kplane store snapshot restore`, etcdutl's `snapshot restore`).
+
+package raftstore
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
-package raftstore_test
-
 // This file holds Restore's refusals: of a bad cluster configuration, a data
 // directory in use, and a file that is not a whole kplane backup.
+
+package raftstore_test
 
 import (
 	"errors"

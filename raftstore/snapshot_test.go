@@ -1,8 +1,8 @@
-package raftstore_test
-
 // This file holds the disaster drill: a 3-member cluster backed up with the
 // etcd client's Snapshot (and etcdctl snapshot save), lost entirely, and
 // restored into 3 new members from the file.
+
+package raftstore_test
 
 import (
 	"bytes"

@@ -1,9 +1,9 @@
-package raftstore
-
 // This file holds the member's TLS settings, named after etcd's flags:
 // --cert-file, --key-file, --trusted-ca-file, --client-cert-auth and the
 // --client-cert-allowed-cn/--client-cert-allowed-hostname allow-lists for
 // the client port, the same with --peer- for the Raft port.
+
+package raftstore
 
 import (
 	"crypto/tls"

@@ -1,9 +1,9 @@
-package raftstore_test
-
 // This file holds the tests of the certificate allow-lists of the client
 // and peer ports (--client-cert-allowed-cn, --peer-cert-allowed-hostname
 // and the like): a certificate the trusted CA signed still needs an
 // allowed common name or hostname.
+
+package raftstore_test
 
 import (
 	"bytes"

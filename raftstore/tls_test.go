@@ -1,3 +1,6 @@
+// This file holds the test of the TLS flags' consistency rules, as etcd
+// checks them.
+
 package raftstore_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of watches on an in-process cluster: events
+// through every member, responses fragmented past the size limit, and
+// require-leader watches.
+
 package raftstore_test
 
 import (

@@ -1,8 +1,8 @@
-package main
-
 // This file holds what the components that talk to the API service share:
 // the connection flags and dialing, the leader-election flags, and the
 // logger every subcommand builds from --log-level.
+
+package main
 
 import (
 	"context"

@@ -1,3 +1,8 @@
+// This file holds `kplane apiserver`: the API service's flags (store, TLS,
+// authentication, audit, watch cache, compaction, limits) mapped onto its
+// configuration, the TLS helpers the components share, and the optional
+// pprof listener.
+
 package main
 
 import (

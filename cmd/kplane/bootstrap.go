@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane bootstrap`: what a new cluster needs once the API
 // service answers (kplane up does the same itself).
+
+package main
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-package main
-
 // This file holds `kplane certs`: the CA and per-component certificates of
 // `kplane up`, written for a deployment elsewhere (docker-compose's one-shot
 // service, a Kubernetes Secret).
+
+package main
 
 import (
 	"errors"

@@ -1,8 +1,8 @@
-package main
-
 // This file tests the compaction flags of kplane apiserver and kplane store:
 // their defaults, and that bad values stop the command before it starts
 // anything, with an error naming the flag.
+
+package main
 
 import (
 	"io"

@@ -1,6 +1,6 @@
-package main
-
 // This file holds `kplane controllers`: flags into a controllers.Config, then Run.
+
+package main
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane down`: it stops the `kplane up` running in a data
 // directory.
+
+package main
 
 import (
 	"fmt"

@@ -1,6 +1,6 @@
-package main
-
 // This file holds `kplane gateway`: the REST gateway kubectl and curl talk to.
+
+package main
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the components' garbage-collector targets: each command's
+// --gc-percent default and how the flag is applied, yielding to GOGC when
+// that is set.
+
 package main
 
 import (

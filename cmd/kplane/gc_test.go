@@ -1,3 +1,6 @@
+// This file holds the tests of --gc-percent: GOGC wins over the flag, and
+// each command's default is the one measured for it.
+
 package main
 
 import (

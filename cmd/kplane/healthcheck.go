@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane healthcheck`: a probe for container healthchecks
 // and Kubernetes exec probes, since the image has no shell or curl.
+
+package main
 
 import (
 	"context"

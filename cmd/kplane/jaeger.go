@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane jaeger`: a local Jaeger on loopback for the
 // components to export their spans to.
+
+package main
 
 import (
 	"fmt"

@@ -1,9 +1,9 @@
-package main
-
 // This file holds `kplane nodeagent`: kplane's kubelet, for one node or —
 // with --nodes N — N simulated nodes in one process, each with its own
 // identity (system:node:<name>) and, unless --cri-socket is given, its own
 // built-in runtime in this process.
+
+package main
 
 import (
 	"context"

@@ -1,3 +1,6 @@
+// This file holds the test of how `kplane nodeagent --nodes` carves each
+// simulated node's pod subnet out of the cluster CIDR.
+
 package main
 
 import "testing"

@@ -1,6 +1,6 @@
-package main
-
 // This file holds `kplane scheduler`: flags into a scheduler.Config, then Run.
+
+package main
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-package main
-
 // This file holds `kplane simruntime`: the node agent's built-in runtime on
 // its own socket, for debugging it with any CRI client. Nothing runs in its
 // containers; see nodeagent/simruntime for the rules it follows.
+
+package main
 
 import (
 	"time"

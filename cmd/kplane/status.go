@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane status`: the state of the `kplane up` running in
 // a data directory.
+
+package main
 
 import (
 	"encoding/json"

@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane store`: one member of the replicated store, with
 // etcd's member flags.
+
+package main
 
 import (
 	"strings"

@@ -1,8 +1,8 @@
-package main
-
 // This file holds `kplane store snapshot restore` and `kplane store snapshot
 // status`, etcdutl's snapshot commands for kplane's backup files (which
 // `etcdctl snapshot save` writes from a kplane member).
+
+package main
 
 import (
 	"encoding/json"

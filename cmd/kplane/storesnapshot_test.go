@@ -1,7 +1,7 @@
-package main
-
 // This file holds the tests of `kplane store snapshot status`'s output
 // formats.
+
+package main
 
 import (
 	"bytes"

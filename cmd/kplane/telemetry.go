@@ -1,8 +1,8 @@
-package main
-
 // This file holds what every subcommand shares for traces and metrics: the
 // --metrics-bind-address flag and the start-up of internal/telemetry from
 // the OTEL_* environment.
+
+package main
 
 import (
 	"context"

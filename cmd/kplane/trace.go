@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane trace <kind>/<name>`: an object's trace, fetched
 // from Jaeger and printed as a waterfall.
+
+package main
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package main
-
 // This file holds `kplane up`: a local HA control plane on loopback, every
 // component a process of this binary.
+
+package main
 
 import (
 	"fmt"

@@ -1,3 +1,6 @@
+// This file holds `kplane version`, which prints the module version the
+// binary was built from.
+
 package main
 
 import (

@@ -1,3 +1,8 @@
+// This file holds the chaos test: a `kplane up` cluster under a Deployment
+// workload while store leaders and the active scheduler and controller
+// manager are killed or stalled, then checked for lost writes, broken
+// watches and unfinished rollouts.
+
 package chaos
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the chaos test's watch checker: a Deployment watch through
+// the API service that resumes across kills, and the store's own history of
+// the same keys to compare it with.
+
 package chaos
 
 import (

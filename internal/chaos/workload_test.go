@@ -1,3 +1,7 @@
+// This file holds the chaos test's workload: workers that create, scale and
+// delete Deployments, retrying through kills, and remember what the API
+// service acknowledged.
+
 package chaos
 
 import (

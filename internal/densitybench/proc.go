@@ -1,3 +1,7 @@
+// This file measures the processes under test: their CPU time and peak
+// memory, sampled from /proc, found from a list of PIDs or from `kplane
+// status -o json`.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// This file prints a run's figures, each component's CPU and memory totals,
+// and a comparison of several result files.
+
 package main
 
 import (

@@ -1,3 +1,7 @@
+// This file holds one density run: create the pods, watch them reach
+// Running, and gather the startup times and the processes' resource use into
+// a Result.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the startup-time summary: nearest-rank percentiles of a
+// set of durations.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of the percentiles and of summarizing without
+// reordering the caller's durations.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of the port picker: no port handed out twice,
+// every port free, and a bad host reported as an error.
+
 package freeport
 
 import (

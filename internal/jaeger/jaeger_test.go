@@ -1,7 +1,7 @@
-package jaeger_test
-
 // A real Jaeger behind the whole control plane as separate processes (what
 // `kplane up` starts), and `kplane trace` reading it back.
+
+package jaeger_test
 
 import (
 	"bytes"

@@ -1,3 +1,6 @@
+// This file holds the tests of the local Jaeger: spans received over each
+// OTLP protocol, its trace limit, and its GC setting.
+
 package jaeger_test
 
 import (

@@ -1,7 +1,7 @@
-package jaeger
-
 // This file reads a trace back through Jaeger's HTTP query API
 // (GET /api/traces/<trace id>, the JSON the Jaeger UI reads).
+
+package jaeger
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package jaeger
-
 // This file prints a trace as a terminal waterfall: the "where the seconds
 // go" breakdown of one object's journey through the control plane.
+
+package jaeger
 
 import (
 	"fmt"

@@ -1,6 +1,7 @@
-// Package layering holds the test of kplane's dependency rules: which
-// package may import which, checked over `go list -deps` of each component
-// (test files excluded).
+// Package layering holds the tests of kplane's house rules: which package
+// may import which, checked over `go list -deps` of each component (test
+// files excluded), and that every hand-written file opens with a comment
+// saying what it holds (headers_test.go).
 package layering
 
 import (

@@ -1,3 +1,8 @@
+// This file holds WriteCerts, the credentials `kplane certs` writes for a
+// deployment other than `kplane up` (the same CAs and identities, with
+// server certificates for the hosts the components use), and the creation of
+// the system namespaces.
+
 package localcluster
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the test of what `kplane certs` writes: server
+// certificates for the hosts asked for, and client certificates for each
+// component.
+
 package localcluster
 
 import (

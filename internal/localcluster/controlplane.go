@@ -1,3 +1,7 @@
+// This file holds Up: the whole local control plane `kplane up` starts
+// (store members, API services, gateway, schedulers, controller managers and
+// node agents), each its own process of this binary, supervised until Stop.
+
 package localcluster
 
 import (

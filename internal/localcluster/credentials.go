@@ -1,3 +1,7 @@
+// This file holds the PKI `kplane up` generates: two CAs, the certificate of
+// every component and node, the admin kubeconfig, and the TLS flags of each
+// store member.
+
 package localcluster
 
 import (

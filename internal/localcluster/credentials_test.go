@@ -1,3 +1,7 @@
+// This file holds the test of the identities `kplane up` generates: every
+// certificate is signed by the right CA for the right user, groups and
+// hosts.
+
 package localcluster
 
 import (

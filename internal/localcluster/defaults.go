@@ -1,11 +1,11 @@
-package localcluster
-
 // This file holds the security defaults `kplane up` gives its API services:
 // Secrets encrypted at rest with a key generated once under the data
 // directory, an audit log following an audit Policy written there, and the
 // ServiceAccount token signing key. The files are written only when
 // missing, so an operator may edit them (and must keep the keys: the stored
 // Secrets and the issued tokens need them).
+
+package localcluster
 
 import (
 	"crypto/rand"

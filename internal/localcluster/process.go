@@ -1,3 +1,6 @@
+// This file holds one supervised child process: each incarnation's command,
+// log file and exit, and what the supervisor and `kplane status` read of it.
+
 package localcluster
 
 import (

@@ -1,8 +1,8 @@
-package localcluster
-
 // This file holds the state file `kplane up` writes into its data
 // directory, from which `kplane down` and `kplane status` find the running
 // cluster, and Down itself.
+
+package localcluster
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-package localcluster
-
 // This file holds Status: what `kplane status` reports about a running
 // `kplane up` — every process, the store's Raft leader, the scheduler and
 // controller manager that hold their Leases, and the nodes.
+
+package localcluster
 
 import (
 	"context"

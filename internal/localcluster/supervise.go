@@ -1,10 +1,10 @@
-package localcluster
-
 // This file holds the supervisor of `kplane up`: like systemd's
 // Restart=on-failure or the kubelet's restart policy, it restarts a
 // process that fails (a non-zero exit, e.g. a scheduler or controller
 // manager that lost its Lease, or a signal such as SIGKILL), after a
 // backoff that doubles with every failure in a row.
+
+package localcluster
 
 import (
 	"log/slog"

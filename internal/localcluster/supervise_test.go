@@ -1,3 +1,6 @@
+// This file holds the tests of the supervisor: a killed process is
+// restarted, and one that keeps failing is restarted with backoff.
+
 package localcluster
 
 import (

@@ -1,7 +1,7 @@
-package localcluster_test
-
 // This file holds the tests that start a whole `kplane up` of the real
 // binary: what it serves by default.
+
+package localcluster_test
 
 import (
 	"bytes"

@@ -1,3 +1,7 @@
+// This file holds the test of docker-compose.yml: it runs `kplane up`'s
+// topology, with command lines the binary accepts, healthchecks, volumes and
+// dependencies in order.
+
 package packaging
 
 import (

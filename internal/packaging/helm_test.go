@@ -1,3 +1,7 @@
+// This file holds the tests of the Helm chart: linted, rendered, every
+// manifest decoded strictly into Kubernetes' types, and the topology and
+// command lines it deploys checked.
+
 package packaging
 
 import (

@@ -1,3 +1,6 @@
+// This file holds what the packaging tests share: the repository root, the
+// kplane binary built once, and the test of the command-line checker.
+
 package packaging
 
 import (

@@ -1,7 +1,7 @@
-package packaging
-
 // This file holds the checks, shared by the compose and Helm tests, that a
 // deployment lets only the API services and the members reach the store.
+
+package packaging
 
 import (
 	"path/filepath"

@@ -1,3 +1,5 @@
+// This file holds small conversions the compose and Helm tests use.
+
 package packaging
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of node placement: node selectors and required
+// node affinity against a node, and taints against tolerations.
+
 package placement
 
 import (

@@ -1,5 +1,3 @@
-package telemetry
-
 // This file holds the trace annotation: how one trace crosses the
 // asynchronous, watch-driven hops.
 //
@@ -27,6 +25,8 @@ package telemetry
 // any OpenTelemetry propagator reads it and `kubectl get -o yaml` shows a
 // trace id one can paste into Jaeger. Only a sampled request writes it; with
 // tracing off objects are untouched.
+
+package telemetry
 
 import (
 	"context"

@@ -1,3 +1,8 @@
+// This file holds the tests and benchmark of the gRPC server stats handler:
+// one span per call with its rpc.* attributes, none of its own for a method
+// that makes its own span (which is the caller's child), and rpc.server.*
+// metrics for both.
+
 package telemetry
 
 import (

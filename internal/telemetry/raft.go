@@ -1,8 +1,8 @@
-package telemetry
-
 // This file bridges hashicorp/raft's own metrics (go-metrics: commit and
 // apply times, leader changes, replication, snapshots) into a Prometheus
 // registry, rather than measuring them again.
+
+package telemetry
 
 import (
 	"fmt"

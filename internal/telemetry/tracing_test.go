@@ -1,10 +1,10 @@
-package telemetry_test
-
 // One kubectl apply, one trace: the whole control plane in this process —
 // a store member, the API service, the gateway (with the real kubectl in
 // front), the scheduler, the controllers and a node agent on the built-in
 // runtime — each with its own tracer provider (its own service.name) and all
 // of them recording into one in-memory span recorder.
+
+package telemetry_test
 
 import (
 	"context"

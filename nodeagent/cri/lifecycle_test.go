@@ -1,3 +1,7 @@
+// This file holds the tests that drive the CRI lifecycle of a pod through
+// both runtimes, the built-in one and a real containerd, and check they
+// answer alike.
+
 package cri_test
 
 import (

@@ -1,5 +1,3 @@
-package cri
-
 // This file holds the in-process connection to a runtime living in the
 // node agent's own process (kplane's built-in runtime, nodeagent/simruntime).
 //
@@ -25,6 +23,8 @@ package cri
 // runtime clones the metadata, labels and annotations it stores) and must
 // not hand out what it keeps (it answers with copies of them), so that
 // neither side can change the other's state after a call.
+
+package cri
 
 import (
 	"context"

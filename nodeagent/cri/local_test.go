@@ -1,3 +1,7 @@
+// This file holds the tests of the in-process runtime connection: it looks
+// like gRPC to its caller (spans, metrics, error codes, done contexts) and
+// shares no memory with the runtime.
+
 package cri_test
 
 import (

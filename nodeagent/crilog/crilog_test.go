@@ -1,3 +1,6 @@
+// This file holds the tests of the CRI log format: parsing, splitting of
+// long lines, reading, tailing and following a log file.
+
 package crilog
 
 import (

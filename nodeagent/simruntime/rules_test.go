@@ -1,3 +1,6 @@
+// This file holds the tests of reading simulation rules from an image name,
+// and a fuzz test of container rules.
+
 package simruntime
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the built-in runtime's scale tests: the memory one pod
+// holds, many runtimes in one process, concurrent calls on one runtime, and
+// a benchmark of a pod start over CRI.
+
 package simruntime_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of the built-in runtime's CRI calls: containers,
+// exec and images following their rules, sandboxes, pod addresses, logs,
+// version and status, and the calls it does not implement.
+
 package simruntime_test
 
 import (

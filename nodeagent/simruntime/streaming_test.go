@@ -1,3 +1,7 @@
+// This file holds the test of the built-in runtime's streaming server: exec
+// answers with a URL where nothing is run, and unknown containers and
+// sandboxes are NotFound.
+
 package simruntime_test
 
 import (

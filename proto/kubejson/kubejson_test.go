@@ -1,3 +1,7 @@
+// This file holds the tests of kubejson: real manifests round-tripped,
+// numbers and type meta written as Kubernetes writes them, decoding and its
+// errors, managedFields, and a fuzz test of Unmarshal.
+
 package kubejson
 
 import (

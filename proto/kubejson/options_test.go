@@ -1,8 +1,8 @@
-package kubejson
-
 // This file tests what kubejson does with the options proto/internal/kubegen
 // sets: MicroTime with 6 digits, inline fields, list wrappers, fields
 // Kubernetes writes even when empty.
+
+package kubejson
 
 import (
 	"strings"

@@ -1,5 +1,3 @@
-package kubejson
-
 // This file holds the proof that the generated messages drop no field: for
 // every served kind, objects of k8s.io/api's Go types filled by a fuzzer
 // (sigs.k8s.io/randfill, as Kubernetes' own round-trip tests) are written
@@ -7,6 +5,8 @@ package kubejson
 // back with Marshal and read into the k8s.io/api type again: the result
 // must equal the original after Kubernetes' own JSON round trip (which
 // normalises time precision, nil vs empty).
+
+package kubejson
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
-package backup_test
-
 // This file holds the tests of the backup file format: a round trip through
 // Write and Decode, and Decode's refusal of everything that is not a whole,
 // intact kplane snapshot.
+
+package backup_test
 
 import (
 	"bytes"

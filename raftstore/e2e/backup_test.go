@@ -1,9 +1,9 @@
-package e2e
-
 // This file holds the backup and restore of a store run as `kplane store`
 // processes, through the commands a user runs: etcdctl snapshot save (or
 // etcd's snapshot package, which etcdctl runs), kplane store snapshot
 // status and kplane store snapshot restore.
+
+package e2e
 
 import (
 	"context"

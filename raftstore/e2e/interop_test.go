@@ -1,8 +1,8 @@
-package e2e
-
 // The interop scenario: the same steps driven through etcd's Go client and
 // through the real etcdctl (etcd 3.4's, from Debian's etcd-client), against
 // a 3-member kplane store running as separate processes.
+
+package e2e
 
 import (
 	"bytes"

@@ -1,3 +1,6 @@
+// This file holds what the store's end-to-end tests share: the kplane binary
+// built once, and a 3-member store started as `kplane store` processes.
+
 package e2e
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the crash test: members killed with SIGKILL while clients
+// write, then restarted, keep every acknowledged write.
+
 package e2e
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test that a member paused past the election timeout,
+// leader or follower, never serves a stale read once it resumes.
+
 package e2e
 
 import (

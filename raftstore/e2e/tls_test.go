@@ -1,3 +1,6 @@
+// This file holds the test of a store run with mutual TLS on its client and
+// peer ports: who is served through every member, and who is refused.
+
 package e2e
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of the whole `kplane up` as separate processes:
+// kubectl against it, killed components restarted, a clean stop on Ctrl-C or
+// `kplane down`, and the clients it refuses.
+
 package e2e
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of `kplane up --jaeger`: Jaeger runs and receives
+// the API service's and the store's spans.
+
 package e2e
 
 import (

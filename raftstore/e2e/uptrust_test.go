@@ -1,8 +1,8 @@
-package e2e
-
 // This file holds the end-to-end test of who may reach the store of a
 // `kplane up` cluster: the API services' store client and the members on
 // the client port, the members alone on the peer port.
+
+package e2e
 
 import (
 	"bufio"

@@ -1,5 +1,3 @@
-package etcdserver
-
 // This file holds proposal batching: group commit for the Raft log. On the
 // leader, concurrent proposals (this member's clients' and the groups
 // followers forward) are gathered into one log entry in fsm's batch
@@ -12,6 +10,8 @@ package etcdserver
 // There is no timer: a proposal that finds no batch in flight goes at once
 // (alone, in the plain single-request format); the others queue, and
 // whatever queued while a batch was in flight goes together in the next one.
+
+package etcdserver
 
 import (
 	"context"

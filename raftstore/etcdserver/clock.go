@@ -1,9 +1,9 @@
-package etcdserver
-
 // This file holds the clock auto-compaction reads: an interface of the
 // three calls it makes, so that tests drive it with a fake clock (any fake
 // with these methods, such as k8s.io/utils' FakeClock) and the store links
 // no clock library.
+
+package etcdserver
 
 import "time"
 

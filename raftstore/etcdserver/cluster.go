@@ -1,9 +1,9 @@
-package etcdserver
-
 // This file holds the Cluster service. Membership is Raft's configuration:
 // MemberAdd and MemberRemove are configuration changes made on the leader
 // (followers forward them through the leader's Cluster service), and
 // MemberList reads the configuration and the members table.
+
+package etcdserver
 
 import (
 	"context"

@@ -1,5 +1,3 @@
-package etcdserver
-
 // This file holds how the cluster version rises (see fsm/version.go): every
 // member answers the peer service's Version call with the newest format its
 // build reads, and the leader, as etcd's monitors members' versions, asks
@@ -7,6 +5,8 @@ package etcdserver
 // them read a newer format than the cluster version, proposes it. A member
 // of a build older than the peer Version call answers Unimplemented: it
 // reads Version1.
+
+package etcdserver
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-package etcdserver
-
 // This file holds the store's auto-compaction, configured as etcd's
 // --auto-compaction-mode and --auto-compaction-retention: every member
 // samples its revision, but only the Raft leader proposes a compaction, as
 // an ordinary Compact entry, so that every member compacts at the same point
 // of the log.
+
+package etcdserver
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package etcdserver
-
 // This file tests auto-compaction's flags and schedule against a fake clock
 // and fake store; raftstore's cluster tests run it on real members.
+
+package etcdserver
 
 import (
 	"context"

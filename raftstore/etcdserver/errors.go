@@ -1,7 +1,7 @@
-package etcdserver
-
 // This file turns store and Raft errors into etcd's gRPC errors, once, at the
 // handler edge.
+
+package etcdserver
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package etcdserver
-
 // This file holds the KV service: Range (linearizable or serializable),
 // Put, DeleteRange, Txn and Compact, with etcd's input checks.
+
+package etcdserver
 
 import (
 	"context"

@@ -1,9 +1,9 @@
-package etcdserver
-
 // This file holds etcd's "require leader" contract: a client that sets the
 // hasleader metadata (clientv3.WithRequireLeader, which Kubernetes uses for
 // its watches) gets "no leader" instead of a silent stream from a member cut
 // off from the cluster, so it can move to another member.
+
+package etcdserver
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-package etcdserver
-
 // This file holds leases: the Lease service, and the lessor that decides
 // expiry. Lease state (ID, TTL, attached keys) is replicated in the MVCC
 // store; deadlines are not — only the leader keeps them, in memory. A member
 // that becomes leader gives every lease a full TTL from that moment, as etcd
 // does, and revokes expired leases through Raft.
+
+package etcdserver
 
 import (
 	"context"

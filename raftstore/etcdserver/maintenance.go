@@ -1,9 +1,9 @@
-package etcdserver
-
 // This file holds the Maintenance service: Status, MoveLeader and HashKV
 // answer from Raft and the store; Alarm, Defragment and Hash answer what is
 // true of an in-memory store; Downgrade is not supported. Snapshot is in
 // snapshot.go.
+
+package etcdserver
 
 import (
 	"context"

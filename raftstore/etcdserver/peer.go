@@ -1,11 +1,11 @@
-package etcdserver
-
 // This file holds the internal peer service: what a follower asks of the
 // leader (append a proposal, a read index, lease keep-alive and time-to-live,
 // which only the leader knows). It is served on the client URL beside the
 // etcd API. Its messages are etcd's and protobuf's well-known types, so the
 // service descriptor is written here by hand instead of generated from a
 // .proto of our own.
+
+package etcdserver
 
 import (
 	"context"

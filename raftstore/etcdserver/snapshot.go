@@ -1,8 +1,8 @@
-package etcdserver
-
 // This file holds Maintenance.Snapshot: the member's state streamed as a
 // backup file (see raftstore/backup) in chunks, then its SHA-256 in a message
 // of its own, as etcd streams its database.
+
+package etcdserver
 
 import (
 	"crypto/sha256"

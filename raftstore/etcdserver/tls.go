@@ -1,3 +1,6 @@
+// This file holds how a member writes its peers' URLs: https when the Raft
+// transport runs over TLS.
+
 package etcdserver
 
 // peerURL returns the peer URL of a Raft address (host:port): https when

@@ -1,3 +1,6 @@
+// This file holds the fuzz tests of request validation: whatever passes the
+// handlers' checks is applied or answered without a panic.
+
 package etcdserver
 
 import (

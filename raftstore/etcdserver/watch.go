@@ -1,8 +1,8 @@
-package etcdserver
-
 // This file holds the Watch service: many watchers on one gRPC stream, each a
 // watcher of one mvcc.WatchStream, with create/cancel/progress requests and
 // periodic progress notifications for watchers that asked for them.
+
+package etcdserver
 
 import (
 	"context"

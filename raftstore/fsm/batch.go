@@ -1,5 +1,3 @@
-package fsm
-
 // This file holds the batch envelope: one Raft log entry carrying several
 // marshalled InternalRaftRequests, which the leader gathers from concurrent
 // proposals so that hashicorp/raft's per-entry costs (a future, a msgpack
@@ -11,6 +9,8 @@ package fsm
 // byte is a field tag, and field numbers start at 1; a request always carries
 // an ID, so it is never empty), so entries written before batching existed
 // still decode as single requests.
+
+package fsm
 
 import (
 	"encoding/binary"

@@ -1,3 +1,7 @@
+// This file holds the tests of the FSM: the same log gives the same state
+// however it is batched, proposals get their own results, and unknown or
+// malformed entries panic.
+
 package fsm
 
 import (

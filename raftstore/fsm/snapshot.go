@@ -1,11 +1,11 @@
-package fsm
-
 // This file holds the FSM's snapshot formats: a magic line, a fixed header
 // (the applied index; from v2 also the cluster version; the members
 // table's length), the members table as JSON, then the MVCC store's own
 // snapshot stream. A member writes v2 only once the cluster version is
 // Version2, so that a member still on an older build can install the
 // snapshots its leader sends; it reads both.
+
+package fsm
 
 import (
 	"bufio"

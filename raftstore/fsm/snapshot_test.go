@@ -1,7 +1,7 @@
-package fsm
-
 // This file holds the test of WriteSnapshot: a new member's FSM snapshot
 // made from a store snapshot alone.
+
+package fsm
 
 import (
 	"bytes"

@@ -1,11 +1,11 @@
-package fsm
-
 // This file holds the cluster version: the newest format of Raft entries
 // and snapshots that every member can read. A member writes only formats
 // the cluster version allows, and the cluster version rises (never falls)
 // only once every member runs a build that reads the new formats, so that
 // the members of a cluster can be upgraded one at a time while it serves,
 // as etcd's cluster version allows.
+
+package fsm
 
 import (
 	"fmt"

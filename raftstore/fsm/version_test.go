@@ -1,7 +1,7 @@
-package fsm
-
 // This file holds the tests of the cluster version: the entry that raises
 // it and the snapshot format it selects.
+
+package fsm
 
 import (
 	"bytes"

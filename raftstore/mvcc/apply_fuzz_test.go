@@ -1,3 +1,7 @@
+// This file holds the fuzz and model tests of the store: two stores fed the
+// same requests answer and end alike, a snapshot restores the same state,
+// and reads at every revision match a simple model.
+
 package mvcc
 
 import (

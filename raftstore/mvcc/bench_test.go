@@ -1,3 +1,6 @@
+// This file holds the store's benchmarks: puts, puts under a watcher,
+// single-key and prefix ranges.
+
 package mvcc
 
 import (

@@ -1,3 +1,6 @@
+// This file holds compaction and HashKV: the history below a revision
+// dropped, and the CRC-32C of what a compaction keeps, as etcd computes it.
+
 package mvcc
 
 import (

@@ -1,7 +1,7 @@
-package mvcc
-
 // This file checks that compaction gives back what it drops: the memory of
 // compacted revisions, and their place in snapshots.
+
+package mvcc
 
 import (
 	"bytes"

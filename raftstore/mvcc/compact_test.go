@@ -1,3 +1,6 @@
+// This file holds the tests of compaction and of HashKV depending on the
+// content only.
+
 package mvcc
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of reads, snapshots and watches running
+// concurrently with writes (meant for -race).
+
 package mvcc
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the store's sentinel errors, each matching one of etcd's
+// errors.
+
 package mvcc
 
 import "errors"

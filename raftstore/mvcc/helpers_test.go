@@ -1,3 +1,6 @@
+// This file holds the helpers the store's tests share: a new store, puts,
+// deletes, gets and hashes that fail the test on error.
+
 package mvcc
 
 import (

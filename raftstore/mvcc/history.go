@@ -1,3 +1,6 @@
+// This file holds the history: the events of every revision since the
+// compaction point, in fixed-size chunks, for watchers catching up.
+
 package mvcc
 
 import (

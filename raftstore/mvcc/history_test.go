@@ -1,3 +1,6 @@
+// This file holds the tests of the history's chunks, read by a watch that
+// spans several.
+
 package mvcc
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of puts, ranges and deletes: revisions and
+// versions, and the options of each request as etcd reads them.
+
 package mvcc
 
 import (

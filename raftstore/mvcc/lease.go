@@ -1,3 +1,6 @@
+// This file holds the lease table: leases granted and revoked, and the keys
+// attached to each, deleted with it.
+
 package mvcc
 
 import (

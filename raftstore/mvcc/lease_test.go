@@ -1,3 +1,7 @@
+// This file holds the test of the store's lease table: grants and their
+// refusals, keys attached by puts and moved between leases, and every
+// attached key deleted on revoke.
+
 package mvcc
 
 import (

@@ -1,3 +1,6 @@
+// This file holds Range: reads of a key, a range or a prefix at a revision,
+// with etcd's limits, counts and sort orders.
+
 package mvcc
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the snapshot format and its writer and reader: every
+// uncompacted revision of every key and the leases, checked by a CRC, and
+// Restore.
+
 package mvcc
 
 import (

@@ -1,7 +1,7 @@
-package mvcc
-
 // This file holds SnapshotInfo: what a snapshot written by WriteTo holds,
 // read without installing it in a store.
+
+package mvcc
 
 import "io"
 

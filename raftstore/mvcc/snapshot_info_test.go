@@ -1,6 +1,6 @@
-package mvcc
-
 // This file holds the tests of ReadSnapshotInfo.
+
+package mvcc
 
 import (
 	"bytes"

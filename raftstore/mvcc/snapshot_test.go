@@ -1,3 +1,6 @@
+// This file holds the tests of snapshots: round trips, consistency under
+// concurrent writes, corrupt input refused, and watchers across a restore.
+
 package mvcc
 
 import (

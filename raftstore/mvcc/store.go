@@ -1,3 +1,7 @@
+// This file holds the Store and its data: the key index of revisions per
+// key, the history records, the leases, and the key spans reads and watches
+// cover.
+
 package mvcc
 
 import (

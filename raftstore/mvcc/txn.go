@@ -1,3 +1,6 @@
+// This file holds Txn: compares evaluated at one revision, the chosen ops
+// checked before anything is written, then run as one revision.
+
 package mvcc
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of transactions: compares, ops seeing their own
+// writes, nesting, duplicate keys, and a failing op that changes nothing.
+
 package mvcc
 
 import (

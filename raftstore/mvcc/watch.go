@@ -1,3 +1,7 @@
+// This file holds watch streams: many watchers on one channel with etcd's
+// options, progress requests, cancelling, and the synced watchers notified
+// of each new revision.
+
 package mvcc
 
 import (

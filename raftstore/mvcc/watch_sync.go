@@ -1,3 +1,6 @@
+// This file holds the sync loop that catches unsynced watchers up from the
+// history in bounded batches, letting writes take their turn between passes.
+
 package mvcc
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of watches: catching up then live, options,
+// errors, future and compacted starts, progress, stalled streams, and many
+// watchers on one stream.
+
 package mvcc
 
 import (

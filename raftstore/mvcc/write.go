@@ -1,3 +1,6 @@
+// This file holds the writer: puts, deletes and tombstones of one write at
+// one revision, committed at once, and the checks etcd makes of a put.
+
 package mvcc
 
 import (

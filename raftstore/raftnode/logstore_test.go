@@ -1,3 +1,6 @@
+// This file holds the tests of the Raft log stores: a bolt log moved into
+// the WAL on start, and a mismatched or unknown store refused.
+
 package raftnode
 
 import (

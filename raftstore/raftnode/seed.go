@@ -1,7 +1,7 @@
-package raftnode
-
 // This file holds Seed, which prepares a new member's Raft state from a
 // given snapshot instead of an empty log (a restore from a backup).
+
+package raftnode
 
 import (
 	"fmt"

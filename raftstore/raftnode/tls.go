@@ -1,8 +1,8 @@
-package raftnode
-
 // This file holds the Raft transport's TLS stream layer: hashicorp/raft's
 // NetworkTransport over crypto/tls, so that peers authenticate each other
 // with certificates (etcd's --peer-* flags).
+
+package raftnode
 
 import (
 	"crypto/tls"

@@ -1,3 +1,7 @@
+// This file holds the robustness runs: faults injected into a kplane store
+// (and, for comparison, into etcd) under a concurrent workload, then every
+// history checked.
+
 package robustness
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the fuzz test of a real 3-member kplane store: arbitrary
+// KV requests to any member crash none, and the members end with the same
+// state.
+
 package robustness
 
 import (

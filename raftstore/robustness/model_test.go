@@ -1,3 +1,6 @@
+// This file holds the tests of the checkers themselves: linearizability,
+// unknown outcomes, acknowledged writes, watches and percentiles.
+
 package robustness
 
 import (

@@ -1,7 +1,7 @@
-package robustness
-
 // This file holds the rolling-upgrade test: a cluster of the previous
 // release upgraded to this build one member at a time while clients write.
+
+package robustness
 
 import (
 	"context"

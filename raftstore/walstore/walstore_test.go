@@ -1,3 +1,7 @@
+// This file holds the tests of the WAL log store: appends across reopen,
+// truncation at the tail and compaction at the head, an emptied log, and a
+// torn tail repaired.
+
 package walstore
 
 import (

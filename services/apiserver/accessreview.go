@@ -1,3 +1,7 @@
+// This file serves authorization.k8s.io/v1: SelfSubjectAccessReview,
+// SubjectAccessReview and LocalSubjectAccessReview answered by the service's
+// own authorizer, and SelfSubjectRulesReview from its rule resolver.
+
 package apiserver
 
 import (

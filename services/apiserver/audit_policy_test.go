@@ -1,7 +1,7 @@
-package apiserver_test
-
 // This file holds the test of the audit Policy on the API service: levels,
 // stages and the bodies recorded, read back from the audit log.
+
+package apiserver_test
 
 import (
 	"bufio"

@@ -1,10 +1,10 @@
-package apiserver
-
 // This file holds how a request is audited: the audit ID, the request's
 // origin (what the gateway saw: the HTTP request URI, the client's user
 // agent and addresses), the audit Policy's decision, the RequestReceived,
 // ResponseStarted (watches) and ResponseComplete events, and the request and response bodies recorded
 // at levels Request and RequestResponse.
+
+package apiserver
 
 import (
 	"context"

@@ -1,3 +1,6 @@
+// This file holds the server's gRPC codec: protobuf, plus responses already
+// marshalled once and shared, such as watch events sent to many watchers.
+
 package apiserver
 
 import (

@@ -1,7 +1,7 @@
-package apiserver
-
 // This file tests what clients of the API service see once the store is
 // compacted past a resourceVersion they hold.
+
+package apiserver
 
 import (
 	"context"

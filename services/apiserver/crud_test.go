@@ -1,3 +1,8 @@
+// This file holds the tests of the basic verbs on a real store: create, get,
+// update and delete, generateName, the authentication and authorization
+// stages, validation errors, dry run, namespace lifecycle, conflicts and
+// timeouts.
+
 package apiserver
 
 import (

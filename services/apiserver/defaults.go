@@ -1,3 +1,7 @@
+// This file holds the defaults Kubernetes fills in when a client leaves a
+// field out, and the status fields it computes on create, such as a pod's
+// QoS class.
+
 package apiserver
 
 import (

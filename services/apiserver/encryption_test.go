@@ -1,3 +1,6 @@
+// This file holds the test of encryption at rest through the service: no
+// plaintext in the store, reads decrypted, and key rotation.
+
 package apiserver
 
 import (

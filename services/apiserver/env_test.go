@@ -1,3 +1,7 @@
+// This file holds what the service's in-package tests share: an API service
+// on a test store, with a token authenticator and an authorizer that refuses
+// only "nobody", and helpers for its clients.
+
 package apiserver
 
 import (

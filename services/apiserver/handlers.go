@@ -1,3 +1,8 @@
+// This file holds the request path every resource method walks:
+// authentication, authorization, admission, validation and the store, timed
+// and audited per stage, and get, list, watch, create, update, status,
+// scale, binding and delete on it.
+
 package apiserver
 
 import (

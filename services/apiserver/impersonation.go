@@ -1,3 +1,7 @@
+// This file holds impersonation: a request acting as another user, groups or
+// uid once the authorizer allowed the caller to impersonate each, as
+// Kubernetes checks it.
+
 package apiserver
 
 import (

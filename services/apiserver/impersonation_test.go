@@ -1,3 +1,5 @@
+// This file holds the tests of impersonation and of SelfSubjectRulesReview.
+
 package apiserver_test
 
 import (

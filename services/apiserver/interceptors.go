@@ -1,10 +1,10 @@
-package apiserver
-
 // This file holds the gRPC interceptors every call passes: the request
 // timeout (kube-apiserver's --request-timeout), the limits on calls in
 // flight (--max-requests-inflight, --max-mutating-requests-inflight) and the
 // rule that server reflection, like Kubernetes' discovery, is for
 // authenticated callers only.
+
+package apiserver
 
 import (
 	"context"

@@ -1,6 +1,6 @@
-package apiserver
-
 // This file holds the tests of the in-flight limits.
+
+package apiserver
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the interfaces the API service is assembled from:
+// authenticator, authorizer and rule resolver, mutating and validating
+// admission, auditor, and the sinks fed by its watches.
+
 package apiserver
 
 import (

@@ -1,8 +1,8 @@
-package apiserver
-
 // This file holds the store leases that make objects expire (events, after
 // --event-ttl), shared among the writes of a short window as kube-apiserver
 // shares them, so that a burst of events grants one lease, not one each.
+
+package apiserver
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-package apiserver
-
 // This file holds the tests of expiring objects: the lease manager's sharing
 // rule, and events that expire after Config.EventTTL.
+
+package apiserver
 
 import (
 	"context"

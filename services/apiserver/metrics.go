@@ -1,8 +1,8 @@
-package apiserver
-
 // This file holds the API service's own metrics (per-method gRPC counts and
 // latencies come from the otelgrpc server handler): the watch multiplexer's
 // watchers, cached objects and window per resource.
+
+package apiserver
 
 import (
 	"context"

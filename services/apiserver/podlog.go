@@ -1,10 +1,10 @@
-package apiserver
-
 // This file holds the pods/log subresource: the API service authorizes the
 // request, checks the pod and the container as Kubernetes' LogLocation does,
 // finds the node agent from the Node's status, and proxies the log stream
 // from the agent's log server over HTTPS with its own client certificate
 // (as kube-apiserver's kubelet client does).
+
+package apiserver
 
 import (
 	"context"

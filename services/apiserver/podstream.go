@@ -1,5 +1,3 @@
-package apiserver
-
 // This file holds the streaming subresources pods/exec, pods/attach and
 // pods/portforward: the API service authorizes the request as
 // kube-apiserver does (the verb of its HTTP method: create for POST, get
@@ -8,6 +6,8 @@ package apiserver
 // HTTPS server with its kubelet-client certificate, replays the upgrade
 // request there, and carries the connection's raw bytes both ways over
 // the StreamPod RPC until either side closes.
+
+package apiserver
 
 import (
 	"context"

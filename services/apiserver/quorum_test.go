@@ -1,7 +1,7 @@
-package apiserver
-
 // This file holds the test of the API service on a store that loses its
 // quorum and gets it back.
+
+package apiserver
 
 import (
 	"context"

@@ -1,3 +1,6 @@
+// This file holds the test that Ready waits until every sink holds the
+// bootstrap objects.
+
 package apiserver
 
 import (

@@ -1,3 +1,7 @@
+// This file holds how the service describes a resource it serves,
+// Kubernetes' list, write and delete options, and the metadata and type meta
+// helpers every handler uses.
+
 package apiserver
 
 import (

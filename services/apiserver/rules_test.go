@@ -1,3 +1,6 @@
+// This file holds the tests of defaults, image pull policy, QoS class and
+// validation, with refusals in Kubernetes' words, status updates included.
+
 package apiserver
 
 import (

@@ -1,3 +1,7 @@
+// This file holds label and field selectors: parsed in Kubernetes' syntax,
+// matched against objects, and keyed so watchers with the same selection can
+// share work.
+
 package apiserver
 
 import (

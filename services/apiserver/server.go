@@ -1,3 +1,7 @@
+// This file holds the API service's Config and Server: checked and connected
+// by New, served by Run, with the watch caches, bootstrap objects and sinks
+// started around it.
+
 package apiserver
 
 import (

@@ -1,11 +1,11 @@
-package apiserver
-
 // This file holds Service addressing as kube-apiserver's Service registry
 // does it: the normalisation and carry-over of cluster IPs and node ports on
 // create and update, their validation with Kubernetes' messages, and the
 // claim and release of range members in the same store transaction as the
 // Service write, so that no member is ever held by two Services, whichever
 // API service replica writes (docs/design.md, "Service addressing").
+
+package apiserver
 
 import (
 	"context"

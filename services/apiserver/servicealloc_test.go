@@ -1,8 +1,8 @@
-package apiserver
-
 // This file holds the tests of Service addressing inside the API service:
 // the ranges, two replicas allocating at once on one store, exhaustion, the
 // repair of the range records and the kubernetes Service and Endpoints.
+
+package apiserver
 
 import (
 	"fmt"

@@ -1,5 +1,3 @@
-package apiserver
-
 // This file holds what every API service replica keeps in place as
 // kube-apiserver's bootstrap controller and lease endpoint reconciler do:
 // the default/kubernetes Service (the first IP of the service range, port
@@ -7,6 +5,8 @@ package apiserver
 // advertised by live replicas (each holds a store lease on
 // <prefix>masterleases/<address>), and the repair of the cluster IP and node
 // port records against the Services.
+
+package apiserver
 
 import (
 	"context"

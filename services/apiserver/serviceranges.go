@@ -1,10 +1,10 @@
-package apiserver
-
 // This file holds the ranges Services are addressed from — kube-apiserver's
 // --service-cluster-ip-range and --service-node-port-range — and the
 // allocator that hands out their members, each one recorded as its own key
 // in the store and claimed in the same transaction as the Service that holds
 // it (see docs/design.md, "Service addressing").
+
+package apiserver
 
 import (
 	"context"

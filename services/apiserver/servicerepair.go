@@ -1,10 +1,10 @@
-package apiserver
-
 // This file holds the repair of the cluster IP and node port records, as
 // Kubernetes' repair controllers do: from one snapshot of the Services and
 // the records, a member a Service holds without a record is recorded, and a
 // record no Service holds is released, each in a transaction that holds only
 // if neither the record nor the Service changed since the snapshot.
+
+package apiserver
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the tests of the service with its production authorizers
+// and admission: RBAC and the Node authorizer end to end, and the access
+// reviews.
+
 package apiserver_test
 
 import (

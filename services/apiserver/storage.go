@@ -1,3 +1,8 @@
+// This file holds the storage layer over the etcd v3 store: objects under
+// /registry/ as protobuf with resourceVersion as the key's mod_revision,
+// optional encryption at rest and expiry, and compare-and-swap writes and
+// paged lists.
+
 package apiserver
 
 import (

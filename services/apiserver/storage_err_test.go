@@ -1,6 +1,6 @@
-package apiserver
-
 // This file holds the tests of how store errors become API errors.
+
+package apiserver
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-package apiserver
-
 // This file tests the storage format marker: objects are stored marked,
 // and a value written without it (an older build's format) is refused
 // with an error naming the format, never misread.
+
+package apiserver
 
 import (
 	"bytes"

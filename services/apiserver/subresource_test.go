@@ -1,3 +1,7 @@
+// This file holds the tests of subresources and list options: binding,
+// status and graceful deletion, finalizers and preconditions, scale,
+// selectors and pagination, and the uid precondition.
+
 package apiserver
 
 import (

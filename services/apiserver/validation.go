@@ -1,3 +1,7 @@
+// This file holds validation: each kind's rules as Kubernetes checks them,
+// on create, update and status writes, returned as a field.ErrorList in
+// Kubernetes' words.
+
 package apiserver
 
 import (

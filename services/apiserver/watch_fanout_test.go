@@ -1,8 +1,8 @@
-package apiserver
-
 // This file holds the tests of watchers sharing one encoding of the objects
 // they start with, and the benchmark of many watchers starting on a large
 // object.
+
+package apiserver
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the tests of watches: order and resume without gaps,
+// initial objects, a start below the window, bookmarks, selector
+// transitions, stalled and idle watchers.
+
 package apiserver
 
 import (

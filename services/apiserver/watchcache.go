@@ -1,3 +1,7 @@
+// This file holds the watch cache: per resource, the current state and a
+// window of recent events from the store, served to many watchers with
+// selectors, bookmarks and indexed dispatch, relisting after compaction.
+
 package apiserver
 
 import (

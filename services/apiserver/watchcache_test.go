@@ -1,3 +1,7 @@
+// This file holds the tests and benchmarks of the watch cache: relisting
+// after compaction, continue tokens, shared encodings and field sets, the
+// watcher queue, and indexed dispatch.
+
 package apiserver
 
 import (

@@ -1,10 +1,10 @@
-package apiserver
-
 // This file holds the watch of any resource as Kubernetes' JSON watch
 // stream (kplane.watchstream.v1), which the gateway serves its HTTP
 // watchers from: each event is rendered to its JSON line once, however many
 // watchers it goes to, and sent in pieces of at most watchChunk bytes, so
 // that the gateway never holds a whole large object per watcher.
+
+package apiserver
 
 import (
 	"fmt"

@@ -1,3 +1,7 @@
+// This file holds the client's unit tests against a small lease server:
+// typed CRUD, the informer, the work queue, and leader election, churn
+// included.
+
 package client
 
 import (

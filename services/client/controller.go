@@ -1,3 +1,7 @@
+// This file holds the controller loop's pieces: informer handlers that
+// enqueue keys, the Reconciler type, and the workers that reconcile keys
+// from a queue with retries.
+
 package client
 
 import (

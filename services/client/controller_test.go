@@ -1,3 +1,6 @@
+// This file holds the test of RunWorkers: every key reconciled, never twice
+// at once, failures retried with back-off.
+
 package client
 
 import (

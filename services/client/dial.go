@@ -1,7 +1,7 @@
-package client
-
 // This file holds Dial: one connection to every replica of the API service,
 // with gRPC's own failover.
+
+package client
 
 import (
 	"errors"

@@ -1,3 +1,6 @@
+// This file holds the test of client.Dial's balancing across replicas by
+// their health: both used, NOT_SERVING skipped, a stopped one left.
+
 package client_test
 
 import (

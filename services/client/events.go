@@ -1,3 +1,7 @@
+// This file holds the event Recorder: core/v1 Events about objects written
+// asynchronously and best-effort, with client-go's counting of repeats and
+// aggregation of similar events.
+
 package client
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of the event Recorder: aggregation of similar
+// events, every event accounted for, and what Stop drops.
+
 package client
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the lease server the package's unit tests run against: an
+// in-memory LeaseService over real gRPC on loopback, with revisions,
+// compaction and broken watches on demand.
+
 package client
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the Informer: a cache of one resource kept by list and
+// watch, resuming after a broken watch and re-listing after 410, with
+// indexes and handlers notified of every change.
+
 package client
 
 import (

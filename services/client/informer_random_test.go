@@ -1,3 +1,7 @@
+// This file holds the randomized informer test: random writes, broken
+// watches and compactions, after which the cache and the replayed
+// notifications equal the server's state.
+
 package client
 
 import (

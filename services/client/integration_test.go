@@ -1,3 +1,7 @@
+// This file holds the client's tests against a real API service: the typed
+// client, an informer and leader election, and an informer that is cut off
+// and must re-list.
+
 package client_test
 
 import (

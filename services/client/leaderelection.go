@@ -1,3 +1,6 @@
+// This file holds leader election on a coordination.k8s.io Lease, with
+// client-go's durations and rules: acquire, renew, and lose leadership.
+
 package client
 
 import (

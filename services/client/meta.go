@@ -1,3 +1,7 @@
+// This file holds the metadata accessors every kplane object shares
+// (namespace, name, resourceVersion, uid, key), read through the generated
+// getters.
+
 package client
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the metadata accessors on objects and lists,
+// and a benchmark of an object's key.
+
 package client
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the work queue controllers take keys from: client-go's
+// rate-limited queue, with per-key exponential back-off.
+
 package client
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the client-side rate limit of controllers' unary calls,
+// with Event and Lease calls exempt as in Kubernetes' controller manager.
+
 package client
 
 import (

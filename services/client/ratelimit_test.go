@@ -1,3 +1,6 @@
+// This file holds the test of the client-side rate limit and the calls it
+// leaves alone.
+
 package client
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the typed client's subresource calls: pod binding and
+// eviction, scale, and finalize.
+
 package client
 
 import (

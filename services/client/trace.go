@@ -1,5 +1,3 @@
-package client
-
 // This file continues an object's trace in a reconcile loop (see
 // internal/telemetry for the trace annotation).
 //
@@ -14,6 +12,8 @@ package client
 // reconcile takes them all and links to each trace but its parent's. A
 // reconcile whose object records no trace is a child of its first cause.
 // With tracing off no object carries the annotation and nothing is noted.
+
+package client
 
 import (
 	"context"

@@ -1,3 +1,6 @@
+// This file holds the tests of continuing an object's trace in a reconcile:
+// the causes noted per key, and the reconcile span's parent and links.
+
 package client
 
 import (

@@ -1,3 +1,8 @@
+// This file holds the controllers' integration tests against a real API
+// service, with a stand-in kubelet that makes pods ready: a Deployment's
+// lifecycle, delete propagation, a leader crash mid-rollout, and
+// proportional scaling during a rollout.
+
 package controllers_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds more integration tests of the controllers: Endpoints
+// following ready pods, namespace deletion, pods on an unreachable node
+// replaced, and a Recreate Deployment's history, pause and events.
+
 package controllers_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the scheduler's config file: its schema, and the profile
+// it makes, the default plugins or an explicit list (each with its args)
+// minus the disabled ones, with weights overridden.
+
 package scheduler
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the config file: defaults, disabled and
+// reweighed plugins, an explicit list, and the files it refuses.
+
 package scheduler_test
 
 import (

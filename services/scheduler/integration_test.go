@@ -1,3 +1,7 @@
+// This file holds the scheduler's tests against a real API service:
+// placement by requests, selectors, affinity and taints, leader handover,
+// binds tied to the pod's uid, and preemption.
+
 package scheduler_test
 
 import (

@@ -1,9 +1,9 @@
-package scheduler
-
 // This file holds the scheduler's metrics: attempts by result and their
 // latency, and the pending pods in each part of the queue (the gRPC calls
 // to the API service are measured by the otelgrpc handler on the
 // connection).
+
+package scheduler
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the tests that hold leantrace to the OpenTelemetry SDK:
+// the same spans, limits and sampling decisions from the same scripts, plus
+// its batching, queue and environment settings.
+
 package leantrace
 
 import (

@@ -1,7 +1,7 @@
-package leantrace
-
 // This file holds the samplers of the OpenTelemetry specification and
 // the OTEL_TRACES_SAMPLER and OTEL_BSP_* environment.
+
+package leantrace
 
 import (
 	"encoding/binary"

@@ -1,7 +1,7 @@
-package leantrace
-
 // This file holds the tracer and its spans, and the attribute value
 // length limit.
+
+package leantrace
 
 import (
 	"context"

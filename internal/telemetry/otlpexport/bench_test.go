@@ -1,3 +1,6 @@
+// This file holds the exporter's benchmark: one batch shaped like a traced
+// pod create's spans.
+
 package otlpexport
 
 import (

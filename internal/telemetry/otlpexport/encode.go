@@ -1,5 +1,3 @@
-package otlpexport
-
 // This file holds the encoder: ended spans (Span) written straight into
 // an OTLP ExportTraceServiceRequest in protobuf's wire format, appended to
 // one reused buffer. The SDK's own exporter first converts every span into
@@ -12,6 +10,8 @@ package otlpexport
 // builds, field for field (encode_test.go checks it with proto.Equal), with
 // one difference that decoding does not show: resources and scopes come in
 // the order of their first span, where the SDK's come in map order.
+
+package otlpexport
 
 import (
 	"math"

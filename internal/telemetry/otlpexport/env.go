@@ -1,5 +1,3 @@
-package otlpexport
-
 // This file reads the exporter's Config from the OTEL_EXPORTER_OTLP_*
 // environment the way the SDK's otlptracegrpc exporter does (its
 // internal/otlpconfig and internal/envconfig, which are not importable):
@@ -9,6 +7,8 @@ package otlpexport
 // it; and a bare host:port endpoint is used as given, where the SDK's URL
 // parsing rejects an IP address with a port and falls back to
 // localhost:4317.
+
+package otlpexport
 
 import (
 	"crypto/tls"

@@ -1,3 +1,7 @@
+// This file holds the exporter's tests against an OTLP/gRPC receiver on
+// loopback: the same requests as the SDK's exporter, its environment
+// settings, and its retries.
+
 package otlpexport
 
 import (

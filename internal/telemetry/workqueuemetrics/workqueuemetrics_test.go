@@ -1,6 +1,6 @@
-package workqueuemetrics
-
 // This file holds the test of the work-queue metrics.
+
+package workqueuemetrics
 
 import (
 	"fmt"

@@ -1,3 +1,6 @@
+// This file holds the test that closing a containerd test instance leaves
+// nothing behind, even with a pod still running.
+
 package containerdtest
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the OCI image writer: the same bytes every
+// time, and a layout, index, manifest, config and layer containerd can read.
+
 package ociimage
 
 import (

@@ -1,7 +1,7 @@
-package main
-
 // This file tests the naming rules that keep the Go API protoc-gen-go
 // generates close to Kubernetes' Go field names.
+
+package main
 
 import "testing"
 

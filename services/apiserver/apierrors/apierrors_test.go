@@ -1,3 +1,7 @@
+// This file holds the tests that each API error maps to one gRPC code, HTTP
+// status and Kubernetes message, and that a plain gRPC status reads back as
+// an error.
+
 package apierrors
 
 import (

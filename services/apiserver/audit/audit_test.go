@@ -1,3 +1,6 @@
+// This file holds the tests of the audit log file: one JSON line per
+// request, rotation by size, a nil logger, and a bad path.
+
 package audit
 
 import (

@@ -1,10 +1,10 @@
-package audit
-
 // This file holds the audit Policy: Kubernetes' audit.k8s.io/v1 Policy
 // file, read and evaluated by k8s.io/apiserver's own loader and rule
 // evaluator, which decides per request the level (None, Metadata, Request,
 // RequestResponse), the stages left out and whether managedFields are
 // dropped from the recorded bodies.
+
+package audit
 
 import (
 	"fmt"

@@ -1,10 +1,10 @@
-package audit
-
 // This file holds the audit webhook backend: events POSTed as audit.k8s.io/v1
 // EventLists to the server a kubeconfig file names, as kube-apiserver's
 // --audit-webhook-config-file does, through k8s.io/apiserver's own webhook
 // backend (retries with backoff) and, in batch mode, its buffered backend
 // (batches of up to 400 events or 30 s, throttled to 10 batches a second).
+
+package audit
 
 import (
 	"fmt"

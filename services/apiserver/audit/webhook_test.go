@@ -1,7 +1,7 @@
-package audit
-
 // This file holds the tests of the audit webhook backend against a real
 // HTTPS server reading what it is sent.
+
+package audit
 
 import (
 	"encoding/json"

@@ -1,3 +1,7 @@
+// This file holds the tests of authentication over gRPC (client
+// certificates, static and service account tokens, anonymous requests), the
+// impersonation refusal message, and the token file's parsing.
+
 package authn
 
 import (

@@ -1,3 +1,8 @@
+// This file holds the tests of the authorizers: RBAC following the store,
+// the Node authorizer and NodeRestriction, their union, the bootstrap
+// policy, ClusterRole aggregation, non-resource URLs and Forbidden's
+// wording.
+
 package authz
 
 import (

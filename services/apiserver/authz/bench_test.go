@@ -1,3 +1,5 @@
+// This file holds the benchmark of an RBAC authorization decision.
+
 package authz
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the default RBAC policy the API service creates at
+// start-up when absent: Kubernetes' default roles and bindings, cut down to
+// what kplane serves, with its components' identities.
+
 package authz
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the Node authorizer: what a node agent may read and write,
+// as Kubernetes' node authorizer allows it: its Node and Lease, its pods'
+// status, events, and the Secrets and ConfigMaps its pods use.
+
 package authz
 
 import (

@@ -1,7 +1,7 @@
-package authz
-
 // This file holds the NodeRestriction admission plugin: what a node agent may
 // write, checked against the objects themselves.
+
+package authz
 
 import (
 	"context"

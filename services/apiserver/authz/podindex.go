@@ -1,3 +1,6 @@
+// This file holds the pods-by-node index the Node authorizer asks which pods
+// are bound to a node, fed by the service's own watch of pods.
+
 package authz
 
 import (

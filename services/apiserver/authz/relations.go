@@ -1,3 +1,7 @@
+// This file holds how a node's pods relate it to other objects: a Secret or
+// ConfigMap that a pod bound to the node uses as a volume or in its
+// environment.
+
 package authz
 
 import (

@@ -1,3 +1,5 @@
+// This file holds the test of which objects a node's pods relate it to.
+
 package authz
 
 import (

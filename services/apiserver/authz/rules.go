@@ -1,3 +1,7 @@
+// This file holds the rule resolvers behind SelfSubjectRulesReview: the RBAC
+// rules that apply to a user in a namespace, for each authorizer and their
+// union.
+
 package authz
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the Authorizer interface, the union that asks authorizers
+// in turn (Node, then RBAC, in production), and the Forbidden error worded
+// as Kubernetes words it.
+
 package authz
 
 import (

@@ -1,7 +1,7 @@
-package compaction
-
 // This file tests the compaction protocol with two replicas' compactors on
 // one store (etcd, or the kplane store with KPLANE_TEST_STORE=kplane).
+
+package compaction
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the tests of the DefaultTolerationSeconds admission
+// plugin: the not-ready and unreachable tolerations a pod gets, and their
+// seconds.
+
 package defaulttolerationseconds
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of the encryption transformers: round trips,
+// keys bound to their ciphertext, key rotation, the choice per resource, and
+// configuration errors.
+
 package encryption
 
 import (

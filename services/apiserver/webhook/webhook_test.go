@@ -1,3 +1,7 @@
+// This file holds the tests of admission webhooks: mutating patches in
+// order, denials, failure policy, service references and CA bundles,
+// matching, dry run, reinvocation, and their spans.
+
 package webhook
 
 import (

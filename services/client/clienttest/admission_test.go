@@ -1,3 +1,7 @@
+// This file holds the test that the Env's API service runs the
+// DefaultTolerationSeconds admission plugin, as Kubernetes enables it by
+// default.
+
 package clienttest
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test that an unpaginated list larger than gRPC's
+// default 4 MiB receive limit reaches a client dialled with client.Dial.
+
 package clienttest
 
 import (

@@ -1,3 +1,6 @@
+// This file holds a throw-away certificate authority for tests, issuing
+// client and server certificates.
+
 package clienttest
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the end-to-end security and webhook tests: authentication,
+// RBAC, the Node authorizer, NodeRestriction and the audit log, then
+// mutating and validating webhooks, through a real API service.
+
 package clienttest
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the test of client certificates through a TLS API service:
+// CN and O as user and groups, untrusted CAs and plaintext refused, and end
+// users passed on only by a front proxy.
+
 package clienttest
 
 import (

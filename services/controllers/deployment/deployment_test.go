@@ -1,3 +1,8 @@
+// This file holds the Deployment controller's unit tests: surge and
+// unavailability fenceposts, the pod-template hash (Kubernetes' own, checked
+// against golden values), rolling updates, the progress deadline, and
+// proportional scaling.
+
 package deployment
 
 import (

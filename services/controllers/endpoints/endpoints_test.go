@@ -1,3 +1,7 @@
+// This file holds the test of the Endpoints subsets a Service's pods make:
+// ready and not-ready addresses sorted by IP, one subset per resolved named
+// port, pods without an IP left out.
+
 package endpoints
 
 import (

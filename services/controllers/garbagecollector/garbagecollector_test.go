@@ -1,3 +1,7 @@
+// This file holds the garbage collector's reconcile tests: dependents of
+// missing owners deleted, stale and recreated owners, and foreground and
+// orphan deletion with their finalizers.
+
 package garbagecollector
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of kubectl rollout status, rollout restart and
+// scale on a Deployment, through the gateway while the controllers run.
+
 package kubectltest
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the namespace controller's reconcile tests: live, gone and
+// finalized namespaces left alone, a terminating one emptied, its conditions
+// saying what is left or failed, and finalized once empty.
+
 package namespace
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the ReplicaSet controller's tests: reconcile against the
+// cache, expectations holding back a second sync, and pod creates in
+// slow-start batches.
+
 package replicaset
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the conversion of the controller's clock to a condition
+// timestamp, truncated to the second as Kubernetes stores it.
+
 package replicaset
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the tests of the scheduler's cache: assumed pods confirmed
+// or forgotten, snapshots that follow node changes, and image counts across
+// nodes.
+
 package cache_test
 
 import (

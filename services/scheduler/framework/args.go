@@ -1,3 +1,6 @@
+// This file holds how a plugin's args from the config file reach its
+// factory, as JSON.
+
 package framework
 
 import "encoding/json"

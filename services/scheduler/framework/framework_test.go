@@ -1,3 +1,7 @@
+// This file holds the framework's tests: how many feasible nodes to look
+// for, profile construction, filtering that stops and rotates, fit errors,
+// weighted and normalized scores, and random tie-breaking.
+
 package framework_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the scheduling queue's tests: active order, unschedulable
+// pods moved by cluster events or a timeout, exponential back-off, updates
+// and deletes, and Pop.
+
 package queue_test
 
 import (

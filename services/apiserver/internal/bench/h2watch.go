@@ -1,3 +1,7 @@
+// This file holds a lean HTTP/2 client for the watch fan-out benchmark: many
+// WatchPods calls on one connection, each event's type and name read
+// straight from the frames.
+
 package main
 
 import (

@@ -1,7 +1,7 @@
-package storetest
-
 // This file holds a kplane store cluster of several members in process, for
 // tests that stop and start members (quorum loss) under the API service.
+
+package storetest
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// This file holds the type-erased view of every namespaced resource the
+// garbage collector and the namespace controller handle: one shared informer
+// per resource with owner and namespace indexes, and its client.
+
 package ctrl
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the balanced-allocation score: nodes whose CPU
+// and memory use stay even score higher.
+
 package balancedallocation_test
 
 import (

@@ -1,3 +1,7 @@
+// This file holds the test of preemption candidates: which lower-priority
+// pods are victims, as few and as unimportant as possible, on which node,
+// and when no eviction would do.
+
 package defaultpreemption_test
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the tests of the image-locality score: images present and
+// their spread, the size threshold, and normalized image names.
+
 package imagelocality_test
 
 import (

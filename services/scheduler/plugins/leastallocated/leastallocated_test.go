@@ -1,3 +1,6 @@
+// This file holds the test of the least-allocated score, with existing pods,
+// non-zero request defaults and over-committed nodes.
+
 package leastallocated_test
 
 import (

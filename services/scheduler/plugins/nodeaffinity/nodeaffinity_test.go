@@ -1,3 +1,6 @@
+// This file holds the tests of node affinity: required terms and
+// nodeSelector as a filter, preferred terms as a score.
+
 package nodeaffinity_test
 
 import (

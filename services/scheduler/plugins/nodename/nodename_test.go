@@ -1,3 +1,5 @@
+// This file holds the test of the NodeName filter.
+
 package nodename_test
 
 import (

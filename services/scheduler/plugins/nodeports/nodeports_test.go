@@ -1,3 +1,6 @@
+// This file holds the test of the host-port filter: conflicts by port,
+// protocol and host IP, wildcard included.
+
 package nodeports_test
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the filter that keeps pods off nodes that are
+// not Ready.
+
 package nodeready_test
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the resource-fit filter: a pod's requests
+// against what the node has left.
+
 package noderesourcesfit_test
 
 import (

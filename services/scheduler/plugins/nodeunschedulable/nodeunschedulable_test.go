@@ -1,3 +1,6 @@
+// This file holds the test of the filter for cordoned nodes, and of the
+// toleration that lets a pod through.
+
 package nodeunschedulable_test
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the test of the owner-spread score: nodes with fewer pods
+// of the same owner score higher.
+
 package ownerspread_test
 
 import (

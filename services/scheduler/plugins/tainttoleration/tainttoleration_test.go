@@ -1,3 +1,6 @@
+// This file holds the tests of taints and tolerations: the filter for
+// NoSchedule taints, and the score for PreferNoSchedule ones.
+
 package tainttoleration_test
 
 import (

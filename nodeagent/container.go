@@ -99,14 +99,24 @@ func containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, in 
 			set(name, data[k])
 		}
 	}
+	// A literal value may refer to the variables before it, $(NAME).
+	defined := map[string]string{}
+	for _, kv := range env {
+		defined[kv.GetKey()] = kv.GetValue()
+	}
 	for _, e := range c.GetEnv() {
 		v, ok, err := envValue(ctx, pod, c, e, in)
 		if err != nil {
 			return nil, nil, err
 		}
-		if ok {
-			set(e.GetName(), v)
+		if !ok {
+			continue
 		}
+		if e.GetValueFrom() == nil {
+			v = expandRefs(v, envLookup(defined))
+		}
+		set(e.GetName(), v)
+		defined[e.GetName()] = v
 	}
 	return env, skipped, nil
 }
@@ -292,4 +302,37 @@ func (o apiObjects) Secret(ctx context.Context, namespace, name string) (*corev1
 		return nil, apierrors.NewNotFound("", "secret", name)
 	}
 	return s, err
+}
+
+// linuxSecurityContext is what the runtime applies of a container's
+// security context, the container's fields overriding the pod's: the user
+// and groups it runs as, a read-only root filesystem, and no new
+// privileges when privilege escalation is disallowed. The rest
+// (capabilities, privileged, seccomp, SELinux, AppArmor, runAsNonRoot's
+// check against the image) is not passed on yet: docs/design.md lists it.
+func linuxSecurityContext(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{}
+	if pod != nil {
+		if pod.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: pod.GetRunAsUser()}
+		}
+		if pod.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: pod.GetRunAsGroup()}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, pod.GetSupplementalGroups()...)
+		if pod.FsGroup != nil {
+			sc.SupplementalGroups = append(sc.SupplementalGroups, pod.GetFsGroup())
+		}
+	}
+	if c != nil {
+		if c.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: c.GetRunAsUser()}
+		}
+		if c.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: c.GetRunAsGroup()}
+		}
+		sc.ReadonlyRootfs = c.GetReadOnlyRootFilesystem()
+		sc.NoNewPrivs = c.AllowPrivilegeEscalation != nil && !c.GetAllowPrivilegeEscalation()
+	}
+	return sc
 }

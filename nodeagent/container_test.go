@@ -90,6 +90,8 @@ func TestContainerEnv(t *testing.T) {
 			{Name: "CPU_LIMIT", ValueFrom: res("", "limits.cpu", "")},
 			{Name: "MEM_MI", ValueFrom: res("", "limits.memory", "1Mi")},
 			{Name: "SIDE_MEM", ValueFrom: res("side", "limits.memory", "")},
+			{Name: "COMPOSED", Value: "$(NAME).$(NS):$(LEVEL);$$(NAME);$(LATER)"},
+			{Name: "LATER", Value: "x"},
 		},
 	}
 	env, skipped, err := containerEnv(context.Background(), pod, c, in)
@@ -108,6 +110,8 @@ func TestContainerEnv(t *testing.T) {
 		"IP": "10.0.0.5", "HOST": "192.168.1.1", "APP": "web", "TEAM": "a",
 		"CM": "fast", "PASS": "s3cret",
 		"CPU_M": "250", "CPU_LIMIT": "4", "MEM_MI": "1024", "SIDE_MEM": "67108864",
+		// A value refers to the variables defined before it, envFrom's too.
+		"COMPOSED": "web.prod:3;$(NAME);$(LATER)", "LATER": "x",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("environment (-want +got):\n%s", diff)
@@ -166,5 +170,20 @@ func TestLinuxResources(t *testing.T) {
 					r.GetCpuShares(), r.GetCpuQuota(), r.GetMemoryLimitInBytes(), tt.shares, tt.quota, tt.mem)
 			}
 		})
+	}
+}
+
+func TestLinuxSecurityContext(t *testing.T) {
+	u, g, fs, no, yes := int64(1000), int64(3000), int64(2000), false, true
+	cu := int64(1002)
+	got := linuxSecurityContext(
+		&corev1.PodSecurityContext{RunAsUser: &u, RunAsGroup: &g, FsGroup: &fs, SupplementalGroups: []int64{5}},
+		&corev1.SecurityContext{RunAsUser: &cu, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no})
+	if got.GetRunAsUser().GetValue() != 1002 || got.GetRunAsGroup().GetValue() != 3000 || !got.GetReadonlyRootfs() || !got.GetNoNewPrivs() ||
+		!slices.Equal(got.GetSupplementalGroups(), []int64{5, 2000}) {
+		t.Fatalf("got %v", got)
+	}
+	if got := linuxSecurityContext(nil, nil); got.GetRunAsUser() != nil || got.GetNoNewPrivs() {
+		t.Fatalf("no security context: got %v", got)
 	}
 }

@@ -276,8 +276,10 @@ func containerStatus(spec *corev1.Container, c *ctrState, runtimeName string, in
 	default:
 		reason, msg := c.waiting, c.waitingMsg
 		if reason == "" {
+			// As the kubelet: a container not created yet in a pod with
+			// init containers is waiting for the pod to initialize.
 			reason = ReasonContainerCreating
-			if !c.init && !initialized {
+			if c.init || !initialized {
 				reason = ReasonPodInitializing
 			}
 		}

@@ -467,8 +467,8 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:   &runtimeapi.ContainerMetadata{Name: c.name, Attempt: attempt},
 		Image:      &runtimeapi.ImageSpec{Image: image},
-		Command:    spec.GetCommand(),
-		Args:       spec.GetArgs(),
+		Command:    expandAll(spec.GetCommand(), envs),
+		Args:       expandAll(spec.GetArgs(), envs),
 		WorkingDir: spec.GetWorkingDir(),
 		Labels: map[string]string{
 			labelPodName: m.GetName(), labelPodNamespace: m.GetNamespace(), labelPodUID: m.GetUid(),
@@ -479,8 +479,11 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		Stdin:       spec.GetStdin(),
 		StdinOnce:   spec.GetStdinOnce(),
 		Tty:         spec.GetTty(),
-		Linux:       &runtimeapi.LinuxContainerConfig{Resources: linuxResources(spec.GetResources())},
-		Envs:        envs,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(spec.GetResources()),
+			SecurityContext: linuxSecurityContext(pod.GetSpec().GetSecurityContext(), spec.GetSecurityContext()),
+		},
+		Envs: envs,
 	}
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {

@@ -86,7 +86,8 @@
 // /etc/hostname and an empty /dev/termination-log, and nothing of the
 // host's. The applets are sleep (on Config.Clock), cat, true, false, env,
 // printenv, hostname, id (the security context's runAsUser and
-// runAsGroup), touch, mkdir, rm, ls and date; the shell's builtins (echo,
+// runAsGroup), touch, mkdir, rm, ls, date, expr (integer arithmetic and
+// comparisons) and wc; the shell's builtins (echo,
 // printf, test, read, ...) are the interpreter's. Any other command is
 // "not found" (exit 127), as in an image without it: the image's own
 // binaries are not run. ExecSync and a streaming exec into a scripted

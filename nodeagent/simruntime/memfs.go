@@ -30,6 +30,8 @@ type memFS struct {
 	nodes map[string]*memNode
 	used  int64
 	now   func() time.Time
+	// readOnly refuses every change (a read-only root filesystem).
+	readOnly bool
 }
 
 type memNode struct {
@@ -79,6 +81,9 @@ func (m *memFS) open(p string, flag int, perm fs.FileMode) (io.ReadWriteCloser, 
 	defer m.mu.Unlock()
 	n, ok := m.nodes[p]
 	write := flag&(os.O_WRONLY|os.O_RDWR) != 0
+	if m.readOnly && (write || flag&os.O_CREATE != 0) {
+		return nil, pathErr("open", p, syscall.EROFS)
+	}
 	switch {
 	case ok && n.dir:
 		if write {
@@ -153,6 +158,9 @@ func (m *memFS) mkdir(p string, parents bool) error {
 		}
 		return pathErr("mkdir", p, fs.ErrExist)
 	}
+	if m.readOnly {
+		return pathErr("mkdir", p, syscall.EROFS)
+	}
 	if parents && p != "/" {
 		if _, ok := m.nodes[path.Dir(p)]; !ok {
 			m.mu.Unlock()
@@ -180,6 +188,9 @@ func (m *memFS) remove(p string, recursive bool) error {
 	}
 	if p == "/" {
 		return pathErr("remove", p, syscall.EBUSY)
+	}
+	if m.readOnly {
+		return pathErr("remove", p, syscall.EROFS)
 	}
 	prefix := p + "/"
 	if n.dir {

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -54,7 +55,7 @@ func isShell(name string) bool {
 func isApplet(name string) bool {
 	switch name {
 	case "sleep", "cat", "true", "false", "env", "printenv", "hostname", "id",
-		"touch", "mkdir", "rm", "ls", "date", "echo", "test", "[", "printf":
+		"touch", "mkdir", "rm", "ls", "date", "expr", "wc", "echo", "test", "[", "printf":
 		return true
 	}
 	return false
@@ -118,8 +119,9 @@ type shell struct {
 }
 
 // newShell prepares a container's shell: its filesystem holds the working
-// directory, /etc/hostname and an empty /dev/termination-log.
-func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int64) *shell {
+// directory, /etc/hostname and an empty /dev/termination-log, and is then
+// read-only if readOnly says so.
+func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int64, readOnly bool) *shell {
 	s := &shell{fs: newMemFS(clk.Now), env: envs, dir: "/", hostname: hostname, uid: uid, gid: gid, clock: clk}
 	if dir != "" {
 		s.dir = resolve("/", dir)
@@ -131,14 +133,18 @@ func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int
 			_ = f.Close()
 		}
 	}
+	s.fs.readOnly = readOnly
 	return s
 }
 
 // run runs argv to its end, or until ctx is done (exit 143, as SIGTERM
 // ends a shell), and returns its exit code.
 func (s *shell) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) int32 {
+	argv0 := "sh"
 	call, ok := parseShellCall(argv)
-	if !ok {
+	if ok {
+		argv0 = argv[0]
+	} else {
 		// An applet run directly is the one-command script that runs it.
 		quoted := make([]string, len(argv))
 		for i, a := range argv {
@@ -186,7 +192,7 @@ func (s *shell) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 		interp.Env(expand.ListEnviron(env...)),
 		interp.Params(params...),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return s.exec }),
-		interp.OpenHandler(s.open),
+		interp.OpenHandler(s.openAs(argv0)),
 		interp.StatHandler(s.stat),
 		interp.ReadDirHandler2(s.readDir),
 		interp.AccessHandler(s.access),
@@ -210,17 +216,33 @@ func (s *shell) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 	return 1
 }
 
-func (s *shell) open(ctx context.Context, name string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
-	hc := interp.HandlerCtx(ctx)
-	switch p := resolve(hc.Dir, name); p {
-	case "/dev/null":
-		return devNull{}, nil
-	case "/dev/stdout":
-		return nopCloser{Writer: hc.Stdout}, nil
-	case "/dev/stderr":
-		return nopCloser{Writer: hc.Stderr}, nil
-	default:
-		return s.fs.open(p, flag, perm)
+// openAs is the redirections' open for a shell invoked as argv0; a
+// failure is worded as BusyBox's sh words it (the shell of the images
+// Kubernetes' own tests use): "sh: can't create /f: Read-only file system".
+func (s *shell) openAs(argv0 string) interp.OpenHandlerFunc {
+	return func(ctx context.Context, name string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+		hc := interp.HandlerCtx(ctx)
+		switch p := resolve(hc.Dir, name); p {
+		case "/dev/null":
+			return devNull{}, nil
+		case "/dev/stdout":
+			return nopCloser{Writer: hc.Stdout}, nil
+		case "/dev/stderr":
+			return nopCloser{Writer: hc.Stderr}, nil
+		default:
+			f, err := s.fs.open(p, flag, perm)
+			if err == nil {
+				return f, nil
+			}
+			var cause error = err
+			if pe, ok := err.(*os.PathError); ok {
+				cause = pe.Err
+			}
+			if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE) != 0 {
+				return nil, &os.PathError{Op: argv0 + ": can't create", Path: name, Err: errors.New(errText(cause))}
+			}
+			return nil, &os.PathError{Op: argv0 + ": can't open", Path: "'" + name + "'", Err: errors.New(errText(cause))}
+		}
 	}
 }
 
@@ -277,6 +299,10 @@ func (s *shell) exec(ctx context.Context, args []string) error {
 		return a.ls(args[1:])
 	case "date":
 		return a.date(args[1:])
+	case "expr":
+		return a.expr(args[1:])
+	case "wc":
+		return a.wc(args[1:])
 	case "echo", "test", "[", "printf":
 		// Reached by a path (/bin/echo); the builtins are the same commands.
 		return hc.Builtin(ctx, append([]string{name}, args[1:]...))
@@ -309,6 +335,14 @@ func errText(err error) string {
 		return "No such file or directory"
 	case errors.Is(err, fs.ErrExist):
 		return "File exists"
+	case errors.Is(err, syscall.EROFS):
+		return "Read-only file system"
+	case errors.Is(err, syscall.ENOSPC):
+		return "No space left on device"
+	case errors.Is(err, syscall.EISDIR):
+		return "Is a directory"
+	case errors.Is(err, syscall.ENOTDIR):
+		return "Not a directory"
 	}
 	s := err.Error()
 	if s == "" {
@@ -524,6 +558,198 @@ func (a applet) date(operands []string) error {
 	return nil
 }
 
+// expr evaluates integer arithmetic and comparisons, as expr(1) does for
+// them: operands and operators are separate arguments, * / % bind tighter
+// than + -, which bind tighter than the comparisons, then & and |. It
+// prints the result and exits 1 when it is 0 or empty, 2 on a syntax
+// error.
+func (a applet) expr(args []string) error {
+	v, rest, err := exprOr(args)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("syntax error: unexpected argument '%s'", rest[0])
+	}
+	if err != nil {
+		fmt.Fprintf(a.hc.Stderr, "expr: %v\n", err)
+		return interp.NewExitStatus(2)
+	}
+	fmt.Fprintln(a.hc.Stdout, v)
+	if v == "0" || v == "" {
+		return interp.NewExitStatus(1)
+	}
+	return nil
+}
+
+// exprLevel parses one precedence level of expr: operands of next joined
+// by ops.
+func exprLevel(args []string, ops []string, next func([]string) (string, []string, error), apply func(op, l, r string) (string, error)) (string, []string, error) {
+	l, rest, err := next(args)
+	if err != nil {
+		return "", nil, err
+	}
+	for len(rest) > 0 && slices.Contains(ops, rest[0]) {
+		op := rest[0]
+		var r string
+		r, rest, err = next(rest[1:])
+		if err != nil {
+			return "", nil, err
+		}
+		if l, err = apply(op, l, r); err != nil {
+			return "", nil, err
+		}
+	}
+	return l, rest, nil
+}
+
+func exprOr(args []string) (string, []string, error) {
+	return exprLevel(args, []string{"|"}, exprAnd, func(_, l, r string) (string, error) {
+		if l != "" && l != "0" {
+			return l, nil
+		}
+		if r != "" && r != "0" {
+			return r, nil
+		}
+		return "0", nil
+	})
+}
+
+func exprAnd(args []string) (string, []string, error) {
+	return exprLevel(args, []string{"&"}, exprCompare, func(_, l, r string) (string, error) {
+		if l == "" || l == "0" || r == "" || r == "0" {
+			return "0", nil
+		}
+		return l, nil
+	})
+}
+
+func exprCompare(args []string) (string, []string, error) {
+	return exprLevel(args, []string{"=", "!=", "<", "<=", ">", ">="}, exprSum, func(op, l, r string) (string, error) {
+		var c int
+		li, lerr := strconv.ParseInt(l, 10, 64)
+		ri, rerr := strconv.ParseInt(r, 10, 64)
+		if lerr == nil && rerr == nil {
+			c = cmpInt(li, ri)
+		} else {
+			c = strings.Compare(l, r)
+		}
+		ok := map[string]bool{"=": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[op]
+		if ok {
+			return "1", nil
+		}
+		return "0", nil
+	})
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func exprSum(args []string) (string, []string, error) {
+	return exprLevel(args, []string{"+", "-"}, exprProduct, exprArith)
+}
+
+func exprProduct(args []string) (string, []string, error) {
+	return exprLevel(args, []string{"*", "/", "%"}, exprOperand, exprArith)
+}
+
+func exprArith(op, l, r string) (string, error) {
+	li, err := strconv.ParseInt(l, 10, 64)
+	if err != nil {
+		return "", errors.New("non-integer argument")
+	}
+	ri, err := strconv.ParseInt(r, 10, 64)
+	if err != nil {
+		return "", errors.New("non-integer argument")
+	}
+	switch op {
+	case "+":
+		return strconv.FormatInt(li+ri, 10), nil
+	case "-":
+		return strconv.FormatInt(li-ri, 10), nil
+	case "*":
+		return strconv.FormatInt(li*ri, 10), nil
+	}
+	if ri == 0 {
+		return "", errors.New("division by zero")
+	}
+	if op == "/" {
+		return strconv.FormatInt(li/ri, 10), nil
+	}
+	return strconv.FormatInt(li%ri, 10), nil
+}
+
+// exprOperand is one operand or a parenthesised expression.
+func exprOperand(args []string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, errors.New("syntax error: missing argument")
+	}
+	if args[0] == "(" {
+		v, rest, err := exprOr(args[1:])
+		if err != nil {
+			return "", nil, err
+		}
+		if len(rest) == 0 || rest[0] != ")" {
+			return "", nil, errors.New("syntax error: expecting ')'")
+		}
+		return v, rest[1:], nil
+	}
+	return args[0], args[1:], nil
+}
+
+// wc counts lines, words and bytes of its files (or stdin), printing the
+// counts its flags ask for (-l, -w, -c; all three without flags).
+func (a applet) wc(args []string) error {
+	set, files := flags(args, "lwc")
+	if len(set) == 0 {
+		set = map[rune]bool{'l': true, 'w': true, 'c': true}
+	}
+	count := func(r io.Reader, name string) error {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		var fields []string
+		for _, f := range []struct {
+			on bool
+			n  int
+		}{{set['l'], strings.Count(string(b), "\n")}, {set['w'], len(strings.Fields(string(b)))}, {set['c'], len(b)}} {
+			if f.on {
+				fields = append(fields, strconv.Itoa(f.n))
+			}
+		}
+		if name != "" {
+			fields = append(fields, name)
+		}
+		fmt.Fprintln(a.hc.Stdout, strings.Join(fields, " "))
+		return nil
+	}
+	if len(files) == 0 {
+		if a.hc.Stdin == nil {
+			return count(strings.NewReader(""), "")
+		}
+		return count(a.hc.Stdin, "")
+	}
+	var failed error
+	for _, name := range files {
+		f, err := a.s.fs.open(resolve(a.hc.Dir, name), os.O_RDONLY, 0)
+		if err != nil {
+			failed = a.fail(&os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist})
+			continue
+		}
+		err = count(f, name)
+		_ = f.Close()
+		if err != nil {
+			failed = a.fail(err)
+		}
+	}
+	return failed
+}
+
 type devNull struct{}
 
 func (devNull) Read([]byte) (int, error)    { return 0, io.EOF }
@@ -624,7 +850,7 @@ func newScripted(clk clock.Clock, argv []string, cfg *runtimeapi.ContainerConfig
 	sc := cfg.GetLinux().GetSecurityContext()
 	return &scripted{
 		argv:  argv,
-		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue()),
+		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue(), sc.GetReadonlyRootfs()),
 	}
 }
 

@@ -169,6 +169,12 @@ func TestScriptedContainers(t *testing.T) {
 		{name: "the user of the security context", argv: []string{"sh", "-c", `echo "$(id -u):$(id -g)"`}, sc: uid, wantExit: 0, wantLog: "stdout F 1000:3000"},
 		{name: "printenv", argv: []string{"printenv", "MODE"}, env: map[string]string{"MODE": "batch"}, wantLog: "stdout F batch"},
 		{name: "a script that does not parse", argv: []string{"sh", "-c", "if then"}, wantExit: 2},
+		{name: "expr", argv: []string{"sh", "-c", `if [ $(expr 7 % 2) -ne 0 ]; then exit $(expr \( 2 + 3 \) \* 4); fi`}, wantExit: 20},
+		{name: "expr of zero exits 1", argv: []string{"expr", "3", "-", "3"}, wantExit: 1, wantLog: "stdout F 0"},
+		{name: "wc", argv: []string{"sh", "-c", "printf 'a b\\nc\\n' > /tmp/f; wc -l /tmp/f; wc -w < /tmp/f"}, wantLog: "stdout F 2 /tmp/f"},
+		{name: "a read-only root filesystem", argv: []string{"/bin/sh", "-c", "echo x > /file"}, sc: &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: true},
+			wantExit: 1, wantLog: "stderr F /bin/sh: can't create /file: Read-only file system"},
+		{name: "reading what is not there", argv: []string{"sh", "-c", "read x < /nothing"}, wantExit: 1, wantLog: "stderr F sh: can't open '/nothing': No such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,6 +67,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,6 +139,9 @@ func packages() []protoPkg {
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
+		{Dir: "apiextensions", File: "types.proto", GoAlias: "apiextensionsv1", GoPkgs: []string{"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"},
+			Doc:   "holds apiextensions.k8s.io/v1 CustomResourceDefinition",
+			Roots: []any{apiextensionsv1.CustomResourceDefinition{}, apiextensionsv1.CustomResourceDefinitionList{}}},
 	}
 }
 
@@ -151,6 +155,12 @@ var (
 	fieldsV1T  = reflect.TypeOf(metav1.FieldsV1{})
 	rawExtT    = reflect.TypeOf(runtime.RawExtension{})
 	resListT   = reflect.TypeOf(corev1.ResourceList{})
+	// A CRD's openAPIV3Schema is kept as its JSON document: JSONSchemaProps
+	// recurses through types with their own JSON shapes (schema or array,
+	// schema or bool, arbitrary JSON values) that a message cannot mirror,
+	// and every reader (validation, pruning, defaulting) wants it as
+	// apiextensions' Go type anyway, which the JSON gives directly.
+	schemaPropsT = reflect.TypeOf(apiextensionsv1.JSONSchemaProps{})
 )
 
 // The field numbers of api_version and kind in top-level kinds and lists.
@@ -223,7 +233,7 @@ func run(root string) error {
 		}
 		g.imports[pkgs[i].Dir] = map[string]bool{}
 	}
-	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery"} {
+	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver"} {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 		if err != nil {
 			return fmt.Errorf("locating %s: %w", mod, err)
@@ -404,7 +414,7 @@ func (g *gen) fieldType(from string, t reflect.Type, where string) (typ, label s
 		return ref, "", nil, nil, nil
 	case resListT:
 		return "map<string, string>", "", nil, nil, nil
-	case fieldsV1T, rawExtT:
+	case fieldsV1T, rawExtT, schemaPropsT:
 		if err := g.rawMessage(t); err != nil {
 			return "", "", nil, nil, err
 		}

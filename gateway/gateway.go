@@ -134,7 +134,11 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
+	managers, err := newFieldManagers()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}

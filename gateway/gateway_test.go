@@ -291,7 +291,7 @@ func TestApplyPatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := applyPatch(tt.ct, cur, []byte(tt.patch), podGVK)
+			out, err := applyPatch(kubeScheme(), tt.ct, cur, []byte(tt.patch), podGVK)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got err %v, want error %v", err, tt.wantErr)
 			}

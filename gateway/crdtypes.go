@@ -17,7 +17,9 @@ import (
 // kinds: the generated definitions under their REST-friendly names, with
 // the group-version-kind extension that ties the two kinds to them.
 func crdTypeConverter() (managedfields.TypeConverter, error) {
-	ref := func(path string) spec.Ref { return spec.MustCreateRef("#/definitions/" + util.ToRESTFriendlyName(path)) }
+	ref := func(path string) spec.Ref {
+		return spec.MustCreateRef("#/definitions/" + util.ToRESTFriendlyName(path))
+	}
 	const pkg = "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1."
 	models := map[string]*spec.Schema{}
 	for path, def := range apiextensionsopenapi.GetOpenAPIDefinitions(common.ReferenceCallback(ref)) {

@@ -85,8 +85,19 @@ func prepareCRDCreate(crd *apiextensionsv1.CustomResourceDefinition) {
 }
 
 // prepareCRDUpdate is the CRD update strategy once the status has been
-// carried over: a new storage version joins status.storedVersions.
+// carried over: a new storage version joins status.storedVersions. The
+// spec is first put in its Go type's form, so that a schema sent with its
+// keys in another order or spaced otherwise is the same spec, as
+// Kubernetes compares the decoded spec when it decides whether the
+// generation changes. (Only the spec is replaced: the caller holds the
+// metadata.)
 func prepareCRDUpdate(crd *apiextensionsv1.CustomResourceDefinition) {
+	if v1, err := crdToKube(crd); err == nil {
+		canon := &apiextensionsv1.CustomResourceDefinition{}
+		if crdFromKube(v1, canon) == nil {
+			crd.Spec = canon.Spec
+		}
+	}
 	if crd.Status == nil {
 		crd.Status = &apiextensionsv1.CustomResourceDefinitionStatus{}
 	}

@@ -113,6 +113,20 @@ func TestCRDCreateDefaultsUpdateDelete(t *testing.T) {
 		t.Errorf("storedVersions after update: got %v, want [v1]", sv)
 	}
 
+	// The same schema with its keys in another order, through gRPC: as
+	// Kubernetes compares the decoded schema, not the bytes, the
+	// generation stays (the schema is kept in its Go type's form).
+	same := proto.Clone(ur.GetCustomResourceDefinition()).(*apiextensionsv1.CustomResourceDefinition)
+	same.Spec.Versions[0].Schema.OpenApiv3Schema.Raw = []byte(`{"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 3}, "port": {"x-kubernetes-int-or-string": true}}}}}`)
+	sr0, err := crds.UpdateCustomResourceDefinition(ctx, &apiextensionsv1.UpdateCustomResourceDefinitionRequest{Name: "widgets.example.com", CustomResourceDefinition: same})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := sr0.GetCustomResourceDefinition().GetMetadata().GetGeneration(); g != 2 {
+		t.Errorf("generation after re-ordering the schema's keys: got %d, want 2", g)
+	}
+	ur = sr0
+
 	// Status written through the status subresource, validated as
 	// Kubernetes' status strategy does.
 	st := proto.Clone(ur.GetCustomResourceDefinition()).(*apiextensionsv1.CustomResourceDefinition)

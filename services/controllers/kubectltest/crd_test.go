@@ -102,6 +102,21 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 				t.Errorf("invalid CRD: got %v\n%s", err, out)
 			}
 
+			// An unknown field inside the schema: kubectl's strict field
+			// validation refuses it, naming it, as kube-apiserver does.
+			unknown := strings.Replace(string(gizmos), "          spec:\n            type: object\n", "          spec:\n            type: object\n            colour: red\n", 1)
+			unknown = strings.Replace(unknown, "name: gizmos.tools.example.org", "name: gadgets.tools.example.org", 1)
+			unknown = strings.Replace(unknown, "plural: gizmos", "plural: gadgets", 1)
+			out, err = kubectl(unknown, "apply", "-f", "-")
+			if err == nil || !strings.Contains(out, `strict decoding error: unknown field "spec.versions[0].schema.openAPIV3Schema.properties.spec.colour"`) {
+				t.Errorf("unknown schema field: got %v\n%s", err, out)
+			}
+
+			out = run("", "explain", "customresourcedefinitions.spec.names")
+			if !strings.Contains(out, "shortNames") || !strings.Contains(out, "listKind") {
+				t.Errorf("explain:\n%s", out)
+			}
+
 			run("", "delete", "crd", hr, gz)
 			out = run("", "get", "crd")
 			if !strings.Contains(out, "No resources found") {

@@ -1,7 +1,8 @@
 // Command kubegen writes kplane's resource messages
 // (proto/kplane/<group>/v1/types.proto and proto/kplane/meta/v1/meta.proto)
 // from Kubernetes' own API definitions: the k8s.io/api and
-// k8s.io/apimachinery Go types at the version go.mod requires. Reflection
+// k8s.io/apimachinery Go types (and k8s.io/apiextensions-apiserver's
+// CustomResourceDefinition) at the version go.mod requires. Reflection
 // over the types reachable from the served kinds gives every field, its
 // Kubernetes protobuf field number (the `protobuf:"bytes,N,..."` struct tag),
 // its JSON name (the `json` tag) and its presence (pointer-ness); go/parser
@@ -31,6 +32,8 @@
 //     str_val=3 as in Kubernetes, as a oneof); metav1.FieldsV1 and
 //     runtime.RawExtension keep Kubernetes' {bytes raw=1} and are marked
 //     (kplane.meta.v1.raw_json) so kubejson writes the bytes as embedded JSON;
+//     apiextensions' JSONSchemaProps (a CRD's openAPIV3Schema) is such a
+//     message too: its JSON document, not a mirror of its recursive type;
 //   - a scalar Kubernetes writes even when zero (no omitempty: a container
 //     status' "ready": false) is marked (kplane.meta.v1.emit_empty).
 //   - A top-level kind or list (a struct embedding metav1.TypeMeta) gets

@@ -302,7 +302,8 @@ var shortNames = map[string][]string{
 var categories = map[string][]string{
 	"pods": {"all"}, "services": {"all"}, "deployments": {"all"}, "replicasets": {"all"}, "replicationcontrollers": {"all"},
 	"daemonsets": {"all"}, "statefulsets": {"all"}, "jobs": {"all"}, "cronjobs": {"all"},
-	"customresourcedefinitions": {"api-extensions"},
+	"customresourcedefinitions": {"api-extensions"}, "mutatingwebhookconfigurations": {"api-extensions"},
+	"validatingwebhookconfigurations": {"api-extensions"},
 }
 
 // verbs lists the Kubernetes verbs r supports.

@@ -87,6 +87,15 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 				}
 			}
 
+			// The category kube-apiserver gives CRDs and webhook
+			// configurations.
+			out = run("", "get", "api-extensions", "-o", "name")
+			for _, want := range []string{"customresourcedefinition.apiextensions.k8s.io/" + gz, "customresourcedefinition.apiextensions.k8s.io/" + hr} {
+				if !strings.Contains(out, want) {
+					t.Errorf("get api-extensions: no %s in\n%s", want, out)
+				}
+			}
+
 			out = run("", "patch", "crd", gz, "--type=merge", "-p", `{"spec":{"names":{"shortNames":["gz","gzm"]}}}`)
 			if !strings.Contains(out, gz+" patched") {
 				t.Errorf("patch:\n%s", out)

@@ -9,10 +9,14 @@
 package kubectltest
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kplane/kplane/internal/kubectltest"
 	"github.com/kplane/kplane/services/client/clienttest"
@@ -56,6 +60,21 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 			out = run(string(httproutes), "apply", "--server-side", "-f", "-")
 			if !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/"+hr+" serverside-applied") {
 				t.Errorf("apply --server-side:\n%s", out)
+			}
+			// Neither apply changed the spec as stored: the schema came back
+			// as it was sent.
+			if out := run("", "get", "crd", hr, "-o", "jsonpath={.metadata.generation}"); out != "1" {
+				t.Errorf("generation after client-side and server-side apply of the same CRD: got %q, want 1", out)
+			}
+			var sent, stored map[string]any
+			if err := yaml.Unmarshal(httproutes, &sent); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(run("", "get", "crd", hr, "-o", "json")), &stored); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(sent["spec"].(map[string]any)["versions"], stored["spec"].(map[string]any)["versions"]); diff != "" {
+				t.Errorf("spec.versions stored differ from those sent (-sent +stored):\n%s", diff)
 			}
 			out = run("", "wait", "--for=condition=Established", "crd/"+hr, "--timeout=60s")
 			if !strings.Contains(out, "condition met") {

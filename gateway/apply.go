@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
@@ -43,7 +42,10 @@ type managerKey struct {
 }
 
 func newFieldManagers() (*fieldManagers, error) {
-	s := kubeScheme()
+	s, err := kubeScheme()
+	if err != nil {
+		return nil, err
+	}
 	crds, err := crdTypeConverter()
 	if err != nil {
 		return nil, err
@@ -53,17 +55,23 @@ func newFieldManagers() (*fieldManagers, error) {
 }
 
 // kubeScheme returns a scheme of client-go's types and apiextensions.k8s.io/v1.
-func kubeScheme() *runtime.Scheme {
+func kubeScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	utilruntime.Must(scheme.AddToScheme(s))
-	utilruntime.Must(kubeapiextv1.AddToScheme(s))
-	return s
+	if err := scheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("gateway: scheme: %w", err)
+	}
+	if err := kubeapiextv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("gateway: scheme: %w", err)
+	}
+	return s, nil
 }
 
 // typeConverters is the field managers' TypeConverter: client-go's
 // schemas for its kinds, apiextensions' for CustomResourceDefinition
 // (each library carries the schemas of its own types only).
 type typeConverters struct{ core, apiextensions managedfields.TypeConverter }
+
+var _ managedfields.TypeConverter = typeConverters{}
 
 func (t typeConverters) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
 	if obj.GetObjectKind().GroupVersionKind().Group == kubeapiextv1.GroupName {

@@ -70,7 +70,7 @@ func defaultCRD(crd *apiextensionsv1.CustomResourceDefinition) {
 	if err != nil {
 		return
 	}
-	// storedVersions is the strategy's, not a default (defaultCRDStatus).
+	// storedVersions is the strategy's (prepareCRDCreate), not a default.
 	stored := v1.Status.StoredVersions
 	kubeapiextv1.SetObjectDefaults_CustomResourceDefinition(v1)
 	v1.Status.StoredVersions = stored

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/structured-merge-diff/v4/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v4/typed"
 
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -31,9 +33,12 @@ import (
 // the built-in types' schemas that client-go carries), one per kind and
 // subresource ("" or "status").
 type fieldManagers struct {
-	tc   managedfields.TypeConverter
-	mu   sync.Mutex
-	byGK map[managerKey]*managedfields.FieldManager
+	// scheme holds the Go types of every kind the gateway serves that has
+	// one: client-go's and apiextensions' CustomResourceDefinition.
+	scheme *runtime.Scheme
+	tc     managedfields.TypeConverter
+	mu     sync.Mutex
+	byGK   map[managerKey]*managedfields.FieldManager
 }
 
 type managerKey struct {
@@ -41,9 +46,48 @@ type managerKey struct {
 	subresource string
 }
 
-func newFieldManagers() *fieldManagers {
-	return &fieldManagers{tc: applyconfigurations.NewTypeConverter(scheme.Scheme),
-		byGK: map[managerKey]*managedfields.FieldManager{}}
+func newFieldManagers() (*fieldManagers, error) {
+	s, err := kubeScheme()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := crdTypeConverter()
+	if err != nil {
+		return nil, err
+	}
+	return &fieldManagers{scheme: s, byGK: map[managerKey]*managedfields.FieldManager{},
+		tc: typeConverters{core: applyconfigurations.NewTypeConverter(s), apiextensions: crds}}, nil
+}
+
+// kubeScheme returns a scheme of client-go's types and apiextensions.k8s.io/v1.
+func kubeScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("gateway: scheme: %w", err)
+	}
+	if err := kubeapiextv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("gateway: scheme: %w", err)
+	}
+	return s, nil
+}
+
+// typeConverters is the field managers' TypeConverter: client-go's
+// schemas for its kinds, apiextensions' for CustomResourceDefinition
+// (each library carries the schemas of its own types only).
+type typeConverters struct{ core, apiextensions managedfields.TypeConverter }
+
+var _ managedfields.TypeConverter = typeConverters{}
+
+func (t typeConverters) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	if obj.GetObjectKind().GroupVersionKind().Group == kubeapiextv1.GroupName {
+		return t.apiextensions.ObjectToTyped(obj, opts...)
+	}
+	return t.core.ObjectToTyped(obj, opts...)
+}
+
+// TypedToObject does not depend on the schema: either converter does.
+func (t typeConverters) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	return t.core.TypedToObject(v)
 }
 
 // get returns the field manager of writes of res's objects through
@@ -61,7 +105,7 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, has
 			fieldpath.APIVersion(gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 		}
 	}
-	m, err := managedfields.NewDefaultFieldManager(f.tc, scheme.Scheme, noDefaults{}, scheme.Scheme, gvk, gvk.GroupVersion(), subresource, reset)
+	m, err := managedfields.NewDefaultFieldManager(f.tc, f.scheme, noDefaults{}, f.scheme, gvk, gvk.GroupVersion(), subresource, reset)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: field manager for %s: %w", gvk, err)
 	}
@@ -133,7 +177,7 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 	// A value of the wrong type fails as the field manager words it, before
 	// anything else (kube-apiserver applies before it validates fields).
 	if kubeTypeError(body, applied.Object) != nil {
-		empty, err := scheme.Scheme.New(gvk)
+		empty, err := g.managers.scheme.New(gvk)
 		if err != nil {
 			return err
 		}
@@ -155,7 +199,7 @@ func (g *Gateway) serverSideApply(w http.ResponseWriter, r *http.Request, t *tar
 	plain.table, plain.warnings = false, nil
 	for attempt := 1; ; attempt++ {
 		cur := g.loopback(withInfo(r.Context(), &plain), r, http.MethodGet, t.itemPath(""), "", nil)
-		live, err := scheme.Scheme.New(gvk)
+		live, err := g.managers.scheme.New(gvk)
 		if err != nil {
 			return err
 		}
@@ -260,11 +304,11 @@ func (g *Gateway) recordUpdate(t *target, info *requestInfo, live, patched []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	oldObj, err := scheme.Scheme.New(gvk)
+	oldObj, err := g.managers.scheme.New(gvk)
 	if err != nil {
 		return nil, nil, err
 	}
-	newObj, err := scheme.Scheme.New(gvk)
+	newObj, err := g.managers.scheme.New(gvk)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -186,10 +187,13 @@ func decodeObject(b []byte, mt protoreflect.MessageType, validation string) (pro
 		}
 		return nil, nil, decodeError(err)
 	}
-	if unknown == nil && len(dups) == 0 {
+	if unknown == nil && len(dups) == 0 && !hidesFields(doc) {
 		return msg, nil, nil
 	}
 	problems := strictProblems(b, doc, dups, unknown)
+	if len(problems) == 0 {
+		return msg, nil, nil
+	}
 	if validation == "Strict" {
 		return nil, nil, badRequest("strict decoding error: " + strings.Join(problems, ", "))
 	}
@@ -203,15 +207,27 @@ func decodeObject(b []byte, mt protoreflect.MessageType, validation string) (pro
 }
 
 // kubeObject returns a new object of the Kubernetes Go type for the body's
-// apiVersion and kind, or nil when client-go does not know it.
+// apiVersion and kind (client-go's kinds and apiextensions'
+// CustomResourceDefinition), or nil when there is none.
 func kubeObject(doc map[string]any) runtime.Object {
 	apiVersion, _ := doc["apiVersion"].(string)
 	kind, _ := doc["kind"].(string)
-	obj, err := scheme.Scheme.New(schema.FromAPIVersionAndKind(apiVersion, kind))
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	if gvk == kubeapiextv1.SchemeGroupVersion.WithKind("CustomResourceDefinition") {
+		return &kubeapiextv1.CustomResourceDefinition{}
+	}
+	obj, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return nil
 	}
 	return obj
+}
+
+// hidesFields says whether doc is a kind part of whose body kubejson keeps
+// as a JSON document without looking into it (a CRD's openAPIV3Schema):
+// its unknown fields are then found through the Go type.
+func hidesFields(doc map[string]any) bool {
+	return doc["apiVersion"] == kubeapiextv1.SchemeGroupVersion.String() && doc["kind"] == "CustomResourceDefinition"
 }
 
 // kubeTypeError is the error Kubernetes' decoder gives a body that does not

@@ -133,8 +133,8 @@ func (g *Gateway) aggregatedGroup(group string, versions []string) map[string]an
 			if sn := shortNames[res.Resource]; sn != nil {
 				entry["shortNames"] = sn
 			}
-			if inAll[res.Resource] {
-				entry["categories"] = []string{"all"}
+			if cs := categories[res.Resource]; cs != nil {
+				entry["categories"] = cs
 			}
 			var subs []any
 			for _, s := range res.subresources() {
@@ -193,8 +193,8 @@ func (g *Gateway) serveResourceList(w http.ResponseWriter, group, version string
 		if sn := shortNames[res.Resource]; sn != nil {
 			entry["shortNames"] = sn
 		}
-		if inAll[res.Resource] {
-			entry["categories"] = []string{"all"}
+		if cs := categories[res.Resource]; cs != nil {
+			entry["categories"] = cs
 		}
 		rs = append(rs, entry)
 		for _, s := range res.subresources() {

@@ -75,7 +75,7 @@ func FuzzPatch(f *testing.F) {
 			}
 			return
 		}
-		out, err := applyPatch(ct, cur, j, podGVK)
+		out, err := applyPatch(testScheme(t), ct, cur, j, podGVK)
 		if err != nil {
 			if !isStatusError(err) {
 				t.Fatalf("applyPatch(%s): got %T %v, want a StatusError", ct, err, err)

@@ -134,7 +134,11 @@ func New(cfg Config) (*Gateway, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: newFieldManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
+	managers, err := newFieldManagers()
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -244,10 +248,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	md = withImpersonation(md, r.Header)
 	md = withOrigin(md, r, auditID)
-	if path == crdListPath && r.Method == http.MethodGet && !isTrue(r.URL.Query().Get("watch")) {
-		serveNoCRDs(w)
-		return
-	}
 	q := r.URL.Query()
 	info := &requestInfo{md: md, fieldValidation: q.Get("fieldValidation"), table: wantsTable(r), includeObject: q.Get("includeObject")}
 	switch info.fieldValidation {
@@ -311,21 +311,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		t.toWatch(r)
 	}
 	g.rest.ServeHTTP(w, r)
-}
-
-// crdListPath is where kubectl looks for CustomResourceDefinitions when
-// the OpenAPI documents have no PATCH operation for the kind it is about to
-// create or apply (the access reviews, which are create-only): it asks
-// whether the kind is a custom resource before validating client-side, and
-// gives up on any error.
-const crdListPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-// serveNoCRDs answers that list truthfully: kplane serves no custom
-// resources (apiextensions.k8s.io is not implemented, so the group is not
-// in discovery and nothing else under it is served).
-func serveNoCRDs(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, map[string]any{"kind": "CustomResourceDefinitionList", "apiVersion": "apiextensions.k8s.io/v1",
-		"metadata": map[string]any{"resourceVersion": "0"}, "items": []any{}})
 }
 
 func isTrue(s string) bool { return s == "true" || s == "1" }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -295,7 +296,7 @@ func TestApplyPatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := applyPatch(tt.ct, cur, []byte(tt.patch), podGVK)
+			out, err := applyPatch(testScheme(t), tt.ct, cur, []byte(tt.patch), podGVK)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got err %v, want error %v", err, tt.wantErr)
 			}
@@ -407,4 +408,14 @@ func BenchmarkWatchEventLarge(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// testScheme is the gateway's scheme of Kubernetes' Go types.
+func testScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	s, err := kubeScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // managesFields says whether writes of t's objects record
@@ -19,7 +18,7 @@ import (
 // subresource.
 func (g *Gateway) managesFields(t *target) bool {
 	gvk := schema.GroupVersionKind{Group: t.res.Group, Version: t.res.Version, Kind: t.res.Kind}
-	return (t.sub == "" || (t.sub == "status" && t.hasStatus())) && t.res.Methods["get"] != nil && scheme.Scheme.Recognizes(gvk)
+	return (t.sub == "" || (t.sub == "status" && t.hasStatus())) && t.res.Methods["get"] != nil && g.managers.scheme.Recognizes(gvk)
 }
 
 // recordCreate records the request's field manager (operation Update, as

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -95,11 +94,11 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 			cur.copyTo(w)
 			return nil
 		}
-		patched, err := applyPatch(ct, cur.body.Bytes(), body, gvk)
+		patched, err := applyPatch(g.managers.scheme, ct, cur.body.Bytes(), body, gvk)
 		if err != nil {
 			return err
 		}
-		if err := patchTypeError(ct, body, patched, gvk); err != nil {
+		if err := patchTypeError(g.managers.scheme, ct, body, patched, gvk); err != nil {
 			return err
 		}
 		if patched, err = keepResourceVersion(patched, cur.body.Bytes()); err != nil {
@@ -136,8 +135,8 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 // patches: Kubernetes' decoder's error) or the patch itself (strategic
 // merge patches: the unstructured converter's error). nil when the
 // object's Kubernetes Go type takes it or client-go does not know gvk.
-func patchTypeError(ct string, patch, patched []byte, gvk schema.GroupVersionKind) error {
-	typed, err := scheme.Scheme.New(gvk)
+func patchTypeError(kinds *runtime.Scheme, ct string, patch, patched []byte, gvk schema.GroupVersionKind) error {
+	typed, err := kinds.New(gvk)
 	if err != nil {
 		return nil
 	}
@@ -204,7 +203,7 @@ func keepResourceVersion(patched, cur []byte) ([]byte, error) {
 }
 
 // applyPatch applies a patch of content type ct to the JSON document cur.
-func applyPatch(ct string, cur, patch []byte, gvk schema.GroupVersionKind) ([]byte, error) {
+func applyPatch(kinds *runtime.Scheme, ct string, cur, patch []byte, gvk schema.GroupVersionKind) ([]byte, error) {
 	switch ct {
 	case jsonPatchType:
 		p, err := jsonpatch.DecodePatch(patch)
@@ -233,7 +232,7 @@ func applyPatch(ct string, cur, patch []byte, gvk schema.GroupVersionKind) ([]by
 		if ct == applyPatchType {
 			patch = stripManagedFields(patch)
 		}
-		typed, err := scheme.Scheme.New(gvk)
+		typed, err := kinds.New(gvk)
 		if err != nil {
 			// Not a Kubernetes built-in: merge patch semantics.
 			out, err := jsonpatch.MergePatch(cur, patch)

@@ -16,6 +16,7 @@ import (
 
 	// The services the gateway serves register their descriptors here.
 	_ "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	_ "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	_ "github.com/kplane/kplane/proto/kplane/apps/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
@@ -295,13 +296,18 @@ var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
-	"cronjobs":               {"cj"},
-	"replicationcontrollers": {"rc"},
+	"cronjobs":                  {"cj"},
+	"replicationcontrollers":    {"rc"},
+	"customresourcedefinitions": {"crd", "crds"},
 }
 
-var inAll = map[string]bool{
-	"pods": true, "services": true, "deployments": true, "replicasets": true, "replicationcontrollers": true,
-	"daemonsets": true, "statefulsets": true, "jobs": true, "cronjobs": true,
+// categories are the built-in resources' discovery categories: `kubectl
+// get all` lists the resources in "all".
+var categories = map[string][]string{
+	"pods": {"all"}, "services": {"all"}, "deployments": {"all"}, "replicasets": {"all"}, "replicationcontrollers": {"all"},
+	"daemonsets": {"all"}, "statefulsets": {"all"}, "jobs": {"all"}, "cronjobs": {"all"},
+	"customresourcedefinitions": {"api-extensions"}, "mutatingwebhookconfigurations": {"api-extensions"},
+	"validatingwebhookconfigurations": {"api-extensions"},
 }
 
 // verbs lists the Kubernetes verbs r supports.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
@@ -72,6 +73,7 @@ var services = []registration{
 	register(admissionv1.RegisterValidatingWebhookConfigurationServiceHandlerClient, admissionv1.NewValidatingWebhookConfigurationServiceClient),
 	register(authorizationv1.RegisterAuthorizationServiceHandlerClient, authorizationv1.NewAuthorizationServiceClient),
 	register(authenticationv1.RegisterAuthenticationServiceHandlerClient, authenticationv1.NewAuthenticationServiceClient),
+	register(apiextensionsv1.RegisterCustomResourceDefinitionServiceHandlerClient, apiextensionsv1.NewCustomResourceDefinitionServiceClient),
 }
 
 // requestInfo is what the front of the gateway learnt about a request,

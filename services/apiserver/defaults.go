@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -27,6 +28,8 @@ func setDefaults(obj proto.Message) {
 			o.Spec = &corev1.PodSpec{}
 		}
 		defaultPodSpec(o.Spec)
+	case *apiextensionsv1.CustomResourceDefinition:
+		defaultCRD(o)
 	case *appsv1.Deployment:
 		if o.Spec == nil {
 			o.Spec = &appsv1.DeploymentSpec{}

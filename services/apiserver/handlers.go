@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
@@ -200,6 +201,9 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 // schema validation, every violation with its path.
 func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, old proto.Message) error {
 	return s.stage(ctx, c, stageValidate, func(ctx context.Context) error {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+			return validateCRD(ctx, r, crd, old, c.attrs.Subresource == "status")
+		}
 		if c.attrs.Subresource == "status" {
 			return validateStatusUpdate(r, obj, old)
 		}
@@ -618,6 +622,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *appsv1.DaemonSet:
 		prepareDaemonSetCreate(o)
+	case *apiextensionsv1.CustomResourceDefinition:
+		prepareCRDCreate(o)
 	case *policyv1.PodDisruptionBudget:
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
@@ -773,6 +779,9 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	}
 	if ds, ok := obj.(*appsv1.DaemonSet); ok {
 		prepareDaemonSetUpdate(ds, old.(*appsv1.DaemonSet))
+	}
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		prepareCRDUpdate(crd)
 	}
 	if !specEqual(obj, old) {
 		m.Generation++
@@ -1246,6 +1255,9 @@ func deletionState(r *resourceInfo, old proto.Message, o deleteOptions) (proto.M
 		addFinalizer(m, "orphan")
 	case "Foreground":
 		addFinalizer(m, "foregroundDeletion")
+	}
+	if crd, ok := n.(*apiextensionsv1.CustomResourceDefinition); ok {
+		markCRDTerminating(crd)
 	}
 	if grace == 0 && !heldByFinalizers(n) {
 		return old, false

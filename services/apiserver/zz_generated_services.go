@@ -6,6 +6,7 @@ import (
 	"context"
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -164,6 +165,12 @@ func builtinResources() []*resourceInfo {
 			AllowUnconditionalUpdate: true, Graceful: false,
 			New: func() proto.Message { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
 		},
+		{
+			Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Resource: "customresourcedefinitions",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &apiextensionsv1.CustomResourceDefinition{} },
+		},
 	}
 }
 
@@ -194,6 +201,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	rbacv1.RegisterClusterRoleBindingServiceServer(gs, &clusterRoleBindingService{s: s, r: s.resources["clusterrolebindings"]})
 	admissionregistrationv1.RegisterMutatingWebhookConfigurationServiceServer(gs, &mutatingWebhookConfigurationService{s: s, r: s.resources["mutatingwebhookconfigurations"]})
 	admissionregistrationv1.RegisterValidatingWebhookConfigurationServiceServer(gs, &validatingWebhookConfigurationService{s: s, r: s.resources["validatingwebhookconfigurations"]})
+	apiextensionsv1.RegisterCustomResourceDefinitionServiceServer(gs, &customResourceDefinitionService{s: s, r: s.resources["customresourcedefinitions"]})
 }
 
 type namespaceService struct {
@@ -2186,4 +2194,88 @@ func (x *validatingWebhookConfigurationService) DeleteValidatingWebhookConfigura
 		return nil, toGRPC(err)
 	}
 	return &admissionregistrationv1.DeleteValidatingWebhookConfigurationResponse{ValidatingWebhookConfiguration: obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)}, nil
+}
+
+type customResourceDefinitionService struct {
+	apiextensionsv1.UnimplementedCustomResourceDefinitionServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *customResourceDefinitionService) GetCustomResourceDefinition(ctx context.Context, req *apiextensionsv1.GetCustomResourceDefinitionRequest) (*apiextensionsv1.GetCustomResourceDefinitionResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &apiextensionsv1.GetCustomResourceDefinitionResponse{CustomResourceDefinition: obj.(*apiextensionsv1.CustomResourceDefinition)}, nil
+}
+
+func (x *customResourceDefinitionService) ListCustomResourceDefinitions(ctx context.Context, req *apiextensionsv1.ListCustomResourceDefinitionsRequest) (*apiextensionsv1.ListCustomResourceDefinitionsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &apiextensionsv1.CustomResourceDefinitionList{ApiVersion: x.r.APIVersion(), Kind: "CustomResourceDefinitionList", Metadata: lm, Items: make([]*apiextensionsv1.CustomResourceDefinition, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*apiextensionsv1.CustomResourceDefinition)
+	}
+	return &apiextensionsv1.ListCustomResourceDefinitionsResponse{List: list}, nil
+}
+
+func (x *customResourceDefinitionService) WatchCustomResourceDefinitions(req *apiextensionsv1.WatchCustomResourceDefinitionsRequest, stream apiextensionsv1.CustomResourceDefinitionService_WatchCustomResourceDefinitionsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &apiextensionsv1.WatchCustomResourceDefinitionsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*apiextensionsv1.CustomResourceDefinition)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *customResourceDefinitionService) CreateCustomResourceDefinition(ctx context.Context, req *apiextensionsv1.CreateCustomResourceDefinitionRequest) (*apiextensionsv1.CreateCustomResourceDefinitionResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetCustomResourceDefinition()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &apiextensionsv1.CreateCustomResourceDefinitionResponse{CustomResourceDefinition: obj.(*apiextensionsv1.CustomResourceDefinition)}, nil
+}
+
+func (x *customResourceDefinitionService) UpdateCustomResourceDefinition(ctx context.Context, req *apiextensionsv1.UpdateCustomResourceDefinitionRequest) (*apiextensionsv1.UpdateCustomResourceDefinitionResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCustomResourceDefinition()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &apiextensionsv1.UpdateCustomResourceDefinitionResponse{CustomResourceDefinition: obj.(*apiextensionsv1.CustomResourceDefinition)}, nil
+}
+
+func (x *customResourceDefinitionService) DeleteCustomResourceDefinition(ctx context.Context, req *apiextensionsv1.DeleteCustomResourceDefinitionRequest) (*apiextensionsv1.DeleteCustomResourceDefinitionResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &apiextensionsv1.DeleteCustomResourceDefinitionResponse{CustomResourceDefinition: obj.(*apiextensionsv1.CustomResourceDefinition)}, nil
+}
+
+func (x *customResourceDefinitionService) UpdateCustomResourceDefinitionStatus(ctx context.Context, req *apiextensionsv1.UpdateCustomResourceDefinitionStatusRequest) (*apiextensionsv1.UpdateCustomResourceDefinitionStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCustomResourceDefinition()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &apiextensionsv1.UpdateCustomResourceDefinitionStatusResponse{CustomResourceDefinition: obj.(*apiextensionsv1.CustomResourceDefinition)}, nil
 }

@@ -2,7 +2,7 @@
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller) over shared informers, talking only to the API
+// replicationcontroller, crd) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -29,6 +30,7 @@ import (
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers/crd"
 	"github.com/kplane/kplane/services/controllers/cronjob"
 	"github.com/kplane/kplane/services/controllers/daemonset"
 	"github.com/kplane/kplane/services/controllers/deployment"
@@ -65,11 +67,14 @@ const (
 	TTLAfterFinished      = "ttl-after-finished"
 	PodGC                 = "podgc"
 	ReplicationController = "replicationcontroller"
+	// CRD is the CustomResourceDefinition controller (names, Established,
+	// the cleanup finalizer).
+	CRD = "crd"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, CRD}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -95,6 +100,7 @@ type Config struct {
 	DisruptionWorkers                               int
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
+	CRDWorkers                                      int // default 1
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -151,6 +157,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
+	cfg.CRDWorkers = cmpOr(cfg.CRDWorkers, 1)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -393,6 +400,14 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := nodelifecycle.New(nodelifecycle.Config{Nodes: nodes, Pods: pods, NodeInformer: nodeInf, LeaseInformer: leaseInf, PodInformer: podInf, Recorder: rec,
 			GracePeriod: m.cfg.NodeMonitorGracePeriod, DefaultTolerationSeconds: int64(m.cfg.PodEvictionTimeout / time.Second), Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NodeWorkers) })
+	}
+
+	if on(CRD) {
+		crds := client.Must[*apiextensionsv1.CustomResourceDefinition](conn)
+		crdInf := client.NewInformer(client.ListWatch(crds, "", "", "", 500), client.InformerOptions[*apiextensionsv1.CustomResourceDefinition]{Logger: m.log})
+		informer(crdInf.Run)
+		c := crd.New(crd.Config{CRDs: crds, Informer: crdInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CRDWorkers) })
 	}
 
 	var wg sync.WaitGroup

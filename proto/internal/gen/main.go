@@ -93,6 +93,9 @@ func groups() []group {
 			{Kind: "MutatingWebhookConfiguration", Plural: "MutatingWebhookConfigurations", Resource: "mutatingwebhookconfigurations", AllowUnconditionalUpdate: true},
 			{Kind: "ValidatingWebhookConfiguration", Plural: "ValidatingWebhookConfigurations", Resource: "validatingwebhookconfigurations", AllowUnconditionalUpdate: true},
 		}},
+		{Dir: "apiextensions", Name: "apiextensions.k8s.io", GoAlias: "apiextensionsv1", Resource: []resource{
+			{Kind: "CustomResourceDefinition", Plural: "CustomResourceDefinitions", Resource: "customresourcedefinitions", Status: true},
+		}},
 	}
 }
 

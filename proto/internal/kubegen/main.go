@@ -1,7 +1,8 @@
 // Command kubegen writes kplane's resource messages
 // (proto/kplane/<group>/v1/types.proto and proto/kplane/meta/v1/meta.proto)
 // from Kubernetes' own API definitions: the k8s.io/api and
-// k8s.io/apimachinery Go types at the version go.mod requires. Reflection
+// k8s.io/apimachinery Go types (and k8s.io/apiextensions-apiserver's
+// CustomResourceDefinition) at the version go.mod requires. Reflection
 // over the types reachable from the served kinds gives every field, its
 // Kubernetes protobuf field number (the `protobuf:"bytes,N,..."` struct tag),
 // its JSON name (the `json` tag) and its presence (pointer-ness); go/parser
@@ -31,6 +32,8 @@
 //     str_val=3 as in Kubernetes, as a oneof); metav1.FieldsV1 and
 //     runtime.RawExtension keep Kubernetes' {bytes raw=1} and are marked
 //     (kplane.meta.v1.raw_json) so kubejson writes the bytes as embedded JSON;
+//     apiextensions' JSONSchemaProps (a CRD's openAPIV3Schema) is such a
+//     message too: its JSON document, not a mirror of its recursive type;
 //   - a scalar Kubernetes writes even when zero (no omitempty: a container
 //     status' "ready": false) is marked (kplane.meta.v1.emit_empty).
 //   - A top-level kind or list (a struct embedding metav1.TypeMeta) gets
@@ -67,6 +70,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,6 +142,9 @@ func packages() []protoPkg {
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
+		{Dir: "apiextensions", File: "types.proto", GoAlias: "apiextensionsv1", GoPkgs: []string{"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"},
+			Doc:   "holds apiextensions.k8s.io/v1 CustomResourceDefinition",
+			Roots: []any{apiextensionsv1.CustomResourceDefinition{}, apiextensionsv1.CustomResourceDefinitionList{}}},
 	}
 }
 
@@ -151,6 +158,12 @@ var (
 	fieldsV1T  = reflect.TypeOf(metav1.FieldsV1{})
 	rawExtT    = reflect.TypeOf(runtime.RawExtension{})
 	resListT   = reflect.TypeOf(corev1.ResourceList{})
+	// A CRD's openAPIV3Schema is kept as its JSON document: JSONSchemaProps
+	// recurses through types with their own JSON shapes (schema or array,
+	// schema or bool, arbitrary JSON values) that a message cannot mirror,
+	// and every reader (validation, pruning, defaulting) wants it as
+	// apiextensions' Go type anyway, which the JSON gives directly.
+	schemaPropsT = reflect.TypeOf(apiextensionsv1.JSONSchemaProps{})
 )
 
 // The field numbers of api_version and kind in top-level kinds and lists.
@@ -223,7 +236,7 @@ func run(root string) error {
 		}
 		g.imports[pkgs[i].Dir] = map[string]bool{}
 	}
-	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery"} {
+	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver"} {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 		if err != nil {
 			return fmt.Errorf("locating %s: %w", mod, err)
@@ -404,7 +417,7 @@ func (g *gen) fieldType(from string, t reflect.Type, where string) (typ, label s
 		return ref, "", nil, nil, nil
 	case resListT:
 		return "map<string, string>", "", nil, nil, nil
-	case fieldsV1T, rawExtT:
+	case fieldsV1T, rawExtT, schemaPropsT:
 		if err := g.rawMessage(t); err != nil {
 			return "", "", nil, nil, err
 		}

@@ -427,6 +427,10 @@ func TestBootstrapPolicy(t *testing.T) {
 		{name: "view reads budgets' status", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "get", APIGroup: "policy", Resource: "poddisruptionbudgets", Subresource: "status", Namespace: "team", Name: "web"}, want: true},
 		{name: "view may not write budgets", a: request.Attributes{User: request.User{Name: "vi"}, Verb: "update", APIGroup: "policy", Resource: "poddisruptionbudgets", Namespace: "team", Name: "web"}},
 		{name: "controller manager writes budgets' status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "policy", Resource: "poddisruptionbudgets", Subresource: "status", Namespace: "default", Name: "web"}, want: true},
+		{name: "controller manager writes CRD status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Subresource: "status", Name: "widgets.example.com"}, want: true},
+		{name: "controller manager removes a CRD's finalizer", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: "widgets.example.com"}, want: true},
+		{name: "controller manager may not delete CRDs", a: request.Attributes{User: kcm, Verb: "delete", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: "widgets.example.com"}},
+		{name: "edit may not create CRDs", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}},
 		{name: "system:node role is bound to nobody", a: request.Attributes{User: request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}, Verb: "list", Resource: "pods"}},
 	}
 	for _, tt := range tests {

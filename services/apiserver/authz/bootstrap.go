@@ -168,6 +168,8 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update"}, []string{"policy"}, "poddisruptionbudgets/status"),
 				rule(write, []string{"batch"}, "jobs", "cronjobs"),
 				rule([]string{"update", "patch"}, []string{"batch"}, "jobs/status", "cronjobs/status", "jobs/finalizers", "cronjobs/finalizers"),
+				// The CRD controller: conditions, the cleanup finalizer.
+				rule([]string{"update", "patch"}, []string{"apiextensions.k8s.io"}, "customresourcedefinitions", "customresourcedefinitions/status"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

@@ -1,0 +1,94 @@
+// This file holds the CRD controller's test on a real in-process API
+// service: a new CRD gets its accepted names, NamesAccepted and
+// Established; a second CRD of the group asking for a taken plural is
+// refused its names with Kubernetes' reason and message, and gets them
+// once the first is deleted; a deleted CRD loses its cleanup finalizer
+// and goes.
+package controllers_test
+
+import (
+	"fmt"
+	"testing"
+
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/client"
+	"github.com/kplane/kplane/services/controllers"
+	"github.com/kplane/kplane/services/controllers/crd"
+)
+
+func testCRD(name, plural, kind string, shortNames ...string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		Metadata: &metav1.ObjectMeta{Name: name},
+		Spec: &apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: "Namespaced",
+			Names: &apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ShortNames: shortNames},
+			Versions: []*apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenApiv3Schema: &apiextensionsv1.JSONSchemaProps{
+					Raw: []byte(`{"type":"object","x-kubernetes-preserve-unknown-fields":true}`)}}}},
+		},
+	}
+}
+
+func condition(c *apiextensionsv1.CustomResourceDefinition, typ string) *apiextensionsv1.CustomResourceDefinitionCondition {
+	for _, x := range c.GetStatus().GetConditions() {
+		if x.GetType() == typ {
+			return x
+		}
+	}
+	return nil
+}
+
+func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
+	c := startCluster(t, func(cfg *controllers.Config) { cfg.Controllers = []string{controllers.CRD} })
+	crds := client.Must[*apiextensionsv1.CustomResourceDefinition](c.conn)
+
+	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget", "wd")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "widgets Established", func() (bool, string) {
+		w, err := crds.Get(c.ctx, "", "widgets.example.com")
+		na, est := condition(w, crd.NamesAccepted), condition(w, crd.Established)
+		an := w.GetStatus().GetAcceptedNames()
+		ok := err == nil && na.GetStatus() == "True" && na.GetReason() == "NoConflicts" && na.GetMessage() == "no conflicts found" &&
+			est.GetStatus() == "True" && est.GetReason() == "InitialNamesAccepted" && est.GetMessage() == crd.NotServedMessage &&
+			an.GetPlural() == "widgets" && an.GetSingular() == "widget" && an.GetKind() == "Widget" && an.GetListKind() == "WidgetList" &&
+			len(an.GetShortNames()) == 1 && an.GetShortNames()[0] == "wd"
+		return ok, fmt.Sprintf("%v %v", w.GetStatus(), err)
+	})
+
+	// Another CRD of the group wants the plural "widgets" as its short
+	// name, and a kind already accepted.
+	if _, err := crds.Create(c.ctx, testCRD("gadgets.example.com", "gadgets", "Widget", "widgets")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gadgets names refused", func() (bool, string) {
+		g, err := crds.Get(c.ctx, "", "gadgets.example.com")
+		na, est := condition(g, crd.NamesAccepted), condition(g, crd.Established)
+		an := g.GetStatus().GetAcceptedNames()
+		// The list kind is checked last: its conflict is the one
+		// reported, as in Kubernetes.
+		ok := err == nil && na.GetStatus() == "False" && na.GetReason() == "ListKindConflict" && na.GetMessage() == `"WidgetList" is already in use` &&
+			est.GetStatus() == "False" && est.GetReason() == "NotAccepted" &&
+			an.GetPlural() == "gadgets" && an.GetKind() == "" && len(an.GetShortNames()) == 0
+		return ok, fmt.Sprintf("%v %v", g.GetStatus(), err)
+	})
+
+	// Deleting widgets: the cleanup finalizer is removed and it goes;
+	// gadgets then gets the names it asked for.
+	if err := crds.Delete(c.ctx, "", "widgets.example.com", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "widgets gone", func() (bool, string) {
+		w, err := crds.Get(c.ctx, "", "widgets.example.com")
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v %v %v", w.GetMetadata().GetFinalizers(), w.GetStatus().GetConditions(), err)
+	})
+	eventually(t, "gadgets Established", func() (bool, string) {
+		g, err := crds.Get(c.ctx, "", "gadgets.example.com")
+		an := g.GetStatus().GetAcceptedNames()
+		ok := err == nil && condition(g, crd.NamesAccepted).GetStatus() == "True" && condition(g, crd.Established).GetStatus() == "True" &&
+			an.GetKind() == "Widget" && len(an.GetShortNames()) == 1 && an.GetShortNames()[0] == "widgets"
+		return ok, fmt.Sprintf("%v %v", g.GetStatus(), err)
+	})
+}

@@ -1,0 +1,155 @@
+// This file holds the CustomResourceDefinition test with the real kubectl
+// (1.27 and 1.33) through the gateway while the CRD controller runs: a
+// published 320 KB CRD (Gateway API's HTTPRoute: deep schema, CEL rules,
+// two versions) applied client-side then server-side, waited for as
+// Established, listed, described and deleted; a CRD of our own with int-or-string,
+// preserve-unknown-fields, defaults, subresources and printer columns
+// applied client-side, re-applied unchanged, patched (generation 2), and
+// an invalid one refused with Kubernetes' message.
+package kubectltest
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/controllers"
+)
+
+func TestKubectlCustomResourceDefinitions(t *testing.T) {
+	env := clienttest.Start(t, clienttest.Options{})
+	startControlPlane(t, env, false, controllers.CRD)
+	gwConn := env.Dial(t, "")
+	httproutes, err := os.ReadFile("testdata/httproutes-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gizmos, err := os.ReadFile("testdata/gizmos-crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hr = "httproutes.gateway.networking.k8s.io"
+	const gz = "gizmos.tools.example.org"
+
+	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
+		t.Run(bin, func(t *testing.T) {
+			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			kubectl := kubectlRunner(k, 90*time.Second)
+			run := func(stdin string, args ...string) string {
+				t.Helper()
+				out, err := kubectl(stdin, args...)
+				if err != nil {
+					t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				return out
+			}
+
+			// Client-side, then server-side over it: the same values, so
+			// no conflict with the client-side manager's fields.
+			out := run(string(httproutes), "apply", "-f", "-")
+			if !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/"+hr+" created") {
+				t.Errorf("apply:\n%s", out)
+			}
+			out = run(string(httproutes), "apply", "--server-side", "-f", "-")
+			if !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/"+hr+" serverside-applied") {
+				t.Errorf("apply --server-side:\n%s", out)
+			}
+			// Neither apply changed the spec as stored: the schema came back
+			// as it was sent.
+			if out := run("", "get", "crd", hr, "-o", "jsonpath={.metadata.generation}"); out != "1" {
+				t.Errorf("generation after client-side and server-side apply of the same CRD: got %q, want 1", out)
+			}
+			var sent, stored map[string]any
+			if err := yaml.Unmarshal(httproutes, &sent); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(run("", "get", "crd", hr, "-o", "json")), &stored); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(sent["spec"].(map[string]any)["versions"], stored["spec"].(map[string]any)["versions"]); diff != "" {
+				t.Errorf("spec.versions stored differ from those sent (-sent +stored):\n%s", diff)
+			}
+			out = run("", "wait", "--for=condition=Established", "crd/"+hr, "--timeout=60s")
+			if !strings.Contains(out, "condition met") {
+				t.Errorf("wait Established:\n%s", out)
+			}
+
+			out = run(string(gizmos), "apply", "-f", "-")
+			if !strings.Contains(out, "customresourcedefinition.apiextensions.k8s.io/"+gz+" created") {
+				t.Errorf("apply gizmos:\n%s", out)
+			}
+			out = run(string(gizmos), "apply", "-f", "-")
+			if !strings.Contains(out, gz+" unchanged") {
+				t.Errorf("apply gizmos again:\n%s", out)
+			}
+			out = run("", "get", "crd")
+			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 ||
+				strings.Join(strings.Fields(lines[0]), " ") != "NAME CREATED AT" ||
+				!strings.HasPrefix(lines[1], gz+" ") || !strings.HasPrefix(lines[2], hr+" ") {
+				t.Errorf("kubectl get crd:\n%s", out)
+			}
+			out = run("", "get", "crds", gz, "-o", "jsonpath={.status.acceptedNames.shortNames} {.status.storedVersions} {.spec.names.listKind} {.metadata.generation}")
+			if out != `["gz"] ["v1alpha1"] GizmoList 1` {
+				t.Errorf("gizmos status: got %q", out)
+			}
+			out = run("", "describe", "crd", hr)
+			for _, want := range []string{"Name:         " + hr, "Kind:       HTTPRoute", "Type:                  Established", "Reason:                InitialNamesAccepted"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("describe crd: no %q in\n%s", want, out[:min(len(out), 3000)])
+				}
+			}
+
+			// The category kube-apiserver gives CRDs and webhook
+			// configurations.
+			out = run("", "get", "api-extensions", "-o", "name")
+			for _, want := range []string{"customresourcedefinition.apiextensions.k8s.io/" + gz, "customresourcedefinition.apiextensions.k8s.io/" + hr} {
+				if !strings.Contains(out, want) {
+					t.Errorf("get api-extensions: no %s in\n%s", want, out)
+				}
+			}
+
+			out = run("", "patch", "crd", gz, "--type=merge", "-p", `{"spec":{"names":{"shortNames":["gz","gzm"]}}}`)
+			if !strings.Contains(out, gz+" patched") {
+				t.Errorf("patch:\n%s", out)
+			}
+			out = run("", "get", "crd", gz, "-o", "jsonpath={.metadata.generation}")
+			if out != "2" {
+				t.Errorf("generation after the patch: got %q, want 2", out)
+			}
+
+			bad := strings.Replace(string(gizmos), "name: gizmos.tools.example.org", "name: gadgets.tools.example.org", 1)
+			out, err := kubectl(bad, "apply", "-f", "-")
+			if err == nil || !strings.Contains(out, `The CustomResourceDefinition "gadgets.tools.example.org" is invalid: metadata.name: Invalid value: "gadgets.tools.example.org": must be spec.names.plural+"."+spec.group`) {
+				t.Errorf("invalid CRD: got %v\n%s", err, out)
+			}
+
+			// An unknown field inside the schema: kubectl's strict field
+			// validation refuses it, naming it, as kube-apiserver does.
+			unknown := strings.Replace(string(gizmos), "          spec:\n            type: object\n", "          spec:\n            type: object\n            colour: red\n", 1)
+			unknown = strings.Replace(unknown, "name: gizmos.tools.example.org", "name: gadgets.tools.example.org", 1)
+			unknown = strings.Replace(unknown, "plural: gizmos", "plural: gadgets", 1)
+			out, err = kubectl(unknown, "apply", "-f", "-")
+			if err == nil || !strings.Contains(out, `strict decoding error: unknown field "spec.versions[0].schema.openAPIV3Schema.properties.spec.colour"`) {
+				t.Errorf("unknown schema field: got %v\n%s", err, out)
+			}
+
+			out = run("", "explain", "customresourcedefinitions.spec.names")
+			if !strings.Contains(out, "shortNames") || !strings.Contains(out, "listKind") {
+				t.Errorf("explain:\n%s", out)
+			}
+
+			run("", "delete", "crd", hr, gz)
+			out = run("", "get", "crd")
+			if !strings.Contains(out, "No resources found") {
+				t.Errorf("after delete:\n%s", out)
+			}
+		})
+	}
+}

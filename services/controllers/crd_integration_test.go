@@ -47,12 +47,12 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget", "wd")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "widgets Established", func() (bool, string) {
+	eventually(t, "widgets' names accepted, not Established (custom resources are not served)", func() (bool, string) {
 		w, err := crds.Get(c.ctx, "", "widgets.example.com")
 		na, est := condition(w, crd.NamesAccepted), condition(w, crd.Established)
 		an := w.GetStatus().GetAcceptedNames()
 		ok := err == nil && na.GetStatus() == "True" && na.GetReason() == "NoConflicts" && na.GetMessage() == "no conflicts found" &&
-			est.GetStatus() == "True" && est.GetReason() == "InitialNamesAccepted" && est.GetMessage() == crd.NotServedMessage &&
+			est.GetStatus() == "False" && est.GetReason() == crd.NotServedReason && est.GetMessage() == crd.NotServedMessage &&
 			an.GetPlural() == "widgets" && an.GetSingular() == "widget" && an.GetKind() == "Widget" && an.GetListKind() == "WidgetList" &&
 			len(an.GetShortNames()) == 1 && an.GetShortNames()[0] == "wd"
 		return ok, fmt.Sprintf("%v %v", w.GetStatus(), err)
@@ -84,10 +84,10 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 		w, err := crds.Get(c.ctx, "", "widgets.example.com")
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v %v %v", w.GetMetadata().GetFinalizers(), w.GetStatus().GetConditions(), err)
 	})
-	eventually(t, "gadgets Established", func() (bool, string) {
+	eventually(t, "gadgets' names accepted", func() (bool, string) {
 		g, err := crds.Get(c.ctx, "", "gadgets.example.com")
 		an := g.GetStatus().GetAcceptedNames()
-		ok := err == nil && condition(g, crd.NamesAccepted).GetStatus() == "True" && condition(g, crd.Established).GetStatus() == "True" &&
+		ok := err == nil && condition(g, crd.NamesAccepted).GetStatus() == "True" && condition(g, crd.Established).GetReason() == crd.NotServedReason &&
 			an.GetKind() == "Widget" && len(an.GetShortNames()) == 1 && an.GetShortNames()[0] == "widgets"
 		return ok, fmt.Sprintf("%v %v", g.GetStatus(), err)
 	})

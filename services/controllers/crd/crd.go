@@ -6,14 +6,17 @@
 //     list kind) are accepted into status.acceptedNames unless another CRD
 //     of the same group has already accepted one of them; NamesAccepted
 //     says which conflicted, with Kubernetes' reasons and messages.
-//   - Established: once the names are accepted the CRD is Established
-//     (reason InitialNamesAccepted), and stays so.
+//   - Established: Kubernetes sets it True once the kind is served. kplane
+//     does not serve custom resources yet, so once the names are accepted
+//     Established is False with reason NotServed, saying so: a client that
+//     waits for it (kubectl wait --for=condition=Established) is not told
+//     that a kind exists which cannot be created.
 //   - Deletion: a deleted CRD carries the cleanup finalizer (the API
 //     service adds it); its custom resources are deleted, Terminating says
 //     how that went, then the finalizer is removed and the CRD goes.
 //
-// kplane does not serve custom resources yet, so a CRD has none to delete
-// and Established's message says that its kind is not served.
+// kplane does not serve custom resources yet, so a CRD has none to
+// delete.
 package crd
 
 import (
@@ -43,9 +46,13 @@ const (
 	Terminating   = "Terminating"
 )
 
-// NotServedMessage is Established's message while kplane serves no custom
-// resources: the names are accepted, the kind is not reachable.
-const NotServedMessage = "the initial names have been accepted; kplane does not serve custom resources yet, so none of this kind can be created"
+// NotServedReason and NotServedMessage are Established's (False) while
+// kplane serves no custom resources: the names are accepted, the kind is
+// not reachable.
+const (
+	NotServedReason  = "NotServed"
+	NotServedMessage = "the initial names have been accepted; kplane does not serve custom resources yet, so none of this kind can be created"
+)
 
 // CRDClient writes CRDs (*client.Client[*apiextensionsv1.CustomResourceDefinition]).
 type CRDClient interface {
@@ -127,11 +134,11 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	want.Status.AcceptedNames = names
 	c.setCondition(want.Status, accepted)
 	c.setCondition(want.Status, established)
-	if accepted.GetStatus() == "True" && established.GetStatus() != "True" {
-		// Kubernetes' establishing controller does this once the names
-		// are in the status; kplane has no handler to wait for.
+	if accepted.GetStatus() == "True" {
+		// Kubernetes' establishing controller sets it True once the
+		// kind's handler serves; kplane has none.
 		c.setCondition(want.Status, &apiextensionsv1.CustomResourceDefinitionCondition{
-			Type: Established, Status: "True", Reason: "InitialNamesAccepted", Message: NotServedMessage})
+			Type: Established, Status: "False", Reason: NotServedReason, Message: NotServedMessage})
 	}
 	if proto.Equal(want.Status, crd.Status) {
 		return nil

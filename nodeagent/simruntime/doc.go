@@ -84,7 +84,11 @@
 // its own filesystem, kept in memory (at most 4 MiB of file content, then
 // "no space left on device"), which holds the usual top directories,
 // /etc/hostname and an empty /dev/termination-log, and nothing of the
-// host's. The applets are sleep (on Config.Clock), cat, true, false, env,
+// host's but the container's CRI mounts: each mount of a directory is its
+// host directory (a volume the node agent prepared), read and written in
+// place (refused when the mount is read-only), reached through os.Root so
+// that no path or symbolic link leads out of it. A read-only root
+// filesystem (readonlyRootfs) refuses every change outside the mounts. The applets are sleep (on Config.Clock), cat, true, false, env,
 // printenv, hostname, id (the security context's runAsUser and
 // runAsGroup), touch, mkdir, rm, ls, date, expr (integer arithmetic and
 // comparisons) and wc; the shell's builtins (echo,

@@ -110,7 +110,7 @@ func interpretable(argv []string) bool {
 
 // shell is what a scripted container's commands run with.
 type shell struct {
-	fs       *memFS
+	fs       containerFS
 	env      []string // KEY=VALUE, the container's
 	dir      string   // the working directory
 	hostname string
@@ -118,22 +118,25 @@ type shell struct {
 	clock    clock.Clock
 }
 
-// newShell prepares a container's shell: its filesystem holds the working
-// directory, /etc/hostname and an empty /dev/termination-log, and is then
-// read-only if readOnly says so.
-func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int64, readOnly bool) *shell {
-	s := &shell{fs: newMemFS(clk.Now), env: envs, dir: "/", hostname: hostname, uid: uid, gid: gid, clock: clk}
+// newShell prepares a container's shell: its root filesystem holds the
+// working directory, /etc/hostname, an empty /dev/termination-log and the
+// mount points, and is then read-only if readOnly says so; the mounts'
+// host directories are laid over it.
+func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int64, readOnly bool, mounts []*runtimeapi.Mount) *shell {
+	root := newMemFS(clk.Now)
+	s := &shell{env: envs, dir: "/", hostname: hostname, uid: uid, gid: gid, clock: clk}
 	if dir != "" {
 		s.dir = resolve("/", dir)
-		_ = s.fs.mkdir(s.dir, true)
+		_ = root.mkdir(s.dir, true)
 	}
 	for name, content := range map[string]string{"/etc/hostname": hostname + "\n", "/dev/termination-log": ""} {
-		if f, err := s.fs.open(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
+		if f, err := root.open(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
 			_, _ = io.WriteString(f, content)
 			_ = f.Close()
 		}
 	}
-	s.fs.readOnly = readOnly
+	s.fs = newMountedFS(root, mounts)
+	root.readOnly = readOnly
 	return s
 }
 
@@ -361,6 +364,9 @@ func (a applet) each(operands []string, f func(p string) error) error {
 	var failed error
 	for _, o := range operands {
 		if err := f(resolve(a.hc.Dir, o)); err != nil {
+			if pe, ok := err.(*os.PathError); ok {
+				err = &os.PathError{Op: pe.Op, Path: o, Err: pe.Err} // the operand, not where it led
+			}
 			failed = a.fail(err)
 		}
 	}
@@ -517,7 +523,7 @@ func (a applet) id(operands []string) error {
 }
 
 func (a applet) ls(operands []string) error {
-	_, rest := flags(operands, "1alA")
+	set, rest := flags(operands, "1alA")
 	if len(rest) == 0 {
 		rest = []string{"."}
 	}
@@ -540,6 +546,9 @@ func (a applet) ls(operands []string) error {
 			continue
 		}
 		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".") && !set['a'] && !set['A'] {
+				continue
+			}
 			fmt.Fprintln(a.hc.Stdout, e.Name())
 		}
 	}
@@ -850,7 +859,7 @@ func newScripted(clk clock.Clock, argv []string, cfg *runtimeapi.ContainerConfig
 	sc := cfg.GetLinux().GetSecurityContext()
 	return &scripted{
 		argv:  argv,
-		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue(), sc.GetReadonlyRootfs()),
+		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue(), sc.GetReadonlyRootfs(), cfg.GetMounts()),
 	}
 }
 

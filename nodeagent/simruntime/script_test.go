@@ -18,7 +18,7 @@ import (
 
 // runScripted starts a container whose command is argv, with the given
 // environment and security context; it returns the container's ID.
-func runScripted(t *testing.T, e *env, name string, argv []string, envm map[string]string, sc *runtimeapi.LinuxContainerSecurityContext) string {
+func runScripted(t *testing.T, e *env, name string, argv []string, envm map[string]string, sc *runtimeapi.LinuxContainerSecurityContext, mounts ...*runtimeapi.Mount) string {
 	t.Helper()
 	ctx := context.Background()
 	const image = "example.com/busybox:1"
@@ -39,6 +39,7 @@ func runScripted(t *testing.T, e *env, name string, argv []string, envm map[stri
 		Envs:     envs(envm),
 		LogPath:  "app/0.log",
 		Linux:    &runtimeapi.LinuxContainerConfig{SecurityContext: sc},
+		Mounts:   mounts,
 	}, sbCfg)
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)
@@ -212,5 +213,43 @@ func TestRulesWinOverAScript(t *testing.T) {
 	st := waitExited(t, e, id)
 	if st.GetExitCode() != 4 {
 		t.Fatalf("exit code: got %d, want 4", st.GetExitCode())
+	}
+}
+
+// TestScriptsSeeTheirMounts: a mount is its host directory (a volume the
+// node agent prepared), read-only when the mount says so, and nothing
+// outside it is reachable through it.
+func TestScriptsSeeTheirMounts(t *testing.T) {
+	data, cfg := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(cfg+"/key", []byte("value\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", data+"/escape"); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, simruntime.Config{})
+	script := `cat /cfg/key; echo written > /data/out; ls /; echo no > /cfg/new; cat /data/escape; rm -r /data; echo done`
+	id := runScripted(t, e, "pod", []string{"sh", "-c", script}, nil, &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: true},
+		&runtimeapi.Mount{ContainerPath: "/data", HostPath: data},
+		&runtimeapi.Mount{ContainerPath: "/cfg", HostPath: cfg, Readonly: true})
+	st := waitExited(t, e, id)
+	log := logOf(t, st)
+	for _, want := range []string{
+		"stdout F value",
+		"stdout F cfg", "stdout F data", // the mount points, in the listing of /
+		"stderr F sh: can't create /cfg/new: Read-only file system",
+		"stderr F cat: /data/escape:", // a link out of the volume leads nowhere
+		"stderr F rm: /data: Device or resource busy",
+		"stdout F done",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log: no %q in\n%s", want, log)
+		}
+	}
+	if b, err := os.ReadFile(data + "/out"); err != nil || string(b) != "written\n" {
+		t.Errorf("the host directory: got %q, %v; want the file the script wrote", b, err)
+	}
+	if _, err := os.Stat(cfg + "/new"); err == nil {
+		t.Errorf("a read-only mount was written")
 	}
 }

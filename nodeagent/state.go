@@ -305,12 +305,12 @@ func containerStatus(spec *corev1.Container, c *ctrState, runtimeName string, in
 
 // condition returns a PodCondition of type t, keeping the transition time
 // of old's condition of that type when its status is unchanged.
-func condition(old *corev1.PodStatus, t string, ok bool, reason string, now time.Time) *corev1.PodCondition {
+func condition(old *corev1.PodStatus, t string, ok bool, reason, message string, now time.Time) *corev1.PodCondition {
 	s := "False"
 	if ok {
-		s, reason = "True", ""
+		s, reason, message = "True", "", ""
 	}
-	c := &corev1.PodCondition{Type: t, Status: s, Reason: reason, LastTransitionTime: timestamppb.New(now.Truncate(time.Second))}
+	c := &corev1.PodCondition{Type: t, Status: s, Reason: reason, Message: message, LastTransitionTime: timestamppb.New(now.Truncate(time.Second))}
 	for _, oc := range old.GetConditions() {
 		if oc.GetType() == t && oc.GetStatus() == s {
 			c.LastTransitionTime = oc.GetLastTransitionTime()

@@ -635,27 +635,43 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 	if rec.podIP != "" {
 		st.PodIp, st.PodIps = rec.podIP, []*corev1.PodIP{{Ip: rec.podIP}}
 	}
+	// The conditions' messages name the containers, as the kubelet's do.
+	var incomplete, unready []string
 	for _, cs := range spec.GetInitContainers() {
-		st.InitContainerStatuses = append(st.InitContainerStatuses, containerStatus(cs, rec.ctrs[cs.GetName()], a.rtName, p.initialized))
+		s := containerStatus(cs, rec.ctrs[cs.GetName()], a.rtName, p.initialized)
+		if t := s.GetState().GetTerminated(); t == nil || t.GetExitCode() != 0 {
+			incomplete = append(incomplete, cs.GetName())
+		}
+		st.InitContainerStatuses = append(st.InitContainerStatuses, s)
 	}
 	allReady := true
 	for _, cs := range spec.GetContainers() {
 		s := containerStatus(cs, rec.ctrs[cs.GetName()], a.rtName, p.initialized)
 		allReady = allReady && s.GetReady()
+		if !s.GetReady() {
+			unready = append(unready, cs.GetName())
+		}
 		st.ContainerStatuses = append(st.ContainerStatuses, s)
 	}
 	if phase == PhaseSucceeded || phase == PhaseFailed {
 		allReady = false
 	}
-	notReady := "ContainersNotReady"
-	if phase == PhaseSucceeded || phase == PhaseFailed {
-		notReady = "PodCompleted"
+	notReady, unreadyMsg := "ContainersNotReady", ""
+	if len(unready) > 0 {
+		unreadyMsg = fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
 	}
-	scheduled := condition(old, "PodScheduled", true, "", now)
+	if phase == PhaseSucceeded || phase == PhaseFailed {
+		notReady, unreadyMsg = "PodCompleted", ""
+	}
+	initMsg := ""
+	if len(incomplete) > 0 {
+		initMsg = fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " "))
+	}
+	scheduled := condition(old, "PodScheduled", true, "", "", now)
 	st.Conditions = []*corev1.PodCondition{
-		condition(old, "Initialized", p.initialized, "ContainersNotInitialized", now),
-		condition(old, "Ready", allReady, notReady, now),
-		condition(old, "ContainersReady", allReady, notReady, now),
+		condition(old, "Initialized", p.initialized, "ContainersNotInitialized", initMsg, now),
+		condition(old, "Ready", allReady, notReady, unreadyMsg, now),
+		condition(old, "ContainersReady", allReady, notReady, unreadyMsg, now),
 		scheduled,
 	}
 	if proto.Equal(old, st) {

@@ -54,6 +54,14 @@
 // CreateContainer fails with NotFound for an image that was not pulled (or
 // preloaded through Config.Images), as containerd does.
 //
+// Mounts: a container's CRI Mounts are recorded as given and reported in
+// its ContainerStatus.Mounts; nothing reads them, since no process runs.
+// The node agent has materialised the host side of every volume before it
+// asks for the container (files of configMap, secret, downwardAPI and
+// projected volumes, emptyDir directories), exactly as on containerd, so
+// what a pod mounts — and what keeps it from starting — is the same on
+// both runtimes.
+//
 // Pod sandboxes:
 //
 //	annotation sim.kplane.io/run-pod-sandbox-error: MESSAGE

@@ -170,11 +170,11 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 
 	// The volumes: none of the pod's containers starts before all of them
 	// are set up (the pod stays ContainerCreating, with FailedMount events).
-	if ok, d := a.syncVolumes(ctx, pod, rec, now); !ok {
-		return d, a.writeStatus(ctx, pod, rec, plan{}, now)
-	} else {
-		soonest(d)
+	ok, d := a.syncVolumes(ctx, pod, rec, now)
+	if !ok {
+		return d, a.writeStatus(ctx, pod, rec, computePlan(spec, rec.ctrs, now), now)
 	}
+	soonest(d)
 
 	// The sandbox.
 	if rec.sandboxID == "" {

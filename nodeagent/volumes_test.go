@@ -208,7 +208,6 @@ func TestContainerMountsSubPathExpr(t *testing.T) {
 	}
 }
 
-
 func TestCheckHostPath(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")

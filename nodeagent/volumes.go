@@ -544,6 +544,9 @@ func (a *Agent) tearDownVolumes(uid string) error {
 		return nil
 	}
 	dir := a.podDir(uid)
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil // a pod without volumes, or already removed
+	}
 	mounts, err := mountsUnder(dir)
 	if err != nil {
 		return err

@@ -168,6 +168,9 @@ func (a *Agent) setUpVolume(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		if err := a.secretPayload(ctx, pod, s.GetSecretName(), s.GetItems(), s.GetOptional(), modeOr(s.DefaultMode), payload); err != nil {
 			return volumePath{}, err
 		}
+		if err := a.memoryBacked(pod, dir); err != nil {
+			return volumePath{}, err
+		}
 		_, err := writeAtomic(dir, payload)
 		return volumePath{path: dir, readOnly: true}, err
 	case src.GetDownwardApi() != nil:
@@ -183,6 +186,9 @@ func (a *Agent) setUpVolume(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		dir := a.volumeDir(uid, pluginProjected, name)
 		payload, err := a.projectedPayload(ctx, pod, rec, name, src.GetProjected())
 		if err != nil {
+			return volumePath{}, err
+		}
+		if err := a.memoryBacked(pod, dir); err != nil {
 			return volumePath{}, err
 		}
 		_, err = writeAtomic(dir, payload)
@@ -251,6 +257,13 @@ func (a *Agent) setUpEmptyDir(pod *corev1.Pod, ed *corev1.EmptyDirVolumeSource, 
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return nil
+}
+
+// memoryBacked makes dir a tmpfs, as the kubelet keeps secret and
+// projected volumes in memory so that secrets and tokens never reach the
+// node's disk. On the built-in runtime it is a plain directory.
+func (a *Agent) memoryBacked(pod *corev1.Pod, dir string) error {
+	return a.setUpEmptyDir(pod, &corev1.EmptyDirVolumeSource{Medium: "Memory"}, dir)
 }
 
 // memoryVolumeSize is a Memory emptyDir's size in bytes (0: the tmpfs

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,18 +193,23 @@ func TestContainerdVolumes(t *testing.T) {
 	if got := exec("b", "cat", "/shared/x"); got != "shared\n" {
 		t.Errorf("emptyDir seen from the other container: got %q", got)
 	}
-	mounts := exec("a", "cat", "/proc/mounts")
-	found := false
-	for _, l := range strings.Split(mounts, "\n") {
-		if f := strings.Fields(l); len(f) > 3 && f[1] == "/mem" {
-			found = true
-			if f[2] != "tmpfs" || !strings.Contains(f[3], "size=16384k") {
-				t.Errorf("/mem: got %q, want a tmpfs of 16Mi", l)
-			}
+	// /mem is a tmpfs of the sizeLimit; the Secret is in memory too, as
+	// the kubelet keeps secret volumes.
+	mounts := map[string][]string{}
+	for _, l := range strings.Split(exec("a", "cat", "/proc/mounts"), "\n") {
+		if f := strings.Fields(l); len(f) > 3 {
+			mounts[f[1]] = f
 		}
 	}
-	if !found {
-		t.Errorf("/mem is not a mount point in the container:\n%s", mounts)
+	if f := mounts["/mem"]; len(f) < 4 || f[2] != "tmpfs" || !strings.Contains(f[3], "size=16384k") {
+		t.Errorf("/mem: got %q, want a tmpfs of 16Mi", f)
+	}
+	readOnly := func(f []string) bool { return len(f) > 3 && slices.Contains(strings.Split(f[3], ","), "ro") }
+	if f := mounts["/etc/secret"]; len(f) < 4 || f[2] != "tmpfs" || !readOnly(f) {
+		t.Errorf("/etc/secret: got %q, want a read-only tmpfs", f)
+	}
+	if f := mounts["/etc/cfg"]; !readOnly(f) {
+		t.Errorf("/etc/cfg: got %q, want a read-only mount", f)
 	}
 
 	token := exec("b", "cat", "/var/run/secrets/kubernetes.io/serviceaccount/token")

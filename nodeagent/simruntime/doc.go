@@ -60,7 +60,8 @@
 // asks for the container (files of configMap, secret, downwardAPI and
 // projected volumes, emptyDir directories), exactly as on containerd, so
 // what a pod mounts — and what keeps it from starting — is the same on
-// both runtimes.
+// both runtimes (except that nothing there is a tmpfs: Memory emptyDirs,
+// secret and projected volumes are plain directories).
 //
 // Pod sandboxes:
 //

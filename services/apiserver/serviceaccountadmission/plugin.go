@@ -119,9 +119,15 @@ func (p *Plugin) Admit(ctx context.Context, a *request.Admission) error {
 	if pod.Spec == nil {
 		pod.Spec = &corev1.PodSpec{}
 	}
+	// serviceAccount is the deprecated alias Kubernetes still reads (the
+	// new field wins) and serves back equal to serviceAccountName.
+	if pod.Spec.ServiceAccountName == "" {
+		pod.Spec.ServiceAccountName = pod.Spec.DeprecatedServiceAccount
+	}
 	if pod.Spec.ServiceAccountName == "" {
 		pod.Spec.ServiceAccountName = DefaultServiceAccount
 	}
+	pod.Spec.DeprecatedServiceAccount = pod.Spec.ServiceAccountName
 	ns, name := a.Namespace, pod.Spec.ServiceAccountName
 	if ns == "" {
 		ns = pod.GetMetadata().GetNamespace()

@@ -46,6 +46,9 @@ func TestAdmit(t *testing.T) {
 		{name: "pod turns it back on", pod: pod(func(s *corev1.PodSpec) {
 			s.ServiceAccountName, s.AutomountServiceAccountToken = "quiet", proto.Bool(true)
 		}), wantSA: "quiet", wantMount: true},
+		{name: "the deprecated serviceAccount alias", pod: pod(func(s *corev1.PodSpec) {
+			s.DeprecatedServiceAccount, s.AutomountServiceAccountToken = "quiet", proto.Bool(false)
+		}), wantSA: "quiet"},
 		{name: "pod turns it off", pod: pod(func(s *corev1.PodSpec) { s.AutomountServiceAccountToken = proto.Bool(false) }), wantSA: "default"},
 	}
 	for _, tt := range tests {
@@ -63,8 +66,8 @@ func TestAdmit(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := tt.pod.Spec
-			if s.ServiceAccountName != tt.wantSA {
-				t.Errorf("serviceAccountName: got %q, want %q", s.ServiceAccountName, tt.wantSA)
+			if s.ServiceAccountName != tt.wantSA || s.DeprecatedServiceAccount != tt.wantSA {
+				t.Errorf("serviceAccountName, serviceAccount: got %q, %q, want %q", s.ServiceAccountName, s.DeprecatedServiceAccount, tt.wantSA)
 			}
 			if !tt.wantMount {
 				if len(s.Volumes) != 0 {

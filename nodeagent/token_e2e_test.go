@@ -29,7 +29,7 @@ import (
 func startClusterWithSAAdmission(t *testing.T) *cluster {
 	t.Helper()
 	env := clienttest.Start(t, clienttest.Options{TLS: true, Configure: func(c *apiserver.Config) {
-		sa := serviceaccountadmission.New()
+		sa := serviceaccountadmission.New(true)
 		c.Mutating = append([]apiserver.MutatingAdmission{sa}, c.Mutating...)
 		c.Informers["serviceaccounts"] = append(c.Informers["serviceaccounts"], sa)
 	}})

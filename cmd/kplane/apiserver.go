@@ -177,7 +177,7 @@ func newAPIServerCommand() *cobra.Command {
 			// As kube-apiserver's default plugins: ServiceAccount (the
 			// default ServiceAccount, its existence, the token volume),
 			// DefaultTolerationSeconds, then the webhooks.
-			saAdmission := serviceaccountadmission.New()
+			saAdmission := serviceaccountadmission.New(saTokens != nil && saTokens.Issuer != nil)
 			cfg.Mutating = []apiserver.MutatingAdmission{saAdmission, defaulttolerationseconds.New(notReadySeconds, unreachableSeconds), hooks}
 			cfg.Validating = []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), hooks}
 			cfg.Informers = map[string][]apiserver.ObjectSink{

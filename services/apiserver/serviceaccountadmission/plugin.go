@@ -39,6 +39,9 @@ const (
 // cache of ServiceAccounts it reads (an apiserver.ObjectSink for
 // "serviceaccounts").
 type Plugin struct {
+	// mountTokens: the API service issues tokens, so pods get the token
+	// volume (without an issuer no node could fill it).
+	mountTokens bool
 	// wait bounds how long a pod's creation waits for a ServiceAccount the
 	// cache has not seen yet (one created just before the pod).
 	wait time.Duration
@@ -49,9 +52,11 @@ type Plugin struct {
 }
 
 // New returns the plugin with an empty cache; register it as the sink of
-// "serviceaccounts".
-func New() *Plugin {
-	return &Plugin{wait: 2 * time.Second, changed: make(chan struct{}), sas: map[string]*bool{}}
+// "serviceaccounts". mountTokens says whether the API service issues
+// ServiceAccount tokens (it has a signing key): without them pods get no
+// token volume, since no node could fill it.
+func New(mountTokens bool) *Plugin {
+	return &Plugin{mountTokens: mountTokens, wait: 2 * time.Second, changed: make(chan struct{}), sas: map[string]*bool{}}
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -144,7 +149,7 @@ func (p *Plugin) Admit(ctx context.Context, a *request.Admission) error {
 	case auto != nil:
 		mount = *auto
 	}
-	if mount {
+	if mount && p.mountTokens {
 		addTokenVolume(pod.Spec)
 	}
 	return nil

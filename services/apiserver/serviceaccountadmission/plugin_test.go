@@ -18,7 +18,7 @@ import (
 )
 
 func TestAdmit(t *testing.T) {
-	p := New()
+	p := New(true)
 	p.wait = 0
 	p.Upsert(&corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "default"}})
 	p.Upsert(&corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "quiet"}, AutomountServiceAccountToken: proto.Bool(false)})
@@ -89,6 +89,17 @@ func TestAdmit(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// Without a token issuer no volume is added (no node could fill it).
+	noIssuer := New(false)
+	noIssuer.Upsert(&corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "default"}})
+	plain := pod(nil)
+	if err := noIssuer.Admit(context.Background(), &request.Admission{Attributes: request.Attributes{Resource: "pods", Namespace: "ns"}, Operation: request.Create, Object: plain}); err != nil {
+		t.Fatal(err)
+	}
+	if plain.Spec.ServiceAccountName != "default" || len(plain.Spec.Volumes) != 0 {
+		t.Errorf("without an issuer: got serviceAccountName %q, volumes %v", plain.Spec.ServiceAccountName, plain.Spec.Volumes)
 	}
 
 	// A container with its own mount at the path keeps it; the others get

@@ -1,8 +1,8 @@
-package nodeagent
-
 // This file holds the atomic writer: how the files of a configMap, secret,
 // downwardAPI or projected volume are laid out so that an update reaches a
 // running container all at once, as the kubelet's layout does.
+
+package nodeagent
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
-package nodeagent
-
 // This file turns a container's volumeMounts into CRI Mounts: the host
 // path of each volume, its subPath or subPathExpr resolved as the kubelet
 // resolves it (never outside the volume), read-only and propagation.
+
+package nodeagent
 
 import (
 	"errors"

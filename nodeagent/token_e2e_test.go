@@ -1,10 +1,10 @@
-package nodeagent
-
 // End-to-end test of the ServiceAccount token volume on the built-in
 // runtime: the API service's ServiceAccount admission adds it, the agent
 // fills it with a token bound to the pod (TokenRequest), and the Node
 // authorizer with the API service's NodeRestriction rule limits which
 // tokens a node may ask for.
+
+package nodeagent
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-package nodeagent
-
 // This file sets up a pod's volumes on the node and tears them down: the
 // per-pod directories under <RootDir>/pods/<uid>/volumes/<plugin>/<name>
 // (the kubelet's layout), their content, and the tmpfs of Memory
 // emptyDirs. Which volumes are mounted and which are refused is written in
 // nodeagent/README.md.
+
+package nodeagent
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func (c cachedToken) due(now time.Time) bool {
 	return !now.Before(c.issued.Add(ttl*8/10)) || now.Sub(c.issued) > 24*time.Hour
 }
 
-// podVolumesDir is <RootDir>/pods/<uid>.
+// podDir is <RootDir>/pods/<uid>.
 func (a *Agent) podDir(uid string) string {
 	return filepath.Join(a.cfg.RootDir, "pods", uid)
 }

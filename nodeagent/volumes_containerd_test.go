@@ -1,7 +1,7 @@
-package nodeagent
-
 // End-to-end test of pod volumes on a real containerd, read from inside
 // the containers with `kubectl exec`.
+
+package nodeagent
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-package nodeagent
-
 // End-to-end tests of pod volumes on the built-in runtime: the files the
 // agent materialises, what keeps a pod in ContainerCreating (FailedMount),
 // and the clean-up.
+
+package nodeagent
 
 import (
 	"context"

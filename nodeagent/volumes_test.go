@@ -1,8 +1,8 @@
-package nodeagent
-
 // Unit tests of the volume building blocks: the atomic writer's layout and
 // updates, subPath resolution, hostPath type checks, the token renewal
 // point and the downwardAPI map format.
+
+package nodeagent
 
 import (
 	"net"

@@ -1,8 +1,8 @@
-package serviceaccountadmission
-
 // Tests of the plugin's decisions: the default ServiceAccount, a missing
 // one refused, automount on the pod and on the ServiceAccount, the token
 // volume and its mounts.
+
+package serviceaccountadmission
 
 import (
 	"context"

@@ -107,7 +107,8 @@ type Agent struct {
 	pods      *client.Client[*corev1.Pod]
 	nodes     *client.Client[*corev1.Node]
 	leases    *client.Client[*coordv1.Lease]
-	objects   envObjects  // ConfigMaps and Secrets of containers' environments and volumes
+	objects   envObjects  // ConfigMaps and Secrets of containers' environments
+	volObjs   envObjects  // the same for volumes, through a TTL cache
 	tokens    tokenSource // ServiceAccount tokens of projected volumes
 	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
@@ -198,6 +199,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.objects = apiObjects{configMaps: cms, secrets: secrets}
+	// Half the resync interval: every refresh of a pod's volumes (at most
+	// one per resync) sees content at most that old.
+	a.volObjs = newTTLObjects(a.objects, cfg.ResyncInterval/2)
 	a.tokens = apiTokens{client: authenticationv1.NewAuthenticationServiceClient(cfg.Conn)}
 	events, err := client.New[*corev1.Event](cfg.Conn)
 	if err != nil {

@@ -367,7 +367,7 @@ func checkHostPath(path string, typ string) error {
 // A missing ConfigMap that is optional adds nothing; a missing one that is
 // not is the kubelet's error, as is an item naming a key it lacks.
 func (a *Agent) configMapPayload(ctx context.Context, pod *corev1.Pod, name string, items []*corev1.KeyToPath, optional bool, mode os.FileMode, payload map[string]fileProjection) error {
-	cm, err := a.objects.ConfigMap(ctx, pod.GetMetadata().GetNamespace(), name)
+	cm, err := a.volObjs.ConfigMap(ctx, pod.GetMetadata().GetNamespace(), name)
 	if apierrors.IsNotFound(err) {
 		if optional {
 			return nil
@@ -389,7 +389,7 @@ func (a *Agent) configMapPayload(ctx context.Context, pod *corev1.Pod, name stri
 
 // secretPayload is configMapPayload for a Secret.
 func (a *Agent) secretPayload(ctx context.Context, pod *corev1.Pod, name string, items []*corev1.KeyToPath, optional bool, mode os.FileMode, payload map[string]fileProjection) error {
-	s, err := a.objects.Secret(ctx, pod.GetMetadata().GetNamespace(), name)
+	s, err := a.volObjs.Secret(ctx, pod.GetMetadata().GetNamespace(), name)
 	if apierrors.IsNotFound(err) {
 		if optional {
 			return nil

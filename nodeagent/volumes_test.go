@@ -5,9 +5,11 @@
 package nodeagent
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func readTree(t *testing.T, dir string) map[string]string {
@@ -280,5 +283,46 @@ func TestFormatMap(t *testing.T) {
 	}
 	if got := formatMap(nil); got != "" {
 		t.Errorf("empty map: got %q", got)
+	}
+}
+
+// countingObjects is an envObjects that counts its gets.
+type countingObjects struct{ gets int }
+
+func (c *countingObjects) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	c.gets++
+	if name == "missing" {
+		return nil, apierrors.NewNotFound("", "configmaps", name)
+	}
+	return &corev1.ConfigMap{Data: map[string]string{"n": strconv.Itoa(c.gets)}}, nil
+}
+
+func (c *countingObjects) Secret(context.Context, string, string) (*corev1.Secret, error) {
+	c.gets++
+	return &corev1.Secret{}, nil
+}
+
+func TestTTLObjects(t *testing.T) {
+	src := &countingObjects{}
+	ctx := context.Background()
+	c := newTTLObjects(src, time.Hour)
+	for range 3 {
+		if cm, err := c.ConfigMap(ctx, "ns", "shared"); err != nil || cm.Data["n"] != "1" {
+			t.Fatalf("got %v, %v; want the first answer, cached", cm, err)
+		}
+	}
+	for range 2 {
+		if _, err := c.ConfigMap(ctx, "ns", "missing"); !apierrors.IsNotFound(err) {
+			t.Fatalf("missing: got %v, want NotFound", err)
+		}
+	}
+	if src.gets != 3 {
+		t.Errorf("gets: got %d, want 3 (one cached object, errors not cached)", src.gets)
+	}
+	expired := newTTLObjects(src, 0)
+	_, _ = expired.Secret(ctx, "ns", "s")
+	_, _ = expired.Secret(ctx, "ns", "s")
+	if src.gets != 5 {
+		t.Errorf("gets with a zero TTL: got %d, want 5", src.gets)
 	}
 }

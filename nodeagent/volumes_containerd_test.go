@@ -151,8 +151,11 @@ func TestContainerdVolumes(t *testing.T) {
 		}
 	}
 
-	k := kubectltest.Start(t, c.env.Dial(t, ""), clienttest.AdminToken)
-	exec := func(ctr string, cmd ...string) string {
+	// kubectl 1.33 (WebSocket) for most reads, 1.27 (SPDY) for the
+	// ConfigMap file before and after its update.
+	k33 := kubectltest.StartBinary(t, c.env.Dial(t, ""), clienttest.AdminToken, "kubectl.1.33")
+	k27 := k33.WithBinary(t, "kubectl.1.27")
+	execWith := func(k *kubectltest.Kubectl, ctr string, cmd ...string) string {
 		t.Helper()
 		out, err := k.Run(ctx, append([]string{"exec", "vols", "-c", ctr, "--"}, cmd...)...)
 		if err != nil {
@@ -160,8 +163,12 @@ func TestContainerdVolumes(t *testing.T) {
 		}
 		return out
 	}
+	exec := func(ctr string, cmd ...string) string {
+		t.Helper()
+		return execWith(k33, ctr, cmd...)
+	}
 
-	if got := exec("a", "cat", "/etc/cfg/app.conf"); got != "v1" {
+	if got := execWith(k27, "a", "cat", "/etc/cfg/app.conf"); got != "v1" {
 		t.Errorf("ConfigMap file: got %q, want v1", got)
 	}
 	cm, err := cms.Get(ctx, "default", "app-config")
@@ -181,6 +188,9 @@ func TestContainerdVolumes(t *testing.T) {
 	}
 	if got != "v2" {
 		t.Errorf("ConfigMap file after the update: got %q, want v2", got)
+	}
+	if got := execWith(k27, "a", "cat", "/etc/cfg/app.conf"); got != "v2" {
+		t.Errorf("ConfigMap file after the update, kubectl 1.27: got %q, want v2", got)
 	}
 
 	if got := exec("a", "ls", "-lL", "/etc/secret/password"); !strings.HasPrefix(got, "-r--------") {

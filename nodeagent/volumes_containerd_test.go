@@ -29,7 +29,8 @@ import (
 
 // TestContainerdVolumes runs one pod of two busybox containers on a real
 // containerd and reads its volumes from inside: a ConfigMap file, which
-// changes after the ConfigMap is updated; a Secret file with its
+// changes after the ConfigMap is updated (not the same key mounted by
+// subPath, as on Kubernetes); a Secret file with its
 // defaultMode; an emptyDir both containers share; a Memory emptyDir that
 // is a tmpfs of the sizeLimit; the ServiceAccount token, which TokenReview
 // accepts. After the pod's deletion no mount and no directory of it is
@@ -131,7 +132,8 @@ func TestContainerdVolumes(t *testing.T) {
 				&corev1.VolumeMount{Name: "sec", MountPath: "/etc/secret"},
 				&corev1.VolumeMount{Name: "shared", MountPath: "/shared"},
 				&corev1.VolumeMount{Name: "mem", MountPath: "/mem"}),
-			box("b", &corev1.VolumeMount{Name: "shared", MountPath: "/shared"}),
+			box("b", &corev1.VolumeMount{Name: "shared", MountPath: "/shared"},
+				&corev1.VolumeMount{Name: "cfg", MountPath: "/etc/app.conf", SubPath: "app.conf"}),
 		},
 		Volumes: []*corev1.Volume{
 			{Name: "cfg", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "app-config"}}}},
@@ -171,6 +173,9 @@ func TestContainerdVolumes(t *testing.T) {
 	if got := execWith(k27, "a", "cat", "/etc/cfg/app.conf"); got != "v1" {
 		t.Errorf("ConfigMap file: got %q, want v1", got)
 	}
+	if got := exec("b", "cat", "/etc/app.conf"); got != "v1" {
+		t.Errorf("ConfigMap key mounted by subPath: got %q, want v1", got)
+	}
 	cm, err := cms.Get(ctx, "default", "app-config")
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +196,11 @@ func TestContainerdVolumes(t *testing.T) {
 	}
 	if got := execWith(k27, "a", "cat", "/etc/cfg/app.conf"); got != "v2" {
 		t.Errorf("ConfigMap file after the update, kubectl 1.27: got %q, want v2", got)
+	}
+	// A subPath mount is the file as it was when the container started,
+	// as on Kubernetes.
+	if got := exec("b", "cat", "/etc/app.conf"); got != "v1" {
+		t.Errorf("subPath file after the update: got %q, want v1 (subPath mounts are not updated)", got)
 	}
 
 	if got := exec("a", "ls", "-lL", "/etc/secret/password"); !strings.HasPrefix(got, "-r--------") {

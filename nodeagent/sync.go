@@ -262,6 +262,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 			return time.Second, fmt.Errorf("stop sandbox: %w", err)
 		}
 		rec.sandboxStopped = true
+		a.releaseVolumes(rec)
 		wait = 0
 	}
 	return wait, a.writeStatus(ctx, pod, rec, p, time.Now())
@@ -288,6 +289,7 @@ func (a *Agent) failDeadline(ctx context.Context, pod *corev1.Pod, rec *podRecor
 		return fmt.Errorf("stop sandbox: %w", err)
 	}
 	rec.sandboxStopped = true
+	a.releaseVolumes(rec)
 	return a.writeStatus(ctx, pod, rec, computePlan(pod.GetSpec(), rec.ctrs, time.Now()), time.Now())
 }
 

@@ -583,6 +583,17 @@ func (a *Agent) tearDownVolumes(uid string) error {
 	return nil
 }
 
+// releaseVolumes tears down the volumes of a pod that finished (Succeeded
+// or Failed): no container of it will start again, so its tmpfs memory is
+// given back now, as the kubelet unmounts the volumes of terminated pods,
+// rather than when the pod is deleted. A failure is retried at deletion.
+func (a *Agent) releaseVolumes(rec *podRecord) {
+	rec.volumes, rec.volumesReady, rec.tokens = nil, false, nil
+	if err := a.tearDownVolumes(rec.uid); err != nil {
+		a.log.Warn("removing the volumes of a finished pod failed", "uid", rec.uid, "err", err)
+	}
+}
+
 // mountsUnder lists the mount points at or below dir, from
 // /proc/self/mountinfo.
 func mountsUnder(dir string) ([]string, error) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/nodeagent/simruntime"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -21,8 +22,8 @@ import (
 // emptyDir volumes are made on the host under <RootDir>/pods/<uid> (the
 // built-in runtime records the mounts); a missing ConfigMap and a volume
 // kind the node cannot provide keep pods in ContainerCreating with the
-// kubelet's FailedMount events — until the ConfigMap appears; deletion
-// removes the pod's directory.
+// kubelet's FailedMount events — until the ConfigMap appears; a pod that
+// finished and a deleted one have their directory removed.
 func TestVolumesBuiltInRuntime(t *testing.T) {
 	c := startCluster(t)
 	root := filepath.Join(shortDir(t), "root")
@@ -114,6 +115,24 @@ func TestVolumesBuiltInRuntime(t *testing.T) {
 	waitEvent(t, c, pvc, "FailedMount", `MountVolume.SetUp failed for volume "data" : no volume plugin matched: kplane's node agent cannot mount persistentVolumeClaim volumes`)
 	if p := c.waitPod(t, "default", "claim", "Pending", phaseIs(PhasePending)); p.GetStatus().GetContainerStatuses()[0].GetState().GetWaiting().GetReason() != ReasonContainerCreating {
 		t.Errorf("claim: got %v, want ContainerCreating", p.GetStatus().GetContainerStatuses()[0].GetState())
+	}
+
+	// A pod that finished gives its volumes back at once, before it is
+	// deleted.
+	finished := withVolumes("finished", &corev1.Volume{Name: "scratch", VolumeSource: &corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	finished.Spec.RestartPolicy = RestartNever
+	finished.Spec.Containers[0].Env = []*corev1.EnvVar{{Name: simruntime.EnvRunSeconds, Value: "0"}}
+	finished = c.runPod(t, finished, "n1")
+	c.waitPod(t, "default", "finished", "Succeeded", phaseIs(PhaseSucceeded))
+	for i := 0; ; i++ {
+		_, err := os.Stat(filepath.Join(root, "pods", finished.Metadata.Uid))
+		if os.IsNotExist(err) {
+			break
+		}
+		if i == 600 {
+			t.Fatalf("the finished pod's directory is still there (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	// Deletion removes the pod's directory.

@@ -121,6 +121,13 @@ func (a *Agent) stopContainers(ctx context.Context, sandboxID string, grace time
 // collectOrphans removes this node's sandboxes whose pod is no longer bound
 // here (deleted while the agent was down). Run once the informer synced.
 func (a *Agent) collectOrphans(ctx context.Context) {
+	defer func() {
+		live := map[string]bool{}
+		for _, p := range a.informer.Store().List() {
+			live[p.GetMetadata().GetUid()] = true
+		}
+		a.collectOrphanedVolumes(live)
+	}()
 	sbs, err := a.cfg.Runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{labelNode: a.cfg.NodeName}})
 	if err != nil {
 		a.log.Warn("listing sandboxes for orphans failed", "err", err)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
+	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/client"
@@ -62,6 +63,9 @@ type Config struct {
 	HostIP string
 	// LogDir holds the pods' log directories (default a temp dir).
 	LogDir string
+	// RootDir holds the pods' volumes, as the kubelet's root directory:
+	// <RootDir>/pods/<uid>/volumes/<plugin>/<name> (default a temp dir).
+	RootDir string
 	// LogPort is the port of the LogServer serving this node's logs, put in
 	// the Node's status.daemonEndpoints.kubeletEndpoint (0: none).
 	LogPort int32
@@ -103,7 +107,9 @@ type Agent struct {
 	pods      *client.Client[*corev1.Pod]
 	nodes     *client.Client[*corev1.Node]
 	leases    *client.Client[*coordv1.Lease]
-	objects   envObjects // ConfigMaps and Secrets of containers' environments
+	objects   envObjects  // ConfigMaps and Secrets of containers' environments
+	volObjs   envObjects  // the same for volumes, through a TTL cache
+	tokens    tokenSource // ServiceAccount tokens of projected volumes
 	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
 	queue     workqueue.TypedDelayingInterface[string]
@@ -156,6 +162,13 @@ func New(cfg Config) (*Agent, error) {
 		}
 		cfg.LogDir = d
 	}
+	if cfg.RootDir == "" {
+		d, err := os.MkdirTemp("", "kplane-agent-root-")
+		if err != nil {
+			return nil, fmt.Errorf("nodeagent: %w", err)
+		}
+		cfg.RootDir = d
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -186,6 +199,10 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.objects = apiObjects{configMaps: cms, secrets: secrets}
+	// Half the resync interval: every refresh of a pod's volumes (at most
+	// one per resync) sees content at most that old.
+	a.volObjs = newTTLObjects(a.objects, cfg.ResyncInterval/2)
+	a.tokens = apiTokens{client: authenticationv1.NewAuthenticationServiceClient(cfg.Conn)}
 	events, err := client.New[*corev1.Event](cfg.Conn)
 	if err != nil {
 		return nil, err

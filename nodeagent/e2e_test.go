@@ -728,13 +728,19 @@ func TestNodesShareConnection(t *testing.T) {
 
 // TestAgentRestartAdopts: a restarted agent takes back the sandboxes and
 // containers its predecessor made (no second sandbox, no restart), and
-// removes those of pods deleted while it was down.
+// removes those of pods deleted while it was down, with their volume
+// directories.
 func TestAgentRestartAdopts(t *testing.T) {
 	c := startCluster(t)
 	n := startSimRuntime(t, "n1")
-	stop := n.startAgent(t, c, nil)
-	keep := c.runPod(t, simPod("keep", nil, nil), "n1")
-	gone := c.runPod(t, simPod("gone", nil, nil), "n1")
+	root := filepath.Join(n.dir, "root")
+	withRoot := func(cfg *Config) { cfg.RootDir = root }
+	stop := n.startAgent(t, c, withRoot)
+	scratch := func(s *corev1.PodSpec) {
+		s.Volumes = []*corev1.Volume{{Name: "scratch", VolumeSource: &corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	}
+	keep := c.runPod(t, simPod("keep", nil, scratch), "n1")
+	gone := c.runPod(t, simPod("gone", nil, scratch), "n1")
 	before := c.waitPod(t, "default", keep.Metadata.Name, "Running", phaseIs(PhaseRunning))
 	c.waitPod(t, "default", gone.Metadata.Name, "Running", phaseIs(PhaseRunning))
 	stop()
@@ -744,7 +750,7 @@ func TestAgentRestartAdopts(t *testing.T) {
 	if err := c.pods.Delete(context.Background(), "default", "gone", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	n.startAgent(t, c, nil)
+	n.startAgent(t, c, withRoot)
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -752,11 +758,15 @@ func TestAgentRestartAdopts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(sbs) == 1 && sbs[0].GetMetadata().GetName() == "keep" {
+		_, goneDir := os.Stat(filepath.Join(root, "pods", gone.Metadata.Uid))
+		if len(sbs) == 1 && sbs[0].GetMetadata().GetName() == "keep" && os.IsNotExist(goneDir) {
+			if _, err := os.Stat(filepath.Join(root, "pods", keep.Metadata.Uid, "volumes", pluginEmptyDir, "scratch")); err != nil {
+				t.Errorf("the kept pod's volume: %v", err)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sandboxes: got %d (%v), want only keep's", len(sbs), sbs)
+			t.Fatalf("sandboxes: got %d (%v), want only keep's; gone's directory: %v", len(sbs), sbs, goneDir)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -48,6 +48,13 @@ type podRecord struct {
 	sandboxStopped  bool
 	// deadlineExceeded: activeDeadlineSeconds passed; the pod failed.
 	deadlineExceeded bool
+	// volumes: where the pod's volumes are on the host, once all of them
+	// were set up (volumesReady); refreshed at most every ResyncInterval
+	// (volumesAt) and when a token is due.
+	volumes      map[string]volumePath
+	volumesReady bool
+	volumesAt    time.Time
+	tokens       map[string]cachedToken // by volume/source index
 }
 
 func (a *Agent) record(key string) *podRecord {
@@ -120,7 +127,9 @@ func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, er
 	rec := a.record(key)
 	if rec != nil && (!ok || rec.uid != pod.GetMetadata().GetUid()) {
 		// The pod is gone (or replaced by another with the same name).
-		a.teardown(ctx, rec, 0)
+		if err := a.teardown(ctx, rec, 0); err != nil {
+			a.log.Warn("removing the volumes of a gone pod failed", "pod", key, "err", err)
+		}
 		a.dropRecord(key, rec)
 		rec = nil
 	}
@@ -162,6 +171,14 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	if rec.sandboxStopped { // finished: nothing more to start
 		return 0, a.writeStatus(ctx, pod, rec, computePlan(spec, rec.ctrs, now), now)
 	}
+
+	// The volumes: none of the pod's containers starts before all of them
+	// are set up (the pod stays ContainerCreating, with FailedMount events).
+	ok, d := a.syncVolumes(ctx, pod, rec, now)
+	if !ok {
+		return d, a.writeStatus(ctx, pod, rec, computePlan(spec, rec.ctrs, now), now)
+	}
+	soonest(d)
 
 	// The sandbox.
 	if rec.sandboxID == "" {
@@ -249,6 +266,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 			return time.Second, fmt.Errorf("stop sandbox: %w", err)
 		}
 		rec.sandboxStopped = true
+		a.releaseVolumes(rec)
 		wait = 0
 	}
 	return wait, a.writeStatus(ctx, pod, rec, p, time.Now())
@@ -275,6 +293,7 @@ func (a *Agent) failDeadline(ctx context.Context, pod *corev1.Pod, rec *podRecor
 		return fmt.Errorf("stop sandbox: %w", err)
 	}
 	rec.sandboxStopped = true
+	a.releaseVolumes(rec)
 	return a.writeStatus(ctx, pod, rec, computePlan(pod.GetSpec(), rec.ctrs, time.Now()), time.Now())
 }
 
@@ -455,6 +474,12 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		a.rec.FieldEventf(pod, fp, client.EventWarning, "InvalidEnvironmentVariableNames",
 			"Keys [%s] from the EnvFrom were skipped since they are considered invalid environment variable names.", strings.Join(skipped, ", "))
 	}
+	mounts, err := containerMounts(spec, rec.volumes, envs)
+	if err != nil {
+		c.waiting, c.waitingMsg = ReasonCreateConfig, err.Error()
+		a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %v", err)
+		return a.cfg.Backoff.Base
+	}
 
 	// The container.
 	attempt := c.attempt
@@ -483,7 +508,8 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 			Resources:       linuxResources(spec.GetResources()),
 			SecurityContext: linuxSecurityContext(pod.GetSpec().GetSecurityContext(), spec.GetSecurityContext()),
 		},
-		Envs: envs,
+		Envs:   envs,
+		Mounts: mounts,
 	}
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {
@@ -709,6 +735,9 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 			a.stopContainers(ctx, sb.GetId(), grace)
 			a.removeSandbox(ctx, sb.GetId())
 		}
+		if err := a.tearDownVolumes(pod.GetMetadata().GetUid()); err != nil {
+			return time.Second, fmt.Errorf("tear down volumes: %w", err)
+		}
 	} else {
 		rec.mu.Lock()
 		for _, c := range rec.ctrs {
@@ -716,8 +745,13 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 				a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 			}
 		}
-		a.teardown(ctx, rec, grace)
+		err := a.teardown(ctx, rec, grace)
 		rec.mu.Unlock()
+		if err != nil {
+			// The deletion is confirmed once nothing of the pod is left
+			// on the node, as the kubelet waits for its volumes.
+			return time.Second, fmt.Errorf("tear down volumes: %w", err)
+		}
 		a.dropRecord(key, rec)
 	}
 	zero := int64(0)
@@ -732,8 +766,9 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 }
 
 // teardown stops the pod's running containers with grace (in parallel),
-// then stops and removes the sandbox (and so its containers).
-func (a *Agent) teardown(ctx context.Context, rec *podRecord, grace time.Duration) {
+// then stops and removes the sandbox (and so its containers), then
+// unmounts and removes the pod's volumes; an error is a volume left.
+func (a *Agent) teardown(ctx context.Context, rec *podRecord, grace time.Duration) error {
 	var wg sync.WaitGroup
 	for _, c := range rec.ctrs {
 		if c.id == "" || c.exited() {
@@ -748,16 +783,18 @@ func (a *Agent) teardown(ctx context.Context, rec *podRecord, grace time.Duratio
 		}(c.id)
 	}
 	wg.Wait()
-	if rec.sandboxID == "" {
-		return
+	if rec.sandboxID != "" {
+		if err := a.cfg.Runtime.StopPodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
+			a.log.Warn("stop sandbox failed", "id", rec.sandboxID, "err", err)
+		}
+		if err := a.cfg.Runtime.RemovePodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
+			a.log.Warn("remove sandbox failed", "id", rec.sandboxID, "err", err)
+		}
+		for _, c := range rec.ctrs {
+			c.id, c.status = "", nil
+		}
+		rec.sandboxID = ""
 	}
-	if err := a.cfg.Runtime.StopPodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
-		a.log.Warn("stop sandbox failed", "id", rec.sandboxID, "err", err)
-	}
-	if err := a.cfg.Runtime.RemovePodSandbox(ctx, rec.sandboxID); err != nil && !cri.IsNotFound(err) {
-		a.log.Warn("remove sandbox failed", "id", rec.sandboxID, "err", err)
-	}
-	for _, c := range rec.ctrs {
-		c.id, c.status = "", nil
-	}
+	rec.volumes, rec.volumesReady, rec.tokens = nil, false, nil
+	return a.tearDownVolumes(rec.uid)
 }

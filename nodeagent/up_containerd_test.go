@@ -135,6 +135,10 @@ func upOnContainerd(ctx context.Context, t *testing.T) *localcluster.ControlPlan
 	// Registered after containerd's clean-up, so it runs first.
 	t.Cleanup(func() {
 		cp.Stop()
+		// The pods' tmpfs volumes outlive the agent, as the kubelet's.
+		if err := containerdtest.UnmountAll(filepath.Join(dir, "up")); err != nil {
+			t.Errorf("unmount the pods' volumes: %v", err)
+		}
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
 			t.Logf("--- nodeagent.log ---\n%s", b)

@@ -28,6 +28,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
 	"github.com/kplane/kplane/services/apiserver/encryption"
+	"github.com/kplane/kplane/services/apiserver/serviceaccountadmission"
 	"github.com/kplane/kplane/services/apiserver/webhook"
 )
 
@@ -178,11 +179,16 @@ func newAPIServerCommand() *cobra.Command {
 			pods := authz.NewPodIndex()
 			cfg.Authorizer = authz.NewDefault(rbac, pods)
 			hooks := webhook.New(webhook.Config{Logger: log, TracerProvider: tel.TracerProvider()})
-			cfg.Mutating = []apiserver.MutatingAdmission{defaulttolerationseconds.New(notReadySeconds, unreachableSeconds), hooks}
+			// As kube-apiserver's default plugins: ServiceAccount (the
+			// default ServiceAccount, its existence, the token volume),
+			// DefaultTolerationSeconds, then the webhooks.
+			saAdmission := serviceaccountadmission.New(saTokens != nil && saTokens.Issuer != nil)
+			cfg.Mutating = []apiserver.MutatingAdmission{saAdmission, defaulttolerationseconds.New(notReadySeconds, unreachableSeconds), hooks}
 			cfg.Validating = []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), hooks}
 			cfg.Informers = map[string][]apiserver.ObjectSink{
 				"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
 				"pods":                            {pods},
+				"serviceaccounts":                 {saAdmission},
 				"mutatingwebhookconfigurations":   {hooks},
 				"validatingwebhookconfigurations": {hooks},
 				"namespaces":                      {hooks},

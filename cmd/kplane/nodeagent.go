@@ -89,7 +89,7 @@ func newNodeAgentCommand() *cobra.Command {
 	f.IntVar(&fl.nodes, "nodes", 1, "number of nodes to run in this process (named <prefix>1..N when > 1)")
 	f.StringVar(&fl.nodePrefix, "node-prefix", "node-", "name prefix of the nodes with --nodes > 1")
 	f.StringVar(&fl.criSocket, "cri-socket", "", "CRI runtime socket (e.g. containerd's); empty starts the built-in simulated runtime per node")
-	f.StringVar(&fl.dataDir, "data-dir", "/var/lib/kplane/nodeagent", "where pod logs go")
+	f.StringVar(&fl.dataDir, "data-dir", "/var/lib/kplane/nodeagent", "where pod logs (<node>/pods) and volumes (<node>/root/pods/<uid>/volumes) go")
 	f.DurationVar(&fl.pullLatency, "pull-latency", 0, "built-in runtime: how long an image pull takes")
 	f.StringVar(&fl.cpu, "cpu", "4", "node cpu capacity")
 	f.StringVar(&fl.memory, "memory", "8Gi", "node memory capacity")
@@ -383,6 +383,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			PodCIDR:        cidr,
 			HostIP:         fl.nodeIP,
 			LogDir:         filepath.Join(dir, "pods"),
+			RootDir:        filepath.Join(dir, "root"),
 			LogPort:        logPort,
 			LeaseDuration:  fl.leaseDuration,
 			StatusInterval: fl.statusInterval,

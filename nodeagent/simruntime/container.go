@@ -38,6 +38,10 @@ type container struct {
 	rules       containerRules
 	logLines    []string  // written at start, then dropped
 	sh          *scripted // nil unless its command is a script (script.go)
+	// mounts are recorded as given and reported in the status; a scripted
+	// container's shell reads and writes them (mounts.go), and the node
+	// agent has made their host paths real already.
+	mounts []*runtimeapi.Mount
 
 	state      runtimeapi.ContainerState
 	createdAt  time.Time
@@ -126,7 +130,21 @@ func (c *container) status() *runtimeapi.ContainerStatus {
 		Labels:      maps.Clone(c.labels),
 		Annotations: maps.Clone(c.annotations),
 		LogPath:     c.logPath,
+		Mounts:      cloneMounts(c.mounts),
 	}
+}
+
+// cloneMounts copies mounts, so a caller cannot change the record.
+func cloneMounts(ms []*runtimeapi.Mount) []*runtimeapi.Mount {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]*runtimeapi.Mount, len(ms))
+	for i, m := range ms {
+		out[i] = &runtimeapi.Mount{ContainerPath: m.GetContainerPath(), HostPath: m.GetHostPath(), Readonly: m.GetReadonly(),
+			SelinuxRelabel: m.GetSelinuxRelabel(), Propagation: m.GetPropagation()}
+	}
+	return out
 }
 
 // findContainerLocked returns the container with id, brought up to date.
@@ -181,6 +199,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, req *runtimeapi.CreateCon
 		annotations: maps.Clone(cfg.GetAnnotations()),
 		rules:       rules,
 		logLines:    logLines,
+		mounts:      cloneMounts(cfg.GetMounts()),
 		state:       runtimeapi.ContainerState_CONTAINER_CREATED,
 		createdAt:   r.clock.Now(),
 	}

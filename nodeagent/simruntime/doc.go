@@ -54,6 +54,16 @@
 // CreateContainer fails with NotFound for an image that was not pulled (or
 // preloaded through Config.Images), as containerd does.
 //
+// Mounts: a container's CRI Mounts are recorded as given and reported in
+// its ContainerStatus.Mounts; a scripted container's shell reads and
+// writes the mounted directories (see Scripted containers), nothing else
+// reads them. The node agent has materialised the host side of every volume before it
+// asks for the container (files of configMap, secret, downwardAPI and
+// projected volumes, emptyDir directories), exactly as on containerd, so
+// what a pod mounts — and what keeps it from starting — is the same on
+// both runtimes (except that nothing there is a tmpfs: Memory emptyDirs,
+// secret and projected volumes are plain directories).
+//
 // Pod sandboxes:
 //
 //	annotation sim.kplane.io/run-pod-sandbox-error: MESSAGE

@@ -19,6 +19,7 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
+	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/request"
 	"github.com/kplane/kplane/services/apiserver/serviceaccount"
 )
@@ -98,6 +99,11 @@ func (s *Server) createToken(ctx context.Context, ns, name string, req *authenti
 	if m.GetNamespace() != "" && m.GetNamespace() != ns {
 		return nil, tokenRequestInvalid(name, "metadata.namespace", fmt.Sprintf("Invalid value: %q: must match the service account namespace if specified", m.GetNamespace()))
 	}
+	if node, ok := authz.NodeName(c.attrs.User); ok {
+		if err := s.nodeTokenRestriction(ctx, node, ns, name, req); err != nil {
+			return nil, err
+		}
+	}
 	obj, err := s.store.get(ctx, sas, ns, name)
 	if err != nil {
 		return nil, err
@@ -158,6 +164,35 @@ func (s *Server) createToken(ctx context.Context, ns, name string, req *authenti
 		Status: &authenticationv1.TokenRequestStatus{Token: token,
 			ExpirationTimestamp: timestamppb.New(now.Add(time.Duration(spec.GetExpirationSeconds()) * time.Second).Truncate(time.Second))},
 	}, nil
+}
+
+// nodeTokenRestriction is NodeRestriction's rule for a node's
+// TokenRequest: the token must be bound to a pod (with its UID) scheduled
+// on that node, so a node gets tokens only for its own pods.
+func (s *Server) nodeTokenRestriction(ctx context.Context, node, ns, name string, req *authenticationv1.TokenRequest) error {
+	forbid := func(why string) error { return apierrors.NewForbidden("", "serviceaccounts", name, why) }
+	ref := req.GetSpec().GetBoundObjectRef()
+	if ref == nil || ref.GetApiVersion() != "v1" || ref.GetKind() != "Pod" || ref.GetName() == "" {
+		return forbid("node requested token not bound to a pod")
+	}
+	if ref.GetUid() == "" {
+		return forbid("node requested token with a pod binding without a uid")
+	}
+	obj, err := s.store.get(ctx, s.resources["pods"], ns, ref.GetName())
+	if apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		return forbid(err.Error())
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.GetMetadata().GetUid() != ref.GetUid() {
+		return forbid(fmt.Sprintf("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.GetUid()))
+	}
+	if pod.GetSpec().GetNodeName() != node {
+		return forbid("node requested token bound to a pod scheduled on a different node")
+	}
+	return nil
 }
 
 // bindToken looks up the object ref names and records it in b; for a

@@ -441,7 +441,13 @@ func (e *Env) killShims() error {
 }
 
 // unmountAll detaches every mount under Dir, deepest first.
-func (e *Env) unmountAll() error {
+func (e *Env) unmountAll() error { return UnmountAll(e.Dir) }
+
+// UnmountAll detaches every mount at or under dir, deepest first: what a
+// node agent left mounted there (the tmpfs of pods' secret, projected and
+// Memory emptyDir volumes stay mounted when an agent stops, as the
+// kubelet's do) before a test removes dir.
+func UnmountAll(dir string) error {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return err
@@ -453,7 +459,7 @@ func (e *Env) unmountAll() error {
 			continue
 		}
 		p := unescapeMount(f[4])
-		if p == e.Dir || strings.HasPrefix(p, e.Dir+"/") {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
 			points = append(points, p)
 		}
 	}

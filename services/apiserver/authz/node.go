@@ -44,6 +44,9 @@ type NodeConfig struct {
 //   - get, list, watch: pods, nodes, services, endpoints (core) and
 //     endpointslices (discovery.k8s.io);
 //   - get: configmaps and secrets (see NodeConfig.RelatedToNode);
+//   - create serviceaccounts/token for a ServiceAccount a pod bound to the
+//     node runs as (see NodeConfig.RelatedToNode; the API service then
+//     requires the token to be bound to such a pod, as NodeRestriction);
 //   - create, get, update, patch: its own Node, and update/patch its
 //     nodes/status; it may not delete Nodes;
 //   - get, create, update, patch, delete: its own Lease in kube-node-lease;
@@ -95,6 +98,25 @@ func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Dec
 		related, err := n.cfg.RelatedToNode(ctx, node, a.Resource, a.Namespace, a.Name)
 		if err != nil {
 			return request.Decision{}, fmt.Errorf("authz: node %q: relation to %s %s/%s: %w", node, a.Resource, a.Namespace, a.Name, err)
+		}
+		if !related {
+			return deny("no relationship found between node '%s' and this object", node)
+		}
+		return allow, nil
+
+	case a.APIGroup == "" && a.Resource == "serviceaccounts":
+		if v != "create" || a.Name == "" {
+			return deny("can only create tokens for individual service accounts")
+		}
+		if a.Subresource != "token" {
+			return deny("can only create token subresource of serviceaccount")
+		}
+		if n.cfg.RelatedToNode == nil {
+			return allow, nil
+		}
+		related, err := n.cfg.RelatedToNode(ctx, node, a.Resource, a.Namespace, a.Name)
+		if err != nil {
+			return request.Decision{}, fmt.Errorf("authz: node %q: relation to serviceaccount %s/%s: %w", node, a.Namespace, a.Name, err)
 		}
 		if !related {
 			return deny("no relationship found between node '%s' and this object", node)

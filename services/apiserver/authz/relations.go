@@ -16,10 +16,11 @@ import (
 type PodsOnNode func(ctx context.Context, node string) ([]*corev1.Pod, error)
 
 // RelatedByPods returns a NodeConfig.RelatedToNode that grants a node its
-// pods' configmaps and secrets: those named by a volume, an env valueFrom or
-// an envFrom of any container or init container of a pod bound to the node,
-// in that pod's namespace — the part of Kubernetes' node graph kplane's
-// schema can express.
+// pods' configmaps and secrets — those named by a volume (or a projected
+// volume's source), an env valueFrom or an envFrom of any container or init
+// container of a pod bound to the node, in that pod's namespace — and their
+// serviceaccounts: the part of Kubernetes' node graph kplane's schema can
+// express.
 func RelatedByPods(pods PodsOnNode) func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
 	return func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
 		list, err := pods(ctx, node)
@@ -39,6 +40,9 @@ func RelatedByPods(pods PodsOnNode) func(ctx context.Context, node, resource, na
 }
 
 func podReferences(spec *corev1.PodSpec, resource, name string) bool {
+	if resource == "serviceaccounts" {
+		return spec.GetServiceAccountName() == name
+	}
 	for _, v := range spec.GetVolumes() {
 		switch resource {
 		case "configmaps":
@@ -47,6 +51,14 @@ func podReferences(spec *corev1.PodSpec, resource, name string) bool {
 			}
 		case "secrets":
 			if v.GetSecret() != nil && v.GetSecret().GetSecretName() == name {
+				return true
+			}
+		}
+		for _, s := range v.GetProjected().GetSources() {
+			if resource == "configmaps" && s.GetConfigMap() != nil && s.GetConfigMap().GetLocalObjectReference().GetName() == name {
+				return true
+			}
+			if resource == "secrets" && s.GetSecret() != nil && s.GetSecret().GetLocalObjectReference().GetName() == name {
 				return true
 			}
 		}

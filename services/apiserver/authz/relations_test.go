@@ -16,8 +16,12 @@ func TestRelatedByPods(t *testing.T) {
 			Metadata: meta("app", "web"),
 			Spec: &corev1.PodSpec{NodeName: "n1",
 				Volumes: []*corev1.Volume{{Name: "cfg", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "web-config"}}}},
-					{Name: "tls", VolumeSource: &corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}}},
-				InitContainers: []*corev1.Container{{Name: "init", EnvFrom: []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "init-env"}}}}}},
+					{Name: "tls", VolumeSource: &corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}},
+					{Name: "kube-api-access-x", VolumeSource: &corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []*corev1.VolumeProjection{
+						{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: &corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}},
+						{Secret: &corev1.SecretProjection{LocalObjectReference: &corev1.LocalObjectReference{Name: "projected-secret"}}}}}}}},
+				ServiceAccountName: "web-sa",
+				InitContainers:     []*corev1.Container{{Name: "init", EnvFrom: []*corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "init-env"}}}}}},
 				Containers: []*corev1.Container{{Name: "c", Env: []*corev1.EnvVar{
 					{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: "db"}, Key: "password"}}},
 					{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: &corev1.LocalObjectReference{Name: "modes"}, Key: "mode"}}},
@@ -29,8 +33,15 @@ func TestRelatedByPods(t *testing.T) {
 	tests := []struct {
 		name                     string
 		node, resource, ns, what string
+		verb, subresource        string // default get
 		want                     bool
 	}{
+		{name: "projected configmap", node: "n1", resource: "configmaps", ns: "app", what: "kube-root-ca.crt", want: true},
+		{name: "projected secret", node: "n1", resource: "secrets", ns: "app", what: "projected-secret", want: true},
+		{name: "token of its pod's serviceaccount", node: "n1", resource: "serviceaccounts", ns: "app", what: "web-sa", verb: "create", subresource: "token", want: true},
+		{name: "token of another serviceaccount", node: "n1", resource: "serviceaccounts", ns: "app", what: "default", verb: "create", subresource: "token"},
+		{name: "token from another node", node: "n2", resource: "serviceaccounts", ns: "app", what: "web-sa", verb: "create", subresource: "token"},
+		{name: "get a serviceaccount", node: "n1", resource: "serviceaccounts", ns: "app", what: "web-sa"},
 		{name: "configmap volume", node: "n1", resource: "configmaps", ns: "app", what: "web-config", want: true},
 		{name: "secret volume", node: "n1", resource: "secrets", ns: "app", what: "web-tls", want: true},
 		{name: "secret env valueFrom", node: "n1", resource: "secrets", ns: "app", what: "db", want: true},
@@ -44,7 +55,11 @@ func TestRelatedByPods(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := request.User{Name: request.NodeUserPrefix + tt.node, Groups: []string{request.NodesGroup}}
-			d, err := az.Authorize(context.Background(), request.Attributes{User: u, Verb: "get", Resource: tt.resource, Namespace: tt.ns, Name: tt.what})
+			verb := tt.verb
+			if verb == "" {
+				verb = "get"
+			}
+			d, err := az.Authorize(context.Background(), request.Attributes{User: u, Verb: verb, Resource: tt.resource, Subresource: tt.subresource, Namespace: tt.ns, Name: tt.what})
 			if err != nil {
 				t.Fatal(err)
 			}

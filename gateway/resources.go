@@ -19,6 +19,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
+	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"
 )

@@ -19,6 +19,7 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -108,6 +109,9 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
 			}
 		}
+	case *discoveryv1.EndpointSlice:
+		oes, _ := old.(*discoveryv1.EndpointSlice)
+		errs = append(errs, validateEndpointSlice(o, oes)...)
 	case *policyv1.PodDisruptionBudget:
 		errs = append(errs, validatePDBSpec(o.GetSpec(), field.NewPath("spec"))...)
 	case *batchv1.Job:

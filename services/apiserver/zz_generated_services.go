@@ -10,6 +10,7 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"google.golang.org/genproto/googleapis/api/httpbody"
@@ -117,6 +118,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &batchv1.CronJob{} },
 		},
 		{
+			Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Resource: "endpointslices",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &discoveryv1.EndpointSlice{} },
+		},
+		{
 			Group: "coordination.k8s.io", Version: "v1", Kind: "Lease", Resource: "leases",
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -186,6 +193,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	appsv1.RegisterControllerRevisionServiceServer(gs, &controllerRevisionService{s: s, r: s.resources["controllerrevisions"]})
 	batchv1.RegisterJobServiceServer(gs, &jobService{s: s, r: s.resources["jobs"]})
 	batchv1.RegisterCronJobServiceServer(gs, &cronJobService{s: s, r: s.resources["cronjobs"]})
+	discoveryv1.RegisterEndpointSliceServiceServer(gs, &endpointSliceService{s: s, r: s.resources["endpointslices"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
 	policyv1.RegisterPodDisruptionBudgetServiceServer(gs, &podDisruptionBudgetService{s: s, r: s.resources["poddisruptionbudgets"]})
 	rbacv1.RegisterRoleServiceServer(gs, &roleService{s: s, r: s.resources["roles"]})
@@ -1570,6 +1578,82 @@ func (x *cronJobService) UpdateCronJobStatus(ctx context.Context, req *batchv1.U
 		return nil, toGRPC(err)
 	}
 	return &batchv1.UpdateCronJobStatusResponse{CronJob: obj.(*batchv1.CronJob)}, nil
+}
+
+type endpointSliceService struct {
+	discoveryv1.UnimplementedEndpointSliceServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *endpointSliceService) GetEndpointSlice(ctx context.Context, req *discoveryv1.GetEndpointSliceRequest) (*discoveryv1.GetEndpointSliceResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.GetEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+func (x *endpointSliceService) ListEndpointSlices(ctx context.Context, req *discoveryv1.ListEndpointSlicesRequest) (*discoveryv1.ListEndpointSlicesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &discoveryv1.EndpointSliceList{ApiVersion: x.r.APIVersion(), Kind: "EndpointSliceList", Metadata: lm, Items: make([]*discoveryv1.EndpointSlice, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*discoveryv1.EndpointSlice)
+	}
+	return &discoveryv1.ListEndpointSlicesResponse{List: list}, nil
+}
+
+func (x *endpointSliceService) WatchEndpointSlices(req *discoveryv1.WatchEndpointSlicesRequest, stream discoveryv1.EndpointSliceService_WatchEndpointSlicesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &discoveryv1.WatchEndpointSlicesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*discoveryv1.EndpointSlice)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *endpointSliceService) CreateEndpointSlice(ctx context.Context, req *discoveryv1.CreateEndpointSliceRequest) (*discoveryv1.CreateEndpointSliceResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetEndpointSlice()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.CreateEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+func (x *endpointSliceService) UpdateEndpointSlice(ctx context.Context, req *discoveryv1.UpdateEndpointSliceRequest) (*discoveryv1.UpdateEndpointSliceResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetEndpointSlice()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.UpdateEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+func (x *endpointSliceService) DeleteEndpointSlice(ctx context.Context, req *discoveryv1.DeleteEndpointSliceRequest) (*discoveryv1.DeleteEndpointSliceResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.DeleteEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
 }
 
 type leaseService struct {

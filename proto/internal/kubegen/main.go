@@ -65,6 +65,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -138,6 +139,9 @@ func packages() []protoPkg {
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
+		{Dir: "discovery", File: "types.proto", GoAlias: "discoveryv1", GoPkgs: []string{"k8s.io/api/discovery/v1"},
+			Doc:   "holds Kubernetes' discovery.k8s.io/v1 resources",
+			Roots: []any{discoveryv1.EndpointSlice{}, discoveryv1.EndpointSliceList{}}},
 	}
 }
 

@@ -106,7 +106,6 @@ func BootstrapPolicy() Bootstrap {
 		rule([]string{"create"}, core, "pods/exec", "pods/attach", "pods/portforward", "pods/eviction", "serviceaccounts/token"),
 		rule([]string{"impersonate"}, core, "serviceaccounts"),
 		rule(readWrite, apps, "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "daemonsets"),
-		rule(readWrite, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
 		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
 		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),

@@ -4,10 +4,13 @@
 // (deprecatedTopology, and node hints while PreferSameTrafficDistribution is
 // off, as it is by default in v1.33), the generation bump on a label change,
 // and its validation with the field paths and messages of kube-apiserver
-// v1.33.13.
+// v1.33.13; and the default/kubernetes slice kube-apiserver's endpoint
+// reconciler keeps.
 package apiserver
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -18,6 +21,8 @@ import (
 	netutils "k8s.io/utils/net"
 
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // Kubernetes' limits on an EndpointSlice.
@@ -298,4 +303,75 @@ func validateEndpointHints(h *discoveryv1.EndpointHints, p *field.Path) field.Er
 		}
 	}
 	return errs
+}
+
+// reconcileKubernetesEndpointSlice keeps default/kubernetes' EndpointSlice
+// as kube-apiserver's endpoint reconciler writes it beside the Endpoints:
+// named kubernetes, labelled only kubernetes.io/service-name, IPv4, the
+// https port and one ready endpoint per live advertised address. It is
+// not managed by the EndpointSlice controller (the Service has no
+// selector).
+func (s *Server) reconcileKubernetesEndpointSlice(ctx context.Context, ml *masterLeases) error {
+	if !s.cfg.AdvertiseAddress.IsValid() {
+		return nil
+	}
+	addrs, err := ml.live(ctx)
+	if err != nil {
+		return err
+	}
+	want := &discoveryv1.EndpointSlice{
+		Metadata:    &metav1.ObjectMeta{Namespace: "default", Name: "kubernetes", Labels: map[string]string{"kubernetes.io/service-name": "kubernetes"}},
+		AddressType: endpointSliceIPv4,
+	}
+	if len(addrs) > 0 {
+		want.Ports = []*discoveryv1.EndpointPort{{Name: proto.String("https"), Port: proto.Int32(s.securePort()), Protocol: proto.String("TCP")}}
+		allV6 := true
+		for _, a := range addrs {
+			if ip := net.ParseIP(a); ip == nil || ip.To4() != nil {
+				allV6 = false
+			}
+		}
+		if allV6 {
+			want.AddressType = endpointSliceIPv6
+		}
+		for _, a := range addrs {
+			if ip := net.ParseIP(a); ip != nil && (ip.To4() == nil) == (want.AddressType == endpointSliceIPv6) {
+				want.Endpoints = append(want.Endpoints, &discoveryv1.Endpoint{Addresses: []string{a}, Conditions: &discoveryv1.EndpointConditions{Ready: proto.Bool(true)}})
+			}
+		}
+	}
+	r := s.resources["endpointslices"]
+	cur, err := s.store.get(ctx, r, "default", "kubernetes")
+	if apierrors.IsNotFound(err) {
+		err = s.writeInternal(ctx, r, want, nil)
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	es := cur.(*discoveryv1.EndpointSlice)
+	if es.GetAddressType() != want.GetAddressType() {
+		// The address type is immutable: replaced, as Kubernetes does.
+		rev, _ := parseRV(es.GetMetadata().GetResourceVersion())
+		if _, err := s.storeRemove(ctx, r, "default", "kubernetes", rev, es); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return s.writeInternal(ctx, r, want, nil)
+	}
+	defaultEndpointSlice(want)
+	if slicesEqualProto(es.GetEndpoints(), want.GetEndpoints()) && slicesEqualProto(es.GetPorts(), want.GetPorts()) &&
+		labelsEqual(es.GetMetadata().GetLabels(), want.GetMetadata().GetLabels()) {
+		return nil
+	}
+	n := proto.Clone(es).(*discoveryv1.EndpointSlice)
+	n.Endpoints, n.Ports, n.Metadata.Labels = want.Endpoints, want.Ports, want.Metadata.Labels
+	err = s.writeInternal(ctx, r, n, es)
+	var ce *casError
+	if errors.As(err, &ce) {
+		return nil // another replica wrote it; the next round looks again
+	}
+	return err
 }

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/internal/storetest"
 )
@@ -289,6 +290,7 @@ func TestKubernetesService(t *testing.T) {
 	})
 	ctx := admin(t)
 	svcs, eps := corev1.NewServiceServiceClient(e.conn), corev1.NewEndpointsServiceClient(e.conn)
+	slices := discoveryv1.NewEndpointSliceServiceClient(e.conn)
 	check := func() {
 		t.Helper()
 		resp, err := svcs.GetService(ctx, &corev1.GetServiceRequest{Namespace: "default", Name: "kubernetes"})
@@ -309,6 +311,17 @@ func TestKubernetesService(t *testing.T) {
 		ss := er.GetEndpoints().GetSubsets()
 		if len(ss) != 1 || len(ss[0].GetAddresses()) != 1 || ss[0].GetAddresses()[0].GetIp() != "192.0.2.10" || ss[0].GetPorts()[0].GetPort() != 2387 || ss[0].GetPorts()[0].GetName() != "https" {
 			t.Errorf("kubernetes Endpoints: %v", ss)
+		}		// Its EndpointSlice, as kube-apiserver's reconciler writes it.
+		sr, err := slices.GetEndpointSlice(ctx, &discoveryv1.GetEndpointSliceRequest{Namespace: "default", Name: "kubernetes"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := sr.GetEndpointSlice()
+		if es.GetAddressType() != "IPv4" || len(es.GetPorts()) != 1 || es.GetPorts()[0].GetName() != "https" || es.GetPorts()[0].GetPort() != 2387 ||
+			es.GetPorts()[0].GetProtocol() != "TCP" || len(es.GetEndpoints()) != 1 || es.GetEndpoints()[0].GetAddresses()[0] != "192.0.2.10" ||
+			!es.GetEndpoints()[0].GetConditions().GetReady() || len(es.GetMetadata().GetLabels()) != 1 ||
+			es.GetMetadata().GetLabels()["kubernetes.io/service-name"] != "kubernetes" {
+			t.Errorf("kubernetes EndpointSlice: %v", es)
 		}
 	}
 	check()
@@ -318,6 +331,9 @@ func TestKubernetesService(t *testing.T) {
 	if _, err := eps.DeleteEndpoints(ctx, &corev1.DeleteEndpointsRequest{Namespace: "default", Name: "kubernetes"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := slices.DeleteEndpointSlice(ctx, &discoveryv1.DeleteEndpointSliceRequest{Namespace: "default", Name: "kubernetes"}); err != nil {
+		t.Fatal(err)
+	}
 	ml := &masterLeases{cli: e.srv.store.cli, prefix: e.srv.cfg.Prefix + "masterleases/"}
 	reconcile := func() {
 		t.Helper()
@@ -325,6 +341,9 @@ func TestKubernetesService(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := e.srv.reconcileKubernetesEndpoints(t.Context(), ml); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.srv.reconcileKubernetesEndpointSlice(t.Context(), ml); err != nil {
 			t.Fatal(err)
 		}
 	}

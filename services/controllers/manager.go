@@ -2,7 +2,7 @@
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller) over shared informers, talking only to the API
+// replicationcontroller, endpointslice) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -26,6 +26,7 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
@@ -34,6 +35,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/deployment"
 	"github.com/kplane/kplane/services/controllers/disruption"
 	"github.com/kplane/kplane/services/controllers/endpoints"
+	"github.com/kplane/kplane/services/controllers/endpointslice"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 	"github.com/kplane/kplane/services/controllers/job"
@@ -65,11 +67,12 @@ const (
 	TTLAfterFinished      = "ttl-after-finished"
 	PodGC                 = "podgc"
 	ReplicationController = "replicationcontroller"
+	EndpointSlice         = "endpointslice"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -95,6 +98,7 @@ type Config struct {
 	DisruptionWorkers                               int
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
+	EndpointSliceWorkers                            int // default 5, as Kubernetes' concurrent-service-endpoint-syncs
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -151,6 +155,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
+	cfg.EndpointSliceWorkers = cmpOr(cfg.EndpointSliceWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -315,11 +320,24 @@ func (m *Manager) runControllers(ctx context.Context) {
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
 	}
 
-	if on(Endpoints) {
-		svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
+	var svcInf *client.Informer[*corev1.Service]
+	if on(Endpoints) || on(EndpointSlice) {
+		svcInf = newInformer(client.Must[*corev1.Service](conn), m.log)
 		informer(svcInf.Run)
+	}
+	if on(Endpoints) {
 		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointsWorkers) })
+	}
+	if on(EndpointSlice) {
+		esc := client.Must[*discoveryv1.EndpointSlice](conn)
+		sliceInf := client.NewInformer(client.ListWatch(esc, "", "", "", 500), client.InformerOptions[*discoveryv1.EndpointSlice]{Logger: m.log})
+		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		informer(sliceInf.Run)
+		informer(nodeInf.Run)
+		c := endpointslice.New(endpointslice.Config{Slices: esc, ServiceInformer: svcInf, PodInformer: podInf, NodeInformer: nodeInf,
+			SliceInformer: sliceInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointSliceWorkers) })
 	}
 	nsc := client.Must[*corev1.Namespace](conn)
 	var nsInf *client.Informer[*corev1.Namespace]
@@ -357,6 +375,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
+			namespace.ClientDeleter[*discoveryv1.EndpointSlice]{C: client.Must[*discoveryv1.EndpointSlice](conn)},
 			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
 			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
 			namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},

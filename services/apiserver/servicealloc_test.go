@@ -311,7 +311,8 @@ func TestKubernetesService(t *testing.T) {
 		ss := er.GetEndpoints().GetSubsets()
 		if len(ss) != 1 || len(ss[0].GetAddresses()) != 1 || ss[0].GetAddresses()[0].GetIp() != "192.0.2.10" || ss[0].GetPorts()[0].GetPort() != 2387 || ss[0].GetPorts()[0].GetName() != "https" {
 			t.Errorf("kubernetes Endpoints: %v", ss)
-		} // Its EndpointSlice, as kube-apiserver's reconciler writes it.
+		}
+		// Its EndpointSlice, as kube-apiserver's reconciler writes it.
 		sr, err := slices.GetEndpointSlice(ctx, &discoveryv1.GetEndpointSliceRequest{Namespace: "default", Name: "kubernetes"})
 		if err != nil {
 			t.Fatal(err)

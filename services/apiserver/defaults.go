@@ -122,6 +122,8 @@ func setDefaults(obj proto.Message) {
 		}
 	case *discoveryv1.EndpointSlice:
 		defaultEndpointSlice(o)
+	default:
+		defaultMoreKinds(obj)
 	case *batchv1.Job:
 		defaultJob(o)
 	case *batchv1.CronJob:

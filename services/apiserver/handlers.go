@@ -620,6 +620,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = &policyv1.PodDisruptionBudgetStatus{}
 	case *discoveryv1.EndpointSlice:
 		prepareEndpointSliceWrite(o, nil)
+	default:
+		prepareMoreKinds(obj, nil)
 	case *batchv1.CronJob:
 		o.Status = nil // a Job's is cleared with its generated selector
 	case *corev1.Namespace:
@@ -778,6 +780,7 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		prepareEndpointSliceWrite(es, old.(*discoveryv1.EndpointSlice))
 	}
+	prepareMoreKinds(obj, old)
 }
 
 // mutation builds the new object from the current one for one attempt of

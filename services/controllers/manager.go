@@ -27,6 +27,7 @@ import (
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
@@ -376,6 +377,9 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
 			namespace.ClientDeleter[*discoveryv1.EndpointSlice]{C: client.Must[*discoveryv1.EndpointSlice](conn)},
+			namespace.ClientDeleter[*corev1.PodTemplate]{C: client.Must[*corev1.PodTemplate](conn)},
+			namespace.ClientDeleter[*networkingv1.Ingress]{C: client.Must[*networkingv1.Ingress](conn)},
+			namespace.ClientDeleter[*networkingv1.NetworkPolicy]{C: client.Must[*networkingv1.NetworkPolicy](conn)},
 			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
 			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
 			namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},

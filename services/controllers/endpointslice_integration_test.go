@@ -238,3 +238,79 @@ func TestEndpointSlicesFollowPods(t *testing.T) {
 		t.Errorf("a selector-less Service got slice %v", all[i])
 	}
 }
+
+func TestEndpointSliceMirroring(t *testing.T) {
+	c := startCluster(t, func(cfg *controllers.Config) {
+		cfg.Controllers = []string{controllers.EndpointSliceMirroring}
+	})
+	const ns = "mirror"
+	c.namespace(t, ns)
+	svcs := client.Must[*corev1.Service](c.conn)
+	eps := client.Must[*corev1.Endpoints](c.conn)
+	esc := client.Must[*discoveryv1.EndpointSlice](c.conn)
+	if _, err := svcs.Create(c.ctx, &corev1.Service{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "ext"},
+		Spec: &corev1.ServiceSpec{Ports: []*corev1.ServicePort{{Name: "db", Port: 5432}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := eps.Create(c.ctx, &corev1.Endpoints{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "ext", Labels: map[string]string{"team": "data"},
+		Annotations: map[string]string{"note": "external", "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+		Subsets: []*corev1.EndpointSubset{{
+			Addresses:         []*corev1.EndpointAddress{{Ip: "192.0.2.10", Hostname: "db-0"}},
+			NotReadyAddresses: []*corev1.EndpointAddress{{Ip: "192.0.2.11"}},
+			Ports:             []*corev1.EndpointPort{{Name: "db", Port: 5432}},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() []*discoveryv1.EndpointSlice {
+		ss, _, err := esc.List(c.ctx, ns, client.ListOptions{LabelSelector: "kubernetes.io/service-name=ext"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss
+	}
+	waitFor := func(what, want string) []*discoveryv1.EndpointSlice {
+		t.Helper()
+		var last []*discoveryv1.EndpointSlice
+		eventually(t, what, func() (bool, string) {
+			last = list()
+			got := sliceSummary(last)
+			return got == want, got
+		})
+		return last
+	}
+	ss := waitFor("the mirrored slice", "IPv4 [db=5432/TCP] {192.0.2.10:true/false/false node= zone= host=db-0 ref=/; 192.0.2.11:false/false/false node= zone= host= ref=/}")
+	m := ss[0].GetMetadata()
+	if m.GetLabels()["endpointslice.kubernetes.io/managed-by"] != "endpointslicemirroring-controller.k8s.io" || m.GetLabels()["team"] != "data" ||
+		m.GetAnnotations()["note"] != "external" || m.GetAnnotations()["kubectl.kubernetes.io/last-applied-configuration"] != "" {
+		t.Errorf("mirrored slice metadata: labels %v annotations %v", m.GetLabels(), m.GetAnnotations())
+	}
+	if refs := m.GetOwnerReferences(); len(refs) != 1 || refs[0].GetKind() != "Endpoints" || refs[0].GetUid() != ep.GetMetadata().GetUid() {
+		t.Errorf("owner references %v, want the Endpoints", refs)
+	}
+
+	// An update is mirrored: a new port and an IPv6 address.
+	ep, err = eps.Get(c.ctx, ns, "ext")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Subsets = []*corev1.EndpointSubset{{
+		Addresses: []*corev1.EndpointAddress{{Ip: "192.0.2.10"}, {Ip: "2001:db8::1"}},
+		Ports:     []*corev1.EndpointPort{{Name: "db", Port: 5433}},
+	}}
+	if _, err := eps.Update(c.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the updated mirror", "IPv4 [db=5433/TCP] {192.0.2.10:true/false/false node= zone= host= ref=/} | IPv6 [db=5433/TCP] {2001:db8::1:true/false/false node= zone= host= ref=/}")
+
+	// skip-mirror removes the mirror.
+	ep, err = eps.Get(c.ctx, ns, "ext")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Metadata.Labels["endpointslice.kubernetes.io/skip-mirror"] = "true"
+	if _, err := eps.Update(c.ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("no mirror once skip-mirror is set", "")
+}

@@ -2,7 +2,8 @@
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller, endpointslice) over shared informers, talking only to the API
+// replicationcontroller, endpointslice, endpointslicemirroring) over
+// shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -37,6 +38,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/disruption"
 	"github.com/kplane/kplane/services/controllers/endpoints"
 	"github.com/kplane/kplane/services/controllers/endpointslice"
+	"github.com/kplane/kplane/services/controllers/endpointslicemirroring"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 	"github.com/kplane/kplane/services/controllers/job"
@@ -60,20 +62,21 @@ const (
 	NodeLifecycle    = "nodelifecycle"
 	ServiceAccount   = "serviceaccount"
 	// RootCACertPublisher runs only with Config.RootCA.
-	RootCACertPublisher   = "root-ca-cert-publisher"
-	DaemonSet             = "daemonset"
-	Disruption            = "disruption"
-	Job                   = "job"
-	CronJob               = "cronjob"
-	TTLAfterFinished      = "ttl-after-finished"
-	PodGC                 = "podgc"
-	ReplicationController = "replicationcontroller"
-	EndpointSlice         = "endpointslice"
+	RootCACertPublisher    = "root-ca-cert-publisher"
+	DaemonSet              = "daemonset"
+	Disruption             = "disruption"
+	Job                    = "job"
+	CronJob                = "cronjob"
+	TTLAfterFinished       = "ttl-after-finished"
+	PodGC                  = "podgc"
+	ReplicationController  = "replicationcontroller"
+	EndpointSlice          = "endpointslice"
+	EndpointSliceMirroring = "endpointslicemirroring"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -322,7 +325,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 	}
 
 	var svcInf *client.Informer[*corev1.Service]
-	if on(Endpoints) || on(EndpointSlice) {
+	if on(Endpoints) || on(EndpointSlice) || on(EndpointSliceMirroring) {
 		svcInf = newInformer(client.Must[*corev1.Service](conn), m.log)
 		informer(svcInf.Run)
 	}
@@ -330,11 +333,21 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointsWorkers) })
 	}
-	if on(EndpointSlice) {
-		esc := client.Must[*discoveryv1.EndpointSlice](conn)
-		sliceInf := client.NewInformer(client.ListWatch(esc, "", "", "", 500), client.InformerOptions[*discoveryv1.EndpointSlice]{Logger: m.log})
-		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+	esc := client.Must[*discoveryv1.EndpointSlice](conn)
+	var sliceInf *client.Informer[*discoveryv1.EndpointSlice]
+	if on(EndpointSlice) || on(EndpointSliceMirroring) {
+		sliceInf = client.NewInformer(client.ListWatch(esc, "", "", "", 500), client.InformerOptions[*discoveryv1.EndpointSlice]{Logger: m.log})
 		informer(sliceInf.Run)
+	}
+	if on(EndpointSliceMirroring) {
+		epInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Endpoints](conn), "", "", "", 500), client.InformerOptions[*corev1.Endpoints]{Logger: m.log})
+		informer(epInf.Run)
+		c := endpointslicemirroring.New(endpointslicemirroring.Config{Slices: esc, EndpointsInformer: epInf, ServiceInformer: svcInf,
+			SliceInformer: sliceInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointSliceWorkers) })
+	}
+	if on(EndpointSlice) {
+		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
 		informer(nodeInf.Run)
 		c := endpointslice.New(endpointslice.Config{Slices: esc, ServiceInformer: svcInf, PodInformer: podInf, NodeInformer: nodeInf,
 			SliceInformer: sliceInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})

@@ -67,7 +67,7 @@ type Controller struct {
 	log     *slog.Logger
 	queue   client.Queue
 	causes  client.TraceCauses
-	tracker *tracker
+	tracker *Tracker
 }
 
 // New returns a controller and registers its handlers.
@@ -80,7 +80,7 @@ func New(cfg Config) *Controller {
 		cfg.MaxEndpointsPerSlice = MaxEndpointsPerSlice
 	}
 	c := &Controller{cfg: cfg, log: log.With("controller", "endpointslice"),
-		queue: client.NewQueue("endpointslice", 0, 0), tracker: newTracker()}
+		queue: client.NewQueue("endpointslice", 0, 0), tracker: NewTracker()}
 	cfg.ServiceInformer.AddEventHandler(client.EnqueueHandler[*corev1.Service](c.queue))
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
 		OnAdd: func(p *corev1.Pod) { c.enqueueFor(p, nil, p) },
@@ -103,7 +103,7 @@ func New(cfg Config) *Controller {
 		OnUpdate: func(o, n *discoveryv1.EndpointSlice) { enqueueSlice(o); enqueueSlice(n) },
 		OnDelete: func(s *discoveryv1.EndpointSlice) {
 			// Gone from the cache, whoever deleted it: nothing to wait for.
-			c.tracker.drop(client.KeyOf(s.GetMetadata().GetNamespace(), s.GetMetadata().GetLabels()[LabelServiceName]), s.GetMetadata().GetUid())
+			c.tracker.Drop(client.KeyOf(s.GetMetadata().GetNamespace(), s.GetMetadata().GetLabels()[LabelServiceName]), s.GetMetadata().GetUid())
 			enqueueSlice(s)
 		},
 	})
@@ -152,7 +152,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	slices := c.ownedSlices(ns, name)
 	svc, ok := c.cfg.ServiceInformer.Store().Get(key)
 	if !ok {
-		c.tracker.forget(key)
+		c.tracker.Forget(key)
 		for _, s := range slices {
 			if err := c.delete(ctx, key, s); err != nil {
 				return err
@@ -163,7 +163,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if svc.GetSpec().GetType() == "ExternalName" || svc.GetSpec().GetSelector() == nil {
 		return nil // slices of such Services are written by others
 	}
-	if c.tracker.stale(key, slices) {
+	if c.tracker.Stale(key, slices) {
 		return fmt.Errorf("endpointslice %s: the EndpointSlice cache is behind this controller's writes", key)
 	}
 	sel := labels.SelectorFromSet(svc.GetSpec().GetSelector())
@@ -183,14 +183,14 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 			}
 			return fmt.Errorf("endpointslice %s: create: %w", key, err)
 		}
-		c.tracker.wrote(key, created)
+		c.tracker.Wrote(key, created)
 	}
 	for _, s := range p.update {
 		updated, err := c.cfg.Slices.Update(ctx, s)
 		if err != nil {
 			return fmt.Errorf("endpointslice %s: update %s: %w", key, s.GetMetadata().GetName(), err)
 		}
-		c.tracker.wrote(key, updated)
+		c.tracker.Wrote(key, updated)
 	}
 	for _, s := range p.remove {
 		if err := c.delete(ctx, key, s); err != nil {
@@ -210,7 +210,7 @@ func (c *Controller) delete(ctx context.Context, key string, s *discoveryv1.Endp
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("endpointslice %s: delete %s: %w", key, m.GetName(), err)
 	}
-	c.tracker.deleted(key, s)
+	c.tracker.Deleted(key, s)
 	return nil
 }
 
@@ -240,28 +240,33 @@ func (c *Controller) nodeZone(name string) (string, bool) {
 	return n.GetMetadata().GetLabels()[zoneLabel], true
 }
 
-// tracker remembers the generation of every slice this controller last
-// wrote (and the slices it deleted), per Service, so that a reconcile
-// working from an informer cache that has not seen those writes yet waits
-// instead of creating duplicates, as Kubernetes' EndpointSliceTracker.
-type tracker struct {
+// Tracker remembers the generation of every slice a controller last wrote
+// (and the slices it deleted), per Service (or Endpoints) key, so that a
+// reconcile working from an informer cache that has not seen those writes
+// yet waits instead of creating duplicates, as Kubernetes'
+// EndpointSliceTracker. The EndpointSlice and mirroring controllers each
+// have one; it is safe for concurrent use.
+type Tracker struct {
 	mu sync.Mutex
 	// generations: service key → slice uid → generation written, or -1
 	// for a slice deleted.
 	generations map[string]map[string]int64
 }
 
-func newTracker() *tracker { return &tracker{generations: map[string]map[string]int64{}} }
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker { return &Tracker{generations: map[string]map[string]int64{}} }
 
-func (t *tracker) wrote(key string, s *discoveryv1.EndpointSlice) {
+// Wrote records s as written for key.
+func (t *Tracker) Wrote(key string, s *discoveryv1.EndpointSlice) {
 	t.set(key, s.GetMetadata().GetUid(), s.GetMetadata().GetGeneration())
 }
 
-func (t *tracker) deleted(key string, s *discoveryv1.EndpointSlice) {
+// Deleted records s as deleted for key.
+func (t *Tracker) Deleted(key string, s *discoveryv1.EndpointSlice) {
 	t.set(key, s.GetMetadata().GetUid(), -1)
 }
 
-func (t *tracker) set(key, uid string, gen int64) {
+func (t *Tracker) set(key, uid string, gen int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m := t.generations[key]
@@ -272,23 +277,25 @@ func (t *tracker) set(key, uid string, gen int64) {
 	m[uid] = gen
 }
 
-func (t *tracker) drop(key, uid string) {
+// Drop forgets the slice uid of key (the cache saw it deleted).
+func (t *Tracker) Drop(key, uid string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.generations[key], uid)
 }
 
-func (t *tracker) forget(key string) {
+// Forget forgets every slice of key.
+func (t *Tracker) Forget(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.generations, key)
 }
 
-// stale reports whether cached (the cache's slices of the Service key) is
+// Stale reports whether cached (the cache's slices of the Service key) is
 // older than what this controller wrote: a slice it wrote missing or at an
 // older generation, or one it deleted still there. Entries the cache has
 // caught up with are dropped.
-func (t *tracker) stale(key string, cached []*discoveryv1.EndpointSlice) bool {
+func (t *Tracker) Stale(key string, cached []*discoveryv1.EndpointSlice) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	want := t.generations[key]

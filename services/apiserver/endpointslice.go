@@ -343,7 +343,7 @@ func (s *Server) reconcileKubernetesEndpointSlice(ctx context.Context, ml *maste
 	r := s.resources["endpointslices"]
 	cur, err := s.store.get(ctx, r, "default", "kubernetes")
 	if apierrors.IsNotFound(err) {
-		err = s.writeInternal(ctx, r, want, nil)
+		err = s.writeKubernetesSlice(ctx, r, want, nil)
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -359,7 +359,7 @@ func (s *Server) reconcileKubernetesEndpointSlice(ctx context.Context, ml *maste
 		if _, err := s.storeRemove(ctx, r, "default", "kubernetes", rev, es); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		return s.writeInternal(ctx, r, want, nil)
+		return s.writeKubernetesSlice(ctx, r, want, nil)
 	}
 	defaultEndpointSlice(want)
 	if slicesEqualProto(es.GetEndpoints(), want.GetEndpoints()) && slicesEqualProto(es.GetPorts(), want.GetPorts()) &&
@@ -368,10 +368,50 @@ func (s *Server) reconcileKubernetesEndpointSlice(ctx context.Context, ml *maste
 	}
 	n := proto.Clone(es).(*discoveryv1.EndpointSlice)
 	n.Endpoints, n.Ports, n.Metadata.Labels = want.Endpoints, want.Ports, want.Metadata.Labels
-	err = s.writeInternal(ctx, r, n, es)
+	err = s.writeKubernetesSlice(ctx, r, n, es)
 	var ce *casError
 	if errors.As(err, &ce) {
 		return nil // another replica wrote it; the next round looks again
 	}
 	return err
+}
+
+// writeKubernetesSlice is writeInternal for the kubernetes slice, whose
+// addresses may be loopback ones: kplane lists a loopback advertised
+// address (kplane up on loopback) where kube-apiserver refuses it, in the
+// slice as in the Endpoints. Every other rule holds.
+func (s *Server) writeKubernetesSlice(ctx context.Context, r *resourceInfo, obj, old *discoveryv1.EndpointSlice) error {
+	n := proto.Clone(obj).(*discoveryv1.EndpointSlice)
+	setTypeMeta(r, n)
+	if old == nil {
+		prepareForCreate(r, n)
+	} else {
+		prepareForUpdate(r, n, old)
+	}
+	setDefaults(n)
+	var errs field.ErrorList
+	for _, e := range validateObjectErrs(r, n, oldOrNil(old)) {
+		if e.Type == field.ErrorTypeInvalid && e.Detail == "may not be in the loopback range (127.0.0.0/8, ::1/128)" {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	if err := invalid(r, n.GetMetadata().GetName(), errs); err != nil {
+		return err
+	}
+	if old == nil {
+		_, err := s.storeCreate(ctx, r, n)
+		return err
+	}
+	rev, _ := parseRV(old.GetMetadata().GetResourceVersion())
+	_, err := s.storeUpdate(ctx, r, "default", n.GetMetadata().GetName(), rev, n, old)
+	return err
+}
+
+// oldOrNil keeps a nil *EndpointSlice a nil proto.Message.
+func oldOrNil(old *discoveryv1.EndpointSlice) proto.Message {
+	if old == nil {
+		return nil
+	}
+	return old
 }

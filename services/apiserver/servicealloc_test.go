@@ -415,3 +415,34 @@ func TestTwoThousandServices(t *testing.T) {
 		}
 	}
 }
+
+// TestKubernetesEndpointSliceOnLoopback: a loopback advertised address (as
+// under kplane up) is listed in the kubernetes EndpointSlice as in its
+// Endpoints, although a user's slice may not hold one.
+func TestKubernetesEndpointSliceOnLoopback(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.ServiceClusterIPRange = netip.MustParsePrefix("10.96.0.0/12")
+		c.AdvertiseAddress = netip.MustParseAddr("127.0.0.1")
+		c.SecurePort = 2388
+	})
+	ctx := admin(t)
+	ml := &masterLeases{cli: e.srv.store.cli, prefix: e.srv.cfg.Prefix + "masterleases/"}
+	if err := e.srv.reconcileKubernetesEndpoints(t.Context(), ml); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.reconcileKubernetesEndpointSlice(t.Context(), ml); err != nil {
+		t.Fatal(err)
+	}
+	slices := discoveryv1.NewEndpointSliceServiceClient(e.conn)
+	sr, err := slices.GetEndpointSlice(ctx, &discoveryv1.GetEndpointSliceRequest{Namespace: "default", Name: "kubernetes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eps := sr.GetEndpointSlice().GetEndpoints(); len(eps) != 1 || eps[0].GetAddresses()[0] != "127.0.0.1" {
+		t.Errorf("kubernetes EndpointSlice endpoints: %v", eps)
+	}
+	bad := &discoveryv1.EndpointSlice{Metadata: om("default", "mine"), AddressType: "IPv4",
+		Endpoints: []*discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}}}}
+	_, err = slices.CreateEndpointSlice(ctx, &discoveryv1.CreateEndpointSliceRequest{Namespace: "default", EndpointSlice: bad})
+	wantReason(t, err, apierrors.ReasonInvalid)
+}

@@ -153,12 +153,6 @@ func validatePodTemplate(o *corev1.PodTemplate) field.ErrorList {
 	return errs
 }
 
-// Ingress path rules Kubernetes applies to Exact and Prefix paths.
-var (
-	invalidIngressPathSequences = []string{"//", "/./", "/../", "%2f", "%2F"}
-	invalidIngressPathSuffixes  = []string{"/..", "/."}
-)
-
 const ingressClassAnnotation = "kubernetes.io/ingress.class"
 
 // validateIngress is ValidateIngressCreate (old nil) and
@@ -271,12 +265,13 @@ func validateIngressPath(path *networkingv1.HTTPIngressPath, p *field.Path) fiel
 			errs = append(errs, field.Invalid(p.Child("path"), v, "must be an absolute path"))
 		}
 		if v != "" {
-			for _, seq := range invalidIngressPathSequences {
+			// The sequences and suffixes Kubernetes refuses in these paths.
+			for _, seq := range []string{"//", "/./", "/../", "%2f", "%2F"} {
 				if strings.Contains(v, seq) {
 					errs = append(errs, field.Invalid(p.Child("path"), v, fmt.Sprintf("must not contain '%s'", seq)))
 				}
 			}
-			for _, suf := range invalidIngressPathSuffixes {
+			for _, suf := range []string{"/..", "/."} {
 				if strings.HasSuffix(v, suf) {
 					errs = append(errs, field.Invalid(p.Child("path"), v, fmt.Sprintf("cannot end with '%s'", suf)))
 				}

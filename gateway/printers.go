@@ -161,6 +161,9 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 	case *autoscalingv1.Scale:
 		return row(obj.Name, int64(obj.Spec.Replicas), int64(obj.Status.Replicas), since(obj.CreationTimestamp)), nil
 	}
+	if r, ok := printMoreKinds(typed, now); ok {
+		return r, nil
+	}
 	return defaultRow(o), nil
 }
 

@@ -24,8 +24,12 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
+	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	_ "github.com/kplane/kplane/proto/kplane/networking/v1"
+	_ "github.com/kplane/kplane/proto/kplane/node/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	_ "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
 // resource is one REST resource, derived from a gRPC service's methods and
@@ -298,6 +302,8 @@ var shortNames = map[string][]string{
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
 	"cronjobs":                  {"cj"},
 	"replicationcontrollers":    {"rc"},
+	"ingresses":                 {"ing"},
+	"networkpolicies":           {"netpol"},
 	"customresourcedefinitions": {"crd", "crds"},
 }
 

@@ -28,8 +28,12 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
+	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -63,6 +67,15 @@ var services = []registration{
 	register(appsv1.RegisterControllerRevisionServiceHandlerClient, appsv1.NewControllerRevisionServiceClient),
 	register(batchv1.RegisterJobServiceHandlerClient, batchv1.NewJobServiceClient),
 	register(batchv1.RegisterCronJobServiceHandlerClient, batchv1.NewCronJobServiceClient),
+	register(discoveryv1.RegisterEndpointSliceServiceHandlerClient, discoveryv1.NewEndpointSliceServiceClient),
+	register(corev1.RegisterPodTemplateServiceHandlerClient, corev1.NewPodTemplateServiceClient),
+	register(networkingv1.RegisterIngressServiceHandlerClient, networkingv1.NewIngressServiceClient),
+	register(networkingv1.RegisterIngressClassServiceHandlerClient, networkingv1.NewIngressClassServiceClient),
+	register(networkingv1.RegisterNetworkPolicyServiceHandlerClient, networkingv1.NewNetworkPolicyServiceClient),
+	register(nodev1.RegisterRuntimeClassServiceHandlerClient, nodev1.NewRuntimeClassServiceClient),
+	register(storagev1.RegisterCSIDriverServiceHandlerClient, storagev1.NewCSIDriverServiceClient),
+	register(storagev1.RegisterCSINodeServiceHandlerClient, storagev1.NewCSINodeServiceClient),
+	register(storagev1.RegisterVolumeAttachmentServiceHandlerClient, storagev1.NewVolumeAttachmentServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),
 	register(policyv1.RegisterPodDisruptionBudgetServiceHandlerClient, policyv1.NewPodDisruptionBudgetServiceClient),
 	register(rbacv1.RegisterRoleServiceHandlerClient, rbacv1.NewRoleServiceClient),

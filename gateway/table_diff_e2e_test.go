@@ -108,6 +108,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 		byName[r.Resource+"/"+r.Name] = i
 	}
 	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
+		"IngressClass": true, "RuntimeClass": true, "CSIDriver": true, "CSINode": true, "VolumeAttachment": true,
 		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true, "CustomResourceDefinition": true}
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)

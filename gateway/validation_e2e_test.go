@@ -94,10 +94,14 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 			if !ok {
 				t.Fatalf("recorded.json has no %s: record it again", e.Name)
 			}
-			gv, res, _ := strings.Cut(e.Resource, "/v1/")
-			coll := "/apis/" + gv + "/v1/namespaces/default/" + res
+			gv, res, ok := strings.Cut(e.Resource, "/v1/")
+			prefix := "/apis/" + gv + "/v1"
+			if !ok {
+				prefix, res = "/api/v1", strings.TrimPrefix(e.Resource, "v1/")
+			}
+			coll := prefix + "/namespaces/default/" + res
 			if e.Cluster {
-				coll = "/apis/" + gv + "/v1/" + res
+				coll = prefix + "/" + res
 			}
 			code, out := do(http.MethodPost, coll, "application/json", e.Object)
 			if e.Patch != nil {

@@ -22,7 +22,11 @@ import (
 	autoscalingk8s "k8s.io/api/autoscaling/v1"
 	coordinationk8s "k8s.io/api/coordination/v1"
 	corek8s "k8s.io/api/core/v1"
+	discoveryk8s "k8s.io/api/discovery/v1"
+	networkingk8s "k8s.io/api/networking/v1"
+	nodek8s "k8s.io/api/node/v1"
 	rback8s "k8s.io/api/rbac/v1"
+	storagek8s "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metak8s "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,8 +41,12 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
+	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
 // servedKinds pairs every served kind (and list, and review) with its
@@ -79,6 +87,15 @@ func servedKinds() []struct {
 		{&authorizationk8s.SelfSubjectRulesReview{}, &authorizationv1.SelfSubjectRulesReview{}},
 		{&autoscalingk8s.Scale{}, &autoscalingv1.Scale{}},
 		{&metak8s.Status{}, &metav1.Status{}},
+		{&discoveryk8s.EndpointSlice{}, &discoveryv1.EndpointSlice{}}, {&discoveryk8s.EndpointSliceList{}, &discoveryv1.EndpointSliceList{}},
+		{&corek8s.PodTemplate{}, &corev1.PodTemplate{}}, {&corek8s.PodTemplateList{}, &corev1.PodTemplateList{}},
+		{&networkingk8s.Ingress{}, &networkingv1.Ingress{}}, {&networkingk8s.IngressList{}, &networkingv1.IngressList{}},
+		{&networkingk8s.IngressClass{}, &networkingv1.IngressClass{}}, {&networkingk8s.IngressClassList{}, &networkingv1.IngressClassList{}},
+		{&networkingk8s.NetworkPolicy{}, &networkingv1.NetworkPolicy{}}, {&networkingk8s.NetworkPolicyList{}, &networkingv1.NetworkPolicyList{}},
+		{&nodek8s.RuntimeClass{}, &nodev1.RuntimeClass{}}, {&nodek8s.RuntimeClassList{}, &nodev1.RuntimeClassList{}},
+		{&storagek8s.CSIDriver{}, &storagev1.CSIDriver{}}, {&storagek8s.CSIDriverList{}, &storagev1.CSIDriverList{}},
+		{&storagek8s.CSINode{}, &storagev1.CSINode{}}, {&storagek8s.CSINodeList{}, &storagev1.CSINodeList{}},
+		{&storagek8s.VolumeAttachment{}, &storagev1.VolumeAttachment{}}, {&storagek8s.VolumeAttachmentList{}, &storagev1.VolumeAttachmentList{}},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 )
@@ -126,6 +127,10 @@ func setDefaults(obj proto.Message) {
 			}
 			o.StringData = nil
 		}
+	case *discoveryv1.EndpointSlice:
+		defaultEndpointSlice(o)
+	default:
+		defaultMoreKinds(obj)
 	case *batchv1.Job:
 		defaultJob(o)
 	case *batchv1.CronJob:

@@ -29,6 +29,7 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
@@ -628,6 +629,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
 		o.Status = &policyv1.PodDisruptionBudgetStatus{}
+	case *discoveryv1.EndpointSlice:
+		prepareEndpointSliceWrite(o, nil)
+	default:
+		prepareMoreKinds(obj, nil)
 	case *batchv1.CronJob:
 		o.Status = nil // a Job's is cleared with its generated selector
 	case *corev1.Namespace:
@@ -786,6 +791,10 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	if !specEqual(obj, old) {
 		m.Generation++
 	}
+	if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		prepareEndpointSliceWrite(es, old.(*discoveryv1.EndpointSlice))
+	}
+	prepareMoreKinds(obj, old)
 }
 
 // mutation builds the new object from the current one for one attempt of

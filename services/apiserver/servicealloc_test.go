@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/internal/storetest"
 )
@@ -289,6 +290,7 @@ func TestKubernetesService(t *testing.T) {
 	})
 	ctx := admin(t)
 	svcs, eps := corev1.NewServiceServiceClient(e.conn), corev1.NewEndpointsServiceClient(e.conn)
+	slices := discoveryv1.NewEndpointSliceServiceClient(e.conn)
 	check := func() {
 		t.Helper()
 		resp, err := svcs.GetService(ctx, &corev1.GetServiceRequest{Namespace: "default", Name: "kubernetes"})
@@ -310,12 +312,27 @@ func TestKubernetesService(t *testing.T) {
 		if len(ss) != 1 || len(ss[0].GetAddresses()) != 1 || ss[0].GetAddresses()[0].GetIp() != "192.0.2.10" || ss[0].GetPorts()[0].GetPort() != 2387 || ss[0].GetPorts()[0].GetName() != "https" {
 			t.Errorf("kubernetes Endpoints: %v", ss)
 		}
+		// Its EndpointSlice, as kube-apiserver's reconciler writes it.
+		sr, err := slices.GetEndpointSlice(ctx, &discoveryv1.GetEndpointSliceRequest{Namespace: "default", Name: "kubernetes"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := sr.GetEndpointSlice()
+		if es.GetAddressType() != "IPv4" || len(es.GetPorts()) != 1 || es.GetPorts()[0].GetName() != "https" || es.GetPorts()[0].GetPort() != 2387 ||
+			es.GetPorts()[0].GetProtocol() != "TCP" || len(es.GetEndpoints()) != 1 || es.GetEndpoints()[0].GetAddresses()[0] != "192.0.2.10" ||
+			!es.GetEndpoints()[0].GetConditions().GetReady() || len(es.GetMetadata().GetLabels()) != 1 ||
+			es.GetMetadata().GetLabels()["kubernetes.io/service-name"] != "kubernetes" {
+			t.Errorf("kubernetes EndpointSlice: %v", es)
+		}
 	}
 	check()
 	if _, err := svcs.DeleteService(ctx, &corev1.DeleteServiceRequest{Namespace: "default", Name: "kubernetes"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eps.DeleteEndpoints(ctx, &corev1.DeleteEndpointsRequest{Namespace: "default", Name: "kubernetes"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slices.DeleteEndpointSlice(ctx, &discoveryv1.DeleteEndpointSliceRequest{Namespace: "default", Name: "kubernetes"}); err != nil {
 		t.Fatal(err)
 	}
 	ml := &masterLeases{cli: e.srv.store.cli, prefix: e.srv.cfg.Prefix + "masterleases/"}
@@ -325,6 +342,9 @@ func TestKubernetesService(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := e.srv.reconcileKubernetesEndpoints(t.Context(), ml); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.srv.reconcileKubernetesEndpointSlice(t.Context(), ml); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -394,4 +414,35 @@ func TestTwoThousandServices(t *testing.T) {
 			t.Errorf("%d records under %s, want %d", resp.Count, prefix, want)
 		}
 	}
+}
+
+// TestKubernetesEndpointSliceOnLoopback: a loopback advertised address (as
+// under kplane up) is listed in the kubernetes EndpointSlice as in its
+// Endpoints, although a user's slice may not hold one.
+func TestKubernetesEndpointSliceOnLoopback(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.ServiceClusterIPRange = netip.MustParsePrefix("10.96.0.0/12")
+		c.AdvertiseAddress = netip.MustParseAddr("127.0.0.1")
+		c.SecurePort = 2388
+	})
+	ctx := admin(t)
+	ml := &masterLeases{cli: e.srv.store.cli, prefix: e.srv.cfg.Prefix + "masterleases/"}
+	if err := e.srv.reconcileKubernetesEndpoints(t.Context(), ml); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.reconcileKubernetesEndpointSlice(t.Context(), ml); err != nil {
+		t.Fatal(err)
+	}
+	slices := discoveryv1.NewEndpointSliceServiceClient(e.conn)
+	sr, err := slices.GetEndpointSlice(ctx, &discoveryv1.GetEndpointSliceRequest{Namespace: "default", Name: "kubernetes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eps := sr.GetEndpointSlice().GetEndpoints(); len(eps) != 1 || eps[0].GetAddresses()[0] != "127.0.0.1" {
+		t.Errorf("kubernetes EndpointSlice endpoints: %v", eps)
+	}
+	bad := &discoveryv1.EndpointSlice{Metadata: om("default", "mine"), AddressType: "IPv4",
+		Endpoints: []*discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}}}}
+	_, err = slices.CreateEndpointSlice(ctx, &discoveryv1.CreateEndpointSliceRequest{Namespace: "default", EndpointSlice: bad})
+	wantReason(t, err, apierrors.ReasonInvalid)
 }

@@ -230,6 +230,9 @@ func (s *Server) runKubernetesService(ctx context.Context, first func()) {
 		if err := s.reconcileKubernetesEndpoints(ctx, ml); err != nil && ctx.Err() == nil {
 			s.log.Warn("reconciling the kubernetes service's endpoints", "err", err)
 		}
+		if err := s.reconcileKubernetesEndpointSlice(ctx, ml); err != nil && ctx.Err() == nil {
+			s.log.Warn("reconciling the kubernetes service's endpoint slice", "err", err)
+		}
 		if first != nil {
 			first()
 			first = nil

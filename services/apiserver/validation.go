@@ -23,6 +23,7 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -40,6 +41,7 @@ func validateObject(r *resourceInfo, obj, old proto.Message) error {
 // validateObjectErrs is validateObject's list of violations.
 func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList {
 	errs := validateMeta(r, meta(obj), field.NewPath("metadata"))
+	errs = append(errs, validateMoreKinds(obj, old)...)
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		errs = append(errs, validatePodSpec(o.GetSpec(), field.NewPath("spec"))...)
@@ -112,6 +114,9 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 				errs = append(errs, field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set"))
 			}
 		}
+	case *discoveryv1.EndpointSlice:
+		oes, _ := old.(*discoveryv1.EndpointSlice)
+		errs = append(errs, validateEndpointSlice(o, oes)...)
 	case *policyv1.PodDisruptionBudget:
 		errs = append(errs, validatePDBSpec(o.GetSpec(), field.NewPath("spec"))...)
 	case *batchv1.Job:
@@ -194,6 +199,7 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 // have changed the spec after all, everything is validated.
 func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
 	errs := validateStatus(obj)
+	errs = append(errs, validateMoreStatus(obj)...)
 	if ds, ok := obj.(*appsv1.DaemonSet); ok {
 		errs = append(errs, validateDaemonSetStatus(ds, old)...)
 	}
@@ -480,21 +486,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 		}
 	}
 	for i, t := range s.GetTolerations() {
-		tp := p.Child("tolerations").Index(i)
-		if t.GetKey() != "" {
-			errs = append(errs, validateLabelKey(t.GetKey(), tp.Child("key"))...)
-		}
-		errs = append(errs, validateEnum(t.GetOperator(), tp.Child("operator"), false, "Exists", "Equal")...)
-		if t.GetOperator() == "Exists" && t.GetValue() != "" {
-			errs = append(errs, field.Invalid(tp.Child("operator"), t.GetOperator(), "value must be empty when `operator` is 'Exists'"))
-		}
-		if t.GetKey() == "" && t.GetOperator() != "Exists" {
-			errs = append(errs, field.Invalid(tp.Child("operator"), t.GetOperator(), "operator must be Exists when `key` is empty, which means \"match all values and all keys\""))
-		}
-		errs = append(errs, validateEnum(t.GetEffect(), tp.Child("effect"), false, "NoSchedule", "PreferNoSchedule", "NoExecute")...)
-		if t.TolerationSeconds != nil && t.GetEffect() != "NoExecute" {
-			errs = append(errs, field.Invalid(tp.Child("effect"), t.GetEffect(), "effect must be 'NoExecute' when `tolerationSeconds` is set"))
-		}
+		errs = append(errs, validateToleration(t, p.Child("tolerations").Index(i))...)
 	}
 	if na := s.GetAffinity().GetNodeAffinity(); na != nil {
 		ap := p.Child("affinity", "nodeAffinity")

@@ -11,8 +11,12 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
+	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -82,6 +86,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &corev1.ReplicationController{} },
 		},
 		{
+			Group: "", Version: "v1", Kind: "PodTemplate", Resource: "podtemplates",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.PodTemplate{} },
+		},
+		{
 			Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
 			Namespaced: true, HasStatus: true, HasScale: true, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -116,6 +126,54 @@ func builtinResources() []*resourceInfo {
 			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
 			New: func() proto.Message { return &batchv1.CronJob{} },
+		},
+		{
+			Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSlice", Resource: "endpointslices",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &discoveryv1.EndpointSlice{} },
+		},
+		{
+			Group: "networking.k8s.io", Version: "v1", Kind: "Ingress", Resource: "ingresses",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &networkingv1.Ingress{} },
+		},
+		{
+			Group: "networking.k8s.io", Version: "v1", Kind: "IngressClass", Resource: "ingressclasses",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &networkingv1.IngressClass{} },
+		},
+		{
+			Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy", Resource: "networkpolicies",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &networkingv1.NetworkPolicy{} },
+		},
+		{
+			Group: "node.k8s.io", Version: "v1", Kind: "RuntimeClass", Resource: "runtimeclasses",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &nodev1.RuntimeClass{} },
+		},
+		{
+			Group: "storage.k8s.io", Version: "v1", Kind: "CSIDriver", Resource: "csidrivers",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &storagev1.CSIDriver{} },
+		},
+		{
+			Group: "storage.k8s.io", Version: "v1", Kind: "CSINode", Resource: "csinodes",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &storagev1.CSINode{} },
+		},
+		{
+			Group: "storage.k8s.io", Version: "v1", Kind: "VolumeAttachment", Resource: "volumeattachments",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &storagev1.VolumeAttachment{} },
 		},
 		{
 			Group: "coordination.k8s.io", Version: "v1", Kind: "Lease", Resource: "leases",
@@ -187,12 +245,21 @@ func registerServices(gs *grpc.Server, s *Server) {
 	corev1.RegisterSecretServiceServer(gs, &secretService{s: s, r: s.resources["secrets"]})
 	corev1.RegisterServiceAccountServiceServer(gs, &serviceAccountService{s: s, r: s.resources["serviceaccounts"]})
 	corev1.RegisterReplicationControllerServiceServer(gs, &replicationControllerService{s: s, r: s.resources["replicationcontrollers"]})
+	corev1.RegisterPodTemplateServiceServer(gs, &podTemplateService{s: s, r: s.resources["podtemplates"]})
 	appsv1.RegisterDeploymentServiceServer(gs, &deploymentService{s: s, r: s.resources["deployments"]})
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
 	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
 	appsv1.RegisterControllerRevisionServiceServer(gs, &controllerRevisionService{s: s, r: s.resources["controllerrevisions"]})
 	batchv1.RegisterJobServiceServer(gs, &jobService{s: s, r: s.resources["jobs"]})
 	batchv1.RegisterCronJobServiceServer(gs, &cronJobService{s: s, r: s.resources["cronjobs"]})
+	discoveryv1.RegisterEndpointSliceServiceServer(gs, &endpointSliceService{s: s, r: s.resources["endpointslices"]})
+	networkingv1.RegisterIngressServiceServer(gs, &ingressService{s: s, r: s.resources["ingresses"]})
+	networkingv1.RegisterIngressClassServiceServer(gs, &ingressClassService{s: s, r: s.resources["ingressclasses"]})
+	networkingv1.RegisterNetworkPolicyServiceServer(gs, &networkPolicyService{s: s, r: s.resources["networkpolicies"]})
+	nodev1.RegisterRuntimeClassServiceServer(gs, &runtimeClassService{s: s, r: s.resources["runtimeclasses"]})
+	storagev1.RegisterCSIDriverServiceServer(gs, &cSIDriverService{s: s, r: s.resources["csidrivers"]})
+	storagev1.RegisterCSINodeServiceServer(gs, &cSINodeService{s: s, r: s.resources["csinodes"]})
+	storagev1.RegisterVolumeAttachmentServiceServer(gs, &volumeAttachmentService{s: s, r: s.resources["volumeattachments"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
 	policyv1.RegisterPodDisruptionBudgetServiceServer(gs, &podDisruptionBudgetService{s: s, r: s.resources["poddisruptionbudgets"]})
 	rbacv1.RegisterRoleServiceServer(gs, &roleService{s: s, r: s.resources["roles"]})
@@ -1052,6 +1119,82 @@ func (x *replicationControllerService) UpdateReplicationControllerScale(ctx cont
 	return &corev1.UpdateReplicationControllerScaleResponse{Scale: sc}, nil
 }
 
+type podTemplateService struct {
+	corev1.UnimplementedPodTemplateServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *podTemplateService) GetPodTemplate(ctx context.Context, req *corev1.GetPodTemplateRequest) (*corev1.GetPodTemplateResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetPodTemplateResponse{PodTemplate: obj.(*corev1.PodTemplate)}, nil
+}
+
+func (x *podTemplateService) ListPodTemplates(ctx context.Context, req *corev1.ListPodTemplatesRequest) (*corev1.ListPodTemplatesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.PodTemplateList{ApiVersion: x.r.APIVersion(), Kind: "PodTemplateList", Metadata: lm, Items: make([]*corev1.PodTemplate, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.PodTemplate)
+	}
+	return &corev1.ListPodTemplatesResponse{List: list}, nil
+}
+
+func (x *podTemplateService) WatchPodTemplates(req *corev1.WatchPodTemplatesRequest, stream corev1.PodTemplateService_WatchPodTemplatesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchPodTemplatesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.PodTemplate)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *podTemplateService) CreatePodTemplate(ctx context.Context, req *corev1.CreatePodTemplateRequest) (*corev1.CreatePodTemplateResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetPodTemplate()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreatePodTemplateResponse{PodTemplate: obj.(*corev1.PodTemplate)}, nil
+}
+
+func (x *podTemplateService) UpdatePodTemplate(ctx context.Context, req *corev1.UpdatePodTemplateRequest) (*corev1.UpdatePodTemplateResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetPodTemplate()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdatePodTemplateResponse{PodTemplate: obj.(*corev1.PodTemplate)}, nil
+}
+
+func (x *podTemplateService) DeletePodTemplate(ctx context.Context, req *corev1.DeletePodTemplateRequest) (*corev1.DeletePodTemplateResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeletePodTemplateResponse{PodTemplate: obj.(*corev1.PodTemplate)}, nil
+}
+
 type deploymentService struct {
 	appsv1.UnimplementedDeploymentServiceServer
 	s *Server
@@ -1578,6 +1721,630 @@ func (x *cronJobService) UpdateCronJobStatus(ctx context.Context, req *batchv1.U
 		return nil, toGRPC(err)
 	}
 	return &batchv1.UpdateCronJobStatusResponse{CronJob: obj.(*batchv1.CronJob)}, nil
+}
+
+type endpointSliceService struct {
+	discoveryv1.UnimplementedEndpointSliceServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *endpointSliceService) GetEndpointSlice(ctx context.Context, req *discoveryv1.GetEndpointSliceRequest) (*discoveryv1.GetEndpointSliceResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.GetEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+func (x *endpointSliceService) ListEndpointSlices(ctx context.Context, req *discoveryv1.ListEndpointSlicesRequest) (*discoveryv1.ListEndpointSlicesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &discoveryv1.EndpointSliceList{ApiVersion: x.r.APIVersion(), Kind: "EndpointSliceList", Metadata: lm, Items: make([]*discoveryv1.EndpointSlice, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*discoveryv1.EndpointSlice)
+	}
+	return &discoveryv1.ListEndpointSlicesResponse{List: list}, nil
+}
+
+func (x *endpointSliceService) WatchEndpointSlices(req *discoveryv1.WatchEndpointSlicesRequest, stream discoveryv1.EndpointSliceService_WatchEndpointSlicesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &discoveryv1.WatchEndpointSlicesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*discoveryv1.EndpointSlice)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *endpointSliceService) CreateEndpointSlice(ctx context.Context, req *discoveryv1.CreateEndpointSliceRequest) (*discoveryv1.CreateEndpointSliceResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetEndpointSlice()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.CreateEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+func (x *endpointSliceService) UpdateEndpointSlice(ctx context.Context, req *discoveryv1.UpdateEndpointSliceRequest) (*discoveryv1.UpdateEndpointSliceResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetEndpointSlice()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.UpdateEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+func (x *endpointSliceService) DeleteEndpointSlice(ctx context.Context, req *discoveryv1.DeleteEndpointSliceRequest) (*discoveryv1.DeleteEndpointSliceResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &discoveryv1.DeleteEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+type ingressService struct {
+	networkingv1.UnimplementedIngressServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *ingressService) GetIngress(ctx context.Context, req *networkingv1.GetIngressRequest) (*networkingv1.GetIngressResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.GetIngressResponse{Ingress: obj.(*networkingv1.Ingress)}, nil
+}
+
+func (x *ingressService) ListIngresses(ctx context.Context, req *networkingv1.ListIngressesRequest) (*networkingv1.ListIngressesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &networkingv1.IngressList{ApiVersion: x.r.APIVersion(), Kind: "IngressList", Metadata: lm, Items: make([]*networkingv1.Ingress, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*networkingv1.Ingress)
+	}
+	return &networkingv1.ListIngressesResponse{List: list}, nil
+}
+
+func (x *ingressService) WatchIngresses(req *networkingv1.WatchIngressesRequest, stream networkingv1.IngressService_WatchIngressesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &networkingv1.WatchIngressesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*networkingv1.Ingress)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *ingressService) CreateIngress(ctx context.Context, req *networkingv1.CreateIngressRequest) (*networkingv1.CreateIngressResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetIngress()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.CreateIngressResponse{Ingress: obj.(*networkingv1.Ingress)}, nil
+}
+
+func (x *ingressService) UpdateIngress(ctx context.Context, req *networkingv1.UpdateIngressRequest) (*networkingv1.UpdateIngressResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetIngress()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.UpdateIngressResponse{Ingress: obj.(*networkingv1.Ingress)}, nil
+}
+
+func (x *ingressService) DeleteIngress(ctx context.Context, req *networkingv1.DeleteIngressRequest) (*networkingv1.DeleteIngressResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.DeleteIngressResponse{Ingress: obj.(*networkingv1.Ingress)}, nil
+}
+
+func (x *ingressService) UpdateIngressStatus(ctx context.Context, req *networkingv1.UpdateIngressStatusRequest) (*networkingv1.UpdateIngressStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetIngress()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.UpdateIngressStatusResponse{Ingress: obj.(*networkingv1.Ingress)}, nil
+}
+
+type ingressClassService struct {
+	networkingv1.UnimplementedIngressClassServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *ingressClassService) GetIngressClass(ctx context.Context, req *networkingv1.GetIngressClassRequest) (*networkingv1.GetIngressClassResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.GetIngressClassResponse{IngressClass: obj.(*networkingv1.IngressClass)}, nil
+}
+
+func (x *ingressClassService) ListIngressClasses(ctx context.Context, req *networkingv1.ListIngressClassesRequest) (*networkingv1.ListIngressClassesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &networkingv1.IngressClassList{ApiVersion: x.r.APIVersion(), Kind: "IngressClassList", Metadata: lm, Items: make([]*networkingv1.IngressClass, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*networkingv1.IngressClass)
+	}
+	return &networkingv1.ListIngressClassesResponse{List: list}, nil
+}
+
+func (x *ingressClassService) WatchIngressClasses(req *networkingv1.WatchIngressClassesRequest, stream networkingv1.IngressClassService_WatchIngressClassesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &networkingv1.WatchIngressClassesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*networkingv1.IngressClass)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *ingressClassService) CreateIngressClass(ctx context.Context, req *networkingv1.CreateIngressClassRequest) (*networkingv1.CreateIngressClassResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetIngressClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.CreateIngressClassResponse{IngressClass: obj.(*networkingv1.IngressClass)}, nil
+}
+
+func (x *ingressClassService) UpdateIngressClass(ctx context.Context, req *networkingv1.UpdateIngressClassRequest) (*networkingv1.UpdateIngressClassResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetIngressClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.UpdateIngressClassResponse{IngressClass: obj.(*networkingv1.IngressClass)}, nil
+}
+
+func (x *ingressClassService) DeleteIngressClass(ctx context.Context, req *networkingv1.DeleteIngressClassRequest) (*networkingv1.DeleteIngressClassResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.DeleteIngressClassResponse{IngressClass: obj.(*networkingv1.IngressClass)}, nil
+}
+
+type networkPolicyService struct {
+	networkingv1.UnimplementedNetworkPolicyServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *networkPolicyService) GetNetworkPolicy(ctx context.Context, req *networkingv1.GetNetworkPolicyRequest) (*networkingv1.GetNetworkPolicyResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.GetNetworkPolicyResponse{NetworkPolicy: obj.(*networkingv1.NetworkPolicy)}, nil
+}
+
+func (x *networkPolicyService) ListNetworkPolicies(ctx context.Context, req *networkingv1.ListNetworkPoliciesRequest) (*networkingv1.ListNetworkPoliciesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &networkingv1.NetworkPolicyList{ApiVersion: x.r.APIVersion(), Kind: "NetworkPolicyList", Metadata: lm, Items: make([]*networkingv1.NetworkPolicy, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*networkingv1.NetworkPolicy)
+	}
+	return &networkingv1.ListNetworkPoliciesResponse{List: list}, nil
+}
+
+func (x *networkPolicyService) WatchNetworkPolicies(req *networkingv1.WatchNetworkPoliciesRequest, stream networkingv1.NetworkPolicyService_WatchNetworkPoliciesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &networkingv1.WatchNetworkPoliciesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*networkingv1.NetworkPolicy)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *networkPolicyService) CreateNetworkPolicy(ctx context.Context, req *networkingv1.CreateNetworkPolicyRequest) (*networkingv1.CreateNetworkPolicyResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetNetworkPolicy()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.CreateNetworkPolicyResponse{NetworkPolicy: obj.(*networkingv1.NetworkPolicy)}, nil
+}
+
+func (x *networkPolicyService) UpdateNetworkPolicy(ctx context.Context, req *networkingv1.UpdateNetworkPolicyRequest) (*networkingv1.UpdateNetworkPolicyResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetNetworkPolicy()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.UpdateNetworkPolicyResponse{NetworkPolicy: obj.(*networkingv1.NetworkPolicy)}, nil
+}
+
+func (x *networkPolicyService) DeleteNetworkPolicy(ctx context.Context, req *networkingv1.DeleteNetworkPolicyRequest) (*networkingv1.DeleteNetworkPolicyResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &networkingv1.DeleteNetworkPolicyResponse{NetworkPolicy: obj.(*networkingv1.NetworkPolicy)}, nil
+}
+
+type runtimeClassService struct {
+	nodev1.UnimplementedRuntimeClassServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *runtimeClassService) GetRuntimeClass(ctx context.Context, req *nodev1.GetRuntimeClassRequest) (*nodev1.GetRuntimeClassResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &nodev1.GetRuntimeClassResponse{RuntimeClass: obj.(*nodev1.RuntimeClass)}, nil
+}
+
+func (x *runtimeClassService) ListRuntimeClasses(ctx context.Context, req *nodev1.ListRuntimeClassesRequest) (*nodev1.ListRuntimeClassesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &nodev1.RuntimeClassList{ApiVersion: x.r.APIVersion(), Kind: "RuntimeClassList", Metadata: lm, Items: make([]*nodev1.RuntimeClass, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*nodev1.RuntimeClass)
+	}
+	return &nodev1.ListRuntimeClassesResponse{List: list}, nil
+}
+
+func (x *runtimeClassService) WatchRuntimeClasses(req *nodev1.WatchRuntimeClassesRequest, stream nodev1.RuntimeClassService_WatchRuntimeClassesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &nodev1.WatchRuntimeClassesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*nodev1.RuntimeClass)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *runtimeClassService) CreateRuntimeClass(ctx context.Context, req *nodev1.CreateRuntimeClassRequest) (*nodev1.CreateRuntimeClassResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetRuntimeClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &nodev1.CreateRuntimeClassResponse{RuntimeClass: obj.(*nodev1.RuntimeClass)}, nil
+}
+
+func (x *runtimeClassService) UpdateRuntimeClass(ctx context.Context, req *nodev1.UpdateRuntimeClassRequest) (*nodev1.UpdateRuntimeClassResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetRuntimeClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &nodev1.UpdateRuntimeClassResponse{RuntimeClass: obj.(*nodev1.RuntimeClass)}, nil
+}
+
+func (x *runtimeClassService) DeleteRuntimeClass(ctx context.Context, req *nodev1.DeleteRuntimeClassRequest) (*nodev1.DeleteRuntimeClassResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &nodev1.DeleteRuntimeClassResponse{RuntimeClass: obj.(*nodev1.RuntimeClass)}, nil
+}
+
+type cSIDriverService struct {
+	storagev1.UnimplementedCSIDriverServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *cSIDriverService) GetCSIDriver(ctx context.Context, req *storagev1.GetCSIDriverRequest) (*storagev1.GetCSIDriverResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.GetCSIDriverResponse{CSIDriver: obj.(*storagev1.CSIDriver)}, nil
+}
+
+func (x *cSIDriverService) ListCSIDrivers(ctx context.Context, req *storagev1.ListCSIDriversRequest) (*storagev1.ListCSIDriversResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &storagev1.CSIDriverList{ApiVersion: x.r.APIVersion(), Kind: "CSIDriverList", Metadata: lm, Items: make([]*storagev1.CSIDriver, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*storagev1.CSIDriver)
+	}
+	return &storagev1.ListCSIDriversResponse{List: list}, nil
+}
+
+func (x *cSIDriverService) WatchCSIDrivers(req *storagev1.WatchCSIDriversRequest, stream storagev1.CSIDriverService_WatchCSIDriversServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &storagev1.WatchCSIDriversResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*storagev1.CSIDriver)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *cSIDriverService) CreateCSIDriver(ctx context.Context, req *storagev1.CreateCSIDriverRequest) (*storagev1.CreateCSIDriverResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetCSIDriver()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.CreateCSIDriverResponse{CSIDriver: obj.(*storagev1.CSIDriver)}, nil
+}
+
+func (x *cSIDriverService) UpdateCSIDriver(ctx context.Context, req *storagev1.UpdateCSIDriverRequest) (*storagev1.UpdateCSIDriverResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCSIDriver()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.UpdateCSIDriverResponse{CSIDriver: obj.(*storagev1.CSIDriver)}, nil
+}
+
+func (x *cSIDriverService) DeleteCSIDriver(ctx context.Context, req *storagev1.DeleteCSIDriverRequest) (*storagev1.DeleteCSIDriverResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.DeleteCSIDriverResponse{CSIDriver: obj.(*storagev1.CSIDriver)}, nil
+}
+
+type cSINodeService struct {
+	storagev1.UnimplementedCSINodeServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *cSINodeService) GetCSINode(ctx context.Context, req *storagev1.GetCSINodeRequest) (*storagev1.GetCSINodeResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.GetCSINodeResponse{CSINode: obj.(*storagev1.CSINode)}, nil
+}
+
+func (x *cSINodeService) ListCSINodes(ctx context.Context, req *storagev1.ListCSINodesRequest) (*storagev1.ListCSINodesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &storagev1.CSINodeList{ApiVersion: x.r.APIVersion(), Kind: "CSINodeList", Metadata: lm, Items: make([]*storagev1.CSINode, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*storagev1.CSINode)
+	}
+	return &storagev1.ListCSINodesResponse{List: list}, nil
+}
+
+func (x *cSINodeService) WatchCSINodes(req *storagev1.WatchCSINodesRequest, stream storagev1.CSINodeService_WatchCSINodesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &storagev1.WatchCSINodesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*storagev1.CSINode)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *cSINodeService) CreateCSINode(ctx context.Context, req *storagev1.CreateCSINodeRequest) (*storagev1.CreateCSINodeResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetCSINode()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.CreateCSINodeResponse{CSINode: obj.(*storagev1.CSINode)}, nil
+}
+
+func (x *cSINodeService) UpdateCSINode(ctx context.Context, req *storagev1.UpdateCSINodeRequest) (*storagev1.UpdateCSINodeResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCSINode()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.UpdateCSINodeResponse{CSINode: obj.(*storagev1.CSINode)}, nil
+}
+
+func (x *cSINodeService) DeleteCSINode(ctx context.Context, req *storagev1.DeleteCSINodeRequest) (*storagev1.DeleteCSINodeResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.DeleteCSINodeResponse{CSINode: obj.(*storagev1.CSINode)}, nil
+}
+
+type volumeAttachmentService struct {
+	storagev1.UnimplementedVolumeAttachmentServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *volumeAttachmentService) GetVolumeAttachment(ctx context.Context, req *storagev1.GetVolumeAttachmentRequest) (*storagev1.GetVolumeAttachmentResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.GetVolumeAttachmentResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
+}
+
+func (x *volumeAttachmentService) ListVolumeAttachments(ctx context.Context, req *storagev1.ListVolumeAttachmentsRequest) (*storagev1.ListVolumeAttachmentsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &storagev1.VolumeAttachmentList{ApiVersion: x.r.APIVersion(), Kind: "VolumeAttachmentList", Metadata: lm, Items: make([]*storagev1.VolumeAttachment, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*storagev1.VolumeAttachment)
+	}
+	return &storagev1.ListVolumeAttachmentsResponse{List: list}, nil
+}
+
+func (x *volumeAttachmentService) WatchVolumeAttachments(req *storagev1.WatchVolumeAttachmentsRequest, stream storagev1.VolumeAttachmentService_WatchVolumeAttachmentsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &storagev1.WatchVolumeAttachmentsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*storagev1.VolumeAttachment)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *volumeAttachmentService) CreateVolumeAttachment(ctx context.Context, req *storagev1.CreateVolumeAttachmentRequest) (*storagev1.CreateVolumeAttachmentResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetVolumeAttachment()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.CreateVolumeAttachmentResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
+}
+
+func (x *volumeAttachmentService) UpdateVolumeAttachment(ctx context.Context, req *storagev1.UpdateVolumeAttachmentRequest) (*storagev1.UpdateVolumeAttachmentResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetVolumeAttachment()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.UpdateVolumeAttachmentResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
+}
+
+func (x *volumeAttachmentService) DeleteVolumeAttachment(ctx context.Context, req *storagev1.DeleteVolumeAttachmentRequest) (*storagev1.DeleteVolumeAttachmentResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.DeleteVolumeAttachmentResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
+}
+
+func (x *volumeAttachmentService) UpdateVolumeAttachmentStatus(ctx context.Context, req *storagev1.UpdateVolumeAttachmentStatusRequest) (*storagev1.UpdateVolumeAttachmentStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetVolumeAttachment()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.UpdateVolumeAttachmentStatusResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
 }
 
 type leaseService struct {

@@ -2,7 +2,8 @@
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller, crd) over shared informers, talking only to the API
+// replicationcontroller, crd, endpointslice, endpointslicemirroring)
+// over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -27,6 +28,8 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"
@@ -36,6 +39,8 @@ import (
 	"github.com/kplane/kplane/services/controllers/deployment"
 	"github.com/kplane/kplane/services/controllers/disruption"
 	"github.com/kplane/kplane/services/controllers/endpoints"
+	"github.com/kplane/kplane/services/controllers/endpointslice"
+	"github.com/kplane/kplane/services/controllers/endpointslicemirroring"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 	"github.com/kplane/kplane/services/controllers/job"
@@ -59,14 +64,16 @@ const (
 	NodeLifecycle    = "nodelifecycle"
 	ServiceAccount   = "serviceaccount"
 	// RootCACertPublisher runs only with Config.RootCA.
-	RootCACertPublisher   = "root-ca-cert-publisher"
-	DaemonSet             = "daemonset"
-	Disruption            = "disruption"
-	Job                   = "job"
-	CronJob               = "cronjob"
-	TTLAfterFinished      = "ttl-after-finished"
-	PodGC                 = "podgc"
-	ReplicationController = "replicationcontroller"
+	RootCACertPublisher    = "root-ca-cert-publisher"
+	DaemonSet              = "daemonset"
+	Disruption             = "disruption"
+	Job                    = "job"
+	CronJob                = "cronjob"
+	TTLAfterFinished       = "ttl-after-finished"
+	PodGC                  = "podgc"
+	ReplicationController  = "replicationcontroller"
+	EndpointSlice          = "endpointslice"
+	EndpointSliceMirroring = "endpointslicemirroring"
 	// CRD is the CustomResourceDefinition controller (names, Established,
 	// the cleanup finalizer).
 	CRD = "crd"
@@ -74,7 +81,7 @@ const (
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, CRD}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -101,6 +108,7 @@ type Config struct {
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
 	CRDWorkers                                      int // default 1
+	EndpointSliceWorkers                            int // default 5, as Kubernetes' concurrent-service-endpoint-syncs
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -158,6 +166,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
 	cfg.CRDWorkers = cmpOr(cfg.CRDWorkers, 1)
+	cfg.EndpointSliceWorkers = cmpOr(cfg.EndpointSliceWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -322,11 +331,34 @@ func (m *Manager) runControllers(ctx context.Context) {
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
 	}
 
-	if on(Endpoints) {
-		svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
+	var svcInf *client.Informer[*corev1.Service]
+	if on(Endpoints) || on(EndpointSlice) || on(EndpointSliceMirroring) {
+		svcInf = newInformer(client.Must[*corev1.Service](conn), m.log)
 		informer(svcInf.Run)
+	}
+	if on(Endpoints) {
 		c := endpoints.New(endpoints.Config{Endpoints: client.Must[*corev1.Endpoints](conn), ServiceInformer: svcInf, PodInformer: podInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointsWorkers) })
+	}
+	esc := client.Must[*discoveryv1.EndpointSlice](conn)
+	var sliceInf *client.Informer[*discoveryv1.EndpointSlice]
+	if on(EndpointSlice) || on(EndpointSliceMirroring) {
+		sliceInf = client.NewInformer(client.ListWatch(esc, "", "", "", 500), client.InformerOptions[*discoveryv1.EndpointSlice]{Logger: m.log})
+		informer(sliceInf.Run)
+	}
+	if on(EndpointSliceMirroring) {
+		epInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Endpoints](conn), "", "", "", 500), client.InformerOptions[*corev1.Endpoints]{Logger: m.log})
+		informer(epInf.Run)
+		c := endpointslicemirroring.New(endpointslicemirroring.Config{Slices: esc, EndpointsInformer: epInf, ServiceInformer: svcInf,
+			SliceInformer: sliceInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointSliceWorkers) })
+	}
+	if on(EndpointSlice) {
+		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		informer(nodeInf.Run)
+		c := endpointslice.New(endpointslice.Config{Slices: esc, ServiceInformer: svcInf, PodInformer: podInf, NodeInformer: nodeInf,
+			SliceInformer: sliceInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.EndpointSliceWorkers) })
 	}
 	nsc := client.Must[*corev1.Namespace](conn)
 	var nsInf *client.Informer[*corev1.Namespace]
@@ -364,6 +396,10 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
+			namespace.ClientDeleter[*discoveryv1.EndpointSlice]{C: client.Must[*discoveryv1.EndpointSlice](conn)},
+			namespace.ClientDeleter[*corev1.PodTemplate]{C: client.Must[*corev1.PodTemplate](conn)},
+			namespace.ClientDeleter[*networkingv1.Ingress]{C: client.Must[*networkingv1.Ingress](conn)},
+			namespace.ClientDeleter[*networkingv1.NetworkPolicy]{C: client.Must[*networkingv1.NetworkPolicy](conn)},
 			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
 			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
 			namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},

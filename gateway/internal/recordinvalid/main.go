@@ -32,9 +32,23 @@ type Entry struct {
 	Resource string         `json:"resource"` // "batch/v1/jobs"
 	Object   map[string]any `json:"object"`
 	Patch    map[string]any `json:"patch,omitempty"`
-	// Cluster: the resource is cluster-scoped (created outside any
-	// namespace).
+	// Cluster: the resource is cluster-scoped (no namespace in the path).
 	Cluster bool `json:"cluster,omitempty"`
+}
+
+// collection is the REST path of an entry's collection: resource is
+// "<group>/v1/<resource>", or "v1/<resource>" for the core group; a
+// namespaced one is in the default namespace.
+func collection(resource string, cluster bool) string {
+	gv, res, ok := strings.Cut(resource, "/v1/")
+	prefix := "/apis/" + gv + "/v1"
+	if !ok {
+		prefix, res = "/api/v1", strings.TrimPrefix(resource, "v1/")
+	}
+	if cluster {
+		return prefix + "/" + res
+	}
+	return prefix + "/namespaces/default/" + res
 }
 
 // Recorded is kube-apiserver's answer to one entry's last request.
@@ -99,11 +113,7 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 	}
 	var recorded []Recorded
 	for _, e := range entries {
-		gv, res, _ := strings.Cut(e.Resource, "/v1/")
-		coll := "/apis/" + gv + "/v1/namespaces/default/" + res
-		if e.Cluster {
-			coll = "/apis/" + gv + "/v1/" + res
-		}
+		coll := collection(e.Resource, e.Cluster)
 		name, _ := e.Object["metadata"].(map[string]any)["name"].(string)
 		code, body, err := send(http.MethodPost, coll, "application/json", e.Object)
 		if err != nil {

@@ -66,6 +66,7 @@ func groups() []group {
 			{Kind: "Secret", Plural: "Secrets", Resource: "secrets", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ServiceAccount", Plural: "ServiceAccounts", Resource: "serviceaccounts", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicationController", Plural: "ReplicationControllers", Resource: "replicationcontrollers", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
+			{Kind: "PodTemplate", Plural: "PodTemplates", Resource: "podtemplates", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
@@ -76,6 +77,22 @@ func groups() []group {
 		{Dir: "batch", Name: "batch", GoAlias: "batchv1", Resource: []resource{
 			{Kind: "Job", Plural: "Jobs", Resource: "jobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "CronJob", Plural: "CronJobs", Resource: "cronjobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "discovery", Name: "discovery.k8s.io", GoAlias: "discoveryv1", Resource: []resource{
+			{Kind: "EndpointSlice", Plural: "EndpointSlices", Resource: "endpointslices", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "networking", Name: "networking.k8s.io", GoAlias: "networkingv1", Resource: []resource{
+			{Kind: "Ingress", Plural: "Ingresses", Resource: "ingresses", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "IngressClass", Plural: "IngressClasses", Resource: "ingressclasses", AllowUnconditionalUpdate: true},
+			{Kind: "NetworkPolicy", Plural: "NetworkPolicies", Resource: "networkpolicies", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "node", Name: "node.k8s.io", GoAlias: "nodev1", Resource: []resource{
+			{Kind: "RuntimeClass", Plural: "RuntimeClasses", Resource: "runtimeclasses"},
+		}},
+		{Dir: "storage", Name: "storage.k8s.io", GoAlias: "storagev1", Resource: []resource{
+			{Kind: "CSIDriver", Plural: "CSIDrivers", Resource: "csidrivers"},
+			{Kind: "CSINode", Plural: "CSINodes", Resource: "csinodes"},
+			{Kind: "VolumeAttachment", Plural: "VolumeAttachments", Resource: "volumeattachments", Status: true},
 		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},

@@ -68,8 +68,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,7 +114,8 @@ func packages() []protoPkg {
 			Roots: []any{corev1.Namespace{}, corev1.NamespaceList{}, corev1.Pod{}, corev1.PodList{}, corev1.Binding{},
 				corev1.Node{}, corev1.NodeList{}, corev1.Event{}, corev1.EventList{}, corev1.Service{}, corev1.ServiceList{},
 				corev1.Endpoints{}, corev1.EndpointsList{}, corev1.ConfigMap{}, corev1.ConfigMapList{}, corev1.Secret{}, corev1.SecretList{},
-				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{}}},
+				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{},
+				corev1.PodTemplate{}, corev1.PodTemplateList{}}},
 		{Dir: "apps", File: "types.proto", GoAlias: "appsv1", GoPkgs: []string{"k8s.io/api/apps/v1"},
 			Doc: "holds Kubernetes' apps/v1 resources",
 			Roots: []any{appsv1.Deployment{}, appsv1.DeploymentList{}, appsv1.ReplicaSet{}, appsv1.ReplicaSetList{},
@@ -145,6 +150,20 @@ func packages() []protoPkg {
 		{Dir: "apiextensions", File: "types.proto", GoAlias: "apiextensionsv1", GoPkgs: []string{"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"},
 			Doc:   "holds apiextensions.k8s.io/v1 CustomResourceDefinition",
 			Roots: []any{apiextensionsv1.CustomResourceDefinition{}, apiextensionsv1.CustomResourceDefinitionList{}}},
+		{Dir: "discovery", File: "types.proto", GoAlias: "discoveryv1", GoPkgs: []string{"k8s.io/api/discovery/v1"},
+			Doc:   "holds Kubernetes' discovery.k8s.io/v1 resources",
+			Roots: []any{discoveryv1.EndpointSlice{}, discoveryv1.EndpointSliceList{}}},
+		{Dir: "networking", File: "types.proto", GoAlias: "networkingv1", GoPkgs: []string{"k8s.io/api/networking/v1"},
+			Doc: "holds Kubernetes' networking.k8s.io/v1 resources",
+			Roots: []any{networkingv1.Ingress{}, networkingv1.IngressList{}, networkingv1.IngressClass{}, networkingv1.IngressClassList{},
+				networkingv1.NetworkPolicy{}, networkingv1.NetworkPolicyList{}}},
+		{Dir: "node", File: "types.proto", GoAlias: "nodev1", GoPkgs: []string{"k8s.io/api/node/v1"},
+			Doc:   "holds Kubernetes' node.k8s.io/v1 resources",
+			Roots: []any{nodev1.RuntimeClass{}, nodev1.RuntimeClassList{}}},
+		{Dir: "storage", File: "types.proto", GoAlias: "storagev1", GoPkgs: []string{"k8s.io/api/storage/v1"},
+			Doc: "holds Kubernetes' storage.k8s.io/v1 resources",
+			Roots: []any{storagev1.CSIDriver{}, storagev1.CSIDriverList{}, storagev1.CSINode{}, storagev1.CSINodeList{},
+				storagev1.VolumeAttachment{}, storagev1.VolumeAttachmentList{}}},
 	}
 }
 

@@ -267,12 +267,18 @@ const ConflictModified = "the object has been modified; please apply your change
 // kind is the object's Kind (e.g. Pod), qualified with a non-core group as
 // Kubernetes does (`Deployment.apps "web" is invalid`); every cause is listed.
 func NewInvalid(group, kind, name string, causes []Cause) *StatusError {
+	// The message lists each distinct cause once, as Kubernetes'
+	// aggregate does; the causes keep every one.
 	parts := make([]string, 0, len(causes))
+	seen := make(map[string]bool, len(causes))
 	for _, c := range causes {
+		part := c.Message
 		if c.Field != "" {
-			parts = append(parts, c.Field+": "+c.Message)
-		} else {
-			parts = append(parts, c.Message)
+			part = c.Field + ": " + c.Message
+		}
+		if !seen[part] {
+			seen[part] = true
+			parts = append(parts, part)
 		}
 	}
 	qk := kind

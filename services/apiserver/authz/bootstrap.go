@@ -103,6 +103,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(read, []string{"coordination.k8s.io"}, "leases"),
 		rule(read, []string{"policy"}, "poddisruptionbudgets", "poddisruptionbudgets/status"),
 		rule(read, []string{"batch"}, "cronjobs", "cronjobs/status", "jobs", "jobs/status"),
+		rule(read, []string{"networking.k8s.io"}, "networkpolicies", "ingresses", "ingresses/status"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -110,10 +111,10 @@ func BootstrapPolicy() Bootstrap {
 		rule([]string{"create"}, core, "pods/exec", "pods/attach", "pods/portforward", "pods/eviction", "serviceaccounts/token"),
 		rule([]string{"impersonate"}, core, "serviceaccounts"),
 		rule(readWrite, apps, "deployments", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "daemonsets"),
-		rule(readWrite, []string{"discovery.k8s.io"}, "endpointslices"),
 		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
 		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
 		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
+		rule(readWrite, []string{"networking.k8s.io"}, "networkpolicies", "ingresses"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule([]string{"create"}, []string{"authorization.k8s.io"}, "localsubjectaccessreviews"),
@@ -180,6 +181,10 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"delete"}, core, "pods"),
 				rule([]string{"create", "update", "patch"}, []string{"", "events.k8s.io"}, "events"),
 				rule([]string{"get", "create", "update", "patch", "delete"}, []string{"coordination.k8s.io"}, "leases"),
+				rule([]string{"get"}, []string{"storage.k8s.io"}, "volumeattachments"),
+				rule(read, []string{"storage.k8s.io"}, "csidrivers"),
+				rule([]string{"get", "create", "update", "patch", "delete"}, []string{"storage.k8s.io"}, "csinodes"),
+				rule(read, []string{"node.k8s.io"}, "runtimeclasses"),
 			),
 		},
 		ClusterRoleBindings: []rbacv1.ClusterRoleBinding{

@@ -157,10 +157,7 @@ func Subsets(svc *corev1.Service, pods []*corev1.Pod) []*corev1.EndpointSubset {
 	groups := map[string]*corev1.EndpointSubset{}
 	var order []string
 	for _, p := range pods {
-		if p.GetStatus().GetPodIp() == "" || p.GetMetadata().GetDeletionTimestamp() != nil || !sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
-			continue
-		}
-		if ph := p.GetStatus().GetPhase(); ph == "Succeeded" || ph == "Failed" {
+		if !PodInEndpoints(p, false) || !sel.Matches(labels.Set(p.GetMetadata().GetLabels())) {
 			continue
 		}
 		ports := resolvePorts(svc, p)
@@ -201,37 +198,77 @@ func Subsets(svc *corev1.Service, pods []*corev1.Pod) []*corev1.EndpointSubset {
 	return out
 }
 
-// resolvePorts maps svc's ports onto p: a numeric targetPort as is (the
-// port itself if unset), a named one through p's container ports (a port
-// the pod does not name is left out).
-func resolvePorts(svc *corev1.Service, p *corev1.Pod) []*corev1.EndpointPort {
-	var out []*corev1.EndpointPort
-	for _, sp := range svc.GetSpec().GetPorts() {
-		port := sp.GetPort()
-		tp := sp.GetTargetPort()
-		switch v := tp.GetValue().(type) {
-		case *metav1.IntOrString_IntVal:
-			if v.IntVal != 0 {
-				port = v.IntVal
-			}
-		case *metav1.IntOrString_StrVal:
-			port = 0
-			for _, c := range p.GetSpec().GetContainers() {
+// PodInEndpoints reports whether pod belongs in its Services' endpoints,
+// as Kubernetes' ShouldPodBeInEndpoints: it has an IP and has not
+// finished (Succeeded or Failed); a terminating pod (deletion timestamp
+// set) only when includeTerminating (the EndpointSlice controller lists
+// them, the Endpoints controller does not).
+func PodInEndpoints(pod *corev1.Pod, includeTerminating bool) bool {
+	if ph := pod.GetStatus().GetPhase(); ph == "Succeeded" || ph == "Failed" {
+		return false
+	}
+	if pod.GetStatus().GetPodIp() == "" && len(pod.GetStatus().GetPodIps()) == 0 {
+		return false
+	}
+	return includeTerminating || pod.GetMetadata().GetDeletionTimestamp() == nil
+}
+
+// FindPort is the pod port a Service port sends to, as Kubernetes'
+// FindPort: a numeric targetPort as is (the port itself if unset, which
+// defaulting does not leave), a named one through the container ports of
+// that name and the Service port's protocol, the regular containers' first,
+// then sidecars' (init containers that restart Always). ok is false when
+// the pod has no such named port.
+func FindPort(pod *corev1.Pod, sp *corev1.ServicePort) (port int32, ok bool) {
+	protocol := sp.GetProtocol()
+	if protocol == "" {
+		protocol = "TCP"
+	}
+	switch v := sp.GetTargetPort().GetValue().(type) {
+	case *metav1.IntOrString_StrVal:
+		find := func(cs []*corev1.Container, sidecarsOnly bool) (int32, bool) {
+			for _, c := range cs {
+				if sidecarsOnly && c.GetRestartPolicy() != "Always" {
+					continue
+				}
 				for _, cp := range c.GetPorts() {
-					if cp.GetName() == v.StrVal {
-						port = cp.GetContainerPort()
+					cpProto := cp.GetProtocol()
+					if cpProto == "" {
+						cpProto = "TCP"
+					}
+					if cp.GetName() == v.StrVal && cpProto == protocol {
+						return cp.GetContainerPort(), true
 					}
 				}
 			}
-			if port == 0 {
-				continue
-			}
+			return 0, false
 		}
-		proto_ := sp.GetProtocol()
-		if proto_ == "" {
-			proto_ = "TCP"
+		if p, ok := find(pod.GetSpec().GetContainers(), false); ok {
+			return p, true
 		}
-		out = append(out, &corev1.EndpointPort{Name: sp.GetName(), Port: port, Protocol: proto_, AppProtocol: sp.AppProtocol})
+		return find(pod.GetSpec().GetInitContainers(), true)
+	case *metav1.IntOrString_IntVal:
+		if v.IntVal != 0 {
+			return v.IntVal, true
+		}
+	}
+	return sp.GetPort(), true
+}
+
+// resolvePorts maps svc's ports onto p with FindPort (a port the pod does
+// not name is left out).
+func resolvePorts(svc *corev1.Service, p *corev1.Pod) []*corev1.EndpointPort {
+	var out []*corev1.EndpointPort
+	for _, sp := range svc.GetSpec().GetPorts() {
+		port, ok := FindPort(p, sp)
+		if !ok {
+			continue
+		}
+		protocol := sp.GetProtocol()
+		if protocol == "" {
+			protocol = "TCP"
+		}
+		out = append(out, &corev1.EndpointPort{Name: sp.GetName(), Port: port, Protocol: protocol, AppProtocol: sp.AppProtocol})
 	}
 	return out
 }

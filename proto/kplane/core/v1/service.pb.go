@@ -9368,6 +9368,796 @@ func (x *UpdateReplicationControllerScaleResponse) GetScale() *v12.Scale {
 	return nil
 }
 
+// GetPodTemplateRequest names one PodTemplate.
+type GetPodTemplateRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetPodTemplateRequest) Reset() {
+	*x = GetPodTemplateRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPodTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPodTemplateRequest) ProtoMessage() {}
+
+func (x *GetPodTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPodTemplateRequest.ProtoReflect.Descriptor instead.
+func (*GetPodTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{145}
+}
+
+func (x *GetPodTemplateRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetPodTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPodTemplateRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetPodTemplateResponse carries the PodTemplate.
+type GetPodTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PodTemplate   *PodTemplate           `protobuf:"bytes,1,opt,name=pod_template,json=podTemplate,proto3" json:"pod_template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPodTemplateResponse) Reset() {
+	*x = GetPodTemplateResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPodTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPodTemplateResponse) ProtoMessage() {}
+
+func (x *GetPodTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPodTemplateResponse.ProtoReflect.Descriptor instead.
+func (*GetPodTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{146}
+}
+
+func (x *GetPodTemplateResponse) GetPodTemplate() *PodTemplate {
+	if x != nil {
+		return x.PodTemplate
+	}
+	return nil
+}
+
+// ListPodTemplatesRequest holds Kubernetes' list options.
+type ListPodTemplatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListPodTemplatesRequest) Reset() {
+	*x = ListPodTemplatesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPodTemplatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPodTemplatesRequest) ProtoMessage() {}
+
+func (x *ListPodTemplatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPodTemplatesRequest.ProtoReflect.Descriptor instead.
+func (*ListPodTemplatesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{147}
+}
+
+func (x *ListPodTemplatesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListPodTemplatesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListPodTemplatesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListPodTemplatesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListPodTemplatesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListPodTemplatesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPodTemplatesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListPodTemplatesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListPodTemplatesResponse carries the list.
+type ListPodTemplatesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *PodTemplateList       `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPodTemplatesResponse) Reset() {
+	*x = ListPodTemplatesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPodTemplatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPodTemplatesResponse) ProtoMessage() {}
+
+func (x *ListPodTemplatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPodTemplatesResponse.ProtoReflect.Descriptor instead.
+func (*ListPodTemplatesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{148}
+}
+
+func (x *ListPodTemplatesResponse) GetList() *PodTemplateList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchPodTemplatesRequest holds Kubernetes' watch options.
+type WatchPodTemplatesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchPodTemplatesRequest) Reset() {
+	*x = WatchPodTemplatesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPodTemplatesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPodTemplatesRequest) ProtoMessage() {}
+
+func (x *WatchPodTemplatesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPodTemplatesRequest.ProtoReflect.Descriptor instead.
+func (*WatchPodTemplatesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{149}
+}
+
+func (x *WatchPodTemplatesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchPodTemplatesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchPodTemplatesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchPodTemplatesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchPodTemplatesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchPodTemplatesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchPodTemplatesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchPodTemplatesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchPodTemplatesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchPodTemplatesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *PodTemplate           `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPodTemplatesResponse) Reset() {
+	*x = WatchPodTemplatesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPodTemplatesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPodTemplatesResponse) ProtoMessage() {}
+
+func (x *WatchPodTemplatesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPodTemplatesResponse.ProtoReflect.Descriptor instead.
+func (*WatchPodTemplatesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{150}
+}
+
+func (x *WatchPodTemplatesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchPodTemplatesResponse) GetObject() *PodTemplate {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchPodTemplatesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreatePodTemplateRequest carries the new PodTemplate.
+type CreatePodTemplateRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Namespace   string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	PodTemplate *PodTemplate           `protobuf:"bytes,2,opt,name=pod_template,json=podTemplate,proto3" json:"pod_template,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePodTemplateRequest) Reset() {
+	*x = CreatePodTemplateRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePodTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePodTemplateRequest) ProtoMessage() {}
+
+func (x *CreatePodTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePodTemplateRequest.ProtoReflect.Descriptor instead.
+func (*CreatePodTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{151}
+}
+
+func (x *CreatePodTemplateRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreatePodTemplateRequest) GetPodTemplate() *PodTemplate {
+	if x != nil {
+		return x.PodTemplate
+	}
+	return nil
+}
+
+func (x *CreatePodTemplateRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreatePodTemplateRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreatePodTemplateResponse carries the created PodTemplate.
+type CreatePodTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PodTemplate   *PodTemplate           `protobuf:"bytes,1,opt,name=pod_template,json=podTemplate,proto3" json:"pod_template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePodTemplateResponse) Reset() {
+	*x = CreatePodTemplateResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePodTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePodTemplateResponse) ProtoMessage() {}
+
+func (x *CreatePodTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePodTemplateResponse.ProtoReflect.Descriptor instead.
+func (*CreatePodTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{152}
+}
+
+func (x *CreatePodTemplateResponse) GetPodTemplate() *PodTemplate {
+	if x != nil {
+		return x.PodTemplate
+	}
+	return nil
+}
+
+// UpdatePodTemplateRequest carries the replacement PodTemplate.
+type UpdatePodTemplateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PodTemplate   *PodTemplate           `protobuf:"bytes,3,opt,name=pod_template,json=podTemplate,proto3" json:"pod_template,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePodTemplateRequest) Reset() {
+	*x = UpdatePodTemplateRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePodTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePodTemplateRequest) ProtoMessage() {}
+
+func (x *UpdatePodTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePodTemplateRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePodTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{153}
+}
+
+func (x *UpdatePodTemplateRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePodTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePodTemplateRequest) GetPodTemplate() *PodTemplate {
+	if x != nil {
+		return x.PodTemplate
+	}
+	return nil
+}
+
+func (x *UpdatePodTemplateRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePodTemplateRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePodTemplateResponse carries the stored PodTemplate.
+type UpdatePodTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PodTemplate   *PodTemplate           `protobuf:"bytes,1,opt,name=pod_template,json=podTemplate,proto3" json:"pod_template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePodTemplateResponse) Reset() {
+	*x = UpdatePodTemplateResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePodTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePodTemplateResponse) ProtoMessage() {}
+
+func (x *UpdatePodTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePodTemplateResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePodTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{154}
+}
+
+func (x *UpdatePodTemplateResponse) GetPodTemplate() *PodTemplate {
+	if x != nil {
+		return x.PodTemplate
+	}
+	return nil
+}
+
+// DeletePodTemplateRequest holds Kubernetes' delete options.
+type DeletePodTemplateRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeletePodTemplateRequest) Reset() {
+	*x = DeletePodTemplateRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePodTemplateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePodTemplateRequest) ProtoMessage() {}
+
+func (x *DeletePodTemplateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePodTemplateRequest.ProtoReflect.Descriptor instead.
+func (*DeletePodTemplateRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{155}
+}
+
+func (x *DeletePodTemplateRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeletePodTemplateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletePodTemplateRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeletePodTemplateRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeletePodTemplateRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeletePodTemplateRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeletePodTemplateResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeletePodTemplateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PodTemplate   *PodTemplate           `protobuf:"bytes,1,opt,name=pod_template,json=podTemplate,proto3" json:"pod_template,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePodTemplateResponse) Reset() {
+	*x = DeletePodTemplateResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePodTemplateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePodTemplateResponse) ProtoMessage() {}
+
+func (x *DeletePodTemplateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePodTemplateResponse.ProtoReflect.Descriptor instead.
+func (*DeletePodTemplateResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{156}
+}
+
+func (x *DeletePodTemplateResponse) GetPodTemplate() *PodTemplate {
+	if x != nil {
+		return x.PodTemplate
+	}
+	return nil
+}
+
 var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
@@ -10052,7 +10842,65 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"^\n" +
 	"(UpdateReplicationControllerScaleResponse\x122\n" +
-	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale2\xd8\t\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\"t\n" +
+	"\x15GetPodTemplateRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"X\n" +
+	"\x16GetPodTemplateResponse\x12>\n" +
+	"\fpod_template\x18\x01 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate\"\xda\x02\n" +
+	"\x17ListPodTemplatesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"O\n" +
+	"\x18ListPodTemplatesResponse\x123\n" +
+	"\x04list\x18\x01 \x01(\v2\x1f.kplane.core.v1.PodTemplateListR\x04list\"\xaa\x03\n" +
+	"\x18WatchPodTemplatesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x94\x01\n" +
+	"\x19WatchPodTemplatesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x123\n" +
+	"\x06object\x18\x02 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xb6\x01\n" +
+	"\x18CreatePodTemplateRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12>\n" +
+	"\fpod_template\x18\x02 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"[\n" +
+	"\x19CreatePodTemplateResponse\x12>\n" +
+	"\fpod_template\x18\x01 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate\"\xca\x01\n" +
+	"\x18UpdatePodTemplateRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12>\n" +
+	"\fpod_template\x18\x03 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"[\n" +
+	"\x19UpdatePodTemplateResponse\x12>\n" +
+	"\fpod_template\x18\x01 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate\"\xa9\x02\n" +
+	"\x18DeletePodTemplateRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"[\n" +
+	"\x19DeletePodTemplateResponse\x12>\n" +
+	"\fpod_template\x18\x01 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate2\xd8\t\n" +
 	"\x10NamespaceService\x12\x87\x01\n" +
 	"\fGetNamespace\x12#.kplane.core.v1.GetNamespaceRequest\x1a$.kplane.core.v1.GetNamespaceResponse\",\x82\xd3\xe4\x93\x02&b\tnamespace\x12\x19/api/v1/namespaces/{name}\x12\x81\x01\n" +
 	"\x0eListNamespaces\x12%.kplane.core.v1.ListNamespacesRequest\x1a&.kplane.core.v1.ListNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1ab\x04list\x12\x12/api/v1/namespaces\x12\x86\x01\n" +
@@ -10147,7 +10995,14 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x1bDeleteReplicationController\x122.kplane.core.v1.DeleteReplicationControllerRequest\x1a3.kplane.core.v1.DeleteReplicationControllerResponse\"_\x82\xd3\xe4\x93\x02Y:\x01*b\x16replication_controller*</api/v1/namespaces/{namespace}/replicationcontrollers/{name}\x12\x95\x02\n" +
 	"!UpdateReplicationControllerStatus\x128.kplane.core.v1.UpdateReplicationControllerStatusRequest\x1a9.kplane.core.v1.UpdateReplicationControllerStatusResponse\"{\x82\xd3\xe4\x93\x02u:\x16replication_controllerb\x16replication_controller\x1aC/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/status\x12\xdf\x01\n" +
 	"\x1dGetReplicationControllerScale\x124.kplane.core.v1.GetReplicationControllerScaleRequest\x1a5.kplane.core.v1.GetReplicationControllerScaleResponse\"Q\x82\xd3\xe4\x93\x02Kb\x05scale\x12B/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale\x12\xef\x01\n" +
-	" UpdateReplicationControllerScale\x127.kplane.core.v1.UpdateReplicationControllerScaleRequest\x1a8.kplane.core.v1.UpdateReplicationControllerScaleResponse\"X\x82\xd3\xe4\x93\x02R:\x05scaleb\x05scale\x1aB/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scaleB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	" UpdateReplicationControllerScale\x127.kplane.core.v1.UpdateReplicationControllerScaleRequest\x1a8.kplane.core.v1.UpdateReplicationControllerScaleResponse\"X\x82\xd3\xe4\x93\x02R:\x05scaleb\x05scale\x1aB/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale2\xfe\b\n" +
+	"\x12PodTemplateService\x12\xa9\x01\n" +
+	"\x0eGetPodTemplate\x12%.kplane.core.v1.GetPodTemplateRequest\x1a&.kplane.core.v1.GetPodTemplateResponse\"H\x82\xd3\xe4\x93\x02Bb\fpod_template\x122/api/v1/namespaces/{namespace}/podtemplates/{name}\x12\xbe\x01\n" +
+	"\x10ListPodTemplates\x12'.kplane.core.v1.ListPodTemplatesRequest\x1a(.kplane.core.v1.ListPodTemplatesResponse\"W\x82\xd3\xe4\x93\x02QZ\x1cb\x04list\x12\x14/api/v1/podtemplatesb\x04list\x12+/api/v1/namespaces/{namespace}/podtemplates\x12\xc3\x01\n" +
+	"\x11WatchPodTemplates\x12(.kplane.core.v1.WatchPodTemplatesRequest\x1a).kplane.core.v1.WatchPodTemplatesResponse\"W\x82\xd3\xe4\x93\x02QZ\x1c\x12\x1a/api/v1/watch/podtemplates\x121/api/v1/watch/namespaces/{namespace}/podtemplates0\x01\x12\xb9\x01\n" +
+	"\x11CreatePodTemplate\x12(.kplane.core.v1.CreatePodTemplateRequest\x1a).kplane.core.v1.CreatePodTemplateResponse\"O\x82\xd3\xe4\x93\x02I:\fpod_templateb\fpod_template\"+/api/v1/namespaces/{namespace}/podtemplates\x12\xc0\x01\n" +
+	"\x11UpdatePodTemplate\x12(.kplane.core.v1.UpdatePodTemplateRequest\x1a).kplane.core.v1.UpdatePodTemplateResponse\"V\x82\xd3\xe4\x93\x02P:\fpod_templateb\fpod_template\x1a2/api/v1/namespaces/{namespace}/podtemplates/{name}\x12\xb5\x01\n" +
+	"\x11DeletePodTemplate\x12(.kplane.core.v1.DeletePodTemplateRequest\x1a).kplane.core.v1.DeletePodTemplateResponse\"K\x82\xd3\xe4\x93\x02E:\x01*b\fpod_template*2/api/v1/namespaces/{namespace}/podtemplates/{name}B6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_service_proto_rawDescOnce sync.Once
@@ -10161,7 +11016,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 145)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 157)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),                       // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),                      // 1: kplane.core.v1.GetNamespaceResponse
@@ -10308,304 +11163,340 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetReplicationControllerScaleResponse)(nil),     // 142: kplane.core.v1.GetReplicationControllerScaleResponse
 	(*UpdateReplicationControllerScaleRequest)(nil),   // 143: kplane.core.v1.UpdateReplicationControllerScaleRequest
 	(*UpdateReplicationControllerScaleResponse)(nil),  // 144: kplane.core.v1.UpdateReplicationControllerScaleResponse
-	(*Namespace)(nil),                                 // 145: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                             // 146: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                                 // 147: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                          // 148: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                                       // 149: kplane.core.v1.Pod
-	(*PodList)(nil),                                   // 150: kplane.core.v1.PodList
-	(*Binding)(nil),                                   // 151: kplane.core.v1.Binding
-	(*v11.Eviction)(nil),                              // 152: kplane.policy.v1.Eviction
-	(*Node)(nil),                                      // 153: kplane.core.v1.Node
-	(*NodeList)(nil),                                  // 154: kplane.core.v1.NodeList
-	(*Event)(nil),                                     // 155: kplane.core.v1.Event
-	(*EventList)(nil),                                 // 156: kplane.core.v1.EventList
-	(*Service)(nil),                                   // 157: kplane.core.v1.Service
-	(*ServiceList)(nil),                               // 158: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                                 // 159: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                             // 160: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                                 // 161: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                             // 162: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                                    // 163: kplane.core.v1.Secret
-	(*SecretList)(nil),                                // 164: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                            // 165: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),                        // 166: kplane.core.v1.ServiceAccountList
-	(*ReplicationController)(nil),                     // 167: kplane.core.v1.ReplicationController
-	(*ReplicationControllerList)(nil),                 // 168: kplane.core.v1.ReplicationControllerList
-	(*v12.Scale)(nil),                                 // 169: kplane.autoscaling.v1.Scale
-	(*httpbody.HttpBody)(nil),                         // 170: google.api.HttpBody
+	(*GetPodTemplateRequest)(nil),                     // 145: kplane.core.v1.GetPodTemplateRequest
+	(*GetPodTemplateResponse)(nil),                    // 146: kplane.core.v1.GetPodTemplateResponse
+	(*ListPodTemplatesRequest)(nil),                   // 147: kplane.core.v1.ListPodTemplatesRequest
+	(*ListPodTemplatesResponse)(nil),                  // 148: kplane.core.v1.ListPodTemplatesResponse
+	(*WatchPodTemplatesRequest)(nil),                  // 149: kplane.core.v1.WatchPodTemplatesRequest
+	(*WatchPodTemplatesResponse)(nil),                 // 150: kplane.core.v1.WatchPodTemplatesResponse
+	(*CreatePodTemplateRequest)(nil),                  // 151: kplane.core.v1.CreatePodTemplateRequest
+	(*CreatePodTemplateResponse)(nil),                 // 152: kplane.core.v1.CreatePodTemplateResponse
+	(*UpdatePodTemplateRequest)(nil),                  // 153: kplane.core.v1.UpdatePodTemplateRequest
+	(*UpdatePodTemplateResponse)(nil),                 // 154: kplane.core.v1.UpdatePodTemplateResponse
+	(*DeletePodTemplateRequest)(nil),                  // 155: kplane.core.v1.DeletePodTemplateRequest
+	(*DeletePodTemplateResponse)(nil),                 // 156: kplane.core.v1.DeletePodTemplateResponse
+	(*Namespace)(nil),                                 // 157: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                             // 158: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                                 // 159: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                          // 160: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                                       // 161: kplane.core.v1.Pod
+	(*PodList)(nil),                                   // 162: kplane.core.v1.PodList
+	(*Binding)(nil),                                   // 163: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                              // 164: kplane.policy.v1.Eviction
+	(*Node)(nil),                                      // 165: kplane.core.v1.Node
+	(*NodeList)(nil),                                  // 166: kplane.core.v1.NodeList
+	(*Event)(nil),                                     // 167: kplane.core.v1.Event
+	(*EventList)(nil),                                 // 168: kplane.core.v1.EventList
+	(*Service)(nil),                                   // 169: kplane.core.v1.Service
+	(*ServiceList)(nil),                               // 170: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                                 // 171: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                             // 172: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                                 // 173: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                             // 174: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                                    // 175: kplane.core.v1.Secret
+	(*SecretList)(nil),                                // 176: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                            // 177: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                        // 178: kplane.core.v1.ServiceAccountList
+	(*ReplicationController)(nil),                     // 179: kplane.core.v1.ReplicationController
+	(*ReplicationControllerList)(nil),                 // 180: kplane.core.v1.ReplicationControllerList
+	(*v12.Scale)(nil),                                 // 181: kplane.autoscaling.v1.Scale
+	(*PodTemplate)(nil),                               // 182: kplane.core.v1.PodTemplate
+	(*PodTemplateList)(nil),                           // 183: kplane.core.v1.PodTemplateList
+	(*httpbody.HttpBody)(nil),                         // 184: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	145, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	146, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	145, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	147, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	145, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	148, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	145, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	149, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	150, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	149, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	147, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	149, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	149, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	149, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	149, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	148, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	149, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	149, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	149, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	151, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	147, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	152, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
-	147, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	157, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	158, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	157, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	159, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	157, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	160, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	157, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	157, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	161, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	162, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	161, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	159, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	161, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	161, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	161, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	161, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	160, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	161, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	161, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	161, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	163, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	159, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	164, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	159, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
 	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
 	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	153, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	154, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	153, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	147, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	153, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	153, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	153, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	153, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	148, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	153, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	153, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	153, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	155, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	156, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	155, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	147, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	155, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	155, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	155, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	155, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	148, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	155, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	157, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	158, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	157, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	147, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	157, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	157, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	157, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	157, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	148, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	157, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	157, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	157, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	159, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	160, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	159, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	147, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	159, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	159, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	159, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	159, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	148, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	159, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	161, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	162, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	161, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	147, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	161, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	161, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	161, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	161, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	148, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	161, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	163, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	164, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	163, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	147, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	163, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	163, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	163, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	163, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	148, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	163, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	165, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	166, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	165, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	147, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	165, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	165, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	165, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	165, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	148, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	165, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	167, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	168, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
-	167, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
-	147, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
-	167, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	148, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	167, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	169, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	169, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	169, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	0,   // 121: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 122: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 123: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 124: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 125: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 126: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 127: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 128: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 129: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 130: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 131: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 132: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 133: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 134: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 135: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 136: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 137: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
-	34,  // 138: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	35,  // 139: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	39,  // 140: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	41,  // 141: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	43,  // 142: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	45,  // 143: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	47,  // 144: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	49,  // 145: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	51,  // 146: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	53,  // 147: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	55,  // 148: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	57,  // 149: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	59,  // 150: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	61,  // 151: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	63,  // 152: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	65,  // 153: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	67,  // 154: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	69,  // 155: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	71,  // 156: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	73,  // 157: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	75,  // 158: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	77,  // 159: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	79,  // 160: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	81,  // 161: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	83,  // 162: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	85,  // 163: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	87,  // 164: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	89,  // 165: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	91,  // 166: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	93,  // 167: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	95,  // 168: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	97,  // 169: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	99,  // 170: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	101, // 171: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	103, // 172: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	105, // 173: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	107, // 174: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	109, // 175: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	111, // 176: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	113, // 177: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	115, // 178: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	117, // 179: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	119, // 180: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	121, // 181: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	123, // 182: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	125, // 183: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	127, // 184: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
-	129, // 185: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
-	131, // 186: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
-	133, // 187: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
-	135, // 188: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
-	137, // 189: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
-	139, // 190: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
-	141, // 191: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
-	143, // 192: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
-	1,   // 193: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 194: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 195: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 196: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 197: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 198: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 199: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 200: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 201: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 202: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 203: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 204: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 205: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 206: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 207: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 208: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	33,  // 209: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
-	170, // 210: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	38,  // 211: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	40,  // 212: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	42,  // 213: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	44,  // 214: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	46,  // 215: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	48,  // 216: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	50,  // 217: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	52,  // 218: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	54,  // 219: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	56,  // 220: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	58,  // 221: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	60,  // 222: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	62,  // 223: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	64,  // 224: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	66,  // 225: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	68,  // 226: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	70,  // 227: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	72,  // 228: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	74,  // 229: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	76,  // 230: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	78,  // 231: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	80,  // 232: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	82,  // 233: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	84,  // 234: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	86,  // 235: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	88,  // 236: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	90,  // 237: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	92,  // 238: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	94,  // 239: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	96,  // 240: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	98,  // 241: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	100, // 242: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	102, // 243: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	104, // 244: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	106, // 245: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	108, // 246: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	110, // 247: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	112, // 248: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	114, // 249: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	116, // 250: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	118, // 251: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	120, // 252: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	122, // 253: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	124, // 254: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	126, // 255: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	128, // 256: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
-	130, // 257: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
-	132, // 258: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
-	134, // 259: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
-	136, // 260: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
-	138, // 261: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
-	140, // 262: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
-	142, // 263: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
-	144, // 264: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
-	193, // [193:265] is the sub-list for method output_type
-	121, // [121:193] is the sub-list for method input_type
-	121, // [121:121] is the sub-list for extension type_name
-	121, // [121:121] is the sub-list for extension extendee
-	0,   // [0:121] is the sub-list for field type_name
+	165, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	166, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	165, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	159, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	165, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	165, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	165, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	165, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	160, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	165, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	165, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	165, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	167, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	168, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	167, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	159, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	167, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	167, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	167, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	167, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	160, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	167, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	169, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	170, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	169, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	159, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	169, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	169, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	169, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	169, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	160, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	169, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	169, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	169, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	171, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	172, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	171, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	159, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	171, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	171, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	171, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	171, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	160, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	171, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	173, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	174, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	173, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	159, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	173, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	173, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	173, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	173, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	160, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	173, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	175, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	176, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	175, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	159, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	175, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	175, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	175, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	175, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	160, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	175, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	177, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	178, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	177, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	159, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	177, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	177, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	177, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	177, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	160, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	177, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	179, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	180, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
+	179, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
+	159, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
+	179, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	179, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	179, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	179, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	160, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	179, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	179, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	179, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	181, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	181, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	181, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	182, // 121: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	183, // 122: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
+	182, // 123: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
+	159, // 124: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
+	182, // 125: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	182, // 126: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	182, // 127: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	182, // 128: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	160, // 129: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	182, // 130: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	0,   // 131: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 132: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 133: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 134: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 135: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 136: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 137: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 138: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 139: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 140: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 141: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 142: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 143: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 144: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 145: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 146: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 147: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	34,  // 148: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	35,  // 149: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	39,  // 150: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	41,  // 151: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	43,  // 152: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	45,  // 153: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	47,  // 154: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	49,  // 155: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	51,  // 156: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	53,  // 157: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	55,  // 158: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	57,  // 159: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	59,  // 160: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	61,  // 161: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	63,  // 162: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	65,  // 163: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	67,  // 164: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	69,  // 165: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	71,  // 166: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	73,  // 167: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	75,  // 168: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	77,  // 169: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	79,  // 170: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	81,  // 171: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	83,  // 172: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	85,  // 173: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	87,  // 174: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	89,  // 175: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	91,  // 176: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	93,  // 177: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	95,  // 178: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	97,  // 179: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	99,  // 180: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	101, // 181: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	103, // 182: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	105, // 183: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	107, // 184: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	109, // 185: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	111, // 186: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	113, // 187: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	115, // 188: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	117, // 189: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	119, // 190: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	121, // 191: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	123, // 192: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	125, // 193: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	127, // 194: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
+	129, // 195: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
+	131, // 196: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
+	133, // 197: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
+	135, // 198: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
+	137, // 199: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
+	139, // 200: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
+	141, // 201: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
+	143, // 202: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
+	145, // 203: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
+	147, // 204: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
+	149, // 205: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
+	151, // 206: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
+	153, // 207: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
+	155, // 208: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
+	1,   // 209: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 210: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 211: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 212: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 213: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 214: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 215: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 216: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 217: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 218: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 219: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 220: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 221: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 222: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 223: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 224: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	33,  // 225: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	184, // 226: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	38,  // 227: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	40,  // 228: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	42,  // 229: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	44,  // 230: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	46,  // 231: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	48,  // 232: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	50,  // 233: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	52,  // 234: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	54,  // 235: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	56,  // 236: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	58,  // 237: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	60,  // 238: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	62,  // 239: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	64,  // 240: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	66,  // 241: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	68,  // 242: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	70,  // 243: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	72,  // 244: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	74,  // 245: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	76,  // 246: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	78,  // 247: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	80,  // 248: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	82,  // 249: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	84,  // 250: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	86,  // 251: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	88,  // 252: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	90,  // 253: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	92,  // 254: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	94,  // 255: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	96,  // 256: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	98,  // 257: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	100, // 258: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	102, // 259: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	104, // 260: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	106, // 261: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	108, // 262: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	110, // 263: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	112, // 264: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	114, // 265: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	116, // 266: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	118, // 267: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	120, // 268: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	122, // 269: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	124, // 270: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	126, // 271: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	128, // 272: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
+	130, // 273: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
+	132, // 274: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
+	134, // 275: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
+	136, // 276: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
+	138, // 277: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
+	140, // 278: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
+	142, // 279: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
+	144, // 280: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
+	146, // 281: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
+	148, // 282: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
+	150, // 283: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
+	152, // 284: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
+	154, // 285: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
+	156, // 286: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
+	209, // [209:287] is the sub-list for method output_type
+	131, // [131:209] is the sub-list for method input_type
+	131, // [131:131] is the sub-list for extension type_name
+	131, // [131:131] is the sub-list for extension extendee
+	0,   // [0:131] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -10645,15 +11536,18 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[129].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[131].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[137].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[147].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[149].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[155].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   145,
+			NumMessages:   157,
 			NumExtensions: 0,
-			NumServices:   10,
+			NumServices:   11,
 		},
 		GoTypes:           file_kplane_core_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_core_v1_service_proto_depIdxs,

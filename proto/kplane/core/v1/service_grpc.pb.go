@@ -3644,3 +3644,315 @@ var ReplicationControllerService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/core/v1/service.proto",
 }
+
+const (
+	PodTemplateService_GetPodTemplate_FullMethodName    = "/kplane.core.v1.PodTemplateService/GetPodTemplate"
+	PodTemplateService_ListPodTemplates_FullMethodName  = "/kplane.core.v1.PodTemplateService/ListPodTemplates"
+	PodTemplateService_WatchPodTemplates_FullMethodName = "/kplane.core.v1.PodTemplateService/WatchPodTemplates"
+	PodTemplateService_CreatePodTemplate_FullMethodName = "/kplane.core.v1.PodTemplateService/CreatePodTemplate"
+	PodTemplateService_UpdatePodTemplate_FullMethodName = "/kplane.core.v1.PodTemplateService/UpdatePodTemplate"
+	PodTemplateService_DeletePodTemplate_FullMethodName = "/kplane.core.v1.PodTemplateService/DeletePodTemplate"
+)
+
+// PodTemplateServiceClient is the client API for PodTemplateService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// PodTemplateService serves podtemplates (v1, namespaced).
+type PodTemplateServiceClient interface {
+	// GetPodTemplate reads one PodTemplate.
+	GetPodTemplate(ctx context.Context, in *GetPodTemplateRequest, opts ...grpc.CallOption) (*GetPodTemplateResponse, error)
+	// ListPodTemplates lists podtemplates, filtered by selectors, paginated.
+	ListPodTemplates(ctx context.Context, in *ListPodTemplatesRequest, opts ...grpc.CallOption) (*ListPodTemplatesResponse, error)
+	// WatchPodTemplates streams changes to podtemplates.
+	WatchPodTemplates(ctx context.Context, in *WatchPodTemplatesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPodTemplatesResponse], error)
+	// CreatePodTemplate creates a PodTemplate; AlreadyExists if the name is taken.
+	CreatePodTemplate(ctx context.Context, in *CreatePodTemplateRequest, opts ...grpc.CallOption) (*CreatePodTemplateResponse, error)
+	// UpdatePodTemplate replaces a PodTemplate; Conflict on a stale resourceVersion.
+	UpdatePodTemplate(ctx context.Context, in *UpdatePodTemplateRequest, opts ...grpc.CallOption) (*UpdatePodTemplateResponse, error)
+	// DeletePodTemplate deletes a PodTemplate (or marks it for deletion).
+	DeletePodTemplate(ctx context.Context, in *DeletePodTemplateRequest, opts ...grpc.CallOption) (*DeletePodTemplateResponse, error)
+}
+
+type podTemplateServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPodTemplateServiceClient(cc grpc.ClientConnInterface) PodTemplateServiceClient {
+	return &podTemplateServiceClient{cc}
+}
+
+func (c *podTemplateServiceClient) GetPodTemplate(ctx context.Context, in *GetPodTemplateRequest, opts ...grpc.CallOption) (*GetPodTemplateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPodTemplateResponse)
+	err := c.cc.Invoke(ctx, PodTemplateService_GetPodTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *podTemplateServiceClient) ListPodTemplates(ctx context.Context, in *ListPodTemplatesRequest, opts ...grpc.CallOption) (*ListPodTemplatesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPodTemplatesResponse)
+	err := c.cc.Invoke(ctx, PodTemplateService_ListPodTemplates_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *podTemplateServiceClient) WatchPodTemplates(ctx context.Context, in *WatchPodTemplatesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPodTemplatesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PodTemplateService_ServiceDesc.Streams[0], PodTemplateService_WatchPodTemplates_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchPodTemplatesRequest, WatchPodTemplatesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PodTemplateService_WatchPodTemplatesClient = grpc.ServerStreamingClient[WatchPodTemplatesResponse]
+
+func (c *podTemplateServiceClient) CreatePodTemplate(ctx context.Context, in *CreatePodTemplateRequest, opts ...grpc.CallOption) (*CreatePodTemplateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePodTemplateResponse)
+	err := c.cc.Invoke(ctx, PodTemplateService_CreatePodTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *podTemplateServiceClient) UpdatePodTemplate(ctx context.Context, in *UpdatePodTemplateRequest, opts ...grpc.CallOption) (*UpdatePodTemplateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePodTemplateResponse)
+	err := c.cc.Invoke(ctx, PodTemplateService_UpdatePodTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *podTemplateServiceClient) DeletePodTemplate(ctx context.Context, in *DeletePodTemplateRequest, opts ...grpc.CallOption) (*DeletePodTemplateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePodTemplateResponse)
+	err := c.cc.Invoke(ctx, PodTemplateService_DeletePodTemplate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PodTemplateServiceServer is the server API for PodTemplateService service.
+// All implementations must embed UnimplementedPodTemplateServiceServer
+// for forward compatibility.
+//
+// PodTemplateService serves podtemplates (v1, namespaced).
+type PodTemplateServiceServer interface {
+	// GetPodTemplate reads one PodTemplate.
+	GetPodTemplate(context.Context, *GetPodTemplateRequest) (*GetPodTemplateResponse, error)
+	// ListPodTemplates lists podtemplates, filtered by selectors, paginated.
+	ListPodTemplates(context.Context, *ListPodTemplatesRequest) (*ListPodTemplatesResponse, error)
+	// WatchPodTemplates streams changes to podtemplates.
+	WatchPodTemplates(*WatchPodTemplatesRequest, grpc.ServerStreamingServer[WatchPodTemplatesResponse]) error
+	// CreatePodTemplate creates a PodTemplate; AlreadyExists if the name is taken.
+	CreatePodTemplate(context.Context, *CreatePodTemplateRequest) (*CreatePodTemplateResponse, error)
+	// UpdatePodTemplate replaces a PodTemplate; Conflict on a stale resourceVersion.
+	UpdatePodTemplate(context.Context, *UpdatePodTemplateRequest) (*UpdatePodTemplateResponse, error)
+	// DeletePodTemplate deletes a PodTemplate (or marks it for deletion).
+	DeletePodTemplate(context.Context, *DeletePodTemplateRequest) (*DeletePodTemplateResponse, error)
+	mustEmbedUnimplementedPodTemplateServiceServer()
+}
+
+// UnimplementedPodTemplateServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPodTemplateServiceServer struct{}
+
+func (UnimplementedPodTemplateServiceServer) GetPodTemplate(context.Context, *GetPodTemplateRequest) (*GetPodTemplateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPodTemplate not implemented")
+}
+func (UnimplementedPodTemplateServiceServer) ListPodTemplates(context.Context, *ListPodTemplatesRequest) (*ListPodTemplatesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPodTemplates not implemented")
+}
+func (UnimplementedPodTemplateServiceServer) WatchPodTemplates(*WatchPodTemplatesRequest, grpc.ServerStreamingServer[WatchPodTemplatesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchPodTemplates not implemented")
+}
+func (UnimplementedPodTemplateServiceServer) CreatePodTemplate(context.Context, *CreatePodTemplateRequest) (*CreatePodTemplateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePodTemplate not implemented")
+}
+func (UnimplementedPodTemplateServiceServer) UpdatePodTemplate(context.Context, *UpdatePodTemplateRequest) (*UpdatePodTemplateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePodTemplate not implemented")
+}
+func (UnimplementedPodTemplateServiceServer) DeletePodTemplate(context.Context, *DeletePodTemplateRequest) (*DeletePodTemplateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePodTemplate not implemented")
+}
+func (UnimplementedPodTemplateServiceServer) mustEmbedUnimplementedPodTemplateServiceServer() {}
+func (UnimplementedPodTemplateServiceServer) testEmbeddedByValue()                            {}
+
+// UnsafePodTemplateServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PodTemplateServiceServer will
+// result in compilation errors.
+type UnsafePodTemplateServiceServer interface {
+	mustEmbedUnimplementedPodTemplateServiceServer()
+}
+
+func RegisterPodTemplateServiceServer(s grpc.ServiceRegistrar, srv PodTemplateServiceServer) {
+	// If the following call panics, it indicates UnimplementedPodTemplateServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&PodTemplateService_ServiceDesc, srv)
+}
+
+func _PodTemplateService_GetPodTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPodTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodTemplateServiceServer).GetPodTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodTemplateService_GetPodTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodTemplateServiceServer).GetPodTemplate(ctx, req.(*GetPodTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PodTemplateService_ListPodTemplates_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPodTemplatesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodTemplateServiceServer).ListPodTemplates(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodTemplateService_ListPodTemplates_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodTemplateServiceServer).ListPodTemplates(ctx, req.(*ListPodTemplatesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PodTemplateService_WatchPodTemplates_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchPodTemplatesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PodTemplateServiceServer).WatchPodTemplates(m, &grpc.GenericServerStream[WatchPodTemplatesRequest, WatchPodTemplatesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PodTemplateService_WatchPodTemplatesServer = grpc.ServerStreamingServer[WatchPodTemplatesResponse]
+
+func _PodTemplateService_CreatePodTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePodTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodTemplateServiceServer).CreatePodTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodTemplateService_CreatePodTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodTemplateServiceServer).CreatePodTemplate(ctx, req.(*CreatePodTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PodTemplateService_UpdatePodTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePodTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodTemplateServiceServer).UpdatePodTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodTemplateService_UpdatePodTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodTemplateServiceServer).UpdatePodTemplate(ctx, req.(*UpdatePodTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PodTemplateService_DeletePodTemplate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePodTemplateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodTemplateServiceServer).DeletePodTemplate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodTemplateService_DeletePodTemplate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodTemplateServiceServer).DeletePodTemplate(ctx, req.(*DeletePodTemplateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// PodTemplateService_ServiceDesc is the grpc.ServiceDesc for PodTemplateService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var PodTemplateService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.core.v1.PodTemplateService",
+	HandlerType: (*PodTemplateServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetPodTemplate",
+			Handler:    _PodTemplateService_GetPodTemplate_Handler,
+		},
+		{
+			MethodName: "ListPodTemplates",
+			Handler:    _PodTemplateService_ListPodTemplates_Handler,
+		},
+		{
+			MethodName: "CreatePodTemplate",
+			Handler:    _PodTemplateService_CreatePodTemplate_Handler,
+		},
+		{
+			MethodName: "UpdatePodTemplate",
+			Handler:    _PodTemplateService_UpdatePodTemplate_Handler,
+		},
+		{
+			MethodName: "DeletePodTemplate",
+			Handler:    _PodTemplateService_DeletePodTemplate_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchPodTemplates",
+			Handler:       _PodTemplateService_WatchPodTemplates_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/core/v1/service.proto",
+}

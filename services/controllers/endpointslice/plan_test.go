@@ -1,0 +1,95 @@
+package endpointslice
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+)
+
+func testPods(from, to int) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := from; i < to; i++ {
+		out = append(out, &corev1.Pod{
+			Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("p%04d", i), Uid: fmt.Sprintf("uid-%d", i), Labels: map[string]string{"app": "web"}},
+			Spec:     &corev1.PodSpec{NodeName: "n"},
+			Status: &corev1.PodStatus{Phase: "Running", PodIp: fmt.Sprintf("10.%d.%d.1", i/200, i%200),
+				Conditions: []*corev1.PodCondition{{Type: "Ready", Status: "True", LastTransitionTime: timestamppb.Now()}}},
+		})
+	}
+	return out
+}
+
+func testService() *corev1.Service {
+	return &corev1.Service{Metadata: &metav1.ObjectMeta{Namespace: "ns", Name: "web", Uid: "svc-uid"},
+		Spec: &corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, ClusterIp: "10.96.0.10", IpFamilies: []string{"IPv4"},
+			Ports: []*corev1.ServicePort{{Name: "http", Port: 80, Protocol: "TCP"}}}}
+}
+
+func noZone(string) (string, bool) { return "", true }
+
+// stored gives the planned creates names and uids, as the API service would.
+func stored(ss []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	for i, s := range ss {
+		s.Metadata.Name = fmt.Sprintf("web-%d", i)
+		s.Metadata.Uid = fmt.Sprintf("slice-%d", i)
+	}
+	return ss
+}
+
+func sizes(ss []*discoveryv1.EndpointSlice) []int {
+	var out []int
+	for _, s := range ss {
+		out = append(out, len(s.GetEndpoints()))
+	}
+	return out
+}
+
+func TestPlanPacksSlices(t *testing.T) {
+	svc := testService()
+	p := plan(svc, testPods(0, 250), nil, noZone, 100)
+	if got := fmt.Sprint(sizes(p.create)); got != "[100 100 50]" || len(p.update)+len(p.remove) != 0 {
+		t.Fatalf("first plan: creates %s, %d updates, %d deletes; want creates [100 100 50] only", got, len(p.update), len(p.remove))
+	}
+	existing := stored(p.create)
+
+	// Nothing changed: nothing to write.
+	if p := plan(svc, testPods(0, 250), existing, noZone, 100); len(p.create)+len(p.update)+len(p.remove) != 0 {
+		t.Fatalf("steady state: %d creates, %d updates, %d deletes; want none", len(p.create), len(p.update), len(p.remove))
+	}
+
+	// 30 pods of the first slice go and 20 new ones come: they fill the
+	// slice being updated anyway, nothing is created.
+	pods := append(testPods(30, 250), testPods(1000, 1020)...)
+	p = plan(svc, pods, existing, noZone, 100)
+	if len(p.create) != 0 || len(p.remove) != 0 || fmt.Sprint(sizes(p.update)) != "[90]" {
+		t.Fatalf("churn: creates %v, updates %v, %d deletes; want one update to 90", sizes(p.create), sizes(p.update), len(p.remove))
+	}
+
+	// Every pod gone: the slices are deleted and a placeholder created.
+	p = plan(svc, nil, existing, noZone, 100)
+	if len(p.remove) != 3 || len(p.create) != 1 || len(p.create[0].GetPorts())+len(p.create[0].GetEndpoints()) != 0 {
+		t.Fatalf("no pods: %d deletes, creates %v; want 3 deletes and one placeholder", len(p.remove), p.create)
+	}
+	// The placeholder, once there, stays.
+	if p := plan(svc, nil, stored(p.create), noZone, 100); len(p.create)+len(p.update)+len(p.remove) != 0 {
+		t.Fatalf("placeholder steady: %d creates, %d updates, %d deletes; want none", len(p.create), len(p.update), len(p.remove))
+	}
+}
+
+func TestPlanSkipsPodsOnUnknownNodes(t *testing.T) {
+	svc := testService()
+	unknown := func(string) (string, bool) { return "", false }
+	p := plan(svc, testPods(0, 2), nil, unknown, 100)
+	if len(p.skipped) != 2 || len(p.create) != 1 || len(p.create[0].GetEndpoints()) != 0 {
+		t.Fatalf("skipped %v, creates %v; want both pods skipped and a placeholder", p.skipped, p.create)
+	}
+	svc.Spec.PublishNotReadyAddresses = true
+	if p := plan(svc, testPods(0, 2), nil, unknown, 100); len(p.skipped) != 0 || fmt.Sprint(sizes(p.create)) != "[2]" {
+		t.Fatalf("publishNotReadyAddresses: skipped %v, creates %v; want both pods listed", p.skipped, sizes(p.create))
+	}
+}

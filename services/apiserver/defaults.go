@@ -151,6 +151,8 @@ func setDefaults(obj proto.Message) {
 		for _, w := range o.Webhooks {
 			defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.TimeoutSeconds, &w.NamespaceSelector, &w.ObjectSelector, w.Rules)
 		}
+	case *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		defaultPolicyObject(o)
 	}
 }
 

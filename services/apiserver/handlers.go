@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
@@ -204,15 +205,23 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 		if svc, ok := obj.(*corev1.Service); ok {
 			return s.validateService(r, svc, old)
 		}
+		switch obj.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			return s.validatePolicyObject(r, obj, old)
+		}
 		return validateObject(r, obj, old)
 	})
 }
 
-// admitValidating is stage 5: NamespaceLifecycle, then the validating
-// plugins (NodeRestriction, webhooks).
+// admitValidating is stage 5: NamespaceLifecycle, the
+// ValidatingAdmissionPolicies, then the validating plugins (NodeRestriction,
+// webhooks).
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
+			return err
+		}
+		if err := s.admitPolicies(ctx, c, a); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {

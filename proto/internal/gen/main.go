@@ -92,6 +92,8 @@ func groups() []group {
 		{Dir: "admissionregistration", Name: "admissionregistration.k8s.io", GoAlias: "admissionregistrationv1", Resource: []resource{
 			{Kind: "MutatingWebhookConfiguration", Plural: "MutatingWebhookConfigurations", Resource: "mutatingwebhookconfigurations", AllowUnconditionalUpdate: true},
 			{Kind: "ValidatingWebhookConfiguration", Plural: "ValidatingWebhookConfigurations", Resource: "validatingwebhookconfigurations", AllowUnconditionalUpdate: true},
+			{Kind: "ValidatingAdmissionPolicy", Plural: "ValidatingAdmissionPolicies", Resource: "validatingadmissionpolicies", Status: true},
+			{Kind: "ValidatingAdmissionPolicyBinding", Plural: "ValidatingAdmissionPolicyBindings", Resource: "validatingadmissionpolicybindings"},
 		}},
 	}
 }

@@ -1,0 +1,192 @@
+// This file wires ValidatingAdmissionPolicies into the API service: their
+// defaults, their validation (the policy package compiles every CEL
+// expression), the watch-fed cache every replica enforces from, and the
+// params any served kind may provide.
+
+package apiserver
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/policy"
+	"github.com/kplane/kplane/services/apiserver/request"
+)
+
+// newPolicies builds the policy enforcer on the service's own caches and
+// authorizer, and registers it to be fed the policies and bindings.
+func (s *Server) newPolicies() *policy.Policies {
+	p := policy.New(policy.Config{
+		Logger:         s.log,
+		TracerProvider: s.cfg.TracerProvider,
+		Authorize:      s.cfg.Authorizer.Authorize,
+		Namespace: func(ctx context.Context, name string) (proto.Message, error) {
+			return s.cachedOrStored(ctx, s.resources["namespaces"], "", name)
+		},
+		Params: paramSource{s: s},
+	})
+	informers := make(map[string][]ObjectSink, len(s.cfg.Informers)+2)
+	for k, v := range s.cfg.Informers {
+		informers[k] = v
+	}
+	informers["validatingadmissionpolicies"] = append(informers["validatingadmissionpolicies"], p)
+	informers["validatingadmissionpolicybindings"] = append(informers["validatingadmissionpolicybindings"], p)
+	s.cfg.Informers = informers
+	return p
+}
+
+// cachedOrStored returns an object from the watch cache, or from the store
+// when the cache does not have it (yet).
+func (s *Server) cachedOrStored(ctx context.Context, r *resourceInfo, ns, name string) (proto.Message, error) {
+	c := s.cachers[r.Resource]
+	c.mu.Lock()
+	obj, ok := c.state[s.store.key(r, ns, name)]
+	c.mu.Unlock()
+	if ok {
+		return obj, nil
+	}
+	return s.store.get(ctx, r, ns, name)
+}
+
+// admitPolicies runs the ValidatingAdmissionPolicies on a write: their
+// warnings go to the client as Warning headers, their audit annotations to
+// the request's audit event, and a refusal is returned.
+func (s *Server) admitPolicies(ctx context.Context, c *call, a *request.Admission) error {
+	res, err := s.policies.Validate(ctx, a)
+	for _, w := range res.Warnings {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(apierrors.WarningHeader, apierrors.WarningValue(w)))
+	}
+	if len(res.Annotations) > 0 {
+		if c.ev.Annotations == nil {
+			c.ev.Annotations = map[string]string{}
+		}
+		for k, v := range res.Annotations {
+			c.ev.Annotations[k] = v
+		}
+	}
+	return err
+}
+
+// validatePolicyObject adds the policy package's checks of a policy's or
+// binding's spec to the metadata's.
+func (s *Server) validatePolicyObject(r *resourceInfo, obj, old proto.Message) error {
+	errs := validateObjectErrs(r, obj, old)
+	var more field.ErrorList
+	var err error
+	switch obj.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		more, err = s.policies.ValidatePolicy(obj, old)
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		more, err = s.policies.ValidateBinding(obj)
+	}
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return invalid(r, meta(obj).GetName(), append(errs, more...))
+}
+
+// defaultPolicyObject sets a policy's or binding's defaults as Kubernetes'
+// admissionregistration/v1 defaulting does: failurePolicy Fail; in match
+// resources, matchPolicy Equivalent, empty namespace and object selectors,
+// and rules' scope "*".
+func defaultPolicyObject(obj proto.Message) {
+	switch o := obj.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		if o.Spec == nil {
+			o.Spec = &admissionregistrationv1.ValidatingAdmissionPolicySpec{}
+		}
+		if o.Spec.FailurePolicy == nil {
+			o.Spec.FailurePolicy = proto.String("Fail")
+		}
+		defaultMatchResources(o.Spec.MatchConstraints)
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		if o.Spec == nil {
+			o.Spec = &admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{}
+		}
+		defaultMatchResources(o.Spec.MatchResources)
+	}
+}
+
+func defaultMatchResources(m *admissionregistrationv1.MatchResources) {
+	if m == nil {
+		return
+	}
+	if m.MatchPolicy == nil {
+		m.MatchPolicy = proto.String("Equivalent")
+	}
+	if m.NamespaceSelector == nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if m.ObjectSelector == nil {
+		m.ObjectSelector = &metav1.LabelSelector{}
+	}
+	for _, rules := range [][]*admissionregistrationv1.NamedRuleWithOperations{m.ResourceRules, m.ExcludeResourceRules} {
+		for _, r := range rules {
+			if r.RuleWithOperations == nil {
+				r.RuleWithOperations = &admissionregistrationv1.RuleWithOperations{}
+			}
+			if r.RuleWithOperations.Rule == nil {
+				r.RuleWithOperations.Rule = &admissionregistrationv1.Rule{}
+			}
+			if r.RuleWithOperations.Rule.Scope == nil {
+				r.RuleWithOperations.Rule.Scope = proto.String("*")
+			}
+		}
+	}
+}
+
+// paramSource finds params in the service's watch caches: any served kind.
+type paramSource struct{ s *Server }
+
+var _ policy.ParamSource = paramSource{}
+
+func (p paramSource) resource(apiVersion, kind string) *resourceInfo {
+	for _, r := range p.s.resources {
+		if r.Kind == kind && r.APIVersion() == apiVersion {
+			return r
+		}
+	}
+	return nil
+}
+
+// Scope says whether apiVersion/kind is served and whether it is namespaced.
+func (p paramSource) Scope(apiVersion, kind string) (namespaced, ok bool) {
+	r := p.resource(apiVersion, kind)
+	if r == nil {
+		return false, false
+	}
+	return r.Namespaced, true
+}
+
+// Params reads the params from the kind's watch cache, once it has its first
+// list (as Kubernetes waits for the param informer's sync).
+func (p paramSource) Params(ctx context.Context, apiVersion, kind, ns, name string, selector func(map[string]string) bool) ([]proto.Message, error) {
+	r := p.resource(apiVersion, kind)
+	c := p.s.cachers[r.Resource]
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if name != "" {
+		if obj, ok := c.state[p.s.store.key(r, ns, name)]; ok {
+			return []proto.Message{obj}, nil
+		}
+		return nil, nil
+	}
+	var out []proto.Message
+	for _, obj := range c.state {
+		m := meta(obj)
+		if m.GetNamespace() == ns && selector(m.GetLabels()) {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}

@@ -63,6 +63,7 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 		Resource string
 		Object   map[string]any
 		Patch    map[string]any
+		Cluster  bool
 	}
 	if err := yaml.Unmarshal(raw, &corpus); err != nil {
 		t.Fatal(err)
@@ -95,6 +96,9 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 			}
 			gv, res, _ := strings.Cut(e.Resource, "/v1/")
 			coll := "/apis/" + gv + "/v1/namespaces/default/" + res
+			if e.Cluster {
+				coll = "/apis/" + gv + "/v1/" + res
+			}
 			code, out := do(http.MethodPost, coll, "application/json", e.Object)
 			if e.Patch != nil {
 				if code != http.StatusCreated {

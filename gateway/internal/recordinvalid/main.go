@@ -32,6 +32,8 @@ type Entry struct {
 	Resource string         `json:"resource"` // "batch/v1/jobs"
 	Object   map[string]any `json:"object"`
 	Patch    map[string]any `json:"patch,omitempty"`
+	// Cluster: the resource is cluster-scoped (no namespace in the path).
+	Cluster bool `json:"cluster,omitempty"`
 }
 
 // Recorded is kube-apiserver's answer to one entry's last request.
@@ -98,6 +100,9 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 	for _, e := range entries {
 		gv, res, _ := strings.Cut(e.Resource, "/v1/")
 		coll := "/apis/" + gv + "/v1/namespaces/default/" + res
+		if e.Cluster {
+			coll = "/apis/" + gv + "/v1/" + res
+		}
 		name, _ := e.Object["metadata"].(map[string]any)["name"].(string)
 		code, body, err := send(http.MethodPost, coll, "application/json", e.Object)
 		if err != nil {

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	internal "github.com/kplane/kplane/services/apiserver/policy/internal/admissionregistration"
 )
 
 // ValidatePolicy returns the violations of a policy's spec (kplane's proto
@@ -345,7 +347,7 @@ func validateNamedRule(r *arv1.NamedRuleWithOperations, path *field.Path) field.
 		errs = append(errs, field.Required(path.Child("operations"), ""))
 	}
 	if len(r.Operations) > 1 && hasWildcard(r.Operations) {
-		errs = append(errs, field.Invalid(path.Child("operations"), r.Operations, "if '*' is present, must not specify other operations"))
+		errs = append(errs, field.Invalid(path.Child("operations"), internal.Operations(r.Operations), "if '*' is present, must not specify other operations"))
 	}
 	for i, op := range r.Operations {
 		if !operations.Has(string(op)) {
@@ -459,7 +461,7 @@ func validateActions(va []arv1.ValidationAction, path *field.Path) field.ErrorLi
 		seen.Insert(string(a))
 	}
 	if seen.Has(string(arv1.Deny)) && seen.Has(string(arv1.Warn)) {
-		errs = append(errs, field.Invalid(path, va, "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"))
+		errs = append(errs, field.Invalid(path, internal.ValidationActions(va), "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)"))
 	}
 	if seen.Len() == 0 {
 		errs = append(errs, field.Required(path, "at least one validation action is required"))

@@ -7,11 +7,14 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -75,8 +78,9 @@ func (s *Server) admitPolicies(ctx context.Context, c *call, a *request.Admissio
 }
 
 // validatePolicyObject adds the policy package's checks of a policy's or
-// binding's spec to the metadata's.
-func (s *Server) validatePolicyObject(r *resourceInfo, obj, old proto.Message) error {
+// binding's spec to the metadata's; a well-formed one is then authorized as
+// Kubernetes' strategies do (paramAccess).
+func (s *Server) validatePolicyObject(ctx context.Context, c *call, r *resourceInfo, obj, old proto.Message) error {
 	errs := validateObjectErrs(r, obj, old)
 	var more field.ErrorList
 	var err error
@@ -89,7 +93,95 @@ func (s *Server) validatePolicyObject(r *resourceInfo, obj, old proto.Message) e
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	return invalid(r, meta(obj).GetName(), append(errs, more...))
+	errs = append(errs, more...)
+	if len(errs) == 0 {
+		if errs, err = s.paramAccess(ctx, c.attrs.User, obj, old); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+	}
+	return invalid(r, meta(obj).GetName(), errs)
+}
+
+// paramAccess refuses, as kube-apiserver's strategies do, a policy whose
+// paramKind its writer may not "get" (every object of that kind), and a
+// binding whose paramRef its writer may not "get" (by name) or "list" (by
+// selector); members of system:masters are not checked, nor an update that
+// keeps the paramKind (the paramRef and policyName).
+func (s *Server) paramAccess(ctx context.Context, u request.User, obj, old proto.Message) (field.ErrorList, error) {
+	for _, g := range u.Groups {
+		if g == request.MastersGroup {
+			return nil, nil
+		}
+	}
+	who := fmt.Sprintf("%v", &user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra})
+	switch o := obj.(type) {
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		kind := o.GetSpec().GetParamKind()
+		if kind == nil {
+			return nil, nil
+		}
+		if old != nil && proto.Equal(kind, old.(*admissionregistrationv1.ValidatingAdmissionPolicy).GetSpec().GetParamKind()) {
+			return nil, nil
+		}
+		a := s.paramAttributes(u, "get", kind.GetApiVersion(), kind.GetKind())
+		a.Name, a.Namespace = "*", "*"
+		d, err := s.cfg.Authorizer.Authorize(ctx, a)
+		if err != nil {
+			return nil, fmt.Errorf("authorizer: %w", err)
+		}
+		if !d.Allowed {
+			return field.ErrorList{field.Forbidden(field.NewPath("spec", "paramKind"), fmt.Sprintf(
+				`user %v must have "get" permission on all objects of the referenced paramKind (kind=%s, apiVersion=%s)`, who, kind.GetKind(), kind.GetApiVersion()))}, nil
+		}
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		ref := o.GetSpec().GetParamRef()
+		if ref == nil {
+			return nil, nil
+		}
+		if ob, ok := old.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding); ok &&
+			proto.Equal(ref, ob.GetSpec().GetParamRef()) && o.GetSpec().GetPolicyName() == ob.GetSpec().GetPolicyName() {
+			return nil, nil
+		}
+		verb := "get"
+		if ref.GetName() == "" {
+			verb = "list"
+		}
+		a := request.Attributes{User: u, Verb: verb, APIGroup: "*", APIVersion: "*", Resource: "*"}
+		pol, err := s.cachedOrStored(ctx, s.resources["validatingadmissionpolicies"], "", o.GetSpec().GetPolicyName())
+		var why string
+		switch {
+		case err != nil:
+			why = fmt.Sprintf(`unable to get policy %s to determine minimum required permissions and user %v does not have "%v" permission for all groups, versions and resources`, o.GetSpec().GetPolicyName(), who, verb)
+		case pol.(*admissionregistrationv1.ValidatingAdmissionPolicy).GetSpec().GetParamKind() != nil:
+			kind := pol.(*admissionregistrationv1.ValidatingAdmissionPolicy).GetSpec().GetParamKind()
+			a = s.paramAttributes(u, verb, kind.GetApiVersion(), kind.GetKind())
+		}
+		a.Name, a.Namespace = ref.GetName(), ref.GetNamespace()
+		d, err := s.cfg.Authorizer.Authorize(ctx, a)
+		if err != nil {
+			return nil, fmt.Errorf("authorizer: %w", err)
+		}
+		if !d.Allowed {
+			if why == "" {
+				why = fmt.Sprintf(`user %v does not have "%v" permission on the object referenced by paramRef`, who, verb)
+			}
+			return field.ErrorList{field.Forbidden(field.NewPath("spec", "paramRef"), why)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// paramAttributes are the attributes of reading a paramKind: its group,
+// version and (when served) resource, else "*".
+func (s *Server) paramAttributes(u request.User, verb, apiVersion, kind string) request.Attributes {
+	a := request.Attributes{User: u, Verb: verb, APIGroup: "*", APIVersion: "*", Resource: "*"}
+	if gv, err := schema.ParseGroupVersion(apiVersion); err == nil {
+		a.APIGroup, a.APIVersion = gv.Group, gv.Version
+		if r := (paramSource{s: s}).resource(apiVersion, kind); r != nil {
+			a.Resource = r.Resource
+		}
+	}
+	return a
 }
 
 // defaultPolicyObject sets a policy's or binding's defaults as Kubernetes'

@@ -21,8 +21,10 @@ import (
 
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -327,6 +329,48 @@ spec: {policyName: x, validationActions: [Deny, Warn]}
 		wantRefusal(t, err, 422, apierrors.ReasonInvalid,
 			`ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io "both" is invalid: spec.validationActions: Invalid value: []admissionregistration.ValidationAction{"Deny", "Warn"}: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)`)
 	})
+}
+
+// TestAdmissionPolicyParamAccess: as kube-apiserver's strategies, a writer
+// who may not read a policy's paramKind (or a binding's params) is refused.
+func TestAdmissionPolicyParamAccess(t *testing.T) {
+	conn, _ := startStack(t)
+	grantCluster(t, conn, "vap-writer", "bob", &rbacv1.PolicyRule{Verbs: []string{"create"}, ApiGroups: []string{"admissionregistration.k8s.io"},
+		Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}})
+	waitAllowed(t, conn, "bobtoken", &authorizationv1.ResourceAttributes{Verb: "create", Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"})
+	policies := admissionregistrationv1.NewValidatingAdmissionPolicyServiceClient(conn)
+	bindings := admissionregistrationv1.NewValidatingAdmissionPolicyBindingServiceClient(conn)
+	policy := `
+metadata: {name: NAME}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  validations: [{expression: "true"}]
+`
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	fromYAML(t, strings.ReplaceAll(policy, "NAME", "bobs"), p)
+	_, err := policies.CreateValidatingAdmissionPolicy(withToken(t, "bobtoken"), &admissionregistrationv1.CreateValidatingAdmissionPolicyRequest{ValidatingAdmissionPolicy: p})
+	wantRefusal(t, err, 422, apierrors.ReasonInvalid,
+		`ValidatingAdmissionPolicy.admissionregistration.k8s.io "bobs" is invalid: spec.paramKind: Forbidden: user &{bob 2 [system:authenticated] map[]} must have "get" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)`)
+
+	fromYAML(t, strings.ReplaceAll(policy, "NAME", "cm-params"), p)
+	if _, err := policies.CreateValidatingAdmissionPolicy(withToken(t, "admintoken"), &admissionregistrationv1.CreateValidatingAdmissionPolicyRequest{ValidatingAdmissionPolicy: p}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, spec, want string }{
+		{name: "unknown policy", spec: `{policyName: nope, validationActions: [Deny], paramRef: {name: p, namespace: default, parameterNotFoundAction: Deny}}`,
+			want: `ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io "bobs" is invalid: spec.paramRef: Forbidden: unable to get policy nope to determine minimum required permissions and user &{bob 2 [system:authenticated] map[]} does not have "get" permission for all groups, versions and resources`},
+		{name: "selector", spec: `{policyName: cm-params, validationActions: [Deny], paramRef: {selector: {}, parameterNotFoundAction: Allow}}`,
+			want: `ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io "bobs" is invalid: spec.paramRef: Forbidden: user &{bob 2 [system:authenticated] map[]} does not have "list" permission on the object referenced by paramRef`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			fromYAML(t, "metadata: {name: bobs}\nspec: "+tc.spec, b)
+			_, err := bindings.CreateValidatingAdmissionPolicyBinding(withToken(t, "bobtoken"), &admissionregistrationv1.CreateValidatingAdmissionPolicyBindingRequest{ValidatingAdmissionPolicyBinding: b})
+			wantRefusal(t, err, 422, apierrors.ReasonInvalid, tc.want)
+		})
+	}
 }
 
 // auditAnnotations reads the audit log's annotations by audit ID.

@@ -207,7 +207,7 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 		}
 		switch obj.(type) {
 		case *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-			return s.validatePolicyObject(r, obj, old)
+			return s.validatePolicyObject(ctx, c, r, obj, old)
 		}
 		return validateObject(r, obj, old)
 	})

@@ -8,6 +8,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -258,7 +259,8 @@ func (p paramSource) Scope(apiVersion, kind string) (namespaced, ok bool) {
 }
 
 // Params reads the params from the kind's watch cache, once it has its first
-// list (as Kubernetes waits for the param informer's sync).
+// list (as Kubernetes waits for the param informer's sync); a selector's
+// matches come by name.
 func (p paramSource) Params(ctx context.Context, apiVersion, kind, ns, name string, selector func(map[string]string) bool) ([]proto.Message, error) {
 	r := p.resource(apiVersion, kind)
 	c := p.s.cachers[r.Resource]
@@ -280,5 +282,7 @@ func (p paramSource) Params(ctx context.Context, apiVersion, kind, ns, name stri
 			out = append(out, obj)
 		}
 	}
+	// By name, so that the first refusal does not depend on map order.
+	sort.Slice(out, func(i, j int) bool { return meta(out[i]).GetName() < meta(out[j]).GetName() })
 	return out, nil
 }

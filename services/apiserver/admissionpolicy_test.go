@@ -261,6 +261,49 @@ spec:
 			`services "longername" is forbidden: ValidatingAdmissionPolicy 'with-params' with binding 'with-params' denied request: name longer than 5`)
 	})
 
+	t.Run("params by selector, excluded names", func(t *testing.T) {
+		for name, max := range map[string]string{"limits-a": "10", "limits-b": "3"} {
+			if _, err := c.cms.CreateConfigMap(withToken(t, "admintoken"), &corev1.CreateConfigMapRequest{Namespace: "default",
+				ConfigMap: &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: name, Labels: map[string]string{"limits": "secrets", "team": "a"}},
+					Data: map[string]string{"maxLen": max}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.bind(t, `
+metadata: {name: secret-names}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [secrets]}]
+    excludeResourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [secrets], resourceNames: [exempt]}]
+    objectSelector: {matchLabels: {names: checked}}
+  validations:
+  - expression: "object.metadata.name.size() <= int(params.data.maxLen)"
+    messageExpression: "'longer than ' + params.data.maxLen + ' (' + params.metadata.name + ')'"
+`, `
+metadata: {name: secret-names}
+spec:
+  policyName: secret-names
+  validationActions: [Deny]
+  paramRef: {selector: {matchLabels: {limits: secrets}}, parameterNotFoundAction: Allow}
+`)
+		create := func(name string, dryRun []string) error {
+			_, err := c.secrets.CreateSecret(withToken(t, "admintoken"), &corev1.CreateSecretRequest{Namespace: "default", DryRun: dryRun,
+				Secret: &corev1.Secret{Metadata: &metav1.ObjectMeta{Name: name, Labels: map[string]string{"names": "checked"}}}})
+			return err
+		}
+		eventually(t, "the policy denies", func() bool { return create("abcd", dry) != nil })
+		// Evaluated once per param: limits-b (3) refuses, limits-a (10)
+		// would not.
+		wantRefusal(t, create("abcd", nil), 422, apierrors.ReasonInvalid,
+			`secrets "abcd" is forbidden: ValidatingAdmissionPolicy 'secret-names' with binding 'secret-names' denied request: longer than 3 (limits-b)`)
+		for _, name := range []string{"abc", "exempt"} {
+			if err := create(name, nil); err != nil {
+				t.Errorf("secret %s: %v", name, err)
+			}
+		}
+	})
+
 	t.Run("failurePolicy and matchConditions", func(t *testing.T) {
 		// labels.team is missing on most objects: an evaluation error.
 		for _, fp := range []string{"Fail", "Ignore"} {

@@ -3,7 +3,7 @@
 // kubectl forbid Deployments of more than 3 replicas, and `kubectl create
 // deploy --replicas=4` is refused with kube-apiserver's message; a Warn
 // binding's failure shows as `Warning:` on kubectl's stderr; get prints
-// kube-apiserver's columns.
+// kube-apiserver's columns and explain the descriptions.
 package kubectltest
 
 import (
@@ -147,6 +147,10 @@ func TestKubectlValidatingAdmissionPolicy(t *testing.T) {
 				strings.Join(strings.Fields(lines[0]), " ") != "NAME VALIDATIONS PARAMKIND AGE" ||
 				!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "max-replicas-"+suffix+" 1 <unset> ") {
 				t.Errorf("get validatingadmissionpolicies: %v\n%s", err, out)
+			}
+			out, _, err = run("", "explain", "validatingadmissionpolicies.spec.validations")
+			if err != nil || !strings.Contains(out, "messageExpression") || !strings.Contains(out, "ValidatingAdmissionPolicy") {
+				t.Errorf("explain validatingadmissionpolicies.spec.validations: %v\n%s", err, out)
 			}
 			out, _, err = run("", "get", "validatingadmissionpolicybindings", "max-replicas-"+suffix)
 			if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(lines) != 2 ||

@@ -104,7 +104,8 @@ func TestTablesLikeKubernetes(t *testing.T) {
 		byName[r.Resource+"/"+r.Name] = i
 	}
 	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
-		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true}
+		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true,
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// compare reads path as a Table and lists how its cells differ from

@@ -416,6 +416,44 @@ spec:
 	}
 }
 
+// TestAdmissionPolicyAuthorizer: CEL's authorizer asks kplane's RBAC about
+// the requesting user, and namespaceObject is the request's namespace.
+func TestAdmissionPolicyAuthorizer(t *testing.T) {
+	conn, _ := startStack(t)
+	grantCluster(t, conn, "cm-writer", "bob", &rbacv1.PolicyRule{Verbs: []string{"create"}, ApiGroups: []string{""}, Resources: []string{"configmaps"}})
+	waitAllowed(t, conn, "bobtoken", &authorizationv1.ResourceAttributes{Verb: "create", Resource: "configmaps", Namespace: "default"})
+	c := policyClients{
+		policies: admissionregistrationv1.NewValidatingAdmissionPolicyServiceClient(conn),
+		bindings: admissionregistrationv1.NewValidatingAdmissionPolicyBindingServiceClient(conn),
+		cms:      corev1.NewConfigMapServiceClient(conn),
+	}
+	c.bind(t, `
+metadata: {name: needs-secrets}
+spec:
+  matchConstraints:
+    resourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
+  validations:
+  - expression: "namespaceObject.metadata.name == object.metadata.namespace && namespaceObject.status.phase == 'Active'"
+    message: "namespaceObject is the request's"
+  - expression: "authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('list').allowed()"
+    messageExpression: "request.userInfo.username + ' may not list secrets'"
+`, `
+metadata: {name: needs-secrets}
+spec: {policyName: needs-secrets, validationActions: [Deny]}
+`)
+	create := func(token string, dryRun []string) error {
+		_, err := c.cms.CreateConfigMap(withToken(t, token), &corev1.CreateConfigMapRequest{Namespace: "default", DryRun: dryRun,
+			ConfigMap: &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: "cm"}}})
+		return err
+	}
+	eventually(t, "the policy denies bob", func() bool { return create("bobtoken", []string{"All"}) != nil })
+	wantRefusal(t, create("bobtoken", nil), 422, apierrors.ReasonInvalid,
+		`configmaps "cm" is forbidden: ValidatingAdmissionPolicy 'needs-secrets' with binding 'needs-secrets' denied request: bob may not list secrets`)
+	if err := create("admintoken", nil); err != nil {
+		t.Errorf("admin, who may list secrets: %v", err)
+	}
+}
+
 // auditAnnotations reads the audit log's annotations by audit ID.
 func auditAnnotations(t *testing.T, path string) map[string]map[string]string {
 	t.Helper()

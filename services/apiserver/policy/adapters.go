@@ -25,6 +25,8 @@ import (
 // namespaces reads namespaces through Config.Namespace for one request. It
 // is the NamespaceLister of Kubernetes' matcher; its client (which the
 // matcher asks when the lister has no such namespace) answers the same.
+// It holds the request's ctx because the lister interface takes none; it
+// lives only for that request (Policies.Validate).
 type namespaces struct {
 	ctx context.Context
 	p   *Policies

@@ -228,12 +228,8 @@ func refusal(a *request.Admission, attrs admission.Attributes, d denied) *apierr
 	} else {
 		msg = fmt.Sprintf("ValidatingAdmissionPolicy '%s' denied request: %s", d.policy.Name, d.decision.Message)
 	}
-	resource := a.Resource
-	if a.Subresource != "" {
-		// Kubernetes names the group-resource only (pods, not pods/status).
-		resource = a.Resource
-	}
-	e := apierrors.NewForbidden(a.APIGroup, resource, objectName(a, attrs), msg)
+	// Kubernetes names the group-resource only (pods, not pods/status).
+	e := apierrors.NewForbidden(a.APIGroup, a.Resource, objectName(a, attrs), msg)
 	reason := apierrors.Reason(d.decision.Reason)
 	if reason == "" {
 		reason = apierrors.ReasonInvalid

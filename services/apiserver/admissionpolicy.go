@@ -46,6 +46,48 @@ func (s *Server) newPolicies() *policy.Policies {
 	return p
 }
 
+// typeChecker builds the policy type checker over the served kinds.
+func (s *Server) typeChecker() *policy.TypeChecker {
+	kinds := make([]policy.Kind, 0, len(s.resources))
+	for _, r := range s.resources {
+		kinds = append(kinds, policy.Kind{GVK: schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind},
+			Resource: r.Resource, Namespaced: r.Namespaced, Message: r.New().ProtoReflect().Descriptor()})
+	}
+	return policy.NewTypeChecker(kinds)
+}
+
+// typeCheckPolicy writes a policy's status as kube-controller-manager's
+// policy status controller does once it sees a new generation:
+// observedGeneration and status.typeChecking, the warnings of
+// k8s.io/apiserver's TypeChecker on the expressions (validations and their
+// messageExpressions) against the kinds the policy matches. kplane writes
+// it with the write of the policy itself rather than moments after. Other
+// objects are left as they are.
+func (s *Server) typeCheckPolicy(obj proto.Message) error {
+	pol, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+	if !ok {
+		return nil
+	}
+	gen := meta(pol).GetGeneration()
+	if pol.Status != nil && pol.Status.ObservedGeneration >= gen && gen > 1 {
+		return nil
+	}
+	warnings, err := s.typeCheck.Check(pol)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	st := &admissionregistrationv1.ValidatingAdmissionPolicyStatus{ObservedGeneration: gen, TypeChecking: &admissionregistrationv1.TypeChecking{}}
+	for _, w := range warnings {
+		st.TypeChecking.ExpressionWarnings = append(st.TypeChecking.ExpressionWarnings,
+			&admissionregistrationv1.ExpressionWarning{FieldRef: w.FieldRef, Warning: w.Warning})
+	}
+	if pol.Status != nil {
+		st.Conditions = pol.Status.Conditions
+	}
+	pol.Status = st
+	return nil
+}
+
 // cachedOrStored returns an object from the watch cache, or from the store
 // when the cache does not have it (yet).
 func (s *Server) cachedOrStored(ctx context.Context, r *resourceInfo, ns, name string) (proto.Message, error) {

@@ -454,6 +454,67 @@ spec: {policyName: needs-secrets, validationActions: [Deny]}
 	}
 }
 
+// TestAdmissionPolicyTypeChecking: a policy's status.typeChecking is what
+// kube-controller-manager v1.33.13's policy status controller wrote for the
+// same policy on kube-apiserver (testdata/typechecking.json): per
+// expression, the type errors against each kind it matches.
+func TestAdmissionPolicyTypeChecking(t *testing.T) {
+	conn, _ := startStack(t)
+	raw, err := os.ReadFile("testdata/typechecking.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded struct {
+		Spec   json.RawMessage
+		Status struct {
+			ObservedGeneration int64
+			TypeChecking       struct {
+				ExpressionWarnings []struct{ FieldRef, Warning string }
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := kubejson.Unmarshal([]byte(`{"metadata":{"name":"typos"},"spec":`+string(recorded.Spec)+`}`), p, kubejson.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	policies := admissionregistrationv1.NewValidatingAdmissionPolicyServiceClient(conn)
+	resp, err := policies.CreateValidatingAdmissionPolicy(withToken(t, "admintoken"), &admissionregistrationv1.CreateValidatingAdmissionPolicyRequest{ValidatingAdmissionPolicy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := resp.GetValidatingAdmissionPolicy().GetStatus()
+	if st.GetObservedGeneration() != recorded.Status.ObservedGeneration {
+		t.Errorf("observedGeneration: got %d, want %d", st.GetObservedGeneration(), recorded.Status.ObservedGeneration)
+	}
+	got := st.GetTypeChecking().GetExpressionWarnings()
+	want := recorded.Status.TypeChecking.ExpressionWarnings
+	if len(got) != len(want) {
+		t.Fatalf("got %d warnings, want %d: %v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].GetFieldRef() != want[i].FieldRef || got[i].GetWarning() != want[i].Warning {
+			t.Errorf("warning %d:\n got %s %q\nwant %s %q", i, got[i].GetFieldRef(), got[i].GetWarning(), want[i].FieldRef, want[i].Warning)
+		}
+	}
+
+	// A new generation is checked again; a spec without type errors has none.
+	p = resp.GetValidatingAdmissionPolicy()
+	p.Spec.Validations = p.Spec.Validations[:1]
+	p.Spec.Validations[0].Expression = "object.spec.replicas > 1 || !has(object.spec.replicas)"
+	p.Spec.Validations[0].MessageExpression = "'x' + object.metadata.name"
+	p.Spec.MatchConstraints.ResourceRules = p.Spec.MatchConstraints.ResourceRules[:1]
+	up, err := policies.UpdateValidatingAdmissionPolicy(withToken(t, "admintoken"), &admissionregistrationv1.UpdateValidatingAdmissionPolicyRequest{Name: "typos", ValidatingAdmissionPolicy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := up.GetValidatingAdmissionPolicy().GetStatus(); st.GetObservedGeneration() != 2 || len(st.GetTypeChecking().GetExpressionWarnings()) != 0 {
+		t.Errorf("after the fix: got status %v, want observedGeneration 2 and no warnings", st)
+	}
+}
+
 // auditAnnotations reads the audit log's annotations by audit ID.
 func auditAnnotations(t *testing.T, path string) map[string]map[string]string {
 	t.Helper()

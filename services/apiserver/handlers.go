@@ -628,6 +628,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = &policyv1.PodDisruptionBudgetStatus{}
 	case *batchv1.CronJob:
 		o.Status = nil // a Job's is cleared with its generated selector
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		o.Status = nil // then written by typeCheckPolicy
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -653,6 +655,9 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 		generateJobSelector(j)
 	}
 	if err := s.validate(ctx, c, r, obj, nil); err != nil {
+		return nil, err
+	}
+	if err := s.typeCheckPolicy(obj); err != nil {
 		return nil, err
 	}
 	if err := s.admitValidating(ctx, c, adm); err != nil {
@@ -873,6 +878,11 @@ func (s *Server) tryUpdate(ctx context.Context, c *call, r *resourceInfo, name, 
 	}
 	if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" {
 		if err := s.validate(ctx, c, r, n, old); err != nil {
+			return nil, err
+		}
+	}
+	if adm.Subresource == "" {
+		if err := s.typeCheckPolicy(n); err != nil {
 			return nil, err
 		}
 	}

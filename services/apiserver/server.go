@@ -187,6 +187,8 @@ type Server struct {
 	// policies enforces ValidatingAdmissionPolicies (admissionpolicy.go);
 	// always on, as in Kubernetes.
 	policies *policy.Policies
+	// typeCheck type-checks policies' expressions (their status).
+	typeCheck *policy.TypeChecker
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -229,6 +231,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.escalation = newEscalation(s)
 	s.policies = s.newPolicies()
+	s.typeCheck = s.typeChecker()
 	svcs, err := newServiceAddressing(cfg.Prefix, cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)

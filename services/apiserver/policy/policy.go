@@ -9,7 +9,9 @@
 // from the API service's watch, so every replica enforces the same set),
 // finds the params and turns the evaluator's decisions into kplane's
 // refusals, warnings and audit annotations, as kube-apiserver's dispatcher
-// does.
+// does. It also validates policies and bindings as kube-apiserver does
+// (validation.go) and type-checks policies for their status with
+// k8s.io/apiserver's TypeChecker (typecheck.go).
 package policy
 
 import (

@@ -515,6 +515,38 @@ func TestAdmissionPolicyTypeChecking(t *testing.T) {
 	}
 }
 
+// TestAdmissionPolicyAfterNodeRestriction: as in kube-apiserver,
+// NodeRestriction refuses before the policies are asked.
+func TestAdmissionPolicyAfterNodeRestriction(t *testing.T) {
+	conn, _ := startStack(t)
+	c := policyClients{
+		policies: admissionregistrationv1.NewValidatingAdmissionPolicyServiceClient(conn),
+		bindings: admissionregistrationv1.NewValidatingAdmissionPolicyBindingServiceClient(conn),
+	}
+	c.bind(t, `
+metadata: {name: no-nodes}
+spec:
+  matchConstraints:
+    resourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [nodes]}]
+  validations: [{expression: "false", message: "no new nodes"}]
+`, `
+metadata: {name: no-nodes}
+spec: {policyName: no-nodes, validationActions: [Deny]}
+`)
+	nodes := corev1.NewNodeServiceClient(conn)
+	create := func(token, name string, dryRun []string) error {
+		_, err := nodes.CreateNode(withToken(t, token), &corev1.CreateNodeRequest{DryRun: dryRun, Node: &corev1.Node{Metadata: &metav1.ObjectMeta{Name: name}}})
+		return err
+	}
+	eventually(t, "the policy denies", func() bool { return create("admintoken", "x", []string{"All"}) != nil })
+	wantRefusal(t, create("admintoken", "x", nil), 422, apierrors.ReasonInvalid,
+		`nodes "x" is forbidden: ValidatingAdmissionPolicy 'no-nodes' with binding 'no-nodes' denied request: no new nodes`)
+	err := create("nodeatoken", "b", nil)
+	if se := apierrors.FromError(err); se == nil || se.Reason != apierrors.ReasonForbidden || strings.Contains(se.Message, "ValidatingAdmissionPolicy") {
+		t.Errorf("node a creating node b: got %v, want NodeRestriction's refusal", err)
+	}
+}
+
 // auditAnnotations reads the audit log's annotations by audit ID.
 func auditAnnotations(t *testing.T, path string) map[string]map[string]string {
 	t.Helper()

@@ -29,6 +29,7 @@ import (
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
+	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -213,18 +214,28 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 	})
 }
 
-// admitValidating is stage 5: NamespaceLifecycle, the
-// ValidatingAdmissionPolicies, then the validating plugins (NodeRestriction,
-// webhooks).
+// admitValidating is stage 5, in kube-apiserver's order: NamespaceLifecycle,
+// NodeRestriction, the ValidatingAdmissionPolicies, then the other
+// validating plugins (webhooks) in their configured order.
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
 			return err
 		}
+		for _, p := range s.cfg.Validating {
+			if _, ok := p.(*authz.NodeRestriction); ok {
+				if err := p.Validate(ctx, a); err != nil {
+					return err
+				}
+			}
+		}
 		if err := s.admitPolicies(ctx, c, a); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {
+			if _, ok := p.(*authz.NodeRestriction); ok {
+				continue
+			}
 			if err := p.Validate(ctx, a); err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 // This file holds the ValidatingAdmissionPolicy test with the real kubectl
 // (1.27 and 1.33) through the gateway: a policy and binding applied with
-// kubectl forbid Deployments of more than 3 replicas, and `kubectl create
+// kubectl forbid Deployments of more than 3 replicas in one namespace
+// (selected by its kubernetes.io/metadata.name label), and `kubectl create
 // deploy --replicas=4` is refused with kube-apiserver's message; a Warn
 // binding's failure shows as `Warning:` on kubectl's stderr; get prints
 // kube-apiserver's columns and explain the descriptions.
@@ -23,7 +24,7 @@ metadata: {name: max-replicas-SUFFIX}
 spec:
   matchConstraints:
     resourceRules: [{operations: [CREATE, UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]
-    namespaceSelector: {matchLabels: {policy-test: NS}}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: NS}}
   validations:
   - expression: "object.spec.replicas <= 3"
     messageExpression: "'replicas must be at most 3, got ' + string(object.spec.replicas)"
@@ -39,7 +40,7 @@ metadata: {name: needs-team-SUFFIX}
 spec:
   matchConstraints:
     resourceRules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}]
-    namespaceSelector: {matchLabels: {policy-test: NS}}
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: NS}}
   validations:
   - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
     message: "a team label is expected"
@@ -71,11 +72,6 @@ func TestKubectlValidatingAdmissionPolicy(t *testing.T) {
 			ns := "vap" + suffix
 			if out, errOut, err := run("", "create", "ns", ns); err != nil {
 				t.Fatalf("create ns: %v\n%s%s", err, out, errOut)
-			}
-			// kplane does not set kubernetes.io/metadata.name on namespaces:
-			// the policies select the namespace by a label of the test's.
-			if out, errOut, err := run("", "label", "ns", ns, "policy-test="+ns); err != nil {
-				t.Fatalf("label ns: %v\n%s%s", err, out, errOut)
 			}
 			manifest := strings.NewReplacer("SUFFIX", suffix, "NS", ns).Replace(maxReplicasPolicy)
 			out, errOut, err := run(manifest, "apply", "-f", "-")

@@ -8,6 +8,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"google.golang.org/grpc"
@@ -40,8 +41,10 @@ func (s *Server) newPolicies() *policy.Policies {
 	for k, v := range s.cfg.Informers {
 		informers[k] = v
 	}
-	informers["validatingadmissionpolicies"] = append(informers["validatingadmissionpolicies"], p)
-	informers["validatingadmissionpolicybindings"] = append(informers["validatingadmissionpolicybindings"], p)
+	for _, res := range []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"} {
+		// Clipped: the caller's slice is never appended to in place.
+		informers[res] = append(slices.Clip(informers[res]), p)
+	}
 	s.cfg.Informers = informers
 	return p
 }

@@ -158,6 +158,14 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, int64(len(obj.Webhooks)), since(obj.CreationTimestamp)), nil
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		return row(obj.Name, int64(len(obj.Webhooks)), since(obj.CreationTimestamp)), nil
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		paramKind := "<unset>"
+		if k := obj.Spec.ParamKind; k != nil {
+			paramKind = k.APIVersion + "/" + k.Kind
+		}
+		return row(obj.Name, int64(len(obj.Spec.Validations)), paramKind, since(obj.CreationTimestamp)), nil
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		return row(obj.Name, obj.Spec.PolicyName, paramRefCell(obj.Spec.ParamRef), since(obj.CreationTimestamp)), nil
 	case *autoscalingv1.Scale:
 		return row(obj.Name, int64(obj.Spec.Replicas), int64(obj.Status.Replicas), since(obj.CreationTimestamp)), nil
 	}
@@ -165,6 +173,23 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return r, nil
 	}
 	return defaultRow(o), nil
+}
+
+// paramRefCell is a binding's PARAMREF cell as kube-apiserver prints it: the
+// param's namespace/name ("*" when the namespace is not given, as the scope is
+// not known there), else its selector in the selector's Go string form.
+func paramRefCell(ref *admissionregistrationv1.ParamRef) string {
+	switch {
+	case ref == nil:
+		return "<unset>"
+	case ref.Name != "" && ref.Namespace != "":
+		return ref.Namespace + "/" + ref.Name
+	case ref.Name != "":
+		return "*/" + ref.Name
+	case ref.Selector != nil:
+		return ref.Selector.String()
+	}
+	return "<unset>"
 }
 
 // microTimes returns a copy of v with every RFC 3339 timestamp string

@@ -231,10 +231,16 @@ func resourceField(pod *corev1.Pod, c *corev1.Container, ref *corev1.ResourceFie
 	if err != nil {
 		return "", fmt.Errorf("resourceFieldRef %s: %w", ref.GetResource(), err)
 	}
+	// No divisor, or a zero one (what a client that leaves it unset
+	// sends), is 1, as the kubelet takes it.
 	div := resource.MustParse("1")
 	if d := ref.GetDivisor(); d != "" {
-		if div, err = resource.ParseQuantity(d); err != nil || div.Sign() <= 0 {
+		parsed, err := resource.ParseQuantity(d)
+		if err != nil || parsed.Sign() < 0 {
 			return "", fmt.Errorf("resourceFieldRef %s: invalid divisor %q", ref.GetResource(), d)
+		}
+		if !parsed.IsZero() {
+			div = parsed
 		}
 	}
 	if res == "cpu" {

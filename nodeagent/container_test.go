@@ -90,6 +90,7 @@ func TestContainerEnv(t *testing.T) {
 			{Name: "CPU_LIMIT", ValueFrom: res("", "limits.cpu", "")},
 			{Name: "MEM_MI", ValueFrom: res("", "limits.memory", "1Mi")},
 			{Name: "SIDE_MEM", ValueFrom: res("side", "limits.memory", "")},
+			{Name: "CPU_ZERO_DIVISOR", ValueFrom: res("", "requests.cpu", "0")},
 			{Name: "COMPOSED", Value: "$(NAME).$(NS):$(LEVEL);$$(NAME);$(LATER)"},
 			{Name: "LATER", Value: "x"},
 		},
@@ -109,7 +110,7 @@ func TestContainerEnv(t *testing.T) {
 		"PLAIN": "v", "NAME": "web", "NS": "prod", "UID": "u1", "NODE": "n1", "SA": "sa",
 		"IP": "10.0.0.5", "HOST": "192.168.1.1", "APP": "web", "TEAM": "a",
 		"CM": "fast", "PASS": "s3cret",
-		"CPU_M": "250", "CPU_LIMIT": "4", "MEM_MI": "1024", "SIDE_MEM": "67108864",
+		"CPU_M": "250", "CPU_ZERO_DIVISOR": "1", "CPU_LIMIT": "4", "MEM_MI": "1024", "SIDE_MEM": "67108864",
 		// A value refers to the variables defined before it, envFrom's too.
 		"COMPOSED": "web.prod:3;$(NAME);$(LATER)", "LATER": "x",
 	}

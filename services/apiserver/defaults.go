@@ -142,6 +142,15 @@ func setDefaults(obj proto.Message) {
 			o.Secrets[i] = &corev1.ObjectReference{Name: ref.GetName()}
 		}
 	case *corev1.Namespace:
+		// As Kubernetes' defaulting and namespace strategy: every named
+		// namespace carries its name as the label
+		// kubernetes.io/metadata.name (what namespaceSelectors select on).
+		if name := o.GetMetadata().GetName(); name != "" {
+			if o.Metadata.Labels == nil {
+				o.Metadata.Labels = map[string]string{}
+			}
+			o.Metadata.Labels["kubernetes.io/metadata.name"] = name
+		}
 		if o.Status == nil {
 			o.Status = &corev1.NamespaceStatus{}
 		}
@@ -163,6 +172,8 @@ func setDefaults(obj proto.Message) {
 		for _, w := range o.Webhooks {
 			defaultWebhook(&w.FailurePolicy, &w.MatchPolicy, &w.TimeoutSeconds, &w.NamespaceSelector, &w.ObjectSelector, w.Rules)
 		}
+	case *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		defaultPolicyObject(o)
 	}
 }
 

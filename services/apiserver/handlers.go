@@ -25,6 +25,7 @@ import (
 
 	"github.com/kplane/kplane/internal/telemetry"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
@@ -35,6 +36,7 @@ import (
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
+	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -214,18 +216,36 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 		if svc, ok := obj.(*corev1.Service); ok {
 			return s.validateService(r, svc, old)
 		}
+		switch obj.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			return s.validatePolicyObject(ctx, c, r, obj, old)
+		}
 		return validateObject(r, obj, old)
 	})
 }
 
-// admitValidating is stage 5: NamespaceLifecycle, then the validating
-// plugins (NodeRestriction, webhooks).
+// admitValidating is stage 5, in kube-apiserver's order: NamespaceLifecycle,
+// NodeRestriction, the ValidatingAdmissionPolicies, then the other
+// validating plugins (webhooks) in their configured order.
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {
+			if _, ok := p.(*authz.NodeRestriction); ok {
+				if err := p.Validate(ctx, a); err != nil {
+					return err
+				}
+			}
+		}
+		if err := s.admitPolicies(ctx, c, a); err != nil {
+			return err
+		}
+		for _, p := range s.cfg.Validating {
+			if _, ok := p.(*authz.NodeRestriction); ok {
+				continue
+			}
 			if err := p.Validate(ctx, a); err != nil {
 				return err
 			}
@@ -635,6 +655,8 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		prepareMoreKinds(obj, nil)
 	case *batchv1.CronJob:
 		o.Status = nil // a Job's is cleared with its generated selector
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		o.Status = nil // then written by typeCheckPolicy
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -660,6 +682,9 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 		generateJobSelector(j)
 	}
 	if err := s.validate(ctx, c, r, obj, nil); err != nil {
+		return nil, err
+	}
+	if err := s.typeCheckPolicy(obj); err != nil {
 		return nil, err
 	}
 	if err := s.admitValidating(ctx, c, adm); err != nil {
@@ -887,6 +912,11 @@ func (s *Server) tryUpdate(ctx context.Context, c *call, r *resourceInfo, name, 
 	}
 	if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" {
 		if err := s.validate(ctx, c, r, n, old); err != nil {
+			return nil, err
+		}
+	}
+	if adm.Subresource == "" {
+		if err := s.typeCheckPolicy(n); err != nil {
 			return nil, err
 		}
 	}

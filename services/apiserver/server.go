@@ -42,6 +42,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/encryption"
+	"github.com/kplane/kplane/services/apiserver/policy"
 )
 
 // Config configures the API service.
@@ -187,6 +188,11 @@ type Server struct {
 	throttled metric.Int64Counter
 	// metricsReg unregisters the gauges' callback.
 	metricsReg metric.Registration
+	// policies enforces ValidatingAdmissionPolicies (admissionpolicy.go);
+	// always on, as in Kubernetes.
+	policies *policy.Policies
+	// typeCheck type-checks policies' expressions (their status).
+	typeCheck *policy.TypeChecker
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -228,13 +234,15 @@ func New(cfg Config) (*Server, error) {
 		s.resources[r.Resource] = r
 	}
 	s.escalation = newEscalation(s)
+	s.policies = s.newPolicies()
+	s.typeCheck = s.typeChecker()
 	svcs, err := newServiceAddressing(cfg.Prefix, cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)
 	}
 	s.svcs = svcs
 	s.inflight = newInflight(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)
-	for res := range cfg.Informers {
+	for res := range s.cfg.Informers {
 		if s.resources[res] == nil {
 			return nil, fmt.Errorf("apiserver: informer for unknown resource %q", res)
 		}

@@ -224,6 +224,18 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
 		},
 		{
+			Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicy", Resource: "validatingadmissionpolicies",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &admissionregistrationv1.ValidatingAdmissionPolicy{} },
+		},
+		{
+			Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingAdmissionPolicyBinding", Resource: "validatingadmissionpolicybindings",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
+		},
+		{
 			Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Resource: "customresourcedefinitions",
 			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: false, Graceful: false,
@@ -268,6 +280,8 @@ func registerServices(gs *grpc.Server, s *Server) {
 	rbacv1.RegisterClusterRoleBindingServiceServer(gs, &clusterRoleBindingService{s: s, r: s.resources["clusterrolebindings"]})
 	admissionregistrationv1.RegisterMutatingWebhookConfigurationServiceServer(gs, &mutatingWebhookConfigurationService{s: s, r: s.resources["mutatingwebhookconfigurations"]})
 	admissionregistrationv1.RegisterValidatingWebhookConfigurationServiceServer(gs, &validatingWebhookConfigurationService{s: s, r: s.resources["validatingwebhookconfigurations"]})
+	admissionregistrationv1.RegisterValidatingAdmissionPolicyServiceServer(gs, &validatingAdmissionPolicyService{s: s, r: s.resources["validatingadmissionpolicies"]})
+	admissionregistrationv1.RegisterValidatingAdmissionPolicyBindingServiceServer(gs, &validatingAdmissionPolicyBindingService{s: s, r: s.resources["validatingadmissionpolicybindings"]})
 	apiextensionsv1.RegisterCustomResourceDefinitionServiceServer(gs, &customResourceDefinitionService{s: s, r: s.resources["customresourcedefinitions"]})
 }
 
@@ -2961,6 +2975,166 @@ func (x *validatingWebhookConfigurationService) DeleteValidatingWebhookConfigura
 		return nil, toGRPC(err)
 	}
 	return &admissionregistrationv1.DeleteValidatingWebhookConfigurationResponse{ValidatingWebhookConfiguration: obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)}, nil
+}
+
+type validatingAdmissionPolicyService struct {
+	admissionregistrationv1.UnimplementedValidatingAdmissionPolicyServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *validatingAdmissionPolicyService) GetValidatingAdmissionPolicy(ctx context.Context, req *admissionregistrationv1.GetValidatingAdmissionPolicyRequest) (*admissionregistrationv1.GetValidatingAdmissionPolicyResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.GetValidatingAdmissionPolicyResponse{ValidatingAdmissionPolicy: obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)}, nil
+}
+
+func (x *validatingAdmissionPolicyService) ListValidatingAdmissionPolicies(ctx context.Context, req *admissionregistrationv1.ListValidatingAdmissionPoliciesRequest) (*admissionregistrationv1.ListValidatingAdmissionPoliciesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &admissionregistrationv1.ValidatingAdmissionPolicyList{ApiVersion: x.r.APIVersion(), Kind: "ValidatingAdmissionPolicyList", Metadata: lm, Items: make([]*admissionregistrationv1.ValidatingAdmissionPolicy, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+	}
+	return &admissionregistrationv1.ListValidatingAdmissionPoliciesResponse{List: list}, nil
+}
+
+func (x *validatingAdmissionPolicyService) WatchValidatingAdmissionPolicies(req *admissionregistrationv1.WatchValidatingAdmissionPoliciesRequest, stream admissionregistrationv1.ValidatingAdmissionPolicyService_WatchValidatingAdmissionPoliciesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &admissionregistrationv1.WatchValidatingAdmissionPoliciesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *validatingAdmissionPolicyService) CreateValidatingAdmissionPolicy(ctx context.Context, req *admissionregistrationv1.CreateValidatingAdmissionPolicyRequest) (*admissionregistrationv1.CreateValidatingAdmissionPolicyResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetValidatingAdmissionPolicy()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.CreateValidatingAdmissionPolicyResponse{ValidatingAdmissionPolicy: obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)}, nil
+}
+
+func (x *validatingAdmissionPolicyService) UpdateValidatingAdmissionPolicy(ctx context.Context, req *admissionregistrationv1.UpdateValidatingAdmissionPolicyRequest) (*admissionregistrationv1.UpdateValidatingAdmissionPolicyResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetValidatingAdmissionPolicy()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.UpdateValidatingAdmissionPolicyResponse{ValidatingAdmissionPolicy: obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)}, nil
+}
+
+func (x *validatingAdmissionPolicyService) DeleteValidatingAdmissionPolicy(ctx context.Context, req *admissionregistrationv1.DeleteValidatingAdmissionPolicyRequest) (*admissionregistrationv1.DeleteValidatingAdmissionPolicyResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.DeleteValidatingAdmissionPolicyResponse{ValidatingAdmissionPolicy: obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)}, nil
+}
+
+func (x *validatingAdmissionPolicyService) UpdateValidatingAdmissionPolicyStatus(ctx context.Context, req *admissionregistrationv1.UpdateValidatingAdmissionPolicyStatusRequest) (*admissionregistrationv1.UpdateValidatingAdmissionPolicyStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetValidatingAdmissionPolicy()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.UpdateValidatingAdmissionPolicyStatusResponse{ValidatingAdmissionPolicy: obj.(*admissionregistrationv1.ValidatingAdmissionPolicy)}, nil
+}
+
+type validatingAdmissionPolicyBindingService struct {
+	admissionregistrationv1.UnimplementedValidatingAdmissionPolicyBindingServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *validatingAdmissionPolicyBindingService) GetValidatingAdmissionPolicyBinding(ctx context.Context, req *admissionregistrationv1.GetValidatingAdmissionPolicyBindingRequest) (*admissionregistrationv1.GetValidatingAdmissionPolicyBindingResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.GetValidatingAdmissionPolicyBindingResponse{ValidatingAdmissionPolicyBinding: obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)}, nil
+}
+
+func (x *validatingAdmissionPolicyBindingService) ListValidatingAdmissionPolicyBindings(ctx context.Context, req *admissionregistrationv1.ListValidatingAdmissionPolicyBindingsRequest) (*admissionregistrationv1.ListValidatingAdmissionPolicyBindingsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{ApiVersion: x.r.APIVersion(), Kind: "ValidatingAdmissionPolicyBindingList", Metadata: lm, Items: make([]*admissionregistrationv1.ValidatingAdmissionPolicyBinding, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+	}
+	return &admissionregistrationv1.ListValidatingAdmissionPolicyBindingsResponse{List: list}, nil
+}
+
+func (x *validatingAdmissionPolicyBindingService) WatchValidatingAdmissionPolicyBindings(req *admissionregistrationv1.WatchValidatingAdmissionPolicyBindingsRequest, stream admissionregistrationv1.ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindingsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &admissionregistrationv1.WatchValidatingAdmissionPolicyBindingsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *validatingAdmissionPolicyBindingService) CreateValidatingAdmissionPolicyBinding(ctx context.Context, req *admissionregistrationv1.CreateValidatingAdmissionPolicyBindingRequest) (*admissionregistrationv1.CreateValidatingAdmissionPolicyBindingResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetValidatingAdmissionPolicyBinding()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.CreateValidatingAdmissionPolicyBindingResponse{ValidatingAdmissionPolicyBinding: obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)}, nil
+}
+
+func (x *validatingAdmissionPolicyBindingService) UpdateValidatingAdmissionPolicyBinding(ctx context.Context, req *admissionregistrationv1.UpdateValidatingAdmissionPolicyBindingRequest) (*admissionregistrationv1.UpdateValidatingAdmissionPolicyBindingResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetValidatingAdmissionPolicyBinding()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.UpdateValidatingAdmissionPolicyBindingResponse{ValidatingAdmissionPolicyBinding: obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)}, nil
+}
+
+func (x *validatingAdmissionPolicyBindingService) DeleteValidatingAdmissionPolicyBinding(ctx context.Context, req *admissionregistrationv1.DeleteValidatingAdmissionPolicyBindingRequest) (*admissionregistrationv1.DeleteValidatingAdmissionPolicyBindingResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &admissionregistrationv1.DeleteValidatingAdmissionPolicyBindingResponse{ValidatingAdmissionPolicyBinding: obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)}, nil
 }
 
 type customResourceDefinitionService struct {

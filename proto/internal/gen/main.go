@@ -109,6 +109,8 @@ func groups() []group {
 		{Dir: "admissionregistration", Name: "admissionregistration.k8s.io", GoAlias: "admissionregistrationv1", Resource: []resource{
 			{Kind: "MutatingWebhookConfiguration", Plural: "MutatingWebhookConfigurations", Resource: "mutatingwebhookconfigurations", AllowUnconditionalUpdate: true},
 			{Kind: "ValidatingWebhookConfiguration", Plural: "ValidatingWebhookConfigurations", Resource: "validatingwebhookconfigurations", AllowUnconditionalUpdate: true},
+			{Kind: "ValidatingAdmissionPolicy", Plural: "ValidatingAdmissionPolicies", Resource: "validatingadmissionpolicies", Status: true},
+			{Kind: "ValidatingAdmissionPolicyBinding", Plural: "ValidatingAdmissionPolicyBindings", Resource: "validatingadmissionpolicybindings"},
 		}},
 		{Dir: "apiextensions", Name: "apiextensions.k8s.io", GoAlias: "apiextensionsv1", Resource: []resource{
 			{Kind: "CustomResourceDefinition", Plural: "CustomResourceDefinitions", Resource: "customresourcedefinitions", Status: true},

@@ -1505,6 +1505,1601 @@ func (x *DeleteValidatingWebhookConfigurationResponse) GetValidatingWebhookConfi
 	return nil
 }
 
+// GetValidatingAdmissionPolicyRequest names one ValidatingAdmissionPolicy.
+type GetValidatingAdmissionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetValidatingAdmissionPolicyRequest) Reset() {
+	*x = GetValidatingAdmissionPolicyRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetValidatingAdmissionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetValidatingAdmissionPolicyRequest) ProtoMessage() {}
+
+func (x *GetValidatingAdmissionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetValidatingAdmissionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetValidatingAdmissionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetValidatingAdmissionPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetValidatingAdmissionPolicyRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetValidatingAdmissionPolicyResponse carries the ValidatingAdmissionPolicy.
+type GetValidatingAdmissionPolicyResponse struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,1,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *GetValidatingAdmissionPolicyResponse) Reset() {
+	*x = GetValidatingAdmissionPolicyResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetValidatingAdmissionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetValidatingAdmissionPolicyResponse) ProtoMessage() {}
+
+func (x *GetValidatingAdmissionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetValidatingAdmissionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetValidatingAdmissionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetValidatingAdmissionPolicyResponse) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+// ListValidatingAdmissionPoliciesRequest holds Kubernetes' list options.
+type ListValidatingAdmissionPoliciesRequest struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector        string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string                 `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string                 `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64                 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) Reset() {
+	*x = ListValidatingAdmissionPoliciesRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListValidatingAdmissionPoliciesRequest) ProtoMessage() {}
+
+func (x *ListValidatingAdmissionPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListValidatingAdmissionPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListValidatingAdmissionPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPoliciesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListValidatingAdmissionPoliciesResponse carries the list.
+type ListValidatingAdmissionPoliciesResponse struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	List          *ValidatingAdmissionPolicyList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListValidatingAdmissionPoliciesResponse) Reset() {
+	*x = ListValidatingAdmissionPoliciesResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListValidatingAdmissionPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListValidatingAdmissionPoliciesResponse) ProtoMessage() {}
+
+func (x *ListValidatingAdmissionPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListValidatingAdmissionPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListValidatingAdmissionPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListValidatingAdmissionPoliciesResponse) GetList() *ValidatingAdmissionPolicyList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchValidatingAdmissionPoliciesRequest holds Kubernetes' watch options.
+type WatchValidatingAdmissionPoliciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) Reset() {
+	*x = WatchValidatingAdmissionPoliciesRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchValidatingAdmissionPoliciesRequest) ProtoMessage() {}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchValidatingAdmissionPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*WatchValidatingAdmissionPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchValidatingAdmissionPoliciesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchValidatingAdmissionPoliciesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchValidatingAdmissionPoliciesResponse struct {
+	state  protoimpl.MessageState     `protogen:"open.v1"`
+	Type   string                     `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *ValidatingAdmissionPolicy `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchValidatingAdmissionPoliciesResponse) Reset() {
+	*x = WatchValidatingAdmissionPoliciesResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchValidatingAdmissionPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchValidatingAdmissionPoliciesResponse) ProtoMessage() {}
+
+func (x *WatchValidatingAdmissionPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchValidatingAdmissionPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*WatchValidatingAdmissionPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WatchValidatingAdmissionPoliciesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPoliciesResponse) GetObject() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchValidatingAdmissionPoliciesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateValidatingAdmissionPolicyRequest carries the new ValidatingAdmissionPolicy.
+type CreateValidatingAdmissionPolicyRequest struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,2,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateValidatingAdmissionPolicyRequest) Reset() {
+	*x = CreateValidatingAdmissionPolicyRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateValidatingAdmissionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateValidatingAdmissionPolicyRequest) ProtoMessage() {}
+
+func (x *CreateValidatingAdmissionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateValidatingAdmissionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*CreateValidatingAdmissionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CreateValidatingAdmissionPolicyRequest) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+func (x *CreateValidatingAdmissionPolicyRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateValidatingAdmissionPolicyRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateValidatingAdmissionPolicyResponse carries the created ValidatingAdmissionPolicy.
+type CreateValidatingAdmissionPolicyResponse struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,1,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *CreateValidatingAdmissionPolicyResponse) Reset() {
+	*x = CreateValidatingAdmissionPolicyResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateValidatingAdmissionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateValidatingAdmissionPolicyResponse) ProtoMessage() {}
+
+func (x *CreateValidatingAdmissionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateValidatingAdmissionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*CreateValidatingAdmissionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CreateValidatingAdmissionPolicyResponse) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+// UpdateValidatingAdmissionPolicyRequest carries the replacement ValidatingAdmissionPolicy.
+type UpdateValidatingAdmissionPolicyRequest struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	Name                      string                     `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,3,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	DryRun                    []string                   `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager              string                     `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) Reset() {
+	*x = UpdateValidatingAdmissionPolicyRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateValidatingAdmissionPolicyRequest) ProtoMessage() {}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateValidatingAdmissionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*UpdateValidatingAdmissionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateValidatingAdmissionPolicyRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateValidatingAdmissionPolicyResponse carries the stored ValidatingAdmissionPolicy.
+type UpdateValidatingAdmissionPolicyResponse struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,1,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *UpdateValidatingAdmissionPolicyResponse) Reset() {
+	*x = UpdateValidatingAdmissionPolicyResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateValidatingAdmissionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateValidatingAdmissionPolicyResponse) ProtoMessage() {}
+
+func (x *UpdateValidatingAdmissionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateValidatingAdmissionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*UpdateValidatingAdmissionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateValidatingAdmissionPolicyResponse) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+// DeleteValidatingAdmissionPolicyRequest holds Kubernetes' delete options.
+type DeleteValidatingAdmissionPolicyRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) Reset() {
+	*x = DeleteValidatingAdmissionPolicyRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteValidatingAdmissionPolicyRequest) ProtoMessage() {}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteValidatingAdmissionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*DeleteValidatingAdmissionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteValidatingAdmissionPolicyRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteValidatingAdmissionPolicyResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteValidatingAdmissionPolicyResponse struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,1,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *DeleteValidatingAdmissionPolicyResponse) Reset() {
+	*x = DeleteValidatingAdmissionPolicyResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteValidatingAdmissionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteValidatingAdmissionPolicyResponse) ProtoMessage() {}
+
+func (x *DeleteValidatingAdmissionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteValidatingAdmissionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*DeleteValidatingAdmissionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteValidatingAdmissionPolicyResponse) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+// UpdateValidatingAdmissionPolicyStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdateValidatingAdmissionPolicyStatusRequest struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	Name                      string                     `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,3,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	DryRun                    []string                   `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager              string                     `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) Reset() {
+	*x = UpdateValidatingAdmissionPolicyStatusRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateValidatingAdmissionPolicyStatusRequest) ProtoMessage() {}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateValidatingAdmissionPolicyStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateValidatingAdmissionPolicyStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateValidatingAdmissionPolicyStatusResponse carries the stored ValidatingAdmissionPolicy.
+type UpdateValidatingAdmissionPolicyStatusResponse struct {
+	state                     protoimpl.MessageState     `protogen:"open.v1"`
+	ValidatingAdmissionPolicy *ValidatingAdmissionPolicy `protobuf:"bytes,1,opt,name=validating_admission_policy,json=validatingAdmissionPolicy,proto3" json:"validating_admission_policy,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusResponse) Reset() {
+	*x = UpdateValidatingAdmissionPolicyStatusResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateValidatingAdmissionPolicyStatusResponse) ProtoMessage() {}
+
+func (x *UpdateValidatingAdmissionPolicyStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateValidatingAdmissionPolicyStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdateValidatingAdmissionPolicyStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UpdateValidatingAdmissionPolicyStatusResponse) GetValidatingAdmissionPolicy() *ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.ValidatingAdmissionPolicy
+	}
+	return nil
+}
+
+// GetValidatingAdmissionPolicyBindingRequest names one ValidatingAdmissionPolicyBinding.
+type GetValidatingAdmissionPolicyBindingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetValidatingAdmissionPolicyBindingRequest) Reset() {
+	*x = GetValidatingAdmissionPolicyBindingRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetValidatingAdmissionPolicyBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetValidatingAdmissionPolicyBindingRequest) ProtoMessage() {}
+
+func (x *GetValidatingAdmissionPolicyBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetValidatingAdmissionPolicyBindingRequest.ProtoReflect.Descriptor instead.
+func (*GetValidatingAdmissionPolicyBindingRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GetValidatingAdmissionPolicyBindingRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetValidatingAdmissionPolicyBindingRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetValidatingAdmissionPolicyBindingResponse carries the ValidatingAdmissionPolicyBinding.
+type GetValidatingAdmissionPolicyBindingResponse struct {
+	state                            protoimpl.MessageState            `protogen:"open.v1"`
+	ValidatingAdmissionPolicyBinding *ValidatingAdmissionPolicyBinding `protobuf:"bytes,1,opt,name=validating_admission_policy_binding,json=validatingAdmissionPolicyBinding,proto3" json:"validating_admission_policy_binding,omitempty"`
+	unknownFields                    protoimpl.UnknownFields
+	sizeCache                        protoimpl.SizeCache
+}
+
+func (x *GetValidatingAdmissionPolicyBindingResponse) Reset() {
+	*x = GetValidatingAdmissionPolicyBindingResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetValidatingAdmissionPolicyBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetValidatingAdmissionPolicyBindingResponse) ProtoMessage() {}
+
+func (x *GetValidatingAdmissionPolicyBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetValidatingAdmissionPolicyBindingResponse.ProtoReflect.Descriptor instead.
+func (*GetValidatingAdmissionPolicyBindingResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetValidatingAdmissionPolicyBindingResponse) GetValidatingAdmissionPolicyBinding() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.ValidatingAdmissionPolicyBinding
+	}
+	return nil
+}
+
+// ListValidatingAdmissionPolicyBindingsRequest holds Kubernetes' list options.
+type ListValidatingAdmissionPolicyBindingsRequest struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector        string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string                 `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string                 `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64                 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) Reset() {
+	*x = ListValidatingAdmissionPolicyBindingsRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListValidatingAdmissionPolicyBindingsRequest) ProtoMessage() {}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListValidatingAdmissionPolicyBindingsRequest.ProtoReflect.Descriptor instead.
+func (*ListValidatingAdmissionPolicyBindingsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListValidatingAdmissionPolicyBindingsResponse carries the list.
+type ListValidatingAdmissionPolicyBindingsResponse struct {
+	state         protoimpl.MessageState                `protogen:"open.v1"`
+	List          *ValidatingAdmissionPolicyBindingList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsResponse) Reset() {
+	*x = ListValidatingAdmissionPolicyBindingsResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListValidatingAdmissionPolicyBindingsResponse) ProtoMessage() {}
+
+func (x *ListValidatingAdmissionPolicyBindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListValidatingAdmissionPolicyBindingsResponse.ProtoReflect.Descriptor instead.
+func (*ListValidatingAdmissionPolicyBindingsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListValidatingAdmissionPolicyBindingsResponse) GetList() *ValidatingAdmissionPolicyBindingList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchValidatingAdmissionPolicyBindingsRequest holds Kubernetes' watch options.
+type WatchValidatingAdmissionPolicyBindingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) Reset() {
+	*x = WatchValidatingAdmissionPolicyBindingsRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchValidatingAdmissionPolicyBindingsRequest) ProtoMessage() {}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchValidatingAdmissionPolicyBindingsRequest.ProtoReflect.Descriptor instead.
+func (*WatchValidatingAdmissionPolicyBindingsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchValidatingAdmissionPolicyBindingsResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchValidatingAdmissionPolicyBindingsResponse struct {
+	state  protoimpl.MessageState            `protogen:"open.v1"`
+	Type   string                            `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *ValidatingAdmissionPolicyBinding `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsResponse) Reset() {
+	*x = WatchValidatingAdmissionPolicyBindingsResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchValidatingAdmissionPolicyBindingsResponse) ProtoMessage() {}
+
+func (x *WatchValidatingAdmissionPolicyBindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchValidatingAdmissionPolicyBindingsResponse.ProtoReflect.Descriptor instead.
+func (*WatchValidatingAdmissionPolicyBindingsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsResponse) GetObject() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchValidatingAdmissionPolicyBindingsResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateValidatingAdmissionPolicyBindingRequest carries the new ValidatingAdmissionPolicyBinding.
+type CreateValidatingAdmissionPolicyBindingRequest struct {
+	state                            protoimpl.MessageState            `protogen:"open.v1"`
+	ValidatingAdmissionPolicyBinding *ValidatingAdmissionPolicyBinding `protobuf:"bytes,2,opt,name=validating_admission_policy_binding,json=validatingAdmissionPolicyBinding,proto3" json:"validating_admission_policy_binding,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingRequest) Reset() {
+	*x = CreateValidatingAdmissionPolicyBindingRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateValidatingAdmissionPolicyBindingRequest) ProtoMessage() {}
+
+func (x *CreateValidatingAdmissionPolicyBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateValidatingAdmissionPolicyBindingRequest.ProtoReflect.Descriptor instead.
+func (*CreateValidatingAdmissionPolicyBindingRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingRequest) GetValidatingAdmissionPolicyBinding() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.ValidatingAdmissionPolicyBinding
+	}
+	return nil
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateValidatingAdmissionPolicyBindingResponse carries the created ValidatingAdmissionPolicyBinding.
+type CreateValidatingAdmissionPolicyBindingResponse struct {
+	state                            protoimpl.MessageState            `protogen:"open.v1"`
+	ValidatingAdmissionPolicyBinding *ValidatingAdmissionPolicyBinding `protobuf:"bytes,1,opt,name=validating_admission_policy_binding,json=validatingAdmissionPolicyBinding,proto3" json:"validating_admission_policy_binding,omitempty"`
+	unknownFields                    protoimpl.UnknownFields
+	sizeCache                        protoimpl.SizeCache
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingResponse) Reset() {
+	*x = CreateValidatingAdmissionPolicyBindingResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateValidatingAdmissionPolicyBindingResponse) ProtoMessage() {}
+
+func (x *CreateValidatingAdmissionPolicyBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateValidatingAdmissionPolicyBindingResponse.ProtoReflect.Descriptor instead.
+func (*CreateValidatingAdmissionPolicyBindingResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CreateValidatingAdmissionPolicyBindingResponse) GetValidatingAdmissionPolicyBinding() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.ValidatingAdmissionPolicyBinding
+	}
+	return nil
+}
+
+// UpdateValidatingAdmissionPolicyBindingRequest carries the replacement ValidatingAdmissionPolicyBinding.
+type UpdateValidatingAdmissionPolicyBindingRequest struct {
+	state                            protoimpl.MessageState            `protogen:"open.v1"`
+	Name                             string                            `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ValidatingAdmissionPolicyBinding *ValidatingAdmissionPolicyBinding `protobuf:"bytes,3,opt,name=validating_admission_policy_binding,json=validatingAdmissionPolicyBinding,proto3" json:"validating_admission_policy_binding,omitempty"`
+	DryRun                           []string                          `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager                     string                            `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields                    protoimpl.UnknownFields
+	sizeCache                        protoimpl.SizeCache
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) Reset() {
+	*x = UpdateValidatingAdmissionPolicyBindingRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateValidatingAdmissionPolicyBindingRequest) ProtoMessage() {}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateValidatingAdmissionPolicyBindingRequest.ProtoReflect.Descriptor instead.
+func (*UpdateValidatingAdmissionPolicyBindingRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) GetValidatingAdmissionPolicyBinding() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.ValidatingAdmissionPolicyBinding
+	}
+	return nil
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateValidatingAdmissionPolicyBindingResponse carries the stored ValidatingAdmissionPolicyBinding.
+type UpdateValidatingAdmissionPolicyBindingResponse struct {
+	state                            protoimpl.MessageState            `protogen:"open.v1"`
+	ValidatingAdmissionPolicyBinding *ValidatingAdmissionPolicyBinding `protobuf:"bytes,1,opt,name=validating_admission_policy_binding,json=validatingAdmissionPolicyBinding,proto3" json:"validating_admission_policy_binding,omitempty"`
+	unknownFields                    protoimpl.UnknownFields
+	sizeCache                        protoimpl.SizeCache
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingResponse) Reset() {
+	*x = UpdateValidatingAdmissionPolicyBindingResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateValidatingAdmissionPolicyBindingResponse) ProtoMessage() {}
+
+func (x *UpdateValidatingAdmissionPolicyBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateValidatingAdmissionPolicyBindingResponse.ProtoReflect.Descriptor instead.
+func (*UpdateValidatingAdmissionPolicyBindingResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *UpdateValidatingAdmissionPolicyBindingResponse) GetValidatingAdmissionPolicyBinding() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.ValidatingAdmissionPolicyBinding
+	}
+	return nil
+}
+
+// DeleteValidatingAdmissionPolicyBindingRequest holds Kubernetes' delete options.
+type DeleteValidatingAdmissionPolicyBindingRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) Reset() {
+	*x = DeleteValidatingAdmissionPolicyBindingRequest{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteValidatingAdmissionPolicyBindingRequest) ProtoMessage() {}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteValidatingAdmissionPolicyBindingRequest.ProtoReflect.Descriptor instead.
+func (*DeleteValidatingAdmissionPolicyBindingRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteValidatingAdmissionPolicyBindingResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteValidatingAdmissionPolicyBindingResponse struct {
+	state                            protoimpl.MessageState            `protogen:"open.v1"`
+	ValidatingAdmissionPolicyBinding *ValidatingAdmissionPolicyBinding `protobuf:"bytes,1,opt,name=validating_admission_policy_binding,json=validatingAdmissionPolicyBinding,proto3" json:"validating_admission_policy_binding,omitempty"`
+	unknownFields                    protoimpl.UnknownFields
+	sizeCache                        protoimpl.SizeCache
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingResponse) Reset() {
+	*x = DeleteValidatingAdmissionPolicyBindingResponse{}
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteValidatingAdmissionPolicyBindingResponse) ProtoMessage() {}
+
+func (x *DeleteValidatingAdmissionPolicyBindingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteValidatingAdmissionPolicyBindingResponse.ProtoReflect.Descriptor instead.
+func (*DeleteValidatingAdmissionPolicyBindingResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DeleteValidatingAdmissionPolicyBindingResponse) GetValidatingAdmissionPolicyBinding() *ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.ValidatingAdmissionPolicyBinding
+	}
+	return nil
+}
+
 var File_kplane_admissionregistration_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_admissionregistration_v1_service_proto_rawDesc = "" +
@@ -1613,7 +3208,118 @@ const file_kplane_admissionregistration_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"\xba\x01\n" +
 	",DeleteValidatingWebhookConfigurationResponse\x12\x89\x01\n" +
-	" validating_webhook_configuration\x18\x01 \x01(\v2?.kplane.admissionregistration.v1.ValidatingWebhookConfigurationR\x1evalidatingWebhookConfiguration2\xd1\x0e\n" +
+	" validating_webhook_configuration\x18\x01 \x01(\v2?.kplane.admissionregistration.v1.ValidatingWebhookConfigurationR\x1evalidatingWebhookConfiguration\"d\n" +
+	"#GetValidatingAdmissionPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xa2\x01\n" +
+	"$GetValidatingAdmissionPolicyResponse\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x01 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\"\xcb\x02\n" +
+	"&ListValidatingAdmissionPoliciesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"}\n" +
+	"'ListValidatingAdmissionPoliciesResponse\x12R\n" +
+	"\x04list\x18\x01 \x01(\v2>.kplane.admissionregistration.v1.ValidatingAdmissionPolicyListR\x04list\"\x9b\x03\n" +
+	"'WatchValidatingAdmissionPoliciesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xc2\x01\n" +
+	"(WatchValidatingAdmissionPoliciesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12R\n" +
+	"\x06object\x18\x02 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xe2\x01\n" +
+	"&CreateValidatingAdmissionPolicyRequest\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x02 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"\xa5\x01\n" +
+	"'CreateValidatingAdmissionPolicyResponse\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x01 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\"\xf6\x01\n" +
+	"&UpdateValidatingAdmissionPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x03 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\xa5\x01\n" +
+	"'UpdateValidatingAdmissionPolicyResponse\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x01 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\"\x99\x02\n" +
+	"&DeleteValidatingAdmissionPolicyRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"\xa5\x01\n" +
+	"'DeleteValidatingAdmissionPolicyResponse\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x01 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\"\xfc\x01\n" +
+	",UpdateValidatingAdmissionPolicyStatusRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x03 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\xab\x01\n" +
+	"-UpdateValidatingAdmissionPolicyStatusResponse\x12z\n" +
+	"\x1bvalidating_admission_policy\x18\x01 \x01(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x19validatingAdmissionPolicy\"k\n" +
+	"*GetValidatingAdmissionPolicyBindingRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xc0\x01\n" +
+	"+GetValidatingAdmissionPolicyBindingResponse\x12\x90\x01\n" +
+	"#validating_admission_policy_binding\x18\x01 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR validatingAdmissionPolicyBinding\"\xd1\x02\n" +
+	",ListValidatingAdmissionPolicyBindingsRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"\x8a\x01\n" +
+	"-ListValidatingAdmissionPolicyBindingsResponse\x12Y\n" +
+	"\x04list\x18\x01 \x01(\v2E.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingListR\x04list\"\xa1\x03\n" +
+	"-WatchValidatingAdmissionPolicyBindingsRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xcf\x01\n" +
+	".WatchValidatingAdmissionPolicyBindingsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12Y\n" +
+	"\x06object\x18\x02 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\x80\x02\n" +
+	"-CreateValidatingAdmissionPolicyBindingRequest\x12\x90\x01\n" +
+	"#validating_admission_policy_binding\x18\x02 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR validatingAdmissionPolicyBinding\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"\xc3\x01\n" +
+	".CreateValidatingAdmissionPolicyBindingResponse\x12\x90\x01\n" +
+	"#validating_admission_policy_binding\x18\x01 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR validatingAdmissionPolicyBinding\"\x94\x02\n" +
+	"-UpdateValidatingAdmissionPolicyBindingRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x90\x01\n" +
+	"#validating_admission_policy_binding\x18\x03 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR validatingAdmissionPolicyBinding\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\xc3\x01\n" +
+	".UpdateValidatingAdmissionPolicyBindingResponse\x12\x90\x01\n" +
+	"#validating_admission_policy_binding\x18\x01 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR validatingAdmissionPolicyBinding\"\xa0\x02\n" +
+	"-DeleteValidatingAdmissionPolicyBindingRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"\xc3\x01\n" +
+	".DeleteValidatingAdmissionPolicyBindingResponse\x12\x90\x01\n" +
+	"#validating_admission_policy_binding\x18\x01 \x01(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR validatingAdmissionPolicyBinding2\xd1\x0e\n" +
 	"#MutatingWebhookConfigurationService\x12\xa8\x02\n" +
 	"\x1fGetMutatingWebhookConfiguration\x12G.kplane.admissionregistration.v1.GetMutatingWebhookConfigurationRequest\x1aH.kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse\"r\x82\xd3\xe4\x93\x02lb\x1emutating_webhook_configuration\x12J/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}\x12\x8d\x02\n" +
 	"!ListMutatingWebhookConfigurations\x12I.kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsRequest\x1aJ.kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse\"Q\x82\xd3\xe4\x93\x02Kb\x04list\x12C/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations\x12\x92\x02\n" +
@@ -1627,7 +3333,22 @@ const file_kplane_admissionregistration_v1_service_proto_rawDesc = "" +
 	"$WatchValidatingWebhookConfigurations\x12L.kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsRequest\x1aM.kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse\"S\x82\xd3\xe4\x93\x02M\x12K/apis/admissionregistration.k8s.io/v1/watch/validatingwebhookconfigurations0\x01\x12\xd8\x02\n" +
 	"$CreateValidatingWebhookConfiguration\x12L.kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest\x1aM.kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse\"\x92\x01\x82\xd3\xe4\x93\x02\x8b\x01: validating_webhook_configurationb validating_webhook_configuration\"E/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations\x12\xdf\x02\n" +
 	"$UpdateValidatingWebhookConfiguration\x12L.kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest\x1aM.kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse\"\x99\x01\x82\xd3\xe4\x93\x02\x92\x01: validating_webhook_configurationb validating_webhook_configuration\x1aL/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}\x12\xbe\x02\n" +
-	"$DeleteValidatingWebhookConfiguration\x12L.kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest\x1aM.kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse\"y\x82\xd3\xe4\x93\x02s:\x01*b validating_webhook_configuration*L/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}BXZVgithub.com/kplane/kplane/proto/kplane/admissionregistration/v1;admissionregistrationv1b\x06proto3"
+	"$DeleteValidatingWebhookConfiguration\x12L.kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest\x1aM.kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse\"y\x82\xd3\xe4\x93\x02s:\x01*b validating_webhook_configuration*L/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{name}2\xdd\x10\n" +
+	" ValidatingAdmissionPolicyService\x12\x9a\x02\n" +
+	"\x1cGetValidatingAdmissionPolicy\x12D.kplane.admissionregistration.v1.GetValidatingAdmissionPolicyRequest\x1aE.kplane.admissionregistration.v1.GetValidatingAdmissionPolicyResponse\"m\x82\xd3\xe4\x93\x02gb\x1bvalidating_admission_policy\x12H/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}\x12\x85\x02\n" +
+	"\x1fListValidatingAdmissionPolicies\x12G.kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesRequest\x1aH.kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesResponse\"O\x82\xd3\xe4\x93\x02Ib\x04list\x12A/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies\x12\x8a\x02\n" +
+	" WatchValidatingAdmissionPolicies\x12H.kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesRequest\x1aI.kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesResponse\"O\x82\xd3\xe4\x93\x02I\x12G/apis/admissionregistration.k8s.io/v1/watch/validatingadmissionpolicies0\x01\x12\xba\x02\n" +
+	"\x1fCreateValidatingAdmissionPolicy\x12G.kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyRequest\x1aH.kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyResponse\"\x83\x01\x82\xd3\xe4\x93\x02}:\x1bvalidating_admission_policyb\x1bvalidating_admission_policy\"A/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies\x12\xc2\x02\n" +
+	"\x1fUpdateValidatingAdmissionPolicy\x12G.kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyRequest\x1aH.kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyResponse\"\x8b\x01\x82\xd3\xe4\x93\x02\x84\x01:\x1bvalidating_admission_policyb\x1bvalidating_admission_policy\x1aH/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}\x12\xa6\x02\n" +
+	"\x1fDeleteValidatingAdmissionPolicy\x12G.kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyRequest\x1aH.kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyResponse\"p\x82\xd3\xe4\x93\x02j:\x01*b\x1bvalidating_admission_policy*H/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}\x12\xdb\x02\n" +
+	"%UpdateValidatingAdmissionPolicyStatus\x12M.kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusRequest\x1aN.kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusResponse\"\x92\x01\x82\xd3\xe4\x93\x02\x8b\x01:\x1bvalidating_admission_policyb\x1bvalidating_admission_policy\x1aO/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}/status2\xd3\x0f\n" +
+	"'ValidatingAdmissionPolicyBindingService\x12\xbd\x02\n" +
+	"#GetValidatingAdmissionPolicyBinding\x12K.kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingRequest\x1aL.kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingResponse\"{\x82\xd3\xe4\x93\x02ub#validating_admission_policy_binding\x12N/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}\x12\x9d\x02\n" +
+	"%ListValidatingAdmissionPolicyBindings\x12M.kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsRequest\x1aN.kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsResponse\"U\x82\xd3\xe4\x93\x02Ob\x04list\x12G/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings\x12\xa2\x02\n" +
+	"&WatchValidatingAdmissionPolicyBindings\x12N.kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsRequest\x1aO.kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsResponse\"U\x82\xd3\xe4\x93\x02O\x12M/apis/admissionregistration.k8s.io/v1/watch/validatingadmissionpolicybindings0\x01\x12\xe6\x02\n" +
+	"&CreateValidatingAdmissionPolicyBinding\x12N.kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingRequest\x1aO.kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingResponse\"\x9a\x01\x82\xd3\xe4\x93\x02\x93\x01:#validating_admission_policy_bindingb#validating_admission_policy_binding\"G/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings\x12\xed\x02\n" +
+	"&UpdateValidatingAdmissionPolicyBinding\x12N.kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingRequest\x1aO.kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingResponse\"\xa1\x01\x82\xd3\xe4\x93\x02\x9a\x01:#validating_admission_policy_bindingb#validating_admission_policy_binding\x1aN/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}\x12\xc9\x02\n" +
+	"&DeleteValidatingAdmissionPolicyBinding\x12N.kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingRequest\x1aO.kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingResponse\"~\x82\xd3\xe4\x93\x02x:\x01*b#validating_admission_policy_binding*N/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}BXZVgithub.com/kplane/kplane/proto/kplane/admissionregistration/v1;admissionregistrationv1b\x06proto3"
 
 var (
 	file_kplane_admissionregistration_v1_service_proto_rawDescOnce sync.Once
@@ -1641,89 +3362,167 @@ func file_kplane_admissionregistration_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_admissionregistration_v1_service_proto_rawDescData
 }
 
-var file_kplane_admissionregistration_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_kplane_admissionregistration_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_kplane_admissionregistration_v1_service_proto_goTypes = []any{
-	(*GetMutatingWebhookConfigurationRequest)(nil),       // 0: kplane.admissionregistration.v1.GetMutatingWebhookConfigurationRequest
-	(*GetMutatingWebhookConfigurationResponse)(nil),      // 1: kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse
-	(*ListMutatingWebhookConfigurationsRequest)(nil),     // 2: kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsRequest
-	(*ListMutatingWebhookConfigurationsResponse)(nil),    // 3: kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse
-	(*WatchMutatingWebhookConfigurationsRequest)(nil),    // 4: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsRequest
-	(*WatchMutatingWebhookConfigurationsResponse)(nil),   // 5: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse
-	(*CreateMutatingWebhookConfigurationRequest)(nil),    // 6: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationRequest
-	(*CreateMutatingWebhookConfigurationResponse)(nil),   // 7: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationResponse
-	(*UpdateMutatingWebhookConfigurationRequest)(nil),    // 8: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationRequest
-	(*UpdateMutatingWebhookConfigurationResponse)(nil),   // 9: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationResponse
-	(*DeleteMutatingWebhookConfigurationRequest)(nil),    // 10: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationRequest
-	(*DeleteMutatingWebhookConfigurationResponse)(nil),   // 11: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationResponse
-	(*GetValidatingWebhookConfigurationRequest)(nil),     // 12: kplane.admissionregistration.v1.GetValidatingWebhookConfigurationRequest
-	(*GetValidatingWebhookConfigurationResponse)(nil),    // 13: kplane.admissionregistration.v1.GetValidatingWebhookConfigurationResponse
-	(*ListValidatingWebhookConfigurationsRequest)(nil),   // 14: kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsRequest
-	(*ListValidatingWebhookConfigurationsResponse)(nil),  // 15: kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsResponse
-	(*WatchValidatingWebhookConfigurationsRequest)(nil),  // 16: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsRequest
-	(*WatchValidatingWebhookConfigurationsResponse)(nil), // 17: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse
-	(*CreateValidatingWebhookConfigurationRequest)(nil),  // 18: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest
-	(*CreateValidatingWebhookConfigurationResponse)(nil), // 19: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse
-	(*UpdateValidatingWebhookConfigurationRequest)(nil),  // 20: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest
-	(*UpdateValidatingWebhookConfigurationResponse)(nil), // 21: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse
-	(*DeleteValidatingWebhookConfigurationRequest)(nil),  // 22: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest
-	(*DeleteValidatingWebhookConfigurationResponse)(nil), // 23: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse
-	(*MutatingWebhookConfiguration)(nil),                 // 24: kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	(*MutatingWebhookConfigurationList)(nil),             // 25: kplane.admissionregistration.v1.MutatingWebhookConfigurationList
-	(*v1.Status)(nil),                                    // 26: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                             // 27: kplane.meta.v1.Preconditions
-	(*ValidatingWebhookConfiguration)(nil),               // 28: kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	(*ValidatingWebhookConfigurationList)(nil),           // 29: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList
+	(*GetMutatingWebhookConfigurationRequest)(nil),         // 0: kplane.admissionregistration.v1.GetMutatingWebhookConfigurationRequest
+	(*GetMutatingWebhookConfigurationResponse)(nil),        // 1: kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse
+	(*ListMutatingWebhookConfigurationsRequest)(nil),       // 2: kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsRequest
+	(*ListMutatingWebhookConfigurationsResponse)(nil),      // 3: kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse
+	(*WatchMutatingWebhookConfigurationsRequest)(nil),      // 4: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsRequest
+	(*WatchMutatingWebhookConfigurationsResponse)(nil),     // 5: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse
+	(*CreateMutatingWebhookConfigurationRequest)(nil),      // 6: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationRequest
+	(*CreateMutatingWebhookConfigurationResponse)(nil),     // 7: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationResponse
+	(*UpdateMutatingWebhookConfigurationRequest)(nil),      // 8: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationRequest
+	(*UpdateMutatingWebhookConfigurationResponse)(nil),     // 9: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationResponse
+	(*DeleteMutatingWebhookConfigurationRequest)(nil),      // 10: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationRequest
+	(*DeleteMutatingWebhookConfigurationResponse)(nil),     // 11: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationResponse
+	(*GetValidatingWebhookConfigurationRequest)(nil),       // 12: kplane.admissionregistration.v1.GetValidatingWebhookConfigurationRequest
+	(*GetValidatingWebhookConfigurationResponse)(nil),      // 13: kplane.admissionregistration.v1.GetValidatingWebhookConfigurationResponse
+	(*ListValidatingWebhookConfigurationsRequest)(nil),     // 14: kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsRequest
+	(*ListValidatingWebhookConfigurationsResponse)(nil),    // 15: kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsResponse
+	(*WatchValidatingWebhookConfigurationsRequest)(nil),    // 16: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsRequest
+	(*WatchValidatingWebhookConfigurationsResponse)(nil),   // 17: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse
+	(*CreateValidatingWebhookConfigurationRequest)(nil),    // 18: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest
+	(*CreateValidatingWebhookConfigurationResponse)(nil),   // 19: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse
+	(*UpdateValidatingWebhookConfigurationRequest)(nil),    // 20: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest
+	(*UpdateValidatingWebhookConfigurationResponse)(nil),   // 21: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse
+	(*DeleteValidatingWebhookConfigurationRequest)(nil),    // 22: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest
+	(*DeleteValidatingWebhookConfigurationResponse)(nil),   // 23: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse
+	(*GetValidatingAdmissionPolicyRequest)(nil),            // 24: kplane.admissionregistration.v1.GetValidatingAdmissionPolicyRequest
+	(*GetValidatingAdmissionPolicyResponse)(nil),           // 25: kplane.admissionregistration.v1.GetValidatingAdmissionPolicyResponse
+	(*ListValidatingAdmissionPoliciesRequest)(nil),         // 26: kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesRequest
+	(*ListValidatingAdmissionPoliciesResponse)(nil),        // 27: kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesResponse
+	(*WatchValidatingAdmissionPoliciesRequest)(nil),        // 28: kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesRequest
+	(*WatchValidatingAdmissionPoliciesResponse)(nil),       // 29: kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesResponse
+	(*CreateValidatingAdmissionPolicyRequest)(nil),         // 30: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyRequest
+	(*CreateValidatingAdmissionPolicyResponse)(nil),        // 31: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyResponse
+	(*UpdateValidatingAdmissionPolicyRequest)(nil),         // 32: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyRequest
+	(*UpdateValidatingAdmissionPolicyResponse)(nil),        // 33: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyResponse
+	(*DeleteValidatingAdmissionPolicyRequest)(nil),         // 34: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyRequest
+	(*DeleteValidatingAdmissionPolicyResponse)(nil),        // 35: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyResponse
+	(*UpdateValidatingAdmissionPolicyStatusRequest)(nil),   // 36: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusRequest
+	(*UpdateValidatingAdmissionPolicyStatusResponse)(nil),  // 37: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusResponse
+	(*GetValidatingAdmissionPolicyBindingRequest)(nil),     // 38: kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingRequest
+	(*GetValidatingAdmissionPolicyBindingResponse)(nil),    // 39: kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingResponse
+	(*ListValidatingAdmissionPolicyBindingsRequest)(nil),   // 40: kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsRequest
+	(*ListValidatingAdmissionPolicyBindingsResponse)(nil),  // 41: kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsResponse
+	(*WatchValidatingAdmissionPolicyBindingsRequest)(nil),  // 42: kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsRequest
+	(*WatchValidatingAdmissionPolicyBindingsResponse)(nil), // 43: kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsResponse
+	(*CreateValidatingAdmissionPolicyBindingRequest)(nil),  // 44: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingRequest
+	(*CreateValidatingAdmissionPolicyBindingResponse)(nil), // 45: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingResponse
+	(*UpdateValidatingAdmissionPolicyBindingRequest)(nil),  // 46: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingRequest
+	(*UpdateValidatingAdmissionPolicyBindingResponse)(nil), // 47: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingResponse
+	(*DeleteValidatingAdmissionPolicyBindingRequest)(nil),  // 48: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingRequest
+	(*DeleteValidatingAdmissionPolicyBindingResponse)(nil), // 49: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingResponse
+	(*MutatingWebhookConfiguration)(nil),                   // 50: kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	(*MutatingWebhookConfigurationList)(nil),               // 51: kplane.admissionregistration.v1.MutatingWebhookConfigurationList
+	(*v1.Status)(nil),                                      // 52: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                               // 53: kplane.meta.v1.Preconditions
+	(*ValidatingWebhookConfiguration)(nil),                 // 54: kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	(*ValidatingWebhookConfigurationList)(nil),             // 55: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList
+	(*ValidatingAdmissionPolicy)(nil),                      // 56: kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	(*ValidatingAdmissionPolicyList)(nil),                  // 57: kplane.admissionregistration.v1.ValidatingAdmissionPolicyList
+	(*ValidatingAdmissionPolicyBinding)(nil),               // 58: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	(*ValidatingAdmissionPolicyBindingList)(nil),           // 59: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingList
 }
 var file_kplane_admissionregistration_v1_service_proto_depIdxs = []int32{
-	24, // 0: kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	25, // 1: kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse.list:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfigurationList
-	24, // 2: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse.object:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	26, // 3: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse.status:type_name -> kplane.meta.v1.Status
-	24, // 4: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationRequest.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	24, // 5: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	24, // 6: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationRequest.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	24, // 7: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	27, // 8: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	24, // 9: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	28, // 10: kplane.admissionregistration.v1.GetValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	29, // 11: kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsResponse.list:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfigurationList
-	28, // 12: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse.object:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	26, // 13: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse.status:type_name -> kplane.meta.v1.Status
-	28, // 14: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	28, // 15: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	28, // 16: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	28, // 17: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	27, // 18: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	28, // 19: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	0,  // 20: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.GetMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.GetMutatingWebhookConfigurationRequest
-	2,  // 21: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.ListMutatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsRequest
-	4,  // 22: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.WatchMutatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsRequest
-	6,  // 23: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.CreateMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationRequest
-	8,  // 24: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.UpdateMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationRequest
-	10, // 25: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.DeleteMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationRequest
-	12, // 26: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.GetValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.GetValidatingWebhookConfigurationRequest
-	14, // 27: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.ListValidatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsRequest
-	16, // 28: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.WatchValidatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsRequest
-	18, // 29: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.CreateValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest
-	20, // 30: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.UpdateValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest
-	22, // 31: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.DeleteValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest
-	1,  // 32: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.GetMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse
-	3,  // 33: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.ListMutatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse
-	5,  // 34: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.WatchMutatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse
-	7,  // 35: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.CreateMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationResponse
-	9,  // 36: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.UpdateMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationResponse
-	11, // 37: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.DeleteMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationResponse
-	13, // 38: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.GetValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.GetValidatingWebhookConfigurationResponse
-	15, // 39: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.ListValidatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsResponse
-	17, // 40: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.WatchValidatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse
-	19, // 41: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.CreateValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse
-	21, // 42: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.UpdateValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse
-	23, // 43: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.DeleteValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	50, // 0: kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	51, // 1: kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse.list:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfigurationList
+	50, // 2: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse.object:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	52, // 3: kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse.status:type_name -> kplane.meta.v1.Status
+	50, // 4: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationRequest.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	50, // 5: kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	50, // 6: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationRequest.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	50, // 7: kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	53, // 8: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	50, // 9: kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationResponse.mutating_webhook_configuration:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	54, // 10: kplane.admissionregistration.v1.GetValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	55, // 11: kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsResponse.list:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfigurationList
+	54, // 12: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse.object:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	52, // 13: kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse.status:type_name -> kplane.meta.v1.Status
+	54, // 14: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	54, // 15: kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	54, // 16: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	54, // 17: kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	53, // 18: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	54, // 19: kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse.validating_webhook_configuration:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	56, // 20: kplane.admissionregistration.v1.GetValidatingAdmissionPolicyResponse.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	57, // 21: kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesResponse.list:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyList
+	56, // 22: kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesResponse.object:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	52, // 23: kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesResponse.status:type_name -> kplane.meta.v1.Status
+	56, // 24: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyRequest.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	56, // 25: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyResponse.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	56, // 26: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyRequest.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	56, // 27: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyResponse.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	53, // 28: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	56, // 29: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyResponse.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	56, // 30: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusRequest.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	56, // 31: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusResponse.validating_admission_policy:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	58, // 32: kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingResponse.validating_admission_policy_binding:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	59, // 33: kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsResponse.list:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingList
+	58, // 34: kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsResponse.object:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	52, // 35: kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsResponse.status:type_name -> kplane.meta.v1.Status
+	58, // 36: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingRequest.validating_admission_policy_binding:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	58, // 37: kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingResponse.validating_admission_policy_binding:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	58, // 38: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingRequest.validating_admission_policy_binding:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	58, // 39: kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingResponse.validating_admission_policy_binding:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	53, // 40: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	58, // 41: kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingResponse.validating_admission_policy_binding:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	0,  // 42: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.GetMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.GetMutatingWebhookConfigurationRequest
+	2,  // 43: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.ListMutatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsRequest
+	4,  // 44: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.WatchMutatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsRequest
+	6,  // 45: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.CreateMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationRequest
+	8,  // 46: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.UpdateMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationRequest
+	10, // 47: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.DeleteMutatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationRequest
+	12, // 48: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.GetValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.GetValidatingWebhookConfigurationRequest
+	14, // 49: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.ListValidatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsRequest
+	16, // 50: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.WatchValidatingWebhookConfigurations:input_type -> kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsRequest
+	18, // 51: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.CreateValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationRequest
+	20, // 52: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.UpdateValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationRequest
+	22, // 53: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.DeleteValidatingWebhookConfiguration:input_type -> kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationRequest
+	24, // 54: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.GetValidatingAdmissionPolicy:input_type -> kplane.admissionregistration.v1.GetValidatingAdmissionPolicyRequest
+	26, // 55: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.ListValidatingAdmissionPolicies:input_type -> kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesRequest
+	28, // 56: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.WatchValidatingAdmissionPolicies:input_type -> kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesRequest
+	30, // 57: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.CreateValidatingAdmissionPolicy:input_type -> kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyRequest
+	32, // 58: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.UpdateValidatingAdmissionPolicy:input_type -> kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyRequest
+	34, // 59: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.DeleteValidatingAdmissionPolicy:input_type -> kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyRequest
+	36, // 60: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.UpdateValidatingAdmissionPolicyStatus:input_type -> kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusRequest
+	38, // 61: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.GetValidatingAdmissionPolicyBinding:input_type -> kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingRequest
+	40, // 62: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.ListValidatingAdmissionPolicyBindings:input_type -> kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsRequest
+	42, // 63: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.WatchValidatingAdmissionPolicyBindings:input_type -> kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsRequest
+	44, // 64: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.CreateValidatingAdmissionPolicyBinding:input_type -> kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingRequest
+	46, // 65: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.UpdateValidatingAdmissionPolicyBinding:input_type -> kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingRequest
+	48, // 66: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.DeleteValidatingAdmissionPolicyBinding:input_type -> kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingRequest
+	1,  // 67: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.GetMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.GetMutatingWebhookConfigurationResponse
+	3,  // 68: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.ListMutatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.ListMutatingWebhookConfigurationsResponse
+	5,  // 69: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.WatchMutatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.WatchMutatingWebhookConfigurationsResponse
+	7,  // 70: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.CreateMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.CreateMutatingWebhookConfigurationResponse
+	9,  // 71: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.UpdateMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.UpdateMutatingWebhookConfigurationResponse
+	11, // 72: kplane.admissionregistration.v1.MutatingWebhookConfigurationService.DeleteMutatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.DeleteMutatingWebhookConfigurationResponse
+	13, // 73: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.GetValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.GetValidatingWebhookConfigurationResponse
+	15, // 74: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.ListValidatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.ListValidatingWebhookConfigurationsResponse
+	17, // 75: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.WatchValidatingWebhookConfigurations:output_type -> kplane.admissionregistration.v1.WatchValidatingWebhookConfigurationsResponse
+	19, // 76: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.CreateValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.CreateValidatingWebhookConfigurationResponse
+	21, // 77: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.UpdateValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.UpdateValidatingWebhookConfigurationResponse
+	23, // 78: kplane.admissionregistration.v1.ValidatingWebhookConfigurationService.DeleteValidatingWebhookConfiguration:output_type -> kplane.admissionregistration.v1.DeleteValidatingWebhookConfigurationResponse
+	25, // 79: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.GetValidatingAdmissionPolicy:output_type -> kplane.admissionregistration.v1.GetValidatingAdmissionPolicyResponse
+	27, // 80: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.ListValidatingAdmissionPolicies:output_type -> kplane.admissionregistration.v1.ListValidatingAdmissionPoliciesResponse
+	29, // 81: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.WatchValidatingAdmissionPolicies:output_type -> kplane.admissionregistration.v1.WatchValidatingAdmissionPoliciesResponse
+	31, // 82: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.CreateValidatingAdmissionPolicy:output_type -> kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyResponse
+	33, // 83: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.UpdateValidatingAdmissionPolicy:output_type -> kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyResponse
+	35, // 84: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.DeleteValidatingAdmissionPolicy:output_type -> kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyResponse
+	37, // 85: kplane.admissionregistration.v1.ValidatingAdmissionPolicyService.UpdateValidatingAdmissionPolicyStatus:output_type -> kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyStatusResponse
+	39, // 86: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.GetValidatingAdmissionPolicyBinding:output_type -> kplane.admissionregistration.v1.GetValidatingAdmissionPolicyBindingResponse
+	41, // 87: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.ListValidatingAdmissionPolicyBindings:output_type -> kplane.admissionregistration.v1.ListValidatingAdmissionPolicyBindingsResponse
+	43, // 88: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.WatchValidatingAdmissionPolicyBindings:output_type -> kplane.admissionregistration.v1.WatchValidatingAdmissionPolicyBindingsResponse
+	45, // 89: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.CreateValidatingAdmissionPolicyBinding:output_type -> kplane.admissionregistration.v1.CreateValidatingAdmissionPolicyBindingResponse
+	47, // 90: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.UpdateValidatingAdmissionPolicyBinding:output_type -> kplane.admissionregistration.v1.UpdateValidatingAdmissionPolicyBindingResponse
+	49, // 91: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService.DeleteValidatingAdmissionPolicyBinding:output_type -> kplane.admissionregistration.v1.DeleteValidatingAdmissionPolicyBindingResponse
+	67, // [67:92] is the sub-list for method output_type
+	42, // [42:67] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_kplane_admissionregistration_v1_service_proto_init() }
@@ -1738,15 +3537,21 @@ func file_kplane_admissionregistration_v1_service_proto_init() {
 	file_kplane_admissionregistration_v1_service_proto_msgTypes[14].OneofWrappers = []any{}
 	file_kplane_admissionregistration_v1_service_proto_msgTypes[16].OneofWrappers = []any{}
 	file_kplane_admissionregistration_v1_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_service_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_service_proto_msgTypes[28].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_service_proto_msgTypes[34].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_service_proto_msgTypes[40].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_service_proto_msgTypes[42].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_service_proto_msgTypes[48].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_admissionregistration_v1_service_proto_rawDesc), len(file_kplane_admissionregistration_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   50,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   4,
 		},
 		GoTypes:           file_kplane_admissionregistration_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_admissionregistration_v1_service_proto_depIdxs,

@@ -557,6 +557,587 @@ func local_request_ValidatingWebhookConfigurationService_DeleteValidatingWebhook
 	return msg, metadata, err
 }
 
+var filter_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0 = &utilities.DoubleArray{Encoding: map[string]int{"name": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetValidatingAdmissionPolicy(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetValidatingAdmissionPolicy(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListValidatingAdmissionPoliciesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListValidatingAdmissionPolicies(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListValidatingAdmissionPoliciesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListValidatingAdmissionPolicies(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (ValidatingAdmissionPolicyService_WatchValidatingAdmissionPoliciesClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchValidatingAdmissionPoliciesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchValidatingAdmissionPolicies(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0 = &utilities.DoubleArray{Encoding: map[string]int{"validating_admission_policy": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicy); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateValidatingAdmissionPolicy(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicy); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreateValidatingAdmissionPolicy(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0 = &utilities.DoubleArray{Encoding: map[string]int{"validating_admission_policy": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicy); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateValidatingAdmissionPolicy(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicy); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdateValidatingAdmissionPolicy(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeleteValidatingAdmissionPolicy(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteValidatingAdmissionPolicyRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.DeleteValidatingAdmissionPolicy(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0 = &utilities.DoubleArray{Encoding: map[string]int{"validating_admission_policy": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateValidatingAdmissionPolicyStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicy); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateValidatingAdmissionPolicyStatus(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateValidatingAdmissionPolicyStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicy); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdateValidatingAdmissionPolicyStatus(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0 = &utilities.DoubleArray{Encoding: map[string]int{"name": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyBindingServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetValidatingAdmissionPolicyBinding(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyBindingServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetValidatingAdmissionPolicyBinding(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyBindingServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListValidatingAdmissionPolicyBindingsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListValidatingAdmissionPolicyBindings(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyBindingServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListValidatingAdmissionPolicyBindingsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListValidatingAdmissionPolicyBindings(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyBindingServiceClient, req *http.Request, pathParams map[string]string) (ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindingsClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchValidatingAdmissionPolicyBindingsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchValidatingAdmissionPolicyBindings(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0 = &utilities.DoubleArray{Encoding: map[string]int{"validating_admission_policy_binding": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyBindingServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicyBinding); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateValidatingAdmissionPolicyBinding(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyBindingServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicyBinding); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreateValidatingAdmissionPolicyBinding(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0 = &utilities.DoubleArray{Encoding: map[string]int{"validating_admission_policy_binding": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyBindingServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicyBinding); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateValidatingAdmissionPolicyBinding(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyBindingServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.ValidatingAdmissionPolicyBinding); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdateValidatingAdmissionPolicyBinding(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, client ValidatingAdmissionPolicyBindingServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeleteValidatingAdmissionPolicyBinding(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0(ctx context.Context, marshaler runtime.Marshaler, server ValidatingAdmissionPolicyBindingServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteValidatingAdmissionPolicyBindingRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.DeleteValidatingAdmissionPolicyBinding(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterMutatingWebhookConfigurationServiceHandlerServer registers the http handlers for service MutatingWebhookConfigurationService to "mux".
 // UnaryRPC     :call MutatingWebhookConfigurationServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -786,6 +1367,260 @@ func RegisterValidatingWebhookConfigurationServiceHandlerServer(ctx context.Cont
 			return
 		}
 		forward_ValidatingWebhookConfigurationService_DeleteValidatingWebhookConfiguration_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingWebhookConfigurationService_DeleteValidatingWebhookConfiguration_0{resp.(*DeleteValidatingWebhookConfigurationResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
+// RegisterValidatingAdmissionPolicyServiceHandlerServer registers the http handlers for service ValidatingAdmissionPolicyService to "mux".
+// UnaryRPC     :call ValidatingAdmissionPolicyServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterValidatingAdmissionPolicyServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterValidatingAdmissionPolicyServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server ValidatingAdmissionPolicyServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/GetValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0{resp.(*GetValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/ListValidatingAdmissionPolicies", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0{resp.(*ListValidatingAdmissionPoliciesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/CreateValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0{resp.(*CreateValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/UpdateValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0{resp.(*UpdateValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/DeleteValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0{resp.(*DeleteValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/UpdateValidatingAdmissionPolicyStatus", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0{resp.(*UpdateValidatingAdmissionPolicyStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
+// RegisterValidatingAdmissionPolicyBindingServiceHandlerServer registers the http handlers for service ValidatingAdmissionPolicyBindingService to "mux".
+// UnaryRPC     :call ValidatingAdmissionPolicyBindingServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterValidatingAdmissionPolicyBindingServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterValidatingAdmissionPolicyBindingServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server ValidatingAdmissionPolicyBindingServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/GetValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0{resp.(*GetValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/ListValidatingAdmissionPolicyBindings", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0{resp.(*ListValidatingAdmissionPolicyBindingsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/CreateValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0{resp.(*CreateValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/UpdateValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0{resp.(*UpdateValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/DeleteValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0{resp.(*DeleteValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -1197,4 +2032,440 @@ var (
 	forward_ValidatingWebhookConfigurationService_CreateValidatingWebhookConfiguration_0 = runtime.ForwardResponseMessage
 	forward_ValidatingWebhookConfigurationService_UpdateValidatingWebhookConfiguration_0 = runtime.ForwardResponseMessage
 	forward_ValidatingWebhookConfigurationService_DeleteValidatingWebhookConfiguration_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterValidatingAdmissionPolicyServiceHandlerFromEndpoint is same as RegisterValidatingAdmissionPolicyServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterValidatingAdmissionPolicyServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterValidatingAdmissionPolicyServiceHandler(ctx, mux, conn)
+}
+
+// RegisterValidatingAdmissionPolicyServiceHandler registers the http handlers for service ValidatingAdmissionPolicyService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterValidatingAdmissionPolicyServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterValidatingAdmissionPolicyServiceHandlerClient(ctx, mux, NewValidatingAdmissionPolicyServiceClient(conn))
+}
+
+// RegisterValidatingAdmissionPolicyServiceHandlerClient registers the http handlers for service ValidatingAdmissionPolicyService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "ValidatingAdmissionPolicyServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "ValidatingAdmissionPolicyServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "ValidatingAdmissionPolicyServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterValidatingAdmissionPolicyServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client ValidatingAdmissionPolicyServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/GetValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0{resp.(*GetValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/ListValidatingAdmissionPolicies", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0{resp.(*ListValidatingAdmissionPoliciesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/WatchValidatingAdmissionPolicies", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/watch/validatingadmissionpolicies"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/CreateValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0{resp.(*CreateValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/UpdateValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0{resp.(*UpdateValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/DeleteValidatingAdmissionPolicy", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0{resp.(*DeleteValidatingAdmissionPolicyResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/UpdateValidatingAdmissionPolicyStatus", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{name}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0{resp.(*UpdateValidatingAdmissionPolicyStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+type response_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0 struct {
+	*GetValidatingAdmissionPolicyResponse
+}
+
+func (m response_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0) XXX_ResponseBody() interface{} {
+	response := m.GetValidatingAdmissionPolicyResponse
+	return response.ValidatingAdmissionPolicy
+}
+
+type response_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0 struct {
+	*ListValidatingAdmissionPoliciesResponse
+}
+
+func (m response_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0) XXX_ResponseBody() interface{} {
+	response := m.ListValidatingAdmissionPoliciesResponse
+	return response.List
+}
+
+type response_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0 struct {
+	*CreateValidatingAdmissionPolicyResponse
+}
+
+func (m response_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0) XXX_ResponseBody() interface{} {
+	response := m.CreateValidatingAdmissionPolicyResponse
+	return response.ValidatingAdmissionPolicy
+}
+
+type response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0 struct {
+	*UpdateValidatingAdmissionPolicyResponse
+}
+
+func (m response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateValidatingAdmissionPolicyResponse
+	return response.ValidatingAdmissionPolicy
+}
+
+type response_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0 struct {
+	*DeleteValidatingAdmissionPolicyResponse
+}
+
+func (m response_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0) XXX_ResponseBody() interface{} {
+	response := m.DeleteValidatingAdmissionPolicyResponse
+	return response.ValidatingAdmissionPolicy
+}
+
+type response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0 struct {
+	*UpdateValidatingAdmissionPolicyStatusResponse
+}
+
+func (m response_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateValidatingAdmissionPolicyStatusResponse
+	return response.ValidatingAdmissionPolicy
+}
+
+var (
+	pattern_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "name"}, ""))
+	pattern_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"}, ""))
+	pattern_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "watch", "validatingadmissionpolicies"}, ""))
+	pattern_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"}, ""))
+	pattern_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "name"}, ""))
+	pattern_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "name"}, ""))
+	pattern_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "name", "status"}, ""))
+)
+
+var (
+	forward_ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_0          = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_0       = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_0      = runtime.ForwardResponseStream
+	forward_ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_0       = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_0       = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_0       = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterValidatingAdmissionPolicyBindingServiceHandlerFromEndpoint is same as RegisterValidatingAdmissionPolicyBindingServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterValidatingAdmissionPolicyBindingServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterValidatingAdmissionPolicyBindingServiceHandler(ctx, mux, conn)
+}
+
+// RegisterValidatingAdmissionPolicyBindingServiceHandler registers the http handlers for service ValidatingAdmissionPolicyBindingService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterValidatingAdmissionPolicyBindingServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterValidatingAdmissionPolicyBindingServiceHandlerClient(ctx, mux, NewValidatingAdmissionPolicyBindingServiceClient(conn))
+}
+
+// RegisterValidatingAdmissionPolicyBindingServiceHandlerClient registers the http handlers for service ValidatingAdmissionPolicyBindingService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "ValidatingAdmissionPolicyBindingServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "ValidatingAdmissionPolicyBindingServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "ValidatingAdmissionPolicyBindingServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterValidatingAdmissionPolicyBindingServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client ValidatingAdmissionPolicyBindingServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/GetValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0{resp.(*GetValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/ListValidatingAdmissionPolicyBindings", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0{resp.(*ListValidatingAdmissionPolicyBindingsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/WatchValidatingAdmissionPolicyBindings", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/watch/validatingadmissionpolicybindings"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/CreateValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0{resp.(*CreateValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/UpdateValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0{resp.(*UpdateValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/DeleteValidatingAdmissionPolicyBinding", runtime.WithHTTPPathPattern("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0(annotatedContext, mux, outboundMarshaler, w, req, response_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0{resp.(*DeleteValidatingAdmissionPolicyBindingResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+type response_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0 struct {
+	*GetValidatingAdmissionPolicyBindingResponse
+}
+
+func (m response_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0) XXX_ResponseBody() interface{} {
+	response := m.GetValidatingAdmissionPolicyBindingResponse
+	return response.ValidatingAdmissionPolicyBinding
+}
+
+type response_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0 struct {
+	*ListValidatingAdmissionPolicyBindingsResponse
+}
+
+func (m response_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0) XXX_ResponseBody() interface{} {
+	response := m.ListValidatingAdmissionPolicyBindingsResponse
+	return response.List
+}
+
+type response_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0 struct {
+	*CreateValidatingAdmissionPolicyBindingResponse
+}
+
+func (m response_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0) XXX_ResponseBody() interface{} {
+	response := m.CreateValidatingAdmissionPolicyBindingResponse
+	return response.ValidatingAdmissionPolicyBinding
+}
+
+type response_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0 struct {
+	*UpdateValidatingAdmissionPolicyBindingResponse
+}
+
+func (m response_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateValidatingAdmissionPolicyBindingResponse
+	return response.ValidatingAdmissionPolicyBinding
+}
+
+type response_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0 struct {
+	*DeleteValidatingAdmissionPolicyBindingResponse
+}
+
+func (m response_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0) XXX_ResponseBody() interface{} {
+	response := m.DeleteValidatingAdmissionPolicyBindingResponse
+	return response.ValidatingAdmissionPolicyBinding
+}
+
+var (
+	pattern_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", "name"}, ""))
+	pattern_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"}, ""))
+	pattern_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "watch", "validatingadmissionpolicybindings"}, ""))
+	pattern_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"}, ""))
+	pattern_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", "name"}, ""))
+	pattern_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", "name"}, ""))
+)
+
+var (
+	forward_ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_0    = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_0  = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_0 = runtime.ForwardResponseStream
+	forward_ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_0 = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_0 = runtime.ForwardResponseMessage
+	forward_ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_0 = runtime.ForwardResponseMessage
 )

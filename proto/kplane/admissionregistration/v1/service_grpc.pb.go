@@ -645,3 +645,669 @@ var ValidatingWebhookConfigurationService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/admissionregistration/v1/service.proto",
 }
+
+const (
+	ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_FullMethodName          = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/GetValidatingAdmissionPolicy"
+	ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_FullMethodName       = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/ListValidatingAdmissionPolicies"
+	ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_FullMethodName      = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/WatchValidatingAdmissionPolicies"
+	ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_FullMethodName       = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/CreateValidatingAdmissionPolicy"
+	ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_FullMethodName       = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/UpdateValidatingAdmissionPolicy"
+	ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_FullMethodName       = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/DeleteValidatingAdmissionPolicy"
+	ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_FullMethodName = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyService/UpdateValidatingAdmissionPolicyStatus"
+)
+
+// ValidatingAdmissionPolicyServiceClient is the client API for ValidatingAdmissionPolicyService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ValidatingAdmissionPolicyService serves validatingadmissionpolicies (admissionregistration.k8s.io/v1, cluster-scoped).
+type ValidatingAdmissionPolicyServiceClient interface {
+	// GetValidatingAdmissionPolicy reads one ValidatingAdmissionPolicy.
+	GetValidatingAdmissionPolicy(ctx context.Context, in *GetValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*GetValidatingAdmissionPolicyResponse, error)
+	// ListValidatingAdmissionPolicies lists validatingadmissionpolicies, filtered by selectors, paginated.
+	ListValidatingAdmissionPolicies(ctx context.Context, in *ListValidatingAdmissionPoliciesRequest, opts ...grpc.CallOption) (*ListValidatingAdmissionPoliciesResponse, error)
+	// WatchValidatingAdmissionPolicies streams changes to validatingadmissionpolicies.
+	WatchValidatingAdmissionPolicies(ctx context.Context, in *WatchValidatingAdmissionPoliciesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchValidatingAdmissionPoliciesResponse], error)
+	// CreateValidatingAdmissionPolicy creates a ValidatingAdmissionPolicy; AlreadyExists if the name is taken.
+	CreateValidatingAdmissionPolicy(ctx context.Context, in *CreateValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*CreateValidatingAdmissionPolicyResponse, error)
+	// UpdateValidatingAdmissionPolicy replaces a ValidatingAdmissionPolicy; Conflict on a stale resourceVersion.
+	UpdateValidatingAdmissionPolicy(ctx context.Context, in *UpdateValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*UpdateValidatingAdmissionPolicyResponse, error)
+	// DeleteValidatingAdmissionPolicy deletes a ValidatingAdmissionPolicy (or marks it for deletion).
+	DeleteValidatingAdmissionPolicy(ctx context.Context, in *DeleteValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*DeleteValidatingAdmissionPolicyResponse, error)
+	// UpdateValidatingAdmissionPolicyStatus replaces the status of a ValidatingAdmissionPolicy (the status subresource).
+	UpdateValidatingAdmissionPolicyStatus(ctx context.Context, in *UpdateValidatingAdmissionPolicyStatusRequest, opts ...grpc.CallOption) (*UpdateValidatingAdmissionPolicyStatusResponse, error)
+}
+
+type validatingAdmissionPolicyServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewValidatingAdmissionPolicyServiceClient(cc grpc.ClientConnInterface) ValidatingAdmissionPolicyServiceClient {
+	return &validatingAdmissionPolicyServiceClient{cc}
+}
+
+func (c *validatingAdmissionPolicyServiceClient) GetValidatingAdmissionPolicy(ctx context.Context, in *GetValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*GetValidatingAdmissionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetValidatingAdmissionPolicyResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyServiceClient) ListValidatingAdmissionPolicies(ctx context.Context, in *ListValidatingAdmissionPoliciesRequest, opts ...grpc.CallOption) (*ListValidatingAdmissionPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListValidatingAdmissionPoliciesResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyServiceClient) WatchValidatingAdmissionPolicies(ctx context.Context, in *WatchValidatingAdmissionPoliciesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchValidatingAdmissionPoliciesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ValidatingAdmissionPolicyService_ServiceDesc.Streams[0], ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchValidatingAdmissionPoliciesRequest, WatchValidatingAdmissionPoliciesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ValidatingAdmissionPolicyService_WatchValidatingAdmissionPoliciesClient = grpc.ServerStreamingClient[WatchValidatingAdmissionPoliciesResponse]
+
+func (c *validatingAdmissionPolicyServiceClient) CreateValidatingAdmissionPolicy(ctx context.Context, in *CreateValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*CreateValidatingAdmissionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateValidatingAdmissionPolicyResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyServiceClient) UpdateValidatingAdmissionPolicy(ctx context.Context, in *UpdateValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*UpdateValidatingAdmissionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateValidatingAdmissionPolicyResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyServiceClient) DeleteValidatingAdmissionPolicy(ctx context.Context, in *DeleteValidatingAdmissionPolicyRequest, opts ...grpc.CallOption) (*DeleteValidatingAdmissionPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteValidatingAdmissionPolicyResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyServiceClient) UpdateValidatingAdmissionPolicyStatus(ctx context.Context, in *UpdateValidatingAdmissionPolicyStatusRequest, opts ...grpc.CallOption) (*UpdateValidatingAdmissionPolicyStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateValidatingAdmissionPolicyStatusResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ValidatingAdmissionPolicyServiceServer is the server API for ValidatingAdmissionPolicyService service.
+// All implementations must embed UnimplementedValidatingAdmissionPolicyServiceServer
+// for forward compatibility.
+//
+// ValidatingAdmissionPolicyService serves validatingadmissionpolicies (admissionregistration.k8s.io/v1, cluster-scoped).
+type ValidatingAdmissionPolicyServiceServer interface {
+	// GetValidatingAdmissionPolicy reads one ValidatingAdmissionPolicy.
+	GetValidatingAdmissionPolicy(context.Context, *GetValidatingAdmissionPolicyRequest) (*GetValidatingAdmissionPolicyResponse, error)
+	// ListValidatingAdmissionPolicies lists validatingadmissionpolicies, filtered by selectors, paginated.
+	ListValidatingAdmissionPolicies(context.Context, *ListValidatingAdmissionPoliciesRequest) (*ListValidatingAdmissionPoliciesResponse, error)
+	// WatchValidatingAdmissionPolicies streams changes to validatingadmissionpolicies.
+	WatchValidatingAdmissionPolicies(*WatchValidatingAdmissionPoliciesRequest, grpc.ServerStreamingServer[WatchValidatingAdmissionPoliciesResponse]) error
+	// CreateValidatingAdmissionPolicy creates a ValidatingAdmissionPolicy; AlreadyExists if the name is taken.
+	CreateValidatingAdmissionPolicy(context.Context, *CreateValidatingAdmissionPolicyRequest) (*CreateValidatingAdmissionPolicyResponse, error)
+	// UpdateValidatingAdmissionPolicy replaces a ValidatingAdmissionPolicy; Conflict on a stale resourceVersion.
+	UpdateValidatingAdmissionPolicy(context.Context, *UpdateValidatingAdmissionPolicyRequest) (*UpdateValidatingAdmissionPolicyResponse, error)
+	// DeleteValidatingAdmissionPolicy deletes a ValidatingAdmissionPolicy (or marks it for deletion).
+	DeleteValidatingAdmissionPolicy(context.Context, *DeleteValidatingAdmissionPolicyRequest) (*DeleteValidatingAdmissionPolicyResponse, error)
+	// UpdateValidatingAdmissionPolicyStatus replaces the status of a ValidatingAdmissionPolicy (the status subresource).
+	UpdateValidatingAdmissionPolicyStatus(context.Context, *UpdateValidatingAdmissionPolicyStatusRequest) (*UpdateValidatingAdmissionPolicyStatusResponse, error)
+	mustEmbedUnimplementedValidatingAdmissionPolicyServiceServer()
+}
+
+// UnimplementedValidatingAdmissionPolicyServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedValidatingAdmissionPolicyServiceServer struct{}
+
+func (UnimplementedValidatingAdmissionPolicyServiceServer) GetValidatingAdmissionPolicy(context.Context, *GetValidatingAdmissionPolicyRequest) (*GetValidatingAdmissionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetValidatingAdmissionPolicy not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) ListValidatingAdmissionPolicies(context.Context, *ListValidatingAdmissionPoliciesRequest) (*ListValidatingAdmissionPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListValidatingAdmissionPolicies not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) WatchValidatingAdmissionPolicies(*WatchValidatingAdmissionPoliciesRequest, grpc.ServerStreamingServer[WatchValidatingAdmissionPoliciesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchValidatingAdmissionPolicies not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) CreateValidatingAdmissionPolicy(context.Context, *CreateValidatingAdmissionPolicyRequest) (*CreateValidatingAdmissionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateValidatingAdmissionPolicy not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) UpdateValidatingAdmissionPolicy(context.Context, *UpdateValidatingAdmissionPolicyRequest) (*UpdateValidatingAdmissionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateValidatingAdmissionPolicy not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) DeleteValidatingAdmissionPolicy(context.Context, *DeleteValidatingAdmissionPolicyRequest) (*DeleteValidatingAdmissionPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteValidatingAdmissionPolicy not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) UpdateValidatingAdmissionPolicyStatus(context.Context, *UpdateValidatingAdmissionPolicyStatusRequest) (*UpdateValidatingAdmissionPolicyStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateValidatingAdmissionPolicyStatus not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) mustEmbedUnimplementedValidatingAdmissionPolicyServiceServer() {
+}
+func (UnimplementedValidatingAdmissionPolicyServiceServer) testEmbeddedByValue() {}
+
+// UnsafeValidatingAdmissionPolicyServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ValidatingAdmissionPolicyServiceServer will
+// result in compilation errors.
+type UnsafeValidatingAdmissionPolicyServiceServer interface {
+	mustEmbedUnimplementedValidatingAdmissionPolicyServiceServer()
+}
+
+func RegisterValidatingAdmissionPolicyServiceServer(s grpc.ServiceRegistrar, srv ValidatingAdmissionPolicyServiceServer) {
+	// If the following call panics, it indicates UnimplementedValidatingAdmissionPolicyServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ValidatingAdmissionPolicyService_ServiceDesc, srv)
+}
+
+func _ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetValidatingAdmissionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyServiceServer).GetValidatingAdmissionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyServiceServer).GetValidatingAdmissionPolicy(ctx, req.(*GetValidatingAdmissionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListValidatingAdmissionPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyServiceServer).ListValidatingAdmissionPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyServiceServer).ListValidatingAdmissionPolicies(ctx, req.(*ListValidatingAdmissionPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchValidatingAdmissionPoliciesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ValidatingAdmissionPolicyServiceServer).WatchValidatingAdmissionPolicies(m, &grpc.GenericServerStream[WatchValidatingAdmissionPoliciesRequest, WatchValidatingAdmissionPoliciesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ValidatingAdmissionPolicyService_WatchValidatingAdmissionPoliciesServer = grpc.ServerStreamingServer[WatchValidatingAdmissionPoliciesResponse]
+
+func _ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateValidatingAdmissionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyServiceServer).CreateValidatingAdmissionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyServiceServer).CreateValidatingAdmissionPolicy(ctx, req.(*CreateValidatingAdmissionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateValidatingAdmissionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyServiceServer).UpdateValidatingAdmissionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyServiceServer).UpdateValidatingAdmissionPolicy(ctx, req.(*UpdateValidatingAdmissionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteValidatingAdmissionPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyServiceServer).DeleteValidatingAdmissionPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyServiceServer).DeleteValidatingAdmissionPolicy(ctx, req.(*DeleteValidatingAdmissionPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateValidatingAdmissionPolicyStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyServiceServer).UpdateValidatingAdmissionPolicyStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyServiceServer).UpdateValidatingAdmissionPolicyStatus(ctx, req.(*UpdateValidatingAdmissionPolicyStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ValidatingAdmissionPolicyService_ServiceDesc is the grpc.ServiceDesc for ValidatingAdmissionPolicyService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ValidatingAdmissionPolicyService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.admissionregistration.v1.ValidatingAdmissionPolicyService",
+	HandlerType: (*ValidatingAdmissionPolicyServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetValidatingAdmissionPolicy",
+			Handler:    _ValidatingAdmissionPolicyService_GetValidatingAdmissionPolicy_Handler,
+		},
+		{
+			MethodName: "ListValidatingAdmissionPolicies",
+			Handler:    _ValidatingAdmissionPolicyService_ListValidatingAdmissionPolicies_Handler,
+		},
+		{
+			MethodName: "CreateValidatingAdmissionPolicy",
+			Handler:    _ValidatingAdmissionPolicyService_CreateValidatingAdmissionPolicy_Handler,
+		},
+		{
+			MethodName: "UpdateValidatingAdmissionPolicy",
+			Handler:    _ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicy_Handler,
+		},
+		{
+			MethodName: "DeleteValidatingAdmissionPolicy",
+			Handler:    _ValidatingAdmissionPolicyService_DeleteValidatingAdmissionPolicy_Handler,
+		},
+		{
+			MethodName: "UpdateValidatingAdmissionPolicyStatus",
+			Handler:    _ValidatingAdmissionPolicyService_UpdateValidatingAdmissionPolicyStatus_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchValidatingAdmissionPolicies",
+			Handler:       _ValidatingAdmissionPolicyService_WatchValidatingAdmissionPolicies_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/admissionregistration/v1/service.proto",
+}
+
+const (
+	ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_FullMethodName    = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/GetValidatingAdmissionPolicyBinding"
+	ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_FullMethodName  = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/ListValidatingAdmissionPolicyBindings"
+	ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_FullMethodName = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/WatchValidatingAdmissionPolicyBindings"
+	ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_FullMethodName = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/CreateValidatingAdmissionPolicyBinding"
+	ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_FullMethodName = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/UpdateValidatingAdmissionPolicyBinding"
+	ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_FullMethodName = "/kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService/DeleteValidatingAdmissionPolicyBinding"
+)
+
+// ValidatingAdmissionPolicyBindingServiceClient is the client API for ValidatingAdmissionPolicyBindingService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ValidatingAdmissionPolicyBindingService serves validatingadmissionpolicybindings (admissionregistration.k8s.io/v1, cluster-scoped).
+type ValidatingAdmissionPolicyBindingServiceClient interface {
+	// GetValidatingAdmissionPolicyBinding reads one ValidatingAdmissionPolicyBinding.
+	GetValidatingAdmissionPolicyBinding(ctx context.Context, in *GetValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*GetValidatingAdmissionPolicyBindingResponse, error)
+	// ListValidatingAdmissionPolicyBindings lists validatingadmissionpolicybindings, filtered by selectors, paginated.
+	ListValidatingAdmissionPolicyBindings(ctx context.Context, in *ListValidatingAdmissionPolicyBindingsRequest, opts ...grpc.CallOption) (*ListValidatingAdmissionPolicyBindingsResponse, error)
+	// WatchValidatingAdmissionPolicyBindings streams changes to validatingadmissionpolicybindings.
+	WatchValidatingAdmissionPolicyBindings(ctx context.Context, in *WatchValidatingAdmissionPolicyBindingsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchValidatingAdmissionPolicyBindingsResponse], error)
+	// CreateValidatingAdmissionPolicyBinding creates a ValidatingAdmissionPolicyBinding; AlreadyExists if the name is taken.
+	CreateValidatingAdmissionPolicyBinding(ctx context.Context, in *CreateValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*CreateValidatingAdmissionPolicyBindingResponse, error)
+	// UpdateValidatingAdmissionPolicyBinding replaces a ValidatingAdmissionPolicyBinding; Conflict on a stale resourceVersion.
+	UpdateValidatingAdmissionPolicyBinding(ctx context.Context, in *UpdateValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*UpdateValidatingAdmissionPolicyBindingResponse, error)
+	// DeleteValidatingAdmissionPolicyBinding deletes a ValidatingAdmissionPolicyBinding (or marks it for deletion).
+	DeleteValidatingAdmissionPolicyBinding(ctx context.Context, in *DeleteValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*DeleteValidatingAdmissionPolicyBindingResponse, error)
+}
+
+type validatingAdmissionPolicyBindingServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewValidatingAdmissionPolicyBindingServiceClient(cc grpc.ClientConnInterface) ValidatingAdmissionPolicyBindingServiceClient {
+	return &validatingAdmissionPolicyBindingServiceClient{cc}
+}
+
+func (c *validatingAdmissionPolicyBindingServiceClient) GetValidatingAdmissionPolicyBinding(ctx context.Context, in *GetValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*GetValidatingAdmissionPolicyBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetValidatingAdmissionPolicyBindingResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyBindingServiceClient) ListValidatingAdmissionPolicyBindings(ctx context.Context, in *ListValidatingAdmissionPolicyBindingsRequest, opts ...grpc.CallOption) (*ListValidatingAdmissionPolicyBindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListValidatingAdmissionPolicyBindingsResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyBindingServiceClient) WatchValidatingAdmissionPolicyBindings(ctx context.Context, in *WatchValidatingAdmissionPolicyBindingsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchValidatingAdmissionPolicyBindingsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ValidatingAdmissionPolicyBindingService_ServiceDesc.Streams[0], ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchValidatingAdmissionPolicyBindingsRequest, WatchValidatingAdmissionPolicyBindingsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindingsClient = grpc.ServerStreamingClient[WatchValidatingAdmissionPolicyBindingsResponse]
+
+func (c *validatingAdmissionPolicyBindingServiceClient) CreateValidatingAdmissionPolicyBinding(ctx context.Context, in *CreateValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*CreateValidatingAdmissionPolicyBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateValidatingAdmissionPolicyBindingResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyBindingServiceClient) UpdateValidatingAdmissionPolicyBinding(ctx context.Context, in *UpdateValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*UpdateValidatingAdmissionPolicyBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateValidatingAdmissionPolicyBindingResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *validatingAdmissionPolicyBindingServiceClient) DeleteValidatingAdmissionPolicyBinding(ctx context.Context, in *DeleteValidatingAdmissionPolicyBindingRequest, opts ...grpc.CallOption) (*DeleteValidatingAdmissionPolicyBindingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteValidatingAdmissionPolicyBindingResponse)
+	err := c.cc.Invoke(ctx, ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ValidatingAdmissionPolicyBindingServiceServer is the server API for ValidatingAdmissionPolicyBindingService service.
+// All implementations must embed UnimplementedValidatingAdmissionPolicyBindingServiceServer
+// for forward compatibility.
+//
+// ValidatingAdmissionPolicyBindingService serves validatingadmissionpolicybindings (admissionregistration.k8s.io/v1, cluster-scoped).
+type ValidatingAdmissionPolicyBindingServiceServer interface {
+	// GetValidatingAdmissionPolicyBinding reads one ValidatingAdmissionPolicyBinding.
+	GetValidatingAdmissionPolicyBinding(context.Context, *GetValidatingAdmissionPolicyBindingRequest) (*GetValidatingAdmissionPolicyBindingResponse, error)
+	// ListValidatingAdmissionPolicyBindings lists validatingadmissionpolicybindings, filtered by selectors, paginated.
+	ListValidatingAdmissionPolicyBindings(context.Context, *ListValidatingAdmissionPolicyBindingsRequest) (*ListValidatingAdmissionPolicyBindingsResponse, error)
+	// WatchValidatingAdmissionPolicyBindings streams changes to validatingadmissionpolicybindings.
+	WatchValidatingAdmissionPolicyBindings(*WatchValidatingAdmissionPolicyBindingsRequest, grpc.ServerStreamingServer[WatchValidatingAdmissionPolicyBindingsResponse]) error
+	// CreateValidatingAdmissionPolicyBinding creates a ValidatingAdmissionPolicyBinding; AlreadyExists if the name is taken.
+	CreateValidatingAdmissionPolicyBinding(context.Context, *CreateValidatingAdmissionPolicyBindingRequest) (*CreateValidatingAdmissionPolicyBindingResponse, error)
+	// UpdateValidatingAdmissionPolicyBinding replaces a ValidatingAdmissionPolicyBinding; Conflict on a stale resourceVersion.
+	UpdateValidatingAdmissionPolicyBinding(context.Context, *UpdateValidatingAdmissionPolicyBindingRequest) (*UpdateValidatingAdmissionPolicyBindingResponse, error)
+	// DeleteValidatingAdmissionPolicyBinding deletes a ValidatingAdmissionPolicyBinding (or marks it for deletion).
+	DeleteValidatingAdmissionPolicyBinding(context.Context, *DeleteValidatingAdmissionPolicyBindingRequest) (*DeleteValidatingAdmissionPolicyBindingResponse, error)
+	mustEmbedUnimplementedValidatingAdmissionPolicyBindingServiceServer()
+}
+
+// UnimplementedValidatingAdmissionPolicyBindingServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedValidatingAdmissionPolicyBindingServiceServer struct{}
+
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) GetValidatingAdmissionPolicyBinding(context.Context, *GetValidatingAdmissionPolicyBindingRequest) (*GetValidatingAdmissionPolicyBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetValidatingAdmissionPolicyBinding not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) ListValidatingAdmissionPolicyBindings(context.Context, *ListValidatingAdmissionPolicyBindingsRequest) (*ListValidatingAdmissionPolicyBindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListValidatingAdmissionPolicyBindings not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) WatchValidatingAdmissionPolicyBindings(*WatchValidatingAdmissionPolicyBindingsRequest, grpc.ServerStreamingServer[WatchValidatingAdmissionPolicyBindingsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchValidatingAdmissionPolicyBindings not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) CreateValidatingAdmissionPolicyBinding(context.Context, *CreateValidatingAdmissionPolicyBindingRequest) (*CreateValidatingAdmissionPolicyBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateValidatingAdmissionPolicyBinding not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) UpdateValidatingAdmissionPolicyBinding(context.Context, *UpdateValidatingAdmissionPolicyBindingRequest) (*UpdateValidatingAdmissionPolicyBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateValidatingAdmissionPolicyBinding not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) DeleteValidatingAdmissionPolicyBinding(context.Context, *DeleteValidatingAdmissionPolicyBindingRequest) (*DeleteValidatingAdmissionPolicyBindingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteValidatingAdmissionPolicyBinding not implemented")
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) mustEmbedUnimplementedValidatingAdmissionPolicyBindingServiceServer() {
+}
+func (UnimplementedValidatingAdmissionPolicyBindingServiceServer) testEmbeddedByValue() {}
+
+// UnsafeValidatingAdmissionPolicyBindingServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ValidatingAdmissionPolicyBindingServiceServer will
+// result in compilation errors.
+type UnsafeValidatingAdmissionPolicyBindingServiceServer interface {
+	mustEmbedUnimplementedValidatingAdmissionPolicyBindingServiceServer()
+}
+
+func RegisterValidatingAdmissionPolicyBindingServiceServer(s grpc.ServiceRegistrar, srv ValidatingAdmissionPolicyBindingServiceServer) {
+	// If the following call panics, it indicates UnimplementedValidatingAdmissionPolicyBindingServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ValidatingAdmissionPolicyBindingService_ServiceDesc, srv)
+}
+
+func _ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetValidatingAdmissionPolicyBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).GetValidatingAdmissionPolicyBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).GetValidatingAdmissionPolicyBinding(ctx, req.(*GetValidatingAdmissionPolicyBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListValidatingAdmissionPolicyBindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).ListValidatingAdmissionPolicyBindings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).ListValidatingAdmissionPolicyBindings(ctx, req.(*ListValidatingAdmissionPolicyBindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchValidatingAdmissionPolicyBindingsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ValidatingAdmissionPolicyBindingServiceServer).WatchValidatingAdmissionPolicyBindings(m, &grpc.GenericServerStream[WatchValidatingAdmissionPolicyBindingsRequest, WatchValidatingAdmissionPolicyBindingsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindingsServer = grpc.ServerStreamingServer[WatchValidatingAdmissionPolicyBindingsResponse]
+
+func _ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateValidatingAdmissionPolicyBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).CreateValidatingAdmissionPolicyBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).CreateValidatingAdmissionPolicyBinding(ctx, req.(*CreateValidatingAdmissionPolicyBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateValidatingAdmissionPolicyBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).UpdateValidatingAdmissionPolicyBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).UpdateValidatingAdmissionPolicyBinding(ctx, req.(*UpdateValidatingAdmissionPolicyBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteValidatingAdmissionPolicyBindingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).DeleteValidatingAdmissionPolicyBinding(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ValidatingAdmissionPolicyBindingServiceServer).DeleteValidatingAdmissionPolicyBinding(ctx, req.(*DeleteValidatingAdmissionPolicyBindingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ValidatingAdmissionPolicyBindingService_ServiceDesc is the grpc.ServiceDesc for ValidatingAdmissionPolicyBindingService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ValidatingAdmissionPolicyBindingService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingService",
+	HandlerType: (*ValidatingAdmissionPolicyBindingServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetValidatingAdmissionPolicyBinding",
+			Handler:    _ValidatingAdmissionPolicyBindingService_GetValidatingAdmissionPolicyBinding_Handler,
+		},
+		{
+			MethodName: "ListValidatingAdmissionPolicyBindings",
+			Handler:    _ValidatingAdmissionPolicyBindingService_ListValidatingAdmissionPolicyBindings_Handler,
+		},
+		{
+			MethodName: "CreateValidatingAdmissionPolicyBinding",
+			Handler:    _ValidatingAdmissionPolicyBindingService_CreateValidatingAdmissionPolicyBinding_Handler,
+		},
+		{
+			MethodName: "UpdateValidatingAdmissionPolicyBinding",
+			Handler:    _ValidatingAdmissionPolicyBindingService_UpdateValidatingAdmissionPolicyBinding_Handler,
+		},
+		{
+			MethodName: "DeleteValidatingAdmissionPolicyBinding",
+			Handler:    _ValidatingAdmissionPolicyBindingService_DeleteValidatingAdmissionPolicyBinding_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchValidatingAdmissionPolicyBindings",
+			Handler:       _ValidatingAdmissionPolicyBindingService_WatchValidatingAdmissionPolicyBindings_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/admissionregistration/v1/service.proto",
+}

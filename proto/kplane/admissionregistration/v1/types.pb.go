@@ -6,7 +6,7 @@
 // 	protoc        (unknown)
 // source: kplane/admissionregistration/v1/types.proto
 
-// Package kplane.admissionregistration.v1 holds Kubernetes' admissionregistration.k8s.io/v1 webhook configurations
+// Package kplane.admissionregistration.v1 holds Kubernetes' admissionregistration.k8s.io/v1 webhook configurations and admission policies
 // (generated from Kubernetes' Go types: Kubernetes' field numbers and JSON names).
 
 package admissionregistrationv1
@@ -1259,6 +1259,1436 @@ func (x *ValidatingWebhookConfigurationList) GetItems() []*ValidatingWebhookConf
 	return nil
 }
 
+// ValidatingAdmissionPolicy describes the definition of an admission validation policy that accepts or rejects an object without changing it.
+type ValidatingAdmissionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Specification of the desired behavior of the ValidatingAdmissionPolicy.
+	Spec *ValidatingAdmissionPolicySpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// The status of the ValidatingAdmissionPolicy, including warnings that are useful to determine if the policy
+	// behaves in the expected way.
+	// Populated by the system.
+	// Read-only.
+	Status        *ValidatingAdmissionPolicyStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicy) Reset() {
+	*x = ValidatingAdmissionPolicy{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicy) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicy.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicy) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ValidatingAdmissionPolicy) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicy) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicy) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicy) GetSpec() *ValidatingAdmissionPolicySpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicy) GetStatus() *ValidatingAdmissionPolicyStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// ValidatingAdmissionPolicySpec is the specification of the desired behavior of the AdmissionPolicy.
+type ValidatingAdmissionPolicySpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ParamKind specifies the kind of resources used to parameterize this policy.
+	// If absent, there are no parameters for this policy and the param CEL variable will not be provided to validation expressions.
+	// If ParamKind refers to a non-existent kind, this policy definition is mis-configured and the FailurePolicy is applied.
+	// If paramKind is specified but paramRef is unset in ValidatingAdmissionPolicyBinding, the params variable will be null.
+	ParamKind *ParamKind `protobuf:"bytes,1,opt,name=param_kind,json=paramKind,proto3" json:"param_kind,omitempty"`
+	// MatchConstraints specifies what resources this policy is designed to validate.
+	// The AdmissionPolicy cares about a request if it matches _all_ Constraints.
+	// However, in order to prevent clusters from being put into an unstable state that cannot be recovered from via the API
+	// ValidatingAdmissionPolicy cannot match ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding.
+	// Required.
+	MatchConstraints *MatchResources `protobuf:"bytes,2,opt,name=match_constraints,json=matchConstraints,proto3" json:"match_constraints,omitempty"`
+	// Validations contain CEL expressions which is used to apply the validation.
+	// Validations and AuditAnnotations may not both be empty; a minimum of one Validations or AuditAnnotations is
+	// required.
+	Validations []*Validation `protobuf:"bytes,3,rep,name=validations,proto3" json:"validations,omitempty"`
+	// failurePolicy defines how to handle failures for the admission policy. Failures can
+	// occur from CEL expression parse errors, type check errors, runtime errors and invalid
+	// or mis-configured policy definitions or bindings.
+	//
+	// A policy is invalid if spec.paramKind refers to a non-existent Kind.
+	// A binding is invalid if spec.paramRef.name refers to a non-existent resource.
+	//
+	// failurePolicy does not define how validations that evaluate to false are handled.
+	//
+	// When failurePolicy is set to Fail, ValidatingAdmissionPolicyBinding validationActions
+	// define how failures are enforced.
+	//
+	// Allowed values are Ignore or Fail. Defaults to Fail.
+	FailurePolicy *string `protobuf:"bytes,4,opt,name=failure_policy,json=failurePolicy,proto3,oneof" json:"failure_policy,omitempty"`
+	// auditAnnotations contains CEL expressions which are used to produce audit
+	// annotations for the audit event of the API request.
+	// validations and auditAnnotations may not both be empty; a least one of validations or auditAnnotations is
+	// required.
+	AuditAnnotations []*AuditAnnotation `protobuf:"bytes,5,rep,name=audit_annotations,json=auditAnnotations,proto3" json:"audit_annotations,omitempty"`
+	// MatchConditions is a list of conditions that must be met for a request to be validated.
+	// Match conditions filter requests that have already been matched by the rules,
+	// namespaceSelector, and objectSelector. An empty list of matchConditions matches all requests.
+	// There are a maximum of 64 match conditions allowed.
+	//
+	// If a parameter object is provided, it can be accessed via the `params` handle in the same
+	// manner as validation expressions.
+	//
+	// The exact matching logic is (in order):
+	//  1. If ANY matchCondition evaluates to FALSE, the policy is skipped.
+	//  2. If ALL matchConditions evaluate to TRUE, the policy is evaluated.
+	//  3. If any matchCondition evaluates to an error (but none are FALSE):
+	//     - If failurePolicy=Fail, reject the request
+	//     - If failurePolicy=Ignore, the policy is skipped
+	MatchConditions []*MatchCondition `protobuf:"bytes,6,rep,name=match_conditions,json=matchConditions,proto3" json:"match_conditions,omitempty"`
+	// Variables contain definitions of variables that can be used in composition of other expressions.
+	// Each variable is defined as a named CEL expression.
+	// The variables defined here will be available under `variables` in other expressions of the policy
+	// except MatchConditions because MatchConditions are evaluated before the rest of the policy.
+	//
+	// The expression of a variable can refer to other variables defined earlier in the list but not those after.
+	// Thus, Variables must be sorted by the order of first appearance and acyclic.
+	Variables     []*Variable `protobuf:"bytes,7,rep,name=variables,proto3" json:"variables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicySpec) Reset() {
+	*x = ValidatingAdmissionPolicySpec{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicySpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicySpec) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicySpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicySpec.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicySpec) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetParamKind() *ParamKind {
+	if x != nil {
+		return x.ParamKind
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetMatchConstraints() *MatchResources {
+	if x != nil {
+		return x.MatchConstraints
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetValidations() []*Validation {
+	if x != nil {
+		return x.Validations
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetFailurePolicy() string {
+	if x != nil && x.FailurePolicy != nil {
+		return *x.FailurePolicy
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetAuditAnnotations() []*AuditAnnotation {
+	if x != nil {
+		return x.AuditAnnotations
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetMatchConditions() []*MatchCondition {
+	if x != nil {
+		return x.MatchConditions
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicySpec) GetVariables() []*Variable {
+	if x != nil {
+		return x.Variables
+	}
+	return nil
+}
+
+// ParamKind is a tuple of Group Kind and Version.
+type ParamKind struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion is the API group version the resources belong to.
+	// In format of "group/version".
+	// Required.
+	ApiVersion string `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is the API kind the resources belong to.
+	// Required.
+	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParamKind) Reset() {
+	*x = ParamKind{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParamKind) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParamKind) ProtoMessage() {}
+
+func (x *ParamKind) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParamKind.ProtoReflect.Descriptor instead.
+func (*ParamKind) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ParamKind) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ParamKind) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// MatchResources decides whether to run the admission control policy on an object based
+// on whether it meets the match criteria.
+// The exclude rules take precedence over include rules (if a resource matches both, it is excluded)
+type MatchResources struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NamespaceSelector decides whether to run the admission control policy on an object based
+	// on whether the namespace for that object matches the selector. If the
+	// object itself is a namespace, the matching is performed on
+	// object.metadata.labels. If the object is another cluster scoped resource,
+	// it never skips the policy.
+	//
+	// For example, to run the webhook on any objects whose namespace is not
+	// associated with "runlevel" of "0" or "1";  you will set the selector as
+	// follows:
+	//
+	//	"namespaceSelector": {
+	//	  "matchExpressions": [
+	//	    {
+	//	      "key": "runlevel",
+	//	      "operator": "NotIn",
+	//	      "values": [
+	//	        "0",
+	//	        "1"
+	//	      ]
+	//	    }
+	//	  ]
+	//	}
+	//
+	// If instead you want to only run the policy on any objects whose
+	// namespace is associated with the "environment" of "prod" or "staging";
+	// you will set the selector as follows:
+	//
+	//	"namespaceSelector": {
+	//	  "matchExpressions": [
+	//	    {
+	//	      "key": "environment",
+	//	      "operator": "In",
+	//	      "values": [
+	//	        "prod",
+	//	        "staging"
+	//	      ]
+	//	    }
+	//	  ]
+	//	}
+	//
+	// See
+	// https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/
+	// for more examples of label selectors.
+	//
+	// Default to the empty LabelSelector, which matches everything.
+	NamespaceSelector *v1.LabelSelector `protobuf:"bytes,1,opt,name=namespace_selector,json=namespaceSelector,proto3" json:"namespace_selector,omitempty"`
+	// ObjectSelector decides whether to run the validation based on if the
+	// object has matching labels. objectSelector is evaluated against both
+	// the oldObject and newObject that would be sent to the cel validation, and
+	// is considered to match if either object matches the selector. A null
+	// object (oldObject in the case of create, or newObject in the case of
+	// delete) or an object that cannot have labels (like a
+	// DeploymentRollback or a PodProxyOptions object) is not considered to
+	// match.
+	// Use the object selector only if the webhook is opt-in, because end
+	// users may skip the admission webhook by setting the labels.
+	// Default to the empty LabelSelector, which matches everything.
+	ObjectSelector *v1.LabelSelector `protobuf:"bytes,2,opt,name=object_selector,json=objectSelector,proto3" json:"object_selector,omitempty"`
+	// ResourceRules describes what operations on what resources/subresources the ValidatingAdmissionPolicy matches.
+	// The policy cares about an operation if it matches _any_ Rule.
+	ResourceRules []*NamedRuleWithOperations `protobuf:"bytes,3,rep,name=resource_rules,json=resourceRules,proto3" json:"resource_rules,omitempty"`
+	// ExcludeResourceRules describes what operations on what resources/subresources the ValidatingAdmissionPolicy should not care about.
+	// The exclude rules take precedence over include rules (if a resource matches both, it is excluded)
+	ExcludeResourceRules []*NamedRuleWithOperations `protobuf:"bytes,4,rep,name=exclude_resource_rules,json=excludeResourceRules,proto3" json:"exclude_resource_rules,omitempty"`
+	// matchPolicy defines how the "MatchResources" list is used to match incoming requests.
+	// Allowed values are "Exact" or "Equivalent".
+	//
+	// - Exact: match a request only if it exactly matches a specified rule.
+	// For example, if deployments can be modified via apps/v1, apps/v1beta1, and extensions/v1beta1,
+	// but "rules" only included `apiGroups:["apps"], apiVersions:["v1"], resources: ["deployments"]`,
+	// a request to apps/v1beta1 or extensions/v1beta1 would not be sent to the ValidatingAdmissionPolicy.
+	//
+	// - Equivalent: match a request if modifies a resource listed in rules, even via another API group or version.
+	// For example, if deployments can be modified via apps/v1, apps/v1beta1, and extensions/v1beta1,
+	// and "rules" only included `apiGroups:["apps"], apiVersions:["v1"], resources: ["deployments"]`,
+	// a request to apps/v1beta1 or extensions/v1beta1 would be converted to apps/v1 and sent to the ValidatingAdmissionPolicy.
+	//
+	// Defaults to "Equivalent"
+	MatchPolicy   *string `protobuf:"bytes,7,opt,name=match_policy,json=matchPolicy,proto3,oneof" json:"match_policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchResources) Reset() {
+	*x = MatchResources{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchResources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchResources) ProtoMessage() {}
+
+func (x *MatchResources) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchResources.ProtoReflect.Descriptor instead.
+func (*MatchResources) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *MatchResources) GetNamespaceSelector() *v1.LabelSelector {
+	if x != nil {
+		return x.NamespaceSelector
+	}
+	return nil
+}
+
+func (x *MatchResources) GetObjectSelector() *v1.LabelSelector {
+	if x != nil {
+		return x.ObjectSelector
+	}
+	return nil
+}
+
+func (x *MatchResources) GetResourceRules() []*NamedRuleWithOperations {
+	if x != nil {
+		return x.ResourceRules
+	}
+	return nil
+}
+
+func (x *MatchResources) GetExcludeResourceRules() []*NamedRuleWithOperations {
+	if x != nil {
+		return x.ExcludeResourceRules
+	}
+	return nil
+}
+
+func (x *MatchResources) GetMatchPolicy() string {
+	if x != nil && x.MatchPolicy != nil {
+		return *x.MatchPolicy
+	}
+	return ""
+}
+
+// NamedRuleWithOperations is a tuple of Operations and Resources with ResourceNames.
+type NamedRuleWithOperations struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ResourceNames is an optional white list of names that the rule applies to.  An empty set means that everything is allowed.
+	ResourceNames []string `protobuf:"bytes,1,rep,name=resource_names,json=resourceNames,proto3" json:"resource_names,omitempty"`
+	// RuleWithOperations is a tuple of Operations and Resources.
+	RuleWithOperations *RuleWithOperations `protobuf:"bytes,2,opt,name=rule_with_operations,json=ruleWithOperations,proto3" json:"rule_with_operations,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *NamedRuleWithOperations) Reset() {
+	*x = NamedRuleWithOperations{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamedRuleWithOperations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamedRuleWithOperations) ProtoMessage() {}
+
+func (x *NamedRuleWithOperations) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamedRuleWithOperations.ProtoReflect.Descriptor instead.
+func (*NamedRuleWithOperations) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NamedRuleWithOperations) GetResourceNames() []string {
+	if x != nil {
+		return x.ResourceNames
+	}
+	return nil
+}
+
+func (x *NamedRuleWithOperations) GetRuleWithOperations() *RuleWithOperations {
+	if x != nil {
+		return x.RuleWithOperations
+	}
+	return nil
+}
+
+// Validation specifies the CEL expression which is used to apply the validation.
+type Validation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Expression represents the expression which will be evaluated by CEL.
+	// ref: https://github.com/google/cel-spec
+	// CEL expressions have access to the contents of the API request/response, organized into CEL variables as well as some other useful variables:
+	//
+	//   - 'object' - The object from the incoming request. The value is null for DELETE requests.
+	//   - 'oldObject' - The existing object. The value is null for CREATE requests.
+	//   - 'request' - Attributes of the API request([ref](/pkg/apis/admission/types.go#AdmissionRequest)).
+	//   - 'params' - Parameter resource referred to by the policy binding being evaluated. Only populated if the policy has a ParamKind.
+	//   - 'namespaceObject' - The namespace object that the incoming object belongs to. The value is null for cluster-scoped resources.
+	//   - 'variables' - Map of composited variables, from its name to its lazily evaluated value.
+	//     For example, a variable named 'foo' can be accessed as 'variables.foo'.
+	//   - 'authorizer' - A CEL Authorizer. May be used to perform authorization checks for the principal (user or service account) of the request.
+	//     See https://pkg.go.dev/k8s.io/apiserver/pkg/cel/library#Authz
+	//   - 'authorizer.requestResource' - A CEL ResourceCheck constructed from the 'authorizer' and configured with the
+	//     request resource.
+	//
+	// The `apiVersion`, `kind`, `metadata.name` and `metadata.generateName` are always accessible from the root of the
+	// object. No other metadata properties are accessible.
+	//
+	// Only property names of the form `[a-zA-Z_.-/][a-zA-Z0-9_.-/]*` are accessible.
+	// Accessible property names are escaped according to the following rules when accessed in the expression:
+	//   - '__' escapes to '__underscores__'
+	//   - '.' escapes to '__dot__'
+	//   - '-' escapes to '__dash__'
+	//   - '/' escapes to '__slash__'
+	//   - Property names that exactly match a CEL RESERVED keyword escape to '__{keyword}__'. The keywords are:
+	//     "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if",
+	//     "import", "let", "loop", "package", "namespace", "return".
+	//
+	// Examples:
+	//   - Expression accessing a property named "namespace": {"Expression": "object.__namespace__ > 0"}
+	//   - Expression accessing a property named "x-prop": {"Expression": "object.x__dash__prop > 0"}
+	//   - Expression accessing a property named "redact__d": {"Expression": "object.redact__underscores__d > 0"}
+	//
+	// Equality on arrays with list type of 'set' or 'map' ignores element order, i.e. [1, 2] == [2, 1].
+	// Concatenation on arrays with x-kubernetes-list-type use the semantics of the list type:
+	//   - 'set': `X + Y` performs a union where the array positions of all elements in `X` are preserved and
+	//     non-intersecting elements in `Y` are appended, retaining their partial order.
+	//   - 'map': `X + Y` performs a merge where the array positions of all keys in `X` are preserved but the values
+	//     are overwritten by values in `Y` when the key sets of `X` and `Y` intersect. Elements in `Y` with
+	//     non-intersecting keys are appended, retaining their partial order.
+	//
+	// Required.
+	Expression string `protobuf:"bytes,1,opt,name=expression,proto3" json:"expression,omitempty"`
+	// Message represents the message displayed when validation fails. The message is required if the Expression contains
+	// line breaks. The message must not contain line breaks.
+	// If unset, the message is "failed rule: {Rule}".
+	// e.g. "must be a URL with the host matching spec.host"
+	// If the Expression contains line breaks. Message is required.
+	// The message must not contain line breaks.
+	// If unset, the message is "failed Expression: {Expression}".
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Reason represents a machine-readable description of why this validation failed.
+	// If this is the first validation in the list to fail, this reason, as well as the
+	// corresponding HTTP response code, are used in the
+	// HTTP response to the client.
+	// The currently supported reasons are: "Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge".
+	// If not set, StatusReasonInvalid is used in the response to the client.
+	Reason *string `protobuf:"bytes,3,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
+	// messageExpression declares a CEL expression that evaluates to the validation failure message that is returned when this rule fails.
+	// Since messageExpression is used as a failure message, it must evaluate to a string.
+	// If both message and messageExpression are present on a validation, then messageExpression will be used if validation fails.
+	// If messageExpression results in a runtime error, the runtime error is logged, and the validation failure message is produced
+	// as if the messageExpression field were unset. If messageExpression evaluates to an empty string, a string with only spaces, or a string
+	// that contains line breaks, then the validation failure message will also be produced as if the messageExpression field were unset, and
+	// the fact that messageExpression produced an empty string/string with only spaces/string with line breaks will be logged.
+	// messageExpression has access to all the same variables as the `expression` except for 'authorizer' and 'authorizer.requestResource'.
+	// Example:
+	// "object.x must be less than max ("+string(params.max)+")"
+	MessageExpression string `protobuf:"bytes,4,opt,name=message_expression,json=messageExpression,proto3" json:"message_expression,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Validation) Reset() {
+	*x = Validation{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Validation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Validation) ProtoMessage() {}
+
+func (x *Validation) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Validation.ProtoReflect.Descriptor instead.
+func (*Validation) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Validation) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+func (x *Validation) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Validation) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
+}
+
+func (x *Validation) GetMessageExpression() string {
+	if x != nil {
+		return x.MessageExpression
+	}
+	return ""
+}
+
+// AuditAnnotation describes how to produce an audit annotation for an API request.
+type AuditAnnotation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key specifies the audit annotation key. The audit annotation keys of
+	// a ValidatingAdmissionPolicy must be unique. The key must be a qualified
+	// name ([A-Za-z0-9][-A-Za-z0-9_.]*) no more than 63 bytes in length.
+	//
+	// The key is combined with the resource name of the
+	// ValidatingAdmissionPolicy to construct an audit annotation key:
+	// "{ValidatingAdmissionPolicy name}/{key}".
+	//
+	// If an admission webhook uses the same resource name as this ValidatingAdmissionPolicy
+	// and the same audit annotation key, the annotation key will be identical.
+	// In this case, the first annotation written with the key will be included
+	// in the audit event and all subsequent annotations with the same key
+	// will be discarded.
+	//
+	// Required.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// valueExpression represents the expression which is evaluated by CEL to
+	// produce an audit annotation value. The expression must evaluate to either
+	// a string or null value. If the expression evaluates to a string, the
+	// audit annotation is included with the string value. If the expression
+	// evaluates to null or empty string the audit annotation will be omitted.
+	// The valueExpression may be no longer than 5kb in length.
+	// If the result of the valueExpression is more than 10kb in length, it
+	// will be truncated to 10kb.
+	//
+	// If multiple ValidatingAdmissionPolicyBinding resources match an
+	// API request, then the valueExpression will be evaluated for
+	// each binding. All unique values produced by the valueExpressions
+	// will be joined together in a comma-separated list.
+	//
+	// Required.
+	ValueExpression string `protobuf:"bytes,2,opt,name=value_expression,json=valueExpression,proto3" json:"value_expression,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AuditAnnotation) Reset() {
+	*x = AuditAnnotation{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditAnnotation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditAnnotation) ProtoMessage() {}
+
+func (x *AuditAnnotation) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditAnnotation.ProtoReflect.Descriptor instead.
+func (*AuditAnnotation) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AuditAnnotation) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AuditAnnotation) GetValueExpression() string {
+	if x != nil {
+		return x.ValueExpression
+	}
+	return ""
+}
+
+// Variable is the definition of a variable that is used for composition. A variable is defined as a named expression.
+type Variable struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name is the name of the variable. The name must be a valid CEL identifier and unique among all variables.
+	// The variable can be accessed in other expressions through `variables`
+	// For example, if name is "foo", the variable will be available as `variables.foo`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Expression is the expression that will be evaluated as the value of the variable.
+	// The CEL expression has access to the same identifiers as the CEL expressions in Validation.
+	Expression    string `protobuf:"bytes,2,opt,name=expression,proto3" json:"expression,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Variable) Reset() {
+	*x = Variable{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Variable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Variable) ProtoMessage() {}
+
+func (x *Variable) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Variable.ProtoReflect.Descriptor instead.
+func (*Variable) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Variable) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Variable) GetExpression() string {
+	if x != nil {
+		return x.Expression
+	}
+	return ""
+}
+
+// ValidatingAdmissionPolicyStatus represents the status of an admission validation policy.
+type ValidatingAdmissionPolicyStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation observed by the controller.
+	ObservedGeneration int64 `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	// The results of type checking for each expression.
+	// Presence of this field indicates the completion of the type checking.
+	TypeChecking *TypeChecking `protobuf:"bytes,2,opt,name=type_checking,json=typeChecking,proto3" json:"type_checking,omitempty"`
+	// The conditions represent the latest available observations of a policy's current state.
+	Conditions    []*v1.Condition `protobuf:"bytes,3,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicyStatus) Reset() {
+	*x = ValidatingAdmissionPolicyStatus{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicyStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicyStatus) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicyStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicyStatus.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicyStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ValidatingAdmissionPolicyStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *ValidatingAdmissionPolicyStatus) GetTypeChecking() *TypeChecking {
+	if x != nil {
+		return x.TypeChecking
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicyStatus) GetConditions() []*v1.Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// TypeChecking contains results of type checking the expressions in the
+// ValidatingAdmissionPolicy
+type TypeChecking struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The type checking warnings for each expression.
+	ExpressionWarnings []*ExpressionWarning `protobuf:"bytes,1,rep,name=expression_warnings,json=expressionWarnings,proto3" json:"expression_warnings,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TypeChecking) Reset() {
+	*x = TypeChecking{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypeChecking) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypeChecking) ProtoMessage() {}
+
+func (x *TypeChecking) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypeChecking.ProtoReflect.Descriptor instead.
+func (*TypeChecking) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TypeChecking) GetExpressionWarnings() []*ExpressionWarning {
+	if x != nil {
+		return x.ExpressionWarnings
+	}
+	return nil
+}
+
+// ExpressionWarning is a warning information that targets a specific expression.
+type ExpressionWarning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The path to the field that refers the expression.
+	// For example, the reference to the expression of the first item of
+	// validations is "spec.validations[0].expression"
+	FieldRef string `protobuf:"bytes,2,opt,name=field_ref,json=fieldRef,proto3" json:"field_ref,omitempty"`
+	// The content of type checking information in a human-readable form.
+	// Each line of the warning contains the type that the expression is checked
+	// against, followed by the type check error from the compiler.
+	Warning       string `protobuf:"bytes,3,opt,name=warning,proto3" json:"warning,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpressionWarning) Reset() {
+	*x = ExpressionWarning{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpressionWarning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpressionWarning) ProtoMessage() {}
+
+func (x *ExpressionWarning) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpressionWarning.ProtoReflect.Descriptor instead.
+func (*ExpressionWarning) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ExpressionWarning) GetFieldRef() string {
+	if x != nil {
+		return x.FieldRef
+	}
+	return ""
+}
+
+func (x *ExpressionWarning) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
+}
+
+// ValidatingAdmissionPolicyList is a list of ValidatingAdmissionPolicy.
+type ValidatingAdmissionPolicyList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// List of ValidatingAdmissionPolicy.
+	Items         []*ValidatingAdmissionPolicy `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicyList) Reset() {
+	*x = ValidatingAdmissionPolicyList{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicyList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicyList) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicyList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicyList.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicyList) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ValidatingAdmissionPolicyList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicyList) GetItems() []*ValidatingAdmissionPolicy {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ValidatingAdmissionPolicyBinding binds the ValidatingAdmissionPolicy with paramerized resources.
+// ValidatingAdmissionPolicyBinding and parameter CRDs together define how cluster administrators configure policies for clusters.
+//
+// For a given admission request, each binding will cause its policy to be
+// evaluated N times, where N is 1 for policies/bindings that don't use
+// params, otherwise N is the number of parameters selected by the binding.
+//
+// The CEL expressions of a policy must have a computed CEL cost below the maximum
+// CEL budget. Each evaluation of the policy is given an independent CEL cost budget.
+// Adding/removing policies, bindings, or params can not affect whether a
+// given (policy, binding, param) combination is within its own CEL budget.
+type ValidatingAdmissionPolicyBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Specification of the desired behavior of the ValidatingAdmissionPolicyBinding.
+	Spec          *ValidatingAdmissionPolicyBindingSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicyBinding) Reset() {
+	*x = ValidatingAdmissionPolicyBinding{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicyBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicyBinding) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicyBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicyBinding.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicyBinding) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ValidatingAdmissionPolicyBinding) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyBinding) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyBinding) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicyBinding) GetSpec() *ValidatingAdmissionPolicyBindingSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// ValidatingAdmissionPolicyBindingSpec is the specification of the ValidatingAdmissionPolicyBinding.
+type ValidatingAdmissionPolicyBindingSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// PolicyName references a ValidatingAdmissionPolicy name which the ValidatingAdmissionPolicyBinding binds to.
+	// If the referenced resource does not exist, this binding is considered invalid and will be ignored
+	// Required.
+	PolicyName string `protobuf:"bytes,1,opt,name=policy_name,json=policyName,proto3" json:"policy_name,omitempty"`
+	// paramRef specifies the parameter resource used to configure the admission control policy.
+	// It should point to a resource of the type specified in ParamKind of the bound ValidatingAdmissionPolicy.
+	// If the policy specifies a ParamKind and the resource referred to by ParamRef does not exist, this binding is considered mis-configured and the FailurePolicy of the ValidatingAdmissionPolicy applied.
+	// If the policy does not specify a ParamKind then this field is ignored, and the rules are evaluated without a param.
+	ParamRef *ParamRef `protobuf:"bytes,2,opt,name=param_ref,json=paramRef,proto3" json:"param_ref,omitempty"`
+	// MatchResources declares what resources match this binding and will be validated by it.
+	// Note that this is intersected with the policy's matchConstraints, so only requests that are matched by the policy can be selected by this.
+	// If this is unset, all resources matched by the policy are validated by this binding
+	// When resourceRules is unset, it does not constrain resource matching. If a resource is matched by the other fields of this object, it will be validated.
+	// Note that this is differs from ValidatingAdmissionPolicy matchConstraints, where resourceRules are required.
+	MatchResources *MatchResources `protobuf:"bytes,3,opt,name=match_resources,json=matchResources,proto3" json:"match_resources,omitempty"`
+	// validationActions declares how Validations of the referenced ValidatingAdmissionPolicy are enforced.
+	// If a validation evaluates to false it is always enforced according to these actions.
+	//
+	// Failures defined by the ValidatingAdmissionPolicy's FailurePolicy are enforced according
+	// to these actions only if the FailurePolicy is set to Fail, otherwise the failures are
+	// ignored. This includes compilation errors, runtime errors and misconfigurations of the policy.
+	//
+	// validationActions is declared as a set of action values. Order does
+	// not matter. validationActions may not contain duplicates of the same action.
+	//
+	// The supported actions values are:
+	//
+	// "Deny" specifies that a validation failure results in a denied request.
+	//
+	// "Warn" specifies that a validation failure is reported to the request client
+	// in HTTP Warning headers, with a warning code of 299. Warnings can be sent
+	// both for allowed or denied admission responses.
+	//
+	// "Audit" specifies that a validation failure is included in the published
+	// audit event for the request. The audit event will contain a
+	// `validation.policy.admission.k8s.io/validation_failure` audit annotation
+	// with a value containing the details of the validation failures, formatted as
+	// a JSON list of objects, each with the following fields:
+	// - message: The validation failure message string
+	// - policy: The resource name of the ValidatingAdmissionPolicy
+	// - binding: The resource name of the ValidatingAdmissionPolicyBinding
+	// - expressionIndex: The index of the failed validations in the ValidatingAdmissionPolicy
+	// - validationActions: The enforcement actions enacted for the validation failure
+	// Example audit annotation:
+	// `"validation.policy.admission.k8s.io/validation_failure": "[{\"message\": \"Invalid value\", {\"policy\": \"policy.example.com\", {\"binding\": \"policybinding.example.com\", {\"expressionIndex\": \"1\", {\"validationActions\": [\"Audit\"]}]"`
+	//
+	// Clients should expect to handle additional values by ignoring
+	// any values not recognized.
+	//
+	// "Deny" and "Warn" may not be used together since this combination
+	// needlessly duplicates the validation failure both in the
+	// API response body and the HTTP warning headers.
+	//
+	// Required.
+	ValidationActions []string `protobuf:"bytes,4,rep,name=validation_actions,json=validationActions,proto3" json:"validation_actions,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) Reset() {
+	*x = ValidatingAdmissionPolicyBindingSpec{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicyBindingSpec) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicyBindingSpec.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicyBindingSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) GetPolicyName() string {
+	if x != nil {
+		return x.PolicyName
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) GetParamRef() *ParamRef {
+	if x != nil {
+		return x.ParamRef
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) GetMatchResources() *MatchResources {
+	if x != nil {
+		return x.MatchResources
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicyBindingSpec) GetValidationActions() []string {
+	if x != nil {
+		return x.ValidationActions
+	}
+	return nil
+}
+
+// ParamRef describes how to locate the params to be used as input to
+// expressions of rules applied by a policy binding.
+type ParamRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the name of the resource being referenced.
+	//
+	// One of `name` or `selector` must be set, but `name` and `selector` are
+	// mutually exclusive properties. If one is set, the other must be unset.
+	//
+	// A single parameter used for all admission requests can be configured
+	// by setting the `name` field, leaving `selector` blank, and setting namespace
+	// if `paramKind` is namespace-scoped.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// namespace is the namespace of the referenced resource. Allows limiting
+	// the search for params to a specific namespace. Applies to both `name` and
+	// `selector` fields.
+	//
+	// A per-namespace parameter may be used by specifying a namespace-scoped
+	// `paramKind` in the policy and leaving this field empty.
+	//
+	// - If `paramKind` is cluster-scoped, this field MUST be unset. Setting this
+	// field results in a configuration error.
+	//
+	// - If `paramKind` is namespace-scoped, the namespace of the object being
+	// evaluated for admission will be used when this field is left unset. Take
+	// care that if this is left empty the binding must not match any cluster-scoped
+	// resources, which will result in an error.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// selector can be used to match multiple param objects based on their labels.
+	// Supply selector: {} to match all resources of the ParamKind.
+	//
+	// If multiple params are found, they are all evaluated with the policy expressions
+	// and the results are ANDed together.
+	//
+	// One of `name` or `selector` must be set, but `name` and `selector` are
+	// mutually exclusive properties. If one is set, the other must be unset.
+	Selector *v1.LabelSelector `protobuf:"bytes,3,opt,name=selector,proto3" json:"selector,omitempty"`
+	// `parameterNotFoundAction` controls the behavior of the binding when the resource
+	// exists, and name or selector is valid, but there are no parameters
+	// matched by the binding. If the value is set to `Allow`, then no
+	// matched parameters will be treated as successful validation by the binding.
+	// If set to `Deny`, then no matched parameters will be subject to the
+	// `failurePolicy` of the policy.
+	//
+	// Allowed values are `Allow` or `Deny`
+	//
+	// Required
+	ParameterNotFoundAction *string `protobuf:"bytes,4,opt,name=parameter_not_found_action,json=parameterNotFoundAction,proto3,oneof" json:"parameter_not_found_action,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *ParamRef) Reset() {
+	*x = ParamRef{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParamRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParamRef) ProtoMessage() {}
+
+func (x *ParamRef) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParamRef.ProtoReflect.Descriptor instead.
+func (*ParamRef) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ParamRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ParamRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ParamRef) GetSelector() *v1.LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *ParamRef) GetParameterNotFoundAction() string {
+	if x != nil && x.ParameterNotFoundAction != nil {
+		return *x.ParameterNotFoundAction
+	}
+	return ""
+}
+
+// ValidatingAdmissionPolicyBindingList is a list of ValidatingAdmissionPolicyBinding.
+type ValidatingAdmissionPolicyBindingList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// List of PolicyBinding.
+	Items         []*ValidatingAdmissionPolicyBinding `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidatingAdmissionPolicyBindingList) Reset() {
+	*x = ValidatingAdmissionPolicyBindingList{}
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidatingAdmissionPolicyBindingList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidatingAdmissionPolicyBindingList) ProtoMessage() {}
+
+func (x *ValidatingAdmissionPolicyBindingList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_admissionregistration_v1_types_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidatingAdmissionPolicyBindingList.ProtoReflect.Descriptor instead.
+func (*ValidatingAdmissionPolicyBindingList) Descriptor() ([]byte, []int) {
+	return file_kplane_admissionregistration_v1_types_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ValidatingAdmissionPolicyBindingList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyBindingList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ValidatingAdmissionPolicyBindingList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ValidatingAdmissionPolicyBindingList) GetItems() []*ValidatingAdmissionPolicyBinding {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_kplane_admissionregistration_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_admissionregistration_v1_types_proto_rawDesc = "" +
@@ -1352,7 +2782,96 @@ const file_kplane_admissionregistration_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12U\n" +
-	"\x05items\x18\x02 \x03(\v2?.kplane.admissionregistration.v1.ValidatingWebhookConfigurationR\x05itemsBXZVgithub.com/kplane/kplane/proto/kplane/admissionregistration/v1;admissionregistrationv1b\x06proto3"
+	"\x05items\x18\x02 \x03(\v2?.kplane.admissionregistration.v1.ValidatingWebhookConfigurationR\x05items\"\xb8\x02\n" +
+	"\x19ValidatingAdmissionPolicy\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12R\n" +
+	"\x04spec\x18\x02 \x01(\v2>.kplane.admissionregistration.v1.ValidatingAdmissionPolicySpecR\x04spec\x12X\n" +
+	"\x06status\x18\x03 \x01(\v2@.kplane.admissionregistration.v1.ValidatingAdmissionPolicyStatusR\x06status\"\xda\x04\n" +
+	"\x1dValidatingAdmissionPolicySpec\x12I\n" +
+	"\n" +
+	"param_kind\x18\x01 \x01(\v2*.kplane.admissionregistration.v1.ParamKindR\tparamKind\x12\\\n" +
+	"\x11match_constraints\x18\x02 \x01(\v2/.kplane.admissionregistration.v1.MatchResourcesR\x10matchConstraints\x12M\n" +
+	"\vvalidations\x18\x03 \x03(\v2+.kplane.admissionregistration.v1.ValidationR\vvalidations\x12*\n" +
+	"\x0efailure_policy\x18\x04 \x01(\tH\x00R\rfailurePolicy\x88\x01\x01\x12]\n" +
+	"\x11audit_annotations\x18\x05 \x03(\v20.kplane.admissionregistration.v1.AuditAnnotationR\x10auditAnnotations\x12Z\n" +
+	"\x10match_conditions\x18\x06 \x03(\v2/.kplane.admissionregistration.v1.MatchConditionR\x0fmatchConditions\x12G\n" +
+	"\tvariables\x18\a \x03(\v2).kplane.admissionregistration.v1.VariableR\tvariablesB\x11\n" +
+	"\x0f_failure_policy\"@\n" +
+	"\tParamKind\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xb0\x03\n" +
+	"\x0eMatchResources\x12L\n" +
+	"\x12namespace_selector\x18\x01 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\x11namespaceSelector\x12F\n" +
+	"\x0fobject_selector\x18\x02 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\x0eobjectSelector\x12_\n" +
+	"\x0eresource_rules\x18\x03 \x03(\v28.kplane.admissionregistration.v1.NamedRuleWithOperationsR\rresourceRules\x12n\n" +
+	"\x16exclude_resource_rules\x18\x04 \x03(\v28.kplane.admissionregistration.v1.NamedRuleWithOperationsR\x14excludeResourceRules\x12&\n" +
+	"\fmatch_policy\x18\a \x01(\tH\x00R\vmatchPolicy\x88\x01\x01B\x0f\n" +
+	"\r_match_policy\"\xad\x01\n" +
+	"\x17NamedRuleWithOperations\x12%\n" +
+	"\x0eresource_names\x18\x01 \x03(\tR\rresourceNames\x12k\n" +
+	"\x14rule_with_operations\x18\x02 \x01(\v23.kplane.admissionregistration.v1.RuleWithOperationsB\x04\xc8\xf3\x18\x01R\x12ruleWithOperations\"\xa3\x01\n" +
+	"\n" +
+	"Validation\x12$\n" +
+	"\n" +
+	"expression\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
+	"expression\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\x06reason\x18\x03 \x01(\tH\x00R\x06reason\x88\x01\x01\x12-\n" +
+	"\x12message_expression\x18\x04 \x01(\tR\x11messageExpressionB\t\n" +
+	"\a_reason\"Z\n" +
+	"\x0fAuditAnnotation\x12\x16\n" +
+	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12/\n" +
+	"\x10value_expression\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x0fvalueExpression\"J\n" +
+	"\bVariable\x12\x18\n" +
+	"\x04name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12$\n" +
+	"\n" +
+	"expression\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
+	"expression\"\xe1\x01\n" +
+	"\x1fValidatingAdmissionPolicyStatus\x12/\n" +
+	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x12R\n" +
+	"\rtype_checking\x18\x02 \x01(\v2-.kplane.admissionregistration.v1.TypeCheckingR\ftypeChecking\x129\n" +
+	"\n" +
+	"conditions\x18\x03 \x03(\v2\x19.kplane.meta.v1.ConditionR\n" +
+	"conditions\"s\n" +
+	"\fTypeChecking\x12c\n" +
+	"\x13expression_warnings\x18\x01 \x03(\v22.kplane.admissionregistration.v1.ExpressionWarningR\x12expressionWarnings\"V\n" +
+	"\x11ExpressionWarning\x12!\n" +
+	"\tfield_ref\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\bfieldRef\x12\x1e\n" +
+	"\awarning\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\awarning\"\xde\x01\n" +
+	"\x1dValidatingAdmissionPolicyList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12P\n" +
+	"\x05items\x18\x02 \x03(\v2:.kplane.admissionregistration.v1.ValidatingAdmissionPolicyR\x05items\"\xec\x01\n" +
+	" ValidatingAdmissionPolicyBinding\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12Y\n" +
+	"\x04spec\x18\x02 \x01(\v2E.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpecR\x04spec\"\x98\x02\n" +
+	"$ValidatingAdmissionPolicyBindingSpec\x12\x1f\n" +
+	"\vpolicy_name\x18\x01 \x01(\tR\n" +
+	"policyName\x12F\n" +
+	"\tparam_ref\x18\x02 \x01(\v2).kplane.admissionregistration.v1.ParamRefR\bparamRef\x12X\n" +
+	"\x0fmatch_resources\x18\x03 \x01(\v2/.kplane.admissionregistration.v1.MatchResourcesR\x0ematchResources\x12-\n" +
+	"\x12validation_actions\x18\x04 \x03(\tR\x11validationActions\"\xd8\x01\n" +
+	"\bParamRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x129\n" +
+	"\bselector\x18\x03 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\bselector\x12@\n" +
+	"\x1aparameter_not_found_action\x18\x04 \x01(\tH\x00R\x17parameterNotFoundAction\x88\x01\x01B\x1d\n" +
+	"\x1b_parameter_not_found_action\"\xec\x01\n" +
+	"$ValidatingAdmissionPolicyBindingList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12W\n" +
+	"\x05items\x18\x02 \x03(\v2A.kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingR\x05itemsBXZVgithub.com/kplane/kplane/proto/kplane/admissionregistration/v1;admissionregistrationv1b\x06proto3"
 
 var (
 	file_kplane_admissionregistration_v1_types_proto_rawDescOnce sync.Once
@@ -1366,49 +2885,92 @@ func file_kplane_admissionregistration_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_admissionregistration_v1_types_proto_rawDescData
 }
 
-var file_kplane_admissionregistration_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_kplane_admissionregistration_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_kplane_admissionregistration_v1_types_proto_goTypes = []any{
-	(*MutatingWebhookConfiguration)(nil),       // 0: kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	(*MutatingWebhook)(nil),                    // 1: kplane.admissionregistration.v1.MutatingWebhook
-	(*WebhookClientConfig)(nil),                // 2: kplane.admissionregistration.v1.WebhookClientConfig
-	(*ServiceReference)(nil),                   // 3: kplane.admissionregistration.v1.ServiceReference
-	(*RuleWithOperations)(nil),                 // 4: kplane.admissionregistration.v1.RuleWithOperations
-	(*Rule)(nil),                               // 5: kplane.admissionregistration.v1.Rule
-	(*MatchCondition)(nil),                     // 6: kplane.admissionregistration.v1.MatchCondition
-	(*MutatingWebhookConfigurationList)(nil),   // 7: kplane.admissionregistration.v1.MutatingWebhookConfigurationList
-	(*ValidatingWebhookConfiguration)(nil),     // 8: kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	(*ValidatingWebhook)(nil),                  // 9: kplane.admissionregistration.v1.ValidatingWebhook
-	(*ValidatingWebhookConfigurationList)(nil), // 10: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList
-	(*v1.ObjectMeta)(nil),                      // 11: kplane.meta.v1.ObjectMeta
-	(*v1.LabelSelector)(nil),                   // 12: kplane.meta.v1.LabelSelector
-	(*v1.ListMeta)(nil),                        // 13: kplane.meta.v1.ListMeta
+	(*MutatingWebhookConfiguration)(nil),         // 0: kplane.admissionregistration.v1.MutatingWebhookConfiguration
+	(*MutatingWebhook)(nil),                      // 1: kplane.admissionregistration.v1.MutatingWebhook
+	(*WebhookClientConfig)(nil),                  // 2: kplane.admissionregistration.v1.WebhookClientConfig
+	(*ServiceReference)(nil),                     // 3: kplane.admissionregistration.v1.ServiceReference
+	(*RuleWithOperations)(nil),                   // 4: kplane.admissionregistration.v1.RuleWithOperations
+	(*Rule)(nil),                                 // 5: kplane.admissionregistration.v1.Rule
+	(*MatchCondition)(nil),                       // 6: kplane.admissionregistration.v1.MatchCondition
+	(*MutatingWebhookConfigurationList)(nil),     // 7: kplane.admissionregistration.v1.MutatingWebhookConfigurationList
+	(*ValidatingWebhookConfiguration)(nil),       // 8: kplane.admissionregistration.v1.ValidatingWebhookConfiguration
+	(*ValidatingWebhook)(nil),                    // 9: kplane.admissionregistration.v1.ValidatingWebhook
+	(*ValidatingWebhookConfigurationList)(nil),   // 10: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList
+	(*ValidatingAdmissionPolicy)(nil),            // 11: kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	(*ValidatingAdmissionPolicySpec)(nil),        // 12: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec
+	(*ParamKind)(nil),                            // 13: kplane.admissionregistration.v1.ParamKind
+	(*MatchResources)(nil),                       // 14: kplane.admissionregistration.v1.MatchResources
+	(*NamedRuleWithOperations)(nil),              // 15: kplane.admissionregistration.v1.NamedRuleWithOperations
+	(*Validation)(nil),                           // 16: kplane.admissionregistration.v1.Validation
+	(*AuditAnnotation)(nil),                      // 17: kplane.admissionregistration.v1.AuditAnnotation
+	(*Variable)(nil),                             // 18: kplane.admissionregistration.v1.Variable
+	(*ValidatingAdmissionPolicyStatus)(nil),      // 19: kplane.admissionregistration.v1.ValidatingAdmissionPolicyStatus
+	(*TypeChecking)(nil),                         // 20: kplane.admissionregistration.v1.TypeChecking
+	(*ExpressionWarning)(nil),                    // 21: kplane.admissionregistration.v1.ExpressionWarning
+	(*ValidatingAdmissionPolicyList)(nil),        // 22: kplane.admissionregistration.v1.ValidatingAdmissionPolicyList
+	(*ValidatingAdmissionPolicyBinding)(nil),     // 23: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	(*ValidatingAdmissionPolicyBindingSpec)(nil), // 24: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec
+	(*ParamRef)(nil),                             // 25: kplane.admissionregistration.v1.ParamRef
+	(*ValidatingAdmissionPolicyBindingList)(nil), // 26: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingList
+	(*v1.ObjectMeta)(nil),                        // 27: kplane.meta.v1.ObjectMeta
+	(*v1.LabelSelector)(nil),                     // 28: kplane.meta.v1.LabelSelector
+	(*v1.ListMeta)(nil),                          // 29: kplane.meta.v1.ListMeta
+	(*v1.Condition)(nil),                         // 30: kplane.meta.v1.Condition
 }
 var file_kplane_admissionregistration_v1_types_proto_depIdxs = []int32{
-	11, // 0: kplane.admissionregistration.v1.MutatingWebhookConfiguration.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	27, // 0: kplane.admissionregistration.v1.MutatingWebhookConfiguration.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,  // 1: kplane.admissionregistration.v1.MutatingWebhookConfiguration.webhooks:type_name -> kplane.admissionregistration.v1.MutatingWebhook
 	2,  // 2: kplane.admissionregistration.v1.MutatingWebhook.client_config:type_name -> kplane.admissionregistration.v1.WebhookClientConfig
 	4,  // 3: kplane.admissionregistration.v1.MutatingWebhook.rules:type_name -> kplane.admissionregistration.v1.RuleWithOperations
-	12, // 4: kplane.admissionregistration.v1.MutatingWebhook.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
-	12, // 5: kplane.admissionregistration.v1.MutatingWebhook.object_selector:type_name -> kplane.meta.v1.LabelSelector
+	28, // 4: kplane.admissionregistration.v1.MutatingWebhook.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	28, // 5: kplane.admissionregistration.v1.MutatingWebhook.object_selector:type_name -> kplane.meta.v1.LabelSelector
 	6,  // 6: kplane.admissionregistration.v1.MutatingWebhook.match_conditions:type_name -> kplane.admissionregistration.v1.MatchCondition
 	3,  // 7: kplane.admissionregistration.v1.WebhookClientConfig.service:type_name -> kplane.admissionregistration.v1.ServiceReference
 	5,  // 8: kplane.admissionregistration.v1.RuleWithOperations.rule:type_name -> kplane.admissionregistration.v1.Rule
-	13, // 9: kplane.admissionregistration.v1.MutatingWebhookConfigurationList.metadata:type_name -> kplane.meta.v1.ListMeta
+	29, // 9: kplane.admissionregistration.v1.MutatingWebhookConfigurationList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,  // 10: kplane.admissionregistration.v1.MutatingWebhookConfigurationList.items:type_name -> kplane.admissionregistration.v1.MutatingWebhookConfiguration
-	11, // 11: kplane.admissionregistration.v1.ValidatingWebhookConfiguration.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	27, // 11: kplane.admissionregistration.v1.ValidatingWebhookConfiguration.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	9,  // 12: kplane.admissionregistration.v1.ValidatingWebhookConfiguration.webhooks:type_name -> kplane.admissionregistration.v1.ValidatingWebhook
 	2,  // 13: kplane.admissionregistration.v1.ValidatingWebhook.client_config:type_name -> kplane.admissionregistration.v1.WebhookClientConfig
 	4,  // 14: kplane.admissionregistration.v1.ValidatingWebhook.rules:type_name -> kplane.admissionregistration.v1.RuleWithOperations
-	12, // 15: kplane.admissionregistration.v1.ValidatingWebhook.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
-	12, // 16: kplane.admissionregistration.v1.ValidatingWebhook.object_selector:type_name -> kplane.meta.v1.LabelSelector
+	28, // 15: kplane.admissionregistration.v1.ValidatingWebhook.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	28, // 16: kplane.admissionregistration.v1.ValidatingWebhook.object_selector:type_name -> kplane.meta.v1.LabelSelector
 	6,  // 17: kplane.admissionregistration.v1.ValidatingWebhook.match_conditions:type_name -> kplane.admissionregistration.v1.MatchCondition
-	13, // 18: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList.metadata:type_name -> kplane.meta.v1.ListMeta
+	29, // 18: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList.metadata:type_name -> kplane.meta.v1.ListMeta
 	8,  // 19: kplane.admissionregistration.v1.ValidatingWebhookConfigurationList.items:type_name -> kplane.admissionregistration.v1.ValidatingWebhookConfiguration
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	27, // 20: kplane.admissionregistration.v1.ValidatingAdmissionPolicy.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	12, // 21: kplane.admissionregistration.v1.ValidatingAdmissionPolicy.spec:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec
+	19, // 22: kplane.admissionregistration.v1.ValidatingAdmissionPolicy.status:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyStatus
+	13, // 23: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec.param_kind:type_name -> kplane.admissionregistration.v1.ParamKind
+	14, // 24: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec.match_constraints:type_name -> kplane.admissionregistration.v1.MatchResources
+	16, // 25: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec.validations:type_name -> kplane.admissionregistration.v1.Validation
+	17, // 26: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec.audit_annotations:type_name -> kplane.admissionregistration.v1.AuditAnnotation
+	6,  // 27: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec.match_conditions:type_name -> kplane.admissionregistration.v1.MatchCondition
+	18, // 28: kplane.admissionregistration.v1.ValidatingAdmissionPolicySpec.variables:type_name -> kplane.admissionregistration.v1.Variable
+	28, // 29: kplane.admissionregistration.v1.MatchResources.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	28, // 30: kplane.admissionregistration.v1.MatchResources.object_selector:type_name -> kplane.meta.v1.LabelSelector
+	15, // 31: kplane.admissionregistration.v1.MatchResources.resource_rules:type_name -> kplane.admissionregistration.v1.NamedRuleWithOperations
+	15, // 32: kplane.admissionregistration.v1.MatchResources.exclude_resource_rules:type_name -> kplane.admissionregistration.v1.NamedRuleWithOperations
+	4,  // 33: kplane.admissionregistration.v1.NamedRuleWithOperations.rule_with_operations:type_name -> kplane.admissionregistration.v1.RuleWithOperations
+	20, // 34: kplane.admissionregistration.v1.ValidatingAdmissionPolicyStatus.type_checking:type_name -> kplane.admissionregistration.v1.TypeChecking
+	30, // 35: kplane.admissionregistration.v1.ValidatingAdmissionPolicyStatus.conditions:type_name -> kplane.meta.v1.Condition
+	21, // 36: kplane.admissionregistration.v1.TypeChecking.expression_warnings:type_name -> kplane.admissionregistration.v1.ExpressionWarning
+	29, // 37: kplane.admissionregistration.v1.ValidatingAdmissionPolicyList.metadata:type_name -> kplane.meta.v1.ListMeta
+	11, // 38: kplane.admissionregistration.v1.ValidatingAdmissionPolicyList.items:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicy
+	27, // 39: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	24, // 40: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding.spec:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec
+	25, // 41: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec.param_ref:type_name -> kplane.admissionregistration.v1.ParamRef
+	14, // 42: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpec.match_resources:type_name -> kplane.admissionregistration.v1.MatchResources
+	28, // 43: kplane.admissionregistration.v1.ParamRef.selector:type_name -> kplane.meta.v1.LabelSelector
+	29, // 44: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingList.metadata:type_name -> kplane.meta.v1.ListMeta
+	23, // 45: kplane.admissionregistration.v1.ValidatingAdmissionPolicyBindingList.items:type_name -> kplane.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_kplane_admissionregistration_v1_types_proto_init() }
@@ -1421,13 +2983,17 @@ func file_kplane_admissionregistration_v1_types_proto_init() {
 	file_kplane_admissionregistration_v1_types_proto_msgTypes[3].OneofWrappers = []any{}
 	file_kplane_admissionregistration_v1_types_proto_msgTypes[5].OneofWrappers = []any{}
 	file_kplane_admissionregistration_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_types_proto_msgTypes[14].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_types_proto_msgTypes[16].OneofWrappers = []any{}
+	file_kplane_admissionregistration_v1_types_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_admissionregistration_v1_types_proto_rawDesc), len(file_kplane_admissionregistration_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -15,3 +15,11 @@ func (x *RuleWithOperations) GetResources() []string { return x.GetRule().GetRes
 
 // GetScope returns Rule.Scope (written inline in JSON).
 func (x *RuleWithOperations) GetScope() string { return x.GetRule().GetScope() }
+
+// GetOperations returns RuleWithOperations.Operations (written inline in JSON).
+func (x *NamedRuleWithOperations) GetOperations() []string {
+	return x.GetRuleWithOperations().GetOperations()
+}
+
+// GetRule returns RuleWithOperations.Rule (written inline in JSON).
+func (x *NamedRuleWithOperations) GetRule() *Rule { return x.GetRuleWithOperations().GetRule() }

@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/telemetry"
-	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"

@@ -1,8 +1,8 @@
-package controllers_test
-
 // This file holds the EndpointSlice controller's tests against a real
 // in-process API service: slices follow pods becoming ready, not ready and
 // terminating, the Service's selector and named ports.
+
+package controllers_test
 
 import (
 	"fmt"

@@ -1,3 +1,7 @@
+// This file holds the unit tests of the EndpointSlice controller's plan:
+// packing endpoints into slices of at most 100, filling slices being
+// updated, and writing nothing in a steady state.
+
 package endpointslice
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the unit tests of the mirroring plan: the EndpointSlices
+// that stand for a selector-less Service's user-written Endpoints.
+
 package endpointslicemirroring
 
 import (

@@ -1,7 +1,8 @@
 // This file holds the Job test with the real kubectl (1.27 and 1.33)
 // through the gateway, on a cluster whose pods run: the scheduler, the Job
 // controller and the garbage collector, and a node agent on the built-in
-// runtime, whose containers exit after KPLANE_SIM_RUN_SECONDS. create job,
+// runtime, whose containers exit after KPLANE_SIM_RUN_SECONDS or when their
+// script ends. create job,
 // apply -f, wait --for=condition=complete (and failed), get jobs, describe
 // job, explain and delete work as on Kubernetes.
 package kubectltest
@@ -48,9 +49,21 @@ func TestKubectlJobs(t *testing.T) {
 			ns := "x" + strings.ReplaceAll(strings.TrimPrefix(bin, "kubectl."), ".", "")
 			run("create", "ns", ns)
 
-			// kubectl create job: its pod runs (a simulated container
-			// without rules runs until stopped).
-			if out := run("create", "job", "hello", "--image="+simImage, "-n", ns, "--", "echo", "hi"); !strings.Contains(out, "job.batch/hello created") {
+			// A job whose command is a script completes when the script
+			// ends (the built-in runtime runs scripts, nodeagent/README.md).
+			if out := run("create", "job", "echo", "--image="+simImage, "-n", ns, "--", "sh", "-c", "echo hi from $HOSTNAME"); !strings.Contains(out, "job.batch/echo created") {
+				t.Errorf("kubectl create job echo:\n%s", out)
+			}
+			if out := run("wait", "--for=condition=complete", "job/echo", "-n", ns, "--timeout=60s"); !strings.Contains(out, "condition met") {
+				t.Errorf("kubectl wait complete:\n%s", out)
+			}
+			if out := run("delete", "job", "echo", "-n", ns); !strings.Contains(out, `job.batch "echo" deleted`) {
+				t.Errorf("kubectl delete job echo:\n%s", out)
+			}
+
+			// kubectl create job: its pod runs (a scripted container
+			// sleeping an hour runs until stopped).
+			if out := run("create", "job", "hello", "--image="+simImage, "-n", ns, "--", "sleep", "3600"); !strings.Contains(out, "job.batch/hello created") {
 				t.Errorf("kubectl create job:\n%s", out)
 			}
 			if out := run("wait", "--for=jsonpath={.status.ready}=1", "job/hello", "-n", ns, "--timeout=60s"); !strings.Contains(out, "condition met") {

@@ -11,6 +11,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 )
 
 // setDefaults fills the fields Kubernetes defaults when a client leaves them
@@ -123,6 +124,8 @@ func setDefaults(obj proto.Message) {
 		defaultJob(o)
 	case *batchv1.CronJob:
 		defaultCronJob(o)
+	case *schedulingv1.PriorityClass:
+		defaultPriorityClass(o)
 	case *corev1.ServiceAccount:
 		// As Kubernetes' strategy on create and update: a secrets entry
 		// keeps only its name.
@@ -197,9 +200,6 @@ func defaultPodSpec(s *corev1.PodSpec) {
 	}
 	if s.EnableServiceLinks == nil {
 		s.EnableServiceLinks = proto.Bool(true)
-	}
-	if s.Priority == nil && s.PriorityClassName == "" {
-		s.Priority = proto.Int32(0)
 	}
 	for _, c := range s.InitContainers {
 		defaultContainer(c)

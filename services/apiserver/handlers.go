@@ -178,6 +178,13 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 		if a.Object != nil && a.Subresource == "" {
 			setDefaults(a.Object)
 		}
+		// The built-in plugins Kubernetes runs before the webhooks.
+		if err := s.admitLimitRanges(ctx, a); err != nil {
+			return err
+		}
+		if err := s.admitPriority(ctx, a); err != nil {
+			return err
+		}
 		for _, p := range s.cfg.Mutating {
 			if err := p.Admit(ctx, a); err != nil {
 				return err
@@ -213,6 +220,12 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
+			return err
+		}
+		if err := s.validateLimitRanges(ctx, a); err != nil {
+			return err
+		}
+		if err := s.validatePriorityClassAdmission(ctx, a); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {
@@ -619,6 +632,9 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = &policyv1.PodDisruptionBudgetStatus{}
 	case *batchv1.CronJob:
 		o.Status = nil // a Job's is cleared with its generated selector
+	case *corev1.ResourceQuota:
+		// The resource quota controller fills it.
+		o.Status = nil
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -649,14 +665,21 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 	if err := s.admitValidating(ctx, c, adm); err != nil {
 		return nil, err
 	}
+	q, err := s.newQuotaCharge(ctx, c, r, request.Create, obj, nil, dry)
+	if err != nil {
+		return nil, err
+	}
 	if dry {
+		if err := q.dryRun(ctx); err != nil {
+			return nil, err
+		}
 		return obj, s.dryRunAddresses(ctx, obj, nil)
 	}
 	m := meta(obj)
 	setTraceAnnotation(ctx, m)
 	var rev int64
-	err := s.storeStage(ctx, c, func(ctx context.Context) (err error) {
-		rev, err = s.storeCreate(ctx, r, obj)
+	err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
+		rev, err = s.storeCreate(ctx, r, obj, q)
 		return err
 	})
 	if err != nil {
@@ -825,7 +848,11 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 			if finished {
 				newRev, err = s.storeRemove(ctx, r, ns, name, rev, n)
 			} else {
-				newRev, err = s.storeUpdate(ctx, r, ns, name, rev, n, old)
+				q, err := s.newQuotaCharge(ctx, c, r, request.Update, n, old, false)
+				if err != nil {
+					return err
+				}
+				newRev, err = s.storeUpdate(ctx, r, ns, name, rev, n, old, q)
 			}
 			return err
 		})

@@ -66,6 +66,8 @@ func groups() []group {
 			{Kind: "Secret", Plural: "Secrets", Resource: "secrets", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ServiceAccount", Plural: "ServiceAccounts", Resource: "serviceaccounts", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicationController", Plural: "ReplicationControllers", Resource: "replicationcontrollers", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
+			{Kind: "ResourceQuota", Plural: "ResourceQuotas", Resource: "resourcequotas", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "LimitRange", Plural: "LimitRanges", Resource: "limitranges", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
@@ -76,6 +78,9 @@ func groups() []group {
 		{Dir: "batch", Name: "batch", GoAlias: "batchv1", Resource: []resource{
 			{Kind: "Job", Plural: "Jobs", Resource: "jobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "CronJob", Plural: "CronJobs", Resource: "cronjobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "scheduling", Name: "scheduling.k8s.io", GoAlias: "schedulingv1", Resource: []resource{
+			{Kind: "PriorityClass", Plural: "PriorityClasses", Resource: "priorityclasses", AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},

@@ -66,6 +66,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,7 +107,8 @@ func packages() []protoPkg {
 			Roots: []any{corev1.Namespace{}, corev1.NamespaceList{}, corev1.Pod{}, corev1.PodList{}, corev1.Binding{},
 				corev1.Node{}, corev1.NodeList{}, corev1.Event{}, corev1.EventList{}, corev1.Service{}, corev1.ServiceList{},
 				corev1.Endpoints{}, corev1.EndpointsList{}, corev1.ConfigMap{}, corev1.ConfigMapList{}, corev1.Secret{}, corev1.SecretList{},
-				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{}}},
+				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{},
+				corev1.ResourceQuota{}, corev1.ResourceQuotaList{}, corev1.LimitRange{}, corev1.LimitRangeList{}}},
 		{Dir: "apps", File: "types.proto", GoAlias: "appsv1", GoPkgs: []string{"k8s.io/api/apps/v1"},
 			Doc: "holds Kubernetes' apps/v1 resources",
 			Roots: []any{appsv1.Deployment{}, appsv1.DeploymentList{}, appsv1.ReplicaSet{}, appsv1.ReplicaSetList{},
@@ -138,6 +140,9 @@ func packages() []protoPkg {
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
+		{Dir: "scheduling", File: "types.proto", GoAlias: "schedulingv1", GoPkgs: []string{"k8s.io/api/scheduling/v1"},
+			Doc:   "holds Kubernetes' scheduling.k8s.io/v1 resources",
+			Roots: []any{schedulingv1.PriorityClass{}, schedulingv1.PriorityClassList{}}},
 	}
 }
 

@@ -15655,6 +15655,721 @@ func (x *ReplicationControllerList) GetItems() []*ReplicationController {
 	return nil
 }
 
+// ResourceQuota sets aggregate quota restrictions enforced per namespace
+type ResourceQuota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Spec defines the desired quota.
+	// https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Spec *ResourceQuotaSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Status defines the actual enforced quota and its current usage.
+	// https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Status        *ResourceQuotaStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuota) Reset() {
+	*x = ResourceQuota{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[176]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuota) ProtoMessage() {}
+
+func (x *ResourceQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[176]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuota.ProtoReflect.Descriptor instead.
+func (*ResourceQuota) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{176}
+}
+
+func (x *ResourceQuota) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ResourceQuota) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceQuota) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceQuota) GetSpec() *ResourceQuotaSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ResourceQuota) GetStatus() *ResourceQuotaStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// ResourceQuotaSpec defines the desired hard limits to enforce for Quota.
+type ResourceQuotaSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hard is the set of desired hard limits for each named resource.
+	// More info: https://kubernetes.io/docs/concepts/policy/resource-quotas/
+	Hard map[string]string `protobuf:"bytes,1,rep,name=hard,proto3" json:"hard,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A collection of filters that must match each object tracked by a quota.
+	// If not specified, the quota matches all objects.
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// scopeSelector is also a collection of filters like scopes that must match each object tracked by a quota
+	// but expressed using ScopeSelectorOperator in combination with possible values.
+	// For a resource to match, both scopes AND scopeSelector (if specified in spec), must be matched.
+	ScopeSelector *ScopeSelector `protobuf:"bytes,3,opt,name=scope_selector,json=scopeSelector,proto3" json:"scope_selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuotaSpec) Reset() {
+	*x = ResourceQuotaSpec{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[177]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotaSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotaSpec) ProtoMessage() {}
+
+func (x *ResourceQuotaSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[177]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotaSpec.ProtoReflect.Descriptor instead.
+func (*ResourceQuotaSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{177}
+}
+
+func (x *ResourceQuotaSpec) GetHard() map[string]string {
+	if x != nil {
+		return x.Hard
+	}
+	return nil
+}
+
+func (x *ResourceQuotaSpec) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *ResourceQuotaSpec) GetScopeSelector() *ScopeSelector {
+	if x != nil {
+		return x.ScopeSelector
+	}
+	return nil
+}
+
+// A scope selector represents the AND of the selectors represented
+// by the scoped-resource selector requirements.
+type ScopeSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A list of scope selector requirements by scope of the resources.
+	MatchExpressions []*ScopedResourceSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ScopeSelector) Reset() {
+	*x = ScopeSelector{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScopeSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScopeSelector) ProtoMessage() {}
+
+func (x *ScopeSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScopeSelector.ProtoReflect.Descriptor instead.
+func (*ScopeSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{178}
+}
+
+func (x *ScopeSelector) GetMatchExpressions() []*ScopedResourceSelectorRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// A scoped-resource selector requirement is a selector that contains values, a scope name, and an operator
+// that relates the scope name and values.
+type ScopedResourceSelectorRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of the scope that the selector applies to.
+	ScopeName string `protobuf:"bytes,1,opt,name=scope_name,json=scopeName,proto3" json:"scope_name,omitempty"`
+	// Represents a scope's relationship to a set of values.
+	// Valid operators are In, NotIn, Exists, DoesNotExist.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// An array of string values. If the operator is In or NotIn,
+	// the values array must be non-empty. If the operator is Exists or DoesNotExist,
+	// the values array must be empty.
+	// This array is replaced during a strategic merge patch.
+	Values        []string `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScopedResourceSelectorRequirement) Reset() {
+	*x = ScopedResourceSelectorRequirement{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScopedResourceSelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScopedResourceSelectorRequirement) ProtoMessage() {}
+
+func (x *ScopedResourceSelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScopedResourceSelectorRequirement.ProtoReflect.Descriptor instead.
+func (*ScopedResourceSelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{179}
+}
+
+func (x *ScopedResourceSelectorRequirement) GetScopeName() string {
+	if x != nil {
+		return x.ScopeName
+	}
+	return ""
+}
+
+func (x *ScopedResourceSelectorRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ScopedResourceSelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// ResourceQuotaStatus defines the enforced hard limits and observed use.
+type ResourceQuotaStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hard is the set of enforced hard limits for each named resource.
+	// More info: https://kubernetes.io/docs/concepts/policy/resource-quotas/
+	Hard map[string]string `protobuf:"bytes,1,rep,name=hard,proto3" json:"hard,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Used is the current observed total usage of the resource in the namespace.
+	Used          map[string]string `protobuf:"bytes,2,rep,name=used,proto3" json:"used,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuotaStatus) Reset() {
+	*x = ResourceQuotaStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotaStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotaStatus) ProtoMessage() {}
+
+func (x *ResourceQuotaStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotaStatus.ProtoReflect.Descriptor instead.
+func (*ResourceQuotaStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{180}
+}
+
+func (x *ResourceQuotaStatus) GetHard() map[string]string {
+	if x != nil {
+		return x.Hard
+	}
+	return nil
+}
+
+func (x *ResourceQuotaStatus) GetUsed() map[string]string {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+// ResourceQuotaList is a list of ResourceQuota items.
+type ResourceQuotaList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Items is a list of ResourceQuota objects.
+	// More info: https://kubernetes.io/docs/concepts/policy/resource-quotas/
+	Items         []*ResourceQuota `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuotaList) Reset() {
+	*x = ResourceQuotaList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotaList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotaList) ProtoMessage() {}
+
+func (x *ResourceQuotaList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotaList.ProtoReflect.Descriptor instead.
+func (*ResourceQuotaList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{181}
+}
+
+func (x *ResourceQuotaList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ResourceQuotaList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceQuotaList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceQuotaList) GetItems() []*ResourceQuota {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// LimitRange sets resource usage limits for each kind of resource in a Namespace.
+type LimitRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Spec defines the limits enforced.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Spec          *LimitRangeSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRange) Reset() {
+	*x = LimitRange{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRange) ProtoMessage() {}
+
+func (x *LimitRange) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRange.ProtoReflect.Descriptor instead.
+func (*LimitRange) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{182}
+}
+
+func (x *LimitRange) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *LimitRange) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LimitRange) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *LimitRange) GetSpec() *LimitRangeSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// LimitRangeSpec defines a min/max usage limit for resources that match on kind.
+type LimitRangeSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Limits is the list of LimitRangeItem objects that are enforced.
+	Limits        []*LimitRangeItem `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRangeSpec) Reset() {
+	*x = LimitRangeSpec{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRangeSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRangeSpec) ProtoMessage() {}
+
+func (x *LimitRangeSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRangeSpec.ProtoReflect.Descriptor instead.
+func (*LimitRangeSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{183}
+}
+
+func (x *LimitRangeSpec) GetLimits() []*LimitRangeItem {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// LimitRangeItem defines a min/max usage limit for any resource that matches on kind.
+type LimitRangeItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type of resource that this limit applies to.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Max usage constraints on this kind by resource name.
+	Max map[string]string `protobuf:"bytes,2,rep,name=max,proto3" json:"max,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Min usage constraints on this kind by resource name.
+	Min map[string]string `protobuf:"bytes,3,rep,name=min,proto3" json:"min,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Default resource requirement limit value by resource name if resource limit is omitted.
+	Default map[string]string `protobuf:"bytes,4,rep,name=default,proto3" json:"default,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// DefaultRequest is the default resource requirement request value by resource name if resource request is omitted.
+	DefaultRequest map[string]string `protobuf:"bytes,5,rep,name=default_request,json=defaultRequest,proto3" json:"default_request,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// MaxLimitRequestRatio if specified, the named resource must have a request and limit that are both non-zero where limit divided by request is less than or equal to the enumerated value; this represents the max burst for the named resource.
+	MaxLimitRequestRatio map[string]string `protobuf:"bytes,6,rep,name=max_limit_request_ratio,json=maxLimitRequestRatio,proto3" json:"max_limit_request_ratio,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *LimitRangeItem) Reset() {
+	*x = LimitRangeItem{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRangeItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRangeItem) ProtoMessage() {}
+
+func (x *LimitRangeItem) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRangeItem.ProtoReflect.Descriptor instead.
+func (*LimitRangeItem) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{184}
+}
+
+func (x *LimitRangeItem) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *LimitRangeItem) GetMax() map[string]string {
+	if x != nil {
+		return x.Max
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetMin() map[string]string {
+	if x != nil {
+		return x.Min
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetDefault() map[string]string {
+	if x != nil {
+		return x.Default
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetDefaultRequest() map[string]string {
+	if x != nil {
+		return x.DefaultRequest
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetMaxLimitRequestRatio() map[string]string {
+	if x != nil {
+		return x.MaxLimitRequestRatio
+	}
+	return nil
+}
+
+// LimitRangeList is a list of LimitRange items.
+type LimitRangeList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Items is a list of LimitRange objects.
+	// More info: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/
+	Items         []*LimitRange `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRangeList) Reset() {
+	*x = LimitRangeList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRangeList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRangeList) ProtoMessage() {}
+
+func (x *LimitRangeList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRangeList.ProtoReflect.Descriptor instead.
+func (*LimitRangeList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{185}
+}
+
+func (x *LimitRangeList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *LimitRangeList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LimitRangeList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *LimitRangeList) GetItems() []*LimitRange {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_kplane_core_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_types_proto_rawDesc = "" +
@@ -16931,7 +17646,80 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12;\n" +
-	"\x05items\x18\x02 \x03(\v2%.kplane.core.v1.ReplicationControllerR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	"\x05items\x18\x02 \x03(\v2%.kplane.core.v1.ReplicationControllerR\x05items\"\xf2\x01\n" +
+	"\rResourceQuota\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x125\n" +
+	"\x04spec\x18\x02 \x01(\v2!.kplane.core.v1.ResourceQuotaSpecR\x04spec\x12;\n" +
+	"\x06status\x18\x03 \x01(\v2#.kplane.core.v1.ResourceQuotaStatusR\x06status\"\xeb\x01\n" +
+	"\x11ResourceQuotaSpec\x12?\n" +
+	"\x04hard\x18\x01 \x03(\v2+.kplane.core.v1.ResourceQuotaSpec.HardEntryR\x04hard\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12D\n" +
+	"\x0escope_selector\x18\x03 \x01(\v2\x1d.kplane.core.v1.ScopeSelectorR\rscopeSelector\x1a7\n" +
+	"\tHardEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
+	"\rScopeSelector\x12^\n" +
+	"\x11match_expressions\x18\x01 \x03(\v21.kplane.core.v1.ScopedResourceSelectorRequirementR\x10matchExpressions\"\x82\x01\n" +
+	"!ScopedResourceSelectorRequirement\x12#\n" +
+	"\n" +
+	"scope_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tscopeName\x12 \n" +
+	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\x8d\x02\n" +
+	"\x13ResourceQuotaStatus\x12A\n" +
+	"\x04hard\x18\x01 \x03(\v2-.kplane.core.v1.ResourceQuotaStatus.HardEntryR\x04hard\x12A\n" +
+	"\x04used\x18\x02 \x03(\v2-.kplane.core.v1.ResourceQuotaStatus.UsedEntryR\x04used\x1a7\n" +
+	"\tHardEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a7\n" +
+	"\tUsedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
+	"\x11ResourceQuotaList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x123\n" +
+	"\x05items\x18\x02 \x03(\v2\x1d.kplane.core.v1.ResourceQuotaR\x05items\"\xaf\x01\n" +
+	"\n" +
+	"LimitRange\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x122\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1e.kplane.core.v1.LimitRangeSpecR\x04spec\"H\n" +
+	"\x0eLimitRangeSpec\x126\n" +
+	"\x06limits\x18\x01 \x03(\v2\x1e.kplane.core.v1.LimitRangeItemR\x06limits\"\xed\x05\n" +
+	"\x0eLimitRangeItem\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x129\n" +
+	"\x03max\x18\x02 \x03(\v2'.kplane.core.v1.LimitRangeItem.MaxEntryR\x03max\x129\n" +
+	"\x03min\x18\x03 \x03(\v2'.kplane.core.v1.LimitRangeItem.MinEntryR\x03min\x12E\n" +
+	"\adefault\x18\x04 \x03(\v2+.kplane.core.v1.LimitRangeItem.DefaultEntryR\adefault\x12[\n" +
+	"\x0fdefault_request\x18\x05 \x03(\v22.kplane.core.v1.LimitRangeItem.DefaultRequestEntryR\x0edefaultRequest\x12o\n" +
+	"\x17max_limit_request_ratio\x18\x06 \x03(\v28.kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntryR\x14maxLimitRequestRatio\x1a6\n" +
+	"\bMaxEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
+	"\bMinEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fDefaultEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13DefaultRequestEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aG\n" +
+	"\x19MaxLimitRequestRatioEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x0eLimitRangeList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x120\n" +
+	"\x05items\x18\x02 \x03(\v2\x1a.kplane.core.v1.LimitRangeR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_types_proto_rawDescOnce sync.Once
@@ -16945,7 +17733,7 @@ func file_kplane_core_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_types_proto_rawDescData
 }
 
-var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 193)
+var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 211)
 var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.core.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.core.v1.NamespaceSpec
@@ -17123,46 +17911,64 @@ var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*ReplicationControllerStatus)(nil),       // 173: kplane.core.v1.ReplicationControllerStatus
 	(*ReplicationControllerCondition)(nil),    // 174: kplane.core.v1.ReplicationControllerCondition
 	(*ReplicationControllerList)(nil),         // 175: kplane.core.v1.ReplicationControllerList
-	nil,                                       // 176: kplane.core.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 177: kplane.core.v1.PodSpec.OverheadEntry
-	nil,                                       // 178: kplane.core.v1.FlexVolumeSource.OptionsEntry
-	nil,                                       // 179: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
-	nil,                                       // 180: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	nil,                                       // 181: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
-	nil,                                       // 182: kplane.core.v1.ResourceRequirements.LimitsEntry
-	nil,                                       // 183: kplane.core.v1.ResourceRequirements.RequestsEntry
-	nil,                                       // 184: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
-	nil,                                       // 185: kplane.core.v1.NodeStatus.CapacityEntry
-	nil,                                       // 186: kplane.core.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 187: kplane.core.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 188: kplane.core.v1.ConfigMap.DataEntry
-	nil,                                       // 189: kplane.core.v1.ConfigMap.BinaryDataEntry
-	nil,                                       // 190: kplane.core.v1.Secret.DataEntry
-	nil,                                       // 191: kplane.core.v1.Secret.StringDataEntry
-	nil,                                       // 192: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
-	(*v1.ObjectMeta)(nil),                     // 193: kplane.meta.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 194: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),                       // 195: kplane.meta.v1.ListMeta
-	(*v1.LabelSelector)(nil),                  // 196: kplane.meta.v1.LabelSelector
-	(*v1.IntOrString)(nil),                    // 197: kplane.meta.v1.IntOrString
-	(*v1.Condition)(nil),                      // 198: kplane.meta.v1.Condition
+	(*ResourceQuota)(nil),                     // 176: kplane.core.v1.ResourceQuota
+	(*ResourceQuotaSpec)(nil),                 // 177: kplane.core.v1.ResourceQuotaSpec
+	(*ScopeSelector)(nil),                     // 178: kplane.core.v1.ScopeSelector
+	(*ScopedResourceSelectorRequirement)(nil), // 179: kplane.core.v1.ScopedResourceSelectorRequirement
+	(*ResourceQuotaStatus)(nil),               // 180: kplane.core.v1.ResourceQuotaStatus
+	(*ResourceQuotaList)(nil),                 // 181: kplane.core.v1.ResourceQuotaList
+	(*LimitRange)(nil),                        // 182: kplane.core.v1.LimitRange
+	(*LimitRangeSpec)(nil),                    // 183: kplane.core.v1.LimitRangeSpec
+	(*LimitRangeItem)(nil),                    // 184: kplane.core.v1.LimitRangeItem
+	(*LimitRangeList)(nil),                    // 185: kplane.core.v1.LimitRangeList
+	nil,                                       // 186: kplane.core.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 187: kplane.core.v1.PodSpec.OverheadEntry
+	nil,                                       // 188: kplane.core.v1.FlexVolumeSource.OptionsEntry
+	nil,                                       // 189: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	nil,                                       // 190: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	nil,                                       // 191: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	nil,                                       // 192: kplane.core.v1.ResourceRequirements.LimitsEntry
+	nil,                                       // 193: kplane.core.v1.ResourceRequirements.RequestsEntry
+	nil,                                       // 194: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	nil,                                       // 195: kplane.core.v1.NodeStatus.CapacityEntry
+	nil,                                       // 196: kplane.core.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 197: kplane.core.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 198: kplane.core.v1.ConfigMap.DataEntry
+	nil,                                       // 199: kplane.core.v1.ConfigMap.BinaryDataEntry
+	nil,                                       // 200: kplane.core.v1.Secret.DataEntry
+	nil,                                       // 201: kplane.core.v1.Secret.StringDataEntry
+	nil,                                       // 202: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                       // 203: kplane.core.v1.ResourceQuotaSpec.HardEntry
+	nil,                                       // 204: kplane.core.v1.ResourceQuotaStatus.HardEntry
+	nil,                                       // 205: kplane.core.v1.ResourceQuotaStatus.UsedEntry
+	nil,                                       // 206: kplane.core.v1.LimitRangeItem.MaxEntry
+	nil,                                       // 207: kplane.core.v1.LimitRangeItem.MinEntry
+	nil,                                       // 208: kplane.core.v1.LimitRangeItem.DefaultEntry
+	nil,                                       // 209: kplane.core.v1.LimitRangeItem.DefaultRequestEntry
+	nil,                                       // 210: kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
+	(*v1.ObjectMeta)(nil),                     // 211: kplane.meta.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 212: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                       // 213: kplane.meta.v1.ListMeta
+	(*v1.LabelSelector)(nil),                  // 214: kplane.meta.v1.LabelSelector
+	(*v1.IntOrString)(nil),                    // 215: kplane.meta.v1.IntOrString
+	(*v1.Condition)(nil),                      // 216: kplane.meta.v1.Condition
 }
 var file_kplane_core_v1_types_proto_depIdxs = []int32{
-	193, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,   // 1: kplane.core.v1.Namespace.spec:type_name -> kplane.core.v1.NamespaceSpec
 	2,   // 2: kplane.core.v1.Namespace.status:type_name -> kplane.core.v1.NamespaceStatus
 	3,   // 3: kplane.core.v1.NamespaceStatus.conditions:type_name -> kplane.core.v1.NamespaceCondition
-	194, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	195, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	212, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	213, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,   // 6: kplane.core.v1.NamespaceList.items:type_name -> kplane.core.v1.Namespace
-	193, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 8: kplane.core.v1.Pod.spec:type_name -> kplane.core.v1.PodSpec
 	108, // 9: kplane.core.v1.Pod.status:type_name -> kplane.core.v1.PodStatus
 	7,   // 10: kplane.core.v1.PodSpec.volumes:type_name -> kplane.core.v1.Volume
 	55,  // 11: kplane.core.v1.PodSpec.init_containers:type_name -> kplane.core.v1.Container
 	55,  // 12: kplane.core.v1.PodSpec.containers:type_name -> kplane.core.v1.Container
 	85,  // 13: kplane.core.v1.PodSpec.ephemeral_containers:type_name -> kplane.core.v1.EphemeralContainer
-	176, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
+	186, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
 	87,  // 15: kplane.core.v1.PodSpec.security_context:type_name -> kplane.core.v1.PodSecurityContext
 	18,  // 16: kplane.core.v1.PodSpec.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
 	89,  // 17: kplane.core.v1.PodSpec.affinity:type_name -> kplane.core.v1.Affinity
@@ -17170,7 +17976,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	100, // 19: kplane.core.v1.PodSpec.host_aliases:type_name -> kplane.core.v1.HostAlias
 	101, // 20: kplane.core.v1.PodSpec.dns_config:type_name -> kplane.core.v1.PodDNSConfig
 	103, // 21: kplane.core.v1.PodSpec.readiness_gates:type_name -> kplane.core.v1.PodReadinessGate
-	177, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
+	187, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
 	104, // 23: kplane.core.v1.PodSpec.topology_spread_constraints:type_name -> kplane.core.v1.TopologySpreadConstraint
 	105, // 24: kplane.core.v1.PodSpec.os:type_name -> kplane.core.v1.PodOS
 	106, // 25: kplane.core.v1.PodSpec.scheduling_gates:type_name -> kplane.core.v1.PodSchedulingGate
@@ -17211,7 +18017,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	18,  // 60: kplane.core.v1.ISCSIVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 61: kplane.core.v1.RBDVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 62: kplane.core.v1.FlexVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	178, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
+	188, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
 	18,  // 64: kplane.core.v1.CinderVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 65: kplane.core.v1.CephFSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	27,  // 66: kplane.core.v1.DownwardAPIVolumeSource.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
@@ -17230,20 +18036,20 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	27,  // 79: kplane.core.v1.DownwardAPIProjection.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
 	18,  // 80: kplane.core.v1.ConfigMapProjection.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	15,  // 81: kplane.core.v1.ConfigMapProjection.items:type_name -> kplane.core.v1.KeyToPath
-	196, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	214, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	18,  // 83: kplane.core.v1.ScaleIOVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 84: kplane.core.v1.StorageOSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	179, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	189, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
 	18,  // 86: kplane.core.v1.CSIVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	49,  // 87: kplane.core.v1.EphemeralVolumeSource.volume_claim_template:type_name -> kplane.core.v1.PersistentVolumeClaimTemplate
-	193, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	50,  // 89: kplane.core.v1.PersistentVolumeClaimTemplate.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
-	196, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	214, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
 	51,  // 91: kplane.core.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.core.v1.VolumeResourceRequirements
 	52,  // 92: kplane.core.v1.PersistentVolumeClaimSpec.data_source:type_name -> kplane.core.v1.TypedLocalObjectReference
 	53,  // 93: kplane.core.v1.PersistentVolumeClaimSpec.data_source_ref:type_name -> kplane.core.v1.TypedObjectReference
-	180, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	181, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	190, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	191, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
 	56,  // 96: kplane.core.v1.Container.ports:type_name -> kplane.core.v1.ContainerPort
 	57,  // 97: kplane.core.v1.Container.env_from:type_name -> kplane.core.v1.EnvFromSource
 	60,  // 98: kplane.core.v1.Container.env:type_name -> kplane.core.v1.EnvVar
@@ -17267,17 +18073,17 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	63,  // 116: kplane.core.v1.EnvVarSource.secret_key_ref:type_name -> kplane.core.v1.SecretKeySelector
 	18,  // 117: kplane.core.v1.ConfigMapKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 118: kplane.core.v1.SecretKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
-	182, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
-	183, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
+	192, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
+	193, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
 	65,  // 121: kplane.core.v1.ResourceRequirements.claims:type_name -> kplane.core.v1.ResourceClaim
 	70,  // 122: kplane.core.v1.Probe.probe_handler:type_name -> kplane.core.v1.ProbeHandler
 	71,  // 123: kplane.core.v1.ProbeHandler.exec:type_name -> kplane.core.v1.ExecAction
 	72,  // 124: kplane.core.v1.ProbeHandler.http_get:type_name -> kplane.core.v1.HTTPGetAction
 	74,  // 125: kplane.core.v1.ProbeHandler.tcp_socket:type_name -> kplane.core.v1.TCPSocketAction
 	75,  // 126: kplane.core.v1.ProbeHandler.grpc:type_name -> kplane.core.v1.GRPCAction
-	197, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
+	215, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
 	73,  // 128: kplane.core.v1.HTTPGetAction.http_headers:type_name -> kplane.core.v1.HTTPHeader
-	197, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
+	215, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
 	77,  // 130: kplane.core.v1.Lifecycle.post_start:type_name -> kplane.core.v1.LifecycleHandler
 	77,  // 131: kplane.core.v1.Lifecycle.pre_stop:type_name -> kplane.core.v1.LifecycleHandler
 	71,  // 132: kplane.core.v1.LifecycleHandler.exec:type_name -> kplane.core.v1.ExecAction
@@ -17318,26 +18124,26 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	92,  // 167: kplane.core.v1.PreferredSchedulingTerm.preference:type_name -> kplane.core.v1.NodeSelectorTerm
 	96,  // 168: kplane.core.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 169: kplane.core.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
-	196, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
-	196, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	214, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	214, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
 	96,  // 172: kplane.core.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.core.v1.PodAffinityTerm
 	96,  // 173: kplane.core.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 174: kplane.core.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
 	102, // 175: kplane.core.v1.PodDNSConfig.options:type_name -> kplane.core.v1.PodDNSConfigOption
-	196, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	214, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	109, // 177: kplane.core.v1.PodStatus.conditions:type_name -> kplane.core.v1.PodCondition
 	110, // 178: kplane.core.v1.PodStatus.host_ips:type_name -> kplane.core.v1.HostIP
 	111, // 179: kplane.core.v1.PodStatus.pod_ips:type_name -> kplane.core.v1.PodIP
-	194, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	212, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	112, // 181: kplane.core.v1.PodStatus.init_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 182: kplane.core.v1.PodStatus.container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 183: kplane.core.v1.PodStatus.ephemeral_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	122, // 184: kplane.core.v1.PodStatus.resource_claim_statuses:type_name -> kplane.core.v1.PodResourceClaimStatus
-	194, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	194, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	212, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	212, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	113, // 187: kplane.core.v1.ContainerStatus.state:type_name -> kplane.core.v1.ContainerState
 	113, // 188: kplane.core.v1.ContainerStatus.last_termination_state:type_name -> kplane.core.v1.ContainerState
-	184, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	194, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
 	64,  // 190: kplane.core.v1.ContainerStatus.resources:type_name -> kplane.core.v1.ResourceRequirements
 	117, // 191: kplane.core.v1.ContainerStatus.volume_mounts:type_name -> kplane.core.v1.VolumeMountStatus
 	118, // 192: kplane.core.v1.ContainerStatus.user:type_name -> kplane.core.v1.ContainerUser
@@ -17345,24 +18151,24 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	114, // 194: kplane.core.v1.ContainerState.waiting:type_name -> kplane.core.v1.ContainerStateWaiting
 	115, // 195: kplane.core.v1.ContainerState.running:type_name -> kplane.core.v1.ContainerStateRunning
 	116, // 196: kplane.core.v1.ContainerState.terminated:type_name -> kplane.core.v1.ContainerStateTerminated
-	194, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	194, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	194, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	212, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	212, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	212, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
 	119, // 200: kplane.core.v1.ContainerUser.linux:type_name -> kplane.core.v1.LinuxContainerUser
 	121, // 201: kplane.core.v1.ResourceStatus.resources:type_name -> kplane.core.v1.ResourceHealth
-	195, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
+	213, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
 	5,   // 203: kplane.core.v1.PodList.items:type_name -> kplane.core.v1.Pod
-	193, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 205: kplane.core.v1.Binding.target:type_name -> kplane.core.v1.ObjectReference
-	193, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	127, // 207: kplane.core.v1.Node.spec:type_name -> kplane.core.v1.NodeSpec
 	131, // 208: kplane.core.v1.Node.status:type_name -> kplane.core.v1.NodeStatus
 	128, // 209: kplane.core.v1.NodeSpec.taints:type_name -> kplane.core.v1.Taint
 	129, // 210: kplane.core.v1.NodeSpec.config_source:type_name -> kplane.core.v1.NodeConfigSource
-	194, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	212, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
 	130, // 212: kplane.core.v1.NodeConfigSource.config_map:type_name -> kplane.core.v1.ConfigMapNodeConfigSource
-	185, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
-	186, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
+	195, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
+	196, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
 	132, // 215: kplane.core.v1.NodeStatus.conditions:type_name -> kplane.core.v1.NodeCondition
 	133, // 216: kplane.core.v1.NodeStatus.addresses:type_name -> kplane.core.v1.NodeAddress
 	134, // 217: kplane.core.v1.NodeStatus.daemon_endpoints:type_name -> kplane.core.v1.NodeDaemonEndpoints
@@ -17372,80 +18178,100 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	140, // 221: kplane.core.v1.NodeStatus.config:type_name -> kplane.core.v1.NodeConfigStatus
 	141, // 222: kplane.core.v1.NodeStatus.runtime_handlers:type_name -> kplane.core.v1.NodeRuntimeHandler
 	143, // 223: kplane.core.v1.NodeStatus.features:type_name -> kplane.core.v1.NodeFeatures
-	194, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	194, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	212, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	212, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	135, // 226: kplane.core.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.core.v1.DaemonEndpoint
 	137, // 227: kplane.core.v1.NodeSystemInfo.swap:type_name -> kplane.core.v1.NodeSwapStatus
 	129, // 228: kplane.core.v1.NodeConfigStatus.assigned:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 229: kplane.core.v1.NodeConfigStatus.active:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 230: kplane.core.v1.NodeConfigStatus.last_known_good:type_name -> kplane.core.v1.NodeConfigSource
 	142, // 231: kplane.core.v1.NodeRuntimeHandler.features:type_name -> kplane.core.v1.NodeRuntimeHandlerFeatures
-	195, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	213, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	126, // 233: kplane.core.v1.NodeList.items:type_name -> kplane.core.v1.Node
-	193, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 235: kplane.core.v1.Event.involved_object:type_name -> kplane.core.v1.ObjectReference
 	146, // 236: kplane.core.v1.Event.source:type_name -> kplane.core.v1.EventSource
-	194, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	194, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	194, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	212, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	212, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	212, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
 	147, // 240: kplane.core.v1.Event.series:type_name -> kplane.core.v1.EventSeries
 	125, // 241: kplane.core.v1.Event.related:type_name -> kplane.core.v1.ObjectReference
-	194, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
-	195, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
+	212, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
+	213, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
 	145, // 244: kplane.core.v1.EventList.items:type_name -> kplane.core.v1.Event
-	193, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	150, // 246: kplane.core.v1.Service.spec:type_name -> kplane.core.v1.ServiceSpec
 	154, // 247: kplane.core.v1.Service.status:type_name -> kplane.core.v1.ServiceStatus
 	151, // 248: kplane.core.v1.ServiceSpec.ports:type_name -> kplane.core.v1.ServicePort
-	187, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
+	197, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
 	152, // 250: kplane.core.v1.ServiceSpec.session_affinity_config:type_name -> kplane.core.v1.SessionAffinityConfig
-	197, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
+	215, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
 	153, // 252: kplane.core.v1.SessionAffinityConfig.client_ip:type_name -> kplane.core.v1.ClientIPConfig
 	155, // 253: kplane.core.v1.ServiceStatus.load_balancer:type_name -> kplane.core.v1.LoadBalancerStatus
-	198, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
+	216, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
 	156, // 255: kplane.core.v1.LoadBalancerStatus.ingress:type_name -> kplane.core.v1.LoadBalancerIngress
 	157, // 256: kplane.core.v1.LoadBalancerIngress.ports:type_name -> kplane.core.v1.PortStatus
-	195, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	213, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	149, // 258: kplane.core.v1.ServiceList.items:type_name -> kplane.core.v1.Service
-	193, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	160, // 260: kplane.core.v1.Endpoints.subsets:type_name -> kplane.core.v1.EndpointSubset
 	161, // 261: kplane.core.v1.EndpointSubset.addresses:type_name -> kplane.core.v1.EndpointAddress
 	161, // 262: kplane.core.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.core.v1.EndpointAddress
 	162, // 263: kplane.core.v1.EndpointSubset.ports:type_name -> kplane.core.v1.EndpointPort
 	125, // 264: kplane.core.v1.EndpointAddress.target_ref:type_name -> kplane.core.v1.ObjectReference
-	195, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
+	213, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
 	159, // 266: kplane.core.v1.EndpointsList.items:type_name -> kplane.core.v1.Endpoints
-	193, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	188, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
-	189, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
-	195, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
+	211, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	198, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
+	199, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
+	213, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
 	164, // 271: kplane.core.v1.ConfigMapList.items:type_name -> kplane.core.v1.ConfigMap
-	193, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	190, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
-	191, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
-	195, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
+	211, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	200, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
+	201, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
+	213, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
 	166, // 276: kplane.core.v1.SecretList.items:type_name -> kplane.core.v1.Secret
-	193, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 278: kplane.core.v1.ServiceAccount.secrets:type_name -> kplane.core.v1.ObjectReference
 	18,  // 279: kplane.core.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
-	195, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
+	213, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
 	168, // 281: kplane.core.v1.ServiceAccountList.items:type_name -> kplane.core.v1.ServiceAccount
-	193, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	171, // 283: kplane.core.v1.ReplicationController.spec:type_name -> kplane.core.v1.ReplicationControllerSpec
 	173, // 284: kplane.core.v1.ReplicationController.status:type_name -> kplane.core.v1.ReplicationControllerStatus
-	192, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	202, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
 	172, // 286: kplane.core.v1.ReplicationControllerSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
-	193, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	211, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 288: kplane.core.v1.PodTemplateSpec.spec:type_name -> kplane.core.v1.PodSpec
 	174, // 289: kplane.core.v1.ReplicationControllerStatus.conditions:type_name -> kplane.core.v1.ReplicationControllerCondition
-	194, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	195, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
+	212, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	213, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
 	170, // 292: kplane.core.v1.ReplicationControllerList.items:type_name -> kplane.core.v1.ReplicationController
-	293, // [293:293] is the sub-list for method output_type
-	293, // [293:293] is the sub-list for method input_type
-	293, // [293:293] is the sub-list for extension type_name
-	293, // [293:293] is the sub-list for extension extendee
-	0,   // [0:293] is the sub-list for field type_name
+	211, // 293: kplane.core.v1.ResourceQuota.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	177, // 294: kplane.core.v1.ResourceQuota.spec:type_name -> kplane.core.v1.ResourceQuotaSpec
+	180, // 295: kplane.core.v1.ResourceQuota.status:type_name -> kplane.core.v1.ResourceQuotaStatus
+	203, // 296: kplane.core.v1.ResourceQuotaSpec.hard:type_name -> kplane.core.v1.ResourceQuotaSpec.HardEntry
+	178, // 297: kplane.core.v1.ResourceQuotaSpec.scope_selector:type_name -> kplane.core.v1.ScopeSelector
+	179, // 298: kplane.core.v1.ScopeSelector.match_expressions:type_name -> kplane.core.v1.ScopedResourceSelectorRequirement
+	204, // 299: kplane.core.v1.ResourceQuotaStatus.hard:type_name -> kplane.core.v1.ResourceQuotaStatus.HardEntry
+	205, // 300: kplane.core.v1.ResourceQuotaStatus.used:type_name -> kplane.core.v1.ResourceQuotaStatus.UsedEntry
+	213, // 301: kplane.core.v1.ResourceQuotaList.metadata:type_name -> kplane.meta.v1.ListMeta
+	176, // 302: kplane.core.v1.ResourceQuotaList.items:type_name -> kplane.core.v1.ResourceQuota
+	211, // 303: kplane.core.v1.LimitRange.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	183, // 304: kplane.core.v1.LimitRange.spec:type_name -> kplane.core.v1.LimitRangeSpec
+	184, // 305: kplane.core.v1.LimitRangeSpec.limits:type_name -> kplane.core.v1.LimitRangeItem
+	206, // 306: kplane.core.v1.LimitRangeItem.max:type_name -> kplane.core.v1.LimitRangeItem.MaxEntry
+	207, // 307: kplane.core.v1.LimitRangeItem.min:type_name -> kplane.core.v1.LimitRangeItem.MinEntry
+	208, // 308: kplane.core.v1.LimitRangeItem.default:type_name -> kplane.core.v1.LimitRangeItem.DefaultEntry
+	209, // 309: kplane.core.v1.LimitRangeItem.default_request:type_name -> kplane.core.v1.LimitRangeItem.DefaultRequestEntry
+	210, // 310: kplane.core.v1.LimitRangeItem.max_limit_request_ratio:type_name -> kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
+	213, // 311: kplane.core.v1.LimitRangeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	182, // 312: kplane.core.v1.LimitRangeList.items:type_name -> kplane.core.v1.LimitRange
+	313, // [313:313] is the sub-list for method output_type
+	313, // [313:313] is the sub-list for method input_type
+	313, // [313:313] is the sub-list for extension type_name
+	313, // [313:313] is the sub-list for extension extendee
+	0,   // [0:313] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_types_proto_init() }
@@ -17515,7 +18341,7 @@ func file_kplane_core_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_types_proto_rawDesc), len(file_kplane_core_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   193,
+			NumMessages:   211,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

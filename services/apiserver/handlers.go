@@ -848,8 +848,8 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 			if finished {
 				newRev, err = s.storeRemove(ctx, r, ns, name, rev, n)
 			} else {
-				q, err := s.newQuotaCharge(ctx, c, r, request.Update, n, old, false)
-				if err != nil {
+				var q *quotaCharge
+				if q, err = s.newQuotaCharge(ctx, c, r, request.Update, n, old, false); err != nil {
 					return err
 				}
 				newRev, err = s.storeUpdate(ctx, r, ns, name, rev, n, old, q)

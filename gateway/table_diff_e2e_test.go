@@ -103,7 +103,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 	for i, r := range recorded {
 		byName[r.Resource+"/"+r.Name] = i
 	}
-	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true, "PriorityClass": true,
 		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true}
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)

@@ -95,6 +95,12 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 			}
 			gv, res, _ := strings.Cut(e.Resource, "/v1/")
 			coll := "/apis/" + gv + "/v1/namespaces/default/" + res
+			switch {
+			case gv == "core":
+				coll = "/api/v1/namespaces/default/" + res
+			case res == "priorityclasses": // cluster-scoped
+				coll = "/apis/" + gv + "/v1/" + res
+			}
 			code, out := do(http.MethodPost, coll, "application/json", e.Object)
 			if e.Patch != nil {
 				if code != http.StatusCreated {

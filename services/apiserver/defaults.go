@@ -126,6 +126,10 @@ func setDefaults(obj proto.Message) {
 		defaultCronJob(o)
 	case *schedulingv1.PriorityClass:
 		defaultPriorityClass(o)
+	case *corev1.LimitRange:
+		defaultLimitRange(o)
+	case *corev1.ResourceQuota:
+		defaultResourceQuota(o)
 	case *corev1.ServiceAccount:
 		// As Kubernetes' strategy on create and update: a secrets entry
 		// keeps only its name.

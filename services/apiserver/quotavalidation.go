@@ -60,14 +60,17 @@ func isIntegerResource(name string) bool {
 // has no domain.
 func validateResourceName(name string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	// Kubernetes' ResourceName prints unquoted in a refusal (it is a
+	// fmt.Stringer).
+	v := goLiteral(name)
 	for _, msg := range validation.IsQualifiedName(name) {
-		errs = append(errs, field.Invalid(p, name, msg))
+		errs = append(errs, field.Invalid(p, v, msg))
 	}
 	if len(errs) > 0 {
 		return errs
 	}
 	if !strings.Contains(name, "/") && !slices.Contains(standardResources, name) && !isQuotaHugePages(name) {
-		errs = append(errs, field.Invalid(p, name, "must be a standard resource type or fully qualified"))
+		errs = append(errs, field.Invalid(p, v, "must be a standard resource type or fully qualified"))
 	}
 	return errs
 }
@@ -75,7 +78,7 @@ func validateResourceName(name string, p *field.Path) field.ErrorList {
 func validateQuotaResourceName(name string, p *field.Path) field.ErrorList {
 	errs := validateResourceName(name, p)
 	if !strings.Contains(name, "/") && !isStandardQuotaResource(name) {
-		errs = append(errs, field.Invalid(p, name, "must be a standard resource for quota"))
+		errs = append(errs, field.Invalid(p, goLiteral(name), "must be a standard resource for quota"))
 	}
 	return errs
 }
@@ -84,10 +87,10 @@ func validateContainerResourceName(name string, p *field.Path) field.ErrorList {
 	errs := validateResourceName(name, p)
 	if !strings.Contains(name, "/") {
 		if !slices.Contains([]string{"cpu", "memory", "ephemeral-storage"}, name) && !isHugePages(name) {
-			errs = append(errs, field.Invalid(p, name, "must be a standard resource for containers"))
+			errs = append(errs, field.Invalid(p, goLiteral(name), "must be a standard resource for containers"))
 		}
 	} else if !isNativeResource(name) && !isExtendedResource(name) {
-		errs = append(errs, field.Invalid(p, name, "doesn't follow extended resource name standard"))
+		errs = append(errs, field.Invalid(p, goLiteral(name), "doesn't follow extended resource name standard"))
 	}
 	return errs
 }
@@ -382,4 +385,57 @@ func validateLimitRange(lr *corev1.LimitRange) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// defaultLimitRange is Kubernetes' SetDefaults_LimitRangeItem: a Container
+// item's default limit is its max, and its default request its default
+// limit, else its min. Every quantity is written in canonical form, as
+// Kubernetes serializes it.
+func defaultLimitRange(lr *corev1.LimitRange) {
+	for _, l := range lr.GetSpec().GetLimits() {
+		if l.GetType() == "Container" {
+			if l.Default == nil {
+				l.Default = map[string]string{}
+			}
+			if l.DefaultRequest == nil {
+				l.DefaultRequest = map[string]string{}
+			}
+			fill := func(into, from map[string]string) {
+				for k, v := range from {
+					if _, ok := into[k]; !ok {
+						into[k] = v
+					}
+				}
+			}
+			fill(l.Default, l.Max)
+			fill(l.DefaultRequest, l.Default)
+			fill(l.DefaultRequest, l.Min)
+		}
+	}
+	// A refusal prints the quantities as sent: only a limit range that
+	// will be stored is rewritten.
+	if len(validateLimitRange(lr)) > 0 {
+		return
+	}
+	for _, l := range lr.GetSpec().GetLimits() {
+		for _, m := range []map[string]string{l.Max, l.Min, l.Default, l.DefaultRequest, l.MaxLimitRequestRatio} {
+			for k, v := range m {
+				if q, err := resource.ParseQuantity(v); err == nil {
+					m[k] = q.String()
+				}
+			}
+		}
+	}
+}
+
+// defaultResourceQuota writes the quantities of a quota's hard list that
+// validation accepts in canonical form ("0.5" is "500m"), as Kubernetes
+// serializes them; the rest are left as sent for the refusal to print.
+func defaultResourceQuota(q *corev1.ResourceQuota) {
+	for k, v := range q.GetSpec().GetHard() {
+		if len(validateQuotaQuantities(map[string]string{k: v}, field.NewPath("spec", "hard"))) == 0 {
+			qt, _ := resource.ParseQuantity(v)
+			q.Spec.Hard[k] = qt.String()
+		}
+	}
 }

@@ -2,7 +2,7 @@
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller) over shared informers, talking only to the API
+// replicationcontroller, resourcequota) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -42,6 +43,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/podgc"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/replicationcontroller"
+	"github.com/kplane/kplane/services/controllers/resourcequota"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
 	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
@@ -65,11 +67,12 @@ const (
 	TTLAfterFinished      = "ttl-after-finished"
 	PodGC                 = "podgc"
 	ReplicationController = "replicationcontroller"
+	ResourceQuota         = "resourcequota"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, ResourceQuota}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -95,6 +98,10 @@ type Config struct {
 	DisruptionWorkers                               int
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
+	ResourceQuotaWorkers                            int // default 5, as Kubernetes' concurrent-resource-quota-syncs
+	// ResourceQuotaSyncPeriod is how often every quota is recounted
+	// (default 5 minutes, as Kubernetes' --resource-quota-sync-period).
+	ResourceQuotaSyncPeriod time.Duration
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -151,6 +158,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
+	cfg.ResourceQuotaWorkers = cmpOr(cfg.ResourceQuotaWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -365,6 +373,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
 			namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},
 			namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
+			namespace.ClientDeleter[*corev1.LimitRange]{C: client.Must[*corev1.LimitRange](conn)},
+			namespace.ClientDeleter[*corev1.ResourceQuota]{C: client.Must[*corev1.ResourceQuota](conn)},
 		}})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NamespaceWorkers) })
 	}
@@ -383,6 +393,9 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := podgc.New(podgc.Config{Pods: pods, Nodes: nodes, PodInformer: podInf, NodeInformer: nodeInf,
 			TerminatedPodThreshold: m.cfg.TerminatedPodGCThreshold, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, c.Run)
+	}
+	if on(ResourceQuota) {
+		runs = append(runs, m.resourceQuotaController(conn, podInf, informer))
 	}
 	if on(NodeLifecycle) {
 		nodes := client.Must[*corev1.Node](conn)
@@ -414,4 +427,58 @@ func (m *Manager) runControllers(ctx context.Context) {
 		start(r)
 	}
 	wg.Wait()
+}
+
+// resourceQuotaController builds the resource quota controller with the
+// informers it recounts from (pods shared; quotas, services, configmaps and
+// secrets its own, the last two only to give usage back when one goes) and
+// listers for the other kinds a quota may count.
+func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf *client.Informer[*corev1.Pod], informer func(func(context.Context) error)) func(context.Context) {
+	quotas := client.Must[*corev1.ResourceQuota](conn)
+	qInf := newInformer(quotas, m.log)
+	svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
+	cms, secrets := client.Must[*corev1.ConfigMap](conn), client.Must[*corev1.Secret](conn)
+	cmInf, secInf := newInformer(cms, m.log), newInformer(secrets, m.log)
+	for _, run := range []func(context.Context) error{qInf.Run, svcInf.Run, cmInf.Run, secInf.Run} {
+		informer(run)
+	}
+	gr := func(group, resource string) schema.GroupResource {
+		return schema.GroupResource{Group: group, Resource: resource}
+	}
+	c := resourcequota.New(resourcequota.Config{Quotas: quotas, QuotaInformer: qInf, PodInformer: podInf, ServiceInformer: svcInf,
+		Listers: map[schema.GroupResource]resourcequota.Lister{
+			gr("", "configmaps"):                            storeLister(cmInf),
+			gr("", "secrets"):                               storeLister(secInf),
+			gr("", "replicationcontrollers"):                resourcequota.ClientLister(client.Must[*corev1.ReplicationController](conn)),
+			gr("", "serviceaccounts"):                       resourcequota.ClientLister(client.Must[*corev1.ServiceAccount](conn)),
+			gr("", "endpoints"):                             resourcequota.ClientLister(client.Must[*corev1.Endpoints](conn)),
+			gr("", "limitranges"):                           resourcequota.ClientLister(client.Must[*corev1.LimitRange](conn)),
+			gr("apps", "deployments"):                       resourcequota.ClientLister(client.Must[*appsv1.Deployment](conn)),
+			gr("apps", "replicasets"):                       resourcequota.ClientLister(client.Must[*appsv1.ReplicaSet](conn)),
+			gr("apps", "daemonsets"):                        resourcequota.ClientLister(client.Must[*appsv1.DaemonSet](conn)),
+			gr("apps", "controllerrevisions"):               resourcequota.ClientLister(client.Must[*appsv1.ControllerRevision](conn)),
+			gr("batch", "jobs"):                             resourcequota.ClientLister(client.Must[*batchv1.Job](conn)),
+			gr("batch", "cronjobs"):                         resourcequota.ClientLister(client.Must[*batchv1.CronJob](conn)),
+			gr("policy", "poddisruptionbudgets"):            resourcequota.ClientLister(client.Must[*policyv1.PodDisruptionBudget](conn)),
+			gr("coordination.k8s.io", "leases"):             resourcequota.ClientLister(client.Must[*coordv1.Lease](conn)),
+			gr("rbac.authorization.k8s.io", "roles"):        resourcequota.ClientLister(client.Must[*rbacv1.Role](conn)),
+			gr("rbac.authorization.k8s.io", "rolebindings"): resourcequota.ClientLister(client.Must[*rbacv1.RoleBinding](conn)),
+		},
+		ResyncPeriod: m.cfg.ResourceQuotaSyncPeriod, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+	cmInf.AddEventHandler(client.Handler[*corev1.ConfigMap]{OnDelete: func(o *corev1.ConfigMap) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
+	secInf.AddEventHandler(client.Handler[*corev1.Secret]{OnDelete: func(o *corev1.Secret) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
+	qInf.AddEventHandler(client.Handler[*corev1.ResourceQuota]{OnDelete: func(o *corev1.ResourceQuota) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
+	return func(ctx context.Context) { c.Run(ctx, m.cfg.ResourceQuotaWorkers) }
+}
+
+// storeLister lists a namespace's objects from an informer's cache.
+func storeLister[T proto.Message](inf *client.Informer[T]) resourcequota.Lister {
+	return func(_ context.Context, ns string) ([]proto.Message, error) {
+		items := inf.Store().ByNamespace(ns)
+		out := make([]proto.Message, len(items))
+		for i, it := range items {
+			out[i] = it
+		}
+		return out, nil
+	}
 }

@@ -184,8 +184,19 @@ func (q *quotaCharge) wrap(ctx context.Context, write func(*txnExtra) (int64, er
 		if err != nil {
 			return 0, err
 		}
+		fresh := false
 		for attempt := 0; ; attempt++ {
 			x, revs, err := q.check(quotas)
+			if err != nil && !fresh {
+				// A refusal decided from the watch cache is decided again
+				// from the store: the cache may not have the usage the
+				// controller gave back yet.
+				if quotas, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
+					return 0, err
+				}
+				fresh = true
+				x, revs, err = q.check(quotas)
+			}
 			if err != nil {
 				return 0, err
 			}
@@ -206,6 +217,7 @@ func (q *quotaCharge) wrap(ctx context.Context, write func(*txnExtra) (int64, er
 			if quotas, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
 				return 0, err
 			}
+			fresh = true
 		}
 	}
 }
@@ -229,6 +241,12 @@ func (q *quotaCharge) dryRun(ctx context.Context) error {
 	}
 	quotas, err := q.s.namespaceQuotas(ctx, q.ns, false)
 	if err != nil {
+		return err
+	}
+	if _, _, err = q.check(quotas); err == nil {
+		return nil
+	}
+	if quotas, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
 		return err
 	}
 	_, _, err = q.check(quotas)

@@ -23,6 +23,7 @@ import (
 	coordinationk8s "k8s.io/api/coordination/v1"
 	corek8s "k8s.io/api/core/v1"
 	rback8s "k8s.io/api/rbac/v1"
+	schedulingk8s "k8s.io/api/scheduling/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metak8s "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 )
 
 // servedKinds pairs every served kind (and list, and review) with its
@@ -62,6 +64,9 @@ func servedKinds() []struct {
 		{&corek8s.ConfigMap{}, &corev1.ConfigMap{}}, {&corek8s.ConfigMapList{}, &corev1.ConfigMapList{}},
 		{&corek8s.Secret{}, &corev1.Secret{}}, {&corek8s.SecretList{}, &corev1.SecretList{}},
 		{&corek8s.ServiceAccount{}, &corev1.ServiceAccount{}}, {&corek8s.ServiceAccountList{}, &corev1.ServiceAccountList{}},
+		{&corek8s.ResourceQuota{}, &corev1.ResourceQuota{}}, {&corek8s.ResourceQuotaList{}, &corev1.ResourceQuotaList{}},
+		{&corek8s.LimitRange{}, &corev1.LimitRange{}}, {&corek8s.LimitRangeList{}, &corev1.LimitRangeList{}},
+		{&schedulingk8s.PriorityClass{}, &schedulingv1.PriorityClass{}}, {&schedulingk8s.PriorityClassList{}, &schedulingv1.PriorityClassList{}},
 		{&appsk8s.Deployment{}, &appsv1.Deployment{}}, {&appsk8s.DeploymentList{}, &appsv1.DeploymentList{}},
 		{&appsk8s.ReplicaSet{}, &appsv1.ReplicaSet{}}, {&appsk8s.ReplicaSetList{}, &appsv1.ReplicaSetList{}},
 		{&coordinationk8s.Lease{}, &coordinationv1.Lease{}}, {&coordinationk8s.LeaseList{}, &coordinationv1.LeaseList{}},

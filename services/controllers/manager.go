@@ -395,7 +395,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		runs = append(runs, c.Run)
 	}
 	if on(ResourceQuota) {
-		runs = append(runs, m.resourceQuotaController(conn, podInf, informer))
+		runs = append(runs, m.resourceQuotaController(conn, podInf, rsInf, dInf, rcInf, informer))
 	}
 	if on(NodeLifecycle) {
 		nodes := client.Must[*corev1.Node](conn)
@@ -433,7 +433,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 // informers it recounts from (pods shared; quotas, services, configmaps and
 // secrets its own, the last two only to give usage back when one goes) and
 // listers for the other kinds a quota may count.
-func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf *client.Informer[*corev1.Pod], informer func(func(context.Context) error)) func(context.Context) {
+func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf *client.Informer[*corev1.Pod], rsInf *client.Informer[*appsv1.ReplicaSet],
+	dInf *client.Informer[*appsv1.Deployment], rcInf *client.Informer[*corev1.ReplicationController], informer func(func(context.Context) error)) func(context.Context) {
 	quotas := client.Must[*corev1.ResourceQuota](conn)
 	qInf := newInformer(quotas, m.log)
 	svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
@@ -449,12 +450,11 @@ func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf 
 		Listers: map[schema.GroupResource]resourcequota.Lister{
 			gr("", "configmaps"):                            storeLister(cmInf),
 			gr("", "secrets"):                               storeLister(secInf),
-			gr("", "replicationcontrollers"):                resourcequota.ClientLister(client.Must[*corev1.ReplicationController](conn)),
 			gr("", "serviceaccounts"):                       resourcequota.ClientLister(client.Must[*corev1.ServiceAccount](conn)),
 			gr("", "endpoints"):                             resourcequota.ClientLister(client.Must[*corev1.Endpoints](conn)),
 			gr("", "limitranges"):                           resourcequota.ClientLister(client.Must[*corev1.LimitRange](conn)),
-			gr("apps", "deployments"):                       resourcequota.ClientLister(client.Must[*appsv1.Deployment](conn)),
-			gr("apps", "replicasets"):                       resourcequota.ClientLister(client.Must[*appsv1.ReplicaSet](conn)),
+			gr("apps", "deployments"):                       storeLister(dInf),
+			gr("apps", "replicasets"):                       storeLister(rsInf),
 			gr("apps", "daemonsets"):                        resourcequota.ClientLister(client.Must[*appsv1.DaemonSet](conn)),
 			gr("apps", "controllerrevisions"):               resourcequota.ClientLister(client.Must[*appsv1.ControllerRevision](conn)),
 			gr("batch", "jobs"):                             resourcequota.ClientLister(client.Must[*batchv1.Job](conn)),
@@ -465,9 +465,17 @@ func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf 
 			gr("rbac.authorization.k8s.io", "rolebindings"): resourcequota.ClientLister(client.Must[*rbacv1.RoleBinding](conn)),
 		},
 		ResyncPeriod: m.cfg.ResourceQuotaSyncPeriod, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
-	cmInf.AddEventHandler(client.Handler[*corev1.ConfigMap]{OnDelete: func(o *corev1.ConfigMap) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
-	secInf.AddEventHandler(client.Handler[*corev1.Secret]{OnDelete: func(o *corev1.Secret) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
-	qInf.AddEventHandler(client.Handler[*corev1.ResourceQuota]{OnDelete: func(o *corev1.ResourceQuota) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
+	if rcInf != nil {
+		c.CountFrom(schema.GroupResource{Resource: "replicationcontrollers"}, storeLister(rcInf))
+		replenish(rcInf, c)
+	} else {
+		c.CountFrom(schema.GroupResource{Resource: "replicationcontrollers"}, resourcequota.ClientLister(client.Must[*corev1.ReplicationController](conn)))
+	}
+	replenish(cmInf, c)
+	replenish(secInf, c)
+	replenish(qInf, c)
+	replenish(rsInf, c)
+	replenish(dInf, c)
 	return func(ctx context.Context) { c.Run(ctx, m.cfg.ResourceQuotaWorkers) }
 }
 
@@ -481,4 +489,13 @@ func storeLister[T proto.Message](inf *client.Informer[T]) resourcequota.Lister 
 		}
 		return out, nil
 	}
+}
+
+// replenish has the quota controller recount a namespace's quotas when one
+// of inf's objects goes.
+func replenish[T interface {
+	proto.Message
+	ctrl.Object
+}](inf *client.Informer[T], c *resourcequota.Controller) {
+	inf.AddEventHandler(client.Handler[T]{OnDelete: func(o T) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
 }

@@ -139,6 +139,14 @@ func podUsageChanged(old, n *corev1.Pod) bool {
 		(old.GetSpec().ActiveDeadlineSeconds == nil) != (n.GetSpec().ActiveDeadlineSeconds == nil)
 }
 
+// CountFrom counts gr's objects with l. Call it before Run.
+func (c *Controller) CountFrom(gr schema.GroupResource, l Lister) {
+	if c.cfg.Listers == nil {
+		c.cfg.Listers = map[schema.GroupResource]Lister{}
+	}
+	c.cfg.Listers[gr] = l
+}
+
 // NamespaceChanged brings every quota of ns to the queue: an object it may
 // count changed. Informers of other counted resources call it on deletes.
 func (c *Controller) NamespaceChanged(ns string) {

@@ -103,6 +103,23 @@ func (s *Server) stage(ctx context.Context, c *call, name string, f func(context
 	return err
 }
 
+// plugin runs one built-in admission plugin; when it applies to the
+// request, in a span of its own named after it (admission.Priority, ...),
+// and a refusal is logged with the plugin's name.
+func (s *Server) plugin(ctx context.Context, name string, applies bool, f func(context.Context) error) error {
+	if !applies {
+		return f(ctx)
+	}
+	ctx, span := s.tracer.Start(ctx, "admission."+name)
+	defer span.End()
+	err := f(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		s.log.Debug("denied", "plugin", name, "err", err)
+	}
+	return err
+}
+
 // authenticate is stage 1: who is calling.
 func (s *Server) authenticate(ctx context.Context, c *call) error {
 	return s.stage(ctx, c, stageAuthn, func(ctx context.Context) error {
@@ -179,10 +196,10 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 			setDefaults(a.Object)
 		}
 		// The built-in plugins Kubernetes runs before the webhooks.
-		if err := s.admitLimitRanges(ctx, a); err != nil {
+		if err := s.plugin(ctx, "LimitRanger", limitRangerApplies(a), func(ctx context.Context) error { return s.admitLimitRanges(ctx, a) }); err != nil {
 			return err
 		}
-		if err := s.admitPriority(ctx, a); err != nil {
+		if err := s.plugin(ctx, "Priority", a.Resource == "pods", func(ctx context.Context) error { return s.admitPriority(ctx, a) }); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Mutating {
@@ -222,10 +239,10 @@ func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admiss
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
 			return err
 		}
-		if err := s.validateLimitRanges(ctx, a); err != nil {
+		if err := s.plugin(ctx, "LimitRanger", limitRangerApplies(a), func(ctx context.Context) error { return s.validateLimitRanges(ctx, a) }); err != nil {
 			return err
 		}
-		if err := s.validatePriorityClassAdmission(ctx, a); err != nil {
+		if err := s.plugin(ctx, "Priority", a.Resource == "priorityclasses", func(ctx context.Context) error { return s.validatePriorityClassAdmission(ctx, a) }); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {

@@ -180,6 +180,8 @@ func (q *quotaCharge) wrap(ctx context.Context, write func(*txnExtra) (int64, er
 		return write
 	}
 	return func(outer *txnExtra) (int64, error) {
+		ctx, span := q.s.tracer.Start(ctx, "admission.ResourceQuota")
+		defer span.End()
 		quotas, err := q.s.namespaceQuotas(ctx, q.ns, false)
 		if err != nil {
 			return 0, err

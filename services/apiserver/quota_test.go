@@ -59,7 +59,7 @@ func TestResourceQuotaValidation(t *testing.T) {
 		want string
 	}{
 		{name: "unknown resource", spec: &corev1.ResourceQuotaSpec{Hard: map[string]string{"gpus": "1"}},
-			want: `ResourceQuota "x" is invalid: [spec.hard[gpus]: Invalid value: "gpus": must be a standard resource type or fully qualified, spec.hard[gpus]: Invalid value: "gpus": must be a standard resource for quota]`},
+			want: `ResourceQuota "x" is invalid: [spec.hard[gpus]: Invalid value: gpus: must be a standard resource type or fully qualified, spec.hard[gpus]: Invalid value: gpus: must be a standard resource for quota]`},
 		{name: "negative", spec: &corev1.ResourceQuotaSpec{Hard: map[string]string{"cpu": "-1"}},
 			want: `ResourceQuota "x" is invalid: spec.hard[cpu]: Invalid value: "-1": must be greater than or equal to 0`},
 		{name: "conflicting scopes", spec: &corev1.ResourceQuotaSpec{Hard: map[string]string{"pods": "1"}, Scopes: []string{"BestEffort", "NotBestEffort"}},
@@ -103,7 +103,11 @@ func TestLimitRangeValidation(t *testing.T) {
 		want string
 	}{
 		{name: "min over max", item: &corev1.LimitRangeItem{Type: "Container", Min: map[string]string{"cpu": "2"}, Max: map[string]string{"cpu": "1"}},
-			want: `LimitRange "x" is invalid: spec.limits[0].min[cpu]: Invalid value: resource.Quantity{i:resource.int64Amount{value:2, scale:0}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:"2", Format:"DecimalSI"}: min value 2 is greater than max value 1`},
+			// The defaults taken from max and min (default 1, defaultRequest
+			// 1) are checked too, as on Kubernetes.
+			want: `LimitRange "x" is invalid: [spec.limits[0].min[cpu]: Invalid value: resource.Quantity{i:resource.int64Amount{value:2, scale:0}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:"2", Format:"DecimalSI"}: min value 2 is greater than max value 1, ` +
+				`spec.limits[0].defaultRequest[cpu]: Invalid value: resource.Quantity{i:resource.int64Amount{value:1, scale:0}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:"1", Format:"DecimalSI"}: min value 2 is greater than default request value 1, ` +
+				`spec.limits[0].default[cpu]: Invalid value: resource.Quantity{i:resource.int64Amount{value:2, scale:0}, d:resource.infDecAmount{Dec:(*inf.Dec)(nil)}, s:"2", Format:"DecimalSI"}: min value 2 is greater than default value 1]`},
 		{name: "pod default", item: &corev1.LimitRangeItem{Type: "Pod", Default: map[string]string{"cpu": "1"}},
 			want: `LimitRange "x" is invalid: spec.limits[0].default: Forbidden: may not be specified when ` + "`type`" + ` is 'Pod'`},
 		{name: "bad type", item: &corev1.LimitRangeItem{Type: "Node"},
@@ -124,7 +128,7 @@ func TestLimitRanger(t *testing.T) {
 	lrs := corev1.NewLimitRangeServiceClient(e.conn)
 	if _, err := lrs.CreateLimitRange(admin(t), &corev1.CreateLimitRangeRequest{Namespace: "default", LimitRange: &corev1.LimitRange{
 		Metadata: om("default", "limits"), Spec: &corev1.LimitRangeSpec{Limits: []*corev1.LimitRangeItem{{
-			Type: "Container", Default: map[string]string{"cpu": "500m", "memory": "256Mi"}, DefaultRequest: map[string]string{"cpu": "100m"},
+			Type: "Container", Default: map[string]string{"cpu": "500m"}, DefaultRequest: map[string]string{"cpu": "100m"},
 			Max: map[string]string{"cpu": "1"}, Min: map[string]string{"cpu": "50m"}, MaxLimitRequestRatio: map[string]string{"cpu": "10"},
 		}}}}}); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,23 @@ func setDefaults(obj proto.Message) {
 			o.Spec = &corev1.PodSpec{}
 		}
 		defaultPodSpec(o.Spec)
+		// As Kubernetes' SetDefaults_Pod (a pod's, not a template's): a
+		// container with a limit and no request for a resource requests
+		// its limit.
+		for _, c := range append(append([]*corev1.Container{}, o.Spec.Containers...), o.Spec.InitContainers...) {
+			lim := c.GetResources().GetLimits()
+			if lim == nil {
+				continue
+			}
+			if c.Resources.Requests == nil {
+				c.Resources.Requests = map[string]string{}
+			}
+			for k, v := range lim {
+				if _, ok := c.Resources.Requests[k]; !ok {
+					c.Resources.Requests[k] = v
+				}
+			}
+		}
 	case *appsv1.Deployment:
 		if o.Spec == nil {
 			o.Spec = &appsv1.DeploymentSpec{}

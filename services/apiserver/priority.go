@@ -164,8 +164,14 @@ func (s *Server) admitPriority(ctx context.Context, a *request.Admission) error 
 	if a.Operation != request.Create {
 		return nil
 	}
+	// Kubernetes runs this plugin before a generated name is chosen: a
+	// refusal names the pod's generateName.
+	name := admissionName(a)
+	if m := meta(pod); m.GetGenerateName() != "" && len(m.GetName()) == len(m.GetGenerateName())+5 && strings.HasPrefix(m.GetName(), m.GetGenerateName()) {
+		name = m.GetGenerateName()
+	}
 	forbidden := func(msg string) error {
-		return apierrors.NewForbidden("", "pods", admissionName(a), msg)
+		return apierrors.NewForbidden("", "pods", name, msg)
 	}
 	var priority int32
 	var policy *string

@@ -98,6 +98,14 @@ func TestPriorityAdmission(t *testing.T) {
 	if se := wantReason(t, err, apierrors.ReasonForbidden); se.Message != `pods "unknown" is forbidden: no PriorityClass with name nope was found` {
 		t.Errorf("unknown class: got %q", se.Message)
 	}
+	// Refused before a generated name is chosen, as on Kubernetes.
+	gen := testPod("default", "")
+	gen.Metadata.GenerateName = "web-"
+	gen.Spec.PriorityClassName = "nope"
+	_, err = e.pods.CreatePod(admin(t), &corev1.CreatePodRequest{Namespace: "default", Pod: gen})
+	if se := wantReason(t, err, apierrors.ReasonForbidden); se.Message != `pods "web-" is forbidden: no PriorityClass with name nope was found` {
+		t.Errorf("generated name: got %q", se.Message)
+	}
 	// A class gives its value and policy.
 	if _, err := pcs.CreatePriorityClass(admin(t), &schedulingv1.CreatePriorityClassRequest{PriorityClass: &schedulingv1.PriorityClass{
 		Metadata: &metav1.ObjectMeta{Name: "batch"}, Value: 500, PreemptionPolicy: proto.String("Never")}}); err != nil {

@@ -27,6 +27,7 @@ import (
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 )
@@ -128,7 +129,7 @@ func kubeDocs() map[string]string {
 	docs := map[string]string{}
 	for _, d := range []map[string]string{metav1.Docs(), corev1.Docs(), appsv1.Docs(), coordinationv1.Docs(), rbacv1.Docs(),
 		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs(), policyv1.Docs(), batchv1.Docs(), discoveryv1.Docs(),
-		networkingv1.Docs(), nodev1.Docs(), storagev1.Docs()} {
+		networkingv1.Docs(), nodev1.Docs(), storagev1.Docs(), schedulingv1.Docs()} {
 		maps.Copy(docs, d)
 	}
 	return docs

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -168,6 +169,10 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, obj.Spec.PolicyName, paramRefCell(obj.Spec.ParamRef), since(obj.CreationTimestamp)), nil
 	case *autoscalingv1.Scale:
 		return row(obj.Name, int64(obj.Spec.Replicas), int64(obj.Status.Replicas), since(obj.CreationTimestamp)), nil
+	case *corev1.ResourceQuota:
+		return printResourceQuota(obj, now), nil
+	case *schedulingv1.PriorityClass:
+		return printPriorityClass(obj, now), nil
 	}
 	if r, ok := printMoreKinds(typed, now); ok {
 		return r, nil

@@ -29,6 +29,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/node/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	_ "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	_ "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
@@ -305,6 +306,9 @@ var shortNames = map[string][]string{
 	"ingresses":                 {"ing"},
 	"networkpolicies":           {"netpol"},
 	"customresourcedefinitions": {"crd", "crds"},
+	"resourcequotas":            {"quota"},
+	"limitranges":               {"limits"},
+	"priorityclasses":           {"pc"},
 }
 
 // categories are the built-in resources' discovery categories: `kubectl

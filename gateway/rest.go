@@ -33,6 +33,7 @@ import (
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -61,6 +62,9 @@ var services = []registration{
 	register(corev1.RegisterSecretServiceHandlerClient, corev1.NewSecretServiceClient),
 	register(corev1.RegisterServiceAccountServiceHandlerClient, corev1.NewServiceAccountServiceClient),
 	register(corev1.RegisterReplicationControllerServiceHandlerClient, corev1.NewReplicationControllerServiceClient),
+	register(corev1.RegisterResourceQuotaServiceHandlerClient, corev1.NewResourceQuotaServiceClient),
+	register(corev1.RegisterLimitRangeServiceHandlerClient, corev1.NewLimitRangeServiceClient),
+	register(schedulingv1.RegisterPriorityClassServiceHandlerClient, schedulingv1.NewPriorityClassServiceClient),
 	register(appsv1.RegisterDeploymentServiceHandlerClient, appsv1.NewDeploymentServiceClient),
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
 	register(appsv1.RegisterDaemonSetServiceHandlerClient, appsv1.NewDaemonSetServiceClient),

@@ -110,7 +110,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
 		"IngressClass": true, "RuntimeClass": true, "CSIDriver": true, "CSINode": true, "VolumeAttachment": true,
 		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true, "CustomResourceDefinition": true,
-		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "PriorityClass": true}
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// compare reads path as a Table and lists how its cells differ from

@@ -29,10 +29,11 @@ func newControllersCommand() *cobra.Command {
 		qps                               float64
 		burst                             int
 		terminatedPodGCThreshold          int
+		quotaSyncPeriod                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
-		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring",
+		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring, resource quotas",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel)
@@ -73,7 +74,7 @@ func newControllersCommand() *cobra.Command {
 			}
 			cfg := controllers.Config{Conn: conn, Controllers: which, RootCA: rootCA,
 				DeploymentWorkers: deploymentSyncs, ReplicaSetWorkers: rsSyncs, GCWorkers: gcSyncs,
-				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, TerminatedPodGCThreshold: terminatedPodGCThreshold, Identity: election.identity, Logger: log,
+				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, TerminatedPodGCThreshold: terminatedPodGCThreshold, ResourceQuotaSyncPeriod: quotaSyncPeriod, Identity: election.identity, Logger: log,
 				TracerProvider: tel.TracerProvider()}
 			if election.enabled {
 				cfg.LeaderElection = &controllers.LeaderElection{Namespace: election.namespace, Name: election.name,
@@ -96,6 +97,7 @@ func newControllersCommand() *cobra.Command {
 	f.DurationVar(&nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node's Lease may go unrenewed before it is NotReady")
 	f.DurationVar(&evictionTimeout, "pod-eviction-timeout", 300*time.Second, "default toleration of the unreachable taint before eviction")
 	f.IntVar(&terminatedPodGCThreshold, "terminated-pod-gc-threshold", 12500, "terminated pods that may exist before the pod garbage collector deletes the oldest (0 or less: none deleted)")
+	f.DurationVar(&quotaSyncPeriod, "resource-quota-sync-period", 5*time.Minute, "how often every ResourceQuota's usage is recounted")
 	f.IntVar(&deploymentSyncs, "concurrent-deployment-syncs", 5, "deployments reconciled at once")
 	f.IntVar(&rsSyncs, "concurrent-replicaset-syncs", 5, "replicasets reconciled at once")
 	f.IntVar(&gcSyncs, "concurrent-gc-syncs", 20, "garbage collector workers")

@@ -26,6 +26,7 @@ import (
 	networkingk8s "k8s.io/api/networking/v1"
 	nodek8s "k8s.io/api/node/v1"
 	rback8s "k8s.io/api/rbac/v1"
+	schedulingk8s "k8s.io/api/scheduling/v1"
 	storagek8s "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,6 +47,7 @@ import (
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
@@ -70,6 +72,9 @@ func servedKinds() []struct {
 		{&corek8s.ConfigMap{}, &corev1.ConfigMap{}}, {&corek8s.ConfigMapList{}, &corev1.ConfigMapList{}},
 		{&corek8s.Secret{}, &corev1.Secret{}}, {&corek8s.SecretList{}, &corev1.SecretList{}},
 		{&corek8s.ServiceAccount{}, &corev1.ServiceAccount{}}, {&corek8s.ServiceAccountList{}, &corev1.ServiceAccountList{}},
+		{&corek8s.ResourceQuota{}, &corev1.ResourceQuota{}}, {&corek8s.ResourceQuotaList{}, &corev1.ResourceQuotaList{}},
+		{&corek8s.LimitRange{}, &corev1.LimitRange{}}, {&corek8s.LimitRangeList{}, &corev1.LimitRangeList{}},
+		{&schedulingk8s.PriorityClass{}, &schedulingv1.PriorityClass{}}, {&schedulingk8s.PriorityClassList{}, &schedulingv1.PriorityClassList{}},
 		{&appsk8s.Deployment{}, &appsv1.Deployment{}}, {&appsk8s.DeploymentList{}, &appsv1.DeploymentList{}},
 		{&appsk8s.ReplicaSet{}, &appsv1.ReplicaSet{}}, {&appsk8s.ReplicaSetList{}, &appsv1.ReplicaSetList{}},
 		{&coordinationk8s.Lease{}, &coordinationv1.Lease{}}, {&coordinationk8s.LeaseList{}, &coordinationv1.LeaseList{}},

@@ -17,6 +17,7 @@ import (
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 )
 
 // setDefaults fills the fields Kubernetes defaults when a client leaves them
@@ -29,6 +30,23 @@ func setDefaults(obj proto.Message) {
 			o.Spec = &corev1.PodSpec{}
 		}
 		defaultPodSpec(o.Spec)
+		// As Kubernetes' SetDefaults_Pod (a pod's, not a template's): a
+		// container with a limit and no request for a resource requests
+		// its limit.
+		for _, c := range append(append([]*corev1.Container{}, o.Spec.Containers...), o.Spec.InitContainers...) {
+			lim := c.GetResources().GetLimits()
+			if lim == nil {
+				continue
+			}
+			if c.Resources.Requests == nil {
+				c.Resources.Requests = map[string]string{}
+			}
+			for k, v := range lim {
+				if _, ok := c.Resources.Requests[k]; !ok {
+					c.Resources.Requests[k] = v
+				}
+			}
+		}
 	case *apiextensionsv1.CustomResourceDefinition:
 		defaultCRD(o)
 	case *appsv1.Deployment:
@@ -135,6 +153,12 @@ func setDefaults(obj proto.Message) {
 		defaultJob(o)
 	case *batchv1.CronJob:
 		defaultCronJob(o)
+	case *schedulingv1.PriorityClass:
+		defaultPriorityClass(o)
+	case *corev1.LimitRange:
+		defaultLimitRange(o)
+	case *corev1.ResourceQuota:
+		defaultResourceQuota(o)
 	case *corev1.ServiceAccount:
 		// As Kubernetes' strategy on create and update: a secrets entry
 		// keeps only its name.
@@ -220,9 +244,6 @@ func defaultPodSpec(s *corev1.PodSpec) {
 	}
 	if s.EnableServiceLinks == nil {
 		s.EnableServiceLinks = proto.Bool(true)
-	}
-	if s.Priority == nil && s.PriorityClassName == "" {
-		s.Priority = proto.Int32(0)
 	}
 	for _, c := range s.InitContainers {
 		defaultContainer(c)

@@ -400,11 +400,11 @@ func (s *Server) writeKubernetesSlice(ctx context.Context, r *resourceInfo, obj,
 		return err
 	}
 	if old == nil {
-		_, err := s.storeCreate(ctx, r, n)
+		_, err := s.storeCreate(ctx, r, n, nil)
 		return err
 	}
 	rev, _ := parseRV(old.GetMetadata().GetResourceVersion())
-	_, err := s.storeUpdate(ctx, r, "default", n.GetMetadata().GetName(), rev, n, old)
+	_, err := s.storeUpdate(ctx, r, "default", n.GetMetadata().GetName(), rev, n, old, nil)
 	return err
 }
 

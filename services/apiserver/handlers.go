@@ -112,6 +112,23 @@ func (s *Server) stage(ctx context.Context, c *call, name string, f func(context
 	return err
 }
 
+// plugin runs one built-in admission plugin; when it applies to the
+// request, in a span of its own named after it (admission.Priority, ...),
+// and a refusal is logged with the plugin's name.
+func (s *Server) plugin(ctx context.Context, name string, applies bool, f func(context.Context) error) error {
+	if !applies {
+		return f(ctx)
+	}
+	ctx, span := s.tracer.Start(ctx, "admission."+name)
+	defer span.End()
+	err := f(ctx)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		s.log.Debug("denied", "plugin", name, "err", err)
+	}
+	return err
+}
+
 // authenticate is stage 1: who is calling.
 func (s *Server) authenticate(ctx context.Context, c *call) error {
 	return s.stage(ctx, c, stageAuthn, func(ctx context.Context) error {
@@ -187,6 +204,13 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 		if a.Object != nil && a.Subresource == "" {
 			setDefaults(a.Object)
 		}
+		// The built-in plugins Kubernetes runs before the webhooks.
+		if err := s.plugin(ctx, "LimitRanger", limitRangerApplies(a), func(ctx context.Context) error { return s.admitLimitRanges(ctx, a) }); err != nil {
+			return err
+		}
+		if err := s.plugin(ctx, "Priority", a.Resource == "pods", func(ctx context.Context) error { return s.admitPriority(ctx, a) }); err != nil {
+			return err
+		}
 		for _, p := range s.cfg.Mutating {
 			if err := p.Admit(ctx, a); err != nil {
 				return err
@@ -230,6 +254,12 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
+			return err
+		}
+		if err := s.plugin(ctx, "LimitRanger", limitRangerApplies(a), func(ctx context.Context) error { return s.validateLimitRanges(ctx, a) }); err != nil {
+			return err
+		}
+		if err := s.plugin(ctx, "Priority", a.Resource == "priorityclasses", func(ctx context.Context) error { return s.validatePriorityClassAdmission(ctx, a) }); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {
@@ -657,6 +687,9 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil // a Job's is cleared with its generated selector
 	case *admissionregistrationv1.ValidatingAdmissionPolicy:
 		o.Status = nil // then written by typeCheckPolicy
+	case *corev1.ResourceQuota:
+		// The resource quota controller fills it.
+		o.Status = nil
 	case *corev1.Namespace:
 		o.Status = &corev1.NamespaceStatus{Phase: "Active"}
 		// As in Kubernetes: every new namespace is held, once deleted, until
@@ -690,14 +723,21 @@ func (s *Server) createOnce(ctx context.Context, c *call, r *resourceInfo, obj p
 	if err := s.admitValidating(ctx, c, adm); err != nil {
 		return nil, err
 	}
+	q, err := s.newQuotaCharge(ctx, c, r, request.Create, obj, nil, dry)
+	if err != nil {
+		return nil, err
+	}
 	if dry {
+		if err := q.dryRun(ctx); err != nil {
+			return nil, err
+		}
 		return obj, s.dryRunAddresses(ctx, obj, nil)
 	}
 	m := meta(obj)
 	setTraceAnnotation(ctx, m)
 	var rev int64
-	err := s.storeStage(ctx, c, func(ctx context.Context) (err error) {
-		rev, err = s.storeCreate(ctx, r, obj)
+	err = s.storeStage(ctx, c, func(ctx context.Context) (err error) {
+		rev, err = s.storeCreate(ctx, r, obj, q)
 		return err
 	})
 	if err != nil {
@@ -873,7 +913,11 @@ func (s *Server) guaranteedUpdate(ctx context.Context, c *call, r *resourceInfo,
 			if finished {
 				newRev, err = s.storeRemove(ctx, r, ns, name, rev, n)
 			} else {
-				newRev, err = s.storeUpdate(ctx, r, ns, name, rev, n, old)
+				var q *quotaCharge
+				if q, err = s.newQuotaCharge(ctx, c, r, request.Update, n, old, false); err != nil {
+					return err
+				}
+				newRev, err = s.storeUpdate(ctx, r, ns, name, rev, n, old, q)
 			}
 			return err
 		})

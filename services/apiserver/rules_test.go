@@ -53,8 +53,10 @@ func TestDefaults(t *testing.T) {
 			if s.GetTerminationGracePeriodSeconds() != 30 || s.TerminationGracePeriodSeconds == nil {
 				t.Errorf("terminationGracePeriodSeconds: got %v, want 30", s.TerminationGracePeriodSeconds)
 			}
-			if !s.GetEnableServiceLinks() || s.Priority == nil {
-				t.Errorf("enableServiceLinks/priority not defaulted: %v", s)
+			// priority is not a default: the Priority admission plugin
+			// sets it on pods (and a template keeps none), as in Kubernetes.
+			if !s.GetEnableServiceLinks() || s.Priority != nil {
+				t.Errorf("enableServiceLinks not defaulted or priority set: %v", s)
 			}
 		}},
 		{name: "binding apiGroups", in: &rbacv1.RoleBinding{RoleRef: &rbacv1.RoleRef{Kind: "Role", Name: "r"}, Subjects: []*rbacv1.Subject{

@@ -463,6 +463,10 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	for _, n := range protectedNamespaces {
 		objs = append(objs, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: n}})
 	}
+	// As kube-apiserver's bootstrap: the system priority classes.
+	for _, pc := range systemPriorityClasses() {
+		objs = append(objs, pc)
+	}
 	objs = append(objs, s.cfg.Bootstrap...)
 	for _, obj := range objs {
 		for {

@@ -631,29 +631,34 @@ func (s *Server) dryRunAddresses(ctx context.Context, obj, old proto.Message) er
 	return invalid(&resourceInfo{Kind: "Service"}, svc.GetMetadata().GetName(), errs)
 }
 
-// storeCreate writes a new object; a Service claims its addresses in the
-// same transaction.
-func (s *Server) storeCreate(ctx context.Context, r *resourceInfo, obj proto.Message) (int64, error) {
+// storeCreate writes a new object; a Service claims its addresses, and q
+// (if not nil) charges the namespace's quotas, in the same transaction.
+func (s *Server) storeCreate(ctx context.Context, r *resourceInfo, obj proto.Message, q *quotaCharge) (int64, error) {
 	m := meta(obj)
+	write := q.wrap(ctx, func(x *txnExtra) (int64, error) {
+		return s.store.createWith(ctx, r, m.GetNamespace(), m.GetName(), obj, x)
+	})
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
-		return s.store.create(ctx, r, m.GetNamespace(), m.GetName(), obj)
+		return write(nil)
 	}
 	pl, err := s.svcs.plan(svc, nil)
 	if err != nil {
 		return 0, err
 	}
-	return s.svcs.commit(ctx, s.store.cli, svc, pl, func(x *txnExtra) (int64, error) {
-		return s.store.createWith(ctx, r, m.GetNamespace(), m.GetName(), obj, x)
-	})
+	return s.svcs.commit(ctx, s.store.cli, svc, pl, write)
 }
 
 // storeUpdate writes n over old (at revision rev); a Service claims and
-// gives back addresses in the same transaction.
-func (s *Server) storeUpdate(ctx context.Context, r *resourceInfo, ns, name string, rev int64, n, old proto.Message) (int64, error) {
+// gives back addresses, and q (if not nil) charges the namespace's quotas,
+// in the same transaction.
+func (s *Server) storeUpdate(ctx context.Context, r *resourceInfo, ns, name string, rev int64, n, old proto.Message, q *quotaCharge) (int64, error) {
+	write := q.wrap(ctx, func(x *txnExtra) (int64, error) {
+		return s.store.updateWith(ctx, r, ns, name, rev, n, x)
+	})
 	svc, ok := n.(*corev1.Service)
 	if !ok {
-		return s.store.update(ctx, r, ns, name, rev, n)
+		return write(nil)
 	}
 	oldSvc, _ := old.(*corev1.Service)
 	pl, err := s.svcs.plan(svc, oldSvc)
@@ -661,11 +666,9 @@ func (s *Server) storeUpdate(ctx context.Context, r *resourceInfo, ns, name stri
 		return 0, err
 	}
 	if len(pl.claims) == 0 && len(pl.releases) == 0 {
-		return s.store.update(ctx, r, ns, name, rev, n)
+		return write(nil)
 	}
-	return s.svcs.commit(ctx, s.store.cli, svc, pl, func(x *txnExtra) (int64, error) {
-		return s.store.updateWith(ctx, r, ns, name, rev, n, x)
-	})
+	return s.svcs.commit(ctx, s.store.cli, svc, pl, write)
 }
 
 // storeRemove deletes an object (obj is its last state, at revision rev); a

@@ -110,11 +110,11 @@ func (s *Server) writeInternal(ctx context.Context, r *resourceInfo, obj, old pr
 		return err
 	}
 	if old == nil {
-		_, err = s.storeCreate(ctx, r, obj)
+		_, err = s.storeCreate(ctx, r, obj, nil)
 		return err
 	}
 	rev, _ := parseRV(meta(old).GetResourceVersion())
-	_, err = s.storeUpdate(ctx, r, m.GetNamespace(), m.GetName(), rev, obj, old)
+	_, err = s.storeUpdate(ctx, r, m.GetNamespace(), m.GetName(), rev, obj, old, nil)
 	return err
 }
 

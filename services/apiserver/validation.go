@@ -27,6 +27,7 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -125,6 +126,14 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 	case *batchv1.CronJob:
 		oc, _ := old.(*batchv1.CronJob)
 		errs = append(errs, validateCronJob(o, oc)...)
+	case *schedulingv1.PriorityClass:
+		opc, _ := old.(*schedulingv1.PriorityClass)
+		errs = append(errs, validatePriorityClass(o, opc)...)
+	case *corev1.ResourceQuota:
+		oq, _ := old.(*corev1.ResourceQuota)
+		errs = append(errs, validateResourceQuota(o, oq)...)
+	case *corev1.LimitRange:
+		errs = append(errs, validateLimitRange(o)...)
 	case *corev1.ServiceAccount:
 		// As Kubernetes: only the metadata is checked (validateMeta: the
 		// name is a DNS subdomain); the secrets and imagePullSecrets
@@ -239,6 +248,8 @@ func validateStatus(obj proto.Message) field.ErrorList {
 	}
 	const aboveReplicas = "cannot be greater than status.replicas"
 	switch o := obj.(type) {
+	case *corev1.ResourceQuota:
+		errs = append(errs, validateResourceQuotaStatus(o)...)
 	case *appsv1.Deployment:
 		st := o.GetStatus()
 		nonNegative(st.GetObservedGeneration(), "observedGeneration")

@@ -16,6 +16,7 @@ import (
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"google.golang.org/genproto/googleapis/api/httpbody"
 	"google.golang.org/grpc"
@@ -90,6 +91,18 @@ func builtinResources() []*resourceInfo {
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
 			New: func() proto.Message { return &corev1.PodTemplate{} },
+		},
+		{
+			Group: "", Version: "v1", Kind: "ResourceQuota", Resource: "resourcequotas",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.ResourceQuota{} },
+		},
+		{
+			Group: "", Version: "v1", Kind: "LimitRange", Resource: "limitranges",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.LimitRange{} },
 		},
 		{
 			Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
@@ -176,6 +189,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &storagev1.VolumeAttachment{} },
 		},
 		{
+			Group: "scheduling.k8s.io", Version: "v1", Kind: "PriorityClass", Resource: "priorityclasses",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &schedulingv1.PriorityClass{} },
+		},
+		{
 			Group: "coordination.k8s.io", Version: "v1", Kind: "Lease", Resource: "leases",
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -258,6 +277,8 @@ func registerServices(gs *grpc.Server, s *Server) {
 	corev1.RegisterServiceAccountServiceServer(gs, &serviceAccountService{s: s, r: s.resources["serviceaccounts"]})
 	corev1.RegisterReplicationControllerServiceServer(gs, &replicationControllerService{s: s, r: s.resources["replicationcontrollers"]})
 	corev1.RegisterPodTemplateServiceServer(gs, &podTemplateService{s: s, r: s.resources["podtemplates"]})
+	corev1.RegisterResourceQuotaServiceServer(gs, &resourceQuotaService{s: s, r: s.resources["resourcequotas"]})
+	corev1.RegisterLimitRangeServiceServer(gs, &limitRangeService{s: s, r: s.resources["limitranges"]})
 	appsv1.RegisterDeploymentServiceServer(gs, &deploymentService{s: s, r: s.resources["deployments"]})
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
 	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
@@ -272,6 +293,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	storagev1.RegisterCSIDriverServiceServer(gs, &cSIDriverService{s: s, r: s.resources["csidrivers"]})
 	storagev1.RegisterCSINodeServiceServer(gs, &cSINodeService{s: s, r: s.resources["csinodes"]})
 	storagev1.RegisterVolumeAttachmentServiceServer(gs, &volumeAttachmentService{s: s, r: s.resources["volumeattachments"]})
+	schedulingv1.RegisterPriorityClassServiceServer(gs, &priorityClassService{s: s, r: s.resources["priorityclasses"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
 	policyv1.RegisterPodDisruptionBudgetServiceServer(gs, &podDisruptionBudgetService{s: s, r: s.resources["poddisruptionbudgets"]})
 	rbacv1.RegisterRoleServiceServer(gs, &roleService{s: s, r: s.resources["roles"]})
@@ -1207,6 +1229,166 @@ func (x *podTemplateService) DeletePodTemplate(ctx context.Context, req *corev1.
 		return nil, toGRPC(err)
 	}
 	return &corev1.DeletePodTemplateResponse{PodTemplate: obj.(*corev1.PodTemplate)}, nil
+}
+
+type resourceQuotaService struct {
+	corev1.UnimplementedResourceQuotaServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *resourceQuotaService) GetResourceQuota(ctx context.Context, req *corev1.GetResourceQuotaRequest) (*corev1.GetResourceQuotaResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetResourceQuotaResponse{ResourceQuota: obj.(*corev1.ResourceQuota)}, nil
+}
+
+func (x *resourceQuotaService) ListResourceQuotas(ctx context.Context, req *corev1.ListResourceQuotasRequest) (*corev1.ListResourceQuotasResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.ResourceQuotaList{ApiVersion: x.r.APIVersion(), Kind: "ResourceQuotaList", Metadata: lm, Items: make([]*corev1.ResourceQuota, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.ResourceQuota)
+	}
+	return &corev1.ListResourceQuotasResponse{List: list}, nil
+}
+
+func (x *resourceQuotaService) WatchResourceQuotas(req *corev1.WatchResourceQuotasRequest, stream corev1.ResourceQuotaService_WatchResourceQuotasServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchResourceQuotasResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.ResourceQuota)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *resourceQuotaService) CreateResourceQuota(ctx context.Context, req *corev1.CreateResourceQuotaRequest) (*corev1.CreateResourceQuotaResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetResourceQuota()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreateResourceQuotaResponse{ResourceQuota: obj.(*corev1.ResourceQuota)}, nil
+}
+
+func (x *resourceQuotaService) UpdateResourceQuota(ctx context.Context, req *corev1.UpdateResourceQuotaRequest) (*corev1.UpdateResourceQuotaResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetResourceQuota()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateResourceQuotaResponse{ResourceQuota: obj.(*corev1.ResourceQuota)}, nil
+}
+
+func (x *resourceQuotaService) DeleteResourceQuota(ctx context.Context, req *corev1.DeleteResourceQuotaRequest) (*corev1.DeleteResourceQuotaResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeleteResourceQuotaResponse{ResourceQuota: obj.(*corev1.ResourceQuota)}, nil
+}
+
+func (x *resourceQuotaService) UpdateResourceQuotaStatus(ctx context.Context, req *corev1.UpdateResourceQuotaStatusRequest) (*corev1.UpdateResourceQuotaStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetResourceQuota()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateResourceQuotaStatusResponse{ResourceQuota: obj.(*corev1.ResourceQuota)}, nil
+}
+
+type limitRangeService struct {
+	corev1.UnimplementedLimitRangeServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *limitRangeService) GetLimitRange(ctx context.Context, req *corev1.GetLimitRangeRequest) (*corev1.GetLimitRangeResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetLimitRangeResponse{LimitRange: obj.(*corev1.LimitRange)}, nil
+}
+
+func (x *limitRangeService) ListLimitRanges(ctx context.Context, req *corev1.ListLimitRangesRequest) (*corev1.ListLimitRangesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.LimitRangeList{ApiVersion: x.r.APIVersion(), Kind: "LimitRangeList", Metadata: lm, Items: make([]*corev1.LimitRange, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.LimitRange)
+	}
+	return &corev1.ListLimitRangesResponse{List: list}, nil
+}
+
+func (x *limitRangeService) WatchLimitRanges(req *corev1.WatchLimitRangesRequest, stream corev1.LimitRangeService_WatchLimitRangesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchLimitRangesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.LimitRange)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *limitRangeService) CreateLimitRange(ctx context.Context, req *corev1.CreateLimitRangeRequest) (*corev1.CreateLimitRangeResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetLimitRange()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreateLimitRangeResponse{LimitRange: obj.(*corev1.LimitRange)}, nil
+}
+
+func (x *limitRangeService) UpdateLimitRange(ctx context.Context, req *corev1.UpdateLimitRangeRequest) (*corev1.UpdateLimitRangeResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetLimitRange()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdateLimitRangeResponse{LimitRange: obj.(*corev1.LimitRange)}, nil
+}
+
+func (x *limitRangeService) DeleteLimitRange(ctx context.Context, req *corev1.DeleteLimitRangeRequest) (*corev1.DeleteLimitRangeResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeleteLimitRangeResponse{LimitRange: obj.(*corev1.LimitRange)}, nil
 }
 
 type deploymentService struct {
@@ -2359,6 +2541,82 @@ func (x *volumeAttachmentService) UpdateVolumeAttachmentStatus(ctx context.Conte
 		return nil, toGRPC(err)
 	}
 	return &storagev1.UpdateVolumeAttachmentStatusResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
+}
+
+type priorityClassService struct {
+	schedulingv1.UnimplementedPriorityClassServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *priorityClassService) GetPriorityClass(ctx context.Context, req *schedulingv1.GetPriorityClassRequest) (*schedulingv1.GetPriorityClassResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &schedulingv1.GetPriorityClassResponse{PriorityClass: obj.(*schedulingv1.PriorityClass)}, nil
+}
+
+func (x *priorityClassService) ListPriorityClasses(ctx context.Context, req *schedulingv1.ListPriorityClassesRequest) (*schedulingv1.ListPriorityClassesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &schedulingv1.PriorityClassList{ApiVersion: x.r.APIVersion(), Kind: "PriorityClassList", Metadata: lm, Items: make([]*schedulingv1.PriorityClass, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*schedulingv1.PriorityClass)
+	}
+	return &schedulingv1.ListPriorityClassesResponse{List: list}, nil
+}
+
+func (x *priorityClassService) WatchPriorityClasses(req *schedulingv1.WatchPriorityClassesRequest, stream schedulingv1.PriorityClassService_WatchPriorityClassesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &schedulingv1.WatchPriorityClassesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*schedulingv1.PriorityClass)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *priorityClassService) CreatePriorityClass(ctx context.Context, req *schedulingv1.CreatePriorityClassRequest) (*schedulingv1.CreatePriorityClassResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetPriorityClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &schedulingv1.CreatePriorityClassResponse{PriorityClass: obj.(*schedulingv1.PriorityClass)}, nil
+}
+
+func (x *priorityClassService) UpdatePriorityClass(ctx context.Context, req *schedulingv1.UpdatePriorityClassRequest) (*schedulingv1.UpdatePriorityClassResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetPriorityClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &schedulingv1.UpdatePriorityClassResponse{PriorityClass: obj.(*schedulingv1.PriorityClass)}, nil
+}
+
+func (x *priorityClassService) DeletePriorityClass(ctx context.Context, req *schedulingv1.DeletePriorityClassRequest) (*schedulingv1.DeletePriorityClassResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &schedulingv1.DeletePriorityClassResponse{PriorityClass: obj.(*schedulingv1.PriorityClass)}, nil
 }
 
 type leaseService struct {

@@ -2,8 +2,8 @@
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller, crd, endpointslice, endpointslicemirroring)
-// over shared informers, talking only to the API
+// replicationcontroller, crd, endpointslice, endpointslicemirroring,
+// resourcequota) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
@@ -49,6 +50,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/podgc"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/replicationcontroller"
+	"github.com/kplane/kplane/services/controllers/resourcequota"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
 	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
@@ -76,12 +78,13 @@ const (
 	EndpointSliceMirroring = "endpointslicemirroring"
 	// CRD is the CustomResourceDefinition controller (names, Established,
 	// the cleanup finalizer).
-	CRD = "crd"
+	CRD           = "crd"
+	ResourceQuota = "resourcequota"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD, ResourceQuota}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -109,6 +112,10 @@ type Config struct {
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
 	CRDWorkers                                      int // default 1
 	EndpointSliceWorkers                            int // default 5, as Kubernetes' concurrent-service-endpoint-syncs
+	ResourceQuotaWorkers                            int // default 5, as Kubernetes' concurrent-resource-quota-syncs
+	// ResourceQuotaSyncPeriod is how often every quota is recounted
+	// (default 5 minutes, as Kubernetes' --resource-quota-sync-period).
+	ResourceQuotaSyncPeriod time.Duration
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -167,6 +174,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
 	cfg.CRDWorkers = cmpOr(cfg.CRDWorkers, 1)
 	cfg.EndpointSliceWorkers = cmpOr(cfg.EndpointSliceWorkers, 5)
+	cfg.ResourceQuotaWorkers = cmpOr(cfg.ResourceQuotaWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -408,6 +416,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
 			namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},
 			namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
+			namespace.ClientDeleter[*corev1.LimitRange]{C: client.Must[*corev1.LimitRange](conn)},
+			namespace.ClientDeleter[*corev1.ResourceQuota]{C: client.Must[*corev1.ResourceQuota](conn)},
 		}})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NamespaceWorkers) })
 	}
@@ -426,6 +436,9 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := podgc.New(podgc.Config{Pods: pods, Nodes: nodes, PodInformer: podInf, NodeInformer: nodeInf,
 			TerminatedPodThreshold: m.cfg.TerminatedPodGCThreshold, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, c.Run)
+	}
+	if on(ResourceQuota) {
+		runs = append(runs, m.resourceQuotaController(conn, podInf, rsInf, dInf, rcInf, informer))
 	}
 	if on(NodeLifecycle) {
 		nodes := client.Must[*corev1.Node](conn)
@@ -465,4 +478,75 @@ func (m *Manager) runControllers(ctx context.Context) {
 		start(r)
 	}
 	wg.Wait()
+}
+
+// resourceQuotaController builds the resource quota controller with the
+// informers it recounts from (pods shared; quotas, services, configmaps and
+// secrets its own, the last two only to give usage back when one goes) and
+// listers for the other kinds a quota may count.
+func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf *client.Informer[*corev1.Pod], rsInf *client.Informer[*appsv1.ReplicaSet],
+	dInf *client.Informer[*appsv1.Deployment], rcInf *client.Informer[*corev1.ReplicationController], informer func(func(context.Context) error)) func(context.Context) {
+	quotas := client.Must[*corev1.ResourceQuota](conn)
+	qInf := newInformer(quotas, m.log)
+	svcInf := newInformer(client.Must[*corev1.Service](conn), m.log)
+	cms, secrets := client.Must[*corev1.ConfigMap](conn), client.Must[*corev1.Secret](conn)
+	cmInf, secInf := newInformer(cms, m.log), newInformer(secrets, m.log)
+	for _, run := range []func(context.Context) error{qInf.Run, svcInf.Run, cmInf.Run, secInf.Run} {
+		informer(run)
+	}
+	gr := func(group, resource string) schema.GroupResource {
+		return schema.GroupResource{Group: group, Resource: resource}
+	}
+	c := resourcequota.New(resourcequota.Config{Quotas: quotas, QuotaInformer: qInf, PodInformer: podInf, ServiceInformer: svcInf,
+		Listers: map[schema.GroupResource]resourcequota.Lister{
+			gr("", "configmaps"):                            storeLister(cmInf),
+			gr("", "secrets"):                               storeLister(secInf),
+			gr("", "serviceaccounts"):                       resourcequota.ClientLister(client.Must[*corev1.ServiceAccount](conn)),
+			gr("", "endpoints"):                             resourcequota.ClientLister(client.Must[*corev1.Endpoints](conn)),
+			gr("", "limitranges"):                           resourcequota.ClientLister(client.Must[*corev1.LimitRange](conn)),
+			gr("apps", "deployments"):                       storeLister(dInf),
+			gr("apps", "replicasets"):                       storeLister(rsInf),
+			gr("apps", "daemonsets"):                        resourcequota.ClientLister(client.Must[*appsv1.DaemonSet](conn)),
+			gr("apps", "controllerrevisions"):               resourcequota.ClientLister(client.Must[*appsv1.ControllerRevision](conn)),
+			gr("batch", "jobs"):                             resourcequota.ClientLister(client.Must[*batchv1.Job](conn)),
+			gr("batch", "cronjobs"):                         resourcequota.ClientLister(client.Must[*batchv1.CronJob](conn)),
+			gr("policy", "poddisruptionbudgets"):            resourcequota.ClientLister(client.Must[*policyv1.PodDisruptionBudget](conn)),
+			gr("coordination.k8s.io", "leases"):             resourcequota.ClientLister(client.Must[*coordv1.Lease](conn)),
+			gr("rbac.authorization.k8s.io", "roles"):        resourcequota.ClientLister(client.Must[*rbacv1.Role](conn)),
+			gr("rbac.authorization.k8s.io", "rolebindings"): resourcequota.ClientLister(client.Must[*rbacv1.RoleBinding](conn)),
+		},
+		ResyncPeriod: m.cfg.ResourceQuotaSyncPeriod, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+	if rcInf != nil {
+		c.CountFrom(schema.GroupResource{Resource: "replicationcontrollers"}, storeLister(rcInf))
+		replenish(rcInf, c)
+	} else {
+		c.CountFrom(schema.GroupResource{Resource: "replicationcontrollers"}, resourcequota.ClientLister(client.Must[*corev1.ReplicationController](conn)))
+	}
+	replenish(cmInf, c)
+	replenish(secInf, c)
+	replenish(qInf, c)
+	replenish(rsInf, c)
+	replenish(dInf, c)
+	return func(ctx context.Context) { c.Run(ctx, m.cfg.ResourceQuotaWorkers) }
+}
+
+// storeLister lists a namespace's objects from an informer's cache.
+func storeLister[T proto.Message](inf *client.Informer[T]) resourcequota.Lister {
+	return func(_ context.Context, ns string) ([]proto.Message, error) {
+		items := inf.Store().ByNamespace(ns)
+		out := make([]proto.Message, len(items))
+		for i, it := range items {
+			out[i] = it
+		}
+		return out, nil
+	}
+}
+
+// replenish has the quota controller recount a namespace's quotas when one
+// of inf's objects goes.
+func replenish[T interface {
+	proto.Message
+	ctrl.Object
+}](inf *client.Informer[T], c *resourcequota.Controller) {
+	inf.AddEventHandler(client.Handler[T]{OnDelete: func(o T) { c.NamespaceChanged(o.GetMetadata().GetNamespace()) }})
 }

@@ -19,6 +19,7 @@ import (
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
@@ -475,8 +476,18 @@ func TestPreemption(t *testing.T) {
 		}
 	}()
 
+	// A pod gets its priority from its PriorityClass (the Priority
+	// admission plugin refuses one set in the spec); 0 is no class.
+	pcs := client.Must[*schedulingv1.PriorityClass](admin)
 	priority := func(n int32) func(*corev1.PodSpec) {
-		return func(s *corev1.PodSpec) { s.Priority = proto.Int32(n) }
+		if n == 0 {
+			return func(*corev1.PodSpec) {}
+		}
+		name := fmt.Sprint("priority-", n)
+		if _, err := pcs.Create(ctx, &schedulingv1.PriorityClass{Metadata: &metav1.ObjectMeta{Name: name}, Value: n}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		return func(s *corev1.PodSpec) { s.PriorityClassName = name }
 	}
 	bound := func(name string) string {
 		p, err := pods.Get(ctx, "default", name)

@@ -67,6 +67,8 @@ func groups() []group {
 			{Kind: "ServiceAccount", Plural: "ServiceAccounts", Resource: "serviceaccounts", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicationController", Plural: "ReplicationControllers", Resource: "replicationcontrollers", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "PodTemplate", Plural: "PodTemplates", Resource: "podtemplates", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "ResourceQuota", Plural: "ResourceQuotas", Resource: "resourcequotas", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "LimitRange", Plural: "LimitRanges", Resource: "limitranges", Namespaced: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
@@ -93,6 +95,9 @@ func groups() []group {
 			{Kind: "CSIDriver", Plural: "CSIDrivers", Resource: "csidrivers"},
 			{Kind: "CSINode", Plural: "CSINodes", Resource: "csinodes"},
 			{Kind: "VolumeAttachment", Plural: "VolumeAttachments", Resource: "volumeattachments", Status: true},
+		}},
+		{Dir: "scheduling", Name: "scheduling.k8s.io", GoAlias: "schedulingv1", Resource: []resource{
+			{Kind: "PriorityClass", Plural: "PriorityClasses", Resource: "priorityclasses", AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},

@@ -73,6 +73,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -115,7 +116,8 @@ func packages() []protoPkg {
 				corev1.Node{}, corev1.NodeList{}, corev1.Event{}, corev1.EventList{}, corev1.Service{}, corev1.ServiceList{},
 				corev1.Endpoints{}, corev1.EndpointsList{}, corev1.ConfigMap{}, corev1.ConfigMapList{}, corev1.Secret{}, corev1.SecretList{},
 				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{},
-				corev1.PodTemplate{}, corev1.PodTemplateList{}}},
+				corev1.PodTemplate{}, corev1.PodTemplateList{},
+				corev1.ResourceQuota{}, corev1.ResourceQuotaList{}, corev1.LimitRange{}, corev1.LimitRangeList{}}},
 		{Dir: "apps", File: "types.proto", GoAlias: "appsv1", GoPkgs: []string{"k8s.io/api/apps/v1"},
 			Doc: "holds Kubernetes' apps/v1 resources",
 			Roots: []any{appsv1.Deployment{}, appsv1.DeploymentList{}, appsv1.ReplicaSet{}, appsv1.ReplicaSetList{},
@@ -166,6 +168,9 @@ func packages() []protoPkg {
 			Doc: "holds Kubernetes' storage.k8s.io/v1 resources",
 			Roots: []any{storagev1.CSIDriver{}, storagev1.CSIDriverList{}, storagev1.CSINode{}, storagev1.CSINodeList{},
 				storagev1.VolumeAttachment{}, storagev1.VolumeAttachmentList{}}},
+		{Dir: "scheduling", File: "types.proto", GoAlias: "schedulingv1", GoPkgs: []string{"k8s.io/api/scheduling/v1"},
+			Doc:   "holds Kubernetes' scheduling.k8s.io/v1 resources",
+			Roots: []any{schedulingv1.PriorityClass{}, schedulingv1.PriorityClassList{}}},
 	}
 }
 

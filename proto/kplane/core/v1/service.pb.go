@@ -10158,6 +10158,1709 @@ func (x *DeletePodTemplateResponse) GetPodTemplate() *PodTemplate {
 	return nil
 }
 
+// GetResourceQuotaRequest names one ResourceQuota.
+type GetResourceQuotaRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetResourceQuotaRequest) Reset() {
+	*x = GetResourceQuotaRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResourceQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResourceQuotaRequest) ProtoMessage() {}
+
+func (x *GetResourceQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResourceQuotaRequest.ProtoReflect.Descriptor instead.
+func (*GetResourceQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{157}
+}
+
+func (x *GetResourceQuotaRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetResourceQuotaRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetResourceQuotaRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetResourceQuotaResponse carries the ResourceQuota.
+type GetResourceQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,1,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResourceQuotaResponse) Reset() {
+	*x = GetResourceQuotaResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResourceQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResourceQuotaResponse) ProtoMessage() {}
+
+func (x *GetResourceQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResourceQuotaResponse.ProtoReflect.Descriptor instead.
+func (*GetResourceQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{158}
+}
+
+func (x *GetResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+// ListResourceQuotasRequest holds Kubernetes' list options.
+type ListResourceQuotasRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListResourceQuotasRequest) Reset() {
+	*x = ListResourceQuotasRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResourceQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResourceQuotasRequest) ProtoMessage() {}
+
+func (x *ListResourceQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResourceQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListResourceQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{159}
+}
+
+func (x *ListResourceQuotasRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListResourceQuotasRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListResourceQuotasRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListResourceQuotasRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListResourceQuotasRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListResourceQuotasRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListResourceQuotasRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListResourceQuotasRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListResourceQuotasResponse carries the list.
+type ListResourceQuotasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *ResourceQuotaList     `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResourceQuotasResponse) Reset() {
+	*x = ListResourceQuotasResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResourceQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResourceQuotasResponse) ProtoMessage() {}
+
+func (x *ListResourceQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResourceQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListResourceQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{160}
+}
+
+func (x *ListResourceQuotasResponse) GetList() *ResourceQuotaList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchResourceQuotasRequest holds Kubernetes' watch options.
+type WatchResourceQuotasRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchResourceQuotasRequest) Reset() {
+	*x = WatchResourceQuotasRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResourceQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResourceQuotasRequest) ProtoMessage() {}
+
+func (x *WatchResourceQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResourceQuotasRequest.ProtoReflect.Descriptor instead.
+func (*WatchResourceQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{161}
+}
+
+func (x *WatchResourceQuotasRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchResourceQuotasRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchResourceQuotasRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchResourceQuotasRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchResourceQuotasRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchResourceQuotasRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchResourceQuotasRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchResourceQuotasRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchResourceQuotasResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchResourceQuotasResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *ResourceQuota         `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResourceQuotasResponse) Reset() {
+	*x = WatchResourceQuotasResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResourceQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResourceQuotasResponse) ProtoMessage() {}
+
+func (x *WatchResourceQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResourceQuotasResponse.ProtoReflect.Descriptor instead.
+func (*WatchResourceQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{162}
+}
+
+func (x *WatchResourceQuotasResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchResourceQuotasResponse) GetObject() *ResourceQuota {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchResourceQuotasResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateResourceQuotaRequest carries the new ResourceQuota.
+type CreateResourceQuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,2,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateResourceQuotaRequest) Reset() {
+	*x = CreateResourceQuotaRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateResourceQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateResourceQuotaRequest) ProtoMessage() {}
+
+func (x *CreateResourceQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateResourceQuotaRequest.ProtoReflect.Descriptor instead.
+func (*CreateResourceQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{163}
+}
+
+func (x *CreateResourceQuotaRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateResourceQuotaRequest) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+func (x *CreateResourceQuotaRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateResourceQuotaRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateResourceQuotaResponse carries the created ResourceQuota.
+type CreateResourceQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,1,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateResourceQuotaResponse) Reset() {
+	*x = CreateResourceQuotaResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateResourceQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateResourceQuotaResponse) ProtoMessage() {}
+
+func (x *CreateResourceQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateResourceQuotaResponse.ProtoReflect.Descriptor instead.
+func (*CreateResourceQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{164}
+}
+
+func (x *CreateResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+// UpdateResourceQuotaRequest carries the replacement ResourceQuota.
+type UpdateResourceQuotaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,3,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateResourceQuotaRequest) Reset() {
+	*x = UpdateResourceQuotaRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateResourceQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateResourceQuotaRequest) ProtoMessage() {}
+
+func (x *UpdateResourceQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateResourceQuotaRequest.ProtoReflect.Descriptor instead.
+func (*UpdateResourceQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{165}
+}
+
+func (x *UpdateResourceQuotaRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateResourceQuotaRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateResourceQuotaRequest) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+func (x *UpdateResourceQuotaRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateResourceQuotaRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateResourceQuotaResponse carries the stored ResourceQuota.
+type UpdateResourceQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,1,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateResourceQuotaResponse) Reset() {
+	*x = UpdateResourceQuotaResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateResourceQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateResourceQuotaResponse) ProtoMessage() {}
+
+func (x *UpdateResourceQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateResourceQuotaResponse.ProtoReflect.Descriptor instead.
+func (*UpdateResourceQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{166}
+}
+
+func (x *UpdateResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+// DeleteResourceQuotaRequest holds Kubernetes' delete options.
+type DeleteResourceQuotaRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteResourceQuotaRequest) Reset() {
+	*x = DeleteResourceQuotaRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResourceQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResourceQuotaRequest) ProtoMessage() {}
+
+func (x *DeleteResourceQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResourceQuotaRequest.ProtoReflect.Descriptor instead.
+func (*DeleteResourceQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{167}
+}
+
+func (x *DeleteResourceQuotaRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteResourceQuotaRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteResourceQuotaRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteResourceQuotaRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteResourceQuotaRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteResourceQuotaRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteResourceQuotaResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteResourceQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,1,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResourceQuotaResponse) Reset() {
+	*x = DeleteResourceQuotaResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResourceQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResourceQuotaResponse) ProtoMessage() {}
+
+func (x *DeleteResourceQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResourceQuotaResponse.ProtoReflect.Descriptor instead.
+func (*DeleteResourceQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{168}
+}
+
+func (x *DeleteResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+// UpdateResourceQuotaStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdateResourceQuotaStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,3,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateResourceQuotaStatusRequest) Reset() {
+	*x = UpdateResourceQuotaStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateResourceQuotaStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateResourceQuotaStatusRequest) ProtoMessage() {}
+
+func (x *UpdateResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateResourceQuotaStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateResourceQuotaStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{169}
+}
+
+func (x *UpdateResourceQuotaStatusRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateResourceQuotaStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateResourceQuotaStatusRequest) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+func (x *UpdateResourceQuotaStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateResourceQuotaStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateResourceQuotaStatusResponse carries the stored ResourceQuota.
+type UpdateResourceQuotaStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResourceQuota *ResourceQuota         `protobuf:"bytes,1,opt,name=resource_quota,json=resourceQuota,proto3" json:"resource_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateResourceQuotaStatusResponse) Reset() {
+	*x = UpdateResourceQuotaStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateResourceQuotaStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateResourceQuotaStatusResponse) ProtoMessage() {}
+
+func (x *UpdateResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateResourceQuotaStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdateResourceQuotaStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{170}
+}
+
+func (x *UpdateResourceQuotaStatusResponse) GetResourceQuota() *ResourceQuota {
+	if x != nil {
+		return x.ResourceQuota
+	}
+	return nil
+}
+
+// GetLimitRangeRequest names one LimitRange.
+type GetLimitRangeRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetLimitRangeRequest) Reset() {
+	*x = GetLimitRangeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLimitRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLimitRangeRequest) ProtoMessage() {}
+
+func (x *GetLimitRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLimitRangeRequest.ProtoReflect.Descriptor instead.
+func (*GetLimitRangeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{171}
+}
+
+func (x *GetLimitRangeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetLimitRangeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetLimitRangeRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetLimitRangeResponse carries the LimitRange.
+type GetLimitRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LimitRange    *LimitRange            `protobuf:"bytes,1,opt,name=limit_range,json=limitRange,proto3" json:"limit_range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLimitRangeResponse) Reset() {
+	*x = GetLimitRangeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLimitRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLimitRangeResponse) ProtoMessage() {}
+
+func (x *GetLimitRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLimitRangeResponse.ProtoReflect.Descriptor instead.
+func (*GetLimitRangeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{172}
+}
+
+func (x *GetLimitRangeResponse) GetLimitRange() *LimitRange {
+	if x != nil {
+		return x.LimitRange
+	}
+	return nil
+}
+
+// ListLimitRangesRequest holds Kubernetes' list options.
+type ListLimitRangesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListLimitRangesRequest) Reset() {
+	*x = ListLimitRangesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[173]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLimitRangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLimitRangesRequest) ProtoMessage() {}
+
+func (x *ListLimitRangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[173]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLimitRangesRequest.ProtoReflect.Descriptor instead.
+func (*ListLimitRangesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{173}
+}
+
+func (x *ListLimitRangesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListLimitRangesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListLimitRangesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListLimitRangesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListLimitRangesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListLimitRangesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListLimitRangesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListLimitRangesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListLimitRangesResponse carries the list.
+type ListLimitRangesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *LimitRangeList        `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLimitRangesResponse) Reset() {
+	*x = ListLimitRangesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[174]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLimitRangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLimitRangesResponse) ProtoMessage() {}
+
+func (x *ListLimitRangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[174]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLimitRangesResponse.ProtoReflect.Descriptor instead.
+func (*ListLimitRangesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{174}
+}
+
+func (x *ListLimitRangesResponse) GetList() *LimitRangeList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchLimitRangesRequest holds Kubernetes' watch options.
+type WatchLimitRangesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchLimitRangesRequest) Reset() {
+	*x = WatchLimitRangesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[175]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLimitRangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLimitRangesRequest) ProtoMessage() {}
+
+func (x *WatchLimitRangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[175]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLimitRangesRequest.ProtoReflect.Descriptor instead.
+func (*WatchLimitRangesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{175}
+}
+
+func (x *WatchLimitRangesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchLimitRangesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchLimitRangesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchLimitRangesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchLimitRangesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchLimitRangesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchLimitRangesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchLimitRangesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchLimitRangesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchLimitRangesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *LimitRange            `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchLimitRangesResponse) Reset() {
+	*x = WatchLimitRangesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[176]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchLimitRangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchLimitRangesResponse) ProtoMessage() {}
+
+func (x *WatchLimitRangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[176]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchLimitRangesResponse.ProtoReflect.Descriptor instead.
+func (*WatchLimitRangesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{176}
+}
+
+func (x *WatchLimitRangesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchLimitRangesResponse) GetObject() *LimitRange {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchLimitRangesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateLimitRangeRequest carries the new LimitRange.
+type CreateLimitRangeRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LimitRange *LimitRange            `protobuf:"bytes,2,opt,name=limit_range,json=limitRange,proto3" json:"limit_range,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLimitRangeRequest) Reset() {
+	*x = CreateLimitRangeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[177]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLimitRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLimitRangeRequest) ProtoMessage() {}
+
+func (x *CreateLimitRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[177]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLimitRangeRequest.ProtoReflect.Descriptor instead.
+func (*CreateLimitRangeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{177}
+}
+
+func (x *CreateLimitRangeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateLimitRangeRequest) GetLimitRange() *LimitRange {
+	if x != nil {
+		return x.LimitRange
+	}
+	return nil
+}
+
+func (x *CreateLimitRangeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateLimitRangeRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateLimitRangeResponse carries the created LimitRange.
+type CreateLimitRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LimitRange    *LimitRange            `protobuf:"bytes,1,opt,name=limit_range,json=limitRange,proto3" json:"limit_range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateLimitRangeResponse) Reset() {
+	*x = CreateLimitRangeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[178]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateLimitRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateLimitRangeResponse) ProtoMessage() {}
+
+func (x *CreateLimitRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[178]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateLimitRangeResponse.ProtoReflect.Descriptor instead.
+func (*CreateLimitRangeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{178}
+}
+
+func (x *CreateLimitRangeResponse) GetLimitRange() *LimitRange {
+	if x != nil {
+		return x.LimitRange
+	}
+	return nil
+}
+
+// UpdateLimitRangeRequest carries the replacement LimitRange.
+type UpdateLimitRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	LimitRange    *LimitRange            `protobuf:"bytes,3,opt,name=limit_range,json=limitRange,proto3" json:"limit_range,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLimitRangeRequest) Reset() {
+	*x = UpdateLimitRangeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[179]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLimitRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLimitRangeRequest) ProtoMessage() {}
+
+func (x *UpdateLimitRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[179]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLimitRangeRequest.ProtoReflect.Descriptor instead.
+func (*UpdateLimitRangeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{179}
+}
+
+func (x *UpdateLimitRangeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateLimitRangeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateLimitRangeRequest) GetLimitRange() *LimitRange {
+	if x != nil {
+		return x.LimitRange
+	}
+	return nil
+}
+
+func (x *UpdateLimitRangeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateLimitRangeRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateLimitRangeResponse carries the stored LimitRange.
+type UpdateLimitRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LimitRange    *LimitRange            `protobuf:"bytes,1,opt,name=limit_range,json=limitRange,proto3" json:"limit_range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateLimitRangeResponse) Reset() {
+	*x = UpdateLimitRangeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[180]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateLimitRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateLimitRangeResponse) ProtoMessage() {}
+
+func (x *UpdateLimitRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[180]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateLimitRangeResponse.ProtoReflect.Descriptor instead.
+func (*UpdateLimitRangeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{180}
+}
+
+func (x *UpdateLimitRangeResponse) GetLimitRange() *LimitRange {
+	if x != nil {
+		return x.LimitRange
+	}
+	return nil
+}
+
+// DeleteLimitRangeRequest holds Kubernetes' delete options.
+type DeleteLimitRangeRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteLimitRangeRequest) Reset() {
+	*x = DeleteLimitRangeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[181]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLimitRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLimitRangeRequest) ProtoMessage() {}
+
+func (x *DeleteLimitRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[181]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLimitRangeRequest.ProtoReflect.Descriptor instead.
+func (*DeleteLimitRangeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{181}
+}
+
+func (x *DeleteLimitRangeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteLimitRangeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteLimitRangeRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteLimitRangeRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteLimitRangeRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteLimitRangeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteLimitRangeResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteLimitRangeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LimitRange    *LimitRange            `protobuf:"bytes,1,opt,name=limit_range,json=limitRange,proto3" json:"limit_range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteLimitRangeResponse) Reset() {
+	*x = DeleteLimitRangeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[182]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteLimitRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteLimitRangeResponse) ProtoMessage() {}
+
+func (x *DeleteLimitRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[182]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteLimitRangeResponse.ProtoReflect.Descriptor instead.
+func (*DeleteLimitRangeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{182}
+}
+
+func (x *DeleteLimitRangeResponse) GetLimitRange() *LimitRange {
+	if x != nil {
+		return x.LimitRange
+	}
+	return nil
+}
+
 var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
@@ -10900,7 +12603,137 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"[\n" +
 	"\x19DeletePodTemplateResponse\x12>\n" +
-	"\fpod_template\x18\x01 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate2\xd8\t\n" +
+	"\fpod_template\x18\x01 \x01(\v2\x1b.kplane.core.v1.PodTemplateR\vpodTemplate\"v\n" +
+	"\x17GetResourceQuotaRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"`\n" +
+	"\x18GetResourceQuotaResponse\x12D\n" +
+	"\x0eresource_quota\x18\x01 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\"\xdc\x02\n" +
+	"\x19ListResourceQuotasRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"S\n" +
+	"\x1aListResourceQuotasResponse\x125\n" +
+	"\x04list\x18\x01 \x01(\v2!.kplane.core.v1.ResourceQuotaListR\x04list\"\xac\x03\n" +
+	"\x1aWatchResourceQuotasRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x98\x01\n" +
+	"\x1bWatchResourceQuotasResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x125\n" +
+	"\x06object\x18\x02 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xbe\x01\n" +
+	"\x1aCreateResourceQuotaRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12D\n" +
+	"\x0eresource_quota\x18\x02 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"c\n" +
+	"\x1bCreateResourceQuotaResponse\x12D\n" +
+	"\x0eresource_quota\x18\x01 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\"\xd2\x01\n" +
+	"\x1aUpdateResourceQuotaRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12D\n" +
+	"\x0eresource_quota\x18\x03 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"c\n" +
+	"\x1bUpdateResourceQuotaResponse\x12D\n" +
+	"\x0eresource_quota\x18\x01 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\"\xab\x02\n" +
+	"\x1aDeleteResourceQuotaRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"c\n" +
+	"\x1bDeleteResourceQuotaResponse\x12D\n" +
+	"\x0eresource_quota\x18\x01 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\"\xd8\x01\n" +
+	" UpdateResourceQuotaStatusRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12D\n" +
+	"\x0eresource_quota\x18\x03 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"i\n" +
+	"!UpdateResourceQuotaStatusResponse\x12D\n" +
+	"\x0eresource_quota\x18\x01 \x01(\v2\x1d.kplane.core.v1.ResourceQuotaR\rresourceQuota\"s\n" +
+	"\x14GetLimitRangeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"T\n" +
+	"\x15GetLimitRangeResponse\x12;\n" +
+	"\vlimit_range\x18\x01 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
+	"limitRange\"\xd9\x02\n" +
+	"\x16ListLimitRangesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"M\n" +
+	"\x17ListLimitRangesResponse\x122\n" +
+	"\x04list\x18\x01 \x01(\v2\x1e.kplane.core.v1.LimitRangeListR\x04list\"\xa9\x03\n" +
+	"\x17WatchLimitRangesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x92\x01\n" +
+	"\x18WatchLimitRangesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x122\n" +
+	"\x06object\x18\x02 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xb2\x01\n" +
+	"\x17CreateLimitRangeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12;\n" +
+	"\vlimit_range\x18\x02 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
+	"limitRange\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"W\n" +
+	"\x18CreateLimitRangeResponse\x12;\n" +
+	"\vlimit_range\x18\x01 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
+	"limitRange\"\xc6\x01\n" +
+	"\x17UpdateLimitRangeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12;\n" +
+	"\vlimit_range\x18\x03 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
+	"limitRange\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"W\n" +
+	"\x18UpdateLimitRangeResponse\x12;\n" +
+	"\vlimit_range\x18\x01 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
+	"limitRange\"\xa8\x02\n" +
+	"\x17DeleteLimitRangeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"W\n" +
+	"\x18DeleteLimitRangeResponse\x12;\n" +
+	"\vlimit_range\x18\x01 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
+	"limitRange2\xd8\t\n" +
 	"\x10NamespaceService\x12\x87\x01\n" +
 	"\fGetNamespace\x12#.kplane.core.v1.GetNamespaceRequest\x1a$.kplane.core.v1.GetNamespaceResponse\",\x82\xd3\xe4\x93\x02&b\tnamespace\x12\x19/api/v1/namespaces/{name}\x12\x81\x01\n" +
 	"\x0eListNamespaces\x12%.kplane.core.v1.ListNamespacesRequest\x1a&.kplane.core.v1.ListNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1ab\x04list\x12\x12/api/v1/namespaces\x12\x86\x01\n" +
@@ -11002,7 +12835,22 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x11WatchPodTemplates\x12(.kplane.core.v1.WatchPodTemplatesRequest\x1a).kplane.core.v1.WatchPodTemplatesResponse\"W\x82\xd3\xe4\x93\x02QZ\x1c\x12\x1a/api/v1/watch/podtemplates\x121/api/v1/watch/namespaces/{namespace}/podtemplates0\x01\x12\xb9\x01\n" +
 	"\x11CreatePodTemplate\x12(.kplane.core.v1.CreatePodTemplateRequest\x1a).kplane.core.v1.CreatePodTemplateResponse\"O\x82\xd3\xe4\x93\x02I:\fpod_templateb\fpod_template\"+/api/v1/namespaces/{namespace}/podtemplates\x12\xc0\x01\n" +
 	"\x11UpdatePodTemplate\x12(.kplane.core.v1.UpdatePodTemplateRequest\x1a).kplane.core.v1.UpdatePodTemplateResponse\"V\x82\xd3\xe4\x93\x02P:\fpod_templateb\fpod_template\x1a2/api/v1/namespaces/{namespace}/podtemplates/{name}\x12\xb5\x01\n" +
-	"\x11DeletePodTemplate\x12(.kplane.core.v1.DeletePodTemplateRequest\x1a).kplane.core.v1.DeletePodTemplateResponse\"K\x82\xd3\xe4\x93\x02E:\x01*b\fpod_template*2/api/v1/namespaces/{namespace}/podtemplates/{name}B6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	"\x11DeletePodTemplate\x12(.kplane.core.v1.DeletePodTemplateRequest\x1a).kplane.core.v1.DeletePodTemplateResponse\"K\x82\xd3\xe4\x93\x02E:\x01*b\fpod_template*2/api/v1/namespaces/{namespace}/podtemplates/{name}2\xa8\v\n" +
+	"\x14ResourceQuotaService\x12\xb3\x01\n" +
+	"\x10GetResourceQuota\x12'.kplane.core.v1.GetResourceQuotaRequest\x1a(.kplane.core.v1.GetResourceQuotaResponse\"L\x82\xd3\xe4\x93\x02Fb\x0eresource_quota\x124/api/v1/namespaces/{namespace}/resourcequotas/{name}\x12\xc8\x01\n" +
+	"\x12ListResourceQuotas\x12).kplane.core.v1.ListResourceQuotasRequest\x1a*.kplane.core.v1.ListResourceQuotasResponse\"[\x82\xd3\xe4\x93\x02UZ\x1eb\x04list\x12\x16/api/v1/resourcequotasb\x04list\x12-/api/v1/namespaces/{namespace}/resourcequotas\x12\xcd\x01\n" +
+	"\x13WatchResourceQuotas\x12*.kplane.core.v1.WatchResourceQuotasRequest\x1a+.kplane.core.v1.WatchResourceQuotasResponse\"[\x82\xd3\xe4\x93\x02UZ\x1e\x12\x1c/api/v1/watch/resourcequotas\x123/api/v1/watch/namespaces/{namespace}/resourcequotas0\x01\x12\xc5\x01\n" +
+	"\x13CreateResourceQuota\x12*.kplane.core.v1.CreateResourceQuotaRequest\x1a+.kplane.core.v1.CreateResourceQuotaResponse\"U\x82\xd3\xe4\x93\x02O:\x0eresource_quotab\x0eresource_quota\"-/api/v1/namespaces/{namespace}/resourcequotas\x12\xcc\x01\n" +
+	"\x13UpdateResourceQuota\x12*.kplane.core.v1.UpdateResourceQuotaRequest\x1a+.kplane.core.v1.UpdateResourceQuotaResponse\"\\\x82\xd3\xe4\x93\x02V:\x0eresource_quotab\x0eresource_quota\x1a4/api/v1/namespaces/{namespace}/resourcequotas/{name}\x12\xbf\x01\n" +
+	"\x13DeleteResourceQuota\x12*.kplane.core.v1.DeleteResourceQuotaRequest\x1a+.kplane.core.v1.DeleteResourceQuotaResponse\"O\x82\xd3\xe4\x93\x02I:\x01*b\x0eresource_quota*4/api/v1/namespaces/{namespace}/resourcequotas/{name}\x12\xe5\x01\n" +
+	"\x19UpdateResourceQuotaStatus\x120.kplane.core.v1.UpdateResourceQuotaStatusRequest\x1a1.kplane.core.v1.UpdateResourceQuotaStatusResponse\"c\x82\xd3\xe4\x93\x02]:\x0eresource_quotab\x0eresource_quota\x1a;/api/v1/namespaces/{namespace}/resourcequotas/{name}/status2\xdd\b\n" +
+	"\x11LimitRangeService\x12\xa4\x01\n" +
+	"\rGetLimitRange\x12$.kplane.core.v1.GetLimitRangeRequest\x1a%.kplane.core.v1.GetLimitRangeResponse\"F\x82\xd3\xe4\x93\x02@b\vlimit_range\x121/api/v1/namespaces/{namespace}/limitranges/{name}\x12\xb9\x01\n" +
+	"\x0fListLimitRanges\x12&.kplane.core.v1.ListLimitRangesRequest\x1a'.kplane.core.v1.ListLimitRangesResponse\"U\x82\xd3\xe4\x93\x02OZ\x1bb\x04list\x12\x13/api/v1/limitrangesb\x04list\x12*/api/v1/namespaces/{namespace}/limitranges\x12\xbe\x01\n" +
+	"\x10WatchLimitRanges\x12'.kplane.core.v1.WatchLimitRangesRequest\x1a(.kplane.core.v1.WatchLimitRangesResponse\"U\x82\xd3\xe4\x93\x02OZ\x1b\x12\x19/api/v1/watch/limitranges\x120/api/v1/watch/namespaces/{namespace}/limitranges0\x01\x12\xb3\x01\n" +
+	"\x10CreateLimitRange\x12'.kplane.core.v1.CreateLimitRangeRequest\x1a(.kplane.core.v1.CreateLimitRangeResponse\"L\x82\xd3\xe4\x93\x02F:\vlimit_rangeb\vlimit_range\"*/api/v1/namespaces/{namespace}/limitranges\x12\xba\x01\n" +
+	"\x10UpdateLimitRange\x12'.kplane.core.v1.UpdateLimitRangeRequest\x1a(.kplane.core.v1.UpdateLimitRangeResponse\"S\x82\xd3\xe4\x93\x02M:\vlimit_rangeb\vlimit_range\x1a1/api/v1/namespaces/{namespace}/limitranges/{name}\x12\xb0\x01\n" +
+	"\x10DeleteLimitRange\x12'.kplane.core.v1.DeleteLimitRangeRequest\x1a(.kplane.core.v1.DeleteLimitRangeResponse\"I\x82\xd3\xe4\x93\x02C:\x01*b\vlimit_range*1/api/v1/namespaces/{namespace}/limitranges/{name}B6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_service_proto_rawDescOnce sync.Once
@@ -11016,7 +12864,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 157)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 183)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),                       // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),                      // 1: kplane.core.v1.GetNamespaceResponse
@@ -11175,328 +13023,406 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*UpdatePodTemplateResponse)(nil),                 // 154: kplane.core.v1.UpdatePodTemplateResponse
 	(*DeletePodTemplateRequest)(nil),                  // 155: kplane.core.v1.DeletePodTemplateRequest
 	(*DeletePodTemplateResponse)(nil),                 // 156: kplane.core.v1.DeletePodTemplateResponse
-	(*Namespace)(nil),                                 // 157: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                             // 158: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                                 // 159: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                          // 160: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                                       // 161: kplane.core.v1.Pod
-	(*PodList)(nil),                                   // 162: kplane.core.v1.PodList
-	(*Binding)(nil),                                   // 163: kplane.core.v1.Binding
-	(*v11.Eviction)(nil),                              // 164: kplane.policy.v1.Eviction
-	(*Node)(nil),                                      // 165: kplane.core.v1.Node
-	(*NodeList)(nil),                                  // 166: kplane.core.v1.NodeList
-	(*Event)(nil),                                     // 167: kplane.core.v1.Event
-	(*EventList)(nil),                                 // 168: kplane.core.v1.EventList
-	(*Service)(nil),                                   // 169: kplane.core.v1.Service
-	(*ServiceList)(nil),                               // 170: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                                 // 171: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                             // 172: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                                 // 173: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                             // 174: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                                    // 175: kplane.core.v1.Secret
-	(*SecretList)(nil),                                // 176: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                            // 177: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),                        // 178: kplane.core.v1.ServiceAccountList
-	(*ReplicationController)(nil),                     // 179: kplane.core.v1.ReplicationController
-	(*ReplicationControllerList)(nil),                 // 180: kplane.core.v1.ReplicationControllerList
-	(*v12.Scale)(nil),                                 // 181: kplane.autoscaling.v1.Scale
-	(*PodTemplate)(nil),                               // 182: kplane.core.v1.PodTemplate
-	(*PodTemplateList)(nil),                           // 183: kplane.core.v1.PodTemplateList
-	(*httpbody.HttpBody)(nil),                         // 184: google.api.HttpBody
+	(*GetResourceQuotaRequest)(nil),                   // 157: kplane.core.v1.GetResourceQuotaRequest
+	(*GetResourceQuotaResponse)(nil),                  // 158: kplane.core.v1.GetResourceQuotaResponse
+	(*ListResourceQuotasRequest)(nil),                 // 159: kplane.core.v1.ListResourceQuotasRequest
+	(*ListResourceQuotasResponse)(nil),                // 160: kplane.core.v1.ListResourceQuotasResponse
+	(*WatchResourceQuotasRequest)(nil),                // 161: kplane.core.v1.WatchResourceQuotasRequest
+	(*WatchResourceQuotasResponse)(nil),               // 162: kplane.core.v1.WatchResourceQuotasResponse
+	(*CreateResourceQuotaRequest)(nil),                // 163: kplane.core.v1.CreateResourceQuotaRequest
+	(*CreateResourceQuotaResponse)(nil),               // 164: kplane.core.v1.CreateResourceQuotaResponse
+	(*UpdateResourceQuotaRequest)(nil),                // 165: kplane.core.v1.UpdateResourceQuotaRequest
+	(*UpdateResourceQuotaResponse)(nil),               // 166: kplane.core.v1.UpdateResourceQuotaResponse
+	(*DeleteResourceQuotaRequest)(nil),                // 167: kplane.core.v1.DeleteResourceQuotaRequest
+	(*DeleteResourceQuotaResponse)(nil),               // 168: kplane.core.v1.DeleteResourceQuotaResponse
+	(*UpdateResourceQuotaStatusRequest)(nil),          // 169: kplane.core.v1.UpdateResourceQuotaStatusRequest
+	(*UpdateResourceQuotaStatusResponse)(nil),         // 170: kplane.core.v1.UpdateResourceQuotaStatusResponse
+	(*GetLimitRangeRequest)(nil),                      // 171: kplane.core.v1.GetLimitRangeRequest
+	(*GetLimitRangeResponse)(nil),                     // 172: kplane.core.v1.GetLimitRangeResponse
+	(*ListLimitRangesRequest)(nil),                    // 173: kplane.core.v1.ListLimitRangesRequest
+	(*ListLimitRangesResponse)(nil),                   // 174: kplane.core.v1.ListLimitRangesResponse
+	(*WatchLimitRangesRequest)(nil),                   // 175: kplane.core.v1.WatchLimitRangesRequest
+	(*WatchLimitRangesResponse)(nil),                  // 176: kplane.core.v1.WatchLimitRangesResponse
+	(*CreateLimitRangeRequest)(nil),                   // 177: kplane.core.v1.CreateLimitRangeRequest
+	(*CreateLimitRangeResponse)(nil),                  // 178: kplane.core.v1.CreateLimitRangeResponse
+	(*UpdateLimitRangeRequest)(nil),                   // 179: kplane.core.v1.UpdateLimitRangeRequest
+	(*UpdateLimitRangeResponse)(nil),                  // 180: kplane.core.v1.UpdateLimitRangeResponse
+	(*DeleteLimitRangeRequest)(nil),                   // 181: kplane.core.v1.DeleteLimitRangeRequest
+	(*DeleteLimitRangeResponse)(nil),                  // 182: kplane.core.v1.DeleteLimitRangeResponse
+	(*Namespace)(nil),                                 // 183: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                             // 184: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                                 // 185: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                          // 186: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                                       // 187: kplane.core.v1.Pod
+	(*PodList)(nil),                                   // 188: kplane.core.v1.PodList
+	(*Binding)(nil),                                   // 189: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                              // 190: kplane.policy.v1.Eviction
+	(*Node)(nil),                                      // 191: kplane.core.v1.Node
+	(*NodeList)(nil),                                  // 192: kplane.core.v1.NodeList
+	(*Event)(nil),                                     // 193: kplane.core.v1.Event
+	(*EventList)(nil),                                 // 194: kplane.core.v1.EventList
+	(*Service)(nil),                                   // 195: kplane.core.v1.Service
+	(*ServiceList)(nil),                               // 196: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                                 // 197: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                             // 198: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                                 // 199: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                             // 200: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                                    // 201: kplane.core.v1.Secret
+	(*SecretList)(nil),                                // 202: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                            // 203: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                        // 204: kplane.core.v1.ServiceAccountList
+	(*ReplicationController)(nil),                     // 205: kplane.core.v1.ReplicationController
+	(*ReplicationControllerList)(nil),                 // 206: kplane.core.v1.ReplicationControllerList
+	(*v12.Scale)(nil),                                 // 207: kplane.autoscaling.v1.Scale
+	(*PodTemplate)(nil),                               // 208: kplane.core.v1.PodTemplate
+	(*PodTemplateList)(nil),                           // 209: kplane.core.v1.PodTemplateList
+	(*ResourceQuota)(nil),                             // 210: kplane.core.v1.ResourceQuota
+	(*ResourceQuotaList)(nil),                         // 211: kplane.core.v1.ResourceQuotaList
+	(*LimitRange)(nil),                                // 212: kplane.core.v1.LimitRange
+	(*LimitRangeList)(nil),                            // 213: kplane.core.v1.LimitRangeList
+	(*httpbody.HttpBody)(nil),                         // 214: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	157, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	158, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	157, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	159, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	157, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	160, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	157, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	157, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	161, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	162, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	161, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	159, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	161, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	161, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	161, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	161, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	160, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	161, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	161, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	161, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	163, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	159, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	164, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
-	159, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	183, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	184, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	183, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	185, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	183, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	186, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	183, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	183, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	187, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	188, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	187, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	185, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	187, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	187, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	187, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	187, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	186, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	187, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	187, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	187, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	189, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	185, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	190, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	185, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
 	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
 	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	165, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	166, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	165, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	159, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	165, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	165, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	165, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	165, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	160, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	165, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	165, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	165, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	167, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	168, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	167, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	159, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	167, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	167, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	167, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	167, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	160, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	167, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	169, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	170, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	169, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	159, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	169, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	169, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	169, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	169, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	160, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	169, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	169, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	169, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	171, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	172, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	171, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	159, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	171, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	171, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	171, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	171, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	160, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	171, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	173, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	174, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	173, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	159, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	173, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	173, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	173, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	173, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	160, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	173, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	175, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	176, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	175, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	159, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	175, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	175, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	175, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	175, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	160, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	175, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	177, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	178, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	177, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	159, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	177, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	177, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	177, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	177, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	160, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	177, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	179, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	180, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
-	179, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
-	159, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
-	179, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	179, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	179, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	179, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	160, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	179, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	179, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	179, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	181, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	181, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	181, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	182, // 121: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	183, // 122: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
-	182, // 123: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
-	159, // 124: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
-	182, // 125: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
-	182, // 126: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	182, // 127: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
-	182, // 128: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	160, // 129: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	182, // 130: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	0,   // 131: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 132: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 133: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 134: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 135: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 136: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 137: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 138: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 139: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 140: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 141: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 142: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 143: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 144: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 145: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 146: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 147: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
-	34,  // 148: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	35,  // 149: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	39,  // 150: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	41,  // 151: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	43,  // 152: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	45,  // 153: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	47,  // 154: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	49,  // 155: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	51,  // 156: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	53,  // 157: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	55,  // 158: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	57,  // 159: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	59,  // 160: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	61,  // 161: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	63,  // 162: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	65,  // 163: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	67,  // 164: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	69,  // 165: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	71,  // 166: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	73,  // 167: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	75,  // 168: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	77,  // 169: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	79,  // 170: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	81,  // 171: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	83,  // 172: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	85,  // 173: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	87,  // 174: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	89,  // 175: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	91,  // 176: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	93,  // 177: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	95,  // 178: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	97,  // 179: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	99,  // 180: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	101, // 181: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	103, // 182: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	105, // 183: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	107, // 184: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	109, // 185: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	111, // 186: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	113, // 187: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	115, // 188: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	117, // 189: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	119, // 190: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	121, // 191: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	123, // 192: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	125, // 193: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	127, // 194: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
-	129, // 195: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
-	131, // 196: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
-	133, // 197: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
-	135, // 198: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
-	137, // 199: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
-	139, // 200: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
-	141, // 201: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
-	143, // 202: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
-	145, // 203: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
-	147, // 204: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
-	149, // 205: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
-	151, // 206: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
-	153, // 207: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
-	155, // 208: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
-	1,   // 209: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 210: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 211: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 212: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 213: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 214: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 215: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 216: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 217: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 218: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 219: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 220: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 221: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 222: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 223: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 224: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	33,  // 225: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
-	184, // 226: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	38,  // 227: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	40,  // 228: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	42,  // 229: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	44,  // 230: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	46,  // 231: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	48,  // 232: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	50,  // 233: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	52,  // 234: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	54,  // 235: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	56,  // 236: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	58,  // 237: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	60,  // 238: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	62,  // 239: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	64,  // 240: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	66,  // 241: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	68,  // 242: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	70,  // 243: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	72,  // 244: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	74,  // 245: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	76,  // 246: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	78,  // 247: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	80,  // 248: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	82,  // 249: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	84,  // 250: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	86,  // 251: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	88,  // 252: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	90,  // 253: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	92,  // 254: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	94,  // 255: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	96,  // 256: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	98,  // 257: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	100, // 258: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	102, // 259: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	104, // 260: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	106, // 261: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	108, // 262: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	110, // 263: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	112, // 264: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	114, // 265: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	116, // 266: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	118, // 267: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	120, // 268: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	122, // 269: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	124, // 270: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	126, // 271: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	128, // 272: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
-	130, // 273: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
-	132, // 274: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
-	134, // 275: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
-	136, // 276: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
-	138, // 277: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
-	140, // 278: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
-	142, // 279: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
-	144, // 280: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
-	146, // 281: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
-	148, // 282: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
-	150, // 283: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
-	152, // 284: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
-	154, // 285: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
-	156, // 286: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
-	209, // [209:287] is the sub-list for method output_type
-	131, // [131:209] is the sub-list for method input_type
-	131, // [131:131] is the sub-list for extension type_name
-	131, // [131:131] is the sub-list for extension extendee
-	0,   // [0:131] is the sub-list for field type_name
+	191, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	192, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	191, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	185, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	191, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	191, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	191, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	191, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	186, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	191, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	191, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	191, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	193, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	194, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	193, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	185, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	193, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	193, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	193, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	193, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	186, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	193, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	195, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	196, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	195, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	185, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	195, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	195, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	195, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	195, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	186, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	195, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	195, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	195, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	197, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	198, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	197, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	185, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	197, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	197, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	197, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	197, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	186, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	197, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	199, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	200, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	199, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	185, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	199, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	199, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	199, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	199, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	186, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	199, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	201, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	202, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	201, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	185, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	201, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	201, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	201, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	201, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	186, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	201, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	203, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	204, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	203, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	185, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	203, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	203, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	203, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	203, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	186, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	203, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	205, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	206, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
+	205, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
+	185, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
+	205, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	205, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	205, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	205, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	186, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	205, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	205, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	205, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	207, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	207, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	207, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	208, // 121: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	209, // 122: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
+	208, // 123: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
+	185, // 124: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
+	208, // 125: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	208, // 126: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	208, // 127: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	208, // 128: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	186, // 129: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	208, // 130: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	210, // 131: kplane.core.v1.GetResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	211, // 132: kplane.core.v1.ListResourceQuotasResponse.list:type_name -> kplane.core.v1.ResourceQuotaList
+	210, // 133: kplane.core.v1.WatchResourceQuotasResponse.object:type_name -> kplane.core.v1.ResourceQuota
+	185, // 134: kplane.core.v1.WatchResourceQuotasResponse.status:type_name -> kplane.meta.v1.Status
+	210, // 135: kplane.core.v1.CreateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	210, // 136: kplane.core.v1.CreateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	210, // 137: kplane.core.v1.UpdateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	210, // 138: kplane.core.v1.UpdateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	186, // 139: kplane.core.v1.DeleteResourceQuotaRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	210, // 140: kplane.core.v1.DeleteResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	210, // 141: kplane.core.v1.UpdateResourceQuotaStatusRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	210, // 142: kplane.core.v1.UpdateResourceQuotaStatusResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	212, // 143: kplane.core.v1.GetLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	213, // 144: kplane.core.v1.ListLimitRangesResponse.list:type_name -> kplane.core.v1.LimitRangeList
+	212, // 145: kplane.core.v1.WatchLimitRangesResponse.object:type_name -> kplane.core.v1.LimitRange
+	185, // 146: kplane.core.v1.WatchLimitRangesResponse.status:type_name -> kplane.meta.v1.Status
+	212, // 147: kplane.core.v1.CreateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
+	212, // 148: kplane.core.v1.CreateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	212, // 149: kplane.core.v1.UpdateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
+	212, // 150: kplane.core.v1.UpdateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	186, // 151: kplane.core.v1.DeleteLimitRangeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	212, // 152: kplane.core.v1.DeleteLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	0,   // 153: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 154: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 155: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 156: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 157: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 158: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 159: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 160: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 161: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 162: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 163: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 164: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 165: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 166: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 167: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 168: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 169: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	34,  // 170: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	35,  // 171: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	39,  // 172: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	41,  // 173: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	43,  // 174: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	45,  // 175: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	47,  // 176: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	49,  // 177: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	51,  // 178: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	53,  // 179: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	55,  // 180: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	57,  // 181: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	59,  // 182: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	61,  // 183: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	63,  // 184: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	65,  // 185: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	67,  // 186: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	69,  // 187: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	71,  // 188: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	73,  // 189: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	75,  // 190: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	77,  // 191: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	79,  // 192: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	81,  // 193: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	83,  // 194: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	85,  // 195: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	87,  // 196: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	89,  // 197: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	91,  // 198: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	93,  // 199: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	95,  // 200: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	97,  // 201: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	99,  // 202: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	101, // 203: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	103, // 204: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	105, // 205: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	107, // 206: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	109, // 207: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	111, // 208: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	113, // 209: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	115, // 210: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	117, // 211: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	119, // 212: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	121, // 213: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	123, // 214: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	125, // 215: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	127, // 216: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
+	129, // 217: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
+	131, // 218: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
+	133, // 219: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
+	135, // 220: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
+	137, // 221: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
+	139, // 222: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
+	141, // 223: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
+	143, // 224: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
+	145, // 225: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
+	147, // 226: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
+	149, // 227: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
+	151, // 228: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
+	153, // 229: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
+	155, // 230: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
+	157, // 231: kplane.core.v1.ResourceQuotaService.GetResourceQuota:input_type -> kplane.core.v1.GetResourceQuotaRequest
+	159, // 232: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:input_type -> kplane.core.v1.ListResourceQuotasRequest
+	161, // 233: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:input_type -> kplane.core.v1.WatchResourceQuotasRequest
+	163, // 234: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:input_type -> kplane.core.v1.CreateResourceQuotaRequest
+	165, // 235: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:input_type -> kplane.core.v1.UpdateResourceQuotaRequest
+	167, // 236: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:input_type -> kplane.core.v1.DeleteResourceQuotaRequest
+	169, // 237: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:input_type -> kplane.core.v1.UpdateResourceQuotaStatusRequest
+	171, // 238: kplane.core.v1.LimitRangeService.GetLimitRange:input_type -> kplane.core.v1.GetLimitRangeRequest
+	173, // 239: kplane.core.v1.LimitRangeService.ListLimitRanges:input_type -> kplane.core.v1.ListLimitRangesRequest
+	175, // 240: kplane.core.v1.LimitRangeService.WatchLimitRanges:input_type -> kplane.core.v1.WatchLimitRangesRequest
+	177, // 241: kplane.core.v1.LimitRangeService.CreateLimitRange:input_type -> kplane.core.v1.CreateLimitRangeRequest
+	179, // 242: kplane.core.v1.LimitRangeService.UpdateLimitRange:input_type -> kplane.core.v1.UpdateLimitRangeRequest
+	181, // 243: kplane.core.v1.LimitRangeService.DeleteLimitRange:input_type -> kplane.core.v1.DeleteLimitRangeRequest
+	1,   // 244: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 245: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 246: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 247: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 248: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 249: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 250: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 251: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 252: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 253: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 254: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 255: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 256: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 257: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 258: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 259: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	33,  // 260: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	214, // 261: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	38,  // 262: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	40,  // 263: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	42,  // 264: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	44,  // 265: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	46,  // 266: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	48,  // 267: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	50,  // 268: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	52,  // 269: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	54,  // 270: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	56,  // 271: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	58,  // 272: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	60,  // 273: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	62,  // 274: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	64,  // 275: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	66,  // 276: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	68,  // 277: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	70,  // 278: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	72,  // 279: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	74,  // 280: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	76,  // 281: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	78,  // 282: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	80,  // 283: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	82,  // 284: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	84,  // 285: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	86,  // 286: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	88,  // 287: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	90,  // 288: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	92,  // 289: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	94,  // 290: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	96,  // 291: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	98,  // 292: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	100, // 293: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	102, // 294: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	104, // 295: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	106, // 296: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	108, // 297: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	110, // 298: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	112, // 299: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	114, // 300: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	116, // 301: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	118, // 302: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	120, // 303: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	122, // 304: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	124, // 305: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	126, // 306: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	128, // 307: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
+	130, // 308: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
+	132, // 309: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
+	134, // 310: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
+	136, // 311: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
+	138, // 312: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
+	140, // 313: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
+	142, // 314: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
+	144, // 315: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
+	146, // 316: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
+	148, // 317: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
+	150, // 318: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
+	152, // 319: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
+	154, // 320: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
+	156, // 321: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
+	158, // 322: kplane.core.v1.ResourceQuotaService.GetResourceQuota:output_type -> kplane.core.v1.GetResourceQuotaResponse
+	160, // 323: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:output_type -> kplane.core.v1.ListResourceQuotasResponse
+	162, // 324: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:output_type -> kplane.core.v1.WatchResourceQuotasResponse
+	164, // 325: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:output_type -> kplane.core.v1.CreateResourceQuotaResponse
+	166, // 326: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:output_type -> kplane.core.v1.UpdateResourceQuotaResponse
+	168, // 327: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:output_type -> kplane.core.v1.DeleteResourceQuotaResponse
+	170, // 328: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:output_type -> kplane.core.v1.UpdateResourceQuotaStatusResponse
+	172, // 329: kplane.core.v1.LimitRangeService.GetLimitRange:output_type -> kplane.core.v1.GetLimitRangeResponse
+	174, // 330: kplane.core.v1.LimitRangeService.ListLimitRanges:output_type -> kplane.core.v1.ListLimitRangesResponse
+	176, // 331: kplane.core.v1.LimitRangeService.WatchLimitRanges:output_type -> kplane.core.v1.WatchLimitRangesResponse
+	178, // 332: kplane.core.v1.LimitRangeService.CreateLimitRange:output_type -> kplane.core.v1.CreateLimitRangeResponse
+	180, // 333: kplane.core.v1.LimitRangeService.UpdateLimitRange:output_type -> kplane.core.v1.UpdateLimitRangeResponse
+	182, // 334: kplane.core.v1.LimitRangeService.DeleteLimitRange:output_type -> kplane.core.v1.DeleteLimitRangeResponse
+	244, // [244:335] is the sub-list for method output_type
+	153, // [153:244] is the sub-list for method input_type
+	153, // [153:153] is the sub-list for extension type_name
+	153, // [153:153] is the sub-list for extension extendee
+	0,   // [0:153] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -11539,15 +13465,21 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[147].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[149].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[155].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[159].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[161].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[167].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[173].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[175].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[181].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   157,
+			NumMessages:   183,
 			NumExtensions: 0,
-			NumServices:   11,
+			NumServices:   13,
 		},
 		GoTypes:           file_kplane_core_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_core_v1_service_proto_depIdxs,

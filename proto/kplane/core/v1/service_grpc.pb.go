@@ -3956,3 +3956,667 @@ var PodTemplateService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/core/v1/service.proto",
 }
+
+const (
+	ResourceQuotaService_GetResourceQuota_FullMethodName          = "/kplane.core.v1.ResourceQuotaService/GetResourceQuota"
+	ResourceQuotaService_ListResourceQuotas_FullMethodName        = "/kplane.core.v1.ResourceQuotaService/ListResourceQuotas"
+	ResourceQuotaService_WatchResourceQuotas_FullMethodName       = "/kplane.core.v1.ResourceQuotaService/WatchResourceQuotas"
+	ResourceQuotaService_CreateResourceQuota_FullMethodName       = "/kplane.core.v1.ResourceQuotaService/CreateResourceQuota"
+	ResourceQuotaService_UpdateResourceQuota_FullMethodName       = "/kplane.core.v1.ResourceQuotaService/UpdateResourceQuota"
+	ResourceQuotaService_DeleteResourceQuota_FullMethodName       = "/kplane.core.v1.ResourceQuotaService/DeleteResourceQuota"
+	ResourceQuotaService_UpdateResourceQuotaStatus_FullMethodName = "/kplane.core.v1.ResourceQuotaService/UpdateResourceQuotaStatus"
+)
+
+// ResourceQuotaServiceClient is the client API for ResourceQuotaService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ResourceQuotaService serves resourcequotas (v1, namespaced).
+type ResourceQuotaServiceClient interface {
+	// GetResourceQuota reads one ResourceQuota.
+	GetResourceQuota(ctx context.Context, in *GetResourceQuotaRequest, opts ...grpc.CallOption) (*GetResourceQuotaResponse, error)
+	// ListResourceQuotas lists resourcequotas, filtered by selectors, paginated.
+	ListResourceQuotas(ctx context.Context, in *ListResourceQuotasRequest, opts ...grpc.CallOption) (*ListResourceQuotasResponse, error)
+	// WatchResourceQuotas streams changes to resourcequotas.
+	WatchResourceQuotas(ctx context.Context, in *WatchResourceQuotasRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResourceQuotasResponse], error)
+	// CreateResourceQuota creates a ResourceQuota; AlreadyExists if the name is taken.
+	CreateResourceQuota(ctx context.Context, in *CreateResourceQuotaRequest, opts ...grpc.CallOption) (*CreateResourceQuotaResponse, error)
+	// UpdateResourceQuota replaces a ResourceQuota; Conflict on a stale resourceVersion.
+	UpdateResourceQuota(ctx context.Context, in *UpdateResourceQuotaRequest, opts ...grpc.CallOption) (*UpdateResourceQuotaResponse, error)
+	// DeleteResourceQuota deletes a ResourceQuota (or marks it for deletion).
+	DeleteResourceQuota(ctx context.Context, in *DeleteResourceQuotaRequest, opts ...grpc.CallOption) (*DeleteResourceQuotaResponse, error)
+	// UpdateResourceQuotaStatus replaces the status of a ResourceQuota (the status subresource).
+	UpdateResourceQuotaStatus(ctx context.Context, in *UpdateResourceQuotaStatusRequest, opts ...grpc.CallOption) (*UpdateResourceQuotaStatusResponse, error)
+}
+
+type resourceQuotaServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewResourceQuotaServiceClient(cc grpc.ClientConnInterface) ResourceQuotaServiceClient {
+	return &resourceQuotaServiceClient{cc}
+}
+
+func (c *resourceQuotaServiceClient) GetResourceQuota(ctx context.Context, in *GetResourceQuotaRequest, opts ...grpc.CallOption) (*GetResourceQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResourceQuotaResponse)
+	err := c.cc.Invoke(ctx, ResourceQuotaService_GetResourceQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourceQuotaServiceClient) ListResourceQuotas(ctx context.Context, in *ListResourceQuotasRequest, opts ...grpc.CallOption) (*ListResourceQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResourceQuotasResponse)
+	err := c.cc.Invoke(ctx, ResourceQuotaService_ListResourceQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourceQuotaServiceClient) WatchResourceQuotas(ctx context.Context, in *WatchResourceQuotasRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResourceQuotasResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ResourceQuotaService_ServiceDesc.Streams[0], ResourceQuotaService_WatchResourceQuotas_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchResourceQuotasRequest, WatchResourceQuotasResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ResourceQuotaService_WatchResourceQuotasClient = grpc.ServerStreamingClient[WatchResourceQuotasResponse]
+
+func (c *resourceQuotaServiceClient) CreateResourceQuota(ctx context.Context, in *CreateResourceQuotaRequest, opts ...grpc.CallOption) (*CreateResourceQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateResourceQuotaResponse)
+	err := c.cc.Invoke(ctx, ResourceQuotaService_CreateResourceQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourceQuotaServiceClient) UpdateResourceQuota(ctx context.Context, in *UpdateResourceQuotaRequest, opts ...grpc.CallOption) (*UpdateResourceQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateResourceQuotaResponse)
+	err := c.cc.Invoke(ctx, ResourceQuotaService_UpdateResourceQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourceQuotaServiceClient) DeleteResourceQuota(ctx context.Context, in *DeleteResourceQuotaRequest, opts ...grpc.CallOption) (*DeleteResourceQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteResourceQuotaResponse)
+	err := c.cc.Invoke(ctx, ResourceQuotaService_DeleteResourceQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourceQuotaServiceClient) UpdateResourceQuotaStatus(ctx context.Context, in *UpdateResourceQuotaStatusRequest, opts ...grpc.CallOption) (*UpdateResourceQuotaStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateResourceQuotaStatusResponse)
+	err := c.cc.Invoke(ctx, ResourceQuotaService_UpdateResourceQuotaStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ResourceQuotaServiceServer is the server API for ResourceQuotaService service.
+// All implementations must embed UnimplementedResourceQuotaServiceServer
+// for forward compatibility.
+//
+// ResourceQuotaService serves resourcequotas (v1, namespaced).
+type ResourceQuotaServiceServer interface {
+	// GetResourceQuota reads one ResourceQuota.
+	GetResourceQuota(context.Context, *GetResourceQuotaRequest) (*GetResourceQuotaResponse, error)
+	// ListResourceQuotas lists resourcequotas, filtered by selectors, paginated.
+	ListResourceQuotas(context.Context, *ListResourceQuotasRequest) (*ListResourceQuotasResponse, error)
+	// WatchResourceQuotas streams changes to resourcequotas.
+	WatchResourceQuotas(*WatchResourceQuotasRequest, grpc.ServerStreamingServer[WatchResourceQuotasResponse]) error
+	// CreateResourceQuota creates a ResourceQuota; AlreadyExists if the name is taken.
+	CreateResourceQuota(context.Context, *CreateResourceQuotaRequest) (*CreateResourceQuotaResponse, error)
+	// UpdateResourceQuota replaces a ResourceQuota; Conflict on a stale resourceVersion.
+	UpdateResourceQuota(context.Context, *UpdateResourceQuotaRequest) (*UpdateResourceQuotaResponse, error)
+	// DeleteResourceQuota deletes a ResourceQuota (or marks it for deletion).
+	DeleteResourceQuota(context.Context, *DeleteResourceQuotaRequest) (*DeleteResourceQuotaResponse, error)
+	// UpdateResourceQuotaStatus replaces the status of a ResourceQuota (the status subresource).
+	UpdateResourceQuotaStatus(context.Context, *UpdateResourceQuotaStatusRequest) (*UpdateResourceQuotaStatusResponse, error)
+	mustEmbedUnimplementedResourceQuotaServiceServer()
+}
+
+// UnimplementedResourceQuotaServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedResourceQuotaServiceServer struct{}
+
+func (UnimplementedResourceQuotaServiceServer) GetResourceQuota(context.Context, *GetResourceQuotaRequest) (*GetResourceQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResourceQuota not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) ListResourceQuotas(context.Context, *ListResourceQuotasRequest) (*ListResourceQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListResourceQuotas not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) WatchResourceQuotas(*WatchResourceQuotasRequest, grpc.ServerStreamingServer[WatchResourceQuotasResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchResourceQuotas not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) CreateResourceQuota(context.Context, *CreateResourceQuotaRequest) (*CreateResourceQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateResourceQuota not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) UpdateResourceQuota(context.Context, *UpdateResourceQuotaRequest) (*UpdateResourceQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateResourceQuota not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) DeleteResourceQuota(context.Context, *DeleteResourceQuotaRequest) (*DeleteResourceQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteResourceQuota not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) UpdateResourceQuotaStatus(context.Context, *UpdateResourceQuotaStatusRequest) (*UpdateResourceQuotaStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateResourceQuotaStatus not implemented")
+}
+func (UnimplementedResourceQuotaServiceServer) mustEmbedUnimplementedResourceQuotaServiceServer() {}
+func (UnimplementedResourceQuotaServiceServer) testEmbeddedByValue()                              {}
+
+// UnsafeResourceQuotaServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ResourceQuotaServiceServer will
+// result in compilation errors.
+type UnsafeResourceQuotaServiceServer interface {
+	mustEmbedUnimplementedResourceQuotaServiceServer()
+}
+
+func RegisterResourceQuotaServiceServer(s grpc.ServiceRegistrar, srv ResourceQuotaServiceServer) {
+	// If the following call panics, it indicates UnimplementedResourceQuotaServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ResourceQuotaService_ServiceDesc, srv)
+}
+
+func _ResourceQuotaService_GetResourceQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResourceQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceQuotaServiceServer).GetResourceQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceQuotaService_GetResourceQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceQuotaServiceServer).GetResourceQuota(ctx, req.(*GetResourceQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResourceQuotaService_ListResourceQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListResourceQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceQuotaServiceServer).ListResourceQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceQuotaService_ListResourceQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceQuotaServiceServer).ListResourceQuotas(ctx, req.(*ListResourceQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResourceQuotaService_WatchResourceQuotas_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchResourceQuotasRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ResourceQuotaServiceServer).WatchResourceQuotas(m, &grpc.GenericServerStream[WatchResourceQuotasRequest, WatchResourceQuotasResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ResourceQuotaService_WatchResourceQuotasServer = grpc.ServerStreamingServer[WatchResourceQuotasResponse]
+
+func _ResourceQuotaService_CreateResourceQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateResourceQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceQuotaServiceServer).CreateResourceQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceQuotaService_CreateResourceQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceQuotaServiceServer).CreateResourceQuota(ctx, req.(*CreateResourceQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResourceQuotaService_UpdateResourceQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateResourceQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceQuotaServiceServer).UpdateResourceQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceQuotaService_UpdateResourceQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceQuotaServiceServer).UpdateResourceQuota(ctx, req.(*UpdateResourceQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResourceQuotaService_DeleteResourceQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteResourceQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceQuotaServiceServer).DeleteResourceQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceQuotaService_DeleteResourceQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceQuotaServiceServer).DeleteResourceQuota(ctx, req.(*DeleteResourceQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResourceQuotaService_UpdateResourceQuotaStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateResourceQuotaStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceQuotaServiceServer).UpdateResourceQuotaStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceQuotaService_UpdateResourceQuotaStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceQuotaServiceServer).UpdateResourceQuotaStatus(ctx, req.(*UpdateResourceQuotaStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ResourceQuotaService_ServiceDesc is the grpc.ServiceDesc for ResourceQuotaService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ResourceQuotaService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.core.v1.ResourceQuotaService",
+	HandlerType: (*ResourceQuotaServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetResourceQuota",
+			Handler:    _ResourceQuotaService_GetResourceQuota_Handler,
+		},
+		{
+			MethodName: "ListResourceQuotas",
+			Handler:    _ResourceQuotaService_ListResourceQuotas_Handler,
+		},
+		{
+			MethodName: "CreateResourceQuota",
+			Handler:    _ResourceQuotaService_CreateResourceQuota_Handler,
+		},
+		{
+			MethodName: "UpdateResourceQuota",
+			Handler:    _ResourceQuotaService_UpdateResourceQuota_Handler,
+		},
+		{
+			MethodName: "DeleteResourceQuota",
+			Handler:    _ResourceQuotaService_DeleteResourceQuota_Handler,
+		},
+		{
+			MethodName: "UpdateResourceQuotaStatus",
+			Handler:    _ResourceQuotaService_UpdateResourceQuotaStatus_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchResourceQuotas",
+			Handler:       _ResourceQuotaService_WatchResourceQuotas_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/core/v1/service.proto",
+}
+
+const (
+	LimitRangeService_GetLimitRange_FullMethodName    = "/kplane.core.v1.LimitRangeService/GetLimitRange"
+	LimitRangeService_ListLimitRanges_FullMethodName  = "/kplane.core.v1.LimitRangeService/ListLimitRanges"
+	LimitRangeService_WatchLimitRanges_FullMethodName = "/kplane.core.v1.LimitRangeService/WatchLimitRanges"
+	LimitRangeService_CreateLimitRange_FullMethodName = "/kplane.core.v1.LimitRangeService/CreateLimitRange"
+	LimitRangeService_UpdateLimitRange_FullMethodName = "/kplane.core.v1.LimitRangeService/UpdateLimitRange"
+	LimitRangeService_DeleteLimitRange_FullMethodName = "/kplane.core.v1.LimitRangeService/DeleteLimitRange"
+)
+
+// LimitRangeServiceClient is the client API for LimitRangeService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// LimitRangeService serves limitranges (v1, namespaced).
+type LimitRangeServiceClient interface {
+	// GetLimitRange reads one LimitRange.
+	GetLimitRange(ctx context.Context, in *GetLimitRangeRequest, opts ...grpc.CallOption) (*GetLimitRangeResponse, error)
+	// ListLimitRanges lists limitranges, filtered by selectors, paginated.
+	ListLimitRanges(ctx context.Context, in *ListLimitRangesRequest, opts ...grpc.CallOption) (*ListLimitRangesResponse, error)
+	// WatchLimitRanges streams changes to limitranges.
+	WatchLimitRanges(ctx context.Context, in *WatchLimitRangesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLimitRangesResponse], error)
+	// CreateLimitRange creates a LimitRange; AlreadyExists if the name is taken.
+	CreateLimitRange(ctx context.Context, in *CreateLimitRangeRequest, opts ...grpc.CallOption) (*CreateLimitRangeResponse, error)
+	// UpdateLimitRange replaces a LimitRange; Conflict on a stale resourceVersion.
+	UpdateLimitRange(ctx context.Context, in *UpdateLimitRangeRequest, opts ...grpc.CallOption) (*UpdateLimitRangeResponse, error)
+	// DeleteLimitRange deletes a LimitRange (or marks it for deletion).
+	DeleteLimitRange(ctx context.Context, in *DeleteLimitRangeRequest, opts ...grpc.CallOption) (*DeleteLimitRangeResponse, error)
+}
+
+type limitRangeServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLimitRangeServiceClient(cc grpc.ClientConnInterface) LimitRangeServiceClient {
+	return &limitRangeServiceClient{cc}
+}
+
+func (c *limitRangeServiceClient) GetLimitRange(ctx context.Context, in *GetLimitRangeRequest, opts ...grpc.CallOption) (*GetLimitRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLimitRangeResponse)
+	err := c.cc.Invoke(ctx, LimitRangeService_GetLimitRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitRangeServiceClient) ListLimitRanges(ctx context.Context, in *ListLimitRangesRequest, opts ...grpc.CallOption) (*ListLimitRangesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLimitRangesResponse)
+	err := c.cc.Invoke(ctx, LimitRangeService_ListLimitRanges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitRangeServiceClient) WatchLimitRanges(ctx context.Context, in *WatchLimitRangesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchLimitRangesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LimitRangeService_ServiceDesc.Streams[0], LimitRangeService_WatchLimitRanges_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchLimitRangesRequest, WatchLimitRangesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LimitRangeService_WatchLimitRangesClient = grpc.ServerStreamingClient[WatchLimitRangesResponse]
+
+func (c *limitRangeServiceClient) CreateLimitRange(ctx context.Context, in *CreateLimitRangeRequest, opts ...grpc.CallOption) (*CreateLimitRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateLimitRangeResponse)
+	err := c.cc.Invoke(ctx, LimitRangeService_CreateLimitRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitRangeServiceClient) UpdateLimitRange(ctx context.Context, in *UpdateLimitRangeRequest, opts ...grpc.CallOption) (*UpdateLimitRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateLimitRangeResponse)
+	err := c.cc.Invoke(ctx, LimitRangeService_UpdateLimitRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitRangeServiceClient) DeleteLimitRange(ctx context.Context, in *DeleteLimitRangeRequest, opts ...grpc.CallOption) (*DeleteLimitRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteLimitRangeResponse)
+	err := c.cc.Invoke(ctx, LimitRangeService_DeleteLimitRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LimitRangeServiceServer is the server API for LimitRangeService service.
+// All implementations must embed UnimplementedLimitRangeServiceServer
+// for forward compatibility.
+//
+// LimitRangeService serves limitranges (v1, namespaced).
+type LimitRangeServiceServer interface {
+	// GetLimitRange reads one LimitRange.
+	GetLimitRange(context.Context, *GetLimitRangeRequest) (*GetLimitRangeResponse, error)
+	// ListLimitRanges lists limitranges, filtered by selectors, paginated.
+	ListLimitRanges(context.Context, *ListLimitRangesRequest) (*ListLimitRangesResponse, error)
+	// WatchLimitRanges streams changes to limitranges.
+	WatchLimitRanges(*WatchLimitRangesRequest, grpc.ServerStreamingServer[WatchLimitRangesResponse]) error
+	// CreateLimitRange creates a LimitRange; AlreadyExists if the name is taken.
+	CreateLimitRange(context.Context, *CreateLimitRangeRequest) (*CreateLimitRangeResponse, error)
+	// UpdateLimitRange replaces a LimitRange; Conflict on a stale resourceVersion.
+	UpdateLimitRange(context.Context, *UpdateLimitRangeRequest) (*UpdateLimitRangeResponse, error)
+	// DeleteLimitRange deletes a LimitRange (or marks it for deletion).
+	DeleteLimitRange(context.Context, *DeleteLimitRangeRequest) (*DeleteLimitRangeResponse, error)
+	mustEmbedUnimplementedLimitRangeServiceServer()
+}
+
+// UnimplementedLimitRangeServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLimitRangeServiceServer struct{}
+
+func (UnimplementedLimitRangeServiceServer) GetLimitRange(context.Context, *GetLimitRangeRequest) (*GetLimitRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLimitRange not implemented")
+}
+func (UnimplementedLimitRangeServiceServer) ListLimitRanges(context.Context, *ListLimitRangesRequest) (*ListLimitRangesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLimitRanges not implemented")
+}
+func (UnimplementedLimitRangeServiceServer) WatchLimitRanges(*WatchLimitRangesRequest, grpc.ServerStreamingServer[WatchLimitRangesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchLimitRanges not implemented")
+}
+func (UnimplementedLimitRangeServiceServer) CreateLimitRange(context.Context, *CreateLimitRangeRequest) (*CreateLimitRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateLimitRange not implemented")
+}
+func (UnimplementedLimitRangeServiceServer) UpdateLimitRange(context.Context, *UpdateLimitRangeRequest) (*UpdateLimitRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateLimitRange not implemented")
+}
+func (UnimplementedLimitRangeServiceServer) DeleteLimitRange(context.Context, *DeleteLimitRangeRequest) (*DeleteLimitRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteLimitRange not implemented")
+}
+func (UnimplementedLimitRangeServiceServer) mustEmbedUnimplementedLimitRangeServiceServer() {}
+func (UnimplementedLimitRangeServiceServer) testEmbeddedByValue()                           {}
+
+// UnsafeLimitRangeServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LimitRangeServiceServer will
+// result in compilation errors.
+type UnsafeLimitRangeServiceServer interface {
+	mustEmbedUnimplementedLimitRangeServiceServer()
+}
+
+func RegisterLimitRangeServiceServer(s grpc.ServiceRegistrar, srv LimitRangeServiceServer) {
+	// If the following call panics, it indicates UnimplementedLimitRangeServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&LimitRangeService_ServiceDesc, srv)
+}
+
+func _LimitRangeService_GetLimitRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLimitRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitRangeServiceServer).GetLimitRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitRangeService_GetLimitRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitRangeServiceServer).GetLimitRange(ctx, req.(*GetLimitRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitRangeService_ListLimitRanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLimitRangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitRangeServiceServer).ListLimitRanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitRangeService_ListLimitRanges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitRangeServiceServer).ListLimitRanges(ctx, req.(*ListLimitRangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitRangeService_WatchLimitRanges_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchLimitRangesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LimitRangeServiceServer).WatchLimitRanges(m, &grpc.GenericServerStream[WatchLimitRangesRequest, WatchLimitRangesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LimitRangeService_WatchLimitRangesServer = grpc.ServerStreamingServer[WatchLimitRangesResponse]
+
+func _LimitRangeService_CreateLimitRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateLimitRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitRangeServiceServer).CreateLimitRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitRangeService_CreateLimitRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitRangeServiceServer).CreateLimitRange(ctx, req.(*CreateLimitRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitRangeService_UpdateLimitRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateLimitRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitRangeServiceServer).UpdateLimitRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitRangeService_UpdateLimitRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitRangeServiceServer).UpdateLimitRange(ctx, req.(*UpdateLimitRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LimitRangeService_DeleteLimitRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteLimitRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitRangeServiceServer).DeleteLimitRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LimitRangeService_DeleteLimitRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitRangeServiceServer).DeleteLimitRange(ctx, req.(*DeleteLimitRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// LimitRangeService_ServiceDesc is the grpc.ServiceDesc for LimitRangeService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var LimitRangeService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.core.v1.LimitRangeService",
+	HandlerType: (*LimitRangeServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetLimitRange",
+			Handler:    _LimitRangeService_GetLimitRange_Handler,
+		},
+		{
+			MethodName: "ListLimitRanges",
+			Handler:    _LimitRangeService_ListLimitRanges_Handler,
+		},
+		{
+			MethodName: "CreateLimitRange",
+			Handler:    _LimitRangeService_CreateLimitRange_Handler,
+		},
+		{
+			MethodName: "UpdateLimitRange",
+			Handler:    _LimitRangeService_UpdateLimitRange_Handler,
+		},
+		{
+			MethodName: "DeleteLimitRange",
+			Handler:    _LimitRangeService_DeleteLimitRange_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchLimitRanges",
+			Handler:       _LimitRangeService_WatchLimitRanges_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/core/v1/service.proto",
+}

@@ -15818,6 +15818,721 @@ func (x *PodTemplateList) GetItems() []*PodTemplate {
 	return nil
 }
 
+// ResourceQuota sets aggregate quota restrictions enforced per namespace
+type ResourceQuota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Spec defines the desired quota.
+	// https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Spec *ResourceQuotaSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Status defines the actual enforced quota and its current usage.
+	// https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Status        *ResourceQuotaStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuota) Reset() {
+	*x = ResourceQuota{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuota) ProtoMessage() {}
+
+func (x *ResourceQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuota.ProtoReflect.Descriptor instead.
+func (*ResourceQuota) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{178}
+}
+
+func (x *ResourceQuota) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ResourceQuota) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceQuota) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceQuota) GetSpec() *ResourceQuotaSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ResourceQuota) GetStatus() *ResourceQuotaStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// ResourceQuotaSpec defines the desired hard limits to enforce for Quota.
+type ResourceQuotaSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// hard is the set of desired hard limits for each named resource.
+	// More info: https://kubernetes.io/docs/concepts/policy/resource-quotas/
+	Hard map[string]string `protobuf:"bytes,1,rep,name=hard,proto3" json:"hard,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A collection of filters that must match each object tracked by a quota.
+	// If not specified, the quota matches all objects.
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// scopeSelector is also a collection of filters like scopes that must match each object tracked by a quota
+	// but expressed using ScopeSelectorOperator in combination with possible values.
+	// For a resource to match, both scopes AND scopeSelector (if specified in spec), must be matched.
+	ScopeSelector *ScopeSelector `protobuf:"bytes,3,opt,name=scope_selector,json=scopeSelector,proto3" json:"scope_selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuotaSpec) Reset() {
+	*x = ResourceQuotaSpec{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotaSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotaSpec) ProtoMessage() {}
+
+func (x *ResourceQuotaSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotaSpec.ProtoReflect.Descriptor instead.
+func (*ResourceQuotaSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{179}
+}
+
+func (x *ResourceQuotaSpec) GetHard() map[string]string {
+	if x != nil {
+		return x.Hard
+	}
+	return nil
+}
+
+func (x *ResourceQuotaSpec) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *ResourceQuotaSpec) GetScopeSelector() *ScopeSelector {
+	if x != nil {
+		return x.ScopeSelector
+	}
+	return nil
+}
+
+// A scope selector represents the AND of the selectors represented
+// by the scoped-resource selector requirements.
+type ScopeSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A list of scope selector requirements by scope of the resources.
+	MatchExpressions []*ScopedResourceSelectorRequirement `protobuf:"bytes,1,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ScopeSelector) Reset() {
+	*x = ScopeSelector{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScopeSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScopeSelector) ProtoMessage() {}
+
+func (x *ScopeSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScopeSelector.ProtoReflect.Descriptor instead.
+func (*ScopeSelector) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{180}
+}
+
+func (x *ScopeSelector) GetMatchExpressions() []*ScopedResourceSelectorRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// A scoped-resource selector requirement is a selector that contains values, a scope name, and an operator
+// that relates the scope name and values.
+type ScopedResourceSelectorRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of the scope that the selector applies to.
+	ScopeName string `protobuf:"bytes,1,opt,name=scope_name,json=scopeName,proto3" json:"scope_name,omitempty"`
+	// Represents a scope's relationship to a set of values.
+	// Valid operators are In, NotIn, Exists, DoesNotExist.
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// An array of string values. If the operator is In or NotIn,
+	// the values array must be non-empty. If the operator is Exists or DoesNotExist,
+	// the values array must be empty.
+	// This array is replaced during a strategic merge patch.
+	Values        []string `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScopedResourceSelectorRequirement) Reset() {
+	*x = ScopedResourceSelectorRequirement{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScopedResourceSelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScopedResourceSelectorRequirement) ProtoMessage() {}
+
+func (x *ScopedResourceSelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScopedResourceSelectorRequirement.ProtoReflect.Descriptor instead.
+func (*ScopedResourceSelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{181}
+}
+
+func (x *ScopedResourceSelectorRequirement) GetScopeName() string {
+	if x != nil {
+		return x.ScopeName
+	}
+	return ""
+}
+
+func (x *ScopedResourceSelectorRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ScopedResourceSelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// ResourceQuotaStatus defines the enforced hard limits and observed use.
+type ResourceQuotaStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hard is the set of enforced hard limits for each named resource.
+	// More info: https://kubernetes.io/docs/concepts/policy/resource-quotas/
+	Hard map[string]string `protobuf:"bytes,1,rep,name=hard,proto3" json:"hard,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Used is the current observed total usage of the resource in the namespace.
+	Used          map[string]string `protobuf:"bytes,2,rep,name=used,proto3" json:"used,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuotaStatus) Reset() {
+	*x = ResourceQuotaStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotaStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotaStatus) ProtoMessage() {}
+
+func (x *ResourceQuotaStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotaStatus.ProtoReflect.Descriptor instead.
+func (*ResourceQuotaStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{182}
+}
+
+func (x *ResourceQuotaStatus) GetHard() map[string]string {
+	if x != nil {
+		return x.Hard
+	}
+	return nil
+}
+
+func (x *ResourceQuotaStatus) GetUsed() map[string]string {
+	if x != nil {
+		return x.Used
+	}
+	return nil
+}
+
+// ResourceQuotaList is a list of ResourceQuota items.
+type ResourceQuotaList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Items is a list of ResourceQuota objects.
+	// More info: https://kubernetes.io/docs/concepts/policy/resource-quotas/
+	Items         []*ResourceQuota `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceQuotaList) Reset() {
+	*x = ResourceQuotaList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceQuotaList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceQuotaList) ProtoMessage() {}
+
+func (x *ResourceQuotaList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceQuotaList.ProtoReflect.Descriptor instead.
+func (*ResourceQuotaList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{183}
+}
+
+func (x *ResourceQuotaList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ResourceQuotaList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceQuotaList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ResourceQuotaList) GetItems() []*ResourceQuota {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// LimitRange sets resource usage limits for each kind of resource in a Namespace.
+type LimitRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Spec defines the limits enforced.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status
+	Spec          *LimitRangeSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRange) Reset() {
+	*x = LimitRange{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRange) ProtoMessage() {}
+
+func (x *LimitRange) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRange.ProtoReflect.Descriptor instead.
+func (*LimitRange) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{184}
+}
+
+func (x *LimitRange) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *LimitRange) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LimitRange) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *LimitRange) GetSpec() *LimitRangeSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// LimitRangeSpec defines a min/max usage limit for resources that match on kind.
+type LimitRangeSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Limits is the list of LimitRangeItem objects that are enforced.
+	Limits        []*LimitRangeItem `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRangeSpec) Reset() {
+	*x = LimitRangeSpec{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRangeSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRangeSpec) ProtoMessage() {}
+
+func (x *LimitRangeSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRangeSpec.ProtoReflect.Descriptor instead.
+func (*LimitRangeSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{185}
+}
+
+func (x *LimitRangeSpec) GetLimits() []*LimitRangeItem {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// LimitRangeItem defines a min/max usage limit for any resource that matches on kind.
+type LimitRangeItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type of resource that this limit applies to.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Max usage constraints on this kind by resource name.
+	Max map[string]string `protobuf:"bytes,2,rep,name=max,proto3" json:"max,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Min usage constraints on this kind by resource name.
+	Min map[string]string `protobuf:"bytes,3,rep,name=min,proto3" json:"min,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Default resource requirement limit value by resource name if resource limit is omitted.
+	Default map[string]string `protobuf:"bytes,4,rep,name=default,proto3" json:"default,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// DefaultRequest is the default resource requirement request value by resource name if resource request is omitted.
+	DefaultRequest map[string]string `protobuf:"bytes,5,rep,name=default_request,json=defaultRequest,proto3" json:"default_request,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// MaxLimitRequestRatio if specified, the named resource must have a request and limit that are both non-zero where limit divided by request is less than or equal to the enumerated value; this represents the max burst for the named resource.
+	MaxLimitRequestRatio map[string]string `protobuf:"bytes,6,rep,name=max_limit_request_ratio,json=maxLimitRequestRatio,proto3" json:"max_limit_request_ratio,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *LimitRangeItem) Reset() {
+	*x = LimitRangeItem{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[186]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRangeItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRangeItem) ProtoMessage() {}
+
+func (x *LimitRangeItem) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[186]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRangeItem.ProtoReflect.Descriptor instead.
+func (*LimitRangeItem) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{186}
+}
+
+func (x *LimitRangeItem) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *LimitRangeItem) GetMax() map[string]string {
+	if x != nil {
+		return x.Max
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetMin() map[string]string {
+	if x != nil {
+		return x.Min
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetDefault() map[string]string {
+	if x != nil {
+		return x.Default
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetDefaultRequest() map[string]string {
+	if x != nil {
+		return x.DefaultRequest
+	}
+	return nil
+}
+
+func (x *LimitRangeItem) GetMaxLimitRequestRatio() map[string]string {
+	if x != nil {
+		return x.MaxLimitRequestRatio
+	}
+	return nil
+}
+
+// LimitRangeList is a list of LimitRange items.
+type LimitRangeList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Items is a list of LimitRange objects.
+	// More info: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/
+	Items         []*LimitRange `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LimitRangeList) Reset() {
+	*x = LimitRangeList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[187]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LimitRangeList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LimitRangeList) ProtoMessage() {}
+
+func (x *LimitRangeList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[187]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LimitRangeList.ProtoReflect.Descriptor instead.
+func (*LimitRangeList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{187}
+}
+
+func (x *LimitRangeList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *LimitRangeList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LimitRangeList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *LimitRangeList) GetItems() []*LimitRange {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 // PersistentVolumeSpec is the specification of a persistent volume.
 type PersistentVolumeSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -15867,7 +16582,7 @@ type PersistentVolumeSpec struct {
 
 func (x *PersistentVolumeSpec) Reset() {
 	*x = PersistentVolumeSpec{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -15879,7 +16594,7 @@ func (x *PersistentVolumeSpec) String() string {
 func (*PersistentVolumeSpec) ProtoMessage() {}
 
 func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -15892,7 +16607,7 @@ func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeSpec.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{178}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{188}
 }
 
 func (x *PersistentVolumeSpec) GetCapacity() map[string]string {
@@ -16059,7 +16774,7 @@ type PersistentVolumeSource struct {
 
 func (x *PersistentVolumeSource) Reset() {
 	*x = PersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16071,7 +16786,7 @@ func (x *PersistentVolumeSource) String() string {
 func (*PersistentVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16084,7 +16799,7 @@ func (x *PersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{179}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{189}
 }
 
 func (x *PersistentVolumeSource) GetGcePersistentDisk() *GCEPersistentDiskVolumeSource {
@@ -16265,7 +16980,7 @@ type GlusterfsPersistentVolumeSource struct {
 
 func (x *GlusterfsPersistentVolumeSource) Reset() {
 	*x = GlusterfsPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16277,7 +16992,7 @@ func (x *GlusterfsPersistentVolumeSource) String() string {
 func (*GlusterfsPersistentVolumeSource) ProtoMessage() {}
 
 func (x *GlusterfsPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16290,7 +17005,7 @@ func (x *GlusterfsPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlusterfsPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*GlusterfsPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{180}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{190}
 }
 
 func (x *GlusterfsPersistentVolumeSource) GetEndpointsName() string {
@@ -16363,7 +17078,7 @@ type RBDPersistentVolumeSource struct {
 
 func (x *RBDPersistentVolumeSource) Reset() {
 	*x = RBDPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16375,7 +17090,7 @@ func (x *RBDPersistentVolumeSource) String() string {
 func (*RBDPersistentVolumeSource) ProtoMessage() {}
 
 func (x *RBDPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16388,7 +17103,7 @@ func (x *RBDPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RBDPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*RBDPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{181}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{191}
 }
 
 func (x *RBDPersistentVolumeSource) GetCephMonitors() []string {
@@ -16461,7 +17176,7 @@ type SecretReference struct {
 
 func (x *SecretReference) Reset() {
 	*x = SecretReference{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16473,7 +17188,7 @@ func (x *SecretReference) String() string {
 func (*SecretReference) ProtoMessage() {}
 
 func (x *SecretReference) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16486,7 +17201,7 @@ func (x *SecretReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretReference.ProtoReflect.Descriptor instead.
 func (*SecretReference) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{182}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{192}
 }
 
 func (x *SecretReference) GetName() string {
@@ -16545,7 +17260,7 @@ type ISCSIPersistentVolumeSource struct {
 
 func (x *ISCSIPersistentVolumeSource) Reset() {
 	*x = ISCSIPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16557,7 +17272,7 @@ func (x *ISCSIPersistentVolumeSource) String() string {
 func (*ISCSIPersistentVolumeSource) ProtoMessage() {}
 
 func (x *ISCSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16570,7 +17285,7 @@ func (x *ISCSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ISCSIPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*ISCSIPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{183}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{193}
 }
 
 func (x *ISCSIPersistentVolumeSource) GetTargetPortal() string {
@@ -16677,7 +17392,7 @@ type CinderPersistentVolumeSource struct {
 
 func (x *CinderPersistentVolumeSource) Reset() {
 	*x = CinderPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16689,7 +17404,7 @@ func (x *CinderPersistentVolumeSource) String() string {
 func (*CinderPersistentVolumeSource) ProtoMessage() {}
 
 func (x *CinderPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16702,7 +17417,7 @@ func (x *CinderPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CinderPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*CinderPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{184}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{194}
 }
 
 func (x *CinderPersistentVolumeSource) GetVolumeId() string {
@@ -16761,7 +17476,7 @@ type CephFSPersistentVolumeSource struct {
 
 func (x *CephFSPersistentVolumeSource) Reset() {
 	*x = CephFSPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16773,7 +17488,7 @@ func (x *CephFSPersistentVolumeSource) String() string {
 func (*CephFSPersistentVolumeSource) ProtoMessage() {}
 
 func (x *CephFSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16786,7 +17501,7 @@ func (x *CephFSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CephFSPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*CephFSPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{185}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{195}
 }
 
 func (x *CephFSPersistentVolumeSource) GetMonitors() []string {
@@ -16858,7 +17573,7 @@ type FlexPersistentVolumeSource struct {
 
 func (x *FlexPersistentVolumeSource) Reset() {
 	*x = FlexPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[186]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16870,7 +17585,7 @@ func (x *FlexPersistentVolumeSource) String() string {
 func (*FlexPersistentVolumeSource) ProtoMessage() {}
 
 func (x *FlexPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[186]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16883,7 +17598,7 @@ func (x *FlexPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlexPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*FlexPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{186}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{196}
 }
 
 func (x *FlexPersistentVolumeSource) GetDriver() string {
@@ -16940,7 +17655,7 @@ type AzureFilePersistentVolumeSource struct {
 
 func (x *AzureFilePersistentVolumeSource) Reset() {
 	*x = AzureFilePersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[187]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16952,7 +17667,7 @@ func (x *AzureFilePersistentVolumeSource) String() string {
 func (*AzureFilePersistentVolumeSource) ProtoMessage() {}
 
 func (x *AzureFilePersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[187]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16965,7 +17680,7 @@ func (x *AzureFilePersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AzureFilePersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*AzureFilePersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{187}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{197}
 }
 
 func (x *AzureFilePersistentVolumeSource) GetSecretName() string {
@@ -17032,7 +17747,7 @@ type ScaleIOPersistentVolumeSource struct {
 
 func (x *ScaleIOPersistentVolumeSource) Reset() {
 	*x = ScaleIOPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17044,7 +17759,7 @@ func (x *ScaleIOPersistentVolumeSource) String() string {
 func (*ScaleIOPersistentVolumeSource) ProtoMessage() {}
 
 func (x *ScaleIOPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17057,7 +17772,7 @@ func (x *ScaleIOPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleIOPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*ScaleIOPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{188}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{198}
 }
 
 func (x *ScaleIOPersistentVolumeSource) GetGateway() string {
@@ -17147,7 +17862,7 @@ type LocalVolumeSource struct {
 
 func (x *LocalVolumeSource) Reset() {
 	*x = LocalVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17159,7 +17874,7 @@ func (x *LocalVolumeSource) String() string {
 func (*LocalVolumeSource) ProtoMessage() {}
 
 func (x *LocalVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17172,7 +17887,7 @@ func (x *LocalVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalVolumeSource.ProtoReflect.Descriptor instead.
 func (*LocalVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{189}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{199}
 }
 
 func (x *LocalVolumeSource) GetPath() string {
@@ -17218,7 +17933,7 @@ type StorageOSPersistentVolumeSource struct {
 
 func (x *StorageOSPersistentVolumeSource) Reset() {
 	*x = StorageOSPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17230,7 +17945,7 @@ func (x *StorageOSPersistentVolumeSource) String() string {
 func (*StorageOSPersistentVolumeSource) ProtoMessage() {}
 
 func (x *StorageOSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17243,7 +17958,7 @@ func (x *StorageOSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageOSPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*StorageOSPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{190}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{200}
 }
 
 func (x *StorageOSPersistentVolumeSource) GetVolumeName() string {
@@ -17335,7 +18050,7 @@ type CSIPersistentVolumeSource struct {
 
 func (x *CSIPersistentVolumeSource) Reset() {
 	*x = CSIPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[201]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17347,7 +18062,7 @@ func (x *CSIPersistentVolumeSource) String() string {
 func (*CSIPersistentVolumeSource) ProtoMessage() {}
 
 func (x *CSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[201]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17360,7 +18075,7 @@ func (x *CSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*CSIPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{191}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{201}
 }
 
 func (x *CSIPersistentVolumeSource) GetDriver() string {
@@ -17444,7 +18159,7 @@ type VolumeNodeAffinity struct {
 
 func (x *VolumeNodeAffinity) Reset() {
 	*x = VolumeNodeAffinity{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[202]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17456,7 +18171,7 @@ func (x *VolumeNodeAffinity) String() string {
 func (*VolumeNodeAffinity) ProtoMessage() {}
 
 func (x *VolumeNodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[202]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17469,7 +18184,7 @@ func (x *VolumeNodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeNodeAffinity.ProtoReflect.Descriptor instead.
 func (*VolumeNodeAffinity) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{192}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{202}
 }
 
 func (x *VolumeNodeAffinity) GetRequired() *NodeSelector {
@@ -18767,7 +19482,80 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x121\n" +
-	"\x05items\x18\x02 \x03(\v2\x1b.kplane.core.v1.PodTemplateR\x05items\"\xee\x05\n" +
+	"\x05items\x18\x02 \x03(\v2\x1b.kplane.core.v1.PodTemplateR\x05items\"\xf2\x01\n" +
+	"\rResourceQuota\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x125\n" +
+	"\x04spec\x18\x02 \x01(\v2!.kplane.core.v1.ResourceQuotaSpecR\x04spec\x12;\n" +
+	"\x06status\x18\x03 \x01(\v2#.kplane.core.v1.ResourceQuotaStatusR\x06status\"\xeb\x01\n" +
+	"\x11ResourceQuotaSpec\x12?\n" +
+	"\x04hard\x18\x01 \x03(\v2+.kplane.core.v1.ResourceQuotaSpec.HardEntryR\x04hard\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12D\n" +
+	"\x0escope_selector\x18\x03 \x01(\v2\x1d.kplane.core.v1.ScopeSelectorR\rscopeSelector\x1a7\n" +
+	"\tHardEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
+	"\rScopeSelector\x12^\n" +
+	"\x11match_expressions\x18\x01 \x03(\v21.kplane.core.v1.ScopedResourceSelectorRequirementR\x10matchExpressions\"\x82\x01\n" +
+	"!ScopedResourceSelectorRequirement\x12#\n" +
+	"\n" +
+	"scope_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tscopeName\x12 \n" +
+	"\boperator\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06values\"\x8d\x02\n" +
+	"\x13ResourceQuotaStatus\x12A\n" +
+	"\x04hard\x18\x01 \x03(\v2-.kplane.core.v1.ResourceQuotaStatus.HardEntryR\x04hard\x12A\n" +
+	"\x04used\x18\x02 \x03(\v2-.kplane.core.v1.ResourceQuotaStatus.UsedEntryR\x04used\x1a7\n" +
+	"\tHardEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a7\n" +
+	"\tUsedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
+	"\x11ResourceQuotaList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x123\n" +
+	"\x05items\x18\x02 \x03(\v2\x1d.kplane.core.v1.ResourceQuotaR\x05items\"\xaf\x01\n" +
+	"\n" +
+	"LimitRange\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x122\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1e.kplane.core.v1.LimitRangeSpecR\x04spec\"H\n" +
+	"\x0eLimitRangeSpec\x126\n" +
+	"\x06limits\x18\x01 \x03(\v2\x1e.kplane.core.v1.LimitRangeItemR\x06limits\"\xed\x05\n" +
+	"\x0eLimitRangeItem\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x129\n" +
+	"\x03max\x18\x02 \x03(\v2'.kplane.core.v1.LimitRangeItem.MaxEntryR\x03max\x129\n" +
+	"\x03min\x18\x03 \x03(\v2'.kplane.core.v1.LimitRangeItem.MinEntryR\x03min\x12E\n" +
+	"\adefault\x18\x04 \x03(\v2+.kplane.core.v1.LimitRangeItem.DefaultEntryR\adefault\x12[\n" +
+	"\x0fdefault_request\x18\x05 \x03(\v22.kplane.core.v1.LimitRangeItem.DefaultRequestEntryR\x0edefaultRequest\x12o\n" +
+	"\x17max_limit_request_ratio\x18\x06 \x03(\v28.kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntryR\x14maxLimitRequestRatio\x1a6\n" +
+	"\bMaxEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
+	"\bMinEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fDefaultEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13DefaultRequestEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aG\n" +
+	"\x19MaxLimitRequestRatioEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x01\n" +
+	"\x0eLimitRangeList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x120\n" +
+	"\x05items\x18\x02 \x03(\v2\x1a.kplane.core.v1.LimitRangeR\x05items\"\xee\x05\n" +
 	"\x14PersistentVolumeSpec\x12N\n" +
 	"\bcapacity\x18\x01 \x03(\v22.kplane.core.v1.PersistentVolumeSpec.CapacityEntryR\bcapacity\x12f\n" +
 	"\x18persistent_volume_source\x18\x02 \x01(\v2&.kplane.core.v1.PersistentVolumeSourceB\x04\xc8\xf3\x18\x01R\x16persistentVolumeSource\x12!\n" +
@@ -18940,7 +19728,7 @@ func file_kplane_core_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_types_proto_rawDescData
 }
 
-var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 213)
+var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 231)
 var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.core.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.core.v1.NamespaceSpec
@@ -19120,64 +19908,82 @@ var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*ReplicationControllerList)(nil),         // 175: kplane.core.v1.ReplicationControllerList
 	(*PodTemplate)(nil),                       // 176: kplane.core.v1.PodTemplate
 	(*PodTemplateList)(nil),                   // 177: kplane.core.v1.PodTemplateList
-	(*PersistentVolumeSpec)(nil),              // 178: kplane.core.v1.PersistentVolumeSpec
-	(*PersistentVolumeSource)(nil),            // 179: kplane.core.v1.PersistentVolumeSource
-	(*GlusterfsPersistentVolumeSource)(nil),   // 180: kplane.core.v1.GlusterfsPersistentVolumeSource
-	(*RBDPersistentVolumeSource)(nil),         // 181: kplane.core.v1.RBDPersistentVolumeSource
-	(*SecretReference)(nil),                   // 182: kplane.core.v1.SecretReference
-	(*ISCSIPersistentVolumeSource)(nil),       // 183: kplane.core.v1.ISCSIPersistentVolumeSource
-	(*CinderPersistentVolumeSource)(nil),      // 184: kplane.core.v1.CinderPersistentVolumeSource
-	(*CephFSPersistentVolumeSource)(nil),      // 185: kplane.core.v1.CephFSPersistentVolumeSource
-	(*FlexPersistentVolumeSource)(nil),        // 186: kplane.core.v1.FlexPersistentVolumeSource
-	(*AzureFilePersistentVolumeSource)(nil),   // 187: kplane.core.v1.AzureFilePersistentVolumeSource
-	(*ScaleIOPersistentVolumeSource)(nil),     // 188: kplane.core.v1.ScaleIOPersistentVolumeSource
-	(*LocalVolumeSource)(nil),                 // 189: kplane.core.v1.LocalVolumeSource
-	(*StorageOSPersistentVolumeSource)(nil),   // 190: kplane.core.v1.StorageOSPersistentVolumeSource
-	(*CSIPersistentVolumeSource)(nil),         // 191: kplane.core.v1.CSIPersistentVolumeSource
-	(*VolumeNodeAffinity)(nil),                // 192: kplane.core.v1.VolumeNodeAffinity
-	nil,                                       // 193: kplane.core.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 194: kplane.core.v1.PodSpec.OverheadEntry
-	nil,                                       // 195: kplane.core.v1.FlexVolumeSource.OptionsEntry
-	nil,                                       // 196: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
-	nil,                                       // 197: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	nil,                                       // 198: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
-	nil,                                       // 199: kplane.core.v1.ResourceRequirements.LimitsEntry
-	nil,                                       // 200: kplane.core.v1.ResourceRequirements.RequestsEntry
-	nil,                                       // 201: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
-	nil,                                       // 202: kplane.core.v1.NodeStatus.CapacityEntry
-	nil,                                       // 203: kplane.core.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 204: kplane.core.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 205: kplane.core.v1.ConfigMap.DataEntry
-	nil,                                       // 206: kplane.core.v1.ConfigMap.BinaryDataEntry
-	nil,                                       // 207: kplane.core.v1.Secret.DataEntry
-	nil,                                       // 208: kplane.core.v1.Secret.StringDataEntry
-	nil,                                       // 209: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                       // 210: kplane.core.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                       // 211: kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
-	nil,                                       // 212: kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
-	(*v1.ObjectMeta)(nil),                     // 213: kplane.meta.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 214: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),                       // 215: kplane.meta.v1.ListMeta
-	(*v1.LabelSelector)(nil),                  // 216: kplane.meta.v1.LabelSelector
-	(*v1.IntOrString)(nil),                    // 217: kplane.meta.v1.IntOrString
-	(*v1.Condition)(nil),                      // 218: kplane.meta.v1.Condition
+	(*ResourceQuota)(nil),                     // 178: kplane.core.v1.ResourceQuota
+	(*ResourceQuotaSpec)(nil),                 // 179: kplane.core.v1.ResourceQuotaSpec
+	(*ScopeSelector)(nil),                     // 180: kplane.core.v1.ScopeSelector
+	(*ScopedResourceSelectorRequirement)(nil), // 181: kplane.core.v1.ScopedResourceSelectorRequirement
+	(*ResourceQuotaStatus)(nil),               // 182: kplane.core.v1.ResourceQuotaStatus
+	(*ResourceQuotaList)(nil),                 // 183: kplane.core.v1.ResourceQuotaList
+	(*LimitRange)(nil),                        // 184: kplane.core.v1.LimitRange
+	(*LimitRangeSpec)(nil),                    // 185: kplane.core.v1.LimitRangeSpec
+	(*LimitRangeItem)(nil),                    // 186: kplane.core.v1.LimitRangeItem
+	(*LimitRangeList)(nil),                    // 187: kplane.core.v1.LimitRangeList
+	(*PersistentVolumeSpec)(nil),              // 188: kplane.core.v1.PersistentVolumeSpec
+	(*PersistentVolumeSource)(nil),            // 189: kplane.core.v1.PersistentVolumeSource
+	(*GlusterfsPersistentVolumeSource)(nil),   // 190: kplane.core.v1.GlusterfsPersistentVolumeSource
+	(*RBDPersistentVolumeSource)(nil),         // 191: kplane.core.v1.RBDPersistentVolumeSource
+	(*SecretReference)(nil),                   // 192: kplane.core.v1.SecretReference
+	(*ISCSIPersistentVolumeSource)(nil),       // 193: kplane.core.v1.ISCSIPersistentVolumeSource
+	(*CinderPersistentVolumeSource)(nil),      // 194: kplane.core.v1.CinderPersistentVolumeSource
+	(*CephFSPersistentVolumeSource)(nil),      // 195: kplane.core.v1.CephFSPersistentVolumeSource
+	(*FlexPersistentVolumeSource)(nil),        // 196: kplane.core.v1.FlexPersistentVolumeSource
+	(*AzureFilePersistentVolumeSource)(nil),   // 197: kplane.core.v1.AzureFilePersistentVolumeSource
+	(*ScaleIOPersistentVolumeSource)(nil),     // 198: kplane.core.v1.ScaleIOPersistentVolumeSource
+	(*LocalVolumeSource)(nil),                 // 199: kplane.core.v1.LocalVolumeSource
+	(*StorageOSPersistentVolumeSource)(nil),   // 200: kplane.core.v1.StorageOSPersistentVolumeSource
+	(*CSIPersistentVolumeSource)(nil),         // 201: kplane.core.v1.CSIPersistentVolumeSource
+	(*VolumeNodeAffinity)(nil),                // 202: kplane.core.v1.VolumeNodeAffinity
+	nil,                                       // 203: kplane.core.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 204: kplane.core.v1.PodSpec.OverheadEntry
+	nil,                                       // 205: kplane.core.v1.FlexVolumeSource.OptionsEntry
+	nil,                                       // 206: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	nil,                                       // 207: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	nil,                                       // 208: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	nil,                                       // 209: kplane.core.v1.ResourceRequirements.LimitsEntry
+	nil,                                       // 210: kplane.core.v1.ResourceRequirements.RequestsEntry
+	nil,                                       // 211: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	nil,                                       // 212: kplane.core.v1.NodeStatus.CapacityEntry
+	nil,                                       // 213: kplane.core.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 214: kplane.core.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 215: kplane.core.v1.ConfigMap.DataEntry
+	nil,                                       // 216: kplane.core.v1.ConfigMap.BinaryDataEntry
+	nil,                                       // 217: kplane.core.v1.Secret.DataEntry
+	nil,                                       // 218: kplane.core.v1.Secret.StringDataEntry
+	nil,                                       // 219: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                       // 220: kplane.core.v1.ResourceQuotaSpec.HardEntry
+	nil,                                       // 221: kplane.core.v1.ResourceQuotaStatus.HardEntry
+	nil,                                       // 222: kplane.core.v1.ResourceQuotaStatus.UsedEntry
+	nil,                                       // 223: kplane.core.v1.LimitRangeItem.MaxEntry
+	nil,                                       // 224: kplane.core.v1.LimitRangeItem.MinEntry
+	nil,                                       // 225: kplane.core.v1.LimitRangeItem.DefaultEntry
+	nil,                                       // 226: kplane.core.v1.LimitRangeItem.DefaultRequestEntry
+	nil,                                       // 227: kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
+	nil,                                       // 228: kplane.core.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                       // 229: kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
+	nil,                                       // 230: kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
+	(*v1.ObjectMeta)(nil),                     // 231: kplane.meta.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 232: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                       // 233: kplane.meta.v1.ListMeta
+	(*v1.LabelSelector)(nil),                  // 234: kplane.meta.v1.LabelSelector
+	(*v1.IntOrString)(nil),                    // 235: kplane.meta.v1.IntOrString
+	(*v1.Condition)(nil),                      // 236: kplane.meta.v1.Condition
 }
 var file_kplane_core_v1_types_proto_depIdxs = []int32{
-	213, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,   // 1: kplane.core.v1.Namespace.spec:type_name -> kplane.core.v1.NamespaceSpec
 	2,   // 2: kplane.core.v1.Namespace.status:type_name -> kplane.core.v1.NamespaceStatus
 	3,   // 3: kplane.core.v1.NamespaceStatus.conditions:type_name -> kplane.core.v1.NamespaceCondition
-	214, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	215, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	232, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	233, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,   // 6: kplane.core.v1.NamespaceList.items:type_name -> kplane.core.v1.Namespace
-	213, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 8: kplane.core.v1.Pod.spec:type_name -> kplane.core.v1.PodSpec
 	108, // 9: kplane.core.v1.Pod.status:type_name -> kplane.core.v1.PodStatus
 	7,   // 10: kplane.core.v1.PodSpec.volumes:type_name -> kplane.core.v1.Volume
 	55,  // 11: kplane.core.v1.PodSpec.init_containers:type_name -> kplane.core.v1.Container
 	55,  // 12: kplane.core.v1.PodSpec.containers:type_name -> kplane.core.v1.Container
 	85,  // 13: kplane.core.v1.PodSpec.ephemeral_containers:type_name -> kplane.core.v1.EphemeralContainer
-	193, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
+	203, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
 	87,  // 15: kplane.core.v1.PodSpec.security_context:type_name -> kplane.core.v1.PodSecurityContext
 	18,  // 16: kplane.core.v1.PodSpec.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
 	89,  // 17: kplane.core.v1.PodSpec.affinity:type_name -> kplane.core.v1.Affinity
@@ -19185,7 +19991,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	100, // 19: kplane.core.v1.PodSpec.host_aliases:type_name -> kplane.core.v1.HostAlias
 	101, // 20: kplane.core.v1.PodSpec.dns_config:type_name -> kplane.core.v1.PodDNSConfig
 	103, // 21: kplane.core.v1.PodSpec.readiness_gates:type_name -> kplane.core.v1.PodReadinessGate
-	194, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
+	204, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
 	104, // 23: kplane.core.v1.PodSpec.topology_spread_constraints:type_name -> kplane.core.v1.TopologySpreadConstraint
 	105, // 24: kplane.core.v1.PodSpec.os:type_name -> kplane.core.v1.PodOS
 	106, // 25: kplane.core.v1.PodSpec.scheduling_gates:type_name -> kplane.core.v1.PodSchedulingGate
@@ -19226,7 +20032,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	18,  // 60: kplane.core.v1.ISCSIVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 61: kplane.core.v1.RBDVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 62: kplane.core.v1.FlexVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	195, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
+	205, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
 	18,  // 64: kplane.core.v1.CinderVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 65: kplane.core.v1.CephFSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	27,  // 66: kplane.core.v1.DownwardAPIVolumeSource.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
@@ -19245,20 +20051,20 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	27,  // 79: kplane.core.v1.DownwardAPIProjection.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
 	18,  // 80: kplane.core.v1.ConfigMapProjection.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	15,  // 81: kplane.core.v1.ConfigMapProjection.items:type_name -> kplane.core.v1.KeyToPath
-	216, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	234, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	18,  // 83: kplane.core.v1.ScaleIOVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 84: kplane.core.v1.StorageOSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	196, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	206, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
 	18,  // 86: kplane.core.v1.CSIVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	49,  // 87: kplane.core.v1.EphemeralVolumeSource.volume_claim_template:type_name -> kplane.core.v1.PersistentVolumeClaimTemplate
-	213, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	50,  // 89: kplane.core.v1.PersistentVolumeClaimTemplate.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
-	216, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	234, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
 	51,  // 91: kplane.core.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.core.v1.VolumeResourceRequirements
 	52,  // 92: kplane.core.v1.PersistentVolumeClaimSpec.data_source:type_name -> kplane.core.v1.TypedLocalObjectReference
 	53,  // 93: kplane.core.v1.PersistentVolumeClaimSpec.data_source_ref:type_name -> kplane.core.v1.TypedObjectReference
-	197, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	198, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	207, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	208, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
 	56,  // 96: kplane.core.v1.Container.ports:type_name -> kplane.core.v1.ContainerPort
 	57,  // 97: kplane.core.v1.Container.env_from:type_name -> kplane.core.v1.EnvFromSource
 	60,  // 98: kplane.core.v1.Container.env:type_name -> kplane.core.v1.EnvVar
@@ -19282,17 +20088,17 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	63,  // 116: kplane.core.v1.EnvVarSource.secret_key_ref:type_name -> kplane.core.v1.SecretKeySelector
 	18,  // 117: kplane.core.v1.ConfigMapKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 118: kplane.core.v1.SecretKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
-	199, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
-	200, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
+	209, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
+	210, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
 	65,  // 121: kplane.core.v1.ResourceRequirements.claims:type_name -> kplane.core.v1.ResourceClaim
 	70,  // 122: kplane.core.v1.Probe.probe_handler:type_name -> kplane.core.v1.ProbeHandler
 	71,  // 123: kplane.core.v1.ProbeHandler.exec:type_name -> kplane.core.v1.ExecAction
 	72,  // 124: kplane.core.v1.ProbeHandler.http_get:type_name -> kplane.core.v1.HTTPGetAction
 	74,  // 125: kplane.core.v1.ProbeHandler.tcp_socket:type_name -> kplane.core.v1.TCPSocketAction
 	75,  // 126: kplane.core.v1.ProbeHandler.grpc:type_name -> kplane.core.v1.GRPCAction
-	217, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
+	235, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
 	73,  // 128: kplane.core.v1.HTTPGetAction.http_headers:type_name -> kplane.core.v1.HTTPHeader
-	217, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
+	235, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
 	77,  // 130: kplane.core.v1.Lifecycle.post_start:type_name -> kplane.core.v1.LifecycleHandler
 	77,  // 131: kplane.core.v1.Lifecycle.pre_stop:type_name -> kplane.core.v1.LifecycleHandler
 	71,  // 132: kplane.core.v1.LifecycleHandler.exec:type_name -> kplane.core.v1.ExecAction
@@ -19333,26 +20139,26 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	92,  // 167: kplane.core.v1.PreferredSchedulingTerm.preference:type_name -> kplane.core.v1.NodeSelectorTerm
 	96,  // 168: kplane.core.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 169: kplane.core.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
-	216, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
-	216, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	234, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	234, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
 	96,  // 172: kplane.core.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.core.v1.PodAffinityTerm
 	96,  // 173: kplane.core.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 174: kplane.core.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
 	102, // 175: kplane.core.v1.PodDNSConfig.options:type_name -> kplane.core.v1.PodDNSConfigOption
-	216, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	234, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	109, // 177: kplane.core.v1.PodStatus.conditions:type_name -> kplane.core.v1.PodCondition
 	110, // 178: kplane.core.v1.PodStatus.host_ips:type_name -> kplane.core.v1.HostIP
 	111, // 179: kplane.core.v1.PodStatus.pod_ips:type_name -> kplane.core.v1.PodIP
-	214, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	232, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	112, // 181: kplane.core.v1.PodStatus.init_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 182: kplane.core.v1.PodStatus.container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 183: kplane.core.v1.PodStatus.ephemeral_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	122, // 184: kplane.core.v1.PodStatus.resource_claim_statuses:type_name -> kplane.core.v1.PodResourceClaimStatus
-	214, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	214, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	232, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	232, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	113, // 187: kplane.core.v1.ContainerStatus.state:type_name -> kplane.core.v1.ContainerState
 	113, // 188: kplane.core.v1.ContainerStatus.last_termination_state:type_name -> kplane.core.v1.ContainerState
-	201, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	211, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
 	64,  // 190: kplane.core.v1.ContainerStatus.resources:type_name -> kplane.core.v1.ResourceRequirements
 	117, // 191: kplane.core.v1.ContainerStatus.volume_mounts:type_name -> kplane.core.v1.VolumeMountStatus
 	118, // 192: kplane.core.v1.ContainerStatus.user:type_name -> kplane.core.v1.ContainerUser
@@ -19360,24 +20166,24 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	114, // 194: kplane.core.v1.ContainerState.waiting:type_name -> kplane.core.v1.ContainerStateWaiting
 	115, // 195: kplane.core.v1.ContainerState.running:type_name -> kplane.core.v1.ContainerStateRunning
 	116, // 196: kplane.core.v1.ContainerState.terminated:type_name -> kplane.core.v1.ContainerStateTerminated
-	214, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	214, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	214, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	232, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	232, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	232, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
 	119, // 200: kplane.core.v1.ContainerUser.linux:type_name -> kplane.core.v1.LinuxContainerUser
 	121, // 201: kplane.core.v1.ResourceStatus.resources:type_name -> kplane.core.v1.ResourceHealth
-	215, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
 	5,   // 203: kplane.core.v1.PodList.items:type_name -> kplane.core.v1.Pod
-	213, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 205: kplane.core.v1.Binding.target:type_name -> kplane.core.v1.ObjectReference
-	213, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	127, // 207: kplane.core.v1.Node.spec:type_name -> kplane.core.v1.NodeSpec
 	131, // 208: kplane.core.v1.Node.status:type_name -> kplane.core.v1.NodeStatus
 	128, // 209: kplane.core.v1.NodeSpec.taints:type_name -> kplane.core.v1.Taint
 	129, // 210: kplane.core.v1.NodeSpec.config_source:type_name -> kplane.core.v1.NodeConfigSource
-	214, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	232, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
 	130, // 212: kplane.core.v1.NodeConfigSource.config_map:type_name -> kplane.core.v1.ConfigMapNodeConfigSource
-	202, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
-	203, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
+	212, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
+	213, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
 	132, // 215: kplane.core.v1.NodeStatus.conditions:type_name -> kplane.core.v1.NodeCondition
 	133, // 216: kplane.core.v1.NodeStatus.addresses:type_name -> kplane.core.v1.NodeAddress
 	134, // 217: kplane.core.v1.NodeStatus.daemon_endpoints:type_name -> kplane.core.v1.NodeDaemonEndpoints
@@ -19387,125 +20193,145 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	140, // 221: kplane.core.v1.NodeStatus.config:type_name -> kplane.core.v1.NodeConfigStatus
 	141, // 222: kplane.core.v1.NodeStatus.runtime_handlers:type_name -> kplane.core.v1.NodeRuntimeHandler
 	143, // 223: kplane.core.v1.NodeStatus.features:type_name -> kplane.core.v1.NodeFeatures
-	214, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	214, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	232, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	232, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	135, // 226: kplane.core.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.core.v1.DaemonEndpoint
 	137, // 227: kplane.core.v1.NodeSystemInfo.swap:type_name -> kplane.core.v1.NodeSwapStatus
 	129, // 228: kplane.core.v1.NodeConfigStatus.assigned:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 229: kplane.core.v1.NodeConfigStatus.active:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 230: kplane.core.v1.NodeConfigStatus.last_known_good:type_name -> kplane.core.v1.NodeConfigSource
 	142, // 231: kplane.core.v1.NodeRuntimeHandler.features:type_name -> kplane.core.v1.NodeRuntimeHandlerFeatures
-	215, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	126, // 233: kplane.core.v1.NodeList.items:type_name -> kplane.core.v1.Node
-	213, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 235: kplane.core.v1.Event.involved_object:type_name -> kplane.core.v1.ObjectReference
 	146, // 236: kplane.core.v1.Event.source:type_name -> kplane.core.v1.EventSource
-	214, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	214, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	214, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	232, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	232, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	232, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
 	147, // 240: kplane.core.v1.Event.series:type_name -> kplane.core.v1.EventSeries
 	125, // 241: kplane.core.v1.Event.related:type_name -> kplane.core.v1.ObjectReference
-	214, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
-	215, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
+	232, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
+	233, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
 	145, // 244: kplane.core.v1.EventList.items:type_name -> kplane.core.v1.Event
-	213, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	150, // 246: kplane.core.v1.Service.spec:type_name -> kplane.core.v1.ServiceSpec
 	154, // 247: kplane.core.v1.Service.status:type_name -> kplane.core.v1.ServiceStatus
 	151, // 248: kplane.core.v1.ServiceSpec.ports:type_name -> kplane.core.v1.ServicePort
-	204, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
+	214, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
 	152, // 250: kplane.core.v1.ServiceSpec.session_affinity_config:type_name -> kplane.core.v1.SessionAffinityConfig
-	217, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
+	235, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
 	153, // 252: kplane.core.v1.SessionAffinityConfig.client_ip:type_name -> kplane.core.v1.ClientIPConfig
 	155, // 253: kplane.core.v1.ServiceStatus.load_balancer:type_name -> kplane.core.v1.LoadBalancerStatus
-	218, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
+	236, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
 	156, // 255: kplane.core.v1.LoadBalancerStatus.ingress:type_name -> kplane.core.v1.LoadBalancerIngress
 	157, // 256: kplane.core.v1.LoadBalancerIngress.ports:type_name -> kplane.core.v1.PortStatus
-	215, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	149, // 258: kplane.core.v1.ServiceList.items:type_name -> kplane.core.v1.Service
-	213, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	160, // 260: kplane.core.v1.Endpoints.subsets:type_name -> kplane.core.v1.EndpointSubset
 	161, // 261: kplane.core.v1.EndpointSubset.addresses:type_name -> kplane.core.v1.EndpointAddress
 	161, // 262: kplane.core.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.core.v1.EndpointAddress
 	162, // 263: kplane.core.v1.EndpointSubset.ports:type_name -> kplane.core.v1.EndpointPort
 	125, // 264: kplane.core.v1.EndpointAddress.target_ref:type_name -> kplane.core.v1.ObjectReference
-	215, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
 	159, // 266: kplane.core.v1.EndpointsList.items:type_name -> kplane.core.v1.Endpoints
-	213, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	205, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
-	206, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
-	215, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
+	231, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	215, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
+	216, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
+	233, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
 	164, // 271: kplane.core.v1.ConfigMapList.items:type_name -> kplane.core.v1.ConfigMap
-	213, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	207, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
-	208, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
-	215, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
+	231, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	217, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
+	218, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
+	233, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
 	166, // 276: kplane.core.v1.SecretList.items:type_name -> kplane.core.v1.Secret
-	213, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 278: kplane.core.v1.ServiceAccount.secrets:type_name -> kplane.core.v1.ObjectReference
 	18,  // 279: kplane.core.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
-	215, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
 	168, // 281: kplane.core.v1.ServiceAccountList.items:type_name -> kplane.core.v1.ServiceAccount
-	213, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	171, // 283: kplane.core.v1.ReplicationController.spec:type_name -> kplane.core.v1.ReplicationControllerSpec
 	173, // 284: kplane.core.v1.ReplicationController.status:type_name -> kplane.core.v1.ReplicationControllerStatus
-	209, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	219, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
 	172, // 286: kplane.core.v1.ReplicationControllerSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
-	213, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 288: kplane.core.v1.PodTemplateSpec.spec:type_name -> kplane.core.v1.PodSpec
 	174, // 289: kplane.core.v1.ReplicationControllerStatus.conditions:type_name -> kplane.core.v1.ReplicationControllerCondition
-	214, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	215, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
+	232, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	233, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
 	170, // 292: kplane.core.v1.ReplicationControllerList.items:type_name -> kplane.core.v1.ReplicationController
-	213, // 293: kplane.core.v1.PodTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	231, // 293: kplane.core.v1.PodTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	172, // 294: kplane.core.v1.PodTemplate.template:type_name -> kplane.core.v1.PodTemplateSpec
-	215, // 295: kplane.core.v1.PodTemplateList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 295: kplane.core.v1.PodTemplateList.metadata:type_name -> kplane.meta.v1.ListMeta
 	176, // 296: kplane.core.v1.PodTemplateList.items:type_name -> kplane.core.v1.PodTemplate
-	210, // 297: kplane.core.v1.PersistentVolumeSpec.capacity:type_name -> kplane.core.v1.PersistentVolumeSpec.CapacityEntry
-	179, // 298: kplane.core.v1.PersistentVolumeSpec.persistent_volume_source:type_name -> kplane.core.v1.PersistentVolumeSource
-	125, // 299: kplane.core.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.core.v1.ObjectReference
-	192, // 300: kplane.core.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.core.v1.VolumeNodeAffinity
-	11,  // 301: kplane.core.v1.PersistentVolumeSource.gce_persistent_disk:type_name -> kplane.core.v1.GCEPersistentDiskVolumeSource
-	12,  // 302: kplane.core.v1.PersistentVolumeSource.aws_elastic_block_store:type_name -> kplane.core.v1.AWSElasticBlockStoreVolumeSource
-	9,   // 303: kplane.core.v1.PersistentVolumeSource.host_path:type_name -> kplane.core.v1.HostPathVolumeSource
-	180, // 304: kplane.core.v1.PersistentVolumeSource.glusterfs:type_name -> kplane.core.v1.GlusterfsPersistentVolumeSource
-	16,  // 305: kplane.core.v1.PersistentVolumeSource.nfs:type_name -> kplane.core.v1.NFSVolumeSource
-	181, // 306: kplane.core.v1.PersistentVolumeSource.rbd:type_name -> kplane.core.v1.RBDPersistentVolumeSource
-	183, // 307: kplane.core.v1.PersistentVolumeSource.iscsi:type_name -> kplane.core.v1.ISCSIPersistentVolumeSource
-	184, // 308: kplane.core.v1.PersistentVolumeSource.cinder:type_name -> kplane.core.v1.CinderPersistentVolumeSource
-	185, // 309: kplane.core.v1.PersistentVolumeSource.ceph_fs:type_name -> kplane.core.v1.CephFSPersistentVolumeSource
-	30,  // 310: kplane.core.v1.PersistentVolumeSource.fc:type_name -> kplane.core.v1.FCVolumeSource
-	25,  // 311: kplane.core.v1.PersistentVolumeSource.flocker:type_name -> kplane.core.v1.FlockerVolumeSource
-	186, // 312: kplane.core.v1.PersistentVolumeSource.flex_volume:type_name -> kplane.core.v1.FlexPersistentVolumeSource
-	187, // 313: kplane.core.v1.PersistentVolumeSource.azure_file:type_name -> kplane.core.v1.AzureFilePersistentVolumeSource
-	33,  // 314: kplane.core.v1.PersistentVolumeSource.vsphere_volume:type_name -> kplane.core.v1.VsphereVirtualDiskVolumeSource
-	34,  // 315: kplane.core.v1.PersistentVolumeSource.quobyte:type_name -> kplane.core.v1.QuobyteVolumeSource
-	35,  // 316: kplane.core.v1.PersistentVolumeSource.azure_disk:type_name -> kplane.core.v1.AzureDiskVolumeSource
-	36,  // 317: kplane.core.v1.PersistentVolumeSource.photon_persistent_disk:type_name -> kplane.core.v1.PhotonPersistentDiskVolumeSource
-	44,  // 318: kplane.core.v1.PersistentVolumeSource.portworx_volume:type_name -> kplane.core.v1.PortworxVolumeSource
-	188, // 319: kplane.core.v1.PersistentVolumeSource.scale_io:type_name -> kplane.core.v1.ScaleIOPersistentVolumeSource
-	189, // 320: kplane.core.v1.PersistentVolumeSource.local:type_name -> kplane.core.v1.LocalVolumeSource
-	190, // 321: kplane.core.v1.PersistentVolumeSource.storage_os:type_name -> kplane.core.v1.StorageOSPersistentVolumeSource
-	191, // 322: kplane.core.v1.PersistentVolumeSource.csi:type_name -> kplane.core.v1.CSIPersistentVolumeSource
-	182, // 323: kplane.core.v1.RBDPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 324: kplane.core.v1.ISCSIPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 325: kplane.core.v1.CinderPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 326: kplane.core.v1.CephFSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 327: kplane.core.v1.FlexPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	211, // 328: kplane.core.v1.FlexPersistentVolumeSource.options:type_name -> kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
-	182, // 329: kplane.core.v1.ScaleIOPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	125, // 330: kplane.core.v1.StorageOSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.ObjectReference
-	212, // 331: kplane.core.v1.CSIPersistentVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
-	182, // 332: kplane.core.v1.CSIPersistentVolumeSource.controller_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 333: kplane.core.v1.CSIPersistentVolumeSource.node_stage_secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 334: kplane.core.v1.CSIPersistentVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 335: kplane.core.v1.CSIPersistentVolumeSource.controller_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
-	182, // 336: kplane.core.v1.CSIPersistentVolumeSource.node_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
-	91,  // 337: kplane.core.v1.VolumeNodeAffinity.required:type_name -> kplane.core.v1.NodeSelector
-	338, // [338:338] is the sub-list for method output_type
-	338, // [338:338] is the sub-list for method input_type
-	338, // [338:338] is the sub-list for extension type_name
-	338, // [338:338] is the sub-list for extension extendee
-	0,   // [0:338] is the sub-list for field type_name
+	231, // 297: kplane.core.v1.ResourceQuota.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	179, // 298: kplane.core.v1.ResourceQuota.spec:type_name -> kplane.core.v1.ResourceQuotaSpec
+	182, // 299: kplane.core.v1.ResourceQuota.status:type_name -> kplane.core.v1.ResourceQuotaStatus
+	220, // 300: kplane.core.v1.ResourceQuotaSpec.hard:type_name -> kplane.core.v1.ResourceQuotaSpec.HardEntry
+	180, // 301: kplane.core.v1.ResourceQuotaSpec.scope_selector:type_name -> kplane.core.v1.ScopeSelector
+	181, // 302: kplane.core.v1.ScopeSelector.match_expressions:type_name -> kplane.core.v1.ScopedResourceSelectorRequirement
+	221, // 303: kplane.core.v1.ResourceQuotaStatus.hard:type_name -> kplane.core.v1.ResourceQuotaStatus.HardEntry
+	222, // 304: kplane.core.v1.ResourceQuotaStatus.used:type_name -> kplane.core.v1.ResourceQuotaStatus.UsedEntry
+	233, // 305: kplane.core.v1.ResourceQuotaList.metadata:type_name -> kplane.meta.v1.ListMeta
+	178, // 306: kplane.core.v1.ResourceQuotaList.items:type_name -> kplane.core.v1.ResourceQuota
+	231, // 307: kplane.core.v1.LimitRange.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	185, // 308: kplane.core.v1.LimitRange.spec:type_name -> kplane.core.v1.LimitRangeSpec
+	186, // 309: kplane.core.v1.LimitRangeSpec.limits:type_name -> kplane.core.v1.LimitRangeItem
+	223, // 310: kplane.core.v1.LimitRangeItem.max:type_name -> kplane.core.v1.LimitRangeItem.MaxEntry
+	224, // 311: kplane.core.v1.LimitRangeItem.min:type_name -> kplane.core.v1.LimitRangeItem.MinEntry
+	225, // 312: kplane.core.v1.LimitRangeItem.default:type_name -> kplane.core.v1.LimitRangeItem.DefaultEntry
+	226, // 313: kplane.core.v1.LimitRangeItem.default_request:type_name -> kplane.core.v1.LimitRangeItem.DefaultRequestEntry
+	227, // 314: kplane.core.v1.LimitRangeItem.max_limit_request_ratio:type_name -> kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
+	233, // 315: kplane.core.v1.LimitRangeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	184, // 316: kplane.core.v1.LimitRangeList.items:type_name -> kplane.core.v1.LimitRange
+	228, // 317: kplane.core.v1.PersistentVolumeSpec.capacity:type_name -> kplane.core.v1.PersistentVolumeSpec.CapacityEntry
+	189, // 318: kplane.core.v1.PersistentVolumeSpec.persistent_volume_source:type_name -> kplane.core.v1.PersistentVolumeSource
+	125, // 319: kplane.core.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.core.v1.ObjectReference
+	202, // 320: kplane.core.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.core.v1.VolumeNodeAffinity
+	11,  // 321: kplane.core.v1.PersistentVolumeSource.gce_persistent_disk:type_name -> kplane.core.v1.GCEPersistentDiskVolumeSource
+	12,  // 322: kplane.core.v1.PersistentVolumeSource.aws_elastic_block_store:type_name -> kplane.core.v1.AWSElasticBlockStoreVolumeSource
+	9,   // 323: kplane.core.v1.PersistentVolumeSource.host_path:type_name -> kplane.core.v1.HostPathVolumeSource
+	190, // 324: kplane.core.v1.PersistentVolumeSource.glusterfs:type_name -> kplane.core.v1.GlusterfsPersistentVolumeSource
+	16,  // 325: kplane.core.v1.PersistentVolumeSource.nfs:type_name -> kplane.core.v1.NFSVolumeSource
+	191, // 326: kplane.core.v1.PersistentVolumeSource.rbd:type_name -> kplane.core.v1.RBDPersistentVolumeSource
+	193, // 327: kplane.core.v1.PersistentVolumeSource.iscsi:type_name -> kplane.core.v1.ISCSIPersistentVolumeSource
+	194, // 328: kplane.core.v1.PersistentVolumeSource.cinder:type_name -> kplane.core.v1.CinderPersistentVolumeSource
+	195, // 329: kplane.core.v1.PersistentVolumeSource.ceph_fs:type_name -> kplane.core.v1.CephFSPersistentVolumeSource
+	30,  // 330: kplane.core.v1.PersistentVolumeSource.fc:type_name -> kplane.core.v1.FCVolumeSource
+	25,  // 331: kplane.core.v1.PersistentVolumeSource.flocker:type_name -> kplane.core.v1.FlockerVolumeSource
+	196, // 332: kplane.core.v1.PersistentVolumeSource.flex_volume:type_name -> kplane.core.v1.FlexPersistentVolumeSource
+	197, // 333: kplane.core.v1.PersistentVolumeSource.azure_file:type_name -> kplane.core.v1.AzureFilePersistentVolumeSource
+	33,  // 334: kplane.core.v1.PersistentVolumeSource.vsphere_volume:type_name -> kplane.core.v1.VsphereVirtualDiskVolumeSource
+	34,  // 335: kplane.core.v1.PersistentVolumeSource.quobyte:type_name -> kplane.core.v1.QuobyteVolumeSource
+	35,  // 336: kplane.core.v1.PersistentVolumeSource.azure_disk:type_name -> kplane.core.v1.AzureDiskVolumeSource
+	36,  // 337: kplane.core.v1.PersistentVolumeSource.photon_persistent_disk:type_name -> kplane.core.v1.PhotonPersistentDiskVolumeSource
+	44,  // 338: kplane.core.v1.PersistentVolumeSource.portworx_volume:type_name -> kplane.core.v1.PortworxVolumeSource
+	198, // 339: kplane.core.v1.PersistentVolumeSource.scale_io:type_name -> kplane.core.v1.ScaleIOPersistentVolumeSource
+	199, // 340: kplane.core.v1.PersistentVolumeSource.local:type_name -> kplane.core.v1.LocalVolumeSource
+	200, // 341: kplane.core.v1.PersistentVolumeSource.storage_os:type_name -> kplane.core.v1.StorageOSPersistentVolumeSource
+	201, // 342: kplane.core.v1.PersistentVolumeSource.csi:type_name -> kplane.core.v1.CSIPersistentVolumeSource
+	192, // 343: kplane.core.v1.RBDPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 344: kplane.core.v1.ISCSIPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 345: kplane.core.v1.CinderPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 346: kplane.core.v1.CephFSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 347: kplane.core.v1.FlexPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	229, // 348: kplane.core.v1.FlexPersistentVolumeSource.options:type_name -> kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
+	192, // 349: kplane.core.v1.ScaleIOPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	125, // 350: kplane.core.v1.StorageOSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.ObjectReference
+	230, // 351: kplane.core.v1.CSIPersistentVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
+	192, // 352: kplane.core.v1.CSIPersistentVolumeSource.controller_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 353: kplane.core.v1.CSIPersistentVolumeSource.node_stage_secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 354: kplane.core.v1.CSIPersistentVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 355: kplane.core.v1.CSIPersistentVolumeSource.controller_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
+	192, // 356: kplane.core.v1.CSIPersistentVolumeSource.node_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
+	91,  // 357: kplane.core.v1.VolumeNodeAffinity.required:type_name -> kplane.core.v1.NodeSelector
+	358, // [358:358] is the sub-list for method output_type
+	358, // [358:358] is the sub-list for method input_type
+	358, // [358:358] is the sub-list for extension type_name
+	358, // [358:358] is the sub-list for extension extendee
+	0,   // [0:358] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_types_proto_init() }
@@ -19569,18 +20395,18 @@ func file_kplane_core_v1_types_proto_init() {
 	file_kplane_core_v1_types_proto_msgTypes[166].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[168].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[171].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[178].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[180].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[183].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[187].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[189].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[188].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[190].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[193].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[197].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[199].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_types_proto_rawDesc), len(file_kplane_core_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   213,
+			NumMessages:   231,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

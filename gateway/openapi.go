@@ -20,6 +20,7 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 )
 
@@ -119,7 +120,7 @@ func gvDocument(tab *table, gv string, docs map[string]string) map[string]any {
 func kubeDocs() map[string]string {
 	docs := map[string]string{}
 	for _, d := range []map[string]string{metav1.Docs(), corev1.Docs(), appsv1.Docs(), coordinationv1.Docs(), rbacv1.Docs(),
-		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs(), policyv1.Docs(), batchv1.Docs()} {
+		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs(), policyv1.Docs(), batchv1.Docs(), storagev1.Docs()} {
 		maps.Copy(docs, d)
 	}
 	return docs

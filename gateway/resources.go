@@ -21,6 +21,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
 	_ "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	_ "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
 // resource is one REST resource, derived from a gRPC service's methods and
@@ -293,6 +294,7 @@ var shortNames = map[string][]string{
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
 	"cronjobs":               {"cj"},
 	"replicationcontrollers": {"rc"},
+	"persistentvolumeclaims": {"pvc"}, "persistentvolumes": {"pv"}, "storageclasses": {"sc"},
 }
 
 var inAll = map[string]bool{

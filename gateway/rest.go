@@ -25,6 +25,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -56,6 +57,10 @@ var services = []registration{
 	register(appsv1.RegisterReplicaSetServiceHandlerClient, appsv1.NewReplicaSetServiceClient),
 	register(appsv1.RegisterDaemonSetServiceHandlerClient, appsv1.NewDaemonSetServiceClient),
 	register(appsv1.RegisterControllerRevisionServiceHandlerClient, appsv1.NewControllerRevisionServiceClient),
+	register(appsv1.RegisterStatefulSetServiceHandlerClient, appsv1.NewStatefulSetServiceClient),
+	register(corev1.RegisterPersistentVolumeClaimServiceHandlerClient, corev1.NewPersistentVolumeClaimServiceClient),
+	register(corev1.RegisterPersistentVolumeServiceHandlerClient, corev1.NewPersistentVolumeServiceClient),
+	register(storagev1.RegisterStorageClassServiceHandlerClient, storagev1.NewStorageClassServiceClient),
 	register(batchv1.RegisterJobServiceHandlerClient, batchv1.NewJobServiceClient),
 	register(batchv1.RegisterCronJobServiceHandlerClient, batchv1.NewCronJobServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),

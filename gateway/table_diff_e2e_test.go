@@ -105,6 +105,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 	}
 	clusterScoped := map[string]bool{"Node": true, "Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
 		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true}
+	clusterScoped["PersistentVolume"], clusterScoped["StorageClass"] = true, true
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// compare reads path as a Table and lists how its cells differ from

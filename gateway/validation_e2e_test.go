@@ -95,6 +95,9 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 			}
 			gv, res, _ := strings.Cut(e.Resource, "/v1/")
 			coll := "/apis/" + gv + "/v1/namespaces/default/" + res
+			if gv == "" {
+				coll = "/api/v1/namespaces/default/" + res // core: "/v1/<resource>"
+			}
 			code, out := do(http.MethodPost, coll, "application/json", e.Object)
 			if e.Patch != nil {
 				if code != http.StatusCreated {

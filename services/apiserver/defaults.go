@@ -11,6 +11,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
 // setDefaults fills the fields Kubernetes defaults when a client leaves them
@@ -66,6 +67,14 @@ func setDefaults(obj proto.Message) {
 		defaultTemplate(&o.Spec.Template)
 	case *appsv1.DaemonSet:
 		defaultDaemonSet(o)
+	case *appsv1.StatefulSet:
+		defaultStatefulSet(o)
+	case *corev1.PersistentVolumeClaim:
+		defaultPersistentVolumeClaim(o)
+	case *corev1.PersistentVolume:
+		defaultPersistentVolume(o)
+	case *storagev1.StorageClass:
+		defaultStorageClass(o)
 	case *corev1.ReplicationController:
 		defaultReplicationController(o)
 	case *corev1.Service:

@@ -183,6 +183,9 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 				return err
 			}
 		}
+		if err := s.admitClaim(ctx, a, true); err != nil {
+			return err
+		}
 		// A webhook may not clear what defaulting set.
 		if a.Object != nil && a.Subresource == "" {
 			setDefaults(a.Object)
@@ -213,6 +216,9 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
+			return err
+		}
+		if err := s.admitClaim(ctx, a, false); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {
@@ -613,6 +619,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		o.Status = nil
 	case *appsv1.DaemonSet:
 		prepareDaemonSetCreate(o)
+	case *appsv1.StatefulSet:
+		prepareStatefulSet(o, nil)
+	case *corev1.PersistentVolumeClaim, *corev1.PersistentVolume:
+		prepareVolumeCreate(o)
 	case *policyv1.PodDisruptionBudget:
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
@@ -769,6 +779,9 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	if ds, ok := obj.(*appsv1.DaemonSet); ok {
 		prepareDaemonSetUpdate(ds, old.(*appsv1.DaemonSet))
 	}
+	if ss, ok := obj.(*appsv1.StatefulSet); ok {
+		prepareStatefulSet(ss, old.(*appsv1.StatefulSet))
+	}
 	if !specEqual(obj, old) {
 		m.Generation++
 	}
@@ -908,6 +921,9 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		}
 		n := proto.Clone(old)
 		copyField(n, obj, "status")
+		if pv, ok := n.(*corev1.PersistentVolume); ok {
+			preparePersistentVolumeStatus(pv, old.(*corev1.PersistentVolume))
+		}
 		// Labels (but a Deployment's), annotations, finalizers and owner
 		// references (but a Pod's) may change through status, as in
 		// Kubernetes, whose status strategies reset only those.
@@ -996,6 +1012,10 @@ func scaleOf(obj proto.Message) *autoscalingv1.Scale {
 		sc.Spec.Replicas = o.GetSpec().GetReplicas()
 		sc.Status.Replicas = o.GetStatus().GetReplicas()
 		sc.Status.Selector = labels.SelectorFromSet(o.GetSpec().GetSelector()).String()
+	case *appsv1.StatefulSet:
+		sc.Spec.Replicas = o.GetSpec().GetReplicas()
+		sc.Status.Replicas = o.GetStatus().GetReplicas()
+		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
 	}
 	return sc
 }
@@ -1028,6 +1048,8 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 		case *appsv1.ReplicaSet:
 			o.Spec.Replicas = proto.Int32(replicas)
 		case *corev1.ReplicationController:
+			o.Spec.Replicas = proto.Int32(replicas)
+		case *appsv1.StatefulSet:
 			o.Spec.Replicas = proto.Int32(replicas)
 		}
 		if !specEqual(n, old) {

@@ -98,6 +98,9 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 	for _, e := range entries {
 		gv, res, _ := strings.Cut(e.Resource, "/v1/")
 		coll := "/apis/" + gv + "/v1/namespaces/default/" + res
+		if gv == "" {
+			coll = "/api/v1/namespaces/default/" + res // core: "/v1/<resource>"
+		}
 		name, _ := e.Object["metadata"].(map[string]any)["name"].(string)
 		code, body, err := send(http.MethodPost, coll, "application/json", e.Object)
 		if err != nil {

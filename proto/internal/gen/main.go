@@ -66,16 +66,22 @@ func groups() []group {
 			{Kind: "Secret", Plural: "Secrets", Resource: "secrets", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ServiceAccount", Plural: "ServiceAccounts", Resource: "serviceaccounts", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicationController", Plural: "ReplicationControllers", Resource: "replicationcontrollers", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
+			{Kind: "PersistentVolumeClaim", Plural: "PersistentVolumeClaims", Resource: "persistentvolumeclaims", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "PersistentVolume", Plural: "PersistentVolumes", Resource: "persistentvolumes", Status: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicaSet", Plural: "ReplicaSets", Resource: "replicasets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "DaemonSet", Plural: "DaemonSets", Resource: "daemonsets", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "ControllerRevision", Plural: "ControllerRevisions", Resource: "controllerrevisions", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "StatefulSet", Plural: "StatefulSets", Resource: "statefulsets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "batch", Name: "batch", GoAlias: "batchv1", Resource: []resource{
 			{Kind: "Job", Plural: "Jobs", Resource: "jobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "CronJob", Plural: "CronJobs", Resource: "cronjobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "storage", Name: "storage.k8s.io", GoAlias: "storagev1", Resource: []resource{
+			{Kind: "StorageClass", Plural: "StorageClasses", Resource: "storageclasses", AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "coordination", Name: "coordination.k8s.io", GoAlias: "coordinationv1", Resource: []resource{
 			{Kind: "Lease", Plural: "Leases", Resource: "leases", Namespaced: true, AllowUnconditionalUpdate: true},

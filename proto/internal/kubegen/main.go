@@ -67,6 +67,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,11 +107,13 @@ func packages() []protoPkg {
 			Roots: []any{corev1.Namespace{}, corev1.NamespaceList{}, corev1.Pod{}, corev1.PodList{}, corev1.Binding{},
 				corev1.Node{}, corev1.NodeList{}, corev1.Event{}, corev1.EventList{}, corev1.Service{}, corev1.ServiceList{},
 				corev1.Endpoints{}, corev1.EndpointsList{}, corev1.ConfigMap{}, corev1.ConfigMapList{}, corev1.Secret{}, corev1.SecretList{},
-				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{}}},
+				corev1.ServiceAccount{}, corev1.ServiceAccountList{}, corev1.ReplicationController{}, corev1.ReplicationControllerList{},
+				corev1.PersistentVolumeClaim{}, corev1.PersistentVolumeClaimList{}, corev1.PersistentVolume{}, corev1.PersistentVolumeList{}}},
 		{Dir: "apps", File: "types.proto", GoAlias: "appsv1", GoPkgs: []string{"k8s.io/api/apps/v1"},
 			Doc: "holds Kubernetes' apps/v1 resources",
 			Roots: []any{appsv1.Deployment{}, appsv1.DeploymentList{}, appsv1.ReplicaSet{}, appsv1.ReplicaSetList{},
-				appsv1.DaemonSet{}, appsv1.DaemonSetList{}, appsv1.ControllerRevision{}, appsv1.ControllerRevisionList{}}},
+				appsv1.DaemonSet{}, appsv1.DaemonSetList{}, appsv1.ControllerRevision{}, appsv1.ControllerRevisionList{},
+				appsv1.StatefulSet{}, appsv1.StatefulSetList{}}},
 		{Dir: "coordination", File: "types.proto", GoAlias: "coordinationv1", GoPkgs: []string{"k8s.io/api/coordination/v1"},
 			Doc:   "holds Kubernetes' coordination.k8s.io/v1 resources",
 			Roots: []any{coordinationv1.Lease{}, coordinationv1.LeaseList{}}},
@@ -138,6 +141,9 @@ func packages() []protoPkg {
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
+		{Dir: "storage", File: "types.proto", GoAlias: "storagev1", GoPkgs: []string{"k8s.io/api/storage/v1"},
+			Doc:   "holds Kubernetes' storage.k8s.io/v1 resources",
+			Roots: []any{storagev1.StorageClass{}, storagev1.StorageClassList{}}},
 	}
 }
 

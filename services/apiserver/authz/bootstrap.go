@@ -99,6 +99,8 @@ func BootstrapPolicy() Bootstrap {
 		rule(read, []string{"coordination.k8s.io"}, "leases"),
 		rule(read, []string{"policy"}, "poddisruptionbudgets", "poddisruptionbudgets/status"),
 		rule(read, []string{"batch"}, "cronjobs", "cronjobs/status", "jobs", "jobs/status"),
+		rule(read, core, "persistentvolumeclaims/status"),
+		rule(read, apps, "statefulsets/status", "statefulsets/scale"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -110,6 +112,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, []string{"coordination.k8s.io"}, "leases"),
 		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
 		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
+		rule(readWrite, apps, "statefulsets/scale"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule([]string{"create"}, []string{"authorization.k8s.io"}, "localsubjectaccessreviews"),
@@ -145,6 +148,9 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"delete", "get", "list", "watch"}, core, "pods"),
 				rule(read, core, "nodes", "namespaces", "services", "replicationcontrollers", "persistentvolumeclaims", "persistentvolumes"),
 				rule(read, apps, "replicasets", "statefulsets"),
+				// Kubernetes' system:volume-scheduler, bound to the scheduler.
+				rule([]string{"get", "list", "watch", "patch", "update"}, core, "persistentvolumeclaims", "persistentvolumes"),
+				rule(read, []string{"storage.k8s.io"}, "storageclasses"),
 				rule([]string{"create"}, []string{"coordination.k8s.io"}, "leases"),
 				rbacv1.PolicyRule{Verbs: []string{"get", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 					ResourceNames: []string{"kube-scheduler"}},
@@ -164,10 +170,14 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update"}, []string{"policy"}, "poddisruptionbudgets/status"),
 				rule(write, []string{"batch"}, "jobs", "cronjobs"),
 				rule([]string{"update", "patch"}, []string{"batch"}, "jobs/status", "cronjobs/status", "jobs/finalizers", "cronjobs/finalizers"),
+				rule(write, core, "persistentvolumeclaims", "persistentvolumes"),
+				rule([]string{"update", "patch"}, core, "persistentvolumeclaims/status", "persistentvolumes/status"),
+				rule([]string{"update", "patch"}, apps, "statefulsets/status", "statefulsets/scale", "statefulsets/finalizers"),
+				rule(write, []string{"storage.k8s.io"}, "storageclasses"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),
-				rule([]string{"get"}, core, "configmaps", "secrets"),
+				rule([]string{"get"}, core, "configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"),
 				rule([]string{"create", "get", "update", "patch"}, core, "nodes"),
 				rule([]string{"get", "update", "patch"}, core, "nodes/status"),
 				rule([]string{"update", "patch"}, core, "pods/status"),

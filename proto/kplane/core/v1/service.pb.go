@@ -9368,6 +9368,1774 @@ func (x *UpdateReplicationControllerScaleResponse) GetScale() *v12.Scale {
 	return nil
 }
 
+// GetPersistentVolumeClaimRequest names one PersistentVolumeClaim.
+type GetPersistentVolumeClaimRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeClaimRequest) Reset() {
+	*x = GetPersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *GetPersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{145}
+}
+
+func (x *GetPersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetPersistentVolumeClaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPersistentVolumeClaimRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetPersistentVolumeClaimResponse carries the PersistentVolumeClaim.
+type GetPersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeClaimResponse) Reset() {
+	*x = GetPersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *GetPersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{146}
+}
+
+func (x *GetPersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// ListPersistentVolumeClaimsRequest holds Kubernetes' list options.
+type ListPersistentVolumeClaimsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumeClaimsRequest) Reset() {
+	*x = ListPersistentVolumeClaimsRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumeClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumeClaimsRequest) ProtoMessage() {}
+
+func (x *ListPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumeClaimsRequest.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumeClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{147}
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListPersistentVolumeClaimsResponse carries the list.
+type ListPersistentVolumeClaimsResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	List          *PersistentVolumeClaimList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumeClaimsResponse) Reset() {
+	*x = ListPersistentVolumeClaimsResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumeClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumeClaimsResponse) ProtoMessage() {}
+
+func (x *ListPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumeClaimsResponse.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumeClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{148}
+}
+
+func (x *ListPersistentVolumeClaimsResponse) GetList() *PersistentVolumeClaimList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchPersistentVolumeClaimsRequest holds Kubernetes' watch options.
+type WatchPersistentVolumeClaimsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) Reset() {
+	*x = WatchPersistentVolumeClaimsRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumeClaimsRequest) ProtoMessage() {}
+
+func (x *WatchPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumeClaimsRequest.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumeClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{149}
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchPersistentVolumeClaimsResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchPersistentVolumeClaimsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *PersistentVolumeClaim `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) Reset() {
+	*x = WatchPersistentVolumeClaimsResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumeClaimsResponse) ProtoMessage() {}
+
+func (x *WatchPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumeClaimsResponse.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumeClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{150}
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) GetObject() *PersistentVolumeClaim {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreatePersistentVolumeClaimRequest carries the new PersistentVolumeClaim.
+type CreatePersistentVolumeClaimRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,2,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeClaimRequest) Reset() {
+	*x = CreatePersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{151}
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreatePersistentVolumeClaimResponse carries the created PersistentVolumeClaim.
+type CreatePersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeClaimResponse) Reset() {
+	*x = CreatePersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{152}
+}
+
+func (x *CreatePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeClaimRequest carries the replacement PersistentVolumeClaim.
+type UpdatePersistentVolumeClaimRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,3,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	DryRun                []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager          string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) Reset() {
+	*x = UpdatePersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{153}
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeClaimResponse carries the stored PersistentVolumeClaim.
+type UpdatePersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimResponse) Reset() {
+	*x = UpdatePersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{154}
+}
+
+func (x *UpdatePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// DeletePersistentVolumeClaimRequest holds Kubernetes' delete options.
+type DeletePersistentVolumeClaimRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeClaimRequest) Reset() {
+	*x = DeletePersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{155}
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeletePersistentVolumeClaimResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeletePersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeClaimResponse) Reset() {
+	*x = DeletePersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{156}
+}
+
+func (x *DeletePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeClaimStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdatePersistentVolumeClaimStatusRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,3,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	DryRun                []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager          string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) Reset() {
+	*x = UpdatePersistentVolumeClaimStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimStatusRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{157}
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeClaimStatusResponse carries the stored PersistentVolumeClaim.
+type UpdatePersistentVolumeClaimStatusResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) Reset() {
+	*x = UpdatePersistentVolumeClaimStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimStatusResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{158}
+}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// GetPersistentVolumeRequest names one PersistentVolume.
+type GetPersistentVolumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeRequest) Reset() {
+	*x = GetPersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeRequest) ProtoMessage() {}
+
+func (x *GetPersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{159}
+}
+
+func (x *GetPersistentVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPersistentVolumeRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetPersistentVolumeResponse carries the PersistentVolume.
+type GetPersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeResponse) Reset() {
+	*x = GetPersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeResponse) ProtoMessage() {}
+
+func (x *GetPersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{160}
+}
+
+func (x *GetPersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// ListPersistentVolumesRequest holds Kubernetes' list options.
+type ListPersistentVolumesRequest struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector        string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string                 `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string                 `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64                 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumesRequest) Reset() {
+	*x = ListPersistentVolumesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumesRequest) ProtoMessage() {}
+
+func (x *ListPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumesRequest.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{161}
+}
+
+func (x *ListPersistentVolumesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPersistentVolumesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListPersistentVolumesResponse carries the list.
+type ListPersistentVolumesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *PersistentVolumeList  `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumesResponse) Reset() {
+	*x = ListPersistentVolumesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumesResponse) ProtoMessage() {}
+
+func (x *ListPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumesResponse.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{162}
+}
+
+func (x *ListPersistentVolumesResponse) GetList() *PersistentVolumeList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchPersistentVolumesRequest holds Kubernetes' watch options.
+type WatchPersistentVolumesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumesRequest) Reset() {
+	*x = WatchPersistentVolumesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumesRequest) ProtoMessage() {}
+
+func (x *WatchPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumesRequest.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{163}
+}
+
+func (x *WatchPersistentVolumesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchPersistentVolumesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchPersistentVolumesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchPersistentVolumesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchPersistentVolumesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *PersistentVolume      `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumesResponse) Reset() {
+	*x = WatchPersistentVolumesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumesResponse) ProtoMessage() {}
+
+func (x *WatchPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumesResponse.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{164}
+}
+
+func (x *WatchPersistentVolumesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesResponse) GetObject() *PersistentVolume {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchPersistentVolumesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreatePersistentVolumeRequest carries the new PersistentVolume.
+type CreatePersistentVolumeRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,2,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeRequest) Reset() {
+	*x = CreatePersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeRequest) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{165}
+}
+
+func (x *CreatePersistentVolumeRequest) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreatePersistentVolumeResponse carries the created PersistentVolume.
+type CreatePersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeResponse) Reset() {
+	*x = CreatePersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeResponse) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{166}
+}
+
+func (x *CreatePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeRequest carries the replacement PersistentVolume.
+type UpdatePersistentVolumeRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,3,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	DryRun           []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager     string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeRequest) Reset() {
+	*x = UpdatePersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{167}
+}
+
+func (x *UpdatePersistentVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeRequest) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeResponse carries the stored PersistentVolume.
+type UpdatePersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeResponse) Reset() {
+	*x = UpdatePersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{168}
+}
+
+func (x *UpdatePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// DeletePersistentVolumeRequest holds Kubernetes' delete options.
+type DeletePersistentVolumeRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeRequest) Reset() {
+	*x = DeletePersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeRequest) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{169}
+}
+
+func (x *DeletePersistentVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeletePersistentVolumeRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeletePersistentVolumeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeletePersistentVolumeResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeletePersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeResponse) Reset() {
+	*x = DeletePersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeResponse) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{170}
+}
+
+func (x *DeletePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdatePersistentVolumeStatusRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,3,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	DryRun           []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager     string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) Reset() {
+	*x = UpdatePersistentVolumeStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeStatusRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{171}
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeStatusResponse carries the stored PersistentVolume.
+type UpdatePersistentVolumeStatusResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeStatusResponse) Reset() {
+	*x = UpdatePersistentVolumeStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeStatusResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{172}
+}
+
+func (x *UpdatePersistentVolumeStatusResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
 var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
@@ -10052,7 +11820,132 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"^\n" +
 	"(UpdateReplicationControllerScaleResponse\x122\n" +
-	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale2\xd8\t\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\"~\n" +
+	"\x1fGetPersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\x81\x01\n" +
+	" GetPersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xe4\x02\n" +
+	"!ListPersistentVolumeClaimsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"c\n" +
+	"\"ListPersistentVolumeClaimsResponse\x12=\n" +
+	"\x04list\x18\x01 \x01(\v2).kplane.core.v1.PersistentVolumeClaimListR\x04list\"\xb4\x03\n" +
+	"\"WatchPersistentVolumeClaimsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xa8\x01\n" +
+	"#WatchPersistentVolumeClaimsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12=\n" +
+	"\x06object\x18\x02 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xdf\x01\n" +
+	"\"CreatePersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12]\n" +
+	"\x17persistent_volume_claim\x18\x02 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"\x84\x01\n" +
+	"#CreatePersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xf3\x01\n" +
+	"\"UpdatePersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12]\n" +
+	"\x17persistent_volume_claim\x18\x03 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\x84\x01\n" +
+	"#UpdatePersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xb3\x02\n" +
+	"\"DeletePersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"\x84\x01\n" +
+	"#DeletePersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xf9\x01\n" +
+	"(UpdatePersistentVolumeClaimStatusRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12]\n" +
+	"\x17persistent_volume_claim\x18\x03 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\x8a\x01\n" +
+	")UpdatePersistentVolumeClaimStatusResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"[\n" +
+	"\x1aGetPersistentVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"l\n" +
+	"\x1bGetPersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\xc1\x02\n" +
+	"\x1cListPersistentVolumesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"Y\n" +
+	"\x1dListPersistentVolumesResponse\x128\n" +
+	"\x04list\x18\x01 \x01(\v2$.kplane.core.v1.PersistentVolumeListR\x04list\"\x91\x03\n" +
+	"\x1dWatchPersistentVolumesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x9e\x01\n" +
+	"\x1eWatchPersistentVolumesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x128\n" +
+	"\x06object\x18\x02 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xac\x01\n" +
+	"\x1dCreatePersistentVolumeRequest\x12M\n" +
+	"\x11persistent_volume\x18\x02 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"o\n" +
+	"\x1eCreatePersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\xc0\x01\n" +
+	"\x1dUpdatePersistentVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12M\n" +
+	"\x11persistent_volume\x18\x03 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"o\n" +
+	"\x1eUpdatePersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\x90\x02\n" +
+	"\x1dDeletePersistentVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"o\n" +
+	"\x1eDeletePersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\xc6\x01\n" +
+	"#UpdatePersistentVolumeStatusRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12M\n" +
+	"\x11persistent_volume\x18\x03 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"u\n" +
+	"$UpdatePersistentVolumeStatusResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume2\xd8\t\n" +
 	"\x10NamespaceService\x12\x87\x01\n" +
 	"\fGetNamespace\x12#.kplane.core.v1.GetNamespaceRequest\x1a$.kplane.core.v1.GetNamespaceResponse\",\x82\xd3\xe4\x93\x02&b\tnamespace\x12\x19/api/v1/namespaces/{name}\x12\x81\x01\n" +
 	"\x0eListNamespaces\x12%.kplane.core.v1.ListNamespacesRequest\x1a&.kplane.core.v1.ListNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1ab\x04list\x12\x12/api/v1/namespaces\x12\x86\x01\n" +
@@ -10147,7 +12040,24 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x1bDeleteReplicationController\x122.kplane.core.v1.DeleteReplicationControllerRequest\x1a3.kplane.core.v1.DeleteReplicationControllerResponse\"_\x82\xd3\xe4\x93\x02Y:\x01*b\x16replication_controller*</api/v1/namespaces/{namespace}/replicationcontrollers/{name}\x12\x95\x02\n" +
 	"!UpdateReplicationControllerStatus\x128.kplane.core.v1.UpdateReplicationControllerStatusRequest\x1a9.kplane.core.v1.UpdateReplicationControllerStatusResponse\"{\x82\xd3\xe4\x93\x02u:\x16replication_controllerb\x16replication_controller\x1aC/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/status\x12\xdf\x01\n" +
 	"\x1dGetReplicationControllerScale\x124.kplane.core.v1.GetReplicationControllerScaleRequest\x1a5.kplane.core.v1.GetReplicationControllerScaleResponse\"Q\x82\xd3\xe4\x93\x02Kb\x05scale\x12B/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale\x12\xef\x01\n" +
-	" UpdateReplicationControllerScale\x127.kplane.core.v1.UpdateReplicationControllerScaleRequest\x1a8.kplane.core.v1.UpdateReplicationControllerScaleResponse\"X\x82\xd3\xe4\x93\x02R:\x05scaleb\x05scale\x1aB/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scaleB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	" UpdateReplicationControllerScale\x127.kplane.core.v1.UpdateReplicationControllerScaleRequest\x1a8.kplane.core.v1.UpdateReplicationControllerScaleResponse\"X\x82\xd3\xe4\x93\x02R:\x05scaleb\x05scale\x1aB/api/v1/namespaces/{namespace}/replicationcontrollers/{name}/scale2\xe8\r\n" +
+	"\x1cPersistentVolumeClaimService\x12\xdc\x01\n" +
+	"\x18GetPersistentVolumeClaim\x12/.kplane.core.v1.GetPersistentVolumeClaimRequest\x1a0.kplane.core.v1.GetPersistentVolumeClaimResponse\"]\x82\xd3\xe4\x93\x02Wb\x17persistent_volume_claim\x12</api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}\x12\xf0\x01\n" +
+	"\x1aListPersistentVolumeClaims\x121.kplane.core.v1.ListPersistentVolumeClaimsRequest\x1a2.kplane.core.v1.ListPersistentVolumeClaimsResponse\"k\x82\xd3\xe4\x93\x02eZ&b\x04list\x12\x1e/api/v1/persistentvolumeclaimsb\x04list\x125/api/v1/namespaces/{namespace}/persistentvolumeclaims\x12\xf5\x01\n" +
+	"\x1bWatchPersistentVolumeClaims\x122.kplane.core.v1.WatchPersistentVolumeClaimsRequest\x1a3.kplane.core.v1.WatchPersistentVolumeClaimsResponse\"k\x82\xd3\xe4\x93\x02eZ&\x12$/api/v1/watch/persistentvolumeclaims\x12;/api/v1/watch/namespaces/{namespace}/persistentvolumeclaims0\x01\x12\xf7\x01\n" +
+	"\x1bCreatePersistentVolumeClaim\x122.kplane.core.v1.CreatePersistentVolumeClaimRequest\x1a3.kplane.core.v1.CreatePersistentVolumeClaimResponse\"o\x82\xd3\xe4\x93\x02i:\x17persistent_volume_claimb\x17persistent_volume_claim\"5/api/v1/namespaces/{namespace}/persistentvolumeclaims\x12\xfe\x01\n" +
+	"\x1bUpdatePersistentVolumeClaim\x122.kplane.core.v1.UpdatePersistentVolumeClaimRequest\x1a3.kplane.core.v1.UpdatePersistentVolumeClaimResponse\"v\x82\xd3\xe4\x93\x02p:\x17persistent_volume_claimb\x17persistent_volume_claim\x1a</api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}\x12\xe8\x01\n" +
+	"\x1bDeletePersistentVolumeClaim\x122.kplane.core.v1.DeletePersistentVolumeClaimRequest\x1a3.kplane.core.v1.DeletePersistentVolumeClaimResponse\"`\x82\xd3\xe4\x93\x02Z:\x01*b\x17persistent_volume_claim*</api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}\x12\x97\x02\n" +
+	"!UpdatePersistentVolumeClaimStatus\x128.kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest\x1a9.kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse\"}\x82\xd3\xe4\x93\x02w:\x17persistent_volume_claimb\x17persistent_volume_claim\x1aC/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}/status2\xb6\n" +
+	"\n" +
+	"\x17PersistentVolumeService\x12\xab\x01\n" +
+	"\x13GetPersistentVolume\x12*.kplane.core.v1.GetPersistentVolumeRequest\x1a+.kplane.core.v1.GetPersistentVolumeResponse\";\x82\xd3\xe4\x93\x025b\x11persistent_volume\x12 /api/v1/persistentvolumes/{name}\x12\x9d\x01\n" +
+	"\x15ListPersistentVolumes\x12,.kplane.core.v1.ListPersistentVolumesRequest\x1a-.kplane.core.v1.ListPersistentVolumesResponse\"'\x82\xd3\xe4\x93\x02!b\x04list\x12\x19/api/v1/persistentvolumes\x12\xa2\x01\n" +
+	"\x16WatchPersistentVolumes\x12-.kplane.core.v1.WatchPersistentVolumesRequest\x1a..kplane.core.v1.WatchPersistentVolumesResponse\"'\x82\xd3\xe4\x93\x02!\x12\x1f/api/v1/watch/persistentvolumes0\x01\x12\xc0\x01\n" +
+	"\x16CreatePersistentVolume\x12-.kplane.core.v1.CreatePersistentVolumeRequest\x1a..kplane.core.v1.CreatePersistentVolumeResponse\"G\x82\xd3\xe4\x93\x02A:\x11persistent_volumeb\x11persistent_volume\"\x19/api/v1/persistentvolumes\x12\xc7\x01\n" +
+	"\x16UpdatePersistentVolume\x12-.kplane.core.v1.UpdatePersistentVolumeRequest\x1a..kplane.core.v1.UpdatePersistentVolumeResponse\"N\x82\xd3\xe4\x93\x02H:\x11persistent_volumeb\x11persistent_volume\x1a /api/v1/persistentvolumes/{name}\x12\xb7\x01\n" +
+	"\x16DeletePersistentVolume\x12-.kplane.core.v1.DeletePersistentVolumeRequest\x1a..kplane.core.v1.DeletePersistentVolumeResponse\">\x82\xd3\xe4\x93\x028:\x01*b\x11persistent_volume* /api/v1/persistentvolumes/{name}\x12\xe0\x01\n" +
+	"\x1cUpdatePersistentVolumeStatus\x123.kplane.core.v1.UpdatePersistentVolumeStatusRequest\x1a4.kplane.core.v1.UpdatePersistentVolumeStatusResponse\"U\x82\xd3\xe4\x93\x02O:\x11persistent_volumeb\x11persistent_volume\x1a'/api/v1/persistentvolumes/{name}/statusB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_service_proto_rawDescOnce sync.Once
@@ -10161,7 +12071,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 145)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 173)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),                       // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),                      // 1: kplane.core.v1.GetNamespaceResponse
@@ -10308,304 +12218,388 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetReplicationControllerScaleResponse)(nil),     // 142: kplane.core.v1.GetReplicationControllerScaleResponse
 	(*UpdateReplicationControllerScaleRequest)(nil),   // 143: kplane.core.v1.UpdateReplicationControllerScaleRequest
 	(*UpdateReplicationControllerScaleResponse)(nil),  // 144: kplane.core.v1.UpdateReplicationControllerScaleResponse
-	(*Namespace)(nil),                                 // 145: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                             // 146: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                                 // 147: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                          // 148: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                                       // 149: kplane.core.v1.Pod
-	(*PodList)(nil),                                   // 150: kplane.core.v1.PodList
-	(*Binding)(nil),                                   // 151: kplane.core.v1.Binding
-	(*v11.Eviction)(nil),                              // 152: kplane.policy.v1.Eviction
-	(*Node)(nil),                                      // 153: kplane.core.v1.Node
-	(*NodeList)(nil),                                  // 154: kplane.core.v1.NodeList
-	(*Event)(nil),                                     // 155: kplane.core.v1.Event
-	(*EventList)(nil),                                 // 156: kplane.core.v1.EventList
-	(*Service)(nil),                                   // 157: kplane.core.v1.Service
-	(*ServiceList)(nil),                               // 158: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                                 // 159: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                             // 160: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                                 // 161: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                             // 162: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                                    // 163: kplane.core.v1.Secret
-	(*SecretList)(nil),                                // 164: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                            // 165: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),                        // 166: kplane.core.v1.ServiceAccountList
-	(*ReplicationController)(nil),                     // 167: kplane.core.v1.ReplicationController
-	(*ReplicationControllerList)(nil),                 // 168: kplane.core.v1.ReplicationControllerList
-	(*v12.Scale)(nil),                                 // 169: kplane.autoscaling.v1.Scale
-	(*httpbody.HttpBody)(nil),                         // 170: google.api.HttpBody
+	(*GetPersistentVolumeClaimRequest)(nil),           // 145: kplane.core.v1.GetPersistentVolumeClaimRequest
+	(*GetPersistentVolumeClaimResponse)(nil),          // 146: kplane.core.v1.GetPersistentVolumeClaimResponse
+	(*ListPersistentVolumeClaimsRequest)(nil),         // 147: kplane.core.v1.ListPersistentVolumeClaimsRequest
+	(*ListPersistentVolumeClaimsResponse)(nil),        // 148: kplane.core.v1.ListPersistentVolumeClaimsResponse
+	(*WatchPersistentVolumeClaimsRequest)(nil),        // 149: kplane.core.v1.WatchPersistentVolumeClaimsRequest
+	(*WatchPersistentVolumeClaimsResponse)(nil),       // 150: kplane.core.v1.WatchPersistentVolumeClaimsResponse
+	(*CreatePersistentVolumeClaimRequest)(nil),        // 151: kplane.core.v1.CreatePersistentVolumeClaimRequest
+	(*CreatePersistentVolumeClaimResponse)(nil),       // 152: kplane.core.v1.CreatePersistentVolumeClaimResponse
+	(*UpdatePersistentVolumeClaimRequest)(nil),        // 153: kplane.core.v1.UpdatePersistentVolumeClaimRequest
+	(*UpdatePersistentVolumeClaimResponse)(nil),       // 154: kplane.core.v1.UpdatePersistentVolumeClaimResponse
+	(*DeletePersistentVolumeClaimRequest)(nil),        // 155: kplane.core.v1.DeletePersistentVolumeClaimRequest
+	(*DeletePersistentVolumeClaimResponse)(nil),       // 156: kplane.core.v1.DeletePersistentVolumeClaimResponse
+	(*UpdatePersistentVolumeClaimStatusRequest)(nil),  // 157: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
+	(*UpdatePersistentVolumeClaimStatusResponse)(nil), // 158: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
+	(*GetPersistentVolumeRequest)(nil),                // 159: kplane.core.v1.GetPersistentVolumeRequest
+	(*GetPersistentVolumeResponse)(nil),               // 160: kplane.core.v1.GetPersistentVolumeResponse
+	(*ListPersistentVolumesRequest)(nil),              // 161: kplane.core.v1.ListPersistentVolumesRequest
+	(*ListPersistentVolumesResponse)(nil),             // 162: kplane.core.v1.ListPersistentVolumesResponse
+	(*WatchPersistentVolumesRequest)(nil),             // 163: kplane.core.v1.WatchPersistentVolumesRequest
+	(*WatchPersistentVolumesResponse)(nil),            // 164: kplane.core.v1.WatchPersistentVolumesResponse
+	(*CreatePersistentVolumeRequest)(nil),             // 165: kplane.core.v1.CreatePersistentVolumeRequest
+	(*CreatePersistentVolumeResponse)(nil),            // 166: kplane.core.v1.CreatePersistentVolumeResponse
+	(*UpdatePersistentVolumeRequest)(nil),             // 167: kplane.core.v1.UpdatePersistentVolumeRequest
+	(*UpdatePersistentVolumeResponse)(nil),            // 168: kplane.core.v1.UpdatePersistentVolumeResponse
+	(*DeletePersistentVolumeRequest)(nil),             // 169: kplane.core.v1.DeletePersistentVolumeRequest
+	(*DeletePersistentVolumeResponse)(nil),            // 170: kplane.core.v1.DeletePersistentVolumeResponse
+	(*UpdatePersistentVolumeStatusRequest)(nil),       // 171: kplane.core.v1.UpdatePersistentVolumeStatusRequest
+	(*UpdatePersistentVolumeStatusResponse)(nil),      // 172: kplane.core.v1.UpdatePersistentVolumeStatusResponse
+	(*Namespace)(nil),                                 // 173: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                             // 174: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                                 // 175: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                          // 176: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                                       // 177: kplane.core.v1.Pod
+	(*PodList)(nil),                                   // 178: kplane.core.v1.PodList
+	(*Binding)(nil),                                   // 179: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                              // 180: kplane.policy.v1.Eviction
+	(*Node)(nil),                                      // 181: kplane.core.v1.Node
+	(*NodeList)(nil),                                  // 182: kplane.core.v1.NodeList
+	(*Event)(nil),                                     // 183: kplane.core.v1.Event
+	(*EventList)(nil),                                 // 184: kplane.core.v1.EventList
+	(*Service)(nil),                                   // 185: kplane.core.v1.Service
+	(*ServiceList)(nil),                               // 186: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                                 // 187: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                             // 188: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                                 // 189: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                             // 190: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                                    // 191: kplane.core.v1.Secret
+	(*SecretList)(nil),                                // 192: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                            // 193: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                        // 194: kplane.core.v1.ServiceAccountList
+	(*ReplicationController)(nil),                     // 195: kplane.core.v1.ReplicationController
+	(*ReplicationControllerList)(nil),                 // 196: kplane.core.v1.ReplicationControllerList
+	(*v12.Scale)(nil),                                 // 197: kplane.autoscaling.v1.Scale
+	(*PersistentVolumeClaim)(nil),                     // 198: kplane.core.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimList)(nil),                 // 199: kplane.core.v1.PersistentVolumeClaimList
+	(*PersistentVolume)(nil),                          // 200: kplane.core.v1.PersistentVolume
+	(*PersistentVolumeList)(nil),                      // 201: kplane.core.v1.PersistentVolumeList
+	(*httpbody.HttpBody)(nil),                         // 202: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	145, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	146, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	145, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	147, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	145, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	148, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	145, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	145, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	149, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	150, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	149, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	147, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	149, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	149, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	149, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	149, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	148, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	149, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	149, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	149, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	151, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	147, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	152, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
-	147, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	173, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	174, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	173, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	175, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	173, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	176, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	173, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	173, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	177, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	178, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	177, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	175, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	177, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	177, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	177, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	177, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	176, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	177, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	177, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	177, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	179, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	175, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	180, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	175, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
 	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
 	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	153, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	154, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	153, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	147, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	153, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	153, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	153, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	153, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	148, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	153, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	153, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	153, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	155, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	156, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	155, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	147, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	155, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	155, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	155, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	155, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	148, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	155, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	157, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	158, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	157, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	147, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	157, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	157, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	157, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	157, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	148, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	157, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	157, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	157, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	159, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	160, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	159, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	147, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	159, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	159, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	159, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	159, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	148, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	159, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	161, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	162, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	161, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	147, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	161, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	161, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	161, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	161, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	148, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	161, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	163, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	164, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	163, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	147, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	163, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	163, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	163, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	163, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	148, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	163, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	165, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	166, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	165, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	147, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	165, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	165, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	165, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	165, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	148, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	165, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	167, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	168, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
-	167, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
-	147, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
-	167, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	148, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	167, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	167, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	169, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	169, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	169, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	0,   // 121: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 122: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 123: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 124: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 125: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 126: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 127: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 128: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 129: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 130: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 131: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 132: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 133: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 134: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 135: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 136: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 137: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
-	34,  // 138: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	35,  // 139: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	39,  // 140: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	41,  // 141: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	43,  // 142: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	45,  // 143: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	47,  // 144: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	49,  // 145: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	51,  // 146: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	53,  // 147: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	55,  // 148: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	57,  // 149: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	59,  // 150: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	61,  // 151: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	63,  // 152: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	65,  // 153: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	67,  // 154: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	69,  // 155: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	71,  // 156: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	73,  // 157: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	75,  // 158: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	77,  // 159: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	79,  // 160: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	81,  // 161: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	83,  // 162: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	85,  // 163: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	87,  // 164: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	89,  // 165: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	91,  // 166: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	93,  // 167: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	95,  // 168: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	97,  // 169: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	99,  // 170: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	101, // 171: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	103, // 172: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	105, // 173: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	107, // 174: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	109, // 175: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	111, // 176: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	113, // 177: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	115, // 178: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	117, // 179: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	119, // 180: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	121, // 181: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	123, // 182: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	125, // 183: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	127, // 184: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
-	129, // 185: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
-	131, // 186: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
-	133, // 187: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
-	135, // 188: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
-	137, // 189: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
-	139, // 190: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
-	141, // 191: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
-	143, // 192: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
-	1,   // 193: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 194: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 195: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 196: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 197: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 198: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 199: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 200: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 201: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 202: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 203: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 204: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 205: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 206: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 207: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 208: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	33,  // 209: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
-	170, // 210: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	38,  // 211: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	40,  // 212: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	42,  // 213: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	44,  // 214: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	46,  // 215: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	48,  // 216: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	50,  // 217: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	52,  // 218: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	54,  // 219: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	56,  // 220: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	58,  // 221: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	60,  // 222: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	62,  // 223: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	64,  // 224: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	66,  // 225: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	68,  // 226: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	70,  // 227: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	72,  // 228: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	74,  // 229: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	76,  // 230: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	78,  // 231: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	80,  // 232: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	82,  // 233: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	84,  // 234: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	86,  // 235: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	88,  // 236: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	90,  // 237: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	92,  // 238: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	94,  // 239: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	96,  // 240: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	98,  // 241: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	100, // 242: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	102, // 243: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	104, // 244: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	106, // 245: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	108, // 246: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	110, // 247: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	112, // 248: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	114, // 249: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	116, // 250: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	118, // 251: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	120, // 252: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	122, // 253: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	124, // 254: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	126, // 255: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	128, // 256: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
-	130, // 257: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
-	132, // 258: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
-	134, // 259: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
-	136, // 260: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
-	138, // 261: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
-	140, // 262: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
-	142, // 263: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
-	144, // 264: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
-	193, // [193:265] is the sub-list for method output_type
-	121, // [121:193] is the sub-list for method input_type
-	121, // [121:121] is the sub-list for extension type_name
-	121, // [121:121] is the sub-list for extension extendee
-	0,   // [0:121] is the sub-list for field type_name
+	181, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	182, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	181, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	175, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	181, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	181, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	181, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	181, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	176, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	181, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	181, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	181, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	183, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	184, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	183, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	175, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	183, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	183, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	183, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	183, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	176, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	183, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	185, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	186, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	185, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	175, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	185, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	185, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	185, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	185, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	176, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	185, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	185, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	185, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	187, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	188, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	187, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	175, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	187, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	187, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	187, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	187, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	176, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	187, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	189, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	190, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	189, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	175, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	189, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	189, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	189, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	189, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	176, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	189, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	191, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	192, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	191, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	175, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	191, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	191, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	191, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	191, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	176, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	191, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	193, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	194, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	193, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	175, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	193, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	193, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	193, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	193, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	176, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	193, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	195, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	196, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
+	195, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
+	175, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
+	195, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	195, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	195, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	195, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	176, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	195, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	195, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	195, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	197, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	197, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	197, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	198, // 121: kplane.core.v1.GetPersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	199, // 122: kplane.core.v1.ListPersistentVolumeClaimsResponse.list:type_name -> kplane.core.v1.PersistentVolumeClaimList
+	198, // 123: kplane.core.v1.WatchPersistentVolumeClaimsResponse.object:type_name -> kplane.core.v1.PersistentVolumeClaim
+	175, // 124: kplane.core.v1.WatchPersistentVolumeClaimsResponse.status:type_name -> kplane.meta.v1.Status
+	198, // 125: kplane.core.v1.CreatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	198, // 126: kplane.core.v1.CreatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	198, // 127: kplane.core.v1.UpdatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	198, // 128: kplane.core.v1.UpdatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	176, // 129: kplane.core.v1.DeletePersistentVolumeClaimRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	198, // 130: kplane.core.v1.DeletePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	198, // 131: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	198, // 132: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	200, // 133: kplane.core.v1.GetPersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	201, // 134: kplane.core.v1.ListPersistentVolumesResponse.list:type_name -> kplane.core.v1.PersistentVolumeList
+	200, // 135: kplane.core.v1.WatchPersistentVolumesResponse.object:type_name -> kplane.core.v1.PersistentVolume
+	175, // 136: kplane.core.v1.WatchPersistentVolumesResponse.status:type_name -> kplane.meta.v1.Status
+	200, // 137: kplane.core.v1.CreatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	200, // 138: kplane.core.v1.CreatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	200, // 139: kplane.core.v1.UpdatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	200, // 140: kplane.core.v1.UpdatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	176, // 141: kplane.core.v1.DeletePersistentVolumeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	200, // 142: kplane.core.v1.DeletePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	200, // 143: kplane.core.v1.UpdatePersistentVolumeStatusRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	200, // 144: kplane.core.v1.UpdatePersistentVolumeStatusResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	0,   // 145: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 146: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 147: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 148: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 149: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 150: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 151: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 152: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 153: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 154: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 155: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 156: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 157: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 158: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 159: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 160: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 161: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	34,  // 162: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	35,  // 163: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	39,  // 164: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	41,  // 165: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	43,  // 166: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	45,  // 167: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	47,  // 168: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	49,  // 169: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	51,  // 170: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	53,  // 171: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	55,  // 172: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	57,  // 173: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	59,  // 174: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	61,  // 175: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	63,  // 176: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	65,  // 177: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	67,  // 178: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	69,  // 179: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	71,  // 180: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	73,  // 181: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	75,  // 182: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	77,  // 183: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	79,  // 184: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	81,  // 185: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	83,  // 186: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	85,  // 187: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	87,  // 188: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	89,  // 189: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	91,  // 190: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	93,  // 191: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	95,  // 192: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	97,  // 193: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	99,  // 194: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	101, // 195: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	103, // 196: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	105, // 197: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	107, // 198: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	109, // 199: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	111, // 200: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	113, // 201: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	115, // 202: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	117, // 203: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	119, // 204: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	121, // 205: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	123, // 206: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	125, // 207: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	127, // 208: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
+	129, // 209: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
+	131, // 210: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
+	133, // 211: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
+	135, // 212: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
+	137, // 213: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
+	139, // 214: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
+	141, // 215: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
+	143, // 216: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
+	145, // 217: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:input_type -> kplane.core.v1.GetPersistentVolumeClaimRequest
+	147, // 218: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:input_type -> kplane.core.v1.ListPersistentVolumeClaimsRequest
+	149, // 219: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:input_type -> kplane.core.v1.WatchPersistentVolumeClaimsRequest
+	151, // 220: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:input_type -> kplane.core.v1.CreatePersistentVolumeClaimRequest
+	153, // 221: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimRequest
+	155, // 222: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:input_type -> kplane.core.v1.DeletePersistentVolumeClaimRequest
+	157, // 223: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
+	159, // 224: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:input_type -> kplane.core.v1.GetPersistentVolumeRequest
+	161, // 225: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:input_type -> kplane.core.v1.ListPersistentVolumesRequest
+	163, // 226: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:input_type -> kplane.core.v1.WatchPersistentVolumesRequest
+	165, // 227: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:input_type -> kplane.core.v1.CreatePersistentVolumeRequest
+	167, // 228: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:input_type -> kplane.core.v1.UpdatePersistentVolumeRequest
+	169, // 229: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:input_type -> kplane.core.v1.DeletePersistentVolumeRequest
+	171, // 230: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeStatusRequest
+	1,   // 231: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 232: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 233: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 234: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 235: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 236: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 237: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 238: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 239: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 240: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 241: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 242: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 243: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 244: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 245: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 246: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	33,  // 247: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	202, // 248: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	38,  // 249: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	40,  // 250: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	42,  // 251: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	44,  // 252: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	46,  // 253: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	48,  // 254: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	50,  // 255: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	52,  // 256: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	54,  // 257: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	56,  // 258: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	58,  // 259: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	60,  // 260: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	62,  // 261: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	64,  // 262: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	66,  // 263: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	68,  // 264: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	70,  // 265: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	72,  // 266: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	74,  // 267: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	76,  // 268: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	78,  // 269: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	80,  // 270: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	82,  // 271: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	84,  // 272: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	86,  // 273: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	88,  // 274: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	90,  // 275: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	92,  // 276: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	94,  // 277: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	96,  // 278: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	98,  // 279: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	100, // 280: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	102, // 281: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	104, // 282: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	106, // 283: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	108, // 284: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	110, // 285: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	112, // 286: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	114, // 287: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	116, // 288: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	118, // 289: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	120, // 290: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	122, // 291: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	124, // 292: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	126, // 293: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	128, // 294: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
+	130, // 295: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
+	132, // 296: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
+	134, // 297: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
+	136, // 298: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
+	138, // 299: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
+	140, // 300: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
+	142, // 301: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
+	144, // 302: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
+	146, // 303: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:output_type -> kplane.core.v1.GetPersistentVolumeClaimResponse
+	148, // 304: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:output_type -> kplane.core.v1.ListPersistentVolumeClaimsResponse
+	150, // 305: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:output_type -> kplane.core.v1.WatchPersistentVolumeClaimsResponse
+	152, // 306: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:output_type -> kplane.core.v1.CreatePersistentVolumeClaimResponse
+	154, // 307: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimResponse
+	156, // 308: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:output_type -> kplane.core.v1.DeletePersistentVolumeClaimResponse
+	158, // 309: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
+	160, // 310: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:output_type -> kplane.core.v1.GetPersistentVolumeResponse
+	162, // 311: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:output_type -> kplane.core.v1.ListPersistentVolumesResponse
+	164, // 312: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:output_type -> kplane.core.v1.WatchPersistentVolumesResponse
+	166, // 313: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:output_type -> kplane.core.v1.CreatePersistentVolumeResponse
+	168, // 314: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:output_type -> kplane.core.v1.UpdatePersistentVolumeResponse
+	170, // 315: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:output_type -> kplane.core.v1.DeletePersistentVolumeResponse
+	172, // 316: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeStatusResponse
+	231, // [231:317] is the sub-list for method output_type
+	145, // [145:231] is the sub-list for method input_type
+	145, // [145:145] is the sub-list for extension type_name
+	145, // [145:145] is the sub-list for extension extendee
+	0,   // [0:145] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -10645,15 +12639,21 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[129].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[131].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[137].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[147].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[149].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[155].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[161].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[163].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[169].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   145,
+			NumMessages:   173,
 			NumExtensions: 0,
-			NumServices:   10,
+			NumServices:   12,
 		},
 		GoTypes:           file_kplane_core_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_core_v1_service_proto_depIdxs,

@@ -15655,6 +15655,2539 @@ func (x *ReplicationControllerList) GetItems() []*ReplicationController {
 	return nil
 }
 
+// PersistentVolumeClaim is a user's request for and claim to a persistent volume
+type PersistentVolumeClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec defines the desired characteristics of a volume requested by a pod author.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistentvolumeclaims
+	Spec *PersistentVolumeClaimSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// status represents the current information/status of a persistent volume claim.
+	// Read-only.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistentvolumeclaims
+	Status        *PersistentVolumeClaimStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaim) Reset() {
+	*x = PersistentVolumeClaim{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[176]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaim) ProtoMessage() {}
+
+func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[176]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{176}
+}
+
+func (x *PersistentVolumeClaim) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetSpec() *PersistentVolumeClaimSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetStatus() *PersistentVolumeClaimStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// PersistentVolumeClaimStatus is the current status of a persistent volume claim.
+type PersistentVolumeClaimStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// phase represents the current phase of PersistentVolumeClaim.
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// accessModes contains the actual access modes the volume backing the PVC has.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1
+	AccessModes []string `protobuf:"bytes,2,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// capacity represents the actual resources of the underlying volume.
+	Capacity map[string]string `protobuf:"bytes,3,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// conditions is the current Condition of persistent volume claim. If underlying persistent volume is being
+	// resized then the Condition will be set to 'Resizing'.
+	Conditions []*PersistentVolumeClaimCondition `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// allocatedResources tracks the resources allocated to a PVC including its capacity.
+	// Key names follow standard Kubernetes label syntax. Valid values are either:
+	//   - Un-prefixed keys:
+	//   - storage - the capacity of the volume.
+	//   - Custom resources must use implementation-defined prefixed names such as "example.com/my-custom-resource"
+	//
+	// Apart from above values - keys that are unprefixed or have kubernetes.io prefix are considered
+	// reserved and hence may not be used.
+	//
+	// Capacity reported here may be larger than the actual capacity when a volume expansion operation
+	// is requested.
+	// For storage quota, the larger value from allocatedResources and PVC.spec.resources is used.
+	// If allocatedResources is not set, PVC.spec.resources alone is used for quota calculation.
+	// If a volume expansion capacity request is lowered, allocatedResources is only
+	// lowered if there are no expansion operations in progress and if the actual volume capacity
+	// is equal or lower than the requested capacity.
+	//
+	// A controller that receives PVC update with previously unknown resourceName
+	// should ignore the update for the purpose it was designed. For example - a controller that
+	// only is responsible for resizing capacity of the volume, should ignore PVC updates that change other valid
+	// resources associated with PVC.
+	//
+	// This is an alpha field and requires enabling RecoverVolumeExpansionFailure feature.
+	AllocatedResources map[string]string `protobuf:"bytes,5,rep,name=allocated_resources,json=allocatedResources,proto3" json:"allocated_resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// allocatedResourceStatuses stores status of resource being resized for the given PVC.
+	// Key names follow standard Kubernetes label syntax. Valid values are either:
+	//   - Un-prefixed keys:
+	//   - storage - the capacity of the volume.
+	//   - Custom resources must use implementation-defined prefixed names such as "example.com/my-custom-resource"
+	//
+	// Apart from above values - keys that are unprefixed or have kubernetes.io prefix are considered
+	// reserved and hence may not be used.
+	//
+	// ClaimResourceStatus can be in any of following states:
+	//   - ControllerResizeInProgress:
+	//     State set when resize controller starts resizing the volume in control-plane.
+	//   - ControllerResizeFailed:
+	//     State set when resize has failed in resize controller with a terminal error.
+	//   - NodeResizePending:
+	//     State set when resize controller has finished resizing the volume but further resizing of
+	//     volume is needed on the node.
+	//   - NodeResizeInProgress:
+	//     State set when kubelet starts resizing the volume.
+	//   - NodeResizeFailed:
+	//     State set when resizing has failed in kubelet with a terminal error. Transient errors don't set
+	//     NodeResizeFailed.
+	//
+	// For example: if expanding a PVC for more capacity - this field can be one of the following states:
+	//   - pvc.status.allocatedResourceStatus['storage'] = "ControllerResizeInProgress"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "ControllerResizeFailed"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "NodeResizePending"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "NodeResizeInProgress"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "NodeResizeFailed"
+	//
+	// When this field is not set, it means that no resize operation is in progress for the given PVC.
+	//
+	// A controller that receives PVC update with previously unknown resourceName or ClaimResourceStatus
+	// should ignore the update for the purpose it was designed. For example - a controller that
+	// only is responsible for resizing capacity of the volume, should ignore PVC updates that change other valid
+	// resources associated with PVC.
+	//
+	// This is an alpha field and requires enabling RecoverVolumeExpansionFailure feature.
+	AllocatedResourceStatuses map[string]string `protobuf:"bytes,7,rep,name=allocated_resource_statuses,json=allocatedResourceStatuses,proto3" json:"allocated_resource_statuses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// currentVolumeAttributesClassName is the current name of the VolumeAttributesClass the PVC is using.
+	// When unset, there is no VolumeAttributeClass applied to this PersistentVolumeClaim
+	// This is a beta field and requires enabling VolumeAttributesClass feature (off by default).
+	CurrentVolumeAttributesClassName *string `protobuf:"bytes,8,opt,name=current_volume_attributes_class_name,json=currentVolumeAttributesClassName,proto3,oneof" json:"current_volume_attributes_class_name,omitempty"`
+	// ModifyVolumeStatus represents the status object of ControllerModifyVolume operation.
+	// When this is unset, there is no ModifyVolume operation being attempted.
+	// This is a beta field and requires enabling VolumeAttributesClass feature (off by default).
+	ModifyVolumeStatus *ModifyVolumeStatus `protobuf:"bytes,9,opt,name=modify_volume_status,json=modifyVolumeStatus,proto3" json:"modify_volume_status,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaimStatus) Reset() {
+	*x = PersistentVolumeClaimStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[177]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaimStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaimStatus) ProtoMessage() {}
+
+func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[177]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaimStatus.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaimStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{177}
+}
+
+func (x *PersistentVolumeClaimStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimStatus) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetConditions() []*PersistentVolumeClaimCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetAllocatedResources() map[string]string {
+	if x != nil {
+		return x.AllocatedResources
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetAllocatedResourceStatuses() map[string]string {
+	if x != nil {
+		return x.AllocatedResourceStatuses
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetCurrentVolumeAttributesClassName() string {
+	if x != nil && x.CurrentVolumeAttributesClassName != nil {
+		return *x.CurrentVolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimStatus) GetModifyVolumeStatus() *ModifyVolumeStatus {
+	if x != nil {
+		return x.ModifyVolumeStatus
+	}
+	return nil
+}
+
+// PersistentVolumeClaimCondition contains details about state of pvc
+type PersistentVolumeClaimCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type is the type of the condition.
+	// More info: https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/persistent-volume-claim-v1/#:~:text=set%20to%20%27ResizeStarted%27.-,PersistentVolumeClaimCondition,-contains%20details%20about
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Status is the status of the condition.
+	// Can be True, False, Unknown.
+	// More info: https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/persistent-volume-claim-v1/#:~:text=state%20of%20pvc-,conditions.status,-(string)%2C%20required
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// lastProbeTime is the time we probed the condition.
+	LastProbeTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_probe_time,json=lastProbeTime,proto3" json:"last_probe_time,omitempty"`
+	// lastTransitionTime is the time the condition transitioned from one status to another.
+	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
+	// reason is a unique, this should be a short, machine understandable string that gives the reason
+	// for condition's last transition. If it reports "Resizing" that means the underlying
+	// persistent volume is being resized.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// message is the human-readable message indicating details about last transition.
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaimCondition) Reset() {
+	*x = PersistentVolumeClaimCondition{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaimCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaimCondition) ProtoMessage() {}
+
+func (x *PersistentVolumeClaimCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[178]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaimCondition.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaimCondition) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{178}
+}
+
+func (x *PersistentVolumeClaimCondition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimCondition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimCondition) GetLastProbeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastProbeTime
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimCondition) GetLastTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTransitionTime
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ModifyVolumeStatus represents the status object of ControllerModifyVolume operation
+type ModifyVolumeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// targetVolumeAttributesClassName is the name of the VolumeAttributesClass the PVC currently being reconciled
+	TargetVolumeAttributesClassName string `protobuf:"bytes,1,opt,name=target_volume_attributes_class_name,json=targetVolumeAttributesClassName,proto3" json:"target_volume_attributes_class_name,omitempty"`
+	// status is the status of the ControllerModifyVolume operation. It can be in any of following states:
+	//   - Pending
+	//     Pending indicates that the PersistentVolumeClaim cannot be modified due to unmet requirements, such as
+	//     the specified VolumeAttributesClass not existing.
+	//   - InProgress
+	//     InProgress indicates that the volume is being modified.
+	//   - Infeasible
+	//     Infeasible indicates that the request has been rejected as invalid by the CSI driver. To
+	//     resolve the error, a valid VolumeAttributesClass needs to be specified.
+	//
+	// Note: New statuses can be added in the future. Consumers should check for unknown statuses and fail appropriately.
+	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModifyVolumeStatus) Reset() {
+	*x = ModifyVolumeStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModifyVolumeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModifyVolumeStatus) ProtoMessage() {}
+
+func (x *ModifyVolumeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[179]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModifyVolumeStatus.ProtoReflect.Descriptor instead.
+func (*ModifyVolumeStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{179}
+}
+
+func (x *ModifyVolumeStatus) GetTargetVolumeAttributesClassName() string {
+	if x != nil {
+		return x.TargetVolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *ModifyVolumeStatus) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+// PersistentVolumeClaimList is a list of PersistentVolumeClaim items.
+type PersistentVolumeClaimList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is a list of persistent volume claims.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistentvolumeclaims
+	Items         []*PersistentVolumeClaim `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaimList) Reset() {
+	*x = PersistentVolumeClaimList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaimList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaimList) ProtoMessage() {}
+
+func (x *PersistentVolumeClaimList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[180]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaimList.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaimList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{180}
+}
+
+func (x *PersistentVolumeClaimList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimList) GetItems() []*PersistentVolumeClaim {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// PersistentVolume (PV) is a storage resource provisioned by an administrator.
+// It is analogous to a node.
+// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes
+type PersistentVolume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec defines a specification of a persistent volume owned by the cluster.
+	// Provisioned by an administrator.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistent-volumes
+	Spec *PersistentVolumeSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// status represents the current information/status for the persistent volume.
+	// Populated by the system.
+	// Read-only.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistent-volumes
+	Status        *PersistentVolumeStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolume) Reset() {
+	*x = PersistentVolume{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolume) ProtoMessage() {}
+
+func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[181]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
+func (*PersistentVolume) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{181}
+}
+
+func (x *PersistentVolume) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetSpec() *PersistentVolumeSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetStatus() *PersistentVolumeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// PersistentVolumeSpec is the specification of a persistent volume.
+type PersistentVolumeSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// capacity is the description of the persistent volume's resources and capacity.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#capacity
+	Capacity map[string]string `protobuf:"bytes,1,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// persistentVolumeSource is the actual volume backing the persistent volume.
+	PersistentVolumeSource *PersistentVolumeSource `protobuf:"bytes,2,opt,name=persistent_volume_source,json=persistentVolumeSource,proto3" json:"persistent_volume_source,omitempty"`
+	// accessModes contains all ways the volume can be mounted.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes
+	AccessModes []string `protobuf:"bytes,3,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.
+	// Expected to be non-nil when bound.
+	// claim.VolumeName is the authoritative bind between PV and PVC.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#binding
+	ClaimRef *ObjectReference `protobuf:"bytes,4,opt,name=claim_ref,json=claimRef,proto3" json:"claim_ref,omitempty"`
+	// persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.
+	// Valid options are Retain (default for manually created PersistentVolumes), Delete (default
+	// for dynamically provisioned PersistentVolumes), and Recycle (deprecated).
+	// Recycle must be supported by the volume plugin underlying this PersistentVolume.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#reclaiming
+	PersistentVolumeReclaimPolicy string `protobuf:"bytes,5,opt,name=persistent_volume_reclaim_policy,json=persistentVolumeReclaimPolicy,proto3" json:"persistent_volume_reclaim_policy,omitempty"`
+	// storageClassName is the name of StorageClass to which this persistent volume belongs. Empty value
+	// means that this volume does not belong to any StorageClass.
+	StorageClassName string `protobuf:"bytes,6,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	// mountOptions is the list of mount options, e.g. ["ro", "soft"]. Not validated - mount will
+	// simply fail if one is invalid.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes/#mount-options
+	MountOptions []string `protobuf:"bytes,7,rep,name=mount_options,json=mountOptions,proto3" json:"mount_options,omitempty"`
+	// volumeMode defines if a volume is intended to be used with a formatted filesystem
+	// or to remain in raw block state. Value of Filesystem is implied when not included in spec.
+	VolumeMode *string `protobuf:"bytes,8,opt,name=volume_mode,json=volumeMode,proto3,oneof" json:"volume_mode,omitempty"`
+	// nodeAffinity defines constraints that limit what nodes this volume can be accessed from.
+	// This field influences the scheduling of pods that use this volume.
+	NodeAffinity *VolumeNodeAffinity `protobuf:"bytes,9,opt,name=node_affinity,json=nodeAffinity,proto3" json:"node_affinity,omitempty"`
+	// Name of VolumeAttributesClass to which this persistent volume belongs. Empty value
+	// is not allowed. When this field is not set, it indicates that this volume does not belong to any
+	// VolumeAttributesClass. This field is mutable and can be changed by the CSI driver
+	// after a volume has been updated successfully to a new class.
+	// For an unbound PersistentVolume, the volumeAttributesClassName will be matched with unbound
+	// PersistentVolumeClaims during the binding process.
+	// This is a beta field and requires enabling VolumeAttributesClass feature (off by default).
+	VolumeAttributesClassName *string `protobuf:"bytes,10,opt,name=volume_attributes_class_name,json=volumeAttributesClassName,proto3,oneof" json:"volume_attributes_class_name,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeSpec) Reset() {
+	*x = PersistentVolumeSpec{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeSpec) ProtoMessage() {}
+
+func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[182]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeSpec.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{182}
+}
+
+func (x *PersistentVolumeSpec) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSpec) GetPersistentVolumeSource() *PersistentVolumeSource {
+	if x != nil {
+		return x.PersistentVolumeSource
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSpec) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSpec) GetClaimRef() *ObjectReference {
+	if x != nil {
+		return x.ClaimRef
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSpec) GetPersistentVolumeReclaimPolicy() string {
+	if x != nil {
+		return x.PersistentVolumeReclaimPolicy
+	}
+	return ""
+}
+
+func (x *PersistentVolumeSpec) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeSpec) GetMountOptions() []string {
+	if x != nil {
+		return x.MountOptions
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSpec) GetVolumeMode() string {
+	if x != nil && x.VolumeMode != nil {
+		return *x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolumeSpec) GetNodeAffinity() *VolumeNodeAffinity {
+	if x != nil {
+		return x.NodeAffinity
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSpec) GetVolumeAttributesClassName() string {
+	if x != nil && x.VolumeAttributesClassName != nil {
+		return *x.VolumeAttributesClassName
+	}
+	return ""
+}
+
+// PersistentVolumeSource is similar to VolumeSource but meant for the
+// administrator who creates PVs. Exactly one of its members must be set.
+type PersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// gcePersistentDisk represents a GCE Disk resource that is attached to a
+	// kubelet's host machine and then exposed to the pod. Provisioned by an admin.
+	// Deprecated: GCEPersistentDisk is deprecated. All operations for the in-tree
+	// gcePersistentDisk type are redirected to the pd.csi.storage.gke.io CSI driver.
+	// More info: https://kubernetes.io/docs/concepts/storage/volumes#gcepersistentdisk
+	GcePersistentDisk *GCEPersistentDiskVolumeSource `protobuf:"bytes,1,opt,name=gce_persistent_disk,json=gcePersistentDisk,proto3" json:"gce_persistent_disk,omitempty"`
+	// awsElasticBlockStore represents an AWS Disk resource that is attached to a
+	// kubelet's host machine and then exposed to the pod.
+	// Deprecated: AWSElasticBlockStore is deprecated. All operations for the in-tree
+	// awsElasticBlockStore type are redirected to the ebs.csi.aws.com CSI driver.
+	// More info: https://kubernetes.io/docs/concepts/storage/volumes#awselasticblockstore
+	AwsElasticBlockStore *AWSElasticBlockStoreVolumeSource `protobuf:"bytes,2,opt,name=aws_elastic_block_store,json=awsElasticBlockStore,proto3" json:"aws_elastic_block_store,omitempty"`
+	// hostPath represents a directory on the host.
+	// Provisioned by a developer or tester.
+	// This is useful for single-node development and testing only!
+	// On-host storage is not supported in any way and WILL NOT WORK in a multi-node cluster.
+	// More info: https://kubernetes.io/docs/concepts/storage/volumes#hostpath
+	HostPath *HostPathVolumeSource `protobuf:"bytes,3,opt,name=host_path,json=hostPath,proto3" json:"host_path,omitempty"`
+	// glusterfs represents a Glusterfs volume that is attached to a host and
+	// exposed to the pod. Provisioned by an admin.
+	// Deprecated: Glusterfs is deprecated and the in-tree glusterfs type is no longer supported.
+	// More info: https://examples.k8s.io/volumes/glusterfs/README.md
+	Glusterfs *GlusterfsPersistentVolumeSource `protobuf:"bytes,4,opt,name=glusterfs,proto3" json:"glusterfs,omitempty"`
+	// nfs represents an NFS mount on the host. Provisioned by an admin.
+	// More info: https://kubernetes.io/docs/concepts/storage/volumes#nfs
+	Nfs *NFSVolumeSource `protobuf:"bytes,5,opt,name=nfs,proto3" json:"nfs,omitempty"`
+	// rbd represents a Rados Block Device mount on the host that shares a pod's lifetime.
+	// Deprecated: RBD is deprecated and the in-tree rbd type is no longer supported.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md
+	Rbd *RBDPersistentVolumeSource `protobuf:"bytes,6,opt,name=rbd,proto3" json:"rbd,omitempty"`
+	// iscsi represents an ISCSI Disk resource that is attached to a
+	// kubelet's host machine and then exposed to the pod. Provisioned by an admin.
+	Iscsi *ISCSIPersistentVolumeSource `protobuf:"bytes,7,opt,name=iscsi,proto3" json:"iscsi,omitempty"`
+	// cinder represents a cinder volume attached and mounted on kubelets host machine.
+	// Deprecated: Cinder is deprecated. All operations for the in-tree cinder type
+	// are redirected to the cinder.csi.openstack.org CSI driver.
+	// More info: https://examples.k8s.io/mysql-cinder-pd/README.md
+	Cinder *CinderPersistentVolumeSource `protobuf:"bytes,8,opt,name=cinder,proto3" json:"cinder,omitempty"`
+	// cephFS represents a Ceph FS mount on the host that shares a pod's lifetime.
+	// Deprecated: CephFS is deprecated and the in-tree cephfs type is no longer supported.
+	CephFs *CephFSPersistentVolumeSource `protobuf:"bytes,9,opt,name=ceph_fs,json=cephfs,proto3" json:"ceph_fs,omitempty"`
+	// fc represents a Fibre Channel resource that is attached to a kubelet's host machine and then exposed to the pod.
+	Fc *FCVolumeSource `protobuf:"bytes,10,opt,name=fc,proto3" json:"fc,omitempty"`
+	// flocker represents a Flocker volume attached to a kubelet's host machine and exposed to the pod for its usage. This depends on the Flocker control service being running.
+	// Deprecated: Flocker is deprecated and the in-tree flocker type is no longer supported.
+	Flocker *FlockerVolumeSource `protobuf:"bytes,11,opt,name=flocker,proto3" json:"flocker,omitempty"`
+	// flexVolume represents a generic volume resource that is
+	// provisioned/attached using an exec based plugin.
+	// Deprecated: FlexVolume is deprecated. Consider using a CSIDriver instead.
+	FlexVolume *FlexPersistentVolumeSource `protobuf:"bytes,12,opt,name=flex_volume,json=flexVolume,proto3" json:"flex_volume,omitempty"`
+	// azureFile represents an Azure File Service mount on the host and bind mount to the pod.
+	// Deprecated: AzureFile is deprecated. All operations for the in-tree azureFile type
+	// are redirected to the file.csi.azure.com CSI driver.
+	AzureFile *AzureFilePersistentVolumeSource `protobuf:"bytes,13,opt,name=azure_file,json=azureFile,proto3" json:"azure_file,omitempty"`
+	// vsphereVolume represents a vSphere volume attached and mounted on kubelets host machine.
+	// Deprecated: VsphereVolume is deprecated. All operations for the in-tree vsphereVolume type
+	// are redirected to the csi.vsphere.vmware.com CSI driver.
+	VsphereVolume *VsphereVirtualDiskVolumeSource `protobuf:"bytes,14,opt,name=vsphere_volume,json=vsphereVolume,proto3" json:"vsphere_volume,omitempty"`
+	// quobyte represents a Quobyte mount on the host that shares a pod's lifetime.
+	// Deprecated: Quobyte is deprecated and the in-tree quobyte type is no longer supported.
+	Quobyte *QuobyteVolumeSource `protobuf:"bytes,15,opt,name=quobyte,proto3" json:"quobyte,omitempty"`
+	// azureDisk represents an Azure Data Disk mount on the host and bind mount to the pod.
+	// Deprecated: AzureDisk is deprecated. All operations for the in-tree azureDisk type
+	// are redirected to the disk.csi.azure.com CSI driver.
+	AzureDisk *AzureDiskVolumeSource `protobuf:"bytes,16,opt,name=azure_disk,json=azureDisk,proto3" json:"azure_disk,omitempty"`
+	// photonPersistentDisk represents a PhotonController persistent disk attached and mounted on kubelets host machine.
+	// Deprecated: PhotonPersistentDisk is deprecated and the in-tree photonPersistentDisk type is no longer supported.
+	PhotonPersistentDisk *PhotonPersistentDiskVolumeSource `protobuf:"bytes,17,opt,name=photon_persistent_disk,json=photonPersistentDisk,proto3" json:"photon_persistent_disk,omitempty"`
+	// portworxVolume represents a portworx volume attached and mounted on kubelets host machine.
+	// Deprecated: PortworxVolume is deprecated. All operations for the in-tree portworxVolume type
+	// are redirected to the pxd.portworx.com CSI driver when the CSIMigrationPortworx feature-gate
+	// is on.
+	PortworxVolume *PortworxVolumeSource `protobuf:"bytes,18,opt,name=portworx_volume,json=portworxVolume,proto3" json:"portworx_volume,omitempty"`
+	// scaleIO represents a ScaleIO persistent volume attached and mounted on Kubernetes nodes.
+	// Deprecated: ScaleIO is deprecated and the in-tree scaleIO type is no longer supported.
+	ScaleIo *ScaleIOPersistentVolumeSource `protobuf:"bytes,19,opt,name=scale_io,json=scaleIO,proto3" json:"scale_io,omitempty"`
+	// local represents directly-attached storage with node affinity
+	Local *LocalVolumeSource `protobuf:"bytes,20,opt,name=local,proto3" json:"local,omitempty"`
+	// storageOS represents a StorageOS volume that is attached to the kubelet's host machine and mounted into the pod.
+	// Deprecated: StorageOS is deprecated and the in-tree storageos type is no longer supported.
+	// More info: https://examples.k8s.io/volumes/storageos/README.md
+	StorageOs *StorageOSPersistentVolumeSource `protobuf:"bytes,21,opt,name=storage_os,json=storageos,proto3" json:"storage_os,omitempty"`
+	// csi represents storage that is handled by an external CSI driver.
+	Csi           *CSIPersistentVolumeSource `protobuf:"bytes,22,opt,name=csi,proto3" json:"csi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeSource) Reset() {
+	*x = PersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeSource) ProtoMessage() {}
+
+func (x *PersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[183]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{183}
+}
+
+func (x *PersistentVolumeSource) GetGcePersistentDisk() *GCEPersistentDiskVolumeSource {
+	if x != nil {
+		return x.GcePersistentDisk
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetAwsElasticBlockStore() *AWSElasticBlockStoreVolumeSource {
+	if x != nil {
+		return x.AwsElasticBlockStore
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetHostPath() *HostPathVolumeSource {
+	if x != nil {
+		return x.HostPath
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetGlusterfs() *GlusterfsPersistentVolumeSource {
+	if x != nil {
+		return x.Glusterfs
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetNfs() *NFSVolumeSource {
+	if x != nil {
+		return x.Nfs
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetRbd() *RBDPersistentVolumeSource {
+	if x != nil {
+		return x.Rbd
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetIscsi() *ISCSIPersistentVolumeSource {
+	if x != nil {
+		return x.Iscsi
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetCinder() *CinderPersistentVolumeSource {
+	if x != nil {
+		return x.Cinder
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetCephFs() *CephFSPersistentVolumeSource {
+	if x != nil {
+		return x.CephFs
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetFc() *FCVolumeSource {
+	if x != nil {
+		return x.Fc
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetFlocker() *FlockerVolumeSource {
+	if x != nil {
+		return x.Flocker
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetFlexVolume() *FlexPersistentVolumeSource {
+	if x != nil {
+		return x.FlexVolume
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetAzureFile() *AzureFilePersistentVolumeSource {
+	if x != nil {
+		return x.AzureFile
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetVsphereVolume() *VsphereVirtualDiskVolumeSource {
+	if x != nil {
+		return x.VsphereVolume
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetQuobyte() *QuobyteVolumeSource {
+	if x != nil {
+		return x.Quobyte
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetAzureDisk() *AzureDiskVolumeSource {
+	if x != nil {
+		return x.AzureDisk
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetPhotonPersistentDisk() *PhotonPersistentDiskVolumeSource {
+	if x != nil {
+		return x.PhotonPersistentDisk
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetPortworxVolume() *PortworxVolumeSource {
+	if x != nil {
+		return x.PortworxVolume
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetScaleIo() *ScaleIOPersistentVolumeSource {
+	if x != nil {
+		return x.ScaleIo
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetLocal() *LocalVolumeSource {
+	if x != nil {
+		return x.Local
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetStorageOs() *StorageOSPersistentVolumeSource {
+	if x != nil {
+		return x.StorageOs
+	}
+	return nil
+}
+
+func (x *PersistentVolumeSource) GetCsi() *CSIPersistentVolumeSource {
+	if x != nil {
+		return x.Csi
+	}
+	return nil
+}
+
+// Represents a Glusterfs mount that lasts the lifetime of a pod.
+// Glusterfs volumes do not support ownership management or SELinux relabeling.
+type GlusterfsPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// endpoints is the endpoint name that details Glusterfs topology.
+	// More info: https://examples.k8s.io/volumes/glusterfs/README.md#create-a-pod
+	EndpointsName string `protobuf:"bytes,1,opt,name=endpoints_name,json=endpoints,proto3" json:"endpoints_name,omitempty"`
+	// path is the Glusterfs volume path.
+	// More info: https://examples.k8s.io/volumes/glusterfs/README.md#create-a-pod
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// readOnly here will force the Glusterfs volume to be mounted with read-only permissions.
+	// Defaults to false.
+	// More info: https://examples.k8s.io/volumes/glusterfs/README.md#create-a-pod
+	ReadOnly bool `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// endpointsNamespace is the namespace that contains Glusterfs endpoint.
+	// If this field is empty, the EndpointNamespace defaults to the same namespace as the bound PVC.
+	// More info: https://examples.k8s.io/volumes/glusterfs/README.md#create-a-pod
+	EndpointsNamespace *string `protobuf:"bytes,4,opt,name=endpoints_namespace,json=endpointsNamespace,proto3,oneof" json:"endpoints_namespace,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GlusterfsPersistentVolumeSource) Reset() {
+	*x = GlusterfsPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GlusterfsPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GlusterfsPersistentVolumeSource) ProtoMessage() {}
+
+func (x *GlusterfsPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[184]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GlusterfsPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*GlusterfsPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{184}
+}
+
+func (x *GlusterfsPersistentVolumeSource) GetEndpointsName() string {
+	if x != nil {
+		return x.EndpointsName
+	}
+	return ""
+}
+
+func (x *GlusterfsPersistentVolumeSource) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GlusterfsPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *GlusterfsPersistentVolumeSource) GetEndpointsNamespace() string {
+	if x != nil && x.EndpointsNamespace != nil {
+		return *x.EndpointsNamespace
+	}
+	return ""
+}
+
+// Represents a Rados Block Device mount that lasts the lifetime of a pod.
+// RBD volumes support ownership management and SELinux relabeling.
+type RBDPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// monitors is a collection of Ceph monitors.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	CephMonitors []string `protobuf:"bytes,1,rep,name=ceph_monitors,json=monitors,proto3" json:"ceph_monitors,omitempty"`
+	// image is the rados image name.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	RbdImage string `protobuf:"bytes,2,opt,name=rbd_image,json=image,proto3" json:"rbd_image,omitempty"`
+	// fsType is the filesystem type of the volume that you want to mount.
+	// Tip: Ensure that the filesystem type is supported by the host operating system.
+	// Examples: "ext4", "xfs", "ntfs". Implicitly inferred to be "ext4" if unspecified.
+	// More info: https://kubernetes.io/docs/concepts/storage/volumes#rbd
+	FsType string `protobuf:"bytes,3,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// pool is the rados pool name.
+	// Default is rbd.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	RbdPool string `protobuf:"bytes,4,opt,name=rbd_pool,json=pool,proto3" json:"rbd_pool,omitempty"`
+	// user is the rados user name.
+	// Default is admin.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	RadosUser string `protobuf:"bytes,5,opt,name=rados_user,json=user,proto3" json:"rados_user,omitempty"`
+	// keyring is the path to key ring for RBDUser.
+	// Default is /etc/ceph/keyring.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	Keyring string `protobuf:"bytes,6,opt,name=keyring,proto3" json:"keyring,omitempty"`
+	// secretRef is name of the authentication secret for RBDUser. If provided
+	// overrides keyring.
+	// Default is nil.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	SecretRef *SecretReference `protobuf:"bytes,7,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	// readOnly here will force the ReadOnly setting in VolumeMounts.
+	// Defaults to false.
+	// More info: https://examples.k8s.io/volumes/rbd/README.md#how-to-use-it
+	ReadOnly      bool `protobuf:"varint,8,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RBDPersistentVolumeSource) Reset() {
+	*x = RBDPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RBDPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RBDPersistentVolumeSource) ProtoMessage() {}
+
+func (x *RBDPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[185]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RBDPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*RBDPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{185}
+}
+
+func (x *RBDPersistentVolumeSource) GetCephMonitors() []string {
+	if x != nil {
+		return x.CephMonitors
+	}
+	return nil
+}
+
+func (x *RBDPersistentVolumeSource) GetRbdImage() string {
+	if x != nil {
+		return x.RbdImage
+	}
+	return ""
+}
+
+func (x *RBDPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *RBDPersistentVolumeSource) GetRbdPool() string {
+	if x != nil {
+		return x.RbdPool
+	}
+	return ""
+}
+
+func (x *RBDPersistentVolumeSource) GetRadosUser() string {
+	if x != nil {
+		return x.RadosUser
+	}
+	return ""
+}
+
+func (x *RBDPersistentVolumeSource) GetKeyring() string {
+	if x != nil {
+		return x.Keyring
+	}
+	return ""
+}
+
+func (x *RBDPersistentVolumeSource) GetSecretRef() *SecretReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+func (x *RBDPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// SecretReference represents a Secret Reference. It has enough information to retrieve secret
+// in any namespace
+type SecretReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is unique within a namespace to reference a secret resource.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// namespace defines the space within which the secret name must be unique.
+	Namespace     string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretReference) Reset() {
+	*x = SecretReference{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[186]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretReference) ProtoMessage() {}
+
+func (x *SecretReference) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[186]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretReference.ProtoReflect.Descriptor instead.
+func (*SecretReference) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{186}
+}
+
+func (x *SecretReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SecretReference) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+// ISCSIPersistentVolumeSource represents an ISCSI disk.
+// ISCSI volumes can only be mounted as read/write once.
+// ISCSI volumes support ownership management and SELinux relabeling.
+type ISCSIPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// targetPortal is iSCSI Target Portal. The Portal is either an IP or ip_addr:port if the port
+	// is other than default (typically TCP ports 860 and 3260).
+	TargetPortal string `protobuf:"bytes,1,opt,name=target_portal,json=targetPortal,proto3" json:"target_portal,omitempty"`
+	// iqn is Target iSCSI Qualified Name.
+	Iqn string `protobuf:"bytes,2,opt,name=iqn,proto3" json:"iqn,omitempty"`
+	// lun is iSCSI Target Lun number.
+	Lun int32 `protobuf:"varint,3,opt,name=lun,proto3" json:"lun,omitempty"`
+	// iscsiInterface is the interface Name that uses an iSCSI transport.
+	// Defaults to 'default' (tcp).
+	IscsiInterface string `protobuf:"bytes,4,opt,name=iscsi_interface,json=iscsiInterface,proto3" json:"iscsi_interface,omitempty"`
+	// fsType is the filesystem type of the volume that you want to mount.
+	// Tip: Ensure that the filesystem type is supported by the host operating system.
+	// Examples: "ext4", "xfs", "ntfs". Implicitly inferred to be "ext4" if unspecified.
+	// More info: https://kubernetes.io/docs/concepts/storage/volumes#iscsi
+	FsType string `protobuf:"bytes,5,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// readOnly here will force the ReadOnly setting in VolumeMounts.
+	// Defaults to false.
+	ReadOnly bool `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// portals is the iSCSI Target Portal List. The Portal is either an IP or ip_addr:port if the port
+	// is other than default (typically TCP ports 860 and 3260).
+	Portals []string `protobuf:"bytes,7,rep,name=portals,proto3" json:"portals,omitempty"`
+	// chapAuthDiscovery defines whether support iSCSI Discovery CHAP authentication
+	DiscoveryChapAuth bool `protobuf:"varint,8,opt,name=discovery_chap_auth,json=chapAuthDiscovery,proto3" json:"discovery_chap_auth,omitempty"`
+	// chapAuthSession defines whether support iSCSI Session CHAP authentication
+	SessionChapAuth bool `protobuf:"varint,11,opt,name=session_chap_auth,json=chapAuthSession,proto3" json:"session_chap_auth,omitempty"`
+	// secretRef is the CHAP Secret for iSCSI target and initiator authentication
+	SecretRef *SecretReference `protobuf:"bytes,10,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	// initiatorName is the custom iSCSI Initiator Name.
+	// If initiatorName is specified with iscsiInterface simultaneously, new iSCSI interface
+	// <target portal>:<volume name> will be created for the connection.
+	InitiatorName *string `protobuf:"bytes,12,opt,name=initiator_name,json=initiatorName,proto3,oneof" json:"initiator_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ISCSIPersistentVolumeSource) Reset() {
+	*x = ISCSIPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[187]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ISCSIPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ISCSIPersistentVolumeSource) ProtoMessage() {}
+
+func (x *ISCSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[187]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ISCSIPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*ISCSIPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{187}
+}
+
+func (x *ISCSIPersistentVolumeSource) GetTargetPortal() string {
+	if x != nil {
+		return x.TargetPortal
+	}
+	return ""
+}
+
+func (x *ISCSIPersistentVolumeSource) GetIqn() string {
+	if x != nil {
+		return x.Iqn
+	}
+	return ""
+}
+
+func (x *ISCSIPersistentVolumeSource) GetLun() int32 {
+	if x != nil {
+		return x.Lun
+	}
+	return 0
+}
+
+func (x *ISCSIPersistentVolumeSource) GetIscsiInterface() string {
+	if x != nil {
+		return x.IscsiInterface
+	}
+	return ""
+}
+
+func (x *ISCSIPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *ISCSIPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *ISCSIPersistentVolumeSource) GetPortals() []string {
+	if x != nil {
+		return x.Portals
+	}
+	return nil
+}
+
+func (x *ISCSIPersistentVolumeSource) GetDiscoveryChapAuth() bool {
+	if x != nil {
+		return x.DiscoveryChapAuth
+	}
+	return false
+}
+
+func (x *ISCSIPersistentVolumeSource) GetSessionChapAuth() bool {
+	if x != nil {
+		return x.SessionChapAuth
+	}
+	return false
+}
+
+func (x *ISCSIPersistentVolumeSource) GetSecretRef() *SecretReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+func (x *ISCSIPersistentVolumeSource) GetInitiatorName() string {
+	if x != nil && x.InitiatorName != nil {
+		return *x.InitiatorName
+	}
+	return ""
+}
+
+// Represents a cinder volume resource in Openstack.
+// A Cinder volume must exist before mounting to a container.
+// The volume must also be in the same region as the kubelet.
+// Cinder volumes support ownership management and SELinux relabeling.
+type CinderPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// volumeID used to identify the volume in cinder.
+	// More info: https://examples.k8s.io/mysql-cinder-pd/README.md
+	VolumeId string `protobuf:"bytes,1,opt,name=volume_id,json=volumeID,proto3" json:"volume_id,omitempty"`
+	// fsType Filesystem type to mount.
+	// Must be a filesystem type supported by the host operating system.
+	// Examples: "ext4", "xfs", "ntfs". Implicitly inferred to be "ext4" if unspecified.
+	// More info: https://examples.k8s.io/mysql-cinder-pd/README.md
+	FsType string `protobuf:"bytes,2,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// readOnly is Optional: Defaults to false (read/write). ReadOnly here will force
+	// the ReadOnly setting in VolumeMounts.
+	// More info: https://examples.k8s.io/mysql-cinder-pd/README.md
+	ReadOnly bool `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// secretRef is Optional: points to a secret object containing parameters used to connect
+	// to OpenStack.
+	SecretRef     *SecretReference `protobuf:"bytes,4,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CinderPersistentVolumeSource) Reset() {
+	*x = CinderPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CinderPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CinderPersistentVolumeSource) ProtoMessage() {}
+
+func (x *CinderPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CinderPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*CinderPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{188}
+}
+
+func (x *CinderPersistentVolumeSource) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *CinderPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *CinderPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *CinderPersistentVolumeSource) GetSecretRef() *SecretReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+// Represents a Ceph Filesystem mount that lasts the lifetime of a pod
+// Cephfs volumes do not support ownership management or SELinux relabeling.
+type CephFSPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// monitors is Required: Monitors is a collection of Ceph monitors
+	// More info: https://examples.k8s.io/volumes/cephfs/README.md#how-to-use-it
+	Monitors []string `protobuf:"bytes,1,rep,name=monitors,proto3" json:"monitors,omitempty"`
+	// path is Optional: Used as the mounted root, rather than the full Ceph tree, default is /
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// user is Optional: User is the rados user name, default is admin
+	// More info: https://examples.k8s.io/volumes/cephfs/README.md#how-to-use-it
+	User string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// secretFile is Optional: SecretFile is the path to key ring for User, default is /etc/ceph/user.secret
+	// More info: https://examples.k8s.io/volumes/cephfs/README.md#how-to-use-it
+	SecretFile string `protobuf:"bytes,4,opt,name=secret_file,json=secretFile,proto3" json:"secret_file,omitempty"`
+	// secretRef is Optional: SecretRef is reference to the authentication secret for User, default is empty.
+	// More info: https://examples.k8s.io/volumes/cephfs/README.md#how-to-use-it
+	SecretRef *SecretReference `protobuf:"bytes,5,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	// readOnly is Optional: Defaults to false (read/write). ReadOnly here will force
+	// the ReadOnly setting in VolumeMounts.
+	// More info: https://examples.k8s.io/volumes/cephfs/README.md#how-to-use-it
+	ReadOnly      bool `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CephFSPersistentVolumeSource) Reset() {
+	*x = CephFSPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CephFSPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CephFSPersistentVolumeSource) ProtoMessage() {}
+
+func (x *CephFSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CephFSPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*CephFSPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{189}
+}
+
+func (x *CephFSPersistentVolumeSource) GetMonitors() []string {
+	if x != nil {
+		return x.Monitors
+	}
+	return nil
+}
+
+func (x *CephFSPersistentVolumeSource) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CephFSPersistentVolumeSource) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CephFSPersistentVolumeSource) GetSecretFile() string {
+	if x != nil {
+		return x.SecretFile
+	}
+	return ""
+}
+
+func (x *CephFSPersistentVolumeSource) GetSecretRef() *SecretReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+func (x *CephFSPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// FlexPersistentVolumeSource represents a generic persistent volume resource that is
+// provisioned/attached using an exec based plugin.
+type FlexPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// driver is the name of the driver to use for this volume.
+	Driver string `protobuf:"bytes,1,opt,name=driver,proto3" json:"driver,omitempty"`
+	// fsType is the Filesystem type to mount.
+	// Must be a filesystem type supported by the host operating system.
+	// Ex. "ext4", "xfs", "ntfs". The default filesystem depends on FlexVolume script.
+	FsType string `protobuf:"bytes,2,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// secretRef is Optional: SecretRef is reference to the secret object containing
+	// sensitive information to pass to the plugin scripts. This may be
+	// empty if no secret object is specified. If the secret object
+	// contains more than one secret, all secrets are passed to the plugin
+	// scripts.
+	SecretRef *SecretReference `protobuf:"bytes,3,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	// readOnly is Optional: defaults to false (read/write). ReadOnly here will force
+	// the ReadOnly setting in VolumeMounts.
+	ReadOnly bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// options is Optional: this field holds extra command options if any.
+	Options       map[string]string `protobuf:"bytes,5,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlexPersistentVolumeSource) Reset() {
+	*x = FlexPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlexPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlexPersistentVolumeSource) ProtoMessage() {}
+
+func (x *FlexPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlexPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*FlexPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{190}
+}
+
+func (x *FlexPersistentVolumeSource) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *FlexPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *FlexPersistentVolumeSource) GetSecretRef() *SecretReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+func (x *FlexPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *FlexPersistentVolumeSource) GetOptions() map[string]string {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+// AzureFile represents an Azure File Service mount on the host and bind mount to the pod.
+type AzureFilePersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// secretName is the name of secret that contains Azure Storage Account Name and Key
+	SecretName string `protobuf:"bytes,1,opt,name=secret_name,json=secretName,proto3" json:"secret_name,omitempty"`
+	// shareName is the azure Share Name
+	ShareName string `protobuf:"bytes,2,opt,name=share_name,json=shareName,proto3" json:"share_name,omitempty"`
+	// readOnly defaults to false (read/write). ReadOnly here will force
+	// the ReadOnly setting in VolumeMounts.
+	ReadOnly bool `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// secretNamespace is the namespace of the secret that contains Azure Storage Account Name and Key
+	// default is the same as the Pod
+	SecretNamespace *string `protobuf:"bytes,4,opt,name=secret_namespace,json=secretNamespace,proto3,oneof" json:"secret_namespace,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AzureFilePersistentVolumeSource) Reset() {
+	*x = AzureFilePersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AzureFilePersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AzureFilePersistentVolumeSource) ProtoMessage() {}
+
+func (x *AzureFilePersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AzureFilePersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*AzureFilePersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{191}
+}
+
+func (x *AzureFilePersistentVolumeSource) GetSecretName() string {
+	if x != nil {
+		return x.SecretName
+	}
+	return ""
+}
+
+func (x *AzureFilePersistentVolumeSource) GetShareName() string {
+	if x != nil {
+		return x.ShareName
+	}
+	return ""
+}
+
+func (x *AzureFilePersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *AzureFilePersistentVolumeSource) GetSecretNamespace() string {
+	if x != nil && x.SecretNamespace != nil {
+		return *x.SecretNamespace
+	}
+	return ""
+}
+
+// ScaleIOPersistentVolumeSource represents a persistent ScaleIO volume
+type ScaleIOPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// gateway is the host address of the ScaleIO API Gateway.
+	Gateway string `protobuf:"bytes,1,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// system is the name of the storage system as configured in ScaleIO.
+	System string `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
+	// secretRef references to the secret for ScaleIO user and other
+	// sensitive information. If this is not provided, Login operation will fail.
+	SecretRef *SecretReference `protobuf:"bytes,3,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	// sslEnabled is the flag to enable/disable SSL communication with Gateway, default false
+	SslEnabled bool `protobuf:"varint,4,opt,name=ssl_enabled,json=sslEnabled,proto3" json:"ssl_enabled,omitempty"`
+	// protectionDomain is the name of the ScaleIO Protection Domain for the configured storage.
+	ProtectionDomain string `protobuf:"bytes,5,opt,name=protection_domain,json=protectionDomain,proto3" json:"protection_domain,omitempty"`
+	// storagePool is the ScaleIO Storage Pool associated with the protection domain.
+	StoragePool string `protobuf:"bytes,6,opt,name=storage_pool,json=storagePool,proto3" json:"storage_pool,omitempty"`
+	// storageMode indicates whether the storage for a volume should be ThickProvisioned or ThinProvisioned.
+	// Default is ThinProvisioned.
+	StorageMode string `protobuf:"bytes,7,opt,name=storage_mode,json=storageMode,proto3" json:"storage_mode,omitempty"`
+	// volumeName is the name of a volume already created in the ScaleIO system
+	// that is associated with this volume source.
+	VolumeName string `protobuf:"bytes,8,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`
+	// fsType is the filesystem type to mount.
+	// Must be a filesystem type supported by the host operating system.
+	// Ex. "ext4", "xfs", "ntfs".
+	// Default is "xfs"
+	FsType string `protobuf:"bytes,9,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// readOnly defaults to false (read/write). ReadOnly here will force
+	// the ReadOnly setting in VolumeMounts.
+	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScaleIOPersistentVolumeSource) Reset() {
+	*x = ScaleIOPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScaleIOPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScaleIOPersistentVolumeSource) ProtoMessage() {}
+
+func (x *ScaleIOPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScaleIOPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*ScaleIOPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{192}
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetSystem() string {
+	if x != nil {
+		return x.System
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetSecretRef() *SecretReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetSslEnabled() bool {
+	if x != nil {
+		return x.SslEnabled
+	}
+	return false
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetProtectionDomain() string {
+	if x != nil {
+		return x.ProtectionDomain
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetStoragePool() string {
+	if x != nil {
+		return x.StoragePool
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetStorageMode() string {
+	if x != nil {
+		return x.StorageMode
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetVolumeName() string {
+	if x != nil {
+		return x.VolumeName
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *ScaleIOPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+// Local represents directly-attached storage with node affinity
+type LocalVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path of the full path to the volume on the node.
+	// It can be either a directory or block device (disk, partition, ...).
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// fsType is the filesystem type to mount.
+	// It applies only when the Path is a block device.
+	// Must be a filesystem type supported by the host operating system.
+	// Ex. "ext4", "xfs", "ntfs". The default value is to auto-select a filesystem if unspecified.
+	FsType        *string `protobuf:"bytes,2,opt,name=fs_type,json=fsType,proto3,oneof" json:"fs_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalVolumeSource) Reset() {
+	*x = LocalVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalVolumeSource) ProtoMessage() {}
+
+func (x *LocalVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalVolumeSource.ProtoReflect.Descriptor instead.
+func (*LocalVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{193}
+}
+
+func (x *LocalVolumeSource) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *LocalVolumeSource) GetFsType() string {
+	if x != nil && x.FsType != nil {
+		return *x.FsType
+	}
+	return ""
+}
+
+// Represents a StorageOS persistent volume resource.
+type StorageOSPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// volumeName is the human-readable name of the StorageOS volume.  Volume
+	// names are only unique within a namespace.
+	VolumeName string `protobuf:"bytes,1,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`
+	// volumeNamespace specifies the scope of the volume within StorageOS.  If no
+	// namespace is specified then the Pod's namespace will be used.  This allows the
+	// Kubernetes name scoping to be mirrored within StorageOS for tighter integration.
+	// Set VolumeName to any name to override the default behaviour.
+	// Set to "default" if you are not using namespaces within StorageOS.
+	// Namespaces that do not pre-exist within StorageOS will be created.
+	VolumeNamespace string `protobuf:"bytes,2,opt,name=volume_namespace,json=volumeNamespace,proto3" json:"volume_namespace,omitempty"`
+	// fsType is the filesystem type to mount.
+	// Must be a filesystem type supported by the host operating system.
+	// Ex. "ext4", "xfs", "ntfs". Implicitly inferred to be "ext4" if unspecified.
+	FsType string `protobuf:"bytes,3,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// readOnly defaults to false (read/write). ReadOnly here will force
+	// the ReadOnly setting in VolumeMounts.
+	ReadOnly bool `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// secretRef specifies the secret to use for obtaining the StorageOS API
+	// credentials.  If not specified, default values will be attempted.
+	SecretRef     *ObjectReference `protobuf:"bytes,5,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageOSPersistentVolumeSource) Reset() {
+	*x = StorageOSPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageOSPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageOSPersistentVolumeSource) ProtoMessage() {}
+
+func (x *StorageOSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageOSPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*StorageOSPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{194}
+}
+
+func (x *StorageOSPersistentVolumeSource) GetVolumeName() string {
+	if x != nil {
+		return x.VolumeName
+	}
+	return ""
+}
+
+func (x *StorageOSPersistentVolumeSource) GetVolumeNamespace() string {
+	if x != nil {
+		return x.VolumeNamespace
+	}
+	return ""
+}
+
+func (x *StorageOSPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *StorageOSPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *StorageOSPersistentVolumeSource) GetSecretRef() *ObjectReference {
+	if x != nil {
+		return x.SecretRef
+	}
+	return nil
+}
+
+// Represents storage that is managed by an external CSI volume driver
+type CSIPersistentVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// driver is the name of the driver to use for this volume.
+	// Required.
+	Driver string `protobuf:"bytes,1,opt,name=driver,proto3" json:"driver,omitempty"`
+	// volumeHandle is the unique volume name returned by the CSI volume
+	// plugin’s CreateVolume to refer to the volume on all subsequent calls.
+	// Required.
+	VolumeHandle string `protobuf:"bytes,2,opt,name=volume_handle,json=volumeHandle,proto3" json:"volume_handle,omitempty"`
+	// readOnly value to pass to ControllerPublishVolumeRequest.
+	// Defaults to false (read/write).
+	ReadOnly bool `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// fsType to mount. Must be a filesystem type supported by the host operating system.
+	// Ex. "ext4", "xfs", "ntfs".
+	FsType string `protobuf:"bytes,4,opt,name=fs_type,json=fsType,proto3" json:"fs_type,omitempty"`
+	// volumeAttributes of the volume to publish.
+	VolumeAttributes map[string]string `protobuf:"bytes,5,rep,name=volume_attributes,json=volumeAttributes,proto3" json:"volume_attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// controllerPublishSecretRef is a reference to the secret object containing
+	// sensitive information to pass to the CSI driver to complete the CSI
+	// ControllerPublishVolume and ControllerUnpublishVolume calls.
+	// This field is optional, and may be empty if no secret is required. If the
+	// secret object contains more than one secret, all secrets are passed.
+	ControllerPublishSecretRef *SecretReference `protobuf:"bytes,6,opt,name=controller_publish_secret_ref,json=controllerPublishSecretRef,proto3" json:"controller_publish_secret_ref,omitempty"`
+	// nodeStageSecretRef is a reference to the secret object containing sensitive
+	// information to pass to the CSI driver to complete the CSI NodeStageVolume
+	// and NodeStageVolume and NodeUnstageVolume calls.
+	// This field is optional, and may be empty if no secret is required. If the
+	// secret object contains more than one secret, all secrets are passed.
+	NodeStageSecretRef *SecretReference `protobuf:"bytes,7,opt,name=node_stage_secret_ref,json=nodeStageSecretRef,proto3" json:"node_stage_secret_ref,omitempty"`
+	// nodePublishSecretRef is a reference to the secret object containing
+	// sensitive information to pass to the CSI driver to complete the CSI
+	// NodePublishVolume and NodeUnpublishVolume calls.
+	// This field is optional, and may be empty if no secret is required. If the
+	// secret object contains more than one secret, all secrets are passed.
+	NodePublishSecretRef *SecretReference `protobuf:"bytes,8,opt,name=node_publish_secret_ref,json=nodePublishSecretRef,proto3" json:"node_publish_secret_ref,omitempty"`
+	// controllerExpandSecretRef is a reference to the secret object containing
+	// sensitive information to pass to the CSI driver to complete the CSI
+	// ControllerExpandVolume call.
+	// This field is optional, and may be empty if no secret is required. If the
+	// secret object contains more than one secret, all secrets are passed.
+	ControllerExpandSecretRef *SecretReference `protobuf:"bytes,9,opt,name=controller_expand_secret_ref,json=controllerExpandSecretRef,proto3" json:"controller_expand_secret_ref,omitempty"`
+	// nodeExpandSecretRef is a reference to the secret object containing
+	// sensitive information to pass to the CSI driver to complete the CSI
+	// NodeExpandVolume call.
+	// This field is optional, may be omitted if no secret is required. If the
+	// secret object contains more than one secret, all secrets are passed.
+	NodeExpandSecretRef *SecretReference `protobuf:"bytes,10,opt,name=node_expand_secret_ref,json=nodeExpandSecretRef,proto3" json:"node_expand_secret_ref,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *CSIPersistentVolumeSource) Reset() {
+	*x = CSIPersistentVolumeSource{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIPersistentVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIPersistentVolumeSource) ProtoMessage() {}
+
+func (x *CSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIPersistentVolumeSource.ProtoReflect.Descriptor instead.
+func (*CSIPersistentVolumeSource) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{195}
+}
+
+func (x *CSIPersistentVolumeSource) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *CSIPersistentVolumeSource) GetVolumeHandle() string {
+	if x != nil {
+		return x.VolumeHandle
+	}
+	return ""
+}
+
+func (x *CSIPersistentVolumeSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *CSIPersistentVolumeSource) GetFsType() string {
+	if x != nil {
+		return x.FsType
+	}
+	return ""
+}
+
+func (x *CSIPersistentVolumeSource) GetVolumeAttributes() map[string]string {
+	if x != nil {
+		return x.VolumeAttributes
+	}
+	return nil
+}
+
+func (x *CSIPersistentVolumeSource) GetControllerPublishSecretRef() *SecretReference {
+	if x != nil {
+		return x.ControllerPublishSecretRef
+	}
+	return nil
+}
+
+func (x *CSIPersistentVolumeSource) GetNodeStageSecretRef() *SecretReference {
+	if x != nil {
+		return x.NodeStageSecretRef
+	}
+	return nil
+}
+
+func (x *CSIPersistentVolumeSource) GetNodePublishSecretRef() *SecretReference {
+	if x != nil {
+		return x.NodePublishSecretRef
+	}
+	return nil
+}
+
+func (x *CSIPersistentVolumeSource) GetControllerExpandSecretRef() *SecretReference {
+	if x != nil {
+		return x.ControllerExpandSecretRef
+	}
+	return nil
+}
+
+func (x *CSIPersistentVolumeSource) GetNodeExpandSecretRef() *SecretReference {
+	if x != nil {
+		return x.NodeExpandSecretRef
+	}
+	return nil
+}
+
+// VolumeNodeAffinity defines constraints that limit what nodes this volume can be accessed from.
+type VolumeNodeAffinity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// required specifies hard node constraints that must be met.
+	Required      *NodeSelector `protobuf:"bytes,1,opt,name=required,proto3" json:"required,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeNodeAffinity) Reset() {
+	*x = VolumeNodeAffinity{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeNodeAffinity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeNodeAffinity) ProtoMessage() {}
+
+func (x *VolumeNodeAffinity) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeNodeAffinity.ProtoReflect.Descriptor instead.
+func (*VolumeNodeAffinity) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{196}
+}
+
+func (x *VolumeNodeAffinity) GetRequired() *NodeSelector {
+	if x != nil {
+		return x.Required
+	}
+	return nil
+}
+
+// PersistentVolumeStatus is the current status of a persistent volume.
+type PersistentVolumeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// phase indicates if a volume is available, bound to a claim, or released by a claim.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// message is a human-readable message indicating details about why the volume is in this state.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// reason is a brief CamelCase string that describes any failure and is meant
+	// for machine parsing and tidy display in the CLI.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// lastPhaseTransitionTime is the time the phase transitioned from one to another
+	// and automatically resets to current time everytime a volume phase transitions.
+	LastPhaseTransitionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_phase_transition_time,json=lastPhaseTransitionTime,proto3" json:"last_phase_transition_time,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeStatus) Reset() {
+	*x = PersistentVolumeStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeStatus) ProtoMessage() {}
+
+func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeStatus.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{197}
+}
+
+func (x *PersistentVolumeStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PersistentVolumeStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PersistentVolumeStatus) GetLastPhaseTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPhaseTransitionTime
+	}
+	return nil
+}
+
+// PersistentVolumeList is a list of PersistentVolume items.
+type PersistentVolumeList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is a list of persistent volumes.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes
+	Items         []*PersistentVolume `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeList) Reset() {
+	*x = PersistentVolumeList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeList) ProtoMessage() {}
+
+func (x *PersistentVolumeList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeList.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{198}
+}
+
+func (x *PersistentVolumeList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolumeList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeList) GetItems() []*PersistentVolume {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// A topology selector term represents the result of label queries.
+// A null or empty topology selector term matches no objects.
+// The requirements of them are ANDed.
+// It provides a subset of functionality as NodeSelectorTerm.
+// This is an alpha feature and may change in the future.
+type TopologySelectorTerm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A list of topology selector requirements by labels.
+	MatchLabelExpressions []*TopologySelectorLabelRequirement `protobuf:"bytes,1,rep,name=match_label_expressions,json=matchLabelExpressions,proto3" json:"match_label_expressions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TopologySelectorTerm) Reset() {
+	*x = TopologySelectorTerm{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorTerm) ProtoMessage() {}
+
+func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
+func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{199}
+}
+
+func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorLabelRequirement {
+	if x != nil {
+		return x.MatchLabelExpressions
+	}
+	return nil
+}
+
+// A topology selector requirement is a selector that matches given label.
+// This is an alpha feature and may change in the future.
+type TopologySelectorLabelRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The label key that the selector applies to.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// An array of string values. One value must match the label to be selected.
+	// Each entry in Values is ORed.
+	Values        []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologySelectorLabelRequirement) Reset() {
+	*x = TopologySelectorLabelRequirement{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorLabelRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorLabelRequirement) ProtoMessage() {}
+
+func (x *TopologySelectorLabelRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorLabelRequirement.ProtoReflect.Descriptor instead.
+func (*TopologySelectorLabelRequirement) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{200}
+}
+
+func (x *TopologySelectorLabelRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TopologySelectorLabelRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 var File_kplane_core_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_types_proto_rawDesc = "" +
@@ -16931,7 +19464,233 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12;\n" +
-	"\x05items\x18\x02 \x03(\v2%.kplane.core.v1.ReplicationControllerR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	"\x05items\x18\x02 \x03(\v2%.kplane.core.v1.ReplicationControllerR\x05items\"\x8a\x02\n" +
+	"\x15PersistentVolumeClaim\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12=\n" +
+	"\x04spec\x18\x02 \x01(\v2).kplane.core.v1.PersistentVolumeClaimSpecR\x04spec\x12C\n" +
+	"\x06status\x18\x03 \x01(\v2+.kplane.core.v1.PersistentVolumeClaimStatusR\x06status\"\xa6\a\n" +
+	"\x1bPersistentVolumeClaimStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12!\n" +
+	"\faccess_modes\x18\x02 \x03(\tR\vaccessModes\x12U\n" +
+	"\bcapacity\x18\x03 \x03(\v29.kplane.core.v1.PersistentVolumeClaimStatus.CapacityEntryR\bcapacity\x12N\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2..kplane.core.v1.PersistentVolumeClaimConditionR\n" +
+	"conditions\x12t\n" +
+	"\x13allocated_resources\x18\x05 \x03(\v2C.kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourcesEntryR\x12allocatedResources\x12\x8a\x01\n" +
+	"\x1ballocated_resource_statuses\x18\a \x03(\v2J.kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourceStatusesEntryR\x19allocatedResourceStatuses\x12S\n" +
+	"$current_volume_attributes_class_name\x18\b \x01(\tH\x00R currentVolumeAttributesClassName\x88\x01\x01\x12T\n" +
+	"\x14modify_volume_status\x18\t \x01(\v2\".kplane.core.v1.ModifyVolumeStatusR\x12modifyVolumeStatus\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
+	"\x17AllocatedResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aL\n" +
+	"\x1eAllocatedResourceStatusesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B'\n" +
+	"%_current_volume_attributes_class_name\"\x9c\x02\n" +
+	"\x1ePersistentVolumeClaimCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12B\n" +
+	"\x0flast_probe_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastProbeTime\x12L\n" +
+	"\x14last_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x80\x01\n" +
+	"\x12ModifyVolumeStatus\x12L\n" +
+	"#target_volume_attributes_class_name\x18\x01 \x01(\tR\x1ftargetVolumeAttributesClassName\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\"\xc5\x01\n" +
+	"\x19PersistentVolumeClaimList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12;\n" +
+	"\x05items\x18\x02 \x03(\v2%.kplane.core.v1.PersistentVolumeClaimR\x05items\"\xfb\x01\n" +
+	"\x10PersistentVolume\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x128\n" +
+	"\x04spec\x18\x02 \x01(\v2$.kplane.core.v1.PersistentVolumeSpecR\x04spec\x12>\n" +
+	"\x06status\x18\x03 \x01(\v2&.kplane.core.v1.PersistentVolumeStatusR\x06status\"\xee\x05\n" +
+	"\x14PersistentVolumeSpec\x12N\n" +
+	"\bcapacity\x18\x01 \x03(\v22.kplane.core.v1.PersistentVolumeSpec.CapacityEntryR\bcapacity\x12f\n" +
+	"\x18persistent_volume_source\x18\x02 \x01(\v2&.kplane.core.v1.PersistentVolumeSourceB\x04\xc8\xf3\x18\x01R\x16persistentVolumeSource\x12!\n" +
+	"\faccess_modes\x18\x03 \x03(\tR\vaccessModes\x12<\n" +
+	"\tclaim_ref\x18\x04 \x01(\v2\x1f.kplane.core.v1.ObjectReferenceR\bclaimRef\x12G\n" +
+	" persistent_volume_reclaim_policy\x18\x05 \x01(\tR\x1dpersistentVolumeReclaimPolicy\x12,\n" +
+	"\x12storage_class_name\x18\x06 \x01(\tR\x10storageClassName\x12#\n" +
+	"\rmount_options\x18\a \x03(\tR\fmountOptions\x12$\n" +
+	"\vvolume_mode\x18\b \x01(\tH\x00R\n" +
+	"volumeMode\x88\x01\x01\x12G\n" +
+	"\rnode_affinity\x18\t \x01(\v2\".kplane.core.v1.VolumeNodeAffinityR\fnodeAffinity\x12D\n" +
+	"\x1cvolume_attributes_class_name\x18\n" +
+	" \x01(\tH\x01R\x19volumeAttributesClassName\x88\x01\x01\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0e\n" +
+	"\f_volume_modeB\x1f\n" +
+	"\x1d_volume_attributes_class_name\"\xe1\f\n" +
+	"\x16PersistentVolumeSource\x12]\n" +
+	"\x13gce_persistent_disk\x18\x01 \x01(\v2-.kplane.core.v1.GCEPersistentDiskVolumeSourceR\x11gcePersistentDisk\x12g\n" +
+	"\x17aws_elastic_block_store\x18\x02 \x01(\v20.kplane.core.v1.AWSElasticBlockStoreVolumeSourceR\x14awsElasticBlockStore\x12A\n" +
+	"\thost_path\x18\x03 \x01(\v2$.kplane.core.v1.HostPathVolumeSourceR\bhostPath\x12M\n" +
+	"\tglusterfs\x18\x04 \x01(\v2/.kplane.core.v1.GlusterfsPersistentVolumeSourceR\tglusterfs\x121\n" +
+	"\x03nfs\x18\x05 \x01(\v2\x1f.kplane.core.v1.NFSVolumeSourceR\x03nfs\x12;\n" +
+	"\x03rbd\x18\x06 \x01(\v2).kplane.core.v1.RBDPersistentVolumeSourceR\x03rbd\x12A\n" +
+	"\x05iscsi\x18\a \x01(\v2+.kplane.core.v1.ISCSIPersistentVolumeSourceR\x05iscsi\x12D\n" +
+	"\x06cinder\x18\b \x01(\v2,.kplane.core.v1.CinderPersistentVolumeSourceR\x06cinder\x12E\n" +
+	"\aceph_fs\x18\t \x01(\v2,.kplane.core.v1.CephFSPersistentVolumeSourceR\x06cephfs\x12.\n" +
+	"\x02fc\x18\n" +
+	" \x01(\v2\x1e.kplane.core.v1.FCVolumeSourceR\x02fc\x12=\n" +
+	"\aflocker\x18\v \x01(\v2#.kplane.core.v1.FlockerVolumeSourceR\aflocker\x12K\n" +
+	"\vflex_volume\x18\f \x01(\v2*.kplane.core.v1.FlexPersistentVolumeSourceR\n" +
+	"flexVolume\x12N\n" +
+	"\n" +
+	"azure_file\x18\r \x01(\v2/.kplane.core.v1.AzureFilePersistentVolumeSourceR\tazureFile\x12U\n" +
+	"\x0evsphere_volume\x18\x0e \x01(\v2..kplane.core.v1.VsphereVirtualDiskVolumeSourceR\rvsphereVolume\x12=\n" +
+	"\aquobyte\x18\x0f \x01(\v2#.kplane.core.v1.QuobyteVolumeSourceR\aquobyte\x12D\n" +
+	"\n" +
+	"azure_disk\x18\x10 \x01(\v2%.kplane.core.v1.AzureDiskVolumeSourceR\tazureDisk\x12f\n" +
+	"\x16photon_persistent_disk\x18\x11 \x01(\v20.kplane.core.v1.PhotonPersistentDiskVolumeSourceR\x14photonPersistentDisk\x12M\n" +
+	"\x0fportworx_volume\x18\x12 \x01(\v2$.kplane.core.v1.PortworxVolumeSourceR\x0eportworxVolume\x12H\n" +
+	"\bscale_io\x18\x13 \x01(\v2-.kplane.core.v1.ScaleIOPersistentVolumeSourceR\ascaleIO\x127\n" +
+	"\x05local\x18\x14 \x01(\v2!.kplane.core.v1.LocalVolumeSourceR\x05local\x12N\n" +
+	"\n" +
+	"storage_os\x18\x15 \x01(\v2/.kplane.core.v1.StorageOSPersistentVolumeSourceR\tstorageos\x12;\n" +
+	"\x03csi\x18\x16 \x01(\v2).kplane.core.v1.CSIPersistentVolumeSourceR\x03csi\"\xcf\x01\n" +
+	"\x1fGlusterfsPersistentVolumeSource\x12'\n" +
+	"\x0eendpoints_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\tendpoints\x12\x18\n" +
+	"\x04path\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x124\n" +
+	"\x13endpoints_namespace\x18\x04 \x01(\tH\x00R\x12endpointsNamespace\x88\x01\x01B\x16\n" +
+	"\x14_endpoints_namespace\"\x9e\x02\n" +
+	"\x19RBDPersistentVolumeSource\x12\x1f\n" +
+	"\rceph_monitors\x18\x01 \x03(\tR\bmonitors\x12\x1e\n" +
+	"\trbd_image\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x05image\x12\x17\n" +
+	"\afs_type\x18\x03 \x01(\tR\x06fsType\x12\x16\n" +
+	"\brbd_pool\x18\x04 \x01(\tR\x04pool\x12\x18\n" +
+	"\n" +
+	"rados_user\x18\x05 \x01(\tR\x04user\x12\x18\n" +
+	"\akeyring\x18\x06 \x01(\tR\akeyring\x12>\n" +
+	"\n" +
+	"secret_ref\x18\a \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\tsecretRef\x12\x1b\n" +
+	"\tread_only\x18\b \x01(\bR\breadOnly\"C\n" +
+	"\x0fSecretReference\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"\xcc\x03\n" +
+	"\x1bISCSIPersistentVolumeSource\x12)\n" +
+	"\rtarget_portal\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\ftargetPortal\x12\x16\n" +
+	"\x03iqn\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x03iqn\x12\x16\n" +
+	"\x03lun\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\x03lun\x12'\n" +
+	"\x0fiscsi_interface\x18\x04 \x01(\tR\x0eiscsiInterface\x12\x17\n" +
+	"\afs_type\x18\x05 \x01(\tR\x06fsType\x12\x1b\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x18\n" +
+	"\aportals\x18\a \x03(\tR\aportals\x12.\n" +
+	"\x13discovery_chap_auth\x18\b \x01(\bR\x11chapAuthDiscovery\x12*\n" +
+	"\x11session_chap_auth\x18\v \x01(\bR\x0fchapAuthSession\x12>\n" +
+	"\n" +
+	"secret_ref\x18\n" +
+	" \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\tsecretRef\x12*\n" +
+	"\x0einitiator_name\x18\f \x01(\tH\x00R\rinitiatorName\x88\x01\x01B\x11\n" +
+	"\x0f_initiator_name\"\xb7\x01\n" +
+	"\x1cCinderPersistentVolumeSource\x12!\n" +
+	"\tvolume_id\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\bvolumeID\x12\x17\n" +
+	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12>\n" +
+	"\n" +
+	"secret_ref\x18\x04 \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\tsecretRef\"\xe0\x01\n" +
+	"\x1cCephFSPersistentVolumeSource\x12\x1a\n" +
+	"\bmonitors\x18\x01 \x03(\tR\bmonitors\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x1f\n" +
+	"\vsecret_file\x18\x04 \x01(\tR\n" +
+	"secretFile\x12>\n" +
+	"\n" +
+	"secret_ref\x18\x05 \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\tsecretRef\x12\x1b\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xbf\x02\n" +
+	"\x1aFlexPersistentVolumeSource\x12\x1c\n" +
+	"\x06driver\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x06driver\x12\x17\n" +
+	"\afs_type\x18\x02 \x01(\tR\x06fsType\x12>\n" +
+	"\n" +
+	"secret_ref\x18\x03 \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\tsecretRef\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12Q\n" +
+	"\aoptions\x18\x05 \x03(\v27.kplane.core.v1.FlexPersistentVolumeSource.OptionsEntryR\aoptions\x1a:\n" +
+	"\fOptionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x01\n" +
+	"\x1fAzureFilePersistentVolumeSource\x12%\n" +
+	"\vsecret_name\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\n" +
+	"secretName\x12#\n" +
+	"\n" +
+	"share_name\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\tshareName\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12.\n" +
+	"\x10secret_namespace\x18\x04 \x01(\tH\x00R\x0fsecretNamespace\x88\x01\x01B\x13\n" +
+	"\x11_secret_namespace\"\x88\x03\n" +
+	"\x1dScaleIOPersistentVolumeSource\x12\x1e\n" +
+	"\agateway\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\agateway\x12\x1c\n" +
+	"\x06system\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06system\x12>\n" +
+	"\n" +
+	"secret_ref\x18\x03 \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\tsecretRef\x12\x1f\n" +
+	"\vssl_enabled\x18\x04 \x01(\bR\n" +
+	"sslEnabled\x12+\n" +
+	"\x11protection_domain\x18\x05 \x01(\tR\x10protectionDomain\x12!\n" +
+	"\fstorage_pool\x18\x06 \x01(\tR\vstoragePool\x12!\n" +
+	"\fstorage_mode\x18\a \x01(\tR\vstorageMode\x12\x1f\n" +
+	"\vvolume_name\x18\b \x01(\tR\n" +
+	"volumeName\x12\x17\n" +
+	"\afs_type\x18\t \x01(\tR\x06fsType\x12\x1b\n" +
+	"\tread_only\x18\n" +
+	" \x01(\bR\breadOnly\"W\n" +
+	"\x11LocalVolumeSource\x12\x18\n" +
+	"\x04path\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04path\x12\x1c\n" +
+	"\afs_type\x18\x02 \x01(\tH\x00R\x06fsType\x88\x01\x01B\n" +
+	"\n" +
+	"\b_fs_type\"\xe3\x01\n" +
+	"\x1fStorageOSPersistentVolumeSource\x12\x1f\n" +
+	"\vvolume_name\x18\x01 \x01(\tR\n" +
+	"volumeName\x12)\n" +
+	"\x10volume_namespace\x18\x02 \x01(\tR\x0fvolumeNamespace\x12\x17\n" +
+	"\afs_type\x18\x03 \x01(\tR\x06fsType\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12>\n" +
+	"\n" +
+	"secret_ref\x18\x05 \x01(\v2\x1f.kplane.core.v1.ObjectReferenceR\tsecretRef\"\x95\x06\n" +
+	"\x19CSIPersistentVolumeSource\x12\x1c\n" +
+	"\x06driver\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x06driver\x12)\n" +
+	"\rvolume_handle\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\fvolumeHandle\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x17\n" +
+	"\afs_type\x18\x04 \x01(\tR\x06fsType\x12l\n" +
+	"\x11volume_attributes\x18\x05 \x03(\v2?.kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntryR\x10volumeAttributes\x12b\n" +
+	"\x1dcontroller_publish_secret_ref\x18\x06 \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\x1acontrollerPublishSecretRef\x12R\n" +
+	"\x15node_stage_secret_ref\x18\a \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\x12nodeStageSecretRef\x12V\n" +
+	"\x17node_publish_secret_ref\x18\b \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\x14nodePublishSecretRef\x12`\n" +
+	"\x1ccontroller_expand_secret_ref\x18\t \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\x19controllerExpandSecretRef\x12T\n" +
+	"\x16node_expand_secret_ref\x18\n" +
+	" \x01(\v2\x1f.kplane.core.v1.SecretReferenceR\x13nodeExpandSecretRef\x1aC\n" +
+	"\x15VolumeAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
+	"\x12VolumeNodeAffinity\x128\n" +
+	"\brequired\x18\x01 \x01(\v2\x1c.kplane.core.v1.NodeSelectorR\brequired\"\xb9\x01\n" +
+	"\x16PersistentVolumeStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12W\n" +
+	"\x1alast_phase_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastPhaseTransitionTime\"\xbb\x01\n" +
+	"\x14PersistentVolumeList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x126\n" +
+	"\x05items\x18\x02 \x03(\v2 .kplane.core.v1.PersistentVolumeR\x05items\"\x80\x01\n" +
+	"\x14TopologySelectorTerm\x12h\n" +
+	"\x17match_label_expressions\x18\x01 \x03(\v20.kplane.core.v1.TopologySelectorLabelRequirementR\x15matchLabelExpressions\"R\n" +
+	" TopologySelectorLabelRequirement\x12\x16\n" +
+	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06valuesB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_types_proto_rawDescOnce sync.Once
@@ -16945,7 +19704,7 @@ func file_kplane_core_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_types_proto_rawDescData
 }
 
-var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 193)
+var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 224)
 var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.core.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.core.v1.NamespaceSpec
@@ -17123,46 +19882,77 @@ var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*ReplicationControllerStatus)(nil),       // 173: kplane.core.v1.ReplicationControllerStatus
 	(*ReplicationControllerCondition)(nil),    // 174: kplane.core.v1.ReplicationControllerCondition
 	(*ReplicationControllerList)(nil),         // 175: kplane.core.v1.ReplicationControllerList
-	nil,                                       // 176: kplane.core.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 177: kplane.core.v1.PodSpec.OverheadEntry
-	nil,                                       // 178: kplane.core.v1.FlexVolumeSource.OptionsEntry
-	nil,                                       // 179: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
-	nil,                                       // 180: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	nil,                                       // 181: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
-	nil,                                       // 182: kplane.core.v1.ResourceRequirements.LimitsEntry
-	nil,                                       // 183: kplane.core.v1.ResourceRequirements.RequestsEntry
-	nil,                                       // 184: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
-	nil,                                       // 185: kplane.core.v1.NodeStatus.CapacityEntry
-	nil,                                       // 186: kplane.core.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 187: kplane.core.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 188: kplane.core.v1.ConfigMap.DataEntry
-	nil,                                       // 189: kplane.core.v1.ConfigMap.BinaryDataEntry
-	nil,                                       // 190: kplane.core.v1.Secret.DataEntry
-	nil,                                       // 191: kplane.core.v1.Secret.StringDataEntry
-	nil,                                       // 192: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
-	(*v1.ObjectMeta)(nil),                     // 193: kplane.meta.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 194: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),                       // 195: kplane.meta.v1.ListMeta
-	(*v1.LabelSelector)(nil),                  // 196: kplane.meta.v1.LabelSelector
-	(*v1.IntOrString)(nil),                    // 197: kplane.meta.v1.IntOrString
-	(*v1.Condition)(nil),                      // 198: kplane.meta.v1.Condition
+	(*PersistentVolumeClaim)(nil),             // 176: kplane.core.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimStatus)(nil),       // 177: kplane.core.v1.PersistentVolumeClaimStatus
+	(*PersistentVolumeClaimCondition)(nil),    // 178: kplane.core.v1.PersistentVolumeClaimCondition
+	(*ModifyVolumeStatus)(nil),                // 179: kplane.core.v1.ModifyVolumeStatus
+	(*PersistentVolumeClaimList)(nil),         // 180: kplane.core.v1.PersistentVolumeClaimList
+	(*PersistentVolume)(nil),                  // 181: kplane.core.v1.PersistentVolume
+	(*PersistentVolumeSpec)(nil),              // 182: kplane.core.v1.PersistentVolumeSpec
+	(*PersistentVolumeSource)(nil),            // 183: kplane.core.v1.PersistentVolumeSource
+	(*GlusterfsPersistentVolumeSource)(nil),   // 184: kplane.core.v1.GlusterfsPersistentVolumeSource
+	(*RBDPersistentVolumeSource)(nil),         // 185: kplane.core.v1.RBDPersistentVolumeSource
+	(*SecretReference)(nil),                   // 186: kplane.core.v1.SecretReference
+	(*ISCSIPersistentVolumeSource)(nil),       // 187: kplane.core.v1.ISCSIPersistentVolumeSource
+	(*CinderPersistentVolumeSource)(nil),      // 188: kplane.core.v1.CinderPersistentVolumeSource
+	(*CephFSPersistentVolumeSource)(nil),      // 189: kplane.core.v1.CephFSPersistentVolumeSource
+	(*FlexPersistentVolumeSource)(nil),        // 190: kplane.core.v1.FlexPersistentVolumeSource
+	(*AzureFilePersistentVolumeSource)(nil),   // 191: kplane.core.v1.AzureFilePersistentVolumeSource
+	(*ScaleIOPersistentVolumeSource)(nil),     // 192: kplane.core.v1.ScaleIOPersistentVolumeSource
+	(*LocalVolumeSource)(nil),                 // 193: kplane.core.v1.LocalVolumeSource
+	(*StorageOSPersistentVolumeSource)(nil),   // 194: kplane.core.v1.StorageOSPersistentVolumeSource
+	(*CSIPersistentVolumeSource)(nil),         // 195: kplane.core.v1.CSIPersistentVolumeSource
+	(*VolumeNodeAffinity)(nil),                // 196: kplane.core.v1.VolumeNodeAffinity
+	(*PersistentVolumeStatus)(nil),            // 197: kplane.core.v1.PersistentVolumeStatus
+	(*PersistentVolumeList)(nil),              // 198: kplane.core.v1.PersistentVolumeList
+	(*TopologySelectorTerm)(nil),              // 199: kplane.core.v1.TopologySelectorTerm
+	(*TopologySelectorLabelRequirement)(nil),  // 200: kplane.core.v1.TopologySelectorLabelRequirement
+	nil,                                       // 201: kplane.core.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 202: kplane.core.v1.PodSpec.OverheadEntry
+	nil,                                       // 203: kplane.core.v1.FlexVolumeSource.OptionsEntry
+	nil,                                       // 204: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	nil,                                       // 205: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	nil,                                       // 206: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	nil,                                       // 207: kplane.core.v1.ResourceRequirements.LimitsEntry
+	nil,                                       // 208: kplane.core.v1.ResourceRequirements.RequestsEntry
+	nil,                                       // 209: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	nil,                                       // 210: kplane.core.v1.NodeStatus.CapacityEntry
+	nil,                                       // 211: kplane.core.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 212: kplane.core.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 213: kplane.core.v1.ConfigMap.DataEntry
+	nil,                                       // 214: kplane.core.v1.ConfigMap.BinaryDataEntry
+	nil,                                       // 215: kplane.core.v1.Secret.DataEntry
+	nil,                                       // 216: kplane.core.v1.Secret.StringDataEntry
+	nil,                                       // 217: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                       // 218: kplane.core.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                       // 219: kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourcesEntry
+	nil,                                       // 220: kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourceStatusesEntry
+	nil,                                       // 221: kplane.core.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                       // 222: kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
+	nil,                                       // 223: kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
+	(*v1.ObjectMeta)(nil),                     // 224: kplane.meta.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 225: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                       // 226: kplane.meta.v1.ListMeta
+	(*v1.LabelSelector)(nil),                  // 227: kplane.meta.v1.LabelSelector
+	(*v1.IntOrString)(nil),                    // 228: kplane.meta.v1.IntOrString
+	(*v1.Condition)(nil),                      // 229: kplane.meta.v1.Condition
 }
 var file_kplane_core_v1_types_proto_depIdxs = []int32{
-	193, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,   // 1: kplane.core.v1.Namespace.spec:type_name -> kplane.core.v1.NamespaceSpec
 	2,   // 2: kplane.core.v1.Namespace.status:type_name -> kplane.core.v1.NamespaceStatus
 	3,   // 3: kplane.core.v1.NamespaceStatus.conditions:type_name -> kplane.core.v1.NamespaceCondition
-	194, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	195, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	225, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	226, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,   // 6: kplane.core.v1.NamespaceList.items:type_name -> kplane.core.v1.Namespace
-	193, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 8: kplane.core.v1.Pod.spec:type_name -> kplane.core.v1.PodSpec
 	108, // 9: kplane.core.v1.Pod.status:type_name -> kplane.core.v1.PodStatus
 	7,   // 10: kplane.core.v1.PodSpec.volumes:type_name -> kplane.core.v1.Volume
 	55,  // 11: kplane.core.v1.PodSpec.init_containers:type_name -> kplane.core.v1.Container
 	55,  // 12: kplane.core.v1.PodSpec.containers:type_name -> kplane.core.v1.Container
 	85,  // 13: kplane.core.v1.PodSpec.ephemeral_containers:type_name -> kplane.core.v1.EphemeralContainer
-	176, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
+	201, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
 	87,  // 15: kplane.core.v1.PodSpec.security_context:type_name -> kplane.core.v1.PodSecurityContext
 	18,  // 16: kplane.core.v1.PodSpec.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
 	89,  // 17: kplane.core.v1.PodSpec.affinity:type_name -> kplane.core.v1.Affinity
@@ -17170,7 +19960,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	100, // 19: kplane.core.v1.PodSpec.host_aliases:type_name -> kplane.core.v1.HostAlias
 	101, // 20: kplane.core.v1.PodSpec.dns_config:type_name -> kplane.core.v1.PodDNSConfig
 	103, // 21: kplane.core.v1.PodSpec.readiness_gates:type_name -> kplane.core.v1.PodReadinessGate
-	177, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
+	202, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
 	104, // 23: kplane.core.v1.PodSpec.topology_spread_constraints:type_name -> kplane.core.v1.TopologySpreadConstraint
 	105, // 24: kplane.core.v1.PodSpec.os:type_name -> kplane.core.v1.PodOS
 	106, // 25: kplane.core.v1.PodSpec.scheduling_gates:type_name -> kplane.core.v1.PodSchedulingGate
@@ -17211,7 +20001,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	18,  // 60: kplane.core.v1.ISCSIVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 61: kplane.core.v1.RBDVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 62: kplane.core.v1.FlexVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	178, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
+	203, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
 	18,  // 64: kplane.core.v1.CinderVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 65: kplane.core.v1.CephFSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	27,  // 66: kplane.core.v1.DownwardAPIVolumeSource.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
@@ -17230,20 +20020,20 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	27,  // 79: kplane.core.v1.DownwardAPIProjection.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
 	18,  // 80: kplane.core.v1.ConfigMapProjection.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	15,  // 81: kplane.core.v1.ConfigMapProjection.items:type_name -> kplane.core.v1.KeyToPath
-	196, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	227, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	18,  // 83: kplane.core.v1.ScaleIOVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 84: kplane.core.v1.StorageOSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	179, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	204, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
 	18,  // 86: kplane.core.v1.CSIVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	49,  // 87: kplane.core.v1.EphemeralVolumeSource.volume_claim_template:type_name -> kplane.core.v1.PersistentVolumeClaimTemplate
-	193, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	50,  // 89: kplane.core.v1.PersistentVolumeClaimTemplate.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
-	196, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	227, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
 	51,  // 91: kplane.core.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.core.v1.VolumeResourceRequirements
 	52,  // 92: kplane.core.v1.PersistentVolumeClaimSpec.data_source:type_name -> kplane.core.v1.TypedLocalObjectReference
 	53,  // 93: kplane.core.v1.PersistentVolumeClaimSpec.data_source_ref:type_name -> kplane.core.v1.TypedObjectReference
-	180, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	181, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	205, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	206, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
 	56,  // 96: kplane.core.v1.Container.ports:type_name -> kplane.core.v1.ContainerPort
 	57,  // 97: kplane.core.v1.Container.env_from:type_name -> kplane.core.v1.EnvFromSource
 	60,  // 98: kplane.core.v1.Container.env:type_name -> kplane.core.v1.EnvVar
@@ -17267,17 +20057,17 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	63,  // 116: kplane.core.v1.EnvVarSource.secret_key_ref:type_name -> kplane.core.v1.SecretKeySelector
 	18,  // 117: kplane.core.v1.ConfigMapKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 118: kplane.core.v1.SecretKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
-	182, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
-	183, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
+	207, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
+	208, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
 	65,  // 121: kplane.core.v1.ResourceRequirements.claims:type_name -> kplane.core.v1.ResourceClaim
 	70,  // 122: kplane.core.v1.Probe.probe_handler:type_name -> kplane.core.v1.ProbeHandler
 	71,  // 123: kplane.core.v1.ProbeHandler.exec:type_name -> kplane.core.v1.ExecAction
 	72,  // 124: kplane.core.v1.ProbeHandler.http_get:type_name -> kplane.core.v1.HTTPGetAction
 	74,  // 125: kplane.core.v1.ProbeHandler.tcp_socket:type_name -> kplane.core.v1.TCPSocketAction
 	75,  // 126: kplane.core.v1.ProbeHandler.grpc:type_name -> kplane.core.v1.GRPCAction
-	197, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
+	228, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
 	73,  // 128: kplane.core.v1.HTTPGetAction.http_headers:type_name -> kplane.core.v1.HTTPHeader
-	197, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
+	228, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
 	77,  // 130: kplane.core.v1.Lifecycle.post_start:type_name -> kplane.core.v1.LifecycleHandler
 	77,  // 131: kplane.core.v1.Lifecycle.pre_stop:type_name -> kplane.core.v1.LifecycleHandler
 	71,  // 132: kplane.core.v1.LifecycleHandler.exec:type_name -> kplane.core.v1.ExecAction
@@ -17318,26 +20108,26 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	92,  // 167: kplane.core.v1.PreferredSchedulingTerm.preference:type_name -> kplane.core.v1.NodeSelectorTerm
 	96,  // 168: kplane.core.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 169: kplane.core.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
-	196, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
-	196, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	227, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	227, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
 	96,  // 172: kplane.core.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.core.v1.PodAffinityTerm
 	96,  // 173: kplane.core.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 174: kplane.core.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
 	102, // 175: kplane.core.v1.PodDNSConfig.options:type_name -> kplane.core.v1.PodDNSConfigOption
-	196, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	227, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	109, // 177: kplane.core.v1.PodStatus.conditions:type_name -> kplane.core.v1.PodCondition
 	110, // 178: kplane.core.v1.PodStatus.host_ips:type_name -> kplane.core.v1.HostIP
 	111, // 179: kplane.core.v1.PodStatus.pod_ips:type_name -> kplane.core.v1.PodIP
-	194, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	225, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	112, // 181: kplane.core.v1.PodStatus.init_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 182: kplane.core.v1.PodStatus.container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 183: kplane.core.v1.PodStatus.ephemeral_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	122, // 184: kplane.core.v1.PodStatus.resource_claim_statuses:type_name -> kplane.core.v1.PodResourceClaimStatus
-	194, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	194, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	225, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	225, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	113, // 187: kplane.core.v1.ContainerStatus.state:type_name -> kplane.core.v1.ContainerState
 	113, // 188: kplane.core.v1.ContainerStatus.last_termination_state:type_name -> kplane.core.v1.ContainerState
-	184, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	209, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
 	64,  // 190: kplane.core.v1.ContainerStatus.resources:type_name -> kplane.core.v1.ResourceRequirements
 	117, // 191: kplane.core.v1.ContainerStatus.volume_mounts:type_name -> kplane.core.v1.VolumeMountStatus
 	118, // 192: kplane.core.v1.ContainerStatus.user:type_name -> kplane.core.v1.ContainerUser
@@ -17345,24 +20135,24 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	114, // 194: kplane.core.v1.ContainerState.waiting:type_name -> kplane.core.v1.ContainerStateWaiting
 	115, // 195: kplane.core.v1.ContainerState.running:type_name -> kplane.core.v1.ContainerStateRunning
 	116, // 196: kplane.core.v1.ContainerState.terminated:type_name -> kplane.core.v1.ContainerStateTerminated
-	194, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	194, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	194, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	225, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	225, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	225, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
 	119, // 200: kplane.core.v1.ContainerUser.linux:type_name -> kplane.core.v1.LinuxContainerUser
 	121, // 201: kplane.core.v1.ResourceStatus.resources:type_name -> kplane.core.v1.ResourceHealth
-	195, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
+	226, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
 	5,   // 203: kplane.core.v1.PodList.items:type_name -> kplane.core.v1.Pod
-	193, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 205: kplane.core.v1.Binding.target:type_name -> kplane.core.v1.ObjectReference
-	193, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	127, // 207: kplane.core.v1.Node.spec:type_name -> kplane.core.v1.NodeSpec
 	131, // 208: kplane.core.v1.Node.status:type_name -> kplane.core.v1.NodeStatus
 	128, // 209: kplane.core.v1.NodeSpec.taints:type_name -> kplane.core.v1.Taint
 	129, // 210: kplane.core.v1.NodeSpec.config_source:type_name -> kplane.core.v1.NodeConfigSource
-	194, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	225, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
 	130, // 212: kplane.core.v1.NodeConfigSource.config_map:type_name -> kplane.core.v1.ConfigMapNodeConfigSource
-	185, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
-	186, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
+	210, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
+	211, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
 	132, // 215: kplane.core.v1.NodeStatus.conditions:type_name -> kplane.core.v1.NodeCondition
 	133, // 216: kplane.core.v1.NodeStatus.addresses:type_name -> kplane.core.v1.NodeAddress
 	134, // 217: kplane.core.v1.NodeStatus.daemon_endpoints:type_name -> kplane.core.v1.NodeDaemonEndpoints
@@ -17372,80 +20162,140 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	140, // 221: kplane.core.v1.NodeStatus.config:type_name -> kplane.core.v1.NodeConfigStatus
 	141, // 222: kplane.core.v1.NodeStatus.runtime_handlers:type_name -> kplane.core.v1.NodeRuntimeHandler
 	143, // 223: kplane.core.v1.NodeStatus.features:type_name -> kplane.core.v1.NodeFeatures
-	194, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	194, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	225, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	225, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	135, // 226: kplane.core.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.core.v1.DaemonEndpoint
 	137, // 227: kplane.core.v1.NodeSystemInfo.swap:type_name -> kplane.core.v1.NodeSwapStatus
 	129, // 228: kplane.core.v1.NodeConfigStatus.assigned:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 229: kplane.core.v1.NodeConfigStatus.active:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 230: kplane.core.v1.NodeConfigStatus.last_known_good:type_name -> kplane.core.v1.NodeConfigSource
 	142, // 231: kplane.core.v1.NodeRuntimeHandler.features:type_name -> kplane.core.v1.NodeRuntimeHandlerFeatures
-	195, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	226, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	126, // 233: kplane.core.v1.NodeList.items:type_name -> kplane.core.v1.Node
-	193, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 235: kplane.core.v1.Event.involved_object:type_name -> kplane.core.v1.ObjectReference
 	146, // 236: kplane.core.v1.Event.source:type_name -> kplane.core.v1.EventSource
-	194, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	194, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	194, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	225, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	225, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	225, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
 	147, // 240: kplane.core.v1.Event.series:type_name -> kplane.core.v1.EventSeries
 	125, // 241: kplane.core.v1.Event.related:type_name -> kplane.core.v1.ObjectReference
-	194, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
-	195, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
+	225, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
+	226, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
 	145, // 244: kplane.core.v1.EventList.items:type_name -> kplane.core.v1.Event
-	193, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	150, // 246: kplane.core.v1.Service.spec:type_name -> kplane.core.v1.ServiceSpec
 	154, // 247: kplane.core.v1.Service.status:type_name -> kplane.core.v1.ServiceStatus
 	151, // 248: kplane.core.v1.ServiceSpec.ports:type_name -> kplane.core.v1.ServicePort
-	187, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
+	212, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
 	152, // 250: kplane.core.v1.ServiceSpec.session_affinity_config:type_name -> kplane.core.v1.SessionAffinityConfig
-	197, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
+	228, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
 	153, // 252: kplane.core.v1.SessionAffinityConfig.client_ip:type_name -> kplane.core.v1.ClientIPConfig
 	155, // 253: kplane.core.v1.ServiceStatus.load_balancer:type_name -> kplane.core.v1.LoadBalancerStatus
-	198, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
+	229, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
 	156, // 255: kplane.core.v1.LoadBalancerStatus.ingress:type_name -> kplane.core.v1.LoadBalancerIngress
 	157, // 256: kplane.core.v1.LoadBalancerIngress.ports:type_name -> kplane.core.v1.PortStatus
-	195, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	226, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	149, // 258: kplane.core.v1.ServiceList.items:type_name -> kplane.core.v1.Service
-	193, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	160, // 260: kplane.core.v1.Endpoints.subsets:type_name -> kplane.core.v1.EndpointSubset
 	161, // 261: kplane.core.v1.EndpointSubset.addresses:type_name -> kplane.core.v1.EndpointAddress
 	161, // 262: kplane.core.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.core.v1.EndpointAddress
 	162, // 263: kplane.core.v1.EndpointSubset.ports:type_name -> kplane.core.v1.EndpointPort
 	125, // 264: kplane.core.v1.EndpointAddress.target_ref:type_name -> kplane.core.v1.ObjectReference
-	195, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
+	226, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
 	159, // 266: kplane.core.v1.EndpointsList.items:type_name -> kplane.core.v1.Endpoints
-	193, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	188, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
-	189, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
-	195, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
+	224, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	213, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
+	214, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
+	226, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
 	164, // 271: kplane.core.v1.ConfigMapList.items:type_name -> kplane.core.v1.ConfigMap
-	193, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	190, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
-	191, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
-	195, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
+	224, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	215, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
+	216, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
+	226, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
 	166, // 276: kplane.core.v1.SecretList.items:type_name -> kplane.core.v1.Secret
-	193, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 278: kplane.core.v1.ServiceAccount.secrets:type_name -> kplane.core.v1.ObjectReference
 	18,  // 279: kplane.core.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
-	195, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
+	226, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
 	168, // 281: kplane.core.v1.ServiceAccountList.items:type_name -> kplane.core.v1.ServiceAccount
-	193, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	171, // 283: kplane.core.v1.ReplicationController.spec:type_name -> kplane.core.v1.ReplicationControllerSpec
 	173, // 284: kplane.core.v1.ReplicationController.status:type_name -> kplane.core.v1.ReplicationControllerStatus
-	192, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	217, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
 	172, // 286: kplane.core.v1.ReplicationControllerSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
-	193, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	224, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 288: kplane.core.v1.PodTemplateSpec.spec:type_name -> kplane.core.v1.PodSpec
 	174, // 289: kplane.core.v1.ReplicationControllerStatus.conditions:type_name -> kplane.core.v1.ReplicationControllerCondition
-	194, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	195, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
+	225, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	226, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
 	170, // 292: kplane.core.v1.ReplicationControllerList.items:type_name -> kplane.core.v1.ReplicationController
-	293, // [293:293] is the sub-list for method output_type
-	293, // [293:293] is the sub-list for method input_type
-	293, // [293:293] is the sub-list for extension type_name
-	293, // [293:293] is the sub-list for extension extendee
-	0,   // [0:293] is the sub-list for field type_name
+	224, // 293: kplane.core.v1.PersistentVolumeClaim.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	50,  // 294: kplane.core.v1.PersistentVolumeClaim.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
+	177, // 295: kplane.core.v1.PersistentVolumeClaim.status:type_name -> kplane.core.v1.PersistentVolumeClaimStatus
+	218, // 296: kplane.core.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.core.v1.PersistentVolumeClaimStatus.CapacityEntry
+	178, // 297: kplane.core.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.core.v1.PersistentVolumeClaimCondition
+	219, // 298: kplane.core.v1.PersistentVolumeClaimStatus.allocated_resources:type_name -> kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourcesEntry
+	220, // 299: kplane.core.v1.PersistentVolumeClaimStatus.allocated_resource_statuses:type_name -> kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourceStatusesEntry
+	179, // 300: kplane.core.v1.PersistentVolumeClaimStatus.modify_volume_status:type_name -> kplane.core.v1.ModifyVolumeStatus
+	225, // 301: kplane.core.v1.PersistentVolumeClaimCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	225, // 302: kplane.core.v1.PersistentVolumeClaimCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	226, // 303: kplane.core.v1.PersistentVolumeClaimList.metadata:type_name -> kplane.meta.v1.ListMeta
+	176, // 304: kplane.core.v1.PersistentVolumeClaimList.items:type_name -> kplane.core.v1.PersistentVolumeClaim
+	224, // 305: kplane.core.v1.PersistentVolume.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	182, // 306: kplane.core.v1.PersistentVolume.spec:type_name -> kplane.core.v1.PersistentVolumeSpec
+	197, // 307: kplane.core.v1.PersistentVolume.status:type_name -> kplane.core.v1.PersistentVolumeStatus
+	221, // 308: kplane.core.v1.PersistentVolumeSpec.capacity:type_name -> kplane.core.v1.PersistentVolumeSpec.CapacityEntry
+	183, // 309: kplane.core.v1.PersistentVolumeSpec.persistent_volume_source:type_name -> kplane.core.v1.PersistentVolumeSource
+	125, // 310: kplane.core.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.core.v1.ObjectReference
+	196, // 311: kplane.core.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.core.v1.VolumeNodeAffinity
+	11,  // 312: kplane.core.v1.PersistentVolumeSource.gce_persistent_disk:type_name -> kplane.core.v1.GCEPersistentDiskVolumeSource
+	12,  // 313: kplane.core.v1.PersistentVolumeSource.aws_elastic_block_store:type_name -> kplane.core.v1.AWSElasticBlockStoreVolumeSource
+	9,   // 314: kplane.core.v1.PersistentVolumeSource.host_path:type_name -> kplane.core.v1.HostPathVolumeSource
+	184, // 315: kplane.core.v1.PersistentVolumeSource.glusterfs:type_name -> kplane.core.v1.GlusterfsPersistentVolumeSource
+	16,  // 316: kplane.core.v1.PersistentVolumeSource.nfs:type_name -> kplane.core.v1.NFSVolumeSource
+	185, // 317: kplane.core.v1.PersistentVolumeSource.rbd:type_name -> kplane.core.v1.RBDPersistentVolumeSource
+	187, // 318: kplane.core.v1.PersistentVolumeSource.iscsi:type_name -> kplane.core.v1.ISCSIPersistentVolumeSource
+	188, // 319: kplane.core.v1.PersistentVolumeSource.cinder:type_name -> kplane.core.v1.CinderPersistentVolumeSource
+	189, // 320: kplane.core.v1.PersistentVolumeSource.ceph_fs:type_name -> kplane.core.v1.CephFSPersistentVolumeSource
+	30,  // 321: kplane.core.v1.PersistentVolumeSource.fc:type_name -> kplane.core.v1.FCVolumeSource
+	25,  // 322: kplane.core.v1.PersistentVolumeSource.flocker:type_name -> kplane.core.v1.FlockerVolumeSource
+	190, // 323: kplane.core.v1.PersistentVolumeSource.flex_volume:type_name -> kplane.core.v1.FlexPersistentVolumeSource
+	191, // 324: kplane.core.v1.PersistentVolumeSource.azure_file:type_name -> kplane.core.v1.AzureFilePersistentVolumeSource
+	33,  // 325: kplane.core.v1.PersistentVolumeSource.vsphere_volume:type_name -> kplane.core.v1.VsphereVirtualDiskVolumeSource
+	34,  // 326: kplane.core.v1.PersistentVolumeSource.quobyte:type_name -> kplane.core.v1.QuobyteVolumeSource
+	35,  // 327: kplane.core.v1.PersistentVolumeSource.azure_disk:type_name -> kplane.core.v1.AzureDiskVolumeSource
+	36,  // 328: kplane.core.v1.PersistentVolumeSource.photon_persistent_disk:type_name -> kplane.core.v1.PhotonPersistentDiskVolumeSource
+	44,  // 329: kplane.core.v1.PersistentVolumeSource.portworx_volume:type_name -> kplane.core.v1.PortworxVolumeSource
+	192, // 330: kplane.core.v1.PersistentVolumeSource.scale_io:type_name -> kplane.core.v1.ScaleIOPersistentVolumeSource
+	193, // 331: kplane.core.v1.PersistentVolumeSource.local:type_name -> kplane.core.v1.LocalVolumeSource
+	194, // 332: kplane.core.v1.PersistentVolumeSource.storage_os:type_name -> kplane.core.v1.StorageOSPersistentVolumeSource
+	195, // 333: kplane.core.v1.PersistentVolumeSource.csi:type_name -> kplane.core.v1.CSIPersistentVolumeSource
+	186, // 334: kplane.core.v1.RBDPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 335: kplane.core.v1.ISCSIPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 336: kplane.core.v1.CinderPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 337: kplane.core.v1.CephFSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 338: kplane.core.v1.FlexPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	222, // 339: kplane.core.v1.FlexPersistentVolumeSource.options:type_name -> kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
+	186, // 340: kplane.core.v1.ScaleIOPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	125, // 341: kplane.core.v1.StorageOSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.ObjectReference
+	223, // 342: kplane.core.v1.CSIPersistentVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
+	186, // 343: kplane.core.v1.CSIPersistentVolumeSource.controller_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 344: kplane.core.v1.CSIPersistentVolumeSource.node_stage_secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 345: kplane.core.v1.CSIPersistentVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 346: kplane.core.v1.CSIPersistentVolumeSource.controller_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
+	186, // 347: kplane.core.v1.CSIPersistentVolumeSource.node_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
+	91,  // 348: kplane.core.v1.VolumeNodeAffinity.required:type_name -> kplane.core.v1.NodeSelector
+	225, // 349: kplane.core.v1.PersistentVolumeStatus.last_phase_transition_time:type_name -> google.protobuf.Timestamp
+	226, // 350: kplane.core.v1.PersistentVolumeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	181, // 351: kplane.core.v1.PersistentVolumeList.items:type_name -> kplane.core.v1.PersistentVolume
+	200, // 352: kplane.core.v1.TopologySelectorTerm.match_label_expressions:type_name -> kplane.core.v1.TopologySelectorLabelRequirement
+	353, // [353:353] is the sub-list for method output_type
+	353, // [353:353] is the sub-list for method input_type
+	353, // [353:353] is the sub-list for extension type_name
+	353, // [353:353] is the sub-list for extension extendee
+	0,   // [0:353] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_types_proto_init() }
@@ -17509,13 +20359,19 @@ func file_kplane_core_v1_types_proto_init() {
 	file_kplane_core_v1_types_proto_msgTypes[166].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[168].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[171].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[177].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[182].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[184].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[187].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[191].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[193].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_types_proto_rawDesc), len(file_kplane_core_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   193,
+			NumMessages:   224,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -248,3 +248,111 @@ func (x *EphemeralContainer) GetStdinOnce() bool {
 
 // GetTty returns EphemeralContainerCommon.Tty (written inline in JSON).
 func (x *EphemeralContainer) GetTty() bool { return x.GetEphemeralContainerCommon().GetTty() }
+
+// GetGcePersistentDisk returns PersistentVolumeSource.GcePersistentDisk (written inline in JSON).
+func (x *PersistentVolumeSpec) GetGcePersistentDisk() *GCEPersistentDiskVolumeSource {
+	return x.GetPersistentVolumeSource().GetGcePersistentDisk()
+}
+
+// GetAwsElasticBlockStore returns PersistentVolumeSource.AwsElasticBlockStore (written inline in JSON).
+func (x *PersistentVolumeSpec) GetAwsElasticBlockStore() *AWSElasticBlockStoreVolumeSource {
+	return x.GetPersistentVolumeSource().GetAwsElasticBlockStore()
+}
+
+// GetHostPath returns PersistentVolumeSource.HostPath (written inline in JSON).
+func (x *PersistentVolumeSpec) GetHostPath() *HostPathVolumeSource {
+	return x.GetPersistentVolumeSource().GetHostPath()
+}
+
+// GetGlusterfs returns PersistentVolumeSource.Glusterfs (written inline in JSON).
+func (x *PersistentVolumeSpec) GetGlusterfs() *GlusterfsPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetGlusterfs()
+}
+
+// GetNfs returns PersistentVolumeSource.Nfs (written inline in JSON).
+func (x *PersistentVolumeSpec) GetNfs() *NFSVolumeSource {
+	return x.GetPersistentVolumeSource().GetNfs()
+}
+
+// GetRbd returns PersistentVolumeSource.Rbd (written inline in JSON).
+func (x *PersistentVolumeSpec) GetRbd() *RBDPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetRbd()
+}
+
+// GetIscsi returns PersistentVolumeSource.Iscsi (written inline in JSON).
+func (x *PersistentVolumeSpec) GetIscsi() *ISCSIPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetIscsi()
+}
+
+// GetCinder returns PersistentVolumeSource.Cinder (written inline in JSON).
+func (x *PersistentVolumeSpec) GetCinder() *CinderPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetCinder()
+}
+
+// GetCephFs returns PersistentVolumeSource.CephFs (written inline in JSON).
+func (x *PersistentVolumeSpec) GetCephFs() *CephFSPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetCephFs()
+}
+
+// GetFc returns PersistentVolumeSource.Fc (written inline in JSON).
+func (x *PersistentVolumeSpec) GetFc() *FCVolumeSource { return x.GetPersistentVolumeSource().GetFc() }
+
+// GetFlocker returns PersistentVolumeSource.Flocker (written inline in JSON).
+func (x *PersistentVolumeSpec) GetFlocker() *FlockerVolumeSource {
+	return x.GetPersistentVolumeSource().GetFlocker()
+}
+
+// GetFlexVolume returns PersistentVolumeSource.FlexVolume (written inline in JSON).
+func (x *PersistentVolumeSpec) GetFlexVolume() *FlexPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetFlexVolume()
+}
+
+// GetAzureFile returns PersistentVolumeSource.AzureFile (written inline in JSON).
+func (x *PersistentVolumeSpec) GetAzureFile() *AzureFilePersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetAzureFile()
+}
+
+// GetVsphereVolume returns PersistentVolumeSource.VsphereVolume (written inline in JSON).
+func (x *PersistentVolumeSpec) GetVsphereVolume() *VsphereVirtualDiskVolumeSource {
+	return x.GetPersistentVolumeSource().GetVsphereVolume()
+}
+
+// GetQuobyte returns PersistentVolumeSource.Quobyte (written inline in JSON).
+func (x *PersistentVolumeSpec) GetQuobyte() *QuobyteVolumeSource {
+	return x.GetPersistentVolumeSource().GetQuobyte()
+}
+
+// GetAzureDisk returns PersistentVolumeSource.AzureDisk (written inline in JSON).
+func (x *PersistentVolumeSpec) GetAzureDisk() *AzureDiskVolumeSource {
+	return x.GetPersistentVolumeSource().GetAzureDisk()
+}
+
+// GetPhotonPersistentDisk returns PersistentVolumeSource.PhotonPersistentDisk (written inline in JSON).
+func (x *PersistentVolumeSpec) GetPhotonPersistentDisk() *PhotonPersistentDiskVolumeSource {
+	return x.GetPersistentVolumeSource().GetPhotonPersistentDisk()
+}
+
+// GetPortworxVolume returns PersistentVolumeSource.PortworxVolume (written inline in JSON).
+func (x *PersistentVolumeSpec) GetPortworxVolume() *PortworxVolumeSource {
+	return x.GetPersistentVolumeSource().GetPortworxVolume()
+}
+
+// GetScaleIo returns PersistentVolumeSource.ScaleIo (written inline in JSON).
+func (x *PersistentVolumeSpec) GetScaleIo() *ScaleIOPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetScaleIo()
+}
+
+// GetLocal returns PersistentVolumeSource.Local (written inline in JSON).
+func (x *PersistentVolumeSpec) GetLocal() *LocalVolumeSource {
+	return x.GetPersistentVolumeSource().GetLocal()
+}
+
+// GetStorageOs returns PersistentVolumeSource.StorageOs (written inline in JSON).
+func (x *PersistentVolumeSpec) GetStorageOs() *StorageOSPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetStorageOs()
+}
+
+// GetCsi returns PersistentVolumeSource.Csi (written inline in JSON).
+func (x *PersistentVolumeSpec) GetCsi() *CSIPersistentVolumeSource {
+	return x.GetPersistentVolumeSource().GetCsi()
+}

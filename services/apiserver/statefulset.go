@@ -249,4 +249,3 @@ func (v strategyValue) String() string {
 	}
 	return fmt.Sprintf("apps.StatefulSetUpdateStrategy{Type:%q, RollingUpdate:%s}", v.s.GetType(), ru)
 }
-

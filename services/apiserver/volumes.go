@@ -465,7 +465,6 @@ func (c capacityValue) String() string {
 	return "core.ResourceList{" + strings.Join(parts, ", ") + "}"
 }
 
-
 // optEqual compares two optional strings.
 func optEqual(a, b *string) bool {
 	return (a == nil) == (b == nil) && (a == nil || *a == *b)

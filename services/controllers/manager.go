@@ -1,7 +1,7 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
+// daemonset, statefulset, disruption, job, cronjob, ttl-after-finished, podgc,
 // replicationcontroller) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
@@ -44,6 +44,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/replicationcontroller"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
+	"github.com/kplane/kplane/services/controllers/statefulset"
 	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
 )
 
@@ -59,6 +60,7 @@ const (
 	// RootCACertPublisher runs only with Config.RootCA.
 	RootCACertPublisher   = "root-ca-cert-publisher"
 	DaemonSet             = "daemonset"
+	StatefulSet           = "statefulset"
 	Disruption            = "disruption"
 	Job                   = "job"
 	CronJob               = "cronjob"
@@ -69,7 +71,7 @@ const (
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, StatefulSet}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -95,6 +97,7 @@ type Config struct {
 	DisruptionWorkers                               int
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
+	StatefulSetWorkers                              int // default 5, as Kubernetes' concurrent-statefulset-syncs
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -151,6 +154,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.CronJobWorkers = cmpOr(cfg.CronJobWorkers, 5)
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
+	cfg.StatefulSetWorkers = cmpOr(cfg.StatefulSetWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -247,7 +251,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 	revisions := client.Must[*appsv1.ControllerRevision](conn)
 	var dsInf *client.Informer[*appsv1.DaemonSet]
 	var crInf *client.Informer[*appsv1.ControllerRevision]
-	if on(DaemonSet) || on(GarbageCollector) {
+	if on(DaemonSet) || on(GarbageCollector) || on(StatefulSet) {
 		dsInf, crInf = newInformer(daemonSets, m.log), newInformer(revisions, m.log)
 		informer(dsInf.Run)
 		informer(crInf.Run)
@@ -300,6 +304,20 @@ func (m *Manager) runControllers(ctx context.Context) {
 			Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ReplicationControllerWorkers) })
 	}
+	statefulSets := client.Must[*appsv1.StatefulSet](conn)
+	claims := client.Must[*corev1.PersistentVolumeClaim](conn)
+	var stsInf *client.Informer[*appsv1.StatefulSet]
+	var pvcInf *client.Informer[*corev1.PersistentVolumeClaim]
+	if on(StatefulSet) || on(GarbageCollector) {
+		stsInf, pvcInf = newInformer(statefulSets, m.log), newInformer(claims, m.log)
+		informer(stsInf.Run)
+		informer(pvcInf.Run)
+	}
+	if on(StatefulSet) {
+		c := statefulset.New(statefulset.Config{StatefulSets: statefulSets, Revisions: revisions, Pods: pods, Claims: claims,
+			SetInformer: stsInf, RevisionInformer: crInf, PodInformer: podInf, ClaimInformer: pvcInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.StatefulSetWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
 			ctrl.NewResource(conn, "v1", rcInf),
@@ -310,6 +328,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			ctrl.NewResource(conn, "apps/v1", crInf),
 			ctrl.NewResource(conn, "batch/v1", jobInf),
 			ctrl.NewResource(conn, "batch/v1", cjInf),
+			ctrl.NewResource(conn, "apps/v1", stsInf),
+			ctrl.NewResource(conn, "v1", pvcInf),
 		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
@@ -351,10 +371,12 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
 			namespace.ClientDeleter[*corev1.ReplicationController]{C: rcs},
 			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
+			namespace.ClientDeleter[*appsv1.StatefulSet]{C: statefulSets},
 			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
 			namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},
 			namespace.ClientDeleter[*batchv1.Job]{C: jobs},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
+			namespace.ClientDeleter[*corev1.PersistentVolumeClaim]{C: claims},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
 			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},

@@ -86,16 +86,18 @@ func defaultStorageClass(o *storagev1.StorageClass) {
 
 // prepareVolumeCreate is the strategies' PrepareForCreate: a claim's
 // status starts empty (the binder writes Pending), a volume's Pending with
-// the transition time; volumeAttributesClassName is dropped, its gate
+// the transition time; both get their protection finalizer; volumeAttributesClassName is dropped, its gate
 // (VolumeAttributesClass, beta) being off by default in v1.33.
 func prepareVolumeCreate(obj proto.Message) {
 	switch o := obj.(type) {
 	case *corev1.PersistentVolumeClaim:
 		o.Status = &corev1.PersistentVolumeClaimStatus{}
 		o.GetSpec().VolumeAttributesClassName = nil
+		addFinalizer(meta(o), "kubernetes.io/pvc-protection")
 	case *corev1.PersistentVolume:
 		o.Status = &corev1.PersistentVolumeStatus{Phase: "Pending", LastPhaseTransitionTime: now()}
 		o.GetSpec().VolumeAttributesClassName = nil
+		addFinalizer(meta(o), "kubernetes.io/pv-protection")
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, statefulset, disruption, job, cronjob, ttl-after-finished, podgc,
+// daemonset, statefulset, persistentvolume, disruption, job, cronjob, ttl-after-finished, podgc,
 // replicationcontroller) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
@@ -28,6 +28,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/cronjob"
 	"github.com/kplane/kplane/services/controllers/daemonset"
@@ -39,6 +40,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/job"
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
+	"github.com/kplane/kplane/services/controllers/persistentvolume"
 	"github.com/kplane/kplane/services/controllers/podgc"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/replicationcontroller"
@@ -61,6 +63,7 @@ const (
 	RootCACertPublisher   = "root-ca-cert-publisher"
 	DaemonSet             = "daemonset"
 	StatefulSet           = "statefulset"
+	PersistentVolume      = "persistentvolume"
 	Disruption            = "disruption"
 	Job                   = "job"
 	CronJob               = "cronjob"
@@ -71,7 +74,7 @@ const (
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, StatefulSet}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, StatefulSet, PersistentVolume}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -98,6 +101,7 @@ type Config struct {
 	JobWorkers, CronJobWorkers, TTLWorkers          int // default 5, as Kubernetes
 	ReplicationControllerWorkers                    int // default 5, as Kubernetes' concurrent-rc-syncs
 	StatefulSetWorkers                              int // default 5, as Kubernetes' concurrent-statefulset-syncs
+	PersistentVolumeWorkers                         int // default 2
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -155,6 +159,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.TTLWorkers = cmpOr(cfg.TTLWorkers, 5)
 	cfg.ReplicationControllerWorkers = cmpOr(cfg.ReplicationControllerWorkers, 5)
 	cfg.StatefulSetWorkers = cmpOr(cfg.StatefulSetWorkers, 5)
+	cfg.PersistentVolumeWorkers = cmpOr(cfg.PersistentVolumeWorkers, 2)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -308,7 +313,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 	claims := client.Must[*corev1.PersistentVolumeClaim](conn)
 	var stsInf *client.Informer[*appsv1.StatefulSet]
 	var pvcInf *client.Informer[*corev1.PersistentVolumeClaim]
-	if on(StatefulSet) || on(GarbageCollector) {
+	if on(StatefulSet) || on(GarbageCollector) || on(PersistentVolume) {
 		stsInf, pvcInf = newInformer(statefulSets, m.log), newInformer(claims, m.log)
 		informer(stsInf.Run)
 		informer(pvcInf.Run)
@@ -317,6 +322,18 @@ func (m *Manager) runControllers(ctx context.Context) {
 		c := statefulset.New(statefulset.Config{StatefulSets: statefulSets, Revisions: revisions, Pods: pods, Claims: claims,
 			SetInformer: stsInf, RevisionInformer: crInf, PodInformer: podInf, ClaimInformer: pvcInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.StatefulSetWorkers) })
+	}
+	if on(PersistentVolume) {
+		pvs := client.Must[*corev1.PersistentVolume](conn)
+		classes := client.Must[*storagev1.StorageClass](conn)
+		pvInf, scInf := newInformer(pvs, m.log), newInformer(classes, m.log)
+		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		informer(pvInf.Run)
+		informer(scInf.Run)
+		informer(nodeInf.Run)
+		c := persistentvolume.New(persistentvolume.Config{Claims: claims, Volumes: pvs, Classes: classes, ClaimInformer: pvcInf, VolumeInf: pvInf,
+			ClassInformer: scInf, PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.PersistentVolumeWorkers) })
 	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{

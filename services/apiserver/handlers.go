@@ -782,7 +782,13 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	if ss, ok := obj.(*appsv1.StatefulSet); ok {
 		prepareStatefulSet(ss, old.(*appsv1.StatefulSet))
 	}
-	if !specEqual(obj, old) {
+	// As in Kubernetes, where defaults are applied when the request is
+	// decoded, before this: a field the client left out and defaulting
+	// fills is no change (kubectl apply of a StatefulSet's claim
+	// templates, a list it replaces whole, sends them undefaulted).
+	defaulted := proto.Clone(obj)
+	setDefaults(defaulted)
+	if !specEqual(defaulted, old) {
 		m.Generation++
 	}
 }

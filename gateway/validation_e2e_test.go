@@ -63,6 +63,7 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 		Resource string
 		Object   map[string]any
 		Patch    map[string]any
+		Cluster  bool
 	}
 	if err := yaml.Unmarshal(raw, &corpus); err != nil {
 		t.Fatal(err)
@@ -97,6 +98,9 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 			coll := "/apis/" + gv + "/v1/namespaces/default/" + res
 			if gv == "" {
 				coll = "/api/v1/namespaces/default/" + res // core: "/v1/<resource>"
+			}
+			if e.Cluster {
+				coll = strings.Replace(coll, "/namespaces/default", "", 1)
 			}
 			code, out := do(http.MethodPost, coll, "application/json", e.Object)
 			if e.Patch != nil {

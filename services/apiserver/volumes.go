@@ -9,6 +9,7 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	stdmaps "maps"
 	"path"
@@ -341,8 +342,9 @@ func validateStorageClass(o, old *storagev1.StorageClass) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("parameters"), k, "field can not be empty."))
 		}
 	}
-	if rp := o.GetReclaimPolicy(); rp != "" && !slices.Contains(reclaimPolicys, rp) {
-		errs = append(errs, field.NotSupported(field.NewPath("reclaimPolicy"), rp, reclaimPolicys))
+	// A class may not ask for Recycle.
+	if rp := o.GetReclaimPolicy(); rp != "" && rp != "Delete" && rp != "Retain" {
+		errs = append(errs, field.NotSupported(field.NewPath("reclaimPolicy"), rp, []string{"Delete", "Retain"}))
 	}
 	if o.VolumeBindingMode == nil {
 		errs = append(errs, field.Required(field.NewPath("volumeBindingMode"), ""))
@@ -449,11 +451,14 @@ func quantity(v string) resource.Quantity {
 	return q
 }
 
-// capacityValue prints a refused capacity as kube-apiserver does (a Go
-// map of resource names to quantities).
+// capacityValue prints a refused capacity as kube-apiserver does: the Go
+// syntax of its ResourceList, each Quantity as decoded from the request.
 type capacityValue map[string]string
 
 func (c capacityValue) String() string {
+	if len(c) == 0 {
+		return "core.ResourceList(nil)"
+	}
 	keys := make([]string, 0, len(c))
 	for k := range c {
 		keys = append(keys, k)
@@ -461,8 +466,10 @@ func (c capacityValue) String() string {
 	slices.Sort(keys)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		q := quantity(c[k])
-		parts = append(parts, fmt.Sprintf("%q:%q", k, q.String()))
+		var q resource.Quantity
+		b, _ := json.Marshal(c[k])
+		_ = json.Unmarshal(b, &q)
+		parts = append(parts, fmt.Sprintf("%q:%#v", k, q))
 	}
 	return "core.ResourceList{" + strings.Join(parts, ", ") + "}"
 }

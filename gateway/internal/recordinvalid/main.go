@@ -32,6 +32,8 @@ type Entry struct {
 	Resource string         `json:"resource"` // "batch/v1/jobs"
 	Object   map[string]any `json:"object"`
 	Patch    map[string]any `json:"patch,omitempty"`
+	// Cluster marks a cluster-scoped resource (no namespace in the path).
+	Cluster bool `json:"cluster,omitempty"`
 }
 
 // Recorded is kube-apiserver's answer to one entry's last request.
@@ -100,6 +102,9 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 		coll := "/apis/" + gv + "/v1/namespaces/default/" + res
 		if gv == "" {
 			coll = "/api/v1/namespaces/default/" + res // core: "/v1/<resource>"
+		}
+		if e.Cluster {
+			coll = strings.Replace(coll, "/namespaces/default", "", 1)
 		}
 		name, _ := e.Object["metadata"].(map[string]any)["name"].(string)
 		code, body, err := send(http.MethodPost, coll, "application/json", e.Object)

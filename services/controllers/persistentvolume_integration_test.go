@@ -151,6 +151,21 @@ func TestStaticVolumeBindingAndRelease(t *testing.T) {
 		}
 		return false, fmt.Sprint(p.GetStatus().GetConditions())
 	})
+	// A volume for it: the claim is bound and the pod, moved by the
+	// claim's change, scheduled.
+	if _, err := c.pvs.Create(c.ctx, &corev1.PersistentVolume{Metadata: &metav1.ObjectMeta{Name: "pv-slow"},
+		Spec: &corev1.PersistentVolumeSpec{Capacity: map[string]string{"storage": "1Gi"}, AccessModes: []string{"ReadWriteOnce"},
+			StorageClassName:       "slow",
+			PersistentVolumeSource: &corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv-slow"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod scheduled once its claim is bound", func() (bool, string) {
+		p, err := c.pods.Get(c.ctx, "sts", "user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.GetSpec().GetNodeName() == "node-a", fmt.Sprint(p.GetStatus().GetConditions())
+	})
 }
 
 func TestStatefulSetClaimsProvisionedOnTheirNode(t *testing.T) {

@@ -333,3 +333,54 @@ func TestStatefulSetParallelRollingUpdateWithPartition(t *testing.T) {
 		return len(got) == 0, fmt.Sprint(got)
 	})
 }
+
+func TestStatefulSetOnDelete(t *testing.T) {
+	c := startSTSCluster(t, true)
+	set := newStatefulSet("odb", 2, "", nil)
+	set.Spec.UpdateStrategy = &appsv1.StatefulSetUpdateStrategy{Type: "OnDelete"}
+	if _, err := c.sets.Create(c.ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "two ready", func() (bool, string) { return c.settled(t, "odb", 2, 2) })
+	s, err := c.sets.Get(c.ctx, "sts", "odb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRev := s.GetStatus().GetCurrentRevision()
+	s.Spec.Template.Spec.Containers[0].Image = "nginx:2"
+	if _, err := c.sets.Update(c.ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// The new revision is recorded but no pod is replaced...
+	eventually(t, "update revision observed", func() (bool, string) {
+		s, err := c.sets.Get(c.ctx, "sts", "odb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := s.GetStatus()
+		return st.GetObservedGeneration() == s.GetMetadata().GetGeneration() && st.GetUpdateRevision() != oldRev &&
+			st.GetCurrentRevision() == oldRev && st.GetUpdatedReplicas() == 0 && st.GetCurrentReplicas() == 2, fmt.Sprint(st)
+	})
+	if got := c.deletions(); len(got) != 0 {
+		t.Errorf("pods deleted by an OnDelete set: %v", got)
+	}
+	// ...until one is deleted: it comes back at the new revision.
+	if err := c.pods.Delete(c.ctx, "sts", "odb-1", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "odb-1 recreated from the new template", func() (bool, string) {
+		p, err := c.pods.Get(c.ctx, "sts", "odb-1")
+		if err != nil {
+			return false, err.Error()
+		}
+		img := p.GetSpec().GetContainers()[0].GetImage()
+		return img == "nginx:2" && p.GetMetadata().GetDeletionTimestamp() == nil, img
+	})
+	p, err := c.pods.Get(c.ctx, "sts", "odb-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := p.GetSpec().GetContainers()[0].GetImage(); img != "nginx:1" {
+		t.Errorf("odb-0 image %s, want nginx:1 (not deleted, not replaced)", img)
+	}
+}

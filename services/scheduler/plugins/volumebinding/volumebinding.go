@@ -9,7 +9,7 @@
 // volume.kubernetes.io/selected-node annotation, for the volume
 // controller to bind or provision there. Unlike Kubernetes, the pod's
 // binding does not wait for the claims to be bound (PreBind): kplane's node
-// agents mount no volumes.
+// agent does not mount claims.
 package volumebinding
 
 import (

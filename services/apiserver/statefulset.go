@@ -60,6 +60,8 @@ func defaultStatefulSet(o *appsv1.StatefulSet) {
 	defaultTemplate(&s.Template)
 	for _, c := range s.VolumeClaimTemplates {
 		defaultPersistentVolumeClaim(c)
+		// As apps/v1's conversion writes them on every claim template.
+		c.ApiVersion, c.Kind = "v1", "PersistentVolumeClaim"
 	}
 }
 

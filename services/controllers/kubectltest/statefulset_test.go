@@ -116,6 +116,9 @@ func TestKubectlStatefulSet(t *testing.T) {
 			if out, err := kubectl(statefulSetYAML, "apply", "-n", ns, "-f", "-"); err != nil || !strings.Contains(out, "statefulset.apps/web configured") {
 				t.Errorf("apply again: %v\n%s", err, out)
 			}
+			if out := run("get", "sts", "web", "-o", "jsonpath={.spec.volumeClaimTemplates[0].apiVersion} {.spec.volumeClaimTemplates[0].kind} {.spec.volumeClaimTemplates[0].status.phase}"); out != "v1 PersistentVolumeClaim Pending" {
+				t.Errorf("claim template as kube-apiserver serves it: %q, want v1 PersistentVolumeClaim Pending", out)
+			}
 			if out := run("get", "sts", "web", "-o", "jsonpath={.metadata.generation}"); out != "1" {
 				t.Errorf("generation after the second apply: %s, want 1", out)
 			}

@@ -256,6 +256,15 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 			return c.claimStatus(ctx, pvc, "Pending", nil)
 		}
 	}
+	if pvc.GetSpec().StorageClassName == nil && pvc.GetMetadata().GetAnnotations()["volume.beta.kubernetes.io/storage-class"] == "" {
+		// As Kubernetes' retroactive default class: an unbound claim made
+		// while there was no default class gets the one there is now.
+		if def := c.defaultClass(); def != "" {
+			pvc.Spec.StorageClassName = proto.String(def)
+			_, err := c.cfg.Claims.Update(ctx, pvc)
+			return ignoreGone(err, "claim %s: default class", key)
+		}
+	}
 	class := classOf(pvc)
 	var sc *storagev1.StorageClass
 	if class != "" {
@@ -285,6 +294,21 @@ func (c *Controller) syncClaim(ctx context.Context, key string) error {
 			sc.GetProvisioner())
 	}
 	return c.claimStatus(ctx, pvc, "Pending", nil)
+}
+
+// defaultClass is the name of the default StorageClass (the newest if
+// several), or "".
+func (c *Controller) defaultClass() string {
+	var best *storagev1.StorageClass
+	for _, sc := range c.cfg.ClassInformer.Store().List() {
+		if sc.GetMetadata().GetAnnotations()[DefaultClassAnnotation] != "true" {
+			continue
+		}
+		if best == nil || sc.GetMetadata().GetCreationTimestamp().AsTime().After(best.GetMetadata().GetCreationTimestamp().AsTime()) {
+			best = sc
+		}
+	}
+	return best.GetMetadata().GetName()
 }
 
 // findVolume is the smallest volume pvc may bind: pre-bound to it, or

@@ -24,6 +24,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -128,6 +129,14 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, int64(st.DesiredNumberScheduled), int64(st.CurrentNumberScheduled), int64(st.NumberReady),
 			int64(st.UpdatedNumberScheduled), int64(st.NumberAvailable), labels.FormatLabels(obj.Spec.Template.Spec.NodeSelector),
 			since(obj.CreationTimestamp), names, images, metav1.FormatLabelSelector(obj.Spec.Selector)), nil
+	case *appsv1.StatefulSet:
+		return printStatefulSet(obj, since(obj.CreationTimestamp)), nil
+	case *corev1.PersistentVolumeClaim:
+		return printPersistentVolumeClaim(obj, since(obj.CreationTimestamp)), nil
+	case *corev1.PersistentVolume:
+		return printPersistentVolume(obj, since(obj.CreationTimestamp)), nil
+	case *storagev1.StorageClass:
+		return printStorageClass(obj, since(obj.CreationTimestamp)), nil
 	case *appsv1.ControllerRevision:
 		controller := "<none>"
 		if ref := metav1.GetControllerOf(obj); ref != nil {

@@ -309,6 +309,7 @@ var shortNames = map[string][]string{
 	"resourcequotas":            {"quota"},
 	"limitranges":               {"limits"},
 	"priorityclasses":           {"pc"},
+	"persistentvolumeclaims":    {"pvc"}, "persistentvolumes": {"pv"}, "storageclasses": {"sc"},
 }
 
 // categories are the built-in resources' discovery categories: `kubectl

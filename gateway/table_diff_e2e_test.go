@@ -111,6 +111,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 		"IngressClass": true, "RuntimeClass": true, "CSIDriver": true, "CSINode": true, "VolumeAttachment": true,
 		"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true, "CustomResourceDefinition": true,
 		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "PriorityClass": true}
+	clusterScoped["PersistentVolume"], clusterScoped["StorageClass"] = true, true
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// compare reads path as a Table and lists how its cells differ from

@@ -33,7 +33,7 @@ func newControllersCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
-		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring, resource quotas",
+		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring, resource quotas, stateful sets, persistent volumes and claims",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel)

@@ -18,6 +18,7 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 )
 
 // setDefaults fills the fields Kubernetes defaults when a client leaves them
@@ -92,6 +93,14 @@ func setDefaults(obj proto.Message) {
 		defaultTemplate(&o.Spec.Template)
 	case *appsv1.DaemonSet:
 		defaultDaemonSet(o)
+	case *appsv1.StatefulSet:
+		defaultStatefulSet(o)
+	case *corev1.PersistentVolumeClaim:
+		defaultPersistentVolumeClaim(o)
+	case *corev1.PersistentVolume:
+		defaultPersistentVolume(o)
+	case *storagev1.StorageClass:
+		defaultStorageClass(o)
 	case *corev1.ReplicationController:
 		defaultReplicationController(o)
 	case *corev1.Service:

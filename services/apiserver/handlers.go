@@ -216,6 +216,9 @@ func (s *Server) mutate(ctx context.Context, c *call, a *request.Admission) erro
 				return err
 			}
 		}
+		if err := s.admitClaim(ctx, a, true); err != nil {
+			return err
+		}
 		// A webhook may not clear what defaulting set.
 		if a.Object != nil && a.Subresource == "" {
 			setDefaults(a.Object)
@@ -260,6 +263,9 @@ func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admiss
 			return err
 		}
 		if err := s.plugin(ctx, "Priority", a.Resource == "priorityclasses", func(ctx context.Context) error { return s.validatePriorityClassAdmission(ctx, a) }); err != nil {
+			return err
+		}
+		if err := s.admitClaim(ctx, a, false); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {
@@ -675,6 +681,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		prepareDaemonSetCreate(o)
 	case *apiextensionsv1.CustomResourceDefinition:
 		prepareCRDCreate(o)
+	case *appsv1.StatefulSet:
+		prepareStatefulSet(o, nil)
+	case *corev1.PersistentVolumeClaim, *corev1.PersistentVolume:
+		prepareVolumeCreate(o)
 	case *policyv1.PodDisruptionBudget:
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
@@ -853,7 +863,16 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
 		prepareCRDUpdate(crd)
 	}
-	if !specEqual(obj, old) {
+	if ss, ok := obj.(*appsv1.StatefulSet); ok {
+		prepareStatefulSet(ss, old.(*appsv1.StatefulSet))
+	}
+	// As in Kubernetes, where defaults are applied when the request is
+	// decoded, before this: a field the client left out and defaulting
+	// fills is no change (kubectl apply of a StatefulSet's claim
+	// templates, a list it replaces whole, sends them undefaulted).
+	defaulted := proto.Clone(obj)
+	setDefaults(defaulted)
+	if !specEqual(defaulted, old) {
 		m.Generation++
 	}
 	if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
@@ -1005,6 +1024,9 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		}
 		n := proto.Clone(old)
 		copyField(n, obj, "status")
+		if pv, ok := n.(*corev1.PersistentVolume); ok {
+			preparePersistentVolumeStatus(pv, old.(*corev1.PersistentVolume))
+		}
 		// Labels (but a Deployment's), annotations, finalizers and owner
 		// references (but a Pod's) may change through status, as in
 		// Kubernetes, whose status strategies reset only those.
@@ -1093,6 +1115,10 @@ func scaleOf(obj proto.Message) *autoscalingv1.Scale {
 		sc.Spec.Replicas = o.GetSpec().GetReplicas()
 		sc.Status.Replicas = o.GetStatus().GetReplicas()
 		sc.Status.Selector = labels.SelectorFromSet(o.GetSpec().GetSelector()).String()
+	case *appsv1.StatefulSet:
+		sc.Spec.Replicas = o.GetSpec().GetReplicas()
+		sc.Status.Replicas = o.GetStatus().GetReplicas()
+		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
 	}
 	return sc
 }
@@ -1125,6 +1151,8 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 		case *appsv1.ReplicaSet:
 			o.Spec.Replicas = proto.Int32(replicas)
 		case *corev1.ReplicationController:
+			o.Spec.Replicas = proto.Int32(replicas)
+		case *appsv1.StatefulSet:
 			o.Spec.Replicas = proto.Int32(replicas)
 		}
 		if !specEqual(n, old) {

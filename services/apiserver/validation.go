@@ -28,6 +28,7 @@ import (
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -75,6 +76,18 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 	case *appsv1.DaemonSet:
 		oldDS, _ := old.(*appsv1.DaemonSet)
 		errs = append(errs, validateDaemonSet(o, oldDS)...)
+	case *appsv1.StatefulSet:
+		oldSS, _ := old.(*appsv1.StatefulSet)
+		errs = append(errs, validateStatefulSet(o, oldSS)...)
+	case *corev1.PersistentVolumeClaim:
+		oldPVC, _ := old.(*corev1.PersistentVolumeClaim)
+		errs = append(errs, validatePersistentVolumeClaim(o, oldPVC)...)
+	case *corev1.PersistentVolume:
+		oldPV, _ := old.(*corev1.PersistentVolume)
+		errs = append(errs, validatePersistentVolume(o, oldPV)...)
+	case *storagev1.StorageClass:
+		oldSC, _ := old.(*storagev1.StorageClass)
+		errs = append(errs, validateStorageClass(o, oldSC)...)
 	case *appsv1.ControllerRevision:
 		oldCR, _ := old.(*appsv1.ControllerRevision)
 		errs = append(errs, validateControllerRevision(o, oldCR)...)
@@ -212,6 +225,9 @@ func validateStatusUpdate(r *resourceInfo, obj, old proto.Message) error {
 	if ds, ok := obj.(*appsv1.DaemonSet); ok {
 		errs = append(errs, validateDaemonSetStatus(ds, old)...)
 	}
+	if ss, ok := obj.(*appsv1.StatefulSet); ok {
+		errs = append(errs, validateStatefulSetStatus(ss, old)...)
+	}
 	if j, ok := obj.(*batchv1.Job); ok {
 		errs = append(errs, validateJobStatus(j, old.(*batchv1.Job))...)
 	}
@@ -307,7 +323,7 @@ func invalid(r *resourceInfo, name string, errs field.ErrorList) error {
 // RBAC objects only forbid path segments.
 func nameValidator(r *resourceInfo) func(string) []string {
 	switch r.Resource {
-	case "namespaces":
+	case "namespaces", "statefulsets":
 		return validation.IsDNS1123Label
 	case "services":
 		return validation.IsDNS1035Label

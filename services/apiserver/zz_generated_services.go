@@ -105,6 +105,18 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &corev1.LimitRange{} },
 		},
 		{
+			Group: "", Version: "v1", Kind: "PersistentVolumeClaim", Resource: "persistentvolumeclaims",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.PersistentVolumeClaim{} },
+		},
+		{
+			Group: "", Version: "v1", Kind: "PersistentVolume", Resource: "persistentvolumes",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &corev1.PersistentVolume{} },
+		},
+		{
 			Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
 			Namespaced: true, HasStatus: true, HasScale: true, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -127,6 +139,12 @@ func builtinResources() []*resourceInfo {
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
 			New: func() proto.Message { return &appsv1.ControllerRevision{} },
+		},
+		{
+			Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets",
+			Namespaced: true, HasStatus: true, HasScale: true, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &appsv1.StatefulSet{} },
 		},
 		{
 			Group: "batch", Version: "v1", Kind: "Job", Resource: "jobs",
@@ -181,6 +199,12 @@ func builtinResources() []*resourceInfo {
 			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: false, Graceful: false,
 			New: func() proto.Message { return &storagev1.CSINode{} },
+		},
+		{
+			Group: "storage.k8s.io", Version: "v1", Kind: "StorageClass", Resource: "storageclasses",
+			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &storagev1.StorageClass{} },
 		},
 		{
 			Group: "storage.k8s.io", Version: "v1", Kind: "VolumeAttachment", Resource: "volumeattachments",
@@ -279,10 +303,13 @@ func registerServices(gs *grpc.Server, s *Server) {
 	corev1.RegisterPodTemplateServiceServer(gs, &podTemplateService{s: s, r: s.resources["podtemplates"]})
 	corev1.RegisterResourceQuotaServiceServer(gs, &resourceQuotaService{s: s, r: s.resources["resourcequotas"]})
 	corev1.RegisterLimitRangeServiceServer(gs, &limitRangeService{s: s, r: s.resources["limitranges"]})
+	corev1.RegisterPersistentVolumeClaimServiceServer(gs, &persistentVolumeClaimService{s: s, r: s.resources["persistentvolumeclaims"]})
+	corev1.RegisterPersistentVolumeServiceServer(gs, &persistentVolumeService{s: s, r: s.resources["persistentvolumes"]})
 	appsv1.RegisterDeploymentServiceServer(gs, &deploymentService{s: s, r: s.resources["deployments"]})
 	appsv1.RegisterReplicaSetServiceServer(gs, &replicaSetService{s: s, r: s.resources["replicasets"]})
 	appsv1.RegisterDaemonSetServiceServer(gs, &daemonSetService{s: s, r: s.resources["daemonsets"]})
 	appsv1.RegisterControllerRevisionServiceServer(gs, &controllerRevisionService{s: s, r: s.resources["controllerrevisions"]})
+	appsv1.RegisterStatefulSetServiceServer(gs, &statefulSetService{s: s, r: s.resources["statefulsets"]})
 	batchv1.RegisterJobServiceServer(gs, &jobService{s: s, r: s.resources["jobs"]})
 	batchv1.RegisterCronJobServiceServer(gs, &cronJobService{s: s, r: s.resources["cronjobs"]})
 	discoveryv1.RegisterEndpointSliceServiceServer(gs, &endpointSliceService{s: s, r: s.resources["endpointslices"]})
@@ -292,6 +319,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	nodev1.RegisterRuntimeClassServiceServer(gs, &runtimeClassService{s: s, r: s.resources["runtimeclasses"]})
 	storagev1.RegisterCSIDriverServiceServer(gs, &cSIDriverService{s: s, r: s.resources["csidrivers"]})
 	storagev1.RegisterCSINodeServiceServer(gs, &cSINodeService{s: s, r: s.resources["csinodes"]})
+	storagev1.RegisterStorageClassServiceServer(gs, &storageClassService{s: s, r: s.resources["storageclasses"]})
 	storagev1.RegisterVolumeAttachmentServiceServer(gs, &volumeAttachmentService{s: s, r: s.resources["volumeattachments"]})
 	schedulingv1.RegisterPriorityClassServiceServer(gs, &priorityClassService{s: s, r: s.resources["priorityclasses"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
@@ -1391,6 +1419,174 @@ func (x *limitRangeService) DeleteLimitRange(ctx context.Context, req *corev1.De
 	return &corev1.DeleteLimitRangeResponse{LimitRange: obj.(*corev1.LimitRange)}, nil
 }
 
+type persistentVolumeClaimService struct {
+	corev1.UnimplementedPersistentVolumeClaimServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *persistentVolumeClaimService) GetPersistentVolumeClaim(ctx context.Context, req *corev1.GetPersistentVolumeClaimRequest) (*corev1.GetPersistentVolumeClaimResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetPersistentVolumeClaimResponse{PersistentVolumeClaim: obj.(*corev1.PersistentVolumeClaim)}, nil
+}
+
+func (x *persistentVolumeClaimService) ListPersistentVolumeClaims(ctx context.Context, req *corev1.ListPersistentVolumeClaimsRequest) (*corev1.ListPersistentVolumeClaimsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.PersistentVolumeClaimList{ApiVersion: x.r.APIVersion(), Kind: "PersistentVolumeClaimList", Metadata: lm, Items: make([]*corev1.PersistentVolumeClaim, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.PersistentVolumeClaim)
+	}
+	return &corev1.ListPersistentVolumeClaimsResponse{List: list}, nil
+}
+
+func (x *persistentVolumeClaimService) WatchPersistentVolumeClaims(req *corev1.WatchPersistentVolumeClaimsRequest, stream corev1.PersistentVolumeClaimService_WatchPersistentVolumeClaimsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchPersistentVolumeClaimsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.PersistentVolumeClaim)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *persistentVolumeClaimService) CreatePersistentVolumeClaim(ctx context.Context, req *corev1.CreatePersistentVolumeClaimRequest) (*corev1.CreatePersistentVolumeClaimResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetPersistentVolumeClaim()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreatePersistentVolumeClaimResponse{PersistentVolumeClaim: obj.(*corev1.PersistentVolumeClaim)}, nil
+}
+
+func (x *persistentVolumeClaimService) UpdatePersistentVolumeClaim(ctx context.Context, req *corev1.UpdatePersistentVolumeClaimRequest) (*corev1.UpdatePersistentVolumeClaimResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetPersistentVolumeClaim()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdatePersistentVolumeClaimResponse{PersistentVolumeClaim: obj.(*corev1.PersistentVolumeClaim)}, nil
+}
+
+func (x *persistentVolumeClaimService) DeletePersistentVolumeClaim(ctx context.Context, req *corev1.DeletePersistentVolumeClaimRequest) (*corev1.DeletePersistentVolumeClaimResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeletePersistentVolumeClaimResponse{PersistentVolumeClaim: obj.(*corev1.PersistentVolumeClaim)}, nil
+}
+
+func (x *persistentVolumeClaimService) UpdatePersistentVolumeClaimStatus(ctx context.Context, req *corev1.UpdatePersistentVolumeClaimStatusRequest) (*corev1.UpdatePersistentVolumeClaimStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetPersistentVolumeClaim()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdatePersistentVolumeClaimStatusResponse{PersistentVolumeClaim: obj.(*corev1.PersistentVolumeClaim)}, nil
+}
+
+type persistentVolumeService struct {
+	corev1.UnimplementedPersistentVolumeServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *persistentVolumeService) GetPersistentVolume(ctx context.Context, req *corev1.GetPersistentVolumeRequest) (*corev1.GetPersistentVolumeResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.GetPersistentVolumeResponse{PersistentVolume: obj.(*corev1.PersistentVolume)}, nil
+}
+
+func (x *persistentVolumeService) ListPersistentVolumes(ctx context.Context, req *corev1.ListPersistentVolumesRequest) (*corev1.ListPersistentVolumesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &corev1.PersistentVolumeList{ApiVersion: x.r.APIVersion(), Kind: "PersistentVolumeList", Metadata: lm, Items: make([]*corev1.PersistentVolume, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*corev1.PersistentVolume)
+	}
+	return &corev1.ListPersistentVolumesResponse{List: list}, nil
+}
+
+func (x *persistentVolumeService) WatchPersistentVolumes(req *corev1.WatchPersistentVolumesRequest, stream corev1.PersistentVolumeService_WatchPersistentVolumesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &corev1.WatchPersistentVolumesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*corev1.PersistentVolume)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *persistentVolumeService) CreatePersistentVolume(ctx context.Context, req *corev1.CreatePersistentVolumeRequest) (*corev1.CreatePersistentVolumeResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetPersistentVolume()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.CreatePersistentVolumeResponse{PersistentVolume: obj.(*corev1.PersistentVolume)}, nil
+}
+
+func (x *persistentVolumeService) UpdatePersistentVolume(ctx context.Context, req *corev1.UpdatePersistentVolumeRequest) (*corev1.UpdatePersistentVolumeResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetPersistentVolume()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdatePersistentVolumeResponse{PersistentVolume: obj.(*corev1.PersistentVolume)}, nil
+}
+
+func (x *persistentVolumeService) DeletePersistentVolume(ctx context.Context, req *corev1.DeletePersistentVolumeRequest) (*corev1.DeletePersistentVolumeResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.DeletePersistentVolumeResponse{PersistentVolume: obj.(*corev1.PersistentVolume)}, nil
+}
+
+func (x *persistentVolumeService) UpdatePersistentVolumeStatus(ctx context.Context, req *corev1.UpdatePersistentVolumeStatusRequest) (*corev1.UpdatePersistentVolumeStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetPersistentVolume()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdatePersistentVolumeStatusResponse{PersistentVolume: obj.(*corev1.PersistentVolume)}, nil
+}
+
 type deploymentService struct {
 	appsv1.UnimplementedDeploymentServiceServer
 	s *Server
@@ -1749,6 +1945,106 @@ func (x *controllerRevisionService) DeleteControllerRevision(ctx context.Context
 		return nil, toGRPC(err)
 	}
 	return &appsv1.DeleteControllerRevisionResponse{ControllerRevision: obj.(*appsv1.ControllerRevision)}, nil
+}
+
+type statefulSetService struct {
+	appsv1.UnimplementedStatefulSetServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *statefulSetService) GetStatefulSet(ctx context.Context, req *appsv1.GetStatefulSetRequest) (*appsv1.GetStatefulSetResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.GetStatefulSetResponse{StatefulSet: obj.(*appsv1.StatefulSet)}, nil
+}
+
+func (x *statefulSetService) ListStatefulSets(ctx context.Context, req *appsv1.ListStatefulSetsRequest) (*appsv1.ListStatefulSetsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &appsv1.StatefulSetList{ApiVersion: x.r.APIVersion(), Kind: "StatefulSetList", Metadata: lm, Items: make([]*appsv1.StatefulSet, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*appsv1.StatefulSet)
+	}
+	return &appsv1.ListStatefulSetsResponse{List: list}, nil
+}
+
+func (x *statefulSetService) WatchStatefulSets(req *appsv1.WatchStatefulSetsRequest, stream appsv1.StatefulSetService_WatchStatefulSetsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &appsv1.WatchStatefulSetsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*appsv1.StatefulSet)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *statefulSetService) CreateStatefulSet(ctx context.Context, req *appsv1.CreateStatefulSetRequest) (*appsv1.CreateStatefulSetResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetStatefulSet()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.CreateStatefulSetResponse{StatefulSet: obj.(*appsv1.StatefulSet)}, nil
+}
+
+func (x *statefulSetService) UpdateStatefulSet(ctx context.Context, req *appsv1.UpdateStatefulSetRequest) (*appsv1.UpdateStatefulSetResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetStatefulSet()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.UpdateStatefulSetResponse{StatefulSet: obj.(*appsv1.StatefulSet)}, nil
+}
+
+func (x *statefulSetService) DeleteStatefulSet(ctx context.Context, req *appsv1.DeleteStatefulSetRequest) (*appsv1.DeleteStatefulSetResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.DeleteStatefulSetResponse{StatefulSet: obj.(*appsv1.StatefulSet)}, nil
+}
+
+func (x *statefulSetService) UpdateStatefulSetStatus(ctx context.Context, req *appsv1.UpdateStatefulSetStatusRequest) (*appsv1.UpdateStatefulSetStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetStatefulSet()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.UpdateStatefulSetStatusResponse{StatefulSet: obj.(*appsv1.StatefulSet)}, nil
+}
+
+func (x *statefulSetService) GetStatefulSetScale(ctx context.Context, req *appsv1.GetStatefulSetScaleRequest) (*appsv1.GetStatefulSetScaleResponse, error) {
+	sc, err := x.s.getScale(ctx, x.r, req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.GetStatefulSetScaleResponse{Scale: sc}, nil
+}
+
+func (x *statefulSetService) UpdateStatefulSetScale(ctx context.Context, req *appsv1.UpdateStatefulSetScaleRequest) (*appsv1.UpdateStatefulSetScaleResponse, error) {
+	sc, err := x.s.updateScale(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetScale(), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &appsv1.UpdateStatefulSetScaleResponse{Scale: sc}, nil
 }
 
 type jobService struct {
@@ -2457,6 +2753,82 @@ func (x *cSINodeService) DeleteCSINode(ctx context.Context, req *storagev1.Delet
 		return nil, toGRPC(err)
 	}
 	return &storagev1.DeleteCSINodeResponse{CSINode: obj.(*storagev1.CSINode)}, nil
+}
+
+type storageClassService struct {
+	storagev1.UnimplementedStorageClassServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *storageClassService) GetStorageClass(ctx context.Context, req *storagev1.GetStorageClassRequest) (*storagev1.GetStorageClassResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.GetStorageClassResponse{StorageClass: obj.(*storagev1.StorageClass)}, nil
+}
+
+func (x *storageClassService) ListStorageClasses(ctx context.Context, req *storagev1.ListStorageClassesRequest) (*storagev1.ListStorageClassesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &storagev1.StorageClassList{ApiVersion: x.r.APIVersion(), Kind: "StorageClassList", Metadata: lm, Items: make([]*storagev1.StorageClass, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*storagev1.StorageClass)
+	}
+	return &storagev1.ListStorageClassesResponse{List: list}, nil
+}
+
+func (x *storageClassService) WatchStorageClasses(req *storagev1.WatchStorageClassesRequest, stream storagev1.StorageClassService_WatchStorageClassesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &storagev1.WatchStorageClassesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*storagev1.StorageClass)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *storageClassService) CreateStorageClass(ctx context.Context, req *storagev1.CreateStorageClassRequest) (*storagev1.CreateStorageClassResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetStorageClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.CreateStorageClassResponse{StorageClass: obj.(*storagev1.StorageClass)}, nil
+}
+
+func (x *storageClassService) UpdateStorageClass(ctx context.Context, req *storagev1.UpdateStorageClassRequest) (*storagev1.UpdateStorageClassResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetStorageClass()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.UpdateStorageClassResponse{StorageClass: obj.(*storagev1.StorageClass)}, nil
+}
+
+func (x *storageClassService) DeleteStorageClass(ctx context.Context, req *storagev1.DeleteStorageClassRequest) (*storagev1.DeleteStorageClassResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.DeleteStorageClassResponse{StorageClass: obj.(*storagev1.StorageClass)}, nil
 }
 
 type volumeAttachmentService struct {

@@ -1,9 +1,9 @@
 // Package controllers is kplane's controller manager: it runs the
 // reconcile loops (deployment, replicaset, garbagecollector, endpoints,
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
-// daemonset, disruption, job, cronjob, ttl-after-finished, podgc,
-// replicationcontroller, crd, endpointslice, endpointslicemirroring,
-// resourcequota) over shared informers, talking only to the API
+// daemonset, statefulset, persistentvolume, disruption, job, cronjob,
+// ttl-after-finished, podgc, replicationcontroller, crd, endpointslice,
+// endpointslicemirroring, resourcequota) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -33,6 +33,7 @@ import (
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
+	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/crd"
 	"github.com/kplane/kplane/services/controllers/cronjob"
@@ -47,12 +48,14 @@ import (
 	"github.com/kplane/kplane/services/controllers/job"
 	"github.com/kplane/kplane/services/controllers/namespace"
 	"github.com/kplane/kplane/services/controllers/nodelifecycle"
+	"github.com/kplane/kplane/services/controllers/persistentvolume"
 	"github.com/kplane/kplane/services/controllers/podgc"
 	"github.com/kplane/kplane/services/controllers/replicaset"
 	"github.com/kplane/kplane/services/controllers/replicationcontroller"
 	"github.com/kplane/kplane/services/controllers/resourcequota"
 	"github.com/kplane/kplane/services/controllers/rootcacertpublisher"
 	"github.com/kplane/kplane/services/controllers/serviceaccount"
+	"github.com/kplane/kplane/services/controllers/statefulset"
 	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
 )
 
@@ -78,13 +81,15 @@ const (
 	EndpointSliceMirroring = "endpointslicemirroring"
 	// CRD is the CustomResourceDefinition controller (names, Established,
 	// the cleanup finalizer).
-	CRD           = "crd"
-	ResourceQuota = "resourcequota"
+	CRD              = "crd"
+	ResourceQuota    = "resourcequota"
+	StatefulSet      = "statefulset"
+	PersistentVolume = "persistentvolume"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD, ResourceQuota}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD, ResourceQuota, StatefulSet, PersistentVolume}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -116,6 +121,8 @@ type Config struct {
 	// ResourceQuotaSyncPeriod is how often every quota is recounted
 	// (default 5 minutes, as Kubernetes' --resource-quota-sync-period).
 	ResourceQuotaSyncPeriod time.Duration
+	StatefulSetWorkers      int // default 5, as Kubernetes' concurrent-statefulset-syncs
+	PersistentVolumeWorkers int // default 2
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -175,6 +182,8 @@ func New(cfg Config) (*Manager, error) {
 	cfg.CRDWorkers = cmpOr(cfg.CRDWorkers, 1)
 	cfg.EndpointSliceWorkers = cmpOr(cfg.EndpointSliceWorkers, 5)
 	cfg.ResourceQuotaWorkers = cmpOr(cfg.ResourceQuotaWorkers, 5)
+	cfg.StatefulSetWorkers = cmpOr(cfg.StatefulSetWorkers, 5)
+	cfg.PersistentVolumeWorkers = cmpOr(cfg.PersistentVolumeWorkers, 2)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -271,7 +280,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 	revisions := client.Must[*appsv1.ControllerRevision](conn)
 	var dsInf *client.Informer[*appsv1.DaemonSet]
 	var crInf *client.Informer[*appsv1.ControllerRevision]
-	if on(DaemonSet) || on(GarbageCollector) {
+	if on(DaemonSet) || on(GarbageCollector) || on(StatefulSet) {
 		dsInf, crInf = newInformer(daemonSets, m.log), newInformer(revisions, m.log)
 		informer(dsInf.Run)
 		informer(crInf.Run)
@@ -324,6 +333,32 @@ func (m *Manager) runControllers(ctx context.Context) {
 			Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ReplicationControllerWorkers) })
 	}
+	statefulSets := client.Must[*appsv1.StatefulSet](conn)
+	claims := client.Must[*corev1.PersistentVolumeClaim](conn)
+	var stsInf *client.Informer[*appsv1.StatefulSet]
+	var pvcInf *client.Informer[*corev1.PersistentVolumeClaim]
+	if on(StatefulSet) || on(GarbageCollector) || on(PersistentVolume) {
+		stsInf, pvcInf = newInformer(statefulSets, m.log), newInformer(claims, m.log)
+		informer(stsInf.Run)
+		informer(pvcInf.Run)
+	}
+	if on(StatefulSet) {
+		c := statefulset.New(statefulset.Config{StatefulSets: statefulSets, Revisions: revisions, Pods: pods, Claims: claims,
+			SetInformer: stsInf, RevisionInformer: crInf, PodInformer: podInf, ClaimInformer: pvcInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.StatefulSetWorkers) })
+	}
+	if on(PersistentVolume) {
+		pvs := client.Must[*corev1.PersistentVolume](conn)
+		classes := client.Must[*storagev1.StorageClass](conn)
+		pvInf, scInf := newInformer(pvs, m.log), newInformer(classes, m.log)
+		nodeInf := client.NewInformer(client.ListWatch(client.Must[*corev1.Node](conn), "", "", "", 500), client.InformerOptions[*corev1.Node]{Logger: m.log})
+		informer(pvInf.Run)
+		informer(scInf.Run)
+		informer(nodeInf.Run)
+		c := persistentvolume.New(persistentvolume.Config{Claims: claims, Volumes: pvs, Classes: classes, ClaimInformer: pvcInf, VolumeInf: pvInf,
+			ClassInformer: scInf, PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.PersistentVolumeWorkers) })
+	}
 	if on(GarbageCollector) {
 		res := []ctrl.Resource{
 			ctrl.NewResource(conn, "v1", rcInf),
@@ -334,6 +369,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			ctrl.NewResource(conn, "apps/v1", crInf),
 			ctrl.NewResource(conn, "batch/v1", jobInf),
 			ctrl.NewResource(conn, "batch/v1", cjInf),
+			ctrl.NewResource(conn, "apps/v1", stsInf),
+			ctrl.NewResource(conn, "v1", pvcInf),
 		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
@@ -398,10 +435,12 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
 			namespace.ClientDeleter[*corev1.ReplicationController]{C: rcs},
 			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
+			namespace.ClientDeleter[*appsv1.StatefulSet]{C: statefulSets},
 			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
 			namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},
 			namespace.ClientDeleter[*batchv1.Job]{C: jobs},
 			namespace.ClientDeleter[*corev1.Pod]{C: pods},
+			namespace.ClientDeleter[*corev1.PersistentVolumeClaim]{C: claims},
 			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
 			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
 			namespace.ClientDeleter[*discoveryv1.EndpointSlice]{C: client.Must[*discoveryv1.EndpointSlice](conn)},

@@ -20,6 +20,8 @@ const (
 	EventNodeUpdate    = "NodeUpdate"
 	EventPodDelete     = "AssignedPodDelete"
 	EventPodTerminated = "AssignedPodTerminated"
+	EventClaimChange   = "PersistentVolumeClaimChange"
+	EventVolumeChange  = "PersistentVolumeChange"
 )
 
 func (s *Scheduler) onPodAdd(pod *corev1.Pod) {

@@ -105,9 +105,13 @@ type Scheduler struct {
 	recorder *client.Recorder
 	podInf   *client.Informer[*corev1.Pod]
 	nodeInf  *client.Informer[*corev1.Node]
-	elector  *client.LeaderElector
-	tracer   trace.Tracer
-	metrics  *metrics
+	// claimInf and volumeInf only move pods waiting for their claims, as
+	// kube-scheduler's PersistentVolumeClaim and PersistentVolume events.
+	claimInf  *client.Informer[*corev1.PersistentVolumeClaim]
+	volumeInf *client.Informer[*corev1.PersistentVolume]
+	elector   *client.LeaderElector
+	tracer    trace.Tracer
+	metrics   *metrics
 
 	bindSem   chan struct{}
 	reportSem chan struct{}
@@ -184,6 +188,24 @@ func New(cfg Config) (*Scheduler, error) {
 	s.nodeInf = client.NewInformer(client.ListWatch(nodes, "", "", "", cfg.ListPageSize), client.InformerOptions[*corev1.Node]{Logger: log})
 	s.podInf.AddEventHandler(client.Handler[*corev1.Pod]{OnAdd: s.onPodAdd, OnUpdate: s.onPodUpdate, OnDelete: s.onPodDelete})
 	s.nodeInf.AddEventHandler(client.Handler[*corev1.Node]{OnAdd: s.onNodeAdd, OnUpdate: s.onNodeUpdate, OnDelete: s.onNodeDelete})
+	claims, err := client.New[*corev1.PersistentVolumeClaim](cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	volumes, err := client.New[*corev1.PersistentVolume](cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	s.claimInf = client.NewInformer(client.ListWatch(claims, "", "", "", cfg.ListPageSize), client.InformerOptions[*corev1.PersistentVolumeClaim]{Logger: log})
+	s.volumeInf = client.NewInformer(client.ListWatch(volumes, "", "", "", cfg.ListPageSize), client.InformerOptions[*corev1.PersistentVolume]{Logger: log})
+	s.claimInf.AddEventHandler(client.Handler[*corev1.PersistentVolumeClaim]{
+		OnAdd:    func(*corev1.PersistentVolumeClaim) { s.queue.MoveAllToActiveOrBackoff(EventClaimChange) },
+		OnUpdate: func(_, _ *corev1.PersistentVolumeClaim) { s.queue.MoveAllToActiveOrBackoff(EventClaimChange) },
+	})
+	s.volumeInf.AddEventHandler(client.Handler[*corev1.PersistentVolume]{
+		OnAdd:    func(*corev1.PersistentVolume) { s.queue.MoveAllToActiveOrBackoff(EventVolumeChange) },
+		OnUpdate: func(_, _ *corev1.PersistentVolume) { s.queue.MoveAllToActiveOrBackoff(EventVolumeChange) },
+	})
 
 	s.identity = "scheduler"
 	if le := cfg.LeaderElection; le != nil {
@@ -272,12 +294,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	defer cancel()
-	bg.Add(4)
+	bg.Add(6)
 	go func() { defer bg.Done(); s.recorder.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.podInf.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.nodeInf.Run(ctx) }()
+	go func() { defer bg.Done(); _ = s.claimInf.Run(ctx) }()
+	go func() { defer bg.Done(); _ = s.volumeInf.Run(ctx) }()
 	go func() { defer bg.Done(); s.queue.Run(ctx) }()
-	if !client.WaitForCacheSync(ctx, s.podInf, s.nodeInf) {
+	if !client.WaitForCacheSync(ctx, s.podInf, s.nodeInf, s.claimInf, s.volumeInf) {
 		return ctx.Err()
 	}
 	s.log.Info("caches synced", "nodes", s.nodeInf.Store().Len(), "pods", s.podInf.Store().Len())

@@ -69,12 +69,15 @@ func groups() []group {
 			{Kind: "PodTemplate", Plural: "PodTemplates", Resource: "podtemplates", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "ResourceQuota", Plural: "ResourceQuotas", Resource: "resourcequotas", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "LimitRange", Plural: "LimitRanges", Resource: "limitranges", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "PersistentVolumeClaim", Plural: "PersistentVolumeClaims", Resource: "persistentvolumeclaims", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "PersistentVolume", Plural: "PersistentVolumes", Resource: "persistentvolumes", Status: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "apps", Name: "apps", GoAlias: "appsv1", Resource: []resource{
 			{Kind: "Deployment", Plural: "Deployments", Resource: "deployments", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "ReplicaSet", Plural: "ReplicaSets", Resource: "replicasets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 			{Kind: "DaemonSet", Plural: "DaemonSets", Resource: "daemonsets", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "ControllerRevision", Plural: "ControllerRevisions", Resource: "controllerrevisions", Namespaced: true, AllowUnconditionalUpdate: true},
+			{Kind: "StatefulSet", Plural: "StatefulSets", Resource: "statefulsets", Namespaced: true, Status: true, Scale: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "batch", Name: "batch", GoAlias: "batchv1", Resource: []resource{
 			{Kind: "Job", Plural: "Jobs", Resource: "jobs", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
@@ -94,6 +97,7 @@ func groups() []group {
 		{Dir: "storage", Name: "storage.k8s.io", GoAlias: "storagev1", Resource: []resource{
 			{Kind: "CSIDriver", Plural: "CSIDrivers", Resource: "csidrivers"},
 			{Kind: "CSINode", Plural: "CSINodes", Resource: "csinodes"},
+			{Kind: "StorageClass", Plural: "StorageClasses", Resource: "storageclasses", AllowUnconditionalUpdate: true},
 			{Kind: "VolumeAttachment", Plural: "VolumeAttachments", Resource: "volumeattachments", Status: true},
 		}},
 		{Dir: "scheduling", Name: "scheduling.k8s.io", GoAlias: "schedulingv1", Resource: []resource{

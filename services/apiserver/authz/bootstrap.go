@@ -104,6 +104,8 @@ func BootstrapPolicy() Bootstrap {
 		rule(read, []string{"policy"}, "poddisruptionbudgets", "poddisruptionbudgets/status"),
 		rule(read, []string{"batch"}, "cronjobs", "cronjobs/status", "jobs", "jobs/status"),
 		rule(read, []string{"networking.k8s.io"}, "networkpolicies", "ingresses", "ingresses/status"),
+		rule(read, core, "persistentvolumeclaims/status"),
+		rule(read, apps, "statefulsets/status", "statefulsets/scale"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -115,6 +117,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, []string{"policy"}, "poddisruptionbudgets"),
 		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
 		rule(readWrite, []string{"networking.k8s.io"}, "networkpolicies", "ingresses"),
+		rule(readWrite, apps, "statefulsets/scale"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule([]string{"create"}, []string{"authorization.k8s.io"}, "localsubjectaccessreviews"),
@@ -150,6 +153,9 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"delete", "get", "list", "watch"}, core, "pods"),
 				rule(read, core, "nodes", "namespaces", "services", "replicationcontrollers", "persistentvolumeclaims", "persistentvolumes"),
 				rule(read, apps, "replicasets", "statefulsets"),
+				// Kubernetes' system:volume-scheduler, bound to the scheduler.
+				rule([]string{"get", "list", "watch", "patch", "update"}, core, "persistentvolumeclaims", "persistentvolumes"),
+				rule(read, []string{"storage.k8s.io"}, "storageclasses"),
 				rule([]string{"create"}, []string{"coordination.k8s.io"}, "leases"),
 				rbacv1.PolicyRule{Verbs: []string{"get", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 					ResourceNames: []string{"kube-scheduler"}},
@@ -172,10 +178,14 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update", "patch"}, []string{"batch"}, "jobs/status", "cronjobs/status", "jobs/finalizers", "cronjobs/finalizers"),
 				// The CRD controller: conditions, the cleanup finalizer.
 				rule([]string{"update", "patch"}, []string{"apiextensions.k8s.io"}, "customresourcedefinitions", "customresourcedefinitions/status"),
+				rule(write, core, "persistentvolumeclaims", "persistentvolumes"),
+				rule([]string{"update", "patch"}, core, "persistentvolumeclaims/status", "persistentvolumes/status"),
+				rule([]string{"update", "patch"}, apps, "statefulsets/status", "statefulsets/scale", "statefulsets/finalizers"),
+				rule(write, []string{"storage.k8s.io"}, "storageclasses"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),
-				rule([]string{"get"}, core, "configmaps", "secrets"),
+				rule([]string{"get"}, core, "configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"),
 				rule([]string{"create", "get", "update", "patch"}, core, "nodes"),
 				rule([]string{"get", "update", "patch"}, core, "nodes/status"),
 				rule([]string{"update", "patch"}, core, "pods/status"),

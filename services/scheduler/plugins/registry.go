@@ -17,6 +17,7 @@ import (
 	"github.com/kplane/kplane/services/scheduler/plugins/nodeunschedulable"
 	"github.com/kplane/kplane/services/scheduler/plugins/ownerspread"
 	"github.com/kplane/kplane/services/scheduler/plugins/tainttoleration"
+	"github.com/kplane/kplane/services/scheduler/plugins/volumebinding"
 )
 
 // Registry returns a fresh registry of every in-tree plugin.
@@ -35,6 +36,7 @@ func Registry() framework.Registry {
 		ownerspread.Name:        ownerspread.New,
 		defaultbinder.Name:      defaultbinder.New,
 		defaultpreemption.Name:  defaultpreemption.New,
+		volumebinding.Name:      volumebinding.New,
 	}
 }
 
@@ -50,6 +52,7 @@ func DefaultPlugins() []framework.PluginRef {
 		{Name: nodeaffinity.Name, Weight: 2},
 		{Name: nodeports.Name},
 		{Name: noderesourcesfit.Name},
+		{Name: volumebinding.Name},
 		{Name: leastallocated.Name, Weight: 1},
 		{Name: balancedallocation.Name, Weight: 1},
 		{Name: imagelocality.Name, Weight: 1},

@@ -3995,6 +3995,1139 @@ func (x *DeleteControllerRevisionResponse) GetControllerRevision() *ControllerRe
 	return nil
 }
 
+// GetStatefulSetRequest names one StatefulSet.
+type GetStatefulSetRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetStatefulSetRequest) Reset() {
+	*x = GetStatefulSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatefulSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatefulSetRequest) ProtoMessage() {}
+
+func (x *GetStatefulSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatefulSetRequest.ProtoReflect.Descriptor instead.
+func (*GetStatefulSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetStatefulSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetStatefulSetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetStatefulSetRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetStatefulSetResponse carries the StatefulSet.
+type GetStatefulSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,1,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatefulSetResponse) Reset() {
+	*x = GetStatefulSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatefulSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatefulSetResponse) ProtoMessage() {}
+
+func (x *GetStatefulSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatefulSetResponse.ProtoReflect.Descriptor instead.
+func (*GetStatefulSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *GetStatefulSetResponse) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+// ListStatefulSetsRequest holds Kubernetes' list options.
+type ListStatefulSetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListStatefulSetsRequest) Reset() {
+	*x = ListStatefulSetsRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStatefulSetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStatefulSetsRequest) ProtoMessage() {}
+
+func (x *ListStatefulSetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStatefulSetsRequest.ProtoReflect.Descriptor instead.
+func (*ListStatefulSetsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ListStatefulSetsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListStatefulSetsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListStatefulSetsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListStatefulSetsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListStatefulSetsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListStatefulSetsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListStatefulSetsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListStatefulSetsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListStatefulSetsResponse carries the list.
+type ListStatefulSetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *StatefulSetList       `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStatefulSetsResponse) Reset() {
+	*x = ListStatefulSetsResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStatefulSetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStatefulSetsResponse) ProtoMessage() {}
+
+func (x *ListStatefulSetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStatefulSetsResponse.ProtoReflect.Descriptor instead.
+func (*ListStatefulSetsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListStatefulSetsResponse) GetList() *StatefulSetList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchStatefulSetsRequest holds Kubernetes' watch options.
+type WatchStatefulSetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchStatefulSetsRequest) Reset() {
+	*x = WatchStatefulSetsRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStatefulSetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStatefulSetsRequest) ProtoMessage() {}
+
+func (x *WatchStatefulSetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStatefulSetsRequest.ProtoReflect.Descriptor instead.
+func (*WatchStatefulSetsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *WatchStatefulSetsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchStatefulSetsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchStatefulSetsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchStatefulSetsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchStatefulSetsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchStatefulSetsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchStatefulSetsRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchStatefulSetsRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchStatefulSetsResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchStatefulSetsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *StatefulSet           `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchStatefulSetsResponse) Reset() {
+	*x = WatchStatefulSetsResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStatefulSetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStatefulSetsResponse) ProtoMessage() {}
+
+func (x *WatchStatefulSetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStatefulSetsResponse.ProtoReflect.Descriptor instead.
+func (*WatchStatefulSetsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *WatchStatefulSetsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchStatefulSetsResponse) GetObject() *StatefulSet {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchStatefulSetsResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateStatefulSetRequest carries the new StatefulSet.
+type CreateStatefulSetRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Namespace   string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	StatefulSet *StatefulSet           `protobuf:"bytes,2,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateStatefulSetRequest) Reset() {
+	*x = CreateStatefulSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateStatefulSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateStatefulSetRequest) ProtoMessage() {}
+
+func (x *CreateStatefulSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateStatefulSetRequest.ProtoReflect.Descriptor instead.
+func (*CreateStatefulSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *CreateStatefulSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateStatefulSetRequest) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+func (x *CreateStatefulSetRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateStatefulSetRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateStatefulSetResponse carries the created StatefulSet.
+type CreateStatefulSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,1,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateStatefulSetResponse) Reset() {
+	*x = CreateStatefulSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateStatefulSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateStatefulSetResponse) ProtoMessage() {}
+
+func (x *CreateStatefulSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateStatefulSetResponse.ProtoReflect.Descriptor instead.
+func (*CreateStatefulSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *CreateStatefulSetResponse) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+// UpdateStatefulSetRequest carries the replacement StatefulSet.
+type UpdateStatefulSetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,3,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStatefulSetRequest) Reset() {
+	*x = UpdateStatefulSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStatefulSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStatefulSetRequest) ProtoMessage() {}
+
+func (x *UpdateStatefulSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStatefulSetRequest.ProtoReflect.Descriptor instead.
+func (*UpdateStatefulSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *UpdateStatefulSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateStatefulSetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateStatefulSetRequest) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+func (x *UpdateStatefulSetRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateStatefulSetRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateStatefulSetResponse carries the stored StatefulSet.
+type UpdateStatefulSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,1,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStatefulSetResponse) Reset() {
+	*x = UpdateStatefulSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStatefulSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStatefulSetResponse) ProtoMessage() {}
+
+func (x *UpdateStatefulSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStatefulSetResponse.ProtoReflect.Descriptor instead.
+func (*UpdateStatefulSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *UpdateStatefulSetResponse) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+// DeleteStatefulSetRequest holds Kubernetes' delete options.
+type DeleteStatefulSetRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteStatefulSetRequest) Reset() {
+	*x = DeleteStatefulSetRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStatefulSetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStatefulSetRequest) ProtoMessage() {}
+
+func (x *DeleteStatefulSetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStatefulSetRequest.ProtoReflect.Descriptor instead.
+func (*DeleteStatefulSetRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *DeleteStatefulSetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteStatefulSetRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteStatefulSetRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteStatefulSetRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteStatefulSetRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteStatefulSetRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteStatefulSetResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteStatefulSetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,1,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteStatefulSetResponse) Reset() {
+	*x = DeleteStatefulSetResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStatefulSetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStatefulSetResponse) ProtoMessage() {}
+
+func (x *DeleteStatefulSetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStatefulSetResponse.ProtoReflect.Descriptor instead.
+func (*DeleteStatefulSetResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *DeleteStatefulSetResponse) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+// UpdateStatefulSetStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdateStatefulSetStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,3,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStatefulSetStatusRequest) Reset() {
+	*x = UpdateStatefulSetStatusRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStatefulSetStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStatefulSetStatusRequest) ProtoMessage() {}
+
+func (x *UpdateStatefulSetStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStatefulSetStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateStatefulSetStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *UpdateStatefulSetStatusRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateStatefulSetStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateStatefulSetStatusRequest) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+func (x *UpdateStatefulSetStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateStatefulSetStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateStatefulSetStatusResponse carries the stored StatefulSet.
+type UpdateStatefulSetStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatefulSet   *StatefulSet           `protobuf:"bytes,1,opt,name=stateful_set,json=statefulSet,proto3" json:"stateful_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStatefulSetStatusResponse) Reset() {
+	*x = UpdateStatefulSetStatusResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStatefulSetStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStatefulSetStatusResponse) ProtoMessage() {}
+
+func (x *UpdateStatefulSetStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStatefulSetStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdateStatefulSetStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *UpdateStatefulSetStatusResponse) GetStatefulSet() *StatefulSet {
+	if x != nil {
+		return x.StatefulSet
+	}
+	return nil
+}
+
+// GetStatefulSetScaleRequest names the object.
+type GetStatefulSetScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatefulSetScaleRequest) Reset() {
+	*x = GetStatefulSetScaleRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatefulSetScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatefulSetScaleRequest) ProtoMessage() {}
+
+func (x *GetStatefulSetScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatefulSetScaleRequest.ProtoReflect.Descriptor instead.
+func (*GetStatefulSetScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *GetStatefulSetScaleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetStatefulSetScaleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetStatefulSetScaleResponse carries the Scale.
+type GetStatefulSetScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *v11.Scale             `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatefulSetScaleResponse) Reset() {
+	*x = GetStatefulSetScaleResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatefulSetScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatefulSetScaleResponse) ProtoMessage() {}
+
+func (x *GetStatefulSetScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatefulSetScaleResponse.ProtoReflect.Descriptor instead.
+func (*GetStatefulSetScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *GetStatefulSetScaleResponse) GetScale() *v11.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+// UpdateStatefulSetScaleRequest carries the new Scale.
+type UpdateStatefulSetScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Scale         *v11.Scale             `protobuf:"bytes,3,opt,name=scale,proto3" json:"scale,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStatefulSetScaleRequest) Reset() {
+	*x = UpdateStatefulSetScaleRequest{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStatefulSetScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStatefulSetScaleRequest) ProtoMessage() {}
+
+func (x *UpdateStatefulSetScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStatefulSetScaleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateStatefulSetScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *UpdateStatefulSetScaleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateStatefulSetScaleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateStatefulSetScaleRequest) GetScale() *v11.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+func (x *UpdateStatefulSetScaleRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateStatefulSetScaleRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateStatefulSetScaleResponse carries the stored Scale.
+type UpdateStatefulSetScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *v11.Scale             `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStatefulSetScaleResponse) Reset() {
+	*x = UpdateStatefulSetScaleResponse{}
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStatefulSetScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStatefulSetScaleResponse) ProtoMessage() {}
+
+func (x *UpdateStatefulSetScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_service_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStatefulSetScaleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateStatefulSetScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_service_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *UpdateStatefulSetScaleResponse) GetScale() *v11.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
 var File_kplane_apps_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_apps_v1_service_proto_rawDesc = "" +
@@ -4313,7 +5446,86 @@ const file_kplane_apps_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"w\n" +
 	" DeleteControllerRevisionResponse\x12S\n" +
-	"\x13controller_revision\x18\x01 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision2\xe9\r\n" +
+	"\x13controller_revision\x18\x01 \x01(\v2\".kplane.apps.v1.ControllerRevisionR\x12controllerRevision\"t\n" +
+	"\x15GetStatefulSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"X\n" +
+	"\x16GetStatefulSetResponse\x12>\n" +
+	"\fstateful_set\x18\x01 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\"\xda\x02\n" +
+	"\x17ListStatefulSetsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"O\n" +
+	"\x18ListStatefulSetsResponse\x123\n" +
+	"\x04list\x18\x01 \x01(\v2\x1f.kplane.apps.v1.StatefulSetListR\x04list\"\xaa\x03\n" +
+	"\x18WatchStatefulSetsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x94\x01\n" +
+	"\x19WatchStatefulSetsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x123\n" +
+	"\x06object\x18\x02 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xb6\x01\n" +
+	"\x18CreateStatefulSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12>\n" +
+	"\fstateful_set\x18\x02 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"[\n" +
+	"\x19CreateStatefulSetResponse\x12>\n" +
+	"\fstateful_set\x18\x01 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\"\xca\x01\n" +
+	"\x18UpdateStatefulSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12>\n" +
+	"\fstateful_set\x18\x03 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"[\n" +
+	"\x19UpdateStatefulSetResponse\x12>\n" +
+	"\fstateful_set\x18\x01 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\"\xa9\x02\n" +
+	"\x18DeleteStatefulSetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"[\n" +
+	"\x19DeleteStatefulSetResponse\x12>\n" +
+	"\fstateful_set\x18\x01 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\"\xd0\x01\n" +
+	"\x1eUpdateStatefulSetStatusRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12>\n" +
+	"\fstateful_set\x18\x03 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"a\n" +
+	"\x1fUpdateStatefulSetStatusResponse\x12>\n" +
+	"\fstateful_set\x18\x01 \x01(\v2\x1b.kplane.apps.v1.StatefulSetR\vstatefulSet\"N\n" +
+	"\x1aGetStatefulSetScaleRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"Q\n" +
+	"\x1bGetStatefulSetScaleResponse\x122\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\"\xc3\x01\n" +
+	"\x1dUpdateStatefulSetScaleRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
+	"\x05scale\x18\x03 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"T\n" +
+	"\x1eUpdateStatefulSetScaleResponse\x122\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale2\xe9\r\n" +
 	"\x11DeploymentService\x12\xa9\x01\n" +
 	"\rGetDeployment\x12$.kplane.apps.v1.GetDeploymentRequest\x1a%.kplane.apps.v1.GetDeploymentResponse\"K\x82\xd3\xe4\x93\x02Eb\n" +
 	"deployment\x127/apis/apps/v1/namespaces/{namespace}/deployments/{name}\x12\xc5\x01\n" +
@@ -4365,7 +5577,17 @@ const file_kplane_apps_v1_service_proto_rawDesc = "" +
 	"\x18WatchControllerRevisions\x12/.kplane.apps.v1.WatchControllerRevisionsRequest\x1a0.kplane.apps.v1.WatchControllerRevisionsResponse\"q\x82\xd3\xe4\x93\x02kZ)\x12'/apis/apps/v1/watch/controllerrevisions\x12>/apis/apps/v1/watch/namespaces/{namespace}/controllerrevisions0\x01\x12\xe9\x01\n" +
 	"\x18CreateControllerRevision\x12/.kplane.apps.v1.CreateControllerRevisionRequest\x1a0.kplane.apps.v1.CreateControllerRevisionResponse\"j\x82\xd3\xe4\x93\x02d:\x13controller_revisionb\x13controller_revision\"8/apis/apps/v1/namespaces/{namespace}/controllerrevisions\x12\xf0\x01\n" +
 	"\x18UpdateControllerRevision\x12/.kplane.apps.v1.UpdateControllerRevisionRequest\x1a0.kplane.apps.v1.UpdateControllerRevisionResponse\"q\x82\xd3\xe4\x93\x02k:\x13controller_revisionb\x13controller_revision\x1a?/apis/apps/v1/namespaces/{namespace}/controllerrevisions/{name}\x12\xde\x01\n" +
-	"\x18DeleteControllerRevision\x12/.kplane.apps.v1.DeleteControllerRevisionRequest\x1a0.kplane.apps.v1.DeleteControllerRevisionResponse\"_\x82\xd3\xe4\x93\x02Y:\x01*b\x13controller_revision*?/apis/apps/v1/namespaces/{namespace}/controllerrevisions/{name}B6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
+	"\x18DeleteControllerRevision\x12/.kplane.apps.v1.DeleteControllerRevisionRequest\x1a0.kplane.apps.v1.DeleteControllerRevisionResponse\"_\x82\xd3\xe4\x93\x02Y:\x01*b\x13controller_revision*?/apis/apps/v1/namespaces/{namespace}/controllerrevisions/{name}2\xa0\x0e\n" +
+	"\x12StatefulSetService\x12\xaf\x01\n" +
+	"\x0eGetStatefulSet\x12%.kplane.apps.v1.GetStatefulSetRequest\x1a&.kplane.apps.v1.GetStatefulSetResponse\"N\x82\xd3\xe4\x93\x02Hb\fstateful_set\x128/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}\x12\xca\x01\n" +
+	"\x10ListStatefulSets\x12'.kplane.apps.v1.ListStatefulSetsRequest\x1a(.kplane.apps.v1.ListStatefulSetsResponse\"c\x82\xd3\xe4\x93\x02]Z\"b\x04list\x12\x1a/apis/apps/v1/statefulsetsb\x04list\x121/apis/apps/v1/namespaces/{namespace}/statefulsets\x12\xcf\x01\n" +
+	"\x11WatchStatefulSets\x12(.kplane.apps.v1.WatchStatefulSetsRequest\x1a).kplane.apps.v1.WatchStatefulSetsResponse\"c\x82\xd3\xe4\x93\x02]Z\"\x12 /apis/apps/v1/watch/statefulsets\x127/apis/apps/v1/watch/namespaces/{namespace}/statefulsets0\x01\x12\xbf\x01\n" +
+	"\x11CreateStatefulSet\x12(.kplane.apps.v1.CreateStatefulSetRequest\x1a).kplane.apps.v1.CreateStatefulSetResponse\"U\x82\xd3\xe4\x93\x02O:\fstateful_setb\fstateful_set\"1/apis/apps/v1/namespaces/{namespace}/statefulsets\x12\xc6\x01\n" +
+	"\x11UpdateStatefulSet\x12(.kplane.apps.v1.UpdateStatefulSetRequest\x1a).kplane.apps.v1.UpdateStatefulSetResponse\"\\\x82\xd3\xe4\x93\x02V:\fstateful_setb\fstateful_set\x1a8/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}\x12\xbb\x01\n" +
+	"\x11DeleteStatefulSet\x12(.kplane.apps.v1.DeleteStatefulSetRequest\x1a).kplane.apps.v1.DeleteStatefulSetResponse\"Q\x82\xd3\xe4\x93\x02K:\x01*b\fstateful_set*8/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}\x12\xdf\x01\n" +
+	"\x17UpdateStatefulSetStatus\x12..kplane.apps.v1.UpdateStatefulSetStatusRequest\x1a/.kplane.apps.v1.UpdateStatefulSetStatusResponse\"c\x82\xd3\xe4\x93\x02]:\fstateful_setb\fstateful_set\x1a?/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}/status\x12\xbd\x01\n" +
+	"\x13GetStatefulSetScale\x12*.kplane.apps.v1.GetStatefulSetScaleRequest\x1a+.kplane.apps.v1.GetStatefulSetScaleResponse\"M\x82\xd3\xe4\x93\x02Gb\x05scale\x12>/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}/scale\x12\xcd\x01\n" +
+	"\x16UpdateStatefulSetScale\x12-.kplane.apps.v1.UpdateStatefulSetScaleRequest\x1a..kplane.apps.v1.UpdateStatefulSetScaleResponse\"T\x82\xd3\xe4\x93\x02N:\x05scaleb\x05scale\x1a>/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}/scaleB6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
 
 var (
 	file_kplane_apps_v1_service_proto_rawDescOnce sync.Once
@@ -4379,7 +5601,7 @@ func file_kplane_apps_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_apps_v1_service_proto_rawDescData
 }
 
-var file_kplane_apps_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_kplane_apps_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_kplane_apps_v1_service_proto_goTypes = []any{
 	(*GetDeploymentRequest)(nil),             // 0: kplane.apps.v1.GetDeploymentRequest
 	(*GetDeploymentResponse)(nil),            // 1: kplane.apps.v1.GetDeploymentResponse
@@ -4443,138 +5665,191 @@ var file_kplane_apps_v1_service_proto_goTypes = []any{
 	(*UpdateControllerRevisionResponse)(nil), // 59: kplane.apps.v1.UpdateControllerRevisionResponse
 	(*DeleteControllerRevisionRequest)(nil),  // 60: kplane.apps.v1.DeleteControllerRevisionRequest
 	(*DeleteControllerRevisionResponse)(nil), // 61: kplane.apps.v1.DeleteControllerRevisionResponse
-	(*Deployment)(nil),                       // 62: kplane.apps.v1.Deployment
-	(*DeploymentList)(nil),                   // 63: kplane.apps.v1.DeploymentList
-	(*v1.Status)(nil),                        // 64: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                 // 65: kplane.meta.v1.Preconditions
-	(*v11.Scale)(nil),                        // 66: kplane.autoscaling.v1.Scale
-	(*ReplicaSet)(nil),                       // 67: kplane.apps.v1.ReplicaSet
-	(*ReplicaSetList)(nil),                   // 68: kplane.apps.v1.ReplicaSetList
-	(*DaemonSet)(nil),                        // 69: kplane.apps.v1.DaemonSet
-	(*DaemonSetList)(nil),                    // 70: kplane.apps.v1.DaemonSetList
-	(*ControllerRevision)(nil),               // 71: kplane.apps.v1.ControllerRevision
-	(*ControllerRevisionList)(nil),           // 72: kplane.apps.v1.ControllerRevisionList
+	(*GetStatefulSetRequest)(nil),            // 62: kplane.apps.v1.GetStatefulSetRequest
+	(*GetStatefulSetResponse)(nil),           // 63: kplane.apps.v1.GetStatefulSetResponse
+	(*ListStatefulSetsRequest)(nil),          // 64: kplane.apps.v1.ListStatefulSetsRequest
+	(*ListStatefulSetsResponse)(nil),         // 65: kplane.apps.v1.ListStatefulSetsResponse
+	(*WatchStatefulSetsRequest)(nil),         // 66: kplane.apps.v1.WatchStatefulSetsRequest
+	(*WatchStatefulSetsResponse)(nil),        // 67: kplane.apps.v1.WatchStatefulSetsResponse
+	(*CreateStatefulSetRequest)(nil),         // 68: kplane.apps.v1.CreateStatefulSetRequest
+	(*CreateStatefulSetResponse)(nil),        // 69: kplane.apps.v1.CreateStatefulSetResponse
+	(*UpdateStatefulSetRequest)(nil),         // 70: kplane.apps.v1.UpdateStatefulSetRequest
+	(*UpdateStatefulSetResponse)(nil),        // 71: kplane.apps.v1.UpdateStatefulSetResponse
+	(*DeleteStatefulSetRequest)(nil),         // 72: kplane.apps.v1.DeleteStatefulSetRequest
+	(*DeleteStatefulSetResponse)(nil),        // 73: kplane.apps.v1.DeleteStatefulSetResponse
+	(*UpdateStatefulSetStatusRequest)(nil),   // 74: kplane.apps.v1.UpdateStatefulSetStatusRequest
+	(*UpdateStatefulSetStatusResponse)(nil),  // 75: kplane.apps.v1.UpdateStatefulSetStatusResponse
+	(*GetStatefulSetScaleRequest)(nil),       // 76: kplane.apps.v1.GetStatefulSetScaleRequest
+	(*GetStatefulSetScaleResponse)(nil),      // 77: kplane.apps.v1.GetStatefulSetScaleResponse
+	(*UpdateStatefulSetScaleRequest)(nil),    // 78: kplane.apps.v1.UpdateStatefulSetScaleRequest
+	(*UpdateStatefulSetScaleResponse)(nil),   // 79: kplane.apps.v1.UpdateStatefulSetScaleResponse
+	(*Deployment)(nil),                       // 80: kplane.apps.v1.Deployment
+	(*DeploymentList)(nil),                   // 81: kplane.apps.v1.DeploymentList
+	(*v1.Status)(nil),                        // 82: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                 // 83: kplane.meta.v1.Preconditions
+	(*v11.Scale)(nil),                        // 84: kplane.autoscaling.v1.Scale
+	(*ReplicaSet)(nil),                       // 85: kplane.apps.v1.ReplicaSet
+	(*ReplicaSetList)(nil),                   // 86: kplane.apps.v1.ReplicaSetList
+	(*DaemonSet)(nil),                        // 87: kplane.apps.v1.DaemonSet
+	(*DaemonSetList)(nil),                    // 88: kplane.apps.v1.DaemonSetList
+	(*ControllerRevision)(nil),               // 89: kplane.apps.v1.ControllerRevision
+	(*ControllerRevisionList)(nil),           // 90: kplane.apps.v1.ControllerRevisionList
+	(*StatefulSet)(nil),                      // 91: kplane.apps.v1.StatefulSet
+	(*StatefulSetList)(nil),                  // 92: kplane.apps.v1.StatefulSetList
 }
 var file_kplane_apps_v1_service_proto_depIdxs = []int32{
-	62, // 0: kplane.apps.v1.GetDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	63, // 1: kplane.apps.v1.ListDeploymentsResponse.list:type_name -> kplane.apps.v1.DeploymentList
-	62, // 2: kplane.apps.v1.WatchDeploymentsResponse.object:type_name -> kplane.apps.v1.Deployment
-	64, // 3: kplane.apps.v1.WatchDeploymentsResponse.status:type_name -> kplane.meta.v1.Status
-	62, // 4: kplane.apps.v1.CreateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
-	62, // 5: kplane.apps.v1.CreateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	62, // 6: kplane.apps.v1.UpdateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
-	62, // 7: kplane.apps.v1.UpdateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	65, // 8: kplane.apps.v1.DeleteDeploymentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	62, // 9: kplane.apps.v1.DeleteDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	62, // 10: kplane.apps.v1.UpdateDeploymentStatusRequest.deployment:type_name -> kplane.apps.v1.Deployment
-	62, // 11: kplane.apps.v1.UpdateDeploymentStatusResponse.deployment:type_name -> kplane.apps.v1.Deployment
-	66, // 12: kplane.apps.v1.GetDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	66, // 13: kplane.apps.v1.UpdateDeploymentScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	66, // 14: kplane.apps.v1.UpdateDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	67, // 15: kplane.apps.v1.GetReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	68, // 16: kplane.apps.v1.ListReplicaSetsResponse.list:type_name -> kplane.apps.v1.ReplicaSetList
-	67, // 17: kplane.apps.v1.WatchReplicaSetsResponse.object:type_name -> kplane.apps.v1.ReplicaSet
-	64, // 18: kplane.apps.v1.WatchReplicaSetsResponse.status:type_name -> kplane.meta.v1.Status
-	67, // 19: kplane.apps.v1.CreateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	67, // 20: kplane.apps.v1.CreateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	67, // 21: kplane.apps.v1.UpdateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	67, // 22: kplane.apps.v1.UpdateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	65, // 23: kplane.apps.v1.DeleteReplicaSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	67, // 24: kplane.apps.v1.DeleteReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	67, // 25: kplane.apps.v1.UpdateReplicaSetStatusRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	67, // 26: kplane.apps.v1.UpdateReplicaSetStatusResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
-	66, // 27: kplane.apps.v1.GetReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	66, // 28: kplane.apps.v1.UpdateReplicaSetScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	66, // 29: kplane.apps.v1.UpdateReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	69, // 30: kplane.apps.v1.GetDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	70, // 31: kplane.apps.v1.ListDaemonSetsResponse.list:type_name -> kplane.apps.v1.DaemonSetList
-	69, // 32: kplane.apps.v1.WatchDaemonSetsResponse.object:type_name -> kplane.apps.v1.DaemonSet
-	64, // 33: kplane.apps.v1.WatchDaemonSetsResponse.status:type_name -> kplane.meta.v1.Status
-	69, // 34: kplane.apps.v1.CreateDaemonSetRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	69, // 35: kplane.apps.v1.CreateDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	69, // 36: kplane.apps.v1.UpdateDaemonSetRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	69, // 37: kplane.apps.v1.UpdateDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	65, // 38: kplane.apps.v1.DeleteDaemonSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	69, // 39: kplane.apps.v1.DeleteDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	69, // 40: kplane.apps.v1.UpdateDaemonSetStatusRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	69, // 41: kplane.apps.v1.UpdateDaemonSetStatusResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
-	71, // 42: kplane.apps.v1.GetControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
-	72, // 43: kplane.apps.v1.ListControllerRevisionsResponse.list:type_name -> kplane.apps.v1.ControllerRevisionList
-	71, // 44: kplane.apps.v1.WatchControllerRevisionsResponse.object:type_name -> kplane.apps.v1.ControllerRevision
-	64, // 45: kplane.apps.v1.WatchControllerRevisionsResponse.status:type_name -> kplane.meta.v1.Status
-	71, // 46: kplane.apps.v1.CreateControllerRevisionRequest.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
-	71, // 47: kplane.apps.v1.CreateControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
-	71, // 48: kplane.apps.v1.UpdateControllerRevisionRequest.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
-	71, // 49: kplane.apps.v1.UpdateControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
-	65, // 50: kplane.apps.v1.DeleteControllerRevisionRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	71, // 51: kplane.apps.v1.DeleteControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
-	0,  // 52: kplane.apps.v1.DeploymentService.GetDeployment:input_type -> kplane.apps.v1.GetDeploymentRequest
-	2,  // 53: kplane.apps.v1.DeploymentService.ListDeployments:input_type -> kplane.apps.v1.ListDeploymentsRequest
-	4,  // 54: kplane.apps.v1.DeploymentService.WatchDeployments:input_type -> kplane.apps.v1.WatchDeploymentsRequest
-	6,  // 55: kplane.apps.v1.DeploymentService.CreateDeployment:input_type -> kplane.apps.v1.CreateDeploymentRequest
-	8,  // 56: kplane.apps.v1.DeploymentService.UpdateDeployment:input_type -> kplane.apps.v1.UpdateDeploymentRequest
-	10, // 57: kplane.apps.v1.DeploymentService.DeleteDeployment:input_type -> kplane.apps.v1.DeleteDeploymentRequest
-	12, // 58: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:input_type -> kplane.apps.v1.UpdateDeploymentStatusRequest
-	14, // 59: kplane.apps.v1.DeploymentService.GetDeploymentScale:input_type -> kplane.apps.v1.GetDeploymentScaleRequest
-	16, // 60: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:input_type -> kplane.apps.v1.UpdateDeploymentScaleRequest
-	18, // 61: kplane.apps.v1.ReplicaSetService.GetReplicaSet:input_type -> kplane.apps.v1.GetReplicaSetRequest
-	20, // 62: kplane.apps.v1.ReplicaSetService.ListReplicaSets:input_type -> kplane.apps.v1.ListReplicaSetsRequest
-	22, // 63: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:input_type -> kplane.apps.v1.WatchReplicaSetsRequest
-	24, // 64: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:input_type -> kplane.apps.v1.CreateReplicaSetRequest
-	26, // 65: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:input_type -> kplane.apps.v1.UpdateReplicaSetRequest
-	28, // 66: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:input_type -> kplane.apps.v1.DeleteReplicaSetRequest
-	30, // 67: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:input_type -> kplane.apps.v1.UpdateReplicaSetStatusRequest
-	32, // 68: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:input_type -> kplane.apps.v1.GetReplicaSetScaleRequest
-	34, // 69: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:input_type -> kplane.apps.v1.UpdateReplicaSetScaleRequest
-	36, // 70: kplane.apps.v1.DaemonSetService.GetDaemonSet:input_type -> kplane.apps.v1.GetDaemonSetRequest
-	38, // 71: kplane.apps.v1.DaemonSetService.ListDaemonSets:input_type -> kplane.apps.v1.ListDaemonSetsRequest
-	40, // 72: kplane.apps.v1.DaemonSetService.WatchDaemonSets:input_type -> kplane.apps.v1.WatchDaemonSetsRequest
-	42, // 73: kplane.apps.v1.DaemonSetService.CreateDaemonSet:input_type -> kplane.apps.v1.CreateDaemonSetRequest
-	44, // 74: kplane.apps.v1.DaemonSetService.UpdateDaemonSet:input_type -> kplane.apps.v1.UpdateDaemonSetRequest
-	46, // 75: kplane.apps.v1.DaemonSetService.DeleteDaemonSet:input_type -> kplane.apps.v1.DeleteDaemonSetRequest
-	48, // 76: kplane.apps.v1.DaemonSetService.UpdateDaemonSetStatus:input_type -> kplane.apps.v1.UpdateDaemonSetStatusRequest
-	50, // 77: kplane.apps.v1.ControllerRevisionService.GetControllerRevision:input_type -> kplane.apps.v1.GetControllerRevisionRequest
-	52, // 78: kplane.apps.v1.ControllerRevisionService.ListControllerRevisions:input_type -> kplane.apps.v1.ListControllerRevisionsRequest
-	54, // 79: kplane.apps.v1.ControllerRevisionService.WatchControllerRevisions:input_type -> kplane.apps.v1.WatchControllerRevisionsRequest
-	56, // 80: kplane.apps.v1.ControllerRevisionService.CreateControllerRevision:input_type -> kplane.apps.v1.CreateControllerRevisionRequest
-	58, // 81: kplane.apps.v1.ControllerRevisionService.UpdateControllerRevision:input_type -> kplane.apps.v1.UpdateControllerRevisionRequest
-	60, // 82: kplane.apps.v1.ControllerRevisionService.DeleteControllerRevision:input_type -> kplane.apps.v1.DeleteControllerRevisionRequest
-	1,  // 83: kplane.apps.v1.DeploymentService.GetDeployment:output_type -> kplane.apps.v1.GetDeploymentResponse
-	3,  // 84: kplane.apps.v1.DeploymentService.ListDeployments:output_type -> kplane.apps.v1.ListDeploymentsResponse
-	5,  // 85: kplane.apps.v1.DeploymentService.WatchDeployments:output_type -> kplane.apps.v1.WatchDeploymentsResponse
-	7,  // 86: kplane.apps.v1.DeploymentService.CreateDeployment:output_type -> kplane.apps.v1.CreateDeploymentResponse
-	9,  // 87: kplane.apps.v1.DeploymentService.UpdateDeployment:output_type -> kplane.apps.v1.UpdateDeploymentResponse
-	11, // 88: kplane.apps.v1.DeploymentService.DeleteDeployment:output_type -> kplane.apps.v1.DeleteDeploymentResponse
-	13, // 89: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:output_type -> kplane.apps.v1.UpdateDeploymentStatusResponse
-	15, // 90: kplane.apps.v1.DeploymentService.GetDeploymentScale:output_type -> kplane.apps.v1.GetDeploymentScaleResponse
-	17, // 91: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:output_type -> kplane.apps.v1.UpdateDeploymentScaleResponse
-	19, // 92: kplane.apps.v1.ReplicaSetService.GetReplicaSet:output_type -> kplane.apps.v1.GetReplicaSetResponse
-	21, // 93: kplane.apps.v1.ReplicaSetService.ListReplicaSets:output_type -> kplane.apps.v1.ListReplicaSetsResponse
-	23, // 94: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:output_type -> kplane.apps.v1.WatchReplicaSetsResponse
-	25, // 95: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:output_type -> kplane.apps.v1.CreateReplicaSetResponse
-	27, // 96: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:output_type -> kplane.apps.v1.UpdateReplicaSetResponse
-	29, // 97: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:output_type -> kplane.apps.v1.DeleteReplicaSetResponse
-	31, // 98: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:output_type -> kplane.apps.v1.UpdateReplicaSetStatusResponse
-	33, // 99: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:output_type -> kplane.apps.v1.GetReplicaSetScaleResponse
-	35, // 100: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:output_type -> kplane.apps.v1.UpdateReplicaSetScaleResponse
-	37, // 101: kplane.apps.v1.DaemonSetService.GetDaemonSet:output_type -> kplane.apps.v1.GetDaemonSetResponse
-	39, // 102: kplane.apps.v1.DaemonSetService.ListDaemonSets:output_type -> kplane.apps.v1.ListDaemonSetsResponse
-	41, // 103: kplane.apps.v1.DaemonSetService.WatchDaemonSets:output_type -> kplane.apps.v1.WatchDaemonSetsResponse
-	43, // 104: kplane.apps.v1.DaemonSetService.CreateDaemonSet:output_type -> kplane.apps.v1.CreateDaemonSetResponse
-	45, // 105: kplane.apps.v1.DaemonSetService.UpdateDaemonSet:output_type -> kplane.apps.v1.UpdateDaemonSetResponse
-	47, // 106: kplane.apps.v1.DaemonSetService.DeleteDaemonSet:output_type -> kplane.apps.v1.DeleteDaemonSetResponse
-	49, // 107: kplane.apps.v1.DaemonSetService.UpdateDaemonSetStatus:output_type -> kplane.apps.v1.UpdateDaemonSetStatusResponse
-	51, // 108: kplane.apps.v1.ControllerRevisionService.GetControllerRevision:output_type -> kplane.apps.v1.GetControllerRevisionResponse
-	53, // 109: kplane.apps.v1.ControllerRevisionService.ListControllerRevisions:output_type -> kplane.apps.v1.ListControllerRevisionsResponse
-	55, // 110: kplane.apps.v1.ControllerRevisionService.WatchControllerRevisions:output_type -> kplane.apps.v1.WatchControllerRevisionsResponse
-	57, // 111: kplane.apps.v1.ControllerRevisionService.CreateControllerRevision:output_type -> kplane.apps.v1.CreateControllerRevisionResponse
-	59, // 112: kplane.apps.v1.ControllerRevisionService.UpdateControllerRevision:output_type -> kplane.apps.v1.UpdateControllerRevisionResponse
-	61, // 113: kplane.apps.v1.ControllerRevisionService.DeleteControllerRevision:output_type -> kplane.apps.v1.DeleteControllerRevisionResponse
-	83, // [83:114] is the sub-list for method output_type
-	52, // [52:83] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	80,  // 0: kplane.apps.v1.GetDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	81,  // 1: kplane.apps.v1.ListDeploymentsResponse.list:type_name -> kplane.apps.v1.DeploymentList
+	80,  // 2: kplane.apps.v1.WatchDeploymentsResponse.object:type_name -> kplane.apps.v1.Deployment
+	82,  // 3: kplane.apps.v1.WatchDeploymentsResponse.status:type_name -> kplane.meta.v1.Status
+	80,  // 4: kplane.apps.v1.CreateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
+	80,  // 5: kplane.apps.v1.CreateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	80,  // 6: kplane.apps.v1.UpdateDeploymentRequest.deployment:type_name -> kplane.apps.v1.Deployment
+	80,  // 7: kplane.apps.v1.UpdateDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	83,  // 8: kplane.apps.v1.DeleteDeploymentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	80,  // 9: kplane.apps.v1.DeleteDeploymentResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	80,  // 10: kplane.apps.v1.UpdateDeploymentStatusRequest.deployment:type_name -> kplane.apps.v1.Deployment
+	80,  // 11: kplane.apps.v1.UpdateDeploymentStatusResponse.deployment:type_name -> kplane.apps.v1.Deployment
+	84,  // 12: kplane.apps.v1.GetDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	84,  // 13: kplane.apps.v1.UpdateDeploymentScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	84,  // 14: kplane.apps.v1.UpdateDeploymentScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	85,  // 15: kplane.apps.v1.GetReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	86,  // 16: kplane.apps.v1.ListReplicaSetsResponse.list:type_name -> kplane.apps.v1.ReplicaSetList
+	85,  // 17: kplane.apps.v1.WatchReplicaSetsResponse.object:type_name -> kplane.apps.v1.ReplicaSet
+	82,  // 18: kplane.apps.v1.WatchReplicaSetsResponse.status:type_name -> kplane.meta.v1.Status
+	85,  // 19: kplane.apps.v1.CreateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	85,  // 20: kplane.apps.v1.CreateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	85,  // 21: kplane.apps.v1.UpdateReplicaSetRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	85,  // 22: kplane.apps.v1.UpdateReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	83,  // 23: kplane.apps.v1.DeleteReplicaSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	85,  // 24: kplane.apps.v1.DeleteReplicaSetResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	85,  // 25: kplane.apps.v1.UpdateReplicaSetStatusRequest.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	85,  // 26: kplane.apps.v1.UpdateReplicaSetStatusResponse.replica_set:type_name -> kplane.apps.v1.ReplicaSet
+	84,  // 27: kplane.apps.v1.GetReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	84,  // 28: kplane.apps.v1.UpdateReplicaSetScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	84,  // 29: kplane.apps.v1.UpdateReplicaSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	87,  // 30: kplane.apps.v1.GetDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	88,  // 31: kplane.apps.v1.ListDaemonSetsResponse.list:type_name -> kplane.apps.v1.DaemonSetList
+	87,  // 32: kplane.apps.v1.WatchDaemonSetsResponse.object:type_name -> kplane.apps.v1.DaemonSet
+	82,  // 33: kplane.apps.v1.WatchDaemonSetsResponse.status:type_name -> kplane.meta.v1.Status
+	87,  // 34: kplane.apps.v1.CreateDaemonSetRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	87,  // 35: kplane.apps.v1.CreateDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	87,  // 36: kplane.apps.v1.UpdateDaemonSetRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	87,  // 37: kplane.apps.v1.UpdateDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	83,  // 38: kplane.apps.v1.DeleteDaemonSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	87,  // 39: kplane.apps.v1.DeleteDaemonSetResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	87,  // 40: kplane.apps.v1.UpdateDaemonSetStatusRequest.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	87,  // 41: kplane.apps.v1.UpdateDaemonSetStatusResponse.daemon_set:type_name -> kplane.apps.v1.DaemonSet
+	89,  // 42: kplane.apps.v1.GetControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	90,  // 43: kplane.apps.v1.ListControllerRevisionsResponse.list:type_name -> kplane.apps.v1.ControllerRevisionList
+	89,  // 44: kplane.apps.v1.WatchControllerRevisionsResponse.object:type_name -> kplane.apps.v1.ControllerRevision
+	82,  // 45: kplane.apps.v1.WatchControllerRevisionsResponse.status:type_name -> kplane.meta.v1.Status
+	89,  // 46: kplane.apps.v1.CreateControllerRevisionRequest.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	89,  // 47: kplane.apps.v1.CreateControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	89,  // 48: kplane.apps.v1.UpdateControllerRevisionRequest.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	89,  // 49: kplane.apps.v1.UpdateControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	83,  // 50: kplane.apps.v1.DeleteControllerRevisionRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	89,  // 51: kplane.apps.v1.DeleteControllerRevisionResponse.controller_revision:type_name -> kplane.apps.v1.ControllerRevision
+	91,  // 52: kplane.apps.v1.GetStatefulSetResponse.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	92,  // 53: kplane.apps.v1.ListStatefulSetsResponse.list:type_name -> kplane.apps.v1.StatefulSetList
+	91,  // 54: kplane.apps.v1.WatchStatefulSetsResponse.object:type_name -> kplane.apps.v1.StatefulSet
+	82,  // 55: kplane.apps.v1.WatchStatefulSetsResponse.status:type_name -> kplane.meta.v1.Status
+	91,  // 56: kplane.apps.v1.CreateStatefulSetRequest.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	91,  // 57: kplane.apps.v1.CreateStatefulSetResponse.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	91,  // 58: kplane.apps.v1.UpdateStatefulSetRequest.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	91,  // 59: kplane.apps.v1.UpdateStatefulSetResponse.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	83,  // 60: kplane.apps.v1.DeleteStatefulSetRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	91,  // 61: kplane.apps.v1.DeleteStatefulSetResponse.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	91,  // 62: kplane.apps.v1.UpdateStatefulSetStatusRequest.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	91,  // 63: kplane.apps.v1.UpdateStatefulSetStatusResponse.stateful_set:type_name -> kplane.apps.v1.StatefulSet
+	84,  // 64: kplane.apps.v1.GetStatefulSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	84,  // 65: kplane.apps.v1.UpdateStatefulSetScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	84,  // 66: kplane.apps.v1.UpdateStatefulSetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	0,   // 67: kplane.apps.v1.DeploymentService.GetDeployment:input_type -> kplane.apps.v1.GetDeploymentRequest
+	2,   // 68: kplane.apps.v1.DeploymentService.ListDeployments:input_type -> kplane.apps.v1.ListDeploymentsRequest
+	4,   // 69: kplane.apps.v1.DeploymentService.WatchDeployments:input_type -> kplane.apps.v1.WatchDeploymentsRequest
+	6,   // 70: kplane.apps.v1.DeploymentService.CreateDeployment:input_type -> kplane.apps.v1.CreateDeploymentRequest
+	8,   // 71: kplane.apps.v1.DeploymentService.UpdateDeployment:input_type -> kplane.apps.v1.UpdateDeploymentRequest
+	10,  // 72: kplane.apps.v1.DeploymentService.DeleteDeployment:input_type -> kplane.apps.v1.DeleteDeploymentRequest
+	12,  // 73: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:input_type -> kplane.apps.v1.UpdateDeploymentStatusRequest
+	14,  // 74: kplane.apps.v1.DeploymentService.GetDeploymentScale:input_type -> kplane.apps.v1.GetDeploymentScaleRequest
+	16,  // 75: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:input_type -> kplane.apps.v1.UpdateDeploymentScaleRequest
+	18,  // 76: kplane.apps.v1.ReplicaSetService.GetReplicaSet:input_type -> kplane.apps.v1.GetReplicaSetRequest
+	20,  // 77: kplane.apps.v1.ReplicaSetService.ListReplicaSets:input_type -> kplane.apps.v1.ListReplicaSetsRequest
+	22,  // 78: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:input_type -> kplane.apps.v1.WatchReplicaSetsRequest
+	24,  // 79: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:input_type -> kplane.apps.v1.CreateReplicaSetRequest
+	26,  // 80: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:input_type -> kplane.apps.v1.UpdateReplicaSetRequest
+	28,  // 81: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:input_type -> kplane.apps.v1.DeleteReplicaSetRequest
+	30,  // 82: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:input_type -> kplane.apps.v1.UpdateReplicaSetStatusRequest
+	32,  // 83: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:input_type -> kplane.apps.v1.GetReplicaSetScaleRequest
+	34,  // 84: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:input_type -> kplane.apps.v1.UpdateReplicaSetScaleRequest
+	36,  // 85: kplane.apps.v1.DaemonSetService.GetDaemonSet:input_type -> kplane.apps.v1.GetDaemonSetRequest
+	38,  // 86: kplane.apps.v1.DaemonSetService.ListDaemonSets:input_type -> kplane.apps.v1.ListDaemonSetsRequest
+	40,  // 87: kplane.apps.v1.DaemonSetService.WatchDaemonSets:input_type -> kplane.apps.v1.WatchDaemonSetsRequest
+	42,  // 88: kplane.apps.v1.DaemonSetService.CreateDaemonSet:input_type -> kplane.apps.v1.CreateDaemonSetRequest
+	44,  // 89: kplane.apps.v1.DaemonSetService.UpdateDaemonSet:input_type -> kplane.apps.v1.UpdateDaemonSetRequest
+	46,  // 90: kplane.apps.v1.DaemonSetService.DeleteDaemonSet:input_type -> kplane.apps.v1.DeleteDaemonSetRequest
+	48,  // 91: kplane.apps.v1.DaemonSetService.UpdateDaemonSetStatus:input_type -> kplane.apps.v1.UpdateDaemonSetStatusRequest
+	50,  // 92: kplane.apps.v1.ControllerRevisionService.GetControllerRevision:input_type -> kplane.apps.v1.GetControllerRevisionRequest
+	52,  // 93: kplane.apps.v1.ControllerRevisionService.ListControllerRevisions:input_type -> kplane.apps.v1.ListControllerRevisionsRequest
+	54,  // 94: kplane.apps.v1.ControllerRevisionService.WatchControllerRevisions:input_type -> kplane.apps.v1.WatchControllerRevisionsRequest
+	56,  // 95: kplane.apps.v1.ControllerRevisionService.CreateControllerRevision:input_type -> kplane.apps.v1.CreateControllerRevisionRequest
+	58,  // 96: kplane.apps.v1.ControllerRevisionService.UpdateControllerRevision:input_type -> kplane.apps.v1.UpdateControllerRevisionRequest
+	60,  // 97: kplane.apps.v1.ControllerRevisionService.DeleteControllerRevision:input_type -> kplane.apps.v1.DeleteControllerRevisionRequest
+	62,  // 98: kplane.apps.v1.StatefulSetService.GetStatefulSet:input_type -> kplane.apps.v1.GetStatefulSetRequest
+	64,  // 99: kplane.apps.v1.StatefulSetService.ListStatefulSets:input_type -> kplane.apps.v1.ListStatefulSetsRequest
+	66,  // 100: kplane.apps.v1.StatefulSetService.WatchStatefulSets:input_type -> kplane.apps.v1.WatchStatefulSetsRequest
+	68,  // 101: kplane.apps.v1.StatefulSetService.CreateStatefulSet:input_type -> kplane.apps.v1.CreateStatefulSetRequest
+	70,  // 102: kplane.apps.v1.StatefulSetService.UpdateStatefulSet:input_type -> kplane.apps.v1.UpdateStatefulSetRequest
+	72,  // 103: kplane.apps.v1.StatefulSetService.DeleteStatefulSet:input_type -> kplane.apps.v1.DeleteStatefulSetRequest
+	74,  // 104: kplane.apps.v1.StatefulSetService.UpdateStatefulSetStatus:input_type -> kplane.apps.v1.UpdateStatefulSetStatusRequest
+	76,  // 105: kplane.apps.v1.StatefulSetService.GetStatefulSetScale:input_type -> kplane.apps.v1.GetStatefulSetScaleRequest
+	78,  // 106: kplane.apps.v1.StatefulSetService.UpdateStatefulSetScale:input_type -> kplane.apps.v1.UpdateStatefulSetScaleRequest
+	1,   // 107: kplane.apps.v1.DeploymentService.GetDeployment:output_type -> kplane.apps.v1.GetDeploymentResponse
+	3,   // 108: kplane.apps.v1.DeploymentService.ListDeployments:output_type -> kplane.apps.v1.ListDeploymentsResponse
+	5,   // 109: kplane.apps.v1.DeploymentService.WatchDeployments:output_type -> kplane.apps.v1.WatchDeploymentsResponse
+	7,   // 110: kplane.apps.v1.DeploymentService.CreateDeployment:output_type -> kplane.apps.v1.CreateDeploymentResponse
+	9,   // 111: kplane.apps.v1.DeploymentService.UpdateDeployment:output_type -> kplane.apps.v1.UpdateDeploymentResponse
+	11,  // 112: kplane.apps.v1.DeploymentService.DeleteDeployment:output_type -> kplane.apps.v1.DeleteDeploymentResponse
+	13,  // 113: kplane.apps.v1.DeploymentService.UpdateDeploymentStatus:output_type -> kplane.apps.v1.UpdateDeploymentStatusResponse
+	15,  // 114: kplane.apps.v1.DeploymentService.GetDeploymentScale:output_type -> kplane.apps.v1.GetDeploymentScaleResponse
+	17,  // 115: kplane.apps.v1.DeploymentService.UpdateDeploymentScale:output_type -> kplane.apps.v1.UpdateDeploymentScaleResponse
+	19,  // 116: kplane.apps.v1.ReplicaSetService.GetReplicaSet:output_type -> kplane.apps.v1.GetReplicaSetResponse
+	21,  // 117: kplane.apps.v1.ReplicaSetService.ListReplicaSets:output_type -> kplane.apps.v1.ListReplicaSetsResponse
+	23,  // 118: kplane.apps.v1.ReplicaSetService.WatchReplicaSets:output_type -> kplane.apps.v1.WatchReplicaSetsResponse
+	25,  // 119: kplane.apps.v1.ReplicaSetService.CreateReplicaSet:output_type -> kplane.apps.v1.CreateReplicaSetResponse
+	27,  // 120: kplane.apps.v1.ReplicaSetService.UpdateReplicaSet:output_type -> kplane.apps.v1.UpdateReplicaSetResponse
+	29,  // 121: kplane.apps.v1.ReplicaSetService.DeleteReplicaSet:output_type -> kplane.apps.v1.DeleteReplicaSetResponse
+	31,  // 122: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetStatus:output_type -> kplane.apps.v1.UpdateReplicaSetStatusResponse
+	33,  // 123: kplane.apps.v1.ReplicaSetService.GetReplicaSetScale:output_type -> kplane.apps.v1.GetReplicaSetScaleResponse
+	35,  // 124: kplane.apps.v1.ReplicaSetService.UpdateReplicaSetScale:output_type -> kplane.apps.v1.UpdateReplicaSetScaleResponse
+	37,  // 125: kplane.apps.v1.DaemonSetService.GetDaemonSet:output_type -> kplane.apps.v1.GetDaemonSetResponse
+	39,  // 126: kplane.apps.v1.DaemonSetService.ListDaemonSets:output_type -> kplane.apps.v1.ListDaemonSetsResponse
+	41,  // 127: kplane.apps.v1.DaemonSetService.WatchDaemonSets:output_type -> kplane.apps.v1.WatchDaemonSetsResponse
+	43,  // 128: kplane.apps.v1.DaemonSetService.CreateDaemonSet:output_type -> kplane.apps.v1.CreateDaemonSetResponse
+	45,  // 129: kplane.apps.v1.DaemonSetService.UpdateDaemonSet:output_type -> kplane.apps.v1.UpdateDaemonSetResponse
+	47,  // 130: kplane.apps.v1.DaemonSetService.DeleteDaemonSet:output_type -> kplane.apps.v1.DeleteDaemonSetResponse
+	49,  // 131: kplane.apps.v1.DaemonSetService.UpdateDaemonSetStatus:output_type -> kplane.apps.v1.UpdateDaemonSetStatusResponse
+	51,  // 132: kplane.apps.v1.ControllerRevisionService.GetControllerRevision:output_type -> kplane.apps.v1.GetControllerRevisionResponse
+	53,  // 133: kplane.apps.v1.ControllerRevisionService.ListControllerRevisions:output_type -> kplane.apps.v1.ListControllerRevisionsResponse
+	55,  // 134: kplane.apps.v1.ControllerRevisionService.WatchControllerRevisions:output_type -> kplane.apps.v1.WatchControllerRevisionsResponse
+	57,  // 135: kplane.apps.v1.ControllerRevisionService.CreateControllerRevision:output_type -> kplane.apps.v1.CreateControllerRevisionResponse
+	59,  // 136: kplane.apps.v1.ControllerRevisionService.UpdateControllerRevision:output_type -> kplane.apps.v1.UpdateControllerRevisionResponse
+	61,  // 137: kplane.apps.v1.ControllerRevisionService.DeleteControllerRevision:output_type -> kplane.apps.v1.DeleteControllerRevisionResponse
+	63,  // 138: kplane.apps.v1.StatefulSetService.GetStatefulSet:output_type -> kplane.apps.v1.GetStatefulSetResponse
+	65,  // 139: kplane.apps.v1.StatefulSetService.ListStatefulSets:output_type -> kplane.apps.v1.ListStatefulSetsResponse
+	67,  // 140: kplane.apps.v1.StatefulSetService.WatchStatefulSets:output_type -> kplane.apps.v1.WatchStatefulSetsResponse
+	69,  // 141: kplane.apps.v1.StatefulSetService.CreateStatefulSet:output_type -> kplane.apps.v1.CreateStatefulSetResponse
+	71,  // 142: kplane.apps.v1.StatefulSetService.UpdateStatefulSet:output_type -> kplane.apps.v1.UpdateStatefulSetResponse
+	73,  // 143: kplane.apps.v1.StatefulSetService.DeleteStatefulSet:output_type -> kplane.apps.v1.DeleteStatefulSetResponse
+	75,  // 144: kplane.apps.v1.StatefulSetService.UpdateStatefulSetStatus:output_type -> kplane.apps.v1.UpdateStatefulSetStatusResponse
+	77,  // 145: kplane.apps.v1.StatefulSetService.GetStatefulSetScale:output_type -> kplane.apps.v1.GetStatefulSetScaleResponse
+	79,  // 146: kplane.apps.v1.StatefulSetService.UpdateStatefulSetScale:output_type -> kplane.apps.v1.UpdateStatefulSetScaleResponse
+	107, // [107:147] is the sub-list for method output_type
+	67,  // [67:107] is the sub-list for method input_type
+	67,  // [67:67] is the sub-list for extension type_name
+	67,  // [67:67] is the sub-list for extension extendee
+	0,   // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_kplane_apps_v1_service_proto_init() }
@@ -4595,15 +5870,18 @@ func file_kplane_apps_v1_service_proto_init() {
 	file_kplane_apps_v1_service_proto_msgTypes[52].OneofWrappers = []any{}
 	file_kplane_apps_v1_service_proto_msgTypes[54].OneofWrappers = []any{}
 	file_kplane_apps_v1_service_proto_msgTypes[60].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[64].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[66].OneofWrappers = []any{}
+	file_kplane_apps_v1_service_proto_msgTypes[72].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_apps_v1_service_proto_rawDesc), len(file_kplane_apps_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   62,
+			NumMessages:   80,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_kplane_apps_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_apps_v1_service_proto_depIdxs,

@@ -1548,3 +1548,435 @@ var ControllerRevisionService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/apps/v1/service.proto",
 }
+
+const (
+	StatefulSetService_GetStatefulSet_FullMethodName          = "/kplane.apps.v1.StatefulSetService/GetStatefulSet"
+	StatefulSetService_ListStatefulSets_FullMethodName        = "/kplane.apps.v1.StatefulSetService/ListStatefulSets"
+	StatefulSetService_WatchStatefulSets_FullMethodName       = "/kplane.apps.v1.StatefulSetService/WatchStatefulSets"
+	StatefulSetService_CreateStatefulSet_FullMethodName       = "/kplane.apps.v1.StatefulSetService/CreateStatefulSet"
+	StatefulSetService_UpdateStatefulSet_FullMethodName       = "/kplane.apps.v1.StatefulSetService/UpdateStatefulSet"
+	StatefulSetService_DeleteStatefulSet_FullMethodName       = "/kplane.apps.v1.StatefulSetService/DeleteStatefulSet"
+	StatefulSetService_UpdateStatefulSetStatus_FullMethodName = "/kplane.apps.v1.StatefulSetService/UpdateStatefulSetStatus"
+	StatefulSetService_GetStatefulSetScale_FullMethodName     = "/kplane.apps.v1.StatefulSetService/GetStatefulSetScale"
+	StatefulSetService_UpdateStatefulSetScale_FullMethodName  = "/kplane.apps.v1.StatefulSetService/UpdateStatefulSetScale"
+)
+
+// StatefulSetServiceClient is the client API for StatefulSetService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// StatefulSetService serves statefulsets (apps/v1, namespaced).
+type StatefulSetServiceClient interface {
+	// GetStatefulSet reads one StatefulSet.
+	GetStatefulSet(ctx context.Context, in *GetStatefulSetRequest, opts ...grpc.CallOption) (*GetStatefulSetResponse, error)
+	// ListStatefulSets lists statefulsets, filtered by selectors, paginated.
+	ListStatefulSets(ctx context.Context, in *ListStatefulSetsRequest, opts ...grpc.CallOption) (*ListStatefulSetsResponse, error)
+	// WatchStatefulSets streams changes to statefulsets.
+	WatchStatefulSets(ctx context.Context, in *WatchStatefulSetsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStatefulSetsResponse], error)
+	// CreateStatefulSet creates a StatefulSet; AlreadyExists if the name is taken.
+	CreateStatefulSet(ctx context.Context, in *CreateStatefulSetRequest, opts ...grpc.CallOption) (*CreateStatefulSetResponse, error)
+	// UpdateStatefulSet replaces a StatefulSet; Conflict on a stale resourceVersion.
+	UpdateStatefulSet(ctx context.Context, in *UpdateStatefulSetRequest, opts ...grpc.CallOption) (*UpdateStatefulSetResponse, error)
+	// DeleteStatefulSet deletes a StatefulSet (or marks it for deletion).
+	DeleteStatefulSet(ctx context.Context, in *DeleteStatefulSetRequest, opts ...grpc.CallOption) (*DeleteStatefulSetResponse, error)
+	// UpdateStatefulSetStatus replaces the status of a StatefulSet (the status subresource).
+	UpdateStatefulSetStatus(ctx context.Context, in *UpdateStatefulSetStatusRequest, opts ...grpc.CallOption) (*UpdateStatefulSetStatusResponse, error)
+	// GetStatefulSetScale reads the scale subresource.
+	GetStatefulSetScale(ctx context.Context, in *GetStatefulSetScaleRequest, opts ...grpc.CallOption) (*GetStatefulSetScaleResponse, error)
+	// UpdateStatefulSetScale sets spec.replicas through the scale subresource.
+	UpdateStatefulSetScale(ctx context.Context, in *UpdateStatefulSetScaleRequest, opts ...grpc.CallOption) (*UpdateStatefulSetScaleResponse, error)
+}
+
+type statefulSetServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewStatefulSetServiceClient(cc grpc.ClientConnInterface) StatefulSetServiceClient {
+	return &statefulSetServiceClient{cc}
+}
+
+func (c *statefulSetServiceClient) GetStatefulSet(ctx context.Context, in *GetStatefulSetRequest, opts ...grpc.CallOption) (*GetStatefulSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetStatefulSetResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_GetStatefulSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) ListStatefulSets(ctx context.Context, in *ListStatefulSetsRequest, opts ...grpc.CallOption) (*ListStatefulSetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListStatefulSetsResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_ListStatefulSets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) WatchStatefulSets(ctx context.Context, in *WatchStatefulSetsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStatefulSetsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &StatefulSetService_ServiceDesc.Streams[0], StatefulSetService_WatchStatefulSets_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchStatefulSetsRequest, WatchStatefulSetsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StatefulSetService_WatchStatefulSetsClient = grpc.ServerStreamingClient[WatchStatefulSetsResponse]
+
+func (c *statefulSetServiceClient) CreateStatefulSet(ctx context.Context, in *CreateStatefulSetRequest, opts ...grpc.CallOption) (*CreateStatefulSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateStatefulSetResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_CreateStatefulSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) UpdateStatefulSet(ctx context.Context, in *UpdateStatefulSetRequest, opts ...grpc.CallOption) (*UpdateStatefulSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateStatefulSetResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_UpdateStatefulSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) DeleteStatefulSet(ctx context.Context, in *DeleteStatefulSetRequest, opts ...grpc.CallOption) (*DeleteStatefulSetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteStatefulSetResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_DeleteStatefulSet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) UpdateStatefulSetStatus(ctx context.Context, in *UpdateStatefulSetStatusRequest, opts ...grpc.CallOption) (*UpdateStatefulSetStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateStatefulSetStatusResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_UpdateStatefulSetStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) GetStatefulSetScale(ctx context.Context, in *GetStatefulSetScaleRequest, opts ...grpc.CallOption) (*GetStatefulSetScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetStatefulSetScaleResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_GetStatefulSetScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *statefulSetServiceClient) UpdateStatefulSetScale(ctx context.Context, in *UpdateStatefulSetScaleRequest, opts ...grpc.CallOption) (*UpdateStatefulSetScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateStatefulSetScaleResponse)
+	err := c.cc.Invoke(ctx, StatefulSetService_UpdateStatefulSetScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StatefulSetServiceServer is the server API for StatefulSetService service.
+// All implementations must embed UnimplementedStatefulSetServiceServer
+// for forward compatibility.
+//
+// StatefulSetService serves statefulsets (apps/v1, namespaced).
+type StatefulSetServiceServer interface {
+	// GetStatefulSet reads one StatefulSet.
+	GetStatefulSet(context.Context, *GetStatefulSetRequest) (*GetStatefulSetResponse, error)
+	// ListStatefulSets lists statefulsets, filtered by selectors, paginated.
+	ListStatefulSets(context.Context, *ListStatefulSetsRequest) (*ListStatefulSetsResponse, error)
+	// WatchStatefulSets streams changes to statefulsets.
+	WatchStatefulSets(*WatchStatefulSetsRequest, grpc.ServerStreamingServer[WatchStatefulSetsResponse]) error
+	// CreateStatefulSet creates a StatefulSet; AlreadyExists if the name is taken.
+	CreateStatefulSet(context.Context, *CreateStatefulSetRequest) (*CreateStatefulSetResponse, error)
+	// UpdateStatefulSet replaces a StatefulSet; Conflict on a stale resourceVersion.
+	UpdateStatefulSet(context.Context, *UpdateStatefulSetRequest) (*UpdateStatefulSetResponse, error)
+	// DeleteStatefulSet deletes a StatefulSet (or marks it for deletion).
+	DeleteStatefulSet(context.Context, *DeleteStatefulSetRequest) (*DeleteStatefulSetResponse, error)
+	// UpdateStatefulSetStatus replaces the status of a StatefulSet (the status subresource).
+	UpdateStatefulSetStatus(context.Context, *UpdateStatefulSetStatusRequest) (*UpdateStatefulSetStatusResponse, error)
+	// GetStatefulSetScale reads the scale subresource.
+	GetStatefulSetScale(context.Context, *GetStatefulSetScaleRequest) (*GetStatefulSetScaleResponse, error)
+	// UpdateStatefulSetScale sets spec.replicas through the scale subresource.
+	UpdateStatefulSetScale(context.Context, *UpdateStatefulSetScaleRequest) (*UpdateStatefulSetScaleResponse, error)
+	mustEmbedUnimplementedStatefulSetServiceServer()
+}
+
+// UnimplementedStatefulSetServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedStatefulSetServiceServer struct{}
+
+func (UnimplementedStatefulSetServiceServer) GetStatefulSet(context.Context, *GetStatefulSetRequest) (*GetStatefulSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStatefulSet not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) ListStatefulSets(context.Context, *ListStatefulSetsRequest) (*ListStatefulSetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListStatefulSets not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) WatchStatefulSets(*WatchStatefulSetsRequest, grpc.ServerStreamingServer[WatchStatefulSetsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchStatefulSets not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) CreateStatefulSet(context.Context, *CreateStatefulSetRequest) (*CreateStatefulSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateStatefulSet not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) UpdateStatefulSet(context.Context, *UpdateStatefulSetRequest) (*UpdateStatefulSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateStatefulSet not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) DeleteStatefulSet(context.Context, *DeleteStatefulSetRequest) (*DeleteStatefulSetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteStatefulSet not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) UpdateStatefulSetStatus(context.Context, *UpdateStatefulSetStatusRequest) (*UpdateStatefulSetStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateStatefulSetStatus not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) GetStatefulSetScale(context.Context, *GetStatefulSetScaleRequest) (*GetStatefulSetScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStatefulSetScale not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) UpdateStatefulSetScale(context.Context, *UpdateStatefulSetScaleRequest) (*UpdateStatefulSetScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateStatefulSetScale not implemented")
+}
+func (UnimplementedStatefulSetServiceServer) mustEmbedUnimplementedStatefulSetServiceServer() {}
+func (UnimplementedStatefulSetServiceServer) testEmbeddedByValue()                            {}
+
+// UnsafeStatefulSetServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to StatefulSetServiceServer will
+// result in compilation errors.
+type UnsafeStatefulSetServiceServer interface {
+	mustEmbedUnimplementedStatefulSetServiceServer()
+}
+
+func RegisterStatefulSetServiceServer(s grpc.ServiceRegistrar, srv StatefulSetServiceServer) {
+	// If the following call panics, it indicates UnimplementedStatefulSetServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&StatefulSetService_ServiceDesc, srv)
+}
+
+func _StatefulSetService_GetStatefulSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStatefulSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).GetStatefulSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_GetStatefulSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).GetStatefulSet(ctx, req.(*GetStatefulSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_ListStatefulSets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListStatefulSetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).ListStatefulSets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_ListStatefulSets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).ListStatefulSets(ctx, req.(*ListStatefulSetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_WatchStatefulSets_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchStatefulSetsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StatefulSetServiceServer).WatchStatefulSets(m, &grpc.GenericServerStream[WatchStatefulSetsRequest, WatchStatefulSetsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StatefulSetService_WatchStatefulSetsServer = grpc.ServerStreamingServer[WatchStatefulSetsResponse]
+
+func _StatefulSetService_CreateStatefulSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateStatefulSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).CreateStatefulSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_CreateStatefulSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).CreateStatefulSet(ctx, req.(*CreateStatefulSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_UpdateStatefulSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateStatefulSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).UpdateStatefulSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_UpdateStatefulSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).UpdateStatefulSet(ctx, req.(*UpdateStatefulSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_DeleteStatefulSet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteStatefulSetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).DeleteStatefulSet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_DeleteStatefulSet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).DeleteStatefulSet(ctx, req.(*DeleteStatefulSetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_UpdateStatefulSetStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateStatefulSetStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).UpdateStatefulSetStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_UpdateStatefulSetStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).UpdateStatefulSetStatus(ctx, req.(*UpdateStatefulSetStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_GetStatefulSetScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStatefulSetScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).GetStatefulSetScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_GetStatefulSetScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).GetStatefulSetScale(ctx, req.(*GetStatefulSetScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StatefulSetService_UpdateStatefulSetScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateStatefulSetScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StatefulSetServiceServer).UpdateStatefulSetScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StatefulSetService_UpdateStatefulSetScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StatefulSetServiceServer).UpdateStatefulSetScale(ctx, req.(*UpdateStatefulSetScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// StatefulSetService_ServiceDesc is the grpc.ServiceDesc for StatefulSetService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var StatefulSetService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.apps.v1.StatefulSetService",
+	HandlerType: (*StatefulSetServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetStatefulSet",
+			Handler:    _StatefulSetService_GetStatefulSet_Handler,
+		},
+		{
+			MethodName: "ListStatefulSets",
+			Handler:    _StatefulSetService_ListStatefulSets_Handler,
+		},
+		{
+			MethodName: "CreateStatefulSet",
+			Handler:    _StatefulSetService_CreateStatefulSet_Handler,
+		},
+		{
+			MethodName: "UpdateStatefulSet",
+			Handler:    _StatefulSetService_UpdateStatefulSet_Handler,
+		},
+		{
+			MethodName: "DeleteStatefulSet",
+			Handler:    _StatefulSetService_DeleteStatefulSet_Handler,
+		},
+		{
+			MethodName: "UpdateStatefulSetStatus",
+			Handler:    _StatefulSetService_UpdateStatefulSetStatus_Handler,
+		},
+		{
+			MethodName: "GetStatefulSetScale",
+			Handler:    _StatefulSetService_GetStatefulSetScale_Handler,
+		},
+		{
+			MethodName: "UpdateStatefulSetScale",
+			Handler:    _StatefulSetService_UpdateStatefulSetScale_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchStatefulSets",
+			Handler:       _StatefulSetService_WatchStatefulSets_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/apps/v1/service.proto",
+}

@@ -1925,6 +1925,819 @@ func (x *ControllerRevisionList) GetItems() []*ControllerRevision {
 	return nil
 }
 
+// StatefulSet represents a set of pods with consistent identities.
+// Identities are defined as:
+//   - Network: A single stable DNS and hostname.
+//   - Storage: As many VolumeClaims as requested.
+//
+// The StatefulSet guarantees that a given network identity will always
+// map to the same storage identity.
+type StatefulSet struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Spec defines the desired identities of pods in this set.
+	Spec *StatefulSetSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// Status is the current status of Pods in this StatefulSet. This data
+	// may be out of date by some window of time.
+	Status        *StatefulSetStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSet) Reset() {
+	*x = StatefulSet{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSet) ProtoMessage() {}
+
+func (x *StatefulSet) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSet.ProtoReflect.Descriptor instead.
+func (*StatefulSet) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StatefulSet) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *StatefulSet) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StatefulSet) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StatefulSet) GetSpec() *StatefulSetSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *StatefulSet) GetStatus() *StatefulSetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// A StatefulSetSpec is the specification of a StatefulSet.
+type StatefulSetSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// replicas is the desired number of replicas of the given Template.
+	// These are replicas in the sense that they are instantiations of the
+	// same Template, but individual replicas also have a consistent identity.
+	// If unspecified, defaults to 1.
+	Replicas *int32 `protobuf:"varint,1,opt,name=replicas,proto3,oneof" json:"replicas,omitempty"`
+	// selector is a label query over pods that should match the replica count.
+	// It must match the pod template's labels.
+	// More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors
+	Selector *v1.LabelSelector `protobuf:"bytes,2,opt,name=selector,proto3" json:"selector,omitempty"`
+	// template is the object that describes the pod that will be created if
+	// insufficient replicas are detected. Each pod stamped out by the StatefulSet
+	// will fulfill this Template, but have a unique identity from the rest
+	// of the StatefulSet. Each pod will be named with the format
+	// <statefulsetname>-<podindex>. For example, a pod in a StatefulSet named
+	// "web" with index number "3" would be named "web-3".
+	// The only allowed template.spec.restartPolicy value is "Always".
+	Template *v11.PodTemplateSpec `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// volumeClaimTemplates is a list of claims that pods are allowed to reference.
+	// The StatefulSet controller is responsible for mapping network identities to
+	// claims in a way that maintains the identity of a pod. Every claim in
+	// this list must have at least one matching (by name) volumeMount in one
+	// container in the template. A claim in this list takes precedence over
+	// any volumes in the template, with the same name.
+	VolumeClaimTemplates []*v11.PersistentVolumeClaim `protobuf:"bytes,4,rep,name=volume_claim_templates,json=volumeClaimTemplates,proto3" json:"volume_claim_templates,omitempty"`
+	// serviceName is the name of the service that governs this StatefulSet.
+	// This service must exist before the StatefulSet, and is responsible for
+	// the network identity of the set. Pods get DNS/hostnames that follow the
+	// pattern: pod-specific-string.serviceName.default.svc.cluster.local
+	// where "pod-specific-string" is managed by the StatefulSet controller.
+	ServiceName string `protobuf:"bytes,5,opt,name=service_name,json=serviceName,proto3" json:"service_name,omitempty"`
+	// podManagementPolicy controls how pods are created during initial scale up,
+	// when replacing pods on nodes, or when scaling down. The default policy is
+	// `OrderedReady`, where pods are created in increasing order (pod-0, then
+	// pod-1, etc) and the controller will wait until each pod is ready before
+	// continuing. When scaling down, the pods are removed in the opposite order.
+	// The alternative policy is `Parallel` which will create pods in parallel
+	// to match the desired scale without waiting, and on scale down will delete
+	// all pods at once.
+	PodManagementPolicy string `protobuf:"bytes,6,opt,name=pod_management_policy,json=podManagementPolicy,proto3" json:"pod_management_policy,omitempty"`
+	// updateStrategy indicates the StatefulSetUpdateStrategy that will be
+	// employed to update Pods in the StatefulSet when a revision is made to
+	// Template.
+	UpdateStrategy *StatefulSetUpdateStrategy `protobuf:"bytes,7,opt,name=update_strategy,json=updateStrategy,proto3" json:"update_strategy,omitempty"`
+	// revisionHistoryLimit is the maximum number of revisions that will
+	// be maintained in the StatefulSet's revision history. The revision history
+	// consists of all revisions not represented by a currently applied
+	// StatefulSetSpec version. The default value is 10.
+	RevisionHistoryLimit *int32 `protobuf:"varint,8,opt,name=revision_history_limit,json=revisionHistoryLimit,proto3,oneof" json:"revision_history_limit,omitempty"`
+	// Minimum number of seconds for which a newly created pod should be ready
+	// without any of its container crashing for it to be considered available.
+	// Defaults to 0 (pod will be considered available as soon as it is ready)
+	MinReadySeconds int32 `protobuf:"varint,9,opt,name=min_ready_seconds,json=minReadySeconds,proto3" json:"min_ready_seconds,omitempty"`
+	// persistentVolumeClaimRetentionPolicy describes the lifecycle of persistent
+	// volume claims created from volumeClaimTemplates. By default, all persistent
+	// volume claims are created as needed and retained until manually deleted. This
+	// policy allows the lifecycle to be altered, for example by deleting persistent
+	// volume claims when their stateful set is deleted, or when their pod is scaled
+	// down.
+	PersistentVolumeClaimRetentionPolicy *StatefulSetPersistentVolumeClaimRetentionPolicy `protobuf:"bytes,10,opt,name=persistent_volume_claim_retention_policy,json=persistentVolumeClaimRetentionPolicy,proto3" json:"persistent_volume_claim_retention_policy,omitempty"`
+	// ordinals controls the numbering of replica indices in a StatefulSet. The
+	// default ordinals behavior assigns a "0" index to the first replica and
+	// increments the index by one for each additional replica requested.
+	Ordinals      *StatefulSetOrdinals `protobuf:"bytes,11,opt,name=ordinals,proto3" json:"ordinals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetSpec) Reset() {
+	*x = StatefulSetSpec{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetSpec) ProtoMessage() {}
+
+func (x *StatefulSetSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetSpec.ProtoReflect.Descriptor instead.
+func (*StatefulSetSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *StatefulSetSpec) GetReplicas() int32 {
+	if x != nil && x.Replicas != nil {
+		return *x.Replicas
+	}
+	return 0
+}
+
+func (x *StatefulSetSpec) GetSelector() *v1.LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetTemplate() *v11.PodTemplateSpec {
+	if x != nil {
+		return x.Template
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetVolumeClaimTemplates() []*v11.PersistentVolumeClaim {
+	if x != nil {
+		return x.VolumeClaimTemplates
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetServiceName() string {
+	if x != nil {
+		return x.ServiceName
+	}
+	return ""
+}
+
+func (x *StatefulSetSpec) GetPodManagementPolicy() string {
+	if x != nil {
+		return x.PodManagementPolicy
+	}
+	return ""
+}
+
+func (x *StatefulSetSpec) GetUpdateStrategy() *StatefulSetUpdateStrategy {
+	if x != nil {
+		return x.UpdateStrategy
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetRevisionHistoryLimit() int32 {
+	if x != nil && x.RevisionHistoryLimit != nil {
+		return *x.RevisionHistoryLimit
+	}
+	return 0
+}
+
+func (x *StatefulSetSpec) GetMinReadySeconds() int32 {
+	if x != nil {
+		return x.MinReadySeconds
+	}
+	return 0
+}
+
+func (x *StatefulSetSpec) GetPersistentVolumeClaimRetentionPolicy() *StatefulSetPersistentVolumeClaimRetentionPolicy {
+	if x != nil {
+		return x.PersistentVolumeClaimRetentionPolicy
+	}
+	return nil
+}
+
+func (x *StatefulSetSpec) GetOrdinals() *StatefulSetOrdinals {
+	if x != nil {
+		return x.Ordinals
+	}
+	return nil
+}
+
+// StatefulSetUpdateStrategy indicates the strategy that the StatefulSet
+// controller will use to perform updates. It includes any additional parameters
+// necessary to perform the update for the indicated strategy.
+type StatefulSetUpdateStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type indicates the type of the StatefulSetUpdateStrategy.
+	// Default is RollingUpdate.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// RollingUpdate is used to communicate parameters when Type is RollingUpdateStatefulSetStrategyType.
+	RollingUpdate *RollingUpdateStatefulSetStrategy `protobuf:"bytes,2,opt,name=rolling_update,json=rollingUpdate,proto3" json:"rolling_update,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetUpdateStrategy) Reset() {
+	*x = StatefulSetUpdateStrategy{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetUpdateStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetUpdateStrategy) ProtoMessage() {}
+
+func (x *StatefulSetUpdateStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetUpdateStrategy.ProtoReflect.Descriptor instead.
+func (*StatefulSetUpdateStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StatefulSetUpdateStrategy) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StatefulSetUpdateStrategy) GetRollingUpdate() *RollingUpdateStatefulSetStrategy {
+	if x != nil {
+		return x.RollingUpdate
+	}
+	return nil
+}
+
+// RollingUpdateStatefulSetStrategy is used to communicate parameter for RollingUpdateStatefulSetStrategyType.
+type RollingUpdateStatefulSetStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partition indicates the ordinal at which the StatefulSet should be partitioned
+	// for updates. During a rolling update, all pods from ordinal Replicas-1 to
+	// Partition are updated. All pods from ordinal Partition-1 to 0 remain untouched.
+	// This is helpful in being able to do a canary based deployment. The default value is 0.
+	Partition *int32 `protobuf:"varint,1,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
+	// The maximum number of pods that can be unavailable during the update.
+	// Value can be an absolute number (ex: 5) or a percentage of desired pods (ex: 10%).
+	// Absolute number is calculated from percentage by rounding up. This can not be 0.
+	// Defaults to 1. This field is alpha-level and is only honored by servers that enable the
+	// MaxUnavailableStatefulSet feature. The field applies to all pods in the range 0 to
+	// Replicas-1. That means if there is any unavailable pod in the range 0 to Replicas-1, it
+	// will be counted towards MaxUnavailable.
+	MaxUnavailable *v1.IntOrString `protobuf:"bytes,2,opt,name=max_unavailable,json=maxUnavailable,proto3" json:"max_unavailable,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RollingUpdateStatefulSetStrategy) Reset() {
+	*x = RollingUpdateStatefulSetStrategy{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollingUpdateStatefulSetStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollingUpdateStatefulSetStrategy) ProtoMessage() {}
+
+func (x *RollingUpdateStatefulSetStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollingUpdateStatefulSetStrategy.ProtoReflect.Descriptor instead.
+func (*RollingUpdateStatefulSetStrategy) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RollingUpdateStatefulSetStrategy) GetPartition() int32 {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return 0
+}
+
+func (x *RollingUpdateStatefulSetStrategy) GetMaxUnavailable() *v1.IntOrString {
+	if x != nil {
+		return x.MaxUnavailable
+	}
+	return nil
+}
+
+// StatefulSetPersistentVolumeClaimRetentionPolicy describes the policy used for PVCs
+// created from the StatefulSet VolumeClaimTemplates.
+type StatefulSetPersistentVolumeClaimRetentionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// WhenDeleted specifies what happens to PVCs created from StatefulSet
+	// VolumeClaimTemplates when the StatefulSet is deleted. The default policy
+	// of `Retain` causes PVCs to not be affected by StatefulSet deletion. The
+	// `Delete` policy causes those PVCs to be deleted.
+	WhenDeleted string `protobuf:"bytes,1,opt,name=when_deleted,json=whenDeleted,proto3" json:"when_deleted,omitempty"`
+	// WhenScaled specifies what happens to PVCs created from StatefulSet
+	// VolumeClaimTemplates when the StatefulSet is scaled down. The default
+	// policy of `Retain` causes PVCs to not be affected by a scaledown. The
+	// `Delete` policy causes the associated PVCs for any excess pods above
+	// the replica count to be deleted.
+	WhenScaled    string `protobuf:"bytes,2,opt,name=when_scaled,json=whenScaled,proto3" json:"when_scaled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) Reset() {
+	*x = StatefulSetPersistentVolumeClaimRetentionPolicy{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoMessage() {}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetPersistentVolumeClaimRetentionPolicy.ProtoReflect.Descriptor instead.
+func (*StatefulSetPersistentVolumeClaimRetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) GetWhenDeleted() string {
+	if x != nil {
+		return x.WhenDeleted
+	}
+	return ""
+}
+
+func (x *StatefulSetPersistentVolumeClaimRetentionPolicy) GetWhenScaled() string {
+	if x != nil {
+		return x.WhenScaled
+	}
+	return ""
+}
+
+// StatefulSetOrdinals describes the policy used for replica ordinal assignment
+// in this StatefulSet.
+type StatefulSetOrdinals struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start is the number representing the first replica's index. It may be used
+	// to number replicas from an alternate index (eg: 1-indexed) over the default
+	// 0-indexed names, or to orchestrate progressive movement of replicas from
+	// one StatefulSet to another.
+	// If set, replica indices will be in the range:
+	//
+	//	[.spec.ordinals.start, .spec.ordinals.start + .spec.replicas).
+	//
+	// If unset, defaults to 0. Replica indices will be in the range:
+	//
+	//	[0, .spec.replicas).
+	Start         int32 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetOrdinals) Reset() {
+	*x = StatefulSetOrdinals{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetOrdinals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetOrdinals) ProtoMessage() {}
+
+func (x *StatefulSetOrdinals) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetOrdinals.ProtoReflect.Descriptor instead.
+func (*StatefulSetOrdinals) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *StatefulSetOrdinals) GetStart() int32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+// StatefulSetStatus represents the current state of a StatefulSet.
+type StatefulSetStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// observedGeneration is the most recent generation observed for this StatefulSet. It corresponds to the
+	// StatefulSet's generation, which is updated on mutation by the API Server.
+	ObservedGeneration int64 `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	// replicas is the number of Pods created by the StatefulSet controller.
+	Replicas int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// readyReplicas is the number of pods created for this StatefulSet with a Ready Condition.
+	ReadyReplicas int32 `protobuf:"varint,3,opt,name=ready_replicas,json=readyReplicas,proto3" json:"ready_replicas,omitempty"`
+	// currentReplicas is the number of Pods created by the StatefulSet controller from the StatefulSet version
+	// indicated by currentRevision.
+	CurrentReplicas int32 `protobuf:"varint,4,opt,name=current_replicas,json=currentReplicas,proto3" json:"current_replicas,omitempty"`
+	// updatedReplicas is the number of Pods created by the StatefulSet controller from the StatefulSet version
+	// indicated by updateRevision.
+	UpdatedReplicas int32 `protobuf:"varint,5,opt,name=updated_replicas,json=updatedReplicas,proto3" json:"updated_replicas,omitempty"`
+	// currentRevision, if not empty, indicates the version of the StatefulSet used to generate Pods in the
+	// sequence [0,currentReplicas).
+	CurrentRevision string `protobuf:"bytes,6,opt,name=current_revision,json=currentRevision,proto3" json:"current_revision,omitempty"`
+	// updateRevision, if not empty, indicates the version of the StatefulSet used to generate Pods in the sequence
+	// [replicas-updatedReplicas,replicas)
+	UpdateRevision string `protobuf:"bytes,7,opt,name=update_revision,json=updateRevision,proto3" json:"update_revision,omitempty"`
+	// collisionCount is the count of hash collisions for the StatefulSet. The StatefulSet controller
+	// uses this field as a collision avoidance mechanism when it needs to create the name for the
+	// newest ControllerRevision.
+	CollisionCount *int32 `protobuf:"varint,9,opt,name=collision_count,json=collisionCount,proto3,oneof" json:"collision_count,omitempty"`
+	// Represents the latest available observations of a statefulset's current state.
+	Conditions []*StatefulSetCondition `protobuf:"bytes,10,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Total number of available pods (ready for at least minReadySeconds) targeted by this statefulset.
+	AvailableReplicas int32 `protobuf:"varint,11,opt,name=available_replicas,json=availableReplicas,proto3" json:"available_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StatefulSetStatus) Reset() {
+	*x = StatefulSetStatus{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetStatus) ProtoMessage() {}
+
+func (x *StatefulSetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetStatus.ProtoReflect.Descriptor instead.
+func (*StatefulSetStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *StatefulSetStatus) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetReadyReplicas() int32 {
+	if x != nil {
+		return x.ReadyReplicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetCurrentReplicas() int32 {
+	if x != nil {
+		return x.CurrentReplicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetUpdatedReplicas() int32 {
+	if x != nil {
+		return x.UpdatedReplicas
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetCurrentRevision() string {
+	if x != nil {
+		return x.CurrentRevision
+	}
+	return ""
+}
+
+func (x *StatefulSetStatus) GetUpdateRevision() string {
+	if x != nil {
+		return x.UpdateRevision
+	}
+	return ""
+}
+
+func (x *StatefulSetStatus) GetCollisionCount() int32 {
+	if x != nil && x.CollisionCount != nil {
+		return *x.CollisionCount
+	}
+	return 0
+}
+
+func (x *StatefulSetStatus) GetConditions() []*StatefulSetCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *StatefulSetStatus) GetAvailableReplicas() int32 {
+	if x != nil {
+		return x.AvailableReplicas
+	}
+	return 0
+}
+
+// StatefulSetCondition describes the state of a statefulset at a certain point.
+type StatefulSetCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type of statefulset condition.
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Status of the condition, one of True, False, Unknown.
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Last time the condition transitioned from one status to another.
+	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
+	// The reason for the condition's last transition.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A human readable message indicating details about the transition.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetCondition) Reset() {
+	*x = StatefulSetCondition{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetCondition) ProtoMessage() {}
+
+func (x *StatefulSetCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetCondition.ProtoReflect.Descriptor instead.
+func (*StatefulSetCondition) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *StatefulSetCondition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *StatefulSetCondition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *StatefulSetCondition) GetLastTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTransitionTime
+	}
+	return nil
+}
+
+func (x *StatefulSetCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StatefulSetCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// StatefulSetList is a collection of StatefulSets.
+type StatefulSetList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Items is the list of stateful sets.
+	Items         []*StatefulSet `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatefulSetList) Reset() {
+	*x = StatefulSetList{}
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatefulSetList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatefulSetList) ProtoMessage() {}
+
+func (x *StatefulSetList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_apps_v1_types_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatefulSetList.ProtoReflect.Descriptor instead.
+func (*StatefulSetList) Descriptor() ([]byte, []int) {
+	return file_kplane_apps_v1_types_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *StatefulSetList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *StatefulSetList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StatefulSetList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StatefulSetList) GetItems() []*StatefulSet {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_kplane_apps_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_apps_v1_types_proto_rawDesc = "" +
@@ -2079,7 +2892,70 @@ const file_kplane_apps_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x128\n" +
-	"\x05items\x18\x02 \x03(\v2\".kplane.apps.v1.ControllerRevisionR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
+	"\x05items\x18\x02 \x03(\v2\".kplane.apps.v1.ControllerRevisionR\x05items\"\xec\x01\n" +
+	"\vStatefulSet\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x123\n" +
+	"\x04spec\x18\x02 \x01(\v2\x1f.kplane.apps.v1.StatefulSetSpecR\x04spec\x129\n" +
+	"\x06status\x18\x03 \x01(\v2!.kplane.apps.v1.StatefulSetStatusR\x06status\"\xa2\x06\n" +
+	"\x0fStatefulSetSpec\x12\x1f\n" +
+	"\breplicas\x18\x01 \x01(\x05H\x00R\breplicas\x88\x01\x01\x129\n" +
+	"\bselector\x18\x02 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\bselector\x12;\n" +
+	"\btemplate\x18\x03 \x01(\v2\x1f.kplane.core.v1.PodTemplateSpecR\btemplate\x12[\n" +
+	"\x16volume_claim_templates\x18\x04 \x03(\v2%.kplane.core.v1.PersistentVolumeClaimR\x14volumeClaimTemplates\x12'\n" +
+	"\fservice_name\x18\x05 \x01(\tB\x04\xd8\xf3\x18\x01R\vserviceName\x122\n" +
+	"\x15pod_management_policy\x18\x06 \x01(\tR\x13podManagementPolicy\x12R\n" +
+	"\x0fupdate_strategy\x18\a \x01(\v2).kplane.apps.v1.StatefulSetUpdateStrategyR\x0eupdateStrategy\x129\n" +
+	"\x16revision_history_limit\x18\b \x01(\x05H\x01R\x14revisionHistoryLimit\x88\x01\x01\x12*\n" +
+	"\x11min_ready_seconds\x18\t \x01(\x05R\x0fminReadySeconds\x12\x97\x01\n" +
+	"(persistent_volume_claim_retention_policy\x18\n" +
+	" \x01(\v2?.kplane.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicyR$persistentVolumeClaimRetentionPolicy\x12?\n" +
+	"\bordinals\x18\v \x01(\v2#.kplane.apps.v1.StatefulSetOrdinalsR\bordinalsB\v\n" +
+	"\t_replicasB\x19\n" +
+	"\x17_revision_history_limit\"\x88\x01\n" +
+	"\x19StatefulSetUpdateStrategy\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12W\n" +
+	"\x0erolling_update\x18\x02 \x01(\v20.kplane.apps.v1.RollingUpdateStatefulSetStrategyR\rrollingUpdate\"\x99\x01\n" +
+	" RollingUpdateStatefulSetStrategy\x12!\n" +
+	"\tpartition\x18\x01 \x01(\x05H\x00R\tpartition\x88\x01\x01\x12D\n" +
+	"\x0fmax_unavailable\x18\x02 \x01(\v2\x1b.kplane.meta.v1.IntOrStringR\x0emaxUnavailableB\f\n" +
+	"\n" +
+	"_partition\"u\n" +
+	"/StatefulSetPersistentVolumeClaimRetentionPolicy\x12!\n" +
+	"\fwhen_deleted\x18\x01 \x01(\tR\vwhenDeleted\x12\x1f\n" +
+	"\vwhen_scaled\x18\x02 \x01(\tR\n" +
+	"whenScaled\"1\n" +
+	"\x13StatefulSetOrdinals\x12\x1a\n" +
+	"\x05start\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\x05start\"\xf4\x03\n" +
+	"\x11StatefulSetStatus\x12/\n" +
+	"\x13observed_generation\x18\x01 \x01(\x03R\x12observedGeneration\x12 \n" +
+	"\breplicas\x18\x02 \x01(\x05B\x04\xd8\xf3\x18\x01R\breplicas\x12%\n" +
+	"\x0eready_replicas\x18\x03 \x01(\x05R\rreadyReplicas\x12)\n" +
+	"\x10current_replicas\x18\x04 \x01(\x05R\x0fcurrentReplicas\x12)\n" +
+	"\x10updated_replicas\x18\x05 \x01(\x05R\x0fupdatedReplicas\x12)\n" +
+	"\x10current_revision\x18\x06 \x01(\tR\x0fcurrentRevision\x12'\n" +
+	"\x0fupdate_revision\x18\a \x01(\tR\x0eupdateRevision\x12,\n" +
+	"\x0fcollision_count\x18\t \x01(\x05H\x00R\x0ecollisionCount\x88\x01\x01\x12D\n" +
+	"\n" +
+	"conditions\x18\n" +
+	" \x03(\v2$.kplane.apps.v1.StatefulSetConditionR\n" +
+	"conditions\x123\n" +
+	"\x12available_replicas\x18\v \x01(\x05B\x04\xd8\xf3\x18\x01R\x11availableReplicasB\x12\n" +
+	"\x10_collision_count\"\xce\x01\n" +
+	"\x14StatefulSetCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12L\n" +
+	"\x14last_transition_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\xb1\x01\n" +
+	"\x0fStatefulSetList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x121\n" +
+	"\x05items\x18\x02 \x03(\v2\x1b.kplane.apps.v1.StatefulSetR\x05itemsB6Z4github.com/kplane/kplane/proto/kplane/apps/v1;appsv1b\x06proto3"
 
 var (
 	file_kplane_apps_v1_types_proto_rawDescOnce sync.Once
@@ -2093,83 +2969,108 @@ func file_kplane_apps_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_apps_v1_types_proto_rawDescData
 }
 
-var file_kplane_apps_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_kplane_apps_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_kplane_apps_v1_types_proto_goTypes = []any{
-	(*Deployment)(nil),              // 0: kplane.apps.v1.Deployment
-	(*DeploymentSpec)(nil),          // 1: kplane.apps.v1.DeploymentSpec
-	(*DeploymentStrategy)(nil),      // 2: kplane.apps.v1.DeploymentStrategy
-	(*RollingUpdateDeployment)(nil), // 3: kplane.apps.v1.RollingUpdateDeployment
-	(*DeploymentStatus)(nil),        // 4: kplane.apps.v1.DeploymentStatus
-	(*DeploymentCondition)(nil),     // 5: kplane.apps.v1.DeploymentCondition
-	(*DeploymentList)(nil),          // 6: kplane.apps.v1.DeploymentList
-	(*ReplicaSet)(nil),              // 7: kplane.apps.v1.ReplicaSet
-	(*ReplicaSetSpec)(nil),          // 8: kplane.apps.v1.ReplicaSetSpec
-	(*ReplicaSetStatus)(nil),        // 9: kplane.apps.v1.ReplicaSetStatus
-	(*ReplicaSetCondition)(nil),     // 10: kplane.apps.v1.ReplicaSetCondition
-	(*ReplicaSetList)(nil),          // 11: kplane.apps.v1.ReplicaSetList
-	(*DaemonSet)(nil),               // 12: kplane.apps.v1.DaemonSet
-	(*DaemonSetSpec)(nil),           // 13: kplane.apps.v1.DaemonSetSpec
-	(*DaemonSetUpdateStrategy)(nil), // 14: kplane.apps.v1.DaemonSetUpdateStrategy
-	(*RollingUpdateDaemonSet)(nil),  // 15: kplane.apps.v1.RollingUpdateDaemonSet
-	(*DaemonSetStatus)(nil),         // 16: kplane.apps.v1.DaemonSetStatus
-	(*DaemonSetCondition)(nil),      // 17: kplane.apps.v1.DaemonSetCondition
-	(*DaemonSetList)(nil),           // 18: kplane.apps.v1.DaemonSetList
-	(*ControllerRevision)(nil),      // 19: kplane.apps.v1.ControllerRevision
-	(*ControllerRevisionList)(nil),  // 20: kplane.apps.v1.ControllerRevisionList
-	(*v1.ObjectMeta)(nil),           // 21: kplane.meta.v1.ObjectMeta
-	(*v1.LabelSelector)(nil),        // 22: kplane.meta.v1.LabelSelector
-	(*v11.PodTemplateSpec)(nil),     // 23: kplane.core.v1.PodTemplateSpec
-	(*v1.IntOrString)(nil),          // 24: kplane.meta.v1.IntOrString
-	(*timestamppb.Timestamp)(nil),   // 25: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),             // 26: kplane.meta.v1.ListMeta
-	(*v1.RawExtension)(nil),         // 27: kplane.meta.v1.RawExtension
+	(*Deployment)(nil),                                      // 0: kplane.apps.v1.Deployment
+	(*DeploymentSpec)(nil),                                  // 1: kplane.apps.v1.DeploymentSpec
+	(*DeploymentStrategy)(nil),                              // 2: kplane.apps.v1.DeploymentStrategy
+	(*RollingUpdateDeployment)(nil),                         // 3: kplane.apps.v1.RollingUpdateDeployment
+	(*DeploymentStatus)(nil),                                // 4: kplane.apps.v1.DeploymentStatus
+	(*DeploymentCondition)(nil),                             // 5: kplane.apps.v1.DeploymentCondition
+	(*DeploymentList)(nil),                                  // 6: kplane.apps.v1.DeploymentList
+	(*ReplicaSet)(nil),                                      // 7: kplane.apps.v1.ReplicaSet
+	(*ReplicaSetSpec)(nil),                                  // 8: kplane.apps.v1.ReplicaSetSpec
+	(*ReplicaSetStatus)(nil),                                // 9: kplane.apps.v1.ReplicaSetStatus
+	(*ReplicaSetCondition)(nil),                             // 10: kplane.apps.v1.ReplicaSetCondition
+	(*ReplicaSetList)(nil),                                  // 11: kplane.apps.v1.ReplicaSetList
+	(*DaemonSet)(nil),                                       // 12: kplane.apps.v1.DaemonSet
+	(*DaemonSetSpec)(nil),                                   // 13: kplane.apps.v1.DaemonSetSpec
+	(*DaemonSetUpdateStrategy)(nil),                         // 14: kplane.apps.v1.DaemonSetUpdateStrategy
+	(*RollingUpdateDaemonSet)(nil),                          // 15: kplane.apps.v1.RollingUpdateDaemonSet
+	(*DaemonSetStatus)(nil),                                 // 16: kplane.apps.v1.DaemonSetStatus
+	(*DaemonSetCondition)(nil),                              // 17: kplane.apps.v1.DaemonSetCondition
+	(*DaemonSetList)(nil),                                   // 18: kplane.apps.v1.DaemonSetList
+	(*ControllerRevision)(nil),                              // 19: kplane.apps.v1.ControllerRevision
+	(*ControllerRevisionList)(nil),                          // 20: kplane.apps.v1.ControllerRevisionList
+	(*StatefulSet)(nil),                                     // 21: kplane.apps.v1.StatefulSet
+	(*StatefulSetSpec)(nil),                                 // 22: kplane.apps.v1.StatefulSetSpec
+	(*StatefulSetUpdateStrategy)(nil),                       // 23: kplane.apps.v1.StatefulSetUpdateStrategy
+	(*RollingUpdateStatefulSetStrategy)(nil),                // 24: kplane.apps.v1.RollingUpdateStatefulSetStrategy
+	(*StatefulSetPersistentVolumeClaimRetentionPolicy)(nil), // 25: kplane.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	(*StatefulSetOrdinals)(nil),                             // 26: kplane.apps.v1.StatefulSetOrdinals
+	(*StatefulSetStatus)(nil),                               // 27: kplane.apps.v1.StatefulSetStatus
+	(*StatefulSetCondition)(nil),                            // 28: kplane.apps.v1.StatefulSetCondition
+	(*StatefulSetList)(nil),                                 // 29: kplane.apps.v1.StatefulSetList
+	(*v1.ObjectMeta)(nil),                                   // 30: kplane.meta.v1.ObjectMeta
+	(*v1.LabelSelector)(nil),                                // 31: kplane.meta.v1.LabelSelector
+	(*v11.PodTemplateSpec)(nil),                             // 32: kplane.core.v1.PodTemplateSpec
+	(*v1.IntOrString)(nil),                                  // 33: kplane.meta.v1.IntOrString
+	(*timestamppb.Timestamp)(nil),                           // 34: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                                     // 35: kplane.meta.v1.ListMeta
+	(*v1.RawExtension)(nil),                                 // 36: kplane.meta.v1.RawExtension
+	(*v11.PersistentVolumeClaim)(nil),                       // 37: kplane.core.v1.PersistentVolumeClaim
 }
 var file_kplane_apps_v1_types_proto_depIdxs = []int32{
-	21, // 0: kplane.apps.v1.Deployment.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	30, // 0: kplane.apps.v1.Deployment.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,  // 1: kplane.apps.v1.Deployment.spec:type_name -> kplane.apps.v1.DeploymentSpec
 	4,  // 2: kplane.apps.v1.Deployment.status:type_name -> kplane.apps.v1.DeploymentStatus
-	22, // 3: kplane.apps.v1.DeploymentSpec.selector:type_name -> kplane.meta.v1.LabelSelector
-	23, // 4: kplane.apps.v1.DeploymentSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	31, // 3: kplane.apps.v1.DeploymentSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	32, // 4: kplane.apps.v1.DeploymentSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
 	2,  // 5: kplane.apps.v1.DeploymentSpec.strategy:type_name -> kplane.apps.v1.DeploymentStrategy
 	3,  // 6: kplane.apps.v1.DeploymentStrategy.rolling_update:type_name -> kplane.apps.v1.RollingUpdateDeployment
-	24, // 7: kplane.apps.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.meta.v1.IntOrString
-	24, // 8: kplane.apps.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.meta.v1.IntOrString
+	33, // 7: kplane.apps.v1.RollingUpdateDeployment.max_unavailable:type_name -> kplane.meta.v1.IntOrString
+	33, // 8: kplane.apps.v1.RollingUpdateDeployment.max_surge:type_name -> kplane.meta.v1.IntOrString
 	5,  // 9: kplane.apps.v1.DeploymentStatus.conditions:type_name -> kplane.apps.v1.DeploymentCondition
-	25, // 10: kplane.apps.v1.DeploymentCondition.last_update_time:type_name -> google.protobuf.Timestamp
-	25, // 11: kplane.apps.v1.DeploymentCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	26, // 12: kplane.apps.v1.DeploymentList.metadata:type_name -> kplane.meta.v1.ListMeta
+	34, // 10: kplane.apps.v1.DeploymentCondition.last_update_time:type_name -> google.protobuf.Timestamp
+	34, // 11: kplane.apps.v1.DeploymentCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	35, // 12: kplane.apps.v1.DeploymentList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,  // 13: kplane.apps.v1.DeploymentList.items:type_name -> kplane.apps.v1.Deployment
-	21, // 14: kplane.apps.v1.ReplicaSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	30, // 14: kplane.apps.v1.ReplicaSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	8,  // 15: kplane.apps.v1.ReplicaSet.spec:type_name -> kplane.apps.v1.ReplicaSetSpec
 	9,  // 16: kplane.apps.v1.ReplicaSet.status:type_name -> kplane.apps.v1.ReplicaSetStatus
-	22, // 17: kplane.apps.v1.ReplicaSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
-	23, // 18: kplane.apps.v1.ReplicaSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	31, // 17: kplane.apps.v1.ReplicaSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	32, // 18: kplane.apps.v1.ReplicaSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
 	10, // 19: kplane.apps.v1.ReplicaSetStatus.conditions:type_name -> kplane.apps.v1.ReplicaSetCondition
-	25, // 20: kplane.apps.v1.ReplicaSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	26, // 21: kplane.apps.v1.ReplicaSetList.metadata:type_name -> kplane.meta.v1.ListMeta
+	34, // 20: kplane.apps.v1.ReplicaSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	35, // 21: kplane.apps.v1.ReplicaSetList.metadata:type_name -> kplane.meta.v1.ListMeta
 	7,  // 22: kplane.apps.v1.ReplicaSetList.items:type_name -> kplane.apps.v1.ReplicaSet
-	21, // 23: kplane.apps.v1.DaemonSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	30, // 23: kplane.apps.v1.DaemonSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	13, // 24: kplane.apps.v1.DaemonSet.spec:type_name -> kplane.apps.v1.DaemonSetSpec
 	16, // 25: kplane.apps.v1.DaemonSet.status:type_name -> kplane.apps.v1.DaemonSetStatus
-	22, // 26: kplane.apps.v1.DaemonSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
-	23, // 27: kplane.apps.v1.DaemonSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	31, // 26: kplane.apps.v1.DaemonSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	32, // 27: kplane.apps.v1.DaemonSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
 	14, // 28: kplane.apps.v1.DaemonSetSpec.update_strategy:type_name -> kplane.apps.v1.DaemonSetUpdateStrategy
 	15, // 29: kplane.apps.v1.DaemonSetUpdateStrategy.rolling_update:type_name -> kplane.apps.v1.RollingUpdateDaemonSet
-	24, // 30: kplane.apps.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.meta.v1.IntOrString
-	24, // 31: kplane.apps.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.meta.v1.IntOrString
+	33, // 30: kplane.apps.v1.RollingUpdateDaemonSet.max_unavailable:type_name -> kplane.meta.v1.IntOrString
+	33, // 31: kplane.apps.v1.RollingUpdateDaemonSet.max_surge:type_name -> kplane.meta.v1.IntOrString
 	17, // 32: kplane.apps.v1.DaemonSetStatus.conditions:type_name -> kplane.apps.v1.DaemonSetCondition
-	25, // 33: kplane.apps.v1.DaemonSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	26, // 34: kplane.apps.v1.DaemonSetList.metadata:type_name -> kplane.meta.v1.ListMeta
+	34, // 33: kplane.apps.v1.DaemonSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	35, // 34: kplane.apps.v1.DaemonSetList.metadata:type_name -> kplane.meta.v1.ListMeta
 	12, // 35: kplane.apps.v1.DaemonSetList.items:type_name -> kplane.apps.v1.DaemonSet
-	21, // 36: kplane.apps.v1.ControllerRevision.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	27, // 37: kplane.apps.v1.ControllerRevision.data:type_name -> kplane.meta.v1.RawExtension
-	26, // 38: kplane.apps.v1.ControllerRevisionList.metadata:type_name -> kplane.meta.v1.ListMeta
+	30, // 36: kplane.apps.v1.ControllerRevision.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	36, // 37: kplane.apps.v1.ControllerRevision.data:type_name -> kplane.meta.v1.RawExtension
+	35, // 38: kplane.apps.v1.ControllerRevisionList.metadata:type_name -> kplane.meta.v1.ListMeta
 	19, // 39: kplane.apps.v1.ControllerRevisionList.items:type_name -> kplane.apps.v1.ControllerRevision
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	30, // 40: kplane.apps.v1.StatefulSet.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	22, // 41: kplane.apps.v1.StatefulSet.spec:type_name -> kplane.apps.v1.StatefulSetSpec
+	27, // 42: kplane.apps.v1.StatefulSet.status:type_name -> kplane.apps.v1.StatefulSetStatus
+	31, // 43: kplane.apps.v1.StatefulSetSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	32, // 44: kplane.apps.v1.StatefulSetSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
+	37, // 45: kplane.apps.v1.StatefulSetSpec.volume_claim_templates:type_name -> kplane.core.v1.PersistentVolumeClaim
+	23, // 46: kplane.apps.v1.StatefulSetSpec.update_strategy:type_name -> kplane.apps.v1.StatefulSetUpdateStrategy
+	25, // 47: kplane.apps.v1.StatefulSetSpec.persistent_volume_claim_retention_policy:type_name -> kplane.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy
+	26, // 48: kplane.apps.v1.StatefulSetSpec.ordinals:type_name -> kplane.apps.v1.StatefulSetOrdinals
+	24, // 49: kplane.apps.v1.StatefulSetUpdateStrategy.rolling_update:type_name -> kplane.apps.v1.RollingUpdateStatefulSetStrategy
+	33, // 50: kplane.apps.v1.RollingUpdateStatefulSetStrategy.max_unavailable:type_name -> kplane.meta.v1.IntOrString
+	28, // 51: kplane.apps.v1.StatefulSetStatus.conditions:type_name -> kplane.apps.v1.StatefulSetCondition
+	34, // 52: kplane.apps.v1.StatefulSetCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	35, // 53: kplane.apps.v1.StatefulSetList.metadata:type_name -> kplane.meta.v1.ListMeta
+	21, // 54: kplane.apps.v1.StatefulSetList.items:type_name -> kplane.apps.v1.StatefulSet
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_kplane_apps_v1_types_proto_init() }
@@ -2183,13 +3084,16 @@ func file_kplane_apps_v1_types_proto_init() {
 	file_kplane_apps_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
 	file_kplane_apps_v1_types_proto_msgTypes[13].OneofWrappers = []any{}
 	file_kplane_apps_v1_types_proto_msgTypes[16].OneofWrappers = []any{}
+	file_kplane_apps_v1_types_proto_msgTypes[22].OneofWrappers = []any{}
+	file_kplane_apps_v1_types_proto_msgTypes[24].OneofWrappers = []any{}
+	file_kplane_apps_v1_types_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_apps_v1_types_proto_rawDesc), len(file_kplane_apps_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11861,6 +11861,1774 @@ func (x *DeleteLimitRangeResponse) GetLimitRange() *LimitRange {
 	return nil
 }
 
+// GetPersistentVolumeClaimRequest names one PersistentVolumeClaim.
+type GetPersistentVolumeClaimRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeClaimRequest) Reset() {
+	*x = GetPersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[183]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *GetPersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[183]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{183}
+}
+
+func (x *GetPersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetPersistentVolumeClaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPersistentVolumeClaimRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetPersistentVolumeClaimResponse carries the PersistentVolumeClaim.
+type GetPersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeClaimResponse) Reset() {
+	*x = GetPersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[184]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *GetPersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[184]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{184}
+}
+
+func (x *GetPersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// ListPersistentVolumeClaimsRequest holds Kubernetes' list options.
+type ListPersistentVolumeClaimsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumeClaimsRequest) Reset() {
+	*x = ListPersistentVolumeClaimsRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[185]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumeClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumeClaimsRequest) ProtoMessage() {}
+
+func (x *ListPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[185]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumeClaimsRequest.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumeClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{185}
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumeClaimsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListPersistentVolumeClaimsResponse carries the list.
+type ListPersistentVolumeClaimsResponse struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	List          *PersistentVolumeClaimList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumeClaimsResponse) Reset() {
+	*x = ListPersistentVolumeClaimsResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[186]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumeClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumeClaimsResponse) ProtoMessage() {}
+
+func (x *ListPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[186]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumeClaimsResponse.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumeClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{186}
+}
+
+func (x *ListPersistentVolumeClaimsResponse) GetList() *PersistentVolumeClaimList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchPersistentVolumeClaimsRequest holds Kubernetes' watch options.
+type WatchPersistentVolumeClaimsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) Reset() {
+	*x = WatchPersistentVolumeClaimsRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[187]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumeClaimsRequest) ProtoMessage() {}
+
+func (x *WatchPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[187]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumeClaimsRequest.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumeClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{187}
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchPersistentVolumeClaimsRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchPersistentVolumeClaimsResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchPersistentVolumeClaimsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *PersistentVolumeClaim `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) Reset() {
+	*x = WatchPersistentVolumeClaimsResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[188]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumeClaimsResponse) ProtoMessage() {}
+
+func (x *WatchPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[188]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumeClaimsResponse.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumeClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{188}
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) GetObject() *PersistentVolumeClaim {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchPersistentVolumeClaimsResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreatePersistentVolumeClaimRequest carries the new PersistentVolumeClaim.
+type CreatePersistentVolumeClaimRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,2,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeClaimRequest) Reset() {
+	*x = CreatePersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[189]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[189]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{189}
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeClaimRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreatePersistentVolumeClaimResponse carries the created PersistentVolumeClaim.
+type CreatePersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeClaimResponse) Reset() {
+	*x = CreatePersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[190]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[190]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{190}
+}
+
+func (x *CreatePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeClaimRequest carries the replacement PersistentVolumeClaim.
+type UpdatePersistentVolumeClaimRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,3,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	DryRun                []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager          string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) Reset() {
+	*x = UpdatePersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[191]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[191]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{191}
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeClaimResponse carries the stored PersistentVolumeClaim.
+type UpdatePersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimResponse) Reset() {
+	*x = UpdatePersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[192]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[192]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{192}
+}
+
+func (x *UpdatePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// DeletePersistentVolumeClaimRequest holds Kubernetes' delete options.
+type DeletePersistentVolumeClaimRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeClaimRequest) Reset() {
+	*x = DeletePersistentVolumeClaimRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[193]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeClaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeClaimRequest) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[193]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{193}
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeletePersistentVolumeClaimRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeletePersistentVolumeClaimResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeletePersistentVolumeClaimResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeClaimResponse) Reset() {
+	*x = DeletePersistentVolumeClaimResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[194]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeClaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeClaimResponse) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[194]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{194}
+}
+
+func (x *DeletePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeClaimStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdatePersistentVolumeClaimStatusRequest struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Namespace             string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name                  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,3,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	DryRun                []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager          string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) Reset() {
+	*x = UpdatePersistentVolumeClaimStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[195]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimStatusRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[195]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{195}
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeClaimStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeClaimStatusResponse carries the stored PersistentVolumeClaim.
+type UpdatePersistentVolumeClaimStatusResponse struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolumeClaim *PersistentVolumeClaim `protobuf:"bytes,1,opt,name=persistent_volume_claim,json=persistentVolumeClaim,proto3" json:"persistent_volume_claim,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) Reset() {
+	*x = UpdatePersistentVolumeClaimStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[196]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeClaimStatusResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[196]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeClaimStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeClaimStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{196}
+}
+
+func (x *UpdatePersistentVolumeClaimStatusResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
+	if x != nil {
+		return x.PersistentVolumeClaim
+	}
+	return nil
+}
+
+// GetPersistentVolumeRequest names one PersistentVolume.
+type GetPersistentVolumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeRequest) Reset() {
+	*x = GetPersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[197]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeRequest) ProtoMessage() {}
+
+func (x *GetPersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[197]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{197}
+}
+
+func (x *GetPersistentVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPersistentVolumeRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetPersistentVolumeResponse carries the PersistentVolume.
+type GetPersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GetPersistentVolumeResponse) Reset() {
+	*x = GetPersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[198]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPersistentVolumeResponse) ProtoMessage() {}
+
+func (x *GetPersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[198]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*GetPersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{198}
+}
+
+func (x *GetPersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// ListPersistentVolumesRequest holds Kubernetes' list options.
+type ListPersistentVolumesRequest struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector        string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string                 `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string                 `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64                 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumesRequest) Reset() {
+	*x = ListPersistentVolumesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[199]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumesRequest) ProtoMessage() {}
+
+func (x *ListPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[199]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumesRequest.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{199}
+}
+
+func (x *ListPersistentVolumesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListPersistentVolumesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListPersistentVolumesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListPersistentVolumesResponse carries the list.
+type ListPersistentVolumesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *PersistentVolumeList  `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPersistentVolumesResponse) Reset() {
+	*x = ListPersistentVolumesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[200]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPersistentVolumesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPersistentVolumesResponse) ProtoMessage() {}
+
+func (x *ListPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[200]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPersistentVolumesResponse.ProtoReflect.Descriptor instead.
+func (*ListPersistentVolumesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{200}
+}
+
+func (x *ListPersistentVolumesResponse) GetList() *PersistentVolumeList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchPersistentVolumesRequest holds Kubernetes' watch options.
+type WatchPersistentVolumesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumesRequest) Reset() {
+	*x = WatchPersistentVolumesRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[201]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumesRequest) ProtoMessage() {}
+
+func (x *WatchPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[201]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumesRequest.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{201}
+}
+
+func (x *WatchPersistentVolumesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchPersistentVolumesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchPersistentVolumesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchPersistentVolumesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchPersistentVolumesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *PersistentVolume      `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPersistentVolumesResponse) Reset() {
+	*x = WatchPersistentVolumesResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[202]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPersistentVolumesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPersistentVolumesResponse) ProtoMessage() {}
+
+func (x *WatchPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[202]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPersistentVolumesResponse.ProtoReflect.Descriptor instead.
+func (*WatchPersistentVolumesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{202}
+}
+
+func (x *WatchPersistentVolumesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchPersistentVolumesResponse) GetObject() *PersistentVolume {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchPersistentVolumesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreatePersistentVolumeRequest carries the new PersistentVolume.
+type CreatePersistentVolumeRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,2,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeRequest) Reset() {
+	*x = CreatePersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[203]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeRequest) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[203]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{203}
+}
+
+func (x *CreatePersistentVolumeRequest) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreatePersistentVolumeRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreatePersistentVolumeResponse carries the created PersistentVolume.
+type CreatePersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CreatePersistentVolumeResponse) Reset() {
+	*x = CreatePersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[204]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePersistentVolumeResponse) ProtoMessage() {}
+
+func (x *CreatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[204]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*CreatePersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{204}
+}
+
+func (x *CreatePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeRequest carries the replacement PersistentVolume.
+type UpdatePersistentVolumeRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,3,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	DryRun           []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager     string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeRequest) Reset() {
+	*x = UpdatePersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[205]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[205]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{205}
+}
+
+func (x *UpdatePersistentVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeRequest) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeResponse carries the stored PersistentVolume.
+type UpdatePersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeResponse) Reset() {
+	*x = UpdatePersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[206]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[206]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{206}
+}
+
+func (x *UpdatePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// DeletePersistentVolumeRequest holds Kubernetes' delete options.
+type DeletePersistentVolumeRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeRequest) Reset() {
+	*x = DeletePersistentVolumeRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[207]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeRequest) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[207]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeRequest.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{207}
+}
+
+func (x *DeletePersistentVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeletePersistentVolumeRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeletePersistentVolumeRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeletePersistentVolumeRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeletePersistentVolumeResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeletePersistentVolumeResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeletePersistentVolumeResponse) Reset() {
+	*x = DeletePersistentVolumeResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[208]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePersistentVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePersistentVolumeResponse) ProtoMessage() {}
+
+func (x *DeletePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[208]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePersistentVolumeResponse.ProtoReflect.Descriptor instead.
+func (*DeletePersistentVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{208}
+}
+
+func (x *DeletePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+// UpdatePersistentVolumeStatusRequest carries the object whose status is written;
+// everything but status is ignored.
+type UpdatePersistentVolumeStatusRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,3,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	DryRun           []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager     string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) Reset() {
+	*x = UpdatePersistentVolumeStatusRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[209]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeStatusRequest) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[209]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{209}
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePersistentVolumeStatusRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePersistentVolumeStatusResponse carries the stored PersistentVolume.
+type UpdatePersistentVolumeStatusResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PersistentVolume *PersistentVolume      `protobuf:"bytes,1,opt,name=persistent_volume,json=persistentVolume,proto3" json:"persistent_volume,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UpdatePersistentVolumeStatusResponse) Reset() {
+	*x = UpdatePersistentVolumeStatusResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[210]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePersistentVolumeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePersistentVolumeStatusResponse) ProtoMessage() {}
+
+func (x *UpdatePersistentVolumeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[210]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePersistentVolumeStatusResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePersistentVolumeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{210}
+}
+
+func (x *UpdatePersistentVolumeStatusResponse) GetPersistentVolume() *PersistentVolume {
+	if x != nil {
+		return x.PersistentVolume
+	}
+	return nil
+}
+
 var File_kplane_core_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_core_v1_service_proto_rawDesc = "" +
@@ -12733,7 +14501,132 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x15_grace_period_seconds\"W\n" +
 	"\x18DeleteLimitRangeResponse\x12;\n" +
 	"\vlimit_range\x18\x01 \x01(\v2\x1a.kplane.core.v1.LimitRangeR\n" +
-	"limitRange2\xd8\t\n" +
+	"limitRange\"~\n" +
+	"\x1fGetPersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\x81\x01\n" +
+	" GetPersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xe4\x02\n" +
+	"!ListPersistentVolumeClaimsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"c\n" +
+	"\"ListPersistentVolumeClaimsResponse\x12=\n" +
+	"\x04list\x18\x01 \x01(\v2).kplane.core.v1.PersistentVolumeClaimListR\x04list\"\xb4\x03\n" +
+	"\"WatchPersistentVolumeClaimsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xa8\x01\n" +
+	"#WatchPersistentVolumeClaimsResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12=\n" +
+	"\x06object\x18\x02 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xdf\x01\n" +
+	"\"CreatePersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12]\n" +
+	"\x17persistent_volume_claim\x18\x02 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"\x84\x01\n" +
+	"#CreatePersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xf3\x01\n" +
+	"\"UpdatePersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12]\n" +
+	"\x17persistent_volume_claim\x18\x03 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\x84\x01\n" +
+	"#UpdatePersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xb3\x02\n" +
+	"\"DeletePersistentVolumeClaimRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"\x84\x01\n" +
+	"#DeletePersistentVolumeClaimResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"\xf9\x01\n" +
+	"(UpdatePersistentVolumeClaimStatusRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12]\n" +
+	"\x17persistent_volume_claim\x18\x03 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"\x8a\x01\n" +
+	")UpdatePersistentVolumeClaimStatusResponse\x12]\n" +
+	"\x17persistent_volume_claim\x18\x01 \x01(\v2%.kplane.core.v1.PersistentVolumeClaimR\x15persistentVolumeClaim\"[\n" +
+	"\x1aGetPersistentVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"l\n" +
+	"\x1bGetPersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\xc1\x02\n" +
+	"\x1cListPersistentVolumesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"Y\n" +
+	"\x1dListPersistentVolumesResponse\x128\n" +
+	"\x04list\x18\x01 \x01(\v2$.kplane.core.v1.PersistentVolumeListR\x04list\"\x91\x03\n" +
+	"\x1dWatchPersistentVolumesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x9e\x01\n" +
+	"\x1eWatchPersistentVolumesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x128\n" +
+	"\x06object\x18\x02 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xac\x01\n" +
+	"\x1dCreatePersistentVolumeRequest\x12M\n" +
+	"\x11persistent_volume\x18\x02 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"o\n" +
+	"\x1eCreatePersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\xc0\x01\n" +
+	"\x1dUpdatePersistentVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12M\n" +
+	"\x11persistent_volume\x18\x03 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"o\n" +
+	"\x1eUpdatePersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\x90\x02\n" +
+	"\x1dDeletePersistentVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"o\n" +
+	"\x1eDeletePersistentVolumeResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\"\xc6\x01\n" +
+	"#UpdatePersistentVolumeStatusRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12M\n" +
+	"\x11persistent_volume\x18\x03 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"u\n" +
+	"$UpdatePersistentVolumeStatusResponse\x12M\n" +
+	"\x11persistent_volume\x18\x01 \x01(\v2 .kplane.core.v1.PersistentVolumeR\x10persistentVolume2\xd8\t\n" +
 	"\x10NamespaceService\x12\x87\x01\n" +
 	"\fGetNamespace\x12#.kplane.core.v1.GetNamespaceRequest\x1a$.kplane.core.v1.GetNamespaceResponse\",\x82\xd3\xe4\x93\x02&b\tnamespace\x12\x19/api/v1/namespaces/{name}\x12\x81\x01\n" +
 	"\x0eListNamespaces\x12%.kplane.core.v1.ListNamespacesRequest\x1a&.kplane.core.v1.ListNamespacesResponse\" \x82\xd3\xe4\x93\x02\x1ab\x04list\x12\x12/api/v1/namespaces\x12\x86\x01\n" +
@@ -12850,7 +14743,24 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x10WatchLimitRanges\x12'.kplane.core.v1.WatchLimitRangesRequest\x1a(.kplane.core.v1.WatchLimitRangesResponse\"U\x82\xd3\xe4\x93\x02OZ\x1b\x12\x19/api/v1/watch/limitranges\x120/api/v1/watch/namespaces/{namespace}/limitranges0\x01\x12\xb3\x01\n" +
 	"\x10CreateLimitRange\x12'.kplane.core.v1.CreateLimitRangeRequest\x1a(.kplane.core.v1.CreateLimitRangeResponse\"L\x82\xd3\xe4\x93\x02F:\vlimit_rangeb\vlimit_range\"*/api/v1/namespaces/{namespace}/limitranges\x12\xba\x01\n" +
 	"\x10UpdateLimitRange\x12'.kplane.core.v1.UpdateLimitRangeRequest\x1a(.kplane.core.v1.UpdateLimitRangeResponse\"S\x82\xd3\xe4\x93\x02M:\vlimit_rangeb\vlimit_range\x1a1/api/v1/namespaces/{namespace}/limitranges/{name}\x12\xb0\x01\n" +
-	"\x10DeleteLimitRange\x12'.kplane.core.v1.DeleteLimitRangeRequest\x1a(.kplane.core.v1.DeleteLimitRangeResponse\"I\x82\xd3\xe4\x93\x02C:\x01*b\vlimit_range*1/api/v1/namespaces/{namespace}/limitranges/{name}B6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	"\x10DeleteLimitRange\x12'.kplane.core.v1.DeleteLimitRangeRequest\x1a(.kplane.core.v1.DeleteLimitRangeResponse\"I\x82\xd3\xe4\x93\x02C:\x01*b\vlimit_range*1/api/v1/namespaces/{namespace}/limitranges/{name}2\xe8\r\n" +
+	"\x1cPersistentVolumeClaimService\x12\xdc\x01\n" +
+	"\x18GetPersistentVolumeClaim\x12/.kplane.core.v1.GetPersistentVolumeClaimRequest\x1a0.kplane.core.v1.GetPersistentVolumeClaimResponse\"]\x82\xd3\xe4\x93\x02Wb\x17persistent_volume_claim\x12</api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}\x12\xf0\x01\n" +
+	"\x1aListPersistentVolumeClaims\x121.kplane.core.v1.ListPersistentVolumeClaimsRequest\x1a2.kplane.core.v1.ListPersistentVolumeClaimsResponse\"k\x82\xd3\xe4\x93\x02eZ&b\x04list\x12\x1e/api/v1/persistentvolumeclaimsb\x04list\x125/api/v1/namespaces/{namespace}/persistentvolumeclaims\x12\xf5\x01\n" +
+	"\x1bWatchPersistentVolumeClaims\x122.kplane.core.v1.WatchPersistentVolumeClaimsRequest\x1a3.kplane.core.v1.WatchPersistentVolumeClaimsResponse\"k\x82\xd3\xe4\x93\x02eZ&\x12$/api/v1/watch/persistentvolumeclaims\x12;/api/v1/watch/namespaces/{namespace}/persistentvolumeclaims0\x01\x12\xf7\x01\n" +
+	"\x1bCreatePersistentVolumeClaim\x122.kplane.core.v1.CreatePersistentVolumeClaimRequest\x1a3.kplane.core.v1.CreatePersistentVolumeClaimResponse\"o\x82\xd3\xe4\x93\x02i:\x17persistent_volume_claimb\x17persistent_volume_claim\"5/api/v1/namespaces/{namespace}/persistentvolumeclaims\x12\xfe\x01\n" +
+	"\x1bUpdatePersistentVolumeClaim\x122.kplane.core.v1.UpdatePersistentVolumeClaimRequest\x1a3.kplane.core.v1.UpdatePersistentVolumeClaimResponse\"v\x82\xd3\xe4\x93\x02p:\x17persistent_volume_claimb\x17persistent_volume_claim\x1a</api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}\x12\xe8\x01\n" +
+	"\x1bDeletePersistentVolumeClaim\x122.kplane.core.v1.DeletePersistentVolumeClaimRequest\x1a3.kplane.core.v1.DeletePersistentVolumeClaimResponse\"`\x82\xd3\xe4\x93\x02Z:\x01*b\x17persistent_volume_claim*</api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}\x12\x97\x02\n" +
+	"!UpdatePersistentVolumeClaimStatus\x128.kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest\x1a9.kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse\"}\x82\xd3\xe4\x93\x02w:\x17persistent_volume_claimb\x17persistent_volume_claim\x1aC/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}/status2\xb6\n" +
+	"\n" +
+	"\x17PersistentVolumeService\x12\xab\x01\n" +
+	"\x13GetPersistentVolume\x12*.kplane.core.v1.GetPersistentVolumeRequest\x1a+.kplane.core.v1.GetPersistentVolumeResponse\";\x82\xd3\xe4\x93\x025b\x11persistent_volume\x12 /api/v1/persistentvolumes/{name}\x12\x9d\x01\n" +
+	"\x15ListPersistentVolumes\x12,.kplane.core.v1.ListPersistentVolumesRequest\x1a-.kplane.core.v1.ListPersistentVolumesResponse\"'\x82\xd3\xe4\x93\x02!b\x04list\x12\x19/api/v1/persistentvolumes\x12\xa2\x01\n" +
+	"\x16WatchPersistentVolumes\x12-.kplane.core.v1.WatchPersistentVolumesRequest\x1a..kplane.core.v1.WatchPersistentVolumesResponse\"'\x82\xd3\xe4\x93\x02!\x12\x1f/api/v1/watch/persistentvolumes0\x01\x12\xc0\x01\n" +
+	"\x16CreatePersistentVolume\x12-.kplane.core.v1.CreatePersistentVolumeRequest\x1a..kplane.core.v1.CreatePersistentVolumeResponse\"G\x82\xd3\xe4\x93\x02A:\x11persistent_volumeb\x11persistent_volume\"\x19/api/v1/persistentvolumes\x12\xc7\x01\n" +
+	"\x16UpdatePersistentVolume\x12-.kplane.core.v1.UpdatePersistentVolumeRequest\x1a..kplane.core.v1.UpdatePersistentVolumeResponse\"N\x82\xd3\xe4\x93\x02H:\x11persistent_volumeb\x11persistent_volume\x1a /api/v1/persistentvolumes/{name}\x12\xb7\x01\n" +
+	"\x16DeletePersistentVolume\x12-.kplane.core.v1.DeletePersistentVolumeRequest\x1a..kplane.core.v1.DeletePersistentVolumeResponse\">\x82\xd3\xe4\x93\x028:\x01*b\x11persistent_volume* /api/v1/persistentvolumes/{name}\x12\xe0\x01\n" +
+	"\x1cUpdatePersistentVolumeStatus\x123.kplane.core.v1.UpdatePersistentVolumeStatusRequest\x1a4.kplane.core.v1.UpdatePersistentVolumeStatusResponse\"U\x82\xd3\xe4\x93\x02O:\x11persistent_volumeb\x11persistent_volume\x1a'/api/v1/persistentvolumes/{name}/statusB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_service_proto_rawDescOnce sync.Once
@@ -12864,7 +14774,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 183)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 211)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),                       // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),                      // 1: kplane.core.v1.GetNamespaceResponse
@@ -13049,380 +14959,464 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*UpdateLimitRangeResponse)(nil),                  // 180: kplane.core.v1.UpdateLimitRangeResponse
 	(*DeleteLimitRangeRequest)(nil),                   // 181: kplane.core.v1.DeleteLimitRangeRequest
 	(*DeleteLimitRangeResponse)(nil),                  // 182: kplane.core.v1.DeleteLimitRangeResponse
-	(*Namespace)(nil),                                 // 183: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                             // 184: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                                 // 185: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                          // 186: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                                       // 187: kplane.core.v1.Pod
-	(*PodList)(nil),                                   // 188: kplane.core.v1.PodList
-	(*Binding)(nil),                                   // 189: kplane.core.v1.Binding
-	(*v11.Eviction)(nil),                              // 190: kplane.policy.v1.Eviction
-	(*Node)(nil),                                      // 191: kplane.core.v1.Node
-	(*NodeList)(nil),                                  // 192: kplane.core.v1.NodeList
-	(*Event)(nil),                                     // 193: kplane.core.v1.Event
-	(*EventList)(nil),                                 // 194: kplane.core.v1.EventList
-	(*Service)(nil),                                   // 195: kplane.core.v1.Service
-	(*ServiceList)(nil),                               // 196: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                                 // 197: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                             // 198: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                                 // 199: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                             // 200: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                                    // 201: kplane.core.v1.Secret
-	(*SecretList)(nil),                                // 202: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                            // 203: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),                        // 204: kplane.core.v1.ServiceAccountList
-	(*ReplicationController)(nil),                     // 205: kplane.core.v1.ReplicationController
-	(*ReplicationControllerList)(nil),                 // 206: kplane.core.v1.ReplicationControllerList
-	(*v12.Scale)(nil),                                 // 207: kplane.autoscaling.v1.Scale
-	(*PodTemplate)(nil),                               // 208: kplane.core.v1.PodTemplate
-	(*PodTemplateList)(nil),                           // 209: kplane.core.v1.PodTemplateList
-	(*ResourceQuota)(nil),                             // 210: kplane.core.v1.ResourceQuota
-	(*ResourceQuotaList)(nil),                         // 211: kplane.core.v1.ResourceQuotaList
-	(*LimitRange)(nil),                                // 212: kplane.core.v1.LimitRange
-	(*LimitRangeList)(nil),                            // 213: kplane.core.v1.LimitRangeList
-	(*httpbody.HttpBody)(nil),                         // 214: google.api.HttpBody
+	(*GetPersistentVolumeClaimRequest)(nil),           // 183: kplane.core.v1.GetPersistentVolumeClaimRequest
+	(*GetPersistentVolumeClaimResponse)(nil),          // 184: kplane.core.v1.GetPersistentVolumeClaimResponse
+	(*ListPersistentVolumeClaimsRequest)(nil),         // 185: kplane.core.v1.ListPersistentVolumeClaimsRequest
+	(*ListPersistentVolumeClaimsResponse)(nil),        // 186: kplane.core.v1.ListPersistentVolumeClaimsResponse
+	(*WatchPersistentVolumeClaimsRequest)(nil),        // 187: kplane.core.v1.WatchPersistentVolumeClaimsRequest
+	(*WatchPersistentVolumeClaimsResponse)(nil),       // 188: kplane.core.v1.WatchPersistentVolumeClaimsResponse
+	(*CreatePersistentVolumeClaimRequest)(nil),        // 189: kplane.core.v1.CreatePersistentVolumeClaimRequest
+	(*CreatePersistentVolumeClaimResponse)(nil),       // 190: kplane.core.v1.CreatePersistentVolumeClaimResponse
+	(*UpdatePersistentVolumeClaimRequest)(nil),        // 191: kplane.core.v1.UpdatePersistentVolumeClaimRequest
+	(*UpdatePersistentVolumeClaimResponse)(nil),       // 192: kplane.core.v1.UpdatePersistentVolumeClaimResponse
+	(*DeletePersistentVolumeClaimRequest)(nil),        // 193: kplane.core.v1.DeletePersistentVolumeClaimRequest
+	(*DeletePersistentVolumeClaimResponse)(nil),       // 194: kplane.core.v1.DeletePersistentVolumeClaimResponse
+	(*UpdatePersistentVolumeClaimStatusRequest)(nil),  // 195: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
+	(*UpdatePersistentVolumeClaimStatusResponse)(nil), // 196: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
+	(*GetPersistentVolumeRequest)(nil),                // 197: kplane.core.v1.GetPersistentVolumeRequest
+	(*GetPersistentVolumeResponse)(nil),               // 198: kplane.core.v1.GetPersistentVolumeResponse
+	(*ListPersistentVolumesRequest)(nil),              // 199: kplane.core.v1.ListPersistentVolumesRequest
+	(*ListPersistentVolumesResponse)(nil),             // 200: kplane.core.v1.ListPersistentVolumesResponse
+	(*WatchPersistentVolumesRequest)(nil),             // 201: kplane.core.v1.WatchPersistentVolumesRequest
+	(*WatchPersistentVolumesResponse)(nil),            // 202: kplane.core.v1.WatchPersistentVolumesResponse
+	(*CreatePersistentVolumeRequest)(nil),             // 203: kplane.core.v1.CreatePersistentVolumeRequest
+	(*CreatePersistentVolumeResponse)(nil),            // 204: kplane.core.v1.CreatePersistentVolumeResponse
+	(*UpdatePersistentVolumeRequest)(nil),             // 205: kplane.core.v1.UpdatePersistentVolumeRequest
+	(*UpdatePersistentVolumeResponse)(nil),            // 206: kplane.core.v1.UpdatePersistentVolumeResponse
+	(*DeletePersistentVolumeRequest)(nil),             // 207: kplane.core.v1.DeletePersistentVolumeRequest
+	(*DeletePersistentVolumeResponse)(nil),            // 208: kplane.core.v1.DeletePersistentVolumeResponse
+	(*UpdatePersistentVolumeStatusRequest)(nil),       // 209: kplane.core.v1.UpdatePersistentVolumeStatusRequest
+	(*UpdatePersistentVolumeStatusResponse)(nil),      // 210: kplane.core.v1.UpdatePersistentVolumeStatusResponse
+	(*Namespace)(nil),                                 // 211: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                             // 212: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                                 // 213: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                          // 214: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                                       // 215: kplane.core.v1.Pod
+	(*PodList)(nil),                                   // 216: kplane.core.v1.PodList
+	(*Binding)(nil),                                   // 217: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                              // 218: kplane.policy.v1.Eviction
+	(*Node)(nil),                                      // 219: kplane.core.v1.Node
+	(*NodeList)(nil),                                  // 220: kplane.core.v1.NodeList
+	(*Event)(nil),                                     // 221: kplane.core.v1.Event
+	(*EventList)(nil),                                 // 222: kplane.core.v1.EventList
+	(*Service)(nil),                                   // 223: kplane.core.v1.Service
+	(*ServiceList)(nil),                               // 224: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                                 // 225: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                             // 226: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                                 // 227: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                             // 228: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                                    // 229: kplane.core.v1.Secret
+	(*SecretList)(nil),                                // 230: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                            // 231: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                        // 232: kplane.core.v1.ServiceAccountList
+	(*ReplicationController)(nil),                     // 233: kplane.core.v1.ReplicationController
+	(*ReplicationControllerList)(nil),                 // 234: kplane.core.v1.ReplicationControllerList
+	(*v12.Scale)(nil),                                 // 235: kplane.autoscaling.v1.Scale
+	(*PodTemplate)(nil),                               // 236: kplane.core.v1.PodTemplate
+	(*PodTemplateList)(nil),                           // 237: kplane.core.v1.PodTemplateList
+	(*ResourceQuota)(nil),                             // 238: kplane.core.v1.ResourceQuota
+	(*ResourceQuotaList)(nil),                         // 239: kplane.core.v1.ResourceQuotaList
+	(*LimitRange)(nil),                                // 240: kplane.core.v1.LimitRange
+	(*LimitRangeList)(nil),                            // 241: kplane.core.v1.LimitRangeList
+	(*PersistentVolumeClaim)(nil),                     // 242: kplane.core.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimList)(nil),                 // 243: kplane.core.v1.PersistentVolumeClaimList
+	(*PersistentVolume)(nil),                          // 244: kplane.core.v1.PersistentVolume
+	(*PersistentVolumeList)(nil),                      // 245: kplane.core.v1.PersistentVolumeList
+	(*httpbody.HttpBody)(nil),                         // 246: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	183, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	184, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	183, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	185, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	183, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	186, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	183, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	183, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	187, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	188, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	187, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	185, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	187, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	187, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	187, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	187, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	186, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	187, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	187, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	187, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	189, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	185, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	190, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
-	185, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	211, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	212, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	211, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	213, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	211, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	214, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	211, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	211, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	215, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	216, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	215, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	213, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	215, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	215, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	215, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	215, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	214, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	215, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	215, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	215, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	217, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	213, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	218, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	213, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
 	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
 	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	191, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	192, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	191, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	185, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	191, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	191, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	191, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	191, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	186, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	191, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	191, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	191, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	193, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	194, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	193, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	185, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	193, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	193, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	193, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	193, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	186, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	193, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	195, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	196, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	195, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	185, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	195, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	195, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	195, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	195, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	186, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	195, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	195, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	195, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	197, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	198, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	197, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	185, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	197, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	197, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	197, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	197, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	186, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	197, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	199, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	200, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	199, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	185, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	199, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	199, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	199, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	199, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	186, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	199, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	201, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	202, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	201, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	185, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	201, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	201, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	201, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	201, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	186, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	201, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	203, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	204, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	203, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	185, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	203, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	203, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	203, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	203, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	186, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	203, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	205, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	206, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
-	205, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
-	185, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
-	205, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	205, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	205, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	205, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	186, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	205, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	205, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	205, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	207, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	207, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	207, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	208, // 121: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	209, // 122: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
-	208, // 123: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
-	185, // 124: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
-	208, // 125: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
-	208, // 126: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	208, // 127: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
-	208, // 128: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	186, // 129: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	208, // 130: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	210, // 131: kplane.core.v1.GetResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	211, // 132: kplane.core.v1.ListResourceQuotasResponse.list:type_name -> kplane.core.v1.ResourceQuotaList
-	210, // 133: kplane.core.v1.WatchResourceQuotasResponse.object:type_name -> kplane.core.v1.ResourceQuota
-	185, // 134: kplane.core.v1.WatchResourceQuotasResponse.status:type_name -> kplane.meta.v1.Status
-	210, // 135: kplane.core.v1.CreateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	210, // 136: kplane.core.v1.CreateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	210, // 137: kplane.core.v1.UpdateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	210, // 138: kplane.core.v1.UpdateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	186, // 139: kplane.core.v1.DeleteResourceQuotaRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	210, // 140: kplane.core.v1.DeleteResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	210, // 141: kplane.core.v1.UpdateResourceQuotaStatusRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	210, // 142: kplane.core.v1.UpdateResourceQuotaStatusResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	212, // 143: kplane.core.v1.GetLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	213, // 144: kplane.core.v1.ListLimitRangesResponse.list:type_name -> kplane.core.v1.LimitRangeList
-	212, // 145: kplane.core.v1.WatchLimitRangesResponse.object:type_name -> kplane.core.v1.LimitRange
-	185, // 146: kplane.core.v1.WatchLimitRangesResponse.status:type_name -> kplane.meta.v1.Status
-	212, // 147: kplane.core.v1.CreateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
-	212, // 148: kplane.core.v1.CreateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	212, // 149: kplane.core.v1.UpdateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
-	212, // 150: kplane.core.v1.UpdateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	186, // 151: kplane.core.v1.DeleteLimitRangeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	212, // 152: kplane.core.v1.DeleteLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	0,   // 153: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 154: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 155: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 156: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 157: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 158: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 159: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 160: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 161: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 162: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 163: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 164: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 165: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 166: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 167: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 168: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 169: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
-	34,  // 170: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	35,  // 171: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	39,  // 172: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	41,  // 173: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	43,  // 174: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	45,  // 175: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	47,  // 176: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	49,  // 177: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	51,  // 178: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	53,  // 179: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	55,  // 180: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	57,  // 181: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	59,  // 182: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	61,  // 183: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	63,  // 184: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	65,  // 185: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	67,  // 186: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	69,  // 187: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	71,  // 188: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	73,  // 189: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	75,  // 190: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	77,  // 191: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	79,  // 192: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	81,  // 193: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	83,  // 194: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	85,  // 195: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	87,  // 196: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	89,  // 197: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	91,  // 198: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	93,  // 199: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	95,  // 200: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	97,  // 201: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	99,  // 202: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	101, // 203: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	103, // 204: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	105, // 205: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	107, // 206: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	109, // 207: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	111, // 208: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	113, // 209: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	115, // 210: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	117, // 211: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	119, // 212: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	121, // 213: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	123, // 214: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	125, // 215: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	127, // 216: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
-	129, // 217: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
-	131, // 218: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
-	133, // 219: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
-	135, // 220: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
-	137, // 221: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
-	139, // 222: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
-	141, // 223: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
-	143, // 224: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
-	145, // 225: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
-	147, // 226: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
-	149, // 227: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
-	151, // 228: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
-	153, // 229: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
-	155, // 230: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
-	157, // 231: kplane.core.v1.ResourceQuotaService.GetResourceQuota:input_type -> kplane.core.v1.GetResourceQuotaRequest
-	159, // 232: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:input_type -> kplane.core.v1.ListResourceQuotasRequest
-	161, // 233: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:input_type -> kplane.core.v1.WatchResourceQuotasRequest
-	163, // 234: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:input_type -> kplane.core.v1.CreateResourceQuotaRequest
-	165, // 235: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:input_type -> kplane.core.v1.UpdateResourceQuotaRequest
-	167, // 236: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:input_type -> kplane.core.v1.DeleteResourceQuotaRequest
-	169, // 237: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:input_type -> kplane.core.v1.UpdateResourceQuotaStatusRequest
-	171, // 238: kplane.core.v1.LimitRangeService.GetLimitRange:input_type -> kplane.core.v1.GetLimitRangeRequest
-	173, // 239: kplane.core.v1.LimitRangeService.ListLimitRanges:input_type -> kplane.core.v1.ListLimitRangesRequest
-	175, // 240: kplane.core.v1.LimitRangeService.WatchLimitRanges:input_type -> kplane.core.v1.WatchLimitRangesRequest
-	177, // 241: kplane.core.v1.LimitRangeService.CreateLimitRange:input_type -> kplane.core.v1.CreateLimitRangeRequest
-	179, // 242: kplane.core.v1.LimitRangeService.UpdateLimitRange:input_type -> kplane.core.v1.UpdateLimitRangeRequest
-	181, // 243: kplane.core.v1.LimitRangeService.DeleteLimitRange:input_type -> kplane.core.v1.DeleteLimitRangeRequest
-	1,   // 244: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 245: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 246: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 247: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 248: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 249: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 250: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 251: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 252: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 253: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 254: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 255: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 256: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 257: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 258: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 259: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	33,  // 260: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
-	214, // 261: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	38,  // 262: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	40,  // 263: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	42,  // 264: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	44,  // 265: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	46,  // 266: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	48,  // 267: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	50,  // 268: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	52,  // 269: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	54,  // 270: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	56,  // 271: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	58,  // 272: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	60,  // 273: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	62,  // 274: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	64,  // 275: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	66,  // 276: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	68,  // 277: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	70,  // 278: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	72,  // 279: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	74,  // 280: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	76,  // 281: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	78,  // 282: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	80,  // 283: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	82,  // 284: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	84,  // 285: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	86,  // 286: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	88,  // 287: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	90,  // 288: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	92,  // 289: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	94,  // 290: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	96,  // 291: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	98,  // 292: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	100, // 293: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	102, // 294: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	104, // 295: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	106, // 296: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	108, // 297: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	110, // 298: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	112, // 299: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	114, // 300: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	116, // 301: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	118, // 302: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	120, // 303: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	122, // 304: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	124, // 305: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	126, // 306: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	128, // 307: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
-	130, // 308: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
-	132, // 309: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
-	134, // 310: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
-	136, // 311: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
-	138, // 312: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
-	140, // 313: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
-	142, // 314: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
-	144, // 315: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
-	146, // 316: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
-	148, // 317: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
-	150, // 318: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
-	152, // 319: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
-	154, // 320: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
-	156, // 321: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
-	158, // 322: kplane.core.v1.ResourceQuotaService.GetResourceQuota:output_type -> kplane.core.v1.GetResourceQuotaResponse
-	160, // 323: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:output_type -> kplane.core.v1.ListResourceQuotasResponse
-	162, // 324: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:output_type -> kplane.core.v1.WatchResourceQuotasResponse
-	164, // 325: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:output_type -> kplane.core.v1.CreateResourceQuotaResponse
-	166, // 326: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:output_type -> kplane.core.v1.UpdateResourceQuotaResponse
-	168, // 327: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:output_type -> kplane.core.v1.DeleteResourceQuotaResponse
-	170, // 328: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:output_type -> kplane.core.v1.UpdateResourceQuotaStatusResponse
-	172, // 329: kplane.core.v1.LimitRangeService.GetLimitRange:output_type -> kplane.core.v1.GetLimitRangeResponse
-	174, // 330: kplane.core.v1.LimitRangeService.ListLimitRanges:output_type -> kplane.core.v1.ListLimitRangesResponse
-	176, // 331: kplane.core.v1.LimitRangeService.WatchLimitRanges:output_type -> kplane.core.v1.WatchLimitRangesResponse
-	178, // 332: kplane.core.v1.LimitRangeService.CreateLimitRange:output_type -> kplane.core.v1.CreateLimitRangeResponse
-	180, // 333: kplane.core.v1.LimitRangeService.UpdateLimitRange:output_type -> kplane.core.v1.UpdateLimitRangeResponse
-	182, // 334: kplane.core.v1.LimitRangeService.DeleteLimitRange:output_type -> kplane.core.v1.DeleteLimitRangeResponse
-	244, // [244:335] is the sub-list for method output_type
-	153, // [153:244] is the sub-list for method input_type
-	153, // [153:153] is the sub-list for extension type_name
-	153, // [153:153] is the sub-list for extension extendee
-	0,   // [0:153] is the sub-list for field type_name
+	219, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	220, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	219, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	213, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	219, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	219, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	219, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	219, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	214, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	219, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	219, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	219, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	221, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	222, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	221, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	213, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	221, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	221, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	221, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	221, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	214, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	221, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	223, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	224, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	223, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	213, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	223, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	223, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	223, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	223, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	214, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	223, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	223, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	223, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	225, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	226, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	225, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	213, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	225, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	225, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	225, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	225, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	214, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	225, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	227, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	228, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	227, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	213, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	227, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	227, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	227, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	227, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	214, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	227, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	229, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	230, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	229, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	213, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	229, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	229, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	229, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	229, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	214, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	229, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	231, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	232, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	231, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	213, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	231, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	231, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	231, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	231, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	214, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	231, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	233, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	234, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
+	233, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
+	213, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
+	233, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	233, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	233, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	233, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	214, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	233, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	233, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	233, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	235, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	235, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	235, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	236, // 121: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	237, // 122: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
+	236, // 123: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
+	213, // 124: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
+	236, // 125: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	236, // 126: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	236, // 127: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	236, // 128: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	214, // 129: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	236, // 130: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	238, // 131: kplane.core.v1.GetResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	239, // 132: kplane.core.v1.ListResourceQuotasResponse.list:type_name -> kplane.core.v1.ResourceQuotaList
+	238, // 133: kplane.core.v1.WatchResourceQuotasResponse.object:type_name -> kplane.core.v1.ResourceQuota
+	213, // 134: kplane.core.v1.WatchResourceQuotasResponse.status:type_name -> kplane.meta.v1.Status
+	238, // 135: kplane.core.v1.CreateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	238, // 136: kplane.core.v1.CreateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	238, // 137: kplane.core.v1.UpdateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	238, // 138: kplane.core.v1.UpdateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	214, // 139: kplane.core.v1.DeleteResourceQuotaRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	238, // 140: kplane.core.v1.DeleteResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	238, // 141: kplane.core.v1.UpdateResourceQuotaStatusRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	238, // 142: kplane.core.v1.UpdateResourceQuotaStatusResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	240, // 143: kplane.core.v1.GetLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	241, // 144: kplane.core.v1.ListLimitRangesResponse.list:type_name -> kplane.core.v1.LimitRangeList
+	240, // 145: kplane.core.v1.WatchLimitRangesResponse.object:type_name -> kplane.core.v1.LimitRange
+	213, // 146: kplane.core.v1.WatchLimitRangesResponse.status:type_name -> kplane.meta.v1.Status
+	240, // 147: kplane.core.v1.CreateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
+	240, // 148: kplane.core.v1.CreateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	240, // 149: kplane.core.v1.UpdateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
+	240, // 150: kplane.core.v1.UpdateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	214, // 151: kplane.core.v1.DeleteLimitRangeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	240, // 152: kplane.core.v1.DeleteLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	242, // 153: kplane.core.v1.GetPersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	243, // 154: kplane.core.v1.ListPersistentVolumeClaimsResponse.list:type_name -> kplane.core.v1.PersistentVolumeClaimList
+	242, // 155: kplane.core.v1.WatchPersistentVolumeClaimsResponse.object:type_name -> kplane.core.v1.PersistentVolumeClaim
+	213, // 156: kplane.core.v1.WatchPersistentVolumeClaimsResponse.status:type_name -> kplane.meta.v1.Status
+	242, // 157: kplane.core.v1.CreatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	242, // 158: kplane.core.v1.CreatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	242, // 159: kplane.core.v1.UpdatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	242, // 160: kplane.core.v1.UpdatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	214, // 161: kplane.core.v1.DeletePersistentVolumeClaimRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	242, // 162: kplane.core.v1.DeletePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	242, // 163: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	242, // 164: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 165: kplane.core.v1.GetPersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	245, // 166: kplane.core.v1.ListPersistentVolumesResponse.list:type_name -> kplane.core.v1.PersistentVolumeList
+	244, // 167: kplane.core.v1.WatchPersistentVolumesResponse.object:type_name -> kplane.core.v1.PersistentVolume
+	213, // 168: kplane.core.v1.WatchPersistentVolumesResponse.status:type_name -> kplane.meta.v1.Status
+	244, // 169: kplane.core.v1.CreatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	244, // 170: kplane.core.v1.CreatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	244, // 171: kplane.core.v1.UpdatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	244, // 172: kplane.core.v1.UpdatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	214, // 173: kplane.core.v1.DeletePersistentVolumeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	244, // 174: kplane.core.v1.DeletePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	244, // 175: kplane.core.v1.UpdatePersistentVolumeStatusRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	244, // 176: kplane.core.v1.UpdatePersistentVolumeStatusResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	0,   // 177: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 178: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 179: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 180: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 181: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 182: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 183: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 184: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 185: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 186: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 187: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 188: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 189: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 190: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 191: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 192: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	32,  // 193: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	34,  // 194: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	35,  // 195: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	39,  // 196: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	41,  // 197: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	43,  // 198: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	45,  // 199: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	47,  // 200: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	49,  // 201: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	51,  // 202: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	53,  // 203: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	55,  // 204: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	57,  // 205: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	59,  // 206: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	61,  // 207: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	63,  // 208: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	65,  // 209: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	67,  // 210: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	69,  // 211: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	71,  // 212: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	73,  // 213: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	75,  // 214: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	77,  // 215: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	79,  // 216: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	81,  // 217: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	83,  // 218: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	85,  // 219: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	87,  // 220: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	89,  // 221: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	91,  // 222: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	93,  // 223: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	95,  // 224: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	97,  // 225: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	99,  // 226: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	101, // 227: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	103, // 228: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	105, // 229: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	107, // 230: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	109, // 231: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	111, // 232: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	113, // 233: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	115, // 234: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	117, // 235: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	119, // 236: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	121, // 237: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	123, // 238: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	125, // 239: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	127, // 240: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
+	129, // 241: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
+	131, // 242: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
+	133, // 243: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
+	135, // 244: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
+	137, // 245: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
+	139, // 246: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
+	141, // 247: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
+	143, // 248: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
+	145, // 249: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
+	147, // 250: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
+	149, // 251: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
+	151, // 252: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
+	153, // 253: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
+	155, // 254: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
+	157, // 255: kplane.core.v1.ResourceQuotaService.GetResourceQuota:input_type -> kplane.core.v1.GetResourceQuotaRequest
+	159, // 256: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:input_type -> kplane.core.v1.ListResourceQuotasRequest
+	161, // 257: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:input_type -> kplane.core.v1.WatchResourceQuotasRequest
+	163, // 258: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:input_type -> kplane.core.v1.CreateResourceQuotaRequest
+	165, // 259: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:input_type -> kplane.core.v1.UpdateResourceQuotaRequest
+	167, // 260: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:input_type -> kplane.core.v1.DeleteResourceQuotaRequest
+	169, // 261: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:input_type -> kplane.core.v1.UpdateResourceQuotaStatusRequest
+	171, // 262: kplane.core.v1.LimitRangeService.GetLimitRange:input_type -> kplane.core.v1.GetLimitRangeRequest
+	173, // 263: kplane.core.v1.LimitRangeService.ListLimitRanges:input_type -> kplane.core.v1.ListLimitRangesRequest
+	175, // 264: kplane.core.v1.LimitRangeService.WatchLimitRanges:input_type -> kplane.core.v1.WatchLimitRangesRequest
+	177, // 265: kplane.core.v1.LimitRangeService.CreateLimitRange:input_type -> kplane.core.v1.CreateLimitRangeRequest
+	179, // 266: kplane.core.v1.LimitRangeService.UpdateLimitRange:input_type -> kplane.core.v1.UpdateLimitRangeRequest
+	181, // 267: kplane.core.v1.LimitRangeService.DeleteLimitRange:input_type -> kplane.core.v1.DeleteLimitRangeRequest
+	183, // 268: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:input_type -> kplane.core.v1.GetPersistentVolumeClaimRequest
+	185, // 269: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:input_type -> kplane.core.v1.ListPersistentVolumeClaimsRequest
+	187, // 270: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:input_type -> kplane.core.v1.WatchPersistentVolumeClaimsRequest
+	189, // 271: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:input_type -> kplane.core.v1.CreatePersistentVolumeClaimRequest
+	191, // 272: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimRequest
+	193, // 273: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:input_type -> kplane.core.v1.DeletePersistentVolumeClaimRequest
+	195, // 274: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
+	197, // 275: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:input_type -> kplane.core.v1.GetPersistentVolumeRequest
+	199, // 276: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:input_type -> kplane.core.v1.ListPersistentVolumesRequest
+	201, // 277: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:input_type -> kplane.core.v1.WatchPersistentVolumesRequest
+	203, // 278: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:input_type -> kplane.core.v1.CreatePersistentVolumeRequest
+	205, // 279: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:input_type -> kplane.core.v1.UpdatePersistentVolumeRequest
+	207, // 280: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:input_type -> kplane.core.v1.DeletePersistentVolumeRequest
+	209, // 281: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeStatusRequest
+	1,   // 282: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 283: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 284: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 285: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 286: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 287: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 288: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 289: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 290: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 291: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 292: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 293: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 294: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 295: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 296: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 297: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	33,  // 298: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	246, // 299: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	38,  // 300: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	40,  // 301: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	42,  // 302: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	44,  // 303: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	46,  // 304: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	48,  // 305: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	50,  // 306: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	52,  // 307: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	54,  // 308: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	56,  // 309: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	58,  // 310: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	60,  // 311: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	62,  // 312: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	64,  // 313: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	66,  // 314: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	68,  // 315: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	70,  // 316: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	72,  // 317: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	74,  // 318: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	76,  // 319: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	78,  // 320: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	80,  // 321: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	82,  // 322: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	84,  // 323: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	86,  // 324: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	88,  // 325: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	90,  // 326: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	92,  // 327: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	94,  // 328: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	96,  // 329: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	98,  // 330: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	100, // 331: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	102, // 332: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	104, // 333: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	106, // 334: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	108, // 335: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	110, // 336: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	112, // 337: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	114, // 338: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	116, // 339: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	118, // 340: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	120, // 341: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	122, // 342: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	124, // 343: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	126, // 344: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	128, // 345: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
+	130, // 346: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
+	132, // 347: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
+	134, // 348: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
+	136, // 349: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
+	138, // 350: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
+	140, // 351: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
+	142, // 352: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
+	144, // 353: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
+	146, // 354: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
+	148, // 355: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
+	150, // 356: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
+	152, // 357: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
+	154, // 358: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
+	156, // 359: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
+	158, // 360: kplane.core.v1.ResourceQuotaService.GetResourceQuota:output_type -> kplane.core.v1.GetResourceQuotaResponse
+	160, // 361: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:output_type -> kplane.core.v1.ListResourceQuotasResponse
+	162, // 362: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:output_type -> kplane.core.v1.WatchResourceQuotasResponse
+	164, // 363: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:output_type -> kplane.core.v1.CreateResourceQuotaResponse
+	166, // 364: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:output_type -> kplane.core.v1.UpdateResourceQuotaResponse
+	168, // 365: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:output_type -> kplane.core.v1.DeleteResourceQuotaResponse
+	170, // 366: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:output_type -> kplane.core.v1.UpdateResourceQuotaStatusResponse
+	172, // 367: kplane.core.v1.LimitRangeService.GetLimitRange:output_type -> kplane.core.v1.GetLimitRangeResponse
+	174, // 368: kplane.core.v1.LimitRangeService.ListLimitRanges:output_type -> kplane.core.v1.ListLimitRangesResponse
+	176, // 369: kplane.core.v1.LimitRangeService.WatchLimitRanges:output_type -> kplane.core.v1.WatchLimitRangesResponse
+	178, // 370: kplane.core.v1.LimitRangeService.CreateLimitRange:output_type -> kplane.core.v1.CreateLimitRangeResponse
+	180, // 371: kplane.core.v1.LimitRangeService.UpdateLimitRange:output_type -> kplane.core.v1.UpdateLimitRangeResponse
+	182, // 372: kplane.core.v1.LimitRangeService.DeleteLimitRange:output_type -> kplane.core.v1.DeleteLimitRangeResponse
+	184, // 373: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:output_type -> kplane.core.v1.GetPersistentVolumeClaimResponse
+	186, // 374: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:output_type -> kplane.core.v1.ListPersistentVolumeClaimsResponse
+	188, // 375: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:output_type -> kplane.core.v1.WatchPersistentVolumeClaimsResponse
+	190, // 376: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:output_type -> kplane.core.v1.CreatePersistentVolumeClaimResponse
+	192, // 377: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimResponse
+	194, // 378: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:output_type -> kplane.core.v1.DeletePersistentVolumeClaimResponse
+	196, // 379: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
+	198, // 380: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:output_type -> kplane.core.v1.GetPersistentVolumeResponse
+	200, // 381: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:output_type -> kplane.core.v1.ListPersistentVolumesResponse
+	202, // 382: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:output_type -> kplane.core.v1.WatchPersistentVolumesResponse
+	204, // 383: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:output_type -> kplane.core.v1.CreatePersistentVolumeResponse
+	206, // 384: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:output_type -> kplane.core.v1.UpdatePersistentVolumeResponse
+	208, // 385: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:output_type -> kplane.core.v1.DeletePersistentVolumeResponse
+	210, // 386: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeStatusResponse
+	282, // [282:387] is the sub-list for method output_type
+	177, // [177:282] is the sub-list for method input_type
+	177, // [177:177] is the sub-list for extension type_name
+	177, // [177:177] is the sub-list for extension extendee
+	0,   // [0:177] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -13471,15 +15465,21 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[173].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[175].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[181].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[185].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[187].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[193].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[199].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[201].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[207].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   183,
+			NumMessages:   211,
 			NumExtensions: 0,
-			NumServices:   13,
+			NumServices:   15,
 		},
 		GoTypes:           file_kplane_core_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_core_v1_service_proto_depIdxs,

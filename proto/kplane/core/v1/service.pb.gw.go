@@ -5946,6 +5946,818 @@ func local_request_LimitRangeService_DeleteLimitRange_0(ctx context.Context, mar
 	return msg, metadata, err
 }
 
+var filter_PersistentVolumeClaimService_GetPersistentVolumeClaim_0 = &utilities.DoubleArray{Encoding: map[string]int{"namespace": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_PersistentVolumeClaimService_GetPersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetPersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_GetPersistentVolumeClaim_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetPersistentVolumeClaim(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_GetPersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetPersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_GetPersistentVolumeClaim_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetPersistentVolumeClaim(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeClaimService_ListPersistentVolumeClaims_0 = &utilities.DoubleArray{Encoding: map[string]int{"namespace": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_PersistentVolumeClaimService_ListPersistentVolumeClaims_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPersistentVolumeClaimsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_ListPersistentVolumeClaims_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListPersistentVolumeClaims(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_ListPersistentVolumeClaims_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPersistentVolumeClaimsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_ListPersistentVolumeClaims_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListPersistentVolumeClaims(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeClaimService_ListPersistentVolumeClaims_1 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_PersistentVolumeClaimService_ListPersistentVolumeClaims_1(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPersistentVolumeClaimsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_ListPersistentVolumeClaims_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListPersistentVolumeClaims(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_ListPersistentVolumeClaims_1(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPersistentVolumeClaimsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_ListPersistentVolumeClaims_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListPersistentVolumeClaims(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0 = &utilities.DoubleArray{Encoding: map[string]int{"namespace": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (PersistentVolumeClaimService_WatchPersistentVolumeClaimsClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchPersistentVolumeClaimsRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchPersistentVolumeClaims(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (PersistentVolumeClaimService_WatchPersistentVolumeClaimsClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchPersistentVolumeClaimsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchPersistentVolumeClaims(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0 = &utilities.DoubleArray{Encoding: map[string]int{"persistent_volume_claim": 0, "namespace": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreatePersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolumeClaim); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreatePersistentVolumeClaim(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreatePersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolumeClaim); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreatePersistentVolumeClaim(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0 = &utilities.DoubleArray{Encoding: map[string]int{"persistent_volume_claim": 0, "namespace": 1, "name": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
+
+func request_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolumeClaim); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdatePersistentVolumeClaim(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolumeClaim); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdatePersistentVolumeClaim(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeletePersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeletePersistentVolumeClaim(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeletePersistentVolumeClaimRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.DeletePersistentVolumeClaim(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0 = &utilities.DoubleArray{Encoding: map[string]int{"persistent_volume_claim": 0, "namespace": 1, "name": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
+
+func request_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeClaimServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeClaimStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolumeClaim); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdatePersistentVolumeClaimStatus(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeClaimServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeClaimStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolumeClaim); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdatePersistentVolumeClaimStatus(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeService_GetPersistentVolume_0 = &utilities.DoubleArray{Encoding: map[string]int{"name": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_PersistentVolumeService_GetPersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetPersistentVolumeRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_GetPersistentVolume_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetPersistentVolume(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeService_GetPersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetPersistentVolumeRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_GetPersistentVolume_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetPersistentVolume(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeService_ListPersistentVolumes_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_PersistentVolumeService_ListPersistentVolumes_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPersistentVolumesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_ListPersistentVolumes_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListPersistentVolumes(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeService_ListPersistentVolumes_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPersistentVolumesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_ListPersistentVolumes_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListPersistentVolumes(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeService_WatchPersistentVolumes_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_PersistentVolumeService_WatchPersistentVolumes_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (PersistentVolumeService_WatchPersistentVolumesClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchPersistentVolumesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_WatchPersistentVolumes_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchPersistentVolumes(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_PersistentVolumeService_CreatePersistentVolume_0 = &utilities.DoubleArray{Encoding: map[string]int{"persistent_volume": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_PersistentVolumeService_CreatePersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreatePersistentVolumeRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolume); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_CreatePersistentVolume_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreatePersistentVolume(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeService_CreatePersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreatePersistentVolumeRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolume); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_CreatePersistentVolume_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreatePersistentVolume(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeService_UpdatePersistentVolume_0 = &utilities.DoubleArray{Encoding: map[string]int{"persistent_volume": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_PersistentVolumeService_UpdatePersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolume); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_UpdatePersistentVolume_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdatePersistentVolume(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeService_UpdatePersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolume); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_UpdatePersistentVolume_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdatePersistentVolume(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_PersistentVolumeService_DeletePersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeletePersistentVolumeRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeletePersistentVolume(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeService_DeletePersistentVolume_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeletePersistentVolumeRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.DeletePersistentVolume(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_PersistentVolumeService_UpdatePersistentVolumeStatus_0 = &utilities.DoubleArray{Encoding: map[string]int{"persistent_volume": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_PersistentVolumeService_UpdatePersistentVolumeStatus_0(ctx context.Context, marshaler runtime.Marshaler, client PersistentVolumeServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolume); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_UpdatePersistentVolumeStatus_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdatePersistentVolumeStatus(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PersistentVolumeService_UpdatePersistentVolumeStatus_0(ctx context.Context, marshaler runtime.Marshaler, server PersistentVolumeServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePersistentVolumeStatusRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.PersistentVolume); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PersistentVolumeService_UpdatePersistentVolumeStatus_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdatePersistentVolumeStatus(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterNamespaceServiceHandlerServer registers the http handlers for service NamespaceService to "mux".
 // UnaryRPC     :call NamespaceServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -7986,6 +8798,307 @@ func RegisterLimitRangeServiceHandlerServer(ctx context.Context, mux *runtime.Se
 			return
 		}
 		forward_LimitRangeService_DeleteLimitRange_0(annotatedContext, mux, outboundMarshaler, w, req, response_LimitRangeService_DeleteLimitRange_0{resp.(*DeleteLimitRangeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
+// RegisterPersistentVolumeClaimServiceHandlerServer registers the http handlers for service PersistentVolumeClaimService to "mux".
+// UnaryRPC     :call PersistentVolumeClaimServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterPersistentVolumeClaimServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterPersistentVolumeClaimServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server PersistentVolumeClaimServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_GetPersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/GetPersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_GetPersistentVolumeClaim_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_GetPersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_GetPersistentVolumeClaim_0{resp.(*GetPersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_ListPersistentVolumeClaims_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/ListPersistentVolumeClaims", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_ListPersistentVolumeClaims_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_ListPersistentVolumeClaims_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_ListPersistentVolumeClaims_0{resp.(*ListPersistentVolumeClaimsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_ListPersistentVolumeClaims_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/ListPersistentVolumeClaims", runtime.WithHTTPPathPattern("/api/v1/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_ListPersistentVolumeClaims_1(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_ListPersistentVolumeClaims_1(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_ListPersistentVolumeClaims_1{resp.(*ListPersistentVolumeClaimsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/CreatePersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0{resp.(*CreatePersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/UpdatePersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0{resp.(*UpdatePersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/DeletePersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0{resp.(*DeletePersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/UpdatePersistentVolumeClaimStatus", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0{resp.(*UpdatePersistentVolumeClaimStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
+// RegisterPersistentVolumeServiceHandlerServer registers the http handlers for service PersistentVolumeService to "mux".
+// UnaryRPC     :call PersistentVolumeServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterPersistentVolumeServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterPersistentVolumeServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server PersistentVolumeServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeService_GetPersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/GetPersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeService_GetPersistentVolume_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_GetPersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_GetPersistentVolume_0{resp.(*GetPersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeService_ListPersistentVolumes_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/ListPersistentVolumes", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeService_ListPersistentVolumes_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_ListPersistentVolumes_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_ListPersistentVolumes_0{resp.(*ListPersistentVolumesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeService_WatchPersistentVolumes_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_PersistentVolumeService_CreatePersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/CreatePersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeService_CreatePersistentVolume_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_CreatePersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_CreatePersistentVolume_0{resp.(*CreatePersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeService_UpdatePersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/UpdatePersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeService_UpdatePersistentVolume_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_UpdatePersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_UpdatePersistentVolume_0{resp.(*UpdatePersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_PersistentVolumeService_DeletePersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/DeletePersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeService_DeletePersistentVolume_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_DeletePersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_DeletePersistentVolume_0{resp.(*DeletePersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeService_UpdatePersistentVolumeStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/UpdatePersistentVolumeStatus", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PersistentVolumeService_UpdatePersistentVolumeStatus_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_UpdatePersistentVolumeStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_UpdatePersistentVolumeStatus_0{resp.(*UpdatePersistentVolumeStatusResponse)}, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -11485,4 +12598,515 @@ var (
 	forward_LimitRangeService_CreateLimitRange_0 = runtime.ForwardResponseMessage
 	forward_LimitRangeService_UpdateLimitRange_0 = runtime.ForwardResponseMessage
 	forward_LimitRangeService_DeleteLimitRange_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterPersistentVolumeClaimServiceHandlerFromEndpoint is same as RegisterPersistentVolumeClaimServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterPersistentVolumeClaimServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterPersistentVolumeClaimServiceHandler(ctx, mux, conn)
+}
+
+// RegisterPersistentVolumeClaimServiceHandler registers the http handlers for service PersistentVolumeClaimService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterPersistentVolumeClaimServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterPersistentVolumeClaimServiceHandlerClient(ctx, mux, NewPersistentVolumeClaimServiceClient(conn))
+}
+
+// RegisterPersistentVolumeClaimServiceHandlerClient registers the http handlers for service PersistentVolumeClaimService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "PersistentVolumeClaimServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "PersistentVolumeClaimServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "PersistentVolumeClaimServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterPersistentVolumeClaimServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client PersistentVolumeClaimServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_GetPersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/GetPersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_GetPersistentVolumeClaim_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_GetPersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_GetPersistentVolumeClaim_0{resp.(*GetPersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_ListPersistentVolumeClaims_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/ListPersistentVolumeClaims", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_ListPersistentVolumeClaims_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_ListPersistentVolumeClaims_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_ListPersistentVolumeClaims_0{resp.(*ListPersistentVolumeClaimsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_ListPersistentVolumeClaims_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/ListPersistentVolumeClaims", runtime.WithHTTPPathPattern("/api/v1/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_ListPersistentVolumeClaims_1(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_ListPersistentVolumeClaims_1(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_ListPersistentVolumeClaims_1{resp.(*ListPersistentVolumeClaimsResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/WatchPersistentVolumeClaims", runtime.WithHTTPPathPattern("/api/v1/watch/namespaces/{namespace}/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/WatchPersistentVolumeClaims", runtime.WithHTTPPathPattern("/api/v1/watch/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/CreatePersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0{resp.(*CreatePersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/UpdatePersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0{resp.(*UpdatePersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/DeletePersistentVolumeClaim", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0{resp.(*DeletePersistentVolumeClaimResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeClaimService/UpdatePersistentVolumeClaimStatus", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0{resp.(*UpdatePersistentVolumeClaimStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+type response_PersistentVolumeClaimService_GetPersistentVolumeClaim_0 struct {
+	*GetPersistentVolumeClaimResponse
+}
+
+func (m response_PersistentVolumeClaimService_GetPersistentVolumeClaim_0) XXX_ResponseBody() interface{} {
+	response := m.GetPersistentVolumeClaimResponse
+	return response.PersistentVolumeClaim
+}
+
+type response_PersistentVolumeClaimService_ListPersistentVolumeClaims_0 struct {
+	*ListPersistentVolumeClaimsResponse
+}
+
+func (m response_PersistentVolumeClaimService_ListPersistentVolumeClaims_0) XXX_ResponseBody() interface{} {
+	response := m.ListPersistentVolumeClaimsResponse
+	return response.List
+}
+
+type response_PersistentVolumeClaimService_ListPersistentVolumeClaims_1 struct {
+	*ListPersistentVolumeClaimsResponse
+}
+
+func (m response_PersistentVolumeClaimService_ListPersistentVolumeClaims_1) XXX_ResponseBody() interface{} {
+	response := m.ListPersistentVolumeClaimsResponse
+	return response.List
+}
+
+type response_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0 struct {
+	*CreatePersistentVolumeClaimResponse
+}
+
+func (m response_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0) XXX_ResponseBody() interface{} {
+	response := m.CreatePersistentVolumeClaimResponse
+	return response.PersistentVolumeClaim
+}
+
+type response_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0 struct {
+	*UpdatePersistentVolumeClaimResponse
+}
+
+func (m response_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0) XXX_ResponseBody() interface{} {
+	response := m.UpdatePersistentVolumeClaimResponse
+	return response.PersistentVolumeClaim
+}
+
+type response_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0 struct {
+	*DeletePersistentVolumeClaimResponse
+}
+
+func (m response_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0) XXX_ResponseBody() interface{} {
+	response := m.DeletePersistentVolumeClaimResponse
+	return response.PersistentVolumeClaim
+}
+
+type response_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0 struct {
+	*UpdatePersistentVolumeClaimStatusResponse
+}
+
+func (m response_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0) XXX_ResponseBody() interface{} {
+	response := m.UpdatePersistentVolumeClaimStatusResponse
+	return response.PersistentVolumeClaim
+}
+
+var (
+	pattern_PersistentVolumeClaimService_GetPersistentVolumeClaim_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "persistentvolumeclaims", "name"}, ""))
+	pattern_PersistentVolumeClaimService_ListPersistentVolumeClaims_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "namespaces", "namespace", "persistentvolumeclaims"}, ""))
+	pattern_PersistentVolumeClaimService_ListPersistentVolumeClaims_1        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"api", "v1", "persistentvolumeclaims"}, ""))
+	pattern_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"api", "v1", "watch", "namespaces", "namespace", "persistentvolumeclaims"}, ""))
+	pattern_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "watch", "persistentvolumeclaims"}, ""))
+	pattern_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "namespaces", "namespace", "persistentvolumeclaims"}, ""))
+	pattern_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "persistentvolumeclaims", "name"}, ""))
+	pattern_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "persistentvolumeclaims", "name"}, ""))
+	pattern_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "persistentvolumeclaims", "name", "status"}, ""))
+)
+
+var (
+	forward_PersistentVolumeClaimService_GetPersistentVolumeClaim_0          = runtime.ForwardResponseMessage
+	forward_PersistentVolumeClaimService_ListPersistentVolumeClaims_0        = runtime.ForwardResponseMessage
+	forward_PersistentVolumeClaimService_ListPersistentVolumeClaims_1        = runtime.ForwardResponseMessage
+	forward_PersistentVolumeClaimService_WatchPersistentVolumeClaims_0       = runtime.ForwardResponseStream
+	forward_PersistentVolumeClaimService_WatchPersistentVolumeClaims_1       = runtime.ForwardResponseStream
+	forward_PersistentVolumeClaimService_CreatePersistentVolumeClaim_0       = runtime.ForwardResponseMessage
+	forward_PersistentVolumeClaimService_UpdatePersistentVolumeClaim_0       = runtime.ForwardResponseMessage
+	forward_PersistentVolumeClaimService_DeletePersistentVolumeClaim_0       = runtime.ForwardResponseMessage
+	forward_PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterPersistentVolumeServiceHandlerFromEndpoint is same as RegisterPersistentVolumeServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterPersistentVolumeServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterPersistentVolumeServiceHandler(ctx, mux, conn)
+}
+
+// RegisterPersistentVolumeServiceHandler registers the http handlers for service PersistentVolumeService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterPersistentVolumeServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterPersistentVolumeServiceHandlerClient(ctx, mux, NewPersistentVolumeServiceClient(conn))
+}
+
+// RegisterPersistentVolumeServiceHandlerClient registers the http handlers for service PersistentVolumeService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "PersistentVolumeServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "PersistentVolumeServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "PersistentVolumeServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterPersistentVolumeServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client PersistentVolumeServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeService_GetPersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/GetPersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_GetPersistentVolume_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_GetPersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_GetPersistentVolume_0{resp.(*GetPersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeService_ListPersistentVolumes_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/ListPersistentVolumes", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_ListPersistentVolumes_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_ListPersistentVolumes_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_ListPersistentVolumes_0{resp.(*ListPersistentVolumesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_PersistentVolumeService_WatchPersistentVolumes_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/WatchPersistentVolumes", runtime.WithHTTPPathPattern("/api/v1/watch/persistentvolumes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_WatchPersistentVolumes_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_WatchPersistentVolumes_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_PersistentVolumeService_CreatePersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/CreatePersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_CreatePersistentVolume_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_CreatePersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_CreatePersistentVolume_0{resp.(*CreatePersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeService_UpdatePersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/UpdatePersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_UpdatePersistentVolume_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_UpdatePersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_UpdatePersistentVolume_0{resp.(*UpdatePersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_PersistentVolumeService_DeletePersistentVolume_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/DeletePersistentVolume", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_DeletePersistentVolume_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_DeletePersistentVolume_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_DeletePersistentVolume_0{resp.(*DeletePersistentVolumeResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_PersistentVolumeService_UpdatePersistentVolumeStatus_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PersistentVolumeService/UpdatePersistentVolumeStatus", runtime.WithHTTPPathPattern("/api/v1/persistentvolumes/{name}/status"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PersistentVolumeService_UpdatePersistentVolumeStatus_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PersistentVolumeService_UpdatePersistentVolumeStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_PersistentVolumeService_UpdatePersistentVolumeStatus_0{resp.(*UpdatePersistentVolumeStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+type response_PersistentVolumeService_GetPersistentVolume_0 struct {
+	*GetPersistentVolumeResponse
+}
+
+func (m response_PersistentVolumeService_GetPersistentVolume_0) XXX_ResponseBody() interface{} {
+	response := m.GetPersistentVolumeResponse
+	return response.PersistentVolume
+}
+
+type response_PersistentVolumeService_ListPersistentVolumes_0 struct {
+	*ListPersistentVolumesResponse
+}
+
+func (m response_PersistentVolumeService_ListPersistentVolumes_0) XXX_ResponseBody() interface{} {
+	response := m.ListPersistentVolumesResponse
+	return response.List
+}
+
+type response_PersistentVolumeService_CreatePersistentVolume_0 struct {
+	*CreatePersistentVolumeResponse
+}
+
+func (m response_PersistentVolumeService_CreatePersistentVolume_0) XXX_ResponseBody() interface{} {
+	response := m.CreatePersistentVolumeResponse
+	return response.PersistentVolume
+}
+
+type response_PersistentVolumeService_UpdatePersistentVolume_0 struct {
+	*UpdatePersistentVolumeResponse
+}
+
+func (m response_PersistentVolumeService_UpdatePersistentVolume_0) XXX_ResponseBody() interface{} {
+	response := m.UpdatePersistentVolumeResponse
+	return response.PersistentVolume
+}
+
+type response_PersistentVolumeService_DeletePersistentVolume_0 struct {
+	*DeletePersistentVolumeResponse
+}
+
+func (m response_PersistentVolumeService_DeletePersistentVolume_0) XXX_ResponseBody() interface{} {
+	response := m.DeletePersistentVolumeResponse
+	return response.PersistentVolume
+}
+
+type response_PersistentVolumeService_UpdatePersistentVolumeStatus_0 struct {
+	*UpdatePersistentVolumeStatusResponse
+}
+
+func (m response_PersistentVolumeService_UpdatePersistentVolumeStatus_0) XXX_ResponseBody() interface{} {
+	response := m.UpdatePersistentVolumeStatusResponse
+	return response.PersistentVolume
+}
+
+var (
+	pattern_PersistentVolumeService_GetPersistentVolume_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"api", "v1", "persistentvolumes", "name"}, ""))
+	pattern_PersistentVolumeService_ListPersistentVolumes_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"api", "v1", "persistentvolumes"}, ""))
+	pattern_PersistentVolumeService_WatchPersistentVolumes_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "watch", "persistentvolumes"}, ""))
+	pattern_PersistentVolumeService_CreatePersistentVolume_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"api", "v1", "persistentvolumes"}, ""))
+	pattern_PersistentVolumeService_UpdatePersistentVolume_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"api", "v1", "persistentvolumes", "name"}, ""))
+	pattern_PersistentVolumeService_DeletePersistentVolume_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"api", "v1", "persistentvolumes", "name"}, ""))
+	pattern_PersistentVolumeService_UpdatePersistentVolumeStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "persistentvolumes", "name", "status"}, ""))
+)
+
+var (
+	forward_PersistentVolumeService_GetPersistentVolume_0          = runtime.ForwardResponseMessage
+	forward_PersistentVolumeService_ListPersistentVolumes_0        = runtime.ForwardResponseMessage
+	forward_PersistentVolumeService_WatchPersistentVolumes_0       = runtime.ForwardResponseStream
+	forward_PersistentVolumeService_CreatePersistentVolume_0       = runtime.ForwardResponseMessage
+	forward_PersistentVolumeService_UpdatePersistentVolume_0       = runtime.ForwardResponseMessage
+	forward_PersistentVolumeService_DeletePersistentVolume_0       = runtime.ForwardResponseMessage
+	forward_PersistentVolumeService_UpdatePersistentVolumeStatus_0 = runtime.ForwardResponseMessage
 )

@@ -4620,3 +4620,709 @@ var LimitRangeService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/core/v1/service.proto",
 }
+
+const (
+	PersistentVolumeClaimService_GetPersistentVolumeClaim_FullMethodName          = "/kplane.core.v1.PersistentVolumeClaimService/GetPersistentVolumeClaim"
+	PersistentVolumeClaimService_ListPersistentVolumeClaims_FullMethodName        = "/kplane.core.v1.PersistentVolumeClaimService/ListPersistentVolumeClaims"
+	PersistentVolumeClaimService_WatchPersistentVolumeClaims_FullMethodName       = "/kplane.core.v1.PersistentVolumeClaimService/WatchPersistentVolumeClaims"
+	PersistentVolumeClaimService_CreatePersistentVolumeClaim_FullMethodName       = "/kplane.core.v1.PersistentVolumeClaimService/CreatePersistentVolumeClaim"
+	PersistentVolumeClaimService_UpdatePersistentVolumeClaim_FullMethodName       = "/kplane.core.v1.PersistentVolumeClaimService/UpdatePersistentVolumeClaim"
+	PersistentVolumeClaimService_DeletePersistentVolumeClaim_FullMethodName       = "/kplane.core.v1.PersistentVolumeClaimService/DeletePersistentVolumeClaim"
+	PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_FullMethodName = "/kplane.core.v1.PersistentVolumeClaimService/UpdatePersistentVolumeClaimStatus"
+)
+
+// PersistentVolumeClaimServiceClient is the client API for PersistentVolumeClaimService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// PersistentVolumeClaimService serves persistentvolumeclaims (v1, namespaced).
+type PersistentVolumeClaimServiceClient interface {
+	// GetPersistentVolumeClaim reads one PersistentVolumeClaim.
+	GetPersistentVolumeClaim(ctx context.Context, in *GetPersistentVolumeClaimRequest, opts ...grpc.CallOption) (*GetPersistentVolumeClaimResponse, error)
+	// ListPersistentVolumeClaims lists persistentvolumeclaims, filtered by selectors, paginated.
+	ListPersistentVolumeClaims(ctx context.Context, in *ListPersistentVolumeClaimsRequest, opts ...grpc.CallOption) (*ListPersistentVolumeClaimsResponse, error)
+	// WatchPersistentVolumeClaims streams changes to persistentvolumeclaims.
+	WatchPersistentVolumeClaims(ctx context.Context, in *WatchPersistentVolumeClaimsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPersistentVolumeClaimsResponse], error)
+	// CreatePersistentVolumeClaim creates a PersistentVolumeClaim; AlreadyExists if the name is taken.
+	CreatePersistentVolumeClaim(ctx context.Context, in *CreatePersistentVolumeClaimRequest, opts ...grpc.CallOption) (*CreatePersistentVolumeClaimResponse, error)
+	// UpdatePersistentVolumeClaim replaces a PersistentVolumeClaim; Conflict on a stale resourceVersion.
+	UpdatePersistentVolumeClaim(ctx context.Context, in *UpdatePersistentVolumeClaimRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeClaimResponse, error)
+	// DeletePersistentVolumeClaim deletes a PersistentVolumeClaim (or marks it for deletion).
+	DeletePersistentVolumeClaim(ctx context.Context, in *DeletePersistentVolumeClaimRequest, opts ...grpc.CallOption) (*DeletePersistentVolumeClaimResponse, error)
+	// UpdatePersistentVolumeClaimStatus replaces the status of a PersistentVolumeClaim (the status subresource).
+	UpdatePersistentVolumeClaimStatus(ctx context.Context, in *UpdatePersistentVolumeClaimStatusRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeClaimStatusResponse, error)
+}
+
+type persistentVolumeClaimServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPersistentVolumeClaimServiceClient(cc grpc.ClientConnInterface) PersistentVolumeClaimServiceClient {
+	return &persistentVolumeClaimServiceClient{cc}
+}
+
+func (c *persistentVolumeClaimServiceClient) GetPersistentVolumeClaim(ctx context.Context, in *GetPersistentVolumeClaimRequest, opts ...grpc.CallOption) (*GetPersistentVolumeClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPersistentVolumeClaimResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeClaimService_GetPersistentVolumeClaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeClaimServiceClient) ListPersistentVolumeClaims(ctx context.Context, in *ListPersistentVolumeClaimsRequest, opts ...grpc.CallOption) (*ListPersistentVolumeClaimsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPersistentVolumeClaimsResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeClaimService_ListPersistentVolumeClaims_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeClaimServiceClient) WatchPersistentVolumeClaims(ctx context.Context, in *WatchPersistentVolumeClaimsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPersistentVolumeClaimsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PersistentVolumeClaimService_ServiceDesc.Streams[0], PersistentVolumeClaimService_WatchPersistentVolumeClaims_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchPersistentVolumeClaimsRequest, WatchPersistentVolumeClaimsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PersistentVolumeClaimService_WatchPersistentVolumeClaimsClient = grpc.ServerStreamingClient[WatchPersistentVolumeClaimsResponse]
+
+func (c *persistentVolumeClaimServiceClient) CreatePersistentVolumeClaim(ctx context.Context, in *CreatePersistentVolumeClaimRequest, opts ...grpc.CallOption) (*CreatePersistentVolumeClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePersistentVolumeClaimResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeClaimService_CreatePersistentVolumeClaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeClaimServiceClient) UpdatePersistentVolumeClaim(ctx context.Context, in *UpdatePersistentVolumeClaimRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePersistentVolumeClaimResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeClaimService_UpdatePersistentVolumeClaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeClaimServiceClient) DeletePersistentVolumeClaim(ctx context.Context, in *DeletePersistentVolumeClaimRequest, opts ...grpc.CallOption) (*DeletePersistentVolumeClaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePersistentVolumeClaimResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeClaimService_DeletePersistentVolumeClaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeClaimServiceClient) UpdatePersistentVolumeClaimStatus(ctx context.Context, in *UpdatePersistentVolumeClaimStatusRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeClaimStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePersistentVolumeClaimStatusResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PersistentVolumeClaimServiceServer is the server API for PersistentVolumeClaimService service.
+// All implementations must embed UnimplementedPersistentVolumeClaimServiceServer
+// for forward compatibility.
+//
+// PersistentVolumeClaimService serves persistentvolumeclaims (v1, namespaced).
+type PersistentVolumeClaimServiceServer interface {
+	// GetPersistentVolumeClaim reads one PersistentVolumeClaim.
+	GetPersistentVolumeClaim(context.Context, *GetPersistentVolumeClaimRequest) (*GetPersistentVolumeClaimResponse, error)
+	// ListPersistentVolumeClaims lists persistentvolumeclaims, filtered by selectors, paginated.
+	ListPersistentVolumeClaims(context.Context, *ListPersistentVolumeClaimsRequest) (*ListPersistentVolumeClaimsResponse, error)
+	// WatchPersistentVolumeClaims streams changes to persistentvolumeclaims.
+	WatchPersistentVolumeClaims(*WatchPersistentVolumeClaimsRequest, grpc.ServerStreamingServer[WatchPersistentVolumeClaimsResponse]) error
+	// CreatePersistentVolumeClaim creates a PersistentVolumeClaim; AlreadyExists if the name is taken.
+	CreatePersistentVolumeClaim(context.Context, *CreatePersistentVolumeClaimRequest) (*CreatePersistentVolumeClaimResponse, error)
+	// UpdatePersistentVolumeClaim replaces a PersistentVolumeClaim; Conflict on a stale resourceVersion.
+	UpdatePersistentVolumeClaim(context.Context, *UpdatePersistentVolumeClaimRequest) (*UpdatePersistentVolumeClaimResponse, error)
+	// DeletePersistentVolumeClaim deletes a PersistentVolumeClaim (or marks it for deletion).
+	DeletePersistentVolumeClaim(context.Context, *DeletePersistentVolumeClaimRequest) (*DeletePersistentVolumeClaimResponse, error)
+	// UpdatePersistentVolumeClaimStatus replaces the status of a PersistentVolumeClaim (the status subresource).
+	UpdatePersistentVolumeClaimStatus(context.Context, *UpdatePersistentVolumeClaimStatusRequest) (*UpdatePersistentVolumeClaimStatusResponse, error)
+	mustEmbedUnimplementedPersistentVolumeClaimServiceServer()
+}
+
+// UnimplementedPersistentVolumeClaimServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPersistentVolumeClaimServiceServer struct{}
+
+func (UnimplementedPersistentVolumeClaimServiceServer) GetPersistentVolumeClaim(context.Context, *GetPersistentVolumeClaimRequest) (*GetPersistentVolumeClaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPersistentVolumeClaim not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) ListPersistentVolumeClaims(context.Context, *ListPersistentVolumeClaimsRequest) (*ListPersistentVolumeClaimsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPersistentVolumeClaims not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) WatchPersistentVolumeClaims(*WatchPersistentVolumeClaimsRequest, grpc.ServerStreamingServer[WatchPersistentVolumeClaimsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchPersistentVolumeClaims not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) CreatePersistentVolumeClaim(context.Context, *CreatePersistentVolumeClaimRequest) (*CreatePersistentVolumeClaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePersistentVolumeClaim not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) UpdatePersistentVolumeClaim(context.Context, *UpdatePersistentVolumeClaimRequest) (*UpdatePersistentVolumeClaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePersistentVolumeClaim not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) DeletePersistentVolumeClaim(context.Context, *DeletePersistentVolumeClaimRequest) (*DeletePersistentVolumeClaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePersistentVolumeClaim not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) UpdatePersistentVolumeClaimStatus(context.Context, *UpdatePersistentVolumeClaimStatusRequest) (*UpdatePersistentVolumeClaimStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePersistentVolumeClaimStatus not implemented")
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) mustEmbedUnimplementedPersistentVolumeClaimServiceServer() {
+}
+func (UnimplementedPersistentVolumeClaimServiceServer) testEmbeddedByValue() {}
+
+// UnsafePersistentVolumeClaimServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PersistentVolumeClaimServiceServer will
+// result in compilation errors.
+type UnsafePersistentVolumeClaimServiceServer interface {
+	mustEmbedUnimplementedPersistentVolumeClaimServiceServer()
+}
+
+func RegisterPersistentVolumeClaimServiceServer(s grpc.ServiceRegistrar, srv PersistentVolumeClaimServiceServer) {
+	// If the following call panics, it indicates UnimplementedPersistentVolumeClaimServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&PersistentVolumeClaimService_ServiceDesc, srv)
+}
+
+func _PersistentVolumeClaimService_GetPersistentVolumeClaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPersistentVolumeClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeClaimServiceServer).GetPersistentVolumeClaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeClaimService_GetPersistentVolumeClaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeClaimServiceServer).GetPersistentVolumeClaim(ctx, req.(*GetPersistentVolumeClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeClaimService_ListPersistentVolumeClaims_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPersistentVolumeClaimsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeClaimServiceServer).ListPersistentVolumeClaims(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeClaimService_ListPersistentVolumeClaims_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeClaimServiceServer).ListPersistentVolumeClaims(ctx, req.(*ListPersistentVolumeClaimsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeClaimService_WatchPersistentVolumeClaims_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchPersistentVolumeClaimsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PersistentVolumeClaimServiceServer).WatchPersistentVolumeClaims(m, &grpc.GenericServerStream[WatchPersistentVolumeClaimsRequest, WatchPersistentVolumeClaimsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PersistentVolumeClaimService_WatchPersistentVolumeClaimsServer = grpc.ServerStreamingServer[WatchPersistentVolumeClaimsResponse]
+
+func _PersistentVolumeClaimService_CreatePersistentVolumeClaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePersistentVolumeClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeClaimServiceServer).CreatePersistentVolumeClaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeClaimService_CreatePersistentVolumeClaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeClaimServiceServer).CreatePersistentVolumeClaim(ctx, req.(*CreatePersistentVolumeClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeClaimService_UpdatePersistentVolumeClaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePersistentVolumeClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeClaimServiceServer).UpdatePersistentVolumeClaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeClaimService_UpdatePersistentVolumeClaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeClaimServiceServer).UpdatePersistentVolumeClaim(ctx, req.(*UpdatePersistentVolumeClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeClaimService_DeletePersistentVolumeClaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePersistentVolumeClaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeClaimServiceServer).DeletePersistentVolumeClaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeClaimService_DeletePersistentVolumeClaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeClaimServiceServer).DeletePersistentVolumeClaim(ctx, req.(*DeletePersistentVolumeClaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePersistentVolumeClaimStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeClaimServiceServer).UpdatePersistentVolumeClaimStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeClaimServiceServer).UpdatePersistentVolumeClaimStatus(ctx, req.(*UpdatePersistentVolumeClaimStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// PersistentVolumeClaimService_ServiceDesc is the grpc.ServiceDesc for PersistentVolumeClaimService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var PersistentVolumeClaimService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.core.v1.PersistentVolumeClaimService",
+	HandlerType: (*PersistentVolumeClaimServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetPersistentVolumeClaim",
+			Handler:    _PersistentVolumeClaimService_GetPersistentVolumeClaim_Handler,
+		},
+		{
+			MethodName: "ListPersistentVolumeClaims",
+			Handler:    _PersistentVolumeClaimService_ListPersistentVolumeClaims_Handler,
+		},
+		{
+			MethodName: "CreatePersistentVolumeClaim",
+			Handler:    _PersistentVolumeClaimService_CreatePersistentVolumeClaim_Handler,
+		},
+		{
+			MethodName: "UpdatePersistentVolumeClaim",
+			Handler:    _PersistentVolumeClaimService_UpdatePersistentVolumeClaim_Handler,
+		},
+		{
+			MethodName: "DeletePersistentVolumeClaim",
+			Handler:    _PersistentVolumeClaimService_DeletePersistentVolumeClaim_Handler,
+		},
+		{
+			MethodName: "UpdatePersistentVolumeClaimStatus",
+			Handler:    _PersistentVolumeClaimService_UpdatePersistentVolumeClaimStatus_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchPersistentVolumeClaims",
+			Handler:       _PersistentVolumeClaimService_WatchPersistentVolumeClaims_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/core/v1/service.proto",
+}
+
+const (
+	PersistentVolumeService_GetPersistentVolume_FullMethodName          = "/kplane.core.v1.PersistentVolumeService/GetPersistentVolume"
+	PersistentVolumeService_ListPersistentVolumes_FullMethodName        = "/kplane.core.v1.PersistentVolumeService/ListPersistentVolumes"
+	PersistentVolumeService_WatchPersistentVolumes_FullMethodName       = "/kplane.core.v1.PersistentVolumeService/WatchPersistentVolumes"
+	PersistentVolumeService_CreatePersistentVolume_FullMethodName       = "/kplane.core.v1.PersistentVolumeService/CreatePersistentVolume"
+	PersistentVolumeService_UpdatePersistentVolume_FullMethodName       = "/kplane.core.v1.PersistentVolumeService/UpdatePersistentVolume"
+	PersistentVolumeService_DeletePersistentVolume_FullMethodName       = "/kplane.core.v1.PersistentVolumeService/DeletePersistentVolume"
+	PersistentVolumeService_UpdatePersistentVolumeStatus_FullMethodName = "/kplane.core.v1.PersistentVolumeService/UpdatePersistentVolumeStatus"
+)
+
+// PersistentVolumeServiceClient is the client API for PersistentVolumeService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// PersistentVolumeService serves persistentvolumes (v1, cluster-scoped).
+type PersistentVolumeServiceClient interface {
+	// GetPersistentVolume reads one PersistentVolume.
+	GetPersistentVolume(ctx context.Context, in *GetPersistentVolumeRequest, opts ...grpc.CallOption) (*GetPersistentVolumeResponse, error)
+	// ListPersistentVolumes lists persistentvolumes, filtered by selectors, paginated.
+	ListPersistentVolumes(ctx context.Context, in *ListPersistentVolumesRequest, opts ...grpc.CallOption) (*ListPersistentVolumesResponse, error)
+	// WatchPersistentVolumes streams changes to persistentvolumes.
+	WatchPersistentVolumes(ctx context.Context, in *WatchPersistentVolumesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPersistentVolumesResponse], error)
+	// CreatePersistentVolume creates a PersistentVolume; AlreadyExists if the name is taken.
+	CreatePersistentVolume(ctx context.Context, in *CreatePersistentVolumeRequest, opts ...grpc.CallOption) (*CreatePersistentVolumeResponse, error)
+	// UpdatePersistentVolume replaces a PersistentVolume; Conflict on a stale resourceVersion.
+	UpdatePersistentVolume(ctx context.Context, in *UpdatePersistentVolumeRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeResponse, error)
+	// DeletePersistentVolume deletes a PersistentVolume (or marks it for deletion).
+	DeletePersistentVolume(ctx context.Context, in *DeletePersistentVolumeRequest, opts ...grpc.CallOption) (*DeletePersistentVolumeResponse, error)
+	// UpdatePersistentVolumeStatus replaces the status of a PersistentVolume (the status subresource).
+	UpdatePersistentVolumeStatus(ctx context.Context, in *UpdatePersistentVolumeStatusRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeStatusResponse, error)
+}
+
+type persistentVolumeServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPersistentVolumeServiceClient(cc grpc.ClientConnInterface) PersistentVolumeServiceClient {
+	return &persistentVolumeServiceClient{cc}
+}
+
+func (c *persistentVolumeServiceClient) GetPersistentVolume(ctx context.Context, in *GetPersistentVolumeRequest, opts ...grpc.CallOption) (*GetPersistentVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPersistentVolumeResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeService_GetPersistentVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeServiceClient) ListPersistentVolumes(ctx context.Context, in *ListPersistentVolumesRequest, opts ...grpc.CallOption) (*ListPersistentVolumesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPersistentVolumesResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeService_ListPersistentVolumes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeServiceClient) WatchPersistentVolumes(ctx context.Context, in *WatchPersistentVolumesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPersistentVolumesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PersistentVolumeService_ServiceDesc.Streams[0], PersistentVolumeService_WatchPersistentVolumes_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchPersistentVolumesRequest, WatchPersistentVolumesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PersistentVolumeService_WatchPersistentVolumesClient = grpc.ServerStreamingClient[WatchPersistentVolumesResponse]
+
+func (c *persistentVolumeServiceClient) CreatePersistentVolume(ctx context.Context, in *CreatePersistentVolumeRequest, opts ...grpc.CallOption) (*CreatePersistentVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreatePersistentVolumeResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeService_CreatePersistentVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeServiceClient) UpdatePersistentVolume(ctx context.Context, in *UpdatePersistentVolumeRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePersistentVolumeResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeService_UpdatePersistentVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeServiceClient) DeletePersistentVolume(ctx context.Context, in *DeletePersistentVolumeRequest, opts ...grpc.CallOption) (*DeletePersistentVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePersistentVolumeResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeService_DeletePersistentVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *persistentVolumeServiceClient) UpdatePersistentVolumeStatus(ctx context.Context, in *UpdatePersistentVolumeStatusRequest, opts ...grpc.CallOption) (*UpdatePersistentVolumeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePersistentVolumeStatusResponse)
+	err := c.cc.Invoke(ctx, PersistentVolumeService_UpdatePersistentVolumeStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PersistentVolumeServiceServer is the server API for PersistentVolumeService service.
+// All implementations must embed UnimplementedPersistentVolumeServiceServer
+// for forward compatibility.
+//
+// PersistentVolumeService serves persistentvolumes (v1, cluster-scoped).
+type PersistentVolumeServiceServer interface {
+	// GetPersistentVolume reads one PersistentVolume.
+	GetPersistentVolume(context.Context, *GetPersistentVolumeRequest) (*GetPersistentVolumeResponse, error)
+	// ListPersistentVolumes lists persistentvolumes, filtered by selectors, paginated.
+	ListPersistentVolumes(context.Context, *ListPersistentVolumesRequest) (*ListPersistentVolumesResponse, error)
+	// WatchPersistentVolumes streams changes to persistentvolumes.
+	WatchPersistentVolumes(*WatchPersistentVolumesRequest, grpc.ServerStreamingServer[WatchPersistentVolumesResponse]) error
+	// CreatePersistentVolume creates a PersistentVolume; AlreadyExists if the name is taken.
+	CreatePersistentVolume(context.Context, *CreatePersistentVolumeRequest) (*CreatePersistentVolumeResponse, error)
+	// UpdatePersistentVolume replaces a PersistentVolume; Conflict on a stale resourceVersion.
+	UpdatePersistentVolume(context.Context, *UpdatePersistentVolumeRequest) (*UpdatePersistentVolumeResponse, error)
+	// DeletePersistentVolume deletes a PersistentVolume (or marks it for deletion).
+	DeletePersistentVolume(context.Context, *DeletePersistentVolumeRequest) (*DeletePersistentVolumeResponse, error)
+	// UpdatePersistentVolumeStatus replaces the status of a PersistentVolume (the status subresource).
+	UpdatePersistentVolumeStatus(context.Context, *UpdatePersistentVolumeStatusRequest) (*UpdatePersistentVolumeStatusResponse, error)
+	mustEmbedUnimplementedPersistentVolumeServiceServer()
+}
+
+// UnimplementedPersistentVolumeServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPersistentVolumeServiceServer struct{}
+
+func (UnimplementedPersistentVolumeServiceServer) GetPersistentVolume(context.Context, *GetPersistentVolumeRequest) (*GetPersistentVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPersistentVolume not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) ListPersistentVolumes(context.Context, *ListPersistentVolumesRequest) (*ListPersistentVolumesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPersistentVolumes not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) WatchPersistentVolumes(*WatchPersistentVolumesRequest, grpc.ServerStreamingServer[WatchPersistentVolumesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchPersistentVolumes not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) CreatePersistentVolume(context.Context, *CreatePersistentVolumeRequest) (*CreatePersistentVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreatePersistentVolume not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) UpdatePersistentVolume(context.Context, *UpdatePersistentVolumeRequest) (*UpdatePersistentVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePersistentVolume not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) DeletePersistentVolume(context.Context, *DeletePersistentVolumeRequest) (*DeletePersistentVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePersistentVolume not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) UpdatePersistentVolumeStatus(context.Context, *UpdatePersistentVolumeStatusRequest) (*UpdatePersistentVolumeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePersistentVolumeStatus not implemented")
+}
+func (UnimplementedPersistentVolumeServiceServer) mustEmbedUnimplementedPersistentVolumeServiceServer() {
+}
+func (UnimplementedPersistentVolumeServiceServer) testEmbeddedByValue() {}
+
+// UnsafePersistentVolumeServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PersistentVolumeServiceServer will
+// result in compilation errors.
+type UnsafePersistentVolumeServiceServer interface {
+	mustEmbedUnimplementedPersistentVolumeServiceServer()
+}
+
+func RegisterPersistentVolumeServiceServer(s grpc.ServiceRegistrar, srv PersistentVolumeServiceServer) {
+	// If the following call panics, it indicates UnimplementedPersistentVolumeServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&PersistentVolumeService_ServiceDesc, srv)
+}
+
+func _PersistentVolumeService_GetPersistentVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPersistentVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeServiceServer).GetPersistentVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeService_GetPersistentVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeServiceServer).GetPersistentVolume(ctx, req.(*GetPersistentVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeService_ListPersistentVolumes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPersistentVolumesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeServiceServer).ListPersistentVolumes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeService_ListPersistentVolumes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeServiceServer).ListPersistentVolumes(ctx, req.(*ListPersistentVolumesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeService_WatchPersistentVolumes_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchPersistentVolumesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PersistentVolumeServiceServer).WatchPersistentVolumes(m, &grpc.GenericServerStream[WatchPersistentVolumesRequest, WatchPersistentVolumesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PersistentVolumeService_WatchPersistentVolumesServer = grpc.ServerStreamingServer[WatchPersistentVolumesResponse]
+
+func _PersistentVolumeService_CreatePersistentVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreatePersistentVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeServiceServer).CreatePersistentVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeService_CreatePersistentVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeServiceServer).CreatePersistentVolume(ctx, req.(*CreatePersistentVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeService_UpdatePersistentVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePersistentVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeServiceServer).UpdatePersistentVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeService_UpdatePersistentVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeServiceServer).UpdatePersistentVolume(ctx, req.(*UpdatePersistentVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeService_DeletePersistentVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePersistentVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeServiceServer).DeletePersistentVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeService_DeletePersistentVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeServiceServer).DeletePersistentVolume(ctx, req.(*DeletePersistentVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PersistentVolumeService_UpdatePersistentVolumeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePersistentVolumeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PersistentVolumeServiceServer).UpdatePersistentVolumeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PersistentVolumeService_UpdatePersistentVolumeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PersistentVolumeServiceServer).UpdatePersistentVolumeStatus(ctx, req.(*UpdatePersistentVolumeStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// PersistentVolumeService_ServiceDesc is the grpc.ServiceDesc for PersistentVolumeService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var PersistentVolumeService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.core.v1.PersistentVolumeService",
+	HandlerType: (*PersistentVolumeServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetPersistentVolume",
+			Handler:    _PersistentVolumeService_GetPersistentVolume_Handler,
+		},
+		{
+			MethodName: "ListPersistentVolumes",
+			Handler:    _PersistentVolumeService_ListPersistentVolumes_Handler,
+		},
+		{
+			MethodName: "CreatePersistentVolume",
+			Handler:    _PersistentVolumeService_CreatePersistentVolume_Handler,
+		},
+		{
+			MethodName: "UpdatePersistentVolume",
+			Handler:    _PersistentVolumeService_UpdatePersistentVolume_Handler,
+		},
+		{
+			MethodName: "DeletePersistentVolume",
+			Handler:    _PersistentVolumeService_DeletePersistentVolume_Handler,
+		},
+		{
+			MethodName: "UpdatePersistentVolumeStatus",
+			Handler:    _PersistentVolumeService_UpdatePersistentVolumeStatus_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchPersistentVolumes",
+			Handler:       _PersistentVolumeService_WatchPersistentVolumes_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/core/v1/service.proto",
+}

@@ -16533,6 +16533,613 @@ func (x *LimitRangeList) GetItems() []*LimitRange {
 	return nil
 }
 
+// PersistentVolumeClaim is a user's request for and claim to a persistent volume
+type PersistentVolumeClaim struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec defines the desired characteristics of a volume requested by a pod author.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistentvolumeclaims
+	Spec *PersistentVolumeClaimSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// status represents the current information/status of a persistent volume claim.
+	// Read-only.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistentvolumeclaims
+	Status        *PersistentVolumeClaimStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaim) Reset() {
+	*x = PersistentVolumeClaim{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaim) ProtoMessage() {}
+
+func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{188}
+}
+
+func (x *PersistentVolumeClaim) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetSpec() *PersistentVolumeClaimSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetStatus() *PersistentVolumeClaimStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// PersistentVolumeClaimStatus is the current status of a persistent volume claim.
+type PersistentVolumeClaimStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// phase represents the current phase of PersistentVolumeClaim.
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// accessModes contains the actual access modes the volume backing the PVC has.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1
+	AccessModes []string `protobuf:"bytes,2,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	// capacity represents the actual resources of the underlying volume.
+	Capacity map[string]string `protobuf:"bytes,3,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// conditions is the current Condition of persistent volume claim. If underlying persistent volume is being
+	// resized then the Condition will be set to 'Resizing'.
+	Conditions []*PersistentVolumeClaimCondition `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// allocatedResources tracks the resources allocated to a PVC including its capacity.
+	// Key names follow standard Kubernetes label syntax. Valid values are either:
+	//   - Un-prefixed keys:
+	//   - storage - the capacity of the volume.
+	//   - Custom resources must use implementation-defined prefixed names such as "example.com/my-custom-resource"
+	//
+	// Apart from above values - keys that are unprefixed or have kubernetes.io prefix are considered
+	// reserved and hence may not be used.
+	//
+	// Capacity reported here may be larger than the actual capacity when a volume expansion operation
+	// is requested.
+	// For storage quota, the larger value from allocatedResources and PVC.spec.resources is used.
+	// If allocatedResources is not set, PVC.spec.resources alone is used for quota calculation.
+	// If a volume expansion capacity request is lowered, allocatedResources is only
+	// lowered if there are no expansion operations in progress and if the actual volume capacity
+	// is equal or lower than the requested capacity.
+	//
+	// A controller that receives PVC update with previously unknown resourceName
+	// should ignore the update for the purpose it was designed. For example - a controller that
+	// only is responsible for resizing capacity of the volume, should ignore PVC updates that change other valid
+	// resources associated with PVC.
+	//
+	// This is an alpha field and requires enabling RecoverVolumeExpansionFailure feature.
+	AllocatedResources map[string]string `protobuf:"bytes,5,rep,name=allocated_resources,json=allocatedResources,proto3" json:"allocated_resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// allocatedResourceStatuses stores status of resource being resized for the given PVC.
+	// Key names follow standard Kubernetes label syntax. Valid values are either:
+	//   - Un-prefixed keys:
+	//   - storage - the capacity of the volume.
+	//   - Custom resources must use implementation-defined prefixed names such as "example.com/my-custom-resource"
+	//
+	// Apart from above values - keys that are unprefixed or have kubernetes.io prefix are considered
+	// reserved and hence may not be used.
+	//
+	// ClaimResourceStatus can be in any of following states:
+	//   - ControllerResizeInProgress:
+	//     State set when resize controller starts resizing the volume in control-plane.
+	//   - ControllerResizeFailed:
+	//     State set when resize has failed in resize controller with a terminal error.
+	//   - NodeResizePending:
+	//     State set when resize controller has finished resizing the volume but further resizing of
+	//     volume is needed on the node.
+	//   - NodeResizeInProgress:
+	//     State set when kubelet starts resizing the volume.
+	//   - NodeResizeFailed:
+	//     State set when resizing has failed in kubelet with a terminal error. Transient errors don't set
+	//     NodeResizeFailed.
+	//
+	// For example: if expanding a PVC for more capacity - this field can be one of the following states:
+	//   - pvc.status.allocatedResourceStatus['storage'] = "ControllerResizeInProgress"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "ControllerResizeFailed"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "NodeResizePending"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "NodeResizeInProgress"
+	//   - pvc.status.allocatedResourceStatus['storage'] = "NodeResizeFailed"
+	//
+	// When this field is not set, it means that no resize operation is in progress for the given PVC.
+	//
+	// A controller that receives PVC update with previously unknown resourceName or ClaimResourceStatus
+	// should ignore the update for the purpose it was designed. For example - a controller that
+	// only is responsible for resizing capacity of the volume, should ignore PVC updates that change other valid
+	// resources associated with PVC.
+	//
+	// This is an alpha field and requires enabling RecoverVolumeExpansionFailure feature.
+	AllocatedResourceStatuses map[string]string `protobuf:"bytes,7,rep,name=allocated_resource_statuses,json=allocatedResourceStatuses,proto3" json:"allocated_resource_statuses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// currentVolumeAttributesClassName is the current name of the VolumeAttributesClass the PVC is using.
+	// When unset, there is no VolumeAttributeClass applied to this PersistentVolumeClaim
+	// This is a beta field and requires enabling VolumeAttributesClass feature (off by default).
+	CurrentVolumeAttributesClassName *string `protobuf:"bytes,8,opt,name=current_volume_attributes_class_name,json=currentVolumeAttributesClassName,proto3,oneof" json:"current_volume_attributes_class_name,omitempty"`
+	// ModifyVolumeStatus represents the status object of ControllerModifyVolume operation.
+	// When this is unset, there is no ModifyVolume operation being attempted.
+	// This is a beta field and requires enabling VolumeAttributesClass feature (off by default).
+	ModifyVolumeStatus *ModifyVolumeStatus `protobuf:"bytes,9,opt,name=modify_volume_status,json=modifyVolumeStatus,proto3" json:"modify_volume_status,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaimStatus) Reset() {
+	*x = PersistentVolumeClaimStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaimStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaimStatus) ProtoMessage() {}
+
+func (x *PersistentVolumeClaimStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaimStatus.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaimStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{189}
+}
+
+func (x *PersistentVolumeClaimStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimStatus) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetConditions() []*PersistentVolumeClaimCondition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetAllocatedResources() map[string]string {
+	if x != nil {
+		return x.AllocatedResources
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetAllocatedResourceStatuses() map[string]string {
+	if x != nil {
+		return x.AllocatedResourceStatuses
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimStatus) GetCurrentVolumeAttributesClassName() string {
+	if x != nil && x.CurrentVolumeAttributesClassName != nil {
+		return *x.CurrentVolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimStatus) GetModifyVolumeStatus() *ModifyVolumeStatus {
+	if x != nil {
+		return x.ModifyVolumeStatus
+	}
+	return nil
+}
+
+// PersistentVolumeClaimCondition contains details about state of pvc
+type PersistentVolumeClaimCondition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Type is the type of the condition.
+	// More info: https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/persistent-volume-claim-v1/#:~:text=set%20to%20%27ResizeStarted%27.-,PersistentVolumeClaimCondition,-contains%20details%20about
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// Status is the status of the condition.
+	// Can be True, False, Unknown.
+	// More info: https://kubernetes.io/docs/reference/kubernetes-api/config-and-storage-resources/persistent-volume-claim-v1/#:~:text=state%20of%20pvc-,conditions.status,-(string)%2C%20required
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// lastProbeTime is the time we probed the condition.
+	LastProbeTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_probe_time,json=lastProbeTime,proto3" json:"last_probe_time,omitempty"`
+	// lastTransitionTime is the time the condition transitioned from one status to another.
+	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
+	// reason is a unique, this should be a short, machine understandable string that gives the reason
+	// for condition's last transition. If it reports "Resizing" that means the underlying
+	// persistent volume is being resized.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// message is the human-readable message indicating details about last transition.
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaimCondition) Reset() {
+	*x = PersistentVolumeClaimCondition{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaimCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaimCondition) ProtoMessage() {}
+
+func (x *PersistentVolumeClaimCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaimCondition.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaimCondition) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{190}
+}
+
+func (x *PersistentVolumeClaimCondition) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimCondition) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimCondition) GetLastProbeTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastProbeTime
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimCondition) GetLastTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTransitionTime
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimCondition) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimCondition) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ModifyVolumeStatus represents the status object of ControllerModifyVolume operation
+type ModifyVolumeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// targetVolumeAttributesClassName is the name of the VolumeAttributesClass the PVC currently being reconciled
+	TargetVolumeAttributesClassName string `protobuf:"bytes,1,opt,name=target_volume_attributes_class_name,json=targetVolumeAttributesClassName,proto3" json:"target_volume_attributes_class_name,omitempty"`
+	// status is the status of the ControllerModifyVolume operation. It can be in any of following states:
+	//   - Pending
+	//     Pending indicates that the PersistentVolumeClaim cannot be modified due to unmet requirements, such as
+	//     the specified VolumeAttributesClass not existing.
+	//   - InProgress
+	//     InProgress indicates that the volume is being modified.
+	//   - Infeasible
+	//     Infeasible indicates that the request has been rejected as invalid by the CSI driver. To
+	//     resolve the error, a valid VolumeAttributesClass needs to be specified.
+	//
+	// Note: New statuses can be added in the future. Consumers should check for unknown statuses and fail appropriately.
+	Status        string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModifyVolumeStatus) Reset() {
+	*x = ModifyVolumeStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModifyVolumeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModifyVolumeStatus) ProtoMessage() {}
+
+func (x *ModifyVolumeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModifyVolumeStatus.ProtoReflect.Descriptor instead.
+func (*ModifyVolumeStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{191}
+}
+
+func (x *ModifyVolumeStatus) GetTargetVolumeAttributesClassName() string {
+	if x != nil {
+		return x.TargetVolumeAttributesClassName
+	}
+	return ""
+}
+
+func (x *ModifyVolumeStatus) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+// PersistentVolumeClaimList is a list of PersistentVolumeClaim items.
+type PersistentVolumeClaimList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is a list of persistent volume claims.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistentvolumeclaims
+	Items         []*PersistentVolumeClaim `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaimList) Reset() {
+	*x = PersistentVolumeClaimList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaimList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaimList) ProtoMessage() {}
+
+func (x *PersistentVolumeClaimList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaimList.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaimList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{192}
+}
+
+func (x *PersistentVolumeClaimList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaimList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaimList) GetItems() []*PersistentVolumeClaim {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// PersistentVolume (PV) is a storage resource provisioned by an administrator.
+// It is analogous to a node.
+// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes
+type PersistentVolume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec defines a specification of a persistent volume owned by the cluster.
+	// Provisioned by an administrator.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistent-volumes
+	Spec *PersistentVolumeSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// status represents the current information/status for the persistent volume.
+	// Populated by the system.
+	// Read-only.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#persistent-volumes
+	Status        *PersistentVolumeStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolume) Reset() {
+	*x = PersistentVolume{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolume) ProtoMessage() {}
+
+func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
+func (*PersistentVolume) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{193}
+}
+
+func (x *PersistentVolume) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetSpec() *PersistentVolumeSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetStatus() *PersistentVolumeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // PersistentVolumeSpec is the specification of a persistent volume.
 type PersistentVolumeSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -16582,7 +17189,7 @@ type PersistentVolumeSpec struct {
 
 func (x *PersistentVolumeSpec) Reset() {
 	*x = PersistentVolumeSpec{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16594,7 +17201,7 @@ func (x *PersistentVolumeSpec) String() string {
 func (*PersistentVolumeSpec) ProtoMessage() {}
 
 func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[188]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16607,7 +17214,7 @@ func (x *PersistentVolumeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeSpec.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{188}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{194}
 }
 
 func (x *PersistentVolumeSpec) GetCapacity() map[string]string {
@@ -16774,7 +17381,7 @@ type PersistentVolumeSource struct {
 
 func (x *PersistentVolumeSource) Reset() {
 	*x = PersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16786,7 +17393,7 @@ func (x *PersistentVolumeSource) String() string {
 func (*PersistentVolumeSource) ProtoMessage() {}
 
 func (x *PersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[189]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -16799,7 +17406,7 @@ func (x *PersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{189}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{195}
 }
 
 func (x *PersistentVolumeSource) GetGcePersistentDisk() *GCEPersistentDiskVolumeSource {
@@ -16980,7 +17587,7 @@ type GlusterfsPersistentVolumeSource struct {
 
 func (x *GlusterfsPersistentVolumeSource) Reset() {
 	*x = GlusterfsPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -16992,7 +17599,7 @@ func (x *GlusterfsPersistentVolumeSource) String() string {
 func (*GlusterfsPersistentVolumeSource) ProtoMessage() {}
 
 func (x *GlusterfsPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[190]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17005,7 +17612,7 @@ func (x *GlusterfsPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlusterfsPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*GlusterfsPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{190}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{196}
 }
 
 func (x *GlusterfsPersistentVolumeSource) GetEndpointsName() string {
@@ -17078,7 +17685,7 @@ type RBDPersistentVolumeSource struct {
 
 func (x *RBDPersistentVolumeSource) Reset() {
 	*x = RBDPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17090,7 +17697,7 @@ func (x *RBDPersistentVolumeSource) String() string {
 func (*RBDPersistentVolumeSource) ProtoMessage() {}
 
 func (x *RBDPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[191]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17103,7 +17710,7 @@ func (x *RBDPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RBDPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*RBDPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{191}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{197}
 }
 
 func (x *RBDPersistentVolumeSource) GetCephMonitors() []string {
@@ -17176,7 +17783,7 @@ type SecretReference struct {
 
 func (x *SecretReference) Reset() {
 	*x = SecretReference{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17188,7 +17795,7 @@ func (x *SecretReference) String() string {
 func (*SecretReference) ProtoMessage() {}
 
 func (x *SecretReference) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[192]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17201,7 +17808,7 @@ func (x *SecretReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretReference.ProtoReflect.Descriptor instead.
 func (*SecretReference) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{192}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{198}
 }
 
 func (x *SecretReference) GetName() string {
@@ -17260,7 +17867,7 @@ type ISCSIPersistentVolumeSource struct {
 
 func (x *ISCSIPersistentVolumeSource) Reset() {
 	*x = ISCSIPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17272,7 +17879,7 @@ func (x *ISCSIPersistentVolumeSource) String() string {
 func (*ISCSIPersistentVolumeSource) ProtoMessage() {}
 
 func (x *ISCSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[193]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17285,7 +17892,7 @@ func (x *ISCSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ISCSIPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*ISCSIPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{193}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{199}
 }
 
 func (x *ISCSIPersistentVolumeSource) GetTargetPortal() string {
@@ -17392,7 +17999,7 @@ type CinderPersistentVolumeSource struct {
 
 func (x *CinderPersistentVolumeSource) Reset() {
 	*x = CinderPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17404,7 +18011,7 @@ func (x *CinderPersistentVolumeSource) String() string {
 func (*CinderPersistentVolumeSource) ProtoMessage() {}
 
 func (x *CinderPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[194]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17417,7 +18024,7 @@ func (x *CinderPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CinderPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*CinderPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{194}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{200}
 }
 
 func (x *CinderPersistentVolumeSource) GetVolumeId() string {
@@ -17476,7 +18083,7 @@ type CephFSPersistentVolumeSource struct {
 
 func (x *CephFSPersistentVolumeSource) Reset() {
 	*x = CephFSPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[201]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17488,7 +18095,7 @@ func (x *CephFSPersistentVolumeSource) String() string {
 func (*CephFSPersistentVolumeSource) ProtoMessage() {}
 
 func (x *CephFSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[195]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[201]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17501,7 +18108,7 @@ func (x *CephFSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CephFSPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*CephFSPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{195}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{201}
 }
 
 func (x *CephFSPersistentVolumeSource) GetMonitors() []string {
@@ -17573,7 +18180,7 @@ type FlexPersistentVolumeSource struct {
 
 func (x *FlexPersistentVolumeSource) Reset() {
 	*x = FlexPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[202]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17585,7 +18192,7 @@ func (x *FlexPersistentVolumeSource) String() string {
 func (*FlexPersistentVolumeSource) ProtoMessage() {}
 
 func (x *FlexPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[196]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[202]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17598,7 +18205,7 @@ func (x *FlexPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlexPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*FlexPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{196}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{202}
 }
 
 func (x *FlexPersistentVolumeSource) GetDriver() string {
@@ -17655,7 +18262,7 @@ type AzureFilePersistentVolumeSource struct {
 
 func (x *AzureFilePersistentVolumeSource) Reset() {
 	*x = AzureFilePersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[203]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17667,7 +18274,7 @@ func (x *AzureFilePersistentVolumeSource) String() string {
 func (*AzureFilePersistentVolumeSource) ProtoMessage() {}
 
 func (x *AzureFilePersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[197]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[203]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17680,7 +18287,7 @@ func (x *AzureFilePersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AzureFilePersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*AzureFilePersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{197}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{203}
 }
 
 func (x *AzureFilePersistentVolumeSource) GetSecretName() string {
@@ -17747,7 +18354,7 @@ type ScaleIOPersistentVolumeSource struct {
 
 func (x *ScaleIOPersistentVolumeSource) Reset() {
 	*x = ScaleIOPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[204]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17759,7 +18366,7 @@ func (x *ScaleIOPersistentVolumeSource) String() string {
 func (*ScaleIOPersistentVolumeSource) ProtoMessage() {}
 
 func (x *ScaleIOPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[198]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[204]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17772,7 +18379,7 @@ func (x *ScaleIOPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleIOPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*ScaleIOPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{198}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{204}
 }
 
 func (x *ScaleIOPersistentVolumeSource) GetGateway() string {
@@ -17862,7 +18469,7 @@ type LocalVolumeSource struct {
 
 func (x *LocalVolumeSource) Reset() {
 	*x = LocalVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[205]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17874,7 +18481,7 @@ func (x *LocalVolumeSource) String() string {
 func (*LocalVolumeSource) ProtoMessage() {}
 
 func (x *LocalVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[199]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[205]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17887,7 +18494,7 @@ func (x *LocalVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalVolumeSource.ProtoReflect.Descriptor instead.
 func (*LocalVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{199}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{205}
 }
 
 func (x *LocalVolumeSource) GetPath() string {
@@ -17933,7 +18540,7 @@ type StorageOSPersistentVolumeSource struct {
 
 func (x *StorageOSPersistentVolumeSource) Reset() {
 	*x = StorageOSPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[206]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -17945,7 +18552,7 @@ func (x *StorageOSPersistentVolumeSource) String() string {
 func (*StorageOSPersistentVolumeSource) ProtoMessage() {}
 
 func (x *StorageOSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[200]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[206]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -17958,7 +18565,7 @@ func (x *StorageOSPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageOSPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*StorageOSPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{200}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{206}
 }
 
 func (x *StorageOSPersistentVolumeSource) GetVolumeName() string {
@@ -18050,7 +18657,7 @@ type CSIPersistentVolumeSource struct {
 
 func (x *CSIPersistentVolumeSource) Reset() {
 	*x = CSIPersistentVolumeSource{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[201]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[207]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -18062,7 +18669,7 @@ func (x *CSIPersistentVolumeSource) String() string {
 func (*CSIPersistentVolumeSource) ProtoMessage() {}
 
 func (x *CSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[201]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[207]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -18075,7 +18682,7 @@ func (x *CSIPersistentVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIPersistentVolumeSource.ProtoReflect.Descriptor instead.
 func (*CSIPersistentVolumeSource) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{201}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{207}
 }
 
 func (x *CSIPersistentVolumeSource) GetDriver() string {
@@ -18159,7 +18766,7 @@ type VolumeNodeAffinity struct {
 
 func (x *VolumeNodeAffinity) Reset() {
 	*x = VolumeNodeAffinity{}
-	mi := &file_kplane_core_v1_types_proto_msgTypes[202]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[208]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -18171,7 +18778,7 @@ func (x *VolumeNodeAffinity) String() string {
 func (*VolumeNodeAffinity) ProtoMessage() {}
 
 func (x *VolumeNodeAffinity) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_types_proto_msgTypes[202]
+	mi := &file_kplane_core_v1_types_proto_msgTypes[208]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -18184,12 +18791,277 @@ func (x *VolumeNodeAffinity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeNodeAffinity.ProtoReflect.Descriptor instead.
 func (*VolumeNodeAffinity) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{202}
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{208}
 }
 
 func (x *VolumeNodeAffinity) GetRequired() *NodeSelector {
 	if x != nil {
 		return x.Required
+	}
+	return nil
+}
+
+// PersistentVolumeStatus is the current status of a persistent volume.
+type PersistentVolumeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// phase indicates if a volume is available, bound to a claim, or released by a claim.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// message is a human-readable message indicating details about why the volume is in this state.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// reason is a brief CamelCase string that describes any failure and is meant
+	// for machine parsing and tidy display in the CLI.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// lastPhaseTransitionTime is the time the phase transitioned from one to another
+	// and automatically resets to current time everytime a volume phase transitions.
+	LastPhaseTransitionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_phase_transition_time,json=lastPhaseTransitionTime,proto3" json:"last_phase_transition_time,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeStatus) Reset() {
+	*x = PersistentVolumeStatus{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[209]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeStatus) ProtoMessage() {}
+
+func (x *PersistentVolumeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[209]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeStatus.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{209}
+}
+
+func (x *PersistentVolumeStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PersistentVolumeStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PersistentVolumeStatus) GetLastPhaseTransitionTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPhaseTransitionTime
+	}
+	return nil
+}
+
+// PersistentVolumeList is a list of PersistentVolume items.
+type PersistentVolumeList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is a list of persistent volumes.
+	// More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes
+	Items         []*PersistentVolume `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeList) Reset() {
+	*x = PersistentVolumeList{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[210]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeList) ProtoMessage() {}
+
+func (x *PersistentVolumeList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[210]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeList.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeList) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{210}
+}
+
+func (x *PersistentVolumeList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PersistentVolumeList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PersistentVolumeList) GetItems() []*PersistentVolume {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// A topology selector term represents the result of label queries.
+// A null or empty topology selector term matches no objects.
+// The requirements of them are ANDed.
+// It provides a subset of functionality as NodeSelectorTerm.
+// This is an alpha feature and may change in the future.
+type TopologySelectorTerm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A list of topology selector requirements by labels.
+	MatchLabelExpressions []*TopologySelectorLabelRequirement `protobuf:"bytes,1,rep,name=match_label_expressions,json=matchLabelExpressions,proto3" json:"match_label_expressions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TopologySelectorTerm) Reset() {
+	*x = TopologySelectorTerm{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[211]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorTerm) ProtoMessage() {}
+
+func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[211]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
+func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{211}
+}
+
+func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorLabelRequirement {
+	if x != nil {
+		return x.MatchLabelExpressions
+	}
+	return nil
+}
+
+// A topology selector requirement is a selector that matches given label.
+// This is an alpha feature and may change in the future.
+type TopologySelectorLabelRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The label key that the selector applies to.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// An array of string values. One value must match the label to be selected.
+	// Each entry in Values is ORed.
+	Values        []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologySelectorLabelRequirement) Reset() {
+	*x = TopologySelectorLabelRequirement{}
+	mi := &file_kplane_core_v1_types_proto_msgTypes[212]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorLabelRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorLabelRequirement) ProtoMessage() {}
+
+func (x *TopologySelectorLabelRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_types_proto_msgTypes[212]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorLabelRequirement.ProtoReflect.Descriptor instead.
+func (*TopologySelectorLabelRequirement) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_types_proto_rawDescGZIP(), []int{212}
+}
+
+func (x *TopologySelectorLabelRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TopologySelectorLabelRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
 	}
 	return nil
 }
@@ -19555,7 +20427,58 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x120\n" +
-	"\x05items\x18\x02 \x03(\v2\x1a.kplane.core.v1.LimitRangeR\x05items\"\xee\x05\n" +
+	"\x05items\x18\x02 \x03(\v2\x1a.kplane.core.v1.LimitRangeR\x05items\"\x8a\x02\n" +
+	"\x15PersistentVolumeClaim\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12=\n" +
+	"\x04spec\x18\x02 \x01(\v2).kplane.core.v1.PersistentVolumeClaimSpecR\x04spec\x12C\n" +
+	"\x06status\x18\x03 \x01(\v2+.kplane.core.v1.PersistentVolumeClaimStatusR\x06status\"\xa6\a\n" +
+	"\x1bPersistentVolumeClaimStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12!\n" +
+	"\faccess_modes\x18\x02 \x03(\tR\vaccessModes\x12U\n" +
+	"\bcapacity\x18\x03 \x03(\v29.kplane.core.v1.PersistentVolumeClaimStatus.CapacityEntryR\bcapacity\x12N\n" +
+	"\n" +
+	"conditions\x18\x04 \x03(\v2..kplane.core.v1.PersistentVolumeClaimConditionR\n" +
+	"conditions\x12t\n" +
+	"\x13allocated_resources\x18\x05 \x03(\v2C.kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourcesEntryR\x12allocatedResources\x12\x8a\x01\n" +
+	"\x1ballocated_resource_statuses\x18\a \x03(\v2J.kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourceStatusesEntryR\x19allocatedResourceStatuses\x12S\n" +
+	"$current_volume_attributes_class_name\x18\b \x01(\tH\x00R currentVolumeAttributesClassName\x88\x01\x01\x12T\n" +
+	"\x14modify_volume_status\x18\t \x01(\v2\".kplane.core.v1.ModifyVolumeStatusR\x12modifyVolumeStatus\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
+	"\x17AllocatedResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aL\n" +
+	"\x1eAllocatedResourceStatusesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B'\n" +
+	"%_current_volume_attributes_class_name\"\x9c\x02\n" +
+	"\x1ePersistentVolumeClaimCondition\x12\x18\n" +
+	"\x04type\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04type\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\x12B\n" +
+	"\x0flast_probe_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rlastProbeTime\x12L\n" +
+	"\x14last_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x80\x01\n" +
+	"\x12ModifyVolumeStatus\x12L\n" +
+	"#target_volume_attributes_class_name\x18\x01 \x01(\tR\x1ftargetVolumeAttributesClassName\x12\x1c\n" +
+	"\x06status\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x06status\"\xc5\x01\n" +
+	"\x19PersistentVolumeClaimList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12;\n" +
+	"\x05items\x18\x02 \x03(\v2%.kplane.core.v1.PersistentVolumeClaimR\x05items\"\xfb\x01\n" +
+	"\x10PersistentVolume\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x128\n" +
+	"\x04spec\x18\x02 \x01(\v2$.kplane.core.v1.PersistentVolumeSpecR\x04spec\x12>\n" +
+	"\x06status\x18\x03 \x01(\v2&.kplane.core.v1.PersistentVolumeStatusR\x06status\"\xee\x05\n" +
 	"\x14PersistentVolumeSpec\x12N\n" +
 	"\bcapacity\x18\x01 \x03(\v22.kplane.core.v1.PersistentVolumeSpec.CapacityEntryR\bcapacity\x12f\n" +
 	"\x18persistent_volume_source\x18\x02 \x01(\v2&.kplane.core.v1.PersistentVolumeSourceB\x04\xc8\xf3\x18\x01R\x16persistentVolumeSource\x12!\n" +
@@ -19714,7 +20637,23 @@ const file_kplane_core_v1_types_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"N\n" +
 	"\x12VolumeNodeAffinity\x128\n" +
-	"\brequired\x18\x01 \x01(\v2\x1c.kplane.core.v1.NodeSelectorR\brequiredB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
+	"\brequired\x18\x01 \x01(\v2\x1c.kplane.core.v1.NodeSelectorR\brequired\"\xb9\x01\n" +
+	"\x16PersistentVolumeStatus\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12W\n" +
+	"\x1alast_phase_transition_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x17lastPhaseTransitionTime\"\xbb\x01\n" +
+	"\x14PersistentVolumeList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x126\n" +
+	"\x05items\x18\x02 \x03(\v2 .kplane.core.v1.PersistentVolumeR\x05items\"\x80\x01\n" +
+	"\x14TopologySelectorTerm\x12h\n" +
+	"\x17match_label_expressions\x18\x01 \x03(\v20.kplane.core.v1.TopologySelectorLabelRequirementR\x15matchLabelExpressions\"R\n" +
+	" TopologySelectorLabelRequirement\x12\x16\n" +
+	"\x03key\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06valuesB6Z4github.com/kplane/kplane/proto/kplane/core/v1;corev1b\x06proto3"
 
 var (
 	file_kplane_core_v1_types_proto_rawDescOnce sync.Once
@@ -19728,7 +20667,7 @@ func file_kplane_core_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_types_proto_rawDescData
 }
 
-var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 231)
+var file_kplane_core_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 244)
 var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*Namespace)(nil),                         // 0: kplane.core.v1.Namespace
 	(*NamespaceSpec)(nil),                     // 1: kplane.core.v1.NamespaceSpec
@@ -19918,72 +20857,85 @@ var file_kplane_core_v1_types_proto_goTypes = []any{
 	(*LimitRangeSpec)(nil),                    // 185: kplane.core.v1.LimitRangeSpec
 	(*LimitRangeItem)(nil),                    // 186: kplane.core.v1.LimitRangeItem
 	(*LimitRangeList)(nil),                    // 187: kplane.core.v1.LimitRangeList
-	(*PersistentVolumeSpec)(nil),              // 188: kplane.core.v1.PersistentVolumeSpec
-	(*PersistentVolumeSource)(nil),            // 189: kplane.core.v1.PersistentVolumeSource
-	(*GlusterfsPersistentVolumeSource)(nil),   // 190: kplane.core.v1.GlusterfsPersistentVolumeSource
-	(*RBDPersistentVolumeSource)(nil),         // 191: kplane.core.v1.RBDPersistentVolumeSource
-	(*SecretReference)(nil),                   // 192: kplane.core.v1.SecretReference
-	(*ISCSIPersistentVolumeSource)(nil),       // 193: kplane.core.v1.ISCSIPersistentVolumeSource
-	(*CinderPersistentVolumeSource)(nil),      // 194: kplane.core.v1.CinderPersistentVolumeSource
-	(*CephFSPersistentVolumeSource)(nil),      // 195: kplane.core.v1.CephFSPersistentVolumeSource
-	(*FlexPersistentVolumeSource)(nil),        // 196: kplane.core.v1.FlexPersistentVolumeSource
-	(*AzureFilePersistentVolumeSource)(nil),   // 197: kplane.core.v1.AzureFilePersistentVolumeSource
-	(*ScaleIOPersistentVolumeSource)(nil),     // 198: kplane.core.v1.ScaleIOPersistentVolumeSource
-	(*LocalVolumeSource)(nil),                 // 199: kplane.core.v1.LocalVolumeSource
-	(*StorageOSPersistentVolumeSource)(nil),   // 200: kplane.core.v1.StorageOSPersistentVolumeSource
-	(*CSIPersistentVolumeSource)(nil),         // 201: kplane.core.v1.CSIPersistentVolumeSource
-	(*VolumeNodeAffinity)(nil),                // 202: kplane.core.v1.VolumeNodeAffinity
-	nil,                                       // 203: kplane.core.v1.PodSpec.NodeSelectorEntry
-	nil,                                       // 204: kplane.core.v1.PodSpec.OverheadEntry
-	nil,                                       // 205: kplane.core.v1.FlexVolumeSource.OptionsEntry
-	nil,                                       // 206: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
-	nil,                                       // 207: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	nil,                                       // 208: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
-	nil,                                       // 209: kplane.core.v1.ResourceRequirements.LimitsEntry
-	nil,                                       // 210: kplane.core.v1.ResourceRequirements.RequestsEntry
-	nil,                                       // 211: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
-	nil,                                       // 212: kplane.core.v1.NodeStatus.CapacityEntry
-	nil,                                       // 213: kplane.core.v1.NodeStatus.AllocatableEntry
-	nil,                                       // 214: kplane.core.v1.ServiceSpec.SelectorEntry
-	nil,                                       // 215: kplane.core.v1.ConfigMap.DataEntry
-	nil,                                       // 216: kplane.core.v1.ConfigMap.BinaryDataEntry
-	nil,                                       // 217: kplane.core.v1.Secret.DataEntry
-	nil,                                       // 218: kplane.core.v1.Secret.StringDataEntry
-	nil,                                       // 219: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
-	nil,                                       // 220: kplane.core.v1.ResourceQuotaSpec.HardEntry
-	nil,                                       // 221: kplane.core.v1.ResourceQuotaStatus.HardEntry
-	nil,                                       // 222: kplane.core.v1.ResourceQuotaStatus.UsedEntry
-	nil,                                       // 223: kplane.core.v1.LimitRangeItem.MaxEntry
-	nil,                                       // 224: kplane.core.v1.LimitRangeItem.MinEntry
-	nil,                                       // 225: kplane.core.v1.LimitRangeItem.DefaultEntry
-	nil,                                       // 226: kplane.core.v1.LimitRangeItem.DefaultRequestEntry
-	nil,                                       // 227: kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
-	nil,                                       // 228: kplane.core.v1.PersistentVolumeSpec.CapacityEntry
-	nil,                                       // 229: kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
-	nil,                                       // 230: kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
-	(*v1.ObjectMeta)(nil),                     // 231: kplane.meta.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil),             // 232: google.protobuf.Timestamp
-	(*v1.ListMeta)(nil),                       // 233: kplane.meta.v1.ListMeta
-	(*v1.LabelSelector)(nil),                  // 234: kplane.meta.v1.LabelSelector
-	(*v1.IntOrString)(nil),                    // 235: kplane.meta.v1.IntOrString
-	(*v1.Condition)(nil),                      // 236: kplane.meta.v1.Condition
+	(*PersistentVolumeClaim)(nil),             // 188: kplane.core.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimStatus)(nil),       // 189: kplane.core.v1.PersistentVolumeClaimStatus
+	(*PersistentVolumeClaimCondition)(nil),    // 190: kplane.core.v1.PersistentVolumeClaimCondition
+	(*ModifyVolumeStatus)(nil),                // 191: kplane.core.v1.ModifyVolumeStatus
+	(*PersistentVolumeClaimList)(nil),         // 192: kplane.core.v1.PersistentVolumeClaimList
+	(*PersistentVolume)(nil),                  // 193: kplane.core.v1.PersistentVolume
+	(*PersistentVolumeSpec)(nil),              // 194: kplane.core.v1.PersistentVolumeSpec
+	(*PersistentVolumeSource)(nil),            // 195: kplane.core.v1.PersistentVolumeSource
+	(*GlusterfsPersistentVolumeSource)(nil),   // 196: kplane.core.v1.GlusterfsPersistentVolumeSource
+	(*RBDPersistentVolumeSource)(nil),         // 197: kplane.core.v1.RBDPersistentVolumeSource
+	(*SecretReference)(nil),                   // 198: kplane.core.v1.SecretReference
+	(*ISCSIPersistentVolumeSource)(nil),       // 199: kplane.core.v1.ISCSIPersistentVolumeSource
+	(*CinderPersistentVolumeSource)(nil),      // 200: kplane.core.v1.CinderPersistentVolumeSource
+	(*CephFSPersistentVolumeSource)(nil),      // 201: kplane.core.v1.CephFSPersistentVolumeSource
+	(*FlexPersistentVolumeSource)(nil),        // 202: kplane.core.v1.FlexPersistentVolumeSource
+	(*AzureFilePersistentVolumeSource)(nil),   // 203: kplane.core.v1.AzureFilePersistentVolumeSource
+	(*ScaleIOPersistentVolumeSource)(nil),     // 204: kplane.core.v1.ScaleIOPersistentVolumeSource
+	(*LocalVolumeSource)(nil),                 // 205: kplane.core.v1.LocalVolumeSource
+	(*StorageOSPersistentVolumeSource)(nil),   // 206: kplane.core.v1.StorageOSPersistentVolumeSource
+	(*CSIPersistentVolumeSource)(nil),         // 207: kplane.core.v1.CSIPersistentVolumeSource
+	(*VolumeNodeAffinity)(nil),                // 208: kplane.core.v1.VolumeNodeAffinity
+	(*PersistentVolumeStatus)(nil),            // 209: kplane.core.v1.PersistentVolumeStatus
+	(*PersistentVolumeList)(nil),              // 210: kplane.core.v1.PersistentVolumeList
+	(*TopologySelectorTerm)(nil),              // 211: kplane.core.v1.TopologySelectorTerm
+	(*TopologySelectorLabelRequirement)(nil),  // 212: kplane.core.v1.TopologySelectorLabelRequirement
+	nil,                                       // 213: kplane.core.v1.PodSpec.NodeSelectorEntry
+	nil,                                       // 214: kplane.core.v1.PodSpec.OverheadEntry
+	nil,                                       // 215: kplane.core.v1.FlexVolumeSource.OptionsEntry
+	nil,                                       // 216: kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	nil,                                       // 217: kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	nil,                                       // 218: kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	nil,                                       // 219: kplane.core.v1.ResourceRequirements.LimitsEntry
+	nil,                                       // 220: kplane.core.v1.ResourceRequirements.RequestsEntry
+	nil,                                       // 221: kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	nil,                                       // 222: kplane.core.v1.NodeStatus.CapacityEntry
+	nil,                                       // 223: kplane.core.v1.NodeStatus.AllocatableEntry
+	nil,                                       // 224: kplane.core.v1.ServiceSpec.SelectorEntry
+	nil,                                       // 225: kplane.core.v1.ConfigMap.DataEntry
+	nil,                                       // 226: kplane.core.v1.ConfigMap.BinaryDataEntry
+	nil,                                       // 227: kplane.core.v1.Secret.DataEntry
+	nil,                                       // 228: kplane.core.v1.Secret.StringDataEntry
+	nil,                                       // 229: kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	nil,                                       // 230: kplane.core.v1.ResourceQuotaSpec.HardEntry
+	nil,                                       // 231: kplane.core.v1.ResourceQuotaStatus.HardEntry
+	nil,                                       // 232: kplane.core.v1.ResourceQuotaStatus.UsedEntry
+	nil,                                       // 233: kplane.core.v1.LimitRangeItem.MaxEntry
+	nil,                                       // 234: kplane.core.v1.LimitRangeItem.MinEntry
+	nil,                                       // 235: kplane.core.v1.LimitRangeItem.DefaultEntry
+	nil,                                       // 236: kplane.core.v1.LimitRangeItem.DefaultRequestEntry
+	nil,                                       // 237: kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
+	nil,                                       // 238: kplane.core.v1.PersistentVolumeClaimStatus.CapacityEntry
+	nil,                                       // 239: kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourcesEntry
+	nil,                                       // 240: kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourceStatusesEntry
+	nil,                                       // 241: kplane.core.v1.PersistentVolumeSpec.CapacityEntry
+	nil,                                       // 242: kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
+	nil,                                       // 243: kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
+	(*v1.ObjectMeta)(nil),                     // 244: kplane.meta.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),             // 245: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                       // 246: kplane.meta.v1.ListMeta
+	(*v1.LabelSelector)(nil),                  // 247: kplane.meta.v1.LabelSelector
+	(*v1.IntOrString)(nil),                    // 248: kplane.meta.v1.IntOrString
+	(*v1.Condition)(nil),                      // 249: kplane.meta.v1.Condition
 }
 var file_kplane_core_v1_types_proto_depIdxs = []int32{
-	231, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 0: kplane.core.v1.Namespace.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,   // 1: kplane.core.v1.Namespace.spec:type_name -> kplane.core.v1.NamespaceSpec
 	2,   // 2: kplane.core.v1.Namespace.status:type_name -> kplane.core.v1.NamespaceStatus
 	3,   // 3: kplane.core.v1.NamespaceStatus.conditions:type_name -> kplane.core.v1.NamespaceCondition
-	232, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	233, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	245, // 4: kplane.core.v1.NamespaceCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	246, // 5: kplane.core.v1.NamespaceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,   // 6: kplane.core.v1.NamespaceList.items:type_name -> kplane.core.v1.Namespace
-	231, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 7: kplane.core.v1.Pod.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 8: kplane.core.v1.Pod.spec:type_name -> kplane.core.v1.PodSpec
 	108, // 9: kplane.core.v1.Pod.status:type_name -> kplane.core.v1.PodStatus
 	7,   // 10: kplane.core.v1.PodSpec.volumes:type_name -> kplane.core.v1.Volume
 	55,  // 11: kplane.core.v1.PodSpec.init_containers:type_name -> kplane.core.v1.Container
 	55,  // 12: kplane.core.v1.PodSpec.containers:type_name -> kplane.core.v1.Container
 	85,  // 13: kplane.core.v1.PodSpec.ephemeral_containers:type_name -> kplane.core.v1.EphemeralContainer
-	203, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
+	213, // 14: kplane.core.v1.PodSpec.node_selector:type_name -> kplane.core.v1.PodSpec.NodeSelectorEntry
 	87,  // 15: kplane.core.v1.PodSpec.security_context:type_name -> kplane.core.v1.PodSecurityContext
 	18,  // 16: kplane.core.v1.PodSpec.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
 	89,  // 17: kplane.core.v1.PodSpec.affinity:type_name -> kplane.core.v1.Affinity
@@ -19991,7 +20943,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	100, // 19: kplane.core.v1.PodSpec.host_aliases:type_name -> kplane.core.v1.HostAlias
 	101, // 20: kplane.core.v1.PodSpec.dns_config:type_name -> kplane.core.v1.PodDNSConfig
 	103, // 21: kplane.core.v1.PodSpec.readiness_gates:type_name -> kplane.core.v1.PodReadinessGate
-	204, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
+	214, // 22: kplane.core.v1.PodSpec.overhead:type_name -> kplane.core.v1.PodSpec.OverheadEntry
 	104, // 23: kplane.core.v1.PodSpec.topology_spread_constraints:type_name -> kplane.core.v1.TopologySpreadConstraint
 	105, // 24: kplane.core.v1.PodSpec.os:type_name -> kplane.core.v1.PodOS
 	106, // 25: kplane.core.v1.PodSpec.scheduling_gates:type_name -> kplane.core.v1.PodSchedulingGate
@@ -20032,7 +20984,7 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	18,  // 60: kplane.core.v1.ISCSIVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 61: kplane.core.v1.RBDVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 62: kplane.core.v1.FlexVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	205, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
+	215, // 63: kplane.core.v1.FlexVolumeSource.options:type_name -> kplane.core.v1.FlexVolumeSource.OptionsEntry
 	18,  // 64: kplane.core.v1.CinderVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 65: kplane.core.v1.CephFSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	27,  // 66: kplane.core.v1.DownwardAPIVolumeSource.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
@@ -20051,20 +21003,20 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	27,  // 79: kplane.core.v1.DownwardAPIProjection.items:type_name -> kplane.core.v1.DownwardAPIVolumeFile
 	18,  // 80: kplane.core.v1.ConfigMapProjection.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	15,  // 81: kplane.core.v1.ConfigMapProjection.items:type_name -> kplane.core.v1.KeyToPath
-	234, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	247, // 82: kplane.core.v1.ClusterTrustBundleProjection.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	18,  // 83: kplane.core.v1.ScaleIOVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 84: kplane.core.v1.StorageOSVolumeSource.secret_ref:type_name -> kplane.core.v1.LocalObjectReference
-	206, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
+	216, // 85: kplane.core.v1.CSIVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIVolumeSource.VolumeAttributesEntry
 	18,  // 86: kplane.core.v1.CSIVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.LocalObjectReference
 	49,  // 87: kplane.core.v1.EphemeralVolumeSource.volume_claim_template:type_name -> kplane.core.v1.PersistentVolumeClaimTemplate
-	231, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 88: kplane.core.v1.PersistentVolumeClaimTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	50,  // 89: kplane.core.v1.PersistentVolumeClaimTemplate.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
-	234, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
+	247, // 90: kplane.core.v1.PersistentVolumeClaimSpec.selector:type_name -> kplane.meta.v1.LabelSelector
 	51,  // 91: kplane.core.v1.PersistentVolumeClaimSpec.resources:type_name -> kplane.core.v1.VolumeResourceRequirements
 	52,  // 92: kplane.core.v1.PersistentVolumeClaimSpec.data_source:type_name -> kplane.core.v1.TypedLocalObjectReference
 	53,  // 93: kplane.core.v1.PersistentVolumeClaimSpec.data_source_ref:type_name -> kplane.core.v1.TypedObjectReference
-	207, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
-	208, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
+	217, // 94: kplane.core.v1.VolumeResourceRequirements.limits:type_name -> kplane.core.v1.VolumeResourceRequirements.LimitsEntry
+	218, // 95: kplane.core.v1.VolumeResourceRequirements.requests:type_name -> kplane.core.v1.VolumeResourceRequirements.RequestsEntry
 	56,  // 96: kplane.core.v1.Container.ports:type_name -> kplane.core.v1.ContainerPort
 	57,  // 97: kplane.core.v1.Container.env_from:type_name -> kplane.core.v1.EnvFromSource
 	60,  // 98: kplane.core.v1.Container.env:type_name -> kplane.core.v1.EnvVar
@@ -20088,17 +21040,17 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	63,  // 116: kplane.core.v1.EnvVarSource.secret_key_ref:type_name -> kplane.core.v1.SecretKeySelector
 	18,  // 117: kplane.core.v1.ConfigMapKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
 	18,  // 118: kplane.core.v1.SecretKeySelector.local_object_reference:type_name -> kplane.core.v1.LocalObjectReference
-	209, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
-	210, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
+	219, // 119: kplane.core.v1.ResourceRequirements.limits:type_name -> kplane.core.v1.ResourceRequirements.LimitsEntry
+	220, // 120: kplane.core.v1.ResourceRequirements.requests:type_name -> kplane.core.v1.ResourceRequirements.RequestsEntry
 	65,  // 121: kplane.core.v1.ResourceRequirements.claims:type_name -> kplane.core.v1.ResourceClaim
 	70,  // 122: kplane.core.v1.Probe.probe_handler:type_name -> kplane.core.v1.ProbeHandler
 	71,  // 123: kplane.core.v1.ProbeHandler.exec:type_name -> kplane.core.v1.ExecAction
 	72,  // 124: kplane.core.v1.ProbeHandler.http_get:type_name -> kplane.core.v1.HTTPGetAction
 	74,  // 125: kplane.core.v1.ProbeHandler.tcp_socket:type_name -> kplane.core.v1.TCPSocketAction
 	75,  // 126: kplane.core.v1.ProbeHandler.grpc:type_name -> kplane.core.v1.GRPCAction
-	235, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
+	248, // 127: kplane.core.v1.HTTPGetAction.port:type_name -> kplane.meta.v1.IntOrString
 	73,  // 128: kplane.core.v1.HTTPGetAction.http_headers:type_name -> kplane.core.v1.HTTPHeader
-	235, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
+	248, // 129: kplane.core.v1.TCPSocketAction.port:type_name -> kplane.meta.v1.IntOrString
 	77,  // 130: kplane.core.v1.Lifecycle.post_start:type_name -> kplane.core.v1.LifecycleHandler
 	77,  // 131: kplane.core.v1.Lifecycle.pre_stop:type_name -> kplane.core.v1.LifecycleHandler
 	71,  // 132: kplane.core.v1.LifecycleHandler.exec:type_name -> kplane.core.v1.ExecAction
@@ -20139,26 +21091,26 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	92,  // 167: kplane.core.v1.PreferredSchedulingTerm.preference:type_name -> kplane.core.v1.NodeSelectorTerm
 	96,  // 168: kplane.core.v1.PodAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 169: kplane.core.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
-	234, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
-	234, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
+	247, // 170: kplane.core.v1.PodAffinityTerm.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	247, // 171: kplane.core.v1.PodAffinityTerm.namespace_selector:type_name -> kplane.meta.v1.LabelSelector
 	96,  // 172: kplane.core.v1.WeightedPodAffinityTerm.pod_affinity_term:type_name -> kplane.core.v1.PodAffinityTerm
 	96,  // 173: kplane.core.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.PodAffinityTerm
 	97,  // 174: kplane.core.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution:type_name -> kplane.core.v1.WeightedPodAffinityTerm
 	102, // 175: kplane.core.v1.PodDNSConfig.options:type_name -> kplane.core.v1.PodDNSConfigOption
-	234, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
+	247, // 176: kplane.core.v1.TopologySpreadConstraint.label_selector:type_name -> kplane.meta.v1.LabelSelector
 	109, // 177: kplane.core.v1.PodStatus.conditions:type_name -> kplane.core.v1.PodCondition
 	110, // 178: kplane.core.v1.PodStatus.host_ips:type_name -> kplane.core.v1.HostIP
 	111, // 179: kplane.core.v1.PodStatus.pod_ips:type_name -> kplane.core.v1.PodIP
-	232, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	245, // 180: kplane.core.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
 	112, // 181: kplane.core.v1.PodStatus.init_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 182: kplane.core.v1.PodStatus.container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	112, // 183: kplane.core.v1.PodStatus.ephemeral_container_statuses:type_name -> kplane.core.v1.ContainerStatus
 	122, // 184: kplane.core.v1.PodStatus.resource_claim_statuses:type_name -> kplane.core.v1.PodResourceClaimStatus
-	232, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	232, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	245, // 185: kplane.core.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	245, // 186: kplane.core.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	113, // 187: kplane.core.v1.ContainerStatus.state:type_name -> kplane.core.v1.ContainerState
 	113, // 188: kplane.core.v1.ContainerStatus.last_termination_state:type_name -> kplane.core.v1.ContainerState
-	211, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
+	221, // 189: kplane.core.v1.ContainerStatus.allocated_resources:type_name -> kplane.core.v1.ContainerStatus.AllocatedResourcesEntry
 	64,  // 190: kplane.core.v1.ContainerStatus.resources:type_name -> kplane.core.v1.ResourceRequirements
 	117, // 191: kplane.core.v1.ContainerStatus.volume_mounts:type_name -> kplane.core.v1.VolumeMountStatus
 	118, // 192: kplane.core.v1.ContainerStatus.user:type_name -> kplane.core.v1.ContainerUser
@@ -20166,24 +21118,24 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	114, // 194: kplane.core.v1.ContainerState.waiting:type_name -> kplane.core.v1.ContainerStateWaiting
 	115, // 195: kplane.core.v1.ContainerState.running:type_name -> kplane.core.v1.ContainerStateRunning
 	116, // 196: kplane.core.v1.ContainerState.terminated:type_name -> kplane.core.v1.ContainerStateTerminated
-	232, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
-	232, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
-	232, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	245, // 197: kplane.core.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	245, // 198: kplane.core.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	245, // 199: kplane.core.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
 	119, // 200: kplane.core.v1.ContainerUser.linux:type_name -> kplane.core.v1.LinuxContainerUser
 	121, // 201: kplane.core.v1.ResourceStatus.resources:type_name -> kplane.core.v1.ResourceHealth
-	233, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
+	246, // 202: kplane.core.v1.PodList.metadata:type_name -> kplane.meta.v1.ListMeta
 	5,   // 203: kplane.core.v1.PodList.items:type_name -> kplane.core.v1.Pod
-	231, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 204: kplane.core.v1.Binding.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 205: kplane.core.v1.Binding.target:type_name -> kplane.core.v1.ObjectReference
-	231, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 206: kplane.core.v1.Node.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	127, // 207: kplane.core.v1.Node.spec:type_name -> kplane.core.v1.NodeSpec
 	131, // 208: kplane.core.v1.Node.status:type_name -> kplane.core.v1.NodeStatus
 	128, // 209: kplane.core.v1.NodeSpec.taints:type_name -> kplane.core.v1.Taint
 	129, // 210: kplane.core.v1.NodeSpec.config_source:type_name -> kplane.core.v1.NodeConfigSource
-	232, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
+	245, // 211: kplane.core.v1.Taint.time_added:type_name -> google.protobuf.Timestamp
 	130, // 212: kplane.core.v1.NodeConfigSource.config_map:type_name -> kplane.core.v1.ConfigMapNodeConfigSource
-	212, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
-	213, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
+	222, // 213: kplane.core.v1.NodeStatus.capacity:type_name -> kplane.core.v1.NodeStatus.CapacityEntry
+	223, // 214: kplane.core.v1.NodeStatus.allocatable:type_name -> kplane.core.v1.NodeStatus.AllocatableEntry
 	132, // 215: kplane.core.v1.NodeStatus.conditions:type_name -> kplane.core.v1.NodeCondition
 	133, // 216: kplane.core.v1.NodeStatus.addresses:type_name -> kplane.core.v1.NodeAddress
 	134, // 217: kplane.core.v1.NodeStatus.daemon_endpoints:type_name -> kplane.core.v1.NodeDaemonEndpoints
@@ -20193,145 +21145,164 @@ var file_kplane_core_v1_types_proto_depIdxs = []int32{
 	140, // 221: kplane.core.v1.NodeStatus.config:type_name -> kplane.core.v1.NodeConfigStatus
 	141, // 222: kplane.core.v1.NodeStatus.runtime_handlers:type_name -> kplane.core.v1.NodeRuntimeHandler
 	143, // 223: kplane.core.v1.NodeStatus.features:type_name -> kplane.core.v1.NodeFeatures
-	232, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	232, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	245, // 224: kplane.core.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	245, // 225: kplane.core.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
 	135, // 226: kplane.core.v1.NodeDaemonEndpoints.kubelet_endpoint:type_name -> kplane.core.v1.DaemonEndpoint
 	137, // 227: kplane.core.v1.NodeSystemInfo.swap:type_name -> kplane.core.v1.NodeSwapStatus
 	129, // 228: kplane.core.v1.NodeConfigStatus.assigned:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 229: kplane.core.v1.NodeConfigStatus.active:type_name -> kplane.core.v1.NodeConfigSource
 	129, // 230: kplane.core.v1.NodeConfigStatus.last_known_good:type_name -> kplane.core.v1.NodeConfigSource
 	142, // 231: kplane.core.v1.NodeRuntimeHandler.features:type_name -> kplane.core.v1.NodeRuntimeHandlerFeatures
-	233, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	246, // 232: kplane.core.v1.NodeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	126, // 233: kplane.core.v1.NodeList.items:type_name -> kplane.core.v1.Node
-	231, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 234: kplane.core.v1.Event.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 235: kplane.core.v1.Event.involved_object:type_name -> kplane.core.v1.ObjectReference
 	146, // 236: kplane.core.v1.Event.source:type_name -> kplane.core.v1.EventSource
-	232, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	232, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	232, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
+	245, // 237: kplane.core.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	245, // 238: kplane.core.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	245, // 239: kplane.core.v1.Event.event_time:type_name -> google.protobuf.Timestamp
 	147, // 240: kplane.core.v1.Event.series:type_name -> kplane.core.v1.EventSeries
 	125, // 241: kplane.core.v1.Event.related:type_name -> kplane.core.v1.ObjectReference
-	232, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
-	233, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
+	245, // 242: kplane.core.v1.EventSeries.last_observed_time:type_name -> google.protobuf.Timestamp
+	246, // 243: kplane.core.v1.EventList.metadata:type_name -> kplane.meta.v1.ListMeta
 	145, // 244: kplane.core.v1.EventList.items:type_name -> kplane.core.v1.Event
-	231, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 245: kplane.core.v1.Service.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	150, // 246: kplane.core.v1.Service.spec:type_name -> kplane.core.v1.ServiceSpec
 	154, // 247: kplane.core.v1.Service.status:type_name -> kplane.core.v1.ServiceStatus
 	151, // 248: kplane.core.v1.ServiceSpec.ports:type_name -> kplane.core.v1.ServicePort
-	214, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
+	224, // 249: kplane.core.v1.ServiceSpec.selector:type_name -> kplane.core.v1.ServiceSpec.SelectorEntry
 	152, // 250: kplane.core.v1.ServiceSpec.session_affinity_config:type_name -> kplane.core.v1.SessionAffinityConfig
-	235, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
+	248, // 251: kplane.core.v1.ServicePort.target_port:type_name -> kplane.meta.v1.IntOrString
 	153, // 252: kplane.core.v1.SessionAffinityConfig.client_ip:type_name -> kplane.core.v1.ClientIPConfig
 	155, // 253: kplane.core.v1.ServiceStatus.load_balancer:type_name -> kplane.core.v1.LoadBalancerStatus
-	236, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
+	249, // 254: kplane.core.v1.ServiceStatus.conditions:type_name -> kplane.meta.v1.Condition
 	156, // 255: kplane.core.v1.LoadBalancerStatus.ingress:type_name -> kplane.core.v1.LoadBalancerIngress
 	157, // 256: kplane.core.v1.LoadBalancerIngress.ports:type_name -> kplane.core.v1.PortStatus
-	233, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
+	246, // 257: kplane.core.v1.ServiceList.metadata:type_name -> kplane.meta.v1.ListMeta
 	149, // 258: kplane.core.v1.ServiceList.items:type_name -> kplane.core.v1.Service
-	231, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 259: kplane.core.v1.Endpoints.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	160, // 260: kplane.core.v1.Endpoints.subsets:type_name -> kplane.core.v1.EndpointSubset
 	161, // 261: kplane.core.v1.EndpointSubset.addresses:type_name -> kplane.core.v1.EndpointAddress
 	161, // 262: kplane.core.v1.EndpointSubset.not_ready_addresses:type_name -> kplane.core.v1.EndpointAddress
 	162, // 263: kplane.core.v1.EndpointSubset.ports:type_name -> kplane.core.v1.EndpointPort
 	125, // 264: kplane.core.v1.EndpointAddress.target_ref:type_name -> kplane.core.v1.ObjectReference
-	233, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
+	246, // 265: kplane.core.v1.EndpointsList.metadata:type_name -> kplane.meta.v1.ListMeta
 	159, // 266: kplane.core.v1.EndpointsList.items:type_name -> kplane.core.v1.Endpoints
-	231, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	215, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
-	216, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
-	233, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
+	244, // 267: kplane.core.v1.ConfigMap.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	225, // 268: kplane.core.v1.ConfigMap.data:type_name -> kplane.core.v1.ConfigMap.DataEntry
+	226, // 269: kplane.core.v1.ConfigMap.binary_data:type_name -> kplane.core.v1.ConfigMap.BinaryDataEntry
+	246, // 270: kplane.core.v1.ConfigMapList.metadata:type_name -> kplane.meta.v1.ListMeta
 	164, // 271: kplane.core.v1.ConfigMapList.items:type_name -> kplane.core.v1.ConfigMap
-	231, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	217, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
-	218, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
-	233, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
+	244, // 272: kplane.core.v1.Secret.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	227, // 273: kplane.core.v1.Secret.data:type_name -> kplane.core.v1.Secret.DataEntry
+	228, // 274: kplane.core.v1.Secret.string_data:type_name -> kplane.core.v1.Secret.StringDataEntry
+	246, // 275: kplane.core.v1.SecretList.metadata:type_name -> kplane.meta.v1.ListMeta
 	166, // 276: kplane.core.v1.SecretList.items:type_name -> kplane.core.v1.Secret
-	231, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 277: kplane.core.v1.ServiceAccount.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	125, // 278: kplane.core.v1.ServiceAccount.secrets:type_name -> kplane.core.v1.ObjectReference
 	18,  // 279: kplane.core.v1.ServiceAccount.image_pull_secrets:type_name -> kplane.core.v1.LocalObjectReference
-	233, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
+	246, // 280: kplane.core.v1.ServiceAccountList.metadata:type_name -> kplane.meta.v1.ListMeta
 	168, // 281: kplane.core.v1.ServiceAccountList.items:type_name -> kplane.core.v1.ServiceAccount
-	231, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 282: kplane.core.v1.ReplicationController.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	171, // 283: kplane.core.v1.ReplicationController.spec:type_name -> kplane.core.v1.ReplicationControllerSpec
 	173, // 284: kplane.core.v1.ReplicationController.status:type_name -> kplane.core.v1.ReplicationControllerStatus
-	219, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
+	229, // 285: kplane.core.v1.ReplicationControllerSpec.selector:type_name -> kplane.core.v1.ReplicationControllerSpec.SelectorEntry
 	172, // 286: kplane.core.v1.ReplicationControllerSpec.template:type_name -> kplane.core.v1.PodTemplateSpec
-	231, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 287: kplane.core.v1.PodTemplateSpec.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	6,   // 288: kplane.core.v1.PodTemplateSpec.spec:type_name -> kplane.core.v1.PodSpec
 	174, // 289: kplane.core.v1.ReplicationControllerStatus.conditions:type_name -> kplane.core.v1.ReplicationControllerCondition
-	232, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	233, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
+	245, // 290: kplane.core.v1.ReplicationControllerCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	246, // 291: kplane.core.v1.ReplicationControllerList.metadata:type_name -> kplane.meta.v1.ListMeta
 	170, // 292: kplane.core.v1.ReplicationControllerList.items:type_name -> kplane.core.v1.ReplicationController
-	231, // 293: kplane.core.v1.PodTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 293: kplane.core.v1.PodTemplate.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	172, // 294: kplane.core.v1.PodTemplate.template:type_name -> kplane.core.v1.PodTemplateSpec
-	233, // 295: kplane.core.v1.PodTemplateList.metadata:type_name -> kplane.meta.v1.ListMeta
+	246, // 295: kplane.core.v1.PodTemplateList.metadata:type_name -> kplane.meta.v1.ListMeta
 	176, // 296: kplane.core.v1.PodTemplateList.items:type_name -> kplane.core.v1.PodTemplate
-	231, // 297: kplane.core.v1.ResourceQuota.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 297: kplane.core.v1.ResourceQuota.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	179, // 298: kplane.core.v1.ResourceQuota.spec:type_name -> kplane.core.v1.ResourceQuotaSpec
 	182, // 299: kplane.core.v1.ResourceQuota.status:type_name -> kplane.core.v1.ResourceQuotaStatus
-	220, // 300: kplane.core.v1.ResourceQuotaSpec.hard:type_name -> kplane.core.v1.ResourceQuotaSpec.HardEntry
+	230, // 300: kplane.core.v1.ResourceQuotaSpec.hard:type_name -> kplane.core.v1.ResourceQuotaSpec.HardEntry
 	180, // 301: kplane.core.v1.ResourceQuotaSpec.scope_selector:type_name -> kplane.core.v1.ScopeSelector
 	181, // 302: kplane.core.v1.ScopeSelector.match_expressions:type_name -> kplane.core.v1.ScopedResourceSelectorRequirement
-	221, // 303: kplane.core.v1.ResourceQuotaStatus.hard:type_name -> kplane.core.v1.ResourceQuotaStatus.HardEntry
-	222, // 304: kplane.core.v1.ResourceQuotaStatus.used:type_name -> kplane.core.v1.ResourceQuotaStatus.UsedEntry
-	233, // 305: kplane.core.v1.ResourceQuotaList.metadata:type_name -> kplane.meta.v1.ListMeta
+	231, // 303: kplane.core.v1.ResourceQuotaStatus.hard:type_name -> kplane.core.v1.ResourceQuotaStatus.HardEntry
+	232, // 304: kplane.core.v1.ResourceQuotaStatus.used:type_name -> kplane.core.v1.ResourceQuotaStatus.UsedEntry
+	246, // 305: kplane.core.v1.ResourceQuotaList.metadata:type_name -> kplane.meta.v1.ListMeta
 	178, // 306: kplane.core.v1.ResourceQuotaList.items:type_name -> kplane.core.v1.ResourceQuota
-	231, // 307: kplane.core.v1.LimitRange.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	244, // 307: kplane.core.v1.LimitRange.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	185, // 308: kplane.core.v1.LimitRange.spec:type_name -> kplane.core.v1.LimitRangeSpec
 	186, // 309: kplane.core.v1.LimitRangeSpec.limits:type_name -> kplane.core.v1.LimitRangeItem
-	223, // 310: kplane.core.v1.LimitRangeItem.max:type_name -> kplane.core.v1.LimitRangeItem.MaxEntry
-	224, // 311: kplane.core.v1.LimitRangeItem.min:type_name -> kplane.core.v1.LimitRangeItem.MinEntry
-	225, // 312: kplane.core.v1.LimitRangeItem.default:type_name -> kplane.core.v1.LimitRangeItem.DefaultEntry
-	226, // 313: kplane.core.v1.LimitRangeItem.default_request:type_name -> kplane.core.v1.LimitRangeItem.DefaultRequestEntry
-	227, // 314: kplane.core.v1.LimitRangeItem.max_limit_request_ratio:type_name -> kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
-	233, // 315: kplane.core.v1.LimitRangeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	233, // 310: kplane.core.v1.LimitRangeItem.max:type_name -> kplane.core.v1.LimitRangeItem.MaxEntry
+	234, // 311: kplane.core.v1.LimitRangeItem.min:type_name -> kplane.core.v1.LimitRangeItem.MinEntry
+	235, // 312: kplane.core.v1.LimitRangeItem.default:type_name -> kplane.core.v1.LimitRangeItem.DefaultEntry
+	236, // 313: kplane.core.v1.LimitRangeItem.default_request:type_name -> kplane.core.v1.LimitRangeItem.DefaultRequestEntry
+	237, // 314: kplane.core.v1.LimitRangeItem.max_limit_request_ratio:type_name -> kplane.core.v1.LimitRangeItem.MaxLimitRequestRatioEntry
+	246, // 315: kplane.core.v1.LimitRangeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	184, // 316: kplane.core.v1.LimitRangeList.items:type_name -> kplane.core.v1.LimitRange
-	228, // 317: kplane.core.v1.PersistentVolumeSpec.capacity:type_name -> kplane.core.v1.PersistentVolumeSpec.CapacityEntry
-	189, // 318: kplane.core.v1.PersistentVolumeSpec.persistent_volume_source:type_name -> kplane.core.v1.PersistentVolumeSource
-	125, // 319: kplane.core.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.core.v1.ObjectReference
-	202, // 320: kplane.core.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.core.v1.VolumeNodeAffinity
-	11,  // 321: kplane.core.v1.PersistentVolumeSource.gce_persistent_disk:type_name -> kplane.core.v1.GCEPersistentDiskVolumeSource
-	12,  // 322: kplane.core.v1.PersistentVolumeSource.aws_elastic_block_store:type_name -> kplane.core.v1.AWSElasticBlockStoreVolumeSource
-	9,   // 323: kplane.core.v1.PersistentVolumeSource.host_path:type_name -> kplane.core.v1.HostPathVolumeSource
-	190, // 324: kplane.core.v1.PersistentVolumeSource.glusterfs:type_name -> kplane.core.v1.GlusterfsPersistentVolumeSource
-	16,  // 325: kplane.core.v1.PersistentVolumeSource.nfs:type_name -> kplane.core.v1.NFSVolumeSource
-	191, // 326: kplane.core.v1.PersistentVolumeSource.rbd:type_name -> kplane.core.v1.RBDPersistentVolumeSource
-	193, // 327: kplane.core.v1.PersistentVolumeSource.iscsi:type_name -> kplane.core.v1.ISCSIPersistentVolumeSource
-	194, // 328: kplane.core.v1.PersistentVolumeSource.cinder:type_name -> kplane.core.v1.CinderPersistentVolumeSource
-	195, // 329: kplane.core.v1.PersistentVolumeSource.ceph_fs:type_name -> kplane.core.v1.CephFSPersistentVolumeSource
-	30,  // 330: kplane.core.v1.PersistentVolumeSource.fc:type_name -> kplane.core.v1.FCVolumeSource
-	25,  // 331: kplane.core.v1.PersistentVolumeSource.flocker:type_name -> kplane.core.v1.FlockerVolumeSource
-	196, // 332: kplane.core.v1.PersistentVolumeSource.flex_volume:type_name -> kplane.core.v1.FlexPersistentVolumeSource
-	197, // 333: kplane.core.v1.PersistentVolumeSource.azure_file:type_name -> kplane.core.v1.AzureFilePersistentVolumeSource
-	33,  // 334: kplane.core.v1.PersistentVolumeSource.vsphere_volume:type_name -> kplane.core.v1.VsphereVirtualDiskVolumeSource
-	34,  // 335: kplane.core.v1.PersistentVolumeSource.quobyte:type_name -> kplane.core.v1.QuobyteVolumeSource
-	35,  // 336: kplane.core.v1.PersistentVolumeSource.azure_disk:type_name -> kplane.core.v1.AzureDiskVolumeSource
-	36,  // 337: kplane.core.v1.PersistentVolumeSource.photon_persistent_disk:type_name -> kplane.core.v1.PhotonPersistentDiskVolumeSource
-	44,  // 338: kplane.core.v1.PersistentVolumeSource.portworx_volume:type_name -> kplane.core.v1.PortworxVolumeSource
-	198, // 339: kplane.core.v1.PersistentVolumeSource.scale_io:type_name -> kplane.core.v1.ScaleIOPersistentVolumeSource
-	199, // 340: kplane.core.v1.PersistentVolumeSource.local:type_name -> kplane.core.v1.LocalVolumeSource
-	200, // 341: kplane.core.v1.PersistentVolumeSource.storage_os:type_name -> kplane.core.v1.StorageOSPersistentVolumeSource
-	201, // 342: kplane.core.v1.PersistentVolumeSource.csi:type_name -> kplane.core.v1.CSIPersistentVolumeSource
-	192, // 343: kplane.core.v1.RBDPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 344: kplane.core.v1.ISCSIPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 345: kplane.core.v1.CinderPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 346: kplane.core.v1.CephFSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 347: kplane.core.v1.FlexPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	229, // 348: kplane.core.v1.FlexPersistentVolumeSource.options:type_name -> kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
-	192, // 349: kplane.core.v1.ScaleIOPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
-	125, // 350: kplane.core.v1.StorageOSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.ObjectReference
-	230, // 351: kplane.core.v1.CSIPersistentVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
-	192, // 352: kplane.core.v1.CSIPersistentVolumeSource.controller_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 353: kplane.core.v1.CSIPersistentVolumeSource.node_stage_secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 354: kplane.core.v1.CSIPersistentVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 355: kplane.core.v1.CSIPersistentVolumeSource.controller_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
-	192, // 356: kplane.core.v1.CSIPersistentVolumeSource.node_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
-	91,  // 357: kplane.core.v1.VolumeNodeAffinity.required:type_name -> kplane.core.v1.NodeSelector
-	358, // [358:358] is the sub-list for method output_type
-	358, // [358:358] is the sub-list for method input_type
-	358, // [358:358] is the sub-list for extension type_name
-	358, // [358:358] is the sub-list for extension extendee
-	0,   // [0:358] is the sub-list for field type_name
+	244, // 317: kplane.core.v1.PersistentVolumeClaim.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	50,  // 318: kplane.core.v1.PersistentVolumeClaim.spec:type_name -> kplane.core.v1.PersistentVolumeClaimSpec
+	189, // 319: kplane.core.v1.PersistentVolumeClaim.status:type_name -> kplane.core.v1.PersistentVolumeClaimStatus
+	238, // 320: kplane.core.v1.PersistentVolumeClaimStatus.capacity:type_name -> kplane.core.v1.PersistentVolumeClaimStatus.CapacityEntry
+	190, // 321: kplane.core.v1.PersistentVolumeClaimStatus.conditions:type_name -> kplane.core.v1.PersistentVolumeClaimCondition
+	239, // 322: kplane.core.v1.PersistentVolumeClaimStatus.allocated_resources:type_name -> kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourcesEntry
+	240, // 323: kplane.core.v1.PersistentVolumeClaimStatus.allocated_resource_statuses:type_name -> kplane.core.v1.PersistentVolumeClaimStatus.AllocatedResourceStatusesEntry
+	191, // 324: kplane.core.v1.PersistentVolumeClaimStatus.modify_volume_status:type_name -> kplane.core.v1.ModifyVolumeStatus
+	245, // 325: kplane.core.v1.PersistentVolumeClaimCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	245, // 326: kplane.core.v1.PersistentVolumeClaimCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	246, // 327: kplane.core.v1.PersistentVolumeClaimList.metadata:type_name -> kplane.meta.v1.ListMeta
+	188, // 328: kplane.core.v1.PersistentVolumeClaimList.items:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 329: kplane.core.v1.PersistentVolume.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	194, // 330: kplane.core.v1.PersistentVolume.spec:type_name -> kplane.core.v1.PersistentVolumeSpec
+	209, // 331: kplane.core.v1.PersistentVolume.status:type_name -> kplane.core.v1.PersistentVolumeStatus
+	241, // 332: kplane.core.v1.PersistentVolumeSpec.capacity:type_name -> kplane.core.v1.PersistentVolumeSpec.CapacityEntry
+	195, // 333: kplane.core.v1.PersistentVolumeSpec.persistent_volume_source:type_name -> kplane.core.v1.PersistentVolumeSource
+	125, // 334: kplane.core.v1.PersistentVolumeSpec.claim_ref:type_name -> kplane.core.v1.ObjectReference
+	208, // 335: kplane.core.v1.PersistentVolumeSpec.node_affinity:type_name -> kplane.core.v1.VolumeNodeAffinity
+	11,  // 336: kplane.core.v1.PersistentVolumeSource.gce_persistent_disk:type_name -> kplane.core.v1.GCEPersistentDiskVolumeSource
+	12,  // 337: kplane.core.v1.PersistentVolumeSource.aws_elastic_block_store:type_name -> kplane.core.v1.AWSElasticBlockStoreVolumeSource
+	9,   // 338: kplane.core.v1.PersistentVolumeSource.host_path:type_name -> kplane.core.v1.HostPathVolumeSource
+	196, // 339: kplane.core.v1.PersistentVolumeSource.glusterfs:type_name -> kplane.core.v1.GlusterfsPersistentVolumeSource
+	16,  // 340: kplane.core.v1.PersistentVolumeSource.nfs:type_name -> kplane.core.v1.NFSVolumeSource
+	197, // 341: kplane.core.v1.PersistentVolumeSource.rbd:type_name -> kplane.core.v1.RBDPersistentVolumeSource
+	199, // 342: kplane.core.v1.PersistentVolumeSource.iscsi:type_name -> kplane.core.v1.ISCSIPersistentVolumeSource
+	200, // 343: kplane.core.v1.PersistentVolumeSource.cinder:type_name -> kplane.core.v1.CinderPersistentVolumeSource
+	201, // 344: kplane.core.v1.PersistentVolumeSource.ceph_fs:type_name -> kplane.core.v1.CephFSPersistentVolumeSource
+	30,  // 345: kplane.core.v1.PersistentVolumeSource.fc:type_name -> kplane.core.v1.FCVolumeSource
+	25,  // 346: kplane.core.v1.PersistentVolumeSource.flocker:type_name -> kplane.core.v1.FlockerVolumeSource
+	202, // 347: kplane.core.v1.PersistentVolumeSource.flex_volume:type_name -> kplane.core.v1.FlexPersistentVolumeSource
+	203, // 348: kplane.core.v1.PersistentVolumeSource.azure_file:type_name -> kplane.core.v1.AzureFilePersistentVolumeSource
+	33,  // 349: kplane.core.v1.PersistentVolumeSource.vsphere_volume:type_name -> kplane.core.v1.VsphereVirtualDiskVolumeSource
+	34,  // 350: kplane.core.v1.PersistentVolumeSource.quobyte:type_name -> kplane.core.v1.QuobyteVolumeSource
+	35,  // 351: kplane.core.v1.PersistentVolumeSource.azure_disk:type_name -> kplane.core.v1.AzureDiskVolumeSource
+	36,  // 352: kplane.core.v1.PersistentVolumeSource.photon_persistent_disk:type_name -> kplane.core.v1.PhotonPersistentDiskVolumeSource
+	44,  // 353: kplane.core.v1.PersistentVolumeSource.portworx_volume:type_name -> kplane.core.v1.PortworxVolumeSource
+	204, // 354: kplane.core.v1.PersistentVolumeSource.scale_io:type_name -> kplane.core.v1.ScaleIOPersistentVolumeSource
+	205, // 355: kplane.core.v1.PersistentVolumeSource.local:type_name -> kplane.core.v1.LocalVolumeSource
+	206, // 356: kplane.core.v1.PersistentVolumeSource.storage_os:type_name -> kplane.core.v1.StorageOSPersistentVolumeSource
+	207, // 357: kplane.core.v1.PersistentVolumeSource.csi:type_name -> kplane.core.v1.CSIPersistentVolumeSource
+	198, // 358: kplane.core.v1.RBDPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 359: kplane.core.v1.ISCSIPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 360: kplane.core.v1.CinderPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 361: kplane.core.v1.CephFSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 362: kplane.core.v1.FlexPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	242, // 363: kplane.core.v1.FlexPersistentVolumeSource.options:type_name -> kplane.core.v1.FlexPersistentVolumeSource.OptionsEntry
+	198, // 364: kplane.core.v1.ScaleIOPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.SecretReference
+	125, // 365: kplane.core.v1.StorageOSPersistentVolumeSource.secret_ref:type_name -> kplane.core.v1.ObjectReference
+	243, // 366: kplane.core.v1.CSIPersistentVolumeSource.volume_attributes:type_name -> kplane.core.v1.CSIPersistentVolumeSource.VolumeAttributesEntry
+	198, // 367: kplane.core.v1.CSIPersistentVolumeSource.controller_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 368: kplane.core.v1.CSIPersistentVolumeSource.node_stage_secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 369: kplane.core.v1.CSIPersistentVolumeSource.node_publish_secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 370: kplane.core.v1.CSIPersistentVolumeSource.controller_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
+	198, // 371: kplane.core.v1.CSIPersistentVolumeSource.node_expand_secret_ref:type_name -> kplane.core.v1.SecretReference
+	91,  // 372: kplane.core.v1.VolumeNodeAffinity.required:type_name -> kplane.core.v1.NodeSelector
+	245, // 373: kplane.core.v1.PersistentVolumeStatus.last_phase_transition_time:type_name -> google.protobuf.Timestamp
+	246, // 374: kplane.core.v1.PersistentVolumeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	193, // 375: kplane.core.v1.PersistentVolumeList.items:type_name -> kplane.core.v1.PersistentVolume
+	212, // 376: kplane.core.v1.TopologySelectorTerm.match_label_expressions:type_name -> kplane.core.v1.TopologySelectorLabelRequirement
+	377, // [377:377] is the sub-list for method output_type
+	377, // [377:377] is the sub-list for method input_type
+	377, // [377:377] is the sub-list for extension type_name
+	377, // [377:377] is the sub-list for extension extendee
+	0,   // [0:377] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_types_proto_init() }
@@ -20395,18 +21366,19 @@ func file_kplane_core_v1_types_proto_init() {
 	file_kplane_core_v1_types_proto_msgTypes[166].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[168].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[171].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[188].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[190].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[193].OneofWrappers = []any{}
-	file_kplane_core_v1_types_proto_msgTypes[197].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[189].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[194].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[196].OneofWrappers = []any{}
 	file_kplane_core_v1_types_proto_msgTypes[199].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[203].OneofWrappers = []any{}
+	file_kplane_core_v1_types_proto_msgTypes[205].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_types_proto_rawDesc), len(file_kplane_core_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   231,
+			NumMessages:   244,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

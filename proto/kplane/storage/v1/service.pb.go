@@ -1505,6 +1505,746 @@ func (x *DeleteCSINodeResponse) GetCSINode() *CSINode {
 	return nil
 }
 
+// GetStorageClassRequest names one StorageClass.
+type GetStorageClassRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetStorageClassRequest) Reset() {
+	*x = GetStorageClassRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStorageClassRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStorageClassRequest) ProtoMessage() {}
+
+func (x *GetStorageClassRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStorageClassRequest.ProtoReflect.Descriptor instead.
+func (*GetStorageClassRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetStorageClassRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetStorageClassRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetStorageClassResponse carries the StorageClass.
+type GetStorageClassResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StorageClass  *StorageClass          `protobuf:"bytes,1,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStorageClassResponse) Reset() {
+	*x = GetStorageClassResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStorageClassResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStorageClassResponse) ProtoMessage() {}
+
+func (x *GetStorageClassResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStorageClassResponse.ProtoReflect.Descriptor instead.
+func (*GetStorageClassResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetStorageClassResponse) GetStorageClass() *StorageClass {
+	if x != nil {
+		return x.StorageClass
+	}
+	return nil
+}
+
+// ListStorageClassesRequest holds Kubernetes' list options.
+type ListStorageClassesRequest struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector        string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string                 `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64                  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string                 `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64                 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListStorageClassesRequest) Reset() {
+	*x = ListStorageClassesRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStorageClassesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStorageClassesRequest) ProtoMessage() {}
+
+func (x *ListStorageClassesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStorageClassesRequest.ProtoReflect.Descriptor instead.
+func (*ListStorageClassesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListStorageClassesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListStorageClassesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListStorageClassesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListStorageClassesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListStorageClassesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListStorageClassesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListStorageClassesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListStorageClassesResponse carries the list.
+type ListStorageClassesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	List          *StorageClassList      `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStorageClassesResponse) Reset() {
+	*x = ListStorageClassesResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStorageClassesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStorageClassesResponse) ProtoMessage() {}
+
+func (x *ListStorageClassesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStorageClassesResponse.ProtoReflect.Descriptor instead.
+func (*ListStorageClassesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListStorageClassesResponse) GetList() *StorageClassList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchStorageClassesRequest holds Kubernetes' watch options.
+type WatchStorageClassesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector string                 `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string                 `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchStorageClassesRequest) Reset() {
+	*x = WatchStorageClassesRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStorageClassesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStorageClassesRequest) ProtoMessage() {}
+
+func (x *WatchStorageClassesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStorageClassesRequest.ProtoReflect.Descriptor instead.
+func (*WatchStorageClassesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WatchStorageClassesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchStorageClassesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchStorageClassesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchStorageClassesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchStorageClassesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchStorageClassesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchStorageClassesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchStorageClassesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchStorageClassesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *StorageClass          `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchStorageClassesResponse) Reset() {
+	*x = WatchStorageClassesResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchStorageClassesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchStorageClassesResponse) ProtoMessage() {}
+
+func (x *WatchStorageClassesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchStorageClassesResponse.ProtoReflect.Descriptor instead.
+func (*WatchStorageClassesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *WatchStorageClassesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchStorageClassesResponse) GetObject() *StorageClass {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchStorageClassesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateStorageClassRequest carries the new StorageClass.
+type CreateStorageClassRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	StorageClass *StorageClass          `protobuf:"bytes,2,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateStorageClassRequest) Reset() {
+	*x = CreateStorageClassRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateStorageClassRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateStorageClassRequest) ProtoMessage() {}
+
+func (x *CreateStorageClassRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateStorageClassRequest.ProtoReflect.Descriptor instead.
+func (*CreateStorageClassRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CreateStorageClassRequest) GetStorageClass() *StorageClass {
+	if x != nil {
+		return x.StorageClass
+	}
+	return nil
+}
+
+func (x *CreateStorageClassRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateStorageClassRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateStorageClassResponse carries the created StorageClass.
+type CreateStorageClassResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StorageClass  *StorageClass          `protobuf:"bytes,1,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateStorageClassResponse) Reset() {
+	*x = CreateStorageClassResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateStorageClassResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateStorageClassResponse) ProtoMessage() {}
+
+func (x *CreateStorageClassResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateStorageClassResponse.ProtoReflect.Descriptor instead.
+func (*CreateStorageClassResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CreateStorageClassResponse) GetStorageClass() *StorageClass {
+	if x != nil {
+		return x.StorageClass
+	}
+	return nil
+}
+
+// UpdateStorageClassRequest carries the replacement StorageClass.
+type UpdateStorageClassRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	StorageClass  *StorageClass          `protobuf:"bytes,3,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStorageClassRequest) Reset() {
+	*x = UpdateStorageClassRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStorageClassRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStorageClassRequest) ProtoMessage() {}
+
+func (x *UpdateStorageClassRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStorageClassRequest.ProtoReflect.Descriptor instead.
+func (*UpdateStorageClassRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *UpdateStorageClassRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateStorageClassRequest) GetStorageClass() *StorageClass {
+	if x != nil {
+		return x.StorageClass
+	}
+	return nil
+}
+
+func (x *UpdateStorageClassRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateStorageClassRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateStorageClassResponse carries the stored StorageClass.
+type UpdateStorageClassResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StorageClass  *StorageClass          `protobuf:"bytes,1,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateStorageClassResponse) Reset() {
+	*x = UpdateStorageClassResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateStorageClassResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateStorageClassResponse) ProtoMessage() {}
+
+func (x *UpdateStorageClassResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateStorageClassResponse.ProtoReflect.Descriptor instead.
+func (*UpdateStorageClassResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *UpdateStorageClassResponse) GetStorageClass() *StorageClass {
+	if x != nil {
+		return x.StorageClass
+	}
+	return nil
+}
+
+// DeleteStorageClassRequest holds Kubernetes' delete options.
+type DeleteStorageClassRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteStorageClassRequest) Reset() {
+	*x = DeleteStorageClassRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStorageClassRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStorageClassRequest) ProtoMessage() {}
+
+func (x *DeleteStorageClassRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStorageClassRequest.ProtoReflect.Descriptor instead.
+func (*DeleteStorageClassRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeleteStorageClassRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteStorageClassRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteStorageClassRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteStorageClassRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteStorageClassRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteStorageClassResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteStorageClassResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StorageClass  *StorageClass          `protobuf:"bytes,1,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteStorageClassResponse) Reset() {
+	*x = DeleteStorageClassResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStorageClassResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStorageClassResponse) ProtoMessage() {}
+
+func (x *DeleteStorageClassResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStorageClassResponse.ProtoReflect.Descriptor instead.
+func (*DeleteStorageClassResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteStorageClassResponse) GetStorageClass() *StorageClass {
+	if x != nil {
+		return x.StorageClass
+	}
+	return nil
+}
+
 // GetVolumeAttachmentRequest names one VolumeAttachment.
 type GetVolumeAttachmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1517,7 +2257,7 @@ type GetVolumeAttachmentRequest struct {
 
 func (x *GetVolumeAttachmentRequest) Reset() {
 	*x = GetVolumeAttachmentRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[24]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +2269,7 @@ func (x *GetVolumeAttachmentRequest) String() string {
 func (*GetVolumeAttachmentRequest) ProtoMessage() {}
 
 func (x *GetVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[24]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +2282,7 @@ func (x *GetVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeAttachmentRequest.ProtoReflect.Descriptor instead.
 func (*GetVolumeAttachmentRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetVolumeAttachmentRequest) GetName() string {
@@ -1569,7 +2309,7 @@ type GetVolumeAttachmentResponse struct {
 
 func (x *GetVolumeAttachmentResponse) Reset() {
 	*x = GetVolumeAttachmentResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[25]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +2321,7 @@ func (x *GetVolumeAttachmentResponse) String() string {
 func (*GetVolumeAttachmentResponse) ProtoMessage() {}
 
 func (x *GetVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[25]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +2334,7 @@ func (x *GetVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeAttachmentResponse.ProtoReflect.Descriptor instead.
 func (*GetVolumeAttachmentResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetVolumeAttachmentResponse) GetVolumeAttachment() *VolumeAttachment {
@@ -1620,7 +2360,7 @@ type ListVolumeAttachmentsRequest struct {
 
 func (x *ListVolumeAttachmentsRequest) Reset() {
 	*x = ListVolumeAttachmentsRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[26]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +2372,7 @@ func (x *ListVolumeAttachmentsRequest) String() string {
 func (*ListVolumeAttachmentsRequest) ProtoMessage() {}
 
 func (x *ListVolumeAttachmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[26]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +2385,7 @@ func (x *ListVolumeAttachmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumeAttachmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListVolumeAttachmentsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListVolumeAttachmentsRequest) GetLabelSelector() string {
@@ -1707,7 +2447,7 @@ type ListVolumeAttachmentsResponse struct {
 
 func (x *ListVolumeAttachmentsResponse) Reset() {
 	*x = ListVolumeAttachmentsResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[27]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +2459,7 @@ func (x *ListVolumeAttachmentsResponse) String() string {
 func (*ListVolumeAttachmentsResponse) ProtoMessage() {}
 
 func (x *ListVolumeAttachmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[27]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +2472,7 @@ func (x *ListVolumeAttachmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumeAttachmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListVolumeAttachmentsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListVolumeAttachmentsResponse) GetList() *VolumeAttachmentList {
@@ -1760,7 +2500,7 @@ type WatchVolumeAttachmentsRequest struct {
 
 func (x *WatchVolumeAttachmentsRequest) Reset() {
 	*x = WatchVolumeAttachmentsRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[28]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2512,7 @@ func (x *WatchVolumeAttachmentsRequest) String() string {
 func (*WatchVolumeAttachmentsRequest) ProtoMessage() {}
 
 func (x *WatchVolumeAttachmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[28]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2525,7 @@ func (x *WatchVolumeAttachmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchVolumeAttachmentsRequest.ProtoReflect.Descriptor instead.
 func (*WatchVolumeAttachmentsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchVolumeAttachmentsRequest) GetLabelSelector() string {
@@ -1851,7 +2591,7 @@ type WatchVolumeAttachmentsResponse struct {
 
 func (x *WatchVolumeAttachmentsResponse) Reset() {
 	*x = WatchVolumeAttachmentsResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[29]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2603,7 @@ func (x *WatchVolumeAttachmentsResponse) String() string {
 func (*WatchVolumeAttachmentsResponse) ProtoMessage() {}
 
 func (x *WatchVolumeAttachmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[29]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2616,7 @@ func (x *WatchVolumeAttachmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchVolumeAttachmentsResponse.ProtoReflect.Descriptor instead.
 func (*WatchVolumeAttachmentsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchVolumeAttachmentsResponse) GetType() string {
@@ -1913,7 +2653,7 @@ type CreateVolumeAttachmentRequest struct {
 
 func (x *CreateVolumeAttachmentRequest) Reset() {
 	*x = CreateVolumeAttachmentRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2665,7 @@ func (x *CreateVolumeAttachmentRequest) String() string {
 func (*CreateVolumeAttachmentRequest) ProtoMessage() {}
 
 func (x *CreateVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2678,7 @@ func (x *CreateVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeAttachmentRequest.ProtoReflect.Descriptor instead.
 func (*CreateVolumeAttachmentRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateVolumeAttachmentRequest) GetVolumeAttachment() *VolumeAttachment {
@@ -1972,7 +2712,7 @@ type CreateVolumeAttachmentResponse struct {
 
 func (x *CreateVolumeAttachmentResponse) Reset() {
 	*x = CreateVolumeAttachmentResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2724,7 @@ func (x *CreateVolumeAttachmentResponse) String() string {
 func (*CreateVolumeAttachmentResponse) ProtoMessage() {}
 
 func (x *CreateVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2737,7 @@ func (x *CreateVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeAttachmentResponse.ProtoReflect.Descriptor instead.
 func (*CreateVolumeAttachmentResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateVolumeAttachmentResponse) GetVolumeAttachment() *VolumeAttachment {
@@ -2020,7 +2760,7 @@ type UpdateVolumeAttachmentRequest struct {
 
 func (x *UpdateVolumeAttachmentRequest) Reset() {
 	*x = UpdateVolumeAttachmentRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2772,7 @@ func (x *UpdateVolumeAttachmentRequest) String() string {
 func (*UpdateVolumeAttachmentRequest) ProtoMessage() {}
 
 func (x *UpdateVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2785,7 @@ func (x *UpdateVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateVolumeAttachmentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateVolumeAttachmentRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpdateVolumeAttachmentRequest) GetName() string {
@@ -2086,7 +2826,7 @@ type UpdateVolumeAttachmentResponse struct {
 
 func (x *UpdateVolumeAttachmentResponse) Reset() {
 	*x = UpdateVolumeAttachmentResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2838,7 @@ func (x *UpdateVolumeAttachmentResponse) String() string {
 func (*UpdateVolumeAttachmentResponse) ProtoMessage() {}
 
 func (x *UpdateVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2851,7 @@ func (x *UpdateVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateVolumeAttachmentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateVolumeAttachmentResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateVolumeAttachmentResponse) GetVolumeAttachment() *VolumeAttachment {
@@ -2136,7 +2876,7 @@ type DeleteVolumeAttachmentRequest struct {
 
 func (x *DeleteVolumeAttachmentRequest) Reset() {
 	*x = DeleteVolumeAttachmentRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2888,7 @@ func (x *DeleteVolumeAttachmentRequest) String() string {
 func (*DeleteVolumeAttachmentRequest) ProtoMessage() {}
 
 func (x *DeleteVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2901,7 @@ func (x *DeleteVolumeAttachmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeAttachmentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeAttachmentRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteVolumeAttachmentRequest) GetName() string {
@@ -2210,7 +2950,7 @@ type DeleteVolumeAttachmentResponse struct {
 
 func (x *DeleteVolumeAttachmentResponse) Reset() {
 	*x = DeleteVolumeAttachmentResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2962,7 @@ func (x *DeleteVolumeAttachmentResponse) String() string {
 func (*DeleteVolumeAttachmentResponse) ProtoMessage() {}
 
 func (x *DeleteVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2975,7 @@ func (x *DeleteVolumeAttachmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteVolumeAttachmentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteVolumeAttachmentResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteVolumeAttachmentResponse) GetVolumeAttachment() *VolumeAttachment {
@@ -2259,7 +2999,7 @@ type UpdateVolumeAttachmentStatusRequest struct {
 
 func (x *UpdateVolumeAttachmentStatusRequest) Reset() {
 	*x = UpdateVolumeAttachmentStatusRequest{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +3011,7 @@ func (x *UpdateVolumeAttachmentStatusRequest) String() string {
 func (*UpdateVolumeAttachmentStatusRequest) ProtoMessage() {}
 
 func (x *UpdateVolumeAttachmentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +3024,7 @@ func (x *UpdateVolumeAttachmentStatusRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdateVolumeAttachmentStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateVolumeAttachmentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateVolumeAttachmentStatusRequest) GetName() string {
@@ -2325,7 +3065,7 @@ type UpdateVolumeAttachmentStatusResponse struct {
 
 func (x *UpdateVolumeAttachmentStatusResponse) Reset() {
 	*x = UpdateVolumeAttachmentStatusResponse{}
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +3077,7 @@ func (x *UpdateVolumeAttachmentStatusResponse) String() string {
 func (*UpdateVolumeAttachmentStatusResponse) ProtoMessage() {}
 
 func (x *UpdateVolumeAttachmentStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +3090,7 @@ func (x *UpdateVolumeAttachmentStatusResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use UpdateVolumeAttachmentStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateVolumeAttachmentStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateVolumeAttachmentStatusResponse) GetVolumeAttachment() *VolumeAttachment {
@@ -2474,7 +3214,59 @@ const file_kplane_storage_v1_service_proto_rawDesc = "" +
 	"\x15_grace_period_seconds\"P\n" +
 	"\x15DeleteCSINodeResponse\x127\n" +
 	"\n" +
-	"c_s_i_node\x18\x01 \x01(\v2\x1a.kplane.storage.v1.CSINodeR\acSINode\"[\n" +
+	"c_s_i_node\x18\x01 \x01(\v2\x1a.kplane.storage.v1.CSINodeR\acSINode\"W\n" +
+	"\x16GetStorageClassRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"_\n" +
+	"\x17GetStorageClassResponse\x12D\n" +
+	"\rstorage_class\x18\x01 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\fstorageClass\"\xbe\x02\n" +
+	"\x19ListStorageClassesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"U\n" +
+	"\x1aListStorageClassesResponse\x127\n" +
+	"\x04list\x18\x01 \x01(\v2#.kplane.storage.v1.StorageClassListR\x04list\"\x8e\x03\n" +
+	"\x1aWatchStorageClassesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\x9a\x01\n" +
+	"\x1bWatchStorageClassesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x127\n" +
+	"\x06object\x18\x02 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\x9f\x01\n" +
+	"\x19CreateStorageClassRequest\x12D\n" +
+	"\rstorage_class\x18\x02 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\fstorageClass\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"b\n" +
+	"\x1aCreateStorageClassResponse\x12D\n" +
+	"\rstorage_class\x18\x01 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\fstorageClass\"\xb3\x01\n" +
+	"\x19UpdateStorageClassRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12D\n" +
+	"\rstorage_class\x18\x03 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\fstorageClass\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"b\n" +
+	"\x1aUpdateStorageClassResponse\x12D\n" +
+	"\rstorage_class\x18\x01 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\fstorageClass\"\x8c\x02\n" +
+	"\x19DeleteStorageClassRequest\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"b\n" +
+	"\x1aDeleteStorageClassResponse\x12D\n" +
+	"\rstorage_class\x18\x01 \x01(\v2\x1f.kplane.storage.v1.StorageClassR\fstorageClass\"[\n" +
 	"\x1aGetVolumeAttachmentRequest\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"o\n" +
@@ -2554,7 +3346,14 @@ const file_kplane_storage_v1_service_proto_rawDesc = "" +
 	"c_s_i_nodeb\n" +
 	"c_s_i_node\x1a'/apis/storage.k8s.io/v1/csinodes/{name}\x12\xa2\x01\n" +
 	"\rDeleteCSINode\x12'.kplane.storage.v1.DeleteCSINodeRequest\x1a(.kplane.storage.v1.DeleteCSINodeResponse\">\x82\xd3\xe4\x93\x028:\x01*b\n" +
-	"c_s_i_node*'/apis/storage.k8s.io/v1/csinodes/{name}2\xd0\v\n" +
+	"c_s_i_node*'/apis/storage.k8s.io/v1/csinodes/{name}2\xe7\b\n" +
+	"\x13StorageClassService\x12\xae\x01\n" +
+	"\x0fGetStorageClass\x12).kplane.storage.v1.GetStorageClassRequest\x1a*.kplane.storage.v1.GetStorageClassResponse\"D\x82\xd3\xe4\x93\x02>b\rstorage_class\x12-/apis/storage.k8s.io/v1/storageclasses/{name}\x12\xa7\x01\n" +
+	"\x12ListStorageClasses\x12,.kplane.storage.v1.ListStorageClassesRequest\x1a-.kplane.storage.v1.ListStorageClassesResponse\"4\x82\xd3\xe4\x93\x02.b\x04list\x12&/apis/storage.k8s.io/v1/storageclasses\x12\xac\x01\n" +
+	"\x13WatchStorageClasses\x12-.kplane.storage.v1.WatchStorageClassesRequest\x1a..kplane.storage.v1.WatchStorageClassesResponse\"4\x82\xd3\xe4\x93\x02.\x12,/apis/storage.k8s.io/v1/watch/storageclasses0\x01\x12\xbf\x01\n" +
+	"\x12CreateStorageClass\x12,.kplane.storage.v1.CreateStorageClassRequest\x1a-.kplane.storage.v1.CreateStorageClassResponse\"L\x82\xd3\xe4\x93\x02F:\rstorage_classb\rstorage_class\"&/apis/storage.k8s.io/v1/storageclasses\x12\xc6\x01\n" +
+	"\x12UpdateStorageClass\x12,.kplane.storage.v1.UpdateStorageClassRequest\x1a-.kplane.storage.v1.UpdateStorageClassResponse\"S\x82\xd3\xe4\x93\x02M:\rstorage_classb\rstorage_class\x1a-/apis/storage.k8s.io/v1/storageclasses/{name}\x12\xba\x01\n" +
+	"\x12DeleteStorageClass\x12,.kplane.storage.v1.DeleteStorageClassRequest\x1a-.kplane.storage.v1.DeleteStorageClassResponse\"G\x82\xd3\xe4\x93\x02A:\x01*b\rstorage_class*-/apis/storage.k8s.io/v1/storageclasses/{name}2\xd0\v\n" +
 	"\x17VolumeAttachmentService\x12\xc1\x01\n" +
 	"\x13GetVolumeAttachment\x12-.kplane.storage.v1.GetVolumeAttachmentRequest\x1a..kplane.storage.v1.GetVolumeAttachmentResponse\"K\x82\xd3\xe4\x93\x02Eb\x11volume_attachment\x120/apis/storage.k8s.io/v1/volumeattachments/{name}\x12\xb3\x01\n" +
 	"\x15ListVolumeAttachments\x12/.kplane.storage.v1.ListVolumeAttachmentsRequest\x1a0.kplane.storage.v1.ListVolumeAttachmentsResponse\"7\x82\xd3\xe4\x93\x021b\x04list\x12)/apis/storage.k8s.io/v1/volumeattachments\x12\xb8\x01\n" +
@@ -2576,7 +3375,7 @@ func file_kplane_storage_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_storage_v1_service_proto_rawDescData
 }
 
-var file_kplane_storage_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_kplane_storage_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_kplane_storage_v1_service_proto_goTypes = []any{
 	(*GetCSIDriverRequest)(nil),                  // 0: kplane.storage.v1.GetCSIDriverRequest
 	(*GetCSIDriverResponse)(nil),                 // 1: kplane.storage.v1.GetCSIDriverResponse
@@ -2602,105 +3401,141 @@ var file_kplane_storage_v1_service_proto_goTypes = []any{
 	(*UpdateCSINodeResponse)(nil),                // 21: kplane.storage.v1.UpdateCSINodeResponse
 	(*DeleteCSINodeRequest)(nil),                 // 22: kplane.storage.v1.DeleteCSINodeRequest
 	(*DeleteCSINodeResponse)(nil),                // 23: kplane.storage.v1.DeleteCSINodeResponse
-	(*GetVolumeAttachmentRequest)(nil),           // 24: kplane.storage.v1.GetVolumeAttachmentRequest
-	(*GetVolumeAttachmentResponse)(nil),          // 25: kplane.storage.v1.GetVolumeAttachmentResponse
-	(*ListVolumeAttachmentsRequest)(nil),         // 26: kplane.storage.v1.ListVolumeAttachmentsRequest
-	(*ListVolumeAttachmentsResponse)(nil),        // 27: kplane.storage.v1.ListVolumeAttachmentsResponse
-	(*WatchVolumeAttachmentsRequest)(nil),        // 28: kplane.storage.v1.WatchVolumeAttachmentsRequest
-	(*WatchVolumeAttachmentsResponse)(nil),       // 29: kplane.storage.v1.WatchVolumeAttachmentsResponse
-	(*CreateVolumeAttachmentRequest)(nil),        // 30: kplane.storage.v1.CreateVolumeAttachmentRequest
-	(*CreateVolumeAttachmentResponse)(nil),       // 31: kplane.storage.v1.CreateVolumeAttachmentResponse
-	(*UpdateVolumeAttachmentRequest)(nil),        // 32: kplane.storage.v1.UpdateVolumeAttachmentRequest
-	(*UpdateVolumeAttachmentResponse)(nil),       // 33: kplane.storage.v1.UpdateVolumeAttachmentResponse
-	(*DeleteVolumeAttachmentRequest)(nil),        // 34: kplane.storage.v1.DeleteVolumeAttachmentRequest
-	(*DeleteVolumeAttachmentResponse)(nil),       // 35: kplane.storage.v1.DeleteVolumeAttachmentResponse
-	(*UpdateVolumeAttachmentStatusRequest)(nil),  // 36: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
-	(*UpdateVolumeAttachmentStatusResponse)(nil), // 37: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
-	(*CSIDriver)(nil),                            // 38: kplane.storage.v1.CSIDriver
-	(*CSIDriverList)(nil),                        // 39: kplane.storage.v1.CSIDriverList
-	(*v1.Status)(nil),                            // 40: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                     // 41: kplane.meta.v1.Preconditions
-	(*CSINode)(nil),                              // 42: kplane.storage.v1.CSINode
-	(*CSINodeList)(nil),                          // 43: kplane.storage.v1.CSINodeList
-	(*VolumeAttachment)(nil),                     // 44: kplane.storage.v1.VolumeAttachment
-	(*VolumeAttachmentList)(nil),                 // 45: kplane.storage.v1.VolumeAttachmentList
+	(*GetStorageClassRequest)(nil),               // 24: kplane.storage.v1.GetStorageClassRequest
+	(*GetStorageClassResponse)(nil),              // 25: kplane.storage.v1.GetStorageClassResponse
+	(*ListStorageClassesRequest)(nil),            // 26: kplane.storage.v1.ListStorageClassesRequest
+	(*ListStorageClassesResponse)(nil),           // 27: kplane.storage.v1.ListStorageClassesResponse
+	(*WatchStorageClassesRequest)(nil),           // 28: kplane.storage.v1.WatchStorageClassesRequest
+	(*WatchStorageClassesResponse)(nil),          // 29: kplane.storage.v1.WatchStorageClassesResponse
+	(*CreateStorageClassRequest)(nil),            // 30: kplane.storage.v1.CreateStorageClassRequest
+	(*CreateStorageClassResponse)(nil),           // 31: kplane.storage.v1.CreateStorageClassResponse
+	(*UpdateStorageClassRequest)(nil),            // 32: kplane.storage.v1.UpdateStorageClassRequest
+	(*UpdateStorageClassResponse)(nil),           // 33: kplane.storage.v1.UpdateStorageClassResponse
+	(*DeleteStorageClassRequest)(nil),            // 34: kplane.storage.v1.DeleteStorageClassRequest
+	(*DeleteStorageClassResponse)(nil),           // 35: kplane.storage.v1.DeleteStorageClassResponse
+	(*GetVolumeAttachmentRequest)(nil),           // 36: kplane.storage.v1.GetVolumeAttachmentRequest
+	(*GetVolumeAttachmentResponse)(nil),          // 37: kplane.storage.v1.GetVolumeAttachmentResponse
+	(*ListVolumeAttachmentsRequest)(nil),         // 38: kplane.storage.v1.ListVolumeAttachmentsRequest
+	(*ListVolumeAttachmentsResponse)(nil),        // 39: kplane.storage.v1.ListVolumeAttachmentsResponse
+	(*WatchVolumeAttachmentsRequest)(nil),        // 40: kplane.storage.v1.WatchVolumeAttachmentsRequest
+	(*WatchVolumeAttachmentsResponse)(nil),       // 41: kplane.storage.v1.WatchVolumeAttachmentsResponse
+	(*CreateVolumeAttachmentRequest)(nil),        // 42: kplane.storage.v1.CreateVolumeAttachmentRequest
+	(*CreateVolumeAttachmentResponse)(nil),       // 43: kplane.storage.v1.CreateVolumeAttachmentResponse
+	(*UpdateVolumeAttachmentRequest)(nil),        // 44: kplane.storage.v1.UpdateVolumeAttachmentRequest
+	(*UpdateVolumeAttachmentResponse)(nil),       // 45: kplane.storage.v1.UpdateVolumeAttachmentResponse
+	(*DeleteVolumeAttachmentRequest)(nil),        // 46: kplane.storage.v1.DeleteVolumeAttachmentRequest
+	(*DeleteVolumeAttachmentResponse)(nil),       // 47: kplane.storage.v1.DeleteVolumeAttachmentResponse
+	(*UpdateVolumeAttachmentStatusRequest)(nil),  // 48: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
+	(*UpdateVolumeAttachmentStatusResponse)(nil), // 49: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
+	(*CSIDriver)(nil),                            // 50: kplane.storage.v1.CSIDriver
+	(*CSIDriverList)(nil),                        // 51: kplane.storage.v1.CSIDriverList
+	(*v1.Status)(nil),                            // 52: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                     // 53: kplane.meta.v1.Preconditions
+	(*CSINode)(nil),                              // 54: kplane.storage.v1.CSINode
+	(*CSINodeList)(nil),                          // 55: kplane.storage.v1.CSINodeList
+	(*StorageClass)(nil),                         // 56: kplane.storage.v1.StorageClass
+	(*StorageClassList)(nil),                     // 57: kplane.storage.v1.StorageClassList
+	(*VolumeAttachment)(nil),                     // 58: kplane.storage.v1.VolumeAttachment
+	(*VolumeAttachmentList)(nil),                 // 59: kplane.storage.v1.VolumeAttachmentList
 }
 var file_kplane_storage_v1_service_proto_depIdxs = []int32{
-	38, // 0: kplane.storage.v1.GetCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	39, // 1: kplane.storage.v1.ListCSIDriversResponse.list:type_name -> kplane.storage.v1.CSIDriverList
-	38, // 2: kplane.storage.v1.WatchCSIDriversResponse.object:type_name -> kplane.storage.v1.CSIDriver
-	40, // 3: kplane.storage.v1.WatchCSIDriversResponse.status:type_name -> kplane.meta.v1.Status
-	38, // 4: kplane.storage.v1.CreateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	38, // 5: kplane.storage.v1.CreateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	38, // 6: kplane.storage.v1.UpdateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	38, // 7: kplane.storage.v1.UpdateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	41, // 8: kplane.storage.v1.DeleteCSIDriverRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	38, // 9: kplane.storage.v1.DeleteCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	42, // 10: kplane.storage.v1.GetCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	43, // 11: kplane.storage.v1.ListCSINodesResponse.list:type_name -> kplane.storage.v1.CSINodeList
-	42, // 12: kplane.storage.v1.WatchCSINodesResponse.object:type_name -> kplane.storage.v1.CSINode
-	40, // 13: kplane.storage.v1.WatchCSINodesResponse.status:type_name -> kplane.meta.v1.Status
-	42, // 14: kplane.storage.v1.CreateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	42, // 15: kplane.storage.v1.CreateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	42, // 16: kplane.storage.v1.UpdateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	42, // 17: kplane.storage.v1.UpdateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	41, // 18: kplane.storage.v1.DeleteCSINodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	42, // 19: kplane.storage.v1.DeleteCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	44, // 20: kplane.storage.v1.GetVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	45, // 21: kplane.storage.v1.ListVolumeAttachmentsResponse.list:type_name -> kplane.storage.v1.VolumeAttachmentList
-	44, // 22: kplane.storage.v1.WatchVolumeAttachmentsResponse.object:type_name -> kplane.storage.v1.VolumeAttachment
-	40, // 23: kplane.storage.v1.WatchVolumeAttachmentsResponse.status:type_name -> kplane.meta.v1.Status
-	44, // 24: kplane.storage.v1.CreateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	44, // 25: kplane.storage.v1.CreateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	44, // 26: kplane.storage.v1.UpdateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	44, // 27: kplane.storage.v1.UpdateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	41, // 28: kplane.storage.v1.DeleteVolumeAttachmentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	44, // 29: kplane.storage.v1.DeleteVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	44, // 30: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	44, // 31: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	0,  // 32: kplane.storage.v1.CSIDriverService.GetCSIDriver:input_type -> kplane.storage.v1.GetCSIDriverRequest
-	2,  // 33: kplane.storage.v1.CSIDriverService.ListCSIDrivers:input_type -> kplane.storage.v1.ListCSIDriversRequest
-	4,  // 34: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:input_type -> kplane.storage.v1.WatchCSIDriversRequest
-	6,  // 35: kplane.storage.v1.CSIDriverService.CreateCSIDriver:input_type -> kplane.storage.v1.CreateCSIDriverRequest
-	8,  // 36: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:input_type -> kplane.storage.v1.UpdateCSIDriverRequest
-	10, // 37: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:input_type -> kplane.storage.v1.DeleteCSIDriverRequest
-	12, // 38: kplane.storage.v1.CSINodeService.GetCSINode:input_type -> kplane.storage.v1.GetCSINodeRequest
-	14, // 39: kplane.storage.v1.CSINodeService.ListCSINodes:input_type -> kplane.storage.v1.ListCSINodesRequest
-	16, // 40: kplane.storage.v1.CSINodeService.WatchCSINodes:input_type -> kplane.storage.v1.WatchCSINodesRequest
-	18, // 41: kplane.storage.v1.CSINodeService.CreateCSINode:input_type -> kplane.storage.v1.CreateCSINodeRequest
-	20, // 42: kplane.storage.v1.CSINodeService.UpdateCSINode:input_type -> kplane.storage.v1.UpdateCSINodeRequest
-	22, // 43: kplane.storage.v1.CSINodeService.DeleteCSINode:input_type -> kplane.storage.v1.DeleteCSINodeRequest
-	24, // 44: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:input_type -> kplane.storage.v1.GetVolumeAttachmentRequest
-	26, // 45: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:input_type -> kplane.storage.v1.ListVolumeAttachmentsRequest
-	28, // 46: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:input_type -> kplane.storage.v1.WatchVolumeAttachmentsRequest
-	30, // 47: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:input_type -> kplane.storage.v1.CreateVolumeAttachmentRequest
-	32, // 48: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:input_type -> kplane.storage.v1.UpdateVolumeAttachmentRequest
-	34, // 49: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:input_type -> kplane.storage.v1.DeleteVolumeAttachmentRequest
-	36, // 50: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:input_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
-	1,  // 51: kplane.storage.v1.CSIDriverService.GetCSIDriver:output_type -> kplane.storage.v1.GetCSIDriverResponse
-	3,  // 52: kplane.storage.v1.CSIDriverService.ListCSIDrivers:output_type -> kplane.storage.v1.ListCSIDriversResponse
-	5,  // 53: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:output_type -> kplane.storage.v1.WatchCSIDriversResponse
-	7,  // 54: kplane.storage.v1.CSIDriverService.CreateCSIDriver:output_type -> kplane.storage.v1.CreateCSIDriverResponse
-	9,  // 55: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:output_type -> kplane.storage.v1.UpdateCSIDriverResponse
-	11, // 56: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:output_type -> kplane.storage.v1.DeleteCSIDriverResponse
-	13, // 57: kplane.storage.v1.CSINodeService.GetCSINode:output_type -> kplane.storage.v1.GetCSINodeResponse
-	15, // 58: kplane.storage.v1.CSINodeService.ListCSINodes:output_type -> kplane.storage.v1.ListCSINodesResponse
-	17, // 59: kplane.storage.v1.CSINodeService.WatchCSINodes:output_type -> kplane.storage.v1.WatchCSINodesResponse
-	19, // 60: kplane.storage.v1.CSINodeService.CreateCSINode:output_type -> kplane.storage.v1.CreateCSINodeResponse
-	21, // 61: kplane.storage.v1.CSINodeService.UpdateCSINode:output_type -> kplane.storage.v1.UpdateCSINodeResponse
-	23, // 62: kplane.storage.v1.CSINodeService.DeleteCSINode:output_type -> kplane.storage.v1.DeleteCSINodeResponse
-	25, // 63: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:output_type -> kplane.storage.v1.GetVolumeAttachmentResponse
-	27, // 64: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:output_type -> kplane.storage.v1.ListVolumeAttachmentsResponse
-	29, // 65: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:output_type -> kplane.storage.v1.WatchVolumeAttachmentsResponse
-	31, // 66: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:output_type -> kplane.storage.v1.CreateVolumeAttachmentResponse
-	33, // 67: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:output_type -> kplane.storage.v1.UpdateVolumeAttachmentResponse
-	35, // 68: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:output_type -> kplane.storage.v1.DeleteVolumeAttachmentResponse
-	37, // 69: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:output_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
-	51, // [51:70] is the sub-list for method output_type
-	32, // [32:51] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	50, // 0: kplane.storage.v1.GetCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	51, // 1: kplane.storage.v1.ListCSIDriversResponse.list:type_name -> kplane.storage.v1.CSIDriverList
+	50, // 2: kplane.storage.v1.WatchCSIDriversResponse.object:type_name -> kplane.storage.v1.CSIDriver
+	52, // 3: kplane.storage.v1.WatchCSIDriversResponse.status:type_name -> kplane.meta.v1.Status
+	50, // 4: kplane.storage.v1.CreateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	50, // 5: kplane.storage.v1.CreateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	50, // 6: kplane.storage.v1.UpdateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	50, // 7: kplane.storage.v1.UpdateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	53, // 8: kplane.storage.v1.DeleteCSIDriverRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	50, // 9: kplane.storage.v1.DeleteCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	54, // 10: kplane.storage.v1.GetCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	55, // 11: kplane.storage.v1.ListCSINodesResponse.list:type_name -> kplane.storage.v1.CSINodeList
+	54, // 12: kplane.storage.v1.WatchCSINodesResponse.object:type_name -> kplane.storage.v1.CSINode
+	52, // 13: kplane.storage.v1.WatchCSINodesResponse.status:type_name -> kplane.meta.v1.Status
+	54, // 14: kplane.storage.v1.CreateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	54, // 15: kplane.storage.v1.CreateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	54, // 16: kplane.storage.v1.UpdateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	54, // 17: kplane.storage.v1.UpdateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	53, // 18: kplane.storage.v1.DeleteCSINodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	54, // 19: kplane.storage.v1.DeleteCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	56, // 20: kplane.storage.v1.GetStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	57, // 21: kplane.storage.v1.ListStorageClassesResponse.list:type_name -> kplane.storage.v1.StorageClassList
+	56, // 22: kplane.storage.v1.WatchStorageClassesResponse.object:type_name -> kplane.storage.v1.StorageClass
+	52, // 23: kplane.storage.v1.WatchStorageClassesResponse.status:type_name -> kplane.meta.v1.Status
+	56, // 24: kplane.storage.v1.CreateStorageClassRequest.storage_class:type_name -> kplane.storage.v1.StorageClass
+	56, // 25: kplane.storage.v1.CreateStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	56, // 26: kplane.storage.v1.UpdateStorageClassRequest.storage_class:type_name -> kplane.storage.v1.StorageClass
+	56, // 27: kplane.storage.v1.UpdateStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	53, // 28: kplane.storage.v1.DeleteStorageClassRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	56, // 29: kplane.storage.v1.DeleteStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	58, // 30: kplane.storage.v1.GetVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	59, // 31: kplane.storage.v1.ListVolumeAttachmentsResponse.list:type_name -> kplane.storage.v1.VolumeAttachmentList
+	58, // 32: kplane.storage.v1.WatchVolumeAttachmentsResponse.object:type_name -> kplane.storage.v1.VolumeAttachment
+	52, // 33: kplane.storage.v1.WatchVolumeAttachmentsResponse.status:type_name -> kplane.meta.v1.Status
+	58, // 34: kplane.storage.v1.CreateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	58, // 35: kplane.storage.v1.CreateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	58, // 36: kplane.storage.v1.UpdateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	58, // 37: kplane.storage.v1.UpdateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	53, // 38: kplane.storage.v1.DeleteVolumeAttachmentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	58, // 39: kplane.storage.v1.DeleteVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	58, // 40: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	58, // 41: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	0,  // 42: kplane.storage.v1.CSIDriverService.GetCSIDriver:input_type -> kplane.storage.v1.GetCSIDriverRequest
+	2,  // 43: kplane.storage.v1.CSIDriverService.ListCSIDrivers:input_type -> kplane.storage.v1.ListCSIDriversRequest
+	4,  // 44: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:input_type -> kplane.storage.v1.WatchCSIDriversRequest
+	6,  // 45: kplane.storage.v1.CSIDriverService.CreateCSIDriver:input_type -> kplane.storage.v1.CreateCSIDriverRequest
+	8,  // 46: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:input_type -> kplane.storage.v1.UpdateCSIDriverRequest
+	10, // 47: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:input_type -> kplane.storage.v1.DeleteCSIDriverRequest
+	12, // 48: kplane.storage.v1.CSINodeService.GetCSINode:input_type -> kplane.storage.v1.GetCSINodeRequest
+	14, // 49: kplane.storage.v1.CSINodeService.ListCSINodes:input_type -> kplane.storage.v1.ListCSINodesRequest
+	16, // 50: kplane.storage.v1.CSINodeService.WatchCSINodes:input_type -> kplane.storage.v1.WatchCSINodesRequest
+	18, // 51: kplane.storage.v1.CSINodeService.CreateCSINode:input_type -> kplane.storage.v1.CreateCSINodeRequest
+	20, // 52: kplane.storage.v1.CSINodeService.UpdateCSINode:input_type -> kplane.storage.v1.UpdateCSINodeRequest
+	22, // 53: kplane.storage.v1.CSINodeService.DeleteCSINode:input_type -> kplane.storage.v1.DeleteCSINodeRequest
+	24, // 54: kplane.storage.v1.StorageClassService.GetStorageClass:input_type -> kplane.storage.v1.GetStorageClassRequest
+	26, // 55: kplane.storage.v1.StorageClassService.ListStorageClasses:input_type -> kplane.storage.v1.ListStorageClassesRequest
+	28, // 56: kplane.storage.v1.StorageClassService.WatchStorageClasses:input_type -> kplane.storage.v1.WatchStorageClassesRequest
+	30, // 57: kplane.storage.v1.StorageClassService.CreateStorageClass:input_type -> kplane.storage.v1.CreateStorageClassRequest
+	32, // 58: kplane.storage.v1.StorageClassService.UpdateStorageClass:input_type -> kplane.storage.v1.UpdateStorageClassRequest
+	34, // 59: kplane.storage.v1.StorageClassService.DeleteStorageClass:input_type -> kplane.storage.v1.DeleteStorageClassRequest
+	36, // 60: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:input_type -> kplane.storage.v1.GetVolumeAttachmentRequest
+	38, // 61: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:input_type -> kplane.storage.v1.ListVolumeAttachmentsRequest
+	40, // 62: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:input_type -> kplane.storage.v1.WatchVolumeAttachmentsRequest
+	42, // 63: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:input_type -> kplane.storage.v1.CreateVolumeAttachmentRequest
+	44, // 64: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:input_type -> kplane.storage.v1.UpdateVolumeAttachmentRequest
+	46, // 65: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:input_type -> kplane.storage.v1.DeleteVolumeAttachmentRequest
+	48, // 66: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:input_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
+	1,  // 67: kplane.storage.v1.CSIDriverService.GetCSIDriver:output_type -> kplane.storage.v1.GetCSIDriverResponse
+	3,  // 68: kplane.storage.v1.CSIDriverService.ListCSIDrivers:output_type -> kplane.storage.v1.ListCSIDriversResponse
+	5,  // 69: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:output_type -> kplane.storage.v1.WatchCSIDriversResponse
+	7,  // 70: kplane.storage.v1.CSIDriverService.CreateCSIDriver:output_type -> kplane.storage.v1.CreateCSIDriverResponse
+	9,  // 71: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:output_type -> kplane.storage.v1.UpdateCSIDriverResponse
+	11, // 72: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:output_type -> kplane.storage.v1.DeleteCSIDriverResponse
+	13, // 73: kplane.storage.v1.CSINodeService.GetCSINode:output_type -> kplane.storage.v1.GetCSINodeResponse
+	15, // 74: kplane.storage.v1.CSINodeService.ListCSINodes:output_type -> kplane.storage.v1.ListCSINodesResponse
+	17, // 75: kplane.storage.v1.CSINodeService.WatchCSINodes:output_type -> kplane.storage.v1.WatchCSINodesResponse
+	19, // 76: kplane.storage.v1.CSINodeService.CreateCSINode:output_type -> kplane.storage.v1.CreateCSINodeResponse
+	21, // 77: kplane.storage.v1.CSINodeService.UpdateCSINode:output_type -> kplane.storage.v1.UpdateCSINodeResponse
+	23, // 78: kplane.storage.v1.CSINodeService.DeleteCSINode:output_type -> kplane.storage.v1.DeleteCSINodeResponse
+	25, // 79: kplane.storage.v1.StorageClassService.GetStorageClass:output_type -> kplane.storage.v1.GetStorageClassResponse
+	27, // 80: kplane.storage.v1.StorageClassService.ListStorageClasses:output_type -> kplane.storage.v1.ListStorageClassesResponse
+	29, // 81: kplane.storage.v1.StorageClassService.WatchStorageClasses:output_type -> kplane.storage.v1.WatchStorageClassesResponse
+	31, // 82: kplane.storage.v1.StorageClassService.CreateStorageClass:output_type -> kplane.storage.v1.CreateStorageClassResponse
+	33, // 83: kplane.storage.v1.StorageClassService.UpdateStorageClass:output_type -> kplane.storage.v1.UpdateStorageClassResponse
+	35, // 84: kplane.storage.v1.StorageClassService.DeleteStorageClass:output_type -> kplane.storage.v1.DeleteStorageClassResponse
+	37, // 85: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:output_type -> kplane.storage.v1.GetVolumeAttachmentResponse
+	39, // 86: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:output_type -> kplane.storage.v1.ListVolumeAttachmentsResponse
+	41, // 87: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:output_type -> kplane.storage.v1.WatchVolumeAttachmentsResponse
+	43, // 88: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:output_type -> kplane.storage.v1.CreateVolumeAttachmentResponse
+	45, // 89: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:output_type -> kplane.storage.v1.UpdateVolumeAttachmentResponse
+	47, // 90: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:output_type -> kplane.storage.v1.DeleteVolumeAttachmentResponse
+	49, // 91: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:output_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
+	67, // [67:92] is the sub-list for method output_type
+	42, // [42:67] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_kplane_storage_v1_service_proto_init() }
@@ -2718,15 +3553,18 @@ func file_kplane_storage_v1_service_proto_init() {
 	file_kplane_storage_v1_service_proto_msgTypes[26].OneofWrappers = []any{}
 	file_kplane_storage_v1_service_proto_msgTypes[28].OneofWrappers = []any{}
 	file_kplane_storage_v1_service_proto_msgTypes[34].OneofWrappers = []any{}
+	file_kplane_storage_v1_service_proto_msgTypes[38].OneofWrappers = []any{}
+	file_kplane_storage_v1_service_proto_msgTypes[40].OneofWrappers = []any{}
+	file_kplane_storage_v1_service_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_storage_v1_service_proto_rawDesc), len(file_kplane_storage_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   50,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_kplane_storage_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_storage_v1_service_proto_depIdxs,

@@ -557,6 +557,267 @@ func local_request_CSINodeService_DeleteCSINode_0(ctx context.Context, marshaler
 	return msg, metadata, err
 }
 
+var filter_StorageClassService_GetStorageClass_0 = &utilities.DoubleArray{Encoding: map[string]int{"name": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_StorageClassService_GetStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, client StorageClassServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetStorageClassRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_GetStorageClass_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetStorageClass(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_StorageClassService_GetStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, server StorageClassServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetStorageClassRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_GetStorageClass_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetStorageClass(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_StorageClassService_ListStorageClasses_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_StorageClassService_ListStorageClasses_0(ctx context.Context, marshaler runtime.Marshaler, client StorageClassServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListStorageClassesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_ListStorageClasses_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListStorageClasses(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_StorageClassService_ListStorageClasses_0(ctx context.Context, marshaler runtime.Marshaler, server StorageClassServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListStorageClassesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_ListStorageClasses_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListStorageClasses(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_StorageClassService_WatchStorageClasses_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_StorageClassService_WatchStorageClasses_0(ctx context.Context, marshaler runtime.Marshaler, client StorageClassServiceClient, req *http.Request, pathParams map[string]string) (StorageClassService_WatchStorageClassesClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchStorageClassesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_WatchStorageClasses_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchStorageClasses(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_StorageClassService_CreateStorageClass_0 = &utilities.DoubleArray{Encoding: map[string]int{"storage_class": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_StorageClassService_CreateStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, client StorageClassServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateStorageClassRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.StorageClass); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_CreateStorageClass_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateStorageClass(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_StorageClassService_CreateStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, server StorageClassServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateStorageClassRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.StorageClass); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_CreateStorageClass_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreateStorageClass(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_StorageClassService_UpdateStorageClass_0 = &utilities.DoubleArray{Encoding: map[string]int{"storage_class": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_StorageClassService_UpdateStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, client StorageClassServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateStorageClassRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.StorageClass); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_UpdateStorageClass_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateStorageClass(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_StorageClassService_UpdateStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, server StorageClassServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateStorageClassRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.StorageClass); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_StorageClassService_UpdateStorageClass_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdateStorageClass(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_StorageClassService_DeleteStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, client StorageClassServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteStorageClassRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeleteStorageClass(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_StorageClassService_DeleteStorageClass_0(ctx context.Context, marshaler runtime.Marshaler, server StorageClassServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteStorageClassRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.DeleteStorageClass(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 var filter_VolumeAttachmentService_GetVolumeAttachment_0 = &utilities.DoubleArray{Encoding: map[string]int{"name": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
 
 func request_VolumeAttachmentService_GetVolumeAttachment_0(ctx context.Context, marshaler runtime.Marshaler, client VolumeAttachmentServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
@@ -1111,6 +1372,123 @@ func RegisterCSINodeServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 	return nil
 }
 
+// RegisterStorageClassServiceHandlerServer registers the http handlers for service StorageClassService to "mux".
+// UnaryRPC     :call StorageClassServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterStorageClassServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterStorageClassServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server StorageClassServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_StorageClassService_GetStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/GetStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_StorageClassService_GetStorageClass_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_GetStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_GetStorageClass_0{resp.(*GetStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_StorageClassService_ListStorageClasses_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/ListStorageClasses", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_StorageClassService_ListStorageClasses_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_ListStorageClasses_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_ListStorageClasses_0{resp.(*ListStorageClassesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_StorageClassService_WatchStorageClasses_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_StorageClassService_CreateStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/CreateStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_StorageClassService_CreateStorageClass_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_CreateStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_CreateStorageClass_0{resp.(*CreateStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_StorageClassService_UpdateStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/UpdateStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_StorageClassService_UpdateStorageClass_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_UpdateStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_UpdateStorageClass_0{resp.(*UpdateStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_StorageClassService_DeleteStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/DeleteStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_StorageClassService_DeleteStorageClass_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_DeleteStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_DeleteStorageClass_0{resp.(*DeleteStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
 // RegisterVolumeAttachmentServiceHandlerServer registers the http handlers for service VolumeAttachmentService to "mux".
 // UnaryRPC     :call VolumeAttachmentServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1654,6 +2032,210 @@ var (
 	forward_CSINodeService_CreateCSINode_0 = runtime.ForwardResponseMessage
 	forward_CSINodeService_UpdateCSINode_0 = runtime.ForwardResponseMessage
 	forward_CSINodeService_DeleteCSINode_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterStorageClassServiceHandlerFromEndpoint is same as RegisterStorageClassServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterStorageClassServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterStorageClassServiceHandler(ctx, mux, conn)
+}
+
+// RegisterStorageClassServiceHandler registers the http handlers for service StorageClassService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterStorageClassServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterStorageClassServiceHandlerClient(ctx, mux, NewStorageClassServiceClient(conn))
+}
+
+// RegisterStorageClassServiceHandlerClient registers the http handlers for service StorageClassService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "StorageClassServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "StorageClassServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "StorageClassServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterStorageClassServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client StorageClassServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_StorageClassService_GetStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/GetStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_StorageClassService_GetStorageClass_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_GetStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_GetStorageClass_0{resp.(*GetStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_StorageClassService_ListStorageClasses_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/ListStorageClasses", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_StorageClassService_ListStorageClasses_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_ListStorageClasses_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_ListStorageClasses_0{resp.(*ListStorageClassesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_StorageClassService_WatchStorageClasses_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/WatchStorageClasses", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/watch/storageclasses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_StorageClassService_WatchStorageClasses_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_WatchStorageClasses_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_StorageClassService_CreateStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/CreateStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_StorageClassService_CreateStorageClass_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_CreateStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_CreateStorageClass_0{resp.(*CreateStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_StorageClassService_UpdateStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/UpdateStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_StorageClassService_UpdateStorageClass_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_UpdateStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_UpdateStorageClass_0{resp.(*UpdateStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_StorageClassService_DeleteStorageClass_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.StorageClassService/DeleteStorageClass", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/storageclasses/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_StorageClassService_DeleteStorageClass_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_StorageClassService_DeleteStorageClass_0(annotatedContext, mux, outboundMarshaler, w, req, response_StorageClassService_DeleteStorageClass_0{resp.(*DeleteStorageClassResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+type response_StorageClassService_GetStorageClass_0 struct {
+	*GetStorageClassResponse
+}
+
+func (m response_StorageClassService_GetStorageClass_0) XXX_ResponseBody() interface{} {
+	response := m.GetStorageClassResponse
+	return response.StorageClass
+}
+
+type response_StorageClassService_ListStorageClasses_0 struct {
+	*ListStorageClassesResponse
+}
+
+func (m response_StorageClassService_ListStorageClasses_0) XXX_ResponseBody() interface{} {
+	response := m.ListStorageClassesResponse
+	return response.List
+}
+
+type response_StorageClassService_CreateStorageClass_0 struct {
+	*CreateStorageClassResponse
+}
+
+func (m response_StorageClassService_CreateStorageClass_0) XXX_ResponseBody() interface{} {
+	response := m.CreateStorageClassResponse
+	return response.StorageClass
+}
+
+type response_StorageClassService_UpdateStorageClass_0 struct {
+	*UpdateStorageClassResponse
+}
+
+func (m response_StorageClassService_UpdateStorageClass_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateStorageClassResponse
+	return response.StorageClass
+}
+
+type response_StorageClassService_DeleteStorageClass_0 struct {
+	*DeleteStorageClassResponse
+}
+
+func (m response_StorageClassService_DeleteStorageClass_0) XXX_ResponseBody() interface{} {
+	response := m.DeleteStorageClassResponse
+	return response.StorageClass
+}
+
+var (
+	pattern_StorageClassService_GetStorageClass_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "storage.k8s.io", "v1", "storageclasses", "name"}, ""))
+	pattern_StorageClassService_ListStorageClasses_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "storage.k8s.io", "v1", "storageclasses"}, ""))
+	pattern_StorageClassService_WatchStorageClasses_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"apis", "storage.k8s.io", "v1", "watch", "storageclasses"}, ""))
+	pattern_StorageClassService_CreateStorageClass_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "storage.k8s.io", "v1", "storageclasses"}, ""))
+	pattern_StorageClassService_UpdateStorageClass_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "storage.k8s.io", "v1", "storageclasses", "name"}, ""))
+	pattern_StorageClassService_DeleteStorageClass_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"apis", "storage.k8s.io", "v1", "storageclasses", "name"}, ""))
+)
+
+var (
+	forward_StorageClassService_GetStorageClass_0     = runtime.ForwardResponseMessage
+	forward_StorageClassService_ListStorageClasses_0  = runtime.ForwardResponseMessage
+	forward_StorageClassService_WatchStorageClasses_0 = runtime.ForwardResponseStream
+	forward_StorageClassService_CreateStorageClass_0  = runtime.ForwardResponseMessage
+	forward_StorageClassService_UpdateStorageClass_0  = runtime.ForwardResponseMessage
+	forward_StorageClassService_DeleteStorageClass_0  = runtime.ForwardResponseMessage
 )
 
 // RegisterVolumeAttachmentServiceHandlerFromEndpoint is same as RegisterVolumeAttachmentServiceHandler but

@@ -645,6 +645,318 @@ var CSINodeService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	StorageClassService_GetStorageClass_FullMethodName     = "/kplane.storage.v1.StorageClassService/GetStorageClass"
+	StorageClassService_ListStorageClasses_FullMethodName  = "/kplane.storage.v1.StorageClassService/ListStorageClasses"
+	StorageClassService_WatchStorageClasses_FullMethodName = "/kplane.storage.v1.StorageClassService/WatchStorageClasses"
+	StorageClassService_CreateStorageClass_FullMethodName  = "/kplane.storage.v1.StorageClassService/CreateStorageClass"
+	StorageClassService_UpdateStorageClass_FullMethodName  = "/kplane.storage.v1.StorageClassService/UpdateStorageClass"
+	StorageClassService_DeleteStorageClass_FullMethodName  = "/kplane.storage.v1.StorageClassService/DeleteStorageClass"
+)
+
+// StorageClassServiceClient is the client API for StorageClassService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// StorageClassService serves storageclasses (storage.k8s.io/v1, cluster-scoped).
+type StorageClassServiceClient interface {
+	// GetStorageClass reads one StorageClass.
+	GetStorageClass(ctx context.Context, in *GetStorageClassRequest, opts ...grpc.CallOption) (*GetStorageClassResponse, error)
+	// ListStorageClasses lists storageclasses, filtered by selectors, paginated.
+	ListStorageClasses(ctx context.Context, in *ListStorageClassesRequest, opts ...grpc.CallOption) (*ListStorageClassesResponse, error)
+	// WatchStorageClasses streams changes to storageclasses.
+	WatchStorageClasses(ctx context.Context, in *WatchStorageClassesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStorageClassesResponse], error)
+	// CreateStorageClass creates a StorageClass; AlreadyExists if the name is taken.
+	CreateStorageClass(ctx context.Context, in *CreateStorageClassRequest, opts ...grpc.CallOption) (*CreateStorageClassResponse, error)
+	// UpdateStorageClass replaces a StorageClass; Conflict on a stale resourceVersion.
+	UpdateStorageClass(ctx context.Context, in *UpdateStorageClassRequest, opts ...grpc.CallOption) (*UpdateStorageClassResponse, error)
+	// DeleteStorageClass deletes a StorageClass (or marks it for deletion).
+	DeleteStorageClass(ctx context.Context, in *DeleteStorageClassRequest, opts ...grpc.CallOption) (*DeleteStorageClassResponse, error)
+}
+
+type storageClassServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewStorageClassServiceClient(cc grpc.ClientConnInterface) StorageClassServiceClient {
+	return &storageClassServiceClient{cc}
+}
+
+func (c *storageClassServiceClient) GetStorageClass(ctx context.Context, in *GetStorageClassRequest, opts ...grpc.CallOption) (*GetStorageClassResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetStorageClassResponse)
+	err := c.cc.Invoke(ctx, StorageClassService_GetStorageClass_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClassServiceClient) ListStorageClasses(ctx context.Context, in *ListStorageClassesRequest, opts ...grpc.CallOption) (*ListStorageClassesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListStorageClassesResponse)
+	err := c.cc.Invoke(ctx, StorageClassService_ListStorageClasses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClassServiceClient) WatchStorageClasses(ctx context.Context, in *WatchStorageClassesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchStorageClassesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &StorageClassService_ServiceDesc.Streams[0], StorageClassService_WatchStorageClasses_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchStorageClassesRequest, WatchStorageClassesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StorageClassService_WatchStorageClassesClient = grpc.ServerStreamingClient[WatchStorageClassesResponse]
+
+func (c *storageClassServiceClient) CreateStorageClass(ctx context.Context, in *CreateStorageClassRequest, opts ...grpc.CallOption) (*CreateStorageClassResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateStorageClassResponse)
+	err := c.cc.Invoke(ctx, StorageClassService_CreateStorageClass_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClassServiceClient) UpdateStorageClass(ctx context.Context, in *UpdateStorageClassRequest, opts ...grpc.CallOption) (*UpdateStorageClassResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateStorageClassResponse)
+	err := c.cc.Invoke(ctx, StorageClassService_UpdateStorageClass_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClassServiceClient) DeleteStorageClass(ctx context.Context, in *DeleteStorageClassRequest, opts ...grpc.CallOption) (*DeleteStorageClassResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteStorageClassResponse)
+	err := c.cc.Invoke(ctx, StorageClassService_DeleteStorageClass_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StorageClassServiceServer is the server API for StorageClassService service.
+// All implementations must embed UnimplementedStorageClassServiceServer
+// for forward compatibility.
+//
+// StorageClassService serves storageclasses (storage.k8s.io/v1, cluster-scoped).
+type StorageClassServiceServer interface {
+	// GetStorageClass reads one StorageClass.
+	GetStorageClass(context.Context, *GetStorageClassRequest) (*GetStorageClassResponse, error)
+	// ListStorageClasses lists storageclasses, filtered by selectors, paginated.
+	ListStorageClasses(context.Context, *ListStorageClassesRequest) (*ListStorageClassesResponse, error)
+	// WatchStorageClasses streams changes to storageclasses.
+	WatchStorageClasses(*WatchStorageClassesRequest, grpc.ServerStreamingServer[WatchStorageClassesResponse]) error
+	// CreateStorageClass creates a StorageClass; AlreadyExists if the name is taken.
+	CreateStorageClass(context.Context, *CreateStorageClassRequest) (*CreateStorageClassResponse, error)
+	// UpdateStorageClass replaces a StorageClass; Conflict on a stale resourceVersion.
+	UpdateStorageClass(context.Context, *UpdateStorageClassRequest) (*UpdateStorageClassResponse, error)
+	// DeleteStorageClass deletes a StorageClass (or marks it for deletion).
+	DeleteStorageClass(context.Context, *DeleteStorageClassRequest) (*DeleteStorageClassResponse, error)
+	mustEmbedUnimplementedStorageClassServiceServer()
+}
+
+// UnimplementedStorageClassServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedStorageClassServiceServer struct{}
+
+func (UnimplementedStorageClassServiceServer) GetStorageClass(context.Context, *GetStorageClassRequest) (*GetStorageClassResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStorageClass not implemented")
+}
+func (UnimplementedStorageClassServiceServer) ListStorageClasses(context.Context, *ListStorageClassesRequest) (*ListStorageClassesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListStorageClasses not implemented")
+}
+func (UnimplementedStorageClassServiceServer) WatchStorageClasses(*WatchStorageClassesRequest, grpc.ServerStreamingServer[WatchStorageClassesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchStorageClasses not implemented")
+}
+func (UnimplementedStorageClassServiceServer) CreateStorageClass(context.Context, *CreateStorageClassRequest) (*CreateStorageClassResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateStorageClass not implemented")
+}
+func (UnimplementedStorageClassServiceServer) UpdateStorageClass(context.Context, *UpdateStorageClassRequest) (*UpdateStorageClassResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateStorageClass not implemented")
+}
+func (UnimplementedStorageClassServiceServer) DeleteStorageClass(context.Context, *DeleteStorageClassRequest) (*DeleteStorageClassResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteStorageClass not implemented")
+}
+func (UnimplementedStorageClassServiceServer) mustEmbedUnimplementedStorageClassServiceServer() {}
+func (UnimplementedStorageClassServiceServer) testEmbeddedByValue()                             {}
+
+// UnsafeStorageClassServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to StorageClassServiceServer will
+// result in compilation errors.
+type UnsafeStorageClassServiceServer interface {
+	mustEmbedUnimplementedStorageClassServiceServer()
+}
+
+func RegisterStorageClassServiceServer(s grpc.ServiceRegistrar, srv StorageClassServiceServer) {
+	// If the following call panics, it indicates UnimplementedStorageClassServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&StorageClassService_ServiceDesc, srv)
+}
+
+func _StorageClassService_GetStorageClass_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStorageClassRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageClassServiceServer).GetStorageClass(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageClassService_GetStorageClass_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageClassServiceServer).GetStorageClass(ctx, req.(*GetStorageClassRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StorageClassService_ListStorageClasses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListStorageClassesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageClassServiceServer).ListStorageClasses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageClassService_ListStorageClasses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageClassServiceServer).ListStorageClasses(ctx, req.(*ListStorageClassesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StorageClassService_WatchStorageClasses_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchStorageClassesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StorageClassServiceServer).WatchStorageClasses(m, &grpc.GenericServerStream[WatchStorageClassesRequest, WatchStorageClassesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StorageClassService_WatchStorageClassesServer = grpc.ServerStreamingServer[WatchStorageClassesResponse]
+
+func _StorageClassService_CreateStorageClass_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateStorageClassRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageClassServiceServer).CreateStorageClass(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageClassService_CreateStorageClass_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageClassServiceServer).CreateStorageClass(ctx, req.(*CreateStorageClassRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StorageClassService_UpdateStorageClass_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateStorageClassRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageClassServiceServer).UpdateStorageClass(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageClassService_UpdateStorageClass_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageClassServiceServer).UpdateStorageClass(ctx, req.(*UpdateStorageClassRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StorageClassService_DeleteStorageClass_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteStorageClassRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageClassServiceServer).DeleteStorageClass(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StorageClassService_DeleteStorageClass_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageClassServiceServer).DeleteStorageClass(ctx, req.(*DeleteStorageClassRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// StorageClassService_ServiceDesc is the grpc.ServiceDesc for StorageClassService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var StorageClassService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.storage.v1.StorageClassService",
+	HandlerType: (*StorageClassServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetStorageClass",
+			Handler:    _StorageClassService_GetStorageClass_Handler,
+		},
+		{
+			MethodName: "ListStorageClasses",
+			Handler:    _StorageClassService_ListStorageClasses_Handler,
+		},
+		{
+			MethodName: "CreateStorageClass",
+			Handler:    _StorageClassService_CreateStorageClass_Handler,
+		},
+		{
+			MethodName: "UpdateStorageClass",
+			Handler:    _StorageClassService_UpdateStorageClass_Handler,
+		},
+		{
+			MethodName: "DeleteStorageClass",
+			Handler:    _StorageClassService_DeleteStorageClass_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchStorageClasses",
+			Handler:       _StorageClassService_WatchStorageClasses_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/storage/v1/service.proto",
+}
+
+const (
 	VolumeAttachmentService_GetVolumeAttachment_FullMethodName          = "/kplane.storage.v1.VolumeAttachmentService/GetVolumeAttachment"
 	VolumeAttachmentService_ListVolumeAttachments_FullMethodName        = "/kplane.storage.v1.VolumeAttachmentService/ListVolumeAttachments"
 	VolumeAttachmentService_WatchVolumeAttachments_FullMethodName       = "/kplane.storage.v1.VolumeAttachmentService/WatchVolumeAttachments"

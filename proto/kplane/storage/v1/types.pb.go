@@ -29,6 +29,235 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// StorageClass describes the parameters for a class of storage for
+// which PersistentVolumes can be dynamically provisioned.
+//
+// StorageClasses are non-namespaced; the name of the storage class
+// according to etcd is in ObjectMeta.Name.
+type StorageClass struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// provisioner indicates the type of the provisioner.
+	Provisioner string `protobuf:"bytes,2,opt,name=provisioner,proto3" json:"provisioner,omitempty"`
+	// parameters holds the parameters for the provisioner that should
+	// create volumes of this storage class.
+	Parameters map[string]string `protobuf:"bytes,3,rep,name=parameters,proto3" json:"parameters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of this storage class.
+	// Defaults to Delete.
+	ReclaimPolicy *string `protobuf:"bytes,4,opt,name=reclaim_policy,json=reclaimPolicy,proto3,oneof" json:"reclaim_policy,omitempty"`
+	// mountOptions controls the mountOptions for dynamically provisioned PersistentVolumes of this storage class.
+	// e.g. ["ro", "soft"]. Not validated -
+	// mount of the PVs will simply fail if one is invalid.
+	MountOptions []string `protobuf:"bytes,5,rep,name=mount_options,json=mountOptions,proto3" json:"mount_options,omitempty"`
+	// allowVolumeExpansion shows whether the storage class allow volume expand.
+	AllowVolumeExpansion *bool `protobuf:"varint,6,opt,name=allow_volume_expansion,json=allowVolumeExpansion,proto3,oneof" json:"allow_volume_expansion,omitempty"`
+	// volumeBindingMode indicates how PersistentVolumeClaims should be
+	// provisioned and bound.  When unset, VolumeBindingImmediate is used.
+	// This field is only honored by servers that enable the VolumeScheduling feature.
+	VolumeBindingMode *string `protobuf:"bytes,7,opt,name=volume_binding_mode,json=volumeBindingMode,proto3,oneof" json:"volume_binding_mode,omitempty"`
+	// allowedTopologies restrict the node topologies where volumes can be dynamically provisioned.
+	// Each volume plugin defines its own supported topology specifications.
+	// An empty TopologySelectorTerm list means there is no topology restriction.
+	// This field is only honored by servers that enable the VolumeScheduling feature.
+	AllowedTopologies []*v11.TopologySelectorTerm `protobuf:"bytes,8,rep,name=allowed_topologies,json=allowedTopologies,proto3" json:"allowed_topologies,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StorageClass) Reset() {
+	*x = StorageClass{}
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClass) ProtoMessage() {}
+
+func (x *StorageClass) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
+func (*StorageClass) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StorageClass) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *StorageClass) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StorageClass) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StorageClass) GetProvisioner() string {
+	if x != nil {
+		return x.Provisioner
+	}
+	return ""
+}
+
+func (x *StorageClass) GetParameters() map[string]string {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
+func (x *StorageClass) GetReclaimPolicy() string {
+	if x != nil && x.ReclaimPolicy != nil {
+		return *x.ReclaimPolicy
+	}
+	return ""
+}
+
+func (x *StorageClass) GetMountOptions() []string {
+	if x != nil {
+		return x.MountOptions
+	}
+	return nil
+}
+
+func (x *StorageClass) GetAllowVolumeExpansion() bool {
+	if x != nil && x.AllowVolumeExpansion != nil {
+		return *x.AllowVolumeExpansion
+	}
+	return false
+}
+
+func (x *StorageClass) GetVolumeBindingMode() string {
+	if x != nil && x.VolumeBindingMode != nil {
+		return *x.VolumeBindingMode
+	}
+	return ""
+}
+
+func (x *StorageClass) GetAllowedTopologies() []*v11.TopologySelectorTerm {
+	if x != nil {
+		return x.AllowedTopologies
+	}
+	return nil
+}
+
+// StorageClassList is a collection of storage classes.
+type StorageClassList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is the list of StorageClasses
+	Items         []*StorageClass `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageClassList) Reset() {
+	*x = StorageClassList{}
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClassList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClassList) ProtoMessage() {}
+
+func (x *StorageClassList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClassList.ProtoReflect.Descriptor instead.
+func (*StorageClassList) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StorageClassList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *StorageClassList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *StorageClassList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *StorageClassList) GetItems() []*StorageClass {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 // CSIDriver captures information about a Container Storage Interface (CSI)
 // volume driver deployed on the cluster.
 // Kubernetes attach detach controller uses this object to determine whether attach is required.
@@ -64,7 +293,7 @@ type CSIDriver struct {
 
 func (x *CSIDriver) Reset() {
 	*x = CSIDriver{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[0]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -76,7 +305,7 @@ func (x *CSIDriver) String() string {
 func (*CSIDriver) ProtoMessage() {}
 
 func (x *CSIDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[0]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -89,7 +318,7 @@ func (x *CSIDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIDriver.ProtoReflect.Descriptor instead.
 func (*CSIDriver) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{0}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CSIDriver) GetApiVersion() string {
@@ -263,7 +492,7 @@ type CSIDriverSpec struct {
 
 func (x *CSIDriverSpec) Reset() {
 	*x = CSIDriverSpec{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[1]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +504,7 @@ func (x *CSIDriverSpec) String() string {
 func (*CSIDriverSpec) ProtoMessage() {}
 
 func (x *CSIDriverSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[1]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +517,7 @@ func (x *CSIDriverSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIDriverSpec.ProtoReflect.Descriptor instead.
 func (*CSIDriverSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CSIDriverSpec) GetAttachRequired() bool {
@@ -369,7 +598,7 @@ type TokenRequest struct {
 
 func (x *TokenRequest) Reset() {
 	*x = TokenRequest{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[2]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +610,7 @@ func (x *TokenRequest) String() string {
 func (*TokenRequest) ProtoMessage() {}
 
 func (x *TokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[2]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +623,7 @@ func (x *TokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRequest.ProtoReflect.Descriptor instead.
 func (*TokenRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TokenRequest) GetAudience() string {
@@ -436,7 +665,7 @@ type CSIDriverList struct {
 
 func (x *CSIDriverList) Reset() {
 	*x = CSIDriverList{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[3]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +677,7 @@ func (x *CSIDriverList) String() string {
 func (*CSIDriverList) ProtoMessage() {}
 
 func (x *CSIDriverList) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[3]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +690,7 @@ func (x *CSIDriverList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIDriverList.ProtoReflect.Descriptor instead.
 func (*CSIDriverList) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CSIDriverList) GetApiVersion() string {
@@ -525,7 +754,7 @@ type CSINode struct {
 
 func (x *CSINode) Reset() {
 	*x = CSINode{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[4]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +766,7 @@ func (x *CSINode) String() string {
 func (*CSINode) ProtoMessage() {}
 
 func (x *CSINode) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[4]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +779,7 @@ func (x *CSINode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
 func (*CSINode) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CSINode) GetApiVersion() string {
@@ -593,7 +822,7 @@ type CSINodeSpec struct {
 
 func (x *CSINodeSpec) Reset() {
 	*x = CSINodeSpec{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[5]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +834,7 @@ func (x *CSINodeSpec) String() string {
 func (*CSINodeSpec) ProtoMessage() {}
 
 func (x *CSINodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[5]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +847,7 @@ func (x *CSINodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeSpec.ProtoReflect.Descriptor instead.
 func (*CSINodeSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CSINodeSpec) GetDrivers() []*CSINodeDriver {
@@ -665,7 +894,7 @@ type CSINodeDriver struct {
 
 func (x *CSINodeDriver) Reset() {
 	*x = CSINodeDriver{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[6]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +906,7 @@ func (x *CSINodeDriver) String() string {
 func (*CSINodeDriver) ProtoMessage() {}
 
 func (x *CSINodeDriver) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[6]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +919,7 @@ func (x *CSINodeDriver) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeDriver.ProtoReflect.Descriptor instead.
 func (*CSINodeDriver) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CSINodeDriver) GetName() string {
@@ -735,7 +964,7 @@ type VolumeNodeResources struct {
 
 func (x *VolumeNodeResources) Reset() {
 	*x = VolumeNodeResources{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[7]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +976,7 @@ func (x *VolumeNodeResources) String() string {
 func (*VolumeNodeResources) ProtoMessage() {}
 
 func (x *VolumeNodeResources) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[7]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +989,7 @@ func (x *VolumeNodeResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeNodeResources.ProtoReflect.Descriptor instead.
 func (*VolumeNodeResources) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *VolumeNodeResources) GetCount() int32 {
@@ -795,7 +1024,7 @@ type CSINodeList struct {
 
 func (x *CSINodeList) Reset() {
 	*x = CSINodeList{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[8]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1036,7 @@ func (x *CSINodeList) String() string {
 func (*CSINodeList) ProtoMessage() {}
 
 func (x *CSINodeList) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[8]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1049,7 @@ func (x *CSINodeList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeList.ProtoReflect.Descriptor instead.
 func (*CSINodeList) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CSINodeList) GetApiVersion() string {
@@ -884,7 +1113,7 @@ type VolumeAttachment struct {
 
 func (x *VolumeAttachment) Reset() {
 	*x = VolumeAttachment{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[9]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1125,7 @@ func (x *VolumeAttachment) String() string {
 func (*VolumeAttachment) ProtoMessage() {}
 
 func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[9]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1138,7 @@ func (x *VolumeAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachment.ProtoReflect.Descriptor instead.
 func (*VolumeAttachment) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VolumeAttachment) GetApiVersion() string {
@@ -963,7 +1192,7 @@ type VolumeAttachmentSpec struct {
 
 func (x *VolumeAttachmentSpec) Reset() {
 	*x = VolumeAttachmentSpec{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[10]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1204,7 @@ func (x *VolumeAttachmentSpec) String() string {
 func (*VolumeAttachmentSpec) ProtoMessage() {}
 
 func (x *VolumeAttachmentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[10]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1217,7 @@ func (x *VolumeAttachmentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachmentSpec.ProtoReflect.Descriptor instead.
 func (*VolumeAttachmentSpec) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VolumeAttachmentSpec) GetAttacher() string {
@@ -1033,7 +1262,7 @@ type VolumeAttachmentSource struct {
 
 func (x *VolumeAttachmentSource) Reset() {
 	*x = VolumeAttachmentSource{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[11]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1274,7 @@ func (x *VolumeAttachmentSource) String() string {
 func (*VolumeAttachmentSource) ProtoMessage() {}
 
 func (x *VolumeAttachmentSource) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[11]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1287,7 @@ func (x *VolumeAttachmentSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachmentSource.ProtoReflect.Descriptor instead.
 func (*VolumeAttachmentSource) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VolumeAttachmentSource) GetPersistentVolumeName() string {
@@ -1102,7 +1331,7 @@ type VolumeAttachmentStatus struct {
 
 func (x *VolumeAttachmentStatus) Reset() {
 	*x = VolumeAttachmentStatus{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[12]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1343,7 @@ func (x *VolumeAttachmentStatus) String() string {
 func (*VolumeAttachmentStatus) ProtoMessage() {}
 
 func (x *VolumeAttachmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[12]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1356,7 @@ func (x *VolumeAttachmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachmentStatus.ProtoReflect.Descriptor instead.
 func (*VolumeAttachmentStatus) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VolumeAttachmentStatus) GetAttached() bool {
@@ -1177,7 +1406,7 @@ type VolumeError struct {
 
 func (x *VolumeError) Reset() {
 	*x = VolumeError{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[13]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1418,7 @@ func (x *VolumeError) String() string {
 func (*VolumeError) ProtoMessage() {}
 
 func (x *VolumeError) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[13]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1431,7 @@ func (x *VolumeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeError.ProtoReflect.Descriptor instead.
 func (*VolumeError) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VolumeError) GetTime() *timestamppb.Timestamp {
@@ -1251,7 +1480,7 @@ type VolumeAttachmentList struct {
 
 func (x *VolumeAttachmentList) Reset() {
 	*x = VolumeAttachmentList{}
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[14]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1492,7 @@ func (x *VolumeAttachmentList) String() string {
 func (*VolumeAttachmentList) ProtoMessage() {}
 
 func (x *VolumeAttachmentList) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_storage_v1_types_proto_msgTypes[14]
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1505,7 @@ func (x *VolumeAttachmentList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeAttachmentList.ProtoReflect.Descriptor instead.
 func (*VolumeAttachmentList) Descriptor() ([]byte, []int) {
-	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VolumeAttachmentList) GetApiVersion() string {
@@ -1311,7 +1540,33 @@ var File_kplane_storage_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_storage_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1dkplane/storage/v1/types.proto\x12\x11kplane.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\xb0\x01\n" +
+	"\x1dkplane/storage/v1/types.proto\x12\x11kplane.storage.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1akplane/core/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\x91\x05\n" +
+	"\fStorageClass\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12&\n" +
+	"\vprovisioner\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\vprovisioner\x12O\n" +
+	"\n" +
+	"parameters\x18\x03 \x03(\v2/.kplane.storage.v1.StorageClass.ParametersEntryR\n" +
+	"parameters\x12*\n" +
+	"\x0ereclaim_policy\x18\x04 \x01(\tH\x00R\rreclaimPolicy\x88\x01\x01\x12#\n" +
+	"\rmount_options\x18\x05 \x03(\tR\fmountOptions\x129\n" +
+	"\x16allow_volume_expansion\x18\x06 \x01(\bH\x01R\x14allowVolumeExpansion\x88\x01\x01\x123\n" +
+	"\x13volume_binding_mode\x18\a \x01(\tH\x02R\x11volumeBindingMode\x88\x01\x01\x12S\n" +
+	"\x12allowed_topologies\x18\b \x03(\v2$.kplane.core.v1.TopologySelectorTermR\x11allowedTopologies\x1a=\n" +
+	"\x0fParametersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x11\n" +
+	"\x0f_reclaim_policyB\x19\n" +
+	"\x17_allow_volume_expansionB\x16\n" +
+	"\x14_volume_binding_mode\"\xb6\x01\n" +
+	"\x10StorageClassList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x125\n" +
+	"\x05items\x18\x02 \x03(\v2\x1f.kplane.storage.v1.StorageClassR\x05items\"\xb0\x01\n" +
 	"\tCSIDriver\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
 	"apiVersion\x12\x13\n" +
@@ -1415,57 +1670,66 @@ func file_kplane_storage_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_storage_v1_types_proto_rawDescData
 }
 
-var file_kplane_storage_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_kplane_storage_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_kplane_storage_v1_types_proto_goTypes = []any{
-	(*CSIDriver)(nil),                // 0: kplane.storage.v1.CSIDriver
-	(*CSIDriverSpec)(nil),            // 1: kplane.storage.v1.CSIDriverSpec
-	(*TokenRequest)(nil),             // 2: kplane.storage.v1.TokenRequest
-	(*CSIDriverList)(nil),            // 3: kplane.storage.v1.CSIDriverList
-	(*CSINode)(nil),                  // 4: kplane.storage.v1.CSINode
-	(*CSINodeSpec)(nil),              // 5: kplane.storage.v1.CSINodeSpec
-	(*CSINodeDriver)(nil),            // 6: kplane.storage.v1.CSINodeDriver
-	(*VolumeNodeResources)(nil),      // 7: kplane.storage.v1.VolumeNodeResources
-	(*CSINodeList)(nil),              // 8: kplane.storage.v1.CSINodeList
-	(*VolumeAttachment)(nil),         // 9: kplane.storage.v1.VolumeAttachment
-	(*VolumeAttachmentSpec)(nil),     // 10: kplane.storage.v1.VolumeAttachmentSpec
-	(*VolumeAttachmentSource)(nil),   // 11: kplane.storage.v1.VolumeAttachmentSource
-	(*VolumeAttachmentStatus)(nil),   // 12: kplane.storage.v1.VolumeAttachmentStatus
-	(*VolumeError)(nil),              // 13: kplane.storage.v1.VolumeError
-	(*VolumeAttachmentList)(nil),     // 14: kplane.storage.v1.VolumeAttachmentList
-	nil,                              // 15: kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
-	(*v1.ObjectMeta)(nil),            // 16: kplane.meta.v1.ObjectMeta
-	(*v1.ListMeta)(nil),              // 17: kplane.meta.v1.ListMeta
-	(*v11.PersistentVolumeSpec)(nil), // 18: kplane.core.v1.PersistentVolumeSpec
-	(*timestamppb.Timestamp)(nil),    // 19: google.protobuf.Timestamp
+	(*StorageClass)(nil),             // 0: kplane.storage.v1.StorageClass
+	(*StorageClassList)(nil),         // 1: kplane.storage.v1.StorageClassList
+	(*CSIDriver)(nil),                // 2: kplane.storage.v1.CSIDriver
+	(*CSIDriverSpec)(nil),            // 3: kplane.storage.v1.CSIDriverSpec
+	(*TokenRequest)(nil),             // 4: kplane.storage.v1.TokenRequest
+	(*CSIDriverList)(nil),            // 5: kplane.storage.v1.CSIDriverList
+	(*CSINode)(nil),                  // 6: kplane.storage.v1.CSINode
+	(*CSINodeSpec)(nil),              // 7: kplane.storage.v1.CSINodeSpec
+	(*CSINodeDriver)(nil),            // 8: kplane.storage.v1.CSINodeDriver
+	(*VolumeNodeResources)(nil),      // 9: kplane.storage.v1.VolumeNodeResources
+	(*CSINodeList)(nil),              // 10: kplane.storage.v1.CSINodeList
+	(*VolumeAttachment)(nil),         // 11: kplane.storage.v1.VolumeAttachment
+	(*VolumeAttachmentSpec)(nil),     // 12: kplane.storage.v1.VolumeAttachmentSpec
+	(*VolumeAttachmentSource)(nil),   // 13: kplane.storage.v1.VolumeAttachmentSource
+	(*VolumeAttachmentStatus)(nil),   // 14: kplane.storage.v1.VolumeAttachmentStatus
+	(*VolumeError)(nil),              // 15: kplane.storage.v1.VolumeError
+	(*VolumeAttachmentList)(nil),     // 16: kplane.storage.v1.VolumeAttachmentList
+	nil,                              // 17: kplane.storage.v1.StorageClass.ParametersEntry
+	nil,                              // 18: kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
+	(*v1.ObjectMeta)(nil),            // 19: kplane.meta.v1.ObjectMeta
+	(*v11.TopologySelectorTerm)(nil), // 20: kplane.core.v1.TopologySelectorTerm
+	(*v1.ListMeta)(nil),              // 21: kplane.meta.v1.ListMeta
+	(*v11.PersistentVolumeSpec)(nil), // 22: kplane.core.v1.PersistentVolumeSpec
+	(*timestamppb.Timestamp)(nil),    // 23: google.protobuf.Timestamp
 }
 var file_kplane_storage_v1_types_proto_depIdxs = []int32{
-	16, // 0: kplane.storage.v1.CSIDriver.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	1,  // 1: kplane.storage.v1.CSIDriver.spec:type_name -> kplane.storage.v1.CSIDriverSpec
-	2,  // 2: kplane.storage.v1.CSIDriverSpec.token_requests:type_name -> kplane.storage.v1.TokenRequest
-	17, // 3: kplane.storage.v1.CSIDriverList.metadata:type_name -> kplane.meta.v1.ListMeta
-	0,  // 4: kplane.storage.v1.CSIDriverList.items:type_name -> kplane.storage.v1.CSIDriver
-	16, // 5: kplane.storage.v1.CSINode.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	5,  // 6: kplane.storage.v1.CSINode.spec:type_name -> kplane.storage.v1.CSINodeSpec
-	6,  // 7: kplane.storage.v1.CSINodeSpec.drivers:type_name -> kplane.storage.v1.CSINodeDriver
-	7,  // 8: kplane.storage.v1.CSINodeDriver.allocatable:type_name -> kplane.storage.v1.VolumeNodeResources
-	17, // 9: kplane.storage.v1.CSINodeList.metadata:type_name -> kplane.meta.v1.ListMeta
-	4,  // 10: kplane.storage.v1.CSINodeList.items:type_name -> kplane.storage.v1.CSINode
-	16, // 11: kplane.storage.v1.VolumeAttachment.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	10, // 12: kplane.storage.v1.VolumeAttachment.spec:type_name -> kplane.storage.v1.VolumeAttachmentSpec
-	12, // 13: kplane.storage.v1.VolumeAttachment.status:type_name -> kplane.storage.v1.VolumeAttachmentStatus
-	11, // 14: kplane.storage.v1.VolumeAttachmentSpec.source:type_name -> kplane.storage.v1.VolumeAttachmentSource
-	18, // 15: kplane.storage.v1.VolumeAttachmentSource.inline_volume_spec:type_name -> kplane.core.v1.PersistentVolumeSpec
-	15, // 16: kplane.storage.v1.VolumeAttachmentStatus.attachment_metadata:type_name -> kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
-	13, // 17: kplane.storage.v1.VolumeAttachmentStatus.attach_error:type_name -> kplane.storage.v1.VolumeError
-	13, // 18: kplane.storage.v1.VolumeAttachmentStatus.detach_error:type_name -> kplane.storage.v1.VolumeError
-	19, // 19: kplane.storage.v1.VolumeError.time:type_name -> google.protobuf.Timestamp
-	17, // 20: kplane.storage.v1.VolumeAttachmentList.metadata:type_name -> kplane.meta.v1.ListMeta
-	9,  // 21: kplane.storage.v1.VolumeAttachmentList.items:type_name -> kplane.storage.v1.VolumeAttachment
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	19, // 0: kplane.storage.v1.StorageClass.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	17, // 1: kplane.storage.v1.StorageClass.parameters:type_name -> kplane.storage.v1.StorageClass.ParametersEntry
+	20, // 2: kplane.storage.v1.StorageClass.allowed_topologies:type_name -> kplane.core.v1.TopologySelectorTerm
+	21, // 3: kplane.storage.v1.StorageClassList.metadata:type_name -> kplane.meta.v1.ListMeta
+	0,  // 4: kplane.storage.v1.StorageClassList.items:type_name -> kplane.storage.v1.StorageClass
+	19, // 5: kplane.storage.v1.CSIDriver.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	3,  // 6: kplane.storage.v1.CSIDriver.spec:type_name -> kplane.storage.v1.CSIDriverSpec
+	4,  // 7: kplane.storage.v1.CSIDriverSpec.token_requests:type_name -> kplane.storage.v1.TokenRequest
+	21, // 8: kplane.storage.v1.CSIDriverList.metadata:type_name -> kplane.meta.v1.ListMeta
+	2,  // 9: kplane.storage.v1.CSIDriverList.items:type_name -> kplane.storage.v1.CSIDriver
+	19, // 10: kplane.storage.v1.CSINode.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	7,  // 11: kplane.storage.v1.CSINode.spec:type_name -> kplane.storage.v1.CSINodeSpec
+	8,  // 12: kplane.storage.v1.CSINodeSpec.drivers:type_name -> kplane.storage.v1.CSINodeDriver
+	9,  // 13: kplane.storage.v1.CSINodeDriver.allocatable:type_name -> kplane.storage.v1.VolumeNodeResources
+	21, // 14: kplane.storage.v1.CSINodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	6,  // 15: kplane.storage.v1.CSINodeList.items:type_name -> kplane.storage.v1.CSINode
+	19, // 16: kplane.storage.v1.VolumeAttachment.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	12, // 17: kplane.storage.v1.VolumeAttachment.spec:type_name -> kplane.storage.v1.VolumeAttachmentSpec
+	14, // 18: kplane.storage.v1.VolumeAttachment.status:type_name -> kplane.storage.v1.VolumeAttachmentStatus
+	13, // 19: kplane.storage.v1.VolumeAttachmentSpec.source:type_name -> kplane.storage.v1.VolumeAttachmentSource
+	22, // 20: kplane.storage.v1.VolumeAttachmentSource.inline_volume_spec:type_name -> kplane.core.v1.PersistentVolumeSpec
+	18, // 21: kplane.storage.v1.VolumeAttachmentStatus.attachment_metadata:type_name -> kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
+	15, // 22: kplane.storage.v1.VolumeAttachmentStatus.attach_error:type_name -> kplane.storage.v1.VolumeError
+	15, // 23: kplane.storage.v1.VolumeAttachmentStatus.detach_error:type_name -> kplane.storage.v1.VolumeError
+	23, // 24: kplane.storage.v1.VolumeError.time:type_name -> google.protobuf.Timestamp
+	21, // 25: kplane.storage.v1.VolumeAttachmentList.metadata:type_name -> kplane.meta.v1.ListMeta
+	11, // 26: kplane.storage.v1.VolumeAttachmentList.items:type_name -> kplane.storage.v1.VolumeAttachment
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_kplane_storage_v1_types_proto_init() }
@@ -1473,18 +1737,19 @@ func file_kplane_storage_v1_types_proto_init() {
 	if File_kplane_storage_v1_types_proto != nil {
 		return
 	}
-	file_kplane_storage_v1_types_proto_msgTypes[1].OneofWrappers = []any{}
-	file_kplane_storage_v1_types_proto_msgTypes[2].OneofWrappers = []any{}
-	file_kplane_storage_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
-	file_kplane_storage_v1_types_proto_msgTypes[11].OneofWrappers = []any{}
+	file_kplane_storage_v1_types_proto_msgTypes[0].OneofWrappers = []any{}
+	file_kplane_storage_v1_types_proto_msgTypes[3].OneofWrappers = []any{}
+	file_kplane_storage_v1_types_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kplane_storage_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
 	file_kplane_storage_v1_types_proto_msgTypes[13].OneofWrappers = []any{}
+	file_kplane_storage_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_storage_v1_types_proto_rawDesc), len(file_kplane_storage_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -108,6 +108,8 @@ type Agent struct {
 	nodes     *client.Client[*corev1.Node]
 	leases    *client.Client[*coordv1.Lease]
 	objects   envObjects  // ConfigMaps and Secrets of containers' environments
+	claims    *client.Client[*corev1.PersistentVolumeClaim]
+	volumes   *client.Client[*corev1.PersistentVolume]
 	volObjs   envObjects  // the same for volumes, through a TTL cache
 	tokens    tokenSource // ServiceAccount tokens of projected volumes
 	rec       *client.Recorder
@@ -199,6 +201,12 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.objects = apiObjects{configMaps: cms, secrets: secrets}
+	if a.claims, err = client.New[*corev1.PersistentVolumeClaim](cfg.Conn); err != nil {
+		return nil, err
+	}
+	if a.volumes, err = client.New[*corev1.PersistentVolume](cfg.Conn); err != nil {
+		return nil, err
+	}
 	// Half the resync interval: every refresh of a pod's volumes (at most
 	// one per resync) sees content at most that old.
 	a.volObjs = newTTLObjects(a.objects, cfg.ResyncInterval/2)

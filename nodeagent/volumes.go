@@ -194,7 +194,52 @@ func (a *Agent) setUpVolume(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		_, err = writeAtomic(dir, payload)
 		return volumePath{path: dir, readOnly: true}, err
 	}
+	if c := src.GetPersistentVolumeClaim(); c != nil {
+		return a.claimVolume(ctx, pod, c)
+	}
 	return volumePath{}, fmt.Errorf("no volume plugin matched: kplane's node agent cannot mount %s volumes", volumeKind(src))
+}
+
+// claimVolume is a persistentVolumeClaim volume: the claim must be bound,
+// and its volume a hostPath or local one (what the node-local provisioner
+// makes), which is then mounted as that host directory. Other volume
+// sources need plugins the agent does not have.
+func (a *Agent) claimVolume(ctx context.Context, pod *corev1.Pod, src *corev1.PersistentVolumeClaimVolumeSource) (volumePath, error) {
+	ns, name := pod.GetMetadata().GetNamespace(), src.GetClaimName()
+	claim, err := a.claims.Get(ctx, ns, name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return volumePath{}, fmt.Errorf("persistentvolumeclaim %q not found", name)
+		}
+		return volumePath{}, fmt.Errorf("get persistentvolumeclaim %q: %w", name, err)
+	}
+	pvName := claim.GetSpec().GetVolumeName()
+	if claim.GetStatus().GetPhase() != "Bound" || pvName == "" {
+		return volumePath{}, fmt.Errorf("persistentvolumeclaim %q is not bound", name)
+	}
+	pv, err := a.volumes.Get(ctx, "", pvName)
+	if err != nil {
+		return volumePath{}, fmt.Errorf("get persistentvolume %q: %w", pvName, err)
+	}
+	s := pv.GetSpec().GetPersistentVolumeSource()
+	ro := src.GetReadOnly()
+	switch {
+	case s.GetHostPath() != nil:
+		hp := s.GetHostPath()
+		return volumePath{path: hp.GetPath(), readOnly: ro}, checkHostPath(hp.GetPath(), hp.GetType())
+	case s.GetLocal() != nil:
+		p := s.GetLocal().GetPath()
+		if info, err := os.Stat(p); err != nil || !info.IsDir() {
+			return volumePath{}, fmt.Errorf("local volume %q: path %q does not exist on the node", pvName, p)
+		}
+		return volumePath{path: p, readOnly: ro}, nil
+	}
+	kind := "unknown"
+	s.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		kind = fd.JSONName()
+		return false
+	})
+	return volumePath{}, fmt.Errorf("no volume plugin matched: kplane's node agent cannot mount persistent volumes of %s (volume %q)", kind, pvName)
 }
 
 // volumeKind names the source a volume uses (its JSON field name).

@@ -188,6 +188,7 @@ func newAPIServerCommand() *cobra.Command {
 			cfg.Informers = map[string][]apiserver.ObjectSink{
 				"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
 				"pods":                            {pods},
+				"persistentvolumeclaims":          {pods},
 				"serviceaccounts":                 {saAdmission},
 				"mutatingwebhookconfigurations":   {hooks},
 				"validatingwebhookconfigurations": {hooks},

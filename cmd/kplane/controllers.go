@@ -30,6 +30,7 @@ func newControllersCommand() *cobra.Command {
 		burst                             int
 		terminatedPodGCThreshold          int
 		quotaSyncPeriod                   time.Duration
+		localVolumeDir                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
@@ -74,7 +75,7 @@ func newControllersCommand() *cobra.Command {
 			}
 			cfg := controllers.Config{Conn: conn, Controllers: which, RootCA: rootCA,
 				DeploymentWorkers: deploymentSyncs, ReplicaSetWorkers: rsSyncs, GCWorkers: gcSyncs,
-				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, TerminatedPodGCThreshold: terminatedPodGCThreshold, ResourceQuotaSyncPeriod: quotaSyncPeriod, Identity: election.identity, Logger: log,
+				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, TerminatedPodGCThreshold: terminatedPodGCThreshold, ResourceQuotaSyncPeriod: quotaSyncPeriod, LocalVolumeDir: localVolumeDir, Identity: election.identity, Logger: log,
 				TracerProvider: tel.TracerProvider()}
 			if election.enabled {
 				cfg.LeaderElection = &controllers.LeaderElection{Namespace: election.namespace, Name: election.name,
@@ -98,6 +99,7 @@ func newControllersCommand() *cobra.Command {
 	f.DurationVar(&evictionTimeout, "pod-eviction-timeout", 300*time.Second, "default toleration of the unreachable taint before eviction")
 	f.IntVar(&terminatedPodGCThreshold, "terminated-pod-gc-threshold", 12500, "terminated pods that may exist before the pod garbage collector deletes the oldest (0 or less: none deleted)")
 	f.DurationVar(&quotaSyncPeriod, "resource-quota-sync-period", 5*time.Minute, "how often every ResourceQuota's usage is recounted")
+	f.StringVar(&localVolumeDir, "local-volume-dir", "/var/lib/kplane/volumes", "where the node-local provisioner (StorageClass standard) puts its volumes on their nodes")
 	f.IntVar(&deploymentSyncs, "concurrent-deployment-syncs", 5, "deployments reconciled at once")
 	f.IntVar(&rsSyncs, "concurrent-replicaset-syncs", 5, "replicasets reconciled at once")
 	f.IntVar(&gcSyncs, "concurrent-gc-syncs", 20, "garbage collector workers")

@@ -306,6 +306,9 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		args := []string{"--server", servers, "--ca-file", id.ca.file,
 			"--cert-file", id.controllers.certFile, "--key-file", id.controllers.keyFile,
 			"--leader-elect-identity", "controllers-" + strconv.Itoa(i+1),
+			// Every node of kplane up is on this machine: the node-local
+			// provisioner's volumes live in the data directory.
+			"--local-volume-dir", filepath.Join(dataDir, "volumes"),
 			"--log-level", "warn"}
 		if cfg.ControllerAPIQPS > 0 {
 			args = append(args, "--kube-api-qps", strconv.FormatFloat(cfg.ControllerAPIQPS, 'f', -1, 64),

@@ -123,6 +123,9 @@ type Config struct {
 	ResourceQuotaSyncPeriod time.Duration
 	StatefulSetWorkers      int // default 5, as Kubernetes' concurrent-statefulset-syncs
 	PersistentVolumeWorkers int // default 2
+	// LocalVolumeDir is where the node-local provisioner's volumes live on
+	// their nodes (default /var/lib/kplane/volumes).
+	LocalVolumeDir string
 	// RootCA is the CA bundle the root-ca-cert-publisher puts in every
 	// namespace's kube-root-ca.crt ConfigMap; without it that controller
 	// does not run.
@@ -356,7 +359,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 		informer(scInf.Run)
 		informer(nodeInf.Run)
 		c := persistentvolume.New(persistentvolume.Config{Claims: claims, Volumes: pvs, Classes: classes, ClaimInformer: pvcInf, VolumeInf: pvInf,
-			ClassInformer: scInf, PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+			ClassInformer: scInf, PodInformer: podInf, NodeInformer: nodeInf, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider,
+			VolumeDir: m.cfg.LocalVolumeDir})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.PersistentVolumeWorkers) })
 	}
 	if on(GarbageCollector) {

@@ -43,7 +43,9 @@ type NodeConfig struct {
 // What it allows a node n:
 //   - get, list, watch: pods, nodes, services, endpoints (core) and
 //     endpointslices (discovery.k8s.io);
-//   - get: configmaps and secrets (see NodeConfig.RelatedToNode);
+//   - get: configmaps, secrets and persistentvolumeclaims its pods use, and
+//     the persistentvolumes those claims are bound to (see
+//     NodeConfig.RelatedToNode);
 //   - create serviceaccounts/token for a ServiceAccount a pod bound to the
 //     node runs as (see NodeConfig.RelatedToNode; the API service then
 //     requires the token to be bound to such a pod, as NodeRestriction);
@@ -88,7 +90,8 @@ func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Dec
 	case a.APIGroup == "discovery.k8s.io" && a.Resource == "endpointslices" && a.Subresource == "" && slices.Contains(readVerbs, v):
 		return allow, nil
 
-	case a.APIGroup == "" && (a.Resource == "configmaps" || a.Resource == "secrets") && a.Subresource == "":
+	case a.APIGroup == "" && (a.Resource == "configmaps" || a.Resource == "secrets" ||
+		a.Resource == "persistentvolumeclaims" || a.Resource == "persistentvolumes") && a.Subresource == "":
 		if v != "get" {
 			return deny("node %q may only get individual %s", node, a.Resource)
 		}

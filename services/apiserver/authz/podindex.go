@@ -21,11 +21,15 @@ type PodIndex struct {
 	mu     sync.RWMutex
 	byNode map[string]map[string]*corev1.Pod // node -> namespace/name -> pod
 	nodeOf map[string]string                 // namespace/name -> node
+	// claims: namespace/name of a PersistentVolumeClaim -> the volume it
+	// is bound to (Config.Informers["persistentvolumeclaims"]), so that a
+	// node may read the volumes of its pods' claims.
+	claims map[string]string
 }
 
 // NewPodIndex returns an empty index.
 func NewPodIndex() *PodIndex {
-	return &PodIndex{byNode: map[string]map[string]*corev1.Pod{}, nodeOf: map[string]string{}}
+	return &PodIndex{byNode: map[string]map[string]*corev1.Pod{}, nodeOf: map[string]string{}, claims: map[string]string{}}
 }
 
 func podKey(p *corev1.Pod) string {
@@ -34,6 +38,12 @@ func podKey(p *corev1.Pod) string {
 
 // Upsert records a pod (ObjectSink); pods not bound to a node are not kept.
 func (ix *PodIndex) Upsert(obj any) {
+	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		ix.claims[c.GetMetadata().GetNamespace()+"/"+c.GetMetadata().GetName()] = c.GetSpec().GetVolumeName()
+		return
+	}
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
@@ -54,6 +64,12 @@ func (ix *PodIndex) Upsert(obj any) {
 
 // Delete forgets a pod (ObjectSink).
 func (ix *PodIndex) Delete(obj any) {
+	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		delete(ix.claims, c.GetMetadata().GetNamespace()+"/"+c.GetMetadata().GetName())
+		return
+	}
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
@@ -84,4 +100,12 @@ func (ix *PodIndex) PodsOnNode(_ context.Context, node string) ([]*corev1.Pod, e
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// ClaimVolume is the volume the claim namespace/name is bound to ("" when
+// unknown or unbound).
+func (ix *PodIndex) ClaimVolume(namespace, name string) string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.claims[namespace+"/"+name]
 }

@@ -1,6 +1,7 @@
 // This file holds how a node's pods relate it to other objects: a Secret or
 // ConfigMap that a pod bound to the node uses as a volume or in its
-// environment.
+// environment, its ServiceAccount, its PersistentVolumeClaims and the
+// volumes they are bound to.
 
 package authz
 
@@ -21,14 +22,27 @@ type PodsOnNode func(ctx context.Context, node string) ([]*corev1.Pod, error)
 // container of a pod bound to the node, in that pod's namespace — and their
 // serviceaccounts: the part of Kubernetes' node graph kplane's schema can
 // express.
-func RelatedByPods(pods PodsOnNode) func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
+func RelatedByPods(pods PodsOnNode, claimVolume func(namespace, name string) string) func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
 	return func(ctx context.Context, node, resource, namespace, name string) (bool, error) {
 		list, err := pods(ctx, node)
 		if err != nil {
 			return false, fmt.Errorf("pods on node %q: %w", node, err)
 		}
 		for _, p := range list {
-			if p.GetMetadata().GetNamespace() != namespace || p.GetSpec().GetNodeName() != node {
+			if p.GetSpec().GetNodeName() != node {
+				continue
+			}
+			if resource == "persistentvolumes" {
+				// Cluster-scoped: through a claim of the pod bound to it.
+				for _, v := range p.GetSpec().GetVolumes() {
+					if c := v.GetPersistentVolumeClaim(); c != nil && claimVolume != nil &&
+						claimVolume(p.GetMetadata().GetNamespace(), c.GetClaimName()) == name {
+						return true, nil
+					}
+				}
+				continue
+			}
+			if p.GetMetadata().GetNamespace() != namespace {
 				continue
 			}
 			if podReferences(p.GetSpec(), resource, name) {
@@ -45,6 +59,10 @@ func podReferences(spec *corev1.PodSpec, resource, name string) bool {
 	}
 	for _, v := range spec.GetVolumes() {
 		switch resource {
+		case "persistentvolumeclaims":
+			if v.GetPersistentVolumeClaim() != nil && v.GetPersistentVolumeClaim().GetClaimName() == name {
+				return true
+			}
 		case "configmaps":
 			if v.GetConfigMap() != nil && v.GetConfigMap().GetName() == name {
 				return true

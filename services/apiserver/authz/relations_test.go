@@ -17,6 +17,7 @@ func TestRelatedByPods(t *testing.T) {
 			Spec: &corev1.PodSpec{NodeName: "n1",
 				Volumes: []*corev1.Volume{{Name: "cfg", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "web-config"}}}},
 					{Name: "tls", VolumeSource: &corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "web-tls"}}},
+					{Name: "data", VolumeSource: &corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-web-0"}}},
 					{Name: "kube-api-access-x", VolumeSource: &corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []*corev1.VolumeProjection{
 						{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: &corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}},
 						{Secret: &corev1.SecretProjection{LocalObjectReference: &corev1.LocalObjectReference{Name: "projected-secret"}}}}}}}},
@@ -29,7 +30,9 @@ func TestRelatedByPods(t *testing.T) {
 			},
 		}},
 	}
-	az := NewNode(NodeConfig{RelatedToNode: RelatedByPods(func(_ context.Context, node string) ([]*corev1.Pod, error) { return pods[node], nil })})
+	claims := map[string]string{"app/data-web-0": "pv-1", "app/other": "pv-2"}
+	az := NewNode(NodeConfig{RelatedToNode: RelatedByPods(func(_ context.Context, node string) ([]*corev1.Pod, error) { return pods[node], nil },
+		func(ns, name string) string { return claims[ns+"/"+name] })})
 	tests := []struct {
 		name                     string
 		node, resource, ns, what string
@@ -51,6 +54,12 @@ func TestRelatedByPods(t *testing.T) {
 		{name: "same name, other namespace", node: "n1", resource: "secrets", ns: "default", what: "db"},
 		{name: "a configmap named like a secret", node: "n1", resource: "configmaps", ns: "app", what: "db"},
 		{name: "another node", node: "n2", resource: "secrets", ns: "app", what: "db"},
+		{name: "its pod's claim", node: "n1", resource: "persistentvolumeclaims", ns: "app", what: "data-web-0", want: true},
+		{name: "another claim", node: "n1", resource: "persistentvolumeclaims", ns: "app", what: "other"},
+		{name: "the volume of its pod's claim", node: "n1", resource: "persistentvolumes", what: "pv-1", want: true},
+		{name: "another volume", node: "n1", resource: "persistentvolumes", what: "pv-2"},
+		{name: "the volume from another node", node: "n2", resource: "persistentvolumes", what: "pv-1"},
+		{name: "list claims", node: "n1", resource: "persistentvolumeclaims", ns: "app", verb: "list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

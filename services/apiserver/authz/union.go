@@ -33,7 +33,7 @@ var _ Authorizer = Union(nil)
 func NewDefault(rbac *RBAC, pods *PodIndex) Union {
 	cfg := NodeConfig{}
 	if pods != nil {
-		cfg.RelatedToNode = RelatedByPods(pods.PodsOnNode)
+		cfg.RelatedToNode = RelatedByPods(pods.PodsOnNode, pods.ClaimVolume)
 	}
 	return Union{NewNode(cfg), rbac}
 }

@@ -264,6 +264,7 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 				"validatingwebhookconfigurations": {wh},
 				"namespaces":                      {wh},
 				"pods":                            {pods, saObjects},
+				"persistentvolumeclaims":          {pods},
 				"serviceaccounts":                 {saObjects},
 				"secrets":                         {saObjects},
 				"nodes":                           {saObjects},

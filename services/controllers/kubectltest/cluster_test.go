@@ -31,7 +31,7 @@ import (
 func startControlPlane(t *testing.T, env *clienttest.Env, withScheduler bool, which ...string) *grpc.ClientConn {
 	t.Helper()
 	admin := env.Dial(t, clienttest.AdminToken)
-	m, err := controllers.New(controllers.Config{Conn: admin, Controllers: which})
+	m, err := controllers.New(controllers.Config{Conn: admin, Controllers: which, LocalVolumeDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,8 +111,8 @@ func TestVolumesBuiltInRuntime(t *testing.T) {
 
 	// A volume the node cannot provide is not skipped.
 	pvc := c.runPod(t, withVolumes("claim", &corev1.Volume{Name: "data", VolumeSource: &corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}), "n1")
-	waitEvent(t, c, pvc, "FailedMount", `MountVolume.SetUp failed for volume "data" : no volume plugin matched: kplane's node agent cannot mount persistentVolumeClaim volumes`)
+		Nfs: &corev1.NFSVolumeSource{Server: "nfs.example.com", Path: "/exports"}}}), "n1")
+	waitEvent(t, c, pvc, "FailedMount", `MountVolume.SetUp failed for volume "data" : no volume plugin matched: kplane's node agent cannot mount nfs volumes`)
 	if p := c.waitPod(t, "default", "claim", "Pending", phaseIs(PhasePending)); p.GetStatus().GetContainerStatuses()[0].GetState().GetWaiting().GetReason() != ReasonContainerCreating {
 		t.Errorf("claim: got %v, want ContainerCreating", p.GetStatus().GetContainerStatuses()[0].GetState())
 	}

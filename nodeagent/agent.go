@@ -107,7 +107,7 @@ type Agent struct {
 	pods      *client.Client[*corev1.Pod]
 	nodes     *client.Client[*corev1.Node]
 	leases    *client.Client[*coordv1.Lease]
-	objects   envObjects  // ConfigMaps and Secrets of containers' environments
+	objects   envObjects // ConfigMaps and Secrets of containers' environments
 	claims    *client.Client[*corev1.PersistentVolumeClaim]
 	volumes   *client.Client[*corev1.PersistentVolume]
 	volObjs   envObjects  // the same for volumes, through a TTL cache

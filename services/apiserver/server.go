@@ -35,6 +35,7 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -166,6 +167,8 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	resources map[string]*resourceInfo
+	// crs holds the custom resources served (crregistry.go).
+	crs       *crRegistry
 	store     *storage
 	ownClient bool
 	cachers   map[string]*cacher
@@ -227,6 +230,7 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
+	s.crs = newCRRegistry(log)
 	s.escalation = newEscalation(s)
 	svcs, err := newServiceAddressing(cfg.Prefix, cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange)
 	if err != nil {
@@ -317,6 +321,7 @@ func New(cfg Config) (*Server, error) {
 	authorizationv1.RegisterAuthorizationServiceServer(s.grpc, &accessReviews{s: s})
 	authenticationv1.RegisterAuthenticationServiceServer(s.grpc, &authentications{s: s})
 	watchstreamv1.RegisterWatchStreamServiceServer(s.grpc, &watchStreamService{s: s})
+	dynamicv1.RegisterResourceServiceServer(s.grpc, &dynamicService{s: s})
 	reflection.Register(s.grpc)
 	// gRPC's health service: NOT_SERVING until ready and again while
 	// stopping, so that clients with health checking (client.Dial) send
@@ -325,6 +330,14 @@ func New(cfg Config) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
+}
+
+// cacherFor is r's watch cache: a built-in's, or a custom resource's own.
+func (s *Server) cacherFor(r *resourceInfo) *cacher {
+	if r.custom != nil {
+		return r.custom.cacher
+	}
+	return s.cachers[r.Resource]
 }
 
 // Addr is the address the service listens on.
@@ -367,6 +380,27 @@ func (s *Server) Run(ctx context.Context) error {
 			s.compactor.Run(ctx)
 		}()
 	}
+	// The custom resources follow the CRDs; each one's cache runs until
+	// its CRD goes or the service stops.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.feed(ctx, s.cachers["customresourcedefinitions"], &crdSink{
+			g: s.crs,
+			newC: func(r *resourceInfo) *cacher {
+				return newCacher(r, s.store, s.log, s.cfg.WatchWindow, s.cfg.WatchBuffer, s.cfg.BookmarkInterval)
+			},
+			start: func(c *cacher) context.CancelFunc {
+				cctx, stop := context.WithCancel(ctx)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.run(cctx)
+				}()
+				return stop
+			},
+		}, nil)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.grpc.Serve(s.lis) }()
 	go func() {

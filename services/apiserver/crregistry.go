@@ -1,0 +1,207 @@
+// This file holds the registry of the custom resources the service serves:
+// kept in step with the CustomResourceDefinitions through the service's own
+// watch of them, it adds a resource (and starts its watch cache) when a
+// CRD's names are accepted, and removes it (stopping the cache) when the
+// CRD goes.
+package apiserver
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
+	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
+)
+
+// customResource is what a resourceInfo of a custom resource holds beyond
+// the built-ins' fields.
+type customResource struct {
+	// crd is the CRD's name (<plural>.<group>).
+	crd      string
+	listKind string
+	// schema is the served version's; swapped whole when the CRD's schema
+	// changes (readers Load it once per request).
+	schema atomic.Pointer[crSchema]
+	// terminating is set once the CRD is being deleted: reads and deletes
+	// go on, creates are refused.
+	terminating atomic.Bool
+	cacher      *cacher
+	// stop ends the cacher's run.
+	stop context.CancelFunc
+}
+
+// crKey identifies a custom resource: group and plural.
+type crKey struct{ group, resource string }
+
+// crRegistry is the set of custom resources served. Lookups are safe from
+// any goroutine; changes come from the CRD feed only.
+type crRegistry struct {
+	log *slog.Logger
+	mu  sync.RWMutex
+	// byResource maps group and plural to the resource; byKind maps group
+	// and kind to the same.
+	byResource map[crKey]*resourceInfo
+	byKind     map[crKey]*resourceInfo
+}
+
+func newCRRegistry(log *slog.Logger) *crRegistry {
+	return &crRegistry{log: log, byResource: map[crKey]*resourceInfo{}, byKind: map[crKey]*resourceInfo{}}
+}
+
+// lookup returns the custom resource served as group and plural, or nil.
+func (g *crRegistry) lookup(group, resource string) *resourceInfo {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.byResource[crKey{group, resource}]
+}
+
+// lookupKind returns the custom resource of group and kind, or nil.
+func (g *crRegistry) lookupKind(group, kind string) *resourceInfo {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.byKind[crKey{group, kind}]
+}
+
+// crdSink applies the CRD feed to the registry. start runs a new cacher
+// until its context ends; it belongs to the feed's run, whose end stops
+// every cacher.
+type crdSink struct {
+	g     *crRegistry
+	start func(c *cacher) context.CancelFunc
+	newC  func(r *resourceInfo) *cacher
+}
+
+var _ ObjectSink = (*crdSink)(nil)
+
+// Upsert serves the CRD's resource when its names are accepted (or it is
+// Established), as kube-apiserver's CRD handler does; a CRD that is not
+// (yet) is not served. A change of anything that identifies the resource
+// (names, scope, served version, status subresource) replaces it and its
+// cache; a change of schema alone swaps the schema.
+func (k *crdSink) Upsert(o any) {
+	crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return
+	}
+	if !crdServable(crd) {
+		k.remove(crd.GetMetadata().GetName())
+		return
+	}
+	kube, err := crdToKube(crd)
+	if err != nil {
+		k.g.log.Error("custom resource not served: its CRD does not convert", "crd", crd.GetMetadata().GetName(), "err", err)
+		k.remove(crd.GetMetadata().GetName())
+		return
+	}
+	next := resourceFromCRD(kube)
+	if next == nil {
+		k.remove(kube.Name)
+		return
+	}
+	sch, err := newCRSchema(kube, next.Version)
+	if err != nil {
+		k.g.log.Error("custom resource not served", "crd", kube.Name, "err", err)
+		k.remove(kube.Name)
+		return
+	}
+	key := crKey{next.Group, next.Resource}
+	k.g.mu.RLock()
+	cur := k.g.byResource[key]
+	k.g.mu.RUnlock()
+	if cur != nil && cur.custom.crd == kube.Name && sameIdentity(cur, next) {
+		cur.custom.schema.Store(sch)
+		cur.custom.terminating.Store(kube.DeletionTimestamp != nil)
+		return
+	}
+	k.remove(kube.Name)
+	if cur != nil && cur.custom.crd != kube.Name {
+		// Another CRD holds these names (the controller refuses the
+		// second one's names, so this does not last).
+		return
+	}
+	next.custom.schema.Store(sch)
+	next.custom.terminating.Store(kube.DeletionTimestamp != nil)
+	next.custom.cacher = k.newC(next)
+	next.custom.stop = k.start(next.custom.cacher)
+	k.g.mu.Lock()
+	k.g.byResource[key] = next
+	k.g.byKind[crKey{next.Group, next.Kind}] = next
+	k.g.mu.Unlock()
+	k.g.log.Info("serving custom resource", "crd", kube.Name, "version", next.Version)
+}
+
+// Delete stops serving the CRD's resource.
+func (k *crdSink) Delete(o any) {
+	if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
+		k.remove(crd.GetMetadata().GetName())
+	}
+}
+
+// remove stops serving the resource of CRD name, if served.
+func (k *crdSink) remove(name string) {
+	k.g.mu.Lock()
+	var gone *resourceInfo
+	for key, r := range k.g.byResource {
+		if r.custom.crd == name {
+			gone = r
+			delete(k.g.byResource, key)
+			delete(k.g.byKind, crKey{r.Group, r.Kind})
+		}
+	}
+	k.g.mu.Unlock()
+	if gone != nil {
+		gone.custom.stop()
+		k.g.log.Info("custom resource no longer served", "crd", name)
+	}
+}
+
+// crdServable reports whether a CRD's resource is served: its names are
+// accepted or it is Established.
+func crdServable(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.GetStatus().GetConditions() {
+		if (c.GetType() == "NamesAccepted" || c.GetType() == "Established") && c.GetStatus() == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// resourceFromCRD is the resourceInfo of a CRD's resource at its storage
+// version, the one version served for now; nil if it has none.
+func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
+	var version string
+	var hasStatus, hasScale bool
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			version = v.Name
+			if v.Subresources != nil {
+				hasStatus = v.Subresources.Status != nil
+				hasScale = v.Subresources.Scale != nil
+			}
+		}
+	}
+	if version == "" {
+		return nil
+	}
+	_ = hasScale // the scale subresource is not served yet (docs/design.md)
+	return &resourceInfo{
+		Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind, Resource: crd.Spec.Names.Plural,
+		Namespaced: crd.Spec.Scope == kubeapiextv1.NamespaceScoped, HasStatus: hasStatus,
+		// As Kubernetes' custom resource strategy, an update needs a
+		// resourceVersion (AllowUnconditionalUpdate false).
+		New:    func() proto.Message { return &dynamicv1.Object{} },
+		custom: &customResource{crd: crd.Name, listKind: crd.Spec.Names.ListKind},
+	}
+}
+
+// sameIdentity reports whether a and b are served the same way, so that
+// a's cache can go on serving b.
+func sameIdentity(a, b *resourceInfo) bool {
+	return a.Group == b.Group && a.Version == b.Version && a.Kind == b.Kind && a.Resource == b.Resource &&
+		a.Namespaced == b.Namespaced && a.HasStatus == b.HasStatus && a.custom.listKind == b.custom.listKind
+}

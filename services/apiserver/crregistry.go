@@ -6,8 +6,11 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -65,6 +68,20 @@ func (g *crRegistry) lookupKind(group, kind string) *resourceInfo {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.byKind[crKey{group, kind}]
+}
+
+// all returns every custom resource served, by group and plural.
+func (g *crRegistry) all() []*resourceInfo {
+	g.mu.RLock()
+	out := make([]*resourceInfo, 0, len(g.byResource))
+	for _, r := range g.byResource {
+		out = append(out, r)
+	}
+	g.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *resourceInfo) int {
+		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Resource, b.Resource))
+	})
+	return out
 }
 
 // crdSink applies the CRD feed to the registry. start runs a new cacher

@@ -36,6 +36,9 @@ import (
 type crSchema struct {
 	structural *structuralschema.Structural
 	validator  apiextvalidation.SchemaValidator
+	// crd is the CRD it was built from (discovery reads its names and
+	// printer columns).
+	crd *kubeapiextv1.CustomResourceDefinition
 }
 
 // newCRSchema builds the schema of version of a CRD (v1 Go type). A CRD
@@ -63,7 +66,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	if err != nil {
 		return nil, fmt.Errorf("crd %s schema validator: %w", crd.Name, err)
 	}
-	return &crSchema{structural: st, validator: val}, nil
+	return &crSchema{structural: st, validator: val, crd: crd}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in

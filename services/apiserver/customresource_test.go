@@ -333,6 +333,9 @@ func TestCustomResourceValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: gadgets("default", ""), Object: []byte(tc.body)})
 			se := wantReason(t, err, apierrors.ReasonInvalid)
+			if want := `Gadget.example.com "` + se.Name + `" is invalid: `; se.Name == "" || !strings.HasPrefix(se.Message, want) {
+				t.Errorf("message: got %q, want it to start with %q", se.Message, want)
+			}
 			if se.Kind != "Gadget" || se.Group != "example.com" {
 				t.Errorf("details: got kind %q group %q, want Gadget, example.com", se.Kind, se.Group)
 			}

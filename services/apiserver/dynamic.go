@@ -7,6 +7,7 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -265,4 +266,40 @@ func (x *dynamicService) Delete(ctx context.Context, req *dynamicv1.DeleteReques
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
 	return &dynamicv1.DeleteResponse{Object: b}, nil
+}
+
+// Discover lists the custom resources served, with their CRDs' accepted
+// names, for the gateway's discovery documents. Only authentication is
+// required, as for Kubernetes' discovery.
+func (x *dynamicService) Discover(ctx context.Context, _ *dynamicv1.DiscoverRequest) (*dynamicv1.DiscoverResponse, error) {
+	if _, err := x.s.cfg.Authenticator.Authenticate(ctx); err != nil {
+		return nil, toGRPC(apierrors.NewUnauthorized(err.Error()))
+	}
+	resp := &dynamicv1.DiscoverResponse{}
+	for _, r := range x.s.crs.all() {
+		sch := r.custom.schema.Load()
+		if sch == nil {
+			continue
+		}
+		names := sch.crd.Status.AcceptedNames
+		if names.Plural == "" {
+			names = sch.crd.Spec.Names
+		}
+		sr := &dynamicv1.ServedResource{
+			Group: r.Group, Version: r.Version, Resource: r.Resource, Singular: names.Singular,
+			Kind: r.Kind, ListKind: r.custom.listKind, Namespaced: r.Namespaced,
+			ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus,
+		}
+		for _, v := range sch.crd.Spec.Versions {
+			if v.Name == r.Version && len(v.AdditionalPrinterColumns) > 0 {
+				b, err := json.Marshal(v.AdditionalPrinterColumns)
+				if err != nil {
+					return nil, toGRPC(apierrors.NewInternalError(err))
+				}
+				sr.PrinterColumns = b
+			}
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
 }

@@ -1132,6 +1132,217 @@ func (x *DeleteResponse) GetObject() []byte {
 	return nil
 }
 
+// DiscoverRequest asks for the custom resources served.
+type DiscoverRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoverRequest) Reset() {
+	*x = DiscoverRequest{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoverRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoverRequest) ProtoMessage() {}
+
+func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoverRequest.ProtoReflect.Descriptor instead.
+func (*DiscoverRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{18}
+}
+
+// DiscoverResponse lists them, by group and plural.
+type DiscoverResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resources     []*ServedResource      `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoverResponse) Reset() {
+	*x = DiscoverResponse{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoverResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoverResponse) ProtoMessage() {}
+
+func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoverResponse.ProtoReflect.Descriptor instead.
+func (*DiscoverResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DiscoverResponse) GetResources() []*ServedResource {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// ServedResource is one custom resource as discovery describes it, from
+// its CRD's accepted names.
+type ServedResource struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Group      string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Version    string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Resource   string                 `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+	Singular   string                 `protobuf:"bytes,4,opt,name=singular,proto3" json:"singular,omitempty"`
+	Kind       string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	ListKind   string                 `protobuf:"bytes,6,opt,name=list_kind,json=listKind,proto3" json:"list_kind,omitempty"`
+	Namespaced bool                   `protobuf:"varint,7,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	ShortNames []string               `protobuf:"bytes,8,rep,name=short_names,json=shortNames,proto3" json:"short_names,omitempty"`
+	Categories []string               `protobuf:"bytes,9,rep,name=categories,proto3" json:"categories,omitempty"`
+	// status says the status subresource is served.
+	Status bool `protobuf:"varint,10,opt,name=status,proto3" json:"status,omitempty"`
+	// printer_columns is the served version's additionalPrinterColumns as
+	// JSON (empty: none).
+	PrinterColumns []byte `protobuf:"bytes,11,opt,name=printer_columns,json=printerColumns,proto3" json:"printer_columns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ServedResource) Reset() {
+	*x = ServedResource{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedResource) ProtoMessage() {}
+
+func (x *ServedResource) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedResource.ProtoReflect.Descriptor instead.
+func (*ServedResource) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ServedResource) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ServedResource) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ServedResource) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ServedResource) GetSingular() string {
+	if x != nil {
+		return x.Singular
+	}
+	return ""
+}
+
+func (x *ServedResource) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ServedResource) GetListKind() string {
+	if x != nil {
+		return x.ListKind
+	}
+	return ""
+}
+
+func (x *ServedResource) GetNamespaced() bool {
+	if x != nil {
+		return x.Namespaced
+	}
+	return false
+}
+
+func (x *ServedResource) GetShortNames() []string {
+	if x != nil {
+		return x.ShortNames
+	}
+	return nil
+}
+
+func (x *ServedResource) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
+func (x *ServedResource) GetStatus() bool {
+	if x != nil {
+		return x.Status
+	}
+	return false
+}
+
+func (x *ServedResource) GetPrinterColumns() []byte {
+	if x != nil {
+		return x.PrinterColumns
+	}
+	return nil
+}
+
 var File_kplane_dynamic_v1_dynamic_proto protoreflect.FileDescriptor
 
 const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
@@ -1212,7 +1423,28 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\adry_run\x18\x05 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"(\n" +
 	"\x0eDeleteResponse\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object2\xbc\x04\n" +
+	"\x06object\x18\x01 \x01(\fR\x06object\"\x11\n" +
+	"\x0fDiscoverRequest\"S\n" +
+	"\x10DiscoverResponse\x12?\n" +
+	"\tresources\x18\x01 \x03(\v2!.kplane.dynamic.v1.ServedResourceR\tresources\"\xcb\x02\n" +
+	"\x0eServedResource\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1a\n" +
+	"\bsingular\x18\x04 \x01(\tR\bsingular\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tlist_kind\x18\x06 \x01(\tR\blistKind\x12\x1e\n" +
+	"\n" +
+	"namespaced\x18\a \x01(\bR\n" +
+	"namespaced\x12\x1f\n" +
+	"\vshort_names\x18\b \x03(\tR\n" +
+	"shortNames\x12\x1e\n" +
+	"\n" +
+	"categories\x18\t \x03(\tR\n" +
+	"categories\x12\x16\n" +
+	"\x06status\x18\n" +
+	" \x01(\bR\x06status\x12'\n" +
+	"\x0fprinter_columns\x18\v \x01(\fR\x0eprinterColumns2\x91\x05\n" +
 	"\x0fResourceService\x12D\n" +
 	"\x03Get\x12\x1d.kplane.dynamic.v1.GetRequest\x1a\x1e.kplane.dynamic.v1.GetResponse\x12G\n" +
 	"\x04List\x12\x1e.kplane.dynamic.v1.ListRequest\x1a\x1f.kplane.dynamic.v1.ListResponse\x12L\n" +
@@ -1220,7 +1452,8 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\x06Create\x12 .kplane.dynamic.v1.CreateRequest\x1a!.kplane.dynamic.v1.CreateResponse\x12M\n" +
 	"\x06Update\x12 .kplane.dynamic.v1.UpdateRequest\x1a!.kplane.dynamic.v1.UpdateResponse\x12_\n" +
 	"\fUpdateStatus\x12&.kplane.dynamic.v1.UpdateStatusRequest\x1a'.kplane.dynamic.v1.UpdateStatusResponse\x12M\n" +
-	"\x06Delete\x12 .kplane.dynamic.v1.DeleteRequest\x1a!.kplane.dynamic.v1.DeleteResponseB<Z:github.com/kplane/kplane/proto/kplane/dynamic/v1;dynamicv1b\x06proto3"
+	"\x06Delete\x12 .kplane.dynamic.v1.DeleteRequest\x1a!.kplane.dynamic.v1.DeleteResponse\x12S\n" +
+	"\bDiscover\x12\".kplane.dynamic.v1.DiscoverRequest\x1a#.kplane.dynamic.v1.DiscoverResponseB<Z:github.com/kplane/kplane/proto/kplane/dynamic/v1;dynamicv1b\x06proto3"
 
 var (
 	file_kplane_dynamic_v1_dynamic_proto_rawDescOnce sync.Once
@@ -1234,7 +1467,7 @@ func file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP() []byte {
 	return file_kplane_dynamic_v1_dynamic_proto_rawDescData
 }
 
-var file_kplane_dynamic_v1_dynamic_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_kplane_dynamic_v1_dynamic_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_kplane_dynamic_v1_dynamic_proto_goTypes = []any{
 	(*Object)(nil),               // 0: kplane.dynamic.v1.Object
 	(*JSON)(nil),                 // 1: kplane.dynamic.v1.JSON
@@ -1254,11 +1487,14 @@ var file_kplane_dynamic_v1_dynamic_proto_goTypes = []any{
 	(*UpdateStatusResponse)(nil), // 15: kplane.dynamic.v1.UpdateStatusResponse
 	(*DeleteRequest)(nil),        // 16: kplane.dynamic.v1.DeleteRequest
 	(*DeleteResponse)(nil),       // 17: kplane.dynamic.v1.DeleteResponse
-	(*v1.ObjectMeta)(nil),        // 18: kplane.meta.v1.ObjectMeta
-	(*v1.Preconditions)(nil),     // 19: kplane.meta.v1.Preconditions
+	(*DiscoverRequest)(nil),      // 18: kplane.dynamic.v1.DiscoverRequest
+	(*DiscoverResponse)(nil),     // 19: kplane.dynamic.v1.DiscoverResponse
+	(*ServedResource)(nil),       // 20: kplane.dynamic.v1.ServedResource
+	(*v1.ObjectMeta)(nil),        // 21: kplane.meta.v1.ObjectMeta
+	(*v1.Preconditions)(nil),     // 22: kplane.meta.v1.Preconditions
 }
 var file_kplane_dynamic_v1_dynamic_proto_depIdxs = []int32{
-	18, // 0: kplane.dynamic.v1.Object.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	21, // 0: kplane.dynamic.v1.Object.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,  // 1: kplane.dynamic.v1.Object.status:type_name -> kplane.dynamic.v1.JSON
 	2,  // 2: kplane.dynamic.v1.GetRequest.target:type_name -> kplane.dynamic.v1.Target
 	2,  // 3: kplane.dynamic.v1.ListRequest.target:type_name -> kplane.dynamic.v1.Target
@@ -1270,26 +1506,29 @@ var file_kplane_dynamic_v1_dynamic_proto_depIdxs = []int32{
 	2,  // 9: kplane.dynamic.v1.UpdateStatusRequest.target:type_name -> kplane.dynamic.v1.Target
 	9,  // 10: kplane.dynamic.v1.UpdateStatusRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
 	2,  // 11: kplane.dynamic.v1.DeleteRequest.target:type_name -> kplane.dynamic.v1.Target
-	19, // 12: kplane.dynamic.v1.DeleteRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	3,  // 13: kplane.dynamic.v1.ResourceService.Get:input_type -> kplane.dynamic.v1.GetRequest
-	5,  // 14: kplane.dynamic.v1.ResourceService.List:input_type -> kplane.dynamic.v1.ListRequest
-	7,  // 15: kplane.dynamic.v1.ResourceService.Watch:input_type -> kplane.dynamic.v1.WatchRequest
-	10, // 16: kplane.dynamic.v1.ResourceService.Create:input_type -> kplane.dynamic.v1.CreateRequest
-	12, // 17: kplane.dynamic.v1.ResourceService.Update:input_type -> kplane.dynamic.v1.UpdateRequest
-	14, // 18: kplane.dynamic.v1.ResourceService.UpdateStatus:input_type -> kplane.dynamic.v1.UpdateStatusRequest
-	16, // 19: kplane.dynamic.v1.ResourceService.Delete:input_type -> kplane.dynamic.v1.DeleteRequest
-	4,  // 20: kplane.dynamic.v1.ResourceService.Get:output_type -> kplane.dynamic.v1.GetResponse
-	6,  // 21: kplane.dynamic.v1.ResourceService.List:output_type -> kplane.dynamic.v1.ListResponse
-	8,  // 22: kplane.dynamic.v1.ResourceService.Watch:output_type -> kplane.dynamic.v1.WatchResponse
-	11, // 23: kplane.dynamic.v1.ResourceService.Create:output_type -> kplane.dynamic.v1.CreateResponse
-	13, // 24: kplane.dynamic.v1.ResourceService.Update:output_type -> kplane.dynamic.v1.UpdateResponse
-	15, // 25: kplane.dynamic.v1.ResourceService.UpdateStatus:output_type -> kplane.dynamic.v1.UpdateStatusResponse
-	17, // 26: kplane.dynamic.v1.ResourceService.Delete:output_type -> kplane.dynamic.v1.DeleteResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	22, // 12: kplane.dynamic.v1.DeleteRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	20, // 13: kplane.dynamic.v1.DiscoverResponse.resources:type_name -> kplane.dynamic.v1.ServedResource
+	3,  // 14: kplane.dynamic.v1.ResourceService.Get:input_type -> kplane.dynamic.v1.GetRequest
+	5,  // 15: kplane.dynamic.v1.ResourceService.List:input_type -> kplane.dynamic.v1.ListRequest
+	7,  // 16: kplane.dynamic.v1.ResourceService.Watch:input_type -> kplane.dynamic.v1.WatchRequest
+	10, // 17: kplane.dynamic.v1.ResourceService.Create:input_type -> kplane.dynamic.v1.CreateRequest
+	12, // 18: kplane.dynamic.v1.ResourceService.Update:input_type -> kplane.dynamic.v1.UpdateRequest
+	14, // 19: kplane.dynamic.v1.ResourceService.UpdateStatus:input_type -> kplane.dynamic.v1.UpdateStatusRequest
+	16, // 20: kplane.dynamic.v1.ResourceService.Delete:input_type -> kplane.dynamic.v1.DeleteRequest
+	18, // 21: kplane.dynamic.v1.ResourceService.Discover:input_type -> kplane.dynamic.v1.DiscoverRequest
+	4,  // 22: kplane.dynamic.v1.ResourceService.Get:output_type -> kplane.dynamic.v1.GetResponse
+	6,  // 23: kplane.dynamic.v1.ResourceService.List:output_type -> kplane.dynamic.v1.ListResponse
+	8,  // 24: kplane.dynamic.v1.ResourceService.Watch:output_type -> kplane.dynamic.v1.WatchResponse
+	11, // 25: kplane.dynamic.v1.ResourceService.Create:output_type -> kplane.dynamic.v1.CreateResponse
+	13, // 26: kplane.dynamic.v1.ResourceService.Update:output_type -> kplane.dynamic.v1.UpdateResponse
+	15, // 27: kplane.dynamic.v1.ResourceService.UpdateStatus:output_type -> kplane.dynamic.v1.UpdateStatusResponse
+	17, // 28: kplane.dynamic.v1.ResourceService.Delete:output_type -> kplane.dynamic.v1.DeleteResponse
+	19, // 29: kplane.dynamic.v1.ResourceService.Discover:output_type -> kplane.dynamic.v1.DiscoverResponse
+	22, // [22:30] is the sub-list for method output_type
+	14, // [14:22] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_kplane_dynamic_v1_dynamic_proto_init() }
@@ -1305,7 +1544,7 @@ func file_kplane_dynamic_v1_dynamic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_dynamic_v1_dynamic_proto_rawDesc), len(file_kplane_dynamic_v1_dynamic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	ResourceService_Update_FullMethodName       = "/kplane.dynamic.v1.ResourceService/Update"
 	ResourceService_UpdateStatus_FullMethodName = "/kplane.dynamic.v1.ResourceService/UpdateStatus"
 	ResourceService_Delete_FullMethodName       = "/kplane.dynamic.v1.ResourceService/Delete"
+	ResourceService_Discover_FullMethodName     = "/kplane.dynamic.v1.ResourceService/Discover"
 )
 
 // ResourceServiceClient is the client API for ResourceService service.
@@ -56,6 +57,9 @@ type ResourceServiceClient interface {
 	// Delete deletes the object, or marks it for deletion while finalizers
 	// hold it.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Discover lists the custom resources served now, for discovery; any
+	// authenticated caller may, as Kubernetes' discovery documents.
+	Discover(ctx context.Context, in *DiscoverRequest, opts ...grpc.CallOption) (*DiscoverResponse, error)
 }
 
 type resourceServiceClient struct {
@@ -145,6 +149,16 @@ func (c *resourceServiceClient) Delete(ctx context.Context, in *DeleteRequest, o
 	return out, nil
 }
 
+func (c *resourceServiceClient) Discover(ctx context.Context, in *DiscoverRequest, opts ...grpc.CallOption) (*DiscoverResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiscoverResponse)
+	err := c.cc.Invoke(ctx, ResourceService_Discover_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourceServiceServer is the server API for ResourceService service.
 // All implementations must embed UnimplementedResourceServiceServer
 // for forward compatibility.
@@ -169,6 +183,9 @@ type ResourceServiceServer interface {
 	// Delete deletes the object, or marks it for deletion while finalizers
 	// hold it.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Discover lists the custom resources served now, for discovery; any
+	// authenticated caller may, as Kubernetes' discovery documents.
+	Discover(context.Context, *DiscoverRequest) (*DiscoverResponse, error)
 	mustEmbedUnimplementedResourceServiceServer()
 }
 
@@ -199,6 +216,9 @@ func (UnimplementedResourceServiceServer) UpdateStatus(context.Context, *UpdateS
 }
 func (UnimplementedResourceServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedResourceServiceServer) Discover(context.Context, *DiscoverRequest) (*DiscoverResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Discover not implemented")
 }
 func (UnimplementedResourceServiceServer) mustEmbedUnimplementedResourceServiceServer() {}
 func (UnimplementedResourceServiceServer) testEmbeddedByValue()                         {}
@@ -340,6 +360,24 @@ func _ResourceService_Delete_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResourceService_Discover_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiscoverRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceServiceServer).Discover(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceService_Discover_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceServiceServer).Discover(ctx, req.(*DiscoverRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ResourceService_ServiceDesc is the grpc.ServiceDesc for ResourceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -370,6 +408,10 @@ var ResourceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _ResourceService_Delete_Handler,
+		},
+		{
+			MethodName: "Discover",
+			Handler:    _ResourceService_Discover_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -406,7 +407,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		crds := client.Must[*apiextensionsv1.CustomResourceDefinition](conn)
 		crdInf := client.NewInformer(client.ListWatch(crds, "", "", "", 500), client.InformerOptions[*apiextensionsv1.CustomResourceDefinition]{Logger: m.log})
 		informer(crdInf.Run)
-		c := crd.New(crd.Config{CRDs: crds, Informer: crdInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		c := crd.New(crd.Config{CRDs: crds, Resources: dynamicv1.NewResourceServiceClient(conn), Informer: crdInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CRDWorkers) })
 	}
 

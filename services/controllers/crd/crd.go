@@ -6,21 +6,19 @@
 //     list kind) are accepted into status.acceptedNames unless another CRD
 //     of the same group has already accepted one of them; NamesAccepted
 //     says which conflicted, with Kubernetes' reasons and messages.
-//   - Established: Kubernetes sets it True once the kind is served. kplane
-//     does not serve custom resources yet, so once the names are accepted
-//     Established is False with reason NotServed, saying so: a client that
-//     waits for it (kubectl wait --for=condition=Established) is not told
-//     that a kind exists which cannot be created.
+//   - Established: True (InitialNamesAccepted) once the names are accepted,
+//     as Kubernetes' establishing controller sets it: the API service serves
+//     a CRD's resource as soon as its names are accepted.
 //   - Deletion: a deleted CRD carries the cleanup finalizer (the API
-//     service adds it); its custom resources are deleted, Terminating says
-//     how that went, then the finalizer is removed and the CRD goes.
-//
-// kplane does not serve custom resources yet, so a CRD has none to
-// delete.
+//     service adds it); its custom resources are deleted through the
+//     generic resource service, Terminating says how that went, then the
+//     finalizer is removed and the CRD goes.
 package crd
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,10 +26,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 )
@@ -46,12 +46,11 @@ const (
 	Terminating   = "Terminating"
 )
 
-// NotServedReason and NotServedMessage are Established's (False) while
-// kplane serves no custom resources: the names are accepted, the kind is
-// not reachable.
+// EstablishedReason and EstablishedMessage are Established's (True) once
+// the names are accepted, as Kubernetes words them.
 const (
-	NotServedReason  = "NotServed"
-	NotServedMessage = "the initial names have been accepted; kplane does not serve custom resources yet, so none of this kind can be created"
+	EstablishedReason  = "InitialNamesAccepted"
+	EstablishedMessage = "the initial names have been accepted"
 )
 
 // CRDClient writes CRDs (*client.Client[*apiextensionsv1.CustomResourceDefinition]).
@@ -60,11 +59,20 @@ type CRDClient interface {
 	UpdateStatus(ctx context.Context, obj *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error)
 }
 
+// ResourceClient lists and deletes custom objects
+// (dynamicv1.ResourceServiceClient).
+type ResourceClient interface {
+	List(ctx context.Context, in *dynamicv1.ListRequest, opts ...grpc.CallOption) (*dynamicv1.ListResponse, error)
+	Delete(ctx context.Context, in *dynamicv1.DeleteRequest, opts ...grpc.CallOption) (*dynamicv1.DeleteResponse, error)
+}
+
 // Config wires a Controller; New adds handlers to the informer.
 type Config struct {
-	CRDs     CRDClient
-	Informer *client.Informer[*apiextensionsv1.CustomResourceDefinition]
-	Logger   *slog.Logger
+	CRDs CRDClient
+	// Resources deletes a deleted CRD's custom resources.
+	Resources ResourceClient
+	Informer  *client.Informer[*apiextensionsv1.CustomResourceDefinition]
+	Logger    *slog.Logger
 	// TracerProvider records a span per reconcile; nil uses the global one.
 	TracerProvider trace.TracerProvider
 	// Now is the clock of the conditions' lastTransitionTime (default
@@ -136,9 +144,10 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	c.setCondition(want.Status, established)
 	if accepted.GetStatus() == "True" {
 		// Kubernetes' establishing controller sets it True once the
-		// kind's handler serves; kplane has none.
+		// names are accepted (and the kind's handler serves, which the
+		// API service does from then on).
 		c.setCondition(want.Status, &apiextensionsv1.CustomResourceDefinitionCondition{
-			Type: Established, Status: "False", Reason: NotServedReason, Message: NotServedMessage})
+			Type: Established, Status: "True", Reason: EstablishedReason, Message: EstablishedMessage})
 	}
 	if proto.Equal(want.Status, crd.Status) {
 		return nil
@@ -242,8 +251,10 @@ func freshOrSame(requested, accepted string, used map[string]bool) error {
 	return fmt.Errorf("%q is already in use", requested)
 }
 
-// finalize deletes a deleted CRD's custom resources (none: kplane serves
-// none yet), says so in Terminating, and removes the cleanup finalizer.
+// finalize deletes a deleted CRD's custom resources, says so in
+// Terminating, and removes the cleanup finalizer once none is left (as
+// Kubernetes' finalizer controller; objects that finalizers hold keep the
+// CRD until they go, the error requeuing it with back-off).
 func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 	name := crd.GetMetadata().GetName()
 	if !slices.Contains(crd.GetMetadata().GetFinalizers(), CleanupFinalizer) {
@@ -251,6 +262,9 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 	}
 	term := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "False", Reason: "NeverEstablished", Message: "resource was never established"}
 	if findCondition(crd.Status, Established).GetStatus() == "True" {
+		if err := c.deleteInstances(ctx, crd); err != nil {
+			return err
+		}
 		term = &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "False", Reason: "InstanceDeletionCompleted", Message: "removed all instances"}
 	}
 	c.setCondition(crd.Status, term)
@@ -300,4 +314,94 @@ func (c *Controller) setCondition(st *apiextensionsv1.CustomResourceDefinitionSt
 	}
 	cond.LastTransitionTime = timestamppb.New(c.cfg.Now().Truncate(time.Second))
 	st.Conditions = append(st.Conditions, cond)
+}
+
+// errInstancesRemain is deleteInstances' error while custom objects of a
+// deleted CRD are still there (held by finalizers, or being deleted).
+var errInstancesRemain = errors.New("crd: custom resources remain")
+
+// deleteInstances deletes every custom object of a deleted CRD, with
+// Terminating True (InstanceDeletionInProgress) while it does; nil once
+// none is left. Objects still there after their delete (finalizers) are
+// errInstancesRemain, with Terminating saying how many.
+func (c *Controller) deleteInstances(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	name := crd.GetMetadata().GetName()
+	if c.cfg.Resources == nil {
+		return nil
+	}
+	var version string
+	for _, v := range crd.GetSpec().GetVersions() {
+		if v.GetStorage() {
+			version = v.GetName()
+		}
+	}
+	plural := crd.GetStatus().GetAcceptedNames().GetPlural()
+	if plural == "" {
+		plural = crd.GetSpec().GetNames().GetPlural()
+	}
+	progress := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionInProgress", Message: "CustomResource deletion is in progress"}
+	if cur := findCondition(crd.Status, Terminating); cur.GetReason() != progress.Reason {
+		c.setCondition(crd.Status, progress)
+		st, err := c.cfg.CRDs.UpdateStatus(ctx, crd)
+		if err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				return nil // changed meanwhile: the informer brings it back
+			}
+			return fmt.Errorf("crd %s: update status: %w", name, err)
+		}
+		proto.Reset(crd)
+		proto.Merge(crd, st)
+	}
+	target := &dynamicv1.Target{Group: crd.GetSpec().GetGroup(), Version: version, Resource: plural}
+	list := func() ([]*dynamicv1.Target, error) {
+		resp, err := c.cfg.Resources.List(ctx, &dynamicv1.ListRequest{Target: target})
+		if err != nil {
+			return nil, fmt.Errorf("crd %s: list custom resources: %w", name, err)
+		}
+		var l struct {
+			Items []struct {
+				Metadata struct {
+					Name      string `json:"name"`
+					Namespace string `json:"namespace"`
+				} `json:"metadata"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(resp.GetList(), &l); err != nil {
+			return nil, fmt.Errorf("crd %s: list custom resources: %w", name, err)
+		}
+		var out []*dynamicv1.Target
+		for _, it := range l.Items {
+			out = append(out, &dynamicv1.Target{Group: target.Group, Version: target.Version, Resource: target.Resource,
+				Namespace: it.Metadata.Namespace, Name: it.Metadata.Name})
+		}
+		return out, nil
+	}
+	items, err := list()
+	if apierrors.IsNotFound(err) {
+		return nil // no longer served: nothing of it can be left to reach
+	}
+	if err != nil {
+		return err
+	}
+	for _, t := range items {
+		if _, err := c.cfg.Resources.Delete(ctx, &dynamicv1.DeleteRequest{Target: t}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("crd %s: delete %s/%s: %w", name, t.GetNamespace(), t.GetName(), err)
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if items, err = list(); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	c.setCondition(crd.Status, &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionCheck",
+		Message: fmt.Sprintf("could not confirm zero CustomResources remaining: %d remaining", len(items))})
+	if _, err := c.cfg.CRDs.UpdateStatus(ctx, crd); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("crd %s: update status: %w", name, err)
+	}
+	c.log.InfoContext(ctx, "custom resources remain after their deletion; retrying", "crd", name, "remaining", len(items))
+	return fmt.Errorf("crd %s: %w (%d)", name, errInstancesRemain, len(items))
 }

@@ -23,11 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
-	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	"github.com/kplane/kplane/services/client"

@@ -19,6 +19,7 @@ import (
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // customResource is what a resourceInfo of a custom resource holds beyond
@@ -33,7 +34,10 @@ type customResource struct {
 	// terminating is set once the CRD is being deleted: reads and deletes
 	// go on, creates are refused.
 	terminating atomic.Bool
-	cacher      *cacher
+	// cleaning is set while the objects of a deleted CRD are being
+	// deleted (deleteCustomObjects).
+	cleaning atomic.Bool
+	cacher   *cacher
 	// stop ends the cacher's run.
 	stop context.CancelFunc
 }
@@ -91,6 +95,9 @@ type crdSink struct {
 	g     *crRegistry
 	start func(c *cacher) context.CancelFunc
 	newC  func(r *resourceInfo) *cacher
+	// cleanup deletes every object of r, whose CRD is being deleted, in
+	// the background, then clears r.custom.cleaning.
+	cleanup func(r *resourceInfo)
 }
 
 var _ ObjectSink = (*crdSink)(nil)
@@ -133,6 +140,7 @@ func (k *crdSink) Upsert(o any) {
 	if cur != nil && cur.custom.crd == kube.Name && sameIdentity(cur, next) {
 		cur.custom.schema.Store(sch)
 		cur.custom.terminating.Store(kube.DeletionTimestamp != nil)
+		k.cleanupIfDeleted(kube, cur)
 		return
 	}
 	k.remove(kube.Name)
@@ -150,6 +158,28 @@ func (k *crdSink) Upsert(o any) {
 	k.g.byKind[crKey{next.Group, next.Kind}] = next
 	k.g.mu.Unlock()
 	k.g.log.Info("serving custom resource", "crd", kube.Name, "version", next.Version)
+	k.cleanupIfDeleted(kube, next)
+}
+
+// cleanupIfDeleted starts deleting r's objects when its CRD, once
+// Established, is being deleted, unless that is under way. As in
+// kube-apiserver, whose CRD finalizer deletes them from inside the API
+// server, the service deletes them itself (the crd controller, which may
+// not delete arbitrary resources, waits until none is left, then removes
+// the CRD's finalizer). Every update of the deleted CRD starts another
+// round once the last has finished, so objects whose finalizers are
+// removed later go too.
+func (k *crdSink) cleanupIfDeleted(crd *kubeapiextv1.CustomResourceDefinition, r *resourceInfo) {
+	if crd.DeletionTimestamp == nil || !slices.Contains(crd.Finalizers, crdCleanupFinalizer) {
+		return
+	}
+	established := false
+	for _, c := range crd.Status.Conditions {
+		established = established || (c.Type == kubeapiextv1.Established && c.Status == kubeapiextv1.ConditionTrue)
+	}
+	if established && r.custom.cleaning.CompareAndSwap(false, true) {
+		k.cleanup(r)
+	}
 }
 
 // Delete stops serving the CRD's resource.
@@ -221,4 +251,29 @@ func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
 func sameIdentity(a, b *resourceInfo) bool {
 	return a.Group == b.Group && a.Version == b.Version && a.Kind == b.Kind && a.Resource == b.Resource &&
 		a.Namespaced == b.Namespaced && a.HasStatus == b.HasStatus && a.custom.listKind == b.custom.listKind
+}
+
+// deleteCustomObjects deletes every object of r (a custom resource whose
+// CRD is being deleted) as the service's own request: no authorization or
+// admission, as kube-apiserver's CRD finalizer deletes them. Objects that
+// finalizers hold are marked and go once their finalizers are removed.
+func (s *Server) deleteCustomObjects(ctx context.Context, r *resourceInfo) {
+	page, err := s.store.list(ctx, r, "", 0, "", 0, nil)
+	if err != nil {
+		s.log.Warn("listing a deleted CRD's custom objects failed; the next update of the CRD tries again", "resource", r.Group+"/"+r.Resource, "err", err)
+		return
+	}
+	for _, obj := range page.items {
+		m := meta(obj)
+		if m.GetDeletionTimestamp() != nil {
+			continue // already being deleted
+		}
+		c := s.begin(ctx, "delete", r, "", m.GetNamespace(), m.GetName())
+		_, err := s.deleteObject(ctx, c, r, m.GetNamespace(), m.GetName(), deleteOptions{}, false, false)
+		s.end(ctx, c, err)
+		if err != nil && !apierrors.IsNotFound(err) {
+			s.log.Warn("deleting a deleted CRD's custom object failed; the next update of the CRD tries again", "resource", r.Group+"/"+r.Resource,
+				"object", m.GetNamespace()+"/"+m.GetName(), "err", err)
+		}
+	}
 }

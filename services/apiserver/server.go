@@ -390,6 +390,14 @@ func (s *Server) Run(ctx context.Context) error {
 			newC: func(r *resourceInfo) *cacher {
 				return newCacher(r, s.store, s.log, s.cfg.WatchWindow, s.cfg.WatchBuffer, s.cfg.BookmarkInterval)
 			},
+			cleanup: func(r *resourceInfo) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer r.custom.cleaning.Store(false)
+					s.deleteCustomObjects(ctx, r)
+				}()
+			},
 			start: func(c *cacher) context.CancelFunc {
 				cctx, stop := context.WithCancel(ctx)
 				wg.Add(1)

@@ -170,10 +170,6 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update", "patch"}, []string{"batch"}, "jobs/status", "cronjobs/status", "jobs/finalizers", "cronjobs/finalizers"),
 				// The CRD controller: conditions, the cleanup finalizer.
 				rule([]string{"update", "patch"}, []string{"apiextensions.k8s.io"}, "customresourcedefinitions", "customresourcedefinitions/status"),
-				// The CRD controller deletes a deleted CRD's custom
-				// resources, whatever their group (Kubernetes' garbage
-				// collector role holds delete on */* too).
-				rule([]string{"delete"}, []string{"*"}, "*"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

@@ -10,8 +10,10 @@
 //     as Kubernetes' establishing controller sets it: the API service serves
 //     a CRD's resource as soon as its names are accepted.
 //   - Deletion: a deleted CRD carries the cleanup finalizer (the API
-//     service adds it); its custom resources are deleted through the
-//     generic resource service, Terminating says how that went, then the
+//     service adds it, and deletes the CRD's custom objects itself, as
+//     kube-apiserver's finalizer does from inside the API server); the
+//     controller waits until none is left (listing them through the
+//     generic resource service), Terminating says how that goes, then the
 //     finalizer is removed and the CRD goes.
 package crd
 
@@ -59,17 +61,16 @@ type CRDClient interface {
 	UpdateStatus(ctx context.Context, obj *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error)
 }
 
-// ResourceClient lists and deletes custom objects
-// (dynamicv1.ResourceServiceClient).
+// ResourceClient lists custom objects (dynamicv1.ResourceServiceClient).
 type ResourceClient interface {
 	List(ctx context.Context, in *dynamicv1.ListRequest, opts ...grpc.CallOption) (*dynamicv1.ListResponse, error)
-	Delete(ctx context.Context, in *dynamicv1.DeleteRequest, opts ...grpc.CallOption) (*dynamicv1.DeleteResponse, error)
 }
 
 // Config wires a Controller; New adds handlers to the informer.
 type Config struct {
 	CRDs CRDClient
-	// Resources deletes a deleted CRD's custom resources.
+	// Resources lists a deleted CRD's custom objects (nil: the
+	// controller does not wait for them).
 	Resources ResourceClient
 	Informer  *client.Informer[*apiextensionsv1.CustomResourceDefinition]
 	Logger    *slog.Logger
@@ -251,10 +252,11 @@ func freshOrSame(requested, accepted string, used map[string]bool) error {
 	return fmt.Errorf("%q is already in use", requested)
 }
 
-// finalize deletes a deleted CRD's custom resources, says so in
-// Terminating, and removes the cleanup finalizer once none is left (as
-// Kubernetes' finalizer controller; objects that finalizers hold keep the
-// CRD until they go, the error requeuing it with back-off).
+// finalize waits until a deleted CRD's custom objects are gone (the API
+// service deletes them), says so in Terminating, and removes the cleanup
+// finalizer once none is left (as Kubernetes' finalizer controller;
+// objects that finalizers hold keep the CRD until they go, the error
+// requeuing it with back-off).
 func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 	name := crd.GetMetadata().GetName()
 	if !slices.Contains(crd.GetMetadata().GetFinalizers(), CleanupFinalizer) {
@@ -262,7 +264,7 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 	}
 	term := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "False", Reason: "NeverEstablished", Message: "resource was never established"}
 	if findCondition(crd.Status, Established).GetStatus() == "True" {
-		if err := c.deleteInstances(ctx, crd); err != nil {
+		if err := c.waitInstancesGone(ctx, crd); err != nil {
 			return err
 		}
 		term = &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "False", Reason: "InstanceDeletionCompleted", Message: "removed all instances"}
@@ -316,15 +318,17 @@ func (c *Controller) setCondition(st *apiextensionsv1.CustomResourceDefinitionSt
 	st.Conditions = append(st.Conditions, cond)
 }
 
-// errInstancesRemain is deleteInstances' error while custom objects of a
-// deleted CRD are still there (held by finalizers, or being deleted).
+// errInstancesRemain is waitInstancesGone's error while custom objects
+// of a deleted CRD are still there (being deleted, or held by
+// finalizers).
 var errInstancesRemain = errors.New("crd: custom resources remain")
 
-// deleteInstances deletes every custom object of a deleted CRD, with
-// Terminating True (InstanceDeletionInProgress) while it does; nil once
-// none is left. Objects still there after their delete (finalizers) are
-// errInstancesRemain, with Terminating saying how many.
-func (c *Controller) deleteInstances(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+// waitInstancesGone reports whether a deleted CRD's custom objects are
+// gone: nil once none is left; errInstancesRemain (the CRD requeued with
+// back-off) while some are, with Terminating True saying so —
+// InstanceDeletionInProgress at first, then InstanceDeletionCheck with how
+// many remain.
+func (c *Controller) waitInstancesGone(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 	name := crd.GetMetadata().GetName()
 	if c.cfg.Resources == nil {
 		return nil
@@ -339,69 +343,30 @@ func (c *Controller) deleteInstances(ctx context.Context, crd *apiextensionsv1.C
 	if plural == "" {
 		plural = crd.GetSpec().GetNames().GetPlural()
 	}
-	progress := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionInProgress", Message: "CustomResource deletion is in progress"}
-	if cur := findCondition(crd.Status, Terminating); cur.GetReason() != progress.Reason {
-		c.setCondition(crd.Status, progress)
-		st, err := c.cfg.CRDs.UpdateStatus(ctx, crd)
-		if err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil // changed meanwhile: the informer brings it back
-			}
-			return fmt.Errorf("crd %s: update status: %w", name, err)
-		}
-		proto.Reset(crd)
-		proto.Merge(crd, st)
-	}
-	target := &dynamicv1.Target{Group: crd.GetSpec().GetGroup(), Version: version, Resource: plural}
-	list := func() ([]*dynamicv1.Target, error) {
-		resp, err := c.cfg.Resources.List(ctx, &dynamicv1.ListRequest{Target: target})
-		if err != nil {
-			return nil, fmt.Errorf("crd %s: list custom resources: %w", name, err)
-		}
-		var l struct {
-			Items []struct {
-				Metadata struct {
-					Name      string `json:"name"`
-					Namespace string `json:"namespace"`
-				} `json:"metadata"`
-			} `json:"items"`
-		}
-		if err := json.Unmarshal(resp.GetList(), &l); err != nil {
-			return nil, fmt.Errorf("crd %s: list custom resources: %w", name, err)
-		}
-		var out []*dynamicv1.Target
-		for _, it := range l.Items {
-			out = append(out, &dynamicv1.Target{Group: target.Group, Version: target.Version, Resource: target.Resource,
-				Namespace: it.Metadata.Namespace, Name: it.Metadata.Name})
-		}
-		return out, nil
-	}
-	items, err := list()
+	resp, err := c.cfg.Resources.List(ctx, &dynamicv1.ListRequest{Target: &dynamicv1.Target{Group: crd.GetSpec().GetGroup(), Version: version, Resource: plural}})
 	if apierrors.IsNotFound(err) {
-		return nil // no longer served: nothing of it can be left to reach
+		return nil // not served: no object of it can be left
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("crd %s: list custom resources: %w", name, err)
 	}
-	for _, t := range items {
-		if _, err := c.cfg.Resources.Delete(ctx, &dynamicv1.DeleteRequest{Target: t}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("crd %s: delete %s/%s: %w", name, t.GetNamespace(), t.GetName(), err)
-		}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
 	}
-	if len(items) == 0 {
+	if err := json.Unmarshal(resp.GetList(), &l); err != nil {
+		return fmt.Errorf("crd %s: list custom resources: %w", name, err)
+	}
+	if len(l.Items) == 0 {
 		return nil
 	}
-	if items, err = list(); err != nil {
-		return err
+	cond := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionInProgress", Message: "CustomResource deletion is in progress"}
+	if findCondition(crd.Status, Terminating).GetReason() == cond.Reason {
+		cond = &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionCheck",
+			Message: fmt.Sprintf("could not confirm zero CustomResources remaining: %d remaining", len(l.Items))}
 	}
-	if len(items) == 0 {
-		return nil
-	}
-	c.setCondition(crd.Status, &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionCheck",
-		Message: fmt.Sprintf("could not confirm zero CustomResources remaining: %d remaining", len(items))})
+	c.setCondition(crd.Status, cond)
 	if _, err := c.cfg.CRDs.UpdateStatus(ctx, crd); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("crd %s: update status: %w", name, err)
 	}
-	c.log.InfoContext(ctx, "custom resources remain after their deletion; retrying", "crd", name, "remaining", len(items))
-	return fmt.Errorf("crd %s: %w (%d)", name, errInstancesRemain, len(items))
+	return fmt.Errorf("crd %s: %w (%d)", name, errInstancesRemain, len(l.Items))
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apiextcel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -22,6 +23,7 @@ import (
 	apiextvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -36,6 +38,8 @@ import (
 type crSchema struct {
 	structural *structuralschema.Structural
 	validator  apiextvalidation.SchemaValidator
+	// cel holds the compiled x-kubernetes-validations rules (nil: none).
+	cel *apiextcel.Validator
 	// crd is the CRD it was built from (discovery reads its names and
 	// printer columns).
 	crd *kubeapiextv1.CustomResourceDefinition
@@ -66,7 +70,10 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	if err != nil {
 		return nil, fmt.Errorf("crd %s schema validator: %w", crd.Name, err)
 	}
-	return &crSchema{structural: st, validator: val, crd: crd}, nil
+	// The rules are compiled once here, with Kubernetes' per-call cost
+	// limit, as its custom resource strategy compiles them.
+	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
+	return &crSchema{structural: st, validator: val, cel: rules, crd: crd}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in
@@ -222,9 +229,9 @@ func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (
 
 // validateCustom is Kubernetes' validation of a custom object: its type
 // meta, metadata, the schema (OpenAPI validation, embedded resources'
-// metadata, list types and map keys). A status write is validated the same
+// metadata, list types and map keys, CEL rules). A status write is validated the same
 // way, on the whole object.
-func validateCustom(_ context.Context, r *resourceInfo, obj *dynamicv1.Object, old *dynamicv1.Object) error {
+func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object, old *dynamicv1.Object) error {
 	name := meta(obj).GetName()
 	var errs field.ErrorList
 	if obj.GetKind() != r.Kind {
@@ -248,6 +255,34 @@ func validateCustom(_ context.Context, r *resourceInfo, obj *dynamicv1.Object, o
 		errs = append(errs, apiextvalidation.ValidateCustomResource(nil, u, sch.validator)...)
 		errs = append(errs, schemaobjectmeta.Validate(nil, u, sch.structural, false)...)
 		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, u)...)
+		if sch.cel != nil {
+			errs = append(errs, celErrors(ctx, sch, u, old, errs)...)
+		}
 	}
 	return invalid(r, name, errs)
+}
+
+// celErrors evaluates the x-kubernetes-validations rules on document u
+// (old: the stored object, for transition rules; nil on create) within
+// Kubernetes' runtime cost budget. As on Kubernetes, the rules are not
+// evaluated when the schema checks found errors the rules could trip on
+// (wrong types, missing or unsupported values, too long or too many): one
+// error then says they were skipped.
+func celErrors(ctx context.Context, sch *crSchema, u map[string]any, old *dynamicv1.Object, errs field.ErrorList) field.ErrorList {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
+		}
+	}
+	var oldU any
+	if old != nil {
+		m, err := customToMap(old)
+		if err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		oldU = m
+	}
+	out, _ := sch.cel.Validate(ctx, nil, sch.structural, u, oldU, celconfig.RuntimeCELCostBudget)
+	return out
 }

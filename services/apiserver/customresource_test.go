@@ -434,3 +434,70 @@ func TestCustomResourceBuiltinPluralAndCRDDeletion(t *testing.T) {
 	_, err = dyn.Get(ctx, &dynamicv1.GetRequest{Target: &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "pods", Name: "p1"}})
 	wantReason(t, err, apierrors.ReasonNotFound)
 }
+
+const ruledCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rules.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: rules, kind: Rule}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - {rule: "self.replicas <= 10", message: at most ten replicas}
+            - {rule: "self.color == oldSelf.color", message: color is immutable}
+            properties:
+              replicas: {type: integer}
+              color: {type: string, enum: [red, blue]}
+`
+
+// x-kubernetes-validations: CEL rules, transition rules (oldSelf) on
+// update only, and the rules skipped when the schema already failed.
+func TestCustomResourceCELRules(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	dyn := dynamicv1.NewResourceServiceClient(e.conn)
+	target := &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "rules", Namespace: "default"}
+	establishCRD(t, e, ruledCRD, target)
+	create := func(body string) error {
+		_, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: target, Object: []byte(body)})
+		return err
+	}
+
+	err := create(`{"apiVersion":"example.com/v1","kind":"Rule","metadata":{"name":"r1"},"spec":{"replicas":11,"color":"red"}}`)
+	se := wantReason(t, err, apierrors.ReasonInvalid)
+	if want := []apierrors.Cause{{Type: "FieldValueInvalid", Field: "spec", Message: `Invalid value: "object": at most ten replicas`}}; !slices.Equal(se.Causes, want) {
+		t.Errorf("rule: got %+v, want %+v", se.Causes, want)
+	}
+	err = create(`{"apiVersion":"example.com/v1","kind":"Rule","metadata":{"name":"r1"},"spec":{"replicas":11,"color":"green"}}`)
+	se = wantReason(t, err, apierrors.ReasonInvalid)
+	if n := len(se.Causes); n != 2 || se.Causes[1].Message != `Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation` {
+		t.Errorf("rules skipped after a schema error: got %+v", se.Causes)
+	}
+
+	if err := create(`{"apiVersion":"example.com/v1","kind":"Rule","metadata":{"name":"r1"},"spec":{"replicas":1,"color":"red"}}`); err != nil {
+		t.Fatalf("valid object: %v", err)
+	}
+	get, err := dyn.Get(ctx, &dynamicv1.GetRequest{Target: &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "rules", Namespace: "default", Name: "r1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := decodeJSON(t, get.GetObject())
+	doc["spec"].(map[string]any)["color"] = "blue"
+	b, _ := json.Marshal(doc)
+	_, err = dyn.Update(ctx, &dynamicv1.UpdateRequest{Target: &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "rules", Namespace: "default", Name: "r1"}, Object: b})
+	se = wantReason(t, err, apierrors.ReasonInvalid)
+	if want := []apierrors.Cause{{Type: "FieldValueInvalid", Field: "spec", Message: `Invalid value: "object": color is immutable`}}; !slices.Equal(se.Causes, want) {
+		t.Errorf("transition rule: got %+v, want %+v", se.Causes, want)
+	}
+}

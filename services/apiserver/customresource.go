@@ -175,12 +175,16 @@ func customFromMap(r *resourceInfo, u map[string]any) (*dynamicv1.Object, []stri
 	return obj, unknown, nil
 }
 
-// customFromJSON decodes a stored custom object of r (no pruning or
-// defaulting: what is stored was admitted).
+// customFromJSON decodes a stored custom object of r with the schema's
+// defaults applied, as kube-apiserver defaults what it reads from the store
+// (a default the CRD gained after the object was written shows).
 func customFromJSON(r *resourceInfo, data []byte) (*dynamicv1.Object, error) {
 	u := map[string]any{}
 	if err := utiljson.Unmarshal(data, &u); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
+	}
+	if sch := r.custom.schema.Load(); sch != nil {
+		structuraldefaulting.Default(u, sch.structural)
 	}
 	obj, _, err := customFromMap(r, u)
 	if err != nil {

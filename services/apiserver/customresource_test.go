@@ -3,7 +3,8 @@
 // once it goes, stored as JSON under kube-apiserver's keys, pruned,
 // defaulted and validated from the schema with Kubernetes' field paths and
 // messages, the status subresource and generation, lists, watches,
-// finalizers, and a plural that is also a built-in's.
+// finalizers, a plural that is also a built-in's, CEL rules, and defaults
+// applied to what is read back.
 package apiserver
 
 import (
@@ -500,4 +501,37 @@ func TestCustomResourceCELRules(t *testing.T) {
 	if want := []apierrors.Cause{{Type: "FieldValueInvalid", Field: "spec", Message: `Invalid value: "object": color is immutable`}}; !slices.Equal(se.Causes, want) {
 		t.Errorf("transition rule: got %+v, want %+v", se.Causes, want)
 	}
+}
+
+// A default the CRD gains later shows on objects written before it, as
+// kube-apiserver defaults what it reads from the store.
+func TestCustomResourceDefaultOnRead(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	dyn := dynamicv1.NewResourceServiceClient(e.conn)
+	crd := establishCRD(t, e, gadgetCRD, gadgets("default", ""))
+	if _, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: gadgets("default", ""),
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g1"},"spec":{"color":"red"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	crds := apiextensionsv1.NewCustomResourceDefinitionServiceClient(e.conn)
+	withShape := crdFromYAML(t, strings.Replace(gadgetCRD, "              size: {type: integer, default: 3, maximum: 10}\n",
+		"              size: {type: integer, default: 3, maximum: 10}\n              shape: {type: string, default: round}\n", 1))
+	withShape.Metadata = crd.GetMetadata()
+	withShape.Status = crd.GetStatus()
+	if _, err := crds.UpdateCustomResourceDefinition(ctx, &apiextensionsv1.UpdateCustomResourceDefinitionRequest{Name: "gadgets.example.com", CustomResourceDefinition: withShape}); err != nil {
+		t.Fatal(err)
+	}
+	var got any
+	for range 400 {
+		g, err := dyn.Get(ctx, &dynamicv1.GetRequest{Target: gadgets("default", "g1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got = dig(decodeJSON(t, g.GetObject()), "spec", "shape"); got == "round" {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Errorf("spec.shape after the CRD gained its default: got %v, want round", got)
 }

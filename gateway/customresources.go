@@ -24,8 +24,10 @@ import (
 	kubemetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -105,7 +107,7 @@ func customTarget(crs []*dynamicv1.ServedResource, group, version string, parts 
 // serveCustom serves one request on a custom resource's paths.
 func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, version string, parts []string, info *requestInfo) {
 	t, cr := customTarget(g.customResources(r), group, version, parts)
-	if t == nil || (t.sub != "" && (t.sub != "status" || !cr.GetStatus())) {
+	if t == nil || (t.sub != "" && !(t.sub == "status" && cr.GetStatus()) && !(t.sub == "scale" && cr.GetScale())) {
 		writeError(w, notFound())
 		return
 	}
@@ -146,6 +148,8 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 		if err == nil && info.table {
 			out, err = customTable(cr, out, true, info.includeObject)
 		}
+	case t.sub == "scale" && t.name != "":
+		out, err = g.serveCustomScale(ctx, r, tgt, body, wo)
 	case r.Method == http.MethodGet:
 		var resp *dynamicv1.GetResponse
 		resp, err = g.dyn.Get(ctx, &dynamicv1.GetRequest{Target: tgt, ResourceVersion: q.Get("resourceVersion")})
@@ -186,11 +190,15 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 
 // putCustom replaces the object, or writes its status.
 func (g *Gateway) putCustom(ctx context.Context, tgt *dynamicv1.Target, sub string, body []byte, wo *dynamicv1.WriteOptions, hdr *metadata.MD) ([]byte, error) {
+	var opts []grpc.CallOption
+	if hdr != nil {
+		opts = append(opts, grpc.Header(hdr))
+	}
 	if sub == "status" {
-		resp, err := g.dyn.UpdateStatus(ctx, &dynamicv1.UpdateStatusRequest{Target: tgt, Object: body, Options: wo}, grpc.Header(hdr))
+		resp, err := g.dyn.UpdateStatus(ctx, &dynamicv1.UpdateStatusRequest{Target: tgt, Object: body, Options: wo}, opts...)
 		return resp.GetObject(), err
 	}
-	resp, err := g.dyn.Update(ctx, &dynamicv1.UpdateRequest{Target: tgt, Object: body, Options: wo}, grpc.Header(hdr))
+	resp, err := g.dyn.Update(ctx, &dynamicv1.UpdateRequest{Target: tgt, Object: body, Options: wo}, opts...)
 	return resp.GetObject(), err
 }
 
@@ -217,28 +225,71 @@ func (g *Gateway) patchCustom(ctx context.Context, ct string, tgt *dynamicv1.Tar
 		return nil, &apierrors.StatusError{Reason: apierrors.ReasonUnsupportedMediaType, Code: http.StatusUnsupportedMediaType,
 			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")}
 	}
-	for attempt := 0; ; attempt++ {
+	get := func() ([]byte, error) {
 		cur, err := g.dyn.Get(ctx, &dynamicv1.GetRequest{Target: tgt})
+		return cur.GetObject(), err
+	}
+	put := func(b []byte) ([]byte, error) { return g.putCustom(ctx, tgt, sub, b, wo, hdr) }
+	if sub == "scale" {
+		get = func() ([]byte, error) { return g.getCustomScale(ctx, tgt) }
+		put = func(b []byte) ([]byte, error) { return g.putCustomScale(ctx, tgt, b, wo) }
+	}
+	for attempt := 0; ; attempt++ {
+		cur, err := get()
 		if err != nil {
 			return nil, err
 		}
-		patched, err := apply(cur.GetObject())
+		patched, err := apply(cur)
 		if err != nil {
 			return nil, invalidPatch(string(patch), err)
 		}
 		if err := wantObject(patched); err != nil {
 			return nil, err
 		}
-		patched, err = keepResourceVersion(patched, cur.GetObject())
+		patched, err = keepResourceVersion(patched, cur)
 		if err != nil {
 			return nil, err
 		}
-		out, err := g.putCustom(ctx, tgt, sub, patched, wo, hdr)
+		out, err := put(patched)
 		if apierrors.ReasonOf(err) == apierrors.ReasonConflict && !setsResourceVersion(patch) && attempt < maxPatchAttempts {
 			continue
 		}
 		return out, err
 	}
+}
+
+// serveCustomScale serves the scale subresource: GET, PUT and PATCH of an
+// autoscaling/v1 Scale.
+func (g *Gateway) serveCustomScale(ctx context.Context, r *http.Request, tgt *dynamicv1.Target, body []byte, wo *dynamicv1.WriteOptions) ([]byte, error) {
+	switch r.Method {
+	case http.MethodGet:
+		return g.getCustomScale(ctx, tgt)
+	case http.MethodPut:
+		return g.putCustomScale(ctx, tgt, body, wo)
+	case http.MethodPatch:
+		return g.patchCustom(ctx, r.Header.Get("Content-Type"), tgt, "scale", body, wo, nil)
+	}
+	return nil, methodNotAllowed()
+}
+
+func (g *Gateway) getCustomScale(ctx context.Context, tgt *dynamicv1.Target) ([]byte, error) {
+	resp, err := g.dyn.GetScale(ctx, &dynamicv1.GetScaleRequest{Target: tgt})
+	if err != nil {
+		return nil, err
+	}
+	return kubejson.Marshal(resp.GetScale())
+}
+
+func (g *Gateway) putCustomScale(ctx context.Context, tgt *dynamicv1.Target, body []byte, wo *dynamicv1.WriteOptions) ([]byte, error) {
+	sc := &autoscalingv1.Scale{}
+	if err := kubejson.Unmarshal(body, sc, kubejson.Options{DiscardUnknown: wo.GetFieldValidation() != "Strict"}); err != nil {
+		return nil, decodeError(err)
+	}
+	resp, err := g.dyn.UpdateScale(ctx, &dynamicv1.UpdateScaleRequest{Target: tgt, Scale: sc, Options: wo})
+	if err != nil {
+		return nil, err
+	}
+	return kubejson.Marshal(resp.GetScale())
 }
 
 // setsResourceVersion reports whether a patch names a resourceVersion

@@ -247,10 +247,19 @@ func aggregatedCustom(cr *dynamicv1.ServedResource) map[string]any {
 	if len(cr.GetCategories()) > 0 {
 		entry["categories"] = cr.GetCategories()
 	}
+	var subs []any
 	if cr.GetStatus() {
-		entry["subresources"] = []any{map[string]any{"subresource": "status",
+		subs = append(subs, map[string]any{"subresource": "status",
 			"responseKind": map[string]any{"group": cr.GetGroup(), "version": cr.GetVersion(), "kind": cr.GetKind()},
-			"verbs":        []string{"get", "patch", "update"}}}
+			"verbs":        []string{"get", "patch", "update"}})
+	}
+	if cr.GetScale() {
+		subs = append(subs, map[string]any{"subresource": "scale",
+			"responseKind": map[string]any{"group": "autoscaling", "version": "v1", "kind": "Scale"},
+			"verbs":        []string{"get", "patch", "update"}})
+	}
+	if subs != nil {
+		entry["subresources"] = subs
 	}
 	return entry
 }
@@ -270,6 +279,10 @@ func legacyCustom(cr *dynamicv1.ServedResource) []any {
 	if cr.GetStatus() {
 		out = append(out, map[string]any{"name": cr.GetResource() + "/status", "singularName": "", "namespaced": cr.GetNamespaced(),
 			"kind": cr.GetKind(), "verbs": []string{"get", "patch", "update"}})
+	}
+	if cr.GetScale() {
+		out = append(out, map[string]any{"name": cr.GetResource() + "/scale", "singularName": "", "namespaced": cr.GetNamespaced(),
+			"group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": []string{"get", "patch", "update"}})
 	}
 	return out
 }

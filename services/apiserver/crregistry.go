@@ -235,10 +235,9 @@ func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
 	if version == "" {
 		return nil
 	}
-	_ = hasScale // the scale subresource is not served yet (docs/design.md)
 	return &resourceInfo{
 		Group: crd.Spec.Group, Version: version, Kind: crd.Spec.Names.Kind, Resource: crd.Spec.Names.Plural,
-		Namespaced: crd.Spec.Scope == kubeapiextv1.NamespaceScoped, HasStatus: hasStatus,
+		Namespaced: crd.Spec.Scope == kubeapiextv1.NamespaceScoped, HasStatus: hasStatus, HasScale: hasScale,
 		// As Kubernetes' custom resource strategy, an update needs a
 		// resourceVersion (AllowUnconditionalUpdate false).
 		New:    func() proto.Message { return &dynamicv1.Object{} },
@@ -250,7 +249,7 @@ func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
 // a's cache can go on serving b.
 func sameIdentity(a, b *resourceInfo) bool {
 	return a.Group == b.Group && a.Version == b.Version && a.Kind == b.Kind && a.Resource == b.Resource &&
-		a.Namespaced == b.Namespaced && a.HasStatus == b.HasStatus && a.custom.listKind == b.custom.listKind
+		a.Namespaced == b.Namespaced && a.HasStatus == b.HasStatus && a.HasScale == b.HasScale && a.custom.listKind == b.custom.listKind
 }
 
 // deleteCustomObjects deletes every object of r (a custom resource whose

@@ -21,10 +21,12 @@ import (
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiextvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/proto/kubejson"
@@ -40,6 +42,8 @@ type crSchema struct {
 	validator  apiextvalidation.SchemaValidator
 	// cel holds the compiled x-kubernetes-validations rules (nil: none).
 	cel *apiextcel.Validator
+	// scale is the version's scale subresource (nil: none).
+	scale *kubeapiextv1.CustomResourceSubresourceScale
 	// crd is the CRD it was built from (discovery reads its names and
 	// printer columns).
 	crd *kubeapiextv1.CustomResourceDefinition
@@ -50,9 +54,13 @@ type crSchema struct {
 // means the CRD was stored by something that skipped validation.
 func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*crSchema, error) {
 	var v1 *kubeapiextv1.JSONSchemaProps
+	var scale *kubeapiextv1.CustomResourceSubresourceScale
 	for _, v := range crd.Spec.Versions {
 		if v.Name == version && v.Schema != nil {
 			v1 = v.Schema.OpenAPIV3Schema
+		}
+		if v.Name == version && v.Subresources != nil {
+			scale = v.Subresources.Scale
 		}
 	}
 	if v1 == nil {
@@ -73,7 +81,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	// The rules are compiled once here, with Kubernetes' per-call cost
 	// limit, as its custom resource strategy compiles them.
 	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
-	return &crSchema{structural: st, validator: val, cel: rules, crd: crd}, nil
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, crd: crd}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in
@@ -289,4 +297,55 @@ func celErrors(ctx context.Context, sch *crSchema, u map[string]any, old *dynami
 	}
 	out, _ := sch.cel.Validate(ctx, nil, sch.structural, u, oldU, celconfig.RuntimeCELCostBudget)
 	return out
+}
+
+// jsonPathFields are the fields of a scale subresource's path
+// (".spec.replicas"): CRD validation allows only such dotted paths.
+func jsonPathFields(p string) []string {
+	return strings.Split(strings.TrimPrefix(p, "."), ".")
+}
+
+// customScale fills sc from a custom object, as Kubernetes' scale of a
+// custom resource: the replicas at specReplicasPath and statusReplicasPath
+// (0 where absent), the selector at labelSelectorPath.
+func customScale(r *resourceInfo, o *dynamicv1.Object, sc *autoscalingv1.Scale) {
+	sch := r.custom.schema.Load()
+	if sch == nil || sch.scale == nil {
+		return
+	}
+	u, err := customToMap(o)
+	if err != nil {
+		return
+	}
+	if v, ok, _ := unstructured.NestedInt64(u, jsonPathFields(sch.scale.SpecReplicasPath)...); ok {
+		sc.Spec.Replicas = int32(v)
+	}
+	if v, ok, _ := unstructured.NestedInt64(u, jsonPathFields(sch.scale.StatusReplicasPath)...); ok {
+		sc.Status.Replicas = int32(v)
+	}
+	if p := sch.scale.LabelSelectorPath; p != nil && *p != "" {
+		sc.Status.Selector, _, _ = unstructured.NestedString(u, jsonPathFields(*p)...)
+	}
+}
+
+// setCustomReplicas writes replicas at the scale subresource's
+// specReplicasPath of o.
+func setCustomReplicas(r *resourceInfo, o *dynamicv1.Object, replicas int32) error {
+	sch := r.custom.schema.Load()
+	if sch == nil || sch.scale == nil {
+		return apierrors.NewNotFound(r.Group, r.Resource+"/scale", meta(o).GetName())
+	}
+	u, err := customToMap(o)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if err := unstructured.SetNestedField(u, int64(replicas), jsonPathFields(sch.scale.SpecReplicasPath)...); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	n, _, err := customFromMap(r, u)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	o.Content, o.Status = n.Content, n.Status
+	return nil
 }

@@ -288,7 +288,7 @@ func (x *dynamicService) Discover(ctx context.Context, _ *dynamicv1.DiscoverRequ
 		sr := &dynamicv1.ServedResource{
 			Group: r.Group, Version: r.Version, Resource: r.Resource, Singular: names.Singular,
 			Kind: r.Kind, ListKind: r.custom.listKind, Namespaced: r.Namespaced,
-			ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus,
+			ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus, Scale: r.HasScale,
 		}
 		for _, v := range sch.crd.Spec.Versions {
 			if v.Name == r.Version && len(v.AdditionalPrinterColumns) > 0 {
@@ -302,4 +302,38 @@ func (x *dynamicService) Discover(ctx context.Context, _ *dynamicv1.DiscoverRequ
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
+}
+
+// GetScale reads the scale subresource.
+func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRequest) (*dynamicv1.GetScaleResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	if !r.HasScale {
+		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
+	}
+	sc, err := x.s.getScale(ctx, r, t.GetNamespace(), t.GetName())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &dynamicv1.GetScaleResponse{Scale: sc}, nil
+}
+
+// UpdateScale writes the scale subresource.
+func (x *dynamicService) UpdateScale(ctx context.Context, req *dynamicv1.UpdateScaleRequest) (*dynamicv1.UpdateScaleResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	if !r.HasScale {
+		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
+	}
+	sc, err := x.s.updateScale(ctx, r, t.GetNamespace(), t.GetName(), req.GetScale(), writeOpts(req.GetOptions()))
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &dynamicv1.UpdateScaleResponse{Scale: sc}, nil
 }

@@ -998,11 +998,11 @@ func (s *Server) getScale(ctx context.Context, r *resourceInfo, ns, name string)
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(obj), nil
+	return scaleOf(r, obj), nil
 }
 
 // scaleOf renders the scale subresource of a deployment or replica set.
-func scaleOf(obj proto.Message) *autoscalingv1.Scale {
+func scaleOf(r *resourceInfo, obj proto.Message) *autoscalingv1.Scale {
 	m := meta(obj)
 	sc := &autoscalingv1.Scale{
 		ApiVersion: "autoscaling/v1", Kind: "Scale",
@@ -1023,6 +1023,8 @@ func scaleOf(obj proto.Message) *autoscalingv1.Scale {
 		sc.Spec.Replicas = o.GetSpec().GetReplicas()
 		sc.Status.Replicas = o.GetStatus().GetReplicas()
 		sc.Status.Selector = labels.SelectorFromSet(o.GetSpec().GetSelector()).String()
+	case *dynamicv1.Object:
+		customScale(r, o, sc)
 	}
 	return sc
 }
@@ -1056,6 +1058,10 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 			o.Spec.Replicas = proto.Int32(replicas)
 		case *corev1.ReplicationController:
 			o.Spec.Replicas = proto.Int32(replicas)
+		case *dynamicv1.Object:
+			if err := setCustomReplicas(r, o, replicas); err != nil {
+				return nil, nil, err
+			}
 		}
 		if !specEqual(n, old) {
 			meta(n).Generation++
@@ -1065,7 +1071,7 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(out), nil
+	return scaleOf(r, out), nil
 }
 
 func (s *Server) bind(ctx context.Context, r *resourceInfo, ns, name string, b *corev1.Binding, wo writeOptions) (_ *metav1.Status, err error) {

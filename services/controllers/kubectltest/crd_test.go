@@ -5,7 +5,8 @@
 // Established, listed, described and deleted; a CRD of our own with int-or-string,
 // preserve-unknown-fields, defaults, subresources and printer columns
 // applied client-side, re-applied unchanged, patched (generation 2), a
-// custom object of it applied and listed (and one refused), and an
+// custom object of it applied, listed and scaled (and refused, by the
+// schema and by its CEL rule), and an
 // invalid CRD refused with Kubernetes' message; deleting the CRDs deletes
 // their custom objects.
 package kubectltest
@@ -123,6 +124,17 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 			}
 			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.mode}/{.spec.parts[0].weight}"); out != "careful/1" {
 				t.Errorf("gizmo defaults: got %q, want careful/1", out)
+			}
+			// The scale subresource, and the CEL rule on what it writes.
+			out = run("", "scale", "gizmo", "g1", "--replicas=3")
+			if !strings.Contains(out, "gizmo.tools.example.org/g1 scaled") {
+				t.Errorf("scale:\n%s", out)
+			}
+			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.replicas}/{.metadata.generation}"); out != "3/2" {
+				t.Errorf("after scale: got %q, want 3/2", out)
+			}
+			if out, err := kubectl("", "scale", "gizmo", "g1", "--replicas=11"); err == nil || !strings.Contains(out, "at most ten replicas") {
+				t.Errorf("scale past the CEL rule: got %v\n%s", err, out)
 			}
 			if out, err := kubectl("apiVersion: tools.example.org/v1alpha1\nkind: Gizmo\nmetadata: {name: g2}\nspec: {port: 80, parts: [{name: a}, {name: a}]}\n", "apply", "-f", "-"); err == nil ||
 				!strings.Contains(out, `The Gizmo "g2" is invalid: spec.parts[1]: Duplicate value`) {

@@ -11,6 +11,7 @@
 package dynamicv1
 
 import (
+	v11 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	v1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -1229,6 +1230,8 @@ type ServedResource struct {
 	Categories []string               `protobuf:"bytes,9,rep,name=categories,proto3" json:"categories,omitempty"`
 	// status says the status subresource is served.
 	Status bool `protobuf:"varint,10,opt,name=status,proto3" json:"status,omitempty"`
+	// scale says the scale subresource is served.
+	Scale bool `protobuf:"varint,12,opt,name=scale,proto3" json:"scale,omitempty"`
 	// printer_columns is the served version's additionalPrinterColumns as
 	// JSON (empty: none).
 	PrinterColumns []byte `protobuf:"bytes,11,opt,name=printer_columns,json=printerColumns,proto3" json:"printer_columns,omitempty"`
@@ -1336,9 +1339,212 @@ func (x *ServedResource) GetStatus() bool {
 	return false
 }
 
+func (x *ServedResource) GetScale() bool {
+	if x != nil {
+		return x.Scale
+	}
+	return false
+}
+
 func (x *ServedResource) GetPrinterColumns() []byte {
 	if x != nil {
 		return x.PrinterColumns
+	}
+	return nil
+}
+
+// GetScaleRequest names the object.
+type GetScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScaleRequest) Reset() {
+	*x = GetScaleRequest{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScaleRequest) ProtoMessage() {}
+
+func (x *GetScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScaleRequest.ProtoReflect.Descriptor instead.
+func (*GetScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetScaleRequest) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// GetScaleResponse is the object's Scale.
+type GetScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *v11.Scale             `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScaleResponse) Reset() {
+	*x = GetScaleResponse{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScaleResponse) ProtoMessage() {}
+
+func (x *GetScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScaleResponse.ProtoReflect.Descriptor instead.
+func (*GetScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetScaleResponse) GetScale() *v11.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+// UpdateScaleRequest carries the Scale to write.
+type UpdateScaleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Scale         *v11.Scale             `protobuf:"bytes,2,opt,name=scale,proto3" json:"scale,omitempty"`
+	Options       *WriteOptions          `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScaleRequest) Reset() {
+	*x = UpdateScaleRequest{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScaleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScaleRequest) ProtoMessage() {}
+
+func (x *UpdateScaleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScaleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScaleRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *UpdateScaleRequest) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *UpdateScaleRequest) GetScale() *v11.Scale {
+	if x != nil {
+		return x.Scale
+	}
+	return nil
+}
+
+func (x *UpdateScaleRequest) GetOptions() *WriteOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+// UpdateScaleResponse is the Scale as written.
+type UpdateScaleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scale         *v11.Scale             `protobuf:"bytes,1,opt,name=scale,proto3" json:"scale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScaleResponse) Reset() {
+	*x = UpdateScaleResponse{}
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScaleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScaleResponse) ProtoMessage() {}
+
+func (x *UpdateScaleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_dynamic_v1_dynamic_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScaleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScaleResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *UpdateScaleResponse) GetScale() *v11.Scale {
+	if x != nil {
+		return x.Scale
 	}
 	return nil
 }
@@ -1347,7 +1553,7 @@ var File_kplane_dynamic_v1_dynamic_proto protoreflect.FileDescriptor
 
 const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\n" +
-	"\x1fkplane/dynamic/v1/dynamic.proto\x12\x11kplane.dynamic.v1\x1a\x19kplane/meta/v1/meta.proto\"\xc0\x01\n" +
+	"\x1fkplane/dynamic/v1/dynamic.proto\x12\x11kplane.dynamic.v1\x1a!kplane/autoscaling/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"\xc0\x01\n" +
 	"\x06Object\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -1426,7 +1632,7 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\fR\x06object\"\x11\n" +
 	"\x0fDiscoverRequest\"S\n" +
 	"\x10DiscoverResponse\x12?\n" +
-	"\tresources\x18\x01 \x03(\v2!.kplane.dynamic.v1.ServedResourceR\tresources\"\xcb\x02\n" +
+	"\tresources\x18\x01 \x03(\v2!.kplane.dynamic.v1.ServedResourceR\tresources\"\xe1\x02\n" +
 	"\x0eServedResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1443,8 +1649,19 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"categories\x18\t \x03(\tR\n" +
 	"categories\x12\x16\n" +
 	"\x06status\x18\n" +
-	" \x01(\bR\x06status\x12'\n" +
-	"\x0fprinter_columns\x18\v \x01(\fR\x0eprinterColumns2\x91\x05\n" +
+	" \x01(\bR\x06status\x12\x14\n" +
+	"\x05scale\x18\f \x01(\bR\x05scale\x12'\n" +
+	"\x0fprinter_columns\x18\v \x01(\fR\x0eprinterColumns\"D\n" +
+	"\x0fGetScaleRequest\x121\n" +
+	"\x06target\x18\x01 \x01(\v2\x19.kplane.dynamic.v1.TargetR\x06target\"F\n" +
+	"\x10GetScaleResponse\x122\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\"\xb6\x01\n" +
+	"\x12UpdateScaleRequest\x121\n" +
+	"\x06target\x18\x01 \x01(\v2\x19.kplane.dynamic.v1.TargetR\x06target\x122\n" +
+	"\x05scale\x18\x02 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale\x129\n" +
+	"\aoptions\x18\x03 \x01(\v2\x1f.kplane.dynamic.v1.WriteOptionsR\aoptions\"I\n" +
+	"\x13UpdateScaleResponse\x122\n" +
+	"\x05scale\x18\x01 \x01(\v2\x1c.kplane.autoscaling.v1.ScaleR\x05scale2\xc4\x06\n" +
 	"\x0fResourceService\x12D\n" +
 	"\x03Get\x12\x1d.kplane.dynamic.v1.GetRequest\x1a\x1e.kplane.dynamic.v1.GetResponse\x12G\n" +
 	"\x04List\x12\x1e.kplane.dynamic.v1.ListRequest\x1a\x1f.kplane.dynamic.v1.ListResponse\x12L\n" +
@@ -1453,6 +1670,8 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\x06Update\x12 .kplane.dynamic.v1.UpdateRequest\x1a!.kplane.dynamic.v1.UpdateResponse\x12_\n" +
 	"\fUpdateStatus\x12&.kplane.dynamic.v1.UpdateStatusRequest\x1a'.kplane.dynamic.v1.UpdateStatusResponse\x12M\n" +
 	"\x06Delete\x12 .kplane.dynamic.v1.DeleteRequest\x1a!.kplane.dynamic.v1.DeleteResponse\x12S\n" +
+	"\bGetScale\x12\".kplane.dynamic.v1.GetScaleRequest\x1a#.kplane.dynamic.v1.GetScaleResponse\x12\\\n" +
+	"\vUpdateScale\x12%.kplane.dynamic.v1.UpdateScaleRequest\x1a&.kplane.dynamic.v1.UpdateScaleResponse\x12S\n" +
 	"\bDiscover\x12\".kplane.dynamic.v1.DiscoverRequest\x1a#.kplane.dynamic.v1.DiscoverResponseB<Z:github.com/kplane/kplane/proto/kplane/dynamic/v1;dynamicv1b\x06proto3"
 
 var (
@@ -1467,7 +1686,7 @@ func file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP() []byte {
 	return file_kplane_dynamic_v1_dynamic_proto_rawDescData
 }
 
-var file_kplane_dynamic_v1_dynamic_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_kplane_dynamic_v1_dynamic_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_kplane_dynamic_v1_dynamic_proto_goTypes = []any{
 	(*Object)(nil),               // 0: kplane.dynamic.v1.Object
 	(*JSON)(nil),                 // 1: kplane.dynamic.v1.JSON
@@ -1490,11 +1709,16 @@ var file_kplane_dynamic_v1_dynamic_proto_goTypes = []any{
 	(*DiscoverRequest)(nil),      // 18: kplane.dynamic.v1.DiscoverRequest
 	(*DiscoverResponse)(nil),     // 19: kplane.dynamic.v1.DiscoverResponse
 	(*ServedResource)(nil),       // 20: kplane.dynamic.v1.ServedResource
-	(*v1.ObjectMeta)(nil),        // 21: kplane.meta.v1.ObjectMeta
-	(*v1.Preconditions)(nil),     // 22: kplane.meta.v1.Preconditions
+	(*GetScaleRequest)(nil),      // 21: kplane.dynamic.v1.GetScaleRequest
+	(*GetScaleResponse)(nil),     // 22: kplane.dynamic.v1.GetScaleResponse
+	(*UpdateScaleRequest)(nil),   // 23: kplane.dynamic.v1.UpdateScaleRequest
+	(*UpdateScaleResponse)(nil),  // 24: kplane.dynamic.v1.UpdateScaleResponse
+	(*v1.ObjectMeta)(nil),        // 25: kplane.meta.v1.ObjectMeta
+	(*v1.Preconditions)(nil),     // 26: kplane.meta.v1.Preconditions
+	(*v11.Scale)(nil),            // 27: kplane.autoscaling.v1.Scale
 }
 var file_kplane_dynamic_v1_dynamic_proto_depIdxs = []int32{
-	21, // 0: kplane.dynamic.v1.Object.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	25, // 0: kplane.dynamic.v1.Object.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,  // 1: kplane.dynamic.v1.Object.status:type_name -> kplane.dynamic.v1.JSON
 	2,  // 2: kplane.dynamic.v1.GetRequest.target:type_name -> kplane.dynamic.v1.Target
 	2,  // 3: kplane.dynamic.v1.ListRequest.target:type_name -> kplane.dynamic.v1.Target
@@ -1506,29 +1730,39 @@ var file_kplane_dynamic_v1_dynamic_proto_depIdxs = []int32{
 	2,  // 9: kplane.dynamic.v1.UpdateStatusRequest.target:type_name -> kplane.dynamic.v1.Target
 	9,  // 10: kplane.dynamic.v1.UpdateStatusRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
 	2,  // 11: kplane.dynamic.v1.DeleteRequest.target:type_name -> kplane.dynamic.v1.Target
-	22, // 12: kplane.dynamic.v1.DeleteRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	26, // 12: kplane.dynamic.v1.DeleteRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
 	20, // 13: kplane.dynamic.v1.DiscoverResponse.resources:type_name -> kplane.dynamic.v1.ServedResource
-	3,  // 14: kplane.dynamic.v1.ResourceService.Get:input_type -> kplane.dynamic.v1.GetRequest
-	5,  // 15: kplane.dynamic.v1.ResourceService.List:input_type -> kplane.dynamic.v1.ListRequest
-	7,  // 16: kplane.dynamic.v1.ResourceService.Watch:input_type -> kplane.dynamic.v1.WatchRequest
-	10, // 17: kplane.dynamic.v1.ResourceService.Create:input_type -> kplane.dynamic.v1.CreateRequest
-	12, // 18: kplane.dynamic.v1.ResourceService.Update:input_type -> kplane.dynamic.v1.UpdateRequest
-	14, // 19: kplane.dynamic.v1.ResourceService.UpdateStatus:input_type -> kplane.dynamic.v1.UpdateStatusRequest
-	16, // 20: kplane.dynamic.v1.ResourceService.Delete:input_type -> kplane.dynamic.v1.DeleteRequest
-	18, // 21: kplane.dynamic.v1.ResourceService.Discover:input_type -> kplane.dynamic.v1.DiscoverRequest
-	4,  // 22: kplane.dynamic.v1.ResourceService.Get:output_type -> kplane.dynamic.v1.GetResponse
-	6,  // 23: kplane.dynamic.v1.ResourceService.List:output_type -> kplane.dynamic.v1.ListResponse
-	8,  // 24: kplane.dynamic.v1.ResourceService.Watch:output_type -> kplane.dynamic.v1.WatchResponse
-	11, // 25: kplane.dynamic.v1.ResourceService.Create:output_type -> kplane.dynamic.v1.CreateResponse
-	13, // 26: kplane.dynamic.v1.ResourceService.Update:output_type -> kplane.dynamic.v1.UpdateResponse
-	15, // 27: kplane.dynamic.v1.ResourceService.UpdateStatus:output_type -> kplane.dynamic.v1.UpdateStatusResponse
-	17, // 28: kplane.dynamic.v1.ResourceService.Delete:output_type -> kplane.dynamic.v1.DeleteResponse
-	19, // 29: kplane.dynamic.v1.ResourceService.Discover:output_type -> kplane.dynamic.v1.DiscoverResponse
-	22, // [22:30] is the sub-list for method output_type
-	14, // [14:22] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	2,  // 14: kplane.dynamic.v1.GetScaleRequest.target:type_name -> kplane.dynamic.v1.Target
+	27, // 15: kplane.dynamic.v1.GetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	2,  // 16: kplane.dynamic.v1.UpdateScaleRequest.target:type_name -> kplane.dynamic.v1.Target
+	27, // 17: kplane.dynamic.v1.UpdateScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	9,  // 18: kplane.dynamic.v1.UpdateScaleRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
+	27, // 19: kplane.dynamic.v1.UpdateScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	3,  // 20: kplane.dynamic.v1.ResourceService.Get:input_type -> kplane.dynamic.v1.GetRequest
+	5,  // 21: kplane.dynamic.v1.ResourceService.List:input_type -> kplane.dynamic.v1.ListRequest
+	7,  // 22: kplane.dynamic.v1.ResourceService.Watch:input_type -> kplane.dynamic.v1.WatchRequest
+	10, // 23: kplane.dynamic.v1.ResourceService.Create:input_type -> kplane.dynamic.v1.CreateRequest
+	12, // 24: kplane.dynamic.v1.ResourceService.Update:input_type -> kplane.dynamic.v1.UpdateRequest
+	14, // 25: kplane.dynamic.v1.ResourceService.UpdateStatus:input_type -> kplane.dynamic.v1.UpdateStatusRequest
+	16, // 26: kplane.dynamic.v1.ResourceService.Delete:input_type -> kplane.dynamic.v1.DeleteRequest
+	21, // 27: kplane.dynamic.v1.ResourceService.GetScale:input_type -> kplane.dynamic.v1.GetScaleRequest
+	23, // 28: kplane.dynamic.v1.ResourceService.UpdateScale:input_type -> kplane.dynamic.v1.UpdateScaleRequest
+	18, // 29: kplane.dynamic.v1.ResourceService.Discover:input_type -> kplane.dynamic.v1.DiscoverRequest
+	4,  // 30: kplane.dynamic.v1.ResourceService.Get:output_type -> kplane.dynamic.v1.GetResponse
+	6,  // 31: kplane.dynamic.v1.ResourceService.List:output_type -> kplane.dynamic.v1.ListResponse
+	8,  // 32: kplane.dynamic.v1.ResourceService.Watch:output_type -> kplane.dynamic.v1.WatchResponse
+	11, // 33: kplane.dynamic.v1.ResourceService.Create:output_type -> kplane.dynamic.v1.CreateResponse
+	13, // 34: kplane.dynamic.v1.ResourceService.Update:output_type -> kplane.dynamic.v1.UpdateResponse
+	15, // 35: kplane.dynamic.v1.ResourceService.UpdateStatus:output_type -> kplane.dynamic.v1.UpdateStatusResponse
+	17, // 36: kplane.dynamic.v1.ResourceService.Delete:output_type -> kplane.dynamic.v1.DeleteResponse
+	22, // 37: kplane.dynamic.v1.ResourceService.GetScale:output_type -> kplane.dynamic.v1.GetScaleResponse
+	24, // 38: kplane.dynamic.v1.ResourceService.UpdateScale:output_type -> kplane.dynamic.v1.UpdateScaleResponse
+	19, // 39: kplane.dynamic.v1.ResourceService.Discover:output_type -> kplane.dynamic.v1.DiscoverResponse
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_kplane_dynamic_v1_dynamic_proto_init() }
@@ -1544,7 +1778,7 @@ func file_kplane_dynamic_v1_dynamic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_dynamic_v1_dynamic_proto_rawDesc), len(file_kplane_dynamic_v1_dynamic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

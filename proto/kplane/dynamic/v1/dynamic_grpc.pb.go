@@ -30,6 +30,8 @@ const (
 	ResourceService_Update_FullMethodName       = "/kplane.dynamic.v1.ResourceService/Update"
 	ResourceService_UpdateStatus_FullMethodName = "/kplane.dynamic.v1.ResourceService/UpdateStatus"
 	ResourceService_Delete_FullMethodName       = "/kplane.dynamic.v1.ResourceService/Delete"
+	ResourceService_GetScale_FullMethodName     = "/kplane.dynamic.v1.ResourceService/GetScale"
+	ResourceService_UpdateScale_FullMethodName  = "/kplane.dynamic.v1.ResourceService/UpdateScale"
 	ResourceService_Discover_FullMethodName     = "/kplane.dynamic.v1.ResourceService/Discover"
 )
 
@@ -57,6 +59,12 @@ type ResourceServiceClient interface {
 	// Delete deletes the object, or marks it for deletion while finalizers
 	// hold it.
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// GetScale reads the scale subresource (NotFound when the CRD has
+	// none).
+	GetScale(ctx context.Context, in *GetScaleRequest, opts ...grpc.CallOption) (*GetScaleResponse, error)
+	// UpdateScale writes the scale subresource: the replicas at the CRD's
+	// specReplicasPath.
+	UpdateScale(ctx context.Context, in *UpdateScaleRequest, opts ...grpc.CallOption) (*UpdateScaleResponse, error)
 	// Discover lists the custom resources served now, for discovery; any
 	// authenticated caller may, as Kubernetes' discovery documents.
 	Discover(ctx context.Context, in *DiscoverRequest, opts ...grpc.CallOption) (*DiscoverResponse, error)
@@ -149,6 +157,26 @@ func (c *resourceServiceClient) Delete(ctx context.Context, in *DeleteRequest, o
 	return out, nil
 }
 
+func (c *resourceServiceClient) GetScale(ctx context.Context, in *GetScaleRequest, opts ...grpc.CallOption) (*GetScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScaleResponse)
+	err := c.cc.Invoke(ctx, ResourceService_GetScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *resourceServiceClient) UpdateScale(ctx context.Context, in *UpdateScaleRequest, opts ...grpc.CallOption) (*UpdateScaleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScaleResponse)
+	err := c.cc.Invoke(ctx, ResourceService_UpdateScale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *resourceServiceClient) Discover(ctx context.Context, in *DiscoverRequest, opts ...grpc.CallOption) (*DiscoverResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DiscoverResponse)
@@ -183,6 +211,12 @@ type ResourceServiceServer interface {
 	// Delete deletes the object, or marks it for deletion while finalizers
 	// hold it.
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// GetScale reads the scale subresource (NotFound when the CRD has
+	// none).
+	GetScale(context.Context, *GetScaleRequest) (*GetScaleResponse, error)
+	// UpdateScale writes the scale subresource: the replicas at the CRD's
+	// specReplicasPath.
+	UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error)
 	// Discover lists the custom resources served now, for discovery; any
 	// authenticated caller may, as Kubernetes' discovery documents.
 	Discover(context.Context, *DiscoverRequest) (*DiscoverResponse, error)
@@ -216,6 +250,12 @@ func (UnimplementedResourceServiceServer) UpdateStatus(context.Context, *UpdateS
 }
 func (UnimplementedResourceServiceServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedResourceServiceServer) GetScale(context.Context, *GetScaleRequest) (*GetScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetScale not implemented")
+}
+func (UnimplementedResourceServiceServer) UpdateScale(context.Context, *UpdateScaleRequest) (*UpdateScaleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateScale not implemented")
 }
 func (UnimplementedResourceServiceServer) Discover(context.Context, *DiscoverRequest) (*DiscoverResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Discover not implemented")
@@ -360,6 +400,42 @@ func _ResourceService_Delete_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResourceService_GetScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceServiceServer).GetScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceService_GetScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceServiceServer).GetScale(ctx, req.(*GetScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ResourceService_UpdateScale_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScaleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceServiceServer).UpdateScale(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceService_UpdateScale_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceServiceServer).UpdateScale(ctx, req.(*UpdateScaleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ResourceService_Discover_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DiscoverRequest)
 	if err := dec(in); err != nil {
@@ -408,6 +484,14 @@ var ResourceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _ResourceService_Delete_Handler,
+		},
+		{
+			MethodName: "GetScale",
+			Handler:    _ResourceService_GetScale_Handler,
+		},
+		{
+			MethodName: "UpdateScale",
+			Handler:    _ResourceService_UpdateScale_Handler,
 		},
 		{
 			MethodName: "Discover",

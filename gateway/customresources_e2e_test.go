@@ -1,7 +1,8 @@
 // This file holds the kubectl tests of custom resources: a CRD applied,
 // then kubectl 1.27 and 1.33 apply, get (the CRD's printer columns, its
-// short name, JSON), patch (merge; strategic refused with 415), describe
-// and delete a custom object, with Kubernetes' refusals of invalid ones.
+// short name, JSON), patch (merge; strategic refused with 415), describe,
+// watch and delete a custom object, with Kubernetes' refusals of invalid
+// ones, and discovery of its resource.
 
 package gateway_test
 
@@ -108,6 +109,15 @@ func TestKubectlCustomResources(t *testing.T) {
 				`The Widget "w1" is invalid: spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10`)
 
 			k.ok([]string{"describe", "widget", "w1", "-n", "default"}, "Name:", "w1", "Kind:", "Widget", "Size:", "7")
+			// A watch from the start: the JSON stream, the object as it
+			// stands (the server ends the watch after its timeout).
+			out = k.ok([]string{"get", "--raw", "/apis/example.com/v1/namespaces/default/widgets?watch=true&timeoutSeconds=1"}, `{"type":"ADDED","object":{"apiVersion":"example.com/v1"`)
+			if !strings.Contains(out, `"color":"green"`) {
+				t.Errorf("watch: got %s, want w1 with its color green", out)
+			}
+			// Discovery names it, with its short name and subresource.
+			k.ok([]string{"api-resources", "--api-group=example.com"}, "widgets", "wd", "example.com/v1", "true", "Widget")
+			k.ok([]string{"get", "--raw", "/apis/example.com/v1"}, `"name":"widgets/status"`)
 			k.ok([]string{"delete", "widget", "w1", "-n", "default"}, `widget.example.com "w1" deleted`)
 			k.fails([]string{"get", "widget", "w1", "-n", "default"}, `widgets.example.com "w1" not found`)
 		})

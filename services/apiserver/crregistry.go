@@ -50,14 +50,12 @@ type crKey struct{ group, resource string }
 type crRegistry struct {
 	log *slog.Logger
 	mu  sync.RWMutex
-	// byResource maps group and plural to the resource; byKind maps group
-	// and kind to the same.
+	// byResource maps group and plural to the resource.
 	byResource map[crKey]*resourceInfo
-	byKind     map[crKey]*resourceInfo
 }
 
 func newCRRegistry(log *slog.Logger) *crRegistry {
-	return &crRegistry{log: log, byResource: map[crKey]*resourceInfo{}, byKind: map[crKey]*resourceInfo{}}
+	return &crRegistry{log: log, byResource: map[crKey]*resourceInfo{}}
 }
 
 // lookup returns the custom resource served as group and plural, or nil.
@@ -65,13 +63,6 @@ func (g *crRegistry) lookup(group, resource string) *resourceInfo {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.byResource[crKey{group, resource}]
-}
-
-// lookupKind returns the custom resource of group and kind, or nil.
-func (g *crRegistry) lookupKind(group, kind string) *resourceInfo {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.byKind[crKey{group, kind}]
 }
 
 // all returns every custom resource served, by group and plural.
@@ -155,7 +146,6 @@ func (k *crdSink) Upsert(o any) {
 	next.custom.stop = k.start(next.custom.cacher)
 	k.g.mu.Lock()
 	k.g.byResource[key] = next
-	k.g.byKind[crKey{next.Group, next.Kind}] = next
 	k.g.mu.Unlock()
 	k.g.log.Info("serving custom resource", "crd", kube.Name, "version", next.Version)
 	k.cleanupIfDeleted(kube, next)
@@ -197,7 +187,6 @@ func (k *crdSink) remove(name string) {
 		if r.custom.crd == name {
 			gone = r
 			delete(k.g.byResource, key)
-			delete(k.g.byKind, crKey{r.Group, r.Kind})
 		}
 	}
 	k.g.mu.Unlock()

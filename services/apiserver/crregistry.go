@@ -18,6 +18,7 @@ import (
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -241,12 +242,14 @@ func sameIdentity(a, b *resourceInfo) bool {
 		a.Namespaced == b.Namespaced && a.HasStatus == b.HasStatus && a.HasScale == b.HasScale && a.custom.listKind == b.custom.listKind
 }
 
-// deleteCustomObjects deletes every object of r (a custom resource whose
-// CRD is being deleted) as the service's own request: no authorization or
+// deleteCustomObjects deletes every object of r in namespace ns (""
+// every namespace) — a custom resource whose CRD is being deleted, or the
+// custom objects of a namespace being deleted — as the service's own
+// request: no authorization or
 // admission, as kube-apiserver's CRD finalizer deletes them. Objects that
 // finalizers hold are marked and go once their finalizers are removed.
-func (s *Server) deleteCustomObjects(ctx context.Context, r *resourceInfo) {
-	page, err := s.store.list(ctx, r, "", 0, "", 0, nil)
+func (s *Server) deleteCustomObjects(ctx context.Context, r *resourceInfo, ns string) {
+	page, err := s.store.list(ctx, r, ns, 0, "", 0, nil)
 	if err != nil {
 		s.log.Warn("listing a deleted CRD's custom objects failed; the next update of the CRD tries again", "resource", r.Group+"/"+r.Resource, "err", err)
 		return
@@ -265,3 +268,35 @@ func (s *Server) deleteCustomObjects(ctx context.Context, r *resourceInfo) {
 		}
 	}
 }
+
+// nsCleanupSink deletes the custom objects of a namespace being deleted,
+// as the service's own requests: the Namespace controller, which may not
+// delete arbitrary resources, counts them and finalizes the namespace once
+// they are gone (Kubernetes' namespace controller deletes them itself).
+// Every update of the namespace starts another round for a resource whose
+// last one has finished.
+type nsCleanupSink struct {
+	crs *crRegistry
+	// start runs f in the background unless a run under key is going on.
+	start func(key string, f func(ctx context.Context))
+	del   func(ctx context.Context, r *resourceInfo, ns string)
+}
+
+var _ ObjectSink = (*nsCleanupSink)(nil)
+
+// Upsert starts the deletions for a namespace being deleted.
+func (k *nsCleanupSink) Upsert(o any) {
+	ns, ok := o.(*corev1.Namespace)
+	if !ok || ns.GetMetadata().GetDeletionTimestamp() == nil {
+		return
+	}
+	name := ns.GetMetadata().GetName()
+	for _, r := range k.crs.all() {
+		if r.Namespaced {
+			k.start(r.Group+"/"+r.Resource+"/"+name, func(ctx context.Context) { k.del(ctx, r, name) })
+		}
+	}
+}
+
+// Delete does nothing: a namespace that is gone has no objects left.
+func (k *nsCleanupSink) Delete(any) {}

@@ -380,6 +380,32 @@ func (s *Server) Run(ctx context.Context) error {
 			s.compactor.Run(ctx)
 		}()
 	}
+	// A namespace being deleted loses its custom objects.
+	var cleanMu sync.Mutex
+	cleaning := map[string]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.feed(ctx, s.cachers["namespaces"], &nsCleanupSink{crs: s.crs, del: s.deleteCustomObjects,
+			start: func(key string, f func(ctx context.Context)) {
+				cleanMu.Lock()
+				defer cleanMu.Unlock()
+				if cleaning[key] {
+					return
+				}
+				cleaning[key] = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() {
+						cleanMu.Lock()
+						delete(cleaning, key)
+						cleanMu.Unlock()
+					}()
+					f(ctx)
+				}()
+			}}, nil)
+	}()
 	// The custom resources follow the CRDs; each one's cache runs until
 	// its CRD goes or the service stops.
 	wg.Add(1)
@@ -395,7 +421,7 @@ func (s *Server) Run(ctx context.Context) error {
 				go func() {
 					defer wg.Done()
 					defer r.custom.cleaning.Store(false)
-					s.deleteCustomObjects(ctx, r)
+					s.deleteCustomObjects(ctx, r, "")
 				}()
 			},
 			start: func(c *cacher) context.CancelFunc {

@@ -126,3 +126,62 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 		return ok, fmt.Sprintf("%v %v", g.GetStatus(), err)
 	})
 }
+
+// A namespace being deleted loses its custom objects (the API service
+// deletes them; the Namespace controller counts them, NamespaceContentRemaining
+// naming the resource as Kubernetes does, and finalizes the namespace once
+// they are gone).
+func TestNamespaceDeletionDeletesCustomObjects(t *testing.T) {
+	c := startCluster(t, func(cfg *controllers.Config) { cfg.Controllers = []string{controllers.CRD, controllers.Namespace} })
+	crds := client.Must[*apiextensionsv1.CustomResourceDefinition](c.conn)
+	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget")); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "doomed"
+	c.namespace(t, ns)
+	dyn := dynamicv1.NewResourceServiceClient(c.conn)
+	w := func(name string) *dynamicv1.Target {
+		return &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: ns, Name: name}
+	}
+	eventually(t, "widgets created", func() (bool, string) {
+		_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w(""),
+			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","finalizers":["example.com/hold"]}}`)})
+		return err == nil, fmt.Sprint(err)
+	})
+	if _, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w(""),
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w2"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nss.Delete(c.ctx, "", ns, client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var held []byte
+	eventually(t, "w2 gone, w1 held by its finalizer, the namespace waiting for it", func() (bool, string) {
+		_, err2 := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w("w2")})
+		got, err1 := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w("w1")})
+		held = got.GetObject()
+		n, err := c.nss.Get(c.ctx, "", ns)
+		var remaining string
+		for _, cond := range n.GetStatus().GetConditions() {
+			if cond.GetType() == "NamespaceContentRemaining" {
+				remaining = cond.GetMessage()
+			}
+		}
+		ok := apierrors.IsNotFound(err2) && err1 == nil && strings.Contains(string(held), `"deletionTimestamp"`) && err == nil &&
+			remaining == "Some resources are remaining: widgets.example.com has 1 resource instances"
+		return ok, fmt.Sprintf("w2: %v; w1: %s %v; namespace: %q %v", err2, held, err1, remaining, err)
+	})
+	var doc map[string]any
+	if err := json.Unmarshal(held, &doc); err != nil {
+		t.Fatal(err)
+	}
+	delete(doc["metadata"].(map[string]any), "finalizers")
+	b, _ := json.Marshal(doc)
+	if _, err := dyn.Update(c.ctx, &dynamicv1.UpdateRequest{Target: w("w1"), Object: b}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "namespace gone", func() (bool, string) {
+		_, err := c.nss.Get(c.ctx, "", ns)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}

@@ -354,27 +354,26 @@ func (m *Manager) runControllers(ctx context.Context) {
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.ServiceAccountWorkers) })
 	}
 	if on(Namespace) {
-		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider,
-			Custom: dynamicv1.NewResourceServiceClient(conn), Deleters: []namespace.Deleter{
-				namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
-				namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
-				namespace.ClientDeleter[*corev1.ReplicationController]{C: rcs},
-				namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
-				namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
-				namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},
-				namespace.ClientDeleter[*batchv1.Job]{C: jobs},
-				namespace.ClientDeleter[*corev1.Pod]{C: pods},
-				namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
-				namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
-				namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
-				namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
-				namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},
-				namespace.ClientDeleter[*policyv1.PodDisruptionBudget]{C: client.Must[*policyv1.PodDisruptionBudget](conn)},
-				namespace.ClientDeleter[*corev1.Event]{C: client.Must[*corev1.Event](conn)},
-				namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
-				namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},
-				namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
-			}})
+		c := namespace.New(namespace.Config{Namespaces: nsc, Informer: nsInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider, Deleters: []namespace.Deleter{
+			namespace.ClientDeleter[*appsv1.Deployment]{C: ds},
+			namespace.ClientDeleter[*appsv1.ReplicaSet]{C: rss},
+			namespace.ClientDeleter[*corev1.ReplicationController]{C: rcs},
+			namespace.ClientDeleter[*appsv1.DaemonSet]{C: daemonSets},
+			namespace.ClientDeleter[*appsv1.ControllerRevision]{C: revisions},
+			namespace.ClientDeleter[*batchv1.CronJob]{C: cjs},
+			namespace.ClientDeleter[*batchv1.Job]{C: jobs},
+			namespace.ClientDeleter[*corev1.Pod]{C: pods},
+			namespace.ClientDeleter[*corev1.Service]{C: client.Must[*corev1.Service](conn)},
+			namespace.ClientDeleter[*corev1.Endpoints]{C: client.Must[*corev1.Endpoints](conn)},
+			namespace.ClientDeleter[*corev1.ConfigMap]{C: client.Must[*corev1.ConfigMap](conn)},
+			namespace.ClientDeleter[*corev1.Secret]{C: client.Must[*corev1.Secret](conn)},
+			namespace.ClientDeleter[*corev1.ServiceAccount]{C: sas},
+			namespace.ClientDeleter[*policyv1.PodDisruptionBudget]{C: client.Must[*policyv1.PodDisruptionBudget](conn)},
+			namespace.ClientDeleter[*corev1.Event]{C: client.Must[*corev1.Event](conn)},
+			namespace.ClientDeleter[*coordv1.Lease]{C: client.Must[*coordv1.Lease](conn)},
+			namespace.ClientDeleter[*rbacv1.RoleBinding]{C: client.Must[*rbacv1.RoleBinding](conn)},
+			namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
+		}, Custom: dynamicv1.NewResourceServiceClient(conn)})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NamespaceWorkers) })
 	}
 	if on(Disruption) {

@@ -28,7 +28,6 @@ import (
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -177,7 +176,7 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 	default:
 		err = methodNotAllowed()
 	}
-	addWarnings(w, hdr.Get(apiserver.WarningHeader))
+	addWarnings(w, hdr.Get(dynamicv1.WarningHeader))
 	if err != nil {
 		writeError(w, err)
 		return

@@ -154,7 +154,7 @@ func TestCustomResourceCRUD(t *testing.T) {
 	if got := dig(g, "status"); got != nil {
 		t.Errorf("status: got %v, want none (status subresource)", got)
 	}
-	if got, want := hdr.Get(WarningHeader), []string{`unknown field "spec.bogus"`, `unknown field "topLevel"`}; !slices.Equal(got, want) {
+	if got, want := hdr.Get(dynamicv1.WarningHeader), []string{`unknown field "spec.bogus"`, `unknown field "topLevel"`}; !slices.Equal(got, want) {
 		t.Errorf("warnings: got %q, want %q", got, want)
 	}
 	if got := dig(g, "metadata", "generation"); got != float64(1) {

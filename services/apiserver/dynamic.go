@@ -20,11 +20,6 @@ import (
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
-// WarningHeader is the gRPC response header holding a call's warnings
-// (one value each), as Kubernetes' Warning HTTP headers: fields pruned
-// from a custom object, for instance.
-const WarningHeader = "kplane-warning"
-
 type dynamicService struct {
 	dynamicv1.UnimplementedResourceServiceServer
 	s *Server
@@ -59,7 +54,7 @@ func (x *dynamicService) decodeBody(ctx context.Context, r *resourceInfo, body [
 	if len(warnings) > 0 {
 		md := metadata.MD{}
 		for _, w := range warnings {
-			md.Append(WarningHeader, w)
+			md.Append(dynamicv1.WarningHeader, w)
 		}
 		_ = grpc.SetHeader(ctx, md)
 	}

@@ -231,7 +231,9 @@ func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (
 	switch fieldValidation {
 	case "Strict":
 		if len(warnings) > 0 {
-			return nil, nil, apierrors.NewBadRequest("strict decoding error: " + strings.Join(warnings, ", "))
+			// As kube-apiserver words a decoding error of the request.
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+				r.Kind, r.Version, r.Kind, strings.Join(warnings, ", ")))
 		}
 	case "Ignore":
 		warnings = nil

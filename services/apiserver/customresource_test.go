@@ -181,7 +181,7 @@ func TestCustomResourceCRUD(t *testing.T) {
 	_, err = dyn.Create(ctx, &dynamicv1.CreateRequest{Target: gadgets("default", ""), Options: &dynamicv1.WriteOptions{FieldValidation: "Strict"},
 		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g2"},"spec":{"color":"red","bogus":1}}`)})
 	se := wantReason(t, err, apierrors.ReasonBadRequest)
-	if want := `strict decoding error: unknown field "spec.bogus"`; se.Message != want {
+	if want := `Gadget in version "v1" cannot be handled as a Gadget: strict decoding error: unknown field "spec.bogus"`; se.Message != want {
 		t.Errorf("strict: got %q, want %q", se.Message, want)
 	}
 

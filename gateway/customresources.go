@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -134,9 +136,11 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 			writeError(w, notFound())
 			return
 		}
-		plain := *info
-		plain.table = false // a Table watch is not served: kubectl get -w prints the JSON stream's objects
-		g.serveWatchJSON(w, r, t, &plain)
+		if info.table {
+			g.serveCustomTableWatch(ctx, w, r, t, cr, info)
+			return
+		}
+		g.serveWatchJSON(w, r, t, info)
 		return
 	case r.Method == http.MethodGet && t.name == "":
 		var resp *dynamicv1.ListResponse
@@ -145,7 +149,7 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 			ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: q.Get("resourceVersionMatch"), Limit: limit, Continue: q.Get("continue")})
 		out = resp.GetList()
 		if err == nil && info.table {
-			out, err = customTable(cr, out, true, info.includeObject)
+			out, err = customTable(cr, out, true, info.includeObject, true)
 		}
 	case t.sub == "scale" && t.name != "":
 		out, err = g.serveCustomScale(ctx, r, tgt, body, wo)
@@ -154,7 +158,7 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 		resp, err = g.dyn.Get(ctx, &dynamicv1.GetRequest{Target: tgt, ResourceVersion: q.Get("resourceVersion")})
 		out = resp.GetObject()
 		if err == nil && info.table {
-			out, err = customTable(cr, out, false, info.includeObject)
+			out, err = customTable(cr, out, false, info.includeObject, true)
 		}
 	case r.Method == http.MethodPost && t.name == "" && t.sub == "":
 		var resp *dynamicv1.CreateResponse
@@ -372,7 +376,7 @@ func (g *Gateway) deleteCustomCollection(ctx context.Context, tgt *dynamicv1.Tar
 // customTable renders a custom object, or a list of them, as the Table
 // kube-apiserver prints for the resource: its additionalPrinterColumns (or
 // Age alone), by apiextensions-apiserver's table convertor.
-func customTable(cr *dynamicv1.ServedResource, doc []byte, isList bool, includeObject string) ([]byte, error) {
+func customTable(cr *dynamicv1.ServedResource, doc []byte, isList bool, includeObject string, withColumns bool) ([]byte, error) {
 	var cols []kubeapiextv1.CustomResourceColumnDefinition
 	if b := cr.GetPrinterColumns(); len(b) > 0 {
 		if err := json.Unmarshal(b, &cols); err != nil {
@@ -400,7 +404,7 @@ func customTable(cr *dynamicv1.ServedResource, doc []byte, isList bool, includeO
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		return tableJSON(tab, objs, includeObject)
+		return tableJSON(tab, objs, includeObject, withColumns)
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(doc); err != nil {
@@ -410,12 +414,13 @@ func customTable(cr *dynamicv1.ServedResource, doc []byte, isList bool, includeO
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	return tableJSON(tab, []map[string]any{u.Object}, includeObject)
+	return tableJSON(tab, []map[string]any{u.Object}, includeObject, withColumns)
 }
 
 // tableJSON writes a Table with each row's object as includeObject asks
-// (the convertor puts the whole object in).
-func tableJSON(tab *kubemetav1.Table, objs []map[string]any, includeObject string) ([]byte, error) {
+// (the convertor puts the whole object in), its column definitions null
+// without withColumns (a watch's later events).
+func tableJSON(tab *kubemetav1.Table, objs []map[string]any, includeObject string, withColumns bool) ([]byte, error) {
 	tab.Kind, tab.APIVersion = "Table", "meta.k8s.io/v1"
 	b, err := json.Marshal(tab)
 	if err != nil {
@@ -439,5 +444,83 @@ func tableJSON(tab *kubemetav1.Table, objs []map[string]any, includeObject strin
 	if rows == nil {
 		m["rows"] = []any{}
 	}
+	if !withColumns {
+		m["columnDefinitions"] = nil
+	}
 	return json.Marshal(m)
+}
+
+// serveCustomTableWatch serves a watch of custom objects as Tables (kubectl
+// get -w): each event's object a one-row Table, the first defining the
+// columns, as kube-apiserver sends them; bookmarks and errors as they are.
+func (g *Gateway) serveCustomTableWatch(ctx context.Context, w http.ResponseWriter, r *http.Request, t *target, cr *dynamicv1.ServedResource, info *requestInfo) {
+	q := r.URL.Query()
+	fs := q.Get("fieldSelector")
+	if t.name != "" {
+		if strings.TrimSpace(fs) != "" {
+			fs += ","
+		}
+		fs += "metadata.name=" + t.name
+	}
+	req := &dynamicv1.WatchRequest{Target: &dynamicv1.Target{Group: t.res.Group, Version: t.res.Version, Resource: t.res.Resource, Namespace: t.namespace},
+		LabelSelector: q.Get("labelSelector"), FieldSelector: fs, ResourceVersion: q.Get("resourceVersion"),
+		ResourceVersionMatch: q.Get("resourceVersionMatch"), AllowWatchBookmarks: isTrue(q.Get("allowWatchBookmarks"))}
+	if v := q.Get("timeoutSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeError(w, badRequest("invalid timeoutSeconds: "+strconv.Quote(v)))
+			return
+		}
+		req.TimeoutSeconds = &n
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := g.dyn.Watch(ctx, req)
+	if err == nil {
+		// As serveWatchJSON: the established header comes once the watch
+		// is; a stream that ends without it failed, and Recv says why.
+		var md metadata.MD
+		if md, err = stream.Header(); err == nil && len(md.Get(watchstreamv1.EstablishedHeader)) == 0 {
+			if _, err = stream.Recv(); err == nil || errors.Is(err, io.EOF) {
+				err = apierrors.NewInternalError(errors.New("the watch ended before it started"))
+			}
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	first := true
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
+				writeErrorEvent(w, err)
+			}
+			return
+		}
+		obj := ev.GetObject()
+		if ev.GetType() != "BOOKMARK" && ev.GetType() != "ERROR" {
+			if obj, err = customTable(cr, obj, false, info.includeObject, first); err != nil {
+				writeErrorEvent(w, err)
+				return
+			}
+			first = false
+		}
+		line, err := (&watchEvent{Type: ev.GetType()}).line(obj)
+		if err != nil {
+			return
+		}
+		if _, err := w.Write(append(line, '\n')); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
 }

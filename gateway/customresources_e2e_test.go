@@ -122,6 +122,21 @@ func TestKubectlCustomResources(t *testing.T) {
 			if !strings.Contains(out, `"color":"green"`) {
 				t.Errorf("watch: got %s, want w1 with its color green", out)
 			}
+			// kubectl get -w: Tables with the printer columns, then a row
+			// per change.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := k.Command(ctx, "get", "widgets", "-n", "default", "-w")
+			var watched syncBuffer
+			cmd.Stdout, cmd.Stderr = &watched, &watched
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cancel(); _ = cmd.Wait() }()
+			waitFor(t, &watched, "COLOR")
+			waitFor(t, &watched, "green")
+			k.ok([]string{"patch", "widget", "w1", "-n", "default", "--type=merge", "-p", `{"spec":{"color":"yellow"}}`}, "widget.example.com/w1 patched")
+			waitFor(t, &watched, "yellow")
 			// Discovery names it, with its short name and subresource.
 			k.ok([]string{"api-resources", "--api-group=example.com"}, "widgets", "wd", "example.com/v1", "true", "Widget")
 			k.ok([]string{"get", "--raw", "/apis/example.com/v1"}, `"name":"widgets/status"`)

@@ -44,6 +44,9 @@ type crSchema struct {
 	cel *apiextcel.Validator
 	// scale is the version's scale subresource (nil: none).
 	scale *kubeapiextv1.CustomResourceSubresourceScale
+	// selectable are the version's selectableFields, as field labels
+	// ("spec.color").
+	selectable []string
 	// crd is the CRD it was built from (discovery reads its names and
 	// printer columns).
 	crd *kubeapiextv1.CustomResourceDefinition
@@ -55,12 +58,18 @@ type crSchema struct {
 func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*crSchema, error) {
 	var v1 *kubeapiextv1.JSONSchemaProps
 	var scale *kubeapiextv1.CustomResourceSubresourceScale
+	var selectable []string
 	for _, v := range crd.Spec.Versions {
 		if v.Name == version && v.Schema != nil {
 			v1 = v.Schema.OpenAPIV3Schema
 		}
 		if v.Name == version && v.Subresources != nil {
 			scale = v.Subresources.Scale
+		}
+		if v.Name == version {
+			for _, f := range v.SelectableFields {
+				selectable = append(selectable, strings.TrimPrefix(f.JSONPath, "."))
+			}
 		}
 	}
 	if v1 == nil {
@@ -81,7 +90,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	// The rules are compiled once here, with Kubernetes' per-call cost
 	// limit, as its custom resource strategy compiles them.
 	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
-	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, crd: crd}, nil
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in
@@ -142,6 +151,19 @@ func customFromMap(r *resourceInfo, u map[string]any) (*dynamicv1.Object, []stri
 	obj := &dynamicv1.Object{Metadata: &metav1.ObjectMeta{}}
 	obj.ApiVersion, _ = u["apiVersion"].(string)
 	obj.Kind, _ = u["kind"].(string)
+	if sch := r.custom.schema.Load(); sch != nil && len(sch.selectable) > 0 {
+		// As Kubernetes' selectable fields: the value printed, "" where
+		// the field is absent.
+		obj.SelectableFields = map[string]string{}
+		for _, f := range sch.selectable {
+			v, ok, _ := unstructured.NestedFieldNoCopy(u, jsonPathFields(f)...)
+			if ok && v != nil {
+				obj.SelectableFields[f] = fmt.Sprint(v)
+			} else {
+				obj.SelectableFields[f] = ""
+			}
+		}
+	}
 	var unknown []string
 	if m, ok := u["metadata"]; ok && m != nil {
 		mm, ok := m.(map[string]any)

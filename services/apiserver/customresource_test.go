@@ -535,3 +535,43 @@ func TestCustomResourceDefaultOnRead(t *testing.T) {
 	}
 	t.Errorf("spec.shape after the CRD gained its default: got %v, want round", got)
 }
+
+// The CRD's selectableFields select in lists (and watches); other fields
+// are refused, as on Kubernetes.
+func TestCustomResourceSelectableFields(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	dyn := dynamicv1.NewResourceServiceClient(e.conn)
+	doc := strings.Replace(gadgetCRD, "    subresources: {status: {}}\n", "    subresources: {status: {}}\n    selectableFields: [{jsonPath: .spec.color}]\n", 1)
+	establishCRD(t, e, doc, gadgets("default", ""))
+	for _, g := range []struct{ name, color string }{{"g1", "red"}, {"g2", "blue"}, {"g3", "red"}} {
+		if _, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: gadgets("default", ""),
+			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"` + g.name + `"},"spec":{"color":"` + g.color + `"}}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(sel, rv string) []string {
+		t.Helper()
+		l, err := dyn.List(ctx, &dynamicv1.ListRequest{Target: gadgets("default", ""), FieldSelector: sel, ResourceVersion: rv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, it := range decodeJSON(t, l.GetList())["items"].([]any) {
+			out = append(out, dig(it.(map[string]any), "metadata", "name").(string))
+		}
+		return out
+	}
+	for _, rv := range []string{"", "0"} { // the store, the watch cache
+		if got, want := names("spec.color=red", rv), []string{"g1", "g3"}; !slices.Equal(got, want) {
+			t.Errorf("spec.color=red (resourceVersion %q): got %v, want %v", rv, got, want)
+		}
+		if got, want := names("spec.color!=red,metadata.name!=g9", rv), []string{"g2"}; !slices.Equal(got, want) {
+			t.Errorf("spec.color!=red (resourceVersion %q): got %v, want %v", rv, got, want)
+		}
+	}
+	_, err := dyn.List(ctx, &dynamicv1.ListRequest{Target: gadgets("default", ""), FieldSelector: "spec.size=3"})
+	if se := wantReason(t, err, apierrors.ReasonBadRequest); se.Message != "field label not supported: spec.size" {
+		t.Errorf("unselectable field: got %q", se.Message)
+	}
+}

@@ -41,9 +41,13 @@ type Object struct {
 	// too, unless the CRD has a status subresource), keys sorted.
 	Content []byte `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
 	// status is the object's status when its CRD has a status subresource.
-	Status        *JSON `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Status *JSON `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// selectable_fields are the values of the CRD's selectableFields
+	// ("spec.color" -> "red"), for field selectors: derived from the
+	// content whenever the object is decoded, never stored.
+	SelectableFields map[string]string `protobuf:"bytes,6,rep,name=selectable_fields,json=selectableFields,proto3" json:"selectable_fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Object) Reset() {
@@ -107,6 +111,13 @@ func (x *Object) GetContent() []byte {
 func (x *Object) GetStatus() *JSON {
 	if x != nil {
 		return x.Status
+	}
+	return nil
+}
+
+func (x *Object) GetSelectableFields() map[string]string {
+	if x != nil {
+		return x.SelectableFields
 	}
 	return nil
 }
@@ -1553,14 +1564,18 @@ var File_kplane_dynamic_v1_dynamic_proto protoreflect.FileDescriptor
 
 const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\n" +
-	"\x1fkplane/dynamic/v1/dynamic.proto\x12\x11kplane.dynamic.v1\x1a!kplane/autoscaling/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"\xc0\x01\n" +
+	"\x1fkplane/dynamic/v1/dynamic.proto\x12\x11kplane.dynamic.v1\x1a!kplane/autoscaling/v1/types.proto\x1a\x19kplane/meta/v1/meta.proto\"\xe3\x02\n" +
 	"\x06Object\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x126\n" +
 	"\bmetadata\x18\x03 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12\x18\n" +
 	"\acontent\x18\x04 \x01(\fR\acontent\x12/\n" +
-	"\x06status\x18\x05 \x01(\v2\x17.kplane.dynamic.v1.JSONR\x06status\"\x18\n" +
+	"\x06status\x18\x05 \x01(\v2\x17.kplane.dynamic.v1.JSONR\x06status\x12\\\n" +
+	"\x11selectable_fields\x18\x06 \x03(\v2/.kplane.dynamic.v1.Object.SelectableFieldsEntryR\x10selectableFields\x1aC\n" +
+	"\x15SelectableFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x18\n" +
 	"\x04JSON\x12\x10\n" +
 	"\x03raw\x18\x01 \x01(\fR\x03raw\"\x86\x01\n" +
 	"\x06Target\x12\x14\n" +
@@ -1686,7 +1701,7 @@ func file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP() []byte {
 	return file_kplane_dynamic_v1_dynamic_proto_rawDescData
 }
 
-var file_kplane_dynamic_v1_dynamic_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_kplane_dynamic_v1_dynamic_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_kplane_dynamic_v1_dynamic_proto_goTypes = []any{
 	(*Object)(nil),               // 0: kplane.dynamic.v1.Object
 	(*JSON)(nil),                 // 1: kplane.dynamic.v1.JSON
@@ -1713,56 +1728,58 @@ var file_kplane_dynamic_v1_dynamic_proto_goTypes = []any{
 	(*GetScaleResponse)(nil),     // 22: kplane.dynamic.v1.GetScaleResponse
 	(*UpdateScaleRequest)(nil),   // 23: kplane.dynamic.v1.UpdateScaleRequest
 	(*UpdateScaleResponse)(nil),  // 24: kplane.dynamic.v1.UpdateScaleResponse
-	(*v1.ObjectMeta)(nil),        // 25: kplane.meta.v1.ObjectMeta
-	(*v1.Preconditions)(nil),     // 26: kplane.meta.v1.Preconditions
-	(*v11.Scale)(nil),            // 27: kplane.autoscaling.v1.Scale
+	nil,                          // 25: kplane.dynamic.v1.Object.SelectableFieldsEntry
+	(*v1.ObjectMeta)(nil),        // 26: kplane.meta.v1.ObjectMeta
+	(*v1.Preconditions)(nil),     // 27: kplane.meta.v1.Preconditions
+	(*v11.Scale)(nil),            // 28: kplane.autoscaling.v1.Scale
 }
 var file_kplane_dynamic_v1_dynamic_proto_depIdxs = []int32{
-	25, // 0: kplane.dynamic.v1.Object.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	26, // 0: kplane.dynamic.v1.Object.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	1,  // 1: kplane.dynamic.v1.Object.status:type_name -> kplane.dynamic.v1.JSON
-	2,  // 2: kplane.dynamic.v1.GetRequest.target:type_name -> kplane.dynamic.v1.Target
-	2,  // 3: kplane.dynamic.v1.ListRequest.target:type_name -> kplane.dynamic.v1.Target
-	2,  // 4: kplane.dynamic.v1.WatchRequest.target:type_name -> kplane.dynamic.v1.Target
-	2,  // 5: kplane.dynamic.v1.CreateRequest.target:type_name -> kplane.dynamic.v1.Target
-	9,  // 6: kplane.dynamic.v1.CreateRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
-	2,  // 7: kplane.dynamic.v1.UpdateRequest.target:type_name -> kplane.dynamic.v1.Target
-	9,  // 8: kplane.dynamic.v1.UpdateRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
-	2,  // 9: kplane.dynamic.v1.UpdateStatusRequest.target:type_name -> kplane.dynamic.v1.Target
-	9,  // 10: kplane.dynamic.v1.UpdateStatusRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
-	2,  // 11: kplane.dynamic.v1.DeleteRequest.target:type_name -> kplane.dynamic.v1.Target
-	26, // 12: kplane.dynamic.v1.DeleteRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	20, // 13: kplane.dynamic.v1.DiscoverResponse.resources:type_name -> kplane.dynamic.v1.ServedResource
-	2,  // 14: kplane.dynamic.v1.GetScaleRequest.target:type_name -> kplane.dynamic.v1.Target
-	27, // 15: kplane.dynamic.v1.GetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	2,  // 16: kplane.dynamic.v1.UpdateScaleRequest.target:type_name -> kplane.dynamic.v1.Target
-	27, // 17: kplane.dynamic.v1.UpdateScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	9,  // 18: kplane.dynamic.v1.UpdateScaleRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
-	27, // 19: kplane.dynamic.v1.UpdateScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	3,  // 20: kplane.dynamic.v1.ResourceService.Get:input_type -> kplane.dynamic.v1.GetRequest
-	5,  // 21: kplane.dynamic.v1.ResourceService.List:input_type -> kplane.dynamic.v1.ListRequest
-	7,  // 22: kplane.dynamic.v1.ResourceService.Watch:input_type -> kplane.dynamic.v1.WatchRequest
-	10, // 23: kplane.dynamic.v1.ResourceService.Create:input_type -> kplane.dynamic.v1.CreateRequest
-	12, // 24: kplane.dynamic.v1.ResourceService.Update:input_type -> kplane.dynamic.v1.UpdateRequest
-	14, // 25: kplane.dynamic.v1.ResourceService.UpdateStatus:input_type -> kplane.dynamic.v1.UpdateStatusRequest
-	16, // 26: kplane.dynamic.v1.ResourceService.Delete:input_type -> kplane.dynamic.v1.DeleteRequest
-	21, // 27: kplane.dynamic.v1.ResourceService.GetScale:input_type -> kplane.dynamic.v1.GetScaleRequest
-	23, // 28: kplane.dynamic.v1.ResourceService.UpdateScale:input_type -> kplane.dynamic.v1.UpdateScaleRequest
-	18, // 29: kplane.dynamic.v1.ResourceService.Discover:input_type -> kplane.dynamic.v1.DiscoverRequest
-	4,  // 30: kplane.dynamic.v1.ResourceService.Get:output_type -> kplane.dynamic.v1.GetResponse
-	6,  // 31: kplane.dynamic.v1.ResourceService.List:output_type -> kplane.dynamic.v1.ListResponse
-	8,  // 32: kplane.dynamic.v1.ResourceService.Watch:output_type -> kplane.dynamic.v1.WatchResponse
-	11, // 33: kplane.dynamic.v1.ResourceService.Create:output_type -> kplane.dynamic.v1.CreateResponse
-	13, // 34: kplane.dynamic.v1.ResourceService.Update:output_type -> kplane.dynamic.v1.UpdateResponse
-	15, // 35: kplane.dynamic.v1.ResourceService.UpdateStatus:output_type -> kplane.dynamic.v1.UpdateStatusResponse
-	17, // 36: kplane.dynamic.v1.ResourceService.Delete:output_type -> kplane.dynamic.v1.DeleteResponse
-	22, // 37: kplane.dynamic.v1.ResourceService.GetScale:output_type -> kplane.dynamic.v1.GetScaleResponse
-	24, // 38: kplane.dynamic.v1.ResourceService.UpdateScale:output_type -> kplane.dynamic.v1.UpdateScaleResponse
-	19, // 39: kplane.dynamic.v1.ResourceService.Discover:output_type -> kplane.dynamic.v1.DiscoverResponse
-	30, // [30:40] is the sub-list for method output_type
-	20, // [20:30] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	25, // 2: kplane.dynamic.v1.Object.selectable_fields:type_name -> kplane.dynamic.v1.Object.SelectableFieldsEntry
+	2,  // 3: kplane.dynamic.v1.GetRequest.target:type_name -> kplane.dynamic.v1.Target
+	2,  // 4: kplane.dynamic.v1.ListRequest.target:type_name -> kplane.dynamic.v1.Target
+	2,  // 5: kplane.dynamic.v1.WatchRequest.target:type_name -> kplane.dynamic.v1.Target
+	2,  // 6: kplane.dynamic.v1.CreateRequest.target:type_name -> kplane.dynamic.v1.Target
+	9,  // 7: kplane.dynamic.v1.CreateRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
+	2,  // 8: kplane.dynamic.v1.UpdateRequest.target:type_name -> kplane.dynamic.v1.Target
+	9,  // 9: kplane.dynamic.v1.UpdateRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
+	2,  // 10: kplane.dynamic.v1.UpdateStatusRequest.target:type_name -> kplane.dynamic.v1.Target
+	9,  // 11: kplane.dynamic.v1.UpdateStatusRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
+	2,  // 12: kplane.dynamic.v1.DeleteRequest.target:type_name -> kplane.dynamic.v1.Target
+	27, // 13: kplane.dynamic.v1.DeleteRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	20, // 14: kplane.dynamic.v1.DiscoverResponse.resources:type_name -> kplane.dynamic.v1.ServedResource
+	2,  // 15: kplane.dynamic.v1.GetScaleRequest.target:type_name -> kplane.dynamic.v1.Target
+	28, // 16: kplane.dynamic.v1.GetScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	2,  // 17: kplane.dynamic.v1.UpdateScaleRequest.target:type_name -> kplane.dynamic.v1.Target
+	28, // 18: kplane.dynamic.v1.UpdateScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	9,  // 19: kplane.dynamic.v1.UpdateScaleRequest.options:type_name -> kplane.dynamic.v1.WriteOptions
+	28, // 20: kplane.dynamic.v1.UpdateScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	3,  // 21: kplane.dynamic.v1.ResourceService.Get:input_type -> kplane.dynamic.v1.GetRequest
+	5,  // 22: kplane.dynamic.v1.ResourceService.List:input_type -> kplane.dynamic.v1.ListRequest
+	7,  // 23: kplane.dynamic.v1.ResourceService.Watch:input_type -> kplane.dynamic.v1.WatchRequest
+	10, // 24: kplane.dynamic.v1.ResourceService.Create:input_type -> kplane.dynamic.v1.CreateRequest
+	12, // 25: kplane.dynamic.v1.ResourceService.Update:input_type -> kplane.dynamic.v1.UpdateRequest
+	14, // 26: kplane.dynamic.v1.ResourceService.UpdateStatus:input_type -> kplane.dynamic.v1.UpdateStatusRequest
+	16, // 27: kplane.dynamic.v1.ResourceService.Delete:input_type -> kplane.dynamic.v1.DeleteRequest
+	21, // 28: kplane.dynamic.v1.ResourceService.GetScale:input_type -> kplane.dynamic.v1.GetScaleRequest
+	23, // 29: kplane.dynamic.v1.ResourceService.UpdateScale:input_type -> kplane.dynamic.v1.UpdateScaleRequest
+	18, // 30: kplane.dynamic.v1.ResourceService.Discover:input_type -> kplane.dynamic.v1.DiscoverRequest
+	4,  // 31: kplane.dynamic.v1.ResourceService.Get:output_type -> kplane.dynamic.v1.GetResponse
+	6,  // 32: kplane.dynamic.v1.ResourceService.List:output_type -> kplane.dynamic.v1.ListResponse
+	8,  // 33: kplane.dynamic.v1.ResourceService.Watch:output_type -> kplane.dynamic.v1.WatchResponse
+	11, // 34: kplane.dynamic.v1.ResourceService.Create:output_type -> kplane.dynamic.v1.CreateResponse
+	13, // 35: kplane.dynamic.v1.ResourceService.Update:output_type -> kplane.dynamic.v1.UpdateResponse
+	15, // 36: kplane.dynamic.v1.ResourceService.UpdateStatus:output_type -> kplane.dynamic.v1.UpdateStatusResponse
+	17, // 37: kplane.dynamic.v1.ResourceService.Delete:output_type -> kplane.dynamic.v1.DeleteResponse
+	22, // 38: kplane.dynamic.v1.ResourceService.GetScale:output_type -> kplane.dynamic.v1.GetScaleResponse
+	24, // 39: kplane.dynamic.v1.ResourceService.UpdateScale:output_type -> kplane.dynamic.v1.UpdateScaleResponse
+	19, // 40: kplane.dynamic.v1.ResourceService.Discover:output_type -> kplane.dynamic.v1.DiscoverResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_kplane_dynamic_v1_dynamic_proto_init() }
@@ -1778,7 +1795,7 @@ func file_kplane_dynamic_v1_dynamic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_dynamic_v1_dynamic_proto_rawDesc), len(file_kplane_dynamic_v1_dynamic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

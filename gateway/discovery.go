@@ -6,7 +6,10 @@ package gateway
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 )
 
 // aggregatedType is the content type kubectl needs to read aggregated
@@ -41,10 +44,17 @@ func gvOf(group, version string) map[string]any {
 	return map[string]any{"groupVersion": gv, "version": version}
 }
 
-// groups returns the served API groups (without the core group) and their versions.
-func (g *Gateway) groups() (names []string, versions map[string][]string) {
+// groups returns the served API groups (without the core group) and their
+// versions: the built-in ones, then those of the custom resources crs.
+func (g *Gateway) groups(crs []*dynamicv1.ServedResource) (names []string, versions map[string][]string) {
 	versions = map[string][]string{}
-	for _, gv := range g.tab.groupVersions() {
+	gvs := g.tab.groupVersions()
+	for _, cr := range crs {
+		if gv := cr.GetGroup() + "/" + cr.GetVersion(); !slices.Contains(gvs, gv) {
+			gvs = append(gvs, gv)
+		}
+	}
+	for _, gv := range gvs {
 		grp, ver, ok := strings.Cut(gv, "/")
 		if !ok {
 			continue
@@ -61,11 +71,12 @@ func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, path st
 	if wantsAggregated(r) {
 		var items []any
 		if path == "/api" {
-			items = append(items, g.aggregatedGroup("", []string{"v1"}))
+			items = append(items, g.aggregatedGroup("", []string{"v1"}, nil))
 		} else {
-			names, versions := g.groups()
+			crs := g.customResources(r)
+			names, versions := g.groups(crs)
 			for _, n := range names {
-				items = append(items, g.aggregatedGroup(n, versions[n]))
+				items = append(items, g.aggregatedGroup(n, versions[n], crs))
 			}
 		}
 		if items == nil {
@@ -83,7 +94,7 @@ func (g *Gateway) serveDiscovery(w http.ResponseWriter, r *http.Request, path st
 			"serverAddressByClientCIDRs": []any{map[string]any{"clientCIDR": "0.0.0.0/0", "serverAddress": r.Host}}})
 		return
 	}
-	names, versions := g.groups()
+	names, versions := g.groups(g.customResources(r))
 	groups := []any{}
 	for _, n := range names {
 		groups = append(groups, g.apiGroup(n, versions[n]))
@@ -99,8 +110,8 @@ func (g *Gateway) apiGroup(name string, versions []string) map[string]any {
 	return map[string]any{"name": name, "versions": vs, "preferredVersion": gvOf(name, versions[0])}
 }
 
-func (g *Gateway) serveGroup(w http.ResponseWriter, name string) {
-	_, versions := g.groups()
+func (g *Gateway) serveGroup(w http.ResponseWriter, r *http.Request, name string) {
+	_, versions := g.groups(g.customResources(r))
 	if versions[name] == nil {
 		writeError(w, notFound())
 		return
@@ -110,7 +121,7 @@ func (g *Gateway) serveGroup(w http.ResponseWriter, name string) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-func (g *Gateway) aggregatedGroup(group string, versions []string) map[string]any {
+func (g *Gateway) aggregatedGroup(group string, versions []string, crs []*dynamicv1.ServedResource) map[string]any {
 	var vs []any
 	for _, v := range versions {
 		gv := v
@@ -146,6 +157,11 @@ func (g *Gateway) aggregatedGroup(group string, versions []string) map[string]an
 			}
 			rs = append(rs, entry)
 		}
+		for _, cr := range crs {
+			if cr.GetGroup() == group && cr.GetVersion() == v {
+				rs = append(rs, aggregatedCustom(cr))
+			}
+		}
 		vs = append(vs, map[string]any{"version": v, "resources": rs})
 	}
 	return map[string]any{"metadata": map[string]any{"name": group}, "versions": vs}
@@ -177,16 +193,23 @@ func (r *resource) subresources() []subresource {
 	return out
 }
 
-func (g *Gateway) serveResourceList(w http.ResponseWriter, group, version string) {
+func (g *Gateway) serveResourceList(w http.ResponseWriter, r *http.Request, group, version string) {
 	gv := version
 	if group != "" {
 		gv = group + "/" + version
 	}
-	if g.tab.byGV[gv] == nil {
-		writeError(w, notFound())
-		return
-	}
 	rs := []any{}
+	if g.tab.byGV[gv] == nil {
+		for _, cr := range g.customResources(r) {
+			if cr.GetGroup() == group && cr.GetVersion() == version {
+				rs = append(rs, legacyCustom(cr)...)
+			}
+		}
+		if len(rs) == 0 {
+			writeError(w, notFound())
+			return
+		}
+	}
 	for _, res := range g.tab.resources(gv) {
 		entry := map[string]any{"name": res.Resource, "singularName": strings.ToLower(res.Kind),
 			"namespaced": res.Namespaced, "kind": res.Kind, "verbs": res.verbs()}
@@ -207,4 +230,59 @@ func (g *Gateway) serveResourceList(w http.ResponseWriter, group, version string
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs})
+}
+
+// aggregatedCustom is a custom resource's aggregated discovery entry.
+func aggregatedCustom(cr *dynamicv1.ServedResource) map[string]any {
+	entry := map[string]any{
+		"resource":         cr.GetResource(),
+		"responseKind":     map[string]any{"group": cr.GetGroup(), "version": cr.GetVersion(), "kind": cr.GetKind()},
+		"scope":            customScope(cr),
+		"singularResource": cr.GetSingular(),
+		"verbs":            customVerbs,
+	}
+	if len(cr.GetShortNames()) > 0 {
+		entry["shortNames"] = cr.GetShortNames()
+	}
+	if len(cr.GetCategories()) > 0 {
+		entry["categories"] = cr.GetCategories()
+	}
+	var subs []any
+	if cr.GetStatus() {
+		subs = append(subs, map[string]any{"subresource": "status",
+			"responseKind": map[string]any{"group": cr.GetGroup(), "version": cr.GetVersion(), "kind": cr.GetKind()},
+			"verbs":        []string{"get", "patch", "update"}})
+	}
+	if cr.GetScale() {
+		subs = append(subs, map[string]any{"subresource": "scale",
+			"responseKind": map[string]any{"group": "autoscaling", "version": "v1", "kind": "Scale"},
+			"verbs":        []string{"get", "patch", "update"}})
+	}
+	if subs != nil {
+		entry["subresources"] = subs
+	}
+	return entry
+}
+
+// legacyCustom is a custom resource's APIResourceList entries (the
+// resource, then its status subresource).
+func legacyCustom(cr *dynamicv1.ServedResource) []any {
+	entry := map[string]any{"name": cr.GetResource(), "singularName": cr.GetSingular(),
+		"namespaced": cr.GetNamespaced(), "kind": cr.GetKind(), "verbs": customVerbs}
+	if len(cr.GetShortNames()) > 0 {
+		entry["shortNames"] = cr.GetShortNames()
+	}
+	if len(cr.GetCategories()) > 0 {
+		entry["categories"] = cr.GetCategories()
+	}
+	out := []any{entry}
+	if cr.GetStatus() {
+		out = append(out, map[string]any{"name": cr.GetResource() + "/status", "singularName": "", "namespaced": cr.GetNamespaced(),
+			"kind": cr.GetKind(), "verbs": []string{"get", "patch", "update"}})
+	}
+	if cr.GetScale() {
+		out = append(out, map[string]any{"name": cr.GetResource() + "/scale", "singularName": "", "namespaced": cr.GetNamespaced(),
+			"group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": []string{"get", "patch", "update"}})
+	}
+	return out
 }

@@ -58,6 +58,7 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/proto/kubejson"
@@ -119,6 +120,8 @@ type Gateway struct {
 	watches watchstreamv1.WatchStreamServiceClient
 	// pods carries exec, attach and portforward (podstream.go).
 	pods corev1.PodServiceClient
+	// dyn serves custom resources (customresources.go).
+	dyn dynamicv1.ResourceServiceClient
 }
 
 // New builds a Gateway.
@@ -138,7 +141,8 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn)}
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn),
+		dyn: dynamicv1.NewResourceServiceClient(cfg.Conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -231,14 +235,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	case len(parts) >= 3 && parts[0] == "apis":
 		group, version, parts = parts[1], parts[2], parts[3:]
 	case len(parts) == 2 && parts[0] == "apis":
-		g.serveGroup(w, parts[1])
+		g.serveGroup(w, r, parts[1])
 		return
 	default:
 		writeError(w, notFound())
 		return
 	}
 	if len(parts) == 0 {
-		g.serveResourceList(w, group, version)
+		g.serveResourceList(w, r, group, version)
 		return
 	}
 	md, err := g.identity(r)
@@ -257,6 +261,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(withInfo(r.Context(), info))
+	if group != "" && g.tab.byGV[group+"/"+version] == nil {
+		// Not a built-in group version: a custom resource's, or nothing.
+		g.serveCustom(w, r, group, version, parts, info)
+		return
+	}
 	if ns, name, sub, ok := podStreamTarget(group, version, parts); ok {
 		g.servePodStream(w, r, md, ns, name, sub)
 		return

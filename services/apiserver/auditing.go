@@ -167,6 +167,11 @@ func (s *Server) writeAudit(ev *audit.Event) {
 // as Kubernetes JSON, without managedFields when omitManagedFields; nil
 // when it carries none.
 func objectJSON(msg any, omitManagedFields bool) json.RawMessage {
+	if d, ok := msg.(interface{ GetObject() []byte }); ok && json.Valid(d.GetObject()) {
+		// The generic service's messages (dynamic.go) carry the object's
+		// JSON already; it is recorded as sent, managedFields included.
+		return d.GetObject()
+	}
 	m, ok := msg.(proto.Message)
 	if !ok || m == nil {
 		return nil

@@ -31,6 +31,7 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
@@ -234,6 +235,10 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
 			return validateCRD(ctx, r, crd, old, c.attrs.Subresource == "status")
 		}
+		if o, ok := obj.(*dynamicv1.Object); ok {
+			oldObj, _ := old.(*dynamicv1.Object)
+			return validateCustom(ctx, r, o, oldObj)
+		}
 		if c.attrs.Subresource == "status" {
 			return validateStatusUpdate(r, obj, old)
 		}
@@ -370,7 +375,7 @@ func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) 
 	if err != nil {
 		return nil, err
 	}
-	ch := s.cachers[r.Resource]
+	ch := s.cacherFor(r)
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -425,7 +430,7 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 	}
 	// resourceVersion "0" (any) or N (not older than N): the watch cache
 	// if it is that recent, else the store (always at least as recent).
-	ch := s.cachers[r.Resource]
+	ch := s.cacherFor(r)
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -544,7 +549,7 @@ func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o lis
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(o.TimeoutSeconds)*time.Second)
 		defer cancel()
 	}
-	ch := s.cachers[r.Resource]
+	ch := s.cacherFor(r)
 	w, err := ch.watch(ctx, rev, filter, o.AllowWatchBookmarks, o.SendInitialEvents)
 	if err != nil {
 		return err
@@ -685,6 +690,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		prepareStatefulSet(o, nil)
 	case *corev1.PersistentVolumeClaim, *corev1.PersistentVolume:
 		prepareVolumeCreate(o)
+	case *dynamicv1.Object:
+		if r.HasStatus {
+			o.Status = nil // written through the status subresource only
+		}
 	case *policyv1.PodDisruptionBudget:
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
@@ -993,7 +1002,7 @@ func (s *Server) tryUpdate(ctx context.Context, c *call, r *resourceInfo, name, 
 // cachedCopy is a copy of the object from the watch cache, or nil when the
 // cache does not hold it (or is not ready).
 func (s *Server) cachedCopy(r *resourceInfo, ns, name string) proto.Message {
-	ch := s.cachers[r.Resource]
+	ch := s.cacherFor(r)
 	if ch == nil {
 		return nil
 	}
@@ -1029,13 +1038,17 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		}
 		// Labels (but a Deployment's), annotations, finalizers and owner
 		// references (but a Pod's) may change through status, as in
-		// Kubernetes, whose status strategies reset only those.
-		if _, ok := n.(*appsv1.Deployment); !ok {
+		// Kubernetes, whose status strategies reset only those; a custom
+		// object's status strategy keeps all of the old metadata.
+		_, custom := n.(*dynamicv1.Object)
+		if _, ok := n.(*appsv1.Deployment); !ok && !custom {
 			meta(n).Labels = meta(obj).GetLabels()
 		}
-		meta(n).Annotations = meta(obj).GetAnnotations()
-		meta(n).Finalizers = meta(obj).GetFinalizers()
-		if _, ok := n.(*corev1.Pod); !ok {
+		if !custom {
+			meta(n).Annotations = meta(obj).GetAnnotations()
+			meta(n).Finalizers = meta(obj).GetFinalizers()
+		}
+		if _, ok := n.(*corev1.Pod); !ok && !custom {
 			meta(n).OwnerReferences = meta(obj).GetOwnerReferences()
 		}
 		// The gateway records the status writer in managedFields.
@@ -1090,11 +1103,11 @@ func (s *Server) getScale(ctx context.Context, r *resourceInfo, ns, name string)
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(obj), nil
+	return scaleOf(r, obj), nil
 }
 
 // scaleOf renders the scale subresource of a deployment or replica set.
-func scaleOf(obj proto.Message) *autoscalingv1.Scale {
+func scaleOf(r *resourceInfo, obj proto.Message) *autoscalingv1.Scale {
 	m := meta(obj)
 	sc := &autoscalingv1.Scale{
 		ApiVersion: "autoscaling/v1", Kind: "Scale",
@@ -1119,6 +1132,8 @@ func scaleOf(obj proto.Message) *autoscalingv1.Scale {
 		sc.Spec.Replicas = o.GetSpec().GetReplicas()
 		sc.Status.Replicas = o.GetStatus().GetReplicas()
 		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
+	case *dynamicv1.Object:
+		customScale(r, o, sc)
 	}
 	return sc
 }
@@ -1154,6 +1169,10 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 			o.Spec.Replicas = proto.Int32(replicas)
 		case *appsv1.StatefulSet:
 			o.Spec.Replicas = proto.Int32(replicas)
+		case *dynamicv1.Object:
+			if err := setCustomReplicas(r, o, replicas); err != nil {
+				return nil, nil, err
+			}
 		}
 		if !specEqual(n, old) {
 			meta(n).Generation++
@@ -1163,7 +1182,7 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(out), nil
+	return scaleOf(r, out), nil
 }
 
 func (s *Server) bind(ctx context.Context, r *resourceInfo, ns, name string, b *corev1.Binding, wo writeOptions) (_ *metav1.Status, err error) {

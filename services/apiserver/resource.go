@@ -29,6 +29,19 @@ type resourceInfo struct {
 	// Graceful: deletion waits for a grace period (pods).
 	Graceful bool
 	New      func() proto.Message
+	// custom is set for a custom resource (crregistry.go): its objects are
+	// dynamic.v1.Objects, stored as JSON under storagePath.
+	custom *customResource
+}
+
+// storagePath is the resource's part of its keys: the plural for a
+// built-in, <group>/<plural> for a custom resource, as kube-apiserver
+// keys them.
+func (r *resourceInfo) storagePath() string {
+	if r.custom != nil {
+		return r.Group + "/" + r.Resource
+	}
+	return r.Resource
 }
 
 // APIVersion is "v1" or "<group>/v1".

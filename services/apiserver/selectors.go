@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -51,6 +52,10 @@ func fieldSet(obj proto.Message) fields.Set {
 		set["status.phase"] = o.GetStatus().GetPhase()
 	case *corev1.Secret:
 		set["type"] = o.GetType()
+	case *dynamicv1.Object:
+		for k, v := range o.GetSelectableFields() {
+			set[k] = v
+		}
 	}
 	return set
 }
@@ -80,6 +85,18 @@ func parseSelector(r *resourceInfo, ns, labelSel, fieldSel string) (*selector, e
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 		}
 		known := fieldSet(r.New())
+		if r.custom != nil {
+			// A custom resource: its CRD's selectableFields, and
+			// metadata.namespace only when it is namespaced.
+			if sch := r.custom.schema.Load(); sch != nil {
+				for _, f := range sch.selectable {
+					known[f] = ""
+				}
+			}
+			if !r.Namespaced {
+				delete(known, "metadata.namespace")
+			}
+		}
 		for _, req := range fs.Requirements() {
 			if _, ok := known[req.Field]; !ok {
 				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))

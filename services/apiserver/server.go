@@ -35,6 +35,7 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -167,6 +168,8 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	resources map[string]*resourceInfo
+	// crs holds the custom resources served (crregistry.go).
+	crs       *crRegistry
 	store     *storage
 	ownClient bool
 	cachers   map[string]*cacher
@@ -233,6 +236,7 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
+	s.crs = newCRRegistry(log)
 	s.escalation = newEscalation(s)
 	s.policies = s.newPolicies()
 	s.typeCheck = s.typeChecker()
@@ -325,6 +329,7 @@ func New(cfg Config) (*Server, error) {
 	authorizationv1.RegisterAuthorizationServiceServer(s.grpc, &accessReviews{s: s})
 	authenticationv1.RegisterAuthenticationServiceServer(s.grpc, &authentications{s: s})
 	watchstreamv1.RegisterWatchStreamServiceServer(s.grpc, &watchStreamService{s: s})
+	dynamicv1.RegisterResourceServiceServer(s.grpc, &dynamicService{s: s})
 	reflection.Register(s.grpc)
 	// gRPC's health service: NOT_SERVING until ready and again while
 	// stopping, so that clients with health checking (client.Dial) send
@@ -333,6 +338,14 @@ func New(cfg Config) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	return s, nil
+}
+
+// cacherFor is r's watch cache: a built-in's, or a custom resource's own.
+func (s *Server) cacherFor(r *resourceInfo) *cacher {
+	if r.custom != nil {
+		return r.custom.cacher
+	}
+	return s.cachers[r.Resource]
 }
 
 // Addr is the address the service listens on.
@@ -375,6 +388,61 @@ func (s *Server) Run(ctx context.Context) error {
 			s.compactor.Run(ctx)
 		}()
 	}
+	// A namespace being deleted loses its custom objects.
+	var cleanMu sync.Mutex
+	cleaning := map[string]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.feed(ctx, s.cachers["namespaces"], &nsCleanupSink{crs: s.crs, del: s.deleteCustomObjects,
+			start: func(key string, f func(ctx context.Context)) {
+				cleanMu.Lock()
+				defer cleanMu.Unlock()
+				if cleaning[key] {
+					return
+				}
+				cleaning[key] = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() {
+						cleanMu.Lock()
+						delete(cleaning, key)
+						cleanMu.Unlock()
+					}()
+					f(ctx)
+				}()
+			}}, nil)
+	}()
+	// The custom resources follow the CRDs; each one's cache runs until
+	// its CRD goes or the service stops.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.feed(ctx, s.cachers["customresourcedefinitions"], &crdSink{
+			g: s.crs,
+			newC: func(r *resourceInfo) *cacher {
+				return newCacher(r, s.store, s.log, s.cfg.WatchWindow, s.cfg.WatchBuffer, s.cfg.BookmarkInterval)
+			},
+			cleanup: func(r *resourceInfo) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer r.custom.cleaning.Store(false)
+					s.deleteCustomObjects(ctx, r, "")
+				}()
+			},
+			start: func(c *cacher) context.CancelFunc {
+				cctx, stop := context.WithCancel(ctx)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c.run(cctx)
+				}()
+				return stop
+			},
+		}, nil)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.grpc.Serve(s.lis) }()
 	go func() {

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/encryption"
@@ -35,8 +36,10 @@ const maxObjectBytes = 1536*1024 - 4096
 
 // storage keeps objects in an etcd v3 store under
 // <prefix><resource>/<namespace>/<name> (cluster-scoped:
-// <prefix><resource>/<name>) as protobuf. resourceVersion is the key's
-// mod_revision; it is never stored in the value.
+// <prefix><resource>/<name>) as protobuf; custom resources under
+// <prefix><group>/<plural>/... as JSON, as kube-apiserver keys and stores
+// them. resourceVersion is the key's mod_revision; it is never stored in
+// the value.
 type storage struct {
 	cli    *clientv3.Client
 	prefix string // "/registry/"
@@ -54,7 +57,7 @@ type storage struct {
 // restored store) is dropped and the write tried once more with a new one.
 func (s *storage) commitPut(ctx context.Context, r *resourceInfo, txn func(opts ...clientv3.OpOption) clientv3.Txn) (*clientv3.TxnResponse, error) {
 	ttl := s.ttls[r.Resource]
-	if ttl <= 0 {
+	if ttl <= 0 || r.custom != nil {
 		return txn().Commit()
 	}
 	for attempt := 0; ; attempt++ {
@@ -82,16 +85,16 @@ func (e *casError) Error() string { return "compare-and-swap failed" }
 
 func (s *storage) collectionKey(r *resourceInfo, ns string) string {
 	if r.Namespaced && ns != "" {
-		return s.prefix + r.Resource + "/" + ns + "/"
+		return s.prefix + r.storagePath() + "/" + ns + "/"
 	}
-	return s.prefix + r.Resource + "/"
+	return s.prefix + r.storagePath() + "/"
 }
 
 func (s *storage) key(r *resourceInfo, ns, name string) string {
 	if r.Namespaced {
-		return s.prefix + r.Resource + "/" + ns + "/" + name
+		return s.prefix + r.storagePath() + "/" + ns + "/" + name
 	}
-	return s.prefix + r.Resource + "/" + name
+	return s.prefix + r.storagePath() + "/" + name
 }
 
 // encode marshals obj without its resourceVersion, encrypted if r's
@@ -100,7 +103,15 @@ func (s *storage) encode(r *resourceInfo, key string, obj proto.Message) ([]byte
 	m := meta(obj)
 	rv := m.ResourceVersion
 	m.ResourceVersion = ""
-	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend([]byte(storageMagic), obj)
+	var b []byte
+	var err error
+	if o, ok := obj.(*dynamicv1.Object); ok {
+		// Custom objects are stored as their JSON, as kube-apiserver
+		// stores them, without the protobuf format's marker.
+		b, err = customToJSON(o)
+	} else {
+		b, err = proto.MarshalOptions{Deterministic: true}.MarshalAppend([]byte(storageMagic), obj)
+	}
 	m.ResourceVersion = rv
 	if err != nil {
 		return nil, fmt.Errorf("encoding object: %w", err)
@@ -135,6 +146,9 @@ func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte
 			return nil, apierrors.NewInternalError(err)
 		}
 	}
+	if r.custom != nil {
+		return value, nil // JSON, decoded by decodePlain
+	}
 	value, err := unmarkStored(key, value)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -142,11 +156,21 @@ func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte
 	return value, nil
 }
 
-// decodePlain decodes an object's protobuf (already decrypted).
+// decodePlain decodes an object's protobuf, or a custom object's JSON
+// (already decrypted).
 func (s *storage) decodePlain(r *resourceInfo, value []byte, rev int64) (proto.Message, error) {
-	obj := r.New()
-	if err := proto.Unmarshal(value, obj); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
+	var obj proto.Message
+	if r.custom != nil {
+		o, err := customFromJSON(r, value)
+		if err != nil {
+			return nil, err
+		}
+		obj = o
+	} else {
+		obj = r.New()
+		if err := proto.Unmarshal(value, obj); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
+		}
 	}
 	meta(obj).ResourceVersion = formatRV(rev)
 	setTypeMeta(r, obj)
@@ -438,7 +462,7 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 	// A selector on metadata alone (namespace, labels) is tried on the
 	// decoded metadata first: an object it rejects is never decoded whole.
 	var metaNum protowire.Number
-	if sel != nil && sel.fields.Empty() && !sel.labels.Empty() {
+	if sel != nil && sel.fields.Empty() && !sel.labels.Empty() && r.custom == nil {
 		if fd := r.New().ProtoReflect().Descriptor().Fields().ByName("metadata"); fd != nil && fd.Kind() == protoreflect.MessageKind {
 			metaNum = fd.Number()
 		}

@@ -52,6 +52,15 @@ func (s *Server) checkStorageFormat(ctx context.Context) error {
 	}
 	key := string(resp.Kvs[0].Key)
 	res, _, _ := strings.Cut(strings.TrimPrefix(key, s.store.prefix), "/")
+	if strings.Contains(res, ".") {
+		// A custom resource's group (its objects are JSON, without the
+		// marker): check a namespace instead, which every store holds.
+		resp, err = s.store.cli.Get(ctx, s.store.prefix+"namespaces/", clientv3.WithPrefix(), clientv3.WithLimit(1))
+		if err != nil || len(resp.Kvs) == 0 {
+			return nil
+		}
+		key, res = string(resp.Kvs[0].Key), "namespaces"
+	}
 	for _, r := range s.resources {
 		if r.Resource != res {
 			continue

@@ -98,3 +98,49 @@ func TestOldStoreRefusedAtStart(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrStorageFormat naming the format", err)
 	}
 }
+
+// TestOldStoreRefusedAtStartBehindCustomResources: a store whose first key
+// is a custom object's (JSON, unmarked by design) is checked on a
+// namespace instead.
+func TestOldStoreRefusedAtStartBehindCustomResources(t *testing.T) {
+	e := newEnv(t, nil)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	bg := context.Background()
+	if _, err := cli.Put(bg, "/registry/a.example.com/widgets/default/w", `{"apiVersion":"a.example.com/v1","kind":"Widget"}`); err != nil {
+		t.Fatal(err)
+	}
+	start := func() error {
+		srv, err := New(Config{StoreEndpoints: e.eps, Authenticator: tokenAuthn{}, Authorizer: denyNobody{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx) }()
+		select {
+		case err := <-done:
+			cancel()
+			return err
+		case <-srv.Ready():
+			cancel()
+			return <-done
+		}
+	}
+	if err := start(); err != nil {
+		t.Fatalf("a store in this build's format behind a custom object: Run = %v", err)
+	}
+	old, err := proto.Marshal(&corev1.Namespace{Metadata: om("", "aaa-old")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(bg, "/registry/namespaces/aaa-old", string(old)); err != nil {
+		t.Fatal(err)
+	}
+	if err := start(); !errors.Is(err, ErrStorageFormat) {
+		t.Fatalf("Run = %v, want ErrStorageFormat", err)
+	}
+}

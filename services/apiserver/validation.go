@@ -322,6 +322,9 @@ func invalid(r *resourceInfo, name string, errs field.ErrorList) error {
 // namespaces, DNS-1035 labels for services, DNS-1123 subdomains otherwise;
 // RBAC objects only forbid path segments.
 func nameValidator(r *resourceInfo) func(string) []string {
+	if r.custom != nil {
+		return validation.IsDNS1123Subdomain // a custom resource's plural may be a built-in's
+	}
 	switch r.Resource {
 	case "namespaces", "statefulsets":
 		return validation.IsDNS1123Label

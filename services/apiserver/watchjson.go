@@ -14,7 +14,6 @@ import (
 
 	"github.com/kplane/kplane/internal/telemetry"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
-	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -29,6 +28,9 @@ type watchStreamService struct {
 // StreamWatch serves one watch as Kubernetes JSON.
 func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, stream watchstreamv1.WatchStreamService_StreamWatchServer) error {
 	r := x.s.resources[req.GetResource()]
+	if r == nil || r.Group != req.GetGroup() {
+		r = x.s.crs.lookup(req.GetGroup(), req.GetResource())
+	}
 	if r == nil || r.Group != req.GetGroup() || r.Version != req.GetVersion() {
 		return toGRPC(apierrors.NewNotFound(req.GetGroup(), req.GetResource(), ""))
 	}
@@ -85,7 +87,7 @@ func (e *watchEvent) jsonLine(r *resourceInfo) ([]*preEncoded, trace.SpanContext
 
 // renderWatchLine renders {"type":typ,"object":obj} and a newline.
 func renderWatchLine(typ string, obj proto.Message) ([]byte, error) {
-	b, err := kubejson.Marshal(obj)
+	b, err := customJSON(obj)
 	if err != nil {
 		return nil, fmt.Errorf("render a watch event: %w", err)
 	}

@@ -1,16 +1,20 @@
 // This file holds the CRD controller's test on a real in-process API
 // service: a new CRD gets its accepted names, NamesAccepted and
-// Established; a second CRD of the group asking for a taken plural is
+// Established (True: the kind is served); a second CRD of the group asking for a taken plural is
 // refused its names with Kubernetes' reason and message, and gets them
-// once the first is deleted; a deleted CRD loses its cleanup finalizer
-// and goes.
+// once the first is deleted; a deleted CRD's custom resources are deleted
+// (one held by a finalizer holds the CRD), then it loses its cleanup
+// finalizer and goes.
 package controllers_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
@@ -47,12 +51,12 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget", "wd")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "widgets' names accepted, not Established (custom resources are not served)", func() (bool, string) {
+	eventually(t, "widgets' names accepted and Established", func() (bool, string) {
 		w, err := crds.Get(c.ctx, "", "widgets.example.com")
 		na, est := condition(w, crd.NamesAccepted), condition(w, crd.Established)
 		an := w.GetStatus().GetAcceptedNames()
 		ok := err == nil && na.GetStatus() == "True" && na.GetReason() == "NoConflicts" && na.GetMessage() == "no conflicts found" &&
-			est.GetStatus() == "False" && est.GetReason() == crd.NotServedReason && est.GetMessage() == crd.NotServedMessage &&
+			est.GetStatus() == "True" && est.GetReason() == crd.EstablishedReason && est.GetMessage() == crd.EstablishedMessage &&
 			an.GetPlural() == "widgets" && an.GetSingular() == "widget" && an.GetKind() == "Widget" && an.GetListKind() == "WidgetList" &&
 			len(an.GetShortNames()) == 1 && an.GetShortNames()[0] == "wd"
 		return ok, fmt.Sprintf("%v %v", w.GetStatus(), err)
@@ -75,9 +79,39 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 		return ok, fmt.Sprintf("%v %v", g.GetStatus(), err)
 	})
 
-	// Deleting widgets: the cleanup finalizer is removed and it goes;
-	// gadgets then gets the names it asked for.
+	// A widget held by a finalizer.
+	dyn := dynamicv1.NewResourceServiceClient(c.conn)
+	w1 := &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: "default", Name: "w1"}
+	eventually(t, "a widget created", func() (bool, string) {
+		_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w1,
+			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","finalizers":["example.com/hold"]}}`)})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Deleting widgets: its widgets are deleted; w1's finalizer holds it
+	// and so the CRD, which says so; once w1 goes, the cleanup finalizer
+	// is removed and the CRD goes; gadgets then gets the names it asked
+	// for.
 	if err := crds.Delete(c.ctx, "", "widgets.example.com", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var held []byte
+	eventually(t, "w1 deleted, held by its finalizer, the CRD waiting for it", func() (bool, string) {
+		w, err := crds.Get(c.ctx, "", "widgets.example.com")
+		term := condition(w, crd.Terminating)
+		got, gerr := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w1})
+		held = got.GetObject()
+		ok := err == nil && gerr == nil && strings.Contains(string(held), `"deletionTimestamp"`) &&
+			term.GetStatus() == "True" && term.GetReason() == "InstanceDeletionCheck"
+		return ok, fmt.Sprintf("%v %s %v %v", term, held, err, gerr)
+	})
+	var doc map[string]any
+	if err := json.Unmarshal(held, &doc); err != nil {
+		t.Fatal(err)
+	}
+	delete(doc["metadata"].(map[string]any), "finalizers")
+	b, _ := json.Marshal(doc)
+	if _, err := dyn.Update(c.ctx, &dynamicv1.UpdateRequest{Target: w1, Object: b}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "widgets gone", func() (bool, string) {
@@ -87,8 +121,67 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	eventually(t, "gadgets' names accepted", func() (bool, string) {
 		g, err := crds.Get(c.ctx, "", "gadgets.example.com")
 		an := g.GetStatus().GetAcceptedNames()
-		ok := err == nil && condition(g, crd.NamesAccepted).GetStatus() == "True" && condition(g, crd.Established).GetReason() == crd.NotServedReason &&
+		ok := err == nil && condition(g, crd.NamesAccepted).GetStatus() == "True" && condition(g, crd.Established).GetReason() == crd.EstablishedReason &&
 			an.GetKind() == "Widget" && len(an.GetShortNames()) == 1 && an.GetShortNames()[0] == "widgets"
 		return ok, fmt.Sprintf("%v %v", g.GetStatus(), err)
+	})
+}
+
+// A namespace being deleted loses its custom objects (the API service
+// deletes them; the Namespace controller counts them, NamespaceContentRemaining
+// naming the resource as Kubernetes does, and finalizes the namespace once
+// they are gone).
+func TestNamespaceDeletionDeletesCustomObjects(t *testing.T) {
+	c := startCluster(t, func(cfg *controllers.Config) { cfg.Controllers = []string{controllers.CRD, controllers.Namespace} })
+	crds := client.Must[*apiextensionsv1.CustomResourceDefinition](c.conn)
+	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget")); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "doomed"
+	c.namespace(t, ns)
+	dyn := dynamicv1.NewResourceServiceClient(c.conn)
+	w := func(name string) *dynamicv1.Target {
+		return &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: ns, Name: name}
+	}
+	eventually(t, "widgets created", func() (bool, string) {
+		_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w(""),
+			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","finalizers":["example.com/hold"]}}`)})
+		return err == nil, fmt.Sprint(err)
+	})
+	if _, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w(""),
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w2"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nss.Delete(c.ctx, "", ns, client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var held []byte
+	eventually(t, "w2 gone, w1 held by its finalizer, the namespace waiting for it", func() (bool, string) {
+		_, err2 := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w("w2")})
+		got, err1 := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w("w1")})
+		held = got.GetObject()
+		n, err := c.nss.Get(c.ctx, "", ns)
+		var remaining string
+		for _, cond := range n.GetStatus().GetConditions() {
+			if cond.GetType() == "NamespaceContentRemaining" {
+				remaining = cond.GetMessage()
+			}
+		}
+		ok := apierrors.IsNotFound(err2) && err1 == nil && strings.Contains(string(held), `"deletionTimestamp"`) && err == nil &&
+			remaining == "Some resources are remaining: widgets.example.com has 1 resource instances"
+		return ok, fmt.Sprintf("w2: %v; w1: %s %v; namespace: %q %v", err2, held, err1, remaining, err)
+	})
+	var doc map[string]any
+	if err := json.Unmarshal(held, &doc); err != nil {
+		t.Fatal(err)
+	}
+	delete(doc["metadata"].(map[string]any), "finalizers")
+	b, _ := json.Marshal(doc)
+	if _, err := dyn.Update(c.ctx, &dynamicv1.UpdateRequest{Target: w("w1"), Object: b}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "namespace gone", func() (bool, string) {
+		_, err := c.nss.Get(c.ctx, "", ns)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }

@@ -30,6 +30,7 @@ import (
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
@@ -461,7 +462,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 			namespace.ClientDeleter[*rbacv1.Role]{C: client.Must[*rbacv1.Role](conn)},
 			namespace.ClientDeleter[*corev1.LimitRange]{C: client.Must[*corev1.LimitRange](conn)},
 			namespace.ClientDeleter[*corev1.ResourceQuota]{C: client.Must[*corev1.ResourceQuota](conn)},
-		}})
+		}, Custom: dynamicv1.NewResourceServiceClient(conn)})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.NamespaceWorkers) })
 	}
 	if on(Disruption) {
@@ -498,7 +499,7 @@ func (m *Manager) runControllers(ctx context.Context) {
 		crds := client.Must[*apiextensionsv1.CustomResourceDefinition](conn)
 		crdInf := client.NewInformer(client.ListWatch(crds, "", "", "", 500), client.InformerOptions[*apiextensionsv1.CustomResourceDefinition]{Logger: m.log})
 		informer(crdInf.Run)
-		c := crd.New(crd.Config{CRDs: crds, Informer: crdInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		c := crd.New(crd.Config{CRDs: crds, Resources: dynamicv1.NewResourceServiceClient(conn), Informer: crdInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CRDWorkers) })
 	}
 

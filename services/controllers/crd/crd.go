@@ -6,21 +6,21 @@
 //     list kind) are accepted into status.acceptedNames unless another CRD
 //     of the same group has already accepted one of them; NamesAccepted
 //     says which conflicted, with Kubernetes' reasons and messages.
-//   - Established: Kubernetes sets it True once the kind is served. kplane
-//     does not serve custom resources yet, so once the names are accepted
-//     Established is False with reason NotServed, saying so: a client that
-//     waits for it (kubectl wait --for=condition=Established) is not told
-//     that a kind exists which cannot be created.
+//   - Established: True (InitialNamesAccepted) once the names are accepted,
+//     as Kubernetes' establishing controller sets it: the API service serves
+//     a CRD's resource as soon as its names are accepted.
 //   - Deletion: a deleted CRD carries the cleanup finalizer (the API
-//     service adds it); its custom resources are deleted, Terminating says
-//     how that went, then the finalizer is removed and the CRD goes.
-//
-// kplane does not serve custom resources yet, so a CRD has none to
-// delete.
+//     service adds it, and deletes the CRD's custom objects itself, as
+//     kube-apiserver's finalizer does from inside the API server); the
+//     controller waits until none is left (listing them through the
+//     generic resource service), Terminating says how that goes, then the
+//     finalizer is removed and the CRD goes.
 package crd
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,10 +28,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 )
@@ -46,12 +48,11 @@ const (
 	Terminating   = "Terminating"
 )
 
-// NotServedReason and NotServedMessage are Established's (False) while
-// kplane serves no custom resources: the names are accepted, the kind is
-// not reachable.
+// EstablishedReason and EstablishedMessage are Established's (True) once
+// the names are accepted, as Kubernetes words them.
 const (
-	NotServedReason  = "NotServed"
-	NotServedMessage = "the initial names have been accepted; kplane does not serve custom resources yet, so none of this kind can be created"
+	EstablishedReason  = "InitialNamesAccepted"
+	EstablishedMessage = "the initial names have been accepted"
 )
 
 // CRDClient writes CRDs (*client.Client[*apiextensionsv1.CustomResourceDefinition]).
@@ -60,11 +61,19 @@ type CRDClient interface {
 	UpdateStatus(ctx context.Context, obj *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error)
 }
 
+// ResourceClient lists custom objects (dynamicv1.ResourceServiceClient).
+type ResourceClient interface {
+	List(ctx context.Context, in *dynamicv1.ListRequest, opts ...grpc.CallOption) (*dynamicv1.ListResponse, error)
+}
+
 // Config wires a Controller; New adds handlers to the informer.
 type Config struct {
-	CRDs     CRDClient
-	Informer *client.Informer[*apiextensionsv1.CustomResourceDefinition]
-	Logger   *slog.Logger
+	CRDs CRDClient
+	// Resources lists a deleted CRD's custom objects (nil: the
+	// controller does not wait for them).
+	Resources ResourceClient
+	Informer  *client.Informer[*apiextensionsv1.CustomResourceDefinition]
+	Logger    *slog.Logger
 	// TracerProvider records a span per reconcile; nil uses the global one.
 	TracerProvider trace.TracerProvider
 	// Now is the clock of the conditions' lastTransitionTime (default
@@ -136,9 +145,10 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	c.setCondition(want.Status, established)
 	if accepted.GetStatus() == "True" {
 		// Kubernetes' establishing controller sets it True once the
-		// kind's handler serves; kplane has none.
+		// names are accepted (and the kind's handler serves, which the
+		// API service does from then on).
 		c.setCondition(want.Status, &apiextensionsv1.CustomResourceDefinitionCondition{
-			Type: Established, Status: "False", Reason: NotServedReason, Message: NotServedMessage})
+			Type: Established, Status: "True", Reason: EstablishedReason, Message: EstablishedMessage})
 	}
 	if proto.Equal(want.Status, crd.Status) {
 		return nil
@@ -242,8 +252,11 @@ func freshOrSame(requested, accepted string, used map[string]bool) error {
 	return fmt.Errorf("%q is already in use", requested)
 }
 
-// finalize deletes a deleted CRD's custom resources (none: kplane serves
-// none yet), says so in Terminating, and removes the cleanup finalizer.
+// finalize waits until a deleted CRD's custom objects are gone (the API
+// service deletes them), says so in Terminating, and removes the cleanup
+// finalizer once none is left (as Kubernetes' finalizer controller;
+// objects that finalizers hold keep the CRD until they go, the error
+// requeuing it with back-off).
 func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 	name := crd.GetMetadata().GetName()
 	if !slices.Contains(crd.GetMetadata().GetFinalizers(), CleanupFinalizer) {
@@ -251,6 +264,9 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 	}
 	term := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "False", Reason: "NeverEstablished", Message: "resource was never established"}
 	if findCondition(crd.Status, Established).GetStatus() == "True" {
+		if err := c.waitInstancesGone(ctx, crd); err != nil {
+			return err
+		}
 		term = &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "False", Reason: "InstanceDeletionCompleted", Message: "removed all instances"}
 	}
 	c.setCondition(crd.Status, term)
@@ -300,4 +316,57 @@ func (c *Controller) setCondition(st *apiextensionsv1.CustomResourceDefinitionSt
 	}
 	cond.LastTransitionTime = timestamppb.New(c.cfg.Now().Truncate(time.Second))
 	st.Conditions = append(st.Conditions, cond)
+}
+
+// errInstancesRemain is waitInstancesGone's error while custom objects
+// of a deleted CRD are still there (being deleted, or held by
+// finalizers).
+var errInstancesRemain = errors.New("crd: custom resources remain")
+
+// waitInstancesGone reports whether a deleted CRD's custom objects are
+// gone: nil once none is left; errInstancesRemain (the CRD requeued with
+// back-off) while some are, with Terminating True saying so —
+// InstanceDeletionInProgress at first, then InstanceDeletionCheck with how
+// many remain.
+func (c *Controller) waitInstancesGone(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+	name := crd.GetMetadata().GetName()
+	if c.cfg.Resources == nil {
+		return nil
+	}
+	var version string
+	for _, v := range crd.GetSpec().GetVersions() {
+		if v.GetStorage() {
+			version = v.GetName()
+		}
+	}
+	plural := crd.GetStatus().GetAcceptedNames().GetPlural()
+	if plural == "" {
+		plural = crd.GetSpec().GetNames().GetPlural()
+	}
+	resp, err := c.cfg.Resources.List(ctx, &dynamicv1.ListRequest{Target: &dynamicv1.Target{Group: crd.GetSpec().GetGroup(), Version: version, Resource: plural}})
+	if apierrors.IsNotFound(err) {
+		return nil // not served: no object of it can be left
+	}
+	if err != nil {
+		return fmt.Errorf("crd %s: list custom resources: %w", name, err)
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(resp.GetList(), &l); err != nil {
+		return fmt.Errorf("crd %s: list custom resources: %w", name, err)
+	}
+	if len(l.Items) == 0 {
+		return nil
+	}
+	cond := &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionInProgress", Message: "CustomResource deletion is in progress"}
+	if findCondition(crd.Status, Terminating).GetReason() == cond.Reason {
+		cond = &apiextensionsv1.CustomResourceDefinitionCondition{Type: Terminating, Status: "True", Reason: "InstanceDeletionCheck",
+			Message: fmt.Sprintf("could not confirm zero CustomResources remaining: %d remaining", len(l.Items))}
+	}
+	c.setCondition(crd.Status, cond)
+	if _, err := c.cfg.CRDs.UpdateStatus(ctx, crd); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("crd %s: update status: %w", name, err)
+	}
+	return fmt.Errorf("crd %s: %w (%d)", name, errInstancesRemain, len(l.Items))
 }

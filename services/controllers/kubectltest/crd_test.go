@@ -4,8 +4,11 @@
 // two versions) applied client-side then server-side, waited for as
 // Established, listed, described and deleted; a CRD of our own with int-or-string,
 // preserve-unknown-fields, defaults, subresources and printer columns
-// applied client-side, re-applied unchanged, patched (generation 2), and
-// an invalid one refused with Kubernetes' message.
+// applied client-side, re-applied unchanged, patched (generation 2), a
+// custom object of it applied, listed and scaled (and refused, by the
+// schema and by its CEL rule), and an
+// invalid CRD refused with Kubernetes' message; deleting the CRDs deletes
+// their custom objects.
 package kubectltest
 
 import (
@@ -76,12 +79,9 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 			if diff := cmp.Diff(sent["spec"].(map[string]any)["versions"], stored["spec"].(map[string]any)["versions"]); diff != "" {
 				t.Errorf("spec.versions stored differ from those sent (-sent +stored):\n%s", diff)
 			}
-			// kplane serves no custom resources yet: Established stays
-			// False (NotServed), and waiting for True is waiting for
-			// the names instead.
-			out = run("", "wait", "--for=condition=NamesAccepted", "crd/"+hr, "--timeout=60s")
+			out = run("", "wait", "--for=condition=Established", "crd/"+hr, "--timeout=60s")
 			if !strings.Contains(out, "condition met") {
-				t.Errorf("wait NamesAccepted:\n%s", out)
+				t.Errorf("wait Established:\n%s", out)
 			}
 
 			out = run(string(gizmos), "apply", "-f", "-")
@@ -103,10 +103,42 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 				t.Errorf("gizmos status: got %q", out)
 			}
 			out = run("", "describe", "crd", hr)
-			for _, want := range []string{"Name:         " + hr, "Kind:       HTTPRoute", "Type:                  Established", "Reason:                NotServed"} {
+			for _, want := range []string{"Name:         " + hr, "Kind:       HTTPRoute", "Type:                  Established", "Reason:                InitialNamesAccepted"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("describe crd: no %q in\n%s", want, out[:min(len(out), 3000)])
 				}
+			}
+
+			// A gizmo, once its CRD is Established: nested defaults, an
+			// int-or-string, the printer columns, the short name; a
+			// duplicate key of a map list refused as Kubernetes does.
+			run("", "wait", "--for=condition=Established", "crd/"+gz, "--timeout=60s")
+			out = run("apiVersion: tools.example.org/v1alpha1\nkind: Gizmo\nmetadata: {name: g1}\nspec: {port: http, parts: [{name: a}]}\n", "apply", "-f", "-")
+			if !strings.Contains(out, "gizmo.tools.example.org/g1 created") {
+				t.Errorf("apply gizmo:\n%s", out)
+			}
+			out = run("", "get", "gz")
+			if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 ||
+				strings.Join(strings.Fields(lines[0]), " ") != "NAME REPLICAS PORT AGE" || !strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "g1 1 http ") {
+				t.Errorf("kubectl get gz:\n%s", out)
+			}
+			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.mode}/{.spec.parts[0].weight}"); out != "careful/1" {
+				t.Errorf("gizmo defaults: got %q, want careful/1", out)
+			}
+			// The scale subresource, and the CEL rule on what it writes.
+			out = run("", "scale", "gizmo", "g1", "--replicas=3")
+			if !strings.Contains(out, "gizmo.tools.example.org/g1 scaled") {
+				t.Errorf("scale:\n%s", out)
+			}
+			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.replicas}/{.metadata.generation}"); out != "3/2" {
+				t.Errorf("after scale: got %q, want 3/2", out)
+			}
+			if out, err := kubectl("", "scale", "gizmo", "g1", "--replicas=11"); err == nil || !strings.Contains(out, "at most ten replicas") {
+				t.Errorf("scale past the CEL rule: got %v\n%s", err, out)
+			}
+			if out, err := kubectl("apiVersion: tools.example.org/v1alpha1\nkind: Gizmo\nmetadata: {name: g2}\nspec: {port: 80, parts: [{name: a}, {name: a}]}\n", "apply", "-f", "-"); err == nil ||
+				!strings.Contains(out, `The Gizmo "g2" is invalid: spec.parts[1]: Duplicate value`) {
+				t.Errorf("duplicate map key: got %v\n%s", err, out)
 			}
 
 			// The category kube-apiserver gives CRDs and webhook

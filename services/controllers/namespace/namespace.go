@@ -79,6 +79,9 @@ type Config struct {
 	Namespaces NamespaceClient
 	Informer   *client.Informer[*corev1.Namespace]
 	Deleters   []Deleter
+	// Custom, if set, counts the custom objects left in the namespace
+	// (the API service deletes them itself, see CustomResources).
+	Custom CustomResources
 	// Recheck is how soon a namespace with objects left is looked at
 	// again (default 2 s).
 	Recheck time.Duration
@@ -146,7 +149,15 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	var remaining []string
 	left := 0
 	var errs []error
-	for _, d := range c.cfg.Deleters {
+	deleters := c.cfg.Deleters
+	if c.cfg.Custom != nil {
+		more, err := customDeleters(ctx, c.cfg.Custom)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		deleters = append(slices.Clone(deleters), more...)
+	}
+	for _, d := range deleters {
 		n, err := d.DeleteAll(ctx, name)
 		if apierrors.IsForbidden(err) {
 			// Not ours to delete (RBAC): log, and do not hold the

@@ -1,0 +1,375 @@
+// This file holds what the API service does to a custom resource's object:
+// its JSON form (the stored form, and the form the generic service speaks)
+// and kplane.dynamic.v1.Object, pruning and defaulting from the CRD's
+// structural schema, and its validation, done by
+// k8s.io/apiextensions-apiserver's schema packages as kube-apiserver does.
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apiextcel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
+	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiextvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubejson"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+// crSchema is what the service needs of one CRD version's schema: the
+// structural schema (pruning, defaulting, embedded metadata, list types)
+// and the OpenAPI validator. It is built once per CRD change and never
+// modified after.
+type crSchema struct {
+	structural *structuralschema.Structural
+	validator  apiextvalidation.SchemaValidator
+	// cel holds the compiled x-kubernetes-validations rules (nil: none).
+	cel *apiextcel.Validator
+	// scale is the version's scale subresource (nil: none).
+	scale *kubeapiextv1.CustomResourceSubresourceScale
+	// selectable are the version's selectableFields, as field labels
+	// ("spec.color").
+	selectable []string
+	// crd is the CRD it was built from (discovery reads its names and
+	// printer columns).
+	crd *kubeapiextv1.CustomResourceDefinition
+}
+
+// newCRSchema builds the schema of version of a CRD (v1 Go type). A CRD
+// validation has accepted always has a structural schema; an error here
+// means the CRD was stored by something that skipped validation.
+func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*crSchema, error) {
+	var v1 *kubeapiextv1.JSONSchemaProps
+	var scale *kubeapiextv1.CustomResourceSubresourceScale
+	var selectable []string
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version && v.Schema != nil {
+			v1 = v.Schema.OpenAPIV3Schema
+		}
+		if v.Name == version && v.Subresources != nil {
+			scale = v.Subresources.Scale
+		}
+		if v.Name == version {
+			for _, f := range v.SelectableFields {
+				selectable = append(selectable, strings.TrimPrefix(f.JSONPath, "."))
+			}
+		}
+	}
+	if v1 == nil {
+		return nil, fmt.Errorf("crd %s version %s has no schema", crd.Name, version)
+	}
+	in := &apiextensions.JSONSchemaProps{}
+	if err := kubeapiextv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v1, in, nil); err != nil {
+		return nil, fmt.Errorf("crd %s schema: %w", crd.Name, err)
+	}
+	st, err := structuralschema.NewStructural(in)
+	if err != nil {
+		return nil, fmt.Errorf("crd %s schema is not structural: %w", crd.Name, err)
+	}
+	val, _, err := apiextvalidation.NewSchemaValidator(in)
+	if err != nil {
+		return nil, fmt.Errorf("crd %s schema validator: %w", crd.Name, err)
+	}
+	// The rules are compiled once here, with Kubernetes' per-call cost
+	// limit, as its custom resource strategy compiles them.
+	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd}, nil
+}
+
+// customToMap renders obj as its Kubernetes JSON document (a map in
+// apimachinery's unstructured form: numbers as int64 or float64).
+func customToMap(obj *dynamicv1.Object) (map[string]any, error) {
+	u := map[string]any{}
+	if len(obj.GetContent()) > 0 {
+		if err := utiljson.Unmarshal(obj.GetContent(), &u); err != nil {
+			return nil, fmt.Errorf("custom object content: %w", err)
+		}
+	}
+	if st := obj.GetStatus(); st != nil {
+		var v any
+		if err := utiljson.Unmarshal(st.GetRaw(), &v); err != nil {
+			return nil, fmt.Errorf("custom object status: %w", err)
+		}
+		u["status"] = v
+	}
+	mb, err := kubejson.Marshal(meta(obj))
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := utiljson.Unmarshal(mb, &m); err != nil {
+		return nil, fmt.Errorf("custom object metadata: %w", err)
+	}
+	u["metadata"] = m
+	if obj.GetApiVersion() != "" {
+		u["apiVersion"] = obj.GetApiVersion()
+	}
+	if obj.GetKind() != "" {
+		u["kind"] = obj.GetKind()
+	}
+	return u, nil
+}
+
+// customToJSON is obj's Kubernetes JSON.
+func customToJSON(obj *dynamicv1.Object) ([]byte, error) {
+	u, err := customToMap(obj)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("custom object to json: %w", err)
+	}
+	return b, nil
+}
+
+// errMetadata marks a document whose metadata does not decode.
+var errMetadata = errors.New("metadata does not decode")
+
+// customFromMap builds the Object for document u of resource r: the
+// metadata decoded into ObjectMeta (unknown metadata fields are dropped and
+// their paths returned, as Kubernetes prunes them), status apart when r has
+// a status subresource, every other field the content. u is consumed.
+func customFromMap(r *resourceInfo, u map[string]any) (*dynamicv1.Object, []string, error) {
+	obj := &dynamicv1.Object{Metadata: &metav1.ObjectMeta{}}
+	obj.ApiVersion, _ = u["apiVersion"].(string)
+	obj.Kind, _ = u["kind"].(string)
+	if sch := r.custom.schema.Load(); sch != nil && len(sch.selectable) > 0 {
+		// As Kubernetes' selectable fields: the value printed, "" where
+		// the field is absent.
+		obj.SelectableFields = map[string]string{}
+		for _, f := range sch.selectable {
+			v, ok, _ := unstructured.NestedFieldNoCopy(u, jsonPathFields(f)...)
+			if ok && v != nil {
+				obj.SelectableFields[f] = fmt.Sprint(v)
+			} else {
+				obj.SelectableFields[f] = ""
+			}
+		}
+	}
+	var unknown []string
+	if m, ok := u["metadata"]; ok && m != nil {
+		mm, ok := m.(map[string]any)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: metadata must be an object", errMetadata)
+		}
+		b, err := json.Marshal(mm)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", errMetadata, err)
+		}
+		err = kubejson.Unmarshal(b, obj.Metadata, kubejson.Options{})
+		var uf *kubejson.UnknownFieldsError
+		if errors.As(err, &uf) {
+			for _, p := range uf.Paths {
+				unknown = append(unknown, "metadata."+p)
+			}
+			err = kubejson.Unmarshal(b, obj.Metadata, kubejson.Options{DiscardUnknown: true})
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", errMetadata, err)
+		}
+	}
+	delete(u, "apiVersion")
+	delete(u, "kind")
+	delete(u, "metadata")
+	if st, ok := u["status"]; ok && r.HasStatus {
+		b, err := json.Marshal(st)
+		if err != nil {
+			return nil, nil, fmt.Errorf("custom object status: %w", err)
+		}
+		obj.Status = &dynamicv1.JSON{Raw: b}
+		delete(u, "status")
+	}
+	b, err := json.Marshal(u) // keys sorted: equal content, equal bytes
+	if err != nil {
+		return nil, nil, fmt.Errorf("custom object content: %w", err)
+	}
+	obj.Content = b
+	return obj, unknown, nil
+}
+
+// customFromJSON decodes a stored custom object of r with the schema's
+// defaults applied, as kube-apiserver defaults what it reads from the store
+// (a default the CRD gained after the object was written shows).
+func customFromJSON(r *resourceInfo, data []byte) (*dynamicv1.Object, error) {
+	u := map[string]any{}
+	if err := utiljson.Unmarshal(data, &u); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
+	}
+	if sch := r.custom.schema.Load(); sch != nil {
+		structuraldefaulting.Default(u, sch.structural)
+	}
+	obj, _, err := customFromMap(r, u)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
+	}
+	return obj, nil
+}
+
+// decodeCustomRequest decodes a request's object for r as kube-apiserver's
+// custom resource decoder does: a JSON object, its unknown fields pruned
+// (Strict refuses them instead, as a BadRequest naming each), then the
+// schema's defaults applied. It returns the object and a warning per
+// pruned field.
+func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (*dynamicv1.Object, []string, error) {
+	if len(data) == 0 {
+		return nil, nil, nil
+	}
+	u := map[string]any{}
+	if err := utiljson.Unmarshal(data, &u); err != nil {
+		return nil, nil, apierrors.NewBadRequest("the request body does not decode: " + err.Error())
+	}
+	var unknown []string
+	if sch := r.custom.schema.Load(); sch != nil {
+		unknown = structuralpruning.PruneWithOptions(u, sch.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+		structuraldefaulting.Default(u, sch.structural)
+	}
+	obj, metaUnknown, err := customFromMap(r, u)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest("the request body does not decode: " + err.Error())
+	}
+	unknown = append(unknown, metaUnknown...)
+	var warnings []string
+	for _, p := range unknown {
+		warnings = append(warnings, fmt.Sprintf("unknown field %q", p))
+	}
+	switch fieldValidation {
+	case "Strict":
+		if len(warnings) > 0 {
+			// As kube-apiserver words a decoding error of the request.
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
+				r.Kind, r.Version, r.Kind, strings.Join(warnings, ", ")))
+		}
+	case "Ignore":
+		warnings = nil
+	}
+	return obj, warnings, nil
+}
+
+// validateCustom is Kubernetes' validation of a custom object: its type
+// meta, metadata, the schema (OpenAPI validation, embedded resources'
+// metadata, list types and map keys, CEL rules). A status write is validated the same
+// way, on the whole object.
+func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object, old *dynamicv1.Object) error {
+	name := meta(obj).GetName()
+	var errs field.ErrorList
+	if obj.GetKind() != r.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), obj.GetKind(), "must be "+r.Kind))
+	}
+	if obj.GetApiVersion() != r.APIVersion() {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), obj.GetApiVersion(), "must be "+r.APIVersion()))
+	}
+	if len(errs) > 0 {
+		return invalid(r, name, errs)
+	}
+	errs = append(errs, validateMeta(r, meta(obj), field.NewPath("metadata"))...)
+	if old != nil {
+		errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
+	}
+	if sch := r.custom.schema.Load(); sch != nil {
+		u, err := customToMap(obj)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		errs = append(errs, apiextvalidation.ValidateCustomResource(nil, u, sch.validator)...)
+		errs = append(errs, schemaobjectmeta.Validate(nil, u, sch.structural, false)...)
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, u)...)
+		if sch.cel != nil {
+			errs = append(errs, celErrors(ctx, sch, u, old, errs)...)
+		}
+	}
+	return invalid(r, name, errs)
+}
+
+// celErrors evaluates the x-kubernetes-validations rules on document u
+// (old: the stored object, for transition rules; nil on create) within
+// Kubernetes' runtime cost budget. As on Kubernetes, the rules are not
+// evaluated when the schema checks found errors the rules could trip on
+// (wrong types, missing or unsupported values, too long or too many): one
+// error then says they were skipped.
+func celErrors(ctx context.Context, sch *crSchema, u map[string]any, old *dynamicv1.Object, errs field.ErrorList) field.ErrorList {
+	for _, e := range errs {
+		switch e.Type {
+		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
+			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
+		}
+	}
+	var oldU any
+	if old != nil {
+		m, err := customToMap(old)
+		if err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		oldU = m
+	}
+	out, _ := sch.cel.Validate(ctx, nil, sch.structural, u, oldU, celconfig.RuntimeCELCostBudget)
+	return out
+}
+
+// jsonPathFields are the fields of a scale subresource's path
+// (".spec.replicas"): CRD validation allows only such dotted paths.
+func jsonPathFields(p string) []string {
+	return strings.Split(strings.TrimPrefix(p, "."), ".")
+}
+
+// customScale fills sc from a custom object, as Kubernetes' scale of a
+// custom resource: the replicas at specReplicasPath and statusReplicasPath
+// (0 where absent), the selector at labelSelectorPath.
+func customScale(r *resourceInfo, o *dynamicv1.Object, sc *autoscalingv1.Scale) {
+	sch := r.custom.schema.Load()
+	if sch == nil || sch.scale == nil {
+		return
+	}
+	u, err := customToMap(o)
+	if err != nil {
+		return
+	}
+	if v, ok, _ := unstructured.NestedInt64(u, jsonPathFields(sch.scale.SpecReplicasPath)...); ok {
+		sc.Spec.Replicas = int32(v)
+	}
+	if v, ok, _ := unstructured.NestedInt64(u, jsonPathFields(sch.scale.StatusReplicasPath)...); ok {
+		sc.Status.Replicas = int32(v)
+	}
+	if p := sch.scale.LabelSelectorPath; p != nil && *p != "" {
+		sc.Status.Selector, _, _ = unstructured.NestedString(u, jsonPathFields(*p)...)
+	}
+}
+
+// setCustomReplicas writes replicas at the scale subresource's
+// specReplicasPath of o.
+func setCustomReplicas(r *resourceInfo, o *dynamicv1.Object, replicas int32) error {
+	sch := r.custom.schema.Load()
+	if sch == nil || sch.scale == nil {
+		return apierrors.NewNotFound(r.Group, r.Resource+"/scale", meta(o).GetName())
+	}
+	u, err := customToMap(o)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if err := unstructured.SetNestedField(u, int64(replicas), jsonPathFields(sch.scale.SpecReplicasPath)...); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	n, _, err := customFromMap(r, u)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	o.Content, o.Status = n.Content, n.Status
+	return nil
+}

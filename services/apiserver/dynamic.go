@@ -1,0 +1,334 @@
+// This file holds the generic gRPC service for custom resources
+// (kplane.dynamic.v1.ResourceService): objects in and out as Kubernetes
+// JSON, each call going through the same handlers as a built-in kind's
+// (authentication, RBAC on the custom resource's group and resource,
+// admission, validation, audit, spans).
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
+	"github.com/kplane/kplane/proto/kubejson"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
+)
+
+type dynamicService struct {
+	dynamicv1.UnimplementedResourceServiceServer
+	s *Server
+}
+
+var _ dynamicv1.ResourceServiceServer = (*dynamicService)(nil)
+
+// resolve finds the served custom resource t names: NotFound, as a
+// resource kube-apiserver does not serve, otherwise.
+func (x *dynamicService) resolve(t *dynamicv1.Target) (*resourceInfo, error) {
+	r := x.s.crs.lookup(t.GetGroup(), t.GetResource())
+	if r == nil || r.Version != t.GetVersion() {
+		return nil, apierrors.NewNotFound(t.GetGroup(), t.GetResource(), t.GetName())
+	}
+	return r, nil
+}
+
+// customJSON renders a custom object (or, for an error event, a Status).
+func customJSON(obj proto.Message) ([]byte, error) {
+	if o, ok := obj.(*dynamicv1.Object); ok {
+		return customToJSON(o)
+	}
+	return kubejson.Marshal(obj)
+}
+
+// decodeBody decodes a write's object and sends its warnings.
+func (x *dynamicService) decodeBody(ctx context.Context, r *resourceInfo, body []byte, o *dynamicv1.WriteOptions) (proto.Message, error) {
+	obj, warnings, err := decodeCustomRequest(r, body, o.GetFieldValidation())
+	if err != nil {
+		return nil, err
+	}
+	if len(warnings) > 0 {
+		md := metadata.MD{}
+		for _, w := range warnings {
+			md.Append(dynamicv1.WarningHeader, w)
+		}
+		_ = grpc.SetHeader(ctx, md)
+	}
+	if obj == nil {
+		return nil, nil // the handlers answer "the request has no object"
+	}
+	// As kube-apiserver's decoding of a custom object: kind and apiVersion
+	// are required, the apiVersion must be the URL's, and a kind other
+	// than the resource's is Invalid.
+	switch {
+	case obj.GetKind() == "":
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Object 'Kind' is missing in '%s'", body))
+	case obj.GetApiVersion() == "":
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("Object 'apiVersion' is missing in '%s'", body))
+	case obj.GetApiVersion() != r.APIVersion():
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", obj.GetApiVersion(), r.APIVersion()))
+	case obj.GetKind() != r.Kind:
+		return nil, invalid(r, meta(obj).GetName(), field.ErrorList{field.Invalid(field.NewPath("kind"), obj.GetKind(), "must be "+r.Kind)})
+	}
+	return obj, nil
+}
+
+func writeOpts(o *dynamicv1.WriteOptions) writeOptions {
+	return writeOptions{DryRun: o.GetDryRun(), FieldManager: o.GetFieldManager()}
+}
+
+// Get returns one object.
+func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*dynamicv1.GetResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	obj, err := x.s.get(ctx, r, req.GetTarget().GetNamespace(), req.GetTarget().GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	b, err := customJSON(obj)
+	if err != nil {
+		return nil, toGRPC(apierrors.NewInternalError(err))
+	}
+	return &dynamicv1.GetResponse{Object: b}, nil
+}
+
+// List returns the list as <Kind>List JSON.
+func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (*dynamicv1.ListResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	items, lm, err := x.s.list(ctx, r, req.GetTarget().GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	lmJSON, err := kubejson.Marshal(lm)
+	if err != nil {
+		return nil, toGRPC(apierrors.NewInternalError(err))
+	}
+	// The list is assembled from each item's JSON, as Kubernetes'
+	// unstructured list: apiVersion, items, kind, metadata.
+	buf := []byte(`{"apiVersion":`)
+	buf = appendJSONString(buf, r.APIVersion())
+	buf = append(buf, `,"items":[`...)
+	for i, it := range items {
+		b, err := customJSON(it)
+		if err != nil {
+			return nil, toGRPC(apierrors.NewInternalError(err))
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, b...)
+	}
+	buf = append(buf, `],"kind":`...)
+	buf = appendJSONString(buf, r.custom.listKind)
+	buf = append(buf, `,"metadata":`...)
+	buf = append(buf, lmJSON...)
+	buf = append(buf, '}')
+	return &dynamicv1.ListResponse{List: buf}, nil
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	return fmt.Appendf(b, "%q", s) // names and kinds: no characters %q and JSON quote differently
+}
+
+// Watch streams the resource's events.
+func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.ResourceService_WatchServer) error {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return toGRPC(err)
+	}
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+		TimeoutSeconds: req.GetTimeoutSeconds(),
+	}
+	err = x.s.watch(stream.Context(), r, req.GetTarget().GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &dynamicv1.WatchResponse{Type: typ}
+		if obj != nil {
+			// An object that does not render is sent without its body
+			// rather than ending every watcher's stream.
+			ev.Object, _ = customJSON(obj)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+// Create creates the object.
+func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateRequest) (*dynamicv1.CreateResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	if r.custom.terminating.Load() {
+		// As kube-apiserver's CRD handler, with its message.
+		e := apierrors.NewMethodNotSupported(r.Group, r.Resource, "create")
+		e.Message = "create not allowed while custom resource definition is terminating"
+		return nil, toGRPC(e)
+	}
+	obj, err := x.decodeBody(ctx, r, req.GetObject(), req.GetOptions())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	out, err := x.s.create(ctx, r, req.GetTarget().GetNamespace(), obj, writeOpts(req.GetOptions()))
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	b, err := customJSON(out)
+	if err != nil {
+		return nil, toGRPC(apierrors.NewInternalError(err))
+	}
+	return &dynamicv1.CreateResponse{Object: b}, nil
+}
+
+// Update replaces the object.
+func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateRequest) (*dynamicv1.UpdateResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	obj, err := x.decodeBody(ctx, r, req.GetObject(), req.GetOptions())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	out, err := x.s.update(ctx, r, t.GetNamespace(), t.GetName(), obj, writeOpts(req.GetOptions()))
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	b, err := customJSON(out)
+	if err != nil {
+		return nil, toGRPC(apierrors.NewInternalError(err))
+	}
+	return &dynamicv1.UpdateResponse{Object: b}, nil
+}
+
+// UpdateStatus writes the status subresource; NotFound when the CRD has
+// none, as kube-apiserver answers.
+func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.UpdateStatusRequest) (*dynamicv1.UpdateStatusResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	if !r.HasStatus {
+		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
+	}
+	obj, err := x.decodeBody(ctx, r, req.GetObject(), req.GetOptions())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	out, err := x.s.updateStatus(ctx, r, t.GetNamespace(), t.GetName(), obj, writeOpts(req.GetOptions()))
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	b, err := customJSON(out)
+	if err != nil {
+		return nil, toGRPC(apierrors.NewInternalError(err))
+	}
+	return &dynamicv1.UpdateStatusResponse{Object: b}, nil
+}
+
+// Delete deletes the object.
+func (x *dynamicService) Delete(ctx context.Context, req *dynamicv1.DeleteRequest) (*dynamicv1.DeleteResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	out, err := x.s.delete(ctx, r, t.GetNamespace(), t.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	b, err := customJSON(out)
+	if err != nil {
+		return nil, toGRPC(apierrors.NewInternalError(err))
+	}
+	return &dynamicv1.DeleteResponse{Object: b}, nil
+}
+
+// Discover lists the custom resources served, with their CRDs' accepted
+// names, for the gateway's discovery documents. Only authentication is
+// required, as for Kubernetes' discovery.
+func (x *dynamicService) Discover(ctx context.Context, _ *dynamicv1.DiscoverRequest) (*dynamicv1.DiscoverResponse, error) {
+	if _, err := x.s.cfg.Authenticator.Authenticate(ctx); err != nil {
+		return nil, toGRPC(apierrors.NewUnauthorized(err.Error()))
+	}
+	resp := &dynamicv1.DiscoverResponse{}
+	for _, r := range x.s.crs.all() {
+		sch := r.custom.schema.Load()
+		if sch == nil {
+			continue
+		}
+		names := sch.crd.Status.AcceptedNames
+		if names.Plural == "" {
+			names = sch.crd.Spec.Names
+		}
+		sr := &dynamicv1.ServedResource{
+			Group: r.Group, Version: r.Version, Resource: r.Resource, Singular: names.Singular,
+			Kind: r.Kind, ListKind: r.custom.listKind, Namespaced: r.Namespaced,
+			ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus, Scale: r.HasScale,
+		}
+		for _, v := range sch.crd.Spec.Versions {
+			if v.Name == r.Version && len(v.AdditionalPrinterColumns) > 0 {
+				b, err := json.Marshal(v.AdditionalPrinterColumns)
+				if err != nil {
+					return nil, toGRPC(apierrors.NewInternalError(err))
+				}
+				sr.PrinterColumns = b
+			}
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}
+
+// GetScale reads the scale subresource.
+func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRequest) (*dynamicv1.GetScaleResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	if !r.HasScale {
+		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
+	}
+	sc, err := x.s.getScale(ctx, r, t.GetNamespace(), t.GetName())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &dynamicv1.GetScaleResponse{Scale: sc}, nil
+}
+
+// UpdateScale writes the scale subresource.
+func (x *dynamicService) UpdateScale(ctx context.Context, req *dynamicv1.UpdateScaleRequest) (*dynamicv1.UpdateScaleResponse, error) {
+	r, err := x.resolve(req.GetTarget())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	t := req.GetTarget()
+	if !r.HasScale {
+		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
+	}
+	sc, err := x.s.updateScale(ctx, r, t.GetNamespace(), t.GetName(), req.GetScale(), writeOpts(req.GetOptions()))
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &dynamicv1.UpdateScaleResponse{Scale: sc}, nil
+}

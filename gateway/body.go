@@ -23,6 +23,7 @@ import (
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -122,9 +123,18 @@ func toJSON(contentType string, b []byte) ([]byte, error) {
 const protobufType = "application/vnd.kubernetes.protobuf"
 
 // protobufToJSON decodes a Kubernetes protobuf body of a built-in kind
-// through client-go's scheme and re-encodes it as JSON.
+// through client-go's scheme (apiextensions.k8s.io's, which the
+// apiextensions clientset sends protobuf in too, for a
+// CustomResourceDefinition) and re-encodes it as JSON.
 func protobufToJSON(b []byte) ([]byte, error) {
 	obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if runtime.IsNotRegisteredError(err) {
+		// Built per call: CRD writes are rare, and it keeps no state.
+		s := runtime.NewScheme()
+		if aerr := kubeapiextv1.AddToScheme(s); aerr == nil {
+			obj, gvk, err = serializer.NewCodecFactory(s).UniversalDeserializer().Decode(b, nil, nil)
+		}
+	}
 	if err != nil {
 		return nil, badRequest("the request body is not a valid Kubernetes protobuf object: " + err.Error())
 	}

@@ -2,10 +2,13 @@
 // of its namespace tracks is checked by k8s.io/apiserver's CheckRequest
 // (Kubernetes' own rules and messages) against the quotas' status, and the
 // usage it adds is written to the quotas' status.used in the same store
-// transaction as the object itself, each quota compared on its
-// mod_revision: of two API-service replicas charging one quota at once,
-// one transaction fails, reads the quota again and is checked against the
-// new usage, so a quota is never overspent. Usage is given back by the
+// transaction as the object itself, which holds only if no quota of the
+// namespace was written (or created) after the quotas were read: of two
+// API-service replicas charging one quota at once, one transaction fails,
+// reads the quotas again from the store and is checked against the new
+// usage, so a quota is never overspent, and a write reaching a replica
+// whose watch cache has not seen a new quota yet is checked against it
+// all the same. Usage is given back by the
 // resource quota controller, which recounts the namespace's objects.
 
 package apiserver
@@ -13,7 +16,8 @@ package apiserver
 import (
 	"context"
 	"errors"
-	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,121 +45,163 @@ const maxQuotaAttempts = 32
 // admission sees it, and the evaluator of its resource.
 type quotaCharge struct {
 	s     *Server
-	attrs admission.Attributes
-	eval  quotav1.Evaluator
+	c     *call
+	r     *resourceInfo
+	op    request.Operation
+	obj   proto.Message
+	old   proto.Message
+	dry   bool
 	ns    string
+	eval  quotav1.Evaluator
+	attrs admission.Attributes // with the objects once a quota is met
 }
 
 // newQuotaCharge returns the check of a create or update of obj (old: the
 // object updated), or nil when no quota can apply: a cluster-scoped or
-// ignored resource, a namespace, a write the evaluator does not handle, or
-// a namespace without quotas.
+// ignored resource, a namespace, or a write the evaluator does not handle.
+// A namespace without quotas still gets a charge: its transaction then
+// proves that no quota appeared since the watch cache was read.
 func (s *Server) newQuotaCharge(ctx context.Context, c *call, r *resourceInfo, op request.Operation, obj, old proto.Message, dry bool) (*quotaCharge, error) {
 	gr := schema.GroupResource{Group: r.Group, Resource: r.Resource}
 	ns := meta(obj).GetNamespace()
 	if !r.Namespaced || ns == "" || quota.Ignored(gr) || (op != request.Create && op != request.Update) {
 		return nil, nil
 	}
-	quotas, err := s.namespaceQuotas(ctx, ns, false)
-	if err != nil || len(quotas) == 0 {
-		return nil, err
+	q := &quotaCharge{s: s, c: c, r: r, op: op, obj: obj, old: old, dry: dry, ns: ns, eval: quota.Evaluator(gr, nil, time.Now)}
+	// Whether the evaluator handles the write depends on the operation,
+	// not on the objects: they are converted only when a quota is met.
+	if !q.eval.Handles(q.attributes(nil, nil)) {
+		return nil, nil
 	}
-	k8sObj, err := quota.ToK8s(obj)
-	if err != nil {
-		return nil, apierrors.NewInternalError(err)
-	}
-	var k8sOld runtime.Object
-	if old != nil {
-		if k8sOld, err = quota.ToK8s(old); err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-	}
+	return q, nil
+}
+
+// attributes is the write as Kubernetes' admission sees it, with obj and
+// old as given.
+func (q *quotaCharge) attributes(obj, old runtime.Object) admission.Attributes {
+	r := q.r
 	aop := admission.Create
-	if op == request.Update {
+	if q.op == request.Update {
 		aop = admission.Update
 	}
 	var u user.Info
-	if c.attrs.User.Name != "" {
-		u = &user.DefaultInfo{Name: c.attrs.User.Name, Groups: c.attrs.User.Groups}
+	if q.c.attrs.User.Name != "" {
+		u = &user.DefaultInfo{Name: q.c.attrs.User.Name, Groups: q.c.attrs.User.Groups}
 	}
-	attrs := admission.NewAttributesRecord(k8sObj, k8sOld, schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind},
-		ns, c.attrs.Name, gr.WithVersion(r.Version), c.attrs.Subresource, aop, nil, dry, u)
-	eval := quota.Evaluator(gr, nil, time.Now)
-	if !eval.Handles(attrs) {
-		return nil, nil
+	return admission.NewAttributesRecord(obj, old, schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind},
+		q.ns, q.c.attrs.Name, schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
+		q.c.attrs.Subresource, aop, nil, q.dry, u)
+}
+
+// convert fills attrs with the objects in Kubernetes' types, once.
+func (q *quotaCharge) convert() error {
+	if q.attrs != nil {
+		return nil
 	}
-	return &quotaCharge{s: s, attrs: attrs, eval: eval, ns: ns}, nil
+	k8sObj, err := quota.ToK8s(q.obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	var k8sOld runtime.Object
+	if q.old != nil {
+		if k8sOld, err = quota.ToK8s(q.old); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+	}
+	q.attrs = q.attributes(k8sObj, k8sOld)
+	return nil
+}
+
+// quotaView is a namespace's ResourceQuotas as read at rev: from the watch
+// cache (which may lag the store) or from the store.
+type quotaView struct {
+	quotas []*corev1.ResourceQuota
+	rev    int64
+	fresh  bool
 }
 
 // namespaceQuotas are ns's ResourceQuotas, from the watch cache or (fresh)
 // from the store, each with its resourceVersion (its mod_revision).
-func (s *Server) namespaceQuotas(ctx context.Context, ns string, fresh bool) ([]*corev1.ResourceQuota, error) {
+func (s *Server) namespaceQuotas(ctx context.Context, ns string, fresh bool) (quotaView, error) {
 	r := s.resources["resourcequotas"]
-	var items []proto.Message
 	if fresh {
 		page, err := s.store.list(ctx, r, ns, 0, "", 0, nil)
 		if err != nil {
-			return nil, err
+			return quotaView{}, err
 		}
-		items = page.items
-	} else {
-		ch := s.cachers["resourcequotas"]
-		if err := ch.waitReady(ctx); err != nil {
-			return nil, err
+		v := quotaView{rev: page.rev, fresh: true}
+		for _, it := range page.items {
+			v.quotas = append(v.quotas, it.(*corev1.ResourceQuota))
 		}
-		items, _ = ch.snapshot(func(m proto.Message) bool { return meta(m).GetNamespace() == ns })
+		return v, nil
 	}
-	out := make([]*corev1.ResourceQuota, len(items))
-	for i, it := range items {
-		out[i] = it.(*corev1.ResourceQuota)
+	ch := s.cachers["resourcequotas"]
+	if err := ch.waitReady(ctx); err != nil {
+		return quotaView{}, err
 	}
-	return out, nil
+	prefix := s.store.collectionKey(r, ns)
+	var v quotaView
+	ch.mu.Lock()
+	for k, obj := range ch.state {
+		if strings.HasPrefix(k, prefix) {
+			v.quotas = append(v.quotas, obj.(*corev1.ResourceQuota))
+		}
+	}
+	v.rev = ch.rev
+	ch.mu.Unlock()
+	slices.SortFunc(v.quotas, func(a, b *corev1.ResourceQuota) int {
+		return strings.Compare(a.GetMetadata().GetName(), b.GetMetadata().GetName())
+	})
+	return v, nil
 }
 
-// check runs Kubernetes' quota check against quotas and returns what the
-// write must add to its transaction: for each quota whose usage grows, a
-// comparison on its mod_revision and the put of its new status.
-func (q *quotaCharge) check(quotas []*corev1.ResourceQuota) (*txnExtra, map[string]int64, error) {
-	k8s := make([]k8scorev1.ResourceQuota, len(quotas))
-	for i, rq := range quotas {
+// check runs Kubernetes' quota check against the quotas and returns what
+// the write must add to its transaction: a comparison proving no quota of
+// the namespace changed after the view was read (so a view from a lagging
+// watch cache can never let a write past a quota it did not see), and for
+// each quota whose usage grows, the put of its new status.
+func (q *quotaCharge) check(v quotaView) (*txnExtra, error) {
+	r := q.s.resources["resourcequotas"]
+	prefix := q.s.store.collectionKey(r, q.ns)
+	x := &txnExtra{cmps: []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(prefix), "<", v.rev+1).WithPrefix(),
+	}}
+	if len(v.quotas) == 0 {
+		return x, nil
+	}
+	if err := q.convert(); err != nil {
+		return nil, err
+	}
+	k8s := make([]k8scorev1.ResourceQuota, len(v.quotas))
+	for i, rq := range v.quotas {
 		o, err := quota.ToK8s(rq)
 		if err != nil {
-			return nil, nil, apierrors.NewInternalError(err)
+			return nil, apierrors.NewInternalError(err)
 		}
 		k8s[i] = *o.(*k8scorev1.ResourceQuota)
 	}
 	out, err := resourcequota.CheckRequest(k8s, q.attrs, q.eval, nil)
 	if err != nil {
-		return nil, nil, q.refusal(err)
+		return nil, q.refusal(err)
 	}
-	r := q.s.resources["resourcequotas"]
-	x := &txnExtra{}
-	revs := map[string]int64{}
 	for i := range out {
 		if quotav1.Equals(out[i].Status.Used, k8s[i].Status.Used) {
 			continue
 		}
-		n := proto.Clone(quotas[i]).(*corev1.ResourceQuota)
+		n := proto.Clone(v.quotas[i]).(*corev1.ResourceQuota)
 		if n.Status == nil {
 			n.Status = &corev1.ResourceQuotaStatus{}
 		}
 		n.Status.Used = quota.Quantities(out[i].Status.Used)
 		m := meta(n)
-		rev, err := parseRV(m.GetResourceVersion())
-		if err != nil {
-			return nil, nil, apierrors.NewInternalError(fmt.Errorf("quota %s: %w", m.GetName(), err))
-		}
 		key := q.s.store.key(r, m.GetNamespace(), m.GetName())
 		val, err := q.s.store.encode(r, key, n)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		x.cmps = append(x.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
 		x.ops = append(x.ops, clientv3.OpPut(key, string(val)))
-		x.reads = append(x.reads, key)
-		revs[key] = rev
 	}
-	return x, revs, nil
+	return x, nil
 }
 
 // refusal turns CheckRequest's error into kplane's: its Forbidden keeps
@@ -163,7 +209,7 @@ func (q *quotaCharge) check(quotas []*corev1.ResourceQuota) (*txnExtra, map[stri
 func (q *quotaCharge) refusal(err error) error {
 	var se *k8serrors.StatusError
 	if errors.As(err, &se) && se.ErrStatus.Reason == "Forbidden" {
-		out := apierrors.NewForbidden(q.attrs.GetResource().Group, q.attrs.GetResource().Resource, q.attrs.GetName(), "")
+		out := apierrors.NewForbidden(q.r.Group, q.r.Resource, q.c.attrs.Name, "")
 		out.Message = se.ErrStatus.Message
 		return out
 	}
@@ -172,9 +218,9 @@ func (q *quotaCharge) refusal(err error) error {
 
 // wrap returns write with the quota charge added to its transaction,
 // checked again from the store's quotas whenever one of them changed
-// before the transaction: the write fails with the refusal should the
-// quota no longer allow it. A conflict on anything else (a Service's
-// addresses) is returned for the caller to resolve.
+// (or appeared) after they were read: the write fails with the refusal
+// should the quotas no longer allow it. A conflict on anything else (a
+// Service's addresses) is returned for the caller to resolve.
 func (q *quotaCharge) wrap(ctx context.Context, write func(*txnExtra) (int64, error)) func(*txnExtra) (int64, error) {
 	if q == nil {
 		return write
@@ -182,22 +228,20 @@ func (q *quotaCharge) wrap(ctx context.Context, write func(*txnExtra) (int64, er
 	return func(outer *txnExtra) (int64, error) {
 		ctx, span := q.s.tracer.Start(ctx, "admission.ResourceQuota")
 		defer span.End()
-		quotas, err := q.s.namespaceQuotas(ctx, q.ns, false)
+		v, err := q.s.namespaceQuotas(ctx, q.ns, false)
 		if err != nil {
 			return 0, err
 		}
-		fresh := false
 		for attempt := 0; ; attempt++ {
-			x, revs, err := q.check(quotas)
-			if err != nil && !fresh {
+			x, err := q.check(v)
+			if err != nil && !v.fresh {
 				// A refusal decided from the watch cache is decided again
 				// from the store: the cache may not have the usage the
 				// controller gave back yet.
-				if quotas, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
+				if v, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
 					return 0, err
 				}
-				fresh = true
-				x, revs, err = q.check(quotas)
+				x, err = q.check(v)
 			}
 			if err != nil {
 				return 0, err
@@ -209,48 +253,57 @@ func (q *quotaCharge) wrap(ctx context.Context, write func(*txnExtra) (int64, er
 			}
 			rev, err := write(x)
 			var ec *extraConflict
-			if !errors.As(err, &ec) || !quotaMoved(ec, revs) {
+			if !errors.As(err, &ec) {
+				return rev, err
+			}
+			// One of the comparisons failed: the quotas' (read again to
+			// tell) or the caller's.
+			cur, rerr := q.s.namespaceQuotas(ctx, q.ns, true)
+			if rerr != nil {
+				return 0, rerr
+			}
+			if !quotasMoved(v, cur) {
 				return rev, err
 			}
 			if attempt >= maxQuotaAttempts {
-				return 0, apierrors.NewConflict(q.attrs.GetResource().Group, q.attrs.GetResource().Resource, q.attrs.GetName(),
+				return 0, apierrors.NewConflict(q.r.Group, q.r.Resource, q.c.attrs.Name,
 					"the namespace's resource quotas kept changing; try again")
 			}
-			if quotas, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
-				return 0, err
-			}
-			fresh = true
+			v = cur
 		}
 	}
 }
 
-// quotaMoved reports whether one of the quotas compared changed (or went).
-func quotaMoved(ec *extraConflict, revs map[string]int64) bool {
-	for k, rev := range revs {
-		kv := ec.current[k]
-		if kv == nil || kv.ModRevision != rev {
+// quotasMoved reports whether a quota of cur was written after was was
+// read, or one of was is gone.
+func quotasMoved(was, cur quotaView) bool {
+	if len(cur.quotas) != len(was.quotas) {
+		return true
+	}
+	for _, rq := range cur.quotas {
+		if rev, _ := parseRV(rq.GetMetadata().GetResourceVersion()); rev > was.rev {
 			return true
 		}
 	}
 	return false
 }
 
-// dryRun checks a dry-run write against the cached quotas, writing
-// nothing.
+// dryRun checks a dry-run write against the cached quotas (the store's
+// when the cache refuses it), writing nothing.
 func (q *quotaCharge) dryRun(ctx context.Context) error {
 	if q == nil {
 		return nil
 	}
-	quotas, err := q.s.namespaceQuotas(ctx, q.ns, false)
+	v, err := q.s.namespaceQuotas(ctx, q.ns, false)
 	if err != nil {
 		return err
 	}
-	if _, _, err = q.check(quotas); err == nil {
+	if _, err = q.check(v); err == nil {
 		return nil
 	}
-	if quotas, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
+	if v, err = q.s.namespaceQuotas(ctx, q.ns, true); err != nil {
 		return err
 	}
-	_, _, err = q.check(quotas)
+	_, err = q.check(v)
 	return err
 }

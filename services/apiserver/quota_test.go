@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
@@ -298,5 +299,41 @@ func TestQuotaConcurrentReplicas(t *testing.T) {
 	}
 	if u := getQuota(t, a, "default", "pods").GetStatus().GetUsed()["pods"]; u != fmt.Sprint(hard) {
 		t.Errorf("used pods %q, want %d", u, hard)
+	}
+}
+
+// TestQuotaFromLaggingCache writes through a replica whose watch cache has
+// not seen the namespace's quota (its cache is set back to before the
+// quota was created): the write is checked against the quota all the same,
+// as kube-apiserver's live lookup does, and nothing is written.
+func TestQuotaFromLaggingCache(t *testing.T) {
+	a := newEnv(t, nil)
+	b := newEnvOn(t, a.eps, nil)
+	rq := createQuota(t, a, "default", "pods", map[string]string{"pods": "1"}, map[string]string{"pods": "1"})
+	waitCached(t, b, "resourcequotas", "default", "pods")
+	rev, err := parseRV(rq.GetMetadata().GetResourceVersion())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := b.srv.cachers["resourcequotas"]
+	ch.mu.Lock()
+	delete(ch.state, b.srv.store.key(b.srv.resources["resourcequotas"], "default", "pods"))
+	ch.rev = rev - 1
+	ch.mu.Unlock()
+
+	_, err = b.pods.CreatePod(admin(t), &corev1.CreatePodRequest{Namespace: "default", Pod: testPod("default", "over")})
+	if se := wantReason(t, err, apierrors.ReasonForbidden); se.Message != `pods "over" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1` {
+		t.Errorf("got %q", se.Message)
+	}
+	if _, err := a.pods.GetPod(admin(t), &corev1.GetPodRequest{Namespace: "default", Name: "over"}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused pod: got %v, want NotFound", err)
+	}
+	// A namespace without quotas is not slowed by the check: a pod there
+	// is admitted through the same replica.
+	if _, err := b.ns.CreateNamespace(admin(t), &corev1.CreateNamespaceRequest{Namespace: &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: "free"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pods.CreatePod(admin(t), &corev1.CreatePodRequest{Namespace: "free", Pod: testPod("free", "p")}); err != nil {
+		t.Fatal(err)
 	}
 }

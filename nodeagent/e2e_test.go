@@ -884,3 +884,33 @@ func TestRelistNoticesExit(t *testing.T) {
 		t.Errorf("container: got %v, want terminated Completed", got.GetStatus().GetContainerStatuses()[0].GetState())
 	}
 }
+
+// TestForeignConditionsKept: a pod condition the agent does not own (the
+// DisruptionTarget a taint eviction sets) survives the agent's later
+// status writes, as it does the kubelet's.
+func TestForeignConditionsKept(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	p := c.runPod(t, simPod("marked", nil, func(s *corev1.PodSpec) {
+		s.RestartPolicy = "Never"
+		s.Containers[0].Command = []string{"sh", "-c", "sleep 1"}
+	}), "n1")
+	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
+	for attempt := 0; ; attempt++ {
+		got, err := c.pods.Get(context.Background(), "default", p.Metadata.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Status.Conditions = append(got.Status.Conditions, &corev1.PodCondition{Type: "DisruptionTarget", Status: "True", Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint"})
+		if _, err = c.pods.UpdateStatus(context.Background(), got); err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt >= 20 {
+			t.Fatal(err)
+		}
+	}
+	done := c.waitPod(t, "default", p.Metadata.Name, "Succeeded", phaseIs(PhaseSucceeded))
+	if !condTrue(done, "DisruptionTarget") {
+		t.Errorf("DisruptionTarget gone after the agent's status write: %v", done.GetStatus().GetConditions())
+	}
+}

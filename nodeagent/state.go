@@ -303,6 +303,16 @@ func containerStatus(spec *corev1.Container, c *ctrState, runtimeName string, in
 	return cs
 }
 
+// agentCondition reports whether the node agent computes and owns pod
+// conditions of type t; a pod's other conditions are left as they are.
+func agentCondition(t string) bool {
+	switch t {
+	case "PodScheduled", "Initialized", "Ready", "ContainersReady":
+		return true
+	}
+	return false
+}
+
 // condition returns a PodCondition of type t, keeping the transition time
 // of old's condition of that type when its status is unchanged.
 func condition(old *corev1.PodStatus, t string, ok bool, reason, message string, now time.Time) *corev1.PodCondition {

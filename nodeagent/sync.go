@@ -700,6 +700,14 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		condition(old, "ContainersReady", allReady, notReady, unreadyMsg, now),
 		scheduled,
 	}
+	// Conditions the node does not own (DisruptionTarget, readiness
+	// gates' conditions, anything a controller or user set) are kept, as
+	// the kubelet keeps them.
+	for _, oc := range old.GetConditions() {
+		if !agentCondition(oc.GetType()) {
+			st.Conditions = append(st.Conditions, oc)
+		}
+	}
 	if proto.Equal(old, st) {
 		return nil
 	}

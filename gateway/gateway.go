@@ -141,13 +141,14 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(cfg.Conn), issuer: authenticationv1.NewAuthenticationServiceClient(cfg.Conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(cfg.Conn), watches: watchstreamv1.NewWatchStreamServiceClient(cfg.Conn),
-		dyn: dynamicv1.NewResourceServiceClient(cfg.Conn)}
+	conn := newFreshConn(cfg.Conn)
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(conn), issuer: authenticationv1.NewAuthenticationServiceClient(conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(conn), watches: watchstreamv1.NewWatchStreamServiceClient(conn),
+		dyn: dynamicv1.NewResourceServiceClient(conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
 	g.rendered = newRenderCache(renderCacheMaxBytes)
-	if g.rest, err = newRESTMux(cfg.Conn, tab, g.rewrite); err != nil {
+	if g.rest, err = newRESTMux(conn, tab, g.rewrite); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.openapi = newOpenAPI(tab)

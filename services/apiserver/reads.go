@@ -7,6 +7,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +19,7 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) (_ proto.Message, err error) {
@@ -33,6 +35,7 @@ func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) 
 	if err != nil {
 		return nil, err
 	}
+	want = max(want, minRevision(ctx))
 	ch := s.cacherFor(r)
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, err
@@ -87,7 +90,10 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("unsupported resourceVersionMatch %q", o.ResourceVersionMatch))
 	}
 	// resourceVersion "0" (any) or N (not older than N): the watch cache
-	// if it is that recent, else the store (always at least as recent).
+	// if it is that recent (and as recent as the caller's own last write,
+	// when a front proxy says which), else the store (always at least as
+	// recent).
+	rev = max(rev, minRevision(ctx))
 	ch := s.cacherFor(r)
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, nil, err
@@ -260,4 +266,22 @@ func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o lis
 	// Cut off (too slow), the cache re-listed, or the call ended: end the
 	// stream cleanly; the client resumes from its last resourceVersion.
 	return nil
+}
+
+// minRevision is the revision a front proxy asks cache-served reads to
+// reflect (authn.MinRevisionKey): its caller's latest write. 0 if none.
+func minRevision(ctx context.Context) int64 {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return 0
+	}
+	v := md.Get(authn.MinRevisionKey)
+	if len(v) == 0 {
+		return 0
+	}
+	rev, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || rev < 0 {
+		return 0
+	}
+	return rev
 }

@@ -71,6 +71,13 @@ const (
 	ForwardedTokenKey   = "kplane-forwarded-token"
 )
 
+// MinRevisionKey asks that a read served from the watch cache (with
+// resourceVersion "0" or an older one) reflect at least this store
+// revision: a front proxy sends its caller's latest write, so that a
+// client reads its own writes whichever replica answers. It only ever
+// makes a read fresher, so it is believed from anyone.
+const MinRevisionKey = "kplane-min-revision"
+
 // Metadata keys a front proxy uses to pass on what it saw of the HTTP
 // request, for the audit log: the audit ID it answered the client in the
 // Audit-Id header, the request URI, the User-Agent and the client's

@@ -103,8 +103,16 @@ func New(cfg Config) *Controller {
 		return q.GetMetadata().GetNamespace() + "/" + q.GetMetadata().GetName()
 	}
 	cfg.QuotaInformer.AddEventHandler(client.Handler[*corev1.ResourceQuota]{
-		OnAdd:    func(q *corev1.ResourceQuota) { c.queue.Add(key(q)) },
-		OnUpdate: func(_, q *corev1.ResourceQuota) { c.queue.Add(key(q)) },
+		OnAdd: func(q *corev1.ResourceQuota) { c.queue.Add(key(q)) },
+		// Only a change of what the quota limits is recounted at once, as
+		// in Kubernetes: status writes are admission charging usage, and a
+		// recount then, from pod informers that may not have seen the pods
+		// just charged, would give usage back that is still in use.
+		OnUpdate: func(old, q *corev1.ResourceQuota) {
+			if !proto.Equal(old.GetSpec(), q.GetSpec()) {
+				c.queue.Add(key(q))
+			}
+		},
 	})
 	cfg.PodInformer.AddEventHandler(client.Handler[*corev1.Pod]{
 		OnUpdate: func(old, n *corev1.Pod) {

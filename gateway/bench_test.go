@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kplane/kplane/gateway"
@@ -26,6 +27,7 @@ import (
 // benchEnv is the API service with a direct gRPC client and a gateway
 // (plain HTTP on loopback, keep-alive client) in front of it.
 type benchEnv struct {
+	conn *grpc.ClientConn
 	cms  corev1.ConfigMapServiceClient
 	ctx  context.Context
 	url  string
@@ -42,7 +44,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	srv := httptest.NewServer(gw)
 	b.Cleanup(srv.Close)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+clienttest.AdminToken)
-	return &benchEnv{cms: corev1.NewConfigMapServiceClient(conn), ctx: ctx, url: srv.URL,
+	return &benchEnv{conn: conn, cms: corev1.NewConfigMapServiceClient(conn), ctx: ctx, url: srv.URL,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 }
 
@@ -153,6 +155,22 @@ func BenchmarkGateway(b *testing.B) {
 	b.Run("create/gateway", func(b *testing.B) {
 		for b.Loop() {
 			e.do(b, "POST", "/api/v1/namespaces/default/configmaps", fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"h-%d"},"data":{"k":"v"}}`, n.Add(1)), 201)
+		}
+	})	// Pods: the kind with the largest schema (managed fields, defaults,
+	// validation and the admission plugins that act on pods).
+	pods := corev1.NewPodServiceClient(e.conn)
+	b.Run("createpod/grpc", func(b *testing.B) {
+		for b.Loop() {
+			p := &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: fmt.Sprintf("gp-%d", n.Add(1))},
+				Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}}}}
+			if _, err := pods.CreatePod(e.ctx, &corev1.CreatePodRequest{Namespace: "default", Pod: p}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("createpod/gateway", func(b *testing.B) {
+		for b.Loop() {
+			e.do(b, "POST", "/api/v1/namespaces/default/pods", fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hp-%d"},"spec":{"containers":[{"name":"web","image":"registry.k8s.io/pause:3.10"}]}}`, n.Add(1)), 201)
 		}
 	})
 }

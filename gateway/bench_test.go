@@ -156,7 +156,7 @@ func BenchmarkGateway(b *testing.B) {
 		for b.Loop() {
 			e.do(b, "POST", "/api/v1/namespaces/default/configmaps", fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"h-%d"},"data":{"k":"v"}}`, n.Add(1)), 201)
 		}
-	})	// Pods: the kind with the largest schema (managed fields, defaults,
+	}) // Pods: the kind with the largest schema (managed fields, defaults,
 	// validation and the admission plugins that act on pods).
 	pods := corev1.NewPodServiceClient(e.conn)
 	b.Run("createpod/grpc", func(b *testing.B) {

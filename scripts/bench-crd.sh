@@ -13,7 +13,8 @@
 # kplane: `kplane up` with one store member, one API service, the gateway
 # (clients go through it over HTTPS) and one controller manager, which
 # establishes CRDs (kube-apiserver does that itself); no scheduler and no
-# node, so pods stay Pending on both. Kubernetes: Debian's etcd (one
+# node, so pods stay Pending on both; kube-apiserver writes its audit log
+# under the audit Policy kplane up gives its API service. Kubernetes: Debian's etcd (one
 # member) and kube-apiserver v1.33.13, built from the Go
 # module proxy into ${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench as
 # scripts/bench-density.sh does. Needs Go, etcd-server and openssl. Every
@@ -92,7 +93,8 @@ k8s_admin_files "$d" "$ap"
 "$K8S_BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ec" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
 	--secure-port "$ap" --cert-dir "$d/certs" --token-auth-file "$d/tokens.csv" --authorization-mode Node,RBAC \
 	--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$d/sa.pub" \
-	--service-account-signing-key-file "$d/sa.key" --service-cluster-ip-range 10.96.0.0/16 >"$d/kube-apiserver.log" 2>&1 &
+	--service-account-signing-key-file "$d/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
+	--audit-policy-file "$work/kplane-data/audit-policy.yaml" --audit-log-path "$d/audit.log" >"$d/kube-apiserver.log" 2>&1 &
 api=$!
 pids+=("$api")
 until=$((SECONDS + 300))

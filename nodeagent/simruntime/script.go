@@ -52,7 +52,7 @@ func isShell(name string) bool {
 func isApplet(name string) bool {
 	switch name {
 	case "sleep", "cat", "true", "false", "env", "printenv", "hostname", "id",
-		"touch", "mkdir", "rm", "ls", "date", "expr", "wc", "echo", "test", "[", "printf":
+		"touch", "mkdir", "rm", "ls", "date", "expr", "wc", "awk", "echo", "test", "[", "printf":
 		return true
 	}
 	return false
@@ -303,6 +303,8 @@ func (s *shell) exec(ctx context.Context, args []string) error {
 		return a.expr(args[1:])
 	case "wc":
 		return a.wc(args[1:])
+	case "awk":
+		return a.awk(args[1:])
 	case "echo", "test", "[", "printf":
 		// Reached by a path (/bin/echo); the builtins are the same commands.
 		return hc.Builtin(ctx, append([]string{name}, args[1:]...))

@@ -105,7 +105,8 @@
 // filesystem (readonlyRootfs) refuses every change outside the mounts. The applets are sleep (on Config.Clock), cat, true, false, env,
 // printenv, hostname, id (the security context's runAsUser and
 // runAsGroup), touch, mkdir, rm, ls, date, expr (integer arithmetic and
-// comparisons) and wc; the shell's builtins (echo,
+// comparisons), wc and awk (programs that print fields only, such as
+// `{print $1}`; any other program exits 2); the shell's builtins (echo,
 // printf, test, read, ...) are the interpreter's. Any other command is
 // "not found" (exit 127), as in an image without it: the image's own
 // binaries are not run. ExecSync and a streaming exec into a scripted

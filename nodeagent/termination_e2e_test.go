@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 )
@@ -88,5 +89,51 @@ func TestTerminationMessagesBuiltInRuntime(t *testing.T) {
 	}
 	if m := got.GetLastTerminationState().GetTerminated().GetMessage(); m != "first" {
 		t.Errorf("restarted: lastState message: got %q, want first", m)
+	}
+}
+
+// TestTerminationMessageAdopted: a restarted agent reads the termination
+// message of an exited container it adopts from the runtime's status (the
+// annotations and the mount), as its predecessor did.
+func TestTerminationMessageAdopted(t *testing.T) {
+	c := startCluster(t)
+	n := startSimRuntime(t, "n1")
+	withRoot := func(cfg *Config) { cfg.RootDir = filepath.Join(n.dir, "root") }
+	stop := n.startAgent(t, c, withRoot)
+	c.runPod(t, simPod("two", nil, func(s *corev1.PodSpec) {
+		s.RestartPolicy = RestartNever
+		s.Containers = append(s.Containers, &corev1.Container{Name: "done", Image: "kplane.test/web:1",
+			Command: []string{"sh", "-c", "echo -n bye > /dev/termination-log"}})
+	}), "n1")
+	c.waitPod(t, "default", "two", "the message of done", func(p *corev1.Pod) bool {
+		for _, cs := range p.GetStatus().GetContainerStatuses() {
+			if cs.GetName() == "done" && cs.GetState().GetTerminated().GetMessage() == "bye" {
+				return true
+			}
+		}
+		return false
+	})
+	stop()
+
+	n.startAgent(t, c, withRoot)
+	for i := 0; ; i++ {
+		msg, adopted := "", false
+		if rec := n.agent.record("default/two"); rec != nil {
+			rec.mu.Lock()
+			if st := rec.ctrs["done"].status; st != nil {
+				msg, adopted = st.GetMessage(), true
+			}
+			rec.mu.Unlock()
+		}
+		if adopted {
+			if msg != "bye" {
+				t.Errorf("adopted container's message: got %q, want bye", msg)
+			}
+			break
+		}
+		if i == 1200 {
+			t.Fatal("the restarted agent did not adopt the pod")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -272,7 +272,7 @@ func TestScriptsSeeTheirFileMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t, simruntime.Config{})
-	script := `/bin/echo -n DONE > /dev/termination-log; cat /dev/termination-log; echo; ls /dev; ls /etc/fixed.conf; cat /etc/fixed.conf; ` +
+	script := `/bin/echo -n DONE > /dev/termination-log; cat /dev/termination-log; echo; test -s /dev/termination-log && echo non-empty; ls /dev; ls /etc/fixed.conf; cat /etc/fixed.conf; ` +
 		`echo no > /etc/fixed.conf; rm /dev/termination-log; cat /dev/termination-log/x; echo -n last`
 	id := runScripted(t, e, "pod", []string{"sh", "-c", script}, nil, &runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 10000}},
 		&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: msg},
@@ -281,6 +281,7 @@ func TestScriptsSeeTheirFileMounts(t *testing.T) {
 	log := logOf(t, st)
 	for _, want := range []string{
 		"stdout F DONE\n",
+		"stdout F non-empty\n", // stat is the host file's
 		"stdout F termination-log\n",
 		"stdout F /etc/fixed.conf\n",
 		"stdout F fixed\n",

@@ -67,6 +67,7 @@ func (a *Agent) adopt(ctx context.Context, pod *corev1.Pod, rec *podRecord) erro
 		attempt := cur.GetMetadata().GetAttempt()
 		c.id, c.status = cur.GetId(), st
 		c.logPath = filepath.Join(rec.logDir, name, strconv.Itoa(int(attempt))+".log")
+		addTerminationMessage(ctx, st, c.logPath)
 		c.attempt, c.restarts = attempt+1, int32(attempt)
 		c.probes = probeStates{}
 		if spec := containerSpec(pod.GetSpec(), name); spec != nil {
@@ -76,6 +77,7 @@ func (a *Agent) adopt(ctx context.Context, pod *corev1.Pod, rec *podRecord) erro
 			if prev, err := a.cfg.Runtime.ContainerStatus(ctx, list[1].GetId()); err == nil {
 				c.last = prev
 				c.lastLog = filepath.Join(rec.logDir, name, strconv.Itoa(int(list[1].GetMetadata().GetAttempt()))+".log")
+				addTerminationMessage(ctx, prev, c.lastLog)
 			}
 			for _, old := range list[2:] {
 				c.garbage = append(c.garbage, old.GetId())

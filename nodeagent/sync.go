@@ -307,6 +307,7 @@ func (a *Agent) refresh(ctx context.Context, c *ctrState, policy string) {
 		a.log.Debug("container status failed", "container", c.name, "err", err)
 		return
 	}
+	addTerminationMessage(ctx, st, c.logPath)
 	if policy == "" {
 		policy = RestartAlways
 	}
@@ -480,6 +481,16 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %v", err)
 		return a.cfg.Backoff.Base
 	}
+	// The termination message file, one per instance.
+	tmsg, err := a.terminationMessageMount(rec.uid, spec)
+	if err != nil {
+		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
+		a.rec.FieldEventf(pod, fp, client.EventWarning, "Failed", "Error: %v", err)
+		return a.cfg.Backoff.Base
+	}
+	if tmsg != nil {
+		mounts = append(mounts, tmsg)
+	}
 
 	// The container.
 	attempt := c.attempt
@@ -511,6 +522,7 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		Envs:   envs,
 		Mounts: mounts,
 	}
+	terminationAnnotations(spec, cfg.Annotations)
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {
 		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
@@ -679,6 +691,7 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		}
 		st.ContainerStatuses = append(st.ContainerStatuses, s)
 	}
+	boundTerminationMessages(st, len(spec.GetInitContainers())+len(spec.GetContainers())+len(spec.GetEphemeralContainers()))
 	if phase == PhaseSucceeded || phase == PhaseFailed {
 		allReady = false
 	}

@@ -28,7 +28,8 @@ import (
 )
 
 // TestContainerdVolumes runs one pod of two busybox containers on a real
-// containerd and reads its volumes from inside: a ConfigMap file, which
+// containerd and reads its volumes from inside (then a pod whose
+// containers leave termination messages): a ConfigMap file, which
 // changes after the ConfigMap is updated (not the same key mounted by
 // subPath, as on Kubernetes); a Secret file with its
 // defaultMode; an emptyDir both containers share; a Memory emptyDir that
@@ -245,6 +246,11 @@ func TestContainerdVolumes(t *testing.T) {
 		t.Errorf("namespace file: got %q", got)
 	}
 
+	// Termination messages: a file of the host mounted at each container's
+	// terminationMessagePath, writable by a non-root user too; with
+	// FallbackToLogsOnError a failed container's log tail.
+	testContainerdTerminationMessages(ctx, t, c)
+
 	// Deletion: the containers stop, the tmpfs is unmounted and the pod's
 	// directory removed before the deletion is confirmed.
 	if err := c.pods.Delete(ctx, "default", "vols", client.DeleteOptions{}); err != nil {
@@ -258,4 +264,47 @@ func TestContainerdVolumes(t *testing.T) {
 	if left, err := mountsUnder(root); err != nil || len(left) > 0 {
 		t.Errorf("mounts left under %s: %v (%v)", root, left, err)
 	}
+}
+
+// testContainerdTerminationMessages runs a pod of three busybox
+// containers that exit at once — one writing /dev/termination-log as
+// root, one a path of its own as user 10000, one failing after logging
+// DONE with FallbackToLogsOnError — and checks their messages.
+func testContainerdTerminationMessages(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	nonRoot, rootUser := int64(10000), int64(0)
+	box := func(name, script, path, policy string, user *int64) *corev1.Container {
+		return &corev1.Container{Name: name, Image: containerdtest.BusyboxImage, Command: []string{"/bin/sh", "-c"}, Args: []string{script},
+			TerminationMessagePath: path, TerminationMessagePolicy: policy, SecurityContext: &corev1.SecurityContext{RunAsUser: user}}
+	}
+	c.runPod(t, &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: "msgs", Namespace: "default"}, Spec: &corev1.PodSpec{
+		RestartPolicy:                 RestartNever,
+		TerminationGracePeriodSeconds: ptr(int64(1)),
+		Containers: []*corev1.Container{
+			box("root", "/bin/echo -n DONE > /dev/termination-log", "", "", &rootUser),
+			box("nonroot", "/bin/echo -n DONE > /dev/termination-custom-log", "/dev/termination-custom-log", "", &nonRoot),
+			box("fallback", "/bin/echo -n DONE; /bin/false", "", "FallbackToLogsOnError", nil),
+		},
+	}}, "real")
+	var got *corev1.Pod
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		p, err := c.pods.Get(ctx, "default", "msgs")
+		if err == nil && p.GetStatus().GetPhase() == PhaseFailed {
+			got = p
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod msgs not Failed within 2 minutes: %v %v", err, p.GetStatus())
+		}
+	}
+	want := map[string]string{"root": "DONE", "nonroot": "DONE", "fallback": "DONE"}
+	for _, cs := range got.GetStatus().GetContainerStatuses() {
+		if m := cs.GetState().GetTerminated().GetMessage(); m != want[cs.GetName()] {
+			t.Errorf("termination message of %s: got %q, want %q (state %v)", cs.GetName(), m, want[cs.GetName()], cs.GetState())
+		}
+	}
+	if err := c.pods.Delete(ctx, "default", "msgs", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, "default", "msgs")
 }

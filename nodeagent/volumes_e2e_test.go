@@ -93,7 +93,8 @@ func TestVolumesBuiltInRuntime(t *testing.T) {
 	for _, m := range st.GetMounts() {
 		got[m.GetContainerPath()] = m.GetReadonly()
 	}
-	if want := map[string]bool{"/mnt/cfg": true, "/mnt/sec": true, "/mnt/info": true, "/mnt/scratch": false}; !boolMapsEqual(got, want) {
+	// Beside the volumes, the termination message file.
+	if want := map[string]bool{"/mnt/cfg": true, "/mnt/sec": true, "/mnt/info": true, "/mnt/scratch": false, "/dev/termination-log": false}; !boolMapsEqual(got, want) {
 		t.Errorf("mounts (path: read-only): got %v, want %v", got, want)
 	}
 

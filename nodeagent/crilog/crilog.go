@@ -96,9 +96,22 @@ func clip(b []byte) []byte {
 // newline) to dst and returns the extended buffer. Content longer than
 // MaxLineContent becomes partial lines followed by a full one.
 func Format(dst []byte, t time.Time, stream string, content []byte) []byte {
+	return format(dst, t, stream, content, TagFull)
+}
+
+// FormatPartial is Format for output that ends without a newline (the
+// last output of a stream that closed mid-line): every line it appends is
+// partial, as containerd writes it, so that a reader shows the content
+// without a newline it never had.
+func FormatPartial(dst []byte, t time.Time, stream string, content []byte) []byte {
+	return format(dst, t, stream, content, TagPartial)
+}
+
+// format appends content's lines, the last one tagged last.
+func format(dst []byte, t time.Time, stream string, content []byte, last string) []byte {
 	ts := t.UTC().Format(time.RFC3339Nano)
 	for {
-		tag := TagFull
+		tag := last
 		chunk := content
 		if len(chunk) > MaxLineContent {
 			chunk, tag = chunk[:MaxLineContent], TagPartial
@@ -112,7 +125,7 @@ func Format(dst []byte, t time.Time, stream string, content []byte) []byte {
 		dst = append(dst, chunk...)
 		dst = append(dst, '\n')
 		content = content[len(chunk):]
-		if tag == TagFull {
+		if len(content) == 0 {
 			return dst
 		}
 	}

@@ -56,8 +56,8 @@
 //
 // Mounts: a container's CRI Mounts are recorded as given and reported in
 // its ContainerStatus.Mounts; a scripted container's shell reads and
-// writes the mounted directories (see Scripted containers), nothing else
-// reads them. The node agent has materialised the host side of every volume before it
+// writes the mounted directories and files (see Scripted containers),
+// nothing else reads them. The node agent has materialised the host side of every volume before it
 // asks for the container (files of configMap, secret, downwardAPI and
 // projected volumes, emptyDir directories), exactly as on containerd, so
 // what a pod mounts — and what keeps it from starting — is the same on
@@ -97,11 +97,16 @@
 // host's but the container's CRI mounts: each mount of a directory is its
 // host directory (a volume the node agent prepared), read and written in
 // place (refused when the mount is read-only), reached through os.Root so
-// that no path or symbolic link leads out of it. A read-only root
+// that no path or symbolic link leads out of it; each mount of a regular
+// file (a subPath of one file, the node agent's termination message file
+// at /dev/termination-log) is that host file, read and written in place,
+// never removed. Output that ends without a newline is logged as a
+// partial line ("P"), as containerd logs it. A read-only root
 // filesystem (readonlyRootfs) refuses every change outside the mounts. The applets are sleep (on Config.Clock), cat, true, false, env,
 // printenv, hostname, id (the security context's runAsUser and
 // runAsGroup), touch, mkdir, rm, ls, date, expr (integer arithmetic and
-// comparisons) and wc; the shell's builtins (echo,
+// comparisons), wc and awk (programs that print fields only, such as
+// `{print $1}`; any other program exits 2); the shell's builtins (echo,
 // printf, test, read, ...) are the interpreter's. Any other command is
 // "not found" (exit 127), as in an image without it: the image's own
 // binaries are not run. ExecSync and a streaming exec into a scripted

@@ -2,14 +2,17 @@
 // root filesystem with the container's CRI mounts laid over it, each mount
 // a host directory the node agent prepared (a volume), reached through
 // os.Root so that nothing outside it — by "..", an absolute path or a
-// symbolic link — can be reached.
+// symbolic link — can be reached, or a host file (a subPath of one file,
+// the termination message file).
 
 package simruntime
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +34,7 @@ var (
 	_ containerFS = (*memFS)(nil)
 	_ containerFS = (*mountedFS)(nil)
 	_ containerFS = hostDir{}
+	_ containerFS = hostFile{}
 )
 
 // mountedFS dispatches each path to the mount holding it (the deepest
@@ -41,26 +45,37 @@ type mountedFS struct {
 }
 
 type mountPoint struct {
-	at  string // the container path, cleaned
-	dir hostDir
+	at string      // the container path, cleaned
+	fs containerFS // a hostDir or a hostFile
 }
 
-// newMountedFS lays mounts over root. The mount points are made as
-// directories of root first (so listings show them), before root may turn
-// read-only. A mount of a file (a subPath of one file) is not supported by
-// the shell: its container path is left out.
+// newMountedFS lays mounts over root. The mount points are made in root
+// first (so listings show them), before root may turn read-only: a
+// directory for a mounted directory, an empty file for a mounted regular
+// file. A mount of anything else (or of a host path that does not exist)
+// is left out.
 func newMountedFS(root *memFS, mounts []*runtimeapi.Mount) *mountedFS {
 	m := &mountedFS{root: root}
 	for _, mnt := range mounts {
 		if mnt.GetHostPath() == "" || mnt.GetContainerPath() == "" {
 			continue
 		}
-		if info, err := os.Stat(mnt.GetHostPath()); err != nil || !info.IsDir() {
+		info, err := os.Stat(mnt.GetHostPath())
+		if err != nil {
 			continue
 		}
 		at := resolve("/", mnt.GetContainerPath())
-		_ = root.mkdir(at, true)
-		m.mounts = append(m.mounts, mountPoint{at: at, dir: hostDir{path: mnt.GetHostPath(), readOnly: mnt.GetReadonly()}})
+		switch {
+		case info.IsDir():
+			_ = root.mkdir(at, true)
+			m.mounts = append(m.mounts, mountPoint{at: at, fs: hostDir{path: mnt.GetHostPath(), readOnly: mnt.GetReadonly()}})
+		case info.Mode().IsRegular() && at != "/":
+			_ = root.mkdir(path.Dir(at), true)
+			if f, err := root.open(at, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+				_ = f.Close()
+			}
+			m.mounts = append(m.mounts, mountPoint{at: at, fs: hostFile{path: mnt.GetHostPath(), name: path.Base(at), readOnly: mnt.GetReadonly()}})
+		}
 	}
 	// Deepest first: a mount inside another one wins for its paths.
 	for i := 1; i < len(m.mounts); i++ {
@@ -75,10 +90,10 @@ func newMountedFS(root *memFS, mounts []*runtimeapi.Mount) *mountedFS {
 func (m *mountedFS) route(p string) (containerFS, string) {
 	for _, mp := range m.mounts {
 		if p == mp.at {
-			return mp.dir, "."
+			return mp.fs, "."
 		}
 		if strings.HasPrefix(p, mp.at+"/") || mp.at == "/" {
-			return mp.dir, strings.TrimPrefix(strings.TrimPrefix(p, mp.at), "/")
+			return mp.fs, strings.TrimPrefix(strings.TrimPrefix(p, mp.at), "/")
 		}
 	}
 	return m.root, p
@@ -208,4 +223,77 @@ func (h hostDir) touch(rel string) error {
 		now := time.Now()
 		return r.Chtimes(rel, now, now)
 	})
+}
+
+// hostFile is a mount of one host file; the only path in it is "." (the
+// file itself): anything below it is not a directory. It is opened by its
+// host path, which the node agent made (not the container), without
+// following a symbolic link.
+type hostFile struct {
+	path     string
+	name     string // the mount point's base name, what stat shows
+	readOnly bool
+}
+
+func (h hostFile) check(op, rel string, write bool) error {
+	if rel != "." {
+		return pathErr(op, rel, syscall.ENOTDIR)
+	}
+	if write && h.readOnly {
+		return pathErr(op, h.name, syscall.EROFS)
+	}
+	return nil
+}
+
+func (h hostFile) open(rel string, flag int, perm fs.FileMode) (io.ReadWriteCloser, error) {
+	write := flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC) != 0
+	if err := h.check("open", rel, write); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(h.path, flag|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, pathErr("open", h.name, err)
+	}
+	return f, nil
+}
+
+func (h hostFile) stat(rel string) (fs.FileInfo, error) {
+	if err := h.check("stat", rel, false); err != nil {
+		return nil, err
+	}
+	info, err := os.Lstat(h.path)
+	if err != nil {
+		return nil, pathErr("stat", h.name, fs.ErrNotExist)
+	}
+	return memInfo{name: h.name, size: info.Size(), mode: info.Mode(), mtime: info.ModTime()}, nil
+}
+
+func (h hostFile) readDir(rel string) ([]fs.DirEntry, error) {
+	return nil, pathErr("open", rel, syscall.ENOTDIR)
+}
+
+func (h hostFile) mkdir(rel string, _ bool) error {
+	if err := h.check("mkdir", rel, false); err != nil {
+		return err
+	}
+	return pathErr("mkdir", h.name, fs.ErrExist)
+}
+
+func (h hostFile) remove(rel string, _ bool) error {
+	if err := h.check("remove", rel, true); err != nil {
+		return err
+	}
+	return pathErr("remove", h.name, syscall.EBUSY)
+}
+
+func (h hostFile) touch(rel string) error {
+	if err := h.check("touch", rel, true); err != nil {
+		return err
+	}
+	now := time.Now()
+	return os.Chtimes(h.path, now, now)
 }

@@ -52,7 +52,7 @@ func isShell(name string) bool {
 func isApplet(name string) bool {
 	switch name {
 	case "sleep", "cat", "true", "false", "env", "printenv", "hostname", "id",
-		"touch", "mkdir", "rm", "ls", "date", "expr", "wc", "echo", "test", "[", "printf":
+		"touch", "mkdir", "rm", "ls", "date", "expr", "wc", "awk", "echo", "test", "[", "printf":
 		return true
 	}
 	return false
@@ -303,6 +303,8 @@ func (s *shell) exec(ctx context.Context, args []string) error {
 		return a.expr(args[1:])
 	case "wc":
 		return a.wc(args[1:])
+	case "awk":
+		return a.awk(args[1:])
 	case "echo", "test", "[", "printf":
 		// Reached by a path (/bin/echo); the builtins are the same commands.
 		return hc.Builtin(ctx, append([]string{name}, args[1:]...))
@@ -352,21 +354,24 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.buf = w.buf[i+1:]
 	}
 	if len(lines) > 0 {
-		w.shared.append(w.stream, lines)
+		w.shared.append(w.stream, lines, false)
 	}
 	w.buf = slices.Clip(w.buf)
 	return len(p), nil
 }
 
-// flush writes a last line without a newline.
+// flush writes a last line without a newline, as a partial line (as
+// containerd does when a stream ends mid-line): `echo -n DONE` logs DONE,
+// not DONE and a newline.
 func (w *logWriter) flush() {
 	if len(w.buf) > 0 {
-		w.shared.append(w.stream, [][]byte{w.buf})
+		w.shared.append(w.stream, [][]byte{w.buf}, true)
 		w.buf = nil
 	}
 }
 
-func (f *logFile) append(stream string, lines [][]byte) {
+// append writes lines to the log, the last one partial if partial says so.
+func (f *logFile) append(stream string, lines [][]byte, partial bool) {
 	if f.path == "" {
 		return
 	}
@@ -374,7 +379,11 @@ func (f *logFile) append(stream string, lines [][]byte) {
 	defer f.mu.Unlock()
 	t := f.clock.Now()
 	var out []byte
-	for _, l := range lines {
+	for i, l := range lines {
+		if partial && i == len(lines)-1 {
+			out = crilog.FormatPartial(out, t, stream, l)
+			continue
+		}
 		out = crilog.Format(out, t, stream, l)
 	}
 	if f.written+int64(len(out)) > maxScriptLog {

@@ -253,3 +253,51 @@ func TestScriptsSeeTheirMounts(t *testing.T) {
 		t.Errorf("a read-only mount was written")
 	}
 }
+
+// TestScriptsSeeTheirFileMounts: a mount of one host file (the node
+// agent's termination message file, a subPath of one file) is that file:
+// a script writes it in place (through a redirection, over the empty
+// /dev/termination-log of the root), reads it, lists it, cannot remove it
+// or go below it; a read-only one refuses writes. Output that ends
+// without a newline is logged as a partial line, as containerd logs it.
+func TestScriptsSeeTheirFileMounts(t *testing.T) {
+	dir := t.TempDir()
+	msg, ro := dir+"/msg", dir+"/ro"
+	for _, f := range []string{msg, ro} {
+		if err := os.WriteFile(f, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(ro, []byte("fixed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, simruntime.Config{})
+	script := `/bin/echo -n DONE > /dev/termination-log; cat /dev/termination-log; echo; test -s /dev/termination-log && echo non-empty; ls /dev; ls /etc/fixed.conf; cat /etc/fixed.conf; ` +
+		`echo no > /etc/fixed.conf; rm /dev/termination-log; cat /dev/termination-log/x; echo -n last`
+	id := runScripted(t, e, "pod", []string{"sh", "-c", script}, nil, &runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 10000}},
+		&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: msg},
+		&runtimeapi.Mount{ContainerPath: "/etc/fixed.conf", HostPath: ro, Readonly: true})
+	st := waitExited(t, e, id)
+	log := logOf(t, st)
+	for _, want := range []string{
+		"stdout F DONE\n",
+		"stdout F non-empty\n", // stat is the host file's
+		"stdout F termination-log\n",
+		"stdout F /etc/fixed.conf\n",
+		"stdout F fixed\n",
+		"stderr F sh: can't create /etc/fixed.conf: Read-only file system\n",
+		"stderr F rm: /dev/termination-log: Device or resource busy\n",
+		"stderr F cat: /dev/termination-log/x:", // nothing is below a file
+		"stdout P last\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log: no %q in\n%s", want, log)
+		}
+	}
+	if b, err := os.ReadFile(msg); err != nil || string(b) != "DONE" {
+		t.Errorf("the host file: got %q, %v; want DONE", b, err)
+	}
+	if b, err := os.ReadFile(ro); err != nil || string(b) != "fixed\n" {
+		t.Errorf("the read-only host file: got %q, %v; want it unchanged", b, err)
+	}
+}

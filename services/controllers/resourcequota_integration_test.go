@@ -137,4 +137,21 @@ func TestResourceQuotaController(t *testing.T) {
 	if u := q.GetStatus().GetUsed()["pods"]; u != "2" {
 		t.Errorf("a status write was recounted at once: used pods %s, want the 2 admission wrote", u)
 	}
+
+	// A status whose hard no longer says what the spec limits (someone
+	// wrote it) is put right at once, not at the next resync.
+	if q, err = quotas.Get(c.ctx, ns, "q"); err != nil {
+		t.Fatal(err)
+	}
+	q.Status.Hard["pods"] = "99"
+	if _, err := quotas.UpdateStatus(c.ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "status.hard reset from the spec", func() (bool, string) {
+		q, err := quotas.Get(c.ctx, ns, "q")
+		if err != nil {
+			return false, err.Error()
+		}
+		return q.GetStatus().GetHard()["pods"] == "2", fmt.Sprint(q.GetStatus())
+	})
 }

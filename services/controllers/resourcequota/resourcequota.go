@@ -104,12 +104,14 @@ func New(cfg Config) *Controller {
 	}
 	cfg.QuotaInformer.AddEventHandler(client.Handler[*corev1.ResourceQuota]{
 		OnAdd: func(q *corev1.ResourceQuota) { c.queue.Add(key(q)) },
-		// Only a change of what the quota limits is recounted at once, as
-		// in Kubernetes: status writes are admission charging usage, and a
-		// recount then, from pod informers that may not have seen the pods
-		// just charged, would give usage back that is still in use.
+		// A status write that only moves usage is admission charging it:
+		// a recount then, from pod informers that may not have seen the
+		// pods just charged, would give back usage still in use, so (as in
+		// Kubernetes) it waits for the resync. A change of what the quota
+		// limits, or a status.hard that no longer says so (someone wrote
+		// the status), is recounted at once.
 		OnUpdate: func(old, q *corev1.ResourceQuota) {
-			if !proto.Equal(old.GetSpec(), q.GetSpec()) {
+			if !proto.Equal(old.GetSpec(), q.GetSpec()) || !sameQuantities(q.GetSpec().GetHard(), q.GetStatus().GetHard()) {
 				c.queue.Add(key(q))
 			}
 		},
@@ -133,6 +135,26 @@ func New(cfg Config) *Controller {
 		})
 	}
 	return c
+}
+
+// sameQuantities reports whether a and b hold the same resources at the
+// same amounts ("1" and "1000m" are the same).
+func sameQuantities(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok {
+			return false
+		}
+		qa, err1 := resource.ParseQuantity(v)
+		qb, err2 := resource.ParseQuantity(w)
+		if err1 != nil || err2 != nil || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // podUsageChanged: a pod finished, started being deleted, or its

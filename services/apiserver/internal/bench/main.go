@@ -44,6 +44,7 @@ import (
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func main() {
@@ -76,6 +77,13 @@ func main() {
 			fail(err)
 		}
 		return c
+	}
+	// Pods need their ServiceAccount (the ServiceAccount admission plugin
+	// refuses a pod whose account is missing); with only the API service
+	// running, no controller creates the namespace's default one.
+	if _, err := corev1.NewServiceAccountServiceClient(dial()).CreateServiceAccount(ctx, &corev1.CreateServiceAccountRequest{Namespace: *ns,
+		ServiceAccount: &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: *ns, Name: "default"}}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		fail(fmt.Errorf("the default ServiceAccount: %w", err))
 	}
 	if *mode == "watch" {
 		// Profiles of the writer's phase only, not of opening the watches.

@@ -50,6 +50,37 @@ type crSchema struct {
 	// crd is the CRD it was built from (discovery reads its names and
 	// printer columns).
 	crd *kubeapiextv1.CustomResourceDefinition
+	// version is the CRD version the schema is of.
+	version string
+	// served holds, on the storage version's schema, the schema of every
+	// served version by name (the storage version's is itself when
+	// served); a version missing is not served.
+	served map[string]*crSchema
+}
+
+// newServedSchemas builds the schema of the storage version and of every
+// other served version of crd; the storage version's is returned, with
+// served filled in.
+func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string) (*crSchema, error) {
+	sch, err := newCRSchema(crd, storage)
+	if err != nil {
+		return nil, err
+	}
+	sch.served = map[string]*crSchema{}
+	for _, v := range crd.Spec.Versions {
+		switch {
+		case !v.Served:
+		case v.Name == storage:
+			sch.served[v.Name] = sch
+		default:
+			vs, err := newCRSchema(crd, v.Name)
+			if err != nil {
+				return nil, err
+			}
+			sch.served[v.Name] = vs
+		}
+	}
+	return sch, nil
 }
 
 // newCRSchema builds the schema of version of a CRD (v1 Go type). A CRD
@@ -90,7 +121,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	// The rules are compiled once here, with Kubernetes' per-call cost
 	// limit, as its custom resource strategy compiles them.
 	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
-	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd}, nil
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd, version: version}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in
@@ -226,9 +257,10 @@ func customFromJSON(r *resourceInfo, data []byte) (*dynamicv1.Object, error) {
 // decodeCustomRequest decodes a request's object for r as kube-apiserver's
 // custom resource decoder does: a JSON object, its unknown fields pruned
 // (Strict refuses them instead, as a BadRequest naming each), then the
-// schema's defaults applied. It returns the object and a warning per
-// pruned field.
-func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (*dynamicv1.Object, []string, error) {
+// schema's defaults applied, by the schema of the version the request was
+// made at (sch; nil: r's). It returns the object and a warning per pruned
+// field.
+func decodeCustomRequest(r *resourceInfo, sch *crSchema, data []byte, fieldValidation string) (*dynamicv1.Object, []string, error) {
 	if len(data) == 0 {
 		return nil, nil, nil
 	}
@@ -237,7 +269,12 @@ func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (
 		return nil, nil, apierrors.NewBadRequest("the request body does not decode: " + err.Error())
 	}
 	var unknown []string
-	if sch := r.custom.schema.Load(); sch != nil {
+	version := r.Version
+	if sch == nil {
+		sch = r.custom.schema.Load()
+	}
+	if sch != nil {
+		version = sch.version
 		unknown = structuralpruning.PruneWithOptions(u, sch.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 		structuraldefaulting.Default(u, sch.structural)
 	}
@@ -255,7 +292,7 @@ func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (
 		if len(warnings) > 0 {
 			// As kube-apiserver words a decoding error of the request.
 			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
-				r.Kind, r.Version, r.Kind, strings.Join(warnings, ", ")))
+				r.Kind, version, r.Kind, strings.Join(warnings, ", ")))
 		}
 	case "Ignore":
 		warnings = nil

@@ -95,7 +95,7 @@ func (g *Gateway) crdDocuments(r *http.Request) (*crdDocs, error) {
 }
 
 // buildCRDOpenAPI builds the documents from the CRDs of crs: each
-// Established CRD's served versions, as kube-apiserver publishes them (a
+// Established CRD's versions the API service serves, as kube-apiserver publishes them (a
 // version whose schema does not build is left out and logged).
 func (g *Gateway) buildCRDOpenAPI(ctx context.Context, crs []*dynamicv1.ServedResource) (*crdDocs, error) {
 	c := &crdDocs{}
@@ -112,8 +112,8 @@ func (g *Gateway) buildCRDOpenAPI(ctx context.Context, crs []*dynamicv1.ServedRe
 			return nil, fmt.Errorf("gateway: openapi: CRD %s: %w", cr.GetCrdName(), err)
 		}
 		for _, v := range crd.Spec.Versions {
-			if !v.Served {
-				continue
+			if lookupCustom(crs, crd.Spec.Group, v.Name, cr.GetResource()) == nil {
+				continue // not served
 			}
 			s2, err := builder.BuildOpenAPIV2(crd, v.Name, builder.Options{V2: true, IncludeSelectableFields: true})
 			if err != nil {

@@ -31,6 +31,7 @@ spec:
   - name: v1
     served: true
     storage: true
+    selectableFields: [{jsonPath: .spec.name}]
     schema:
       openAPIV3Schema: &schema
         type: object
@@ -50,6 +51,7 @@ spec:
   - name: v2
     served: %s
     storage: false
+    selectableFields: [{jsonPath: .spec.name}]
     schema:
       openAPIV3Schema: *schema
 `
@@ -184,6 +186,22 @@ func TestKubectlCustomResourceOpenAPI(t *testing.T) {
 			k.ok([]string{"get", "gadgets.v1.example.com", "g1", "-n", "default", "-o", "jsonpath={.apiVersion}/{.spec.size}"}, "example.com/v1/2")
 			k.ok([]string{"get", "gadgets.v2.example.com", "g1", "-n", "default", "-o", "jsonpath={.apiVersion}/{.spec.size}"}, "example.com/v2/2")
 			k.ok([]string{"get", "--raw", "/apis/example.com/v2/namespaces/default/gadgets"}, `"apiVersion":"example.com/v2"`, `"kind":"GadgetList"`)
+
+			// selectableFields select in lists and watches.
+			g2 := k.file("g2.yaml", "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g2, namespace: default}\nspec: {name: two}\n")
+			k.ok([]string{"create", "-f", g2}, "gadget.example.com/g2 created")
+			out := k.ok([]string{"get", "gadgets.v1.example.com", "-n", "default", "--field-selector", "spec.name=two", "-o", "name"}, "gadget.example.com/g2")
+			if strings.Contains(out, "g1") {
+				t.Errorf("--field-selector spec.name=two: got\n%s\nwant g2 alone", out)
+			}
+			for _, v := range []string{"v1", "v2"} {
+				out = k.ok([]string{"get", "--raw", "/apis/example.com/" + v + "/namespaces/default/gadgets?watch=1&timeoutSeconds=1&fieldSelector=spec.name%3Done"},
+					`"type":"ADDED"`, `"apiVersion":"example.com/`+v+`"`, `"name":"g1"`)
+				if strings.Contains(out, `"g2"`) {
+					t.Errorf("watch at %s with spec.name=one: got\n%s\nwant g1 alone", v, out)
+				}
+			}
+			k.fails([]string{"get", "gadgets.v1.example.com", "-n", "default", "--field-selector", "spec.size=2"}, "field label not supported: spec.size")
 
 			// v2 stops being served: its definitions and document go, v1's
 			// stay.

@@ -59,7 +59,8 @@ type crSchema struct {
 }
 
 // newServedSchemas builds the schema of the storage version and of every
-// other served version of crd; the storage version's is returned, with
+// other served version of crd (none with conversion strategy Webhook,
+// which kplane does not do); the storage version's is returned, with
 // served filled in.
 func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string) (*crSchema, error) {
 	sch, err := newCRSchema(crd, storage)
@@ -67,9 +68,13 @@ func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string
 		return nil, err
 	}
 	sch.served = map[string]*crSchema{}
+	webhook := crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == kubeapiextv1.WebhookConverter
 	for _, v := range crd.Spec.Versions {
 		switch {
 		case !v.Served:
+		case webhook && v.Name != storage:
+			// Webhook conversion is not done: only the storage version
+			// is served (docs/design.md).
 		case v.Name == storage:
 			sch.served[v.Name] = sch
 		default:

@@ -3,7 +3,8 @@
 // stored object with its apiVersion rewritten (writes, reads, lists,
 // watches), discovery lists them by Kubernetes' version priority, a version
 // not served is NotFound, and a CRD with strategy Webhook (not done) is
-// served at its storage version only.
+// served at its storage version only; each version selects on its own
+// selectableFields.
 package apiserver
 
 import (
@@ -32,6 +33,7 @@ var multiVersionCRD = strings.Replace(gadgetCRD, "  versions:\n  - name: v1\n", 
   - name: v2
     served: true
     storage: false
+    selectableFields: [{jsonPath: .spec.color}]
     schema:
       openAPIV3Schema:
         type: object
@@ -122,6 +124,20 @@ func TestCustomResourceServedVersions(t *testing.T) {
 		if dig(list, "apiVersion") != "example.com/"+v || len(items) != 1 || dig(items[0].(map[string]any), "apiVersion") != "example.com/"+v {
 			t.Errorf("list at %s: got %s", v, l.GetList())
 		}
+	}
+
+	// selectableFields are the version's: v2 selects on spec.color, v1
+	// (which has none) does not.
+	l, err := dyn.List(ctx, &dynamicv1.ListRequest{Target: gadgetsAt("v2", "default", ""), FieldSelector: "spec.color=red"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items, _ := decodeJSON(t, l.GetList())["items"].([]any); len(items) != 1 {
+		t.Errorf("list at v2 with spec.color=red: got %s, want g1", l.GetList())
+	}
+	_, err = dyn.List(ctx, &dynamicv1.ListRequest{Target: gadgetsAt("v1", "default", ""), FieldSelector: "spec.color=red"})
+	if se := wantReason(t, err, apierrors.ReasonBadRequest); se.Message != "field label not supported: spec.color" {
+		t.Errorf("list at v1 with spec.color=red: got %q", se.Message)
 	}
 
 	// The body's apiVersion must be the URL's.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -56,6 +57,20 @@ type crSchema struct {
 	// served version by name (the storage version's is itself when
 	// served); a version missing is not served.
 	served map[string]*crSchema
+}
+
+// allSelectable are the selectableFields of the storage version and
+// every served version, once each.
+func (s *crSchema) allSelectable() []string {
+	out := slices.Clone(s.selectable)
+	for _, v := range s.served {
+		for _, f := range v.selectable {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 // newServedSchemas builds the schema of the storage version and of every
@@ -187,11 +202,12 @@ func customFromMap(r *resourceInfo, u map[string]any) (*dynamicv1.Object, []stri
 	obj := &dynamicv1.Object{Metadata: &metav1.ObjectMeta{}}
 	obj.ApiVersion, _ = u["apiVersion"].(string)
 	obj.Kind, _ = u["kind"].(string)
-	if sch := r.custom.schema.Load(); sch != nil && len(sch.selectable) > 0 {
+	if sch := r.custom.schema.Load(); sch != nil && len(sch.allSelectable()) > 0 {
 		// As Kubernetes' selectable fields: the value printed, "" where
-		// the field is absent.
+		// the field is absent; those of every served version (the same
+		// object at each: conversion strategy None).
 		obj.SelectableFields = map[string]string{}
-		for _, f := range sch.selectable {
+		for _, f := range sch.allSelectable() {
 			v, ok, _ := unstructured.NestedFieldNoCopy(u, jsonPathFields(f)...)
 			if ok && v != nil {
 				obj.SelectableFields[f] = fmt.Sprint(v)

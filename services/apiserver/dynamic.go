@@ -57,6 +57,15 @@ func (x *dynamicService) resolve(t *dynamicv1.Target) (*servedAt, *resourceInfo,
 	return &servedAt{r: r, sch: sch, apiVersion: t.GetGroup() + "/" + t.GetVersion()}, r, nil
 }
 
+// selectable are the selectableFields of the version asked for (never
+// nil: a version without any selects on metadata alone).
+func (a *servedAt) selectable() []string {
+	if a.sch.selectable == nil {
+		return []string{}
+	}
+	return a.sch.selectable
+}
+
 // json renders a custom object at the version asked for: with its
 // apiVersion rewritten, as Kubernetes' conversion strategy None converts
 // (or, for an error event, a Status).
@@ -151,7 +160,7 @@ func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (
 	items, lm, err := x.s.list(ctx, r, req.GetTarget().GetNamespace(), listOptions{
 		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
 		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
-		Limit: req.GetLimit(), Continue: req.GetContinue(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(), Selectable: at.selectable(),
 	})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -197,7 +206,7 @@ func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.Res
 		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
 		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
 		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
-		TimeoutSeconds: req.GetTimeoutSeconds(),
+		TimeoutSeconds: req.GetTimeoutSeconds(), Selectable: at.selectable(),
 	}
 	err = x.s.watch(stream.Context(), r, req.GetTarget().GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &dynamicv1.WatchResponse{Type: typ}

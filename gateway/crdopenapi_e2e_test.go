@@ -135,6 +135,8 @@ func TestKubectlCustomResourceOpenAPI(t *testing.T) {
 			k.ok([]string{"apply", "-f", crdFile}, "customresourcedefinition.apiextensions.k8s.io/gadgets.example.com created")
 			// Discover lists the versions by Kubernetes' priority: v2 first.
 			k.establish("gadgets.example.com", "example.com", "gadgets", "v2", "v1")
+			k.ok([]string{"get", "--raw", "/apis/example.com"}, `"preferredVersion":{"groupVersion":"example.com/v2","version":"v2"}`,
+				`"versions":[{"groupVersion":"example.com/v2","version":"v2"},{"groupVersion":"example.com/v1","version":"v1"}]`)
 
 			// Both served versions are published, as kube-apiserver names
 			// and renders them.

@@ -69,28 +69,36 @@ func crdKey(crs []*dynamicv1.ServedResource) string {
 }
 
 // crdDocuments returns the OpenAPI documents as of the CRDs served now,
-// rebuilt if they changed since the last build.
+// rebuilt if they changed since the last build. When the API service
+// cannot say which are served (logged), the built-in kinds' documents are
+// served alone, as discovery goes on without the custom resources.
 func (g *Gateway) crdDocuments(r *http.Request) (*crdDocs, error) {
+	var crs []*dynamicv1.ServedResource
 	resp, err := g.dyn.Discover(customCallContext(r, nil), &dynamicv1.DiscoverRequest{})
 	if err != nil {
-		return nil, err
+		g.log.Warn("listing the custom resources for OpenAPI failed", "err", err)
+	} else {
+		crs = resp.GetResources()
 	}
-	key := crdKey(resp.GetResources())
+	key := crdKey(crs)
 	c := g.crdOpenAPI
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.docs != nil && c.key == key {
 		return c.docs, nil
 	}
-	resp, err = g.dyn.Discover(customCallContext(r, nil), &dynamicv1.DiscoverRequest{WithCrds: true})
+	if len(crs) > 0 {
+		resp, err = g.dyn.Discover(customCallContext(r, nil), &dynamicv1.DiscoverRequest{WithCrds: true})
+		if err != nil {
+			return nil, err
+		}
+		crs, key = resp.GetResources(), crdKey(resp.GetResources())
+	}
+	docs, err := g.buildCRDOpenAPI(r.Context(), crs)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := g.buildCRDOpenAPI(r.Context(), resp.GetResources())
-	if err != nil {
-		return nil, err
-	}
-	c.key, c.docs = crdKey(resp.GetResources()), docs
+	c.key, c.docs = key, docs
 	return docs, nil
 }
 

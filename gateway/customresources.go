@@ -136,8 +136,11 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 			writeError(w, notFound())
 			return
 		}
-		if info.table {
-			g.serveCustomTableWatch(ctx, w, r, t, cr, info)
+		if info.table || !cr.GetStorage() {
+			// The JSON watch stream serves the storage version only;
+			// another served version's objects come from the resource
+			// service, with their apiVersion rewritten.
+			g.serveCustomTableWatch(ctx, w, r, t, cr, info, info.table)
 			return
 		}
 		g.serveWatchJSON(w, r, t, info)
@@ -450,10 +453,11 @@ func tableJSON(tab *kubemetav1.Table, objs []map[string]any, includeObject strin
 	return json.Marshal(m)
 }
 
-// serveCustomTableWatch serves a watch of custom objects as Tables (kubectl
-// get -w): each event's object a one-row Table, the first defining the
-// columns, as kube-apiserver sends them; bookmarks and errors as they are.
-func (g *Gateway) serveCustomTableWatch(ctx context.Context, w http.ResponseWriter, r *http.Request, t *target, cr *dynamicv1.ServedResource, info *requestInfo) {
+// serveCustomTableWatch serves a watch of custom objects through the
+// resource service: with asTable as Tables (kubectl get -w), each event's
+// object a one-row Table, the first defining the columns, as kube-apiserver
+// sends them; bookmarks and errors as they are.
+func (g *Gateway) serveCustomTableWatch(ctx context.Context, w http.ResponseWriter, r *http.Request, t *target, cr *dynamicv1.ServedResource, info *requestInfo, asTable bool) {
 	q := r.URL.Query()
 	fs := q.Get("fieldSelector")
 	if t.name != "" {
@@ -505,7 +509,7 @@ func (g *Gateway) serveCustomTableWatch(ctx context.Context, w http.ResponseWrit
 			return
 		}
 		obj := ev.GetObject()
-		if ev.GetType() != "BOOKMARK" && ev.GetType() != "ERROR" {
+		if asTable && ev.GetType() != "BOOKMARK" && ev.GetType() != "ERROR" {
 			if obj, err = customTable(cr, obj, false, info.includeObject, first); err != nil {
 				writeErrorEvent(w, err)
 				return

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/version"
+
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 )
 
@@ -54,6 +56,11 @@ func (g *Gateway) groups(crs []*dynamicv1.ServedResource) (names []string, versi
 			gvs = append(gvs, gv)
 		}
 	}
+	builtin := map[string]bool{}
+	for _, gv := range g.tab.groupVersions() {
+		grp, _, _ := strings.Cut(gv, "/")
+		builtin[grp] = true
+	}
 	for _, gv := range gvs {
 		grp, ver, ok := strings.Cut(gv, "/")
 		if !ok {
@@ -63,6 +70,14 @@ func (g *Gateway) groups(crs []*dynamicv1.ServedResource) (names []string, versi
 			names = append(names, grp)
 		}
 		versions[grp] = append(versions[grp], ver)
+	}
+	for grp, vs := range versions {
+		if !builtin[grp] {
+			// A custom group's versions (of one CRD or several) by
+			// Kubernetes' version priority, the preferred first, as
+			// kube-apiserver orders them.
+			slices.SortStableFunc(vs, func(a, b string) int { return -version.CompareKubeAwareVersionStrings(a, b) })
+		}
 	}
 	return names, versions
 }

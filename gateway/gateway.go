@@ -108,8 +108,11 @@ type Gateway struct {
 	openapi     *openAPI
 	// managers are the server-side apply field managers.
 	managers *fieldManagers
-	// openapiV2 is the protobuf OpenAPI v2 document.
+	// openapiV2 is the built-in part of the protobuf OpenAPI v2 document.
 	openapiV2 []byte
+	// crdOpenAPI holds the OpenAPI documents with the custom resources in
+	// (crdopenapi.go).
+	crdOpenAPI *crdOpenAPI
 	// rendered holds recently rendered large watch objects (rendercache.go).
 	rendered *renderCache
 	// traced is serve wrapped in otelhttp.
@@ -152,6 +155,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.openapi = newOpenAPI(tab)
+	g.crdOpenAPI = &crdOpenAPI{}
 	if g.openapiV2, err = openAPIV2(tab); err != nil {
 		return nil, err
 	}
@@ -212,12 +216,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch path {
 	case "/openapi/v2":
-		if !acceptsOpenAPIV2Proto(r.Header.Get("Accept")) {
-			writeError(w, notFound())
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_, _ = w.Write(g.openapiV2)
+		g.serveOpenAPIV2(w, r)
 		return
 	}
 	if strings.HasPrefix(path, "/openapi/v3") {

@@ -224,16 +224,25 @@ func valueSchema(schemas map[string]any, docs map[string]string, fd protoreflect
 	return map[string]any{"allOf": []any{map[string]any{"$ref": "#/components/schemas/" + schemaName(md)}}}
 }
 
+// serveOpenAPI serves /openapi/v3 (key "") and a group version's
+// document: a built-in one, or a custom resource group version's.
 func (g *Gateway) serveOpenAPI(w http.ResponseWriter, r *http.Request, key string) {
-	if key == "" {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(g.openapi.root)
-		return
-	}
 	b, ok := g.openapi.docs[key]
 	if !ok {
-		writeError(w, notFound())
-		return
+		c, err := g.crdDocuments(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if key == "" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(c.v3Root)
+			return
+		}
+		if b, ok = c.v3[key]; !ok {
+			writeError(w, notFound())
+			return
+		}
 	}
 	if r.URL.Query().Get("hash") != "" {
 		w.Header().Set("Cache-Control", "public, immutable")

@@ -119,7 +119,7 @@ func (k *crdSink) Upsert(o any) {
 		k.remove(kube.Name)
 		return
 	}
-	sch, err := newCRSchema(kube, next.Version)
+	sch, err := newServedSchemas(kube, next.Version)
 	if err != nil {
 		k.g.log.Error("custom resource not served", "crd", kube.Name, "err", err)
 		k.remove(kube.Name)
@@ -209,7 +209,9 @@ func crdServable(crd *apiextensionsv1.CustomResourceDefinition) bool {
 }
 
 // resourceFromCRD is the resourceInfo of a CRD's resource at its storage
-// version, the one version served for now; nil if it has none.
+// version; nil if it has none. Its other served versions are served through
+// it (crSchema.served): the same objects with their apiVersion rewritten,
+// as Kubernetes' conversion strategy None does.
 func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
 	var version string
 	var hasStatus, hasScale bool

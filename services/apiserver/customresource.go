@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -50,6 +51,56 @@ type crSchema struct {
 	// crd is the CRD it was built from (discovery reads its names and
 	// printer columns).
 	crd *kubeapiextv1.CustomResourceDefinition
+	// version is the CRD version the schema is of.
+	version string
+	// served holds, on the storage version's schema, the schema of every
+	// served version by name (the storage version's is itself when
+	// served); a version missing is not served.
+	served map[string]*crSchema
+}
+
+// allSelectable are the selectableFields of the storage version and
+// every served version, once each.
+func (s *crSchema) allSelectable() []string {
+	out := slices.Clone(s.selectable)
+	for _, v := range s.served {
+		for _, f := range v.selectable {
+			if !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// newServedSchemas builds the schema of the storage version and of every
+// other served version of crd (none with conversion strategy Webhook,
+// which kplane does not do); the storage version's is returned, with
+// served filled in.
+func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string) (*crSchema, error) {
+	sch, err := newCRSchema(crd, storage)
+	if err != nil {
+		return nil, err
+	}
+	sch.served = map[string]*crSchema{}
+	webhook := crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == kubeapiextv1.WebhookConverter
+	for _, v := range crd.Spec.Versions {
+		switch {
+		case !v.Served:
+		case webhook && v.Name != storage:
+			// Webhook conversion is not done: only the storage version
+			// is served (docs/design.md).
+		case v.Name == storage:
+			sch.served[v.Name] = sch
+		default:
+			vs, err := newCRSchema(crd, v.Name)
+			if err != nil {
+				return nil, err
+			}
+			sch.served[v.Name] = vs
+		}
+	}
+	return sch, nil
 }
 
 // newCRSchema builds the schema of version of a CRD (v1 Go type). A CRD
@@ -90,7 +141,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	// The rules are compiled once here, with Kubernetes' per-call cost
 	// limit, as its custom resource strategy compiles them.
 	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
-	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd}, nil
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd, version: version}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in
@@ -151,11 +202,12 @@ func customFromMap(r *resourceInfo, u map[string]any) (*dynamicv1.Object, []stri
 	obj := &dynamicv1.Object{Metadata: &metav1.ObjectMeta{}}
 	obj.ApiVersion, _ = u["apiVersion"].(string)
 	obj.Kind, _ = u["kind"].(string)
-	if sch := r.custom.schema.Load(); sch != nil && len(sch.selectable) > 0 {
+	if sch := r.custom.schema.Load(); sch != nil && len(sch.allSelectable()) > 0 {
 		// As Kubernetes' selectable fields: the value printed, "" where
-		// the field is absent.
+		// the field is absent; those of every served version (the same
+		// object at each: conversion strategy None).
 		obj.SelectableFields = map[string]string{}
-		for _, f := range sch.selectable {
+		for _, f := range sch.allSelectable() {
 			v, ok, _ := unstructured.NestedFieldNoCopy(u, jsonPathFields(f)...)
 			if ok && v != nil {
 				obj.SelectableFields[f] = fmt.Sprint(v)
@@ -226,9 +278,10 @@ func customFromJSON(r *resourceInfo, data []byte) (*dynamicv1.Object, error) {
 // decodeCustomRequest decodes a request's object for r as kube-apiserver's
 // custom resource decoder does: a JSON object, its unknown fields pruned
 // (Strict refuses them instead, as a BadRequest naming each), then the
-// schema's defaults applied. It returns the object and a warning per
-// pruned field.
-func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (*dynamicv1.Object, []string, error) {
+// schema's defaults applied, by the schema of the version the request was
+// made at (sch; nil: r's). It returns the object and a warning per pruned
+// field.
+func decodeCustomRequest(r *resourceInfo, sch *crSchema, data []byte, fieldValidation string) (*dynamicv1.Object, []string, error) {
 	if len(data) == 0 {
 		return nil, nil, nil
 	}
@@ -237,7 +290,12 @@ func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (
 		return nil, nil, apierrors.NewBadRequest("the request body does not decode: " + err.Error())
 	}
 	var unknown []string
-	if sch := r.custom.schema.Load(); sch != nil {
+	version := r.Version
+	if sch == nil {
+		sch = r.custom.schema.Load()
+	}
+	if sch != nil {
+		version = sch.version
 		unknown = structuralpruning.PruneWithOptions(u, sch.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 		structuraldefaulting.Default(u, sch.structural)
 	}
@@ -255,7 +313,7 @@ func decodeCustomRequest(r *resourceInfo, data []byte, fieldValidation string) (
 		if len(warnings) > 0 {
 			// As kube-apiserver words a decoding error of the request.
 			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: strict decoding error: %s",
-				r.Kind, r.Version, r.Kind, strings.Join(warnings, ", ")))
+				r.Kind, version, r.Kind, strings.Join(warnings, ", ")))
 		}
 	case "Ignore":
 		warnings = nil

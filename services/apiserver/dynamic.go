@@ -9,11 +9,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
 
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	"github.com/kplane/kplane/proto/kubejson"
@@ -27,14 +30,60 @@ type dynamicService struct {
 
 var _ dynamicv1.ResourceServiceServer = (*dynamicService)(nil)
 
-// resolve finds the served custom resource t names: NotFound, as a
-// resource kube-apiserver does not serve, otherwise.
-func (x *dynamicService) resolve(t *dynamicv1.Target) (*resourceInfo, error) {
+// servedAt is a custom resource as a request names it: the resource (kept
+// at its storage version), the version asked for and that version's schema.
+type servedAt struct {
+	r *resourceInfo
+	// sch is the schema of the version asked for.
+	sch *crSchema
+	// apiVersion is group/version as asked for.
+	apiVersion string
+}
+
+// resolve finds the served custom resource t names, at any of its served
+// versions: NotFound, as a resource kube-apiserver does not serve,
+// otherwise.
+func (x *dynamicService) resolve(t *dynamicv1.Target) (*servedAt, *resourceInfo, error) {
 	r := x.s.crs.lookup(t.GetGroup(), t.GetResource())
-	if r == nil || r.Version != t.GetVersion() {
-		return nil, apierrors.NewNotFound(t.GetGroup(), t.GetResource(), t.GetName())
+	var sch *crSchema
+	if r != nil {
+		if st := r.custom.schema.Load(); st != nil {
+			sch = st.served[t.GetVersion()]
+		}
 	}
-	return r, nil
+	if sch == nil {
+		return nil, nil, apierrors.NewNotFound(t.GetGroup(), t.GetResource(), t.GetName())
+	}
+	return &servedAt{r: r, sch: sch, apiVersion: t.GetGroup() + "/" + t.GetVersion()}, r, nil
+}
+
+// selectable are the selectableFields of the version asked for (never
+// nil: a version without any selects on metadata alone).
+func (a *servedAt) selectable() []string {
+	if a.sch.selectable == nil {
+		return []string{}
+	}
+	return a.sch.selectable
+}
+
+// json renders a custom object at the version asked for: with its
+// apiVersion rewritten, as Kubernetes' conversion strategy None converts
+// (or, for an error event, a Status).
+func (a *servedAt) json(obj proto.Message) ([]byte, error) {
+	o, ok := obj.(*dynamicv1.Object)
+	if !ok || o.GetApiVersion() == a.apiVersion || a.apiVersion == "" {
+		return customJSON(obj)
+	}
+	u, err := customToMap(o)
+	if err != nil {
+		return nil, err
+	}
+	u["apiVersion"] = a.apiVersion
+	b, err := json.Marshal(u)
+	if err != nil {
+		return nil, fmt.Errorf("custom object to json: %w", err)
+	}
+	return b, nil
 }
 
 // customJSON renders a custom object (or, for an error event, a Status).
@@ -45,9 +94,12 @@ func customJSON(obj proto.Message) ([]byte, error) {
 	return kubejson.Marshal(obj)
 }
 
-// decodeBody decodes a write's object and sends its warnings.
-func (x *dynamicService) decodeBody(ctx context.Context, r *resourceInfo, body []byte, o *dynamicv1.WriteOptions) (proto.Message, error) {
-	obj, warnings, err := decodeCustomRequest(r, body, o.GetFieldValidation())
+// decodeBody decodes a write's object at the version asked for, sends its
+// warnings, and converts it to the storage version (its apiVersion
+// rewritten: conversion strategy None).
+func (x *dynamicService) decodeBody(ctx context.Context, at *servedAt, body []byte, o *dynamicv1.WriteOptions) (proto.Message, error) {
+	r := at.r
+	obj, warnings, err := decodeCustomRequest(r, at.sch, body, o.GetFieldValidation())
 	if err != nil {
 		return nil, err
 	}
@@ -69,11 +121,12 @@ func (x *dynamicService) decodeBody(ctx context.Context, r *resourceInfo, body [
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("Object 'Kind' is missing in '%s'", body))
 	case obj.GetApiVersion() == "":
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("Object 'apiVersion' is missing in '%s'", body))
-	case obj.GetApiVersion() != r.APIVersion():
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", obj.GetApiVersion(), r.APIVersion()))
+	case obj.GetApiVersion() != at.apiVersion:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", obj.GetApiVersion(), at.apiVersion))
 	case obj.GetKind() != r.Kind:
 		return nil, invalid(r, meta(obj).GetName(), field.ErrorList{field.Invalid(field.NewPath("kind"), obj.GetKind(), "must be "+r.Kind)})
 	}
+	obj.ApiVersion = r.APIVersion()
 	return obj, nil
 }
 
@@ -83,7 +136,7 @@ func writeOpts(o *dynamicv1.WriteOptions) writeOptions {
 
 // Get returns one object.
 func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*dynamicv1.GetResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -91,7 +144,7 @@ func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*d
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	b, err := customJSON(obj)
+	b, err := at.json(obj)
 	if err != nil {
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
@@ -100,14 +153,14 @@ func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*d
 
 // List returns the list as <Kind>List JSON.
 func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (*dynamicv1.ListResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	items, lm, err := x.s.list(ctx, r, req.GetTarget().GetNamespace(), listOptions{
 		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
 		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
-		Limit: req.GetLimit(), Continue: req.GetContinue(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(), Selectable: at.selectable(),
 	})
 	if err != nil {
 		return nil, toGRPC(err)
@@ -119,10 +172,10 @@ func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (
 	// The list is assembled from each item's JSON, as Kubernetes'
 	// unstructured list: apiVersion, items, kind, metadata.
 	buf := []byte(`{"apiVersion":`)
-	buf = appendJSONString(buf, r.APIVersion())
+	buf = appendJSONString(buf, at.apiVersion)
 	buf = append(buf, `,"items":[`...)
 	for i, it := range items {
-		b, err := customJSON(it)
+		b, err := at.json(it)
 		if err != nil {
 			return nil, toGRPC(apierrors.NewInternalError(err))
 		}
@@ -145,7 +198,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Watch streams the resource's events.
 func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.ResourceService_WatchServer) error {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return toGRPC(err)
 	}
@@ -153,14 +206,14 @@ func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.Res
 		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
 		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
 		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
-		TimeoutSeconds: req.GetTimeoutSeconds(),
+		TimeoutSeconds: req.GetTimeoutSeconds(), Selectable: at.selectable(),
 	}
 	err = x.s.watch(stream.Context(), r, req.GetTarget().GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
 		ev := &dynamicv1.WatchResponse{Type: typ}
 		if obj != nil {
 			// An object that does not render is sent without its body
 			// rather than ending every watcher's stream.
-			ev.Object, _ = customJSON(obj)
+			ev.Object, _ = at.json(obj)
 		}
 		return ev
 	}, stream.SendMsg)
@@ -169,7 +222,7 @@ func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.Res
 
 // Create creates the object.
 func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateRequest) (*dynamicv1.CreateResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -179,7 +232,7 @@ func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateReques
 		e.Message = "create not allowed while custom resource definition is terminating"
 		return nil, toGRPC(e)
 	}
-	obj, err := x.decodeBody(ctx, r, req.GetObject(), req.GetOptions())
+	obj, err := x.decodeBody(ctx, at, req.GetObject(), req.GetOptions())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -187,7 +240,7 @@ func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateReques
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	b, err := customJSON(out)
+	b, err := at.json(out)
 	if err != nil {
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
@@ -196,11 +249,11 @@ func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateReques
 
 // Update replaces the object.
 func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateRequest) (*dynamicv1.UpdateResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	obj, err := x.decodeBody(ctx, r, req.GetObject(), req.GetOptions())
+	obj, err := x.decodeBody(ctx, at, req.GetObject(), req.GetOptions())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -209,7 +262,7 @@ func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateReques
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	b, err := customJSON(out)
+	b, err := at.json(out)
 	if err != nil {
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
@@ -219,7 +272,7 @@ func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateReques
 // UpdateStatus writes the status subresource; NotFound when the CRD has
 // none, as kube-apiserver answers.
 func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.UpdateStatusRequest) (*dynamicv1.UpdateStatusResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -227,7 +280,7 @@ func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.Update
 	if !r.HasStatus {
 		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
 	}
-	obj, err := x.decodeBody(ctx, r, req.GetObject(), req.GetOptions())
+	obj, err := x.decodeBody(ctx, at, req.GetObject(), req.GetOptions())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -235,7 +288,7 @@ func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.Update
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	b, err := customJSON(out)
+	b, err := at.json(out)
 	if err != nil {
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
@@ -244,7 +297,7 @@ func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.Update
 
 // Delete deletes the object.
 func (x *dynamicService) Delete(ctx context.Context, req *dynamicv1.DeleteRequest) (*dynamicv1.DeleteResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -256,17 +309,19 @@ func (x *dynamicService) Delete(ctx context.Context, req *dynamicv1.DeleteReques
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	b, err := customJSON(out)
+	b, err := at.json(out)
 	if err != nil {
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
 	return &dynamicv1.DeleteResponse{Object: b}, nil
 }
 
-// Discover lists the custom resources served, with their CRDs' accepted
-// names, for the gateway's discovery documents. Only authentication is
-// required, as for Kubernetes' discovery.
-func (x *dynamicService) Discover(ctx context.Context, _ *dynamicv1.DiscoverRequest) (*dynamicv1.DiscoverResponse, error) {
+// Discover lists the custom resources served, one entry per served
+// version (by Kubernetes' version priority, the preferred first), with
+// their CRDs' accepted names, for the gateway's discovery documents; with
+// with_crds, each CRD too, for its OpenAPI documents. Only authentication
+// is required, as for Kubernetes' discovery and OpenAPI.
+func (x *dynamicService) Discover(ctx context.Context, req *dynamicv1.DiscoverRequest) (*dynamicv1.DiscoverResponse, error) {
 	if _, err := x.s.cfg.Authenticator.Authenticate(ctx); err != nil {
 		return nil, toGRPC(apierrors.NewUnauthorized(err.Error()))
 	}
@@ -276,32 +331,54 @@ func (x *dynamicService) Discover(ctx context.Context, _ *dynamicv1.DiscoverRequ
 		if sch == nil {
 			continue
 		}
-		names := sch.crd.Status.AcceptedNames
+		crd := sch.crd
+		names := crd.Status.AcceptedNames
 		if names.Plural == "" {
-			names = sch.crd.Spec.Names
+			names = crd.Spec.Names
 		}
-		sr := &dynamicv1.ServedResource{
-			Group: r.Group, Version: r.Version, Resource: r.Resource, Singular: names.Singular,
-			Kind: r.Kind, ListKind: r.custom.listKind, Namespaced: r.Namespaced,
-			ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus, Scale: r.HasScale,
+		var crdJSON []byte
+		if req.GetWithCrds() {
+			b, err := json.Marshal(crd)
+			if err != nil {
+				return nil, toGRPC(apierrors.NewInternalError(err))
+			}
+			crdJSON = b
 		}
-		for _, v := range sch.crd.Spec.Versions {
-			if v.Name == r.Version && len(v.AdditionalPrinterColumns) > 0 {
+		established := false
+		for _, c := range crd.Status.Conditions {
+			established = established || (c.Type == kubeapiextv1.Established && c.Status == kubeapiextv1.ConditionTrue)
+		}
+		versions := slices.Clone(crd.Spec.Versions)
+		slices.SortStableFunc(versions, func(a, b kubeapiextv1.CustomResourceDefinitionVersion) int {
+			return -version.CompareKubeAwareVersionStrings(a.Name, b.Name)
+		})
+		for _, v := range versions {
+			if sch.served[v.Name] == nil {
+				continue
+			}
+			sr := &dynamicv1.ServedResource{
+				Group: r.Group, Version: v.Name, Resource: r.Resource, Singular: names.Singular,
+				Kind: r.Kind, ListKind: r.custom.listKind, Namespaced: r.Namespaced,
+				ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus, Scale: r.HasScale,
+				CrdName: crd.Name, CrdResourceVersion: crd.ResourceVersion, Crd: crdJSON, Established: established,
+				Storage: v.Name == r.Version,
+			}
+			if len(v.AdditionalPrinterColumns) > 0 {
 				b, err := json.Marshal(v.AdditionalPrinterColumns)
 				if err != nil {
 					return nil, toGRPC(apierrors.NewInternalError(err))
 				}
 				sr.PrinterColumns = b
 			}
+			resp.Resources = append(resp.Resources, sr)
 		}
-		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
 }
 
 // GetScale reads the scale subresource.
 func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRequest) (*dynamicv1.GetScaleResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	_, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -318,7 +395,7 @@ func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRe
 
 // UpdateScale writes the scale subresource.
 func (x *dynamicService) UpdateScale(ctx context.Context, req *dynamicv1.UpdateScaleRequest) (*dynamicv1.UpdateScaleResponse, error) {
-	r, err := x.resolve(req.GetTarget())
+	_, r, err := x.resolve(req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}

@@ -60,7 +60,7 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 	if err := s.authnz(ctx, c); err != nil {
 		return nil, nil, err
 	}
-	sel, err := parseSelector(r, ns, o.LabelSelector, o.FieldSelector)
+	sel, err := parseSelectorFor(r, ns, o.LabelSelector, o.FieldSelector, o.Selectable)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,7 +196,7 @@ func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o lis
 	if err := s.authnz(ctx, c); err != nil {
 		return err
 	}
-	sel, err := parseSelector(r, ns, o.LabelSelector, o.FieldSelector)
+	sel, err := parseSelectorFor(r, ns, o.LabelSelector, o.FieldSelector, o.Selectable)
 	if err != nil {
 		return err
 	}

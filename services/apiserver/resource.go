@@ -61,6 +61,9 @@ type listOptions struct {
 	TimeoutSeconds                        int64
 	AllowWatchBookmarks                   bool
 	SendInitialEvents                     *bool
+	// Selectable, for a custom resource, are the selectableFields of the
+	// version the request was made at (nil: the storage version's).
+	Selectable []string
 }
 
 // writeOptions are the options of create and update.

@@ -71,6 +71,12 @@ type selector struct {
 // notin, exists, !exists; fields: =, ==, != on the fields fieldSet exposes)
 // for objects like sample.
 func parseSelector(r *resourceInfo, ns, labelSel, fieldSel string) (*selector, error) {
+	return parseSelectorFor(r, ns, labelSel, fieldSel, nil)
+}
+
+// parseSelectorFor is parseSelector with a custom resource's fields those
+// of selectable (nil: its storage version's selectableFields).
+func parseSelectorFor(r *resourceInfo, ns, labelSel, fieldSel string, selectable []string) (*selector, error) {
 	s := &selector{namespace: ns, labels: labels.Everything(), fields: fields.Everything()}
 	if labelSel != "" {
 		ls, err := labels.Parse(labelSel)
@@ -88,10 +94,11 @@ func parseSelector(r *resourceInfo, ns, labelSel, fieldSel string) (*selector, e
 		if r.custom != nil {
 			// A custom resource: its CRD's selectableFields, and
 			// metadata.namespace only when it is namespaced.
-			if sch := r.custom.schema.Load(); sch != nil {
-				for _, f := range sch.selectable {
-					known[f] = ""
-				}
+			if sch := r.custom.schema.Load(); sch != nil && selectable == nil {
+				selectable = sch.selectable
+			}
+			for _, f := range selectable {
+				known[f] = ""
 			}
 			if !r.Namespaced {
 				delete(known, "metadata.namespace")

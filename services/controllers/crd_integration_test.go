@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -130,11 +132,15 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 // A namespace being deleted loses its custom objects (the API service
 // deletes them; the Namespace controller counts them, NamespaceContentRemaining
 // naming the resource as Kubernetes does, and finalizes the namespace once
-// they are gone).
+// they are gone). The resource is served at two versions, and counted once.
 func TestNamespaceDeletionDeletesCustomObjects(t *testing.T) {
 	c := startCluster(t, func(cfg *controllers.Config) { cfg.Controllers = []string{controllers.CRD, controllers.Namespace} })
 	crds := client.Must[*apiextensionsv1.CustomResourceDefinition](c.conn)
-	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget")); err != nil {
+	twoVersions := testCRD("widgets.example.com", "widgets", "Widget")
+	v2 := proto.Clone(twoVersions.GetSpec().GetVersions()[0]).(*apiextensionsv1.CustomResourceDefinitionVersion)
+	v2.Name, v2.Storage = "v2", false
+	twoVersions.Spec.Versions = append(twoVersions.Spec.Versions, v2)
+	if _, err := crds.Create(c.ctx, twoVersions); err != nil {
 		t.Fatal(err)
 	}
 	const ns = "doomed"

@@ -30,8 +30,13 @@ func customDeleters(ctx context.Context, c CustomResources) ([]Deleter, error) {
 		return nil, fmt.Errorf("listing the custom resources: %w", err)
 	}
 	var out []Deleter
+	seen := map[string]bool{}
 	for _, sr := range resp.GetResources() {
-		if sr.GetNamespaced() {
+		// A resource served at several versions is listed once per
+		// version: its objects are counted once.
+		key := sr.GetResource() + "." + sr.GetGroup()
+		if sr.GetNamespaced() && !seen[key] {
+			seen[key] = true
 			out = append(out, customDeleter{c: c, sr: sr})
 		}
 	}

@@ -1146,7 +1146,11 @@ func (x *DeleteResponse) GetObject() []byte {
 
 // DiscoverRequest asks for the custom resources served.
 type DiscoverRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// with_crds asks for each resource's CRD as JSON (ServedResource.crd),
+	// which the gateway builds the OpenAPI documents from; without it, crd
+	// is empty.
+	WithCrds      bool `protobuf:"varint,1,opt,name=with_crds,json=withCrds,proto3" json:"with_crds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1179,6 +1183,13 @@ func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DiscoverRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverRequest) Descriptor() ([]byte, []int) {
 	return file_kplane_dynamic_v1_dynamic_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DiscoverRequest) GetWithCrds() bool {
+	if x != nil {
+		return x.WithCrds
+	}
+	return false
 }
 
 // DiscoverResponse lists them, by group and plural.
@@ -1246,8 +1257,21 @@ type ServedResource struct {
 	// printer_columns is the served version's additionalPrinterColumns as
 	// JSON (empty: none).
 	PrinterColumns []byte `protobuf:"bytes,11,opt,name=printer_columns,json=printerColumns,proto3" json:"printer_columns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// crd_name and crd_resource_version identify the CRD and its revision
+	// (the gateway rebuilds its OpenAPI documents when they change).
+	CrdName            string `protobuf:"bytes,13,opt,name=crd_name,json=crdName,proto3" json:"crd_name,omitempty"`
+	CrdResourceVersion string `protobuf:"bytes,14,opt,name=crd_resource_version,json=crdResourceVersion,proto3" json:"crd_resource_version,omitempty"`
+	// crd is the CRD as apiextensions.k8s.io/v1 JSON (DiscoverRequest.with_crds).
+	Crd []byte `protobuf:"bytes,15,opt,name=crd,proto3" json:"crd,omitempty"`
+	// established says the CRD is Established (only those are published in
+	// OpenAPI, as kube-apiserver publishes them).
+	Established bool `protobuf:"varint,16,opt,name=established,proto3" json:"established,omitempty"`
+	// storage says version is the storage version (other served versions
+	// are the same objects with their apiVersion rewritten: conversion
+	// strategy None).
+	Storage       bool `protobuf:"varint,17,opt,name=storage,proto3" json:"storage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServedResource) Reset() {
@@ -1362,6 +1386,41 @@ func (x *ServedResource) GetPrinterColumns() []byte {
 		return x.PrinterColumns
 	}
 	return nil
+}
+
+func (x *ServedResource) GetCrdName() string {
+	if x != nil {
+		return x.CrdName
+	}
+	return ""
+}
+
+func (x *ServedResource) GetCrdResourceVersion() string {
+	if x != nil {
+		return x.CrdResourceVersion
+	}
+	return ""
+}
+
+func (x *ServedResource) GetCrd() []byte {
+	if x != nil {
+		return x.Crd
+	}
+	return nil
+}
+
+func (x *ServedResource) GetEstablished() bool {
+	if x != nil {
+		return x.Established
+	}
+	return false
+}
+
+func (x *ServedResource) GetStorage() bool {
+	if x != nil {
+		return x.Storage
+	}
+	return false
 }
 
 // GetScaleRequest names the object.
@@ -1644,10 +1703,11 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\adry_run\x18\x05 \x03(\tR\x06dryRunB\x17\n" +
 	"\x15_grace_period_seconds\"(\n" +
 	"\x0eDeleteResponse\x12\x16\n" +
-	"\x06object\x18\x01 \x01(\fR\x06object\"\x11\n" +
-	"\x0fDiscoverRequest\"S\n" +
+	"\x06object\x18\x01 \x01(\fR\x06object\".\n" +
+	"\x0fDiscoverRequest\x12\x1b\n" +
+	"\twith_crds\x18\x01 \x01(\bR\bwithCrds\"S\n" +
 	"\x10DiscoverResponse\x12?\n" +
-	"\tresources\x18\x01 \x03(\v2!.kplane.dynamic.v1.ServedResourceR\tresources\"\xe1\x02\n" +
+	"\tresources\x18\x01 \x03(\v2!.kplane.dynamic.v1.ServedResourceR\tresources\"\xfc\x03\n" +
 	"\x0eServedResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1666,7 +1726,12 @@ const file_kplane_dynamic_v1_dynamic_proto_rawDesc = "" +
 	"\x06status\x18\n" +
 	" \x01(\bR\x06status\x12\x14\n" +
 	"\x05scale\x18\f \x01(\bR\x05scale\x12'\n" +
-	"\x0fprinter_columns\x18\v \x01(\fR\x0eprinterColumns\"D\n" +
+	"\x0fprinter_columns\x18\v \x01(\fR\x0eprinterColumns\x12\x19\n" +
+	"\bcrd_name\x18\r \x01(\tR\acrdName\x120\n" +
+	"\x14crd_resource_version\x18\x0e \x01(\tR\x12crdResourceVersion\x12\x10\n" +
+	"\x03crd\x18\x0f \x01(\fR\x03crd\x12 \n" +
+	"\vestablished\x18\x10 \x01(\bR\vestablished\x12\x18\n" +
+	"\astorage\x18\x11 \x01(\bR\astorage\"D\n" +
 	"\x0fGetScaleRequest\x121\n" +
 	"\x06target\x18\x01 \x01(\v2\x19.kplane.dynamic.v1.TargetR\x06target\"F\n" +
 	"\x10GetScaleResponse\x122\n" +

@@ -64,9 +64,12 @@ type Config struct {
 	PodInformer     *client.Informer[*corev1.Pod]
 	ServiceInformer *client.Informer[*corev1.Service]
 	// Listers count the other resources a quota may name (configmaps,
-	// secrets, ...: count/<resource>.<group> or their legacy names). A
-	// resource without one is counted as 0.
+	// secrets, ...: count/<resource>.<group> or their legacy names).
 	Listers map[schema.GroupResource]Lister
+	// Custom counts and follows the custom resources a quota names
+	// (count/<plural>.<group>); nil, or a resource neither it nor Listers
+	// knows, is counted as 0.
+	Custom CustomResources
 	// ResyncPeriod: every quota is recounted this often (default
 	// DefaultResyncPeriod).
 	ResyncPeriod time.Duration
@@ -81,9 +84,10 @@ type Config struct {
 // Controller is the resource quota controller. Its queue holds quota keys
 // (namespace/name).
 type Controller struct {
-	cfg   Config
-	log   *slog.Logger
-	queue client.Queue
+	cfg    Config
+	log    *slog.Logger
+	queue  client.Queue
+	custom *customCounter // nil without Config.Custom
 }
 
 // New returns a controller and registers its handlers.
@@ -99,6 +103,9 @@ func New(cfg Config) *Controller {
 		cfg.Now = time.Now
 	}
 	c := &Controller{cfg: cfg, log: log.With("controller", "resourcequota"), queue: client.NewQueue("resourcequota", 0, 0)}
+	if cfg.Custom != nil {
+		c.custom = &customCounter{c: cfg.Custom, log: c.log, deleted: c.NamespaceChanged}
+	}
 	key := func(q *corev1.ResourceQuota) string {
 		return q.GetMetadata().GetNamespace() + "/" + q.GetMetadata().GetName()
 	}
@@ -195,6 +202,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !client.WaitForCacheSync(ctx, syncs...) {
 		return
 	}
+	if c.custom != nil {
+		c.custom.start(ctx)
+		defer c.custom.wait()
+	}
 	resync := make(chan struct{})
 	defer func() { <-resync }()
 	go func() {
@@ -275,6 +286,9 @@ func (c *Controller) usage(ctx context.Context, ns string, rq *k8scorev1.Resourc
 			}
 		default:
 			l := c.cfg.Listers[gr]
+			if l == nil && c.custom != nil && gr.Group != "" {
+				return c.custom.list(ctx, gr, ns)
+			}
 			if l == nil {
 				return nil, nil
 			}

@@ -11,15 +11,15 @@
 #   KPLANE=/path/to/kplane scripts/bench-crd.sh   run that binary (A/B of builds)
 #
 # kplane: `kplane up` with one store member, one API service, the gateway
-# (clients go through it over HTTPS) and one controller manager, which
-# establishes CRDs (kube-apiserver does that itself); no scheduler and no
-# node, so pods stay Pending on both; kube-apiserver writes its audit log
-# under the audit Policy kplane up gives its API service. Kubernetes: Debian's etcd (one
-# member) and kube-apiserver v1.33.13, built from the Go
-# module proxy into ${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench as
+# (clients go through it over HTTPS) and one controller manager (which
+# establishes CRDs, and reacts to every pod created); no scheduler and no
+# node, so pods stay Pending. Kubernetes: Debian's etcd (one member),
+# kube-apiserver (writing its audit log under the Policy kplane up gives
+# its API service) and kube-controller-manager v1.33.13, built from the
+# Go module proxy into ${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench as
 # scripts/bench-density.sh does. Needs Go, etcd-server and openssl. Every
-# server listens on loopback; everything started is stopped on exit (KEEP=1
-# keeps the logs).
+# server listens on loopback; everything started is stopped on exit
+# (KEEP=1 keeps the logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +35,7 @@ source scripts/lib/k8s-build.sh
 ETCD=${ETCD:-$(command -v etcd || true)}
 [[ -x "$ETCD" ]] || { echo "etcd not found: apt-get install -y etcd-server" >&2; exit 1; }
 command -v openssl >/dev/null || { echo "openssl not found: apt-get install -y openssl" >&2; exit 1; }
-K8S_BIN=$(k8s_build "$K8S_VERSION" kube-apiserver)
+K8S_BIN=$(k8s_build "$K8S_VERSION" kube-apiserver kube-controller-manager)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kplane-crd.XXXXXX")
 pids=()
@@ -107,6 +107,11 @@ until curl -skf -H "Authorization: Bearer admintoken" "https://127.0.0.1:$ap/rea
 	fi
 	sleep 1
 done
+# A controller manager on each side: kplane's establishes CRDs and, as
+# kube-controller-manager's controllers do, reacts to every pod created.
+"$K8S_BIN/kube-controller-manager" --kubeconfig "$d/kubeconfig" --leader-elect=false --bind-address 127.0.0.1 \
+	--secure-port "$(port)" --service-account-private-key-file "$d/sa.key" >"$d/kube-controller-manager.log" 2>&1 &
+pids+=($!)
 
 for round in $(seq 1 "$ROUNDS"); do
 	for target in kplane kube-apiserver; do

@@ -559,10 +559,12 @@ func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf 
 			gr("rbac.authorization.k8s.io", "roles"):        resourcequota.ClientLister(client.Must[*rbacv1.Role](conn)),
 			gr("rbac.authorization.k8s.io", "rolebindings"): resourcequota.ClientLister(client.Must[*rbacv1.RoleBinding](conn)),
 		},
+		ListerCaches: []client.Syncer{cmInf, secInf, dInf, rsInf},
 		Custom:       dynamicv1.NewResourceServiceClient(conn),
 		ResyncPeriod: m.cfg.ResourceQuotaSyncPeriod, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 	if rcInf != nil {
 		c.CountFrom(schema.GroupResource{Resource: "replicationcontrollers"}, storeLister(rcInf))
+		c.WaitFor(rcInf)
 		replenish(rcInf, c)
 	} else {
 		c.CountFrom(schema.GroupResource{Resource: "replicationcontrollers"}, resourcequota.ClientLister(client.Must[*corev1.ReplicationController](conn)))

@@ -66,6 +66,9 @@ type Config struct {
 	// Listers count the other resources a quota may name (configmaps,
 	// secrets, ...: count/<resource>.<group> or their legacy names).
 	Listers map[schema.GroupResource]Lister
+	// ListerCaches are the informers Listers read: Run waits for them
+	// before the first count, which would otherwise find them empty.
+	ListerCaches []client.Syncer
 	// Custom counts and follows the custom resources a quota names
 	// (count/<plural>.<group>); nil, or a resource neither it nor Listers
 	// knows, is counted as 0.
@@ -184,6 +187,12 @@ func (c *Controller) CountFrom(gr schema.GroupResource, l Lister) {
 	c.cfg.Listers[gr] = l
 }
 
+// WaitFor has Run wait for inf's cache too (an informer a Lister given
+// to CountFrom reads). Call it before Run.
+func (c *Controller) WaitFor(inf client.Syncer) {
+	c.cfg.ListerCaches = append(c.cfg.ListerCaches, inf)
+}
+
 // NamespaceChanged brings every quota of ns to the queue: an object it may
 // count changed. Informers of other counted resources call it on deletes.
 func (c *Controller) NamespaceChanged(ns string) {
@@ -195,7 +204,7 @@ func (c *Controller) NamespaceChanged(ns string) {
 // Run waits for the caches, then reconciles until ctx ends, recounting
 // every quota each ResyncPeriod.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	syncs := []client.Syncer{c.cfg.QuotaInformer, c.cfg.PodInformer}
+	syncs := append([]client.Syncer{c.cfg.QuotaInformer, c.cfg.PodInformer}, c.cfg.ListerCaches...)
 	if c.cfg.ServiceInformer != nil {
 		syncs = append(syncs, c.cfg.ServiceInformer)
 	}

@@ -29,6 +29,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -81,6 +82,8 @@ var services = []registration{
 	register(networkingv1.RegisterIngressClassServiceHandlerClient, networkingv1.NewIngressClassServiceClient),
 	register(networkingv1.RegisterNetworkPolicyServiceHandlerClient, networkingv1.NewNetworkPolicyServiceClient),
 	register(nodev1.RegisterRuntimeClassServiceHandlerClient, nodev1.NewRuntimeClassServiceClient),
+	register(flowcontrolv1.RegisterFlowSchemaServiceHandlerClient, flowcontrolv1.NewFlowSchemaServiceClient),
+	register(flowcontrolv1.RegisterPriorityLevelConfigurationServiceHandlerClient, flowcontrolv1.NewPriorityLevelConfigurationServiceClient),
 	register(storagev1.RegisterCSIDriverServiceHandlerClient, storagev1.NewCSIDriverServiceClient),
 	register(storagev1.RegisterCSINodeServiceHandlerClient, storagev1.NewCSINodeServiceClient),
 	register(storagev1.RegisterVolumeAttachmentServiceHandlerClient, storagev1.NewVolumeAttachmentServiceClient),

@@ -196,6 +196,9 @@ type Server struct {
 	policies *policy.Policies
 	// typeCheck type-checks policies' expressions (their status).
 	typeCheck *policy.TypeChecker
+	// apf is the view of the flowcontrol objects API Priority and
+	// Fairness works from (flowcontrol_config.go).
+	apf *apfState
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -246,6 +249,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.svcs = svcs
 	s.inflight = newInflight(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)
+	s.apf = newAPFState()
 	for res := range s.cfg.Informers {
 		if s.resources[res] == nil {
 			return nil, fmt.Errorf("apiserver: informer for unknown resource %q", res)
@@ -466,10 +470,28 @@ func (s *Server) Run(ctx context.Context) error {
 			defer wg.Done()
 			s.runServiceRepair(ctx)
 		}()
-		select {
-		case <-kubeSvc:
-		case <-ctx.Done():
-			return
+		// API Priority and Fairness: the flowcontrol objects' view and
+		// the bootstrap configuration kept in place.
+		// As kube-apiserver's readiness waits for its APF bootstrap
+		// configuration, Ready waits for the first round of it.
+		apfConfigured := make(chan struct{})
+		wg.Add(3)
+		for _, res := range []string{"flowschemas", "prioritylevelconfigurations"} {
+			go func() {
+				defer wg.Done()
+				s.feed(ctx, s.cachers[res], apfSink{st: s.apf}, nil)
+			}()
+		}
+		go func() {
+			defer wg.Done()
+			s.runAPFConfig(ctx, func() { close(apfConfigured) })
+		}()
+		for _, done := range []chan struct{}{kubeSvc, apfConfigured} {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return
+			}
 		}
 		synced := make(chan struct{}, 64)
 		n := 0

@@ -36,9 +36,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -97,6 +99,13 @@ func main() {
 	podsC := make([]corev1.PodServiceClient, *clients)
 	for i := range podsC {
 		podsC[i] = corev1.NewPodServiceClient(dial())
+	}
+	// The namespace's default ServiceAccount, which ServiceAccount
+	// admission wants and no controller creates beside the bare service.
+	if _, err := corev1.NewServiceAccountServiceClient(dial()).CreateServiceAccount(ctx, &corev1.CreateServiceAccountRequest{
+		Namespace: *ns, ServiceAccount: &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Name: "default", Namespace: *ns}}}); err != nil &&
+		status.Code(err) != codes.AlreadyExists {
+		fail(err)
 	}
 	run := fmt.Sprintf("b%d", time.Now().UnixNano()%1e6)
 	// Objects for get/update/list.

@@ -350,9 +350,16 @@ func urlMatches(patterns []string, path string) bool {
 	return false
 }
 
-// authenticatedKey carries the user the interceptor authenticated to the
-// call's own authentication, which then need not do it again.
+// authenticatedKey carries the identity the interceptor established (an
+// *apfIdentity) to the call's own authentication, which then need not
+// establish it again.
 type authenticatedKey struct{}
+
+// apfIdentity is who calls (user) and whom for (as, when impersonating).
+type apfIdentity struct {
+	user, as      request.User
+	impersonating bool
+}
 
 // namespaced is a request message that names its namespace.
 type namespaced interface{ GetNamespace() string }
@@ -372,7 +379,14 @@ func (s *Server) priorityAndFairness(ctx context.Context, req any, info *grpc.Un
 	if err != nil {
 		return handler(ctx, req) // the call's own authentication refuses it
 	}
-	r := apfRequest{user: u}
+	// As in kube-apiserver, an impersonated call is classified as the user
+	// it acts as.
+	as, impersonating, err := s.impersonate(ctx, u)
+	if err != nil {
+		return handler(ctx, req) // the call's own authentication refuses it
+	}
+	id := &apfIdentity{user: u, as: as, impersonating: impersonating}
+	r := apfRequest{user: as}
 	if m, ok := e.methods[info.FullMethod]; ok {
 		r.verb, r.group, r.resource = m.verb, m.group, m.resource
 		if n, ok := req.(namespaced); ok && m.namespaced {
@@ -389,12 +403,12 @@ func (s *Server) priorityAndFairness(ctx context.Context, req any, info *grpc.Un
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(apierrors.FlowSchemaUIDHeader, sc.uid, apierrors.PriorityLevelUIDHeader, sc.level.uid))
 	if sc.level.exempt || sc.level.qs == nil {
-		return handler(context.WithValue(ctx, authenticatedKey{}, u), req)
+		return handler(context.WithValue(ctx, authenticatedKey{}, id), req)
 	}
 	var distinguisher string
 	switch sc.distinguisher {
 	case kubeflowcontrolv1.FlowDistinguisherMethodByUserType:
-		distinguisher = u.Name
+		distinguisher = as.Name
 	case kubeflowcontrolv1.FlowDistinguisherMethodByNamespaceType:
 		distinguisher = r.ns
 	}
@@ -414,7 +428,7 @@ func (s *Server) priorityAndFairness(ctx context.Context, req any, info *grpc.Un
 		fr.Finish(func() {
 			span.End()
 			ran = true
-			resp, herr = handler(context.WithValue(ctx, authenticatedKey{}, u), req)
+			resp, herr = handler(context.WithValue(ctx, authenticatedKey{}, id), req)
 		})
 	}
 	if ran {
@@ -466,8 +480,17 @@ func (noGauge) SetDenominator(float64) {}
 // authenticatedUser is the caller, as priority and fairness authenticated
 // it already, or from the authenticator.
 func (s *Server) authenticatedUser(ctx context.Context) (request.User, error) {
-	if u, ok := ctx.Value(authenticatedKey{}).(request.User); ok {
-		return u, nil
+	if id, ok := ctx.Value(authenticatedKey{}).(*apfIdentity); ok {
+		return id.user, nil
 	}
 	return s.cfg.Authenticator.Authenticate(ctx)
+}
+
+// impersonatedUser is whom the call acts as, as priority and fairness
+// established it already, or from the impersonation headers.
+func (s *Server) impersonatedUser(ctx context.Context, u request.User) (request.User, bool, error) {
+	if id, ok := ctx.Value(authenticatedKey{}).(*apfIdentity); ok {
+		return id.as, id.impersonating, nil
+	}
+	return s.impersonate(ctx, u)
 }

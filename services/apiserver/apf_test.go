@@ -1,9 +1,9 @@
 // This file tests API Priority and Fairness against a real API service:
 // calls classified into Kubernetes' bootstrap FlowSchemas (a node's into
 // system-nodes, an admin's into exempt, a plain user's into
-// global-default) with the schema and level named in the response
-// headers, and a flood by one user refused with 429 and Retry-After while
-// another flow's calls still run.
+// global-default, an impersonated call as the user it acts as) with the
+// schema and level named in the response headers, and a flood by one user
+// refused with 429 and Retry-After while another flow's calls still run.
 package apiserver
 
 import (
@@ -24,6 +24,7 @@ import (
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -116,6 +117,16 @@ func TestPriorityAndFairnessClassification(t *testing.T) {
 			fs, pl := classifiedAs(t, e, c.user)
 			return wantFS != "" && fs == wantFS && pl == wantPL
 		})
+	}
+	// An admin acting as alice is classified as alice, as in Kubernetes.
+	wantFS, _ := uid("global-default")
+	var md metadata.MD
+	actAs := metadata.AppendToOutgoingContext(admin(t), authn.ActAsUserKey, "alice", authn.ActAsGroupKey, request.AuthenticatedGroup)
+	if _, err := e.ns.GetNamespace(actAs, &corev1.GetNamespaceRequest{Name: "default"}, grpc.Header(&md)); err != nil {
+		t.Fatal(err)
+	}
+	if got := md.Get(apierrors.FlowSchemaUIDHeader); len(got) != 1 || got[0] != wantFS {
+		t.Errorf("admin acting as alice: flowschema %v, want global-default's %s", got, wantFS)
 	}
 }
 

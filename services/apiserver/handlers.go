@@ -143,7 +143,7 @@ func (s *Server) authenticate(ctx context.Context, c *call) error {
 		}
 		c.ev.SetUser(u)
 		s.auditAuthenticated(ctx, c, u)
-		as, impersonating, err := s.impersonate(ctx, u)
+		as, impersonating, err := s.impersonatedUser(ctx, u)
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
@@ -129,7 +130,7 @@ func kubeDocs() map[string]string {
 	docs := map[string]string{}
 	for _, d := range []map[string]string{metav1.Docs(), corev1.Docs(), appsv1.Docs(), coordinationv1.Docs(), rbacv1.Docs(),
 		admissionregistrationv1.Docs(), authorizationv1.Docs(), autoscalingv1.Docs(), policyv1.Docs(), batchv1.Docs(), discoveryv1.Docs(),
-		networkingv1.Docs(), nodev1.Docs(), storagev1.Docs(), schedulingv1.Docs()} {
+		networkingv1.Docs(), nodev1.Docs(), storagev1.Docs(), schedulingv1.Docs(), flowcontrolv1.Docs()} {
 		maps.Copy(docs, d)
 	}
 	return docs

@@ -183,6 +183,9 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 	if r, ok := printMoreKinds(typed, now); ok {
 		return r, nil
 	}
+	if r, ok := printFlowControl(typed, now); ok {
+		return r, nil
+	}
 	return defaultRow(o), nil
 }
 

@@ -29,6 +29,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -81,6 +82,8 @@ var services = []registration{
 	register(networkingv1.RegisterIngressClassServiceHandlerClient, networkingv1.NewIngressClassServiceClient),
 	register(networkingv1.RegisterNetworkPolicyServiceHandlerClient, networkingv1.NewNetworkPolicyServiceClient),
 	register(nodev1.RegisterRuntimeClassServiceHandlerClient, nodev1.NewRuntimeClassServiceClient),
+	register(flowcontrolv1.RegisterFlowSchemaServiceHandlerClient, flowcontrolv1.NewFlowSchemaServiceClient),
+	register(flowcontrolv1.RegisterPriorityLevelConfigurationServiceHandlerClient, flowcontrolv1.NewPriorityLevelConfigurationServiceClient),
 	register(storagev1.RegisterCSIDriverServiceHandlerClient, storagev1.NewCSIDriverServiceClient),
 	register(storagev1.RegisterCSINodeServiceHandlerClient, storagev1.NewCSINodeServiceClient),
 	register(storagev1.RegisterVolumeAttachmentServiceHandlerClient, storagev1.NewVolumeAttachmentServiceClient),
@@ -130,6 +133,20 @@ func infoFrom(ctx context.Context) *requestInfo {
 	return &requestInfo{}
 }
 
+// outgoingHeader names the HTTP response header a gRPC response header of
+// the API service becomes, if the client is to see it.
+func outgoingHeader(k string) (string, bool) {
+	switch k {
+	case apierrors.WarningHeader:
+		return "Warning", true
+	case apierrors.FlowSchemaUIDHeader:
+		return "X-Kubernetes-PF-FlowSchema-UID", true
+	case apierrors.PriorityLevelUIDHeader:
+		return "X-Kubernetes-PF-PriorityLevel-UID", true
+	}
+	return "", false
+}
+
 // newRESTMux builds the grpc-gateway mux serving every annotated method,
 // with Kubernetes' encoding, errors and identity plugged into its extension
 // points.
@@ -142,10 +159,21 @@ func newRESTMux(conn grpc.ClientConnInterface, tab *table, rewrite func(context.
 		// able to send kplane-impersonate-* itself).
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		// Of the API service's response headers only Kubernetes' warnings
-		// (`299 - "..."`) reach the client, as Warning headers.
-		runtime.WithOutgoingHeaderMatcher(func(k string) (string, bool) { return "Warning", k == apierrors.WarningHeader }),
+		// (`299 - "..."`) and priority and fairness's classification reach
+		// the client.
+		runtime.WithOutgoingHeaderMatcher(outgoingHeader),
 		runtime.WithMetadata(func(ctx context.Context, _ *http.Request) metadata.MD { return infoFrom(ctx).md }),
-		runtime.WithErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+		runtime.WithErrorHandler(func(ctx context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+			// A refusal names the call's FlowSchema and priority level
+			// too, as kube-apiserver's responses do.
+			if md, ok := runtime.ServerMetadataFromContext(ctx); ok {
+				for _, k := range []string{apierrors.FlowSchemaUIDHeader, apierrors.PriorityLevelUIDHeader} {
+					if v := md.HeaderMD.Get(k); len(v) > 0 {
+						name, _ := outgoingHeader(k)
+						w.Header().Set(name, v[0])
+					}
+				}
+			}
 			writeError(w, err)
 		}),
 		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {

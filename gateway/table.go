@@ -64,6 +64,9 @@ func defaultColumns(cols map[string][]columnDefinition) []columnDefinition {
 // is None, Object or Metadata (the default).
 func buildTable(res *resource, objs []map[string]any, rv, includeObject string, withColumns bool, now time.Time) (map[string]any, error) {
 	gvk := schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind}
+	if gvk.Kind == "FlowSchema" && len(objs) > 1 {
+		sortFlowSchemas(objs)
+	}
 	rows := make([]any, 0, len(objs))
 	for _, o := range objs {
 		pr, err := printObject(gvk, o, now)

@@ -50,6 +50,7 @@ func newAPIServerCommand() *cobra.Command {
 		eventTTL                             time.Duration
 		requestTimeout                       time.Duration
 		maxInflight, maxMutatingInflight     int
+		enableAPF                            bool
 		logLevel                             string
 		allowInsecureWithoutClientCertsOK    bool
 		kubeletCert, kubeletKey, kubeletCA   string
@@ -126,6 +127,7 @@ func newAPIServerCommand() *cobra.Command {
 				RequestTimeout:              requestTimeout,
 				MaxRequestsInflight:         maxInflight,
 				MaxMutatingRequestsInflight: maxMutatingInflight,
+				EnablePriorityAndFairness:   enableAPF,
 				Logger:                      log,
 			}
 			if storeCA != "" || storeCert != "" {
@@ -264,6 +266,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&storeKey, "store-keyfile", "", "client key for the store")
 	f.DurationVar(&compactionInterval, "etcd-compaction-interval", compaction.DefaultInterval, "how often the store's history is compacted, as kube-apiserver does: one replica per interval compacts to the revision of an interval earlier, coordinating through the store's compact_rev_key; 0 turns it off")
 	f.IntVar(&maxInflight, "max-requests-inflight", apiserver.DefaultMaxRequestsInflight, "read calls (get, list) running at once before more get 429 TooManyRequests, as kube-apiserver's; watches are not counted; 0: no limit")
+	f.BoolVar(&enableAPF, "enable-priority-and-fairness", true, "classify unary calls by the FlowSchemas and limit them by their priority levels (API Priority and Fairness), which share --max-requests-inflight + --max-mutating-requests-inflight, instead of those two limits, as kube-apiserver's")
 	f.IntVar(&maxMutatingInflight, "max-mutating-requests-inflight", apiserver.DefaultMaxMutatingRequestsInflight, "writing calls running at once before more get 429 TooManyRequests, as kube-apiserver's; 0: no limit")
 	f.DurationVar(&requestTimeout, "request-timeout", apiserver.DefaultRequestTimeout, "the longest a unary call may take (watches and log streams are not bounded by it), as kube-apiserver's --request-timeout; a store call cut short answers 504 Timeout")
 	f.DurationVar(&eventTTL, "event-ttl", apiserver.DefaultEventTTL, "how long an event lives after it was last written, as kube-apiserver's --event-ttl; 0 keeps events forever")

@@ -120,7 +120,7 @@ func (s *Server) plugin(ctx context.Context, name string, applies bool, f func(c
 // authenticate is stage 1: who is calling.
 func (s *Server) authenticate(ctx context.Context, c *call) error {
 	return s.stage(ctx, c, stageAuthn, func(ctx context.Context) error {
-		u, err := s.cfg.Authenticator.Authenticate(ctx)
+		u, err := s.authenticatedUser(ctx)
 		if err != nil {
 			var se *apierrors.StatusError
 			if !errors.As(err, &se) {
@@ -130,7 +130,7 @@ func (s *Server) authenticate(ctx context.Context, c *call) error {
 		}
 		c.ev.SetUser(u)
 		s.auditAuthenticated(ctx, c, u)
-		as, impersonating, err := s.impersonate(ctx, u)
+		as, impersonating, err := s.impersonatedUser(ctx, u)
 		if err != nil {
 			return err
 		}

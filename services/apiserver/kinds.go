@@ -20,6 +20,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
@@ -65,6 +66,10 @@ func defaultMoreKinds(obj proto.Message) {
 		}
 	case *storagev1.CSIDriver:
 		defaultCSIDriver(o)
+	case *flowcontrolv1.FlowSchema:
+		defaultFlowSchema(o)
+	case *flowcontrolv1.PriorityLevelConfiguration:
+		defaultPriorityLevel(o)
 	}
 }
 
@@ -79,6 +84,7 @@ func defaultPolicyPorts(ports []*networkingv1.NetworkPolicyPort) {
 // prepareMoreKinds is the strategies' PrepareForCreate (old nil) and
 // PrepareForUpdate for these kinds, after the generic one.
 func prepareMoreKinds(obj, old proto.Message) {
+	prepareFlowControl(obj, old)
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
 		if old == nil {
@@ -100,6 +106,9 @@ func prepareMoreKinds(obj, old proto.Message) {
 // validateMoreKinds is Kubernetes' validation of these kinds (old nil on
 // create); the metadata is validateMeta's.
 func validateMoreKinds(obj, old proto.Message) field.ErrorList {
+	if errs := validateFlowControl(obj); errs != nil {
+		return errs
+	}
 	switch o := obj.(type) {
 	case *corev1.PodTemplate:
 		return validatePodTemplate(o)
@@ -129,6 +138,9 @@ func validateMoreKinds(obj, old proto.Message) field.ErrorList {
 
 // validateMoreStatus is the status subresource's validation of these kinds.
 func validateMoreStatus(obj proto.Message) field.ErrorList {
+	if errs := validateFlowControlStatus(obj); errs != nil {
+		return errs
+	}
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
 		return validateIngressStatus(o)

@@ -120,6 +120,13 @@ type Config struct {
 	// apiserver's flags default to Kubernetes' 400 and 200); a call over
 	// the limit gets 429. 0: no limit.
 	MaxRequestsInflight, MaxMutatingRequestsInflight int
+	// EnablePriorityAndFairness is kube-apiserver's
+	// --enable-priority-and-fairness (kplane apiserver's flag defaults to
+	// true): unary calls are classified by the FlowSchemas and limited by
+	// their priority levels (apf.go), which share the sum of the two
+	// in-flight limits (Kubernetes' 400 and 200 where 0), instead of the
+	// in-flight limits themselves.
+	EnablePriorityAndFairness bool
 	// RequestTimeout bounds every unary call (kube-apiserver's
 	// --request-timeout; watches and other streams are not bounded by it).
 	// 0: DefaultRequestTimeout.
@@ -196,6 +203,12 @@ type Server struct {
 	policies *policy.Policies
 	// typeCheck type-checks policies' expressions (their status).
 	typeCheck *policy.TypeChecker
+	// apf is the view of the flowcontrol objects API Priority and
+	// Fairness works from (flowcontrol_config.go).
+	apf *apfState
+	// apfEngine classifies and limits unary calls when priority and
+	// fairness is on (nil when off).
+	apfEngine *apfEngine
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -246,6 +259,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.svcs = svcs
 	s.inflight = newInflight(cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight)
+	s.apf = newAPFState()
 	for res := range s.cfg.Informers {
 		if s.resources[res] == nil {
 			return nil, fmt.Errorf("apiserver: informer for unknown resource %q", res)
@@ -320,7 +334,12 @@ func New(cfg Config) (*Server, error) {
 		// stopped answering; gRPC's default policy would refuse that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.StatsHandler(telemetry.ServerHandler(cfg.TracerProvider, cfg.MeterProvider)),
-		grpc.ChainUnaryInterceptor(s.limitInflight, s.boundUnary, s.auditBodies), grpc.ChainStreamInterceptor(s.authenticatedReflection)}
+		grpc.ChainStreamInterceptor(s.authenticatedReflection)}
+	limit := s.limitInflight
+	if cfg.EnablePriorityAndFairness {
+		limit = s.priorityAndFairness
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(limit, s.boundUnary, s.auditBodies))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
@@ -337,6 +356,17 @@ func New(cfg Config) (*Server, error) {
 	s.health = health.NewServer()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	if cfg.EnablePriorityAndFairness {
+		reads, writes := cfg.MaxRequestsInflight, cfg.MaxMutatingRequestsInflight
+		if reads <= 0 {
+			reads = DefaultMaxRequestsInflight
+		}
+		if writes <= 0 {
+			writes = DefaultMaxMutatingRequestsInflight
+		}
+		s.apfEngine = newAPFEngine(reads+writes, cfg.RequestTimeout, s.apfMethods())
+		s.apf.onChange = func() { s.apfEngine.rebuild(s.apf) }
+	}
 	return s, nil
 }
 
@@ -466,10 +496,28 @@ func (s *Server) Run(ctx context.Context) error {
 			defer wg.Done()
 			s.runServiceRepair(ctx)
 		}()
-		select {
-		case <-kubeSvc:
-		case <-ctx.Done():
-			return
+		// API Priority and Fairness: the flowcontrol objects' view and
+		// the bootstrap configuration kept in place.
+		// As kube-apiserver's readiness waits for its APF bootstrap
+		// configuration, Ready waits for the first round of it.
+		apfConfigured := make(chan struct{})
+		wg.Add(3)
+		for _, res := range []string{"flowschemas", "prioritylevelconfigurations"} {
+			go func() {
+				defer wg.Done()
+				s.feed(ctx, s.cachers[res], apfSink{st: s.apf}, nil)
+			}()
+		}
+		go func() {
+			defer wg.Done()
+			s.runAPFConfig(ctx, func() { close(apfConfigured) })
+		}()
+		for _, done := range []chan struct{}{kubeSvc, apfConfigured} {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return
+			}
 		}
 		synced := make(chan struct{}, 64)
 		n := 0

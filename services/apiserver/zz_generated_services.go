@@ -12,6 +12,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -279,6 +280,18 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} },
 		},
 		{
+			Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Kind: "FlowSchema", Resource: "flowschemas",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &flowcontrolv1.FlowSchema{} },
+		},
+		{
+			Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Kind: "PriorityLevelConfiguration", Resource: "prioritylevelconfigurations",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &flowcontrolv1.PriorityLevelConfiguration{} },
+		},
+		{
 			Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Resource: "customresourcedefinitions",
 			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: false, Graceful: false,
@@ -332,6 +345,8 @@ func registerServices(gs *grpc.Server, s *Server) {
 	admissionregistrationv1.RegisterValidatingWebhookConfigurationServiceServer(gs, &validatingWebhookConfigurationService{s: s, r: s.resources["validatingwebhookconfigurations"]})
 	admissionregistrationv1.RegisterValidatingAdmissionPolicyServiceServer(gs, &validatingAdmissionPolicyService{s: s, r: s.resources["validatingadmissionpolicies"]})
 	admissionregistrationv1.RegisterValidatingAdmissionPolicyBindingServiceServer(gs, &validatingAdmissionPolicyBindingService{s: s, r: s.resources["validatingadmissionpolicybindings"]})
+	flowcontrolv1.RegisterFlowSchemaServiceServer(gs, &flowSchemaService{s: s, r: s.resources["flowschemas"]})
+	flowcontrolv1.RegisterPriorityLevelConfigurationServiceServer(gs, &priorityLevelConfigurationService{s: s, r: s.resources["prioritylevelconfigurations"]})
 	apiextensionsv1.RegisterCustomResourceDefinitionServiceServer(gs, &customResourceDefinitionService{s: s, r: s.resources["customresourcedefinitions"]})
 }
 
@@ -3765,6 +3780,174 @@ func (x *validatingAdmissionPolicyBindingService) DeleteValidatingAdmissionPolic
 		return nil, toGRPC(err)
 	}
 	return &admissionregistrationv1.DeleteValidatingAdmissionPolicyBindingResponse{ValidatingAdmissionPolicyBinding: obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)}, nil
+}
+
+type flowSchemaService struct {
+	flowcontrolv1.UnimplementedFlowSchemaServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *flowSchemaService) GetFlowSchema(ctx context.Context, req *flowcontrolv1.GetFlowSchemaRequest) (*flowcontrolv1.GetFlowSchemaResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.GetFlowSchemaResponse{FlowSchema: obj.(*flowcontrolv1.FlowSchema)}, nil
+}
+
+func (x *flowSchemaService) ListFlowSchemas(ctx context.Context, req *flowcontrolv1.ListFlowSchemasRequest) (*flowcontrolv1.ListFlowSchemasResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &flowcontrolv1.FlowSchemaList{ApiVersion: x.r.APIVersion(), Kind: "FlowSchemaList", Metadata: lm, Items: make([]*flowcontrolv1.FlowSchema, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*flowcontrolv1.FlowSchema)
+	}
+	return &flowcontrolv1.ListFlowSchemasResponse{List: list}, nil
+}
+
+func (x *flowSchemaService) WatchFlowSchemas(req *flowcontrolv1.WatchFlowSchemasRequest, stream flowcontrolv1.FlowSchemaService_WatchFlowSchemasServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &flowcontrolv1.WatchFlowSchemasResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*flowcontrolv1.FlowSchema)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *flowSchemaService) CreateFlowSchema(ctx context.Context, req *flowcontrolv1.CreateFlowSchemaRequest) (*flowcontrolv1.CreateFlowSchemaResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetFlowSchema()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.CreateFlowSchemaResponse{FlowSchema: obj.(*flowcontrolv1.FlowSchema)}, nil
+}
+
+func (x *flowSchemaService) UpdateFlowSchema(ctx context.Context, req *flowcontrolv1.UpdateFlowSchemaRequest) (*flowcontrolv1.UpdateFlowSchemaResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetFlowSchema()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.UpdateFlowSchemaResponse{FlowSchema: obj.(*flowcontrolv1.FlowSchema)}, nil
+}
+
+func (x *flowSchemaService) DeleteFlowSchema(ctx context.Context, req *flowcontrolv1.DeleteFlowSchemaRequest) (*flowcontrolv1.DeleteFlowSchemaResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.DeleteFlowSchemaResponse{FlowSchema: obj.(*flowcontrolv1.FlowSchema)}, nil
+}
+
+func (x *flowSchemaService) UpdateFlowSchemaStatus(ctx context.Context, req *flowcontrolv1.UpdateFlowSchemaStatusRequest) (*flowcontrolv1.UpdateFlowSchemaStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetFlowSchema()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.UpdateFlowSchemaStatusResponse{FlowSchema: obj.(*flowcontrolv1.FlowSchema)}, nil
+}
+
+type priorityLevelConfigurationService struct {
+	flowcontrolv1.UnimplementedPriorityLevelConfigurationServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *priorityLevelConfigurationService) GetPriorityLevelConfiguration(ctx context.Context, req *flowcontrolv1.GetPriorityLevelConfigurationRequest) (*flowcontrolv1.GetPriorityLevelConfigurationResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.GetPriorityLevelConfigurationResponse{PriorityLevelConfiguration: obj.(*flowcontrolv1.PriorityLevelConfiguration)}, nil
+}
+
+func (x *priorityLevelConfigurationService) ListPriorityLevelConfigurations(ctx context.Context, req *flowcontrolv1.ListPriorityLevelConfigurationsRequest) (*flowcontrolv1.ListPriorityLevelConfigurationsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &flowcontrolv1.PriorityLevelConfigurationList{ApiVersion: x.r.APIVersion(), Kind: "PriorityLevelConfigurationList", Metadata: lm, Items: make([]*flowcontrolv1.PriorityLevelConfiguration, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*flowcontrolv1.PriorityLevelConfiguration)
+	}
+	return &flowcontrolv1.ListPriorityLevelConfigurationsResponse{List: list}, nil
+}
+
+func (x *priorityLevelConfigurationService) WatchPriorityLevelConfigurations(req *flowcontrolv1.WatchPriorityLevelConfigurationsRequest, stream flowcontrolv1.PriorityLevelConfigurationService_WatchPriorityLevelConfigurationsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &flowcontrolv1.WatchPriorityLevelConfigurationsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*flowcontrolv1.PriorityLevelConfiguration)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *priorityLevelConfigurationService) CreatePriorityLevelConfiguration(ctx context.Context, req *flowcontrolv1.CreatePriorityLevelConfigurationRequest) (*flowcontrolv1.CreatePriorityLevelConfigurationResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetPriorityLevelConfiguration()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.CreatePriorityLevelConfigurationResponse{PriorityLevelConfiguration: obj.(*flowcontrolv1.PriorityLevelConfiguration)}, nil
+}
+
+func (x *priorityLevelConfigurationService) UpdatePriorityLevelConfiguration(ctx context.Context, req *flowcontrolv1.UpdatePriorityLevelConfigurationRequest) (*flowcontrolv1.UpdatePriorityLevelConfigurationResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetPriorityLevelConfiguration()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.UpdatePriorityLevelConfigurationResponse{PriorityLevelConfiguration: obj.(*flowcontrolv1.PriorityLevelConfiguration)}, nil
+}
+
+func (x *priorityLevelConfigurationService) DeletePriorityLevelConfiguration(ctx context.Context, req *flowcontrolv1.DeletePriorityLevelConfigurationRequest) (*flowcontrolv1.DeletePriorityLevelConfigurationResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.DeletePriorityLevelConfigurationResponse{PriorityLevelConfiguration: obj.(*flowcontrolv1.PriorityLevelConfiguration)}, nil
+}
+
+func (x *priorityLevelConfigurationService) UpdatePriorityLevelConfigurationStatus(ctx context.Context, req *flowcontrolv1.UpdatePriorityLevelConfigurationStatusRequest) (*flowcontrolv1.UpdatePriorityLevelConfigurationStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetPriorityLevelConfiguration()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &flowcontrolv1.UpdatePriorityLevelConfigurationStatusResponse{PriorityLevelConfiguration: obj.(*flowcontrolv1.PriorityLevelConfiguration)}, nil
 }
 
 type customResourceDefinitionService struct {

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -128,16 +129,7 @@ func run(ctx context.Context, kubeconfig, corpusPath, out, columnsPath string) e
 		}
 		item := coll + "/" + name
 		if e.Status != nil {
-			cur, err := c.do(ctx, http.MethodGet, item, nil)
-			if err != nil {
-				return err
-			}
-			var obj map[string]any
-			if err := json.Unmarshal(cur, &obj); err != nil {
-				return err
-			}
-			obj["status"] = e.Status
-			if _, err := c.do(ctx, http.MethodPut, item+"/status", obj); err != nil {
+			if err := c.writeStatus(ctx, item, e.Status); err != nil {
 				return fmt.Errorf("status of %s %s: %w", kind, name, err)
 			}
 		}
@@ -234,6 +226,29 @@ func collectionPath(m *meta.RESTMapping) string {
 type client struct {
 	hc   *http.Client
 	host string
+}
+
+// writeStatus puts status on the object at item through its status
+// subresource, reading it again after a conflict (the server's own
+// controllers may write the status too: a FlowSchema's Dangling
+// condition), a few times at most.
+func (c *client) writeStatus(ctx context.Context, item string, status map[string]any) error {
+	var err error
+	for range 5 {
+		var cur []byte
+		if cur, err = c.do(ctx, http.MethodGet, item, nil); err != nil {
+			return err
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(cur, &obj); err != nil {
+			return err
+		}
+		obj["status"] = status
+		if _, err = c.do(ctx, http.MethodPut, item+"/status", obj); err == nil || !strings.Contains(err.Error(), "409 Conflict") {
+			return err
+		}
+	}
+	return err
 }
 
 func (c *client) do(ctx context.Context, method, path string, body any) ([]byte, error) {

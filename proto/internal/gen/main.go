@@ -121,6 +121,10 @@ func groups() []group {
 			{Kind: "ValidatingAdmissionPolicy", Plural: "ValidatingAdmissionPolicies", Resource: "validatingadmissionpolicies", Status: true},
 			{Kind: "ValidatingAdmissionPolicyBinding", Plural: "ValidatingAdmissionPolicyBindings", Resource: "validatingadmissionpolicybindings"},
 		}},
+		{Dir: "flowcontrol", Name: "flowcontrol.apiserver.k8s.io", GoAlias: "flowcontrolv1", Resource: []resource{
+			{Kind: "FlowSchema", Plural: "FlowSchemas", Resource: "flowschemas", Status: true, AllowUnconditionalUpdate: true},
+			{Kind: "PriorityLevelConfiguration", Plural: "PriorityLevelConfigurations", Resource: "prioritylevelconfigurations", Status: true, AllowUnconditionalUpdate: true},
+		}},
 		{Dir: "apiextensions", Name: "apiextensions.k8s.io", GoAlias: "apiextensionsv1", Resource: []resource{
 			{Kind: "CustomResourceDefinition", Plural: "CustomResourceDefinitions", Resource: "customresourcedefinitions", Status: true},
 		}},

@@ -69,6 +69,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -170,6 +171,10 @@ func packages() []protoPkg {
 			Doc: "holds Kubernetes' storage.k8s.io/v1 resources",
 			Roots: []any{storagev1.StorageClass{}, storagev1.StorageClassList{}, storagev1.CSIDriver{}, storagev1.CSIDriverList{}, storagev1.CSINode{}, storagev1.CSINodeList{},
 				storagev1.VolumeAttachment{}, storagev1.VolumeAttachmentList{}}},
+		{Dir: "flowcontrol", File: "types.proto", GoAlias: "flowcontrolv1", GoPkgs: []string{"k8s.io/api/flowcontrol/v1"},
+			Doc: "holds Kubernetes' flowcontrol.apiserver.k8s.io/v1 resources (API Priority and Fairness)",
+			Roots: []any{flowcontrolv1.FlowSchema{}, flowcontrolv1.FlowSchemaList{},
+				flowcontrolv1.PriorityLevelConfiguration{}, flowcontrolv1.PriorityLevelConfigurationList{}}},
 		{Dir: "scheduling", File: "types.proto", GoAlias: "schedulingv1", GoPkgs: []string{"k8s.io/api/scheduling/v1"},
 			Doc:   "holds Kubernetes' scheduling.k8s.io/v1 resources",
 			Roots: []any{schedulingv1.PriorityClass{}, schedulingv1.PriorityClassList{}}},

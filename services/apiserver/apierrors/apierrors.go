@@ -371,6 +371,16 @@ func NewInternalError(err error) *StatusError {
 // gateway passes it on as Warning.
 const WarningHeader = "warning"
 
+// FlowSchemaUIDHeader and PriorityLevelUIDHeader are the gRPC response
+// headers that name the FlowSchema and priority level API Priority and
+// Fairness classified a call into; the gateway passes them on as
+// kube-apiserver's X-Kubernetes-PF-FlowSchema-UID and
+// X-Kubernetes-PF-PriorityLevel-UID.
+const (
+	FlowSchemaUIDHeader    = "x-kubernetes-pf-flowschema-uid"
+	PriorityLevelUIDHeader = "x-kubernetes-pf-prioritylevel-uid"
+)
+
 // WarningValue formats text as a Warning header value with
 // apimachinery's NewWarningHeader, as kube-apiserver writes it; text with
 // control characters is dropped from the header, as there.

@@ -7,7 +7,9 @@
 // nodes where that works it picks the one whose victims matter least (the
 // lowest highest victim priority, then the lowest sum of priorities, then
 // the fewest victims), writes the pod's status.nominatedNodeName, and
-// deletes the victims gracefully with a Preempted event on each. The pod
+// deletes the victims gracefully, each first marked with the
+// DisruptionTarget condition (reason PreemptionByScheduler) and given a
+// Preempted event. The pod
 // itself is scheduled again once the victims are gone (pod deletions
 // requeue unschedulable pods).
 //
@@ -21,6 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -36,6 +42,7 @@ type Plugin struct {
 	h    framework.Handle
 	pods *client.Client[*corev1.Pod]
 	rec  *client.Recorder
+	now  func() time.Time
 }
 
 var _ framework.PostFilterPlugin = (*Plugin)(nil)
@@ -46,7 +53,7 @@ func New(_ []byte, h framework.Handle) (framework.Plugin, error) {
 	if conn == nil {
 		return nil, errors.New("defaultpreemption: no connection to the API service")
 	}
-	return &Plugin{h: h, pods: client.Must[*corev1.Pod](conn), rec: h.EventRecorder()}, nil
+	return &Plugin{h: h, pods: client.Must[*corev1.Pod](conn), rec: h.EventRecorder(), now: time.Now}, nil
 }
 
 // Name implements framework.Plugin.
@@ -203,6 +210,9 @@ func less(a, b [3]int64) bool {
 func (p *Plugin) prepare(ctx context.Context, pod *framework.PodInfo, c *Candidate) error {
 	for _, v := range c.Victims {
 		m := v.Pod.GetMetadata()
+		if err := p.markDisruptionTarget(ctx, pod, v.Pod); err != nil {
+			return fmt.Errorf("preempting %s on %s: %w", v.Key, c.Node, err)
+		}
 		err := p.pods.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid()})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("preempting %s on %s: %w", v.Key, c.Node, err)
@@ -226,4 +236,62 @@ func (p *Plugin) prepare(ctx context.Context, pod *framework.PodInfo, c *Candida
 		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
 	}
 	return nil
+}
+
+// markDisruptionTarget sets the DisruptionTarget condition Kubernetes'
+// preemption sets on victim before deleting it, so that its owner (a Job's
+// pod failure policy, for one) can tell why it went. The victim is read
+// again after a conflict; one that is gone needs no mark.
+func (p *Plugin) markDisruptionTarget(ctx context.Context, preemptor *framework.PodInfo, victim *corev1.Pod) error {
+	want := &corev1.PodCondition{Type: "DisruptionTarget", Status: "True", Reason: "PreemptionByScheduler",
+		Message: preemptor.Pod.GetSpec().GetSchedulerName() + ": preempting to accommodate a higher priority pod"}
+	cur := victim
+	for attempt := 0; ; attempt++ {
+		u := proto.Clone(cur).(*corev1.Pod)
+		if u.Status == nil {
+			u.Status = &corev1.PodStatus{}
+		}
+		if !setCondition(u.Status, want, p.now()) {
+			return nil
+		}
+		_, err := p.pods.UpdateStatus(ctx, u)
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt == 2:
+			return fmt.Errorf("DisruptionTarget condition: %w", err)
+		}
+		m := victim.GetMetadata()
+		if cur, err = p.pods.Get(ctx, m.GetNamespace(), m.GetName()); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("DisruptionTarget condition: %w", err)
+		}
+		if cur.GetMetadata().GetUid() != m.GetUid() {
+			return nil
+		}
+	}
+}
+
+// setCondition puts want into st as Kubernetes' UpdatePodCondition does
+// (the transition time changes only with the status); false if st already
+// has it.
+func setCondition(st *corev1.PodStatus, want *corev1.PodCondition, now time.Time) bool {
+	want = proto.Clone(want).(*corev1.PodCondition)
+	want.LastTransitionTime = timestamppb.New(now.Truncate(time.Second))
+	for i, c := range st.Conditions {
+		if c.GetType() != want.GetType() {
+			continue
+		}
+		if c.GetStatus() == want.GetStatus() && c.GetReason() == want.GetReason() && c.GetMessage() == want.GetMessage() {
+			return false
+		}
+		if c.GetStatus() == want.GetStatus() {
+			want.LastTransitionTime = c.GetLastTransitionTime()
+		}
+		st.Conditions[i] = want
+		return true
+	}
+	st.Conditions = append(st.Conditions, want)
+	return true
 }

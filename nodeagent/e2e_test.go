@@ -294,6 +294,60 @@ func TestNodeRegistration(t *testing.T) {
 	t.Fatal("the lease was not renewed")
 }
 
+// TestNodeStatusKeepsExtendedResources: an extended resource a client put
+// in the node's capacity and allocatable (as Kubernetes' e2e tests do with
+// a status patch) survives the agent's next status write, even one based
+// on a Node read before the patch; removed from capacity, it leaves
+// allocatable too.
+func TestNodeStatusKeepsExtendedResources(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	nodes := client.Must[*corev1.Node](c.admin)
+	ctx := context.Background()
+	var stale *corev1.Node
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		stale, err = nodes.Get(ctx, "", "n1")
+		if err == nil && len(stale.GetStatus().GetConditions()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not registered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const fake = "example.com/fakecpu"
+	patched := proto.Clone(stale).(*corev1.Node)
+	patched.Status.Capacity[fake] = "1000"
+	patched.Status.Allocatable[fake] = "1000"
+	if _, err := nodes.UpdateStatus(ctx, patched); err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.agent.updateNodeStatus(ctx, stale, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, a := got.GetStatus().GetCapacity()[fake], got.GetStatus().GetAllocatable()[fake]; c != "1000" || a != "1000" {
+		t.Errorf("after the agent's write: got capacity %q allocatable %q, want 1000 and 1000", c, a)
+	}
+	if got.GetStatus().GetCapacity()["cpu"] != "4" {
+		t.Errorf("capacity cpu: got %q, want 4", got.GetStatus().GetCapacity()["cpu"])
+	}
+	removed := proto.Clone(got).(*corev1.Node)
+	delete(removed.Status.Capacity, fake)
+	if removed, err = nodes.UpdateStatus(ctx, removed); err != nil {
+		t.Fatal(err)
+	}
+	got, err = n.agent.updateNodeStatus(ctx, removed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.GetStatus().GetAllocatable()[fake]; ok {
+		t.Errorf("allocatable after removal from capacity: got %v, want no %s", got.GetStatus().GetAllocatable(), fake)
+	}
+}
+
 // TestPodPhases: pods reach the phase their simulation rules say, with
 // the container state, exit code and conditions to match.
 func TestPodPhases(t *testing.T) {

@@ -36,11 +36,59 @@ func IsExtendedResourceName(name string) bool {
 }
 
 // podRequests returns what p requests, and the same with the non-zero
-// defaults (of which only cpu and memory are set). The options are
+// defaults (of which only cpu and memory are set).
+func podRequests(p *corev1.Pod) (req, nonZero Resource) {
+	if !plainContainers(p) {
+		return libraryPodRequests(p)
+	}
+	// Only app containers, nothing resized, no overhead: PodRequests' rules
+	// come down to a sum over the containers, done here without the copy
+	// into k8s.io/api types that costs ten times as much (this runs on every
+	// pod event). TestPlainPodRequests checks the two agree.
+	for _, c := range p.GetSpec().GetContainers() {
+		var r Resource
+		cpuSet, memSet := false, false
+		for k, v := range c.GetResources().GetRequests() {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				continue
+			}
+			r.set(k, q)
+			cpuSet = cpuSet || k == "cpu"
+			memSet = memSet || k == "memory"
+		}
+		req.Add(r)
+		nz := Resource{MilliCPU: r.MilliCPU, Memory: r.Memory}
+		if !cpuSet {
+			nz.MilliCPU = DefaultMilliCPURequest
+		}
+		if !memSet {
+			nz.Memory = DefaultMemoryRequest
+		}
+		nonZero.Add(nz)
+	}
+	return req, nonZero
+}
+
+// plainContainers reports whether p has only app containers, no overhead
+// and no container status reporting resources.
+func plainContainers(p *corev1.Pod) bool {
+	if len(p.GetSpec().GetInitContainers()) > 0 || len(p.GetSpec().GetOverhead()) > 0 {
+		return false
+	}
+	for _, cs := range p.GetStatus().GetContainerStatuses() {
+		if cs.GetResources() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// libraryPodRequests is podRequests through PodRequests. The options are
 // kube-scheduler v1.33's: resized containers count by what their status
 // reports (InPlacePodVerticalScaling is on by default), pod-level
 // resources are not read (PodLevelResources is off by default).
-func podRequests(p *corev1.Pod) (req, nonZero Resource) {
+func libraryPodRequests(p *corev1.Pod) (req, nonZero Resource) {
 	kp := requestFields(p)
 	opts := resourcehelper.PodResourcesOptions{UseStatusResources: true, SkipPodLevelResources: true}
 	req = fromResourceList(resourcehelper.PodRequests(kp, opts))

@@ -316,6 +316,12 @@ type CycleState struct {
 	// SkipFilter and SkipScore are plugins whose PreFilter/PreScore said Skip.
 	SkipFilter map[string]bool
 	SkipScore  map[string]bool
+	// Nominated are, by node name, the pods nominated to the node (room
+	// made for them by preemption) whose priority is at least this pod's,
+	// this pod excepted: the filters count them as if placed there, so that
+	// the room is not taken by a pod that matters less. Set before the
+	// filters run; nil when there are none.
+	Nominated map[string][]*PodInfo
 }
 
 // NewCycleState returns an empty state.

@@ -13,9 +13,10 @@
 // itself is scheduled again once the victims are gone (pod deletions
 // requeue unschedulable pods).
 //
-// Not done, unlike Kubernetes: PodDisruptionBudgets are not consulted, and
-// other pods' filters do not account for nominated pods, so a pod of any
-// priority that comes first may take the room made.
+// The room made is held: until the pod is placed, the filters of pods of
+// no higher priority count it on its nominated node (the scheduler's
+// nominator). Not done, unlike Kubernetes: PodDisruptionBudgets are not
+// consulted.
 package defaultpreemption
 
 import (

@@ -251,6 +251,7 @@ func TestNodeRegistration(t *testing.T) {
 	}{
 		{"capacity cpu", node.GetStatus().GetCapacity()["cpu"], "4"},
 		{"allocatable pods", node.GetStatus().GetAllocatable()["pods"], "110"},
+		{"ephemeral-storage reported", node.GetStatus().GetAllocatable()["ephemeral-storage"] != "", true},
 		{"simulated label", node.GetMetadata().GetLabels()[LabelSimulated], "true"},
 		{"user label", node.GetMetadata().GetLabels()["tier"], "sim"},
 		{"hostname label", node.GetMetadata().GetLabels()["kubernetes.io/hostname"], "n1"},

@@ -45,6 +45,9 @@ func (r *Resource) Sub(r2 Resource) {
 	r.Memory -= r2.Memory
 	r.EphemeralStorage -= r2.EphemeralStorage
 	r.Pods -= r2.Pods
+	if len(r2.Scalar) > 0 && r.Scalar == nil {
+		r.Scalar = make(map[string]int64, len(r2.Scalar))
+	}
 	for k, v := range r2.Scalar {
 		if r.Scalar[k] -= v; r.Scalar[k] == 0 {
 			delete(r.Scalar, k)

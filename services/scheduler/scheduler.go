@@ -378,8 +378,14 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 		}
 		var fit *framework.FitError
 		if errors.As(err, &fit) {
-			if node, st := s.fwk.RunPostFilter(ctx, state, pi, fit.Statuses); st.IsSuccess() && node != "" {
+			switch node, st := s.fwk.RunPostFilter(ctx, state, pi, fit.Statuses); {
+			case st.IsSuccess():
 				s.nominated.set(pi, node)
+			case st.Code() == framework.Unschedulable:
+				// Preemption found no node: the nomination, if any, is
+				// cleared (an ineligible pod's, UnschedulableAndUnresolvable,
+				// is kept: its victims are on their way out).
+				s.nominated.remove(pi.Key)
 			}
 			pi.UnschedulablePlugins = fit.UnschedulablePlugins()
 			s.unschedulable.Add(1)

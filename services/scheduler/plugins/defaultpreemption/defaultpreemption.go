@@ -77,6 +77,11 @@ func (p *Plugin) PostFilter(ctx context.Context, state *framework.CycleState, po
 	}
 	best := PickCandidate(cands)
 	if best == nil {
+		// As Kubernetes: a nomination that no longer leads anywhere is
+		// cleared, so it stops holding room on its node.
+		if err := p.nominate(ctx, pod, ""); err != nil {
+			return "", framework.AsStatus(err)
+		}
 		return "", framework.NewStatus(framework.Unschedulable, "preemption: no node where evicting lower-priority pods makes room")
 	}
 	if err := p.prepare(ctx, pod, best); err != nil {
@@ -222,19 +227,31 @@ func (p *Plugin) prepare(ctx context.Context, pod *framework.PodInfo, c *Candida
 			p.rec.Eventf(v.Pod, client.EventNormal, "Preempted", "Preempted by pod %s on node %s", pod.UID, c.Node)
 		}
 	}
-	cur, err := p.pods.Get(ctx, pod.Pod.GetMetadata().GetNamespace(), pod.Pod.GetMetadata().GetName())
-	if err != nil {
-		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
+	return p.nominate(ctx, pod, c.Node)
+}
+
+// nominate writes node as pod's status.nominatedNodeName ("" clears it);
+// nothing is written when it is already so.
+func (p *Plugin) nominate(ctx context.Context, pod *framework.PodInfo, node string) error {
+	if node == "" && pod.Pod.GetStatus().GetNominatedNodeName() == "" {
+		return nil // the common case: nothing to clear, no read
 	}
-	if cur.GetMetadata().GetUid() != pod.UID || cur.GetStatus().GetNominatedNodeName() == c.Node {
+	cur, err := p.pods.Get(ctx, pod.Pod.GetMetadata().GetNamespace(), pod.Pod.GetMetadata().GetName())
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nominating %q for %s: %w", node, pod.Key, err)
+	}
+	if cur.GetMetadata().GetUid() != pod.UID || cur.GetStatus().GetNominatedNodeName() == node {
 		return nil
 	}
 	if cur.Status == nil {
 		cur.Status = &corev1.PodStatus{}
 	}
-	cur.Status.NominatedNodeName = c.Node
+	cur.Status.NominatedNodeName = node
 	if _, err := p.pods.UpdateStatus(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
+		return fmt.Errorf("nominating %q for %s: %w", node, pod.Key, err)
 	}
 	return nil
 }

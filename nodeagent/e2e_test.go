@@ -349,6 +349,38 @@ func TestNodeStatusKeepsExtendedResources(t *testing.T) {
 	}
 }
 
+// TestForeignPodConditionsKept: a condition the agent does not own (here
+// DisruptionTarget, as preemption and eviction set it) survives the
+// agent's status writes: it is on the pod before the pod is bound, and
+// still there once the agent has written the pod Running.
+func TestForeignPodConditionsKept(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	ctx := context.Background()
+	created, err := c.pods.Create(ctx, simPod("marked", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = &corev1.PodStatus{Phase: "Pending", Conditions: []*corev1.PodCondition{{Type: "DisruptionTarget", Status: "True",
+		Reason: "PreemptionByScheduler", Message: "default-scheduler: preempting to accommodate a higher priority pod"}}}
+	if _, err := c.pods.UpdateStatus(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.pods.Bind(ctx, "default", "marked", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitPod(t, "default", "marked", "running", phaseIs(PhaseRunning))
+	var found bool
+	for _, cond := range got.GetStatus().GetConditions() {
+		if cond.GetType() == "DisruptionTarget" {
+			found = cond.GetStatus() == "True" && cond.GetReason() == "PreemptionByScheduler"
+		}
+	}
+	if !found {
+		t.Errorf("conditions after the agent's writes: got %v, want DisruptionTarget True PreemptionByScheduler kept", got.GetStatus().GetConditions())
+	}
+}
+
 // TestPodPhases: pods reach the phase their simulation rules say, with
 // the container state, exit code and conditions to match.
 func TestPodPhases(t *testing.T) {

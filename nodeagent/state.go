@@ -303,6 +303,16 @@ func containerStatus(spec *corev1.Container, c *ctrState, runtimeName string, in
 	return cs
 }
 
+// agentCondition reports whether the agent writes pod conditions of type t
+// (the kubelet's own, PodScheduled included); others' conditions are kept.
+func agentCondition(t string) bool {
+	switch t {
+	case "Initialized", "Ready", "ContainersReady", "PodScheduled":
+		return true
+	}
+	return false
+}
+
 // condition returns a PodCondition of type t, keeping the transition time
 // of old's condition of that type when its status is unchanged.
 func condition(old *corev1.PodStatus, t string, ok bool, reason, message string, now time.Time) *corev1.PodCondition {

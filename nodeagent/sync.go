@@ -700,6 +700,13 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		condition(old, "ContainersReady", allReady, notReady, unreadyMsg, now),
 		scheduled,
 	}
+	// Conditions others own (DisruptionTarget from preemption or eviction,
+	// a readiness gate's) are kept, as the kubelet keeps them.
+	for _, c := range old.GetConditions() {
+		if !agentCondition(c.GetType()) {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
 	if proto.Equal(old, st) {
 		return nil
 	}

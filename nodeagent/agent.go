@@ -11,15 +11,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/util/workqueue"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -51,6 +54,7 @@ type Config struct {
 	Runtime *cri.Client
 	// Capacity is the node's capacity (cpu, memory, pods), e.g.
 	// {"cpu": "4", "memory": "8Gi", "pods": "110"}; allocatable is the same.
+	// Without ephemeral-storage, the size of RootDir's filesystem is given.
 	Capacity map[string]string
 	// Labels are added to the well-known ones (hostname, os, arch, and
 	// LabelSimulated on the simulated runtime).
@@ -170,6 +174,18 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("nodeagent: %w", err)
 		}
 		cfg.RootDir = d
+	}
+	if _, ok := cfg.Capacity["ephemeral-storage"]; !ok {
+		// As the kubelet: the size of the filesystem holding its root
+		// directory, so that pods requesting ephemeral-storage fit.
+		var st unix.Statfs_t
+		if err := unix.Statfs(cfg.RootDir, &st); err == nil {
+			cfg.Capacity = maps.Clone(cfg.Capacity)
+			if cfg.Capacity == nil {
+				cfg.Capacity = map[string]string{}
+			}
+			cfg.Capacity["ephemeral-storage"] = strconv.FormatInt(int64(st.Blocks)*int64(st.Bsize), 10)
+		}
 	}
 	log := cfg.Logger
 	if log == nil {

@@ -251,6 +251,7 @@ func TestNodeRegistration(t *testing.T) {
 	}{
 		{"capacity cpu", node.GetStatus().GetCapacity()["cpu"], "4"},
 		{"allocatable pods", node.GetStatus().GetAllocatable()["pods"], "110"},
+		{"ephemeral-storage reported", node.GetStatus().GetAllocatable()["ephemeral-storage"] != "", true},
 		{"simulated label", node.GetMetadata().GetLabels()[LabelSimulated], "true"},
 		{"user label", node.GetMetadata().GetLabels()["tier"], "sim"},
 		{"hostname label", node.GetMetadata().GetLabels()["kubernetes.io/hostname"], "n1"},
@@ -292,6 +293,92 @@ func TestNodeRegistration(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatal("the lease was not renewed")
+}
+
+// TestNodeStatusKeepsExtendedResources: an extended resource a client put
+// in the node's capacity and allocatable (as Kubernetes' e2e tests do with
+// a status patch) survives the agent's next status write, even one based
+// on a Node read before the patch; removed from capacity, it leaves
+// allocatable too.
+func TestNodeStatusKeepsExtendedResources(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	nodes := client.Must[*corev1.Node](c.admin)
+	ctx := context.Background()
+	var stale *corev1.Node
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		stale, err = nodes.Get(ctx, "", "n1")
+		if err == nil && len(stale.GetStatus().GetConditions()) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not registered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const fake = "example.com/fakecpu"
+	patched := proto.Clone(stale).(*corev1.Node)
+	patched.Status.Capacity[fake] = "1000"
+	patched.Status.Allocatable[fake] = "1000"
+	if _, err := nodes.UpdateStatus(ctx, patched); err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.agent.updateNodeStatus(ctx, stale, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, a := got.GetStatus().GetCapacity()[fake], got.GetStatus().GetAllocatable()[fake]; c != "1000" || a != "1000" {
+		t.Errorf("after the agent's write: got capacity %q allocatable %q, want 1000 and 1000", c, a)
+	}
+	if got.GetStatus().GetCapacity()["cpu"] != "4" {
+		t.Errorf("capacity cpu: got %q, want 4", got.GetStatus().GetCapacity()["cpu"])
+	}
+	removed := proto.Clone(got).(*corev1.Node)
+	delete(removed.Status.Capacity, fake)
+	if removed, err = nodes.UpdateStatus(ctx, removed); err != nil {
+		t.Fatal(err)
+	}
+	got, err = n.agent.updateNodeStatus(ctx, removed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.GetStatus().GetAllocatable()[fake]; ok {
+		t.Errorf("allocatable after removal from capacity: got %v, want no %s", got.GetStatus().GetAllocatable(), fake)
+	}
+}
+
+// TestForeignPodConditionsKept: a condition the agent does not own (here
+// DisruptionTarget, as preemption and eviction set it) survives the
+// agent's status writes: it is on the pod before the pod is bound, and
+// still there once the agent has written the pod Running.
+func TestForeignPodConditionsKept(t *testing.T) {
+	c := startCluster(t)
+	startSimNode(t, c, "n1", nil)
+	ctx := context.Background()
+	created, err := c.pods.Create(ctx, simPod("marked", nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = &corev1.PodStatus{Phase: "Pending", Conditions: []*corev1.PodCondition{{Type: "DisruptionTarget", Status: "True",
+		Reason: "PreemptionByScheduler", Message: "default-scheduler: preempting to accommodate a higher priority pod"}}}
+	if _, err := c.pods.UpdateStatus(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.pods.Bind(ctx, "default", "marked", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitPod(t, "default", "marked", "running", phaseIs(PhaseRunning))
+	var found bool
+	for _, cond := range got.GetStatus().GetConditions() {
+		if cond.GetType() == "DisruptionTarget" {
+			found = cond.GetStatus() == "True" && cond.GetReason() == "PreemptionByScheduler"
+		}
+	}
+	if !found {
+		t.Errorf("conditions after the agent's writes: got %v, want DisruptionTarget True PreemptionByScheduler kept", got.GetStatus().GetConditions())
+	}
 }
 
 // TestPodPhases: pods reach the phase their simulation rules say, with
@@ -882,35 +969,5 @@ func TestRelistNoticesExit(t *testing.T) {
 	got := c.waitPod(t, "default", p.Metadata.Name, "phase "+PhaseSucceeded, phaseIs(PhaseSucceeded))
 	if term := got.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetReason() != "Completed" {
 		t.Errorf("container: got %v, want terminated Completed", got.GetStatus().GetContainerStatuses()[0].GetState())
-	}
-}
-
-// TestForeignConditionsKept: a pod condition the agent does not own (the
-// DisruptionTarget a taint eviction sets) survives the agent's later
-// status writes, as it does the kubelet's.
-func TestForeignConditionsKept(t *testing.T) {
-	c := startCluster(t)
-	startSimNode(t, c, "n1", nil)
-	p := c.runPod(t, simPod("marked", nil, func(s *corev1.PodSpec) {
-		s.RestartPolicy = "Never"
-		s.Containers[0].Command = []string{"sh", "-c", "sleep 1"}
-	}), "n1")
-	c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
-	for attempt := 0; ; attempt++ {
-		got, err := c.pods.Get(context.Background(), "default", p.Metadata.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got.Status.Conditions = append(got.Status.Conditions, &corev1.PodCondition{Type: "DisruptionTarget", Status: "True", Reason: "DeletionByTaintManager", Message: "Taint manager: deleting due to NoExecute taint"})
-		if _, err = c.pods.UpdateStatus(context.Background(), got); err == nil {
-			break
-		}
-		if !apierrors.IsConflict(err) || attempt >= 20 {
-			t.Fatal(err)
-		}
-	}
-	done := c.waitPod(t, "default", p.Metadata.Name, "Succeeded", phaseIs(PhaseSucceeded))
-	if !condTrue(done, "DisruptionTarget") {
-		t.Errorf("DisruptionTarget gone after the agent's status write: %v", done.GetStatus().GetConditions())
 	}
 }

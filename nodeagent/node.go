@@ -1,6 +1,6 @@
-// This file holds the agent's Node: its registration with labels, capacity,
-// addresses and node info, its status written when it changes, and the Lease
-// renewed in kube-node-lease.
+// This file holds the agent's Node: its registration with labels, capacity
+// (keeping extended resources others added), addresses and node info, its
+// status written when it changes, and the Lease renewed in kube-node-lease.
 
 package nodeagent
 
@@ -10,6 +10,7 @@ import (
 	"maps"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -115,9 +116,10 @@ func (a *Agent) nodeStatus(ctx context.Context, old *corev1.NodeStatus) *corev1.
 		}
 		return c
 	}
+	capacity := nodeCapacity(a.cfg.Capacity, old.GetCapacity())
 	st := &corev1.NodeStatus{
-		Capacity:    maps.Clone(a.cfg.Capacity),
-		Allocatable: maps.Clone(a.cfg.Capacity),
+		Capacity:    capacity,
+		Allocatable: maps.Clone(capacity),
 		Conditions: []*corev1.NodeCondition{
 			cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
 			cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -144,6 +146,24 @@ func (a *Agent) nodeStatus(ctx context.Context, old *corev1.NodeStatus) *corev1.
 		}
 	}
 	return st
+}
+
+// nodeCapacity is the agent's own capacity plus the domain-prefixed
+// resources (extended resources such as example.com/gpu) that someone else
+// put in the node's capacity, which the kubelet keeps as it finds them.
+// Allocatable follows capacity, so an extended resource added to capacity
+// becomes allocatable and one removed from it stops being.
+func nodeCapacity(own, old map[string]string) map[string]string {
+	c := maps.Clone(own)
+	if c == nil {
+		c = map[string]string{}
+	}
+	for k, v := range old {
+		if _, ok := c[k]; !ok && strings.Contains(k, "/") {
+			c[k] = v
+		}
+	}
+	return c
 }
 
 // sameStatus compares node statuses without heartbeat times.

@@ -32,7 +32,10 @@ func (s *Scheduler) onPodAdd(pod *corev1.Pod) {
 		}
 	case terminal(pod) || pod.GetMetadata().GetDeletionTimestamp() != nil:
 	case s.responsible(pod):
-		s.queue.Add(framework.NewPodInfo(pod))
+		pi := framework.NewPodInfo(pod)
+		s.queue.Add(pi)
+		// A nomination made before this replica led (or restarted) holds.
+		s.nominated.set(pi, pod.GetStatus().GetNominatedNodeName())
 	}
 }
 
@@ -40,6 +43,7 @@ func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
 	key := client.Key(pod)
 	if node := pod.GetSpec().GetNodeName(); node != "" {
 		s.queue.Delete(key)
+		s.nominated.remove(key)
 		if terminal(pod) {
 			if !terminal(old) {
 				s.cache.RemovePod(key)
@@ -52,6 +56,7 @@ func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
 	}
 	if terminal(pod) || pod.GetMetadata().GetDeletionTimestamp() != nil || !s.responsible(pod) {
 		s.queue.Delete(key)
+		s.nominated.remove(key)
 		return
 	}
 	if s.cache.IsAssumed(key) {
@@ -59,12 +64,19 @@ func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
 	}
 	specChanged := !proto.Equal(old.GetSpec(), pod.GetSpec()) ||
 		!maps.Equal(old.GetMetadata().GetLabels(), pod.GetMetadata().GetLabels())
-	s.queue.Update(framework.NewPodInfo(pod), specChanged)
+	pi := framework.NewPodInfo(pod)
+	s.queue.Update(pi, specChanged)
+	// The status names the nominated node (the scheduler wrote it); a
+	// nomination someone cleared is dropped, an unchanged one refreshed.
+	if nom := pod.GetStatus().GetNominatedNodeName(); nom != "" || old.GetStatus().GetNominatedNodeName() != "" {
+		s.nominated.set(pi, nom)
+	}
 }
 
 func (s *Scheduler) onPodDelete(pod *corev1.Pod) {
 	key := client.Key(pod)
 	s.queue.Delete(key)
+	s.nominated.remove(key)
 	s.clearReported(key)
 	if _, placed := s.cache.PodNode(key); placed {
 		s.cache.RemovePod(key)

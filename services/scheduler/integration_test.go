@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ type nodeSpec struct {
 	name, cpu, mem string
 	labels         map[string]string
 	taints         []*corev1.Taint
+	// extra are further allocatable resources (extended resources).
+	extra map[string]string
 }
 
 func createNode(t *testing.T, ctx context.Context, nodes *client.Client[*corev1.Node], n nodeSpec) {
@@ -62,6 +65,7 @@ func createNode(t *testing.T, ctx context.Context, nodes *client.Client[*corev1.
 		t.Fatalf("create node %s: %v", n.name, err)
 	}
 	res := map[string]string{"cpu": n.cpu, "memory": n.mem, "pods": "110"}
+	maps.Copy(res, n.extra)
 	created.Status = &corev1.NodeStatus{Capacity: res, Allocatable: res,
 		Conditions: []*corev1.NodeCondition{{Type: "Ready", Status: "True"}}}
 	if _, err := nodes.UpdateStatus(ctx, created); err != nil {
@@ -556,4 +560,105 @@ func uidOf(ctx context.Context, pods *client.Client[*corev1.Pod], name string) s
 		return ""
 	}
 	return p.GetMetadata().GetUid()
+}
+
+// TestPreemptionOfExtendedResource follows Kubernetes' PreemptionExecutionPath
+// conformance test on one node with 1000 example.com/fakecpu: pods of
+// priority 1, 2 and 3 hold 200, 300 and 450; a pod of priority 4 asking 500
+// evicts exactly the first two, which get the DisruptionTarget condition
+// (they hold a finalizer, so they stay terminating); while they terminate
+// and after, a pod of priority 2 that would fit in the room made does not
+// take it; the preemptor is bound there once they are gone.
+func TestPreemptionOfExtendedResource(t *testing.T) {
+	const fake = "example.com/fakecpu"
+	env := clienttest.Start(t, clienttest.Options{})
+	admin := env.Dial(t, clienttest.AdminToken)
+	ctx := context.Background()
+	nodes := client.Must[*corev1.Node](admin)
+	pods := client.Must[*corev1.Pod](admin)
+	pcs := client.Must[*schedulingv1.PriorityClass](admin)
+	createNode(t, ctx, nodes, nodeSpec{name: "only", cpu: "4", mem: "8Gi", extra: map[string]string{fake: "1000"}})
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), Logger: testLogger(t),
+		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
+
+	fakePod := func(name string, prio int32, amount string, finalizer bool) *corev1.Pod {
+		class := fmt.Sprint("p", prio)
+		if _, err := pcs.Create(ctx, &schedulingv1.PriorityClass{Metadata: &metav1.ObjectMeta{Name: class}, Value: prio}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		p := pod(name, "100m", func(s *corev1.PodSpec) {
+			s.PriorityClassName = class
+			s.Containers[0].Resources.Requests[fake] = amount
+			s.Containers[0].Resources.Limits = map[string]string{fake: amount}
+		})
+		if finalizer {
+			p.Metadata.Finalizers = []string{"example.com/hold"}
+		}
+		return p
+	}
+	get := func(name string) *corev1.Pod {
+		p, err := pods.Get(ctx, "default", name)
+		if err != nil {
+			return nil
+		}
+		return p
+	}
+	for _, p := range []*corev1.Pod{fakePod("rs-pod1", 1, "200", true), fakePod("rs-pod2", 2, "300", true), fakePod("rs-pod3", 3, "450", false)} {
+		if _, err := pods.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		name := p.GetMetadata().GetName()
+		waitFor(t, name+" bound", func() bool { return get(name).GetSpec().GetNodeName() == "only" })
+	}
+
+	if _, err := pods.Create(ctx, fakePod("pod4", 4, "500", false)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rs-pod1", "rs-pod2"} {
+		waitFor(t, name+" preempted with the DisruptionTarget condition", func() bool {
+			p := get(name)
+			if p.GetMetadata().GetDeletionTimestamp() == nil {
+				return false
+			}
+			for _, c := range p.GetStatus().GetConditions() {
+				if c.GetType() == "DisruptionTarget" {
+					return c.GetStatus() == "True" && c.GetReason() == "PreemptionByScheduler" &&
+						c.GetMessage() == "default-scheduler: preempting to accommodate a higher priority pod"
+				}
+			}
+			return false
+		})
+	}
+	waitFor(t, "pod4 nominated to only", func() bool { return get("pod4").GetStatus().GetNominatedNodeName() == "only" })
+
+	// A replacement of priority 2 arrives while the victims terminate.
+	if _, err := pods.Create(ctx, fakePod("late", 2, "300", false)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "late reported unschedulable", func() bool {
+		for _, c := range get("late").GetStatus().GetConditions() {
+			if c.GetType() == "PodScheduled" && c.GetStatus() == "False" {
+				return strings.Contains(c.GetMessage(), "Insufficient "+fake)
+			}
+		}
+		return false
+	})
+	// The victims go (the stand-in kubelet's part).
+	for _, name := range []string{"rs-pod1", "rs-pod2"} {
+		p := get(name)
+		p.Metadata.Finalizers = nil
+		if _, err := pods.Update(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if err := pods.Delete(ctx, "default", name, client.DeleteOptions{GracePeriodSeconds: proto.Int64(0)}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "pod4 bound to only", func() bool { return get("pod4").GetSpec().GetNodeName() == "only" })
+	if n := get("late").GetSpec().GetNodeName(); n != "" {
+		t.Errorf("late: got bound to %q, want unbound (the room was made for pod4)", n)
+	}
+	if get("rs-pod3").GetMetadata().GetDeletionTimestamp() != nil {
+		t.Error("rs-pod3 was preempted; want only rs-pod1 and rs-pod2")
+	}
 }

@@ -120,6 +120,8 @@ type Scheduler struct {
 	reportedMu sync.Mutex
 	reported   map[string]string // pod key → last FailedScheduling message
 
+	nominated *nominator // pods preemption made room for
+
 	led atomic.Bool
 
 	attempts, scheduled, unschedulable, errs, bound, bindFailures atomic.Int64
@@ -160,6 +162,7 @@ func New(cfg Config) (*Scheduler, error) {
 		bindSem:   make(chan struct{}, cfg.BindParallelism),
 		reportSem: make(chan struct{}, 8),
 		reported:  map[string]string{},
+		nominated: newNominator(),
 	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = otel.GetTracerProvider()
@@ -366,6 +369,7 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 	defer span.End()
 	s.cache.UpdateSnapshot(s.snapshot)
 	state := framework.NewCycleState()
+	state.Nominated = s.nominated.forPod(pi)
 	res, err := s.fwk.Schedule(ctx, state, pi, s.snapshot.List())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -374,7 +378,15 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 		}
 		var fit *framework.FitError
 		if errors.As(err, &fit) {
-			s.fwk.RunPostFilter(ctx, state, pi, fit.Statuses)
+			switch node, st := s.fwk.RunPostFilter(ctx, state, pi, fit.Statuses); {
+			case st.IsSuccess():
+				s.nominated.set(pi, node)
+			case st.Code() == framework.Unschedulable:
+				// Preemption found no node: the nomination, if any, is
+				// cleared (an ineligible pod's, UnschedulableAndUnresolvable,
+				// is kept: its victims are on their way out).
+				s.nominated.remove(pi.Key)
+			}
 			pi.UnschedulablePlugins = fit.UnschedulablePlugins()
 			s.unschedulable.Add(1)
 			s.queue.AddUnschedulable(pi, cycle)
@@ -397,6 +409,8 @@ func (s *Scheduler) scheduleOne(ctx context.Context, pi *framework.PodInfo, cycl
 		s.observe(pi, start, "error")
 		return
 	}
+	// Placed: the cache counts it now, wherever it was nominated.
+	s.nominated.remove(pi.Key)
 	if st := s.fwk.RunReserve(ctx, state, pi, res.Node); !st.IsSuccess() {
 		s.cache.ForgetPod(pi.Key)
 		s.errs.Add(1)

@@ -153,7 +153,24 @@ func (f *Framework) activeFilters(state *CycleState) []FilterPlugin {
 	return slices.DeleteFunc(slices.Clone(f.filter), func(p FilterPlugin) bool { return state.SkipFilter[p.Name()] })
 }
 
+// runFilters runs filters for pod on node. When pods are nominated to the
+// node (state.Nominated), it runs them first on a copy of the node with
+// those pods added, then, as Kubernetes does, on the node as it is: the
+// pod must fit both ways.
 func runFilters(ctx context.Context, filters []FilterPlugin, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+	if nominated := state.Nominated[node.Name]; len(nominated) > 0 {
+		n := node.Clone()
+		for _, p := range nominated {
+			n.AddPod(p)
+		}
+		if s := runFiltersOnce(ctx, filters, state, pod, n); !s.IsSuccess() {
+			return s
+		}
+	}
+	return runFiltersOnce(ctx, filters, state, pod, node)
+}
+
+func runFiltersOnce(ctx context.Context, filters []FilterPlugin, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
 	for _, p := range filters {
 		if s := p.Filter(ctx, state, pod, node); !s.IsSuccess() {
 			return s.WithPlugin(p.Name())

@@ -4,6 +4,7 @@
 package framework
 
 import (
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -15,23 +16,73 @@ import (
 
 // Resource is an amount of the resources the scheduler accounts for.
 type Resource struct {
-	MilliCPU int64
-	Memory   int64
-	Pods     int64
+	MilliCPU         int64
+	Memory           int64
+	EphemeralStorage int64
+	Pods             int64
+	// Scalar holds the other resources by name (extended resources such as
+	// example.com/gpu, hugepages-*), in units; nil when there are none.
+	Scalar map[string]int64
 }
 
 // Add adds r2 to r.
 func (r *Resource) Add(r2 Resource) {
 	r.MilliCPU += r2.MilliCPU
 	r.Memory += r2.Memory
+	r.EphemeralStorage += r2.EphemeralStorage
 	r.Pods += r2.Pods
+	if len(r2.Scalar) > 0 && r.Scalar == nil {
+		r.Scalar = make(map[string]int64, len(r2.Scalar))
+	}
+	for k, v := range r2.Scalar {
+		r.Scalar[k] += v
+	}
 }
 
 // Sub subtracts r2 from r.
 func (r *Resource) Sub(r2 Resource) {
 	r.MilliCPU -= r2.MilliCPU
 	r.Memory -= r2.Memory
+	r.EphemeralStorage -= r2.EphemeralStorage
 	r.Pods -= r2.Pods
+	if len(r2.Scalar) > 0 && r.Scalar == nil {
+		r.Scalar = make(map[string]int64, len(r2.Scalar))
+	}
+	for k, v := range r2.Scalar {
+		if r.Scalar[k] -= v; r.Scalar[k] == 0 {
+			delete(r.Scalar, k)
+		}
+	}
+}
+
+// Clone returns a copy of r that shares nothing with it.
+func (r Resource) Clone() Resource {
+	if r.Scalar != nil {
+		r.Scalar = maps.Clone(r.Scalar)
+	}
+	return r
+}
+
+// set records quantity q of the resource called name; names the scheduler
+// does not account for are ignored.
+func (r *Resource) set(name string, q resource.Quantity) {
+	switch name {
+	case "cpu":
+		r.MilliCPU = q.MilliValue()
+	case "memory":
+		r.Memory = q.Value()
+	case "ephemeral-storage":
+		r.EphemeralStorage = q.Value()
+	case "pods":
+		r.Pods = q.Value()
+	default:
+		if IsScalarResourceName(name) {
+			if r.Scalar == nil {
+				r.Scalar = map[string]int64{}
+			}
+			r.Scalar[name] = q.Value()
+		}
+	}
 }
 
 // Defaults Kubernetes assumes, for scoring only, for a container that
@@ -50,14 +101,7 @@ func ResourceList(m map[string]string) Resource {
 		if err != nil {
 			continue
 		}
-		switch k {
-		case "cpu":
-			r.MilliCPU = q.MilliValue()
-		case "memory":
-			r.Memory = q.Value()
-		case "pods":
-			r.Pods = q.Value()
-		}
+		r.set(k, q)
 	}
 	return r
 }
@@ -72,9 +116,12 @@ type HostPort struct {
 // PodInfo is a pod with the facts the scheduler needs computed once.
 // The Pod is shared with the informer's cache and must not be modified.
 type PodInfo struct {
-	Pod      *corev1.Pod
-	Key      string // namespace/name
-	UID      string
+	Pod *corev1.Pod
+	Key string // namespace/name
+	UID string
+	// Requests is what the pod needs on a node, as Kubernetes computes it:
+	// its containers, the largest need during init (sidecars included),
+	// and its overhead; Pods is 1.
 	Requests Resource
 	// NonZeroRequests is Requests with Kubernetes' scoring defaults for
 	// containers that request no cpu or memory.
@@ -97,17 +144,10 @@ type PodInfo struct {
 func NewPodInfo(p *corev1.Pod) *PodInfo {
 	pi := &PodInfo{Pod: p, Key: p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName(), UID: p.GetMetadata().GetUid()}
 	spec := p.GetSpec()
+	pi.Requests, pi.NonZeroRequests = podRequests(p)
+	pi.Requests.Pods = 1
+	pi.NonZeroRequests.Pods = 1
 	for _, c := range spec.GetContainers() {
-		r := ResourceList(c.GetResources().GetRequests())
-		pi.Requests.Add(Resource{MilliCPU: r.MilliCPU, Memory: r.Memory})
-		nz := r
-		if _, ok := c.GetResources().GetRequests()["cpu"]; !ok {
-			nz.MilliCPU = DefaultMilliCPURequest
-		}
-		if _, ok := c.GetResources().GetRequests()["memory"]; !ok {
-			nz.Memory = DefaultMemoryRequest
-		}
-		pi.NonZeroRequests.Add(Resource{MilliCPU: nz.MilliCPU, Memory: nz.Memory})
 		for _, port := range c.GetPorts() {
 			if port.GetHostPort() > 0 {
 				proto := port.GetProtocol()
@@ -123,15 +163,6 @@ func NewPodInfo(p *corev1.Pod) *PodInfo {
 		}
 		pi.Images = append(pi.Images, NormalizeImage(c.GetImage()))
 	}
-	// Init containers run one at a time before the others: the pod needs
-	// the larger of their largest request and the sum of the app containers.
-	for _, c := range spec.GetInitContainers() {
-		r := ResourceList(c.GetResources().GetRequests())
-		pi.Requests.MilliCPU = max(pi.Requests.MilliCPU, r.MilliCPU)
-		pi.Requests.Memory = max(pi.Requests.Memory, r.Memory)
-	}
-	pi.Requests.Pods = 1
-	pi.NonZeroRequests.Pods = 1
 	pi.Priority = spec.GetPriority()
 	for _, o := range p.GetMetadata().GetOwnerReferences() {
 		if o.GetController() {
@@ -262,6 +293,7 @@ func (n *NodeInfo) RemovePod(key string) bool {
 // show in n (pods and the node object are shared, being read-only).
 func (n *NodeInfo) Clone() *NodeInfo {
 	c := *n
+	c.Requested = n.Requested.Clone()
 	c.Pods = make(map[string]*PodInfo, len(n.Pods))
 	for k, v := range n.Pods {
 		c.Pods[k] = v
@@ -287,6 +319,12 @@ type CycleState struct {
 	// SkipFilter and SkipScore are plugins whose PreFilter/PreScore said Skip.
 	SkipFilter map[string]bool
 	SkipScore  map[string]bool
+	// Nominated are, by node name, the pods nominated to the node (room
+	// made for them by preemption) whose priority is at least this pod's,
+	// this pod excepted: the filters count them as if placed there, so that
+	// the room is not taken by a pod that matters less. Set before the
+	// filters run; nil when there are none.
+	Nominated map[string][]*PodInfo
 }
 
 // NewCycleState returns an empty state.

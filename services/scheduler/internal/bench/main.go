@@ -26,6 +26,7 @@ import (
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler"
 )
@@ -84,6 +85,12 @@ func run(addr, tok string, numNodes, numPods, owners, workers, bindPar int, cpuP
 		return err
 	}
 	fmt.Printf("created %d nodes in %v\n", numNodes, time.Since(start).Round(time.Millisecond))
+	// Pod admission needs the namespace's default ServiceAccount, which no
+	// controller creates here.
+	sa := &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "default"}}
+	if _, err := client.Must[*corev1.ServiceAccount](conn).Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service account: %w", err)
+	}
 	start = time.Now()
 	if err := parallel(ctx, workers, numPods, func(i int) error {
 		owner := i % max(owners, 1)

@@ -7,13 +7,16 @@
 // nodes where that works it picks the one whose victims matter least (the
 // lowest highest victim priority, then the lowest sum of priorities, then
 // the fewest victims), writes the pod's status.nominatedNodeName, and
-// deletes the victims gracefully with a Preempted event on each. The pod
+// deletes the victims gracefully, each first marked with the
+// DisruptionTarget condition (reason PreemptionByScheduler) and given a
+// Preempted event. The pod
 // itself is scheduled again once the victims are gone (pod deletions
 // requeue unschedulable pods).
 //
-// Not done, unlike Kubernetes: PodDisruptionBudgets are not consulted, and
-// other pods' filters do not account for nominated pods, so a pod of any
-// priority that comes first may take the room made.
+// The room made is held: until the pod is placed, the filters of pods of
+// no higher priority count it on its nominated node (the scheduler's
+// nominator). Not done, unlike Kubernetes: PodDisruptionBudgets are not
+// consulted.
 package defaultpreemption
 
 import (
@@ -21,6 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -36,6 +43,7 @@ type Plugin struct {
 	h    framework.Handle
 	pods *client.Client[*corev1.Pod]
 	rec  *client.Recorder
+	now  func() time.Time
 }
 
 var _ framework.PostFilterPlugin = (*Plugin)(nil)
@@ -46,7 +54,7 @@ func New(_ []byte, h framework.Handle) (framework.Plugin, error) {
 	if conn == nil {
 		return nil, errors.New("defaultpreemption: no connection to the API service")
 	}
-	return &Plugin{h: h, pods: client.Must[*corev1.Pod](conn), rec: h.EventRecorder()}, nil
+	return &Plugin{h: h, pods: client.Must[*corev1.Pod](conn), rec: h.EventRecorder(), now: time.Now}, nil
 }
 
 // Name implements framework.Plugin.
@@ -69,6 +77,11 @@ func (p *Plugin) PostFilter(ctx context.Context, state *framework.CycleState, po
 	}
 	best := PickCandidate(cands)
 	if best == nil {
+		// As Kubernetes: a nomination that no longer leads anywhere is
+		// cleared, so it stops holding room on its node.
+		if err := p.nominate(ctx, pod, ""); err != nil {
+			return "", framework.AsStatus(err)
+		}
 		return "", framework.NewStatus(framework.Unschedulable, "preemption: no node where evicting lower-priority pods makes room")
 	}
 	if err := p.prepare(ctx, pod, best); err != nil {
@@ -203,6 +216,9 @@ func less(a, b [3]int64) bool {
 func (p *Plugin) prepare(ctx context.Context, pod *framework.PodInfo, c *Candidate) error {
 	for _, v := range c.Victims {
 		m := v.Pod.GetMetadata()
+		if err := p.markDisruptionTarget(ctx, pod, v.Pod); err != nil {
+			return fmt.Errorf("preempting %s on %s: %w", v.Key, c.Node, err)
+		}
 		err := p.pods.Delete(ctx, m.GetNamespace(), m.GetName(), client.DeleteOptions{UID: m.GetUid()})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("preempting %s on %s: %w", v.Key, c.Node, err)
@@ -211,19 +227,89 @@ func (p *Plugin) prepare(ctx context.Context, pod *framework.PodInfo, c *Candida
 			p.rec.Eventf(v.Pod, client.EventNormal, "Preempted", "Preempted by pod %s on node %s", pod.UID, c.Node)
 		}
 	}
-	cur, err := p.pods.Get(ctx, pod.Pod.GetMetadata().GetNamespace(), pod.Pod.GetMetadata().GetName())
-	if err != nil {
-		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
+	return p.nominate(ctx, pod, c.Node)
+}
+
+// nominate writes node as pod's status.nominatedNodeName ("" clears it);
+// nothing is written when it is already so.
+func (p *Plugin) nominate(ctx context.Context, pod *framework.PodInfo, node string) error {
+	if node == "" && pod.Pod.GetStatus().GetNominatedNodeName() == "" {
+		return nil // the common case: nothing to clear, no read
 	}
-	if cur.GetMetadata().GetUid() != pod.UID || cur.GetStatus().GetNominatedNodeName() == c.Node {
+	cur, err := p.pods.Get(ctx, pod.Pod.GetMetadata().GetNamespace(), pod.Pod.GetMetadata().GetName())
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nominating %q for %s: %w", node, pod.Key, err)
+	}
+	if cur.GetMetadata().GetUid() != pod.UID || cur.GetStatus().GetNominatedNodeName() == node {
 		return nil
 	}
 	if cur.Status == nil {
 		cur.Status = &corev1.PodStatus{}
 	}
-	cur.Status.NominatedNodeName = c.Node
+	cur.Status.NominatedNodeName = node
 	if _, err := p.pods.UpdateStatus(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("nominating %s for %s: %w", c.Node, pod.Key, err)
+		return fmt.Errorf("nominating %q for %s: %w", node, pod.Key, err)
 	}
 	return nil
+}
+
+// markDisruptionTarget sets the DisruptionTarget condition Kubernetes'
+// preemption sets on victim before deleting it, so that its owner (a Job's
+// pod failure policy, for one) can tell why it went. The victim is read
+// again after a conflict; one that is gone needs no mark.
+func (p *Plugin) markDisruptionTarget(ctx context.Context, preemptor *framework.PodInfo, victim *corev1.Pod) error {
+	want := &corev1.PodCondition{Type: "DisruptionTarget", Status: "True", Reason: "PreemptionByScheduler",
+		Message: preemptor.Pod.GetSpec().GetSchedulerName() + ": preempting to accommodate a higher priority pod"}
+	cur := victim
+	for attempt := 0; ; attempt++ {
+		u := proto.Clone(cur).(*corev1.Pod)
+		if u.Status == nil {
+			u.Status = &corev1.PodStatus{}
+		}
+		if !setCondition(u.Status, want, p.now()) {
+			return nil
+		}
+		_, err := p.pods.UpdateStatus(ctx, u)
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt == 2:
+			return fmt.Errorf("DisruptionTarget condition: %w", err)
+		}
+		m := victim.GetMetadata()
+		if cur, err = p.pods.Get(ctx, m.GetNamespace(), m.GetName()); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("DisruptionTarget condition: %w", err)
+		}
+		if cur.GetMetadata().GetUid() != m.GetUid() {
+			return nil
+		}
+	}
+}
+
+// setCondition puts want into st as Kubernetes' UpdatePodCondition does
+// (the transition time changes only with the status); false if st already
+// has it.
+func setCondition(st *corev1.PodStatus, want *corev1.PodCondition, now time.Time) bool {
+	want = proto.Clone(want).(*corev1.PodCondition)
+	want.LastTransitionTime = timestamppb.New(now.Truncate(time.Second))
+	for i, c := range st.Conditions {
+		if c.GetType() != want.GetType() {
+			continue
+		}
+		if c.GetStatus() == want.GetStatus() && c.GetReason() == want.GetReason() && c.GetMessage() == want.GetMessage() {
+			return false
+		}
+		if c.GetStatus() == want.GetStatus() {
+			want.LastTransitionTime = c.GetLastTransitionTime()
+		}
+		st.Conditions[i] = want
+		return true
+	}
+	st.Conditions = append(st.Conditions, want)
+	return true
 }

@@ -52,6 +52,19 @@ func prio(n int32) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Spec.Priority = proto.Int32(n) }
 }
 
+// fake makes the pod request n of example.com/fakecpu, then applies mut.
+func fake(n string, mut func(*corev1.Pod)) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests["example.com/fakecpu"] = n
+		mut(p)
+	}
+}
+
+// fakeAlloc gives the node n of example.com/fakecpu.
+func fakeAlloc(n string) func(*corev1.Node) {
+	return func(node *corev1.Node) { node.Status.Allocatable["example.com/fakecpu"] = n }
+}
+
 func TestCandidates(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -97,6 +110,34 @@ func TestCandidates(t *testing.T) {
 				fixture.WithPods(fixture.Node("n3", "1", "8Gi", nil), fixture.Pod("w", "1", "", prio(5))),
 			},
 			want: "n3: w", wantCandidates: []string{"n1: x", "n2: y,z", "n3: w"},
+		},
+		{
+			name: "the low-priority pod holding the extended resource is the victim",
+			pod:  fixture.Pod("hi", "", "", fake("2", prio(1000))),
+			nodes: []*framework.NodeInfo{
+				fixture.WithPods(fixture.Node("n1", "4", "8Gi", fakeAlloc("5")),
+					fixture.Pod("lo", "", "", fake("2", prio(1))), fixture.Pod("mid", "", "", fake("2", prio(100)))),
+				fixture.WithPods(fixture.Node("n2", "4", "8Gi", fakeAlloc("5")),
+					fixture.Pod("mid2", "", "", fake("2", prio(100))), fixture.Pod("mid3", "", "", fake("2", prio(100)))),
+			},
+			want: "n1: lo", wantCandidates: []string{"n1: lo", "n2: mid3"},
+		},
+		{
+			name: "freed extended resource: only the victims needed, by reprieve order",
+			pod:  fixture.Pod("p4", "", "", fake("500", prio(4))),
+			nodes: []*framework.NodeInfo{
+				fixture.WithPods(fixture.Node("n1", "4", "8Gi", fakeAlloc("1000")),
+					fixture.Pod("p1", "", "", fake("200", prio(1))), fixture.Pod("p2", "", "", fake("300", prio(2))), fixture.Pod("p3", "", "", fake("450", prio(3)))),
+			},
+			want: "n1: p1,p2", wantCandidates: []string{"n1: p1,p2"},
+		},
+		{
+			name: "a node without the extended resource is no candidate",
+			pod:  fixture.Pod("hi", "", "", fake("1", prio(1000))),
+			nodes: []*framework.NodeInfo{
+				fixture.WithPods(fixture.Node("n1", "4", "8Gi", nil), fixture.Pod("lo", "", "", prio(1))),
+			},
+			want: "",
 		},
 		{
 			name: "evicting everything would not be enough",

@@ -1,10 +1,13 @@
 // Package noderesourcesfit filters out nodes without room for a pod's
-// requests: cpu, memory and the pod count, against the node's allocatable
-// minus what the pods already on it (bound or assumed) request.
+// requests: cpu, memory, ephemeral-storage, extended resources and
+// hugepages, and the pod count, against the node's allocatable minus what
+// the pods already on it (bound or assumed) request. A resource the node
+// does not report has nothing allocatable.
 package noderesourcesfit
 
 import (
 	"context"
+	"slices"
 
 	"github.com/kplane/kplane/services/scheduler/framework"
 )
@@ -17,7 +20,12 @@ const (
 	ReasonCPU    = "Insufficient cpu"
 	ReasonMemory = "Insufficient memory"
 	ReasonPods   = "Too many pods"
+	// ReasonEphemeralStorage; other resources are "Insufficient " + name.
+	ReasonEphemeralStorage = "Insufficient ephemeral-storage"
 )
+
+// Reason is the reason given when a node lacks the resource called name.
+func Reason(name string) string { return "Insufficient " + name }
 
 // Plugin is the NodeResourcesFit filter.
 type Plugin struct{}
@@ -44,8 +52,31 @@ func (*Plugin) Filter(_ context.Context, _ *framework.CycleState, pod *framework
 	if req.Memory > 0 && used.Memory+req.Memory > alloc.Memory {
 		reasons = append(reasons, ReasonMemory)
 	}
+	if req.EphemeralStorage > 0 && used.EphemeralStorage+req.EphemeralStorage > alloc.EphemeralStorage {
+		reasons = append(reasons, ReasonEphemeralStorage)
+	}
+	if len(req.Scalar) > 0 {
+		reasons = scalarReasons(reasons, req.Scalar, used.Scalar, alloc.Scalar)
+	}
 	if len(reasons) > 0 {
 		return framework.NewStatus(framework.Unschedulable, reasons...)
 	}
 	return nil
+}
+
+// scalarReasons appends a reason for every scalar resource whose request
+// exceeds what is left, in name order (Kubernetes walks a map, so its
+// order varies; a fixed one keeps messages stable).
+func scalarReasons(reasons []string, req, used, alloc map[string]int64) []string {
+	var short []string
+	for name, q := range req {
+		if q > 0 && used[name]+q > alloc[name] {
+			short = append(short, name)
+		}
+	}
+	slices.Sort(short)
+	for _, name := range short {
+		reasons = append(reasons, Reason(name))
+	}
+	return reasons
 }

@@ -72,6 +72,7 @@ require (
 	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
 	go.etcd.io/etcd/pkg/v3 v3.6.8 // indirect
 	k8s.io/component-base v0.33.13 // indirect
+	k8s.io/pod-security-admission v0.33.13 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
 )
 

@@ -41,9 +41,9 @@ var _ psaapi.Attributes = (*attributes)(nil)
 
 func newAttributes(a *request.Admission) *attributes {
 	ns := a.Namespace
-	// kube-apiserver names a namespace's own request after it (the URL
-	// /api/v1/namespaces/<name>), except on create, whose URL has no name.
-	if a.Resource == "namespaces" && a.APIGroup == "" && a.Operation != request.Create {
+	// kube-apiserver gives a namespace's own requests its name as their
+	// namespace, creates included.
+	if a.Resource == "namespaces" && a.APIGroup == "" {
 		ns = a.Name
 	}
 	return &attributes{a: a, namespace: ns}

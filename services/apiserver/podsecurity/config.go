@@ -13,6 +13,7 @@ import (
 	apiserverinstall "k8s.io/apiserver/pkg/apis/apiserver/install"
 	admissionapi "k8s.io/pod-security-admission/admission/api"
 	"k8s.io/pod-security-admission/admission/api/load"
+	"k8s.io/pod-security-admission/admission/api/validation"
 )
 
 // PluginName is the plugin's name in an AdmissionConfiguration.
@@ -44,6 +45,9 @@ func loadFrom(r io.Reader) (*Configuration, error) {
 	cfg, err := load.LoadFromReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("podsecurity: %s configuration: %w", PluginName, err)
+	}
+	if errs := validation.ValidatePodSecurityConfiguration(cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("podsecurity: %s configuration: %w", PluginName, errs.ToAggregate())
 	}
 	return cfg, nil
 }

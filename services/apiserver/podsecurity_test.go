@@ -332,6 +332,31 @@ plugins:
 	if _, err := podsecurity.LoadConfig(path); err == nil || !strings.Contains(err.Error(), `defaults.enforce: Invalid value: "strict": must be one of privileged, baseline, restricted`) {
 		t.Errorf("got %v, want the bad level named", err)
 	}
+	// Another plugin's configuration would not be acted on: refused.
+	writeFile(t, path, `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: EventRateLimit
+  path: eventconfig.yaml
+`)
+	if _, err := podsecurity.LoadConfig(path); err == nil || !strings.Contains(err.Error(), `plugin "EventRateLimit": kplane reads only the PodSecurity plugin's configuration`) {
+		t.Errorf("got %v, want the other plugin refused", err)
+	}
+	// A file with a path to the PodSecurityConfiguration, relative to it.
+	writeFile(t, filepath.Join(filepath.Dir(path), "psa.yaml"), `apiVersion: pod-security.admission.config.k8s.io/v1
+kind: PodSecurityConfiguration
+defaults: {warn: restricted}
+`)
+	writeFile(t, path, `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  path: psa.yaml
+`)
+	cfg, err := podsecurity.LoadConfig(path)
+	if err != nil || cfg.Defaults.Warn != "restricted" || cfg.Defaults.Enforce != "privileged" {
+		t.Errorf("got %+v, %v; want warn restricted, enforce privileged", cfg, err)
+	}
 }
 
 // psaEventually retries probe until it reports true: the audit event is

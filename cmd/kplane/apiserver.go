@@ -28,6 +28,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
 	"github.com/kplane/kplane/services/apiserver/encryption"
+	"github.com/kplane/kplane/services/apiserver/podsecurity"
 	"github.com/kplane/kplane/services/apiserver/serviceaccountadmission"
 	"github.com/kplane/kplane/services/apiserver/webhook"
 )
@@ -60,6 +61,7 @@ func newAPIServerCommand() *cobra.Command {
 		profilingListen                      string
 		blockProfileRate                     int
 		encryptionConfig                     string
+		admissionConfig                      string
 		gcPercent                            int
 		serviceCIDR, nodePortRange           string
 		advertiseAddress                     string
@@ -201,6 +203,9 @@ func newAPIServerCommand() *cobra.Command {
 					cfg.Informers[res] = append(cfg.Informers[res], saObjects)
 				}
 			}
+			if cfg.PodSecurity, err = podsecurity.LoadConfig(admissionConfig); err != nil {
+				return fmt.Errorf("--admission-control-config-file: %w", err)
+			}
 			if encryptionConfig != "" {
 				if cfg.Encryption, err = encryption.Load(encryptionConfig); err != nil {
 					return err
@@ -296,6 +301,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&kubeletCA, "kubelet-certificate-authority", "", "CA bundle to verify node agents' log server certificates (empty: not verified)")
 	f.Int64Var(&notReadySeconds, "default-not-ready-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the not-ready:NoExecute toleration added to every pod that has none")
 	f.Int64Var(&unreachableSeconds, "default-unreachable-toleration-seconds", defaulttolerationseconds.DefaultSeconds, "tolerationSeconds of the unreachable:NoExecute toleration added to every pod that has none")
+	f.StringVar(&admissionConfig, "admission-control-config-file", "", "AdmissionConfiguration (apiserver.config.k8s.io/v1) file; its PodSecurity entry (a pod-security.admission.config.k8s.io/v1 PodSecurityConfiguration: default levels and exemptions) is read, other plugins' entries are not")
 	f.StringVar(&encryptionConfig, "encryption-provider-config", "", "EncryptionConfiguration (apiserver.config.k8s.io/v1) file: which resources are encrypted at rest, with aescbc, aesgcm, secretbox or identity")
 	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6060); empty disables them")
 	f.IntVar(&blockProfileRate, "block-profile-rate", 0, "with --profiling-listen: runtime.SetBlockProfileRate (0 leaves block profiling off)")

@@ -244,8 +244,8 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 }
 
 // admitValidating is stage 5, in kube-apiserver's order: NamespaceLifecycle,
-// NodeRestriction, the ValidatingAdmissionPolicies, then the other
-// validating plugins (webhooks) in their configured order.
+// NodeRestriction, PodSecurity, the ValidatingAdmissionPolicies, then the
+// other validating plugins (webhooks) in their configured order.
 func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admission) error {
 	return s.stage(ctx, c, stageAdmitValidate, func(ctx context.Context) error {
 		if err := s.namespaceLifecycle(ctx, a); err != nil {
@@ -265,6 +265,11 @@ func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admiss
 				if err := p.Validate(ctx, a); err != nil {
 					return err
 				}
+			}
+		}
+		if s.podSecurity.Applies(a) {
+			if err := s.plugin(ctx, "PodSecurity", true, func(ctx context.Context) error { return s.admitPodSecurity(ctx, c, a) }); err != nil {
+				return err
 			}
 		}
 		if err := s.admitPolicies(ctx, c, a); err != nil {

@@ -43,6 +43,7 @@ import (
 	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/compaction"
 	"github.com/kplane/kplane/services/apiserver/encryption"
+	"github.com/kplane/kplane/services/apiserver/podsecurity"
 	"github.com/kplane/kplane/services/apiserver/policy"
 )
 
@@ -77,6 +78,11 @@ type Config struct {
 	Authorizer    Authorizer
 	Mutating      []MutatingAdmission
 	Validating    []ValidatingAdmission
+	// PodSecurity configures the PodSecurity admission plugin, always on
+	// as in Kubernetes (podsecurity.LoadConfig reads it from
+	// --admission-control-config-file); nil: privileged everywhere, no
+	// exemptions.
+	PodSecurity *podsecurity.Configuration
 	// ServiceAccountTokens, if set, issues ServiceAccount tokens
 	// (TokenRequest) and serves the issuer discovery documents; nil: the
 	// serviceaccounts/token subresource is not served.
@@ -209,6 +215,8 @@ type Server struct {
 	// apfEngine classifies and limits unary calls when priority and
 	// fairness is on (nil when off).
 	apfEngine *apfEngine
+	// podSecurity enforces the Pod Security Standards (podsecurity.go).
+	podSecurity *podsecurity.Plugin
 }
 
 // New checks cfg, connects to the store and listens; Run serves.
@@ -253,6 +261,11 @@ func New(cfg Config) (*Server, error) {
 	s.escalation = newEscalation(s)
 	s.policies = s.newPolicies()
 	s.typeCheck = s.typeChecker()
+	psa, err := podsecurity.New(cfg.PodSecurity, podSecurityCluster{s}, cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: %w", err)
+	}
+	s.podSecurity = psa
 	svcs, err := newServiceAddressing(cfg.Prefix, cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: %w", err)

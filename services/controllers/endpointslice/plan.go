@@ -176,7 +176,29 @@ func planAddressType(svc *corev1.Service, addressType string, existing []*discov
 			out.create = append(out.create, placeholder)
 		}
 	}
+	out.recycle(svc)
 	return out
+}
+
+// recycle turns a create and a delete into an update of the slice that
+// would be deleted, as Kubernetes' reconciler does: the placeholder a
+// Service's first endpoints replace becomes their slice, so that no reader
+// sees both (a placeholder without ports beside the new slice).
+func (c *changes) recycle(svc *corev1.Service) {
+	for i := 0; i < len(c.remove) && len(c.create) > 0; {
+		old := c.remove[i]
+		if !ownedBy(old, svc) {
+			i++
+			continue
+		}
+		n := c.create[len(c.create)-1]
+		c.create = c.create[:len(c.create)-1]
+		u := proto.Clone(old).(*discoveryv1.EndpointSlice)
+		u.Metadata.Labels = maps.Clone(n.GetMetadata().GetLabels())
+		u.Ports, u.Endpoints = n.GetPorts(), n.GetEndpoints()
+		c.update = append(c.update, u)
+		c.remove = slices.Delete(c.remove, i, i+1)
+	}
 }
 
 // isPlaceholder: a slice with neither ports nor endpoints.

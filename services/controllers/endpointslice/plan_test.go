@@ -74,13 +74,15 @@ func TestPlanPacksSlices(t *testing.T) {
 		t.Fatalf("churn: creates %v, updates %v, %d deletes; want one update to 90", sizes(p.create), sizes(p.update), len(p.remove))
 	}
 
-	// Every pod gone: the slices are deleted and a placeholder created.
+	// Every pod gone: two slices are deleted and the third becomes the
+	// placeholder (a slice to delete is recycled rather than a new one
+	// created beside it, as Kubernetes does).
 	p = plan(svc, nil, existing, noZone, 100)
-	if len(p.remove) != 3 || len(p.create) != 1 || len(p.create[0].GetPorts())+len(p.create[0].GetEndpoints()) != 0 {
-		t.Fatalf("no pods: %d deletes, creates %v; want 3 deletes and one placeholder", len(p.remove), p.create)
+	if len(p.remove) != 2 || len(p.create) != 0 || len(p.update) != 1 || !isPlaceholder(p.update[0]) || p.update[0].GetMetadata().GetName() == "" {
+		t.Fatalf("no pods: %d deletes, creates %v, updates %v; want 2 deletes and one slice made the placeholder", len(p.remove), p.create, p.update)
 	}
 	// The placeholder, once there, stays.
-	if p := plan(svc, nil, stored(p.create), noZone, 100); len(p.create)+len(p.update)+len(p.remove) != 0 {
+	if p := plan(svc, nil, p.update, noZone, 100); len(p.create)+len(p.update)+len(p.remove) != 0 {
 		t.Fatalf("placeholder steady: %d creates, %d updates, %d deletes; want none", len(p.create), len(p.update), len(p.remove))
 	}
 }
@@ -95,5 +97,26 @@ func TestPlanSkipsPodsOnUnknownNodes(t *testing.T) {
 	svc.Spec.PublishNotReadyAddresses = true
 	if p := plan(svc, testPods(0, 2), nil, unknown, 100); len(p.skipped) != 0 || fmt.Sprint(sizes(p.create)) != "[2]" {
 		t.Fatalf("publishNotReadyAddresses: skipped %v, creates %v; want both pods listed", p.skipped, sizes(p.create))
+	}
+}
+
+// TestPlanRecyclesThePlaceholder: a Service's first endpoints go into its
+// placeholder slice (updated, same name), never into a new slice beside
+// it, so no reader sees a slice without ports next to the real one.
+func TestPlanRecyclesThePlaceholder(t *testing.T) {
+	svc := testService()
+	first := plan(svc, nil, nil, noZone, 100)
+	if len(first.create) != 1 || !isPlaceholder(first.create[0]) {
+		t.Fatalf("no pods: creates %v; want one placeholder", first.create)
+	}
+	placeholder := stored(first.create)
+	p := plan(svc, testPods(0, 3), placeholder, noZone, 100)
+	if len(p.create) != 0 || len(p.remove) != 0 || len(p.update) != 1 {
+		t.Fatalf("first pods: %d creates, %d updates, %d deletes; want the placeholder updated", len(p.create), len(p.update), len(p.remove))
+	}
+	u := p.update[0]
+	if u.GetMetadata().GetName() != placeholder[0].GetMetadata().GetName() || len(u.GetPorts()) == 0 || len(u.GetEndpoints()) != 3 {
+		t.Errorf("updated slice %s: %d ports, %d endpoints; want %s with the Service's ports and 3 endpoints",
+			u.GetMetadata().GetName(), len(u.GetPorts()), len(u.GetEndpoints()), placeholder[0].GetMetadata().GetName())
 	}
 }

@@ -156,6 +156,10 @@ func BootstrapPolicy() Bootstrap {
 				// Kubernetes' system:volume-scheduler, bound to the scheduler.
 				rule([]string{"get", "list", "watch", "patch", "update"}, core, "persistentvolumeclaims", "persistentvolumes"),
 				rule(read, []string{"storage.k8s.io"}, "storageclasses"),
+				// What kube-scheduler's volume, limits and PDB plugins watch.
+				rule(read, []string{"policy"}, "poddisruptionbudgets"),
+				rule(read, []string{"storage.k8s.io"}, "csinodes", "csidrivers", "csistoragecapacities"),
+				rule([]string{"get", "list", "watch"}, []string{"storage.k8s.io"}, "volumeattachments"),
 				rule([]string{"create"}, []string{"coordination.k8s.io"}, "leases"),
 				rbacv1.PolicyRule{Verbs: []string{"get", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 					ResourceNames: []string{"kube-scheduler"}},

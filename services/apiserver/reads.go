@@ -167,10 +167,7 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		encode: func(e *watchEvent) (any, trace.SpanContext, error) {
 			return e.encoded(func() proto.Message {
 				if e.typ == eventBookmark {
-					bm := r.New()
-					meta(bm).ResourceVersion = formatRV(e.rev)
-					setTypeMeta(r, bm)
-					return build(eventBookmark, bm)
+					return build(eventBookmark, e.bookmark(r))
 				}
 				return build(e.typ, e.obj)
 			})

@@ -40,16 +40,16 @@ const initialEventsEndAnnotation = "k8s.io/initial-events-end"
 // resourceVersion); prev is the object before (nil for a create). Events
 // and their objects are shared by every watcher and never modified.
 type watchEvent struct {
-	typ  string
-	rev  int64
+	typ string
+	rev int64
 	// initialEnd marks the bookmark that ends the initial events a client
 	// asked for with sendInitialEvents=true; it carries Kubernetes'
 	// k8s.io/initial-events-end annotation, which a watch-list client
 	// (client-go's WatchListClient) waits for before it trusts its cache.
 	initialEnd bool
-	key  string
-	obj  proto.Message
-	prev proto.Message
+	key        string
+	obj        proto.Message
+	prev       proto.Message
 
 	// The event's wire form, encoded by the first watcher that sends it,
 	// and the trace context its object records (annotation), read then too.

@@ -336,5 +336,11 @@ version="Helm $(helm version --short 2>/dev/null)"
 	echo "| component | result | time (with kplane up) | kinds it lists that kplane does not serve | log (on the machine that ran it) |"
 	echo "|---|---|---:|---|---|"
 	printf '%s\n' "${rows[@]}"
+	echo
+	echo "What differs from Kubernetes, as the components' logs show it:"
+	echo
+	echo "- \`events.k8s.io/v1\` is not served, so kube-scheduler and kube-controller-manager, which look it up in discovery, record their Events through core/v1, as they do on a cluster without that group."
+	echo "- kplane does not publish \`kube-system/extension-apiserver-authentication\` (kube-apiserver writes its client CA there for delegated authentication), so a component given \`--authentication-kubeconfig\` logs that it is missing and authenticates its own HTTPS port's clients with tokens only."
+	echo "- A kind in the column above is one the component's informers list and kplane does not serve: the controllers that need it (kube-controller-manager's HorizontalPodAutoscaler, CertificateSigningRequest and ServiceCIDR/IPAddress controllers) wait and do nothing, the others run."
 } >"$OUT"
 echo "wrote $OUT"

@@ -3,7 +3,8 @@
 // protobuf content type they use for built-in kinds, the storage kinds
 // kube-scheduler's informers wait for, and the bookmark that ends a
 // watch-list's initial events, which Helm's waiter (client-go's
-// WatchListClient) waits for.
+// WatchListClient) waits for; lists and watches authorized by a
+// metadata.name field selector.
 
 package gateway_test
 
@@ -15,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,10 +28,10 @@ import (
 	"github.com/kplane/kplane/services/client/clienttest"
 )
 
-// clientsets returns client-go's typed clientset in JSON and in protobuf
-// (kube-scheduler's and kube-controller-manager's default), both talking
-// to one gateway in front of an in-process API service, as admin.
-func clientsets(t *testing.T) map[string]kubernetes.Interface {
+// gatewayClients starts a gateway in front of an in-process API service and
+// returns a maker of client-go typed clientsets talking to it with a token
+// in a content type.
+func gatewayClients(t *testing.T) func(token, contentType string) kubernetes.Interface {
 	t.Helper()
 	env := clienttest.Start(t, clienttest.Options{})
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
@@ -38,16 +40,52 @@ func clientsets(t *testing.T) map[string]kubernetes.Interface {
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	out := map[string]kubernetes.Interface{}
-	for name, ct := range map[string]string{"json": "application/json", "protobuf": "application/vnd.kubernetes.protobuf"} {
-		cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, BearerToken: clienttest.AdminToken,
+	return func(token, ct string) kubernetes.Interface {
+		cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, BearerToken: token,
 			ContentConfig: rest.ContentConfig{ContentType: ct, AcceptContentTypes: ct}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[name] = cs
+		return cs
 	}
-	return out
+}
+
+const protobufType = "application/vnd.kubernetes.protobuf"
+
+// clientsets returns client-go's typed clientset in JSON and in protobuf
+// (kube-scheduler's and kube-controller-manager's default), both talking
+// to one gateway in front of an in-process API service, as admin.
+func clientsets(t *testing.T) map[string]kubernetes.Interface {
+	t.Helper()
+	mk := gatewayClients(t)
+	return map[string]kubernetes.Interface{"json": mk(clienttest.AdminToken, "application/json"),
+		"protobuf": mk(clienttest.AdminToken, protobufType)}
+}
+
+// A list or watch whose field selector requires metadata.name=NAME is
+// authorized for that name, as kube-apiserver does: kube-scheduler, whose
+// role may read only kube-system/extension-apiserver-authentication among
+// ConfigMaps (Kubernetes' extension-apiserver-authentication-reader),
+// lists and watches it so, and may not list the others.
+func TestListWatchAuthorizedByNameSelector(t *testing.T) {
+	ctx := context.Background()
+	cms := gatewayClients(t)(clienttest.SchedulerToken, protobufType).CoreV1().ConfigMaps("kube-system")
+	one := metav1.ListOptions{FieldSelector: "metadata.name=extension-apiserver-authentication"}
+	if _, err := cms.List(ctx, one); err != nil {
+		t.Errorf("list by name: %v", err)
+	}
+	w, err := cms.Watch(ctx, one)
+	if err != nil {
+		t.Errorf("watch by name: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := cms.List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list of all: got %v, want Forbidden", err)
+	}
+	if _, err := cms.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=other"}); !apierrors.IsForbidden(err) {
+		t.Errorf("list by another name: got %v, want Forbidden", err)
+	}
 }
 
 // CSIStorageCapacity is served (kube-scheduler's volume binding waits for

@@ -3,7 +3,9 @@
 # pass/fail row each, written to COMPONENTS.md (CONFORMANCE.md links it):
 #
 #   kube-scheduler           v1.33.13 against `kplane up --schedulers 0`
-#                            (simulated nodes): a Deployment of REPLICAS pods
+#                            (simulated nodes), as system:kube-scheduler (the
+#                            certificate kplane up issues its own scheduler,
+#                            so under that user's RBAC role): a Deployment of REPLICAS pods
 #                            is bound by it (its Lease, its Scheduled events)
 #                            and Running.
 #   kwok                     KWOK v0.8.0 against `kplane up --nodes 0`: it
@@ -208,10 +210,24 @@ release_deployed() {
 	grep -q 'STATUS: deployed' <<<"$st" && grep -q 'REVISION: 2' <<<"$st"
 }
 
+# identity_kubeconfig NAME: a kubeconfig for the identity kplane up issued
+# as pki/NAME.crt (kplane's scheduler's is system:kube-scheduler), so
+# Kubernetes' component runs under the RBAC role its own user has.
+identity_kubeconfig() {
+	local kc=$data.$1.kubeconfig user
+	cp "$data/kubeconfig" "$kc"
+	user=$("$KUBECTL" --kubeconfig "$kc" config view -o jsonpath='{.contexts[0].context.user}')
+	"$KUBECTL" --kubeconfig "$kc" config set-credentials "$user" --embed-certs \
+		--client-certificate "$data/pki/$1.crt" --client-key "$data/pki/$1.key" >/dev/null
+	echo "$kc"
+}
+
 run_kube_scheduler() {
 	up "$1" --schedulers 0 --nodes "$NODES"
-	"$K8S_BIN/kube-scheduler" --kubeconfig "$data/kubeconfig" --authentication-kubeconfig "$data/kubeconfig" \
-		--authorization-kubeconfig "$data/kubeconfig" --bind-address 127.0.0.1 --secure-port "$(port)" -v 2 >"$comp_log" 2>&1 &
+	local kc
+	kc=$(identity_kubeconfig scheduler)
+	"$K8S_BIN/kube-scheduler" --kubeconfig "$kc" --authentication-kubeconfig "$kc" \
+		--authorization-kubeconfig "$kc" --bind-address 127.0.0.1 --secure-port "$(port)" -v 2 >"$comp_log" 2>&1 &
 	pids+=($!)
 	check "its Lease kube-system/kube-scheduler held" eventually lease_held_by_other kube-scheduler scheduler-
 	check "Deployment of $REPLICAS created" "${K[@]}" create deployment web --image nginx --replicas "$REPLICAS"

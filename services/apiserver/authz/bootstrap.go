@@ -24,6 +24,10 @@ import (
 type Bootstrap struct {
 	ClusterRoles        []rbacv1.ClusterRole
 	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+	// Roles and RoleBindings are namespaced (kube-system), created after
+	// the namespaces.
+	Roles        []rbacv1.Role
+	RoleBindings []rbacv1.RoleBinding
 }
 
 // Names of kplane components' identities (certificate CNs), as Kubernetes names them.
@@ -213,6 +217,20 @@ func BootstrapPolicy() Bootstrap {
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
 			binding("system:node", "system:node"),
 		},
+		// As Kubernetes: the scheduler and the controller manager may read
+		// the ConfigMap kube-apiserver publishes for delegated
+		// authentication (kplane does not publish it; they find it absent
+		// rather than forbidden).
+		Roles: []rbacv1.Role{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "extension-apiserver-authentication-reader"},
+			Rules: []rbacv1.PolicyRule{{Verbs: read, APIGroups: core, Resources: []string{"configmaps"},
+				ResourceNames: []string{"extension-apiserver-authentication"}}},
+		}},
+		RoleBindings: []rbacv1.RoleBinding{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "system::extension-apiserver-authentication-reader"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+			Subjects:   []rbacv1.Subject{user(ControllerManagerUser), user(SchedulerUser)},
+		}},
 	}
 }
 
@@ -253,8 +271,9 @@ func BootstrapObjects() ([]*kplanerbacv1.ClusterRole, []*kplanerbacv1.ClusterRol
 	return roles, bindings, nil
 }
 
-// BootstrapMessages is BootstrapObjects as one list, cluster roles first, in
-// the form the apiserver's Config.Bootstrap takes.
+// BootstrapMessages is BootstrapObjects as one list, cluster roles first,
+// then the namespaced roles and bindings, in the form the apiserver's
+// Config.Bootstrap takes.
 func BootstrapMessages() ([]proto.Message, error) {
 	roles, bindings, err := BootstrapObjects()
 	if err != nil {
@@ -266,6 +285,21 @@ func BootstrapMessages() ([]proto.Message, error) {
 	}
 	for _, b := range bindings {
 		out = append(out, b)
+	}
+	bp := BootstrapPolicy()
+	for i := range bp.Roles {
+		p := &kplanerbacv1.Role{}
+		if err := ToProto(&bp.Roles[i], p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	for i := range bp.RoleBindings {
+		p := &kplanerbacv1.RoleBinding{}
+		if err := ToProto(&bp.RoleBindings[i], p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

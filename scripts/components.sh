@@ -12,7 +12,8 @@
 #                            manages NODES fake nodes (Ready, with Lease
 #                            heartbeats) and runs the pods kplane's scheduler
 #                            binds to them.
-#   kube-controller-manager  v1.33.13 against `kplane up --controller-managers 0`:
+#   kube-controller-manager  v1.33.13 against `kplane up --controller-managers 0`,
+#                            as admin (see the page's notes):
 #                            Deployment -> ReplicaSet -> Pods, a Job that
 #                            completes, a namespace's default ServiceAccount
 #                            and its deletion, garbage collection of an
@@ -356,7 +357,8 @@ version="Helm $(helm version --short 2>/dev/null)"
 	echo "What differs from Kubernetes, as the components' logs show it:"
 	echo
 	echo "- \`events.k8s.io/v1\` is not served, so kube-scheduler and kube-controller-manager, which look it up in discovery, record their Events through core/v1, as they do on a cluster without that group."
-	echo "- kplane does not publish \`kube-system/extension-apiserver-authentication\` (kube-apiserver writes its client CA there for delegated authentication), so a component given \`--authentication-kubeconfig\` logs that it is missing and authenticates its own HTTPS port's clients with tokens only."
+	echo "- kplane does not publish \`kube-system/extension-apiserver-authentication\` (kube-apiserver writes its client CA there for delegated authentication; kplane has Kubernetes' Role that lets the scheduler and the controller manager read it), so a component given \`--authentication-kubeconfig\` logs that it is missing and its own HTTPS port (metrics, health) trusts no client certificate."
+	echo "- kube-controller-manager runs as admin: Kubernetes runs each of its controllers under a ServiceAccount of its own (\`--use-service-account-credentials\`, roles \`system:controller:*\`), which kplane does not bootstrap; kplane's \`system:kube-controller-manager\` role covers kplane's own controllers."
 	echo "- A kind in the column above is one the component's informers list and kplane does not serve: the controllers that need it (kube-controller-manager's HorizontalPodAutoscaler, CertificateSigningRequest and ServiceCIDR/IPAddress controllers) wait and do nothing, the others run."
 } >"$OUT"
 echo "wrote $OUT"

@@ -95,7 +95,7 @@ stop_all() {
 	[[ -z $data ]] || rm -rf "$data"/store* "$data/nodeagent"
 	up_pid=""
 }
-trap stop_all EXIT
+trap 'stop_all; rm -f "$results/kplane"' EXIT
 trap 'exit 130' INT TERM
 
 port() {

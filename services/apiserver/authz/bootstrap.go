@@ -95,7 +95,9 @@ func group(name string) rbacv1.Subject {
 // system:monitoring (health and /metrics) for the group of that name,
 // system:auth-delegator (token and access reviews; no binding) and
 // system:service-account-issuer-discovery (the issuer's discovery
-// documents) for every ServiceAccount.
+// documents) for every ServiceAccount; and in kube-system the
+// extension-apiserver-authentication-reader Role, bound to the scheduler
+// and the controller manager.
 func BootstrapPolicy() Bootstrap {
 	viewRules := []rbacv1.PolicyRule{
 		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",

@@ -87,6 +87,7 @@ var services = []registration{
 	register(storagev1.RegisterCSIDriverServiceHandlerClient, storagev1.NewCSIDriverServiceClient),
 	register(storagev1.RegisterCSINodeServiceHandlerClient, storagev1.NewCSINodeServiceClient),
 	register(storagev1.RegisterVolumeAttachmentServiceHandlerClient, storagev1.NewVolumeAttachmentServiceClient),
+	register(storagev1.RegisterCSIStorageCapacityServiceHandlerClient, storagev1.NewCSIStorageCapacityServiceClient),
 	register(coordinationv1.RegisterLeaseServiceHandlerClient, coordinationv1.NewLeaseServiceClient),
 	register(policyv1.RegisterPodDisruptionBudgetServiceHandlerClient, policyv1.NewPodDisruptionBudgetServiceClient),
 	register(rbacv1.RegisterRoleServiceHandlerClient, rbacv1.NewRoleServiceClient),

@@ -47,6 +47,13 @@ restarted then).`,
 			if cfg.Runtime == "containerd" && !cmd.Flags().Changed("nodes") {
 				cfg.Nodes = 1
 			}
+			// 0 on the command line runs none of them (the Config's 0 is
+			// the default), so Kubernetes' own component can stand in.
+			for _, n := range []*int{&cfg.Schedulers, &cfg.ControllerManagers, &cfg.Nodes} {
+				if *n == 0 {
+					*n = -1
+				}
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Starting kplane in %s ...\n", cfg.DataDir)
@@ -88,11 +95,11 @@ restarted then).`,
 	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory holding the store members' data, the credentials, the kubeconfig and every process's log")
 	f.IntVar(&cfg.StoreMembers, "store-members", 3, "number of store members")
 	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service replicas")
-	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected)")
-	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected)")
+	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected); 0 runs none (for Kubernetes' kube-scheduler)")
+	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected); 0 runs none (for Kubernetes' kube-controller-manager)")
 	f.Float64Var(&cfg.ControllerAPIQPS, "controllers-kube-api-qps", 0, "the controller managers' --kube-api-qps: calls per second to the API service (0: no limit)")
 	f.IntVar(&cfg.ControllerAPIBurst, "controllers-kube-api-burst", 0, "the controller managers' --kube-api-burst (0: 1.5 × the qps)")
-	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd")
+	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd; 0 runs no node agent (nodes registered by e.g. KWOK)")
 	f.BoolVar(&withJaeger, "jaeger", false, "also run a loopback Jaeger (built by scripts/install-jaeger.sh; query API on 16686, OTLP on 4317, free ports with --base-port=0) and send every component's spans to it")
 	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")
 	f.StringVar(&cfg.CRISocket, "cri-socket", "", "with --runtime containerd: the CRI socket, e.g. /run/containerd/containerd.sock")

@@ -43,7 +43,8 @@ type UpConfig struct {
 	// APIServers is the number of API service replicas (default 2).
 	APIServers int
 	// Schedulers and ControllerManagers are the leader-elected replicas of
-	// each (default 2).
+	// each (0: the default, 2; negative: none, so that Kubernetes' own
+	// kube-scheduler or kube-controller-manager can take their place).
 	Schedulers, ControllerManagers int
 	// ControllerAPIQPS and ControllerAPIBurst are the controller managers'
 	// --kube-api-qps and --kube-api-burst: the rate at which they call the
@@ -51,7 +52,9 @@ type UpConfig struct {
 	ControllerAPIQPS   float64
 	ControllerAPIBurst int
 	// Nodes is the number of simulated nodes, all in one node agent
-	// process with the built-in runtime (default 3).
+	// process with the built-in runtime (0: the default, 3; negative: no
+	// node agent at all, for nodes registered by something else, such as
+	// KWOK).
 	Nodes int
 	// Runtime is "builtin" (default: simulated nodes) or "containerd":
 	// one node, node-1, whose node agent runs pods on the real runtime at
@@ -135,7 +138,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		cfg.DataDir = ".kplane"
 	}
 	def := func(v *int, d int) {
-		if *v <= 0 {
+		if *v == 0 {
 			*v = d
 		}
 	}
@@ -318,27 +321,11 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
-	logAddr, err := port()
-	if err != nil {
-		return nil, err
-	}
-	agentArgs := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
-		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
-		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
-		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
-		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
-	if cfg.Runtime == "containerd" {
-		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
-		if cfg.CgroupParent != "" {
-			agentArgs = append(agentArgs, "--cgroup-parent", cfg.CgroupParent)
-		}
-	}
-	if err := cp.start("nodeagent", "nodeagent", logAddr, agentArgs...); err != nil {
-		return nil, err
-	}
 	cp.APIServers = apiAddrs
-	if err := cp.waitNodes(ctx, apiAddrs); err != nil {
-		return nil, err
+	if cfg.Nodes >= 0 {
+		if err := cp.startNodeAgent(ctx, id, servers, dataDir, port); err != nil {
+			return nil, err
+		}
 	}
 	if err := cp.waitGateway(ctx); err != nil {
 		return nil, err
@@ -353,6 +340,31 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	cp.supervise()
 	ok = true
 	return cp, nil
+}
+
+// startNodeAgent starts the node agent with cfg.Nodes nodes (built-in
+// runtime) or node-1 on the real runtime, and waits until they are Ready.
+func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, servers, dataDir string, port func() (string, error)) error {
+	cfg := cp.cfg
+	logAddr, err := port()
+	if err != nil {
+		return err
+	}
+	agentArgs := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
+		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
+		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
+		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
+		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
+	if cfg.Runtime == "containerd" {
+		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
+		if cfg.CgroupParent != "" {
+			agentArgs = append(agentArgs, "--cgroup-parent", cfg.CgroupParent)
+		}
+	}
+	if err := cp.start("nodeagent", "nodeagent", logAddr, agentArgs...); err != nil {
+		return err
+	}
+	return cp.waitNodes(ctx, cp.APIServers)
 }
 
 // supervise restarts, from now until Stop, every process that fails (see

@@ -141,6 +141,11 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 		lease string
 		ps    []ProcessStatus
 	}{{"kube-scheduler", out.Scheduler}, {"kube-controller-manager", out.Controllers}} {
+		if len(x.ps) == 0 {
+			// kplane up without them (--schedulers 0): the Lease, if
+			// any, is another scheduler's, not ours to report.
+			continue
+		}
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		l, err := leases.Get(actx, "kube-system", x.lease)
 		cancel()

@@ -311,7 +311,7 @@ func (c *cacher) watch(ctx context.Context, rv int64, wf watchFilter, bookmarks 
 		}
 		if initial && bookmarks {
 			// Tell the client where the initial state ends.
-			w.initial = append(w.initial, &watchEvent{typ: eventBookmark, rev: c.rev})
+			w.initial = append(w.initial, &watchEvent{typ: eventBookmark, rev: c.rev, initialEnd: sendInitial != nil && *sendInitial})
 		}
 		w.minRev = c.rev
 	case rv < c.start:

@@ -132,6 +132,9 @@ func validateMoreKinds(obj, old proto.Message) field.ErrorList {
 	case *storagev1.VolumeAttachment:
 		ov, _ := old.(*storagev1.VolumeAttachment)
 		return validateVolumeAttachment(o, ov)
+	case *storagev1.CSIStorageCapacity:
+		oc, _ := old.(*storagev1.CSIStorageCapacity)
+		return validateCSIStorageCapacity(o, oc)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // This file holds the storage.k8s.io/v1 kinds served at the storage level
-// (CSIDriver, CSINode, VolumeAttachment): Kubernetes' defaults and
+// (CSIDriver, CSINode, VolumeAttachment, CSIStorageCapacity): Kubernetes' defaults and
 // validation with the field paths and messages of kube-apiserver v1.33.13.
 // Nothing in kplane acts on them (there is no CSI attach/detach
 // controller); they are stored and served as a bare Kubernetes without a
@@ -12,10 +12,13 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 )
 
 // Kubernetes' limits on the storage kinds.
@@ -257,4 +260,38 @@ func validateVolumeAttachmentStatus(o *storagev1.VolumeAttachment) field.ErrorLi
 		}
 	}
 	return errs
+}
+
+// validateCSIStorageCapacity is ValidateCSIStorageCapacity (and, with old,
+// ValidateCSIStorageCapacityUpdate: nodeTopology and storageClassName are
+// the inputs of the driver's GetCapacity call and immutable). As
+// Kubernetes' strategy, a selector with a label value that is no longer
+// valid is allowed on update when the stored object already had one.
+func validateCSIStorageCapacity(o, old *storagev1.CSIStorageCapacity) field.ErrorList {
+	opts := metav1validation.LabelSelectorValidationOptions{
+		AllowInvalidLabelValueInSelector: old != nil && invalidLabelValueInSelector(old.GetNodeTopology()),
+	}
+	errs := metav1validation.ValidateLabelSelector(kubeconv.LabelSelector(o.GetNodeTopology()), opts, field.NewPath("nodeTopology"))
+	for _, msg := range validation.IsDNS1123Subdomain(o.GetStorageClassName()) {
+		errs = append(errs, field.Invalid(field.NewPath("storageClassName"), o.GetStorageClassName(), msg))
+	}
+	if o.Capacity != nil {
+		errs = append(errs, validateQuantity(o.GetCapacity(), field.NewPath("capacity"))...)
+	}
+	if old == nil {
+		return errs
+	}
+	if !proto.Equal(o.GetNodeTopology(), old.GetNodeTopology()) {
+		errs = append(errs, field.Invalid(field.NewPath("nodeTopology"), kubeconv.LabelSelector(o.GetNodeTopology()), "field is immutable"))
+	}
+	if o.GetStorageClassName() != old.GetStorageClassName() {
+		errs = append(errs, field.Invalid(field.NewPath("storageClassName"), o.GetStorageClassName(), "field is immutable"))
+	}
+	return errs
+}
+
+// invalidLabelValueInSelector reports whether a selector fails the strict
+// check (Kubernetes once let selectors with invalid label values be stored).
+func invalidLabelValueInSelector(sel *metav1.LabelSelector) bool {
+	return len(metav1validation.ValidateLabelSelector(kubeconv.LabelSelector(sel), metav1validation.LabelSelectorValidationOptions{}, nil)) > 0
 }

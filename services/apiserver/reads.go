@@ -55,7 +55,7 @@ func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) 
 }
 
 func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOptions) (_ []proto.Message, _ *metav1.ListMeta, err error) {
-	c := s.begin(ctx, "list", r, "", ns, "")
+	c := s.begin(ctx, "list", r, "", ns, selectorName(o.FieldSelector))
 	defer func() { s.end(ctx, c, err) }()
 	if err := s.authnz(ctx, c); err != nil {
 		return nil, nil, err
@@ -167,10 +167,7 @@ func (s *Server) watch(ctx context.Context, r *resourceInfo, ns string, o listOp
 		encode: func(e *watchEvent) (any, trace.SpanContext, error) {
 			return e.encoded(func() proto.Message {
 				if e.typ == eventBookmark {
-					bm := r.New()
-					meta(bm).ResourceVersion = formatRV(e.rev)
-					setTypeMeta(r, bm)
-					return build(eventBookmark, bm)
+					return build(eventBookmark, e.bookmark(r))
 				}
 				return build(e.typ, e.obj)
 			})
@@ -191,7 +188,7 @@ type watchSink struct {
 // and hands every event to sink until the call ends or the watcher is cut
 // off.
 func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o listOptions, sink watchSink) (err error) {
-	c := s.begin(ctx, "watch", r, "", ns, "")
+	c := s.begin(ctx, "watch", r, "", ns, selectorName(o.FieldSelector))
 	defer func() { s.end(ctx, c, err) }()
 	if err := s.authnz(ctx, c); err != nil {
 		return err
@@ -203,6 +200,18 @@ func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o lis
 	rev, err := parseRV(o.ResourceVersion)
 	if err != nil {
 		return err
+	}
+	if o.ResourceVersion == "" && o.SendInitialEvents != nil && *o.SendInitialEvents {
+		// As kube-apiserver, a watch-list without a resourceVersion starts
+		// from a consistent read: the initial events hold every write the
+		// store acknowledged before the call, so the cache catches up first.
+		last, err := s.store.lastModRevision(ctx, r)
+		if err != nil {
+			return err
+		}
+		if err := s.cacherFor(r).waitFor(ctx, max(last, minRevision(ctx))); err != nil {
+			return err
+		}
 	}
 	var filter watchFilter
 	if ns != "" || !sel.empty() {

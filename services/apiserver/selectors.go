@@ -1,6 +1,6 @@
 // This file holds label and field selectors: parsed in Kubernetes' syntax,
-// matched against objects, and keyed so watchers with the same selection can
-// share work.
+// matched against objects, keyed so watchers with the same selection can
+// share work, and the name a metadata.name selector authorizes.
 
 package apiserver
 
@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -166,4 +167,20 @@ func (f *objectFields) get(obj proto.Message) fields.Set {
 		f.set = fieldSet(obj)
 	}
 	return f.set
+}
+
+// selectorName is the name a list or watch is authorized and audited with:
+// as kube-apiserver's request info, the one name a field selector requires
+// with metadata.name=NAME (so a role limited by resourceNames may list or
+// watch that one object), else "".
+func selectorName(fieldSelector string) string {
+	sel, err := fields.ParseSelector(fieldSelector)
+	if err != nil {
+		return ""
+	}
+	name, ok := sel.RequiresExactMatch("metadata.name")
+	if !ok || len(path.IsValidPathSegmentName(name)) != 0 {
+		return ""
+	}
+	return name
 }

@@ -32,16 +32,24 @@ const (
 	eventBookmark = "BOOKMARK"
 )
 
+// initialEventsEndAnnotation is metav1.InitialEventsAnnotationKey.
+const initialEventsEndAnnotation = "k8s.io/initial-events-end"
+
 // watchEvent is one change as the cache saw it. obj is the object after the
 // change (for a delete: its last state, with the delete's revision as its
 // resourceVersion); prev is the object before (nil for a create). Events
 // and their objects are shared by every watcher and never modified.
 type watchEvent struct {
-	typ  string
-	rev  int64
-	key  string
-	obj  proto.Message
-	prev proto.Message
+	typ string
+	rev int64
+	// initialEnd marks the bookmark that ends the initial events a client
+	// asked for with sendInitialEvents=true; it carries Kubernetes'
+	// k8s.io/initial-events-end annotation, which a watch-list client
+	// (client-go's WatchListClient) waits for before it trusts its cache.
+	initialEnd bool
+	key        string
+	obj        proto.Message
+	prev       proto.Message
 
 	// The event's wire form, encoded by the first watcher that sends it,
 	// and the trace context its object records (annotation), read then too.
@@ -402,4 +410,18 @@ func (c *cacher) snapshot(filter func(proto.Message) bool) ([]proto.Message, int
 		}
 	}
 	return out, rev
+}
+
+// bookmark is a BOOKMARK event's object: an empty object of the resource
+// with only the revision (and, ending the initial events, Kubernetes'
+// annotation saying so).
+func (e *watchEvent) bookmark(r *resourceInfo) proto.Message {
+	bm := r.New()
+	m := meta(bm)
+	m.ResourceVersion = formatRV(e.rev)
+	if e.initialEnd {
+		m.Annotations = map[string]string{initialEventsEndAnnotation: "true"}
+	}
+	setTypeMeta(r, bm)
+	return bm
 }

@@ -62,9 +62,7 @@ func (e *watchEvent) jsonLine(r *resourceInfo) ([]*preEncoded, trace.SpanContext
 	e.jsonOnce.Do(func() {
 		obj := e.obj
 		if e.typ == eventBookmark {
-			obj = r.New()
-			meta(obj).ResourceVersion = formatRV(e.rev)
-			setTypeMeta(r, obj)
+			obj = e.bookmark(r)
 		} else {
 			e.jsonSC = telemetry.ObjectSpanContext(meta(obj).GetAnnotations())
 		}

@@ -214,6 +214,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &storagev1.VolumeAttachment{} },
 		},
 		{
+			Group: "storage.k8s.io", Version: "v1", Kind: "CSIStorageCapacity", Resource: "csistoragecapacities",
+			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: false, Graceful: false,
+			New: func() proto.Message { return &storagev1.CSIStorageCapacity{} },
+		},
+		{
 			Group: "scheduling.k8s.io", Version: "v1", Kind: "PriorityClass", Resource: "priorityclasses",
 			Namespaced: false, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
@@ -334,6 +340,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	storagev1.RegisterCSINodeServiceServer(gs, &cSINodeService{s: s, r: s.resources["csinodes"]})
 	storagev1.RegisterStorageClassServiceServer(gs, &storageClassService{s: s, r: s.resources["storageclasses"]})
 	storagev1.RegisterVolumeAttachmentServiceServer(gs, &volumeAttachmentService{s: s, r: s.resources["volumeattachments"]})
+	storagev1.RegisterCSIStorageCapacityServiceServer(gs, &cSIStorageCapacityService{s: s, r: s.resources["csistoragecapacities"]})
 	schedulingv1.RegisterPriorityClassServiceServer(gs, &priorityClassService{s: s, r: s.resources["priorityclasses"]})
 	coordinationv1.RegisterLeaseServiceServer(gs, &leaseService{s: s, r: s.resources["leases"]})
 	policyv1.RegisterPodDisruptionBudgetServiceServer(gs, &podDisruptionBudgetService{s: s, r: s.resources["poddisruptionbudgets"]})
@@ -2928,6 +2935,82 @@ func (x *volumeAttachmentService) UpdateVolumeAttachmentStatus(ctx context.Conte
 		return nil, toGRPC(err)
 	}
 	return &storagev1.UpdateVolumeAttachmentStatusResponse{VolumeAttachment: obj.(*storagev1.VolumeAttachment)}, nil
+}
+
+type cSIStorageCapacityService struct {
+	storagev1.UnimplementedCSIStorageCapacityServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *cSIStorageCapacityService) GetCSIStorageCapacity(ctx context.Context, req *storagev1.GetCSIStorageCapacityRequest) (*storagev1.GetCSIStorageCapacityResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.GetCSIStorageCapacityResponse{CSIStorageCapacity: obj.(*storagev1.CSIStorageCapacity)}, nil
+}
+
+func (x *cSIStorageCapacityService) ListCSIStorageCapacities(ctx context.Context, req *storagev1.ListCSIStorageCapacitiesRequest) (*storagev1.ListCSIStorageCapacitiesResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &storagev1.CSIStorageCapacityList{ApiVersion: x.r.APIVersion(), Kind: "CSIStorageCapacityList", Metadata: lm, Items: make([]*storagev1.CSIStorageCapacity, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*storagev1.CSIStorageCapacity)
+	}
+	return &storagev1.ListCSIStorageCapacitiesResponse{List: list}, nil
+}
+
+func (x *cSIStorageCapacityService) WatchCSIStorageCapacities(req *storagev1.WatchCSIStorageCapacitiesRequest, stream storagev1.CSIStorageCapacityService_WatchCSIStorageCapacitiesServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &storagev1.WatchCSIStorageCapacitiesResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*storagev1.CSIStorageCapacity)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *cSIStorageCapacityService) CreateCSIStorageCapacity(ctx context.Context, req *storagev1.CreateCSIStorageCapacityRequest) (*storagev1.CreateCSIStorageCapacityResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetCSIStorageCapacity()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.CreateCSIStorageCapacityResponse{CSIStorageCapacity: obj.(*storagev1.CSIStorageCapacity)}, nil
+}
+
+func (x *cSIStorageCapacityService) UpdateCSIStorageCapacity(ctx context.Context, req *storagev1.UpdateCSIStorageCapacityRequest) (*storagev1.UpdateCSIStorageCapacityResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetCSIStorageCapacity()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.UpdateCSIStorageCapacityResponse{CSIStorageCapacity: obj.(*storagev1.CSIStorageCapacity)}, nil
+}
+
+func (x *cSIStorageCapacityService) DeleteCSIStorageCapacity(ctx context.Context, req *storagev1.DeleteCSIStorageCapacityRequest) (*storagev1.DeleteCSIStorageCapacityResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &storagev1.DeleteCSIStorageCapacityResponse{CSIStorageCapacity: obj.(*storagev1.CSIStorageCapacity)}, nil
 }
 
 type priorityClassService struct {

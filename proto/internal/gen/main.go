@@ -99,6 +99,7 @@ func groups() []group {
 			{Kind: "CSINode", Plural: "CSINodes", Resource: "csinodes"},
 			{Kind: "StorageClass", Plural: "StorageClasses", Resource: "storageclasses", AllowUnconditionalUpdate: true},
 			{Kind: "VolumeAttachment", Plural: "VolumeAttachments", Resource: "volumeattachments", Status: true},
+			{Kind: "CSIStorageCapacity", Plural: "CSIStorageCapacities", Resource: "csistoragecapacities", Namespaced: true},
 		}},
 		{Dir: "scheduling", Name: "scheduling.k8s.io", GoAlias: "schedulingv1", Resource: []resource{
 			{Kind: "PriorityClass", Plural: "PriorityClasses", Resource: "priorityclasses", AllowUnconditionalUpdate: true},

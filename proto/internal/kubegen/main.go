@@ -170,7 +170,7 @@ func packages() []protoPkg {
 		{Dir: "storage", File: "types.proto", GoAlias: "storagev1", GoPkgs: []string{"k8s.io/api/storage/v1"},
 			Doc: "holds Kubernetes' storage.k8s.io/v1 resources",
 			Roots: []any{storagev1.StorageClass{}, storagev1.StorageClassList{}, storagev1.CSIDriver{}, storagev1.CSIDriverList{}, storagev1.CSINode{}, storagev1.CSINodeList{},
-				storagev1.VolumeAttachment{}, storagev1.VolumeAttachmentList{}}},
+				storagev1.VolumeAttachment{}, storagev1.VolumeAttachmentList{}, storagev1.CSIStorageCapacity{}, storagev1.CSIStorageCapacityList{}}},
 		{Dir: "flowcontrol", File: "types.proto", GoAlias: "flowcontrolv1", GoPkgs: []string{"k8s.io/api/flowcontrol/v1"},
 			Doc: "holds Kubernetes' flowcontrol.apiserver.k8s.io/v1 resources (API Priority and Fairness)",
 			Roots: []any{flowcontrolv1.FlowSchema{}, flowcontrolv1.FlowSchemaList{},

@@ -371,8 +371,8 @@ func TestBootstrapPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs, err := BootstrapMessages()
-	if err != nil || len(msgs) != len(roles)+len(bindings) {
-		t.Fatalf("BootstrapMessages: got %d objects, %v; want %d", len(msgs), err, len(roles)+len(bindings))
+	if want := len(roles) + len(bindings) + len(bp.Roles) + len(bp.RoleBindings); err != nil || len(msgs) != want {
+		t.Fatalf("BootstrapMessages: got %d objects, %v; want %d", len(msgs), err, want)
 	}
 	if len(roles) != len(bp.ClusterRoles) || len(bindings) != len(bp.ClusterRoleBindings) {
 		t.Fatalf("got %d roles and %d bindings, want %d and %d", len(roles), len(bindings), len(bp.ClusterRoles), len(bp.ClusterRoleBindings))
@@ -389,6 +389,9 @@ func TestBootstrapPolicy(t *testing.T) {
 		if err := r.Put(p); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, m := range msgs[len(roles)+len(bindings):] {
+		r.Upsert(m)
 	}
 	// A namespace admin, editor and viewer through RoleBindings of the
 	// bootstrap cluster roles.
@@ -408,6 +411,11 @@ func TestBootstrapPolicy(t *testing.T) {
 		{name: "scheduler binds pods", a: request.Attributes{User: sched, Verb: "create", Resource: "pods", Subresource: "binding", Namespace: "default", Name: "web"}, want: true},
 		{name: "scheduler watches nodes", a: request.Attributes{User: sched, Verb: "watch", Resource: "nodes"}, want: true},
 		{name: "scheduler renews its lease", a: request.Attributes{User: sched, Verb: "update", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "kube-scheduler"}, want: true},
+		{name: "scheduler watches CSIStorageCapacities", a: request.Attributes{User: sched, Verb: "watch", APIGroup: "storage.k8s.io", Resource: "csistoragecapacities"}, want: true},
+		{name: "scheduler lists PDBs", a: request.Attributes{User: sched, Verb: "list", APIGroup: "policy", Resource: "poddisruptionbudgets"}, want: true},
+		{name: "scheduler reads the authentication ConfigMap", a: request.Attributes{User: sched, Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "extension-apiserver-authentication"}, want: true},
+		{name: "controller manager reads the authentication ConfigMap", a: request.Attributes{User: kcm, Verb: "watch", Resource: "configmaps", Namespace: "kube-system", Name: "extension-apiserver-authentication"}, want: true},
+		{name: "scheduler may not read other ConfigMaps", a: request.Attributes{User: sched, Verb: "get", Resource: "configmaps", Namespace: "kube-system", Name: "other"}},
 		{name: "scheduler may not create deployments", a: request.Attributes{User: sched, Verb: "create", APIGroup: "apps", Resource: "deployments", Namespace: "default"}},
 		{name: "controller manager creates replicasets", a: request.Attributes{User: kcm, Verb: "create", APIGroup: "apps", Resource: "replicasets", Namespace: "default"}, want: true},
 		{name: "controller manager updates deployment status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "apps", Resource: "deployments", Subresource: "status", Namespace: "default", Name: "web"}, want: true},

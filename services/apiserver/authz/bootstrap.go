@@ -24,6 +24,10 @@ import (
 type Bootstrap struct {
 	ClusterRoles        []rbacv1.ClusterRole
 	ClusterRoleBindings []rbacv1.ClusterRoleBinding
+	// Roles and RoleBindings are namespaced (kube-system), created after
+	// the namespaces.
+	Roles        []rbacv1.Role
+	RoleBindings []rbacv1.RoleBinding
 }
 
 // Names of kplane components' identities (certificate CNs), as Kubernetes names them.
@@ -91,7 +95,9 @@ func group(name string) rbacv1.Subject {
 // system:monitoring (health and /metrics) for the group of that name,
 // system:auth-delegator (token and access reviews; no binding) and
 // system:service-account-issuer-discovery (the issuer's discovery
-// documents) for every ServiceAccount.
+// documents) for every ServiceAccount; and in kube-system the
+// extension-apiserver-authentication-reader Role, bound to the scheduler
+// and the controller manager.
 func BootstrapPolicy() Bootstrap {
 	viewRules := []rbacv1.PolicyRule{
 		rule(read, core, "pods", "pods/status", "pods/log", "services", "services/status", "endpoints", "configmaps",
@@ -156,6 +162,10 @@ func BootstrapPolicy() Bootstrap {
 				// Kubernetes' system:volume-scheduler, bound to the scheduler.
 				rule([]string{"get", "list", "watch", "patch", "update"}, core, "persistentvolumeclaims", "persistentvolumes"),
 				rule(read, []string{"storage.k8s.io"}, "storageclasses"),
+				// What kube-scheduler's volume, limits and PDB plugins watch.
+				rule(read, []string{"policy"}, "poddisruptionbudgets"),
+				rule(read, []string{"storage.k8s.io"}, "csinodes", "csidrivers", "csistoragecapacities"),
+				rule([]string{"get", "list", "watch"}, []string{"storage.k8s.io"}, "volumeattachments"),
 				rule([]string{"create"}, []string{"coordination.k8s.io"}, "leases"),
 				rbacv1.PolicyRule{Verbs: []string{"get", "update"}, APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 					ResourceNames: []string{"kube-scheduler"}},
@@ -209,6 +219,20 @@ func BootstrapPolicy() Bootstrap {
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
 			binding("system:node", "system:node"),
 		},
+		// As Kubernetes: the scheduler and the controller manager may read
+		// the ConfigMap kube-apiserver publishes for delegated
+		// authentication (kplane does not publish it; they find it absent
+		// rather than forbidden).
+		Roles: []rbacv1.Role{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "extension-apiserver-authentication-reader"},
+			Rules: []rbacv1.PolicyRule{{Verbs: read, APIGroups: core, Resources: []string{"configmaps"},
+				ResourceNames: []string{"extension-apiserver-authentication"}}},
+		}},
+		RoleBindings: []rbacv1.RoleBinding{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "system::extension-apiserver-authentication-reader"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+			Subjects:   []rbacv1.Subject{user(ControllerManagerUser), user(SchedulerUser)},
+		}},
 	}
 }
 
@@ -249,8 +273,9 @@ func BootstrapObjects() ([]*kplanerbacv1.ClusterRole, []*kplanerbacv1.ClusterRol
 	return roles, bindings, nil
 }
 
-// BootstrapMessages is BootstrapObjects as one list, cluster roles first, in
-// the form the apiserver's Config.Bootstrap takes.
+// BootstrapMessages is BootstrapObjects as one list, cluster roles first,
+// then the namespaced roles and bindings, in the form the apiserver's
+// Config.Bootstrap takes.
 func BootstrapMessages() ([]proto.Message, error) {
 	roles, bindings, err := BootstrapObjects()
 	if err != nil {
@@ -262,6 +287,21 @@ func BootstrapMessages() ([]proto.Message, error) {
 	}
 	for _, b := range bindings {
 		out = append(out, b)
+	}
+	bp := BootstrapPolicy()
+	for i := range bp.Roles {
+		p := &kplanerbacv1.Role{}
+		if err := ToProto(&bp.Roles[i], p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	for i := range bp.RoleBindings {
+		p := &kplanerbacv1.RoleBinding{}
+		if err := ToProto(&bp.RoleBindings[i], p); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -3100,6 +3100,796 @@ func (x *UpdateVolumeAttachmentStatusResponse) GetVolumeAttachment() *VolumeAtta
 	return nil
 }
 
+// GetCSIStorageCapacityRequest names one CSIStorageCapacity.
+type GetCSIStorageCapacityRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// resource_version "" reads the latest (quorum); "0" allows any cached.
+	ResourceVersion string `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetCSIStorageCapacityRequest) Reset() {
+	*x = GetCSIStorageCapacityRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCSIStorageCapacityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCSIStorageCapacityRequest) ProtoMessage() {}
+
+func (x *GetCSIStorageCapacityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCSIStorageCapacityRequest.ProtoReflect.Descriptor instead.
+func (*GetCSIStorageCapacityRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetCSIStorageCapacityRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetCSIStorageCapacityRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetCSIStorageCapacityRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// GetCSIStorageCapacityResponse carries the CSIStorageCapacity.
+type GetCSIStorageCapacityResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	CSIStorageCapacity *CSIStorageCapacity    `protobuf:"bytes,1,opt,name=c_s_i_storage_capacity,json=cSIStorageCapacity,proto3" json:"c_s_i_storage_capacity,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetCSIStorageCapacityResponse) Reset() {
+	*x = GetCSIStorageCapacityResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCSIStorageCapacityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCSIStorageCapacityResponse) ProtoMessage() {}
+
+func (x *GetCSIStorageCapacityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCSIStorageCapacityResponse.ProtoReflect.Descriptor instead.
+func (*GetCSIStorageCapacityResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetCSIStorageCapacityResponse) GetCSIStorageCapacity() *CSIStorageCapacity {
+	if x != nil {
+		return x.CSIStorageCapacity
+	}
+	return nil
+}
+
+// ListCSIStorageCapacitiesRequest holds Kubernetes' list options.
+type ListCSIStorageCapacitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" lists every namespace.
+	Namespace            string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector        string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector        string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	Limit                int64  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue             string `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,8,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ListCSIStorageCapacitiesRequest) Reset() {
+	*x = ListCSIStorageCapacitiesRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCSIStorageCapacitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCSIStorageCapacitiesRequest) ProtoMessage() {}
+
+func (x *ListCSIStorageCapacitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCSIStorageCapacitiesRequest.ProtoReflect.Descriptor instead.
+func (*ListCSIStorageCapacitiesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListCSIStorageCapacitiesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+// ListCSIStorageCapacitiesResponse carries the list.
+type ListCSIStorageCapacitiesResponse struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	List          *CSIStorageCapacityList `protobuf:"bytes,1,opt,name=list,proto3" json:"list,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCSIStorageCapacitiesResponse) Reset() {
+	*x = ListCSIStorageCapacitiesResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCSIStorageCapacitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCSIStorageCapacitiesResponse) ProtoMessage() {}
+
+func (x *ListCSIStorageCapacitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCSIStorageCapacitiesResponse.ProtoReflect.Descriptor instead.
+func (*ListCSIStorageCapacitiesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListCSIStorageCapacitiesResponse) GetList() *CSIStorageCapacityList {
+	if x != nil {
+		return x.List
+	}
+	return nil
+}
+
+// WatchCSIStorageCapacitiesRequest holds Kubernetes' watch options.
+type WatchCSIStorageCapacitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace "" watches every namespace.
+	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector string `protobuf:"bytes,3,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// resource_version: "" or "0" sends ADDED for every existing object first;
+	// otherwise the watch resumes after that revision (Gone below the window).
+	ResourceVersion      string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	ResourceVersionMatch string `protobuf:"bytes,5,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	TimeoutSeconds       *int64 `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	AllowWatchBookmarks  bool   `protobuf:"varint,7,opt,name=allow_watch_bookmarks,json=allowWatchBookmarks,proto3" json:"allow_watch_bookmarks,omitempty"`
+	SendInitialEvents    *bool  `protobuf:"varint,8,opt,name=send_initial_events,json=sendInitialEvents,proto3,oneof" json:"send_initial_events,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) Reset() {
+	*x = WatchCSIStorageCapacitiesRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchCSIStorageCapacitiesRequest) ProtoMessage() {}
+
+func (x *WatchCSIStorageCapacitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchCSIStorageCapacitiesRequest.ProtoReflect.Descriptor instead.
+func (*WatchCSIStorageCapacitiesRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetTimeoutSeconds() int64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetAllowWatchBookmarks() bool {
+	if x != nil {
+		return x.AllowWatchBookmarks
+	}
+	return false
+}
+
+func (x *WatchCSIStorageCapacitiesRequest) GetSendInitialEvents() bool {
+	if x != nil && x.SendInitialEvents != nil {
+		return *x.SendInitialEvents
+	}
+	return false
+}
+
+// WatchCSIStorageCapacitiesResponse is one watch event, as Kubernetes writes it:
+// type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object.
+type WatchCSIStorageCapacitiesResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Type   string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Object *CSIStorageCapacity    `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// status is set on ERROR events.
+	Status        *v1.Status `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchCSIStorageCapacitiesResponse) Reset() {
+	*x = WatchCSIStorageCapacitiesResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchCSIStorageCapacitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchCSIStorageCapacitiesResponse) ProtoMessage() {}
+
+func (x *WatchCSIStorageCapacitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchCSIStorageCapacitiesResponse.ProtoReflect.Descriptor instead.
+func (*WatchCSIStorageCapacitiesResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *WatchCSIStorageCapacitiesResponse) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchCSIStorageCapacitiesResponse) GetObject() *CSIStorageCapacity {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchCSIStorageCapacitiesResponse) GetStatus() *v1.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// CreateCSIStorageCapacityRequest carries the new CSIStorageCapacity.
+type CreateCSIStorageCapacityRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	CSIStorageCapacity *CSIStorageCapacity    `protobuf:"bytes,2,opt,name=c_s_i_storage_capacity,json=cSIStorageCapacity,proto3" json:"c_s_i_storage_capacity,omitempty"`
+	// dry_run ["All"] runs the whole write path without writing.
+	DryRun        []string `protobuf:"bytes,3,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string   `protobuf:"bytes,4,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCSIStorageCapacityRequest) Reset() {
+	*x = CreateCSIStorageCapacityRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCSIStorageCapacityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCSIStorageCapacityRequest) ProtoMessage() {}
+
+func (x *CreateCSIStorageCapacityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCSIStorageCapacityRequest.ProtoReflect.Descriptor instead.
+func (*CreateCSIStorageCapacityRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CreateCSIStorageCapacityRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateCSIStorageCapacityRequest) GetCSIStorageCapacity() *CSIStorageCapacity {
+	if x != nil {
+		return x.CSIStorageCapacity
+	}
+	return nil
+}
+
+func (x *CreateCSIStorageCapacityRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *CreateCSIStorageCapacityRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// CreateCSIStorageCapacityResponse carries the created CSIStorageCapacity.
+type CreateCSIStorageCapacityResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	CSIStorageCapacity *CSIStorageCapacity    `protobuf:"bytes,1,opt,name=c_s_i_storage_capacity,json=cSIStorageCapacity,proto3" json:"c_s_i_storage_capacity,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *CreateCSIStorageCapacityResponse) Reset() {
+	*x = CreateCSIStorageCapacityResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCSIStorageCapacityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCSIStorageCapacityResponse) ProtoMessage() {}
+
+func (x *CreateCSIStorageCapacityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCSIStorageCapacityResponse.ProtoReflect.Descriptor instead.
+func (*CreateCSIStorageCapacityResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CreateCSIStorageCapacityResponse) GetCSIStorageCapacity() *CSIStorageCapacity {
+	if x != nil {
+		return x.CSIStorageCapacity
+	}
+	return nil
+}
+
+// UpdateCSIStorageCapacityRequest carries the replacement CSIStorageCapacity.
+type UpdateCSIStorageCapacityRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	CSIStorageCapacity *CSIStorageCapacity    `protobuf:"bytes,3,opt,name=c_s_i_storage_capacity,json=cSIStorageCapacity,proto3" json:"c_s_i_storage_capacity,omitempty"`
+	DryRun             []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager       string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateCSIStorageCapacityRequest) Reset() {
+	*x = UpdateCSIStorageCapacityRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCSIStorageCapacityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCSIStorageCapacityRequest) ProtoMessage() {}
+
+func (x *UpdateCSIStorageCapacityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCSIStorageCapacityRequest.ProtoReflect.Descriptor instead.
+func (*UpdateCSIStorageCapacityRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *UpdateCSIStorageCapacityRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdateCSIStorageCapacityRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateCSIStorageCapacityRequest) GetCSIStorageCapacity() *CSIStorageCapacity {
+	if x != nil {
+		return x.CSIStorageCapacity
+	}
+	return nil
+}
+
+func (x *UpdateCSIStorageCapacityRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdateCSIStorageCapacityRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdateCSIStorageCapacityResponse carries the stored CSIStorageCapacity.
+type UpdateCSIStorageCapacityResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	CSIStorageCapacity *CSIStorageCapacity    `protobuf:"bytes,1,opt,name=c_s_i_storage_capacity,json=cSIStorageCapacity,proto3" json:"c_s_i_storage_capacity,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateCSIStorageCapacityResponse) Reset() {
+	*x = UpdateCSIStorageCapacityResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCSIStorageCapacityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCSIStorageCapacityResponse) ProtoMessage() {}
+
+func (x *UpdateCSIStorageCapacityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCSIStorageCapacityResponse.ProtoReflect.Descriptor instead.
+func (*UpdateCSIStorageCapacityResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *UpdateCSIStorageCapacityResponse) GetCSIStorageCapacity() *CSIStorageCapacity {
+	if x != nil {
+		return x.CSIStorageCapacity
+	}
+	return nil
+}
+
+// DeleteCSIStorageCapacityRequest holds Kubernetes' delete options.
+type DeleteCSIStorageCapacityRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	GracePeriodSeconds *int64                 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// propagation_policy is Orphan, Background or Foreground.
+	PropagationPolicy string            `protobuf:"bytes,4,opt,name=propagation_policy,json=propagationPolicy,proto3" json:"propagation_policy,omitempty"`
+	Preconditions     *v1.Preconditions `protobuf:"bytes,5,opt,name=preconditions,proto3" json:"preconditions,omitempty"`
+	DryRun            []string          `protobuf:"bytes,6,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *DeleteCSIStorageCapacityRequest) Reset() {
+	*x = DeleteCSIStorageCapacityRequest{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCSIStorageCapacityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCSIStorageCapacityRequest) ProtoMessage() {}
+
+func (x *DeleteCSIStorageCapacityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCSIStorageCapacityRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCSIStorageCapacityRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DeleteCSIStorageCapacityRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteCSIStorageCapacityRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteCSIStorageCapacityRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeleteCSIStorageCapacityRequest) GetPropagationPolicy() string {
+	if x != nil {
+		return x.PropagationPolicy
+	}
+	return ""
+}
+
+func (x *DeleteCSIStorageCapacityRequest) GetPreconditions() *v1.Preconditions {
+	if x != nil {
+		return x.Preconditions
+	}
+	return nil
+}
+
+func (x *DeleteCSIStorageCapacityRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+// DeleteCSIStorageCapacityResponse carries the deleted object, or the object marked
+// for deletion when finalizers or a grace period hold it.
+type DeleteCSIStorageCapacityResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	CSIStorageCapacity *CSIStorageCapacity    `protobuf:"bytes,1,opt,name=c_s_i_storage_capacity,json=cSIStorageCapacity,proto3" json:"c_s_i_storage_capacity,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DeleteCSIStorageCapacityResponse) Reset() {
+	*x = DeleteCSIStorageCapacityResponse{}
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCSIStorageCapacityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCSIStorageCapacityResponse) ProtoMessage() {}
+
+func (x *DeleteCSIStorageCapacityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCSIStorageCapacityResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCSIStorageCapacityResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DeleteCSIStorageCapacityResponse) GetCSIStorageCapacity() *CSIStorageCapacity {
+	if x != nil {
+		return x.CSIStorageCapacity
+	}
+	return nil
+}
+
 var File_kplane_storage_v1_service_proto protoreflect.FileDescriptor
 
 const file_kplane_storage_v1_service_proto_rawDesc = "" +
@@ -3325,7 +4115,65 @@ const file_kplane_storage_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"x\n" +
 	"$UpdateVolumeAttachmentStatusResponse\x12P\n" +
-	"\x11volume_attachment\x18\x01 \x01(\v2#.kplane.storage.v1.VolumeAttachmentR\x10volumeAttachment2\x8a\b\n" +
+	"\x11volume_attachment\x18\x01 \x01(\v2#.kplane.storage.v1.VolumeAttachmentR\x10volumeAttachment\"{\n" +
+	"\x1cGetCSIStorageCapacityRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"z\n" +
+	"\x1dGetCSIStorageCapacityResponse\x12Y\n" +
+	"\x16c_s_i_storage_capacity\x18\x01 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x12cSIStorageCapacity\"\xe2\x02\n" +
+	"\x1fListCSIStorageCapacitiesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\x12,\n" +
+	"\x0ftimeout_seconds\x18\b \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01B\x12\n" +
+	"\x10_timeout_seconds\"a\n" +
+	" ListCSIStorageCapacitiesResponse\x12=\n" +
+	"\x04list\x18\x01 \x01(\v2).kplane.storage.v1.CSIStorageCapacityListR\x04list\"\xb2\x03\n" +
+	" WatchCSIStorageCapacitiesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x03 \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x124\n" +
+	"\x16resource_version_match\x18\x05 \x01(\tR\x14resourceVersionMatch\x12,\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x03H\x00R\x0etimeoutSeconds\x88\x01\x01\x122\n" +
+	"\x15allow_watch_bookmarks\x18\a \x01(\bR\x13allowWatchBookmarks\x123\n" +
+	"\x13send_initial_events\x18\b \x01(\bH\x01R\x11sendInitialEvents\x88\x01\x01B\x12\n" +
+	"\x10_timeout_secondsB\x16\n" +
+	"\x14_send_initial_events\"\xa6\x01\n" +
+	"!WatchCSIStorageCapacitiesResponse\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12=\n" +
+	"\x06object\x18\x02 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x06object\x12.\n" +
+	"\x06status\x18\x03 \x01(\v2\x16.kplane.meta.v1.StatusR\x06status\"\xd8\x01\n" +
+	"\x1fCreateCSIStorageCapacityRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12Y\n" +
+	"\x16c_s_i_storage_capacity\x18\x02 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x12cSIStorageCapacity\x12\x17\n" +
+	"\adry_run\x18\x03 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x04 \x01(\tR\ffieldManager\"}\n" +
+	" CreateCSIStorageCapacityResponse\x12Y\n" +
+	"\x16c_s_i_storage_capacity\x18\x01 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x12cSIStorageCapacity\"\xec\x01\n" +
+	"\x1fUpdateCSIStorageCapacityRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12Y\n" +
+	"\x16c_s_i_storage_capacity\x18\x03 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x12cSIStorageCapacity\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"}\n" +
+	" UpdateCSIStorageCapacityResponse\x12Y\n" +
+	"\x16c_s_i_storage_capacity\x18\x01 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x12cSIStorageCapacity\"\xb0\x02\n" +
+	"\x1fDeleteCSIStorageCapacityRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12-\n" +
+	"\x12propagation_policy\x18\x04 \x01(\tR\x11propagationPolicy\x12C\n" +
+	"\rpreconditions\x18\x05 \x01(\v2\x1d.kplane.meta.v1.PreconditionsR\rpreconditions\x12\x17\n" +
+	"\adry_run\x18\x06 \x03(\tR\x06dryRunB\x17\n" +
+	"\x15_grace_period_seconds\"}\n" +
+	" DeleteCSIStorageCapacityResponse\x12Y\n" +
+	"\x16c_s_i_storage_capacity\x18\x01 \x01(\v2%.kplane.storage.v1.CSIStorageCapacityR\x12cSIStorageCapacity2\x8a\b\n" +
 	"\x10CSIDriverService\x12\xa0\x01\n" +
 	"\fGetCSIDriver\x12&.kplane.storage.v1.GetCSIDriverRequest\x1a'.kplane.storage.v1.GetCSIDriverResponse\"?\x82\xd3\xe4\x93\x029b\fc_s_i_driver\x12)/apis/storage.k8s.io/v1/csidrivers/{name}\x12\x97\x01\n" +
 	"\x0eListCSIDrivers\x12(.kplane.storage.v1.ListCSIDriversRequest\x1a).kplane.storage.v1.ListCSIDriversResponse\"0\x82\xd3\xe4\x93\x02*b\x04list\x12\"/apis/storage.k8s.io/v1/csidrivers\x12\x9c\x01\n" +
@@ -3361,7 +4209,14 @@ const file_kplane_storage_v1_service_proto_rawDesc = "" +
 	"\x16CreateVolumeAttachment\x120.kplane.storage.v1.CreateVolumeAttachmentRequest\x1a1.kplane.storage.v1.CreateVolumeAttachmentResponse\"W\x82\xd3\xe4\x93\x02Q:\x11volume_attachmentb\x11volume_attachment\")/apis/storage.k8s.io/v1/volumeattachments\x12\xdd\x01\n" +
 	"\x16UpdateVolumeAttachment\x120.kplane.storage.v1.UpdateVolumeAttachmentRequest\x1a1.kplane.storage.v1.UpdateVolumeAttachmentResponse\"^\x82\xd3\xe4\x93\x02X:\x11volume_attachmentb\x11volume_attachment\x1a0/apis/storage.k8s.io/v1/volumeattachments/{name}\x12\xcd\x01\n" +
 	"\x16DeleteVolumeAttachment\x120.kplane.storage.v1.DeleteVolumeAttachmentRequest\x1a1.kplane.storage.v1.DeleteVolumeAttachmentResponse\"N\x82\xd3\xe4\x93\x02H:\x01*b\x11volume_attachment*0/apis/storage.k8s.io/v1/volumeattachments/{name}\x12\xf6\x01\n" +
-	"\x1cUpdateVolumeAttachmentStatus\x126.kplane.storage.v1.UpdateVolumeAttachmentStatusRequest\x1a7.kplane.storage.v1.UpdateVolumeAttachmentStatusResponse\"e\x82\xd3\xe4\x93\x02_:\x11volume_attachmentb\x11volume_attachment\x1a7/apis/storage.k8s.io/v1/volumeattachments/{name}/statusB<Z:github.com/kplane/kplane/proto/kplane/storage/v1;storagev1b\x06proto3"
+	"\x1cUpdateVolumeAttachmentStatus\x126.kplane.storage.v1.UpdateVolumeAttachmentStatusRequest\x1a7.kplane.storage.v1.UpdateVolumeAttachmentStatusResponse\"e\x82\xd3\xe4\x93\x02_:\x11volume_attachmentb\x11volume_attachment\x1a7/apis/storage.k8s.io/v1/volumeattachments/{name}/status2\xae\f\n" +
+	"\x19CSIStorageCapacityService\x12\xe6\x01\n" +
+	"\x15GetCSIStorageCapacity\x12/.kplane.storage.v1.GetCSIStorageCapacityRequest\x1a0.kplane.storage.v1.GetCSIStorageCapacityResponse\"j\x82\xd3\xe4\x93\x02db\x16c_s_i_storage_capacity\x12J/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}\x12\x8e\x02\n" +
+	"\x18ListCSIStorageCapacities\x122.kplane.storage.v1.ListCSIStorageCapacitiesRequest\x1a3.kplane.storage.v1.ListCSIStorageCapacitiesResponse\"\x88\x01\x82\xd3\xe4\x93\x02\x81\x01Z4b\x04list\x12,/apis/storage.k8s.io/v1/csistoragecapacitiesb\x04list\x12C/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities\x12\x93\x02\n" +
+	"\x19WatchCSIStorageCapacities\x123.kplane.storage.v1.WatchCSIStorageCapacitiesRequest\x1a4.kplane.storage.v1.WatchCSIStorageCapacitiesResponse\"\x88\x01\x82\xd3\xe4\x93\x02\x81\x01Z4\x122/apis/storage.k8s.io/v1/watch/csistoragecapacities\x12I/apis/storage.k8s.io/v1/watch/namespaces/{namespace}/csistoragecapacities0\x01\x12\x80\x02\n" +
+	"\x18CreateCSIStorageCapacity\x122.kplane.storage.v1.CreateCSIStorageCapacityRequest\x1a3.kplane.storage.v1.CreateCSIStorageCapacityResponse\"{\x82\xd3\xe4\x93\x02u:\x16c_s_i_storage_capacityb\x16c_s_i_storage_capacity\"C/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities\x12\x88\x02\n" +
+	"\x18UpdateCSIStorageCapacity\x122.kplane.storage.v1.UpdateCSIStorageCapacityRequest\x1a3.kplane.storage.v1.UpdateCSIStorageCapacityResponse\"\x82\x01\x82\xd3\xe4\x93\x02|:\x16c_s_i_storage_capacityb\x16c_s_i_storage_capacity\x1aJ/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}\x12\xf2\x01\n" +
+	"\x18DeleteCSIStorageCapacity\x122.kplane.storage.v1.DeleteCSIStorageCapacityRequest\x1a3.kplane.storage.v1.DeleteCSIStorageCapacityResponse\"m\x82\xd3\xe4\x93\x02g:\x01*b\x16c_s_i_storage_capacity*J/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}B<Z:github.com/kplane/kplane/proto/kplane/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_kplane_storage_v1_service_proto_rawDescOnce sync.Once
@@ -3375,7 +4230,7 @@ func file_kplane_storage_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_storage_v1_service_proto_rawDescData
 }
 
-var file_kplane_storage_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_kplane_storage_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_kplane_storage_v1_service_proto_goTypes = []any{
 	(*GetCSIDriverRequest)(nil),                  // 0: kplane.storage.v1.GetCSIDriverRequest
 	(*GetCSIDriverResponse)(nil),                 // 1: kplane.storage.v1.GetCSIDriverResponse
@@ -3427,115 +4282,151 @@ var file_kplane_storage_v1_service_proto_goTypes = []any{
 	(*DeleteVolumeAttachmentResponse)(nil),       // 47: kplane.storage.v1.DeleteVolumeAttachmentResponse
 	(*UpdateVolumeAttachmentStatusRequest)(nil),  // 48: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
 	(*UpdateVolumeAttachmentStatusResponse)(nil), // 49: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
-	(*CSIDriver)(nil),                            // 50: kplane.storage.v1.CSIDriver
-	(*CSIDriverList)(nil),                        // 51: kplane.storage.v1.CSIDriverList
-	(*v1.Status)(nil),                            // 52: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                     // 53: kplane.meta.v1.Preconditions
-	(*CSINode)(nil),                              // 54: kplane.storage.v1.CSINode
-	(*CSINodeList)(nil),                          // 55: kplane.storage.v1.CSINodeList
-	(*StorageClass)(nil),                         // 56: kplane.storage.v1.StorageClass
-	(*StorageClassList)(nil),                     // 57: kplane.storage.v1.StorageClassList
-	(*VolumeAttachment)(nil),                     // 58: kplane.storage.v1.VolumeAttachment
-	(*VolumeAttachmentList)(nil),                 // 59: kplane.storage.v1.VolumeAttachmentList
+	(*GetCSIStorageCapacityRequest)(nil),         // 50: kplane.storage.v1.GetCSIStorageCapacityRequest
+	(*GetCSIStorageCapacityResponse)(nil),        // 51: kplane.storage.v1.GetCSIStorageCapacityResponse
+	(*ListCSIStorageCapacitiesRequest)(nil),      // 52: kplane.storage.v1.ListCSIStorageCapacitiesRequest
+	(*ListCSIStorageCapacitiesResponse)(nil),     // 53: kplane.storage.v1.ListCSIStorageCapacitiesResponse
+	(*WatchCSIStorageCapacitiesRequest)(nil),     // 54: kplane.storage.v1.WatchCSIStorageCapacitiesRequest
+	(*WatchCSIStorageCapacitiesResponse)(nil),    // 55: kplane.storage.v1.WatchCSIStorageCapacitiesResponse
+	(*CreateCSIStorageCapacityRequest)(nil),      // 56: kplane.storage.v1.CreateCSIStorageCapacityRequest
+	(*CreateCSIStorageCapacityResponse)(nil),     // 57: kplane.storage.v1.CreateCSIStorageCapacityResponse
+	(*UpdateCSIStorageCapacityRequest)(nil),      // 58: kplane.storage.v1.UpdateCSIStorageCapacityRequest
+	(*UpdateCSIStorageCapacityResponse)(nil),     // 59: kplane.storage.v1.UpdateCSIStorageCapacityResponse
+	(*DeleteCSIStorageCapacityRequest)(nil),      // 60: kplane.storage.v1.DeleteCSIStorageCapacityRequest
+	(*DeleteCSIStorageCapacityResponse)(nil),     // 61: kplane.storage.v1.DeleteCSIStorageCapacityResponse
+	(*CSIDriver)(nil),                            // 62: kplane.storage.v1.CSIDriver
+	(*CSIDriverList)(nil),                        // 63: kplane.storage.v1.CSIDriverList
+	(*v1.Status)(nil),                            // 64: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                     // 65: kplane.meta.v1.Preconditions
+	(*CSINode)(nil),                              // 66: kplane.storage.v1.CSINode
+	(*CSINodeList)(nil),                          // 67: kplane.storage.v1.CSINodeList
+	(*StorageClass)(nil),                         // 68: kplane.storage.v1.StorageClass
+	(*StorageClassList)(nil),                     // 69: kplane.storage.v1.StorageClassList
+	(*VolumeAttachment)(nil),                     // 70: kplane.storage.v1.VolumeAttachment
+	(*VolumeAttachmentList)(nil),                 // 71: kplane.storage.v1.VolumeAttachmentList
+	(*CSIStorageCapacity)(nil),                   // 72: kplane.storage.v1.CSIStorageCapacity
+	(*CSIStorageCapacityList)(nil),               // 73: kplane.storage.v1.CSIStorageCapacityList
 }
 var file_kplane_storage_v1_service_proto_depIdxs = []int32{
-	50, // 0: kplane.storage.v1.GetCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	51, // 1: kplane.storage.v1.ListCSIDriversResponse.list:type_name -> kplane.storage.v1.CSIDriverList
-	50, // 2: kplane.storage.v1.WatchCSIDriversResponse.object:type_name -> kplane.storage.v1.CSIDriver
-	52, // 3: kplane.storage.v1.WatchCSIDriversResponse.status:type_name -> kplane.meta.v1.Status
-	50, // 4: kplane.storage.v1.CreateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	50, // 5: kplane.storage.v1.CreateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	50, // 6: kplane.storage.v1.UpdateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	50, // 7: kplane.storage.v1.UpdateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	53, // 8: kplane.storage.v1.DeleteCSIDriverRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	50, // 9: kplane.storage.v1.DeleteCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
-	54, // 10: kplane.storage.v1.GetCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	55, // 11: kplane.storage.v1.ListCSINodesResponse.list:type_name -> kplane.storage.v1.CSINodeList
-	54, // 12: kplane.storage.v1.WatchCSINodesResponse.object:type_name -> kplane.storage.v1.CSINode
-	52, // 13: kplane.storage.v1.WatchCSINodesResponse.status:type_name -> kplane.meta.v1.Status
-	54, // 14: kplane.storage.v1.CreateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	54, // 15: kplane.storage.v1.CreateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	54, // 16: kplane.storage.v1.UpdateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	54, // 17: kplane.storage.v1.UpdateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	53, // 18: kplane.storage.v1.DeleteCSINodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	54, // 19: kplane.storage.v1.DeleteCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
-	56, // 20: kplane.storage.v1.GetStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
-	57, // 21: kplane.storage.v1.ListStorageClassesResponse.list:type_name -> kplane.storage.v1.StorageClassList
-	56, // 22: kplane.storage.v1.WatchStorageClassesResponse.object:type_name -> kplane.storage.v1.StorageClass
-	52, // 23: kplane.storage.v1.WatchStorageClassesResponse.status:type_name -> kplane.meta.v1.Status
-	56, // 24: kplane.storage.v1.CreateStorageClassRequest.storage_class:type_name -> kplane.storage.v1.StorageClass
-	56, // 25: kplane.storage.v1.CreateStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
-	56, // 26: kplane.storage.v1.UpdateStorageClassRequest.storage_class:type_name -> kplane.storage.v1.StorageClass
-	56, // 27: kplane.storage.v1.UpdateStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
-	53, // 28: kplane.storage.v1.DeleteStorageClassRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	56, // 29: kplane.storage.v1.DeleteStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
-	58, // 30: kplane.storage.v1.GetVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	59, // 31: kplane.storage.v1.ListVolumeAttachmentsResponse.list:type_name -> kplane.storage.v1.VolumeAttachmentList
-	58, // 32: kplane.storage.v1.WatchVolumeAttachmentsResponse.object:type_name -> kplane.storage.v1.VolumeAttachment
-	52, // 33: kplane.storage.v1.WatchVolumeAttachmentsResponse.status:type_name -> kplane.meta.v1.Status
-	58, // 34: kplane.storage.v1.CreateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	58, // 35: kplane.storage.v1.CreateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	58, // 36: kplane.storage.v1.UpdateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	58, // 37: kplane.storage.v1.UpdateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	53, // 38: kplane.storage.v1.DeleteVolumeAttachmentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	58, // 39: kplane.storage.v1.DeleteVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	58, // 40: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	58, // 41: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
-	0,  // 42: kplane.storage.v1.CSIDriverService.GetCSIDriver:input_type -> kplane.storage.v1.GetCSIDriverRequest
-	2,  // 43: kplane.storage.v1.CSIDriverService.ListCSIDrivers:input_type -> kplane.storage.v1.ListCSIDriversRequest
-	4,  // 44: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:input_type -> kplane.storage.v1.WatchCSIDriversRequest
-	6,  // 45: kplane.storage.v1.CSIDriverService.CreateCSIDriver:input_type -> kplane.storage.v1.CreateCSIDriverRequest
-	8,  // 46: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:input_type -> kplane.storage.v1.UpdateCSIDriverRequest
-	10, // 47: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:input_type -> kplane.storage.v1.DeleteCSIDriverRequest
-	12, // 48: kplane.storage.v1.CSINodeService.GetCSINode:input_type -> kplane.storage.v1.GetCSINodeRequest
-	14, // 49: kplane.storage.v1.CSINodeService.ListCSINodes:input_type -> kplane.storage.v1.ListCSINodesRequest
-	16, // 50: kplane.storage.v1.CSINodeService.WatchCSINodes:input_type -> kplane.storage.v1.WatchCSINodesRequest
-	18, // 51: kplane.storage.v1.CSINodeService.CreateCSINode:input_type -> kplane.storage.v1.CreateCSINodeRequest
-	20, // 52: kplane.storage.v1.CSINodeService.UpdateCSINode:input_type -> kplane.storage.v1.UpdateCSINodeRequest
-	22, // 53: kplane.storage.v1.CSINodeService.DeleteCSINode:input_type -> kplane.storage.v1.DeleteCSINodeRequest
-	24, // 54: kplane.storage.v1.StorageClassService.GetStorageClass:input_type -> kplane.storage.v1.GetStorageClassRequest
-	26, // 55: kplane.storage.v1.StorageClassService.ListStorageClasses:input_type -> kplane.storage.v1.ListStorageClassesRequest
-	28, // 56: kplane.storage.v1.StorageClassService.WatchStorageClasses:input_type -> kplane.storage.v1.WatchStorageClassesRequest
-	30, // 57: kplane.storage.v1.StorageClassService.CreateStorageClass:input_type -> kplane.storage.v1.CreateStorageClassRequest
-	32, // 58: kplane.storage.v1.StorageClassService.UpdateStorageClass:input_type -> kplane.storage.v1.UpdateStorageClassRequest
-	34, // 59: kplane.storage.v1.StorageClassService.DeleteStorageClass:input_type -> kplane.storage.v1.DeleteStorageClassRequest
-	36, // 60: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:input_type -> kplane.storage.v1.GetVolumeAttachmentRequest
-	38, // 61: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:input_type -> kplane.storage.v1.ListVolumeAttachmentsRequest
-	40, // 62: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:input_type -> kplane.storage.v1.WatchVolumeAttachmentsRequest
-	42, // 63: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:input_type -> kplane.storage.v1.CreateVolumeAttachmentRequest
-	44, // 64: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:input_type -> kplane.storage.v1.UpdateVolumeAttachmentRequest
-	46, // 65: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:input_type -> kplane.storage.v1.DeleteVolumeAttachmentRequest
-	48, // 66: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:input_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
-	1,  // 67: kplane.storage.v1.CSIDriverService.GetCSIDriver:output_type -> kplane.storage.v1.GetCSIDriverResponse
-	3,  // 68: kplane.storage.v1.CSIDriverService.ListCSIDrivers:output_type -> kplane.storage.v1.ListCSIDriversResponse
-	5,  // 69: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:output_type -> kplane.storage.v1.WatchCSIDriversResponse
-	7,  // 70: kplane.storage.v1.CSIDriverService.CreateCSIDriver:output_type -> kplane.storage.v1.CreateCSIDriverResponse
-	9,  // 71: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:output_type -> kplane.storage.v1.UpdateCSIDriverResponse
-	11, // 72: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:output_type -> kplane.storage.v1.DeleteCSIDriverResponse
-	13, // 73: kplane.storage.v1.CSINodeService.GetCSINode:output_type -> kplane.storage.v1.GetCSINodeResponse
-	15, // 74: kplane.storage.v1.CSINodeService.ListCSINodes:output_type -> kplane.storage.v1.ListCSINodesResponse
-	17, // 75: kplane.storage.v1.CSINodeService.WatchCSINodes:output_type -> kplane.storage.v1.WatchCSINodesResponse
-	19, // 76: kplane.storage.v1.CSINodeService.CreateCSINode:output_type -> kplane.storage.v1.CreateCSINodeResponse
-	21, // 77: kplane.storage.v1.CSINodeService.UpdateCSINode:output_type -> kplane.storage.v1.UpdateCSINodeResponse
-	23, // 78: kplane.storage.v1.CSINodeService.DeleteCSINode:output_type -> kplane.storage.v1.DeleteCSINodeResponse
-	25, // 79: kplane.storage.v1.StorageClassService.GetStorageClass:output_type -> kplane.storage.v1.GetStorageClassResponse
-	27, // 80: kplane.storage.v1.StorageClassService.ListStorageClasses:output_type -> kplane.storage.v1.ListStorageClassesResponse
-	29, // 81: kplane.storage.v1.StorageClassService.WatchStorageClasses:output_type -> kplane.storage.v1.WatchStorageClassesResponse
-	31, // 82: kplane.storage.v1.StorageClassService.CreateStorageClass:output_type -> kplane.storage.v1.CreateStorageClassResponse
-	33, // 83: kplane.storage.v1.StorageClassService.UpdateStorageClass:output_type -> kplane.storage.v1.UpdateStorageClassResponse
-	35, // 84: kplane.storage.v1.StorageClassService.DeleteStorageClass:output_type -> kplane.storage.v1.DeleteStorageClassResponse
-	37, // 85: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:output_type -> kplane.storage.v1.GetVolumeAttachmentResponse
-	39, // 86: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:output_type -> kplane.storage.v1.ListVolumeAttachmentsResponse
-	41, // 87: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:output_type -> kplane.storage.v1.WatchVolumeAttachmentsResponse
-	43, // 88: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:output_type -> kplane.storage.v1.CreateVolumeAttachmentResponse
-	45, // 89: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:output_type -> kplane.storage.v1.UpdateVolumeAttachmentResponse
-	47, // 90: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:output_type -> kplane.storage.v1.DeleteVolumeAttachmentResponse
-	49, // 91: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:output_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
-	67, // [67:92] is the sub-list for method output_type
-	42, // [42:67] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	62, // 0: kplane.storage.v1.GetCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	63, // 1: kplane.storage.v1.ListCSIDriversResponse.list:type_name -> kplane.storage.v1.CSIDriverList
+	62, // 2: kplane.storage.v1.WatchCSIDriversResponse.object:type_name -> kplane.storage.v1.CSIDriver
+	64, // 3: kplane.storage.v1.WatchCSIDriversResponse.status:type_name -> kplane.meta.v1.Status
+	62, // 4: kplane.storage.v1.CreateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	62, // 5: kplane.storage.v1.CreateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	62, // 6: kplane.storage.v1.UpdateCSIDriverRequest.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	62, // 7: kplane.storage.v1.UpdateCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	65, // 8: kplane.storage.v1.DeleteCSIDriverRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	62, // 9: kplane.storage.v1.DeleteCSIDriverResponse.c_s_i_driver:type_name -> kplane.storage.v1.CSIDriver
+	66, // 10: kplane.storage.v1.GetCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	67, // 11: kplane.storage.v1.ListCSINodesResponse.list:type_name -> kplane.storage.v1.CSINodeList
+	66, // 12: kplane.storage.v1.WatchCSINodesResponse.object:type_name -> kplane.storage.v1.CSINode
+	64, // 13: kplane.storage.v1.WatchCSINodesResponse.status:type_name -> kplane.meta.v1.Status
+	66, // 14: kplane.storage.v1.CreateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	66, // 15: kplane.storage.v1.CreateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	66, // 16: kplane.storage.v1.UpdateCSINodeRequest.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	66, // 17: kplane.storage.v1.UpdateCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	65, // 18: kplane.storage.v1.DeleteCSINodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	66, // 19: kplane.storage.v1.DeleteCSINodeResponse.c_s_i_node:type_name -> kplane.storage.v1.CSINode
+	68, // 20: kplane.storage.v1.GetStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	69, // 21: kplane.storage.v1.ListStorageClassesResponse.list:type_name -> kplane.storage.v1.StorageClassList
+	68, // 22: kplane.storage.v1.WatchStorageClassesResponse.object:type_name -> kplane.storage.v1.StorageClass
+	64, // 23: kplane.storage.v1.WatchStorageClassesResponse.status:type_name -> kplane.meta.v1.Status
+	68, // 24: kplane.storage.v1.CreateStorageClassRequest.storage_class:type_name -> kplane.storage.v1.StorageClass
+	68, // 25: kplane.storage.v1.CreateStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	68, // 26: kplane.storage.v1.UpdateStorageClassRequest.storage_class:type_name -> kplane.storage.v1.StorageClass
+	68, // 27: kplane.storage.v1.UpdateStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	65, // 28: kplane.storage.v1.DeleteStorageClassRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	68, // 29: kplane.storage.v1.DeleteStorageClassResponse.storage_class:type_name -> kplane.storage.v1.StorageClass
+	70, // 30: kplane.storage.v1.GetVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	71, // 31: kplane.storage.v1.ListVolumeAttachmentsResponse.list:type_name -> kplane.storage.v1.VolumeAttachmentList
+	70, // 32: kplane.storage.v1.WatchVolumeAttachmentsResponse.object:type_name -> kplane.storage.v1.VolumeAttachment
+	64, // 33: kplane.storage.v1.WatchVolumeAttachmentsResponse.status:type_name -> kplane.meta.v1.Status
+	70, // 34: kplane.storage.v1.CreateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	70, // 35: kplane.storage.v1.CreateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	70, // 36: kplane.storage.v1.UpdateVolumeAttachmentRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	70, // 37: kplane.storage.v1.UpdateVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	65, // 38: kplane.storage.v1.DeleteVolumeAttachmentRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	70, // 39: kplane.storage.v1.DeleteVolumeAttachmentResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	70, // 40: kplane.storage.v1.UpdateVolumeAttachmentStatusRequest.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	70, // 41: kplane.storage.v1.UpdateVolumeAttachmentStatusResponse.volume_attachment:type_name -> kplane.storage.v1.VolumeAttachment
+	72, // 42: kplane.storage.v1.GetCSIStorageCapacityResponse.c_s_i_storage_capacity:type_name -> kplane.storage.v1.CSIStorageCapacity
+	73, // 43: kplane.storage.v1.ListCSIStorageCapacitiesResponse.list:type_name -> kplane.storage.v1.CSIStorageCapacityList
+	72, // 44: kplane.storage.v1.WatchCSIStorageCapacitiesResponse.object:type_name -> kplane.storage.v1.CSIStorageCapacity
+	64, // 45: kplane.storage.v1.WatchCSIStorageCapacitiesResponse.status:type_name -> kplane.meta.v1.Status
+	72, // 46: kplane.storage.v1.CreateCSIStorageCapacityRequest.c_s_i_storage_capacity:type_name -> kplane.storage.v1.CSIStorageCapacity
+	72, // 47: kplane.storage.v1.CreateCSIStorageCapacityResponse.c_s_i_storage_capacity:type_name -> kplane.storage.v1.CSIStorageCapacity
+	72, // 48: kplane.storage.v1.UpdateCSIStorageCapacityRequest.c_s_i_storage_capacity:type_name -> kplane.storage.v1.CSIStorageCapacity
+	72, // 49: kplane.storage.v1.UpdateCSIStorageCapacityResponse.c_s_i_storage_capacity:type_name -> kplane.storage.v1.CSIStorageCapacity
+	65, // 50: kplane.storage.v1.DeleteCSIStorageCapacityRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	72, // 51: kplane.storage.v1.DeleteCSIStorageCapacityResponse.c_s_i_storage_capacity:type_name -> kplane.storage.v1.CSIStorageCapacity
+	0,  // 52: kplane.storage.v1.CSIDriverService.GetCSIDriver:input_type -> kplane.storage.v1.GetCSIDriverRequest
+	2,  // 53: kplane.storage.v1.CSIDriverService.ListCSIDrivers:input_type -> kplane.storage.v1.ListCSIDriversRequest
+	4,  // 54: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:input_type -> kplane.storage.v1.WatchCSIDriversRequest
+	6,  // 55: kplane.storage.v1.CSIDriverService.CreateCSIDriver:input_type -> kplane.storage.v1.CreateCSIDriverRequest
+	8,  // 56: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:input_type -> kplane.storage.v1.UpdateCSIDriverRequest
+	10, // 57: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:input_type -> kplane.storage.v1.DeleteCSIDriverRequest
+	12, // 58: kplane.storage.v1.CSINodeService.GetCSINode:input_type -> kplane.storage.v1.GetCSINodeRequest
+	14, // 59: kplane.storage.v1.CSINodeService.ListCSINodes:input_type -> kplane.storage.v1.ListCSINodesRequest
+	16, // 60: kplane.storage.v1.CSINodeService.WatchCSINodes:input_type -> kplane.storage.v1.WatchCSINodesRequest
+	18, // 61: kplane.storage.v1.CSINodeService.CreateCSINode:input_type -> kplane.storage.v1.CreateCSINodeRequest
+	20, // 62: kplane.storage.v1.CSINodeService.UpdateCSINode:input_type -> kplane.storage.v1.UpdateCSINodeRequest
+	22, // 63: kplane.storage.v1.CSINodeService.DeleteCSINode:input_type -> kplane.storage.v1.DeleteCSINodeRequest
+	24, // 64: kplane.storage.v1.StorageClassService.GetStorageClass:input_type -> kplane.storage.v1.GetStorageClassRequest
+	26, // 65: kplane.storage.v1.StorageClassService.ListStorageClasses:input_type -> kplane.storage.v1.ListStorageClassesRequest
+	28, // 66: kplane.storage.v1.StorageClassService.WatchStorageClasses:input_type -> kplane.storage.v1.WatchStorageClassesRequest
+	30, // 67: kplane.storage.v1.StorageClassService.CreateStorageClass:input_type -> kplane.storage.v1.CreateStorageClassRequest
+	32, // 68: kplane.storage.v1.StorageClassService.UpdateStorageClass:input_type -> kplane.storage.v1.UpdateStorageClassRequest
+	34, // 69: kplane.storage.v1.StorageClassService.DeleteStorageClass:input_type -> kplane.storage.v1.DeleteStorageClassRequest
+	36, // 70: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:input_type -> kplane.storage.v1.GetVolumeAttachmentRequest
+	38, // 71: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:input_type -> kplane.storage.v1.ListVolumeAttachmentsRequest
+	40, // 72: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:input_type -> kplane.storage.v1.WatchVolumeAttachmentsRequest
+	42, // 73: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:input_type -> kplane.storage.v1.CreateVolumeAttachmentRequest
+	44, // 74: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:input_type -> kplane.storage.v1.UpdateVolumeAttachmentRequest
+	46, // 75: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:input_type -> kplane.storage.v1.DeleteVolumeAttachmentRequest
+	48, // 76: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:input_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusRequest
+	50, // 77: kplane.storage.v1.CSIStorageCapacityService.GetCSIStorageCapacity:input_type -> kplane.storage.v1.GetCSIStorageCapacityRequest
+	52, // 78: kplane.storage.v1.CSIStorageCapacityService.ListCSIStorageCapacities:input_type -> kplane.storage.v1.ListCSIStorageCapacitiesRequest
+	54, // 79: kplane.storage.v1.CSIStorageCapacityService.WatchCSIStorageCapacities:input_type -> kplane.storage.v1.WatchCSIStorageCapacitiesRequest
+	56, // 80: kplane.storage.v1.CSIStorageCapacityService.CreateCSIStorageCapacity:input_type -> kplane.storage.v1.CreateCSIStorageCapacityRequest
+	58, // 81: kplane.storage.v1.CSIStorageCapacityService.UpdateCSIStorageCapacity:input_type -> kplane.storage.v1.UpdateCSIStorageCapacityRequest
+	60, // 82: kplane.storage.v1.CSIStorageCapacityService.DeleteCSIStorageCapacity:input_type -> kplane.storage.v1.DeleteCSIStorageCapacityRequest
+	1,  // 83: kplane.storage.v1.CSIDriverService.GetCSIDriver:output_type -> kplane.storage.v1.GetCSIDriverResponse
+	3,  // 84: kplane.storage.v1.CSIDriverService.ListCSIDrivers:output_type -> kplane.storage.v1.ListCSIDriversResponse
+	5,  // 85: kplane.storage.v1.CSIDriverService.WatchCSIDrivers:output_type -> kplane.storage.v1.WatchCSIDriversResponse
+	7,  // 86: kplane.storage.v1.CSIDriverService.CreateCSIDriver:output_type -> kplane.storage.v1.CreateCSIDriverResponse
+	9,  // 87: kplane.storage.v1.CSIDriverService.UpdateCSIDriver:output_type -> kplane.storage.v1.UpdateCSIDriverResponse
+	11, // 88: kplane.storage.v1.CSIDriverService.DeleteCSIDriver:output_type -> kplane.storage.v1.DeleteCSIDriverResponse
+	13, // 89: kplane.storage.v1.CSINodeService.GetCSINode:output_type -> kplane.storage.v1.GetCSINodeResponse
+	15, // 90: kplane.storage.v1.CSINodeService.ListCSINodes:output_type -> kplane.storage.v1.ListCSINodesResponse
+	17, // 91: kplane.storage.v1.CSINodeService.WatchCSINodes:output_type -> kplane.storage.v1.WatchCSINodesResponse
+	19, // 92: kplane.storage.v1.CSINodeService.CreateCSINode:output_type -> kplane.storage.v1.CreateCSINodeResponse
+	21, // 93: kplane.storage.v1.CSINodeService.UpdateCSINode:output_type -> kplane.storage.v1.UpdateCSINodeResponse
+	23, // 94: kplane.storage.v1.CSINodeService.DeleteCSINode:output_type -> kplane.storage.v1.DeleteCSINodeResponse
+	25, // 95: kplane.storage.v1.StorageClassService.GetStorageClass:output_type -> kplane.storage.v1.GetStorageClassResponse
+	27, // 96: kplane.storage.v1.StorageClassService.ListStorageClasses:output_type -> kplane.storage.v1.ListStorageClassesResponse
+	29, // 97: kplane.storage.v1.StorageClassService.WatchStorageClasses:output_type -> kplane.storage.v1.WatchStorageClassesResponse
+	31, // 98: kplane.storage.v1.StorageClassService.CreateStorageClass:output_type -> kplane.storage.v1.CreateStorageClassResponse
+	33, // 99: kplane.storage.v1.StorageClassService.UpdateStorageClass:output_type -> kplane.storage.v1.UpdateStorageClassResponse
+	35, // 100: kplane.storage.v1.StorageClassService.DeleteStorageClass:output_type -> kplane.storage.v1.DeleteStorageClassResponse
+	37, // 101: kplane.storage.v1.VolumeAttachmentService.GetVolumeAttachment:output_type -> kplane.storage.v1.GetVolumeAttachmentResponse
+	39, // 102: kplane.storage.v1.VolumeAttachmentService.ListVolumeAttachments:output_type -> kplane.storage.v1.ListVolumeAttachmentsResponse
+	41, // 103: kplane.storage.v1.VolumeAttachmentService.WatchVolumeAttachments:output_type -> kplane.storage.v1.WatchVolumeAttachmentsResponse
+	43, // 104: kplane.storage.v1.VolumeAttachmentService.CreateVolumeAttachment:output_type -> kplane.storage.v1.CreateVolumeAttachmentResponse
+	45, // 105: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachment:output_type -> kplane.storage.v1.UpdateVolumeAttachmentResponse
+	47, // 106: kplane.storage.v1.VolumeAttachmentService.DeleteVolumeAttachment:output_type -> kplane.storage.v1.DeleteVolumeAttachmentResponse
+	49, // 107: kplane.storage.v1.VolumeAttachmentService.UpdateVolumeAttachmentStatus:output_type -> kplane.storage.v1.UpdateVolumeAttachmentStatusResponse
+	51, // 108: kplane.storage.v1.CSIStorageCapacityService.GetCSIStorageCapacity:output_type -> kplane.storage.v1.GetCSIStorageCapacityResponse
+	53, // 109: kplane.storage.v1.CSIStorageCapacityService.ListCSIStorageCapacities:output_type -> kplane.storage.v1.ListCSIStorageCapacitiesResponse
+	55, // 110: kplane.storage.v1.CSIStorageCapacityService.WatchCSIStorageCapacities:output_type -> kplane.storage.v1.WatchCSIStorageCapacitiesResponse
+	57, // 111: kplane.storage.v1.CSIStorageCapacityService.CreateCSIStorageCapacity:output_type -> kplane.storage.v1.CreateCSIStorageCapacityResponse
+	59, // 112: kplane.storage.v1.CSIStorageCapacityService.UpdateCSIStorageCapacity:output_type -> kplane.storage.v1.UpdateCSIStorageCapacityResponse
+	61, // 113: kplane.storage.v1.CSIStorageCapacityService.DeleteCSIStorageCapacity:output_type -> kplane.storage.v1.DeleteCSIStorageCapacityResponse
+	83, // [83:114] is the sub-list for method output_type
+	52, // [52:83] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_kplane_storage_v1_service_proto_init() }
@@ -3556,15 +4447,18 @@ func file_kplane_storage_v1_service_proto_init() {
 	file_kplane_storage_v1_service_proto_msgTypes[38].OneofWrappers = []any{}
 	file_kplane_storage_v1_service_proto_msgTypes[40].OneofWrappers = []any{}
 	file_kplane_storage_v1_service_proto_msgTypes[46].OneofWrappers = []any{}
+	file_kplane_storage_v1_service_proto_msgTypes[52].OneofWrappers = []any{}
+	file_kplane_storage_v1_service_proto_msgTypes[54].OneofWrappers = []any{}
+	file_kplane_storage_v1_service_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_storage_v1_service_proto_rawDesc), len(file_kplane_storage_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   62,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_kplane_storage_v1_service_proto_goTypes,
 		DependencyIndexes: file_kplane_storage_v1_service_proto_depIdxs,

@@ -1138,6 +1138,423 @@ func local_request_VolumeAttachmentService_UpdateVolumeAttachmentStatus_0(ctx co
 	return msg, metadata, err
 }
 
+var filter_CSIStorageCapacityService_GetCSIStorageCapacity_0 = &utilities.DoubleArray{Encoding: map[string]int{"namespace": 0, "name": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_CSIStorageCapacityService_GetCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_GetCSIStorageCapacity_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.GetCSIStorageCapacity(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CSIStorageCapacityService_GetCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, server CSIStorageCapacityServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq GetCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_GetCSIStorageCapacity_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.GetCSIStorageCapacity(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_CSIStorageCapacityService_ListCSIStorageCapacities_0 = &utilities.DoubleArray{Encoding: map[string]int{"namespace": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_CSIStorageCapacityService_ListCSIStorageCapacities_0(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListCSIStorageCapacitiesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_ListCSIStorageCapacities_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListCSIStorageCapacities(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CSIStorageCapacityService_ListCSIStorageCapacities_0(ctx context.Context, marshaler runtime.Marshaler, server CSIStorageCapacityServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListCSIStorageCapacitiesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_ListCSIStorageCapacities_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListCSIStorageCapacities(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_CSIStorageCapacityService_ListCSIStorageCapacities_1 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_CSIStorageCapacityService_ListCSIStorageCapacities_1(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListCSIStorageCapacitiesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_ListCSIStorageCapacities_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListCSIStorageCapacities(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CSIStorageCapacityService_ListCSIStorageCapacities_1(ctx context.Context, marshaler runtime.Marshaler, server CSIStorageCapacityServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListCSIStorageCapacitiesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_ListCSIStorageCapacities_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListCSIStorageCapacities(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_CSIStorageCapacityService_WatchCSIStorageCapacities_0 = &utilities.DoubleArray{Encoding: map[string]int{"namespace": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+
+func request_CSIStorageCapacityService_WatchCSIStorageCapacities_0(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (CSIStorageCapacityService_WatchCSIStorageCapacitiesClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchCSIStorageCapacitiesRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_WatchCSIStorageCapacities_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchCSIStorageCapacities(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_CSIStorageCapacityService_WatchCSIStorageCapacities_1 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_CSIStorageCapacityService_WatchCSIStorageCapacities_1(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (CSIStorageCapacityService_WatchCSIStorageCapacitiesClient, runtime.ServerMetadata, error) {
+	var (
+		protoReq WatchCSIStorageCapacitiesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_WatchCSIStorageCapacities_1); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	stream, err := client.WatchCSIStorageCapacities(ctx, &protoReq)
+	if err != nil {
+		return nil, metadata, err
+	}
+	header, err := stream.Header()
+	if err != nil {
+		return nil, metadata, err
+	}
+	metadata.HeaderMD = header
+	return stream, metadata, nil
+}
+
+var filter_CSIStorageCapacityService_CreateCSIStorageCapacity_0 = &utilities.DoubleArray{Encoding: map[string]int{"c_s_i_storage_capacity": 0, "namespace": 1}, Base: []int{1, 1, 2, 0, 0}, Check: []int{0, 1, 1, 2, 3}}
+
+func request_CSIStorageCapacityService_CreateCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.CSIStorageCapacity); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_CreateCSIStorageCapacity_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateCSIStorageCapacity(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CSIStorageCapacityService_CreateCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, server CSIStorageCapacityServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.CSIStorageCapacity); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_CreateCSIStorageCapacity_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.CreateCSIStorageCapacity(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+var filter_CSIStorageCapacityService_UpdateCSIStorageCapacity_0 = &utilities.DoubleArray{Encoding: map[string]int{"c_s_i_storage_capacity": 0, "namespace": 1, "name": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
+
+func request_CSIStorageCapacityService_UpdateCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.CSIStorageCapacity); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_UpdateCSIStorageCapacity_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdateCSIStorageCapacity(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CSIStorageCapacityService_UpdateCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, server CSIStorageCapacityServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdateCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.CSIStorageCapacity); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_CSIStorageCapacityService_UpdateCSIStorageCapacity_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdateCSIStorageCapacity(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_CSIStorageCapacityService_DeleteCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, client CSIStorageCapacityServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.DeleteCSIStorageCapacity(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_CSIStorageCapacityService_DeleteCSIStorageCapacity_0(ctx context.Context, marshaler runtime.Marshaler, server CSIStorageCapacityServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq DeleteCSIStorageCapacityRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	msg, err := server.DeleteCSIStorageCapacity(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterCSIDriverServiceHandlerServer registers the http handlers for service CSIDriverService to "mux".
 // UnaryRPC     :call CSIDriverServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1621,6 +2038,150 @@ func RegisterVolumeAttachmentServiceHandlerServer(ctx context.Context, mux *runt
 			return
 		}
 		forward_VolumeAttachmentService_UpdateVolumeAttachmentStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_VolumeAttachmentService_UpdateVolumeAttachmentStatus_0{resp.(*UpdateVolumeAttachmentStatusResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	return nil
+}
+
+// RegisterCSIStorageCapacityServiceHandlerServer registers the http handlers for service CSIStorageCapacityService to "mux".
+// UnaryRPC     :call CSIStorageCapacityServiceServer directly.
+// StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
+// Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterCSIStorageCapacityServiceHandlerFromEndpoint instead.
+// GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
+func RegisterCSIStorageCapacityServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server CSIStorageCapacityServiceServer) error {
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_GetCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/GetCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CSIStorageCapacityService_GetCSIStorageCapacity_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_GetCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_GetCSIStorageCapacity_0{resp.(*GetCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_ListCSIStorageCapacities_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/ListCSIStorageCapacities", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CSIStorageCapacityService_ListCSIStorageCapacities_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_ListCSIStorageCapacities_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_ListCSIStorageCapacities_0{resp.(*ListCSIStorageCapacitiesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_ListCSIStorageCapacities_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/ListCSIStorageCapacities", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CSIStorageCapacityService_ListCSIStorageCapacities_1(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_ListCSIStorageCapacities_1(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_ListCSIStorageCapacities_1{resp.(*ListCSIStorageCapacitiesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_WatchCSIStorageCapacities_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_WatchCSIStorageCapacities_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		err := status.Error(codes.Unimplemented, "streaming calls are not yet supported in the in-process transport")
+		_, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+		return
+	})
+	mux.Handle(http.MethodPost, pattern_CSIStorageCapacityService_CreateCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/CreateCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CSIStorageCapacityService_CreateCSIStorageCapacity_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_CreateCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_CreateCSIStorageCapacity_0{resp.(*CreateCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_CSIStorageCapacityService_UpdateCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/UpdateCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CSIStorageCapacityService_UpdateCSIStorageCapacity_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_UpdateCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_UpdateCSIStorageCapacity_0{resp.(*UpdateCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_CSIStorageCapacityService_DeleteCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/DeleteCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_CSIStorageCapacityService_DeleteCSIStorageCapacity_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_DeleteCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_DeleteCSIStorageCapacity_0{resp.(*DeleteCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -2468,4 +3029,255 @@ var (
 	forward_VolumeAttachmentService_UpdateVolumeAttachment_0       = runtime.ForwardResponseMessage
 	forward_VolumeAttachmentService_DeleteVolumeAttachment_0       = runtime.ForwardResponseMessage
 	forward_VolumeAttachmentService_UpdateVolumeAttachmentStatus_0 = runtime.ForwardResponseMessage
+)
+
+// RegisterCSIStorageCapacityServiceHandlerFromEndpoint is same as RegisterCSIStorageCapacityServiceHandler but
+// automatically dials to "endpoint" and closes the connection when "ctx" gets done.
+func RegisterCSIStorageCapacityServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.ServeMux, endpoint string, opts []grpc.DialOption) (err error) {
+	conn, err := grpc.NewClient(endpoint, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			if cerr := conn.Close(); cerr != nil {
+				grpclog.Errorf("Failed to close conn to %s: %v", endpoint, cerr)
+			}
+		}()
+	}()
+	return RegisterCSIStorageCapacityServiceHandler(ctx, mux, conn)
+}
+
+// RegisterCSIStorageCapacityServiceHandler registers the http handlers for service CSIStorageCapacityService to "mux".
+// The handlers forward requests to the grpc endpoint over "conn".
+func RegisterCSIStorageCapacityServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
+	return RegisterCSIStorageCapacityServiceHandlerClient(ctx, mux, NewCSIStorageCapacityServiceClient(conn))
+}
+
+// RegisterCSIStorageCapacityServiceHandlerClient registers the http handlers for service CSIStorageCapacityService
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "CSIStorageCapacityServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "CSIStorageCapacityServiceClient"
+// doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
+// "CSIStorageCapacityServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterCSIStorageCapacityServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client CSIStorageCapacityServiceClient) error {
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_GetCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/GetCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_GetCSIStorageCapacity_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_GetCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_GetCSIStorageCapacity_0{resp.(*GetCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_ListCSIStorageCapacities_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/ListCSIStorageCapacities", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_ListCSIStorageCapacities_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_ListCSIStorageCapacities_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_ListCSIStorageCapacities_0{resp.(*ListCSIStorageCapacitiesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_ListCSIStorageCapacities_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/ListCSIStorageCapacities", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_ListCSIStorageCapacities_1(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_ListCSIStorageCapacities_1(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_ListCSIStorageCapacities_1{resp.(*ListCSIStorageCapacitiesResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_WatchCSIStorageCapacities_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/WatchCSIStorageCapacities", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/watch/namespaces/{namespace}/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_WatchCSIStorageCapacities_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_WatchCSIStorageCapacities_0(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_CSIStorageCapacityService_WatchCSIStorageCapacities_1, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/WatchCSIStorageCapacities", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/watch/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_WatchCSIStorageCapacities_1(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_WatchCSIStorageCapacities_1(annotatedContext, mux, outboundMarshaler, w, req, func() (proto.Message, error) { return resp.Recv() }, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_CSIStorageCapacityService_CreateCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/CreateCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_CreateCSIStorageCapacity_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_CreateCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_CreateCSIStorageCapacity_0{resp.(*CreateCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPut, pattern_CSIStorageCapacityService_UpdateCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/UpdateCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_UpdateCSIStorageCapacity_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_UpdateCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_UpdateCSIStorageCapacity_0{resp.(*UpdateCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodDelete, pattern_CSIStorageCapacityService_DeleteCSIStorageCapacity_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.storage.v1.CSIStorageCapacityService/DeleteCSIStorageCapacity", runtime.WithHTTPPathPattern("/apis/storage.k8s.io/v1/namespaces/{namespace}/csistoragecapacities/{name}"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_CSIStorageCapacityService_DeleteCSIStorageCapacity_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_CSIStorageCapacityService_DeleteCSIStorageCapacity_0(annotatedContext, mux, outboundMarshaler, w, req, response_CSIStorageCapacityService_DeleteCSIStorageCapacity_0{resp.(*DeleteCSIStorageCapacityResponse)}, mux.GetForwardResponseOptions()...)
+	})
+	return nil
+}
+
+type response_CSIStorageCapacityService_GetCSIStorageCapacity_0 struct {
+	*GetCSIStorageCapacityResponse
+}
+
+func (m response_CSIStorageCapacityService_GetCSIStorageCapacity_0) XXX_ResponseBody() interface{} {
+	response := m.GetCSIStorageCapacityResponse
+	return response.CSIStorageCapacity
+}
+
+type response_CSIStorageCapacityService_ListCSIStorageCapacities_0 struct {
+	*ListCSIStorageCapacitiesResponse
+}
+
+func (m response_CSIStorageCapacityService_ListCSIStorageCapacities_0) XXX_ResponseBody() interface{} {
+	response := m.ListCSIStorageCapacitiesResponse
+	return response.List
+}
+
+type response_CSIStorageCapacityService_ListCSIStorageCapacities_1 struct {
+	*ListCSIStorageCapacitiesResponse
+}
+
+func (m response_CSIStorageCapacityService_ListCSIStorageCapacities_1) XXX_ResponseBody() interface{} {
+	response := m.ListCSIStorageCapacitiesResponse
+	return response.List
+}
+
+type response_CSIStorageCapacityService_CreateCSIStorageCapacity_0 struct {
+	*CreateCSIStorageCapacityResponse
+}
+
+func (m response_CSIStorageCapacityService_CreateCSIStorageCapacity_0) XXX_ResponseBody() interface{} {
+	response := m.CreateCSIStorageCapacityResponse
+	return response.CSIStorageCapacity
+}
+
+type response_CSIStorageCapacityService_UpdateCSIStorageCapacity_0 struct {
+	*UpdateCSIStorageCapacityResponse
+}
+
+func (m response_CSIStorageCapacityService_UpdateCSIStorageCapacity_0) XXX_ResponseBody() interface{} {
+	response := m.UpdateCSIStorageCapacityResponse
+	return response.CSIStorageCapacity
+}
+
+type response_CSIStorageCapacityService_DeleteCSIStorageCapacity_0 struct {
+	*DeleteCSIStorageCapacityResponse
+}
+
+func (m response_CSIStorageCapacityService_DeleteCSIStorageCapacity_0) XXX_ResponseBody() interface{} {
+	response := m.DeleteCSIStorageCapacityResponse
+	return response.CSIStorageCapacity
+}
+
+var (
+	pattern_CSIStorageCapacityService_GetCSIStorageCapacity_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"apis", "storage.k8s.io", "v1", "namespaces", "namespace", "csistoragecapacities", "name"}, ""))
+	pattern_CSIStorageCapacityService_ListCSIStorageCapacities_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"apis", "storage.k8s.io", "v1", "namespaces", "namespace", "csistoragecapacities"}, ""))
+	pattern_CSIStorageCapacityService_ListCSIStorageCapacities_1  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"apis", "storage.k8s.io", "v1", "csistoragecapacities"}, ""))
+	pattern_CSIStorageCapacityService_WatchCSIStorageCapacities_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"apis", "storage.k8s.io", "v1", "watch", "namespaces", "namespace", "csistoragecapacities"}, ""))
+	pattern_CSIStorageCapacityService_WatchCSIStorageCapacities_1 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"apis", "storage.k8s.io", "v1", "watch", "csistoragecapacities"}, ""))
+	pattern_CSIStorageCapacityService_CreateCSIStorageCapacity_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"apis", "storage.k8s.io", "v1", "namespaces", "namespace", "csistoragecapacities"}, ""))
+	pattern_CSIStorageCapacityService_UpdateCSIStorageCapacity_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"apis", "storage.k8s.io", "v1", "namespaces", "namespace", "csistoragecapacities", "name"}, ""))
+	pattern_CSIStorageCapacityService_DeleteCSIStorageCapacity_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5, 1, 0, 4, 1, 5, 6}, []string{"apis", "storage.k8s.io", "v1", "namespaces", "namespace", "csistoragecapacities", "name"}, ""))
+)
+
+var (
+	forward_CSIStorageCapacityService_GetCSIStorageCapacity_0     = runtime.ForwardResponseMessage
+	forward_CSIStorageCapacityService_ListCSIStorageCapacities_0  = runtime.ForwardResponseMessage
+	forward_CSIStorageCapacityService_ListCSIStorageCapacities_1  = runtime.ForwardResponseMessage
+	forward_CSIStorageCapacityService_WatchCSIStorageCapacities_0 = runtime.ForwardResponseStream
+	forward_CSIStorageCapacityService_WatchCSIStorageCapacities_1 = runtime.ForwardResponseStream
+	forward_CSIStorageCapacityService_CreateCSIStorageCapacity_0  = runtime.ForwardResponseMessage
+	forward_CSIStorageCapacityService_UpdateCSIStorageCapacity_0  = runtime.ForwardResponseMessage
+	forward_CSIStorageCapacityService_DeleteCSIStorageCapacity_0  = runtime.ForwardResponseMessage
 )

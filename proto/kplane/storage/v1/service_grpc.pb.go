@@ -1308,3 +1308,316 @@ var VolumeAttachmentService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "kplane/storage/v1/service.proto",
 }
+
+const (
+	CSIStorageCapacityService_GetCSIStorageCapacity_FullMethodName     = "/kplane.storage.v1.CSIStorageCapacityService/GetCSIStorageCapacity"
+	CSIStorageCapacityService_ListCSIStorageCapacities_FullMethodName  = "/kplane.storage.v1.CSIStorageCapacityService/ListCSIStorageCapacities"
+	CSIStorageCapacityService_WatchCSIStorageCapacities_FullMethodName = "/kplane.storage.v1.CSIStorageCapacityService/WatchCSIStorageCapacities"
+	CSIStorageCapacityService_CreateCSIStorageCapacity_FullMethodName  = "/kplane.storage.v1.CSIStorageCapacityService/CreateCSIStorageCapacity"
+	CSIStorageCapacityService_UpdateCSIStorageCapacity_FullMethodName  = "/kplane.storage.v1.CSIStorageCapacityService/UpdateCSIStorageCapacity"
+	CSIStorageCapacityService_DeleteCSIStorageCapacity_FullMethodName  = "/kplane.storage.v1.CSIStorageCapacityService/DeleteCSIStorageCapacity"
+)
+
+// CSIStorageCapacityServiceClient is the client API for CSIStorageCapacityService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// CSIStorageCapacityService serves csistoragecapacities (storage.k8s.io/v1, namespaced).
+type CSIStorageCapacityServiceClient interface {
+	// GetCSIStorageCapacity reads one CSIStorageCapacity.
+	GetCSIStorageCapacity(ctx context.Context, in *GetCSIStorageCapacityRequest, opts ...grpc.CallOption) (*GetCSIStorageCapacityResponse, error)
+	// ListCSIStorageCapacities lists csistoragecapacities, filtered by selectors, paginated.
+	ListCSIStorageCapacities(ctx context.Context, in *ListCSIStorageCapacitiesRequest, opts ...grpc.CallOption) (*ListCSIStorageCapacitiesResponse, error)
+	// WatchCSIStorageCapacities streams changes to csistoragecapacities.
+	WatchCSIStorageCapacities(ctx context.Context, in *WatchCSIStorageCapacitiesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchCSIStorageCapacitiesResponse], error)
+	// CreateCSIStorageCapacity creates a CSIStorageCapacity; AlreadyExists if the name is taken.
+	CreateCSIStorageCapacity(ctx context.Context, in *CreateCSIStorageCapacityRequest, opts ...grpc.CallOption) (*CreateCSIStorageCapacityResponse, error)
+	// UpdateCSIStorageCapacity replaces a CSIStorageCapacity; Conflict on a stale resourceVersion.
+	UpdateCSIStorageCapacity(ctx context.Context, in *UpdateCSIStorageCapacityRequest, opts ...grpc.CallOption) (*UpdateCSIStorageCapacityResponse, error)
+	// DeleteCSIStorageCapacity deletes a CSIStorageCapacity (or marks it for deletion).
+	DeleteCSIStorageCapacity(ctx context.Context, in *DeleteCSIStorageCapacityRequest, opts ...grpc.CallOption) (*DeleteCSIStorageCapacityResponse, error)
+}
+
+type cSIStorageCapacityServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewCSIStorageCapacityServiceClient(cc grpc.ClientConnInterface) CSIStorageCapacityServiceClient {
+	return &cSIStorageCapacityServiceClient{cc}
+}
+
+func (c *cSIStorageCapacityServiceClient) GetCSIStorageCapacity(ctx context.Context, in *GetCSIStorageCapacityRequest, opts ...grpc.CallOption) (*GetCSIStorageCapacityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCSIStorageCapacityResponse)
+	err := c.cc.Invoke(ctx, CSIStorageCapacityService_GetCSIStorageCapacity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cSIStorageCapacityServiceClient) ListCSIStorageCapacities(ctx context.Context, in *ListCSIStorageCapacitiesRequest, opts ...grpc.CallOption) (*ListCSIStorageCapacitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCSIStorageCapacitiesResponse)
+	err := c.cc.Invoke(ctx, CSIStorageCapacityService_ListCSIStorageCapacities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cSIStorageCapacityServiceClient) WatchCSIStorageCapacities(ctx context.Context, in *WatchCSIStorageCapacitiesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchCSIStorageCapacitiesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CSIStorageCapacityService_ServiceDesc.Streams[0], CSIStorageCapacityService_WatchCSIStorageCapacities_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchCSIStorageCapacitiesRequest, WatchCSIStorageCapacitiesResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CSIStorageCapacityService_WatchCSIStorageCapacitiesClient = grpc.ServerStreamingClient[WatchCSIStorageCapacitiesResponse]
+
+func (c *cSIStorageCapacityServiceClient) CreateCSIStorageCapacity(ctx context.Context, in *CreateCSIStorageCapacityRequest, opts ...grpc.CallOption) (*CreateCSIStorageCapacityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateCSIStorageCapacityResponse)
+	err := c.cc.Invoke(ctx, CSIStorageCapacityService_CreateCSIStorageCapacity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cSIStorageCapacityServiceClient) UpdateCSIStorageCapacity(ctx context.Context, in *UpdateCSIStorageCapacityRequest, opts ...grpc.CallOption) (*UpdateCSIStorageCapacityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateCSIStorageCapacityResponse)
+	err := c.cc.Invoke(ctx, CSIStorageCapacityService_UpdateCSIStorageCapacity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cSIStorageCapacityServiceClient) DeleteCSIStorageCapacity(ctx context.Context, in *DeleteCSIStorageCapacityRequest, opts ...grpc.CallOption) (*DeleteCSIStorageCapacityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteCSIStorageCapacityResponse)
+	err := c.cc.Invoke(ctx, CSIStorageCapacityService_DeleteCSIStorageCapacity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CSIStorageCapacityServiceServer is the server API for CSIStorageCapacityService service.
+// All implementations must embed UnimplementedCSIStorageCapacityServiceServer
+// for forward compatibility.
+//
+// CSIStorageCapacityService serves csistoragecapacities (storage.k8s.io/v1, namespaced).
+type CSIStorageCapacityServiceServer interface {
+	// GetCSIStorageCapacity reads one CSIStorageCapacity.
+	GetCSIStorageCapacity(context.Context, *GetCSIStorageCapacityRequest) (*GetCSIStorageCapacityResponse, error)
+	// ListCSIStorageCapacities lists csistoragecapacities, filtered by selectors, paginated.
+	ListCSIStorageCapacities(context.Context, *ListCSIStorageCapacitiesRequest) (*ListCSIStorageCapacitiesResponse, error)
+	// WatchCSIStorageCapacities streams changes to csistoragecapacities.
+	WatchCSIStorageCapacities(*WatchCSIStorageCapacitiesRequest, grpc.ServerStreamingServer[WatchCSIStorageCapacitiesResponse]) error
+	// CreateCSIStorageCapacity creates a CSIStorageCapacity; AlreadyExists if the name is taken.
+	CreateCSIStorageCapacity(context.Context, *CreateCSIStorageCapacityRequest) (*CreateCSIStorageCapacityResponse, error)
+	// UpdateCSIStorageCapacity replaces a CSIStorageCapacity; Conflict on a stale resourceVersion.
+	UpdateCSIStorageCapacity(context.Context, *UpdateCSIStorageCapacityRequest) (*UpdateCSIStorageCapacityResponse, error)
+	// DeleteCSIStorageCapacity deletes a CSIStorageCapacity (or marks it for deletion).
+	DeleteCSIStorageCapacity(context.Context, *DeleteCSIStorageCapacityRequest) (*DeleteCSIStorageCapacityResponse, error)
+	mustEmbedUnimplementedCSIStorageCapacityServiceServer()
+}
+
+// UnimplementedCSIStorageCapacityServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedCSIStorageCapacityServiceServer struct{}
+
+func (UnimplementedCSIStorageCapacityServiceServer) GetCSIStorageCapacity(context.Context, *GetCSIStorageCapacityRequest) (*GetCSIStorageCapacityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCSIStorageCapacity not implemented")
+}
+func (UnimplementedCSIStorageCapacityServiceServer) ListCSIStorageCapacities(context.Context, *ListCSIStorageCapacitiesRequest) (*ListCSIStorageCapacitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCSIStorageCapacities not implemented")
+}
+func (UnimplementedCSIStorageCapacityServiceServer) WatchCSIStorageCapacities(*WatchCSIStorageCapacitiesRequest, grpc.ServerStreamingServer[WatchCSIStorageCapacitiesResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchCSIStorageCapacities not implemented")
+}
+func (UnimplementedCSIStorageCapacityServiceServer) CreateCSIStorageCapacity(context.Context, *CreateCSIStorageCapacityRequest) (*CreateCSIStorageCapacityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateCSIStorageCapacity not implemented")
+}
+func (UnimplementedCSIStorageCapacityServiceServer) UpdateCSIStorageCapacity(context.Context, *UpdateCSIStorageCapacityRequest) (*UpdateCSIStorageCapacityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateCSIStorageCapacity not implemented")
+}
+func (UnimplementedCSIStorageCapacityServiceServer) DeleteCSIStorageCapacity(context.Context, *DeleteCSIStorageCapacityRequest) (*DeleteCSIStorageCapacityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteCSIStorageCapacity not implemented")
+}
+func (UnimplementedCSIStorageCapacityServiceServer) mustEmbedUnimplementedCSIStorageCapacityServiceServer() {
+}
+func (UnimplementedCSIStorageCapacityServiceServer) testEmbeddedByValue() {}
+
+// UnsafeCSIStorageCapacityServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to CSIStorageCapacityServiceServer will
+// result in compilation errors.
+type UnsafeCSIStorageCapacityServiceServer interface {
+	mustEmbedUnimplementedCSIStorageCapacityServiceServer()
+}
+
+func RegisterCSIStorageCapacityServiceServer(s grpc.ServiceRegistrar, srv CSIStorageCapacityServiceServer) {
+	// If the following call panics, it indicates UnimplementedCSIStorageCapacityServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&CSIStorageCapacityService_ServiceDesc, srv)
+}
+
+func _CSIStorageCapacityService_GetCSIStorageCapacity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCSIStorageCapacityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIStorageCapacityServiceServer).GetCSIStorageCapacity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIStorageCapacityService_GetCSIStorageCapacity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIStorageCapacityServiceServer).GetCSIStorageCapacity(ctx, req.(*GetCSIStorageCapacityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CSIStorageCapacityService_ListCSIStorageCapacities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCSIStorageCapacitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIStorageCapacityServiceServer).ListCSIStorageCapacities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIStorageCapacityService_ListCSIStorageCapacities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIStorageCapacityServiceServer).ListCSIStorageCapacities(ctx, req.(*ListCSIStorageCapacitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CSIStorageCapacityService_WatchCSIStorageCapacities_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchCSIStorageCapacitiesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CSIStorageCapacityServiceServer).WatchCSIStorageCapacities(m, &grpc.GenericServerStream[WatchCSIStorageCapacitiesRequest, WatchCSIStorageCapacitiesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CSIStorageCapacityService_WatchCSIStorageCapacitiesServer = grpc.ServerStreamingServer[WatchCSIStorageCapacitiesResponse]
+
+func _CSIStorageCapacityService_CreateCSIStorageCapacity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateCSIStorageCapacityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIStorageCapacityServiceServer).CreateCSIStorageCapacity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIStorageCapacityService_CreateCSIStorageCapacity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIStorageCapacityServiceServer).CreateCSIStorageCapacity(ctx, req.(*CreateCSIStorageCapacityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CSIStorageCapacityService_UpdateCSIStorageCapacity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateCSIStorageCapacityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIStorageCapacityServiceServer).UpdateCSIStorageCapacity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIStorageCapacityService_UpdateCSIStorageCapacity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIStorageCapacityServiceServer).UpdateCSIStorageCapacity(ctx, req.(*UpdateCSIStorageCapacityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CSIStorageCapacityService_DeleteCSIStorageCapacity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteCSIStorageCapacityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIStorageCapacityServiceServer).DeleteCSIStorageCapacity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIStorageCapacityService_DeleteCSIStorageCapacity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIStorageCapacityServiceServer).DeleteCSIStorageCapacity(ctx, req.(*DeleteCSIStorageCapacityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// CSIStorageCapacityService_ServiceDesc is the grpc.ServiceDesc for CSIStorageCapacityService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var CSIStorageCapacityService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "kplane.storage.v1.CSIStorageCapacityService",
+	HandlerType: (*CSIStorageCapacityServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "GetCSIStorageCapacity",
+			Handler:    _CSIStorageCapacityService_GetCSIStorageCapacity_Handler,
+		},
+		{
+			MethodName: "ListCSIStorageCapacities",
+			Handler:    _CSIStorageCapacityService_ListCSIStorageCapacities_Handler,
+		},
+		{
+			MethodName: "CreateCSIStorageCapacity",
+			Handler:    _CSIStorageCapacityService_CreateCSIStorageCapacity_Handler,
+		},
+		{
+			MethodName: "UpdateCSIStorageCapacity",
+			Handler:    _CSIStorageCapacityService_UpdateCSIStorageCapacity_Handler,
+		},
+		{
+			MethodName: "DeleteCSIStorageCapacity",
+			Handler:    _CSIStorageCapacityService_DeleteCSIStorageCapacity_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchCSIStorageCapacities",
+			Handler:       _CSIStorageCapacityService_WatchCSIStorageCapacities_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "kplane/storage/v1/service.proto",
+}

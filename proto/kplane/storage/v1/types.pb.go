@@ -1536,6 +1536,250 @@ func (x *VolumeAttachmentList) GetItems() []*VolumeAttachment {
 	return nil
 }
 
+// CSIStorageCapacity stores the result of one CSI GetCapacity call.
+// For a given StorageClass, this describes the available capacity in a
+// particular topology segment.  This can be used when considering where to
+// instantiate new PersistentVolumes.
+//
+// For example this can express things like:
+// - StorageClass "standard" has "1234 GiB" available in "topology.kubernetes.io/zone=us-east1"
+// - StorageClass "localssd" has "10 GiB" available in "kubernetes.io/hostname=knode-abc123"
+//
+// The following three cases all imply that no capacity is available for
+// a certain combination:
+// - no object exists with suitable topology and storage class name
+// - such an object exists, but the capacity is unset
+// - such an object exists, but the capacity is zero
+//
+// The producer of these objects can decide which approach is more suitable.
+//
+// They are consumed by the kube-scheduler when a CSI driver opts into
+// capacity-aware scheduling with CSIDriverSpec.StorageCapacity. The scheduler
+// compares the MaximumVolumeSize against the requested size of pending volumes
+// to filter out unsuitable nodes. If MaximumVolumeSize is unset, it falls back
+// to a comparison against the less precise Capacity. If that is also unset,
+// the scheduler assumes that capacity is insufficient and tries some other
+// node.
+type CSIStorageCapacity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object's metadata.
+	// The name has no particular meaning. It must be a DNS subdomain (dots allowed, 253 characters).
+	// To ensure that there are no conflicts with other CSI drivers on the cluster,
+	// the recommendation is to use csisc-<uuid>, a generated name, or a reverse-domain name
+	// which ends with the unique CSI driver name.
+	//
+	// Objects are namespaced.
+	//
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// nodeTopology defines which nodes have access to the storage
+	// for which capacity was reported. If not set, the storage is
+	// not accessible from any node in the cluster. If empty, the
+	// storage is accessible from all nodes. This field is
+	// immutable.
+	NodeTopology *v1.LabelSelector `protobuf:"bytes,2,opt,name=node_topology,json=nodeTopology,proto3" json:"node_topology,omitempty"`
+	// storageClassName represents the name of the StorageClass that the reported capacity applies to.
+	// It must meet the same requirements as the name of a StorageClass
+	// object (non-empty, DNS subdomain). If that object no longer exists,
+	// the CSIStorageCapacity object is obsolete and should be removed by its
+	// creator.
+	// This field is immutable.
+	StorageClassName string `protobuf:"bytes,3,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	// capacity is the value reported by the CSI driver in its GetCapacityResponse
+	// for a GetCapacityRequest with topology and parameters that match the
+	// previous fields.
+	//
+	// The semantic is currently (CSI spec 1.2) defined as:
+	// The available capacity, in bytes, of the storage that can be used
+	// to provision volumes. If not set, that information is currently
+	// unavailable.
+	Capacity *string `protobuf:"bytes,4,opt,name=capacity,proto3,oneof" json:"capacity,omitempty"`
+	// maximumVolumeSize is the value reported by the CSI driver in its GetCapacityResponse
+	// for a GetCapacityRequest with topology and parameters that match the
+	// previous fields.
+	//
+	// This is defined since CSI spec 1.4.0 as the largest size
+	// that may be used in a
+	// CreateVolumeRequest.capacity_range.required_bytes field to
+	// create a volume with the same parameters as those in
+	// GetCapacityRequest. The corresponding value in the Kubernetes
+	// API is ResourceRequirements.Requests in a volume claim.
+	MaximumVolumeSize *string `protobuf:"bytes,5,opt,name=maximum_volume_size,json=maximumVolumeSize,proto3,oneof" json:"maximum_volume_size,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CSIStorageCapacity) Reset() {
+	*x = CSIStorageCapacity{}
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIStorageCapacity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIStorageCapacity) ProtoMessage() {}
+
+func (x *CSIStorageCapacity) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIStorageCapacity.ProtoReflect.Descriptor instead.
+func (*CSIStorageCapacity) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CSIStorageCapacity) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *CSIStorageCapacity) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CSIStorageCapacity) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CSIStorageCapacity) GetNodeTopology() *v1.LabelSelector {
+	if x != nil {
+		return x.NodeTopology
+	}
+	return nil
+}
+
+func (x *CSIStorageCapacity) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *CSIStorageCapacity) GetCapacity() string {
+	if x != nil && x.Capacity != nil {
+		return *x.Capacity
+	}
+	return ""
+}
+
+func (x *CSIStorageCapacity) GetMaximumVolumeSize() string {
+	if x != nil && x.MaximumVolumeSize != nil {
+		return *x.MaximumVolumeSize
+	}
+	return ""
+}
+
+// CSIStorageCapacityList is a collection of CSIStorageCapacity objects.
+type CSIStorageCapacityList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is the list of CSIStorageCapacity objects.
+	Items         []*CSIStorageCapacity `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSIStorageCapacityList) Reset() {
+	*x = CSIStorageCapacityList{}
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIStorageCapacityList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIStorageCapacityList) ProtoMessage() {}
+
+func (x *CSIStorageCapacityList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_storage_v1_types_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIStorageCapacityList.ProtoReflect.Descriptor instead.
+func (*CSIStorageCapacityList) Descriptor() ([]byte, []int) {
+	return file_kplane_storage_v1_types_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CSIStorageCapacityList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *CSIStorageCapacityList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CSIStorageCapacityList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *CSIStorageCapacityList) GetItems() []*CSIStorageCapacity {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_kplane_storage_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_storage_v1_types_proto_rawDesc = "" +
@@ -1656,7 +1900,24 @@ const file_kplane_storage_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x13\n" +
 	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x129\n" +
-	"\x05items\x18\x02 \x03(\v2#.kplane.storage.v1.VolumeAttachmentR\x05itemsB<Z:github.com/kplane/kplane/proto/kplane/storage/v1;storagev1b\x06proto3"
+	"\x05items\x18\x02 \x03(\v2#.kplane.storage.v1.VolumeAttachmentR\x05items\"\xf6\x02\n" +
+	"\x12CSIStorageCapacity\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12B\n" +
+	"\rnode_topology\x18\x02 \x01(\v2\x1d.kplane.meta.v1.LabelSelectorR\fnodeTopology\x122\n" +
+	"\x12storage_class_name\x18\x03 \x01(\tB\x04\xd8\xf3\x18\x01R\x10storageClassName\x12\x1f\n" +
+	"\bcapacity\x18\x04 \x01(\tH\x00R\bcapacity\x88\x01\x01\x123\n" +
+	"\x13maximum_volume_size\x18\x05 \x01(\tH\x01R\x11maximumVolumeSize\x88\x01\x01B\v\n" +
+	"\t_capacityB\x16\n" +
+	"\x14_maximum_volume_size\"\xc2\x01\n" +
+	"\x16CSIStorageCapacityList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12;\n" +
+	"\x05items\x18\x02 \x03(\v2%.kplane.storage.v1.CSIStorageCapacityR\x05itemsB<Z:github.com/kplane/kplane/proto/kplane/storage/v1;storagev1b\x06proto3"
 
 var (
 	file_kplane_storage_v1_types_proto_rawDescOnce sync.Once
@@ -1670,7 +1931,7 @@ func file_kplane_storage_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_storage_v1_types_proto_rawDescData
 }
 
-var file_kplane_storage_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_kplane_storage_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_kplane_storage_v1_types_proto_goTypes = []any{
 	(*StorageClass)(nil),             // 0: kplane.storage.v1.StorageClass
 	(*StorageClassList)(nil),         // 1: kplane.storage.v1.StorageClassList
@@ -1689,47 +1950,54 @@ var file_kplane_storage_v1_types_proto_goTypes = []any{
 	(*VolumeAttachmentStatus)(nil),   // 14: kplane.storage.v1.VolumeAttachmentStatus
 	(*VolumeError)(nil),              // 15: kplane.storage.v1.VolumeError
 	(*VolumeAttachmentList)(nil),     // 16: kplane.storage.v1.VolumeAttachmentList
-	nil,                              // 17: kplane.storage.v1.StorageClass.ParametersEntry
-	nil,                              // 18: kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
-	(*v1.ObjectMeta)(nil),            // 19: kplane.meta.v1.ObjectMeta
-	(*v11.TopologySelectorTerm)(nil), // 20: kplane.core.v1.TopologySelectorTerm
-	(*v1.ListMeta)(nil),              // 21: kplane.meta.v1.ListMeta
-	(*v11.PersistentVolumeSpec)(nil), // 22: kplane.core.v1.PersistentVolumeSpec
-	(*timestamppb.Timestamp)(nil),    // 23: google.protobuf.Timestamp
+	(*CSIStorageCapacity)(nil),       // 17: kplane.storage.v1.CSIStorageCapacity
+	(*CSIStorageCapacityList)(nil),   // 18: kplane.storage.v1.CSIStorageCapacityList
+	nil,                              // 19: kplane.storage.v1.StorageClass.ParametersEntry
+	nil,                              // 20: kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
+	(*v1.ObjectMeta)(nil),            // 21: kplane.meta.v1.ObjectMeta
+	(*v11.TopologySelectorTerm)(nil), // 22: kplane.core.v1.TopologySelectorTerm
+	(*v1.ListMeta)(nil),              // 23: kplane.meta.v1.ListMeta
+	(*v11.PersistentVolumeSpec)(nil), // 24: kplane.core.v1.PersistentVolumeSpec
+	(*timestamppb.Timestamp)(nil),    // 25: google.protobuf.Timestamp
+	(*v1.LabelSelector)(nil),         // 26: kplane.meta.v1.LabelSelector
 }
 var file_kplane_storage_v1_types_proto_depIdxs = []int32{
-	19, // 0: kplane.storage.v1.StorageClass.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	17, // 1: kplane.storage.v1.StorageClass.parameters:type_name -> kplane.storage.v1.StorageClass.ParametersEntry
-	20, // 2: kplane.storage.v1.StorageClass.allowed_topologies:type_name -> kplane.core.v1.TopologySelectorTerm
-	21, // 3: kplane.storage.v1.StorageClassList.metadata:type_name -> kplane.meta.v1.ListMeta
+	21, // 0: kplane.storage.v1.StorageClass.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	19, // 1: kplane.storage.v1.StorageClass.parameters:type_name -> kplane.storage.v1.StorageClass.ParametersEntry
+	22, // 2: kplane.storage.v1.StorageClass.allowed_topologies:type_name -> kplane.core.v1.TopologySelectorTerm
+	23, // 3: kplane.storage.v1.StorageClassList.metadata:type_name -> kplane.meta.v1.ListMeta
 	0,  // 4: kplane.storage.v1.StorageClassList.items:type_name -> kplane.storage.v1.StorageClass
-	19, // 5: kplane.storage.v1.CSIDriver.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	21, // 5: kplane.storage.v1.CSIDriver.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	3,  // 6: kplane.storage.v1.CSIDriver.spec:type_name -> kplane.storage.v1.CSIDriverSpec
 	4,  // 7: kplane.storage.v1.CSIDriverSpec.token_requests:type_name -> kplane.storage.v1.TokenRequest
-	21, // 8: kplane.storage.v1.CSIDriverList.metadata:type_name -> kplane.meta.v1.ListMeta
+	23, // 8: kplane.storage.v1.CSIDriverList.metadata:type_name -> kplane.meta.v1.ListMeta
 	2,  // 9: kplane.storage.v1.CSIDriverList.items:type_name -> kplane.storage.v1.CSIDriver
-	19, // 10: kplane.storage.v1.CSINode.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	21, // 10: kplane.storage.v1.CSINode.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	7,  // 11: kplane.storage.v1.CSINode.spec:type_name -> kplane.storage.v1.CSINodeSpec
 	8,  // 12: kplane.storage.v1.CSINodeSpec.drivers:type_name -> kplane.storage.v1.CSINodeDriver
 	9,  // 13: kplane.storage.v1.CSINodeDriver.allocatable:type_name -> kplane.storage.v1.VolumeNodeResources
-	21, // 14: kplane.storage.v1.CSINodeList.metadata:type_name -> kplane.meta.v1.ListMeta
+	23, // 14: kplane.storage.v1.CSINodeList.metadata:type_name -> kplane.meta.v1.ListMeta
 	6,  // 15: kplane.storage.v1.CSINodeList.items:type_name -> kplane.storage.v1.CSINode
-	19, // 16: kplane.storage.v1.VolumeAttachment.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	21, // 16: kplane.storage.v1.VolumeAttachment.metadata:type_name -> kplane.meta.v1.ObjectMeta
 	12, // 17: kplane.storage.v1.VolumeAttachment.spec:type_name -> kplane.storage.v1.VolumeAttachmentSpec
 	14, // 18: kplane.storage.v1.VolumeAttachment.status:type_name -> kplane.storage.v1.VolumeAttachmentStatus
 	13, // 19: kplane.storage.v1.VolumeAttachmentSpec.source:type_name -> kplane.storage.v1.VolumeAttachmentSource
-	22, // 20: kplane.storage.v1.VolumeAttachmentSource.inline_volume_spec:type_name -> kplane.core.v1.PersistentVolumeSpec
-	18, // 21: kplane.storage.v1.VolumeAttachmentStatus.attachment_metadata:type_name -> kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
+	24, // 20: kplane.storage.v1.VolumeAttachmentSource.inline_volume_spec:type_name -> kplane.core.v1.PersistentVolumeSpec
+	20, // 21: kplane.storage.v1.VolumeAttachmentStatus.attachment_metadata:type_name -> kplane.storage.v1.VolumeAttachmentStatus.AttachmentMetadataEntry
 	15, // 22: kplane.storage.v1.VolumeAttachmentStatus.attach_error:type_name -> kplane.storage.v1.VolumeError
 	15, // 23: kplane.storage.v1.VolumeAttachmentStatus.detach_error:type_name -> kplane.storage.v1.VolumeError
-	23, // 24: kplane.storage.v1.VolumeError.time:type_name -> google.protobuf.Timestamp
-	21, // 25: kplane.storage.v1.VolumeAttachmentList.metadata:type_name -> kplane.meta.v1.ListMeta
+	25, // 24: kplane.storage.v1.VolumeError.time:type_name -> google.protobuf.Timestamp
+	23, // 25: kplane.storage.v1.VolumeAttachmentList.metadata:type_name -> kplane.meta.v1.ListMeta
 	11, // 26: kplane.storage.v1.VolumeAttachmentList.items:type_name -> kplane.storage.v1.VolumeAttachment
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	21, // 27: kplane.storage.v1.CSIStorageCapacity.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	26, // 28: kplane.storage.v1.CSIStorageCapacity.node_topology:type_name -> kplane.meta.v1.LabelSelector
+	23, // 29: kplane.storage.v1.CSIStorageCapacityList.metadata:type_name -> kplane.meta.v1.ListMeta
+	17, // 30: kplane.storage.v1.CSIStorageCapacityList.items:type_name -> kplane.storage.v1.CSIStorageCapacity
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_kplane_storage_v1_types_proto_init() }
@@ -1743,13 +2011,14 @@ func file_kplane_storage_v1_types_proto_init() {
 	file_kplane_storage_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
 	file_kplane_storage_v1_types_proto_msgTypes[13].OneofWrappers = []any{}
 	file_kplane_storage_v1_types_proto_msgTypes[15].OneofWrappers = []any{}
+	file_kplane_storage_v1_types_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_storage_v1_types_proto_rawDesc), len(file_kplane_storage_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

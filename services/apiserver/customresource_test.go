@@ -575,3 +575,36 @@ func TestCustomResourceSelectableFields(t *testing.T) {
 		t.Errorf("unselectable field: got %q", se.Message)
 	}
 }
+
+// TestCustomResourceOnLaggingReplica: a custom resource that one replica
+// serves is served by another at once, even if that one's registry has
+// not caught up with the CRD yet: it finds the CRD servable in the store
+// and waits for its registry instead of answering 404 (clients that saw
+// the resource in one replica's discovery create through the next).
+func TestCustomResourceOnLaggingReplica(t *testing.T) {
+	a := newEnv(t, nil)
+	b := newEnvOn(t, a.eps, nil)
+	ctx := admin(t)
+	crds := apiextensionsv1.NewCustomResourceDefinitionServiceClient(a.conn)
+	cr, err := crds.CreateCustomResourceDefinition(ctx, &apiextensionsv1.CreateCustomResourceDefinitionRequest{CustomResourceDefinition: crdFromYAML(t, gadgetCRD)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := cr.GetCustomResourceDefinition()
+	crd.Status.AcceptedNames = crd.GetSpec().GetNames()
+	crd.Status.Conditions = []*apiextensionsv1.CustomResourceDefinitionCondition{{Type: "NamesAccepted", Status: "True", Reason: "NoConflicts"}}
+	if _, err := crds.UpdateCustomResourceDefinitionStatus(ctx, &apiextensionsv1.UpdateCustomResourceDefinitionStatusRequest{Name: crd.GetMetadata().GetName(), CustomResourceDefinition: crd}); err != nil {
+		t.Fatal(err)
+	}
+	// At once, through the other replica.
+	_, err = dynamicv1.NewResourceServiceClient(b.conn).Create(ctx, &dynamicv1.CreateRequest{Target: gadgets("default", ""),
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g1"},"spec":{"color":"red"}}`)})
+	if err != nil {
+		t.Fatalf("create through the other replica right after the CRD was accepted: %v", err)
+	}
+	// A resource no CRD serves is still 404, at once.
+	_, err = dynamicv1.NewResourceServiceClient(b.conn).List(ctx, &dynamicv1.ListRequest{Target: &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "nothings"}})
+	if apierrors.FromError(err).Reason != apierrors.ReasonNotFound {
+		t.Errorf("unknown resource: got %v, want NotFound", err)
+	}
+}

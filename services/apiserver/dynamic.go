@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -43,18 +45,78 @@ type servedAt struct {
 // resolve finds the served custom resource t names, at any of its served
 // versions: NotFound, as a resource kube-apiserver does not serve,
 // otherwise.
-func (x *dynamicService) resolve(t *dynamicv1.Target) (*servedAt, *resourceInfo, error) {
-	r := x.s.crs.lookup(t.GetGroup(), t.GetResource())
-	var sch *crSchema
-	if r != nil {
-		if st := r.custom.schema.Load(); st != nil {
-			sch = st.served[t.GetVersion()]
+func (x *dynamicService) resolve(ctx context.Context, t *dynamicv1.Target) (*servedAt, *resourceInfo, error) {
+	if at, r := x.served(t); at != nil {
+		return at, r, nil
+	}
+	// Not served here (yet): a CRD another replica already serves may not
+	// have reached this one's registry. Read it from the store and, if it
+	// is servable at that version, wait (bounded) for the registry, so a
+	// client that saw the resource in one replica's discovery is not told
+	// 404 by the next.
+	if x.crdServableInStore(ctx, t) {
+		deadline := time.NewTimer(registryWait)
+		defer deadline.Stop()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, nil, storeErr(ctx.Err())
+			case <-deadline.C:
+				return nil, nil, apierrors.NewNotFound(t.GetGroup(), t.GetResource(), t.GetName())
+			case <-tick.C:
+			}
+			if at, r := x.served(t); at != nil {
+				return at, r, nil
+			}
 		}
 	}
-	if sch == nil {
-		return nil, nil, apierrors.NewNotFound(t.GetGroup(), t.GetResource(), t.GetName())
+	return nil, nil, apierrors.NewNotFound(t.GetGroup(), t.GetResource(), t.GetName())
+}
+
+// registryWait bounds how long a call waits for a CRD the store already
+// has as servable to reach this replica's registry.
+const registryWait = 5 * time.Second
+
+// served is t's resource and version as this replica serves them now, or
+// nil.
+func (x *dynamicService) served(t *dynamicv1.Target) (*servedAt, *resourceInfo) {
+	r := x.s.crs.lookup(t.GetGroup(), t.GetResource())
+	if r == nil {
+		return nil, nil
 	}
-	return &servedAt{r: r, sch: sch, apiVersion: t.GetGroup() + "/" + t.GetVersion()}, r, nil
+	st := r.custom.schema.Load()
+	if st == nil || st.served[t.GetVersion()] == nil {
+		return nil, nil
+	}
+	return &servedAt{r: r, sch: st.served[t.GetVersion()], apiVersion: t.GetGroup() + "/" + t.GetVersion()}, r
+}
+
+// crdServableInStore reports whether the store holds a CRD for t's
+// resource that serves t's version and whose names are accepted.
+func (x *dynamicService) crdServableInStore(ctx context.Context, t *dynamicv1.Target) bool {
+	r := x.s.resources["customresourcedefinitions"]
+	if r == nil || t.GetResource() == "" || t.GetGroup() == "" {
+		return false
+	}
+	obj, err := x.s.store.get(ctx, r, "", t.GetResource()+"."+t.GetGroup())
+	if err != nil {
+		return false
+	}
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok || !crdServable(crd) {
+		return false
+	}
+	webhook := crd.GetSpec().GetConversion().GetStrategy() == "Webhook"
+	for _, v := range crd.GetSpec().GetVersions() {
+		// A CRD converting by webhook is served at its storage version
+		// only (webhook conversion is not done).
+		if v.GetName() == t.GetVersion() && v.GetServed() && (!webhook || v.GetStorage()) {
+			return true
+		}
+	}
+	return false
 }
 
 // selectable are the selectableFields of the version asked for (never
@@ -136,7 +198,7 @@ func writeOpts(o *dynamicv1.WriteOptions) writeOptions {
 
 // Get returns one object.
 func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*dynamicv1.GetResponse, error) {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -153,7 +215,7 @@ func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*d
 
 // List returns the list as <Kind>List JSON.
 func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (*dynamicv1.ListResponse, error) {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -198,7 +260,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Watch streams the resource's events.
 func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.ResourceService_WatchServer) error {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(stream.Context(), req.GetTarget())
 	if err != nil {
 		return toGRPC(err)
 	}
@@ -222,7 +284,7 @@ func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.Res
 
 // Create creates the object.
 func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateRequest) (*dynamicv1.CreateResponse, error) {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -249,7 +311,7 @@ func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateReques
 
 // Update replaces the object.
 func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateRequest) (*dynamicv1.UpdateResponse, error) {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -272,7 +334,7 @@ func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateReques
 // UpdateStatus writes the status subresource; NotFound when the CRD has
 // none, as kube-apiserver answers.
 func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.UpdateStatusRequest) (*dynamicv1.UpdateStatusResponse, error) {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -297,7 +359,7 @@ func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.Update
 
 // Delete deletes the object.
 func (x *dynamicService) Delete(ctx context.Context, req *dynamicv1.DeleteRequest) (*dynamicv1.DeleteResponse, error) {
-	at, r, err := x.resolve(req.GetTarget())
+	at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -378,7 +440,7 @@ func (x *dynamicService) Discover(ctx context.Context, req *dynamicv1.DiscoverRe
 
 // GetScale reads the scale subresource.
 func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRequest) (*dynamicv1.GetScaleResponse, error) {
-	_, r, err := x.resolve(req.GetTarget())
+	_, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -395,7 +457,7 @@ func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRe
 
 // UpdateScale writes the scale subresource.
 func (x *dynamicService) UpdateScale(ctx context.Context, req *dynamicv1.UpdateScaleRequest) (*dynamicv1.UpdateScaleResponse, error) {
-	_, r, err := x.resolve(req.GetTarget())
+	_, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}

@@ -144,6 +144,10 @@ func (k *crdSink) Upsert(o any) {
 	next.custom.schema.Store(sch)
 	next.custom.terminating.Store(kube.DeletionTimestamp != nil)
 	next.custom.cacher = k.newC(next)
+	// The cache starts where the CRD became servable: a client that
+	// created an object through another replica meanwhile, and watches
+	// from its resourceVersion here, finds it in the window.
+	next.custom.cacher.firstListAt, _ = parseRV(crd.GetMetadata().GetResourceVersion())
 	next.custom.stop = k.start(next.custom.cacher)
 	k.g.mu.Lock()
 	k.g.byResource[key] = next

@@ -10,6 +10,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -598,9 +599,51 @@ func TestCustomResourceOnLaggingReplica(t *testing.T) {
 	}
 	// At once, through the other replica.
 	_, err = dynamicv1.NewResourceServiceClient(b.conn).Create(ctx, &dynamicv1.CreateRequest{Target: gadgets("default", ""),
-		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g1"},"spec":{"color":"red"}}`)})
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"g0"},"spec":{"color":"red"}}`)})
 	if err != nil {
 		t.Fatalf("create through the other replica right after the CRD was accepted: %v", err)
+	}
+	// A second CRD, its object written and deleted through one replica
+	// and watched from its resourceVersion through the other at once.
+	wcr, err := crds.CreateCustomResourceDefinition(ctx, &apiextensionsv1.CreateCustomResourceDefinitionRequest{
+		CustomResourceDefinition: crdFromYAML(t, strings.NewReplacer("gadgets", "widgets", "Gadget", "Widget").Replace(gadgetCRD))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcrd := wcr.GetCustomResourceDefinition()
+	wcrd.Status.AcceptedNames = wcrd.GetSpec().GetNames()
+	wcrd.Status.Conditions = []*apiextensionsv1.CustomResourceDefinitionCondition{{Type: "NamesAccepted", Status: "True", Reason: "NoConflicts"}}
+	if _, err := crds.UpdateCustomResourceDefinitionStatus(ctx, &apiextensionsv1.UpdateCustomResourceDefinitionStatusRequest{Name: wcrd.GetMetadata().GetName(), CustomResourceDefinition: wcrd}); err != nil {
+		t.Fatal(err)
+	}
+	widgets := func(name string) *dynamicv1.Target {
+		return &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: "default", Name: name}
+	}
+	created, err := dynamicv1.NewResourceServiceClient(a.conn).Create(ctx, &dynamicv1.CreateRequest{Target: widgets(""),
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1"},"spec":{"color":"red"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleted through one replica and watched from its resourceVersion
+	// through the other (what Kubernetes' CRD test fixture does): the
+	// watch cache of a custom resource starts where its CRD became
+	// servable, so the delete is in its window, not 410 Gone.
+	rv := fmt.Sprint(dig(decodeJSON(t, created.GetObject()), "metadata", "resourceVersion"))
+	if _, err := dynamicv1.NewResourceServiceClient(a.conn).Delete(ctx, &dynamicv1.DeleteRequest{Target: widgets("w1")}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := dynamicv1.NewResourceServiceClient(b.conn).Watch(wctx, &dynamicv1.WatchRequest{Target: widgets(""), ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := st.Recv()
+	if err != nil {
+		t.Fatalf("watch from the create's resourceVersion: %v", err)
+	}
+	if ev.GetType() != "DELETED" {
+		t.Errorf("first event %s %s, want the DELETED of w1", ev.GetType(), ev.GetObject())
 	}
 	// A resource no CRD serves is still 404, at once.
 	_, err = dynamicv1.NewResourceServiceClient(b.conn).List(ctx, &dynamicv1.ListRequest{Target: &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "nothings"}})

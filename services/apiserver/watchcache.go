@@ -107,6 +107,11 @@ type cacher struct {
 	// and indexOf reads it from an object.
 	indexField string
 	indexOf    func(proto.Message) string
+	// firstListAt, when set before run, is the revision of the first list
+	// (a custom resource's cache starts at the revision its CRD became
+	// servable, so that a watch from any object written since finds it in
+	// the window); the current revision if that one is compacted.
+	firstListAt int64
 
 	mu      sync.Mutex
 	ready   chan struct{} // closed once the first list is in
@@ -213,7 +218,16 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // cache has seen is refused. Watchers are closed (they resume, and get Gone
 // if they were behind the new window).
 func (c *cacher) relist(ctx context.Context) error {
-	page, err := c.st.list(ctx, c.r, "", 0, "", 0, nil)
+	c.mu.Lock()
+	at := int64(0)
+	if !c.isReady {
+		at = c.firstListAt
+	}
+	c.mu.Unlock()
+	page, err := c.st.list(ctx, c.r, "", at, "", 0, nil)
+	if err != nil && at > 0 {
+		page, err = c.st.list(ctx, c.r, "", 0, "", 0, nil)
+	}
 	if err != nil {
 		return err
 	}

@@ -114,6 +114,10 @@ type cacher struct {
 	firstListAt int64
 
 	mu      sync.Mutex
+	// readyAt: after a first list at firstListAt, the cache is ready
+	// (complete) only once it has replayed the resource's writes up to
+	// this revision, the last one at that time.
+	readyAt int64
 	ready   chan struct{} // closed once the first list is in
 	isReady bool
 	rev     int64
@@ -224,8 +228,16 @@ func (c *cacher) relist(ctx context.Context) error {
 		at = c.firstListAt
 	}
 	c.mu.Unlock()
+	var last int64
+	if at > 0 {
+		var err error
+		if last, err = c.st.lastModRevision(ctx, c.r); err != nil {
+			return err
+		}
+	}
 	page, err := c.st.list(ctx, c.r, "", at, "", 0, nil)
 	if err != nil && at > 0 {
+		last = 0
 		page, err = c.st.list(ctx, c.r, "", 0, "", 0, nil)
 	}
 	if err != nil {
@@ -245,13 +257,11 @@ func (c *cacher) relist(ctx context.Context) error {
 	clear(c.initial)
 	c.events = nil
 	c.start, c.rev = page.rev, page.rev
+	c.readyAt = last
 	for w := range c.watchers {
 		c.closeWatcherLocked(w, false)
 	}
-	if !c.isReady {
-		c.isReady = true
-		close(c.ready)
-	}
+	c.markReadyLocked()
 	c.signalLocked()
 	return nil
 }
@@ -349,6 +359,7 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 		c.dispatchLocked(we)
 		c.rev = we.rev
 	}
+	c.markReadyLocked()
 	if len(c.events) > 2*c.window {
 		drop := len(c.events) - c.window
 		c.start = c.events[drop-1].rev
@@ -356,6 +367,16 @@ func (c *cacher) apply(evs []*clientv3.Event) error {
 	}
 	c.signalLocked()
 	return nil
+}
+
+// markReadyLocked makes the cache ready once its state is complete: after
+// its first list, or (first listed at an earlier revision) once it has
+// replayed the writes up to readyAt.
+func (c *cacher) markReadyLocked() {
+	if !c.isReady && c.rev >= c.readyAt {
+		c.isReady = true
+		close(c.ready)
+	}
 }
 
 // waitReady blocks until the first list is in.

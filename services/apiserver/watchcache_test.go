@@ -617,9 +617,10 @@ func TestCacheFirstListAt(t *testing.T) {
 		t.Fatalf("watch from a write after the first list's revision: %v", err)
 	}
 	defer c.stop(w)
-	evs, ok := w.next()
-	if !ok || len(evs) == 0 || !strings.HasSuffix(evs[0].key, "/later") {
-		t.Fatalf("first events %v (open %v), want the create of later", evs, ok)
+	// The cache is ready once it has replayed up to the last write, so the
+	// watch starts with what came after its resourceVersion.
+	if len(w.initial) == 0 || !strings.HasSuffix(w.initial[0].key, "/later") {
+		t.Fatalf("first events %v, want the create of later", w.initial)
 	}
 
 	// Compacted past: the cache starts at the current revision instead.

@@ -113,7 +113,7 @@ type cacher struct {
 	// the window); the current revision if that one is compacted.
 	firstListAt int64
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// readyAt: after a first list at firstListAt, the cache is ready
 	// (complete) only once it has replayed the resource's writes up to
 	// this revision, the last one at that time.

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"google.golang.org/grpc"
@@ -105,9 +106,28 @@ func customTarget(crs []*dynamicv1.ServedResource, group, version string, parts 
 	return t, cr
 }
 
+// customRetries and customRetryWait bound how often, and how far apart,
+// a request for a custom resource no replica answered for yet asks again.
+const (
+	customRetries   = 4
+	customRetryWait = 50 * time.Millisecond
+)
+
 // serveCustom serves one request on a custom resource's paths.
 func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, version string, parts []string, info *requestInfo) {
 	t, cr := customTarget(g.customResources(r), group, version, parts)
+	// Another API service replica may not have registered yet a CRD this
+	// client already saw in discovery: ask again (each call may reach
+	// another replica) before answering 404.
+	for try := 0; t == nil && try < customRetries; try++ {
+		select {
+		case <-r.Context().Done():
+			writeError(w, notFound())
+			return
+		case <-time.After(customRetryWait):
+		}
+		t, cr = customTarget(g.customResources(r), group, version, parts)
+	}
 	if t == nil || (t.sub != "" && !(t.sub == "status" && cr.GetStatus()) && !(t.sub == "scale" && cr.GetScale())) {
 		writeError(w, notFound())
 		return

@@ -560,6 +560,15 @@ func (m *Manager) resourceQuotaController(conn grpc.ClientConnInterface, podInf 
 			gr("rbac.authorization.k8s.io", "rolebindings"): resourcequota.ClientLister(client.Must[*rbacv1.RoleBinding](conn)),
 		},
 		ListerCaches: []client.Syncer{cmInf, secInf, dInf, rsInf},
+		Live: map[schema.GroupResource]resourcequota.Lister{
+			gr("", "pods"):                   resourcequota.ClientLister(client.Must[*corev1.Pod](conn)),
+			gr("", "services"):               resourcequota.ClientLister(client.Must[*corev1.Service](conn)),
+			gr("", "configmaps"):             resourcequota.ClientLister(cms),
+			gr("", "secrets"):                resourcequota.ClientLister(secrets),
+			gr("", "replicationcontrollers"): resourcequota.ClientLister(client.Must[*corev1.ReplicationController](conn)),
+			gr("apps", "deployments"):        resourcequota.ClientLister(client.Must[*appsv1.Deployment](conn)),
+			gr("apps", "replicasets"):        resourcequota.ClientLister(client.Must[*appsv1.ReplicaSet](conn)),
+		},
 		Custom:       dynamicv1.NewResourceServiceClient(conn),
 		ResyncPeriod: m.cfg.ResourceQuotaSyncPeriod, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 	if rcInf != nil {

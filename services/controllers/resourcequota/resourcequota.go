@@ -69,6 +69,14 @@ type Config struct {
 	// ListerCaches are the informers Listers read: Run waits for them
 	// before the first count, which would otherwise find them empty.
 	ListerCaches []client.Syncer
+	// Live list a resource from the API service (a consistent read), for
+	// the resources counted from informer caches (pods, services and the
+	// Listers that read a cache). Caches are fed by watches of their own
+	// and may not have seen an object created just before the quota, or
+	// charged by admission just before a recount; a count that would
+	// show a resource for the first time, or give usage back, is taken
+	// again from Live before it is written.
+	Live map[schema.GroupResource]Lister
 	// Custom counts and follows the custom resources a quota names
 	// (count/<plural>.<group>); nil, or a resource neither it nor Listers
 	// knows, is counted as 0.
@@ -251,9 +259,14 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	rq := q.(*k8scorev1.ResourceQuota)
 	ns := rq.Namespace
 	hard := rq.Spec.Hard
-	used, err := c.usage(ctx, ns, rq)
+	used, err := c.usage(ctx, ns, rq, false)
 	if err != nil {
 		return fmt.Errorf("resourcequota %s: %w", key, err)
+	}
+	if len(c.cfg.Live) > 0 && givesBackOrNew(used, rq.Status.Used) {
+		if used, err = c.usage(ctx, ns, rq, true); err != nil {
+			return fmt.Errorf("resourcequota %s: %w", key, err)
+		}
 	}
 	if quotav1.Equals(hard, rq.Status.Hard) && quotav1.Equals(used, rq.Status.Used) {
 		return nil
@@ -274,13 +287,32 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	}
 }
 
+// givesBackOrNew reports whether a count shows a resource the status did
+// not, or less of one than the status says is used.
+func givesBackOrNew(used, prev k8scorev1.ResourceList) bool {
+	for k, v := range used {
+		p, ok := prev[k]
+		if !ok || v.Cmp(p) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // usage counts what the namespace's objects use of every resource the
 // quota names, within its scopes: the previous observation where a count
-// failed, 0 for resources nothing counts.
-func (c *Controller) usage(ctx context.Context, ns string, rq *k8scorev1.ResourceQuota) (k8scorev1.ResourceList, error) {
+// failed, 0 for resources nothing counts. live counts through the Live
+// listers where there is one, caches otherwise.
+func (c *Controller) usage(ctx context.Context, ns string, rq *k8scorev1.ResourceQuota, live bool) (k8scorev1.ResourceList, error) {
 	list := func(gr schema.GroupResource, ns string) ([]runtime.Object, error) {
 		var objs []proto.Message
+		l := c.cfg.Live[gr]
 		switch {
+		case live && l != nil:
+			var err error
+			if objs, err = l(ctx, ns); err != nil {
+				return nil, err
+			}
 		case gr == schema.GroupResource{Resource: "pods"}:
 			for _, p := range c.cfg.PodInformer.Store().ByNamespace(ns) {
 				objs = append(objs, p)
@@ -294,7 +326,7 @@ func (c *Controller) usage(ctx context.Context, ns string, rq *k8scorev1.Resourc
 				objs = append(objs, s)
 			}
 		default:
-			l := c.cfg.Listers[gr]
+			l = c.cfg.Listers[gr]
 			if l == nil && c.custom != nil && gr.Group != "" {
 				return c.custom.list(ctx, gr, ns)
 			}

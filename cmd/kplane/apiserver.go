@@ -67,6 +67,7 @@ func newAPIServerCommand() *cobra.Command {
 		advertiseAddress                     string
 		securePort                           int
 		sa                                   saFlags
+		oidc                                 oidcFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apiserver",
@@ -171,6 +172,13 @@ func newAPIServerCommand() *cobra.Command {
 			acfg := authn.Config{TokenFile: tokenFile, Anonymous: anonymous, Logger: log, APIAudiences: sa.audiences()}
 			if saAuthn != nil {
 				acfg.ServiceAccounts = saAuthn
+			}
+			jwt, err := oidc.build(cmd.Context(), sa.audiences(), sa.issuers)
+			if err != nil {
+				return err
+			}
+			if jwt != nil {
+				acfg.JWT = jwt
 			}
 			an, err := authn.New(acfg)
 			if err != nil {
@@ -285,6 +293,7 @@ func newAPIServerCommand() *cobra.Command {
 	f.StringVar(&clientCA, "client-ca-file", "", "CA that signs client certificates (CN = user, O = groups)")
 	f.StringVar(&tokenFile, "token-auth-file", "", "static bearer tokens, Kubernetes' CSV format: token,user,uid,\"group1,group2\"")
 	sa.register(f)
+	oidc.register(f)
 	f.BoolVar(&anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous")
 	f.StringVar(&auditPath, "audit-log-path", "", "audit log file (one JSON line per audited request stage); - is standard output; empty disables it")
 	f.StringVar(&auditWebhookConfig, "audit-webhook-config-file", "", "kubeconfig naming the audit webhook: audit events are POSTed to it as audit.k8s.io/v1 EventLists")

@@ -13,7 +13,8 @@
 //     looked up in a token file in Kubernetes' static token CSV format:
 //     `token,user,uid,"group1,group2"` (the groups column is optional).
 //     A token not in the file goes to the ServiceAccount token authenticator,
-//     if one is configured (a JWT signed by the service account key).
+//     if one is configured (a JWT signed by the service account key), then
+//     to the external OpenID Connect issuers' authenticator, if configured.
 //     A presented but unknown or invalid token is refused (Unauthorized,
 //     as kube-apiserver, with no reason given), never treated as anonymous.
 //   - No credentials: system:anonymous in group system:unauthenticated when
@@ -123,6 +124,10 @@ type Config struct {
 	// ServiceAccounts, if set, authenticates the bearer tokens the token
 	// file does not hold (ServiceAccount JWTs).
 	ServiceAccounts TokenAuthenticator
+	// JWT, if set, authenticates the bearer tokens of external OpenID
+	// Connect issuers (jwtauthn), tried after ServiceAccount tokens, as
+	// kube-apiserver orders them.
+	JWT TokenAuthenticator
 	// APIAudiences are the API's own audiences (--api-audiences): a
 	// TokenReview asking for others does not accept static tokens.
 	APIAudiences []string
@@ -143,13 +148,14 @@ type Authenticator struct {
 	anonymous  bool
 	proxyGroup []string
 	sa         TokenAuthenticator
+	jwt        TokenAuthenticator
 	auds       []string
 	log        *slog.Logger
 }
 
 // New reads cfg.TokenFile (if any) and returns an Authenticator.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{anonymous: cfg.Anonymous, proxyGroup: cfg.FrontProxyGroups, sa: cfg.ServiceAccounts, auds: cfg.APIAudiences, log: cfg.Logger}
+	a := &Authenticator{anonymous: cfg.Anonymous, proxyGroup: cfg.FrontProxyGroups, sa: cfg.ServiceAccounts, jwt: cfg.JWT, auds: cfg.APIAudiences, log: cfg.Logger}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -353,6 +359,15 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, token string, aud
 	}
 	if a.sa != nil {
 		u, validFor, ok, err := a.sa.AuthenticateToken(ctx, token, audiences)
+		if err != nil {
+			return request.User{}, nil, fmt.Errorf("[invalid bearer token, %w]", err)
+		}
+		if ok {
+			return u, validFor, nil
+		}
+	}
+	if a.jwt != nil {
+		u, validFor, ok, err := a.jwt.AuthenticateToken(ctx, token, audiences)
 		if err != nil {
 			return request.User{}, nil, fmt.Errorf("[invalid bearer token, %w]", err)
 		}

@@ -89,6 +89,9 @@ type Options struct {
 	// ServiceAccountKey, if set, signs and verifies ServiceAccount tokens
 	// instead of a fresh key (another Env's, for a second replica).
 	ServiceAccountKey *ecdsa.PrivateKey
+	// JWT, if set, authenticates external OpenID Connect issuers' tokens
+	// (jwtauthn), after the static and ServiceAccount tokens.
+	JWT authn.TokenAuthenticator
 }
 
 // StartEtcd runs an etcd process on free loopback ports until the test
@@ -222,7 +225,7 @@ func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
 	if err != nil {
 		return nil, err
 	}
-	an, err := authn.New(authn.Config{TokenFile: tokenFile, ServiceAccounts: saAuthn, APIAudiences: []string{ServiceAccountIssuer}})
+	an, err := authn.New(authn.Config{TokenFile: tokenFile, ServiceAccounts: saAuthn, JWT: opts.JWT, APIAudiences: []string{ServiceAccountIssuer}})
 	if err != nil {
 		return nil, err
 	}

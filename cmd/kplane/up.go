@@ -95,6 +95,7 @@ restarted then).`,
 	f.StringVar(&cfg.DataDir, "data-dir", ".kplane", "directory holding the store members' data, the credentials, the kubeconfig and every process's log")
 	f.IntVar(&cfg.StoreMembers, "store-members", 3, "number of store members")
 	f.IntVar(&cfg.APIServers, "apiservers", 2, "number of API service replicas")
+	f.StringArrayVar(&cfg.APIServerArgs, "apiserver-arg", nil, "a flag for every API service replica, e.g. --apiserver-arg=--oidc-issuer-url=https://idp.example.com; repeatable; it comes after kplane up's own flags")
 	f.IntVar(&cfg.Schedulers, "schedulers", 2, "number of scheduler replicas (leader-elected); 0 runs none (for Kubernetes' kube-scheduler)")
 	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected); 0 runs none (for Kubernetes' kube-controller-manager)")
 	f.Float64Var(&cfg.ControllerAPIQPS, "controllers-kube-api-qps", 0, "the controller managers' --kube-api-qps: calls per second to the API service (0: no limit)")

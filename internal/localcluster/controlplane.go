@@ -42,6 +42,9 @@ type UpConfig struct {
 	StoreMembers int
 	// APIServers is the number of API service replicas (default 2).
 	APIServers int
+	// APIServerArgs are appended to every API service replica's
+	// arguments (e.g. --oidc-issuer-url): later flags win.
+	APIServerArgs []string
 	// Schedulers and ControllerManagers are the leader-elected replicas of
 	// each (0: the default, 2; negative: none, so that Kubernetes' own
 	// kube-scheduler or kube-controller-manager can take their place).
@@ -276,6 +279,7 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		if _, err := netip.ParseAddr(gwHost); err == nil {
 			args = append(args, "--advertise-address", gwHost)
 		}
+		args = append(args, cfg.APIServerArgs...)
 		if err := cp.start("apiserver", "apiserver-"+strconv.Itoa(i+1), addr, args...); err != nil {
 			return nil, err
 		}

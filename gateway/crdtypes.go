@@ -1,6 +1,7 @@
 // This file holds the schema the field managers use for
-// CustomResourceDefinition: apiextensions-apiserver's generated OpenAPI
-// definitions, as kube-apiserver builds its own from them.
+// CustomResourceDefinition, and the meta types custom resources' schemas
+// refer to: apiextensions-apiserver's generated OpenAPI definitions, as
+// kube-apiserver builds its own from them.
 package gateway
 
 import (
@@ -17,6 +18,19 @@ import (
 // kinds: the generated definitions under their REST-friendly names, with
 // the group-version-kind extension that ties the two kinds to them.
 func crdTypeConverter() (managedfields.TypeConverter, error) {
+	tc, err := managedfields.NewTypeConverter(apiextensionsModels(), false)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: CustomResourceDefinition schema: %w", err)
+	}
+	return tc, nil
+}
+
+// apiextensionsModels are apiextensions-apiserver's generated definitions
+// (its kinds and the meta types they use: ObjectMeta, ManagedFieldsEntry,
+// Time...) under their REST-friendly names, the two CRD kinds tagged with
+// their group-version-kind. Custom resources' schemas refer to the meta
+// types among them.
+func apiextensionsModels() map[string]*spec.Schema {
 	ref := func(path string) spec.Ref {
 		return spec.MustCreateRef("#/definitions/" + util.ToRESTFriendlyName(path))
 	}
@@ -31,9 +45,5 @@ func crdTypeConverter() (managedfields.TypeConverter, error) {
 		}
 		models[util.ToRESTFriendlyName(path)] = &s
 	}
-	tc, err := managedfields.NewTypeConverter(models, false)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: CustomResourceDefinition schema: %w", err)
-	}
-	return tc, nil
+	return models
 }

@@ -185,12 +185,29 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 		}
 	case r.Method == http.MethodPost && t.name == "" && t.sub == "":
 		var resp *dynamicv1.CreateResponse
+		body = g.recordCustomUpdate(ctx, cr, "", nil, body, updateManager(r))
 		resp, err = g.dyn.Create(ctx, &dynamicv1.CreateRequest{Target: tgt, Object: body, Options: wo}, grpc.Header(&hdr))
 		out, code = resp.GetObject(), http.StatusCreated
 	case r.Method == http.MethodPut && t.name != "":
-		out, err = g.putCustom(ctx, tgt, t.sub, body, wo, &hdr)
+		var cur *dynamicv1.GetResponse
+		if cur, err = g.dyn.Get(ctx, &dynamicv1.GetRequest{Target: tgt}); err == nil {
+			body = g.recordCustomUpdate(ctx, cr, t.sub, cur.GetObject(), body, updateManager(r))
+		} else if apierrors.IsNotFound(err) {
+			err = nil // the update answers NotFound itself
+		}
+		if err == nil {
+			out, err = g.putCustom(ctx, tgt, t.sub, body, wo, &hdr)
+		}
+	case r.Method == http.MethodPatch && t.name != "" && isApplyPatch(r.Header.Get("Content-Type")) && t.sub != "scale":
+		out, code, err = g.applyCustom(ctx, r, cr, tgt, t.sub, body, wo, &hdr)
 	case r.Method == http.MethodPatch && t.name != "":
-		out, err = g.patchCustom(ctx, r.Header.Get("Content-Type"), tgt, t.sub, body, wo, &hdr)
+		record := func(cur, patched []byte) []byte {
+			if t.sub == "scale" {
+				return patched
+			}
+			return g.recordCustomUpdate(ctx, cr, t.sub, cur, patched, updateManager(r))
+		}
+		out, err = g.patchCustom(ctx, r.Header.Get("Content-Type"), tgt, t.sub, body, wo, &hdr, record)
 	case r.Method == http.MethodDelete && t.name != "" && t.sub == "":
 		var del *dynamicv1.DeleteRequest
 		if del, err = customDeleteRequest(tgt, q, body); err == nil {
@@ -233,8 +250,9 @@ func (g *Gateway) putCustom(ctx context.Context, tgt *dynamicv1.Target, sub stri
 // the patch sets one), trying again when another write came first, as
 // kube-apiserver's patch handler does. A strategic merge patch is 415, as
 // for any custom resource on Kubernetes (there is no Go type to take the
-// strategy from); server-side apply is not served yet (415 too).
-func (g *Gateway) patchCustom(ctx context.Context, ct string, tgt *dynamicv1.Target, sub string, patch []byte, wo *dynamicv1.WriteOptions, hdr *metadata.MD) ([]byte, error) {
+// strategy from); server-side apply is customapply.go's (on scale, 415).
+// record, if set, records the write's manager in the patched object.
+func (g *Gateway) patchCustom(ctx context.Context, ct string, tgt *dynamicv1.Target, sub string, patch []byte, wo *dynamicv1.WriteOptions, hdr *metadata.MD, record func(cur, patched []byte) []byte) ([]byte, error) {
 	ct, _, _ = strings.Cut(ct, ";")
 	ct = strings.TrimSpace(ct)
 	var apply func(cur []byte) ([]byte, error)
@@ -276,6 +294,9 @@ func (g *Gateway) patchCustom(ctx context.Context, ct string, tgt *dynamicv1.Tar
 		if err != nil {
 			return nil, err
 		}
+		if record != nil {
+			patched = record(cur, patched)
+		}
 		out, err := put(patched)
 		if apierrors.ReasonOf(err) == apierrors.ReasonConflict && !setsResourceVersion(patch) && attempt < maxPatchAttempts {
 			continue
@@ -293,7 +314,7 @@ func (g *Gateway) serveCustomScale(ctx context.Context, r *http.Request, tgt *dy
 	case http.MethodPut:
 		return g.putCustomScale(ctx, tgt, body, wo)
 	case http.MethodPatch:
-		return g.patchCustom(ctx, r.Header.Get("Content-Type"), tgt, "scale", body, wo, nil)
+		return g.patchCustom(ctx, r.Header.Get("Content-Type"), tgt, "scale", body, wo, nil, nil)
 	}
 	return nil, methodNotAllowed()
 }
@@ -547,4 +568,10 @@ func (g *Gateway) serveCustomTableWatch(ctx context.Context, w http.ResponseWrit
 			return
 		}
 	}
+}
+
+// isApplyPatch reports whether a Content-Type is server-side apply's.
+func isApplyPatch(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.TrimSpace(mt) == applyPatchType
 }

@@ -108,6 +108,8 @@ type Gateway struct {
 	openapi     *openAPI
 	// managers are the server-side apply field managers.
 	managers *fieldManagers
+	// crManagers are custom resources' field managers.
+	crManagers *customManagers
 	// openapiV2 is the built-in part of the protobuf OpenAPI v2 document.
 	openapiV2 []byte
 	// crdOpenAPI holds the OpenAPI documents with the custom resources in
@@ -145,7 +147,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	conn := newFreshConn(cfg.Conn)
-	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(conn), issuer: authenticationv1.NewAuthenticationServiceClient(conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(conn), watches: watchstreamv1.NewWatchStreamServiceClient(conn),
+	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(conn), issuer: authenticationv1.NewAuthenticationServiceClient(conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, crManagers: newCustomManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(conn), watches: watchstreamv1.NewWatchStreamServiceClient(conn),
 		dyn: dynamicv1.NewResourceServiceClient(conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second

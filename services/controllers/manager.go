@@ -110,6 +110,9 @@ type Config struct {
 	Identity       string // default hostname_random
 	// Workers per controller (defaults 5 deployment, 5 replicaset, 20 gc).
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
+	// GCCustomResync is how often the garbage collector looks for custom
+	// resources that appeared or went (default 10s).
+	GCCustomResync time.Duration
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
 	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs
@@ -377,7 +380,8 @@ func (m *Manager) runControllers(ctx context.Context) {
 			ctrl.NewResource(conn, "apps/v1", stsInf),
 			ctrl.NewResource(conn, "v1", pvcInf),
 		}
-		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider,
+			Custom: dynamicv1.NewResourceServiceClient(conn), CustomResync: m.cfg.GCCustomResync})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })
 	}
 

@@ -12,6 +12,12 @@
 //     is removed once no dependent with blockOwnerDeletion remains.
 //   - Orphan: an owner being deleted with the orphan finalizer has its
 //     ownerReference removed from every dependent, then the finalizer.
+//
+// Resources are told apart by kind and group (an ownerReference's kind
+// and apiVersion). Beside the built-in resources it is given, it follows
+// every custom resource the API service serves (Config.Custom): found
+// again every Config.CustomResync, each seen through an informer of its
+// objects' metadata, dropped when its CRD goes.
 package garbagecollector
 
 import (
@@ -20,10 +26,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
@@ -47,16 +57,83 @@ type Config struct {
 	// object collected, linked to the trace of the owner's or dependent's
 	// deletion that caused it (client.Trace); nil uses the global one.
 	TracerProvider trace.TracerProvider
+	// Custom, if set, lists the custom resources served and reads and
+	// writes their objects (dynamicv1.ResourceServiceClient).
+	Custom Custom
+	// CustomResync is how often the custom resources served are listed
+	// again (default DefaultCustomResync).
+	CustomResync time.Duration
+}
+
+// DefaultCustomResync is how often the collector looks for custom
+// resources that appeared or went.
+const DefaultCustomResync = 10 * time.Second
+
+// Custom is what the collector needs of the API service's ResourceService.
+type Custom interface {
+	ctrl.Dynamic
+	Discover(ctx context.Context, in *dynamicv1.DiscoverRequest, opts ...grpc.CallOption) (*dynamicv1.DiscoverResponse, error)
 }
 
 // Controller is the garbage collector.
 type Controller struct {
-	res    map[string]ctrl.Resource // by kind
 	log    *slog.Logger
 	queue  client.Queue
 	rec    *client.Recorder
 	tp     trace.TracerProvider
 	causes client.TraceCauses
+	custom Custom
+	resync time.Duration
+
+	mu      sync.RWMutex
+	res     map[string]ctrl.Resource // by resourceID
+	stopped map[string]context.CancelFunc
+}
+
+// resourceID names a resource by kind and group: "Deployment.apps",
+// "Pod." (the core group), "Widget.example.com".
+func resourceID(kind, apiVersion string) string {
+	group, _, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		group = ""
+	}
+	return kind + "." + group
+}
+
+func idOf(r ctrl.Resource) string { return resourceID(r.Kind(), r.APIVersion()) }
+
+// resource is the resource of id, if followed.
+func (c *Controller) resource(id string) (ctrl.Resource, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	r, ok := c.res[id]
+	return r, ok
+}
+
+// requeueDependentsOf queues every cached object with an owner of the
+// resource id.
+func (c *Controller) requeueDependentsOf(id string) {
+	for _, r := range c.resources() {
+		for _, o := range r.All() {
+			for _, ref := range o.GetMetadata().GetOwnerReferences() {
+				if resourceID(ref.GetKind(), ref.GetApiVersion()) == id {
+					c.queue.Add(key(idOf(r), o))
+					break
+				}
+			}
+		}
+	}
+}
+
+// resources are the resources followed now.
+func (c *Controller) resources() []ctrl.Resource {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]ctrl.Resource, 0, len(c.res))
+	for _, r := range c.res {
+		out = append(out, r)
+	}
+	return out
 }
 
 // New returns a garbage collector over cfg.Resources and registers its
@@ -66,39 +143,43 @@ func New(cfg Config) *Controller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{res: map[string]ctrl.Resource{}, log: log.With("controller", "garbagecollector"), queue: client.NewQueue("garbagecollector", 0, 0),
-		rec: cfg.Recorder, tp: cfg.TracerProvider}
+	c := &Controller{res: map[string]ctrl.Resource{}, stopped: map[string]context.CancelFunc{}, log: log.With("controller", "garbagecollector"),
+		queue: client.NewQueue("garbagecollector", 0, 0), rec: cfg.Recorder, tp: cfg.TracerProvider, custom: cfg.Custom, resync: cfg.CustomResync}
+	if c.resync <= 0 {
+		c.resync = DefaultCustomResync
+	}
 	for _, r := range cfg.Resources {
-		c.res[r.Kind()] = r
+		c.res[idOf(r)] = r
 		r.OnChange(func(o ctrl.Object, deleted bool) { c.observe(r, o, deleted) })
 	}
 	return c
 }
 
-func key(kind string, o ctrl.Object) string {
-	return kind + "/" + client.KeyOf(o.GetMetadata().GetNamespace(), o.GetMetadata().GetName())
+func key(id string, o ctrl.Object) string {
+	return id + "/" + client.KeyOf(o.GetMetadata().GetNamespace(), o.GetMetadata().GetName())
 }
 
 func (c *Controller) observe(r ctrl.Resource, o ctrl.Object, deleted bool) {
 	m := o.GetMetadata()
 	if !deleted && (len(m.GetOwnerReferences()) > 0 || (m.GetDeletionTimestamp() != nil &&
 		(ctrl.HasFinalizer(m, ForegroundFinalizer) || ctrl.HasFinalizer(m, OrphanFinalizer)))) {
-		c.queue.Add(key(r.Kind(), o))
+		c.queue.Add(key(idOf(r), o))
 	}
 	if deleted || m.GetDeletionTimestamp() != nil {
 		// Its dependents may now be orphans.
-		for _, dr := range c.res {
+		for _, dr := range c.resources() {
 			for _, d := range dr.Dependents(m.GetUid()) {
-				k := key(dr.Kind(), d)
+				k := key(idOf(dr), d)
 				c.causes.Add(k, m.GetAnnotations())
 				c.queue.Add(k)
 			}
 		}
 		// An owner waiting in foreground deletion may be done.
 		for _, ref := range m.GetOwnerReferences() {
-			if or, ok := c.res[ref.GetKind()]; ok {
+			id := resourceID(ref.GetKind(), ref.GetApiVersion())
+			if or, ok := c.resource(id); ok {
 				if owner, ok := or.CachedByUID(ref.GetUid()); ok {
-					k := key(ref.GetKind(), owner)
+					k := key(id, owner)
 					c.causes.Add(k, m.GetAnnotations())
 					c.queue.Add(k)
 				}
@@ -110,21 +191,98 @@ func (c *Controller) observe(r ctrl.Resource, o ctrl.Object, deleted bool) {
 // Run waits for every informer's cache, then collects until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	var syncers []client.Syncer
-	for _, r := range c.res {
+	for _, r := range c.resources() {
 		syncers = append(syncers, r.Informer())
 	}
 	if !client.WaitForCacheSync(ctx, syncers...) {
 		return
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if c.custom != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.followCustom(ctx, &wg)
+		}()
+	}
 	t := client.Trace{TracerProvider: c.tp, Span: "garbagecollector.reconcile", Annotations: c.annotations, Causes: &c.causes}
 	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
+}
+
+// followCustom lists the custom resources served every resync until ctx
+// ends: one it does not follow yet gets an informer (run on wg), one that
+// is no longer served is dropped.
+func (c *Controller) followCustom(ctx context.Context, wg *sync.WaitGroup) {
+	t := time.NewTicker(c.resync)
+	defer t.Stop()
+	for {
+		if err := c.syncCustom(ctx, wg); err != nil && ctx.Err() == nil {
+			c.log.WarnContext(ctx, "listing the custom resources", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// syncCustom follows the custom resources served now, at their storage
+// version, and drops those gone.
+func (c *Controller) syncCustom(ctx context.Context, wg *sync.WaitGroup) error {
+	resp, err := c.custom.Discover(ctx, &dynamicv1.DiscoverRequest{})
+	if err != nil {
+		return err
+	}
+	served := map[string]*dynamicv1.ServedResource{}
+	for _, sr := range resp.GetResources() {
+		if sr.GetStorage() {
+			served[resourceID(sr.GetKind(), sr.GetGroup()+"/"+sr.GetVersion())] = sr
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, stop := range c.stopped {
+		if _, ok := served[id]; !ok {
+			stop()
+			delete(c.stopped, id)
+			delete(c.res, id)
+			c.log.DebugContext(ctx, "no longer following a custom resource", "resource", id)
+		}
+	}
+	for id, sr := range served {
+		if _, ok := c.res[id]; ok {
+			continue
+		}
+		r := ctrl.NewDynamicResource(c.custom, sr.GetGroup(), sr.GetVersion(), sr.GetResource(), sr.GetKind(), sr.GetNamespaced(), c.log)
+		r.OnChange(func(o ctrl.Object, deleted bool) { c.observe(r, o, deleted) })
+		rctx, stop := context.WithCancel(ctx)
+		c.res[id], c.stopped[id] = r, stop
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = r.Run(rctx)
+		}()
+		// Objects whose owners are of this kind were left alone while it
+		// was unknown (an owner deleted meanwhile sent no event here):
+		// once its cache is complete, they are looked at again.
+		go func() {
+			defer wg.Done()
+			if client.WaitForCacheSync(rctx, r.Informer()) {
+				c.requeueDependentsOf(id)
+			}
+		}()
+		c.log.DebugContext(ctx, "following a custom resource", "resource", id)
+	}
+	return nil
 }
 
 // annotations are those of the cached object key (Kind/namespace/name)
 // names.
 func (c *Controller) annotations(k string) map[string]string {
-	kind, nsName, _ := strings.Cut(k, "/")
-	if r := c.res[kind]; r != nil {
+	id, nsName, _ := strings.Cut(k, "/")
+	if r, ok := c.resource(id); ok {
 		if obj, ok := r.Cached(nsName); ok {
 			return obj.GetMetadata().GetAnnotations()
 		}
@@ -134,12 +292,12 @@ func (c *Controller) annotations(k string) map[string]string {
 
 // Reconcile handles the object named by key (Kind/namespace/name).
 func (c *Controller) Reconcile(ctx context.Context, k string) error {
-	kind, nsName, ok := strings.Cut(k, "/")
+	id, nsName, ok := strings.Cut(k, "/")
 	if !ok {
 		return nil
 	}
-	r := c.res[kind]
-	if r == nil {
+	r, ok := c.resource(id)
+	if !ok {
 		return nil
 	}
 	obj, ok := r.Cached(nsName)
@@ -171,7 +329,7 @@ const (
 
 // owner looks up ref, in the cache and, if absent there, live.
 func (c *Controller) owner(ctx context.Context, ns string, ref *metav1.OwnerReference) (ownerState, error) {
-	or, ok := c.res[ref.GetKind()]
+	or, ok := c.resource(resourceID(ref.GetKind(), ref.GetApiVersion()))
 	if !ok {
 		return ownerPresent, nil // a kind we do not know: leave it alone
 	}
@@ -259,7 +417,7 @@ func (c *Controller) dependents(uid string) []struct {
 		r ctrl.Resource
 		o ctrl.Object
 	}
-	for _, r := range c.res {
+	for _, r := range c.resources() {
 		for _, o := range r.Dependents(uid) {
 			out = append(out, struct {
 				r ctrl.Resource

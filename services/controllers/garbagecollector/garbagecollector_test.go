@@ -68,6 +68,7 @@ func (r *fakeResource) Dependents(uid string) []ctrl.Object {
 	})
 }
 func (r *fakeResource) InNamespace(ns string) []ctrl.Object { return r.objs }
+func (r *fakeResource) All() []ctrl.Object                  { return r.objs }
 func (r *fakeResource) Get(_ context.Context, ns, name string) (ctrl.Object, error) {
 	if o, ok := r.Cached(client.KeyOf(ns, name)); ok {
 		return o, nil
@@ -148,7 +149,7 @@ func TestReconcile(t *testing.T) {
 		{
 			name: "owner missing: background delete",
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))}},
-			key:  "Pod/ns/p",
+			key:  "Pod./ns/p",
 			want: []string{"delete Pod p Background"},
 		},
 		{
@@ -158,48 +159,48 @@ func TestReconcile(t *testing.T) {
 			name: "owner missing, cached copy stale: conditional delete conflicts",
 			pods: []*corev1.Pod{{Metadata: withRV(meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true)), "5")}},
 			live: "6",
-			key:  "Pod/ns/p",
+			key:  "Pod./ns/p",
 			want: []string{"delete Pod p Background rv=5"},
 		},
 		{
 			name: "owner recreated with another uid: delete",
 			rss:  []*appsv1.ReplicaSet{{Metadata: meta("rs", "rs2")}},
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))}},
-			key:  "Pod/ns/p",
+			key:  "Pod./ns/p",
 			want: []string{"delete Pod p Background"},
 		},
 		{
 			name: "owner present: nothing",
 			rss:  []*appsv1.ReplicaSet{{Metadata: meta("rs", "rs1")}},
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))}},
-			key:  "Pod/ns/p",
+			key:  "Pod./ns/p",
 		},
 		{
 			name: "one of two owners gone: drop its reference",
 			rss:  []*appsv1.ReplicaSet{{Metadata: meta("rs", "rs1")}},
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true), ref("ReplicaSet", "old", "rs0", false))}},
-			key:  "Pod/ns/p",
+			key:  "Pod./ns/p",
 			want: []string{"update Pod p owners=[rs1] finalizers=[]"},
 		},
 		{
 			name: "foreground: dependents deleted first, finalizer kept",
 			rss:  []*appsv1.ReplicaSet{{Metadata: deleting(meta("rs", "rs1"), ForegroundFinalizer)}},
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))}, {Metadata: meta("q", "q1", ref("ReplicaSet", "rs", "rs1", true))}},
-			key:  "ReplicaSet/ns/rs",
+			key:  "ReplicaSet./ns/rs",
 			want: []string{"delete Pod p Foreground", "delete Pod q Foreground"},
 		},
 		{
 			name: "foreground: only non-blocking dependents left, finalizer removed",
 			rss:  []*appsv1.ReplicaSet{{Metadata: deleting(meta("rs", "rs1"), ForegroundFinalizer)}},
 			pods: []*corev1.Pod{{Metadata: deleting(meta("p", "p1", ref("ReplicaSet", "rs", "rs1", false)))}},
-			key:  "ReplicaSet/ns/rs",
+			key:  "ReplicaSet./ns/rs",
 			want: []string{"update ReplicaSet rs owners=[] finalizers=[]"},
 		},
 		{
 			name: "orphan: references removed, then the finalizer",
 			rss:  []*appsv1.ReplicaSet{{Metadata: deleting(meta("rs", "rs1"), OrphanFinalizer)}},
 			pods: []*corev1.Pod{{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))}},
-			key:  "ReplicaSet/ns/rs",
+			key:  "ReplicaSet./ns/rs",
 			want: []string{"update Pod p owners=[] finalizers=[]", "update ReplicaSet rs owners=[] finalizers=[]"},
 		},
 	} {

@@ -49,6 +49,8 @@ type Resource interface {
 	CachedByUID(uid string) (Object, bool)
 	Dependents(ownerUID string) []Object
 	InNamespace(ns string) []Object
+	// All returns every cached object.
+	All() []Object
 	Get(ctx context.Context, namespace, name string) (Object, error)
 	Update(ctx context.Context, obj Object) error
 	Delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error
@@ -106,6 +108,15 @@ func (r *TypedResource[T]) Dependents(ownerUID string) []Object {
 
 func (r *TypedResource[T]) InNamespace(ns string) []Object {
 	l := r.Inf.Store().ByNamespace(ns)
+	out := make([]Object, len(l))
+	for i, o := range l {
+		out[i] = o
+	}
+	return out
+}
+
+func (r *TypedResource[T]) All() []Object {
+	l := r.Inf.Store().List()
 	out := make([]Object, len(l))
 	for i, o := range l {
 		out[i] = o

@@ -112,7 +112,7 @@ type Config struct {
 	DeploymentWorkers, ReplicaSetWorkers, GCWorkers int
 	// GCCustomResync is how often the garbage collector looks for custom
 	// resources that appeared or went (default 10s).
-	GCCustomResync time.Duration
+	GCCustomResync                                  time.Duration
 	EndpointsWorkers, NamespaceWorkers, NodeWorkers int
 	ServiceAccountWorkers                           int
 	DaemonSetWorkers                                int // default 2, as Kubernetes' concurrent-daemonset-syncs

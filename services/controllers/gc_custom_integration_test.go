@@ -1,5 +1,5 @@
 // This file holds the garbage collector's test with custom resources: a
-// custom owner's pod collected once the owner goes, a custom dependent of
+// custom owner's pod and config map collected once the owner goes, a custom dependent of
 // a custom owner deleted in the foreground, and one orphaned, each as
 // Kubernetes' garbage collector does for every resource it discovers.
 package controllers_test
@@ -81,9 +81,19 @@ func TestGarbageCollectorCustomResources(t *testing.T) {
 	if _, err := c.pods.Create(c.ctx, pod); err != nil {
 		t.Fatal(err)
 	}
+	// So is a ConfigMap (a kind the collector caches as metadata only).
+	cms := client.Must[*corev1.ConfigMap](c.conn)
+	if _, err := cms.Create(c.ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "owned",
+		OwnerReferences: []*metav1.OwnerReference{{ApiVersion: "example.com/v1", Kind: "Widget", Name: "owner", Uid: owner}}}}); err != nil {
+		t.Fatal(err)
+	}
 	del("owner", "Background")
 	eventually(t, "the custom owner's pod collected", func() (bool, string) {
 		_, err := c.pods.Get(c.ctx, ns, "owned")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	eventually(t, "the custom owner's config map collected", func() (bool, string) {
+		_, err := cms.Get(c.ctx, ns, "owned")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 

@@ -380,6 +380,32 @@ func (m *Manager) runControllers(ctx context.Context) {
 			ctrl.NewResource(conn, "apps/v1", stsInf),
 			ctrl.NewResource(conn, "v1", pvcInf),
 		}
+		// The other kinds objects are commonly owned in, cached as
+		// metadata only (as Kubernetes' collector's metadata informers).
+		for _, r := range []*ctrl.MetaResource{
+			ctrl.NewMetadataResource[*corev1.ConfigMap](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.Secret](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.Service](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.ServiceAccount](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.Endpoints](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.PodTemplate](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.ResourceQuota](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.LimitRange](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.PersistentVolume](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*corev1.Node](conn, "v1", m.log),
+			ctrl.NewMetadataResource[*discoveryv1.EndpointSlice](conn, "discovery.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*coordv1.Lease](conn, "coordination.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*policyv1.PodDisruptionBudget](conn, "policy/v1", m.log),
+			ctrl.NewMetadataResource[*networkingv1.Ingress](conn, "networking.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*networkingv1.NetworkPolicy](conn, "networking.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*rbacv1.Role](conn, "rbac.authorization.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*rbacv1.RoleBinding](conn, "rbac.authorization.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*rbacv1.ClusterRole](conn, "rbac.authorization.k8s.io/v1", m.log),
+			ctrl.NewMetadataResource[*rbacv1.ClusterRoleBinding](conn, "rbac.authorization.k8s.io/v1", m.log),
+		} {
+			informer(r.Run)
+			res = append(res, r)
+		}
 		c := garbagecollector.New(garbagecollector.Config{Resources: res, Recorder: rec, Logger: m.log, TracerProvider: m.cfg.TracerProvider,
 			Custom: dynamicv1.NewResourceServiceClient(conn), CustomResync: m.cfg.GCCustomResync})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.GCWorkers) })

@@ -437,7 +437,12 @@ func TestBootstrapPolicy(t *testing.T) {
 		{name: "controller manager writes budgets' status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "policy", Resource: "poddisruptionbudgets", Subresource: "status", Namespace: "default", Name: "web"}, want: true},
 		{name: "controller manager writes CRD status", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Subresource: "status", Name: "widgets.example.com"}, want: true},
 		{name: "controller manager removes a CRD's finalizer", a: request.Attributes{User: kcm, Verb: "update", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: "widgets.example.com"}, want: true},
-		{name: "controller manager may not delete CRDs", a: request.Attributes{User: kcm, Verb: "delete", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Name: "widgets.example.com"}},
+		// As Kubernetes' generic-garbage-collector: any object may be
+		// updated (owner references, finalizers) and deleted.
+		{name: "controller manager deletes custom objects", a: request.Attributes{User: kcm, Verb: "delete", APIGroup: "example.com", Resource: "widgets", Namespace: "default", Name: "w"}, want: true},
+		{name: "controller manager updates secrets", a: request.Attributes{User: kcm, Verb: "update", Resource: "secrets", Namespace: "default", Name: "s"}, want: true},
+		{name: "controller manager may not create CRDs", a: request.Attributes{User: kcm, Verb: "create", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}},
+		{name: "controller manager may not create cluster role bindings", a: request.Attributes{User: kcm, Verb: "create", APIGroup: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}},
 		{name: "edit may not create CRDs", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}},
 		{name: "system:node role is bound to nobody", a: request.Attributes{User: request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}, Verb: "list", Resource: "pods"}},
 	}

@@ -192,6 +192,10 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update", "patch"}, core, "persistentvolumeclaims/status", "persistentvolumes/status"),
 				rule([]string{"update", "patch"}, apps, "statefulsets/status", "statefulsets/scale", "statefulsets/finalizers"),
 				rule(write, []string{"storage.k8s.io"}, "storageclasses"),
+				// The garbage collector updates (owner references,
+				// finalizers) and deletes objects of every kind, as
+				// Kubernetes' generic-garbage-collector may.
+				rule([]string{"update", "patch", "delete"}, []string{"*"}, "*"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

@@ -1,7 +1,8 @@
-// This file holds the Resource of a custom resource, seen through the API
-// service's generic ResourceService: an informer of its objects' metadata
-// (all the garbage collector reads of them), and writes of an object's
-// owner references and finalizers onto its live JSON.
+// This file holds Resources whose cache keeps objects' metadata only (all
+// the garbage collector reads of them): custom resources, seen through the
+// API service's generic ResourceService, and built-in kinds the
+// collector follows without a shared informer of full objects. Writes put
+// an object's owner references and finalizers onto its live copy.
 
 package ctrl
 
@@ -32,40 +33,68 @@ type Dynamic interface {
 	Delete(ctx context.Context, in *dynamicv1.DeleteRequest, opts ...grpc.CallOption) (*dynamicv1.DeleteResponse, error)
 }
 
-// DynamicResource is one custom resource (at one served version) as a
-// Resource. Its cached objects carry metadata only.
-type DynamicResource struct {
-	dyn                      Dynamic
-	group, version, resource string
-	kind                     string
-	namespaced               bool
-	inf                      *client.Informer[*dynamicv1.Object]
+// MetaResource is a Resource whose cached objects carry metadata only.
+type MetaResource struct {
+	kind, apiVersion string
+	be               metaBackend
+	inf              *client.Informer[*dynamicv1.Object]
 }
 
-// NewDynamicResource returns the Resource of group/version/resource (whose
-// objects are kind) and the informer it reads, which the caller runs.
-func NewDynamicResource(dyn Dynamic, group, version, resource, kind string, namespaced bool, log *slog.Logger) *DynamicResource {
-	r := &DynamicResource{dyn: dyn, group: group, version: version, resource: resource, kind: kind, namespaced: namespaced}
-	r.inf = client.NewInformer[*dynamicv1.Object](dynamicLW{r}, client.InformerOptions[*dynamicv1.Object]{Logger: log, Indexers: Indexers[*dynamicv1.Object]()})
+// metaBackend lists, watches, reads and writes a MetaResource's objects.
+type metaBackend interface {
+	client.ListerWatcher[*dynamicv1.Object]
+	get(ctx context.Context, ns, name string) (*dynamicv1.Object, error)
+	update(ctx context.Context, obj Object) error
+	delete(ctx context.Context, ns, name string, opts client.DeleteOptions) error
+}
+
+func newMetaResource(kind, apiVersion string, be metaBackend, log *slog.Logger) *MetaResource {
+	r := &MetaResource{kind: kind, apiVersion: apiVersion, be: be}
+	r.inf = client.NewInformer[*dynamicv1.Object](be, client.InformerOptions[*dynamicv1.Object]{Logger: log, Indexers: Indexers[*dynamicv1.Object]()})
 	return r
 }
 
-// Run runs the informer until ctx ends.
-func (r *DynamicResource) Run(ctx context.Context) error { return r.inf.Run(ctx) }
+// NewDynamicResource returns the Resource of the custom resource
+// group/version/resource (whose objects are kind); run it with Run.
+func NewDynamicResource(dyn Dynamic, group, version, resource, kind string, namespaced bool, log *slog.Logger) *MetaResource {
+	return newMetaResource(kind, group+"/"+version, &dynamicBackend{dyn: dyn, group: group, version: version, resource: resource, namespaced: namespaced}, log)
+}
 
-func (r *DynamicResource) Kind() string            { return r.kind }
-func (r *DynamicResource) APIVersion() string      { return r.group + "/" + r.version }
-func (r *DynamicResource) Informer() client.Syncer { return r.inf }
+// Run runs the informer until ctx ends.
+func (r *MetaResource) Run(ctx context.Context) error { return r.inf.Run(ctx) }
+
+func (r *MetaResource) Kind() string            { return r.kind }
+func (r *MetaResource) APIVersion() string      { return r.apiVersion }
+func (r *MetaResource) Informer() client.Syncer { return r.inf }
+
+func (r *MetaResource) Get(ctx context.Context, namespace, name string) (Object, error) {
+	return r.be.get(ctx, namespace, name)
+}
+
+// Update writes obj's owner references and finalizers onto the live
+// object, with obj's resourceVersion (a Conflict if it changed since).
+func (r *MetaResource) Update(ctx context.Context, obj Object) error { return r.be.update(ctx, obj) }
+
+func (r *MetaResource) Delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error {
+	return r.be.delete(ctx, namespace, name, opts)
+}
+
+// dynamicBackend is a custom resource's, over the ResourceService.
+type dynamicBackend struct {
+	dyn                      Dynamic
+	group, version, resource string
+	namespaced               bool
+}
 
 // target names ns/name of the resource (ns ignored when cluster-scoped).
-func (r *DynamicResource) target(ns, name string) *dynamicv1.Target {
+func (r *dynamicBackend) target(ns, name string) *dynamicv1.Target {
 	if !r.namespaced {
 		ns = ""
 	}
 	return &dynamicv1.Target{Group: r.group, Version: r.version, Resource: r.resource, Namespace: ns, Name: name}
 }
 
-func (r *DynamicResource) Cached(key string) (Object, bool) {
+func (r *MetaResource) Cached(key string) (Object, bool) {
 	o, ok := r.inf.Store().Get(key)
 	if !ok {
 		return nil, false
@@ -73,7 +102,7 @@ func (r *DynamicResource) Cached(key string) (Object, bool) {
 	return o, true
 }
 
-func (r *DynamicResource) CachedByUID(uid string) (Object, bool) {
+func (r *MetaResource) CachedByUID(uid string) (Object, bool) {
 	l, _ := r.inf.Store().ByIndex(UIDIndex, uid)
 	if len(l) == 0 {
 		return nil, false
@@ -81,7 +110,7 @@ func (r *DynamicResource) CachedByUID(uid string) (Object, bool) {
 	return l[0], true
 }
 
-func (r *DynamicResource) Dependents(ownerUID string) []Object {
+func (r *MetaResource) Dependents(ownerUID string) []Object {
 	l, _ := r.inf.Store().ByIndex(OwnerIndex, ownerUID)
 	out := make([]Object, len(l))
 	for i, o := range l {
@@ -90,7 +119,7 @@ func (r *DynamicResource) Dependents(ownerUID string) []Object {
 	return out
 }
 
-func (r *DynamicResource) InNamespace(ns string) []Object {
+func (r *MetaResource) InNamespace(ns string) []Object {
 	l := r.inf.Store().ByNamespace(ns)
 	out := make([]Object, len(l))
 	for i, o := range l {
@@ -99,7 +128,7 @@ func (r *DynamicResource) InNamespace(ns string) []Object {
 	return out
 }
 
-func (r *DynamicResource) All() []Object {
+func (r *MetaResource) All() []Object {
 	l := r.inf.Store().List()
 	out := make([]Object, len(l))
 	for i, o := range l {
@@ -108,7 +137,7 @@ func (r *DynamicResource) All() []Object {
 	return out
 }
 
-func (r *DynamicResource) Get(ctx context.Context, namespace, name string) (Object, error) {
+func (r *dynamicBackend) get(ctx context.Context, namespace, name string) (*dynamicv1.Object, error) {
 	resp, err := r.dyn.Get(ctx, &dynamicv1.GetRequest{Target: r.target(namespace, name)})
 	if err != nil {
 		return nil, statusError(err)
@@ -116,9 +145,7 @@ func (r *DynamicResource) Get(ctx context.Context, namespace, name string) (Obje
 	return metadataOf(resp.GetObject())
 }
 
-// Update writes obj's owner references and finalizers onto the live
-// object, with obj's resourceVersion (a Conflict if it changed since).
-func (r *DynamicResource) Update(ctx context.Context, obj Object) error {
+func (r *dynamicBackend) update(ctx context.Context, obj Object) error {
 	m := obj.GetMetadata()
 	t := r.target(m.GetNamespace(), m.GetName())
 	cur, err := r.dyn.Get(ctx, &dynamicv1.GetRequest{Target: t})
@@ -157,7 +184,7 @@ func (r *DynamicResource) Update(ctx context.Context, obj Object) error {
 	return statusError(err)
 }
 
-func (r *DynamicResource) Delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error {
+func (r *dynamicBackend) delete(ctx context.Context, namespace, name string, opts client.DeleteOptions) error {
 	req := &dynamicv1.DeleteRequest{Target: r.target(namespace, name), GracePeriodSeconds: opts.GracePeriodSeconds, PropagationPolicy: opts.PropagationPolicy}
 	if opts.UID != "" || opts.ResourceVersion != "" {
 		req.Preconditions = &metav1.Preconditions{}
@@ -172,7 +199,7 @@ func (r *DynamicResource) Delete(ctx context.Context, namespace, name string, op
 	return statusError(err)
 }
 
-func (r *DynamicResource) OnChange(fn func(obj Object, deleted bool)) {
+func (r *MetaResource) OnChange(fn func(obj Object, deleted bool)) {
 	r.inf.AddEventHandler(client.Handler[*dynamicv1.Object]{
 		OnAdd:    func(o *dynamicv1.Object) { fn(o, false) },
 		OnUpdate: func(_, o *dynamicv1.Object) { fn(o, false) },
@@ -200,14 +227,12 @@ func metadataOf(doc []byte) (*dynamicv1.Object, error) {
 	return &dynamicv1.Object{ApiVersion: head.APIVersion, Kind: head.Kind, Metadata: m}, nil
 }
 
-// dynamicLW lists and watches a custom resource for its informer.
-type dynamicLW struct{ r *DynamicResource }
-
-func (lw dynamicLW) List(ctx context.Context) ([]*dynamicv1.Object, string, error) {
+// List lists the custom resource in every namespace, page by page.
+func (r *dynamicBackend) List(ctx context.Context) ([]*dynamicv1.Object, string, error) {
 	var out []*dynamicv1.Object
 	var rv, cont string
 	for {
-		resp, err := lw.r.dyn.List(ctx, &dynamicv1.ListRequest{Target: lw.r.target("", ""), Limit: 500, Continue: cont})
+		resp, err := r.dyn.List(ctx, &dynamicv1.ListRequest{Target: r.target("", ""), Limit: 500, Continue: cont})
 		if err != nil {
 			return nil, "", statusError(err)
 		}
@@ -219,7 +244,7 @@ func (lw dynamicLW) List(ctx context.Context) ([]*dynamicv1.Object, string, erro
 			Items []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(resp.GetList(), &l); err != nil {
-			return nil, "", fmt.Errorf("list %s.%s: %w", lw.r.resource, lw.r.group, err)
+			return nil, "", fmt.Errorf("list %s.%s: %w", r.resource, r.group, err)
 		}
 		for _, it := range l.Items {
 			o, err := metadataOf(it)
@@ -237,9 +262,10 @@ func (lw dynamicLW) List(ctx context.Context) ([]*dynamicv1.Object, string, erro
 	}
 }
 
-func (lw dynamicLW) Watch(ctx context.Context, rv string) (client.Watch[*dynamicv1.Object], error) {
+// Watch watches the custom resource in every namespace from rv.
+func (r *dynamicBackend) Watch(ctx context.Context, rv string) (client.Watch[*dynamicv1.Object], error) {
 	ctx, cancel := context.WithCancel(ctx)
-	s, err := lw.r.dyn.Watch(ctx, &dynamicv1.WatchRequest{Target: lw.r.target("", ""), ResourceVersion: rv, AllowWatchBookmarks: true})
+	s, err := r.dyn.Watch(ctx, &dynamicv1.WatchRequest{Target: r.target("", ""), ResourceVersion: rv, AllowWatchBookmarks: true})
 	if err != nil {
 		cancel()
 		return nil, statusError(err)

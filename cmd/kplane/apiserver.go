@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -190,7 +191,14 @@ func newAPIServerCommand() *cobra.Command {
 			rbac := authz.NewRBAC(log)
 			pods := authz.NewPodIndex()
 			cfg.Authorizer = authz.NewDefault(rbac, pods)
-			hooks := webhook.New(webhook.Config{Logger: log, TracerProvider: tel.TracerProvider()})
+			// A webhook named by a Service is reached at a ready endpoint
+			// from the Service's EndpointSlices (kplane has no Service
+			// proxy); the server is built below, before any call.
+			var srv *apiserver.Server
+			hooks := webhook.New(webhook.Config{Logger: log, TracerProvider: tel.TracerProvider(),
+				ResolveService: func(ctx context.Context, namespace, name string, port int32) (string, error) {
+					return srv.ResolveService(ctx, namespace, name, port)
+				}})
 			// As kube-apiserver's default plugins: ServiceAccount (the
 			// default ServiceAccount, its existence, the token volume),
 			// DefaultTolerationSeconds, then the webhooks.
@@ -258,6 +266,7 @@ func newAPIServerCommand() *cobra.Command {
 				}
 			}
 			s, err := apiserver.New(cfg)
+			srv = s
 			if err != nil {
 				return err
 			}

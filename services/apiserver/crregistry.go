@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -50,13 +51,15 @@ type crKey struct{ group, resource string }
 // any goroutine; changes come from the CRD feed only.
 type crRegistry struct {
 	log *slog.Logger
-	mu  sync.RWMutex
+	// convs builds the converters of CRDs converting by webhook.
+	convs *conversion.CRConverterFactory
+	mu    sync.RWMutex
 	// byResource maps group and plural to the resource.
 	byResource map[crKey]*resourceInfo
 }
 
-func newCRRegistry(log *slog.Logger) *crRegistry {
-	return &crRegistry{log: log, byResource: map[crKey]*resourceInfo{}}
+func newCRRegistry(log *slog.Logger, convs *conversion.CRConverterFactory) *crRegistry {
+	return &crRegistry{log: log, convs: convs, byResource: map[crKey]*resourceInfo{}}
 }
 
 // lookup returns the custom resource served as group and plural, or nil.
@@ -119,7 +122,7 @@ func (k *crdSink) Upsert(o any) {
 		k.remove(kube.Name)
 		return
 	}
-	sch, err := newServedSchemas(kube, next.Version)
+	sch, err := newServedSchemas(kube, next.Version, k.g.convs)
 	if err != nil {
 		k.g.log.Error("custom resource not served", "crd", kube.Name, "err", err)
 		k.remove(kube.Name)

@@ -2,9 +2,8 @@
 // versions: with conversion strategy None, every served version is the
 // stored object with its apiVersion rewritten (writes, reads, lists,
 // watches), discovery lists them by Kubernetes' version priority, a version
-// not served is NotFound, and a CRD with strategy Webhook (not done) is
-// served at its storage version only; each version selects on its own
-// selectableFields.
+// not served is NotFound; each version selects on its own selectableFields
+// (webhook conversion: crconversion_test.go).
 package apiserver
 
 import (
@@ -168,22 +167,4 @@ func TestCustomResourceServedVersions(t *testing.T) {
 	if o := decodeJSON(t, ev.GetObject()); ev.GetType() != "ADDED" || dig(o, "apiVersion") != "example.com/v1beta1" || dig(o, "metadata", "name") != "g3" {
 		t.Errorf("watch at v1beta1: got %s %s", ev.GetType(), ev.GetObject())
 	}
-}
-
-func TestCustomResourceWebhookConversionServesStorageOnly(t *testing.T) {
-	e := newEnv(t, nil)
-	dyn := dynamicv1.NewResourceServiceClient(e.conn)
-	doc := strings.Replace(multiVersionCRD, "  group: example.com\n", `  group: example.com
-  conversion:
-    strategy: Webhook
-    webhook:
-      conversionReviewVersions: [v1]
-      clientConfig: {url: "https://convert.example.com/convert"}
-`, 1)
-	establishCRD(t, e, doc, gadgets("default", ""))
-	if got, storage := servedVersions(t, dyn); !slices.Equal(got, []string{"v1"}) || storage != "v1" {
-		t.Errorf("Discover: versions %v (storage %q), want the storage version v1 alone", got, storage)
-	}
-	_, err := dyn.List(admin(t), &dynamicv1.ListRequest{Target: gadgetsAt("v2", "default", "")})
-	wantReason(t, err, apierrors.ReasonNotFound)
 }

@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apiextcel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
@@ -23,6 +24,7 @@ import (
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiextvalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -57,6 +59,10 @@ type crSchema struct {
 	// served version by name (the storage version's is itself when
 	// served); a version missing is not served.
 	served map[string]*crSchema
+	// conv converts objects between the CRD's versions by its conversion
+	// webhook (apiextensions-apiserver's converter); nil for strategy
+	// None, whose conversion is the apiVersion rewritten.
+	conv runtime.ObjectConvertor
 }
 
 // allSelectable are the selectableFields of the storage version and
@@ -74,22 +80,25 @@ func (s *crSchema) allSelectable() []string {
 }
 
 // newServedSchemas builds the schema of the storage version and of every
-// other served version of crd (none with conversion strategy Webhook,
-// which kplane does not do); the storage version's is returned, with
-// served filled in.
-func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string) (*crSchema, error) {
+// other served version of crd; the storage version's is returned, with
+// served filled in. A CRD converting by webhook gets its converter from
+// convs (nil: such a CRD is served at its storage version only).
+func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string, convs *conversion.CRConverterFactory) (*crSchema, error) {
 	sch, err := newCRSchema(crd, storage)
 	if err != nil {
 		return nil, err
 	}
 	sch.served = map[string]*crSchema{}
 	webhook := crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == kubeapiextv1.WebhookConverter
+	if webhook && convs != nil {
+		if sch.conv, _, err = convs.NewConverter(crd); err != nil {
+			return nil, fmt.Errorf("crd %s conversion: %w", crd.Name, err)
+		}
+	}
 	for _, v := range crd.Spec.Versions {
 		switch {
 		case !v.Served:
-		case webhook && v.Name != storage:
-			// Webhook conversion is not done: only the storage version
-			// is served (docs/design.md).
+		case webhook && convs == nil && v.Name != storage:
 		case v.Name == storage:
 			sch.served[v.Name] = sch
 		default:
@@ -97,6 +106,7 @@ func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string
 			if err != nil {
 				return nil, err
 			}
+			vs.conv = sch.conv
 			sch.served[v.Name] = vs
 		}
 	}

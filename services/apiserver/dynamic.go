@@ -16,6 +16,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -108,11 +111,8 @@ func (x *dynamicService) crdServableInStore(ctx context.Context, t *dynamicv1.Ta
 	if !ok || !crdServable(crd) {
 		return false
 	}
-	webhook := crd.GetSpec().GetConversion().GetStrategy() == "Webhook"
 	for _, v := range crd.GetSpec().GetVersions() {
-		// A CRD converting by webhook is served at its storage version
-		// only (webhook conversion is not done).
-		if v.GetName() == t.GetVersion() && v.GetServed() && (!webhook || v.GetStorage()) {
+		if v.GetName() == t.GetVersion() && v.GetServed() {
 			return true
 		}
 	}
@@ -129,8 +129,10 @@ func (a *servedAt) selectable() []string {
 }
 
 // json renders a custom object at the version asked for: with its
-// apiVersion rewritten, as Kubernetes' conversion strategy None converts
-// (or, for an error event, a Status).
+// apiVersion rewritten, as Kubernetes' conversion strategy None converts,
+// or converted by the CRD's conversion webhook (or, for an error event, a
+// Status). Callers answer an error with an InternalError (a failed
+// conversion names the webhook's failure, as kube-apiserver's does).
 func (a *servedAt) json(obj proto.Message) ([]byte, error) {
 	o, ok := obj.(*dynamicv1.Object)
 	if !ok || o.GetApiVersion() == a.apiVersion || a.apiVersion == "" {
@@ -139,6 +141,11 @@ func (a *servedAt) json(obj proto.Message) ([]byte, error) {
 	u, err := customToMap(o)
 	if err != nil {
 		return nil, err
+	}
+	if a.sch.conv != nil {
+		if u, err = convertCustom(a.sch.conv, u, a.apiVersion); err != nil {
+			return nil, err
+		}
 	}
 	u["apiVersion"] = a.apiVersion
 	b, err := json.Marshal(u)
@@ -188,8 +195,39 @@ func (x *dynamicService) decodeBody(ctx context.Context, at *servedAt, body []by
 	case obj.GetKind() != r.Kind:
 		return nil, invalid(r, meta(obj).GetName(), field.ErrorList{field.Invalid(field.NewPath("kind"), obj.GetKind(), "must be "+r.Kind)})
 	}
+	if at.sch.conv != nil && obj.GetApiVersion() != r.APIVersion() {
+		u, err := customToMap(obj)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if u, err = convertCustom(at.sch.conv, u, r.APIVersion()); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if obj, _, err = customFromMap(r, u); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
 	obj.ApiVersion = r.APIVersion()
 	return obj, nil
+}
+
+// convertCustom converts custom object u to apiVersion with conv (the
+// CRD's conversion webhook); callers answer a failure with an
+// InternalError, as kube-apiserver does.
+func convertCustom(conv runtime.ObjectConvertor, u map[string]any, apiVersion string) (map[string]any, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, err
+	}
+	out, err := conv.ConvertToVersion(&unstructured.Unstructured{Object: u}, gv)
+	if err != nil {
+		return nil, err
+	}
+	cu, ok := out.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("conversion to %s returned %T", apiVersion, out)
+	}
+	return cu.Object, nil
 }
 
 func writeOpts(o *dynamicv1.WriteOptions) writeOptions {

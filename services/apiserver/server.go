@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kplane/kplane/internal/telemetry"
@@ -257,7 +258,11 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
-	s.crs = newCRRegistry(log)
+	convs, err := conversion.NewCRConverterFactory(endpointResolver{s}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver: conversion webhooks: %w", err)
+	}
+	s.crs = newCRRegistry(log, convs)
 	s.escalation = newEscalation(s)
 	s.policies = s.newPolicies()
 	s.typeCheck = s.typeChecker()

@@ -1,15 +1,18 @@
-// This file holds the generic gRPC service for custom resources
-// (kplane.dynamic.v1.ResourceService): objects in and out as Kubernetes
-// JSON, each call going through the same handlers as a built-in kind's
-// (authentication, RBAC on the custom resource's group and resource,
-// admission, validation, audit, spans).
+// This file holds the generic gRPC service for custom resources and every
+// built-in kind (kplane.dynamic.v1.ResourceService): objects in and out as
+// Kubernetes JSON, each call going through the same handlers as the typed
+// services' (authentication, RBAC on the resource's group and resource,
+// admission, validation, audit, spans). Discover lists custom resources
+// only (the built-in kinds are in the typed services' discovery).
 package apiserver
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -35,20 +38,33 @@ type dynamicService struct {
 
 var _ dynamicv1.ResourceServiceServer = (*dynamicService)(nil)
 
-// servedAt is a custom resource as a request names it: the resource (kept
-// at its storage version), the version asked for and that version's schema.
+// servedAt is a resource as a request names it: the resource (a custom
+// one kept at its storage version), the version asked for and that
+// version's schema (nil for a built-in kind).
 type servedAt struct {
 	r *resourceInfo
-	// sch is the schema of the version asked for.
+	// sch is the schema of the version asked for (nil: a built-in kind).
 	sch *crSchema
 	// apiVersion is group/version as asked for.
 	apiVersion string
+}
+
+// builtin is t's resource if it names a built-in kind at its version.
+func (x *dynamicService) builtin(t *dynamicv1.Target) (*servedAt, *resourceInfo) {
+	r := x.s.resources[t.GetResource()]
+	if r == nil || r.custom != nil || r.Group != t.GetGroup() || r.Version != t.GetVersion() {
+		return nil, nil
+	}
+	return &servedAt{r: r, apiVersion: r.APIVersion()}, r
 }
 
 // resolve finds the served custom resource t names, at any of its served
 // versions: NotFound, as a resource kube-apiserver does not serve,
 // otherwise.
 func (x *dynamicService) resolve(ctx context.Context, t *dynamicv1.Target) (*servedAt, *resourceInfo, error) {
+	if at, r := x.builtin(t); at != nil {
+		return at, r, nil
+	}
 	if at, r := x.served(t); at != nil {
 		return at, r, nil
 	}
@@ -122,6 +138,9 @@ func (x *dynamicService) crdServableInStore(ctx context.Context, t *dynamicv1.Ta
 // selectable are the selectableFields of the version asked for (never
 // nil: a version without any selects on metadata alone).
 func (a *servedAt) selectable() []string {
+	if a.sch == nil {
+		return nil // a built-in kind's own field selectors
+	}
 	if a.sch.selectable == nil {
 		return []string{}
 	}
@@ -142,7 +161,7 @@ func (a *servedAt) json(obj proto.Message) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.sch.conv != nil {
+	if a.sch != nil && a.sch.conv != nil {
 		if u, err = convertCustom(a.sch.conv, u, a.apiVersion); err != nil {
 			return nil, err
 		}
@@ -168,6 +187,9 @@ func customJSON(obj proto.Message) ([]byte, error) {
 // rewritten: conversion strategy None).
 func (x *dynamicService) decodeBody(ctx context.Context, at *servedAt, body []byte, o *dynamicv1.WriteOptions) (proto.Message, error) {
 	r := at.r
+	if at.sch == nil {
+		return x.decodeBuiltin(ctx, r, body, o.GetFieldValidation())
+	}
 	obj, warnings, err := decodeCustomRequest(r, at.sch, body, o.GetFieldValidation())
 	if err != nil {
 		return nil, err
@@ -208,6 +230,43 @@ func (x *dynamicService) decodeBody(ctx context.Context, at *servedAt, body []by
 		}
 	}
 	obj.ApiVersion = r.APIVersion()
+	return obj, nil
+}
+
+// decodeBuiltin decodes a write's object of a built-in kind from its
+// Kubernetes JSON: unknown fields dropped with a warning each, or refused
+// under fieldValidation=Strict (Ignore drops them silently), and the
+// object's apiVersion and kind, if given, must be the resource's.
+func (x *dynamicService) decodeBuiltin(ctx context.Context, r *resourceInfo, body []byte, fieldValidation string) (proto.Message, error) {
+	obj := r.New()
+	err := kubejson.Unmarshal(body, obj, kubejson.Options{})
+	var uf *kubejson.UnknownFieldsError
+	if errors.As(err, &uf) {
+		if fieldValidation == "Strict" {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("strict decoding error: unknown field %q", strings.Join(uf.Paths, `", "`)))
+		}
+		if fieldValidation != "Ignore" {
+			md := metadata.MD{}
+			for _, p := range uf.Paths {
+				md.Append(dynamicv1.WarningHeader, fmt.Sprintf("unknown field %q", p))
+			}
+			_ = grpc.SetHeader(ctx, md)
+		}
+		obj = r.New()
+		err = kubejson.Unmarshal(body, obj, kubejson.Options{DiscardUnknown: true})
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the object does not decode as a %s: %v", r.Kind, err))
+	}
+	m := obj.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	if v := m.Get(fields.ByName("api_version")).String(); v != "" && v != r.APIVersion() {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", v, r.APIVersion()))
+	}
+	if k := m.Get(fields.ByName("kind")).String(); k != "" && k != r.Kind {
+		return nil, invalid(r, meta(obj).GetName(), field.ErrorList{field.Invalid(field.NewPath("kind"), k, "must be "+r.Kind)})
+	}
+	setTypeMeta(r, obj)
 	return obj, nil
 }
 
@@ -285,7 +344,11 @@ func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (
 		buf = append(buf, b...)
 	}
 	buf = append(buf, `],"kind":`...)
-	buf = appendJSONString(buf, r.custom.listKind)
+	listKind := r.Kind + "List"
+	if r.custom != nil {
+		listKind = r.custom.listKind
+	}
+	buf = appendJSONString(buf, listKind)
 	buf = append(buf, `,"metadata":`...)
 	buf = append(buf, lmJSON...)
 	buf = append(buf, '}')
@@ -326,7 +389,7 @@ func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateReques
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	if r.custom.terminating.Load() {
+	if r.custom != nil && r.custom.terminating.Load() {
 		// As kube-apiserver's CRD handler, with its message.
 		e := apierrors.NewMethodNotSupported(r.Group, r.Resource, "create")
 		e.Message = "create not allowed while custom resource definition is terminating"

@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
@@ -69,11 +68,9 @@ type Config struct {
 // resources that appeared or went.
 const DefaultCustomResync = 10 * time.Second
 
-// Custom is what the collector needs of the API service's ResourceService.
-type Custom interface {
-	ctrl.Dynamic
-	Discover(ctx context.Context, in *dynamicv1.DiscoverRequest, opts ...grpc.CallOption) (*dynamicv1.DiscoverResponse, error)
-}
+// Custom is the API service's ResourceService: the custom resources
+// served (Discover) and their objects.
+type Custom = dynamicv1.ResourceServiceClient
 
 // Controller is the garbage collector.
 type Controller struct {
@@ -255,7 +252,7 @@ func (c *Controller) syncCustom(ctx context.Context, wg *sync.WaitGroup) error {
 		if _, ok := c.res[id]; ok {
 			continue
 		}
-		r := ctrl.NewDynamicResource(c.custom, sr.GetGroup(), sr.GetVersion(), sr.GetResource(), sr.GetKind(), sr.GetNamespaced(), c.log)
+		r := ctrl.NewDynamicResource(client.NewDynamicFrom(c.custom), sr.GetGroup(), sr.GetVersion(), sr.GetResource(), sr.GetKind(), sr.GetNamespaced(), c.log)
 		r.OnChange(func(o ctrl.Object, deleted bool) { c.observe(r, o, deleted) })
 		rctx, stop := context.WithCancel(ctx)
 		c.res[id], c.stopped[id] = r, stop

@@ -12,6 +12,10 @@
 #   RECORDER=./gateway/internal/recordinvalid scripts/record-tables.sh
 #                                       record how kube-apiserver refuses the
 #                                       objects of gateway/testdata/invalid
+#   RECORDER=./gateway/internal/recordadmission scripts/record-tables.sh
+#                                       record how kube-apiserver admits the
+#                                       cases of gateway/testdata/admission
+#                                       (LimitRange, quota, priority, Pod Security)
 #
 # Needs Go, Debian's etcd-server and openssl. Listens on loopback only.
 set -euo pipefail

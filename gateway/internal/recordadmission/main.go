@@ -1,0 +1,87 @@
+// Command recordadmission records how kube-apiserver admits the cases of
+// gateway/testdata/admission/corpus.yaml (LimitRange, ResourceQuota,
+// Priority, Pod Security) and writes gateway/testdata/admission/recorded.json,
+// which gateway's admission test compares kplane's answers with.
+// scripts/record-tables.sh runs it (RECORDER=./gateway/internal/recordadmission)
+// against a fresh kube-apiserver.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kplane/kplane/gateway/internal/admissioncorpus"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the kube-apiserver to record")
+	corpus := flag.String("corpus", "gateway/testdata/admission/corpus.yaml", "the corpus")
+	out := flag.String("out", "gateway/testdata/admission/recorded.json", "where the answers go")
+	flag.Parse()
+	if err := run(context.Background(), *kubeconfig, *corpus, *out); err != nil {
+		slog.Error("recordadmission", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, kubeconfig, corpus, out string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(corpus)
+	if err != nil {
+		return err
+	}
+	var cases []admissioncorpus.Case
+	if err := yaml.Unmarshal(raw, &cases); err != nil {
+		return err
+	}
+	send := func(method, path string, body any) (int, http.Header, []byte, error) {
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			if err != nil {
+				return 0, nil, nil, err
+			}
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, cfg.Host+path, rd)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b, err
+	}
+	outcomes, err := admissioncorpus.Run(cases, send)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(outcomes, "", "  ")
+	if err != nil {
+		return err
+	}
+	slog.Info("recorded", "cases", len(outcomes))
+	return os.WriteFile(out, append(b, '\n'), 0o644)
+}

@@ -12,13 +12,11 @@ import (
 	"os"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
-	"github.com/kplane/kplane/gateway/internal/admissioncorpus"
+	"github.com/kplane/kplane/internal/apidiff"
 )
 
 // TestAdmissionLikeKubernetes runs the cases of testdata/admission through
-// the gateway, as RECORDER=./gateway/internal/recordadmission
+// the gateway, as RECORDER=./internal/apidiff/record
 // scripts/record-tables.sh ran them against kube-apiserver v1.33.13, and
 // compares every answer: the code, a refusal's reason and message, the
 // Warning headers, and the fields each case names of what was created
@@ -49,27 +47,23 @@ func TestAdmissionLikeKubernetes(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, b, err
 	}
-	raw, err := os.ReadFile("testdata/admission/corpus.yaml")
+	cases, err := apidiff.Load("testdata/admission/corpus.yaml")
 	if err != nil {
-		t.Fatal(err)
-	}
-	var cases []admissioncorpus.Case
-	if err := yaml.Unmarshal(raw, &cases); err != nil {
 		t.Fatal(err)
 	}
 	recRaw, err := os.ReadFile("testdata/admission/recorded.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recorded []admissioncorpus.Outcome
+	var recorded []apidiff.Outcome
 	if err := json.Unmarshal(recRaw, &recorded); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]admissioncorpus.Outcome{}
+	want := map[string]apidiff.Outcome{}
 	for _, o := range recorded {
 		want[o.Name] = o
 	}
-	got, err := admissioncorpus.Run(cases, send)
+	got, err := apidiff.Run(cases, send)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +77,8 @@ func TestAdmissionLikeKubernetes(t *testing.T) {
 				t.Fatalf("got %d answers, recorded %d", len(o.Answers), len(w.Answers))
 			}
 			for i := range o.Answers {
-				// Compared as JSON: an empty list of fields is none.
-				if g, k := describe(o.Answers[i]), describe(w.Answers[i]); g != k {
-					t.Errorf("request %d:\n got %s\nkube %s", i, g, k)
+				if !apidiff.Same(o.Answers[i], w.Answers[i]) {
+					t.Errorf("request %d:\n got %s\nkube %s", i, describe(o.Answers[i]), describe(w.Answers[i]))
 				}
 			}
 		})
@@ -93,7 +86,7 @@ func TestAdmissionLikeKubernetes(t *testing.T) {
 }
 
 // describe renders an answer for a failure message.
-func describe(a admissioncorpus.Answer) string {
+func describe(a apidiff.Answer) string {
 	b, _ := json.Marshal(a)
 	return string(b)
 }

@@ -291,6 +291,8 @@ func decodeError(err error) error {
 // addWarnings writes Warning headers as Kubernetes does.
 func addWarnings(w http.ResponseWriter, warnings []string) {
 	for _, s := range warnings {
-		w.Header().Add("Warning", `299 - "`+strings.ReplaceAll(s, `"`, `'`)+`"`)
+		if v := apierrors.WarningValue(s); v != "" {
+			w.Header().Add("Warning", v)
+		}
 	}
 }

@@ -260,8 +260,10 @@ func (g *Gateway) applyCustom(ctx context.Context, r *http.Request, cr *dynamicv
 // recordCustomUpdate records manager's write of obj (a create when live is
 // nil) in its metadata.managedFields (operation Update), as
 // kube-apiserver does for every write of a custom object. A body the
-// field manager cannot type is written as it is (its managedFields reset),
-// as kube-apiserver's field manager does on an update.
+// field manager cannot type (an undeclared field the API service will
+// prune, a value of the wrong type) is written as sent: kube-apiserver
+// prunes before it records, so such a write's manager is not recorded
+// here.
 func (g *Gateway) recordCustomUpdate(ctx context.Context, cr *dynamicv1.ServedResource, sub string, live, obj []byte, manager string) []byte {
 	fm, err := g.customManager(ctx, cr, sub)
 	if err != nil {
@@ -280,7 +282,12 @@ func (g *Gateway) recordCustomUpdate(ctx context.Context, cr *dynamicv1.ServedRe
 	} else {
 		oldObj.SetGroupVersionKind(schema.GroupVersionKind{Group: cr.GetGroup(), Version: cr.GetVersion(), Kind: cr.GetKind()})
 	}
-	merged := fm.UpdateNoErrors(oldObj, newObj, manager)
+	merged, err := fm.Update(oldObj, newObj, manager)
+	if err != nil {
+		// A field the schema does not declare (the API service prunes it,
+		// with a warning) or a value of the wrong type: written as sent.
+		return obj
+	}
 	b, err := json.Marshal(merged)
 	if err != nil {
 		return obj

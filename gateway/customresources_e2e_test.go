@@ -88,10 +88,11 @@ func TestKubectlCustomResources(t *testing.T) {
 			w1 := k.file("w1.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {color: red}\n")
 			// kubectl's field validation is Strict: an unknown field is
 			// refused as kube-apiserver refuses it; Warn prunes it with a
-			// warning (the gateway's Warning headers carry ' for ").
+			// warning, its quotes escaped in the Warning header as
+			// kube-apiserver escapes them.
 			bogus := k.file("bogus.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w0, namespace: default}\nspec: {color: red, bogus: 1}\n")
 			k.fails([]string{"apply", "-f", bogus}, `Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.bogus"`)
-			k.ok([]string{"create", "--validate=warn", "-f", bogus}, `Warning: unknown field 'spec.bogus'`, "widget.example.com/w0 created")
+			k.ok([]string{"create", "--validate=warn", "-f", bogus}, `Warning: unknown field "spec.bogus"`, "widget.example.com/w0 created")
 			k.ok([]string{"delete", "-f", bogus}, `widget.example.com "w0" deleted`)
 			k.ok([]string{"apply", "-f", w1}, "widget.example.com/w1 created")
 			out := k.ok([]string{"get", "widgets", "-n", "default"}, "NAME", "SIZE", "COLOR", "AGE")

@@ -12,7 +12,7 @@
 #   RECORDER=./gateway/internal/recordinvalid scripts/record-tables.sh
 #                                       record how kube-apiserver refuses the
 #                                       objects of gateway/testdata/invalid
-#   RECORDER=./gateway/internal/recordadmission scripts/record-tables.sh
+#   RECORDER=./internal/apidiff/record scripts/record-tables.sh
 #                                       record how kube-apiserver admits the
 #                                       cases of gateway/testdata/admission
 #                                       (LimitRange, quota, priority, Pod Security)

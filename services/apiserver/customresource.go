@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -357,6 +358,7 @@ func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object,
 			return apierrors.NewInternalError(err)
 		}
 		errs = append(errs, apiextvalidation.ValidateCustomResource(nil, u, sch.validator)...)
+		errs = append(errs, validateScaleReplicas(u, sch.scale)...)
 		errs = append(errs, schemaobjectmeta.Validate(nil, u, sch.structural, false)...)
 		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, u)...)
 		if sch.cel != nil {
@@ -364,6 +366,37 @@ func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object,
 		}
 	}
 	return invalid(r, name, errs)
+}
+
+// validateScaleReplicas checks, for a version with a scale subresource,
+// the replica counts at its spec and status paths and its label selector,
+// as Kubernetes' custom resource validator does: integers (a string there
+// is invalid), not negative, at most MaxInt32, the selector a string.
+func validateScaleReplicas(u map[string]any, scale *kubeapiextv1.CustomResourceSubresourceScale) field.ErrorList {
+	if scale == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	replicas := func(path string) {
+		v, _, err := unstructured.NestedInt64(u, jsonPathFields(path)...)
+		switch {
+		case err != nil:
+			errs = append(errs, field.Invalid(field.NewPath(path), v, err.Error()))
+		case v < 0:
+			errs = append(errs, field.Invalid(field.NewPath(path), v, "should be a non-negative integer"))
+		case v > math.MaxInt32:
+			errs = append(errs, field.Invalid(field.NewPath(path), v, fmt.Sprintf("should be less than or equal to %v", math.MaxInt32)))
+		}
+	}
+	replicas(scale.SpecReplicasPath)
+	replicas(scale.StatusReplicasPath)
+	if p := scale.LabelSelectorPath; p != nil && *p != "" {
+		v, _, err := unstructured.NestedString(u, jsonPathFields(*p)...)
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath(*p), v, err.Error()))
+		}
+	}
+	return errs
 }
 
 // celErrors evaluates the x-kubernetes-validations rules on document u

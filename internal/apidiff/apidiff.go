@@ -1,30 +1,47 @@
-// Package admissioncorpus runs the corpus of admission cases of
-// gateway/testdata/admission against an API (kube-apiserver when
-// recording, kplane's gateway in the test): each case gets a namespace of
-// its own (with the labels it asks for), creates its setup objects (and
-// writes their status when given, as a quota's controller would), sends
-// its requests in order and keeps each answer — the code, the Status of a
-// refusal, the Warning headers, and the fields the case names of an
-// object accepted — then deletes what it made.
-package admissioncorpus
+// Package apidiff runs a corpus of API cases against an API (kube-apiserver
+// when recording, kplane's gateway in a test) so their answers can be
+// compared: each case gets a namespace of its own (with the labels it asks
+// for) and its default ServiceAccount, creates its setup objects (writes
+// their status when given, as a controller would; waits for a CRD's
+// resource to be served), sends its requests in order and keeps each
+// answer — the code, the Status of a refusal, the Warning headers, and
+// the fields the case names of an object accepted — then deletes what it
+// made. The corpora: gateway/testdata/admission (admission plugins) and
+// services/controllers/kubectltest/testdata/crcases (custom resources of
+// published CRDs).
+package apidiff
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Object is one object a case creates: its resource ("v1/pods",
 // "scheduling.k8s.io/v1/priorityclasses") and its JSON; Status, if set, is
 // written through the status subresource after the create.
 type Object struct {
-	Resource string         `json:"resource"`
-	Cluster  bool           `json:"cluster,omitempty"`
-	Object   map[string]any `json:"object"`
-	Status   map[string]any `json:"status,omitempty"`
+	Resource string `json:"resource"`
+	Cluster  bool   `json:"cluster,omitempty"`
+	// Object is the object; File, instead, names a YAML file holding it
+	// (relative to the corpus).
+	Object map[string]any `json:"object,omitempty"`
+	File   string         `json:"file,omitempty"`
+	Status map[string]any `json:"status,omitempty"`
+	// Query is added to the request's URL ("fieldValidation=Strict").
+	Query string `json:"query,omitempty"`
+	// Served, on a setup object (a CRD), is a resource ("group/version/
+	// plural") to wait for until its collection answers in the case's
+	// namespace.
+	Served string `json:"served,omitempty"`
 }
 
 // Case is one admission case.
@@ -50,6 +67,44 @@ type Answer struct {
 type Status struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+	Details *struct {
+		Causes []Cause `json:"causes,omitempty"`
+	} `json:"details,omitempty"`
+}
+
+// Cause is one cause of a refusal.
+type Cause struct {
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	Field   string `json:"field,omitempty"`
+}
+
+// Same reports whether two answers say the same: equal, or refusals whose
+// messages list the same causes in another order (schema validation
+// reports a structure's fields in no fixed order, kube-apiserver's too).
+func Same(a, b Answer) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if string(ja) == string(jb) {
+		return true
+	}
+	if a.Status == nil || b.Status == nil || a.Status.Details == nil || b.Status.Details == nil {
+		return false
+	}
+	key := func(x Answer) string {
+		causes := slices.Clone(x.Status.Details.Causes)
+		slices.SortFunc(causes, func(p, q Cause) int { return strings.Compare(p.Field+p.Message, q.Field+q.Message) })
+		c := x
+		st := *x.Status
+		st.Message = ""
+		st.Details = &struct {
+			Causes []Cause `json:"causes,omitempty"`
+		}{Causes: causes}
+		c.Status = &st
+		j, _ := json.Marshal(c)
+		return string(j)
+	}
+	return key(a) == key(b) && len(a.Status.Message) == len(b.Status.Message)
 }
 
 // Outcome is a case's answers, in request order.
@@ -85,6 +140,35 @@ func nameOf(o map[string]any) string {
 	m, _ := o["metadata"].(map[string]any)
 	n, _ := m["name"].(string)
 	return n
+}
+
+// Load reads the corpus file: its cases, with every File read in.
+func Load(path string) ([]Case, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cases []Case
+	if err := yaml.Unmarshal(raw, &cases); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range cases {
+		for _, objs := range [][]Object{cases[i].Setup, cases[i].Requests} {
+			for j := range objs {
+				if objs[j].File == "" {
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(filepath.Dir(path), objs[j].File))
+				if err != nil {
+					return nil, err
+				}
+				if err := yaml.Unmarshal(b, &objs[j].Object); err != nil {
+					return nil, fmt.Errorf("%s: %w", objs[j].File, err)
+				}
+			}
+		}
+	}
+	return cases, nil
 }
 
 // Run runs every case with send and returns their outcomes.
@@ -143,6 +227,11 @@ func runCase(i int, c Case, send Send) (Outcome, error) {
 		if s.Cluster {
 			clusterMade = append(clusterMade, coll+"/"+nameOf(s.Object))
 		}
+		if s.Served != "" {
+			if err := waitServed(send, collection(s.Served, true, ns)); err != nil {
+				return Outcome{}, err
+			}
+		}
 		if s.Status != nil {
 			var live map[string]any
 			if err := json.Unmarshal(body, &live); err != nil {
@@ -161,7 +250,11 @@ func runCase(i int, c Case, send Send) (Outcome, error) {
 	o := Outcome{Name: c.Name}
 	for _, r := range c.Requests {
 		coll := collection(r.Resource, r.Cluster, ns)
-		code, hdr, body, err := send(http.MethodPost, coll, r.Object)
+		path := coll
+		if r.Query != "" {
+			path += "?" + r.Query
+		}
+		code, hdr, body, err := send(http.MethodPost, path, r.Object)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -188,6 +281,25 @@ func runCase(i int, c Case, send Send) (Outcome, error) {
 		o.Answers = append(o.Answers, a)
 	}
 	return o, nil
+}
+
+// waitServed polls path (a collection) until it answers 200, for at most
+// a minute.
+func waitServed(send Send, path string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, _, body, err := send(http.MethodGet, path, nil)
+		if err != nil {
+			return err
+		}
+		if code == http.StatusOK {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not served after a minute: %d %s", path, code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // field is the JSON of the value at the dot path p of obj ("" when absent).

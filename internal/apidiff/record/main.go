@@ -1,9 +1,11 @@
-// Command recordadmission records how kube-apiserver admits the cases of
-// gateway/testdata/admission/corpus.yaml (LimitRange, ResourceQuota,
-// Priority, Pod Security) and writes gateway/testdata/admission/recorded.json,
-// which gateway's admission test compares kplane's answers with.
-// scripts/record-tables.sh runs it (RECORDER=./gateway/internal/recordadmission)
-// against a fresh kube-apiserver.
+// Command record runs an apidiff corpus against kube-apiserver and writes
+// its answers: by default gateway/testdata/admission (LimitRange,
+// ResourceQuota, Priority, Pod Security) into its recorded.json, which
+// gateway's TestAdmissionLikeKubernetes compares kplane's answers with;
+// -corpus and -out name another (the custom resources of
+// services/controllers/kubectltest/testdata/crcases). scripts/record-tables.sh
+// runs it (RECORDER=./internal/apidiff/record) against a fresh
+// kube-apiserver.
 package main
 
 import (
@@ -18,9 +20,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
-	"github.com/kplane/kplane/gateway/internal/admissioncorpus"
+	"github.com/kplane/kplane/internal/apidiff"
 )
 
 func main() {
@@ -29,7 +30,7 @@ func main() {
 	out := flag.String("out", "gateway/testdata/admission/recorded.json", "where the answers go")
 	flag.Parse()
 	if err := run(context.Background(), *kubeconfig, *corpus, *out); err != nil {
-		slog.Error("recordadmission", "err", err)
+		slog.Error("record", "err", err)
 		os.Exit(1)
 	}
 }
@@ -43,12 +44,8 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 	if err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(corpus)
+	cases, err := apidiff.Load(corpus)
 	if err != nil {
-		return err
-	}
-	var cases []admissioncorpus.Case
-	if err := yaml.Unmarshal(raw, &cases); err != nil {
 		return err
 	}
 	send := func(method, path string, body any) (int, http.Header, []byte, error) {
@@ -74,7 +71,7 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, b, err
 	}
-	outcomes, err := admissioncorpus.Run(cases, send)
+	outcomes, err := apidiff.Run(cases, send)
 	if err != nil {
 		return err
 	}

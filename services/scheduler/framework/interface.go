@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/services/client"
 )
@@ -246,3 +247,13 @@ type Factory func(args []byte, h Handle) (Plugin, error)
 
 // Registry maps plugin names to factories.
 type Registry map[string]Factory
+
+// NamespaceLister reads namespaces for inter-pod affinity's
+// namespaceSelector. The scheduler's Handle implements it; plugins given a
+// Handle without it treat every namespace as unlabelled.
+type NamespaceLister interface {
+	// NamespaceLabels is the labels of namespace name (nil if unknown).
+	NamespaceLabels(name string) map[string]string
+	// NamespacesMatching is the names of the namespaces sel selects.
+	NamespacesMatching(sel labels.Selector) []string
+}

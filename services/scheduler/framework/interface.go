@@ -240,6 +240,13 @@ type NodeLister interface {
 	Get(name string) (*NodeInfo, bool)
 	// NumNodesWithImage is how many nodes report the (normalized) image.
 	NumNodesWithImage(image string) int
+	// HavePodsWithAffinity are the nodes with pods that have inter-pod
+	// affinity or anti-affinity terms, HavePodsWithRequiredAntiAffinity
+	// those with pods that have required anti-affinity terms: kept with
+	// the snapshot, so a pod without terms of its own looks at no other
+	// node.
+	HavePodsWithAffinity() []*NodeInfo
+	HavePodsWithRequiredAntiAffinity() []*NodeInfo
 }
 
 // Factory builds a plugin; args is the plugin's raw config (may be nil).

@@ -200,14 +200,18 @@ func (p *Plugin) namespaceLabels(ns string) labels.Set {
 
 // PreFilter counts, over every node, the pods the filter needs; it skips
 // the filter when the pod has no required terms and no placed pod's
-// required anti-affinity selects it (nodes with such pods are the only
-// ones it reads then).
+// required anti-affinity selects it (the snapshot's nodes with such pods
+// are the only ones it reads then).
 func (p *Plugin) PreFilter(_ context.Context, state *framework.CycleState, pod *framework.PodInfo, nodes []*framework.NodeInfo) *framework.Status {
 	if pod.AffinityErr != nil {
 		return framework.NewStatus(framework.UnschedulableAndUnresolvable, fmt.Sprintf("parsing pod: %v", pod.AffinityErr))
 	}
 	s := &filterState{pod: pod, existingAnti: counts{}, affinityCounts: counts{}, antiCounts: counts{}}
-	for _, n := range nodes {
+	withAnti := nodes
+	if p.h != nil {
+		withAnti = p.h.Snapshot().HavePodsWithRequiredAntiAffinity()
+	}
+	for _, n := range withAnti {
 		for _, e := range n.PodsWithRequiredAntiAffinity {
 			if s.nsLabels == nil {
 				s.nsLabels = p.namespaceLabels(pod.Pod.GetMetadata().GetNamespace())
@@ -370,9 +374,15 @@ func (p *Plugin) PreScore(_ context.Context, state *framework.CycleState, pod *f
 	if pod.AffinityErr != nil {
 		return framework.AsStatus(fmt.Errorf("interpodaffinity: parsing pod: %w", pod.AffinityErr))
 	}
+	// Without preferred terms of its own, only placed pods with terms can
+	// score the pod.
 	all := feasible
 	if p.h != nil {
-		all = p.h.Snapshot().List()
+		if mine {
+			all = p.h.Snapshot().List()
+		} else {
+			all = p.h.Snapshot().HavePodsWithAffinity()
+		}
 	}
 	pref := make([]framework.WeightedAffinityTerm, 0, len(pod.PreferredAffinityTerms))
 	for _, t := range pod.PreferredAffinityTerms {

@@ -12,6 +12,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler/framework"
+	"github.com/kplane/kplane/services/scheduler/plugins/interpodaffinity"
+	"github.com/kplane/kplane/services/scheduler/plugins/podtopologyspread"
 )
 
 // Cluster events that move unschedulable pods.
@@ -22,6 +24,11 @@ const (
 	EventPodTerminated = "AssignedPodTerminated"
 	EventClaimChange   = "PersistentVolumeClaimChange"
 	EventVolumeChange  = "PersistentVolumeChange"
+	// EventAssignedPodAdd: a pod was placed on a node, or a placed pod's
+	// labels changed; it moves only pods inter-pod affinity or topology
+	// spread rejected (others cannot fit through it).
+	EventAssignedPodAdd  = "AssignedPodAdd"
+	EventNamespaceChange = "NamespaceChange"
 )
 
 func (s *Scheduler) onPodAdd(pod *corev1.Pod) {
@@ -29,6 +36,7 @@ func (s *Scheduler) onPodAdd(pod *corev1.Pod) {
 	case pod.GetSpec().GetNodeName() != "":
 		if !terminal(pod) {
 			s.cache.AddPod(framework.NewPodInfo(pod), pod.GetSpec().GetNodeName())
+			s.queue.MoveRejectedBy(EventAssignedPodAdd, interpodaffinity.Name, podtopologyspread.Name)
 		}
 	case terminal(pod) || pod.GetMetadata().GetDeletionTimestamp() != nil:
 	case s.responsible(pod):
@@ -52,6 +60,9 @@ func (s *Scheduler) onPodUpdate(old, pod *corev1.Pod) {
 			return
 		}
 		s.cache.AddPod(framework.NewPodInfo(pod), node)
+		if old.GetSpec().GetNodeName() == "" || !maps.Equal(old.GetMetadata().GetLabels(), pod.GetMetadata().GetLabels()) {
+			s.queue.MoveRejectedBy(EventAssignedPodAdd, interpodaffinity.Name, podtopologyspread.Name)
+		}
 		return
 	}
 	if terminal(pod) || pod.GetMetadata().GetDeletionTimestamp() != nil || !s.responsible(pod) {

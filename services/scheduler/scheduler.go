@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/telemetry"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -35,6 +37,7 @@ import (
 	"github.com/kplane/kplane/services/scheduler/cache"
 	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/plugins"
+	"github.com/kplane/kplane/services/scheduler/plugins/interpodaffinity"
 	"github.com/kplane/kplane/services/scheduler/queue"
 )
 
@@ -109,9 +112,12 @@ type Scheduler struct {
 	// kube-scheduler's PersistentVolumeClaim and PersistentVolume events.
 	claimInf  *client.Informer[*corev1.PersistentVolumeClaim]
 	volumeInf *client.Informer[*corev1.PersistentVolume]
-	elector   *client.LeaderElector
-	tracer    trace.Tracer
-	metrics   *metrics
+	// nsInf gives inter-pod affinity's namespaceSelector the namespaces'
+	// labels (the framework.NamespaceLister this Handle implements).
+	nsInf   *client.Informer[*corev1.Namespace]
+	elector *client.LeaderElector
+	tracer  trace.Tracer
+	metrics *metrics
 
 	bindSem   chan struct{}
 	reportSem chan struct{}
@@ -127,7 +133,10 @@ type Scheduler struct {
 	attempts, scheduled, unschedulable, errs, bound, bindFailures atomic.Int64
 }
 
-var _ framework.Handle = (*Scheduler)(nil)
+var (
+	_ framework.Handle          = (*Scheduler)(nil)
+	_ framework.NamespaceLister = (*Scheduler)(nil)
+)
 
 // New builds a scheduler; Run starts it.
 func New(cfg Config) (*Scheduler, error) {
@@ -209,6 +218,19 @@ func New(cfg Config) (*Scheduler, error) {
 		OnAdd:    func(*corev1.PersistentVolume) { s.queue.MoveAllToActiveOrBackoff(EventVolumeChange) },
 		OnUpdate: func(_, _ *corev1.PersistentVolume) { s.queue.MoveAllToActiveOrBackoff(EventVolumeChange) },
 	})
+	namespaces, err := client.New[*corev1.Namespace](cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	s.nsInf = client.NewInformer(client.ListWatch(namespaces, "", "", "", cfg.ListPageSize), client.InformerOptions[*corev1.Namespace]{Logger: log})
+	s.nsInf.AddEventHandler(client.Handler[*corev1.Namespace]{
+		OnAdd: func(*corev1.Namespace) { s.queue.MoveRejectedBy(EventNamespaceChange, interpodaffinity.Name) },
+		OnUpdate: func(old, ns *corev1.Namespace) {
+			if !maps.Equal(old.GetMetadata().GetLabels(), ns.GetMetadata().GetLabels()) {
+				s.queue.MoveRejectedBy(EventNamespaceChange, interpodaffinity.Name)
+			}
+		},
+	})
 
 	s.identity = "scheduler"
 	if le := cfg.LeaderElection; le != nil {
@@ -261,6 +283,26 @@ func (s *Scheduler) RunFilterPlugins(ctx context.Context, state *framework.Cycle
 	return s.fwk.RunFilter(ctx, state, pod, node)
 }
 
+// NamespaceLabels implements framework.NamespaceLister.
+func (s *Scheduler) NamespaceLabels(name string) map[string]string {
+	ns, ok := s.nsInf.Store().Get(name)
+	if !ok {
+		return nil
+	}
+	return ns.GetMetadata().GetLabels()
+}
+
+// NamespacesMatching implements framework.NamespaceLister.
+func (s *Scheduler) NamespacesMatching(sel labels.Selector) []string {
+	var out []string
+	for _, ns := range s.nsInf.Store().List() {
+		if sel.Matches(labels.Set(ns.GetMetadata().GetLabels())) {
+			out = append(out, ns.GetMetadata().GetName())
+		}
+	}
+	return out
+}
+
 // EventRecorder implements framework.Handle.
 func (s *Scheduler) EventRecorder() *client.Recorder { return s.recorder }
 
@@ -297,14 +339,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	defer cancel()
-	bg.Add(6)
+	bg.Add(7)
 	go func() { defer bg.Done(); s.recorder.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.podInf.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.nodeInf.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.claimInf.Run(ctx) }()
 	go func() { defer bg.Done(); _ = s.volumeInf.Run(ctx) }()
+	go func() { defer bg.Done(); _ = s.nsInf.Run(ctx) }()
 	go func() { defer bg.Done(); s.queue.Run(ctx) }()
-	if !client.WaitForCacheSync(ctx, s.podInf, s.nodeInf, s.claimInf, s.volumeInf) {
+	if !client.WaitForCacheSync(ctx, s.podInf, s.nodeInf, s.claimInf, s.volumeInf, s.nsInf) {
 		return ctx.Err()
 	}
 	s.log.Info("caches synced", "nodes", s.nodeInf.Store().Len(), "pods", s.podInf.Store().Len())

@@ -203,9 +203,41 @@ type Snapshot struct {
 	index     map[string]int
 	images    map[string]int
 	imagesGen int64
+	// withAffinity and withAnti are the nodes with pods that have
+	// inter-pod terms, and required anti-affinity terms.
+	withAffinity, withAnti nodeSet
 }
 
 var _ framework.NodeLister = (*Snapshot)(nil)
+
+// nodeSet is a list of nodes with an index by name, so that one node is
+// put or removed without rebuilding the list.
+type nodeSet struct {
+	list  []*framework.NodeInfo
+	index map[string]int
+}
+
+// set puts n in the set when in is true, else removes the node named name.
+func (ns *nodeSet) set(name string, n *framework.NodeInfo, in bool) {
+	i, ok := ns.index[name]
+	switch {
+	case in && ok:
+		ns.list[i] = n
+	case in:
+		if ns.index == nil {
+			ns.index = map[string]int{}
+		}
+		ns.index[name] = len(ns.list)
+		ns.list = append(ns.list, n)
+	case ok:
+		last := len(ns.list) - 1
+		ns.list[i] = ns.list[last]
+		ns.index[ns.list[i].Name] = i
+		ns.list[last] = nil
+		ns.list = ns.list[:last]
+		delete(ns.index, name)
+	}
+}
 
 // NewSnapshot returns an empty snapshot.
 func NewSnapshot() *Snapshot {
@@ -224,6 +256,12 @@ func (s *Snapshot) Get(name string) (*framework.NodeInfo, bool) {
 // NumNodesWithImage implements framework.NodeLister.
 func (s *Snapshot) NumNodesWithImage(image string) int { return s.images[image] }
 
+// HavePodsWithAffinity implements framework.NodeLister.
+func (s *Snapshot) HavePodsWithAffinity() []*framework.NodeInfo { return s.withAffinity.list }
+
+// HavePodsWithRequiredAntiAffinity implements framework.NodeLister.
+func (s *Snapshot) HavePodsWithRequiredAntiAffinity() []*framework.NodeInfo { return s.withAnti.list }
+
 // UpdateSnapshot brings s up to date, copying only the nodes that changed.
 func (c *Cache) UpdateSnapshot(s *Snapshot) {
 	c.mu.Lock()
@@ -232,10 +270,14 @@ func (c *Cache) UpdateSnapshot(s *Snapshot) {
 		n, ok := c.nodes[name]
 		if !ok || n.Node == nil {
 			delete(s.nodes, name)
+			s.withAffinity.set(name, nil, false)
+			s.withAnti.set(name, nil, false)
 			continue
 		}
 		clone := n.Clone()
 		s.nodes[name] = clone
+		s.withAffinity.set(name, clone, len(clone.PodsWithAffinity) > 0)
+		s.withAnti.set(name, clone, len(clone.PodsWithRequiredAntiAffinity) > 0)
 		if i, ok := s.index[name]; ok && !c.listDirty {
 			s.list[i] = clone
 		}

@@ -126,3 +126,44 @@ func TestImageCounts(t *testing.T) {
 		t.Fatalf("after a dropped the image: got %d, want 1", got)
 	}
 }
+
+// TestSnapshotNodesWithAffinity: the snapshot lists the nodes holding pods
+// with inter-pod terms, following pods and nodes as they come and go.
+func TestSnapshotNodesWithAffinity(t *testing.T) {
+	anti := func(name string) *framework.PodInfo {
+		return fixture.Pod(name, "", "", func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []*corev1.PodAffinityTerm{
+				{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{}}}}}
+		})
+	}
+	names := func(ns []*framework.NodeInfo) map[string]bool {
+		out := map[string]bool{}
+		for _, n := range ns {
+			out[n.Name] = true
+		}
+		return out
+	}
+	c := cache.New()
+	for _, n := range []string{"a", "b", "c"} {
+		c.AddNode(node(n))
+	}
+	snap := cache.NewSnapshot()
+	c.AddPod(anti("pa"), "a")
+	c.AddPod(anti("pb"), "b")
+	c.AddPod(fixture.Pod("plain", "", "", nil), "c")
+	c.UpdateSnapshot(snap)
+	if got := names(snap.HavePodsWithRequiredAntiAffinity()); len(got) != 2 || !got["a"] || !got["b"] {
+		t.Fatalf("nodes with anti-affinity pods: got %v, want a and b", got)
+	}
+	c.RemovePod("default/pa")
+	c.RemoveNode("b")
+	c.AddPod(anti("pc"), "c")
+	c.UpdateSnapshot(snap)
+	if got := names(snap.HavePodsWithAffinity()); len(got) != 1 || !got["c"] {
+		t.Fatalf("after changes: got %v, want c", got)
+	}
+	n, _ := snap.Get("c")
+	if snap.HavePodsWithAffinity()[0] != n {
+		t.Error("the list holds an older copy of c than the snapshot")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/services/client"
 )
@@ -239,6 +240,13 @@ type NodeLister interface {
 	Get(name string) (*NodeInfo, bool)
 	// NumNodesWithImage is how many nodes report the (normalized) image.
 	NumNodesWithImage(image string) int
+	// HavePodsWithAffinity are the nodes with pods that have inter-pod
+	// affinity or anti-affinity terms, HavePodsWithRequiredAntiAffinity
+	// those with pods that have required anti-affinity terms: kept with
+	// the snapshot, so a pod without terms of its own looks at no other
+	// node.
+	HavePodsWithAffinity() []*NodeInfo
+	HavePodsWithRequiredAntiAffinity() []*NodeInfo
 }
 
 // Factory builds a plugin; args is the plugin's raw config (may be nil).
@@ -246,3 +254,13 @@ type Factory func(args []byte, h Handle) (Plugin, error)
 
 // Registry maps plugin names to factories.
 type Registry map[string]Factory
+
+// NamespaceLister reads namespaces for inter-pod affinity's
+// namespaceSelector. The scheduler's Handle implements it; plugins given a
+// Handle without it treat every namespace as unlabelled.
+type NamespaceLister interface {
+	// NamespaceLabels is the labels of namespace name (nil if unknown).
+	NamespaceLabels(name string) map[string]string
+	// NamespacesMatching is the names of the namespaces sel selects.
+	NamespacesMatching(sel labels.Selector) []string
+}

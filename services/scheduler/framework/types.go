@@ -5,6 +5,7 @@ package framework
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,13 @@ type PodInfo struct {
 	// OwnerUID is the uid of the controller owner (e.g. the ReplicaSet), or "".
 	OwnerUID string
 	Images   []string
+	// The pod's inter-pod affinity and anti-affinity terms, parsed once
+	// (nil when it has none); AffinityErr is why they could not be.
+	RequiredAffinityTerms      []AffinityTerm
+	RequiredAntiAffinityTerms  []AffinityTerm
+	PreferredAffinityTerms     []WeightedAffinityTerm
+	PreferredAntiAffinityTerms []WeightedAffinityTerm
+	AffinityErr                error
 
 	// Queue bookkeeping, owned by the scheduling queue.
 	Timestamp        time.Time // when it entered the active queue
@@ -164,12 +172,24 @@ func NewPodInfo(p *corev1.Pod) *PodInfo {
 		pi.Images = append(pi.Images, NormalizeImage(c.GetImage()))
 	}
 	pi.Priority = spec.GetPriority()
+	if aff, err := parseAffinity(p); err != nil {
+		pi.AffinityErr = err
+	} else {
+		pi.RequiredAffinityTerms, pi.RequiredAntiAffinityTerms = aff.RequiredAffinityTerms, aff.RequiredAntiAffinityTerms
+		pi.PreferredAffinityTerms, pi.PreferredAntiAffinityTerms = aff.PreferredAffinityTerms, aff.PreferredAntiAffinityTerms
+	}
 	for _, o := range p.GetMetadata().GetOwnerReferences() {
 		if o.GetController() {
 			pi.OwnerUID = o.GetUid()
 		}
 	}
 	return pi
+}
+
+// HasAffinity reports whether pi has any inter-pod affinity or
+// anti-affinity term.
+func (pi *PodInfo) HasAffinity() bool {
+	return len(pi.RequiredAffinityTerms)+len(pi.RequiredAntiAffinityTerms)+len(pi.PreferredAffinityTerms)+len(pi.PreferredAntiAffinityTerms) > 0
 }
 
 // NormalizeImage turns a reference into its full form, as nodes report
@@ -209,6 +229,12 @@ type NodeInfo struct {
 	ImageSizes map[string]int64
 	// OwnerCounts counts the pods on the node by controller owner uid.
 	OwnerCounts map[string]int
+	// PodsWithAffinity are the pods of Pods with inter-pod affinity or
+	// anti-affinity terms, PodsWithRequiredAntiAffinity those with required
+	// anti-affinity terms: the few pods InterPodAffinity must look at for a
+	// pod that has no terms of its own.
+	PodsWithAffinity             []*PodInfo
+	PodsWithRequiredAntiAffinity []*PodInfo
 	// Facts copied from Node by SetNode, so filters over thousands of
 	// nodes read one small struct instead of chasing the node's messages.
 	Labels        map[string]string
@@ -265,6 +291,24 @@ func (n *NodeInfo) AddPod(pi *PodInfo) {
 	if pi.OwnerUID != "" {
 		n.OwnerCounts[pi.OwnerUID]++
 	}
+	if pi.HasAffinity() {
+		n.PodsWithAffinity = append(n.PodsWithAffinity, pi)
+		if len(pi.RequiredAntiAffinityTerms) > 0 {
+			n.PodsWithRequiredAntiAffinity = append(n.PodsWithRequiredAntiAffinity, pi)
+		}
+	}
+}
+
+// withoutPod returns pods without the one with key (a new slice: clones
+// share the old one).
+func withoutPod(pods []*PodInfo, key string) []*PodInfo {
+	for i, p := range pods {
+		if p.Key == key {
+			out := make([]*PodInfo, 0, len(pods)-1)
+			return append(append(out, pods[:i]...), pods[i+1:]...)
+		}
+	}
+	return pods
 }
 
 // RemovePod removes the pod with key, reporting whether it was there.
@@ -286,6 +330,10 @@ func (n *NodeInfo) RemovePod(key string) bool {
 			delete(n.OwnerCounts, pi.OwnerUID)
 		}
 	}
+	if pi.HasAffinity() {
+		n.PodsWithAffinity = withoutPod(n.PodsWithAffinity, key)
+		n.PodsWithRequiredAntiAffinity = withoutPod(n.PodsWithRequiredAntiAffinity, key)
+	}
 	return true
 }
 
@@ -306,6 +354,11 @@ func (n *NodeInfo) Clone() *NodeInfo {
 	for k, v := range n.OwnerCounts {
 		c.OwnerCounts[k] = v
 	}
+	// The pod lists are shared: RemovePod builds a new slice rather than
+	// changing one in place, and clipping makes the clone's AddPod
+	// reallocate rather than write into n's backing array.
+	c.PodsWithAffinity = slices.Clip(n.PodsWithAffinity)
+	c.PodsWithRequiredAntiAffinity = slices.Clip(n.PodsWithRequiredAntiAffinity)
 	// ImageSizes is replaced, never modified, by SetNode: share it.
 	return &c
 }

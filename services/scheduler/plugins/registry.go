@@ -8,6 +8,7 @@ import (
 	"github.com/kplane/kplane/services/scheduler/plugins/defaultbinder"
 	"github.com/kplane/kplane/services/scheduler/plugins/defaultpreemption"
 	"github.com/kplane/kplane/services/scheduler/plugins/imagelocality"
+	"github.com/kplane/kplane/services/scheduler/plugins/interpodaffinity"
 	"github.com/kplane/kplane/services/scheduler/plugins/leastallocated"
 	"github.com/kplane/kplane/services/scheduler/plugins/nodeaffinity"
 	"github.com/kplane/kplane/services/scheduler/plugins/nodename"
@@ -16,6 +17,7 @@ import (
 	"github.com/kplane/kplane/services/scheduler/plugins/noderesourcesfit"
 	"github.com/kplane/kplane/services/scheduler/plugins/nodeunschedulable"
 	"github.com/kplane/kplane/services/scheduler/plugins/ownerspread"
+	"github.com/kplane/kplane/services/scheduler/plugins/podtopologyspread"
 	"github.com/kplane/kplane/services/scheduler/plugins/tainttoleration"
 	"github.com/kplane/kplane/services/scheduler/plugins/volumebinding"
 )
@@ -37,6 +39,8 @@ func Registry() framework.Registry {
 		defaultbinder.Name:      defaultbinder.New,
 		defaultpreemption.Name:  defaultpreemption.New,
 		volumebinding.Name:      volumebinding.New,
+		interpodaffinity.Name:   interpodaffinity.New,
+		podtopologyspread.Name:  podtopologyspread.New,
 	}
 }
 
@@ -53,6 +57,8 @@ func DefaultPlugins() []framework.PluginRef {
 		{Name: nodeports.Name},
 		{Name: noderesourcesfit.Name},
 		{Name: volumebinding.Name},
+		{Name: podtopologyspread.Name, Weight: 2},
+		{Name: interpodaffinity.Name, Weight: 2},
 		{Name: leastallocated.Name, Weight: 1},
 		{Name: balancedallocation.Name, Weight: 1},
 		{Name: imagelocality.Name, Weight: 1},

@@ -50,7 +50,11 @@ type Queue struct {
 	// have made it fit while it was being tried.
 	schedulingCycle  int64
 	moveRequestCycle int64
-	closed           bool
+	// pluginMoveCycle is, by plugin, the cycle of the last event that
+	// moved only the pods that plugin rejected: a pod it rejects in a
+	// cycle before that goes to backoffQ too.
+	pluginMoveCycle map[string]int64
+	closed          bool
 }
 
 // New returns an empty queue.
@@ -70,7 +74,8 @@ func New(cfg Config) *Queue {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	q := &Queue{cfg: cfg, unschedulable: map[string]*framework.PodInfo{}, inFlight: map[string]bool{}, moveRequestCycle: -1}
+	q := &Queue{cfg: cfg, unschedulable: map[string]*framework.PodInfo{}, inFlight: map[string]bool{}, moveRequestCycle: -1,
+		pluginMoveCycle: map[string]int64{}}
 	q.cond = sync.NewCond(&q.mu)
 	q.active = newHeap(func(a, b *framework.PodInfo) bool {
 		if a.Priority != b.Priority {
@@ -210,11 +215,22 @@ func (q *Queue) AddUnschedulable(pi *framework.PodInfo, cycle int64) {
 	defer q.mu.Unlock()
 	delete(q.inFlight, pi.Key)
 	pi.Timestamp = q.cfg.Now()
-	if q.moveRequestCycle >= cycle {
+	if q.moveRequestCycle >= cycle || q.movedForLocked(pi, cycle) {
 		q.backoff.push(pi)
 		return
 	}
 	q.unschedulable[pi.Key] = pi
+}
+
+// movedForLocked reports whether an event for one of the plugins that
+// rejected pi came at or after cycle.
+func (q *Queue) movedForLocked(pi *framework.PodInfo, cycle int64) bool {
+	for p := range pi.UnschedulablePlugins {
+		if c, ok := q.pluginMoveCycle[p]; ok && c >= cycle {
+			return true
+		}
+	}
+	return false
 }
 
 // AddBackoff re-queues a pod whose attempt or bind failed with an error:
@@ -238,6 +254,27 @@ func (q *Queue) MoveAllToActiveOrBackoff(event string) {
 		q.requeueLocked(pi)
 	}
 	q.moveRequestCycle = q.schedulingCycle
+}
+
+// MoveRejectedBy is called on a cluster event that could make only the
+// pods one of plugins rejected fit (a pod placed, for inter-pod affinity):
+// those are moved as MoveAllToActiveOrBackoff moves every pod; the rest
+// stay unschedulable.
+func (q *Queue) MoveRejectedBy(event string, plugins ...string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for key, pi := range q.unschedulable {
+		for _, p := range plugins {
+			if pi.UnschedulablePlugins[p] {
+				delete(q.unschedulable, key)
+				q.requeueLocked(pi)
+				break
+			}
+		}
+	}
+	for _, p := range plugins {
+		q.pluginMoveCycle[p] = q.schedulingCycle
+	}
 }
 
 func (q *Queue) requeueLocked(pi *framework.PodInfo) {

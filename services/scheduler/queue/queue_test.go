@@ -202,3 +202,49 @@ func TestPopUnblocks(t *testing.T) {
 		t.Fatalf("Pop after Close: got %v, want ErrClosed", err)
 	}
 }
+
+// TestMoveRejectedBy: an event for some plugins moves only the pods one of
+// them rejected, and sends a pod one of them rejects during the event's
+// attempt to backoffQ.
+func TestMoveRejectedBy(t *testing.T) {
+	tests := []struct {
+		name     string
+		rejected string // the plugin that rejected the pod
+		want     string
+	}{
+		{name: "rejected by InterPodAffinity: moved", rejected: "InterPodAffinity", want: "active"},
+		{name: "rejected by NodeResourcesFit: stays", rejected: "NodeResourcesFit", want: "unschedulable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q, c := newQueue()
+			q.Add(prio("p", 0))
+			pi, cycle := pop(t, q)
+			pi.UnschedulablePlugins = map[string]bool{tc.rejected: true}
+			q.AddUnschedulable(pi, cycle)
+			c.step(2 * time.Second)
+			q.MoveRejectedBy("AssignedPodAdd", "InterPodAffinity", "PodTopologySpread")
+			if got := q.Where(pi.Key); got != tc.want {
+				t.Fatalf("after AssignedPodAdd: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("event during the attempt", func(t *testing.T) {
+		q, _ := newQueue()
+		q.Add(prio("a", 0))
+		q.Add(prio("b", 0))
+		a, ca := pop(t, q)
+		b, cb := pop(t, q)
+		q.MoveRejectedBy("AssignedPodAdd", "PodTopologySpread")
+		a.UnschedulablePlugins = map[string]bool{"PodTopologySpread": true}
+		b.UnschedulablePlugins = map[string]bool{"NodeResourcesFit": true}
+		q.AddUnschedulable(a, ca)
+		q.AddUnschedulable(b, cb)
+		if got := q.Where(a.Key); got != "backoff" {
+			t.Errorf("pod the event's plugin rejected: got %q, want backoff", got)
+		}
+		if got := q.Where(b.Key); got != "unschedulable" {
+			t.Errorf("pod another plugin rejected: got %q, want unschedulable", got)
+		}
+	})
+}

@@ -49,14 +49,19 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the scheduling phase here")
 	serverPIDs := flag.String("server-pids", "", "comma-separated pids (API service, store) whose CPU time is reported for the scheduling phase")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	affinity := flag.String("affinity", "none", "what the pods ask for: none; anti (required anti-affinity by hostname against the pods of the same owner: one replica per node); spread (a DoNotSchedule topology spread constraint by zone, maxSkew 1, over the pods of the same owner)")
 	flag.Parse()
-	if err := run(*addr, *tok, *nodes, *pods, *owners, *workers, *bindPar, *cpuProfile, *serverPIDs, *timeout); err != nil {
+	if *affinity != "none" && *affinity != "anti" && *affinity != "spread" {
+		fmt.Fprintf(os.Stderr, "bench: -affinity %q: want none, anti or spread\n", *affinity)
+		os.Exit(2)
+	}
+	if err := run(*addr, *tok, *nodes, *pods, *owners, *workers, *bindPar, *cpuProfile, *serverPIDs, *affinity, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, tok string, numNodes, numPods, owners, workers, bindPar int, cpuProfile, serverPIDs string, timeout time.Duration) error {
+func run(addr, tok string, numNodes, numPods, owners, workers, bindPar int, cpuProfile, serverPIDs, affinity string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(token(tok)))
@@ -94,13 +99,15 @@ func run(addr, tok string, numNodes, numPods, owners, workers, bindPar int, cpuP
 	start = time.Now()
 	if err := parallel(ctx, workers, numPods, func(i int) error {
 		owner := i % max(owners, 1)
-		_, err := podC.Create(ctx, &corev1.Pod{
+		p := &corev1.Pod{
 			Metadata: &metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("pod-%05d", i),
 				OwnerReferences: []*metav1.OwnerReference{{ApiVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("rs-%d", owner),
 					Uid: fmt.Sprintf("rs-uid-%d", owner), Controller: new(true)}}},
 			Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
 				Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": "100m", "memory": "128Mi"}}}}},
-		})
+		}
+		withAffinity(p, affinity, fmt.Sprintf("rs-%d", owner))
+		_, err := podC.Create(ctx, p)
 		if err != nil {
 			return fmt.Errorf("create pod: %w", err)
 		}
@@ -270,4 +277,21 @@ func cpuTimes(pids []int) []float64 {
 		out[i] = (ut + stt) / 100 // USER_HZ
 	}
 	return out
+}
+
+// withAffinity gives p, of owner rs, what -affinity asks for.
+func withAffinity(p *corev1.Pod, affinity, rs string) {
+	if affinity == "none" {
+		return
+	}
+	sel := map[string]string{"rs": rs}
+	p.Metadata.Labels = sel
+	switch affinity {
+	case "anti":
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []*corev1.PodAffinityTerm{{
+			TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: sel}}}}}
+	case "spread":
+		p.Spec.TopologySpreadConstraints = []*corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone",
+			WhenUnsatisfiable: "DoNotSchedule", LabelSelector: &metav1.LabelSelector{MatchLabels: sel}}}
+	}
 }

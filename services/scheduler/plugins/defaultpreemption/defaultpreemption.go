@@ -15,8 +15,14 @@
 //
 // The room made is held: until the pod is placed, the filters of pods of
 // no higher priority count it on its nominated node (the scheduler's
-// nominator). Not done, unlike Kubernetes: PodDisruptionBudgets are not
-// consulted.
+// nominator). Inter-pod anti-affinity and topology spread take part as
+// in Kubernetes: a node the pod's anti-affinity, a placed pod's
+// anti-affinity or a spread constraint's skew rejected is a candidate (a
+// failed required affinity or a missing topology label is not: evicting
+// cannot fix those), and the filters judge the node copy without the
+// victims by its own pods. As in Kubernetes, victims are only ever taken
+// from the one node, never elsewhere in a zone the rule spans. Not done,
+// unlike Kubernetes: PodDisruptionBudgets are not consulted.
 package defaultpreemption
 
 import (

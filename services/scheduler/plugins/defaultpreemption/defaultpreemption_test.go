@@ -32,8 +32,10 @@ func (n nodes) List() []*framework.NodeInfo {
 	}
 	return out
 }
-func (n nodes) Get(name string) (*framework.NodeInfo, bool) { ni, ok := n[name]; return ni, ok }
-func (nodes) NumNodesWithImage(string) int                  { return 0 }
+func (n nodes) Get(name string) (*framework.NodeInfo, bool)           { ni, ok := n[name]; return ni, ok }
+func (nodes) NumNodesWithImage(string) int                            { return 0 }
+func (nodes) HavePodsWithAffinity() []*framework.NodeInfo             { return nil }
+func (nodes) HavePodsWithRequiredAntiAffinity() []*framework.NodeInfo { return nil }
 
 // handle runs the real NodeResourcesFit filter over the fixture nodes.
 type handle struct {

@@ -37,6 +37,8 @@ func (l lister) NumNodesWithImage(img string) int {
 	}
 	return c
 }
+func (lister) HavePodsWithAffinity() []*framework.NodeInfo             { return nil }
+func (lister) HavePodsWithRequiredAntiAffinity() []*framework.NodeInfo { return nil }
 
 type handle struct{ l lister }
 

@@ -1,7 +1,10 @@
 // Package ownerspread spreads the replicas of one owner (the pod's
 // controller, e.g. its ReplicaSet) across nodes: nodes with fewer pods of
 // the same owner score higher — Kubernetes' default spreading by
-// controller, without zones.
+// controller, without zones. It stands for the cluster default spreading
+// kube-scheduler's PodTopologySpread applies to pods with no
+// topologySpreadConstraints of their own, and, like it, leaves pods that
+// have some to PodTopologySpread.
 package ownerspread
 
 import (
@@ -28,9 +31,10 @@ func New([]byte, framework.Handle) (framework.Plugin, error) { return &Plugin{},
 // Name implements framework.Plugin.
 func (*Plugin) Name() string { return Name }
 
-// PreScore skips pods without a controller owner.
+// PreScore skips pods without a controller owner and pods with
+// topologySpreadConstraints.
 func (*Plugin) PreScore(_ context.Context, _ *framework.CycleState, pod *framework.PodInfo, _ []*framework.NodeInfo) *framework.Status {
-	if pod.OwnerUID == "" {
+	if pod.OwnerUID == "" || len(pod.Pod.GetSpec().GetTopologySpreadConstraints()) > 0 {
 		return framework.NewStatus(framework.Skip)
 	}
 	return nil

@@ -38,6 +38,11 @@ func TestScore(t *testing.T) {
 		{name: "fewest replicas of the owner wins", pod: owned("p", "rs1"), want: []int64{0, 50, 100}},
 		{name: "other owner", pod: owned("p", "rs2"), want: []int64{100, 0, 0}},
 		{name: "no owner skips", pod: owned("p", ""), wantSkip: true},
+		{name: "topologySpreadConstraints leave it to PodTopologySpread", pod: framework.NewPodInfo(func() *corev1.Pod {
+			p := owned("p", "rs1").Pod
+			p.Spec.TopologySpreadConstraints = []*corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: "ScheduleAnyway"}}
+			return p
+		}()), wantSkip: true},
 	}
 	p, _ := ownerspread.New(nil, nil)
 	sp := p.(framework.ScorePlugin)

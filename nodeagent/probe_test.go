@@ -54,7 +54,9 @@ func TestProbeNamedPortsAndGRPC(t *testing.T) {
 
 	wp, _ := strconv.Atoi(webPort)
 	spec := &corev1.Container{Name: "main", Ports: []*corev1.ContainerPort{{Name: "http", ContainerPort: int32(wp)}}}
-	named := func(n string) *metav1.IntOrString { return &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: n}} }
+	named := func(n string) *metav1.IntOrString {
+		return &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: n}}
+	}
 	grpcProbe := func(port int32, service *string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Grpc: &corev1.GRPCAction{Port: port, Service: service}}}
 	}

@@ -186,3 +186,50 @@ func TestLivenessFailureRunsPreStop(t *testing.T) {
 	}
 	waitEvent(t, c, p, "Killing", "failed liveness probe")
 }
+
+// TestPostStartHookErrorState: right after a failed postStart hook, a
+// container that will be restarted waits as PostStartHookError with the
+// kubelet's message (its output included), its killed instance in
+// lastState; the pod's next sync shows the back-off. The agent's start
+// is called directly, on a pod no informer holds, so that nothing else
+// syncs it in between.
+func TestPostStartHookErrorState(t *testing.T) {
+	c := startCluster(t)
+	n := startSimNode(t, c, "n1", nil)
+	ctx := context.Background()
+	a := n.agent
+	// The agent is up (registered, its runtime known) once it runs a pod.
+	c.runPod(t, simPod("up", nil, nil), "n1")
+	c.waitPod(t, "default", "up", "Running", phaseIs(PhaseRunning))
+	pod := simPod("direct", nil, func(s *corev1.PodSpec) {
+		s.NodeName = "n1"
+		s.Containers[0].Command = []string{"sh", "-c", "sleep 3600"}
+		s.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: shHook("echo boom >&2; exit 3")}
+	})
+	pod.Metadata.Uid = "direct-uid"
+	rec := &podRecord{uid: "direct-uid", logDir: a.podLogDir(pod), ctrs: map[string]*ctrState{"main": {name: "main"}}}
+	if err := a.runSandbox(ctx, pod, rec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := a.teardown(ctx, nil, rec, 0); err != nil {
+			t.Error(err)
+		}
+	}()
+	ctr := rec.ctrs["main"]
+	a.startContainer(ctx, pod, rec, ctr)
+	want := `Exec lifecycle hook ([sh -c echo boom >&2; exit 3]) for Container "main" in Pod "direct_default(direct-uid)" failed - ` +
+		"error: command 'sh -c echo boom >&2; exit 3' exited with 3: boom\n, message: \"boom\\n\""
+	if ctr.waiting != ReasonPostStartHookError || ctr.waitingMsg != want {
+		t.Errorf("waiting: got %s %q, want %s %q", ctr.waiting, ctr.waitingMsg, ReasonPostStartHookError, want)
+	}
+	if ctr.last.GetExitCode() != 143 || ctr.restarts != 0 {
+		t.Errorf("last: got exit %d, restarts %d; want the killed instance (143), no restart yet", ctr.last.GetExitCode(), ctr.restarts)
+	}
+	if _, err := a.syncLocked(ctx, pod, rec); err != nil {
+		t.Fatal(err)
+	}
+	if ctr.waiting != ReasonCrashLoopBackOff && ctr.id == "" {
+		t.Errorf("after the next sync: got waiting %s, want CrashLoopBackOff (or restarted)", ctr.waiting)
+	}
+}

@@ -7,6 +7,7 @@ package nodeagent
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -97,8 +98,10 @@ func (a *Agent) removeSandbox(ctx context.Context, id string) {
 	}
 }
 
-// stopContainers stops a sandbox's running containers with grace, in parallel.
-func (a *Agent) stopContainers(ctx context.Context, sandboxID string, grace time.Duration) {
+// stopContainers stops a sandbox's running containers of pod with grace,
+// in parallel, each after its preStop hook (podIP: where an httpGet hook
+// goes by default).
+func (a *Agent) stopContainers(ctx context.Context, pod *corev1.Pod, sandboxID, podIP string, grace time.Duration) {
 	cs, err := a.cfg.Runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: sandboxID})
 	if err != nil {
 		a.log.Warn("listing a sandbox's containers failed", "id", sandboxID, "err", err)
@@ -110,12 +113,12 @@ func (a *Agent) stopContainers(ctx context.Context, sandboxID string, grace time
 			continue
 		}
 		wg.Add(1)
-		go func(id string) {
+		go func(id, name string) {
 			defer wg.Done()
-			if err := a.cfg.Runtime.StopContainer(ctx, id, grace); err != nil && !cri.IsNotFound(err) {
-				a.log.Warn("stop container failed", "id", id, "err", err)
-			}
-		}(c.GetId())
+			init := slices.ContainsFunc(pod.GetSpec().GetInitContainers(), func(c *corev1.Container) bool { return c.GetName() == name })
+			fp := fieldPath(pod.GetSpec(), &ctrState{name: name, init: init})
+			a.killContainer(ctx, pod, containerSpec(pod.GetSpec(), name), fp, id, podIP, grace)
+		}(c.GetId(), c.GetMetadata().GetName())
 	}
 	wg.Wait()
 }

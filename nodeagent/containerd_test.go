@@ -14,9 +14,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +37,8 @@ import (
 )
 
 // TestContainerd runs a pod with the hello HTTP server on a real
-// containerd: it really runs, its httpGet readiness probe passes, its log
+// containerd: it really runs, its httpGet readiness probe passes, its
+// httpGet postStart and preStop hooks reach a server at a named port, its log
 // reaches `kubectl logs` (through the gateway, the API service's pods/log
 // and the log server over HTTPS), and deleting the pod stops the
 // container (the process is gone). Root and containerd are needed (skipped
@@ -107,6 +111,25 @@ func TestContainerd(t *testing.T) {
 
 	port := testutil.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// The httpGet hooks' server: it records what reaches it.
+	var hookMu sync.Mutex
+	var hookGets []string
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hookMu.Lock()
+		hookGets = append(hookGets, r.URL.RequestURI()+" "+r.UserAgent())
+		hookMu.Unlock()
+	}))
+	defer hooks.Close()
+	hookPort := hooks.Listener.Addr().(*net.TCPAddr).Port
+	hookGot := func(want string) (bool, []string) {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		return slices.Contains(hookGets, want+" "+hookUserAgent), slices.Clone(hookGets)
+	}
+	httpHook := func(path string) *corev1.LifecycleHandler {
+		return &corev1.LifecycleHandler{HttpGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: path,
+			Port: &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: "hooks"}}}}
+	}
 	pod := &corev1.Pod{
 		Metadata: &metav1.ObjectMeta{Name: "hello", Namespace: "default"},
 		Spec: &corev1.PodSpec{
@@ -115,6 +138,11 @@ func TestContainerd(t *testing.T) {
 				Name:  "hello",
 				Image: containerdtest.HelloImage,
 				Env:   []*corev1.EnvVar{{Name: containerdtest.HelloAddrEnv, Value: addr}},
+				Ports: []*corev1.ContainerPort{{Name: "hooks", ContainerPort: int32(hookPort)}},
+				Lifecycle: &corev1.Lifecycle{
+					PostStart: httpHook("/echo?msg=poststart"),
+					PreStop:   httpHook("/echo?msg=prestop"),
+				},
 				ReadinessProbe: &corev1.Probe{
 					ProbeHandler:  &corev1.ProbeHandler{HttpGet: &corev1.HTTPGetAction{Path: "/", Port: &metav1.IntOrString{Value: &metav1.IntOrString_IntVal{IntVal: int32(port)}}}},
 					PeriodSeconds: 1,
@@ -130,6 +158,12 @@ func TestContainerd(t *testing.T) {
 	cs := got.GetStatus().GetContainerStatuses()[0]
 	if !strings.HasPrefix(cs.GetContainerId(), "containerd://") || cs.GetImageId() == "" {
 		t.Errorf("container status: got id %q image %q, want a containerd:// ID and an image ID", cs.GetContainerId(), cs.GetImageId())
+	}
+
+	// Its postStart httpGet hook reached its server, at the port named
+	// in the container's ports, before the container showed Running.
+	if ok, got := hookGot("/echo?msg=poststart"); !ok {
+		t.Errorf("postStart hook: got requests %q, want GET /echo?msg=poststart", got)
 	}
 
 	// It really serves.
@@ -176,6 +210,9 @@ func TestContainerd(t *testing.T) {
 	}
 	if err := processGone(ctx, pid); err != nil {
 		t.Error(err)
+	}
+	if ok, got := hookGot("/echo?msg=prestop"); !ok {
+		t.Errorf("preStop hook: got requests %q, want GET /echo?msg=prestop", got)
 	}
 	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		conn.Close()

@@ -70,7 +70,7 @@ func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, 
 				soonest(k.st.next)
 				continue
 			}
-			ok, msg, err := runProbe(ctx, a, a.simulated, c.id, host, k.p, timeout)
+			ok, msg, err := runProbe(ctx, a, a.simulated, cs, c.id, host, k.p, timeout)
 			if err != nil {
 				ok, msg = false, err.Error()
 			}
@@ -87,10 +87,8 @@ func (a *Agent) runProbes(ctx context.Context, pod *corev1.Pod, rec *podRecord, 
 			case (k.kind == probeStartup || k.kind == probeLiveness) && k.st.hasResults && !k.st.result:
 				a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing",
 					"Container %s failed %s probe, will be restarted", c.name, strings.ToLower(k.kind))
-				grace := gracePeriod(pod, k.p)
-				if err := a.cfg.Runtime.StopContainer(ctx, c.id, grace); err != nil {
-					a.log.Warn("stopping a container after its probe failed", "container", c.name, "err", err)
-				}
+				// Its preStop hook runs first, within the grace period.
+				a.killContainer(ctx, pod, cs, fieldPath(pod.GetSpec(), c), c.id, host, gracePeriod(pod, k.p))
 				a.refresh(ctx, c, pod.GetSpec().GetRestartPolicy())
 			}
 			if !c.running() {

@@ -224,6 +224,13 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 	c.waiting, c.waitingMsg = "", ""
 	c.probes = probeStates{hasStartup: spec.GetStartupProbe() != nil, hasReadiness: spec.GetReadinessProbe() != nil}
 	policy = pod.GetSpec().GetRestartPolicy()
+	// The postStart hook, before anything else of the pod goes on; when
+	// it fails the container was killed, and one that will be restarted
+	// waits as PostStartHookError until the next sync shows its back-off.
+	msg, hookErr := a.postStart(ctx, pod, rec, spec, fp, id)
 	a.refresh(ctx, c, policy)
+	if hookErr != nil && c.waiting == ReasonCrashLoopBackOff {
+		c.waiting, c.waitingMsg = ReasonPostStartHookError, msg
+	}
 	return 0
 }

@@ -255,7 +255,7 @@ func TestRunProbe(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pr := &execProber{ok: tt.execOK}
-			got, _, err := runProbe(context.Background(), pr, tt.simulated, "c1", host, tt.probe, time.Second)
+			got, _, err := runProbe(context.Background(), pr, tt.simulated, nil, "c1", host, tt.probe, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -119,7 +119,7 @@ func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, er
 	rec := a.record(key)
 	if rec != nil && (!ok || rec.uid != pod.GetMetadata().GetUid()) {
 		// The pod is gone (or replaced by another with the same name).
-		if err := a.teardown(ctx, rec, 0); err != nil {
+		if err := a.teardown(ctx, nil, rec, 0); err != nil {
 			a.log.Warn("removing the volumes of a gone pod failed", "pod", key, "err", err)
 		}
 		a.dropRecord(key, rec)
@@ -190,7 +190,7 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	// replaced: its containers are stopped, and restarted in the new one.
 	if sb, err := a.cfg.Runtime.PodSandboxStatus(ctx, rec.sandboxID); cri.IsNotFound(err) || (err == nil && sb.GetState() != runtimeapi.PodSandboxState_SANDBOX_READY) {
 		a.rec.FieldEventf(pod, "", client.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
-		a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
+		a.stopContainers(ctx, pod, rec.sandboxID, rec.podIP, gracePeriod(pod, nil))
 		for _, c := range rec.ctrs {
 			if c.id != "" && !c.exited() {
 				a.refresh(ctx, c, spec.GetRestartPolicy())
@@ -209,6 +209,14 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 			continue
 		}
 		a.refresh(ctx, c, policy)
+	}
+
+	// A failed postStart hook's reason gives way to the back-off, as the
+	// kubelet's next sync shows it.
+	for _, c := range rec.ctrs {
+		if c.waiting == ReasonPostStartHookError {
+			c.waiting, c.waitingMsg = ReasonCrashLoopBackOff, ""
+		}
 	}
 
 	// activeDeadlineSeconds: past it the pod fails and its containers stop.
@@ -274,7 +282,7 @@ func (a *Agent) failDeadline(ctx context.Context, pod *corev1.Pod, rec *podRecor
 			a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 		}
 	}
-	a.stopContainers(ctx, rec.sandboxID, gracePeriod(pod, nil))
+	a.stopContainers(ctx, pod, rec.sandboxID, rec.podIP, gracePeriod(pod, nil))
 	for _, c := range rec.ctrs {
 		if c.id != "" {
 			a.refresh(ctx, c, RestartNever)

@@ -29,7 +29,7 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 			return time.Second, fmt.Errorf("list sandboxes: %w", err)
 		}
 		for _, sb := range sbs {
-			a.stopContainers(ctx, sb.GetId(), grace)
+			a.stopContainers(ctx, pod, sb.GetId(), pod.GetStatus().GetPodIp(), grace)
 			a.removeSandbox(ctx, sb.GetId())
 		}
 		if err := a.tearDownVolumes(pod.GetMetadata().GetUid()); err != nil {
@@ -42,7 +42,7 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 				a.rec.FieldEventf(pod, fieldPath(pod.GetSpec(), c), client.EventNormal, "Killing", "Stopping container %s", c.name)
 			}
 		}
-		err := a.teardown(ctx, rec, grace)
+		err := a.teardown(ctx, pod, rec, grace)
 		rec.mu.Unlock()
 		if err != nil {
 			// The deletion is confirmed once nothing of the pod is left
@@ -62,22 +62,21 @@ func (a *Agent) terminate(ctx context.Context, key string, pod *corev1.Pod, rec 
 	return 0, nil
 }
 
-// teardown stops the pod's running containers with grace (in parallel),
+// teardown stops the pod's running containers with grace (in parallel,
+// each after its preStop hook; pod nil: the pod is gone, no hook runs),
 // then stops and removes the sandbox (and so its containers), then
 // unmounts and removes the pod's volumes; an error is a volume left.
-func (a *Agent) teardown(ctx context.Context, rec *podRecord, grace time.Duration) error {
+func (a *Agent) teardown(ctx context.Context, pod *corev1.Pod, rec *podRecord, grace time.Duration) error {
 	var wg sync.WaitGroup
 	for _, c := range rec.ctrs {
 		if c.id == "" || c.exited() {
 			continue
 		}
 		wg.Add(1)
-		go func(id string) {
+		go func(c *ctrState, id string) {
 			defer wg.Done()
-			if err := a.cfg.Runtime.StopContainer(ctx, id, grace); err != nil && !cri.IsNotFound(err) {
-				a.log.Warn("stop container failed", "id", id, "err", err)
-			}
-		}(c.id)
+			a.killContainer(ctx, pod, containerSpec(pod.GetSpec(), c.name), fieldPath(pod.GetSpec(), c), id, rec.podIP, grace)
+		}(c, c.id)
 	}
 	wg.Wait()
 	if rec.sandboxID != "" {

@@ -34,7 +34,7 @@ import (
 // subPath, as on Kubernetes); a Secret file with its
 // defaultMode; an emptyDir both containers share; a Memory emptyDir that
 // is a tmpfs of the sizeLimit; the ServiceAccount token, which TokenReview
-// accepts. After the pod's deletion no mount and no directory of it is
+// accepts (then pods with exec lifecycle hooks). After the pod's deletion no mount and no directory of it is
 // left. Root, containerd and Debian's busybox-static are needed (skipped
 // otherwise; failed under CI=true).
 func TestContainerdVolumes(t *testing.T) {
@@ -251,6 +251,9 @@ func TestContainerdVolumes(t *testing.T) {
 	// FallbackToLogsOnError a failed container's log tail.
 	testContainerdTerminationMessages(ctx, t, c)
 
+	// Lifecycle hooks: exec postStart and preStop in the container.
+	testContainerdLifecycleHooks(ctx, t, c)
+
 	// Deletion: the containers stop, the tmpfs is unmounted and the pod's
 	// directory removed before the deletion is confirmed.
 	if err := c.pods.Delete(ctx, "default", "vols", client.DeleteOptions{}); err != nil {
@@ -307,4 +310,67 @@ func testContainerdTerminationMessages(ctx context.Context, t *testing.T, c *clu
 		t.Fatal(err)
 	}
 	waitGone(t, c, "default", "msgs")
+}
+
+// testContainerdLifecycleHooks runs busybox pods with exec hooks that
+// write to a hostPath directory: postStart has run when the container
+// shows Running and preStop runs on deletion; a failing postStart kills
+// the container (busybox's sleep ends on the stop's SIGTERM: exit 143)
+// and, with restartPolicy Never, fails the pod.
+func testContainerdLifecycleHooks(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	out := t.TempDir()
+	hook := func(script string) *corev1.LifecycleHandler {
+		return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
+	}
+	pod := func(name string, postStart, preStop *corev1.LifecycleHandler) *corev1.Pod {
+		return &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: &corev1.PodSpec{
+			RestartPolicy:                 RestartNever,
+			TerminationGracePeriodSeconds: ptr(int64(2)),
+			Containers: []*corev1.Container{{Name: "main", Image: containerdtest.BusyboxImage, Command: []string{"sleep", "3600"},
+				Lifecycle:    &corev1.Lifecycle{PostStart: postStart, PreStop: preStop},
+				VolumeMounts: []*corev1.VolumeMount{{Name: "out", MountPath: "/out"}}}},
+			Volumes: []*corev1.Volume{{Name: "out", VolumeSource: &corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: out}}}},
+		}}
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(out, name))
+		return string(b)
+	}
+	wait := func(name, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			p, err := c.pods.Get(ctx, "default", name)
+			if err == nil && ok(p) {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s: %s did not happen within 2 minutes: %v %v", name, what, err, p.GetStatus())
+			}
+		}
+	}
+
+	c.runPod(t, pod("hooks", hook("echo started > /out/poststart"), hook("echo stopping > /out/prestop")), "real")
+	wait("hooks", "Running", phaseIs(PhaseRunning))
+	if got := read("poststart"); got != "started\n" {
+		t.Errorf("postStart's file: got %q, want started", got)
+	}
+	if err := c.pods.Delete(ctx, "default", "hooks", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, "default", "hooks")
+	if got := read("prestop"); got != "stopping\n" {
+		t.Errorf("preStop's file: got %q, want stopping", got)
+	}
+
+	p := c.runPod(t, pod("poststart-fails", hook("echo boom; exit 3"), nil), "real")
+	got := wait("poststart-fails", "Failed", phaseIs(PhaseFailed))
+	if term := got.GetStatus().GetContainerStatuses()[0].GetState().GetTerminated(); term.GetExitCode() != 143 || term.GetReason() != "Error" {
+		t.Errorf("terminated: got exit %d reason %q, want 143 Error", term.GetExitCode(), term.GetReason())
+	}
+	waitEvent(t, c, p, "FailedPostStartHook", "PostStartHook failed")
+	if err := c.pods.Delete(ctx, "default", "poststart-fails", client.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, "default", "poststart-fails")
 }

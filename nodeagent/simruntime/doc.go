@@ -120,7 +120,9 @@
 // probe cannot reach it. A node agent on this runtime (Version's
 // RuntimeName is "kplane-sim") should run every probe as an ExecSync —
 // the command naming the probe is only informational — so that all probe
-// kinds follow the exec rules above.
+// kinds follow the exec rules above. Lifecycle hooks go the same way: an
+// exec hook is an ExecSync (so it runs in a scripted container's shell),
+// and an httpGet hook is an ExecSync naming it.
 //
 // # Time
 //

@@ -169,7 +169,7 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 		var resp *dynamicv1.ListResponse
 		limit, _ := strconv.ParseInt(q.Get("limit"), 10, 64)
 		resp, err = g.dyn.List(ctx, &dynamicv1.ListRequest{Target: tgt, LabelSelector: q.Get("labelSelector"), FieldSelector: q.Get("fieldSelector"),
-			ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: q.Get("resourceVersionMatch"), Limit: limit, Continue: q.Get("continue")})
+			ResourceVersion: q.Get("resourceVersion"), ResourceVersionMatch: q.Get("resourceVersionMatch"), Limit: limit, Continue: q.Get("continue")}, grpc.Header(&hdr))
 		out = resp.GetList()
 		if err == nil && info.table {
 			out, err = customTable(cr, out, true, info.includeObject, true)
@@ -178,7 +178,7 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 		out, err = g.serveCustomScale(ctx, r, tgt, body, wo)
 	case r.Method == http.MethodGet:
 		var resp *dynamicv1.GetResponse
-		resp, err = g.dyn.Get(ctx, &dynamicv1.GetRequest{Target: tgt, ResourceVersion: q.Get("resourceVersion")})
+		resp, err = g.dyn.Get(ctx, &dynamicv1.GetRequest{Target: tgt, ResourceVersion: q.Get("resourceVersion")}, grpc.Header(&hdr))
 		out = resp.GetObject()
 		if err == nil && info.table {
 			out, err = customTable(cr, out, false, info.includeObject, true)
@@ -212,7 +212,7 @@ func (g *Gateway) serveCustom(w http.ResponseWriter, r *http.Request, group, ver
 		var del *dynamicv1.DeleteRequest
 		if del, err = customDeleteRequest(tgt, q, body); err == nil {
 			var resp *dynamicv1.DeleteResponse
-			resp, err = g.dyn.Delete(ctx, del)
+			resp, err = g.dyn.Delete(ctx, del, grpc.Header(&hdr))
 			out = resp.GetObject()
 		}
 	case r.Method == http.MethodDelete && t.name == "":

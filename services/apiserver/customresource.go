@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubeversion "k8s.io/apimachinery/pkg/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
@@ -60,6 +61,9 @@ type crSchema struct {
 	// served version by name (the storage version's is itself when
 	// served); a version missing is not served.
 	served map[string]*crSchema
+	// warning is the version's deprecation warning, sent with every
+	// request at it ("" when the version is not deprecated).
+	warning string
 	// conv converts objects between the CRD's versions by its conversion
 	// webhook (apiextensions-apiserver's converter); nil for strategy
 	// None, whose conversion is the apiVersion rewritten.
@@ -152,7 +156,8 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	// The rules are compiled once here, with Kubernetes' per-call cost
 	// limit, as its custom resource strategy compiles them.
 	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
-	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd, version: version}, nil
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd, version: version,
+		warning: deprecationWarning(crd, version)}, nil
 }
 
 // customToMap renders obj as its Kubernetes JSON document (a map in
@@ -473,4 +478,33 @@ func setCustomReplicas(r *resourceInfo, o *dynamicv1.Object, replicas int32) err
 	}
 	o.Content, o.Status = n.Content, n.Status
 	return nil
+}
+
+// deprecationWarning is the warning a request at a deprecated version of
+// crd gets, as kube-apiserver words it: the version's deprecationWarning,
+// else "<group>/<version> <Kind> is deprecated", naming the newest served
+// version that is not deprecated and newer, if there is one.
+func deprecationWarning(crd *kubeapiextv1.CustomResourceDefinition, version string) string {
+	var newer []string
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version {
+			if !v.Deprecated {
+				return ""
+			}
+			if v.DeprecationWarning != nil {
+				return *v.DeprecationWarning
+			}
+		}
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Served && !v.Deprecated && kubeversion.CompareKubeAwareVersionStrings(version, v.Name) < 0 {
+			newer = append(newer, v.Name)
+		}
+	}
+	msg := fmt.Sprintf("%s/%s %s is deprecated", crd.Spec.Group, version, crd.Spec.Names.Kind)
+	if len(newer) == 0 {
+		return msg
+	}
+	slices.SortFunc(newer, func(a, b string) int { return -kubeversion.CompareKubeAwareVersionStrings(a, b) })
+	return msg + fmt.Sprintf("; use %s/%s %s", crd.Spec.Group, newer[0], crd.Spec.Names.Kind)
 }

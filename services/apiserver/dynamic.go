@@ -49,6 +49,14 @@ type servedAt struct {
 	apiVersion string
 }
 
+// warn sends the version's deprecation warning, if it has one, with the
+// call's response headers.
+func (a *servedAt) warn(ctx context.Context) {
+	if a.sch != nil && a.sch.warning != "" {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(dynamicv1.WarningHeader, a.sch.warning))
+	}
+}
+
 // builtin is t's resource if it names a built-in kind at its version.
 func (x *dynamicService) builtin(t *dynamicv1.Target) (*servedAt, *resourceInfo) {
 	r := x.s.resources[t.GetResource()]
@@ -66,6 +74,7 @@ func (x *dynamicService) resolve(ctx context.Context, t *dynamicv1.Target) (*ser
 		return at, r, nil
 	}
 	if at, r := x.served(t); at != nil {
+		at.warn(ctx)
 		return at, r, nil
 	}
 	// Not served here (yet): a CRD another replica already serves may not
@@ -87,6 +96,7 @@ func (x *dynamicService) resolve(ctx context.Context, t *dynamicv1.Target) (*ser
 			case <-tick.C:
 			}
 			if at, r := x.served(t); at != nil {
+				at.warn(ctx)
 				return at, r, nil
 			}
 		}

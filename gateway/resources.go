@@ -21,6 +21,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -311,6 +312,7 @@ var shortNames = map[string][]string{
 	"limitranges":               {"limits"},
 	"priorityclasses":           {"pc"},
 	"persistentvolumeclaims":    {"pvc"}, "persistentvolumes": {"pv"}, "storageclasses": {"sc"},
+	"horizontalpodautoscalers": {"hpa"},
 }
 
 // categories are the built-in resources' discovery categories: `kubectl
@@ -318,6 +320,7 @@ var shortNames = map[string][]string{
 var categories = map[string][]string{
 	"pods": {"all"}, "services": {"all"}, "deployments": {"all"}, "replicasets": {"all"}, "replicationcontrollers": {"all"},
 	"daemonsets": {"all"}, "statefulsets": {"all"}, "jobs": {"all"}, "cronjobs": {"all"},
+	"horizontalpodautoscalers":  {"all"},
 	"customresourcedefinitions": {"api-extensions"}, "mutatingwebhookconfigurations": {"api-extensions"},
 	"validatingwebhookconfigurations": {"api-extensions"},
 }

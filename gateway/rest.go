@@ -25,6 +25,7 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -101,6 +102,7 @@ var services = []registration{
 	register(authorizationv1.RegisterAuthorizationServiceHandlerClient, authorizationv1.NewAuthorizationServiceClient),
 	register(authenticationv1.RegisterAuthenticationServiceHandlerClient, authenticationv1.NewAuthenticationServiceClient),
 	register(apiextensionsv1.RegisterCustomResourceDefinitionServiceHandlerClient, apiextensionsv1.NewCustomResourceDefinitionServiceClient),
+	register(autoscalingv2.RegisterHorizontalPodAutoscalerServiceHandlerClient, autoscalingv2.NewHorizontalPodAutoscalerServiceClient),
 }
 
 // requestInfo is what the front of the gateway learnt about a request,

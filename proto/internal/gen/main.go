@@ -179,9 +179,11 @@ func (g group) APIVersion() string {
 	return g.Name + "/" + g.V()
 }
 
-func (g group) Prefix() string     { return prefix(g) }
-func (g group) ProtoPkg() string   { return "kplane." + g.Dir + "." + g.V() }
-func (g group) GoImport() string   { return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/" + g.V() }
+func (g group) Prefix() string   { return prefix(g) }
+func (g group) ProtoPkg() string { return "kplane." + g.Dir + "." + g.V() }
+func (g group) GoImport() string {
+	return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/" + g.V()
+}
 func (r resource) Field() string   { return snake(r.Kind) }
 func (r resource) GoField() string { return goField(r.Kind) }
 

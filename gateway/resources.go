@@ -27,6 +27,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	_ "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
+	_ "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	_ "github.com/kplane/kplane/proto/kplane/networking/v1"
 	_ "github.com/kplane/kplane/proto/kplane/node/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"

@@ -78,6 +78,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -174,6 +175,10 @@ func packages() []protoPkg {
 		{Dir: "autoscaling", Version: "v2", File: "types.proto", GoAlias: "autoscalingv2", GoPkgs: []string{"k8s.io/api/autoscaling/v2"},
 			Doc:   "holds Kubernetes' autoscaling/v2 HorizontalPodAutoscaler",
 			Roots: []any{autoscalingv2.HorizontalPodAutoscaler{}, autoscalingv2.HorizontalPodAutoscalerList{}}},
+		{Dir: "metrics", Version: "v1beta1", File: "types.proto", GoAlias: "metricsv1beta1", GoPkgs: []string{"k8s.io/metrics/pkg/apis/metrics/v1beta1"},
+			Doc: "holds Kubernetes' metrics.k8s.io/v1beta1 resource metrics (read-only)",
+			Roots: []any{metricsv1beta1.NodeMetrics{}, metricsv1beta1.NodeMetricsList{},
+				metricsv1beta1.PodMetrics{}, metricsv1beta1.PodMetricsList{}}},
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
@@ -292,7 +297,7 @@ func run(root string) error {
 		}
 		g.imports[pkgs[i].key()] = map[string]bool{}
 	}
-	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver"} {
+	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver", "k8s.io/metrics"} {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 		if err != nil {
 			return fmt.Errorf("locating %s: %w", mod, err)

@@ -113,6 +113,8 @@ func BootstrapPolicy() Bootstrap {
 		rule(read, core, "persistentvolumeclaims/status"),
 		rule(read, apps, "statefulsets/status", "statefulsets/scale"),
 		rule(read, []string{"autoscaling"}, "horizontalpodautoscalers", "horizontalpodautoscalers/status"),
+		// What metrics-server's system:aggregated-metrics-reader adds to view.
+		rule(read, []string{"metrics.k8s.io"}, "pods", "nodes"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",

@@ -211,7 +211,7 @@ func (s *Server) nodeMetrics(ctx context.Context, verb, name, labelSel, fieldSel
 			continue
 		}
 		out = append(out, &metricsv1beta1.NodeMetrics{ApiVersion: "metrics.k8s.io/v1beta1", Kind: "NodeMetrics",
-			Metadata: &metav1.ObjectMeta{Name: n.GetMetadata().GetName(), Labels: n.GetMetadata().GetLabels(), CreationTimestamp: timestamppb.Now()},
+			Metadata:  &metav1.ObjectMeta{Name: n.GetMetadata().GetName(), Labels: n.GetMetadata().GetLabels(), CreationTimestamp: timestamppb.Now()},
 			Timestamp: timestamppb.New(sum.Node.CPU.Time.Time), Window: metricsWindow,
 			Usage: usage(sum.Node.CPU, sum.Node.Memory)})
 	}

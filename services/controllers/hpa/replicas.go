@@ -187,7 +187,13 @@ func (c *Controller) utilizationReplicas(ctx context.Context, current, target in
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	ready, unready, missing, ignored := c.groupPods(pods, metrics, res)
+	return c.fromUtilization(current, target, res, container, metrics, pods, time.Now())
+}
+
+// fromUtilization is utilizationReplicas' calculation over the samples and
+// pods read at now.
+func (c *Controller) fromUtilization(current, target int32, res, container string, metrics map[string]podMetric, pods []*corev1.Pod, now time.Time) (int32, int32, int64, error) {
+	ready, unready, missing, ignored := c.groupPods(pods, metrics, res, now)
 	for n := range ignored {
 		delete(metrics, n)
 	}
@@ -252,7 +258,13 @@ func (c *Controller) rawReplicas(ctx context.Context, current int32, target int6
 	if err != nil {
 		return 0, 0, err
 	}
-	ready, unready, missing, ignored := c.groupPods(pods, metrics, res)
+	return c.fromAverage(current, target, res, metrics, pods, time.Now())
+}
+
+// fromAverage is rawReplicas' calculation over the samples and pods read
+// at now.
+func (c *Controller) fromAverage(current int32, target int64, res string, metrics map[string]podMetric, pods []*corev1.Pod, now time.Time) (int32, int64, error) {
+	ready, unready, missing, ignored := c.groupPods(pods, metrics, res, now)
 	for n := range ignored {
 		delete(metrics, n)
 	}
@@ -301,9 +313,8 @@ func (c *Controller) rawReplicas(ctx context.Context, current int32, target int6
 // ignored; pending ones unready; those without a sample missing; for CPU,
 // a pod in its initialization period counts only once ready for a whole
 // sample window, and a later one unless it has never been ready.
-func (c *Controller) groupPods(pods []*corev1.Pod, metrics map[string]podMetric, res string) (ready int, unready, missing, ignored map[string]bool) {
+func (c *Controller) groupPods(pods []*corev1.Pod, metrics map[string]podMetric, res string, now time.Time) (ready int, unready, missing, ignored map[string]bool) {
 	unready, missing, ignored = map[string]bool{}, map[string]bool{}, map[string]bool{}
-	now := time.Now()
 	for _, p := range pods {
 		name := p.GetMetadata().GetName()
 		if p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Failed" {

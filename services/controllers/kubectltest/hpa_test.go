@@ -3,7 +3,7 @@
 // autoscaling/v2 HorizontalPodAutoscaler for a Deployment (kubectl 1.27's
 // asks for autoscaling/v1, which kplane does not serve: it gets NotFound),
 // create -f of a v2 object works with both, get hpa prints
-// kube-apiserver's columns, and a refusal carries Kubernetes' message.
+// kube-apiserver's columns, describe hpa reads it, and a refusal carries Kubernetes' message.
 package kubectltest
 
 import (
@@ -66,6 +66,12 @@ func TestKubectlAutoscale(t *testing.T) {
 			for _, want := range []string{"NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE", "Deployment/web", "cpu: <unknown>/50%"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("get hpa: got %q, want %q in it", out, want)
+				}
+			}
+			out = run("-n", ns, "describe", "hpa", "web")
+			for _, want := range []string{"Reference:", "Deployment/web", "Min replicas:", "Max replicas:", "resource cpu on pods  (as a percentage of request):  <unknown> / 50%"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("describe hpa: got %q, want %q in it", out, want)
 				}
 			}
 			out, err = kubectl(hpaYAML("bad", 3, 2, 50), "-n", ns, "create", "-f", "-")

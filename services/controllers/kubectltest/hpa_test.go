@@ -3,7 +3,8 @@
 // autoscaling/v2 HorizontalPodAutoscaler for a Deployment (kubectl 1.27's
 // asks for autoscaling/v1, which kplane does not serve: it gets NotFound),
 // create -f of a v2 object works with both, get hpa prints
-// kube-apiserver's columns, describe hpa reads it, and a refusal carries Kubernetes' message.
+// kube-apiserver's columns, describe hpa reads it, and a refusal carries
+// Kubernetes' message.
 package kubectltest
 
 import (

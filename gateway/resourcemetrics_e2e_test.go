@@ -88,6 +88,14 @@ func TestKubectlTop(t *testing.T) {
 					}
 				})
 			}
+			// metrics.k8s.io's pods and nodes take no short name or
+			// category from the core ones.
+			if out, err := k.Run(ctx, "get", "po"); err != nil || !strings.Contains(out, "STATUS") || !strings.Contains(out, "busy") {
+				t.Errorf("get po: got %q %v, want the core pods", out, err)
+			}
+			if out, err := k.Run(ctx, "get", "all"); err != nil || strings.Contains(out, "podmetrics") || !strings.Contains(out, "pod/busy") {
+				t.Errorf("get all: got %q %v, want core pods and no metrics", out, err)
+			}
 			out, err := k.Run(ctx, "top", "pods", "nosuch")
 			if err == nil || !strings.Contains(err.Error()+out, `pods.metrics.k8s.io "nosuch" not found`) {
 				t.Errorf("top pods nosuch: got %q %v, want NotFound", out, err)

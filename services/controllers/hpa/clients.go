@@ -22,17 +22,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
-// ScaleClient reads and writes scale subresources over conn.
+// ScaleClient reads and writes scale subresources over conn: a built-in
+// kind's through its generated service, a custom resource's through the
+// dynamic ResourceService.
 type ScaleClient struct {
-	conn grpc.ClientConnInterface
+	conn    grpc.ClientConnInterface
+	dynamic dynamicv1.ResourceServiceClient
 }
 
 // NewScaleClient returns a ScaleClient over conn.
-func NewScaleClient(conn grpc.ClientConnInterface) *ScaleClient { return &ScaleClient{conn: conn} }
+func NewScaleClient(conn grpc.ClientConnInterface) *ScaleClient {
+	return &ScaleClient{conn: conn, dynamic: dynamicv1.NewResourceServiceClient(conn)}
+}
 
 var _ Scales = (*ScaleClient)(nil)
 
@@ -56,7 +62,7 @@ func (c *ScaleClient) call(ctx context.Context, verb, apiVersion, kind, namespac
 	}
 	svc, ok := findService(gv, kind)
 	if !ok {
-		return nil, fmt.Errorf("no matches for kind %q in group %q", kind, gv.Group)
+		return c.customScale(ctx, verb, gv, kind, namespace, name, sc)
 	}
 	m := svc.Methods().ByName(protoreflect.Name(verb + kind + "Scale"))
 	if m == nil {
@@ -86,6 +92,37 @@ func (c *ScaleClient) call(ctx context.Context, verb, apiVersion, kind, namespac
 		return nil, fmt.Errorf("hpa: %s carries no Scale", m.Output().FullName())
 	}
 	return out, nil
+}
+
+// customScale is call for a custom resource: its plural from discovery,
+// then the dynamic service's GetScale or UpdateScale.
+func (c *ScaleClient) customScale(ctx context.Context, verb string, gv schema.GroupVersion, kind, namespace, name string, sc *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+	d, err := c.dynamic.Discover(ctx, &dynamicv1.DiscoverRequest{})
+	if err != nil {
+		return nil, apierrors.FromError(err)
+	}
+	for _, r := range d.GetResources() {
+		if r.GetGroup() != gv.Group || r.GetVersion() != gv.Version || r.GetKind() != kind {
+			continue
+		}
+		if !r.GetScale() {
+			return nil, apierrors.NewNotFound(gv.Group, r.GetResource()+"/scale", name)
+		}
+		t := &dynamicv1.Target{Group: gv.Group, Version: gv.Version, Resource: r.GetResource(), Namespace: namespace, Name: name}
+		if verb == "Get" {
+			resp, err := c.dynamic.GetScale(ctx, &dynamicv1.GetScaleRequest{Target: t})
+			if err != nil {
+				return nil, apierrors.FromError(err)
+			}
+			return resp.GetScale(), nil
+		}
+		resp, err := c.dynamic.UpdateScale(ctx, &dynamicv1.UpdateScaleRequest{Target: t, Scale: sc})
+		if err != nil {
+			return nil, apierrors.FromError(err)
+		}
+		return resp.GetScale(), nil
+	}
+	return nil, fmt.Errorf("no matches for kind %q in group %q", kind, gv.Group)
 }
 
 // findService finds the generated service of kind in group version gv: a

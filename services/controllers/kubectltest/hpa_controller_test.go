@@ -5,7 +5,8 @@
 // service serves as metrics.k8s.io: a Deployment using 180% of its CPU
 // request against a 50% target is scaled up to maxReplicas, with
 // SuccessfulRescale events and Kubernetes' conditions; once its pods use
-// 10% it is scaled back down to minReplicas after the scale-down window.
+// 10% it is scaled back down to minReplicas after the scale-down window;
+// a custom resource with a scale subresource is scaled too.
 // An autoscaler whose pods have no CPU request reports
 // FailedGetResourceMetric.
 package kubectltest
@@ -29,9 +30,11 @@ import (
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
+	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/client/clienttest"
@@ -91,7 +94,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 	env := clienttest.Start(t, clienttest.Options{TLS: true})
 	admin := env.Dial(t, clienttest.AdminToken)
 	m, err := controllers.New(controllers.Config{Conn: admin, LocalVolumeDir: t.TempDir(),
-		Controllers:   []string{controllers.Deployment, controllers.ReplicaSet, controllers.HorizontalPodAutoscaling},
+		Controllers:   []string{controllers.Deployment, controllers.ReplicaSet, controllers.HorizontalPodAutoscaling, controllers.CRD},
 		HPASyncPeriod: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +238,53 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 		c := condition(h, "ScalingActive")
 		return c.GetStatus() == "False" && c.GetReason() == "FailedGetResourceMetric" &&
 			strings.HasPrefix(c.GetMessage(), "the HPA was unable to compute the replica count: failed to get cpu utilization: missing request for cpu in container c of Pod norequest-"), fmt.Sprint(c)
+	})
+
+	// A custom resource with a scale subresource is scaled the same way:
+	// its pods (made here, as its own controller would) use 180%.
+	crds := client.Must[*apiextensionsv1.CustomResourceDefinition](admin)
+	if _, err := crds.Create(ctx, &apiextensionsv1.CustomResourceDefinition{Metadata: &metav1.ObjectMeta{Name: "scalers.example.com"},
+		Spec: &apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: "Namespaced",
+			Names: &apiextensionsv1.CustomResourceDefinitionNames{Plural: "scalers", Kind: "Scaler"},
+			Versions: []*apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenApiv3Schema: &apiextensionsv1.JSONSchemaProps{
+					Raw: []byte(`{"type":"object","x-kubernetes-preserve-unknown-fields":true}`)}},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+					Scale: &apiextensionsv1.CustomResourceSubresourceScale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas",
+						LabelSelectorPath: proto.String(".status.selector")}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamicv1.NewResourceServiceClient(admin)
+	target := &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "scalers", Namespace: "default", Name: "sc"}
+	eventually("the Scaler created", func() (bool, string) {
+		_, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: target,
+			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Scaler","metadata":{"name":"sc","namespace":"default"},"spec":{"replicas":1}}`)})
+		return err == nil, fmt.Sprint(err)
+	})
+	if _, err := dyn.UpdateStatus(ctx, &dynamicv1.UpdateStatusRequest{Target: target,
+		Object: []byte(`{"apiVersion":"example.com/v1","kind":"Scaler","metadata":{"name":"sc","namespace":"default"},"spec":{"replicas":1},"status":{"replicas":1,"selector":"app=scaled"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	pods := client.Must[*corev1.Pod](admin)
+	if _, err := pods.Create(ctx, &corev1.Pod{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "scaled-0", Labels: map[string]string{"app": "scaled"}},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "kplane.test/web:1",
+			Env:       []*corev1.EnvVar{{Name: simruntime.EnvCPUUsage, Value: "900m"}},
+			Resources: &corev1.ResourceRequirements{Requests: map[string]string{"cpu": "500m"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cr := autoscaler("sc")
+	cr.Spec.ScaleTargetRef = &autoscalingv2.CrossVersionObjectReference{ApiVersion: "example.com/v1", Kind: "Scaler", Name: "sc"}
+	cr.Spec.MaxReplicas = 3
+	if _, err := hpas.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	eventually("the Scaler scaled to 3", func() (bool, string) {
+		sc, err := dyn.GetScale(ctx, &dynamicv1.GetScaleRequest{Target: target})
+		if err != nil {
+			return false, err.Error()
+		}
+		h, _ := hpas.Get(ctx, "default", "sc")
+		return sc.GetScale().GetSpec().GetReplicas() == 3, fmt.Sprintf("scale %v, hpa status %v", sc.GetScale(), h.GetStatus())
 	})
 
 	// kubectl prints the current utilization against the target.

@@ -1,7 +1,7 @@
 // Package hpa is the HorizontalPodAutoscaler controller, as Kubernetes'
 // horizontal-pod-autoscaler controller is for resource metrics: every
-// autoscaler is reconciled when it changes and again each sync period
-// (15 s by default); it reads its target's scale subresource (any kind
+// autoscaler is reconciled once each sync period (15 s by default; a new
+// or changed one a period later); it reads its target's scale subresource (any kind
 // served with one: Deployments, ReplicaSets, StatefulSets,
 // ReplicationControllers, custom resources), computes the replicas its
 // Resource and ContainerResource metrics (Utilization or AverageValue, from
@@ -124,9 +124,13 @@ func New(cfg Config) *Controller {
 	}
 	c := &Controller{cfg: cfg, log: log.With("controller", "horizontal-pod-autoscaler"), queue: client.NewQueue("horizontalpodautoscaler", 0, 0),
 		recommendations: map[string][]recommendation{}, scaleUpEvents: map[string][]scaleEvent{}, scaleDownEvents: map[string][]scaleEvent{}}
+	// As Kubernetes' controller: an autoscaler added or changed (its own
+	// status writes included) is reconciled one sync period later, not at
+	// once, so each is reconciled about once a period; a deleted one at
+	// once, to forget it.
 	cfg.HPAInformer.AddEventHandler(client.Handler[*autoscalingv2.HorizontalPodAutoscaler]{
-		OnAdd:    func(h *autoscalingv2.HorizontalPodAutoscaler) { c.queue.Add(key(h)) },
-		OnUpdate: func(_, h *autoscalingv2.HorizontalPodAutoscaler) { c.queue.Add(key(h)) },
+		OnAdd:    func(h *autoscalingv2.HorizontalPodAutoscaler) { c.queue.AddAfter(key(h), c.cfg.SyncPeriod) },
+		OnUpdate: func(_, h *autoscalingv2.HorizontalPodAutoscaler) { c.queue.AddAfter(key(h), c.cfg.SyncPeriod) },
 		OnDelete: func(h *autoscalingv2.HorizontalPodAutoscaler) { c.queue.Add(key(h)) },
 	})
 	return c

@@ -60,6 +60,7 @@ require (
 	k8s.io/component-helpers v0.33.13
 	k8s.io/cri-api v0.33.13
 	k8s.io/kubelet v0.33.13
+	k8s.io/metrics v0.33.13
 	k8s.io/pod-security-admission v0.33.13
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738
 	mvdan.cc/sh/v3 v3.14.1

@@ -156,10 +156,10 @@ func (g *Gateway) aggregatedGroup(group string, versions []string, crs []*dynami
 				"singularResource": strings.ToLower(res.Kind),
 				"verbs":            res.verbs(),
 			}
-			if sn := shortNames[res.Resource]; sn != nil {
+			if sn := res.shortNames(); sn != nil {
 				entry["shortNames"] = sn
 			}
-			if cs := categories[res.Resource]; cs != nil {
+			if cs := res.categories(); cs != nil {
 				entry["categories"] = cs
 			}
 			var subs []any
@@ -228,10 +228,10 @@ func (g *Gateway) serveResourceList(w http.ResponseWriter, r *http.Request, grou
 	for _, res := range g.tab.resources(gv) {
 		entry := map[string]any{"name": res.Resource, "singularName": strings.ToLower(res.Kind),
 			"namespaced": res.Namespaced, "kind": res.Kind, "verbs": res.verbs()}
-		if sn := shortNames[res.Resource]; sn != nil {
+		if sn := res.shortNames(); sn != nil {
 			entry["shortNames"] = sn
 		}
-		if cs := categories[res.Resource]; cs != nil {
+		if cs := res.categories(); cs != nil {
 			entry["categories"] = cs
 		}
 		rs = append(rs, entry)

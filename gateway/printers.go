@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -128,6 +129,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 			since(obj.CreationTimestamp), names, images, metav1.FormatLabelSelector(obj.Spec.Selector)), nil
 	case *appsv1.StatefulSet:
 		return printStatefulSet(obj, since(obj.CreationTimestamp)), nil
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return printHPA(obj, since(obj.CreationTimestamp)), nil
 	case *corev1.PersistentVolumeClaim:
 		return printPersistentVolumeClaim(obj, since(obj.CreationTimestamp)), nil
 	case *corev1.PersistentVolume:

@@ -21,11 +21,13 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	_ "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
+	_ "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	_ "github.com/kplane/kplane/proto/kplane/networking/v1"
 	_ "github.com/kplane/kplane/proto/kplane/node/v1"
 	_ "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -140,7 +142,10 @@ func buildResourceTable() (*table, error) {
 		return nil, err
 	}
 	for _, r := range t.order {
-		if r.Columns = cols[r.Resource]; len(r.Columns) == 0 {
+		// The recorded columns are kube-apiserver's, by plural; the
+		// metrics.k8s.io pods and nodes (metrics-server's on Kubernetes,
+		// not recorded) get the default ones.
+		if r.Columns = cols[r.Resource]; len(r.Columns) == 0 || r.Group == metricsGroup {
 			r.Columns = defaultColumns(cols)
 		}
 	}
@@ -297,6 +302,9 @@ func (r *resource) parseItemPath(path string) error {
 	return nil
 }
 
+// metricsGroup is the resource metrics API's group.
+const metricsGroup = "metrics.k8s.io"
+
 // Discovery extras Kubernetes gives the built-in resources.
 var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
@@ -311,6 +319,7 @@ var shortNames = map[string][]string{
 	"limitranges":               {"limits"},
 	"priorityclasses":           {"pc"},
 	"persistentvolumeclaims":    {"pvc"}, "persistentvolumes": {"pv"}, "storageclasses": {"sc"},
+	"horizontalpodautoscalers": {"hpa"},
 }
 
 // categories are the built-in resources' discovery categories: `kubectl
@@ -318,8 +327,27 @@ var shortNames = map[string][]string{
 var categories = map[string][]string{
 	"pods": {"all"}, "services": {"all"}, "deployments": {"all"}, "replicasets": {"all"}, "replicationcontrollers": {"all"},
 	"daemonsets": {"all"}, "statefulsets": {"all"}, "jobs": {"all"}, "cronjobs": {"all"},
+	"horizontalpodautoscalers":  {"all"},
 	"customresourcedefinitions": {"api-extensions"}, "mutatingwebhookconfigurations": {"api-extensions"},
 	"validatingwebhookconfigurations": {"api-extensions"},
+}
+
+// shortNames are r's discovery short names: the built-in resource's of its
+// plural, none for metrics.k8s.io's pods and nodes (as metrics-server
+// gives them none).
+func (r *resource) shortNames() []string {
+	if r.Group == metricsGroup {
+		return nil
+	}
+	return shortNames[r.Resource]
+}
+
+// categories are r's discovery categories, as shortNames.
+func (r *resource) categories() []string {
+	if r.Group == metricsGroup {
+		return nil
+	}
+	return categories[r.Resource]
 }
 
 // verbs lists the Kubernetes verbs r supports.

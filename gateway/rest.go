@@ -25,11 +25,13 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
+	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
@@ -101,6 +103,9 @@ var services = []registration{
 	register(authorizationv1.RegisterAuthorizationServiceHandlerClient, authorizationv1.NewAuthorizationServiceClient),
 	register(authenticationv1.RegisterAuthenticationServiceHandlerClient, authenticationv1.NewAuthenticationServiceClient),
 	register(apiextensionsv1.RegisterCustomResourceDefinitionServiceHandlerClient, apiextensionsv1.NewCustomResourceDefinitionServiceClient),
+	register(autoscalingv2.RegisterHorizontalPodAutoscalerServiceHandlerClient, autoscalingv2.NewHorizontalPodAutoscalerServiceClient),
+	register(metricsv1beta1.RegisterPodMetricsServiceHandlerClient, metricsv1beta1.NewPodMetricsServiceClient),
+	register(metricsv1beta1.RegisterNodeMetricsServiceHandlerClient, metricsv1beta1.NewNodeMetricsServiceClient),
 }
 
 // requestInfo is what the front of the gateway learnt about a request,

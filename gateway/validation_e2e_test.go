@@ -94,10 +94,11 @@ func TestRefusalsLikeKubernetes(t *testing.T) {
 			if !ok {
 				t.Fatalf("recorded.json has no %s: record it again", e.Name)
 			}
-			gv, res, ok := strings.Cut(e.Resource, "/v1/")
-			prefix := "/apis/" + gv + "/v1"
-			if !ok {
-				prefix, res = "/api/v1", strings.TrimPrefix(e.Resource, "v1/")
+			i := strings.LastIndex(e.Resource, "/")
+			gv, res := e.Resource[:max(i, 0)], e.Resource[i+1:]
+			prefix := "/apis/" + gv
+			if !strings.Contains(gv, "/") {
+				prefix = "/api/" + gv
 			}
 			coll := prefix + "/namespaces/default/" + res
 			if e.Cluster {

@@ -291,6 +291,10 @@ func (s *LogServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	if r.URL.Path == "/stats/summary" {
+		s.serveSummary(w, r)
+		return
+	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/containerLogs/"), "/")
 	if !strings.HasPrefix(r.URL.Path, "/containerLogs/") || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		http.Error(w, "want /containerLogs/{namespace}/{pod}/{container}", http.StatusNotFound)

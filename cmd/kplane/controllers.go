@@ -31,10 +31,11 @@ func newControllersCommand() *cobra.Command {
 		terminatedPodGCThreshold          int
 		quotaSyncPeriod                   time.Duration
 		localVolumeDir                    string
+		hpaSync, hpaDownscale             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "controllers",
-		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring, resource quotas, stateful sets, persistent volumes and claims",
+		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring, resource quotas, stateful sets, persistent volumes and claims, horizontal pod autoscalers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel)
@@ -76,6 +77,7 @@ func newControllersCommand() *cobra.Command {
 			cfg := controllers.Config{Conn: conn, Controllers: which, RootCA: rootCA,
 				DeploymentWorkers: deploymentSyncs, ReplicaSetWorkers: rsSyncs, GCWorkers: gcSyncs,
 				NodeMonitorGracePeriod: nodeGrace, PodEvictionTimeout: evictionTimeout, TerminatedPodGCThreshold: terminatedPodGCThreshold, ResourceQuotaSyncPeriod: quotaSyncPeriod, LocalVolumeDir: localVolumeDir, Identity: election.identity, Logger: log,
+				HPASyncPeriod: hpaSync, HPADownscaleStabilization: hpaDownscale,
 				TracerProvider: tel.TracerProvider()}
 			if election.enabled {
 				cfg.LeaderElection = &controllers.LeaderElection{Namespace: election.namespace, Name: election.name,
@@ -99,6 +101,8 @@ func newControllersCommand() *cobra.Command {
 	f.DurationVar(&evictionTimeout, "pod-eviction-timeout", 300*time.Second, "default toleration of the unreachable taint before eviction")
 	f.IntVar(&terminatedPodGCThreshold, "terminated-pod-gc-threshold", 12500, "terminated pods that may exist before the pod garbage collector deletes the oldest (0 or less: none deleted)")
 	f.DurationVar(&quotaSyncPeriod, "resource-quota-sync-period", 5*time.Minute, "how often every ResourceQuota's usage is recounted")
+	f.DurationVar(&hpaSync, "horizontal-pod-autoscaler-sync-period", 15*time.Second, "how often each HorizontalPodAutoscaler is reconciled")
+	f.DurationVar(&hpaDownscale, "horizontal-pod-autoscaler-downscale-stabilization", 5*time.Minute, "the scale-down stabilization window of an autoscaler that sets none (behavior.scaleDown.stabilizationWindowSeconds)")
 	f.StringVar(&localVolumeDir, "local-volume-dir", "/var/lib/kplane/volumes", "where the node-local provisioner (StorageClass standard) puts its volumes on their nodes")
 	f.IntVar(&deploymentSyncs, "concurrent-deployment-syncs", 5, "deployments reconciled at once")
 	f.IntVar(&rsSyncs, "concurrent-replicaset-syncs", 5, "replicasets reconciled at once")

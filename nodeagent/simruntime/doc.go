@@ -34,6 +34,11 @@
 //	                              grace period), then the container exits 137
 //	                              as if killed; without it a stopped
 //	                              container exits 143 (SIGTERM) at once.
+//	KPLANE_SIM_CPU_USAGE=Q        ContainerStats reports Q cores (a quantity:
+//	                              "250m") as the running container's CPU
+//	                              usage (default 0): a declared usage, for
+//	                              kubectl top and the HPA; nothing is spent.
+//	KPLANE_SIM_MEMORY_USAGE=Q     likewise Q bytes ("64Mi") of working set.
 //
 // Images:
 //

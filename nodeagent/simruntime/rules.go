@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -23,6 +24,12 @@ const (
 	EnvExecExitCode      = "KPLANE_SIM_EXEC_EXIT_CODE"
 	EnvReadyAfterSeconds = "KPLANE_SIM_READY_AFTER_SECONDS"
 	EnvIgnoreSIGTERM     = "KPLANE_SIM_IGNORE_SIGTERM"
+	// EnvCPUUsage and EnvMemoryUsage declare the usage ContainerStats
+	// reports while the container runs (a Kubernetes quantity: "250m"
+	// cores, "64Mi" bytes): the simulation uses no CPU or memory of its
+	// own, so without them a container reports zero.
+	EnvCPUUsage    = "KPLANE_SIM_CPU_USAGE"
+	EnvMemoryUsage = "KPLANE_SIM_MEMORY_USAGE"
 )
 
 // AnnotationSandboxError on a pod sandbox makes RunPodSandbox fail with its
@@ -48,6 +55,8 @@ type containerRules struct {
 	execExitCode  int32
 	readyAfter    time.Duration
 	ignoreSIGTERM bool
+	cpuNanoCores  uint64 // declared CPU usage
+	memoryBytes   uint64 // declared working set
 }
 
 // parseContainerRules reads the rules from envs. An unparsable value is an
@@ -90,6 +99,18 @@ func parseContainerRules(envs []*runtimeapi.KeyValue) (r containerRules, logLine
 				return r, nil, fmt.Errorf("%s: want true or false: %w", EnvIgnoreSIGTERM, err)
 			}
 			r.ignoreSIGTERM = b
+		case EnvCPUUsage:
+			q, err := parseUsage(kv.GetValue())
+			if err != nil {
+				return r, nil, fmt.Errorf("%s: %w", EnvCPUUsage, err)
+			}
+			r.cpuNanoCores = uint64(q.ScaledValue(resource.Nano))
+		case EnvMemoryUsage:
+			q, err := parseUsage(kv.GetValue())
+			if err != nil {
+				return r, nil, fmt.Errorf("%s: %w", EnvMemoryUsage, err)
+			}
+			r.memoryBytes = uint64(q.Value())
 		}
 	}
 	r.exits = runSet || exitSet
@@ -102,6 +123,15 @@ func parseSeconds(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("want a non-negative number of seconds, got %q", s)
 	}
 	return time.Duration(f * float64(time.Second)), nil
+}
+
+// parseUsage reads a declared usage: a non-negative quantity.
+func parseUsage(s string) (resource.Quantity, error) {
+	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil || q.Sign() < 0 {
+		return resource.Quantity{}, fmt.Errorf("want a non-negative quantity, got %q", s)
+	}
+	return q, nil
 }
 
 func parseExitCode(s string) (int32, error) {

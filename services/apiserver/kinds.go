@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	netutils "k8s.io/utils/net"
 
+	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -70,6 +71,8 @@ func defaultMoreKinds(obj proto.Message) {
 		defaultFlowSchema(o)
 	case *flowcontrolv1.PriorityLevelConfiguration:
 		defaultPriorityLevel(o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		defaultHPA(o)
 	}
 }
 
@@ -86,6 +89,9 @@ func defaultPolicyPorts(ports []*networkingv1.NetworkPolicyPort) {
 func prepareMoreKinds(obj, old proto.Message) {
 	prepareFlowControl(obj, old)
 	switch o := obj.(type) {
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		oh, _ := old.(*autoscalingv2.HorizontalPodAutoscaler)
+		prepareHPA(o, oh)
 	case *networkingv1.Ingress:
 		if old == nil {
 			o.Status = nil // create cannot set status
@@ -112,6 +118,9 @@ func validateMoreKinds(obj, old proto.Message) field.ErrorList {
 	switch o := obj.(type) {
 	case *corev1.PodTemplate:
 		return validatePodTemplate(o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		oh, _ := old.(*autoscalingv2.HorizontalPodAutoscaler)
+		return validateHPA(o, oh)
 	case *networkingv1.Ingress:
 		oi, _ := old.(*networkingv1.Ingress)
 		return validateIngress(o, oi)
@@ -147,6 +156,8 @@ func validateMoreStatus(obj proto.Message) field.ErrorList {
 	switch o := obj.(type) {
 	case *networkingv1.Ingress:
 		return validateIngressStatus(o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		return validateHPAStatus(o)
 	case *storagev1.VolumeAttachment:
 		return validateVolumeAttachmentStatus(o)
 	}

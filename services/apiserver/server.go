@@ -38,6 +38,7 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
@@ -367,6 +368,8 @@ func New(cfg Config) (*Server, error) {
 	authenticationv1.RegisterAuthenticationServiceServer(s.grpc, &authentications{s: s})
 	watchstreamv1.RegisterWatchStreamServiceServer(s.grpc, &watchStreamService{s: s})
 	dynamicv1.RegisterResourceServiceServer(s.grpc, &dynamicService{s: s})
+	metricsv1beta1.RegisterPodMetricsServiceServer(s.grpc, &podMetricsService{s: s})
+	metricsv1beta1.RegisterNodeMetricsServiceServer(s.grpc, &nodeMetricsService{s: s})
 	reflection.Register(s.grpc)
 	// gRPC's health service: NOT_SERVING until ready and again while
 	// stopping, so that clients with health checking (client.Dial) send

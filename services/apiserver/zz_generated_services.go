@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -298,6 +299,12 @@ func builtinResources() []*resourceInfo {
 			New: func() proto.Message { return &flowcontrolv1.PriorityLevelConfiguration{} },
 		},
 		{
+			Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler", Resource: "horizontalpodautoscalers",
+			Namespaced: true, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &autoscalingv2.HorizontalPodAutoscaler{} },
+		},
+		{
 			Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition", Resource: "customresourcedefinitions",
 			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: false, Graceful: false,
@@ -354,6 +361,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	admissionregistrationv1.RegisterValidatingAdmissionPolicyBindingServiceServer(gs, &validatingAdmissionPolicyBindingService{s: s, r: s.resources["validatingadmissionpolicybindings"]})
 	flowcontrolv1.RegisterFlowSchemaServiceServer(gs, &flowSchemaService{s: s, r: s.resources["flowschemas"]})
 	flowcontrolv1.RegisterPriorityLevelConfigurationServiceServer(gs, &priorityLevelConfigurationService{s: s, r: s.resources["prioritylevelconfigurations"]})
+	autoscalingv2.RegisterHorizontalPodAutoscalerServiceServer(gs, &horizontalPodAutoscalerService{s: s, r: s.resources["horizontalpodautoscalers"]})
 	apiextensionsv1.RegisterCustomResourceDefinitionServiceServer(gs, &customResourceDefinitionService{s: s, r: s.resources["customresourcedefinitions"]})
 }
 
@@ -4031,6 +4039,90 @@ func (x *priorityLevelConfigurationService) UpdatePriorityLevelConfigurationStat
 		return nil, toGRPC(err)
 	}
 	return &flowcontrolv1.UpdatePriorityLevelConfigurationStatusResponse{PriorityLevelConfiguration: obj.(*flowcontrolv1.PriorityLevelConfiguration)}, nil
+}
+
+type horizontalPodAutoscalerService struct {
+	autoscalingv2.UnimplementedHorizontalPodAutoscalerServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *horizontalPodAutoscalerService) GetHorizontalPodAutoscaler(ctx context.Context, req *autoscalingv2.GetHorizontalPodAutoscalerRequest) (*autoscalingv2.GetHorizontalPodAutoscalerResponse, error) {
+	obj, err := x.s.get(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &autoscalingv2.GetHorizontalPodAutoscalerResponse{HorizontalPodAutoscaler: obj.(*autoscalingv2.HorizontalPodAutoscaler)}, nil
+}
+
+func (x *horizontalPodAutoscalerService) ListHorizontalPodAutoscalers(ctx context.Context, req *autoscalingv2.ListHorizontalPodAutoscalersRequest) (*autoscalingv2.ListHorizontalPodAutoscalersResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, req.GetNamespace(), listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &autoscalingv2.HorizontalPodAutoscalerList{ApiVersion: x.r.APIVersion(), Kind: "HorizontalPodAutoscalerList", Metadata: lm, Items: make([]*autoscalingv2.HorizontalPodAutoscaler, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*autoscalingv2.HorizontalPodAutoscaler)
+	}
+	return &autoscalingv2.ListHorizontalPodAutoscalersResponse{List: list}, nil
+}
+
+func (x *horizontalPodAutoscalerService) WatchHorizontalPodAutoscalers(req *autoscalingv2.WatchHorizontalPodAutoscalersRequest, stream autoscalingv2.HorizontalPodAutoscalerService_WatchHorizontalPodAutoscalersServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, req.GetNamespace(), opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &autoscalingv2.WatchHorizontalPodAutoscalersResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*autoscalingv2.HorizontalPodAutoscaler)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *horizontalPodAutoscalerService) CreateHorizontalPodAutoscaler(ctx context.Context, req *autoscalingv2.CreateHorizontalPodAutoscalerRequest) (*autoscalingv2.CreateHorizontalPodAutoscalerResponse, error) {
+	obj, err := x.s.create(ctx, x.r, req.GetNamespace(), nilIfEmpty(req.GetHorizontalPodAutoscaler()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &autoscalingv2.CreateHorizontalPodAutoscalerResponse{HorizontalPodAutoscaler: obj.(*autoscalingv2.HorizontalPodAutoscaler)}, nil
+}
+
+func (x *horizontalPodAutoscalerService) UpdateHorizontalPodAutoscaler(ctx context.Context, req *autoscalingv2.UpdateHorizontalPodAutoscalerRequest) (*autoscalingv2.UpdateHorizontalPodAutoscalerResponse, error) {
+	obj, err := x.s.update(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetHorizontalPodAutoscaler()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &autoscalingv2.UpdateHorizontalPodAutoscalerResponse{HorizontalPodAutoscaler: obj.(*autoscalingv2.HorizontalPodAutoscaler)}, nil
+}
+
+func (x *horizontalPodAutoscalerService) DeleteHorizontalPodAutoscaler(ctx context.Context, req *autoscalingv2.DeleteHorizontalPodAutoscalerRequest) (*autoscalingv2.DeleteHorizontalPodAutoscalerResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, req.GetNamespace(), req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &autoscalingv2.DeleteHorizontalPodAutoscalerResponse{HorizontalPodAutoscaler: obj.(*autoscalingv2.HorizontalPodAutoscaler)}, nil
+}
+
+func (x *horizontalPodAutoscalerService) UpdateHorizontalPodAutoscalerStatus(ctx context.Context, req *autoscalingv2.UpdateHorizontalPodAutoscalerStatusRequest) (*autoscalingv2.UpdateHorizontalPodAutoscalerStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetHorizontalPodAutoscaler()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &autoscalingv2.UpdateHorizontalPodAutoscalerStatusResponse{HorizontalPodAutoscaler: obj.(*autoscalingv2.HorizontalPodAutoscaler)}, nil
 }
 
 type customResourceDefinitionService struct {

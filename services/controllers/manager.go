@@ -3,7 +3,7 @@
 // namespace, nodelifecycle, serviceaccount, root-ca-cert-publisher,
 // daemonset, statefulset, persistentvolume, disruption, job, cronjob,
 // ttl-after-finished, podgc, replicationcontroller, crd, endpointslice,
-// endpointslicemirroring, resourcequota) over shared informers, talking only to the API
+// endpointslicemirroring, resourcequota, horizontalpodautoscaling) over shared informers, talking only to the API
 // service, under one leader election so that of several replicas exactly
 // one acts at a time.
 package controllers
@@ -26,6 +26,7 @@ import (
 
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -45,6 +46,7 @@ import (
 	"github.com/kplane/kplane/services/controllers/endpointslice"
 	"github.com/kplane/kplane/services/controllers/endpointslicemirroring"
 	"github.com/kplane/kplane/services/controllers/garbagecollector"
+	"github.com/kplane/kplane/services/controllers/hpa"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 	"github.com/kplane/kplane/services/controllers/job"
 	"github.com/kplane/kplane/services/controllers/namespace"
@@ -86,11 +88,13 @@ const (
 	ResourceQuota    = "resourcequota"
 	StatefulSet      = "statefulset"
 	PersistentVolume = "persistentvolume"
+	// HorizontalPodAutoscaling is the HorizontalPodAutoscaler controller.
+	HorizontalPodAutoscaling = "horizontalpodautoscaling"
 )
 
 // All is every controller this build has.
 func All() []string {
-	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD, ResourceQuota, StatefulSet, PersistentVolume}
+	return []string{Deployment, ReplicaSet, GarbageCollector, Endpoints, Namespace, NodeLifecycle, ServiceAccount, RootCACertPublisher, DaemonSet, Disruption, Job, CronJob, TTLAfterFinished, PodGC, ReplicationController, EndpointSlice, EndpointSliceMirroring, CRD, ResourceQuota, StatefulSet, PersistentVolume, HorizontalPodAutoscaling}
 }
 
 // LeaderElection configures the Lease the replicas compete for.
@@ -127,6 +131,11 @@ type Config struct {
 	ResourceQuotaSyncPeriod time.Duration
 	StatefulSetWorkers      int // default 5, as Kubernetes' concurrent-statefulset-syncs
 	PersistentVolumeWorkers int // default 2
+	HPAWorkers              int // default 5, as Kubernetes' concurrent-horizontal-pod-autoscaler-syncs
+	// HPASyncPeriod is how often each autoscaler is reconciled (default 15
+	// s); HPADownscaleStabilization the scale-down window of one without
+	// its own (default 5 minutes).
+	HPASyncPeriod, HPADownscaleStabilization time.Duration
 	// LocalVolumeDir is where the node-local provisioner's volumes live on
 	// their nodes (default /var/lib/kplane/volumes).
 	LocalVolumeDir string
@@ -191,6 +200,7 @@ func New(cfg Config) (*Manager, error) {
 	cfg.ResourceQuotaWorkers = cmpOr(cfg.ResourceQuotaWorkers, 5)
 	cfg.StatefulSetWorkers = cmpOr(cfg.StatefulSetWorkers, 5)
 	cfg.PersistentVolumeWorkers = cmpOr(cfg.PersistentVolumeWorkers, 2)
+	cfg.HPAWorkers = cmpOr(cfg.HPAWorkers, 5)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -531,6 +541,17 @@ func (m *Manager) runControllers(ctx context.Context) {
 		informer(crdInf.Run)
 		c := crd.New(crd.Config{CRDs: crds, Resources: dynamicv1.NewResourceServiceClient(conn), Informer: crdInf, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
 		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.CRDWorkers) })
+	}
+
+	if on(HorizontalPodAutoscaling) {
+		hpas := client.Must[*autoscalingv2.HorizontalPodAutoscaler](conn)
+		hpaInf := client.NewInformer(client.ListWatch(hpas, "", "", "", 500), client.InformerOptions[*autoscalingv2.HorizontalPodAutoscaler]{Logger: m.log})
+		informer(hpaInf.Run)
+		hpaRec := client.NewRecorder(client.RecorderConfig{Sink: client.Must[*corev1.Event](conn), Component: "horizontal-pod-autoscaler", Logger: m.log})
+		extra = append(extra, hpaRec.Run)
+		c := hpa.New(hpa.Config{HPAs: hpas, Scales: hpa.NewScaleClient(conn), Metrics: hpa.NewMetricsClient(conn), HPAInformer: hpaInf, PodInformer: podInf,
+			Recorder: hpaRec, SyncPeriod: m.cfg.HPASyncPeriod, DownscaleStabilization: m.cfg.HPADownscaleStabilization, Logger: m.log, TracerProvider: m.cfg.TracerProvider})
+		runs = append(runs, func(ctx context.Context) { c.Run(ctx, m.cfg.HPAWorkers) })
 	}
 
 	var wg sync.WaitGroup

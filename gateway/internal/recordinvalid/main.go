@@ -37,13 +37,14 @@ type Entry struct {
 }
 
 // collection is the REST path of an entry's collection: resource is
-// "<group>/v1/<resource>", or "v1/<resource>" for the core group; a
+// "<group>/<version>/<resource>", or "v1/<resource>" for the core group; a
 // namespaced one is in the default namespace.
 func collection(resource string, cluster bool) string {
-	gv, res, ok := strings.Cut(resource, "/v1/")
-	prefix := "/apis/" + gv + "/v1"
-	if !ok {
-		prefix, res = "/api/v1", strings.TrimPrefix(resource, "v1/")
+	i := strings.LastIndex(resource, "/")
+	gv, res := resource[:max(i, 0)], resource[i+1:]
+	prefix := "/apis/" + gv
+	if !strings.Contains(gv, "/") {
+		prefix = "/api/" + gv
 	}
 	if cluster {
 		return prefix + "/" + res

@@ -25,6 +25,17 @@ type group struct {
 	Name     string // API group: "" for core, "apps", "rbac.authorization.k8s.io"
 	GoAlias  string // corev1
 	Resource []resource
+	// Version is the API version, "v1" when empty (autoscaling/v2's
+	// HorizontalPodAutoscaler is in its own package, proto/kplane/autoscaling/v2).
+	Version string
+}
+
+// V is the group's API version.
+func (g group) V() string {
+	if g.Version == "" {
+		return "v1"
+	}
+	return g.Version
 }
 
 // resource is one kind of object the API serves.
@@ -126,6 +137,9 @@ func groups() []group {
 			{Kind: "FlowSchema", Plural: "FlowSchemas", Resource: "flowschemas", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "PriorityLevelConfiguration", Plural: "PriorityLevelConfigurations", Resource: "prioritylevelconfigurations", Status: true, AllowUnconditionalUpdate: true},
 		}},
+		{Dir: "autoscaling", Name: "autoscaling", Version: "v2", GoAlias: "autoscalingv2", Resource: []resource{
+			{Kind: "HorizontalPodAutoscaler", Plural: "HorizontalPodAutoscalers", Resource: "horizontalpodautoscalers", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
+		}},
 		{Dir: "apiextensions", Name: "apiextensions.k8s.io", GoAlias: "apiextensionsv1", Resource: []resource{
 			{Kind: "CustomResourceDefinition", Plural: "CustomResourceDefinitions", Resource: "customresourcedefinitions", Status: true},
 		}},
@@ -153,21 +167,23 @@ func goField(s string) string { return s }
 // prefix is the REST prefix of a group: /api/v1 or /apis/<group>/v1.
 func prefix(g group) string {
 	if g.Name == "" {
-		return "/api/v1"
+		return "/api/" + g.V()
 	}
-	return "/apis/" + g.Name + "/v1"
+	return "/apis/" + g.Name + "/" + g.V()
 }
 
 func (g group) APIVersion() string {
 	if g.Name == "" {
-		return "v1"
+		return g.V()
 	}
-	return g.Name + "/v1"
+	return g.Name + "/" + g.V()
 }
 
-func (g group) Prefix() string     { return prefix(g) }
-func (g group) ProtoPkg() string   { return "kplane." + g.Dir + ".v1" }
-func (g group) GoImport() string   { return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/v1" }
+func (g group) Prefix() string   { return prefix(g) }
+func (g group) ProtoPkg() string { return "kplane." + g.Dir + "." + g.V() }
+func (g group) GoImport() string {
+	return "github.com/kplane/kplane/proto/kplane/" + g.Dir + "/" + g.V()
+}
 func (r resource) Field() string   { return snake(r.Kind) }
 func (r resource) GoField() string { return goField(r.Kind) }
 
@@ -212,7 +228,7 @@ import "kplane/autoscaling/v1/types.proto";
 {{- if .NeedsPolicy}}
 import "kplane/policy/v1/types.proto";
 {{- end}}
-import "kplane/{{.G.Dir}}/v1/types.proto";
+import "kplane/{{.G.Dir}}/{{.G.V}}/types.proto";
 import "kplane/meta/v1/meta.proto";
 
 option go_package = "{{.G.GoImport}};{{.G.GoAlias}}";
@@ -639,7 +655,7 @@ func main() {
 		if err := protoTmpl.Execute(&buf, map[string]any{"G": g, "NeedsAutoscaling": needs, "NeedsHTTPBody": body, "NeedsPolicy": policy}); err != nil {
 			log.Fatal(err)
 		}
-		out := filepath.Join(*root, "proto", "kplane", g.Dir, "v1", "service.proto")
+		out := filepath.Join(*root, "proto", "kplane", g.Dir, g.V(), "service.proto")
 		if err := os.WriteFile(out, tidy(buf.Bytes()), 0o644); err != nil {
 			log.Fatal(err)
 		}
@@ -678,7 +694,7 @@ func builtinResources() []*resourceInfo {
 	return []*resourceInfo{
 {{- range $g := .Groups}}{{range .Resource}}
 		{
-			Group: "{{$g.Name}}", Version: "v1", Kind: "{{.Kind}}", Resource: "{{.Resource}}",
+			Group: "{{$g.Name}}", Version: "{{$g.V}}", Kind: "{{.Kind}}", Resource: "{{.Resource}}",
 			Namespaced: {{.Namespaced}}, HasStatus: {{.Status}}, HasScale: {{.Scale}}, HasBinding: {{.Binding}},
 			AllowUnconditionalUpdate: {{.AllowUnconditionalUpdate}}, Graceful: {{.Graceful}},
 			New: func() proto.Message { return &{{$g.GoAlias}}.{{.Kind}}{} },

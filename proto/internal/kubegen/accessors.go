@@ -79,19 +79,19 @@ func (g *gen) goType(dir, typ, label string, imps map[string]string) (string, er
 // when it has none.
 func (g *gen) renderAccessors(p protoPkg) ([]byte, error) {
 	byName := map[string]*message{}
-	for _, m := range g.messages[p.Dir] {
+	for _, m := range g.messages[p.key()] {
 		byName[m.Name] = m
 	}
 	imps := map[string]string{}
 	var body bytes.Buffer
-	for _, m := range g.messages[p.Dir] {
+	for _, m := range g.messages[p.key()] {
 		for _, in := range m.inline {
 			im := byName[in.Type]
 			if im == nil {
 				return nil, fmt.Errorf("%s.%s: inline message %s not in package %s", m.Name, in.Name, in.Type, p.Dir)
 			}
 			for _, f := range im.Fields {
-				t, err := g.goType(p.Dir, f.Type, f.Label, imps)
+				t, err := g.goType(p.key(), f.Type, f.Label, imps)
 				if err != nil {
 					return nil, err
 				}

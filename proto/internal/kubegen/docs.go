@@ -39,7 +39,7 @@ func description(doc string) string {
 // renderDocs writes the docs of package p's messages and fields.
 func (g *gen) renderDocs(p protoPkg) ([]byte, error) {
 	docs := map[string]string{}
-	for _, m := range g.messages[p.Dir] {
+	for _, m := range g.messages[p.key()] {
 		full := p.name() + "." + m.Name
 		if m.Doc != "" {
 			docs[full] = description(m.Doc)

@@ -65,6 +65,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +82,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 const (
@@ -98,11 +100,30 @@ type protoPkg struct {
 	GoPkgs  []string // Go import paths whose structs land here
 	GoAlias string
 	Roots   []any // served kinds and lists, in order
+	// Version is the API version, "v1" when empty: a group served in
+	// another version too (autoscaling/v2) has one package per version.
+	Version string
 }
 
-func (p protoPkg) name() string { return "kplane." + p.Dir + ".v1" }
+func (p protoPkg) version() string {
+	if p.Version == "" {
+		return "v1"
+	}
+	return p.Version
+}
+
+// key names the package in the generator's maps: its directory for v1,
+// directory and version otherwise.
+func (p protoPkg) key() string {
+	if p.version() == "v1" {
+		return p.Dir
+	}
+	return p.Dir + p.version()
+}
+
+func (p protoPkg) name() string { return "kplane." + p.Dir + "." + p.version() }
 func (p protoPkg) importPath() string {
-	return "kplane/" + p.Dir + "/v1/" + p.File
+	return "kplane/" + p.Dir + "/" + p.version() + "/" + p.File
 }
 
 func packages() []protoPkg {
@@ -151,6 +172,13 @@ func packages() []protoPkg {
 		{Dir: "autoscaling", File: "types.proto", GoAlias: "autoscalingv1", GoPkgs: []string{"k8s.io/api/autoscaling/v1"},
 			Doc:   "holds autoscaling/v1 Scale, the body of the scale subresource",
 			Roots: []any{autoscalingv1.Scale{}}},
+		{Dir: "autoscaling", Version: "v2", File: "types.proto", GoAlias: "autoscalingv2", GoPkgs: []string{"k8s.io/api/autoscaling/v2"},
+			Doc:   "holds Kubernetes' autoscaling/v2 HorizontalPodAutoscaler",
+			Roots: []any{autoscalingv2.HorizontalPodAutoscaler{}, autoscalingv2.HorizontalPodAutoscalerList{}}},
+		{Dir: "metrics", Version: "v1beta1", File: "types.proto", GoAlias: "metricsv1beta1", GoPkgs: []string{"k8s.io/metrics/pkg/apis/metrics/v1beta1"},
+			Doc: "holds Kubernetes' metrics.k8s.io/v1beta1 resource metrics (read-only)",
+			Roots: []any{metricsv1beta1.NodeMetrics{}, metricsv1beta1.NodeMetricsList{},
+				metricsv1beta1.PodMetrics{}, metricsv1beta1.PodMetricsList{}}},
 		{Dir: "batch", File: "types.proto", GoAlias: "batchv1", GoPkgs: []string{"k8s.io/api/batch/v1"},
 			Doc:   "holds Kubernetes' batch/v1 resources",
 			Roots: []any{batchv1.Job{}, batchv1.JobList{}, batchv1.CronJob{}, batchv1.CronJobList{}}},
@@ -267,9 +295,9 @@ func run(root string) error {
 		for _, gp := range pkgs[i].GoPkgs {
 			g.pkgOf[gp] = &pkgs[i]
 		}
-		g.imports[pkgs[i].Dir] = map[string]bool{}
+		g.imports[pkgs[i].key()] = map[string]bool{}
 	}
-	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver"} {
+	for _, mod := range []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/apiextensions-apiserver", "k8s.io/metrics"} {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
 		if err != nil {
 			return fmt.Errorf("locating %s: %w", mod, err)
@@ -285,7 +313,7 @@ func run(root string) error {
 	}
 	g.addIntOrString()
 	for _, p := range pkgs {
-		path := filepath.Join(root, "proto", "kplane", p.Dir, "v1", p.File)
+		path := filepath.Join(root, "proto", "kplane", p.Dir, p.version(), p.File)
 		if err := os.WriteFile(path, g.render(p), 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
 		}
@@ -293,14 +321,14 @@ func run(root string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(root, "proto", "kplane", p.Dir, "v1", "zz_generated_docs.go"), docs, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, "proto", "kplane", p.Dir, p.version(), "zz_generated_docs.go"), docs, 0o644); err != nil {
 			return fmt.Errorf("writing %s docs: %w", p.Dir, err)
 		}
 		acc, err := g.renderAccessors(p)
 		if err != nil {
 			return err
 		}
-		path = filepath.Join(root, "proto", "kplane", p.Dir, "v1", "zz_generated_inline.go")
+		path = filepath.Join(root, "proto", "kplane", p.Dir, p.version(), "zz_generated_inline.go")
 		if acc == nil {
 			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
 				return fmt.Errorf("removing %s: %w", path, err)
@@ -334,7 +362,7 @@ func (g *gen) protoRef(from string, t reflect.Type) (string, error) {
 	if p == nil {
 		return "", fmt.Errorf("%s.%s: Go package %s has no proto package", t.PkgPath(), t.Name(), t.PkgPath())
 	}
-	if p.Dir == from {
+	if p.key() == from {
 		return t.Name(), nil
 	}
 	g.imports[from][p.importPath()] = true
@@ -353,7 +381,7 @@ func (g *gen) visit(t reflect.Type) error {
 	}
 	td := g.doc(t.PkgPath(), t.Name())
 	m := &message{Name: t.Name(), Doc: td.Doc, goType: t}
-	g.messages[p.Dir] = append(g.messages[p.Dir], m)
+	g.messages[p.key()] = append(g.messages[p.key()], m)
 	var later []reflect.Type
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
@@ -391,9 +419,9 @@ func (g *gen) visit(t reflect.Type) error {
 			f.Name = snake(sf.Type.Name())
 			f.JSONName = ""
 			f.Options = append(f.Options, "(kplane.meta.v1.inline) = true")
-			g.useOptions(p.Dir)
+			g.useOptions(p.key())
 		}
-		typ, label, opts, next, err := g.fieldType(p.Dir, sf.Type, t.Name()+"."+sf.Name)
+		typ, label, opts, next, err := g.fieldType(p.key(), sf.Type, t.Name()+"."+sf.Name)
 		if err != nil {
 			return err
 		}
@@ -402,7 +430,7 @@ func (g *gen) visit(t reflect.Type) error {
 		if f.Label == "" && !strings.Contains(jsonTag, ",omitempty") && scalar(typ) {
 			// Kubernetes writes this field even when zero ("ready": false).
 			f.Options = append(f.Options, "(kplane.meta.v1.emit_empty) = true")
-			g.useOptions(p.Dir)
+			g.useOptions(p.key())
 		}
 		m.Fields = append(m.Fields, f)
 		if sf.Anonymous && jsonName == "" {
@@ -492,8 +520,8 @@ func (g *gen) fieldType(from string, t reflect.Type, where string) (typ, label s
 				g.seen[vt] = true
 				p := g.pkgOf[vt.PkgPath()]
 				td := g.doc(vt.PkgPath(), vt.Name())
-				g.useOptions(p.Dir)
-				g.messages[p.Dir] = append(g.messages[p.Dir], &message{
+				g.useOptions(p.key())
+				g.messages[p.key()] = append(g.messages[p.key()], &message{
 					Name: vt.Name(), Doc: td.Doc,
 					Raw: "  option (kplane.meta.v1.list_wrapper) = true;\n\n  repeated " + et + " items = 1;\n",
 				})
@@ -555,8 +583,8 @@ func (g *gen) rawMessage(t reflect.Type) error {
 		return fmt.Errorf("%s.%s: no proto package", t.PkgPath(), t.Name())
 	}
 	td := g.doc(t.PkgPath(), t.Name())
-	g.useOptions(p.Dir)
-	g.messages[p.Dir] = append(g.messages[p.Dir], &message{
+	g.useOptions(p.key())
+	g.messages[p.key()] = append(g.messages[p.key()], &message{
 		Name: t.Name(), Doc: td.Doc,
 		Raw: "  option (kplane.meta.v1.raw_json) = true;\n\n  // raw is the JSON document, written inline in JSON.\n  bytes raw = 1;\n",
 	})
@@ -726,7 +754,7 @@ func (g *gen) render(p protoPkg) []byte {
 	fmt.Fprintf(&b, "// Package %s %s\n// (generated from Kubernetes' Go types: Kubernetes' field numbers and JSON names).\n", p.name(), p.Doc)
 	fmt.Fprintf(&b, "package %s;\n\n", p.name())
 	var imps []string
-	for imp := range g.imports[p.Dir] {
+	for imp := range g.imports[p.key()] {
 		if imp != p.importPath() {
 			imps = append(imps, imp)
 		}
@@ -738,8 +766,8 @@ func (g *gen) render(p protoPkg) []byte {
 	if len(imps) > 0 {
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "option go_package = \"github.com/kplane/kplane/proto/kplane/%s/v1;%s\";\n", p.Dir, p.GoAlias)
-	for _, m := range g.messages[p.Dir] {
+	fmt.Fprintf(&b, "option go_package = \"github.com/kplane/kplane/proto/kplane/%s/%s;%s\";\n", p.Dir, p.version(), p.GoAlias)
+	for _, m := range g.messages[p.key()] {
 		b.WriteString("\n")
 		writeComment(&b, "", m.Doc)
 		fmt.Fprintf(&b, "message %s {\n", m.Name)

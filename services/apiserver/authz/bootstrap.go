@@ -112,6 +112,9 @@ func BootstrapPolicy() Bootstrap {
 		rule(read, []string{"networking.k8s.io"}, "networkpolicies", "ingresses", "ingresses/status"),
 		rule(read, core, "persistentvolumeclaims/status"),
 		rule(read, apps, "statefulsets/status", "statefulsets/scale"),
+		rule(read, []string{"autoscaling"}, "horizontalpodautoscalers", "horizontalpodautoscalers/status"),
+		// What metrics-server's system:aggregated-metrics-reader adds to view.
+		rule(read, []string{"metrics.k8s.io"}, "pods", "nodes"),
 	}
 	editRules := append([]rbacv1.PolicyRule{
 		rule(readWrite, core, "pods", "pods/log", "services", "endpoints", "configmaps", "secrets", "events",
@@ -124,6 +127,7 @@ func BootstrapPolicy() Bootstrap {
 		rule(readWrite, []string{"batch"}, "cronjobs", "jobs"),
 		rule(readWrite, []string{"networking.k8s.io"}, "networkpolicies", "ingresses"),
 		rule(readWrite, apps, "statefulsets/scale"),
+		rule(readWrite, []string{"autoscaling"}, "horizontalpodautoscalers"),
 	}, viewRules...)
 	adminRules := append([]rbacv1.PolicyRule{
 		rule([]string{"create"}, []string{"authorization.k8s.io"}, "localsubjectaccessreviews"),
@@ -196,6 +200,9 @@ func BootstrapPolicy() Bootstrap {
 				// finalizers) and deletes objects of every kind, as
 				// Kubernetes' generic-garbage-collector may.
 				rule([]string{"update", "patch", "delete"}, []string{"*"}, "*"),
+				// The HPA controller: its status, and any target's scale.
+				rule([]string{"update", "patch"}, []string{"autoscaling"}, "horizontalpodautoscalers/status"),
+				rule([]string{"get", "update", "patch"}, []string{"*"}, "*/scale"),
 			),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),

@@ -91,6 +91,20 @@ func parseSelectorFor(r *resourceInfo, ns, labelSel, fieldSel string, selectable
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
 		}
+		if r.fieldLabel != nil {
+			// A view's labels name its own fields: turned into the stored
+			// resource's, as Kubernetes' field label conversion does.
+			fs, err = fs.Transform(func(label, value string) (string, string, error) {
+				l, ok := r.fieldLabel(label)
+				if !ok {
+					return "", "", fmt.Errorf("field label not supported: %s", label)
+				}
+				return l, value, nil
+			})
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+		}
 		known := fieldSet(r.New())
 		if r.custom != nil {
 			// A custom resource: its CRD's selectableFields, and

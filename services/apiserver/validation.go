@@ -160,12 +160,8 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 			errs = append(errs, validateQuantity(v, field.NewPath("status", "allocatable").Key(k))...)
 		}
 	case *corev1.Event:
-		if o.GetInvolvedObject() == nil {
-			errs = append(errs, field.Required(field.NewPath("involvedObject"), ""))
-		} else if ns := o.GetInvolvedObject().GetNamespace(); ns != "" && ns != meta(o).GetNamespace() {
-			errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace"))
-		}
-		errs = append(errs, validateEnum(o.GetType(), field.NewPath("type"), false, "Normal", "Warning")...)
+		oe, _ := old.(*corev1.Event)
+		errs = append(errs, validateEvent(r, o, oe)...)
 	case *coordinationv1.Lease:
 		// A Lease may come without a spec (Kubernetes takes one).
 		if sp := o.GetSpec(); sp != nil {
@@ -321,23 +317,30 @@ func nameValidator(r *resourceInfo) func(string) []string {
 	if r.custom != nil {
 		return validation.IsDNS1123Subdomain // a custom resource's plural may be a built-in's
 	}
+	if r.Resource == "events" && r.Group == "" {
+		// Through core/v1 an Event's name is only a path segment.
+		return pathSegmentName
+	}
 	switch r.Resource {
 	case "namespaces", "statefulsets":
 		return validation.IsDNS1123Label
 	case "services":
 		return validation.IsDNS1035Label
 	case "roles", "clusterroles", "rolebindings", "clusterrolebindings":
-		return func(s string) []string {
-			if s == "." || s == ".." {
-				return []string{fmt.Sprintf("may not be '%s'", s)}
-			}
-			if strings.ContainsAny(s, "/%") {
-				return []string{`may not contain '/' or '%'`}
-			}
-			return nil
-		}
+		return pathSegmentName
 	}
 	return validation.IsDNS1123Subdomain
+}
+
+// pathSegmentName is the rule for a name that need only be a path segment.
+func pathSegmentName(s string) []string {
+	if s == "." || s == ".." {
+		return []string{fmt.Sprintf("may not be '%s'", s)}
+	}
+	if strings.ContainsAny(s, "/%") {
+		return []string{`may not contain '/' or '%'`}
+	}
+	return nil
 }
 
 func validateMeta(r *resourceInfo, m *metav1.ObjectMeta, p *field.Path) field.ErrorList {

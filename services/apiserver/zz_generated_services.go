@@ -12,6 +12,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	eventsv1 "github.com/kplane/kplane/proto/kplane/events/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
@@ -332,6 +333,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	batchv1.RegisterJobServiceServer(gs, &jobService{s: s, r: s.resources["jobs"]})
 	batchv1.RegisterCronJobServiceServer(gs, &cronJobService{s: s, r: s.resources["cronjobs"]})
 	discoveryv1.RegisterEndpointSliceServiceServer(gs, &endpointSliceService{s: s, r: s.resources["endpointslices"]})
+	eventsv1.RegisterEventServiceServer(gs, &eventsv1EventView{s: s, r: s.views["events.k8s.io/events"]})
 	networkingv1.RegisterIngressServiceServer(gs, &ingressService{s: s, r: s.resources["ingresses"]})
 	networkingv1.RegisterIngressClassServiceServer(gs, &ingressClassService{s: s, r: s.resources["ingressclasses"]})
 	networkingv1.RegisterNetworkPolicyServiceServer(gs, &networkPolicyService{s: s, r: s.resources["networkpolicies"]})

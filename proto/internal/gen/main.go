@@ -51,6 +51,11 @@ type resource struct {
 	// Eviction has the eviction subresource (pods): a POST of a policy/v1
 	// Eviction, answered with a Status.
 	Eviction bool
+	// View: the resource is another group's stored resource seen in this
+	// group's version (events.k8s.io/v1 Event is core/v1 Event): it has no
+	// table entry of its own and no generated adaptor; the API service's
+	// hand-written <goalias><Kind>View converts at the edge.
+	View bool
 }
 
 func groups() []group {
@@ -85,6 +90,9 @@ func groups() []group {
 		}},
 		{Dir: "discovery", Name: "discovery.k8s.io", GoAlias: "discoveryv1", Resource: []resource{
 			{Kind: "EndpointSlice", Plural: "EndpointSlices", Resource: "endpointslices", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "events", Name: "events.k8s.io", GoAlias: "eventsv1", Resource: []resource{
+			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true, View: true},
 		}},
 		{Dir: "networking", Name: "networking.k8s.io", GoAlias: "networkingv1", Resource: []resource{
 			{Kind: "Ingress", Plural: "Ingresses", Resource: "ingresses", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
@@ -676,14 +684,14 @@ import (
 // builtinResources is the table of every resource the service serves.
 func builtinResources() []*resourceInfo {
 	return []*resourceInfo{
-{{- range $g := .Groups}}{{range .Resource}}
+{{- range $g := .Groups}}{{range .Resource}}{{if not .View}}
 		{
 			Group: "{{$g.Name}}", Version: "v1", Kind: "{{.Kind}}", Resource: "{{.Resource}}",
 			Namespaced: {{.Namespaced}}, HasStatus: {{.Status}}, HasScale: {{.Scale}}, HasBinding: {{.Binding}},
 			AllowUnconditionalUpdate: {{.AllowUnconditionalUpdate}}, Graceful: {{.Graceful}},
 			New: func() proto.Message { return &{{$g.GoAlias}}.{{.Kind}}{} },
 		},
-{{- end}}{{end}}
+{{- end}}{{end}}{{end}}
 	}
 }
 
@@ -691,10 +699,14 @@ func builtinResources() []*resourceInfo {
 // routed to s's generic handlers.
 func registerServices(gs *grpc.Server, s *Server) {
 {{- range $g := .Groups}}{{range .Resource}}
+{{- if .View}}
+	{{$g.GoAlias}}.Register{{.Kind}}ServiceServer(gs, &{{$g.GoAlias}}{{.Kind}}View{s: s, r: s.views["{{$g.Name}}/{{.Resource}}"]})
+{{- else}}
 	{{$g.GoAlias}}.Register{{.Kind}}ServiceServer(gs, &{{.Kind | lower}}Service{s: s, r: s.resources["{{.Resource}}"]})
+{{- end}}
 {{- end}}{{end}}
 }
-{{range $g := .Groups}}{{range .Resource}}{{$k := .Kind}}{{$t := printf "%s.%s" $g.GoAlias .Kind}}{{$p := $g.GoAlias}}
+{{range $g := .Groups}}{{range .Resource}}{{if not .View}}{{$k := .Kind}}{{$t := printf "%s.%s" $g.GoAlias .Kind}}{{$p := $g.GoAlias}}
 type {{.Kind | lower}}Service struct {
 	{{$p}}.Unimplemented{{.Kind}}ServiceServer
 	s *Server
@@ -840,7 +852,7 @@ func (x *{{.Kind | lower}}Service) Finalize{{.Kind}}(ctx context.Context, req *{
 	return &{{$p}}.Finalize{{.Kind}}Response{ {{- .Kind}}: obj.(*{{$t}})}, nil
 }
 {{- end}}
-{{end}}{{end}}`))
+{{end}}{{end}}{{end}}`))
 
 func writeGo(root string) error {
 	gs := groups()

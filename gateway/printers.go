@@ -18,6 +18,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -84,6 +85,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, string(obj.Status.Phase), since(obj.CreationTimestamp)), nil
 	case *corev1.Event:
 		return printEvent(obj, now), nil
+	case *eventsv1.Event:
+		return printEventsV1(obj, now), nil
 	case *corev1.Service:
 		return row(obj.Name, string(obj.Spec.Type), serviceClusterIP(obj), serviceExternalIP(obj), orNone(servicePorts(obj.Spec.Ports)),
 			since(obj.CreationTimestamp), orNone(labels.FormatLabels(obj.Spec.Selector))), nil

@@ -25,6 +25,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	_ "github.com/kplane/kplane/proto/kplane/events/v1"
 	_ "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	_ "github.com/kplane/kplane/proto/kplane/networking/v1"
 	_ "github.com/kplane/kplane/proto/kplane/node/v1"

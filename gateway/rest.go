@@ -29,6 +29,7 @@ import (
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	eventsv1 "github.com/kplane/kplane/proto/kplane/events/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
@@ -77,6 +78,7 @@ var services = []registration{
 	register(batchv1.RegisterJobServiceHandlerClient, batchv1.NewJobServiceClient),
 	register(batchv1.RegisterCronJobServiceHandlerClient, batchv1.NewCronJobServiceClient),
 	register(discoveryv1.RegisterEndpointSliceServiceHandlerClient, discoveryv1.NewEndpointSliceServiceClient),
+	register(eventsv1.RegisterEventServiceHandlerClient, eventsv1.NewEventServiceClient),
 	register(corev1.RegisterPodTemplateServiceHandlerClient, corev1.NewPodTemplateServiceClient),
 	register(networkingv1.RegisterIngressServiceHandlerClient, networkingv1.NewIngressServiceClient),
 	register(networkingv1.RegisterIngressClassServiceHandlerClient, networkingv1.NewIngressClassServiceClient),

@@ -136,6 +136,15 @@ func TestEventsViewCrossGroup(t *testing.T) {
 	if n := len(l.GetList().GetItems()); n != 1 {
 		t.Errorf("core/v1 source=kubelet: got %d events, want 1", n)
 	}
+	// Through core/v1, source is the reporting controller of an event
+	// without one.
+	l, err = e.events.ListEvents(ctx, &corev1.ListEventsRequest{Namespace: "default", FieldSelector: "source=test-controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items := l.GetList().GetItems(); len(items) != 1 || items[0].GetMetadata().GetName() != "new" {
+		t.Errorf("core/v1 source=test-controller: got %v, want event new", items)
+	}
 
 	// A watch through events.k8s.io sees a write through core/v1,
 	// converted.

@@ -45,7 +45,12 @@ func fieldSet(obj proto.Message) fields.Set {
 		set["involvedObject.fieldPath"] = io.GetFieldPath()
 		set["reason"] = o.GetReason()
 		set["reportingComponent"] = o.GetReportingController()
+		// As Kubernetes: an Event without a source (written through
+		// events.k8s.io/v1) is selected by its reporting controller.
 		set["source"] = o.GetSource().GetComponent()
+		if set["source"] == "" {
+			set["source"] = o.GetReportingController()
+		}
 		set["type"] = o.GetType()
 	case *corev1.Node:
 		set["spec.unschedulable"] = strconv.FormatBool(o.GetSpec().GetUnschedulable())

@@ -56,7 +56,7 @@ type storage struct {
 // expire. A shared lease the store no longer knows (revoked, or lost with a
 // restored store) is dropped and the write tried once more with a new one.
 func (s *storage) commitPut(ctx context.Context, r *resourceInfo, txn func(opts ...clientv3.OpOption) clientv3.Txn) (*clientv3.TxnResponse, error) {
-	ttl := s.ttls[r.Resource]
+	ttl := s.ttls[r.storedAs().Resource]
 	if ttl <= 0 || r.custom != nil {
 		return txn().Commit()
 	}

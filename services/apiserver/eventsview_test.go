@@ -99,6 +99,10 @@ func TestEventsViewCrossGroup(t *testing.T) {
 	if got := core.GetEvent().GetSeries().GetCount(); got != 2 {
 		t.Errorf("series count through core/v1: got %d, want 2", got)
 	}
+	// As Kubernetes' Event strategy, no generation is kept.
+	if got := core.GetEvent().GetMetadata().GetGeneration(); got != 0 {
+		t.Errorf("generation after an update: got %d, want 0", got)
+	}
 
 	// Field selectors name each group's fields.
 	for _, tc := range []struct {

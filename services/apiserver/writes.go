@@ -93,6 +93,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 	m.DeletionTimestamp = nil
 	m.DeletionGracePeriodSeconds = nil
 	switch o := obj.(type) {
+	case *corev1.Event:
+		// Kubernetes' Event strategy keeps no generation: it stays 0
+		// (omitted) through every write, through either group.
+		m.Generation = 0
 	case *corev1.Pod:
 		// Status belongs to the node agent; a new pod is Pending.
 		o.Status = &corev1.PodStatus{Phase: "Pending"}
@@ -301,7 +305,7 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	// templates, a list it replaces whole, sends them undefaulted).
 	defaulted := proto.Clone(obj)
 	setDefaults(defaulted)
-	if !specEqual(defaulted, old) {
+	if _, event := obj.(*corev1.Event); !event && !specEqual(defaulted, old) {
 		m.Generation++
 	}
 	if es, ok := obj.(*discoveryv1.EndpointSlice); ok {

@@ -239,7 +239,7 @@ func TestEventsViewValidation(t *testing.T) {
 			}
 			ns := ev.GetMetadata().GetNamespace()
 			_, err := v1.CreateEvent(ctx, &eventsv1.CreateEventRequest{Namespace: ns, Event: ev})
-			checkCauses(t, err, "Event.events.k8s.io", ev.GetMetadata().GetName(), tc.wantCauses)
+			checkCauses(t, err, "Event", ev.GetMetadata().GetName(), tc.wantCauses)
 			ce := eventToCore(ev)
 			ce.Metadata.Name += "-core"
 			_, err = e.events.CreateEvent(ctx, &corev1.CreateEventRequest{Namespace: ns, Event: ce})
@@ -256,7 +256,7 @@ func TestEventsViewValidation(t *testing.T) {
 	upd := proto.Clone(cr.GetEvent()).(*eventsv1.Event)
 	upd.Note, upd.Action, upd.ReportingInstance = "changed", "Redo", "other-node"
 	_, err = v1.UpdateEvent(ctx, &eventsv1.UpdateEventRequest{Namespace: "default", Name: "u", Event: upd})
-	checkCauses(t, err, "Event.events.k8s.io", "u", []string{
+	checkCauses(t, err, "Event", "u", []string{
 		`message: Invalid value: "changed": field is immutable`,
 		`action: Invalid value: "Redo": field is immutable`,
 		`reportingInstance: Invalid value: "other-node": field is immutable`})

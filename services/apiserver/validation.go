@@ -307,7 +307,9 @@ func invalid(r *resourceInfo, name string, errs field.ErrorList) error {
 	for _, e := range errs {
 		causes = append(causes, apierrors.Cause{Type: string(e.Type), Message: e.ErrorBody(), Field: e.Field})
 	}
-	return apierrors.NewInvalid(r.Group, r.Kind, name, causes)
+	// Kubernetes names the kind of the stored object (a view's requests
+	// too: "Event", not "Event.events.k8s.io").
+	return apierrors.NewInvalid(r.storedAs().Group, r.storedAs().Kind, name, causes)
 }
 
 // nameValidator is the rule for an object's name: DNS-1123 labels for

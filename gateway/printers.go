@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -154,6 +155,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return printJob(obj, now), nil
 	case *batchv1.CronJob:
 		return printCronJob(obj, now), nil
+	case *certificatesv1.CertificateSigningRequest:
+		return printCSR(obj, now), nil
 	case *coordinationv1.Lease:
 		holder := ""
 		if obj.Spec.HolderIdentity != nil {
@@ -311,4 +314,41 @@ func rowObject(o map[string]any, includeObject string) (any, bool) {
 	}
 	md, _ := o["metadata"].(map[string]any)
 	return map[string]any{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": md}, true
+}
+
+// printCSR prints a CertificateSigningRequest's SIGNERNAME, REQUESTOR,
+// REQUESTEDDURATION and CONDITION (Denied, else Approved, else Pending;
+// then ,Failed and ,Issued).
+func printCSR(csr *certificatesv1.CertificateSigningRequest, now time.Time) printedRow {
+	signer, requested := "<none>", "<none>"
+	if csr.Spec.SignerName != "" {
+		signer = csr.Spec.SignerName
+	}
+	if e := csr.Spec.ExpirationSeconds; e != nil {
+		requested = duration.HumanDuration(time.Duration(*e) * time.Second)
+	}
+	var approved, denied, failed bool
+	for _, c := range csr.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateApproved:
+			approved = true
+		case certificatesv1.CertificateDenied:
+			denied = true
+		case certificatesv1.CertificateFailed:
+			failed = true
+		}
+	}
+	cond := "Pending"
+	if denied {
+		cond = "Denied"
+	} else if approved {
+		cond = "Approved"
+	}
+	if failed {
+		cond += ",Failed"
+	}
+	if len(csr.Status.Certificate) > 0 {
+		cond += ",Issued"
+	}
+	return row(csr.Name, sinceTime(csr.CreationTimestamp.Time, now), signer, csr.Spec.Username, requested, cond)
 }

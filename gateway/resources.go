@@ -22,6 +22,7 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
+	_ "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
@@ -240,6 +241,8 @@ func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
 				verb = "updateStatus"
 			case strings.HasSuffix(path, "/scale"):
 				verb = "updateScale"
+			case strings.HasSuffix(path, "/approval"):
+				verb = "updateApproval"
 			default:
 				verb = "update"
 			}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -52,6 +53,8 @@ func fieldSet(obj proto.Message) fields.Set {
 			set["source"] = o.GetReportingController()
 		}
 		set["type"] = o.GetType()
+	case *certificatesv1.CertificateSigningRequest:
+		set["spec.signerName"] = o.GetSpec().GetSignerName()
 	case *corev1.Node:
 		set["spec.unschedulable"] = strconv.FormatBool(o.GetSpec().GetUnschedulable())
 	case *corev1.Namespace:

@@ -319,8 +319,9 @@ func nameValidator(r *resourceInfo) func(string) []string {
 	if r.custom != nil {
 		return validation.IsDNS1123Subdomain // a custom resource's plural may be a built-in's
 	}
-	if r.Resource == "events" && r.Group == "" {
-		// Through core/v1 an Event's name is only a path segment.
+	if (r.Resource == "events" && r.Group == "") || r.Resource == "certificatesigningrequests" {
+		// Through core/v1 an Event's name, and a CertificateSigningRequest's,
+		// is only a path segment.
 		return pathSegmentName
 	}
 	switch r.Resource {

@@ -51,6 +51,9 @@ type resource struct {
 	// Eviction has the eviction subresource (pods): a POST of a policy/v1
 	// Eviction, answered with a Status.
 	Eviction bool
+	// Approval has the approval subresource (CertificateSigningRequests):
+	// a PUT of the object whose status.conditions are written.
+	Approval bool
 	// View: the resource is another group's stored resource seen in this
 	// group's version (events.k8s.io/v1 Event is core/v1 Event): it has no
 	// table entry of its own and no generated adaptor; the API service's
@@ -90,6 +93,9 @@ func groups() []group {
 		}},
 		{Dir: "discovery", Name: "discovery.k8s.io", GoAlias: "discoveryv1", Resource: []resource{
 			{Kind: "EndpointSlice", Plural: "EndpointSlices", Resource: "endpointslices", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "certificates", Name: "certificates.k8s.io", GoAlias: "certificatesv1", Resource: []resource{
+			{Kind: "CertificateSigningRequest", Plural: "CertificateSigningRequests", Resource: "certificatesigningrequests", Status: true, Approval: true, AllowUnconditionalUpdate: true},
 		}},
 		{Dir: "events", Name: "events.k8s.io", GoAlias: "eventsv1", Resource: []resource{
 			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true, View: true},
@@ -286,6 +292,17 @@ service {{.Kind}}Service {
   rpc Update{{.Kind}}Status(Update{{.Kind}}StatusRequest) returns (Update{{.Kind}}StatusResponse) {
     option (google.api.http) = {
       put: "{{.Item $g}}/status"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+{{- end}}
+{{- if .Approval}}
+  // Update{{.Kind}}Approval writes the approval conditions of a {{.Kind}}
+  // (the approval subresource).
+  rpc Update{{.Kind}}Approval(Update{{.Kind}}ApprovalRequest) returns (Update{{.Kind}}ApprovalResponse) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}/approval"
       body: "{{.Field}}"
       response_body: "{{.Field}}"
     };
@@ -492,6 +509,25 @@ message Update{{.Kind}}StatusRequest {
 
 // Update{{.Kind}}StatusResponse carries the stored {{.Kind}}.
 message Update{{.Kind}}StatusResponse {
+  {{.Kind}} {{.Field}} = 1;
+}
+{{- end}}
+{{- if .Approval}}
+
+// Update{{.Kind}}ApprovalRequest carries the object whose
+// status.conditions are written; spec and the rest of status are ignored.
+message Update{{.Kind}}ApprovalRequest {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  string name = 2;
+  {{.Kind}} {{.Field}} = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Update{{.Kind}}ApprovalResponse carries the stored {{.Kind}}.
+message Update{{.Kind}}ApprovalResponse {
   {{.Kind}} {{.Field}} = 1;
 }
 {{- end}}
@@ -790,6 +826,16 @@ func (x *{{.Kind | lower}}Service) Update{{.Kind}}Status(ctx context.Context, re
 		return nil, toGRPC(err)
 	}
 	return &{{$p}}.Update{{.Kind}}StatusResponse{ {{- .Kind}}: obj.(*{{$t}})}, nil
+}
+{{- end}}
+{{- if .Approval}}
+
+func (x *{{.Kind | lower}}Service) Update{{.Kind}}Approval(ctx context.Context, req *{{$p}}.Update{{.Kind}}ApprovalRequest) (*{{$p}}.Update{{.Kind}}ApprovalResponse, error) {
+	obj, err := x.s.updateApproval(ctx, x.r, {{if .Namespaced}}req.GetNamespace(){{else}}""{{end}}, req.GetName(), nilIfEmpty(req.Get{{.Kind}}()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &{{$p}}.Update{{.Kind}}ApprovalResponse{ {{- .Kind}}: obj.(*{{$t}})}, nil
 }
 {{- end}}
 {{- if .Scale}}

@@ -174,7 +174,9 @@ func TestCSRValidation(t *testing.T) {
 			want: []string{"spec.request: Invalid value: []byte{0x68, 0x65, 0x6c, 0x6c, 0x6f}: PEM block type must be CERTIFICATE REQUEST"}},
 		{name: "no usages", mod: func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Usages = nil },
 			want: []string{"spec.usages: Required value"}},
-		{name: "usage twice", mod: func(c *certificatesv1.CertificateSigningRequest) { c.Spec.Usages = []string{"server auth", "server auth"} },
+		{name: "usage twice", mod: func(c *certificatesv1.CertificateSigningRequest) {
+			c.Spec.Usages = []string{"server auth", "server auth"}
+		},
 			want: []string{`spec.usages[1]: Duplicate value: "server auth"`}},
 		{name: "legacy signer", mod: func(c *certificatesv1.CertificateSigningRequest) { c.Spec.SignerName = "kubernetes.io/legacy-unknown" },
 			want: []string{`spec.signerName: Invalid value: "kubernetes.io/legacy-unknown": the legacy signerName is not allowed via this API version`}},

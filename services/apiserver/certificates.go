@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -393,4 +394,66 @@ func validateSignerName(p *field.Path, name string) field.ErrorList {
 		errs = append(errs, field.TooLong(p, "", maxName))
 	}
 	return errs
+}
+
+// kubeAPIServerClientSigner is the signer whose certificates kube-apiserver
+// trusts for client authentication.
+const kubeAPIServerClientSigner = "kubernetes.io/kube-apiserver-client"
+
+// admitCertificates is Kubernetes' CertificateApproval, CertificateSigning
+// and CertificateSubjectRestriction admission plugins: approving (or
+// denying) needs the verb approve, and writing a certificate or conditions
+// through status the verb sign, on the signer (certificates.k8s.io
+// signers, by name or <domain>/*); a request for the kube-apiserver client
+// signer may not name the system:masters group.
+func (s *Server) admitCertificates(ctx context.Context, a *request.Admission) error {
+	if a.APIGroup != "certificates.k8s.io" || a.Resource != "certificatesigningrequests" {
+		return nil
+	}
+	csr, _ := a.Object.(*certificatesv1.CertificateSigningRequest)
+	old, _ := a.OldObject.(*certificatesv1.CertificateSigningRequest)
+	forbidden := func(why string) error {
+		return apierrors.NewForbidden(a.APIGroup, a.Resource, a.Name, why)
+	}
+	switch {
+	case a.Operation == request.Create && a.Subresource == "" && csr != nil:
+		if csr.GetSpec().GetSignerName() != kubeAPIServerClientSigner {
+			return nil
+		}
+		block, _ := pem.Decode(csr.GetSpec().GetRequest())
+		if block == nil || block.Type != "CERTIFICATE REQUEST" {
+			return forbidden("failed to parse CSR: PEM block type must be CERTIFICATE REQUEST")
+		}
+		req, err := x509.ParseCertificateRequest(block.Bytes)
+		if err != nil {
+			return forbidden("failed to parse CSR: " + err.Error())
+		}
+		if slices.Contains(req.Subject.Organization, request.MastersGroup) {
+			return forbidden(fmt.Sprintf("use of %s signer with system:masters group is not allowed", kubeAPIServerClientSigner))
+		}
+	case a.Operation == request.Update && a.Subresource == "approval" && old != nil:
+		if !s.mayOnSigner(ctx, a.User, "approve", old.GetSpec().GetSignerName()) {
+			return forbidden(fmt.Sprintf("user not permitted to approve requests with signerName %q", old.GetSpec().GetSignerName()))
+		}
+	case a.Operation == request.Update && a.Subresource == "status" && old != nil && csr != nil:
+		same := bytes.Equal(csr.GetStatus().GetCertificate(), old.GetStatus().GetCertificate()) &&
+			slices.EqualFunc(csr.GetStatus().GetConditions(), old.GetStatus().GetConditions(), func(x, y *certificatesv1.CertificateSigningRequestCondition) bool { return proto.Equal(x, y) })
+		if !same && !s.mayOnSigner(ctx, a.User, "sign", old.GetSpec().GetSignerName()) {
+			return forbidden(fmt.Sprintf("user not permitted to sign requests with signerName %q", old.GetSpec().GetSignerName()))
+		}
+	}
+	return nil
+}
+
+// mayOnSigner asks the authorizer whether u may verb the signer, by its
+// name or its domain's wildcard.
+func (s *Server) mayOnSigner(ctx context.Context, u request.User, verb, signer string) bool {
+	domain, _, _ := strings.Cut(signer, "/")
+	for _, name := range []string{signer, domain + "/*"} {
+		d, err := s.cfg.Authorizer.Authorize(ctx, request.Attributes{User: u, Verb: verb, APIGroup: "certificates.k8s.io", APIVersion: "*", Resource: "signers", Name: name})
+		if err == nil && d.Allowed {
+			return true
+		}
+	}
+	return false
 }

@@ -5,6 +5,7 @@
 package apiserver
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -20,6 +21,7 @@ import (
 
 	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/request"
 )
 
 // testCSRPEM is a PEM certificate request for e2e.example.com.
@@ -198,5 +200,59 @@ func TestCSRValidation(t *testing.T) {
 				t.Errorf("causes:\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// noSigners lets everyone do anything but approve or sign for a signer:
+// only admin may.
+type noSigners struct{}
+
+func (noSigners) Authorize(_ context.Context, a request.Attributes) (request.Decision, error) {
+	return request.Decision{Allowed: a.Resource != "signers" || a.User.Name == "admin"}, nil
+}
+
+func TestCSRAdmission(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Authorizer = noSigners{} })
+	csrs := certificatesv1.NewCertificateSigningRequestServiceClient(e.conn)
+	cr, err := csrs.CreateCertificateSigningRequest(as(t, "bob"), &certificatesv1.CreateCertificateSigningRequestRequest{CertificateSigningRequest: testCSR(t, "c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve := proto.Clone(cr.GetCertificateSigningRequest()).(*certificatesv1.CertificateSigningRequest)
+	approve.Status = &certificatesv1.CertificateSigningRequestStatus{Conditions: []*certificatesv1.CertificateSigningRequestCondition{{Type: "Approved", Status: "True"}}}
+	_, err = csrs.UpdateCertificateSigningRequestApproval(as(t, "bob"), &certificatesv1.UpdateCertificateSigningRequestApprovalRequest{Name: "c", CertificateSigningRequest: approve})
+	se := wantReason(t, err, apierrors.ReasonForbidden)
+	if want := `certificatesigningrequests.certificates.k8s.io "c" is forbidden: user not permitted to approve requests with signerName "example.com/e2e"`; se.Message != want {
+		t.Errorf("message: got %q, want %q", se.Message, want)
+	}
+	if _, err := csrs.UpdateCertificateSigningRequestApproval(admin(t), &certificatesv1.UpdateCertificateSigningRequestApprovalRequest{Name: "c", CertificateSigningRequest: approve}); err != nil {
+		t.Fatal(err)
+	}
+	sign := proto.Clone(approve).(*certificatesv1.CertificateSigningRequest)
+	sign.Metadata.ResourceVersion = ""
+	sign.Status.Certificate = testCertPEM(t)
+	_, err = csrs.UpdateCertificateSigningRequestStatus(as(t, "bob"), &certificatesv1.UpdateCertificateSigningRequestStatusRequest{Name: "c", CertificateSigningRequest: sign})
+	se = wantReason(t, err, apierrors.ReasonForbidden)
+	if want := `user not permitted to sign requests with signerName "example.com/e2e"`; !strings.Contains(se.Message, want) {
+		t.Errorf("message: got %q, want it to contain %q", se.Message, want)
+	}
+
+	// No system:masters client certificate from kube-apiserver's signer.
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "root", Organization: []string{"system:masters"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masters := testCSR(t, "masters")
+	masters.Spec.Request = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	masters.Spec.SignerName = "kubernetes.io/kube-apiserver-client"
+	masters.Spec.Usages = []string{"client auth"}
+	_, err = csrs.CreateCertificateSigningRequest(admin(t), &certificatesv1.CreateCertificateSigningRequestRequest{CertificateSigningRequest: masters})
+	se = wantReason(t, err, apierrors.ReasonForbidden)
+	if want := "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"; !strings.Contains(se.Message, want) {
+		t.Errorf("message: got %q, want it to contain %q", se.Message, want)
 	}
 }

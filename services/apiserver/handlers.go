@@ -265,6 +265,9 @@ func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admiss
 		if err := s.admitClaim(ctx, a, false); err != nil {
 			return err
 		}
+		if err := s.plugin(ctx, "CertificateApproval", a.Resource == "certificatesigningrequests", func(ctx context.Context) error { return s.admitCertificates(ctx, a) }); err != nil {
+			return err
+		}
 		for _, p := range s.cfg.Validating {
 			if _, ok := p.(*authz.NodeRestriction); ok {
 				if err := p.Validate(ctx, a); err != nil {

@@ -39,6 +39,10 @@ func TestKubectlEventsAPI(t *testing.T) {
 			k.ok([]string{"get", "events", "e1", "-o", "jsonpath={.apiVersion} {.message} {.involvedObject.name} {.reportingComponent}"},
 				"v1 This is e1 mypod test-controller")
 			k.ok([]string{"events"}, "Test", "Pod/mypod", "This is e2")
+			// A watch through events.k8s.io (the API service's JSON watch
+			// stream) converts each event.
+			k.ok([]string{"get", "--raw", "/apis/events.k8s.io/v1/namespaces/default/events?watch=1&timeoutSeconds=1"},
+				`"type":"ADDED"`, `"apiVersion":"events.k8s.io/v1"`, `"note":"This is e1"`, `"regarding":{`)
 			k.ok([]string{"api-resources", "--api-group=events.k8s.io"}, "events", "events.k8s.io/v1", "Event")
 
 			// A patch through events.k8s.io, seen through core/v1.

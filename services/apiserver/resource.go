@@ -126,8 +126,11 @@ func meta(obj proto.Message) *metav1.ObjectMeta {
 	return m.Mutable(fd).Message().Interface().(*metav1.ObjectMeta)
 }
 
-// setTypeMeta fills apiVersion and kind.
+// setTypeMeta fills apiVersion and kind: the stored resource's for a view,
+// whose objects are the stored resource's messages (its handlers convert
+// what they answer).
 func setTypeMeta(r *resourceInfo, obj proto.Message) {
+	r = r.storedAs()
 	m := obj.ProtoReflect()
 	fields := m.Descriptor().Fields()
 	m.Set(fields.ByName("api_version"), protoreflect.ValueOfString(r.APIVersion()))

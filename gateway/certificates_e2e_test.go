@@ -50,6 +50,7 @@ func TestKubectlCertificateSigningRequests(t *testing.T) {
 
 			k.ok([]string{"certificate", "approve", "a"}, "certificatesigningrequest.certificates.k8s.io/a approved")
 			k.ok([]string{"get", "csr", "a", "-o", "jsonpath={.status.conditions[0].type} {.status.conditions[0].reason}"}, "Approved KubectlApprove")
+			k.ok([]string{"describe", "csr", "a"}, "Requesting User:", "admin", "Signer:", "example.com/test", "Requested Duration:", "60m", "Status:", "Approved", "Common Name:", "a.example.com")
 			k.ok([]string{"certificate", "deny", "b"}, "certificatesigningrequest.certificates.k8s.io/b denied")
 			k.ok([]string{"get", "csr", "b"}, "Denied")
 			// kubectl will not approve a denied request, even with --force.

@@ -306,9 +306,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 		}
 		return
-	case r.Method == http.MethodGet && !t.watch && t.sub == "status" && t.name != "":
-		// The status subresource reads the whole object, as in Kubernetes.
-		if !t.hasStatus() {
+	case r.Method == http.MethodGet && !t.watch && (t.sub == "status" || t.sub == "approval") && t.name != "":
+		// The status and approval subresources read the whole object, as
+		// in Kubernetes.
+		if (t.sub == "status" && !t.hasStatus()) || (t.sub == "approval" && t.res.Methods["updateApproval"] == nil) {
 			writeError(w, notFound())
 			return
 		}

@@ -78,6 +78,11 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 	case "":
 	case "status":
 		putPath = t.itemPath("status")
+	case "approval":
+		if t.res.Methods["updateApproval"] == nil {
+			return notFound()
+		}
+		putPath = t.itemPath("approval")
 	case "scale":
 		getPath, putPath = t.itemPath("scale"), t.itemPath("scale")
 		gvk = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}

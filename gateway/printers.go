@@ -17,8 +17,10 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -85,6 +87,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return row(obj.Name, string(obj.Status.Phase), since(obj.CreationTimestamp)), nil
 	case *corev1.Event:
 		return printEvent(obj, now), nil
+	case *eventsv1.Event:
+		return printEventsV1(obj, now), nil
 	case *corev1.Service:
 		return row(obj.Name, string(obj.Spec.Type), serviceClusterIP(obj), serviceExternalIP(obj), orNone(servicePorts(obj.Spec.Ports)),
 			since(obj.CreationTimestamp), orNone(labels.FormatLabels(obj.Spec.Selector))), nil
@@ -154,6 +158,8 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return printJob(obj, now), nil
 	case *batchv1.CronJob:
 		return printCronJob(obj, now), nil
+	case *certificatesv1.CertificateSigningRequest:
+		return printCSR(obj, now), nil
 	case *coordinationv1.Lease:
 		holder := ""
 		if obj.Spec.HolderIdentity != nil {
@@ -311,4 +317,41 @@ func rowObject(o map[string]any, includeObject string) (any, bool) {
 	}
 	md, _ := o["metadata"].(map[string]any)
 	return map[string]any{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": md}, true
+}
+
+// printCSR prints a CertificateSigningRequest's SIGNERNAME, REQUESTOR,
+// REQUESTEDDURATION and CONDITION (Denied, else Approved, else Pending;
+// then ,Failed and ,Issued).
+func printCSR(csr *certificatesv1.CertificateSigningRequest, now time.Time) printedRow {
+	signer, requested := "<none>", "<none>"
+	if csr.Spec.SignerName != "" {
+		signer = csr.Spec.SignerName
+	}
+	if e := csr.Spec.ExpirationSeconds; e != nil {
+		requested = duration.HumanDuration(time.Duration(*e) * time.Second)
+	}
+	var approved, denied, failed bool
+	for _, c := range csr.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateApproved:
+			approved = true
+		case certificatesv1.CertificateDenied:
+			denied = true
+		case certificatesv1.CertificateFailed:
+			failed = true
+		}
+	}
+	cond := "Pending"
+	if denied {
+		cond = "Denied"
+	} else if approved {
+		cond = "Approved"
+	}
+	if failed {
+		cond += ",Failed"
+	}
+	if len(csr.Status.Certificate) > 0 {
+		cond += ",Issued"
+	}
+	return row(csr.Name, sinceTime(csr.CreationTimestamp.Time, now), signer, csr.Spec.Username, requested, cond)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 )
 
 // printPod prints a pod's READY, STATUS and RESTARTS as kubectl users know
@@ -339,4 +340,20 @@ func printEvent(e *corev1.Event, now time.Time) printedRow {
 		source += ", " + host
 	}
 	return row(last, e.Type, e.Reason, target, e.InvolvedObject.FieldPath, source, strings.TrimSpace(e.Message), first, int64(count), e.Name)
+}
+
+// printEventsV1 prints an events.k8s.io/v1 Event as kube-apiserver does:
+// converted to the one Event type both groups share, then as printEvent.
+func printEventsV1(e *eventsv1.Event, now time.Time) printedRow {
+	c := &corev1.Event{
+		ObjectMeta: e.ObjectMeta, InvolvedObject: e.Regarding, Related: e.Related,
+		Reason: e.Reason, Message: e.Note, Type: e.Type, Action: e.Action,
+		Source: e.DeprecatedSource, FirstTimestamp: e.DeprecatedFirstTimestamp, LastTimestamp: e.DeprecatedLastTimestamp,
+		Count: e.DeprecatedCount, EventTime: e.EventTime,
+		ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
+	}
+	if e.Series != nil {
+		c.Series = &corev1.EventSeries{Count: e.Series.Count, LastObservedTime: e.Series.LastObservedTime}
+	}
+	return printEvent(c, now)
 }

@@ -23,9 +23,11 @@ import (
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	_ "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	_ "github.com/kplane/kplane/proto/kplane/batch/v1"
+	_ "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	_ "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	_ "github.com/kplane/kplane/proto/kplane/core/v1"
 	_ "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	_ "github.com/kplane/kplane/proto/kplane/events/v1"
 	_ "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	_ "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	_ "github.com/kplane/kplane/proto/kplane/networking/v1"
@@ -244,6 +246,8 @@ func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
 				verb = "updateStatus"
 			case strings.HasSuffix(path, "/scale"):
 				verb = "updateScale"
+			case strings.HasSuffix(path, "/approval"):
+				verb = "updateApproval"
 			default:
 				verb = "update"
 			}
@@ -310,15 +314,16 @@ var shortNames = map[string][]string{
 	"pods": {"po"}, "deployments": {"deploy"}, "replicasets": {"rs"}, "namespaces": {"ns"},
 	"nodes": {"no"}, "events": {"ev"}, "services": {"svc"}, "endpoints": {"ep"},
 	"configmaps": {"cm"}, "serviceaccounts": {"sa"}, "poddisruptionbudgets": {"pdb"}, "daemonsets": {"ds"}, "statefulsets": {"sts"},
-	"cronjobs":                  {"cj"},
-	"replicationcontrollers":    {"rc"},
-	"ingresses":                 {"ing"},
-	"networkpolicies":           {"netpol"},
-	"customresourcedefinitions": {"crd", "crds"},
-	"resourcequotas":            {"quota"},
-	"limitranges":               {"limits"},
-	"priorityclasses":           {"pc"},
-	"persistentvolumeclaims":    {"pvc"}, "persistentvolumes": {"pv"}, "storageclasses": {"sc"},
+	"cronjobs":                   {"cj"},
+	"replicationcontrollers":     {"rc"},
+	"ingresses":                  {"ing"},
+	"networkpolicies":            {"netpol"},
+	"customresourcedefinitions":  {"crd", "crds"},
+	"resourcequotas":             {"quota"},
+	"limitranges":                {"limits"},
+	"certificatesigningrequests": {"csr"},
+	"priorityclasses":            {"pc"},
+	"persistentvolumeclaims":     {"pvc"}, "persistentvolumes": {"pv"}, "storageclasses": {"sc"},
 	"horizontalpodautoscalers": {"hpa"},
 }
 

@@ -27,9 +27,11 @@ import (
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	eventsv1 "github.com/kplane/kplane/proto/kplane/events/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
@@ -79,6 +81,8 @@ var services = []registration{
 	register(batchv1.RegisterJobServiceHandlerClient, batchv1.NewJobServiceClient),
 	register(batchv1.RegisterCronJobServiceHandlerClient, batchv1.NewCronJobServiceClient),
 	register(discoveryv1.RegisterEndpointSliceServiceHandlerClient, discoveryv1.NewEndpointSliceServiceClient),
+	register(eventsv1.RegisterEventServiceHandlerClient, eventsv1.NewEventServiceClient),
+	register(certificatesv1.RegisterCertificateSigningRequestServiceHandlerClient, certificatesv1.NewCertificateSigningRequestServiceClient),
 	register(corev1.RegisterPodTemplateServiceHandlerClient, corev1.NewPodTemplateServiceClient),
 	register(networkingv1.RegisterIngressServiceHandlerClient, networkingv1.NewIngressServiceClient),
 	register(networkingv1.RegisterIngressClassServiceHandlerClient, networkingv1.NewIngressClassServiceClient),

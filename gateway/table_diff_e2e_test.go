@@ -113,6 +113,7 @@ func TestTablesLikeKubernetes(t *testing.T) {
 		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true, "PriorityClass": true}
 	clusterScoped["PersistentVolume"], clusterScoped["StorageClass"] = true, true
 	clusterScoped["FlowSchema"], clusterScoped["PriorityLevelConfiguration"] = true, true
+	clusterScoped["CertificateSigningRequest"] = true
 	ago := regexp.MustCompile(`\(\S+ ago\)`)
 	uid := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// compare reads path as a Table and lists how its cells differ from

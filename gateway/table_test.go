@@ -60,6 +60,18 @@ func TestTableRowsMatchKubernetes(t *testing.T) {
 	for _, rec := range recorded {
 		t.Run(rec.Resource+"/"+rec.Name, func(t *testing.T) {
 			res := byResource[rec.Resource]
+			// A resource served in two groups (events, core/v1 and
+			// events.k8s.io/v1) by its object's apiVersion.
+			if len(rec.Table.Rows) == 1 {
+				av, _ := rec.Table.Rows[0].Object["apiVersion"].(string)
+				group, version, ok := strings.Cut(av, "/")
+				if !ok {
+					group, version = "", av
+				}
+				if tab.lookup(group, version, rec.Resource) != nil {
+					res = tab.lookup(group, version, rec.Resource)
+				}
+			}
 			if strings.HasSuffix(rec.Resource, "/scale") {
 				res = tab.scale
 			}

@@ -20,9 +20,11 @@ import (
 	appsk8s "k8s.io/api/apps/v1"
 	authorizationk8s "k8s.io/api/authorization/v1"
 	autoscalingk8s "k8s.io/api/autoscaling/v1"
+	certificatesk8s "k8s.io/api/certificates/v1"
 	coordinationk8s "k8s.io/api/coordination/v1"
 	corek8s "k8s.io/api/core/v1"
 	discoveryk8s "k8s.io/api/discovery/v1"
+	eventsk8s "k8s.io/api/events/v1"
 	networkingk8s "k8s.io/api/networking/v1"
 	nodek8s "k8s.io/api/node/v1"
 	rback8s "k8s.io/api/rbac/v1"
@@ -40,9 +42,11 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	eventsv1 "github.com/kplane/kplane/proto/kplane/events/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
@@ -101,6 +105,9 @@ func servedKinds() []struct {
 		{&storagek8s.CSIDriver{}, &storagev1.CSIDriver{}}, {&storagek8s.CSIDriverList{}, &storagev1.CSIDriverList{}},
 		{&storagek8s.CSINode{}, &storagev1.CSINode{}}, {&storagek8s.CSINodeList{}, &storagev1.CSINodeList{}},
 		{&storagek8s.VolumeAttachment{}, &storagev1.VolumeAttachment{}}, {&storagek8s.VolumeAttachmentList{}, &storagev1.VolumeAttachmentList{}},
+		{&eventsk8s.Event{}, &eventsv1.Event{}}, {&eventsk8s.EventList{}, &eventsv1.EventList{}},
+		{&certificatesk8s.CertificateSigningRequest{}, &certificatesv1.CertificateSigningRequest{}},
+		{&certificatesk8s.CertificateSigningRequestList{}, &certificatesv1.CertificateSigningRequestList{}},
 	}
 }
 

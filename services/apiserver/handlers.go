@@ -19,6 +19,7 @@ import (
 	"github.com/kplane/kplane/internal/telemetry"
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -226,6 +227,10 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 			oldObj, _ := old.(*dynamicv1.Object)
 			return validateCustom(ctx, r, o, oldObj)
 		}
+		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+			oc, _ := old.(*certificatesv1.CertificateSigningRequest)
+			return invalid(r, meta(csr).GetName(), validateCSR(r, csr, oc, c.attrs.Subresource))
+		}
 		if c.attrs.Subresource == "status" {
 			return validateStatusUpdate(r, obj, old)
 		}
@@ -258,6 +263,9 @@ func (s *Server) admitValidating(ctx context.Context, c *call, a *request.Admiss
 			return err
 		}
 		if err := s.admitClaim(ctx, a, false); err != nil {
+			return err
+		}
+		if err := s.plugin(ctx, "CertificateApproval", a.Resource == "certificatesigningrequests", func(ctx context.Context) error { return s.admitCertificates(ctx, a) }); err != nil {
 			return err
 		}
 		for _, p := range s.cfg.Validating {

@@ -32,12 +32,33 @@ type resourceInfo struct {
 	// custom is set for a custom resource (crregistry.go): its objects are
 	// dynamic.v1.Objects, stored as JSON under storagePath.
 	custom *customResource
+	// stored is set for a view of another group's resource (eventsview.go:
+	// events.k8s.io/v1 events are core/v1 events): its objects are the
+	// stored resource's messages, under the same keys, encrypted by the
+	// same rule and served from the same watch cache; requests through it
+	// are authorized, audited, admitted and validated as its own group's.
+	stored *resourceInfo
+	// fieldLabel, for a view, turns a field selector's label into the
+	// stored resource's (false: the label is not supported).
+	fieldLabel func(label string) (string, bool)
+}
+
+// storedAs is the resource whose objects r's are: r itself, or the stored
+// resource of a view.
+func (r *resourceInfo) storedAs() *resourceInfo {
+	if r.stored != nil {
+		return r.stored
+	}
+	return r
 }
 
 // storagePath is the resource's part of its keys: the plural for a
 // built-in, <group>/<plural> for a custom resource, as kube-apiserver
 // keys them.
 func (r *resourceInfo) storagePath() string {
+	if r.stored != nil {
+		return r.stored.storagePath()
+	}
 	if r.custom != nil {
 		return r.Group + "/" + r.Resource
 	}
@@ -105,8 +126,11 @@ func meta(obj proto.Message) *metav1.ObjectMeta {
 	return m.Mutable(fd).Message().Interface().(*metav1.ObjectMeta)
 }
 
-// setTypeMeta fills apiVersion and kind.
+// setTypeMeta fills apiVersion and kind: the stored resource's for a view,
+// whose objects are the stored resource's messages (its handlers convert
+// what they answer).
 func setTypeMeta(r *resourceInfo, obj proto.Message) {
+	r = r.storedAs()
 	m := obj.ProtoReflect()
 	fields := m.Descriptor().Fields()
 	m.Set(fields.ByName("api_version"), protoreflect.ValueOfString(r.APIVersion()))

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -45,8 +46,15 @@ func fieldSet(obj proto.Message) fields.Set {
 		set["involvedObject.fieldPath"] = io.GetFieldPath()
 		set["reason"] = o.GetReason()
 		set["reportingComponent"] = o.GetReportingController()
+		// As Kubernetes: an Event without a source (written through
+		// events.k8s.io/v1) is selected by its reporting controller.
 		set["source"] = o.GetSource().GetComponent()
+		if set["source"] == "" {
+			set["source"] = o.GetReportingController()
+		}
 		set["type"] = o.GetType()
+	case *certificatesv1.CertificateSigningRequest:
+		set["spec.signerName"] = o.GetSpec().GetSignerName()
 	case *corev1.Node:
 		set["spec.unschedulable"] = strconv.FormatBool(o.GetSpec().GetUnschedulable())
 	case *corev1.Namespace:
@@ -90,6 +98,20 @@ func parseSelectorFor(r *resourceInfo, ns, labelSel, fieldSel string, selectable
 		fs, err := fields.ParseSelector(fieldSel)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("invalid field selector: %v", err))
+		}
+		if r.fieldLabel != nil {
+			// A view's labels name its own fields: turned into the stored
+			// resource's, as Kubernetes' field label conversion does.
+			fs, err = fs.Transform(func(label, value string) (string, string, error) {
+				l, ok := r.fieldLabel(label)
+				if !ok {
+					return "", "", fmt.Errorf("field label not supported: %s", label)
+				}
+				return l, value, nil
+			})
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
 		}
 		known := fieldSet(r.New())
 		if r.custom != nil {

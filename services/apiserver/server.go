@@ -183,6 +183,9 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	resources map[string]*resourceInfo
+	// views are the resources served as another group's stored ones
+	// (resourceInfo.stored), by "<group>/<resource>".
+	views map[string]*resourceInfo
 	// crs holds the custom resources served (crregistry.go).
 	crs       *crRegistry
 	store     *storage
@@ -259,6 +262,7 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
+	s.views = map[string]*resourceInfo{"events.k8s.io/events": eventsView(s.resources["events"])}
 	convs, err := conversion.NewCRConverterFactory(endpointResolver{s}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: conversion webhooks: %w", err)
@@ -396,7 +400,7 @@ func (s *Server) cacherFor(r *resourceInfo) *cacher {
 	if r.custom != nil {
 		return r.custom.cacher
 	}
-	return s.cachers[r.Resource]
+	return s.cachers[r.storedAs().Resource]
 }
 
 // Addr is the address the service listens on.

@@ -56,7 +56,7 @@ type storage struct {
 // expire. A shared lease the store no longer knows (revoked, or lost with a
 // restored store) is dropped and the write tried once more with a new one.
 func (s *storage) commitPut(ctx context.Context, r *resourceInfo, txn func(opts ...clientv3.OpOption) clientv3.Txn) (*clientv3.TxnResponse, error) {
-	ttl := s.ttls[r.Resource]
+	ttl := s.ttls[r.storedAs().Resource]
 	if ttl <= 0 || r.custom != nil {
 		return txn().Commit()
 	}
@@ -119,7 +119,7 @@ func (s *storage) encode(r *resourceInfo, key string, obj proto.Message) ([]byte
 	if len(b)-len(storageMagic) > maxObjectBytes {
 		return nil, apierrors.NewRequestEntityTooLarge(fmt.Sprintf("limit is %d bytes", maxObjectBytes))
 	}
-	if t := s.enc.For(r.Resource, r.Group); t != nil {
+	if t := s.enc.For(r.storedAs().Resource, r.storedAs().Group); t != nil {
 		if b, err = t.ToStorage(key, b); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
@@ -140,7 +140,7 @@ func (s *storage) decode(r *resourceInfo, key string, value []byte, rev int64) (
 // fromStorage undoes encryption at rest, if any, and checks and strips the
 // storage format's marker.
 func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte, error) {
-	if t := s.enc.For(r.Resource, r.Group); t != nil {
+	if t := s.enc.For(r.storedAs().Resource, r.storedAs().Group); t != nil {
 		var err error
 		if value, err = t.FromStorage(key, value); err != nil {
 			return nil, apierrors.NewInternalError(err)

@@ -160,12 +160,8 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 			errs = append(errs, validateQuantity(v, field.NewPath("status", "allocatable").Key(k))...)
 		}
 	case *corev1.Event:
-		if o.GetInvolvedObject() == nil {
-			errs = append(errs, field.Required(field.NewPath("involvedObject"), ""))
-		} else if ns := o.GetInvolvedObject().GetNamespace(); ns != "" && ns != meta(o).GetNamespace() {
-			errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace"))
-		}
-		errs = append(errs, validateEnum(o.GetType(), field.NewPath("type"), false, "Normal", "Warning")...)
+		oe, _ := old.(*corev1.Event)
+		errs = append(errs, validateEvent(r, o, oe)...)
 	case *coordinationv1.Lease:
 		// A Lease may come without a spec (Kubernetes takes one).
 		if sp := o.GetSpec(); sp != nil {
@@ -311,7 +307,9 @@ func invalid(r *resourceInfo, name string, errs field.ErrorList) error {
 	for _, e := range errs {
 		causes = append(causes, apierrors.Cause{Type: string(e.Type), Message: e.ErrorBody(), Field: e.Field})
 	}
-	return apierrors.NewInvalid(r.Group, r.Kind, name, causes)
+	// Kubernetes names the kind of the stored object (a view's requests
+	// too: "Event", not "Event.events.k8s.io").
+	return apierrors.NewInvalid(r.storedAs().Group, r.storedAs().Kind, name, causes)
 }
 
 // nameValidator is the rule for an object's name: DNS-1123 labels for
@@ -321,23 +319,31 @@ func nameValidator(r *resourceInfo) func(string) []string {
 	if r.custom != nil {
 		return validation.IsDNS1123Subdomain // a custom resource's plural may be a built-in's
 	}
+	if (r.Resource == "events" && r.Group == "") || r.Resource == "certificatesigningrequests" {
+		// Through core/v1 an Event's name, and a CertificateSigningRequest's,
+		// is only a path segment.
+		return pathSegmentName
+	}
 	switch r.Resource {
 	case "namespaces", "statefulsets":
 		return validation.IsDNS1123Label
 	case "services":
 		return validation.IsDNS1035Label
 	case "roles", "clusterroles", "rolebindings", "clusterrolebindings":
-		return func(s string) []string {
-			if s == "." || s == ".." {
-				return []string{fmt.Sprintf("may not be '%s'", s)}
-			}
-			if strings.ContainsAny(s, "/%") {
-				return []string{`may not contain '/' or '%'`}
-			}
-			return nil
-		}
+		return pathSegmentName
 	}
 	return validation.IsDNS1123Subdomain
+}
+
+// pathSegmentName is the rule for a name that need only be a path segment.
+func pathSegmentName(s string) []string {
+	if s == "." || s == ".." {
+		return []string{fmt.Sprintf("may not be '%s'", s)}
+	}
+	if strings.ContainsAny(s, "/%") {
+		return []string{`may not contain '/' or '%'`}
+	}
+	return nil
 }
 
 func validateMeta(r *resourceInfo, m *metav1.ObjectMeta, p *field.Path) field.ErrorList {

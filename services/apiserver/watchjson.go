@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
@@ -29,6 +30,9 @@ type watchStreamService struct {
 func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, stream watchstreamv1.WatchStreamService_StreamWatchServer) error {
 	r := x.s.resources[req.GetResource()]
 	if r == nil || r.Group != req.GetGroup() {
+		r = x.s.views[req.GetGroup()+"/"+req.GetResource()]
+	}
+	if r == nil || r.Group != req.GetGroup() {
 		r = x.s.crs.lookup(req.GetGroup(), req.GetResource())
 	}
 	if r == nil || r.Group != req.GetGroup() || r.Version != req.GetVersion() {
@@ -41,7 +45,12 @@ func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, 
 		TimeoutSeconds: req.GetTimeoutSeconds(),
 	}
 	err := x.s.runWatch(stream.Context(), r, req.GetNamespace(), opts, watchSink{
-		encode: func(e *watchEvent) (any, trace.SpanContext, error) { return e.jsonLine(r) },
+		encode: func(e *watchEvent) (any, trace.SpanContext, error) {
+			if r.stored != nil {
+				return viewJSONLine(r, e)
+			}
+			return e.jsonLine(r)
+		},
 		send: func(v any) error {
 			for _, chunk := range v.([]*preEncoded) {
 				if err := stream.SendMsg(chunk); err != nil {
@@ -81,6 +90,32 @@ func (e *watchEvent) jsonLine(r *resourceInfo) ([]*preEncoded, trace.SpanContext
 		}
 	})
 	return e.jsonChunks, e.jsonSC, e.jsonErr
+}
+
+// viewJSONLine is jsonLine for a watcher of a view (eventsview.go): the
+// event's object converted to the view's group version and rendered for
+// this watcher alone (the shared rendering is the stored resource's).
+func viewJSONLine(r *resourceInfo, e *watchEvent) ([]*preEncoded, trace.SpanContext, error) {
+	obj := e.obj
+	if e.typ == eventBookmark {
+		obj = e.bookmark(r)
+	}
+	if c, ok := obj.(*corev1.Event); ok && r.Group == eventsGroup {
+		obj = eventFromCore(c)
+	}
+	line, err := renderWatchLine(e.typ, obj)
+	if err != nil {
+		return nil, trace.SpanContext{}, err
+	}
+	var chunks []*preEncoded
+	for off := 0; off < len(line); off += watchChunk {
+		b, err := proto.Marshal(&watchstreamv1.StreamWatchResponse{Data: line[off:min(off+watchChunk, len(line))]})
+		if err != nil {
+			return nil, trace.SpanContext{}, err
+		}
+		chunks = append(chunks, newPreEncoded(b))
+	}
+	return chunks, trace.SpanContext{}, nil
 }
 
 // renderWatchLine renders {"type":typ,"object":obj} and a newline.

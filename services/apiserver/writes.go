@@ -18,6 +18,7 @@ import (
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
@@ -67,6 +68,9 @@ func (s *Server) create(ctx context.Context, r *resourceInfo, ns string, obj pro
 	setTypeMeta(r, obj)
 	generated := m.Name == "" && m.GenerateName != ""
 	prepareForCreate(r, obj)
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		prepareCSRCreate(csr, c.attrs.User)
+	}
 	for attempt := 0; ; attempt++ {
 		try := obj
 		if generated {
@@ -93,6 +97,10 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 	m.DeletionTimestamp = nil
 	m.DeletionGracePeriodSeconds = nil
 	switch o := obj.(type) {
+	case *corev1.Event, *certificatesv1.CertificateSigningRequest:
+		// Kubernetes' Event and CertificateSigningRequest strategies keep
+		// no generation: it stays 0 (omitted) through every write.
+		m.Generation = 0
 	case *corev1.Pod:
 		// Status belongs to the node agent; a new pod is Pending.
 		o.Status = &corev1.PodStatus{Phase: "Pending"}
@@ -301,8 +309,11 @@ func prepareForUpdate(r *resourceInfo, obj, old proto.Message) {
 	// templates, a list it replaces whole, sends them undefaulted).
 	defaulted := proto.Clone(obj)
 	setDefaults(defaulted)
-	if !specEqual(defaulted, old) {
+	if m.Generation != 0 && !specEqual(defaulted, old) {
 		m.Generation++
+	}
+	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
+		prepareCSRUpdate(csr, old.(*certificatesv1.CertificateSigningRequest))
 	}
 	if es, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		prepareEndpointSliceWrite(es, old.(*discoveryv1.EndpointSlice))
@@ -402,7 +413,7 @@ func (s *Server) tryUpdate(ctx context.Context, c *call, r *resourceInfo, name, 
 	if err := s.mutate(ctx, c, adm); err != nil {
 		return nil, err
 	}
-	if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" {
+	if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" || adm.Subresource == "approval" {
 		if err := s.validate(ctx, c, r, n, old); err != nil {
 			return nil, err
 		}
@@ -453,6 +464,9 @@ func (s *Server) updateStatus(ctx context.Context, r *resourceInfo, ns, name str
 		}
 		n := proto.Clone(old)
 		copyField(n, obj, "status")
+		if csr, ok := n.(*certificatesv1.CertificateSigningRequest); ok {
+			prepareCSRStatus(csr, old.(*certificatesv1.CertificateSigningRequest))
+		}
 		if pv, ok := n.(*corev1.PersistentVolume); ok {
 			preparePersistentVolumeStatus(pv, old.(*corev1.PersistentVolume))
 		}

@@ -10,9 +10,11 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
+	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
 	coordinationv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
+	eventsv1 "github.com/kplane/kplane/proto/kplane/events/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
 	nodev1 "github.com/kplane/kplane/proto/kplane/node/v1"
@@ -165,6 +167,12 @@ func builtinResources() []*resourceInfo {
 			Namespaced: true, HasStatus: false, HasScale: false, HasBinding: false,
 			AllowUnconditionalUpdate: true, Graceful: false,
 			New: func() proto.Message { return &discoveryv1.EndpointSlice{} },
+		},
+		{
+			Group: "certificates.k8s.io", Version: "v1", Kind: "CertificateSigningRequest", Resource: "certificatesigningrequests",
+			Namespaced: false, HasStatus: true, HasScale: false, HasBinding: false,
+			AllowUnconditionalUpdate: true, Graceful: false,
+			New: func() proto.Message { return &certificatesv1.CertificateSigningRequest{} },
 		},
 		{
 			Group: "networking.k8s.io", Version: "v1", Kind: "Ingress", Resource: "ingresses",
@@ -339,6 +347,8 @@ func registerServices(gs *grpc.Server, s *Server) {
 	batchv1.RegisterJobServiceServer(gs, &jobService{s: s, r: s.resources["jobs"]})
 	batchv1.RegisterCronJobServiceServer(gs, &cronJobService{s: s, r: s.resources["cronjobs"]})
 	discoveryv1.RegisterEndpointSliceServiceServer(gs, &endpointSliceService{s: s, r: s.resources["endpointslices"]})
+	certificatesv1.RegisterCertificateSigningRequestServiceServer(gs, &certificateSigningRequestService{s: s, r: s.resources["certificatesigningrequests"]})
+	eventsv1.RegisterEventServiceServer(gs, &eventsv1EventView{s: s, r: s.views["events.k8s.io/events"]})
 	networkingv1.RegisterIngressServiceServer(gs, &ingressService{s: s, r: s.resources["ingresses"]})
 	networkingv1.RegisterIngressClassServiceServer(gs, &ingressClassService{s: s, r: s.resources["ingressclasses"]})
 	networkingv1.RegisterNetworkPolicyServiceServer(gs, &networkPolicyService{s: s, r: s.resources["networkpolicies"]})
@@ -2319,6 +2329,98 @@ func (x *endpointSliceService) DeleteEndpointSlice(ctx context.Context, req *dis
 		return nil, toGRPC(err)
 	}
 	return &discoveryv1.DeleteEndpointSliceResponse{EndpointSlice: obj.(*discoveryv1.EndpointSlice)}, nil
+}
+
+type certificateSigningRequestService struct {
+	certificatesv1.UnimplementedCertificateSigningRequestServiceServer
+	s *Server
+	r *resourceInfo
+}
+
+func (x *certificateSigningRequestService) GetCertificateSigningRequest(ctx context.Context, req *certificatesv1.GetCertificateSigningRequestRequest) (*certificatesv1.GetCertificateSigningRequestResponse, error) {
+	obj, err := x.s.get(ctx, x.r, "", req.GetName(), req.GetResourceVersion())
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &certificatesv1.GetCertificateSigningRequestResponse{CertificateSigningRequest: obj.(*certificatesv1.CertificateSigningRequest)}, nil
+}
+
+func (x *certificateSigningRequestService) ListCertificateSigningRequests(ctx context.Context, req *certificatesv1.ListCertificateSigningRequestsRequest) (*certificatesv1.ListCertificateSigningRequestsResponse, error) {
+	items, lm, err := x.s.list(ctx, x.r, "", listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		Limit: req.GetLimit(), Continue: req.GetContinue(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	list := &certificatesv1.CertificateSigningRequestList{ApiVersion: x.r.APIVersion(), Kind: "CertificateSigningRequestList", Metadata: lm, Items: make([]*certificatesv1.CertificateSigningRequest, len(items))}
+	for i, it := range items {
+		list.Items[i] = it.(*certificatesv1.CertificateSigningRequest)
+	}
+	return &certificatesv1.ListCertificateSigningRequestsResponse{List: list}, nil
+}
+
+func (x *certificateSigningRequestService) WatchCertificateSigningRequests(req *certificatesv1.WatchCertificateSigningRequestsRequest, stream certificatesv1.CertificateSigningRequestService_WatchCertificateSigningRequestsServer) error {
+	opts := listOptions{
+		LabelSelector: req.GetLabelSelector(), FieldSelector: req.GetFieldSelector(),
+		ResourceVersion: req.GetResourceVersion(), ResourceVersionMatch: req.GetResourceVersionMatch(),
+		AllowWatchBookmarks: req.GetAllowWatchBookmarks(), SendInitialEvents: req.SendInitialEvents,
+	}
+	if req.TimeoutSeconds != nil {
+		opts.TimeoutSeconds = req.GetTimeoutSeconds()
+	}
+	err := x.s.watch(stream.Context(), x.r, "", opts, func(typ string, obj proto.Message) proto.Message {
+		ev := &certificatesv1.WatchCertificateSigningRequestsResponse{Type: typ}
+		if obj != nil {
+			ev.Object = obj.(*certificatesv1.CertificateSigningRequest)
+		}
+		return ev
+	}, stream.SendMsg)
+	return toGRPC(err)
+}
+
+func (x *certificateSigningRequestService) CreateCertificateSigningRequest(ctx context.Context, req *certificatesv1.CreateCertificateSigningRequestRequest) (*certificatesv1.CreateCertificateSigningRequestResponse, error) {
+	obj, err := x.s.create(ctx, x.r, "", nilIfEmpty(req.GetCertificateSigningRequest()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &certificatesv1.CreateCertificateSigningRequestResponse{CertificateSigningRequest: obj.(*certificatesv1.CertificateSigningRequest)}, nil
+}
+
+func (x *certificateSigningRequestService) UpdateCertificateSigningRequest(ctx context.Context, req *certificatesv1.UpdateCertificateSigningRequestRequest) (*certificatesv1.UpdateCertificateSigningRequestResponse, error) {
+	obj, err := x.s.update(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCertificateSigningRequest()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &certificatesv1.UpdateCertificateSigningRequestResponse{CertificateSigningRequest: obj.(*certificatesv1.CertificateSigningRequest)}, nil
+}
+
+func (x *certificateSigningRequestService) DeleteCertificateSigningRequest(ctx context.Context, req *certificatesv1.DeleteCertificateSigningRequestRequest) (*certificatesv1.DeleteCertificateSigningRequestResponse, error) {
+	obj, err := x.s.delete(ctx, x.r, "", req.GetName(), deleteOptions{
+		GracePeriodSeconds: req.GracePeriodSeconds, PropagationPolicy: req.GetPropagationPolicy(),
+		Preconditions: req.GetPreconditions(), DryRun: req.GetDryRun(),
+	})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &certificatesv1.DeleteCertificateSigningRequestResponse{CertificateSigningRequest: obj.(*certificatesv1.CertificateSigningRequest)}, nil
+}
+
+func (x *certificateSigningRequestService) UpdateCertificateSigningRequestStatus(ctx context.Context, req *certificatesv1.UpdateCertificateSigningRequestStatusRequest) (*certificatesv1.UpdateCertificateSigningRequestStatusResponse, error) {
+	obj, err := x.s.updateStatus(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCertificateSigningRequest()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &certificatesv1.UpdateCertificateSigningRequestStatusResponse{CertificateSigningRequest: obj.(*certificatesv1.CertificateSigningRequest)}, nil
+}
+
+func (x *certificateSigningRequestService) UpdateCertificateSigningRequestApproval(ctx context.Context, req *certificatesv1.UpdateCertificateSigningRequestApprovalRequest) (*certificatesv1.UpdateCertificateSigningRequestApprovalResponse, error) {
+	obj, err := x.s.updateApproval(ctx, x.r, "", req.GetName(), nilIfEmpty(req.GetCertificateSigningRequest()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &certificatesv1.UpdateCertificateSigningRequestApprovalResponse{CertificateSigningRequest: obj.(*certificatesv1.CertificateSigningRequest)}, nil
 }
 
 type ingressService struct {

@@ -62,6 +62,14 @@ type resource struct {
 	// Eviction has the eviction subresource (pods): a POST of a policy/v1
 	// Eviction, answered with a Status.
 	Eviction bool
+	// Approval has the approval subresource (CertificateSigningRequests):
+	// a PUT of the object whose status.conditions are written.
+	Approval bool
+	// View: the resource is another group's stored resource seen in this
+	// group's version (events.k8s.io/v1 Event is core/v1 Event): it has no
+	// table entry of its own and no generated adaptor; the API service's
+	// hand-written <goalias><Kind>View converts at the edge.
+	View bool
 }
 
 func groups() []group {
@@ -96,6 +104,12 @@ func groups() []group {
 		}},
 		{Dir: "discovery", Name: "discovery.k8s.io", GoAlias: "discoveryv1", Resource: []resource{
 			{Kind: "EndpointSlice", Plural: "EndpointSlices", Resource: "endpointslices", Namespaced: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "certificates", Name: "certificates.k8s.io", GoAlias: "certificatesv1", Resource: []resource{
+			{Kind: "CertificateSigningRequest", Plural: "CertificateSigningRequests", Resource: "certificatesigningrequests", Status: true, Approval: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "events", Name: "events.k8s.io", GoAlias: "eventsv1", Resource: []resource{
+			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true, View: true},
 		}},
 		{Dir: "networking", Name: "networking.k8s.io", GoAlias: "networkingv1", Resource: []resource{
 			{Kind: "Ingress", Plural: "Ingresses", Resource: "ingresses", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},
@@ -294,6 +308,17 @@ service {{.Kind}}Service {
   rpc Update{{.Kind}}Status(Update{{.Kind}}StatusRequest) returns (Update{{.Kind}}StatusResponse) {
     option (google.api.http) = {
       put: "{{.Item $g}}/status"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+{{- end}}
+{{- if .Approval}}
+  // Update{{.Kind}}Approval writes the approval conditions of a {{.Kind}}
+  // (the approval subresource).
+  rpc Update{{.Kind}}Approval(Update{{.Kind}}ApprovalRequest) returns (Update{{.Kind}}ApprovalResponse) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}/approval"
       body: "{{.Field}}"
       response_body: "{{.Field}}"
     };
@@ -503,6 +528,25 @@ message Update{{.Kind}}StatusResponse {
   {{.Kind}} {{.Field}} = 1;
 }
 {{- end}}
+{{- if .Approval}}
+
+// Update{{.Kind}}ApprovalRequest carries the object whose
+// status.conditions are written; spec and the rest of status are ignored.
+message Update{{.Kind}}ApprovalRequest {
+{{- if .Namespaced}}
+  string namespace = 1;
+{{- end}}
+  string name = 2;
+  {{.Kind}} {{.Field}} = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Update{{.Kind}}ApprovalResponse carries the stored {{.Kind}}.
+message Update{{.Kind}}ApprovalResponse {
+  {{.Kind}} {{.Field}} = 1;
+}
+{{- end}}
 {{- if .Scale}}
 
 // Get{{.Kind}}ScaleRequest names the object.
@@ -692,14 +736,14 @@ import (
 // builtinResources is the table of every resource the service serves.
 func builtinResources() []*resourceInfo {
 	return []*resourceInfo{
-{{- range $g := .Groups}}{{range .Resource}}
+{{- range $g := .Groups}}{{range .Resource}}{{if not .View}}
 		{
 			Group: "{{$g.Name}}", Version: "{{$g.V}}", Kind: "{{.Kind}}", Resource: "{{.Resource}}",
 			Namespaced: {{.Namespaced}}, HasStatus: {{.Status}}, HasScale: {{.Scale}}, HasBinding: {{.Binding}},
 			AllowUnconditionalUpdate: {{.AllowUnconditionalUpdate}}, Graceful: {{.Graceful}},
 			New: func() proto.Message { return &{{$g.GoAlias}}.{{.Kind}}{} },
 		},
-{{- end}}{{end}}
+{{- end}}{{end}}{{end}}
 	}
 }
 
@@ -707,10 +751,14 @@ func builtinResources() []*resourceInfo {
 // routed to s's generic handlers.
 func registerServices(gs *grpc.Server, s *Server) {
 {{- range $g := .Groups}}{{range .Resource}}
+{{- if .View}}
+	{{$g.GoAlias}}.Register{{.Kind}}ServiceServer(gs, &{{$g.GoAlias}}{{.Kind}}View{s: s, r: s.views["{{$g.Name}}/{{.Resource}}"]})
+{{- else}}
 	{{$g.GoAlias}}.Register{{.Kind}}ServiceServer(gs, &{{.Kind | lower}}Service{s: s, r: s.resources["{{.Resource}}"]})
+{{- end}}
 {{- end}}{{end}}
 }
-{{range $g := .Groups}}{{range .Resource}}{{$k := .Kind}}{{$t := printf "%s.%s" $g.GoAlias .Kind}}{{$p := $g.GoAlias}}
+{{range $g := .Groups}}{{range .Resource}}{{if not .View}}{{$k := .Kind}}{{$t := printf "%s.%s" $g.GoAlias .Kind}}{{$p := $g.GoAlias}}
 type {{.Kind | lower}}Service struct {
 	{{$p}}.Unimplemented{{.Kind}}ServiceServer
 	s *Server
@@ -796,6 +844,16 @@ func (x *{{.Kind | lower}}Service) Update{{.Kind}}Status(ctx context.Context, re
 	return &{{$p}}.Update{{.Kind}}StatusResponse{ {{- .Kind}}: obj.(*{{$t}})}, nil
 }
 {{- end}}
+{{- if .Approval}}
+
+func (x *{{.Kind | lower}}Service) Update{{.Kind}}Approval(ctx context.Context, req *{{$p}}.Update{{.Kind}}ApprovalRequest) (*{{$p}}.Update{{.Kind}}ApprovalResponse, error) {
+	obj, err := x.s.updateApproval(ctx, x.r, {{if .Namespaced}}req.GetNamespace(){{else}}""{{end}}, req.GetName(), nilIfEmpty(req.Get{{.Kind}}()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &{{$p}}.Update{{.Kind}}ApprovalResponse{ {{- .Kind}}: obj.(*{{$t}})}, nil
+}
+{{- end}}
 {{- if .Scale}}
 
 func (x *{{.Kind | lower}}Service) Get{{.Kind}}Scale(ctx context.Context, req *{{$p}}.Get{{.Kind}}ScaleRequest) (*{{$p}}.Get{{.Kind}}ScaleResponse, error) {
@@ -856,7 +914,7 @@ func (x *{{.Kind | lower}}Service) Finalize{{.Kind}}(ctx context.Context, req *{
 	return &{{$p}}.Finalize{{.Kind}}Response{ {{- .Kind}}: obj.(*{{$t}})}, nil
 }
 {{- end}}
-{{end}}{{end}}`))
+{{end}}{{end}}{{end}}`))
 
 func writeGo(root string) error {
 	gs := groups()

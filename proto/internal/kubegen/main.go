@@ -67,9 +67,11 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -188,6 +190,12 @@ func packages() []protoPkg {
 		{Dir: "discovery", File: "types.proto", GoAlias: "discoveryv1", GoPkgs: []string{"k8s.io/api/discovery/v1"},
 			Doc:   "holds Kubernetes' discovery.k8s.io/v1 resources",
 			Roots: []any{discoveryv1.EndpointSlice{}, discoveryv1.EndpointSliceList{}}},
+		{Dir: "certificates", File: "types.proto", GoAlias: "certificatesv1", GoPkgs: []string{"k8s.io/api/certificates/v1"},
+			Doc:   "holds Kubernetes' certificates.k8s.io/v1 resources",
+			Roots: []any{certificatesv1.CertificateSigningRequest{}, certificatesv1.CertificateSigningRequestList{}}},
+		{Dir: "events", File: "types.proto", GoAlias: "eventsv1", GoPkgs: []string{"k8s.io/api/events/v1"},
+			Doc:   "holds Kubernetes' events.k8s.io/v1 Event, a view of the stored core/v1 Event",
+			Roots: []any{eventsv1.Event{}, eventsv1.EventList{}}},
 		{Dir: "networking", File: "types.proto", GoAlias: "networkingv1", GoPkgs: []string{"k8s.io/api/networking/v1"},
 			Doc: "holds Kubernetes' networking.k8s.io/v1 resources",
 			Roots: []any{networkingv1.Ingress{}, networkingv1.IngressList{}, networkingv1.IngressClass{}, networkingv1.IngressClassList{},

@@ -47,9 +47,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -275,11 +272,6 @@ type gen struct {
 	modDirs  map[string]string
 }
 
-type typeDoc struct {
-	Doc    string
-	Fields map[string]string
-}
-
 func main() {
 	root := flag.String("root", ".", "repository root")
 	flag.Parse()
@@ -363,20 +355,6 @@ func (g *gen) addIntOrString() {
 	})
 }
 
-// protoRef returns the proto name of struct t as seen from proto package
-// dir, recording the import it needs.
-func (g *gen) protoRef(from string, t reflect.Type) (string, error) {
-	p := g.pkgOf[t.PkgPath()]
-	if p == nil {
-		return "", fmt.Errorf("%s.%s: Go package %s has no proto package", t.PkgPath(), t.Name(), t.PkgPath())
-	}
-	if p.key() == from {
-		return t.Name(), nil
-	}
-	g.imports[from][p.importPath()] = true
-	return p.name() + "." + t.Name(), nil
-}
-
 // visit generates the message of struct t and of every struct it reaches.
 func (g *gen) visit(t reflect.Type) error {
 	if g.seen[t] {
@@ -456,149 +434,6 @@ func (g *gen) visit(t reflect.Type) error {
 
 func (g *gen) useOptions(dir string) { g.imports[dir][optionsImp] = true }
 
-// fieldType maps Go type t of a field to its proto type, label and options,
-// and returns the structs it reaches.
-func (g *gen) fieldType(from string, t reflect.Type, where string) (typ, label string, opts []string, next []reflect.Type, err error) {
-	ptr := false
-	if t.Kind() == reflect.Pointer {
-		ptr = true
-		t = t.Elem()
-	}
-	switch t {
-	case timeT:
-		g.imports[from]["google/protobuf/timestamp.proto"] = true
-		return "google.protobuf.Timestamp", "", nil, nil, nil
-	case microTimeT:
-		g.imports[from]["google/protobuf/timestamp.proto"] = true
-		g.useOptions(from)
-		return "google.protobuf.Timestamp", "", []string{"(kplane.meta.v1.micro_time) = true"}, nil, nil
-	case durationT, quantityT:
-		if ptr {
-			return "string", "optional", nil, nil, nil
-		}
-		return "string", "", nil, nil, nil
-	case intOrStrT:
-		ref := "IntOrString"
-		if from != "meta" {
-			g.imports[from]["kplane/meta/v1/meta.proto"] = true
-			ref = "kplane.meta.v1.IntOrString"
-		}
-		return ref, "", nil, nil, nil
-	case resListT:
-		return "map<string, string>", "", nil, nil, nil
-	case fieldsV1T, rawExtT, schemaPropsT:
-		if err := g.rawMessage(t); err != nil {
-			return "", "", nil, nil, err
-		}
-		ref, err := g.protoRef(from, t)
-		return ref, "", nil, nil, err
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		ref, err := g.protoRef(from, t)
-		return ref, "", nil, []reflect.Type{t}, err
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return "bytes", "", nil, nil, nil
-		}
-		et, elabel, eopts, enext, err := g.fieldType(from, t.Elem(), where)
-		if err != nil {
-			return "", "", nil, nil, err
-		}
-		if elabel != "" || t.Elem().Kind() == reflect.Pointer && t.Elem().Elem().Kind() != reflect.Struct {
-			return "", "", nil, nil, fmt.Errorf("%s: unsupported slice of %s", where, t.Elem())
-		}
-		return et, "repeated", eopts, enext, nil
-	case reflect.Map:
-		if t.Key().Kind() != reflect.String {
-			return "", "", nil, nil, fmt.Errorf("%s: unsupported map key %s", where, t.Key())
-		}
-		vt := t.Elem()
-		if vt.Kind() == reflect.Slice && vt.Elem().Kind() != reflect.Uint8 {
-			// A list as map value: a wrapper message, as Kubernetes' own
-			// generated.proto does (authorization's ExtraValue).
-			if vt.Name() == "" {
-				return "", "", nil, nil, fmt.Errorf("%s: map of unnamed slices", where)
-			}
-			et, _, _, enext, err := g.fieldType(from, vt.Elem(), where)
-			if err != nil {
-				return "", "", nil, nil, err
-			}
-			if !g.seen[vt] {
-				g.seen[vt] = true
-				p := g.pkgOf[vt.PkgPath()]
-				td := g.doc(vt.PkgPath(), vt.Name())
-				g.useOptions(p.key())
-				g.messages[p.key()] = append(g.messages[p.key()], &message{
-					Name: vt.Name(), Doc: td.Doc,
-					Raw: "  option (kplane.meta.v1.list_wrapper) = true;\n\n  repeated " + et + " items = 1;\n",
-				})
-			}
-			ref, err := g.protoRef(from, vt)
-			return "map<string, " + ref + ">", "", nil, enext, err
-		}
-		vtyp, vlabel, _, vnext, err := g.fieldType(from, vt, where)
-		if err != nil {
-			return "", "", nil, nil, err
-		}
-		if vlabel != "" {
-			return "", "", nil, nil, fmt.Errorf("%s: unsupported map value %s", where, vt)
-		}
-		return "map<string, " + vtyp + ">", "", nil, vnext, nil
-	}
-	var s string
-	switch t.Kind() {
-	case reflect.String:
-		s = "string"
-	case reflect.Bool:
-		s = "bool"
-	case reflect.Int32:
-		s = "int32"
-	case reflect.Int64, reflect.Int:
-		s = "int64"
-	case reflect.Uint32:
-		s = "uint32"
-	case reflect.Uint64:
-		s = "uint64"
-	case reflect.Float64:
-		s = "double"
-	default:
-		return "", "", nil, nil, fmt.Errorf("%s: unsupported type %s", where, t)
-	}
-	if ptr {
-		return s, "optional", nil, nil, nil
-	}
-	return s, "", nil, nil, nil
-}
-
-func scalar(typ string) bool {
-	switch typ {
-	case "string", "bool", "int32", "int64", "uint32", "uint64", "double":
-		return true
-	}
-	return false
-}
-
-// rawMessage generates FieldsV1 or RawExtension: Kubernetes' {bytes raw=1},
-// whose bytes kubejson writes as embedded JSON.
-func (g *gen) rawMessage(t reflect.Type) error {
-	if g.seen[t] {
-		return nil
-	}
-	g.seen[t] = true
-	p := g.pkgOf[t.PkgPath()]
-	if p == nil {
-		return fmt.Errorf("%s.%s: no proto package", t.PkgPath(), t.Name())
-	}
-	td := g.doc(t.PkgPath(), t.Name())
-	g.useOptions(p.key())
-	g.messages[p.key()] = append(g.messages[p.key()], &message{
-		Name: t.Name(), Doc: td.Doc,
-		Raw: "  option (kplane.meta.v1.raw_json) = true;\n\n  // raw is the JSON document, written inline in JSON.\n  bytes raw = 1;\n",
-	})
-	return nil
-}
-
 // snake turns a Go field name into a proto field name: HostIP → host_ip,
 // PodIPs → pod_ips, DNSConfig → dns_config, TTLSeconds → ttl_seconds.
 func snake(s string) string {
@@ -637,121 +472,6 @@ func defaultJSON(name string) string {
 		}
 	}
 	return b.String()
-}
-
-// doc returns the doc comments of Go type name in package pkgPath, parsing
-// the package's sources the first time.
-func (g *gen) doc(pkgPath, name string) typeDoc {
-	docs, ok := g.docs[pkgPath]
-	if !ok {
-		docs = map[string]typeDoc{}
-		g.docs[pkgPath] = docs
-		dir := ""
-		for mod, d := range g.modDirs {
-			if pkgPath == mod || strings.HasPrefix(pkgPath, mod+"/") {
-				dir = filepath.Join(d, strings.TrimPrefix(pkgPath, mod))
-			}
-		}
-		if dir != "" {
-			parseDocs(dir, docs)
-		}
-	}
-	return docs[name]
-}
-
-func parseDocs(dir string, docs map[string]typeDoc) {
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		n := e.Name()
-		if !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || strings.HasPrefix(n, "zz_") ||
-			strings.Contains(n, "generated") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ParseComments)
-		if err != nil {
-			continue
-		}
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.TYPE {
-				continue
-			}
-			for _, s := range gd.Specs {
-				ts := s.(*ast.TypeSpec)
-				td := typeDoc{Fields: map[string]string{}}
-				if ts.Doc != nil {
-					td.Doc = cleanDoc(ts.Doc.Text())
-				} else if gd.Doc != nil && len(gd.Specs) == 1 {
-					td.Doc = cleanDoc(gd.Doc.Text())
-				}
-				if st, ok := ts.Type.(*ast.StructType); ok {
-					for _, fl := range st.Fields.List {
-						if fl.Doc == nil {
-							continue
-						}
-						for _, nm := range fl.Names {
-							td.Fields[nm.Name] = cleanDoc(fl.Doc.Text())
-						}
-						if len(fl.Names) == 0 {
-							// An embedded field is named after its type.
-							typ := fl.Type
-							if st, ok := typ.(*ast.StarExpr); ok {
-								typ = st.X
-							}
-							switch x := typ.(type) {
-							case *ast.Ident:
-								td.Fields[x.Name] = cleanDoc(fl.Doc.Text())
-							case *ast.SelectorExpr:
-								td.Fields[x.Sel.Name] = cleanDoc(fl.Doc.Text())
-							}
-						}
-					}
-				}
-				docs[ts.Name.Name] = td
-			}
-		}
-	}
-}
-
-// cleanDoc drops code-generator markers (+optional, +listType=...) and
-// what follows a "---" line (notes for implementers), as Kubernetes'
-// OpenAPI generator does.
-func cleanDoc(s string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		t := strings.TrimSpace(l)
-		if strings.HasPrefix(t, "---") {
-			break
-		}
-		if strings.HasPrefix(t, "+") || strings.HasPrefix(t, "TODO") {
-			continue
-		}
-		out = append(out, strings.TrimRight(l, " \t"))
-	}
-	for len(out) > 0 && out[len(out)-1] == "" {
-		out = out[:len(out)-1]
-	}
-	for len(out) > 0 && out[0] == "" {
-		out = out[1:]
-	}
-	return strings.Join(out, "\n")
-}
-
-func writeComment(b *bytes.Buffer, indent, doc string) {
-	if doc == "" {
-		return
-	}
-	for _, l := range strings.Split(doc, "\n") {
-		if l == "" {
-			fmt.Fprintf(b, "%s//\n", indent)
-		} else {
-			fmt.Fprintf(b, "%s// %s\n", indent, l)
-		}
-	}
 }
 
 // render writes the .proto file of package p.

@@ -206,10 +206,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // key if it still has no controller.
 func (c *Controller) releaseOrphanPod(ctx context.Context, key string) error {
 	p, ok := c.cfg.PodInformer.Store().Get(key)
-	if !ok || ctrl.ControllerRef(p) != nil {
+	orphan := func(p *corev1.Pod) bool { return ctrl.ControllerRef(p) == nil }
+	if !ok || !orphan(p) {
 		return nil
 	}
-	return c.removeFinalizer(ctx, p)
+	// Checked again on every re-read: a Job may adopt it meanwhile, and
+	// its finalizer is then that Job's.
+	return c.removeFinalizer(ctx, p, orphan)
 }
 
 // sync is one reconcile's view of a Job.
@@ -503,19 +506,25 @@ func (c *Controller) releaseOrphans(ctx context.Context, key, uid string) error 
 		if uid != "" && ctrl.PodActive(p) {
 			continue // deleted by the sync that finished the Job
 		}
-		if err := c.removeFinalizer(ctx, p); err != nil {
+		refUID := ref.GetUid()
+		still := func(p *corev1.Pod) bool {
+			r := ctrl.ControllerRef(p)
+			return r != nil && r.GetUid() == refUID && (uid == "" || !ctrl.PodActive(p))
+		}
+		if err := c.removeFinalizer(ctx, p, still); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// removeFinalizer takes the tracking finalizer off p, re-reading it on a
-// conflict (the node agent writes its status meanwhile). A pod already
-// gone or without the finalizer is done.
-func (c *Controller) removeFinalizer(ctx context.Context, p *corev1.Pod) error {
+// removeFinalizer takes the tracking finalizer off p while still says the
+// pod is one to release, re-reading it on a conflict (the node agent
+// writes its status meanwhile, a Job may adopt it). A pod already gone,
+// without the finalizer or no longer to release is done.
+func (c *Controller) removeFinalizer(ctx context.Context, p *corev1.Pod, still func(*corev1.Pod) bool) error {
 	for attempt := 0; attempt < 5; attempt++ {
-		if !ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) {
+		if !ctrl.HasFinalizer(p.GetMetadata(), TrackingFinalizer) || !still(p) {
 			return nil
 		}
 		upd := proto.Clone(p).(*corev1.Pod)

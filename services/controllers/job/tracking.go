@@ -147,8 +147,12 @@ func (c *Controller) trackAndFinish(ctx context.Context, key string, s *jobSync,
 		flush = false
 	}
 	var rmErrs []error
+	ownedByJob := func(p *corev1.Pod) bool {
+		r := ctrl.ControllerRef(p)
+		return r != nil && r.GetUid() == job.GetMetadata().GetUid()
+	}
 	for _, p := range release {
-		if err := c.removeFinalizer(ctx, p); err != nil {
+		if err := c.removeFinalizer(ctx, p, ownedByJob); err != nil {
 			rmErrs = append(rmErrs, err)
 			continue
 		}

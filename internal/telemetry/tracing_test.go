@@ -566,7 +566,7 @@ spec:
 	// Deployment and of its ReplicaSet continue that trace.
 	t.Run("garbagecollector", func(t *testing.T) {
 		p.kubectl(t, bin, "", "delete", "deployment/api", "--cascade=foreground", "--wait=false")
-		s := p.reconcileSpan(t, "garbagecollector.reconcile", "Deployment/default/api")
+		s := p.reconcileSpan(t, "garbagecollector.reconcile", "Deployment.apps/default/api")
 		spans := p.traceByID(t, s.SpanContext().TraceID(), map[string]string{"HTTP DELETE": "gateway", "garbagecollector.reconcile": "controllers"})
 		if root := spans[0]; root.Name() != "HTTP DELETE" || service(root) != "gateway" {
 			t.Errorf("trace root: got %s/%s, want gateway/HTTP DELETE\n%s", service(root), root.Name(), dump(spans))
@@ -575,7 +575,7 @@ spec:
 		for !slices.ContainsFunc(p.rec.Ended(), func(x sdktrace.ReadOnlySpan) bool {
 			return x.Name() == "garbagecollector.reconcile" && x.SpanContext().TraceID() == s.SpanContext().TraceID() &&
 				slices.ContainsFunc(x.Attributes(), func(kv attribute.KeyValue) bool {
-					return kv.Key == "k8s.object" && strings.HasPrefix(kv.Value.AsString(), "ReplicaSet/default/api-")
+					return kv.Key == "k8s.object" && strings.HasPrefix(kv.Value.AsString(), "ReplicaSet.apps/default/api-")
 				})
 		}) {
 			if time.Now().After(deadline) {

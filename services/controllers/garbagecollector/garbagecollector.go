@@ -275,7 +275,7 @@ func (c *Controller) syncCustom(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// annotations are those of the cached object key (Kind/namespace/name)
+// annotations are those of the cached object key (Kind.group/namespace/name)
 // names.
 func (c *Controller) annotations(k string) map[string]string {
 	id, nsName, _ := strings.Cut(k, "/")
@@ -287,7 +287,8 @@ func (c *Controller) annotations(k string) map[string]string {
 	return nil
 }
 
-// Reconcile handles the object named by key (Kind/namespace/name).
+// Reconcile handles the object named by key (Kind.group/namespace/name:
+// "Deployment.apps/default/web", "Pod./default/web-1").
 func (c *Controller) Reconcile(ctx context.Context, k string) error {
 	id, nsName, ok := strings.Cut(k, "/")
 	if !ok {

@@ -5,13 +5,15 @@
 // Established, listed, described and deleted; a CRD of our own with int-or-string,
 // preserve-unknown-fields, defaults, subresources and printer columns
 // applied client-side, re-applied unchanged, patched (generation 2), a
-// custom object of it applied, listed and scaled (and refused, by the
-// schema and by its CEL rule), and an
+// custom object of it applied, listed, edited (kubectl edit), found by
+// `get all` (its category) and scaled (and refused, by the schema and by
+// its CEL rule), and an
 // invalid CRD refused with Kubernetes' message; deleting the CRDs deletes
 // their custom objects.
 package kubectltest
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
@@ -125,13 +127,38 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.mode}/{.spec.parts[0].weight}"); out != "careful/1" {
 				t.Errorf("gizmo defaults: got %q, want careful/1", out)
 			}
+			// kubectl edit, with an editor that changes the mode; and
+			// `get all`, which lists the kind of the `all` category.
+			edit := func(script string) (string, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				cmd := k.Command(ctx, "edit", "gizmo", "g1")
+				cmd.Env = append(cmd.Env, "KUBE_EDITOR="+script, "TMPDIR="+k.Dir())
+				b, err := cmd.CombinedOutput()
+				return string(b), err
+			}
+			if out, err := edit("sed -i s/careful/fast/"); err != nil || !strings.Contains(out, "gizmo.tools.example.org/g1 edited") {
+				t.Errorf("kubectl edit: %v\n%s", err, out)
+			}
+			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.mode}/{.metadata.generation}"); out != "fast/2" {
+				t.Errorf("after edit: got %q, want fast/2", out)
+			}
+			// Refused by the schema: kubectl reopens the file with the
+			// error (the editor here does not fix it) and gives up.
+			if out, err := edit("sed -i s/fast/reckless/"); err == nil || !strings.Contains(out, `gizmos.tools.example.org "g1" is invalid`) ||
+				!strings.Contains(out, "Edit cancelled, no valid changes were saved") {
+				t.Errorf("kubectl edit to an invalid value: got %v\n%s", err, out)
+			}
+			if out := run("", "get", "all"); !strings.Contains(out, "gizmo.tools.example.org/g1") {
+				t.Errorf("kubectl get all: no gizmo in\n%s", out)
+			}
 			// The scale subresource, and the CEL rule on what it writes.
 			out = run("", "scale", "gizmo", "g1", "--replicas=3")
 			if !strings.Contains(out, "gizmo.tools.example.org/g1 scaled") {
 				t.Errorf("scale:\n%s", out)
 			}
-			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.replicas}/{.metadata.generation}"); out != "3/2" {
-				t.Errorf("after scale: got %q, want 3/2", out)
+			if out := run("", "get", "gizmo", "g1", "-o", "jsonpath={.spec.replicas}/{.metadata.generation}"); out != "3/3" {
+				t.Errorf("after scale: got %q, want 3/3", out)
 			}
 			if out, err := kubectl("", "scale", "gizmo", "g1", "--replicas=11"); err == nil || !strings.Contains(out, "at most ten replicas") {
 				t.Errorf("scale past the CEL rule: got %v\n%s", err, out)

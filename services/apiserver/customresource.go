@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apiextcel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	celmodel "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeversion "k8s.io/apimachinery/pkg/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
@@ -362,12 +364,35 @@ func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object,
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
-		errs = append(errs, apiextvalidation.ValidateCustomResource(nil, u, sch.validator)...)
+		if old == nil {
+			errs = append(errs, apiextvalidation.ValidateCustomResource(nil, u, sch.validator)...)
+			errs = append(errs, validateScaleReplicas(u, sch.scale)...)
+			errs = append(errs, schemaobjectmeta.Validate(nil, u, sch.structural, false)...)
+			errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, u)...)
+			if sch.cel != nil {
+				errs = append(errs, celErrors(ctx, sch, u, nil, nil, errs)...)
+			}
+			return invalid(r, name, errs)
+		}
+		// An update ratchets, as Kubernetes' CRDValidationRatcheting (on
+		// by default since v1.30): a value the schema (or a CEL rule)
+		// refuses is let through where it did not change from the stored
+		// object, so an object the CRD's tightened schema would refuse can
+		// still be updated elsewhere; list-type rules apply once the
+		// stored object keeps them.
+		oldU, err := customToMap(old)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		correlated := common.NewCorrelatedObject(u, oldU, &celmodel.Structural{Structural: sch.structural})
+		errs = append(errs, apiextvalidation.ValidateCustomResourceUpdate(nil, u, oldU, sch.validator, apiextvalidation.WithRatcheting(correlated))...)
 		errs = append(errs, validateScaleReplicas(u, sch.scale)...)
 		errs = append(errs, schemaobjectmeta.Validate(nil, u, sch.structural, false)...)
-		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, u)...)
+		if oldErrs := structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, oldU); len(oldErrs) == 0 {
+			errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, sch.structural, u)...)
+		}
 		if sch.cel != nil {
-			errs = append(errs, celErrors(ctx, sch, u, old, errs)...)
+			errs = append(errs, celErrors(ctx, sch, u, oldU, correlated, errs)...)
 		}
 	}
 	return invalid(r, name, errs)
@@ -405,27 +430,26 @@ func validateScaleReplicas(u map[string]any, scale *kubeapiextv1.CustomResourceS
 }
 
 // celErrors evaluates the x-kubernetes-validations rules on document u
-// (old: the stored object, for transition rules; nil on create) within
+// (oldU: the stored object, for transition rules and ratcheting through
+// correlated; nil on create) within
 // Kubernetes' runtime cost budget. As on Kubernetes, the rules are not
 // evaluated when the schema checks found errors the rules could trip on
 // (wrong types, missing or unsupported values, too long or too many): one
 // error then says they were skipped.
-func celErrors(ctx context.Context, sch *crSchema, u map[string]any, old *dynamicv1.Object, errs field.ErrorList) field.ErrorList {
+func celErrors(ctx context.Context, sch *crSchema, u, oldU map[string]any, correlated *common.CorrelatedObject, errs field.ErrorList) field.ErrorList {
 	for _, e := range errs {
 		switch e.Type {
 		case field.ErrorTypeNotSupported, field.ErrorTypeRequired, field.ErrorTypeTooLong, field.ErrorTypeTooMany, field.ErrorTypeTypeInvalid:
 			return field.ErrorList{field.Invalid(nil, nil, "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")}
 		}
 	}
-	var oldU any
-	if old != nil {
-		m, err := customToMap(old)
-		if err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		oldU = m
+	var old any
+	var opts []apiextcel.Option
+	if oldU != nil {
+		old = oldU
+		opts = append(opts, apiextcel.WithRatcheting(correlated))
 	}
-	out, _ := sch.cel.Validate(ctx, nil, sch.structural, u, oldU, celconfig.RuntimeCELCostBudget)
+	out, _ := sch.cel.Validate(ctx, nil, sch.structural, u, old, celconfig.RuntimeCELCostBudget, opts...)
 	return out
 }
 

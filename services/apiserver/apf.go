@@ -22,9 +22,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	kubeflowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
 	"k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/eventclock"
@@ -145,6 +148,10 @@ type apfLevel struct {
 	name, uid string
 	exempt    bool
 	qs        fq.QueueSet
+	// cl is the level's nominal concurrency limit (seats); queuing says
+	// it queues (else a request over the limit is rejected at once).
+	cl      int
+	queuing bool
 }
 
 // apfEngine holds the current configuration and the queue sets, which
@@ -197,6 +204,7 @@ func (e *apfEngine) rebuild(st *apfState) {
 		if q := pl.GetSpec().GetLimited().GetLimitResponse().GetQueuing(); q != nil {
 			qc.DesiredNumQueues, qc.HandSize, qc.QueueLengthLimit = int(q.GetQueues()), int(q.GetHandSize()), int(q.GetQueueLengthLimit())
 		}
+		lv.cl, lv.queuing = cl, qc.DesiredNumQueues > 0
 		dc := fq.DispatchingConfig{ConcurrencyLimit: cl, ConcurrencyDenominator: max(cl, 1)}
 		var completer fq.QueueSetCompleter
 		var err error
@@ -417,7 +425,14 @@ func (s *Server) priorityAndFairness(ctx context.Context, req any, info *grpc.Un
 	// The wait for a seat (in a queue or not) is a span of its own.
 	_, span := s.tracer.Start(ctx, "apf.queue", trace.WithAttributes(
 		attribute.String("apf.flowschema", sc.name), attribute.String("apf.prioritylevel", sc.level.name)))
-	fr, _ := sc.level.qs.StartRequest(waitCtx, &fqrequest.WorkEstimate{InitialSeats: 1}, flowHash(sc.name, distinguisher),
+	seats := uint64(1)
+	if r.verb == "list" {
+		seats = s.listSeats(r.resource, req, sc.level)
+	}
+	span.SetAttributes(attribute.Int64("apf.seats", int64(seats)))
+	labels := metric.WithAttributes(attribute.String("flow_schema", sc.name), attribute.String("priority_level", sc.level.name))
+	queued := time.Now()
+	fr, _ := sc.level.qs.StartRequest(waitCtx, &fqrequest.WorkEstimate{InitialSeats: seats}, flowHash(sc.name, distinguisher),
 		distinguisher, sc.name, nil, nil, nil)
 	var (
 		resp any
@@ -428,18 +443,92 @@ func (s *Server) priorityAndFairness(ctx context.Context, req any, info *grpc.Un
 		fr.Finish(func() {
 			span.End()
 			ran = true
+			s.apfMetrics.wait.Record(ctx, time.Since(queued).Seconds(), metric.WithAttributes(
+				attribute.String("flow_schema", sc.name), attribute.String("priority_level", sc.level.name), attribute.String("execute", "true")))
+			s.apfMetrics.dispatched.Add(ctx, 1, labels)
 			resp, herr = handler(context.WithValue(ctx, authenticatedKey{}, id), req)
 		})
 	}
 	if ran {
 		return resp, herr
 	}
+	// Why it was refused, in kube-apiserver's words: a full queue (or no
+	// queuing at all), or a wait that ran out or was given up.
+	reason := "queue-full"
+	switch {
+	case !sc.level.queuing:
+		reason = "concurrency-limit"
+	case fr != nil && ctx.Err() != nil:
+		reason = "cancelled"
+	case fr != nil:
+		reason = "time-out"
+	}
+	if fr != nil {
+		s.apfMetrics.wait.Record(ctx, time.Since(queued).Seconds(), metric.WithAttributes(
+			attribute.String("flow_schema", sc.name), attribute.String("priority_level", sc.level.name), attribute.String("execute", "false")))
+	}
+	s.apfMetrics.rejected.Add(ctx, 1, metric.WithAttributes(attribute.String("flow_schema", sc.name),
+		attribute.String("priority_level", sc.level.name), attribute.String("reason", reason)))
 	span.SetAttributes(attribute.Bool("apf.rejected", true))
 	span.End()
 	s.throttled.Add(ctx, 1)
 	te := apierrors.NewTooManyRequests("Too many requests, please try again later.")
 	te.RetryAfterSeconds = 1
 	return nil, te
+}
+
+// List requests take more than one seat, as kube-apiserver's list work
+// estimator counts them: one seat per 100 objects the list will go
+// through (the whole resource from the watch cache, or twice the page from
+// the store, or the resource plus the page with a selector), at most 10
+// and at most the level's concurrency.
+const (
+	apfObjectsPerSeat = 100
+	apfMaxSeats       = 10
+)
+
+// listSeats is the seats a List of resource (plural) asks for.
+func (s *Server) listSeats(resource string, req any, lv *apfLevel) uint64 {
+	maxSeats := uint64(apfMaxSeats)
+	if lv.cl > 0 && uint64(lv.cl) < maxSeats {
+		maxSeats = uint64(lv.cl)
+	}
+	c := s.cachers[resource]
+	if c == nil {
+		return 1
+	}
+	c.mu.Lock()
+	stored := int64(len(c.state))
+	c.mu.Unlock()
+	msg, ok := req.(proto.Message)
+	if !ok {
+		return 1
+	}
+	m := msg.ProtoReflect()
+	str := func(name protoreflect.Name) string {
+		if fd := m.Descriptor().Fields().ByName(name); fd != nil && fd.Kind() == protoreflect.StringKind {
+			return m.Get(fd).String()
+		}
+		return ""
+	}
+	var limit int64
+	if fd := m.Descriptor().Fields().ByName("limit"); fd != nil && fd.Kind() == protoreflect.Int64Kind {
+		limit = m.Get(fd).Int()
+	}
+	if limit <= 0 || limit > stored {
+		limit = stored
+	}
+	var objects int64
+	switch {
+	case str("resource_version") != "": // served by the watch cache
+		objects = stored
+	case str("label_selector") != "" || str("field_selector") != "":
+		objects = stored + limit
+	default:
+		objects = 2 * limit
+	}
+	seats := uint64((objects + apfObjectsPerSeat - 1) / apfObjectsPerSeat)
+	return max(1, min(seats, maxSeats))
 }
 
 // apfServiceResource names a call outside the resource services by its

@@ -8,6 +8,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,5 +294,49 @@ func BenchmarkPriorityAndFairnessCreate(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestListSeats: a list takes a seat per 100 objects it goes through, as
+// kube-apiserver's list work estimator counts them, at most 10 and at most
+// its level's concurrency.
+func TestListSeats(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	for i := range 250 {
+		if _, err := e.cms.CreateConfigMap(ctx, &corev1.CreateConfigMapRequest{Namespace: "default",
+			ConfigMap: &corev1.ConfigMap{Metadata: om("default", fmt.Sprintf("cm-%03d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := e.srv.cachers["configmaps"]
+	for i := 0; ; i++ {
+		c.mu.Lock()
+		n := len(c.state)
+		c.mu.Unlock()
+		if n >= 250 {
+			break
+		}
+		if i == 400 {
+			t.Fatalf("the cache holds %d config maps, want 250", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wide, narrow := &apfLevel{cl: 100}, &apfLevel{cl: 3}
+	for _, tc := range []struct {
+		name  string
+		req   *corev1.ListConfigMapsRequest
+		level *apfLevel
+		want  uint64
+	}{
+		{"from the store: twice the objects", &corev1.ListConfigMapsRequest{}, wide, 5},
+		{"from the watch cache", &corev1.ListConfigMapsRequest{ResourceVersion: "0"}, wide, 3},
+		{"a page from the store", &corev1.ListConfigMapsRequest{Limit: 50}, wide, 1},
+		{"a selector: the objects and the page", &corev1.ListConfigMapsRequest{LabelSelector: "a=b", Limit: 100}, wide, 4},
+		{"at most the level's concurrency", &corev1.ListConfigMapsRequest{}, narrow, 3},
+	} {
+		if got := e.srv.listSeats("configmaps", tc.req, tc.level); got != tc.want {
+			t.Errorf("%s: got %d seats, want %d", tc.name, got, tc.want)
+		}
 	}
 }

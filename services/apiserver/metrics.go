@@ -31,6 +31,18 @@ func (s *Server) registerMetrics(mp metric.MeterProvider) error {
 	if s.throttled, err = m.Int64Counter("kplane.apiserver.requests.throttled", metric.WithDescription("Calls refused with 429 because the in-flight limit of their kind was reached.")); err != nil {
 		return fmt.Errorf("apiserver: metrics: %w", err)
 	}
+	// API Priority and Fairness, under kube-apiserver's names and labels.
+	if s.apfMetrics.dispatched, err = m.Int64Counter("apiserver_flowcontrol_dispatched_requests", metric.WithDescription("Requests released by API Priority and Fairness for execution, by flow_schema and priority_level.")); err != nil {
+		return fmt.Errorf("apiserver: metrics: %w", err)
+	}
+	if s.apfMetrics.rejected, err = m.Int64Counter("apiserver_flowcontrol_rejected_requests", metric.WithDescription("Requests API Priority and Fairness refused with 429, by flow_schema, priority_level and reason (queue-full, concurrency-limit, time-out, cancelled).")); err != nil {
+		return fmt.Errorf("apiserver: metrics: %w", err)
+	}
+	if s.apfMetrics.wait, err = m.Float64Histogram("apiserver_flowcontrol_request_wait_duration_seconds", metric.WithUnit("s"),
+		metric.WithDescription("Time a request waited for its seats, by flow_schema, priority_level and whether it then executed."),
+		metric.WithExplicitBucketBoundaries(0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30)); err != nil {
+		return fmt.Errorf("apiserver: metrics: %w", err)
+	}
 	s.metricsReg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for name, c := range s.cachers {
 			c.mu.Lock()
@@ -47,4 +59,11 @@ func (s *Server) registerMetrics(mp metric.MeterProvider) error {
 		return fmt.Errorf("apiserver: metrics: %w", err)
 	}
 	return nil
+}
+
+// apfMetrics are the counters and the histogram of API Priority and
+// Fairness (Kubernetes' apiserver_flowcontrol_* series).
+type apfMetrics struct {
+	dispatched, rejected metric.Int64Counter
+	wait                 metric.Float64Histogram
 }

@@ -70,6 +70,8 @@ type Server struct {
 	// throttled counts those refused.
 	inflight  inflight
 	throttled metric.Int64Counter
+	// apfMetrics are API Priority and Fairness' (apf.go).
+	apfMetrics apfMetrics
 	// metricsReg unregisters the gauges' callback.
 	metricsReg metric.Registration
 	// policies enforces ValidatingAdmissionPolicies (admissionpolicy.go);

@@ -9,13 +9,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 
 	"k8s.io/client-go/rest"
@@ -48,29 +45,7 @@ func run(ctx context.Context, kubeconfig, corpus, out string) error {
 	if err != nil {
 		return err
 	}
-	send := func(method, path string, body any) (int, http.Header, []byte, error) {
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			if err != nil {
-				return 0, nil, nil, err
-			}
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, cfg.Host+path, rd)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		req.Header.Set("Accept", "application/json")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b, err
-	}
+	send := apidiff.HTTPSender(ctx, hc, cfg.Host, "")
 	outcomes, err := apidiff.Run(cases, send)
 	if err != nil {
 		return err

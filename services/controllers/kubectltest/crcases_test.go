@@ -6,13 +6,10 @@
 package kubectltest
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"io"
 	"log"
-	"net/http"
 	"net/http/httptest"
-	"os"
 	"testing"
 
 	"github.com/kplane/kplane/gateway"
@@ -32,66 +29,6 @@ func TestCustomResourcesLikeKubernetes(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	c := srv.Client()
-	send := func(method, path string, body any) (int, http.Header, []byte, error) {
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			if err != nil {
-				return 0, nil, nil, err
-			}
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequest(method, srv.URL+path, rd)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+clienttest.AdminToken)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, nil, nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b, err
-	}
-	cases, err := apidiff.Load("testdata/crcases/corpus.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	recRaw, err := os.ReadFile("testdata/crcases/recorded.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recorded []apidiff.Outcome
-	if err := json.Unmarshal(recRaw, &recorded); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]apidiff.Outcome{}
-	for _, o := range recorded {
-		want[o.Name] = o
-	}
-	got, err := apidiff.Run(cases, send)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range got {
-		t.Run(o.Name, func(t *testing.T) {
-			w, ok := want[o.Name]
-			if !ok {
-				t.Fatalf("recorded.json has no %s: record it again", o.Name)
-			}
-			if len(o.Answers) != len(w.Answers) {
-				t.Fatalf("got %d answers, recorded %d", len(o.Answers), len(w.Answers))
-			}
-			for i := range o.Answers {
-				if !apidiff.Same(o.Answers[i], w.Answers[i]) {
-					g, _ := json.Marshal(o.Answers[i])
-					k, _ := json.Marshal(w.Answers[i])
-					t.Errorf("request %d:\n got %s\nkube %s", i, g, k)
-				}
-			}
-		})
-	}
+	apidiff.Check(t, "testdata/crcases/corpus.yaml", "testdata/crcases/recorded.json",
+		apidiff.HTTPSender(context.Background(), srv.Client(), srv.URL, clienttest.AdminToken))
 }

@@ -78,6 +78,9 @@ func main() {
 			}
 		}
 	}
+	if err == nil && res.Error != "" {
+		err = errors.New(res.Error)
+	}
 	if err != nil {
 		logger.Error("scale", "label", cfg.label, "err", err)
 		os.Exit(1)

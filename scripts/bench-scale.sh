@@ -135,6 +135,17 @@ run_kplane() {
 	local rc=0
 	bench "$label" "$nodes" -kubeconfig "$kplane_dir/kubeconfig" -kplane-status "$work/$label-status.json" -store-dirs "$stores" || rc=$?
 	((rc == 0 || rc == 3)) || { echo "   $label broke; the API services' last errors:" >&2; grep -h '"level":"ERROR"\|level=ERROR' "$kplane_dir"/apiserver-*.log 2>/dev/null | tail -n 5 >&2 || true; KEEP=1; }
+	# Any process kplane up had to restart during the step (a crash, an
+	# out-of-memory kill, a lost Lease).
+	"$work/kplane" status --data-dir "$kplane_dir" -o json 2>/dev/null | python3 -c '
+import json, sys
+st = json.load(sys.stdin)
+for group, members in st.items():
+    if isinstance(members, list):
+        for m in members:
+            if isinstance(m, dict) and (m.get("restarts") or m.get("running") is False):
+                print("   %s restarted %d times, running: %s" % (m.get("name"), m.get("restarts", 0), m.get("running")))
+' || true
 	"$work/kplane" down --data-dir "$kplane_dir" --grace-period 20s >/dev/null 2>&1 || true
 	wait "$up" 2>/dev/null || true
 	[[ -n "${KEEP:-}" ]] || rm -rf "$kplane_dir/store"*

@@ -7,7 +7,10 @@
 #   kplane-N   `kplane up` (3 store members, 2 API services, the gateway,
 #              2 schedulers, 2 controller managers, over mTLS) with N
 #              simulated nodes in one node agent process (the built-in
-#              runtime's many-nodes mode);
+#              runtime's many-nodes mode). `kplane up` gives its node
+#              agent the default --cluster-cidr 10.244.0.0/16 with /24
+#              per node, so above 255 nodes the agent refuses to start
+#              and the step breaks (2026-11-27);
 #   k8s-N      etcd (Debian's, one member), kube-apiserver,
 #              kube-controller-manager and kube-scheduler K8S_VERSION, and
 #              KWOK simulating N nodes. The controller manager and the

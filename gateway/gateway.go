@@ -49,6 +49,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
@@ -94,6 +95,11 @@ type Config struct {
 	// to callers RBAC lets get the non-resource path /metrics (Kubernetes'
 	// system:monitoring role). Unset, /metrics is 404.
 	Metrics http.Handler
+	// Registerer, if set, receives apiserver_request_duration_seconds,
+	// the histogram of every request's latency by verb, resource and scope
+	// that Kubernetes' API call latency SLO is measured from
+	// (requestmetrics.go); Metrics should serve it.
+	Registerer prometheus.Registerer
 }
 
 // Gateway is an http.Handler.
@@ -121,6 +127,9 @@ type Gateway struct {
 	traced http.Handler
 	// metrics serves /metrics (Config.Metrics); nil: 404.
 	metrics http.Handler
+	// requests records apiserver_request_duration_seconds; nil: not
+	// recorded (Config.Registerer unset).
+	requests *requestMetrics
 	// watches serves plain JSON watches (watchjson.go).
 	watches watchstreamv1.WatchStreamServiceClient
 	// pods carries exec, attach and portforward (podstream.go).
@@ -161,12 +170,23 @@ func New(cfg Config) (*Gateway, error) {
 	if g.openapiV2, err = openAPIV2(tab); err != nil {
 		return nil, err
 	}
+	if cfg.Registerer != nil {
+		if g.requests, err = newRequestMetrics(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("gateway: request metrics: %w", err)
+		}
+	}
 	g.traced = telemetry.HTTPHandler(http.HandlerFunc(g.serve), "gateway", cfg.TracerProvider, cfg.MeterProvider)
 	return g, nil
 }
 
 // ServeHTTP serves one request, traced (hop 01 of a pod's creation).
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.traced.ServeHTTP(w, r) }
+// With Config.Registerer set its latency is recorded.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.requests != nil {
+		defer g.requests.observe(r, time.Now())
+	}
+	g.traced.ServeHTTP(w, r)
+}
 
 // serve answers what the generated handlers cannot (version, health,
 // OpenAPI, discovery), establishes the caller's identity and reads the

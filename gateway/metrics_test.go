@@ -58,3 +58,70 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Errorf("POST /metrics: got %d %s, want 405", code, body)
 	}
 }
+
+// TestRequestDurationMetric: with a Registerer, every request is recorded in
+// apiserver_request_duration_seconds labelled as kube-apiserver labels it:
+// a create is POST with scope resource, a get GET/resource, a namespace's
+// list LIST/namespace, a list of all namespaces LIST/cluster, a
+// server-side apply APPLY, a watch WATCH, a collection delete
+// DELETECOLLECTION/namespace.
+func TestRequestDurationMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv, _, client := startImpersonatingWith(t, gateway.Config{Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg}, nil)
+	do := func(method, path, contentType, body string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer admin-token")
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := client(nil).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: got %d, want success", method, path, resp.StatusCode)
+		}
+	}
+	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c1"},"data":{"a":"b"}}`
+	do(http.MethodPost, "/api/v1/namespaces/default/configmaps", "application/json", cm)
+	do(http.MethodGet, "/api/v1/namespaces/default/configmaps/c1", "", "")
+	do(http.MethodGet, "/api/v1/namespaces/default/configmaps", "", "")
+	do(http.MethodGet, "/api/v1/configmaps", "", "")
+	do(http.MethodPatch, "/api/v1/namespaces/default/configmaps/c1?fieldManager=test", "application/apply-patch+yaml", cm)
+	do(http.MethodGet, "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1", "", "")
+	do(http.MethodDelete, "/api/v1/namespaces/default/configmaps", "", "")
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != "apiserver_request_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["resource"] != "configmaps" || l["component"] != "apiserver" || l["version"] != "v1" || l["group"] != "" {
+				continue
+			}
+			got[l["verb"]+"/"+l["scope"]] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	for _, want := range []string{"POST/resource", "GET/resource", "LIST/namespace", "LIST/cluster", "APPLY/resource", "WATCH/namespace", "DELETECOLLECTION/namespace"} {
+		if got[want] != 1 {
+			t.Errorf("apiserver_request_duration_seconds{resource=configmaps} %s: got %d observations, want 1 (all: %v)", want, got[want], got)
+		}
+	}
+}

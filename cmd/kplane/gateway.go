@@ -74,7 +74,7 @@ forwards each request's bearer token and the API service authenticates it.`,
 				return err
 			}
 			defer conn.Close()
-			cfg := gateway.Config{Conn: conn, Logger: log, TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Metrics: tel.Handler()}
+			cfg := gateway.Config{Conn: conn, Logger: log, TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider(), Metrics: tel.Handler(), Registerer: tel.Registry()}
 			if certFile != "" {
 				if cfg.Authenticator, err = authn.New(authn.Config{TokenFile: tokenAuthFile}); err != nil {
 					return err

@@ -61,7 +61,43 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 	if err := checkMediaType(r.Method, ct, len(b)); err != nil {
 		return nil, err
 	}
+	if mt, _, _ := mime.ParseMediaType(ct); mt == applyPatchType {
+		if err := checkApplyYAML(w, r, b); err != nil {
+			return nil, err
+		}
+	}
 	return toJSON(ct, b)
+}
+
+// checkApplyYAML decodes an applied configuration (YAML) strictly, as
+// kube-apiserver's apply handler does under fieldValidation Strict or Warn:
+// a key given twice in a map is refused ("error strict decoding YAML:
+// ... line 9: key "foo" already set in map") or warned about, line by line.
+func checkApplyYAML(w http.ResponseWriter, r *http.Request, b []byte) error {
+	fv := r.URL.Query().Get("fieldValidation")
+	if fv != "Strict" && fv != "Warn" && fv != "" {
+		return nil
+	}
+	err := yaml.UnmarshalStrict(b, &map[string]any{})
+	if err == nil {
+		return nil
+	}
+	if fv == "Strict" {
+		return badRequest("error strict decoding YAML: " + err.Error())
+	}
+	msg := err.Error()
+	for _, p := range []string{"error converting YAML to JSON: yaml: unmarshal errors:\n", "yaml: unmarshal errors:\n"} {
+		if rest, ok := strings.CutPrefix(msg, p); ok {
+			var lines []string
+			for _, l := range strings.Split(rest, "\n") {
+				lines = append(lines, strings.TrimSpace(l))
+			}
+			addWarnings(w, lines)
+			return nil
+		}
+	}
+	addWarnings(w, []string{msg})
+	return nil
 }
 
 // acceptedMediaTypes are the media types a body of a request with method

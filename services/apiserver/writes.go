@@ -247,10 +247,12 @@ func (s *Server) update(ctx context.Context, r *resourceInfo, ns, name string, o
 		return nil, err
 	}
 	clientRV := meta(obj).GetResourceVersion()
-	if clientRV == "" && !r.AllowUnconditionalUpdate {
-		return nil, invalid(r, name, fieldErrRequiredRV())
-	}
 	return s.guaranteedUpdate(ctx, c, r, ns, name, clientRV, dry, func(old proto.Message) (proto.Message, *request.Admission, error) {
+		// Checked once the object is known to exist, as kube-apiserver's
+		// update does: an update of an absent object is NotFound.
+		if clientRV == "" && !r.AllowUnconditionalUpdate {
+			return nil, nil, invalid(r, name, fieldErrRequiredRV())
+		}
 		if err := s.uidPrecondition(r, ns, name, obj, old); err != nil {
 			return nil, nil, err
 		}

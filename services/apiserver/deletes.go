@@ -32,9 +32,10 @@ func (s *Server) delete(ctx context.Context, r *resourceInfo, ns, name string, o
 	if err := checkDeleteOptions(o); err != nil {
 		return nil, err
 	}
-	if o.PropagationPolicy == "" && r.Group == "batch" && r.Resource == "jobs" {
+	if o.PropagationPolicy == "" && ((r.Group == "batch" && r.Resource == "jobs") || (r.Group == "" && r.Resource == "replicationcontrollers")) {
 		// As Kubernetes keeps for compatibility: deleting a batch/v1 Job
-		// without a policy orphans its pods (kubectl sends Background).
+		// or a v1 ReplicationController without a policy orphans its pods
+		// (kubectl sends Background).
 		o.PropagationPolicy = "Orphan"
 	}
 	return s.deleteObject(ctx, c, r, ns, name, o, dry, true)

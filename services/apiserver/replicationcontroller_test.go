@@ -5,6 +5,7 @@
 package apiserver
 
 import (
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -129,5 +130,26 @@ func TestReplicationControllerValidationMatchesKubernetes(t *testing.T) {
 				t.Errorf("message\n got %q\nwant %q", se.Message, tc.want)
 			}
 		})
+	}
+}
+
+// TestReplicationControllerDeleteOrphansByDefault: a v1
+// ReplicationController deleted without a propagation policy orphans its
+// pods, as Kubernetes keeps for compatibility (the orphan finalizer holds
+// it until the garbage collector has released them).
+func TestReplicationControllerDeleteOrphansByDefault(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	rcs := corev1.NewReplicationControllerServiceClient(e.conn)
+	if _, err := rcs.CreateReplicationController(ctx, &corev1.CreateReplicationControllerRequest{Namespace: "default", ReplicationController: testRC("orphaning")}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rcs.DeleteReplicationController(ctx, &corev1.DeleteReplicationControllerRequest{Namespace: "default", Name: "orphaning"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := resp.GetReplicationController().GetMetadata()
+	if m.GetDeletionTimestamp() == nil || !slices.Contains(m.GetFinalizers(), "orphan") {
+		t.Errorf("deleted without a policy: got %v, want it held by the orphan finalizer", m)
 	}
 }

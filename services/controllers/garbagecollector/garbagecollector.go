@@ -460,6 +460,32 @@ func (c *Controller) deleteDependents(ctx context.Context, r ctrl.Resource, owne
 	var errs []error
 	for _, d := range c.dependents(uid) {
 		m := d.o.GetMetadata()
+		if m.GetDeletionTimestamp() == nil {
+			// A dependent another owner still holds is not deleted: it
+			// only loses its reference to this one, as Kubernetes'
+			// collector keeps an object with a solid owner.
+			solid, err := c.hasSolidOwner(ctx, d.o, uid)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if solid {
+				if err := c.dropOwners(ctx, d.r, d.o, []string{uid}); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+		}
+		if deletingDependents(d.o) && c.hasDependentDeletingDependents(m.GetUid()) {
+			// A cycle, as Kubernetes' collector detects it: the dependent
+			// waits for dependents of its own that are themselves waiting
+			// for theirs. Its references stop blocking their owners, so
+			// the owners can go and the circle unwinds.
+			if err := c.unblockOwners(ctx, d.r, d.o); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		for _, ref := range m.GetOwnerReferences() {
 			if ref.GetUid() == uid && ref.GetBlockOwnerDeletion() {
 				blocking++
@@ -480,4 +506,68 @@ func (c *Controller) deleteDependents(ctx context.Context, r ctrl.Resource, owne
 		return nil // their deletion events bring the owner back
 	}
 	return c.removeFinalizer(ctx, r, owner, ForegroundFinalizer)
+}
+
+// deletingDependents reports whether o is being deleted in the foreground
+// (waiting for its dependents).
+func deletingDependents(o ctrl.Object) bool {
+	m := o.GetMetadata()
+	return m.GetDeletionTimestamp() != nil && ctrl.HasFinalizer(m, ForegroundFinalizer)
+}
+
+// hasDependentDeletingDependents reports whether an object owned by uid is
+// itself being deleted in the foreground.
+func (c *Controller) hasDependentDeletingDependents(uid string) bool {
+	for _, d := range c.dependents(uid) {
+		if deletingDependents(d.o) {
+			return true
+		}
+	}
+	return false
+}
+
+// unblockOwners makes every ownerReference of obj non-blocking.
+func (c *Controller) unblockOwners(ctx context.Context, r ctrl.Resource, obj ctrl.Object) error {
+	u := proto.Clone(obj.(proto.Message)).(ctrl.Object)
+	changed := false
+	for _, ref := range u.GetMetadata().GetOwnerReferences() {
+		if ref.GetBlockOwnerDeletion() {
+			f := false
+			ref.BlockOwnerDeletion = &f
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	err := r.Update(ctx, u)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("unblock the owners of %s %s: %w", r.Kind(), client.KeyOf(obj.GetMetadata().GetNamespace(), obj.GetMetadata().GetName()), err)
+	}
+	return nil
+}
+
+// hasSolidOwner reports whether obj has an owner other than except that
+// exists and is not itself being deleted in the foreground.
+func (c *Controller) hasSolidOwner(ctx context.Context, obj ctrl.Object, except string) (bool, error) {
+	m := obj.GetMetadata()
+	for _, ref := range m.GetOwnerReferences() {
+		if ref.GetUid() == except {
+			continue
+		}
+		st, err := c.owner(ctx, m.GetNamespace(), ref)
+		if err != nil {
+			return false, err
+		}
+		if st != ownerPresent {
+			continue
+		}
+		if or, ok := c.resource(resourceID(ref.GetKind(), ref.GetApiVersion())); ok {
+			if o, ok := or.CachedByUID(ref.GetUid()); ok && deletingDependents(o) {
+				continue
+			}
+		}
+		return true, nil
+	}
+	return false, nil
 }

@@ -78,10 +78,16 @@ func (r *fakeResource) Get(_ context.Context, ns, name string) (ctrl.Object, err
 func (r *fakeResource) Update(_ context.Context, o ctrl.Object) error {
 	m := o.GetMetadata()
 	var refs []string
+	blocking := false
 	for _, ref := range m.GetOwnerReferences() {
 		refs = append(refs, ref.GetUid())
+		blocking = blocking || ref.GetBlockOwnerDeletion()
 	}
-	r.record("update " + r.kind + " " + m.GetName() + " owners=" + joined(refs) + " finalizers=" + joined(m.GetFinalizers()))
+	line := "update " + r.kind + " " + m.GetName() + " owners=" + joined(refs) + " finalizers=" + joined(m.GetFinalizers())
+	if len(refs) > 0 && !blocking {
+		line += " non-blocking"
+	}
+	r.record(line)
 	return nil
 }
 func (r *fakeResource) Delete(_ context.Context, ns, name string, opts client.DeleteOptions) error {
@@ -195,6 +201,35 @@ func TestReconcile(t *testing.T) {
 			pods: []*corev1.Pod{{Metadata: deleting(meta("p", "p1", ref("ReplicaSet", "rs", "rs1", false)))}},
 			key:  "ReplicaSet./ns/rs",
 			want: []string{"update ReplicaSet rs owners=[] finalizers=[]"},
+		},
+		{
+			// Kubernetes' "should not delete dependents that have both
+			// valid owner and owner that's waiting for dependents to be
+			// deleted": the pod the other set still owns only loses its
+			// reference to the set being deleted.
+			name: "foreground: a dependent with another solid owner kept",
+			rss:  []*appsv1.ReplicaSet{{Metadata: deleting(meta("rs", "rs1"), ForegroundFinalizer)}, {Metadata: meta("other", "rs2")}},
+			pods: []*corev1.Pod{
+				{Metadata: meta("p", "p1", ref("ReplicaSet", "rs", "rs1", true))},
+				{Metadata: meta("q", "q1", ref("ReplicaSet", "rs", "rs1", true), ref("ReplicaSet", "other", "rs2", false))},
+			},
+			key:  "ReplicaSet./ns/rs",
+			want: []string{"delete Pod p Foreground", "update Pod q owners=[rs2] finalizers=[] non-blocking"},
+		},
+		{
+			// pod1 is owned by pod3, pod2 by pod1, pod3 by pod2, all
+			// deleted in the foreground (Kubernetes' "should not be
+			// blocked by dependency circle"): pod2's dependent pod3 waits
+			// for pod1, itself waiting; pod3's reference stops blocking
+			// and pod2 can go.
+			name: "foreground cycle: the circle unblocked",
+			pods: []*corev1.Pod{
+				{Metadata: deleting(meta("pod1", "u1", ref("Pod", "pod3", "u3", true)), ForegroundFinalizer)},
+				{Metadata: deleting(meta("pod2", "u2", ref("Pod", "pod1", "u1", true)), ForegroundFinalizer)},
+				{Metadata: deleting(meta("pod3", "u3", ref("Pod", "pod2", "u2", true)), ForegroundFinalizer)},
+			},
+			key:  "Pod./ns/pod2",
+			want: []string{"update Pod pod2 owners=[u1] finalizers=[]", "update Pod pod3 owners=[u2] finalizers=[foregroundDeletion] non-blocking"},
 		},
 		{
 			name: "orphan: references removed, then the finalizer",

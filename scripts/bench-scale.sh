@@ -7,10 +7,10 @@
 #   kplane-N   `kplane up` (3 store members, 2 API services, the gateway,
 #              2 schedulers, 2 controller managers, over mTLS) with N
 #              simulated nodes in one node agent process (the built-in
-#              runtime's many-nodes mode). `kplane up` gives its node
-#              agent the default --cluster-cidr 10.244.0.0/16 with /24
-#              per node, so above 255 nodes the agent refuses to start
-#              and the step breaks (2026-11-27);
+#              runtime's many-nodes mode), given --cluster-cidr
+#              10.128.0.0/10 (room for 16,384 nodes at /24; the default
+#              10.244.0.0/16 holds 256, which broke the 500 step of
+#              2026-11-27);
 #   k8s-N      etcd (Debian's, one member), kube-apiserver,
 #              kube-controller-manager and kube-scheduler K8S_VERSION, and
 #              KWOK simulating N nodes. The controller manager and the
@@ -119,7 +119,7 @@ run_kplane() {
 	local nodes=$1 label=kplane-$1
 	kplane_dir=$work/$label
 	echo "== $label: kplane up, $nodes simulated nodes"
-	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$nodes" --base-port 0 >"$work/$label-up.log" 2>&1 &
+	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$nodes" --base-port 0 --cluster-cidr 10.128.0.0/10 >"$work/$label-up.log" 2>&1 &
 	local up=$!
 	pids+=("$up")
 	local until=$((SECONDS + 600))

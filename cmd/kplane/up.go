@@ -100,6 +100,8 @@ restarted then).`,
 	f.IntVar(&cfg.ControllerManagers, "controller-managers", 2, "number of controller manager replicas (leader-elected); 0 runs none (for Kubernetes' kube-controller-manager)")
 	f.Float64Var(&cfg.ControllerAPIQPS, "controllers-kube-api-qps", 0, "the controller managers' --kube-api-qps: calls per second to the API service (0: no limit)")
 	f.IntVar(&cfg.ControllerAPIBurst, "controllers-kube-api-burst", 0, "the controller managers' --kube-api-burst (0: 1.5 × the qps)")
+	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "the simulated nodes' pod subnets are carved from this CIDR (default the node agent's 10.244.0.0/16, room for 256 nodes at /24; e.g. 10.128.0.0/10 for thousands)")
+	f.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", 0, "prefix length of each node's pod subnet (default 24)")
 	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd; 0 runs no node agent (nodes registered by e.g. KWOK)")
 	f.BoolVar(&withJaeger, "jaeger", false, "also run a loopback Jaeger (built by scripts/install-jaeger.sh; query API on 16686, OTLP on 4317, free ports with --base-port=0) and send every component's spans to it")
 	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")

@@ -55,6 +55,12 @@ type UpConfig struct {
 	// node agent at all, for nodes registered by something else, such as
 	// KWOK).
 	Nodes int
+	// ClusterCIDR and NodeCIDRMaskSize give the simulated nodes their pod
+	// subnets (the node agent's --cluster-cidr and --node-cidr-mask-size;
+	// empty and 0: its defaults, 10.244.0.0/16 in /24s, room for 256
+	// nodes).
+	ClusterCIDR      string
+	NodeCIDRMaskSize int
 	// Runtime is "builtin" (default: simulated nodes) or "containerd":
 	// one node, node-1, whose node agent runs pods on the real runtime at
 	// CRISocket, with host networking (no CNI needed) and its sandboxes'
@@ -355,6 +361,12 @@ func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, serv
 		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
 		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
 		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
+	if cfg.ClusterCIDR != "" {
+		agentArgs = append(agentArgs, "--cluster-cidr", cfg.ClusterCIDR)
+	}
+	if cfg.NodeCIDRMaskSize > 0 {
+		agentArgs = append(agentArgs, "--node-cidr-mask-size", strconv.Itoa(cfg.NodeCIDRMaskSize))
+	}
 	if cfg.Runtime == "containerd" {
 		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
 		if cfg.CgroupParent != "" {

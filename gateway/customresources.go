@@ -250,7 +250,8 @@ func (g *Gateway) putCustom(ctx context.Context, tgt *dynamicv1.Target, sub stri
 // the patch sets one), trying again when another write came first, as
 // kube-apiserver's patch handler does. A strategic merge patch is 415, as
 // for any custom resource on Kubernetes (there is no Go type to take the
-// strategy from); server-side apply is customapply.go's (on scale, 415).
+// strategy from); server-side apply is customapply.go's, but on scale it
+// is merged here, as for a built-in kind's scale.
 // record, if set, records the write's manager in the patched object.
 func (g *Gateway) patchCustom(ctx context.Context, ct string, tgt *dynamicv1.Target, sub string, patch []byte, wo *dynamicv1.WriteOptions, hdr *metadata.MD, record func(cur, patched []byte) []byte) ([]byte, error) {
 	ct, _, _ = strings.Cut(ct, ";")
@@ -265,6 +266,15 @@ func (g *Gateway) patchCustom(ctx context.Context, ct string, tgt *dynamicv1.Tar
 			return nil, badRequest(err.Error())
 		}
 		apply = func(cur []byte) ([]byte, error) { return p.Apply(cur) }
+	case applyPatchType:
+		// Only the scale subresource comes here (an object or its status
+		// is applyCustom's): as for a built-in kind's scale, the applied
+		// Scale is merged into the live one, without field ownership.
+		if err := wantObject(patch); err != nil {
+			return nil, err
+		}
+		patch = stripManagedFields(patch)
+		apply = func(cur []byte) ([]byte, error) { return jsonpatch.MergePatch(cur, patch) }
 	default:
 		return nil, &apierrors.StatusError{Reason: apierrors.ReasonUnsupportedMediaType, Code: http.StatusUnsupportedMediaType,
 			Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")}
@@ -314,6 +324,9 @@ func (g *Gateway) serveCustomScale(ctx context.Context, r *http.Request, tgt *dy
 	case http.MethodPut:
 		return g.putCustomScale(ctx, tgt, body, wo)
 	case http.MethodPatch:
+		if isApplyPatch(r.Header.Get("Content-Type")) && r.URL.Query().Get("fieldManager") == "" {
+			return nil, badRequest("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch")
+		}
 		return g.patchCustom(ctx, r.Header.Get("Content-Type"), tgt, "scale", body, wo, nil, nil)
 	}
 	return nil, methodNotAllowed()

@@ -1,6 +1,7 @@
 // This file holds the API service's tests of CRD webhook conversion (a real
 // HTTPS conversion webhook started by the test, converting between a stored v1 and a served v2
-// that renames a field, on writes, reads, lists and watches; a webhook
+// that renames a field, on writes (validated by the version written), reads,
+// lists and watches; a webhook
 // that fails is an InternalError naming it, as on kube-apiserver) and of
 // how a webhook's Service is resolved to an endpoint.
 package apiserver
@@ -135,7 +136,7 @@ func TestCustomResourceWebhookConversion(t *testing.T) {
           spec:
             type: object
             properties:
-              colour: {type: string}
+              colour: {type: string, maxLength: 5}
               size: {type: integer}
   - name: v1
 `, 1)
@@ -161,10 +162,20 @@ func TestCustomResourceWebhookConversion(t *testing.T) {
 	if o := decodeJSON(t, got.GetObject()); dig(o, "spec", "color") != "red" || dig(o, "spec", "colour") != nil || dig(o, "spec", "size") != float64(3) {
 		t.Errorf("stored at v1 (defaulted there): got %s", got.GetObject())
 	}
-	// v1's schema still validates what a v2 write means.
+	// A write at v2 is validated by v2's schema, as on Kubernetes: v1's
+	// enum does not apply, v2's maxLength does (on v2's field).
+	if _, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: gadgetsAt("v2", "default", ""),
+		Object: []byte(`{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g2"},"spec":{"colour":"green"}}`)}); err != nil {
+		t.Errorf("create at v2 of a colour v1's enum refuses: %v", err)
+	}
 	_, err = dyn.Create(ctx, &dynamicv1.CreateRequest{Target: gadgetsAt("v2", "default", ""),
-		Object: []byte(`{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g2"},"spec":{"colour":"green"}}`)})
-	wantReason(t, err, apierrors.ReasonInvalid)
+		Object: []byte(`{"apiVersion":"example.com/v2","kind":"Gadget","metadata":{"name":"g3"},"spec":{"colour":"purple"}}`)})
+	if se := wantReason(t, err, apierrors.ReasonInvalid); len(se.Causes) != 1 || se.Causes[0].Field != "spec.colour" {
+		t.Errorf("create at v2 of a colour too long for v2: got %+v, want one cause at spec.colour", se)
+	}
+	if _, err := dyn.Delete(ctx, &dynamicv1.DeleteRequest{Target: gadgetsAt("v1", "default", "g2")}); err != nil {
+		t.Fatal(err)
+	}
 
 	list, err := dyn.List(ctx, &dynamicv1.ListRequest{Target: gadgetsAt("v2", "default", "")})
 	if err != nil {

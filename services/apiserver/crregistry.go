@@ -216,7 +216,9 @@ func crdServable(crd *apiextensionsv1.CustomResourceDefinition) bool {
 }
 
 // resourceFromCRD is the resourceInfo of a CRD's resource at its storage
-// version; nil if it has none. Its other served versions are served through
+// version; nil if it has none. HasStatus and HasScale say whether any
+// version has the subresource; whether the request's version does is
+// crversion.go's. Its other served versions are served through
 // it (crSchema.served): the same objects with their apiVersion rewritten,
 // as Kubernetes' conversion strategy None does.
 func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
@@ -225,10 +227,13 @@ func resourceFromCRD(crd *kubeapiextv1.CustomResourceDefinition) *resourceInfo {
 	for _, v := range crd.Spec.Versions {
 		if v.Storage {
 			version = v.Name
-			if v.Subresources != nil {
-				hasStatus = v.Subresources.Status != nil
-				hasScale = v.Subresources.Scale != nil
-			}
+		}
+		// Each version has subresources of its own (crversion.go); the
+		// object keeps its status apart when any version has the status
+		// subresource.
+		if v.Subresources != nil {
+			hasStatus = hasStatus || v.Subresources.Status != nil
+			hasScale = hasScale || v.Subresources.Scale != nil
 		}
 	}
 	if version == "" {

@@ -51,6 +51,8 @@ type crSchema struct {
 	cel *apiextcel.Validator
 	// scale is the version's scale subresource (nil: none).
 	scale *kubeapiextv1.CustomResourceSubresourceScale
+	// status is whether the version has the status subresource.
+	status bool
 	// selectable are the version's selectableFields, as field labels
 	// ("spec.color").
 	selectable []string
@@ -126,6 +128,7 @@ func newServedSchemas(crd *kubeapiextv1.CustomResourceDefinition, storage string
 func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*crSchema, error) {
 	var v1 *kubeapiextv1.JSONSchemaProps
 	var scale *kubeapiextv1.CustomResourceSubresourceScale
+	var status bool
 	var selectable []string
 	for _, v := range crd.Spec.Versions {
 		if v.Name == version && v.Schema != nil {
@@ -133,6 +136,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 		}
 		if v.Name == version && v.Subresources != nil {
 			scale = v.Subresources.Scale
+			status = v.Subresources.Status != nil
 		}
 		if v.Name == version {
 			for _, f := range v.SelectableFields {
@@ -158,7 +162,7 @@ func newCRSchema(crd *kubeapiextv1.CustomResourceDefinition, version string) (*c
 	// The rules are compiled once here, with Kubernetes' per-call cost
 	// limit, as its custom resource strategy compiles them.
 	rules := apiextcel.NewValidator(st, true, celconfig.PerCallLimit)
-	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, selectable: selectable, crd: crd, version: version,
+	return &crSchema{structural: st, validator: val, cel: rules, scale: scale, status: status, selectable: selectable, crd: crd, version: version,
 		warning: deprecationWarning(crd, version)}, nil
 }
 
@@ -342,7 +346,9 @@ func decodeCustomRequest(r *resourceInfo, sch *crSchema, data []byte, fieldValid
 // validateCustom is Kubernetes' validation of a custom object: its type
 // meta, metadata, the schema (OpenAPI validation, embedded resources'
 // metadata, list types and map keys, CEL rules). A status write is validated the same
-// way, on the whole object.
+// way, on the whole object. As on Kubernetes, the schema is that of the
+// version the request was made at, and the object (and the stored one)
+// are validated as that version sees them.
 func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object, old *dynamicv1.Object) error {
 	name := meta(obj).GetName()
 	var errs field.ErrorList
@@ -359,10 +365,13 @@ func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object,
 	if old != nil {
 		errs = append(errs, validateMetaUpdate(meta(obj), meta(old), field.NewPath("metadata"))...)
 	}
-	if sch := r.custom.schema.Load(); sch != nil {
+	if sch := requestSchema(ctx, r); sch != nil {
 		u, err := customToMap(obj)
 		if err != nil {
 			return apierrors.NewInternalError(err)
+		}
+		if u, _, err = atRequestVersion(ctx, r, u); err != nil {
+			return err
 		}
 		if old == nil {
 			errs = append(errs, apiextvalidation.ValidateCustomResource(nil, u, sch.validator)...)
@@ -383,6 +392,9 @@ func validateCustom(ctx context.Context, r *resourceInfo, obj *dynamicv1.Object,
 		oldU, err := customToMap(old)
 		if err != nil {
 			return apierrors.NewInternalError(err)
+		}
+		if oldU, _, err = atRequestVersion(ctx, r, oldU); err != nil {
+			return err
 		}
 		correlated := common.NewCorrelatedObject(u, oldU, &celmodel.Structural{Structural: sch.structural})
 		errs = append(errs, apiextvalidation.ValidateCustomResourceUpdate(nil, u, oldU, sch.validator, apiextvalidation.WithRatcheting(correlated))...)
@@ -461,15 +473,19 @@ func jsonPathFields(p string) []string {
 
 // customScale fills sc from a custom object, as Kubernetes' scale of a
 // custom resource: the replicas at specReplicasPath and statusReplicasPath
-// (0 where absent), the selector at labelSelectorPath.
-func customScale(r *resourceInfo, o *dynamicv1.Object, sc *autoscalingv1.Scale) {
-	sch := r.custom.schema.Load()
+// (0 where absent), the selector at labelSelectorPath, by the scale
+// subresource of the request's version, on the object at that version.
+func customScale(ctx context.Context, r *resourceInfo, o *dynamicv1.Object, sc *autoscalingv1.Scale) error {
+	sch := requestSchema(ctx, r)
 	if sch == nil || sch.scale == nil {
-		return
+		return nil
 	}
 	u, err := customToMap(o)
 	if err != nil {
-		return
+		return apierrors.NewInternalError(err)
+	}
+	if u, _, err = atRequestVersion(ctx, r, u); err != nil {
+		return err
 	}
 	if v, ok, _ := unstructured.NestedInt64(u, jsonPathFields(sch.scale.SpecReplicasPath)...); ok {
 		sc.Spec.Replicas = int32(v)
@@ -480,12 +496,13 @@ func customScale(r *resourceInfo, o *dynamicv1.Object, sc *autoscalingv1.Scale) 
 	if p := sch.scale.LabelSelectorPath; p != nil && *p != "" {
 		sc.Status.Selector, _, _ = unstructured.NestedString(u, jsonPathFields(*p)...)
 	}
+	return nil
 }
 
-// setCustomReplicas writes replicas at the scale subresource's
-// specReplicasPath of o.
-func setCustomReplicas(r *resourceInfo, o *dynamicv1.Object, replicas int32) error {
-	sch := r.custom.schema.Load()
+// setCustomReplicas writes replicas at the specReplicasPath of the
+// request version's scale subresource, on o seen at that version.
+func setCustomReplicas(ctx context.Context, r *resourceInfo, o *dynamicv1.Object, replicas int32) error {
+	sch := requestSchema(ctx, r)
 	if sch == nil || sch.scale == nil {
 		return apierrors.NewNotFound(r.Group, r.Resource+"/scale", meta(o).GetName())
 	}
@@ -493,7 +510,14 @@ func setCustomReplicas(r *resourceInfo, o *dynamicv1.Object, replicas int32) err
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
+	u, back, err := atRequestVersion(ctx, r, u)
+	if err != nil {
+		return err
+	}
 	if err := unstructured.SetNestedField(u, int64(replicas), jsonPathFields(sch.scale.SpecReplicasPath)...); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if u, err = back(u); err != nil {
 		return apierrors.NewInternalError(err)
 	}
 	n, _, err := customFromMap(r, u)

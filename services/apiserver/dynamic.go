@@ -68,8 +68,18 @@ func (x *dynamicService) builtin(t *dynamicv1.Target) (*servedAt, *resourceInfo)
 
 // resolve finds the served custom resource t names, at any of its served
 // versions: NotFound, as a resource kube-apiserver does not serve,
-// otherwise.
-func (x *dynamicService) resolve(ctx context.Context, t *dynamicv1.Target) (*servedAt, *resourceInfo, error) {
+// otherwise. The context returned carries the version's schema
+// (crversion.go).
+func (x *dynamicService) resolve(ctx context.Context, t *dynamicv1.Target) (context.Context, *servedAt, *resourceInfo, error) {
+	at, r, err := x.find(ctx, t)
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	return withCRVersion(ctx, at.sch), at, r, nil
+}
+
+// find is resolve without the context.
+func (x *dynamicService) find(ctx context.Context, t *dynamicv1.Target) (*servedAt, *resourceInfo, error) {
 	if at, r := x.builtin(t); at != nil {
 		return at, r, nil
 	}
@@ -143,6 +153,24 @@ func (x *dynamicService) crdServableInStore(ctx context.Context, t *dynamicv1.Ta
 		}
 	}
 	return false
+}
+
+// hasStatus reports whether the version asked for has the status
+// subresource.
+func (a *servedAt) hasStatus() bool {
+	if a.sch == nil {
+		return a.r.HasStatus
+	}
+	return a.sch.status
+}
+
+// hasScale reports whether the version asked for has the scale
+// subresource.
+func (a *servedAt) hasScale() bool {
+	if a.sch == nil {
+		return a.r.HasScale
+	}
+	return a.sch.scale != nil
 }
 
 // selectable are the selectableFields of the version asked for (never
@@ -305,7 +333,7 @@ func writeOpts(o *dynamicv1.WriteOptions) writeOptions {
 
 // Get returns one object.
 func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*dynamicv1.GetResponse, error) {
-	at, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -322,7 +350,7 @@ func (x *dynamicService) Get(ctx context.Context, req *dynamicv1.GetRequest) (*d
 
 // List returns the list as <Kind>List JSON.
 func (x *dynamicService) List(ctx context.Context, req *dynamicv1.ListRequest) (*dynamicv1.ListResponse, error) {
-	at, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -371,7 +399,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Watch streams the resource's events.
 func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.ResourceService_WatchServer) error {
-	at, r, err := x.resolve(stream.Context(), req.GetTarget())
+	_, at, r, err := x.resolve(stream.Context(), req.GetTarget())
 	if err != nil {
 		return toGRPC(err)
 	}
@@ -395,7 +423,7 @@ func (x *dynamicService) Watch(req *dynamicv1.WatchRequest, stream dynamicv1.Res
 
 // Create creates the object.
 func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateRequest) (*dynamicv1.CreateResponse, error) {
-	at, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -422,7 +450,7 @@ func (x *dynamicService) Create(ctx context.Context, req *dynamicv1.CreateReques
 
 // Update replaces the object.
 func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateRequest) (*dynamicv1.UpdateResponse, error) {
-	at, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -445,12 +473,12 @@ func (x *dynamicService) Update(ctx context.Context, req *dynamicv1.UpdateReques
 // UpdateStatus writes the status subresource; NotFound when the CRD has
 // none, as kube-apiserver answers.
 func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.UpdateStatusRequest) (*dynamicv1.UpdateStatusResponse, error) {
-	at, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	t := req.GetTarget()
-	if !r.HasStatus {
+	if !at.hasStatus() {
 		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
 	}
 	obj, err := x.decodeBody(ctx, at, req.GetObject(), req.GetOptions())
@@ -470,7 +498,7 @@ func (x *dynamicService) UpdateStatus(ctx context.Context, req *dynamicv1.Update
 
 // Delete deletes the object.
 func (x *dynamicService) Delete(ctx context.Context, req *dynamicv1.DeleteRequest) (*dynamicv1.DeleteResponse, error) {
-	at, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -532,7 +560,7 @@ func (x *dynamicService) Discover(ctx context.Context, req *dynamicv1.DiscoverRe
 			sr := &dynamicv1.ServedResource{
 				Group: r.Group, Version: v.Name, Resource: r.Resource, Singular: names.Singular,
 				Kind: r.Kind, ListKind: r.custom.listKind, Namespaced: r.Namespaced,
-				ShortNames: names.ShortNames, Categories: names.Categories, Status: r.HasStatus, Scale: r.HasScale,
+				ShortNames: names.ShortNames, Categories: names.Categories, Status: sch.served[v.Name].status, Scale: sch.served[v.Name].scale != nil,
 				CrdName: crd.Name, CrdResourceVersion: crd.ResourceVersion, Crd: crdJSON, Established: established,
 				Storage: v.Name == r.Version,
 			}
@@ -551,12 +579,12 @@ func (x *dynamicService) Discover(ctx context.Context, req *dynamicv1.DiscoverRe
 
 // GetScale reads the scale subresource.
 func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRequest) (*dynamicv1.GetScaleResponse, error) {
-	_, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	t := req.GetTarget()
-	if !r.HasScale {
+	if !at.hasScale() {
 		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
 	}
 	sc, err := x.s.getScale(ctx, r, t.GetNamespace(), t.GetName())
@@ -568,12 +596,12 @@ func (x *dynamicService) GetScale(ctx context.Context, req *dynamicv1.GetScaleRe
 
 // UpdateScale writes the scale subresource.
 func (x *dynamicService) UpdateScale(ctx context.Context, req *dynamicv1.UpdateScaleRequest) (*dynamicv1.UpdateScaleResponse, error) {
-	_, r, err := x.resolve(ctx, req.GetTarget())
+	ctx, at, r, err := x.resolve(ctx, req.GetTarget())
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	t := req.GetTarget()
-	if !r.HasScale {
+	if !at.hasScale() {
 		return nil, toGRPC(apierrors.NewNotFound(r.Group, r.Resource, t.GetName()))
 	}
 	sc, err := x.s.updateScale(ctx, r, t.GetNamespace(), t.GetName(), req.GetScale(), writeOpts(req.GetOptions()))

@@ -29,11 +29,11 @@ func (s *Server) getScale(ctx context.Context, r *resourceInfo, ns, name string)
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(r, obj), nil
+	return scaleOf(ctx, r, obj)
 }
 
-// scaleOf renders the scale subresource of a deployment or replica set.
-func scaleOf(r *resourceInfo, obj proto.Message) *autoscalingv1.Scale {
+// scaleOf renders the scale subresource of a workload or a custom object.
+func scaleOf(ctx context.Context, r *resourceInfo, obj proto.Message) (*autoscalingv1.Scale, error) {
 	m := meta(obj)
 	sc := &autoscalingv1.Scale{
 		ApiVersion: "autoscaling/v1", Kind: "Scale",
@@ -59,9 +59,11 @@ func scaleOf(r *resourceInfo, obj proto.Message) *autoscalingv1.Scale {
 		sc.Status.Replicas = o.GetStatus().GetReplicas()
 		sc.Status.Selector = labelSelectorString(o.GetSpec().GetSelector())
 	case *dynamicv1.Object:
-		customScale(r, o, sc)
+		if err := customScale(ctx, r, o, sc); err != nil {
+			return nil, err
+		}
 	}
-	return sc
+	return sc, nil
 }
 
 func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name string, sc *autoscalingv1.Scale, wo writeOptions) (_ *autoscalingv1.Scale, err error) {
@@ -96,7 +98,7 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 		case *appsv1.StatefulSet:
 			o.Spec.Replicas = proto.Int32(replicas)
 		case *dynamicv1.Object:
-			if err := setCustomReplicas(r, o, replicas); err != nil {
+			if err := setCustomReplicas(ctx, r, o, replicas); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -108,7 +110,7 @@ func (s *Server) updateScale(ctx context.Context, r *resourceInfo, ns, name stri
 	if err != nil {
 		return nil, err
 	}
-	return scaleOf(r, out), nil
+	return scaleOf(ctx, r, out)
 }
 
 func (s *Server) bind(ctx context.Context, r *resourceInfo, ns, name string, b *corev1.Binding, wo writeOptions) (_ *metav1.Status, err error) {

@@ -68,6 +68,9 @@ func (s *Server) create(ctx context.Context, r *resourceInfo, ns string, obj pro
 	setTypeMeta(r, obj)
 	generated := m.Name == "" && m.GenerateName != ""
 	prepareForCreate(r, obj)
+	if o, ok := obj.(*dynamicv1.Object); ok && statusServedAt(ctx, r) {
+		o.Status = nil // written through the status subresource only
+	}
 	if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok {
 		prepareCSRCreate(csr, c.attrs.User)
 	}
@@ -118,10 +121,6 @@ func prepareForCreate(r *resourceInfo, obj proto.Message) {
 		prepareStatefulSet(o, nil)
 	case *corev1.PersistentVolumeClaim, *corev1.PersistentVolume:
 		prepareVolumeCreate(o)
-	case *dynamicv1.Object:
-		if r.HasStatus {
-			o.Status = nil // written through the status subresource only
-		}
 	case *policyv1.PodDisruptionBudget:
 		// As Kubernetes' strategy: a new budget's status is empty (its
 		// counts written as zeros) until the disruption controller's.
@@ -258,6 +257,7 @@ func (s *Server) update(ctx context.Context, r *resourceInfo, ns, name string, o
 		}
 		n := proto.Clone(obj)
 		prepareForUpdate(r, n, old)
+		writeStatusAtVersion(ctx, r, n, obj, old)
 		return n, s.admission(c, request.Update, n, old, dry), nil
 	})
 }

@@ -195,6 +195,9 @@ func (r *resource) subresources() []subresource {
 	if r.Methods["updateApproval"] != nil {
 		out = append(out, subresource{"approval", r.Group, r.Version, r.Kind, []string{"get", "patch", "update"}})
 	}
+	if r.Methods["updateEphemeralContainers"] != nil {
+		out = append(out, subresource{"ephemeralcontainers", r.Group, r.Version, r.Kind, []string{"get", "patch", "update"}})
+	}
 	if r.Methods["getScale"] != nil {
 		out = append(out, subresource{"scale", "autoscaling", "v1", "Scale", []string{"get", "patch", "update"}})
 	}

@@ -326,10 +326,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 		}
 		return
-	case r.Method == http.MethodGet && !t.watch && (t.sub == "status" || t.sub == "approval") && t.name != "":
-		// The status and approval subresources read the whole object, as
-		// in Kubernetes.
-		if (t.sub == "status" && !t.hasStatus()) || (t.sub == "approval" && t.res.Methods["updateApproval"] == nil) {
+	case r.Method == http.MethodGet && !t.watch && (t.sub == "status" || t.sub == "approval" || t.sub == "ephemeralcontainers") && t.name != "":
+		// The status, approval and ephemeralcontainers subresources read
+		// the whole object, as in Kubernetes.
+		if (t.sub == "status" && !t.hasStatus()) || (t.sub == "approval" && t.res.Methods["updateApproval"] == nil) ||
+			(t.sub == "ephemeralcontainers" && t.res.Methods["updateEphemeralContainers"] == nil) {
 			writeError(w, notFound())
 			return
 		}

@@ -83,6 +83,11 @@ func (g *Gateway) doPatch(w http.ResponseWriter, r *http.Request, t *target, inf
 			return notFound()
 		}
 		putPath = t.itemPath("approval")
+	case "ephemeralcontainers":
+		if t.res.Methods["updateEphemeralContainers"] == nil {
+			return notFound()
+		}
+		putPath = t.itemPath("ephemeralcontainers")
 	case "scale":
 		getPath, putPath = t.itemPath("scale"), t.itemPath("scale")
 		gvk = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}

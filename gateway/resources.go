@@ -248,6 +248,8 @@ func resourceOf(sd protoreflect.ServiceDescriptor) (*resource, error) {
 				verb = "updateScale"
 			case strings.HasSuffix(path, "/approval"):
 				verb = "updateApproval"
+			case strings.HasSuffix(path, "/ephemeralcontainers"):
+				verb = "updateEphemeralContainers"
 			default:
 				verb = "update"
 			}

@@ -1,5 +1,6 @@
-// This file holds the test of kubectl exec, cp, port-forward and run -i
-// through the whole control plane to pods really running on containerd.
+// This file holds the test of kubectl exec, cp, port-forward, run -i and
+// debug through the whole control plane to pods really running on
+// containerd.
 
 package nodeagent_test
 
@@ -189,6 +190,31 @@ func TestUpContainerdExec(t *testing.T) {
 			}
 			if !strings.Contains(out, fmt.Sprintf("pod %q deleted", name)) {
 				t.Errorf("run -i --rm: output %q does not say the pod was deleted", out)
+			}
+
+			// kubectl debug: a busybox ephemeral container in the hello
+			// pod, in the hello container's process namespace (--target),
+			// sees the hello server's process.
+			dbg := "dbg-" + strings.ReplaceAll(strings.TrimPrefix(v, "kubectl."), ".", "-")
+			if out, errOut, code := run(t, bin, "", "debug", "hello", "--image="+containerdtest.BusyboxImage, "--target=hello", "-c", dbg,
+				"--", "sleep", "3600"); code != 0 {
+				t.Fatalf("kubectl debug: %q (%s), exit %d", out, errOut, code)
+			}
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+				p, err := pods.Get(ctx, "default", "hello")
+				running := false
+				for _, s := range p.GetStatus().GetEphemeralContainerStatuses() {
+					running = running || (s.GetName() == dbg && s.GetState().GetRunning() != nil)
+				}
+				if err == nil && running {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("ephemeral container %s not running within a minute: %v %v", dbg, err, p.GetStatus().GetEphemeralContainerStatuses())
+				}
+			}
+			if out, errOut, code := run(t, bin, "", "exec", "hello", "-c", dbg, "--", "sh", "-c", "cat /proc/[0-9]*/cmdline"); code != 0 || !strings.Contains(out, "/hello") {
+				t.Errorf("the processes the debug container sees: got %q (%s), exit %d; want the target's /hello", out, errOut, code)
 			}
 		})
 	}

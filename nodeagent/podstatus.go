@@ -63,6 +63,18 @@ func (a *Agent) writeStatus(ctx context.Context, pod *corev1.Pod, rec *podRecord
 		}
 		st.ContainerStatuses = append(st.ContainerStatuses, s)
 	}
+	// Ephemeral containers: neither ready nor started, as the kubelet
+	// reports them (its prober does not look at them).
+	for _, ec := range spec.GetEphemeralContainers() {
+		name := ec.GetEphemeralContainerCommon().GetName()
+		c := rec.ctrs[name]
+		if c == nil {
+			continue
+		}
+		s := containerStatus(containerSpec(spec, name), c, a.rtName, p.initialized)
+		s.Ready, s.Started = false, nil
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, s)
+	}
 	boundTerminationMessages(st, len(spec.GetInitContainers())+len(spec.GetContainers())+len(spec.GetEphemeralContainers()))
 	if phase == PhaseSucceeded || phase == PhaseFailed {
 		allReady = false

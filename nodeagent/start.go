@@ -204,6 +204,9 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		Mounts: mounts,
 	}
 	terminationAnnotations(spec, cfg.Annotations)
+	if c.ephemeral {
+		a.targetNamespaces(pod, rec, cfg)
+	}
 	id, err := a.cfg.Runtime.CreateContainer(ctx, rec.sandboxID, cfg, rec.sandboxCfg)
 	if err != nil {
 		c.waiting, c.waitingMsg = ReasonCreateContainer, err.Error()
@@ -233,4 +236,26 @@ func (a *Agent) startContainer(ctx context.Context, pod *corev1.Pod, rec *podRec
 		c.waiting, c.waitingMsg = ReasonPostStartHookError, msg
 	}
 	return 0
+}
+
+// targetNamespaces puts an ephemeral container that names a target
+// container into that container's process namespace, as the kubelet does
+// (CRI's TARGET mode), so a debugger sees the target's processes; without
+// a running target it gets the pod's namespaces.
+func (a *Agent) targetNamespaces(pod *corev1.Pod, rec *podRecord, cfg *runtimeapi.ContainerConfig) {
+	ec := ephemeralSpec(pod.GetSpec(), cfg.GetMetadata().GetName())
+	target := rec.ctrs[ec.GetTargetContainerName()]
+	if target == nil || !target.running() {
+		return
+	}
+	net := runtimeapi.NamespaceMode_POD
+	if pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork {
+		net = runtimeapi.NamespaceMode_NODE
+	}
+	if cfg.Linux.SecurityContext == nil {
+		cfg.Linux.SecurityContext = &runtimeapi.LinuxContainerSecurityContext{}
+	}
+	cfg.Linux.SecurityContext.NamespaceOptions = &runtimeapi.NamespaceOption{
+		Network: net, Ipc: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_TARGET, TargetId: target.id,
+	}
 }

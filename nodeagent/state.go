@@ -41,6 +41,9 @@ const (
 type ctrState struct {
 	name string
 	init bool
+	// ephemeral: one of the pod's ephemeral containers (kubectl debug),
+	// started once, never restarted, outside the pod's phase and readiness.
+	ephemeral bool
 
 	// id and status are the current instance ("" / nil: none); an exited
 	// instance stays current only if it will not be restarted.
@@ -167,6 +170,17 @@ func computePlan(spec *corev1.PodSpec, ctrs map[string]*ctrState, now time.Time)
 	for _, mc := range spec.GetContainers() {
 		c := ctrs[mc.GetName()]
 		if c.status != nil {
+			continue
+		}
+		if ready(c) {
+			p.start = append(p.start, c)
+		}
+	}
+	// Ephemeral containers start once each, as the kubelet starts them
+	// (a failed start is tried again; an exited one is never restarted).
+	for _, ec := range spec.GetEphemeralContainers() {
+		c := ctrs[ec.GetEphemeralContainerCommon().GetName()]
+		if c == nil || c.status != nil {
 			continue
 		}
 		if ready(c) {

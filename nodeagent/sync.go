@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/kplane/kplane/internal/telemetry"
@@ -66,6 +67,7 @@ func (a *Agent) newRecord(key string, pod *corev1.Pod) *podRecord {
 	for _, c := range pod.GetSpec().GetContainers() {
 		r.ctrs[c.GetName()] = &ctrState{name: c.GetName()}
 	}
+	addEphemeral(pod, r)
 	a.mu.Lock()
 	a.records[key] = r
 	a.mu.Unlock()
@@ -202,10 +204,15 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 		return 10 * time.Millisecond, nil // at once, through the queue
 	}
 
-	// What the runtime says now.
+	// What the runtime says now (of ephemeral containers added since too).
+	addEphemeral(pod, rec)
 	policy := spec.GetRestartPolicy()
 	for _, c := range rec.ctrs {
 		if c.id == "" || c.exited() {
+			continue
+		}
+		if c.ephemeral {
+			a.refresh(ctx, c, RestartNever)
 			continue
 		}
 		a.refresh(ctx, c, policy)
@@ -322,10 +329,15 @@ func fieldPath(spec *corev1.PodSpec, c *ctrState) string {
 	if c.init {
 		return "spec.initContainers{" + c.name + "}"
 	}
+	if c.ephemeral || ephemeralSpec(spec, c.name) != nil {
+		return "spec.ephemeralContainers{" + c.name + "}"
+	}
 	return "spec.containers{" + c.name + "}"
 }
 
-// containerSpec finds a container's spec by name.
+// containerSpec finds a container's spec by name: an init, regular or
+// ephemeral container (the last seen as the container it shares its
+// fields with).
 func containerSpec(spec *corev1.PodSpec, name string) *corev1.Container {
 	for _, c := range spec.GetInitContainers() {
 		if c.GetName() == name {
@@ -337,5 +349,33 @@ func containerSpec(spec *corev1.PodSpec, name string) *corev1.Container {
 			return c
 		}
 	}
+	if ec := ephemeralSpec(spec, name); ec != nil {
+		// The two messages share their field numbers, as in Kubernetes.
+		c := &corev1.Container{}
+		if b, err := proto.Marshal(ec.GetEphemeralContainerCommon()); err == nil && proto.Unmarshal(b, c) == nil {
+			return c
+		}
+	}
 	return nil
+}
+
+// ephemeralSpec finds an ephemeral container's spec by name.
+func ephemeralSpec(spec *corev1.PodSpec, name string) *corev1.EphemeralContainer {
+	for _, ec := range spec.GetEphemeralContainers() {
+		if ec.GetEphemeralContainerCommon().GetName() == name {
+			return ec
+		}
+	}
+	return nil
+}
+
+// addEphemeral gives rec a state for each of pod's ephemeral containers
+// it has none for (they are added to a running pod).
+func addEphemeral(pod *corev1.Pod, rec *podRecord) {
+	for _, ec := range pod.GetSpec().GetEphemeralContainers() {
+		name := ec.GetEphemeralContainerCommon().GetName()
+		if rec.ctrs[name] == nil {
+			rec.ctrs[name] = &ctrState{name: name, ephemeral: true}
+		}
+	}
 }

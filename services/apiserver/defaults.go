@@ -254,11 +254,19 @@ func defaultPodSpec(s *corev1.PodSpec) {
 	if s.EnableServiceLinks == nil {
 		s.EnableServiceLinks = proto.Bool(true)
 	}
+	if s.SecurityContext == nil {
+		// As Kubernetes' SetDefaults_PodSpec: clients read it without a
+		// nil check (kubectl debug does).
+		s.SecurityContext = &corev1.PodSecurityContext{}
+	}
 	for _, c := range s.InitContainers {
 		defaultContainer(c)
 	}
 	for _, c := range s.Containers {
 		defaultContainer(c)
+	}
+	for _, ec := range s.EphemeralContainers {
+		defaultEphemeralContainer(ec)
 	}
 	for _, t := range s.Tolerations {
 		if t.Operator == "" {
@@ -284,6 +292,24 @@ func defaultContainer(c *corev1.Container) {
 	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 		defaultProbe(p)
+	}
+}
+
+// defaultEphemeralContainer applies a container's defaults to the fields
+// an ephemeral container shares with one, as Kubernetes' defaulting does.
+func defaultEphemeralContainer(ec *corev1.EphemeralContainer) {
+	c := ec.GetEphemeralContainerCommon()
+	if c == nil {
+		return
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = defaultPullPolicy(c.Image)
+	}
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = "/dev/termination-log"
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = "File"
 	}
 }
 

@@ -234,6 +234,9 @@ func (s *Server) validate(ctx context.Context, c *call, r *resourceInfo, obj, ol
 		if c.attrs.Subresource == "status" {
 			return validateStatusUpdate(r, obj, old)
 		}
+		if c.attrs.Subresource == "ephemeralcontainers" {
+			return invalid(r, meta(obj).GetName(), validateEphemeralContainersUpdate(r, obj.(*corev1.Pod), old.(*corev1.Pod)))
+		}
 		if err := s.preventEscalation(ctx, c, r, obj, old); err != nil {
 			return err
 		}

@@ -161,10 +161,22 @@ func logContainer(pod *corev1.Pod, want string) (string, error) {
 		if len(spec.GetInitContainers()) > 0 {
 			msg += " or one of the init containers: " + names(spec.GetInitContainers())
 		}
+		if ecs := spec.GetEphemeralContainers(); len(ecs) > 0 {
+			var out []string
+			for _, ec := range ecs {
+				out = append(out, ec.GetEphemeralContainerCommon().GetName())
+			}
+			msg += " or one of the ephemeral containers: [" + strings.Join(out, " ") + "]"
+		}
 		return "", apierrors.NewBadRequest(msg)
 	}
 	for _, c := range append(append([]*corev1.Container{}, spec.GetInitContainers()...), spec.GetContainers()...) {
 		if c.GetName() == want {
+			return want, nil
+		}
+	}
+	for _, ec := range spec.GetEphemeralContainers() {
+		if ec.GetEphemeralContainerCommon().GetName() == want {
 			return want, nil
 		}
 	}

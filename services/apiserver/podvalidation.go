@@ -29,6 +29,7 @@ func validatePodSpec(s *corev1.PodSpec, p *field.Path) field.ErrorList {
 	names := sets.New[string]()
 	errs = append(errs, validateContainers(s.GetInitContainers(), p.Child("initContainers"), names, true)...)
 	errs = append(errs, validateContainers(s.GetContainers(), p.Child("containers"), names, false)...)
+	errs = append(errs, validateEphemeralContainers(s, p.Child("ephemeralContainers"))...)
 	errs = append(errs, validateEnum(s.GetRestartPolicy(), p.Child("restartPolicy"), true, "Always", "OnFailure", "Never")...)
 	errs = append(errs, validateEnum(s.GetDnsPolicy(), p.Child("dnsPolicy"), true, "ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")...)
 	if g := s.TerminationGracePeriodSeconds; g != nil && *g < 0 {

@@ -45,6 +45,8 @@ func validateObjectErrs(r *resourceInfo, obj, old proto.Message) field.ErrorList
 		errs = append(errs, validatePodSpec(o.GetSpec(), field.NewPath("spec"))...)
 		if old != nil {
 			errs = append(errs, validatePodUpdate(o, old.(*corev1.Pod))...)
+		} else if len(o.GetSpec().GetEphemeralContainers()) > 0 {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "ephemeralContainers"), "cannot be set on create"))
 		}
 	case *appsv1.Deployment:
 		s, p := o.GetSpec(), field.NewPath("spec")

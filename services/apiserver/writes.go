@@ -415,7 +415,8 @@ func (s *Server) tryUpdate(ctx context.Context, c *call, r *resourceInfo, name, 
 	if err := s.mutate(ctx, c, adm); err != nil {
 		return nil, err
 	}
-	if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" || adm.Subresource == "approval" {
+	if adm.Subresource == "" || adm.Subresource == "status" || adm.Subresource == "scale" || adm.Subresource == "finalize" || adm.Subresource == "approval" ||
+		adm.Subresource == "ephemeralcontainers" {
 		if err := s.validate(ctx, c, r, n, old); err != nil {
 			return nil, err
 		}

@@ -551,6 +551,14 @@ func (x *podService) UpdatePodStatus(ctx context.Context, req *corev1.UpdatePodS
 	return &corev1.UpdatePodStatusResponse{Pod: obj.(*corev1.Pod)}, nil
 }
 
+func (x *podService) UpdatePodEphemeralContainers(ctx context.Context, req *corev1.UpdatePodEphemeralContainersRequest) (*corev1.UpdatePodEphemeralContainersResponse, error) {
+	obj, err := x.s.updateEphemeralContainers(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.GetPod()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &corev1.UpdatePodEphemeralContainersResponse{Pod: obj.(*corev1.Pod)}, nil
+}
+
 func (x *podService) BindPod(ctx context.Context, req *corev1.BindPodRequest) (*corev1.BindPodResponse, error) {
 	st, err := x.s.bind(ctx, x.r, req.GetNamespace(), req.GetName(), req.GetBinding(), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
 	if err != nil {

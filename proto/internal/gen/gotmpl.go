@@ -151,6 +151,16 @@ func (x *{{.Kind | lower}}Service) Update{{.Kind}}Approval(ctx context.Context, 
 	return &{{$p}}.Update{{.Kind}}ApprovalResponse{ {{- .Kind}}: obj.(*{{$t}})}, nil
 }
 {{- end}}
+{{- if .EphemeralContainers}}
+
+func (x *{{.Kind | lower}}Service) Update{{.Kind}}EphemeralContainers(ctx context.Context, req *{{$p}}.Update{{.Kind}}EphemeralContainersRequest) (*{{$p}}.Update{{.Kind}}EphemeralContainersResponse, error) {
+	obj, err := x.s.updateEphemeralContainers(ctx, x.r, req.GetNamespace(), req.GetName(), nilIfEmpty(req.Get{{.Kind}}()), writeOptions{DryRun: req.GetDryRun(), FieldManager: req.GetFieldManager()})
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &{{$p}}.Update{{.Kind}}EphemeralContainersResponse{ {{- .Kind}}: obj.(*{{$t}})}, nil
+}
+{{- end}}
 {{- if .Scale}}
 
 func (x *{{.Kind | lower}}Service) Get{{.Kind}}Scale(ctx context.Context, req *{{$p}}.Get{{.Kind}}ScaleRequest) (*{{$p}}.Get{{.Kind}}ScaleResponse, error) {

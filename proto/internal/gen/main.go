@@ -62,6 +62,9 @@ type resource struct {
 	// Approval has the approval subresource (CertificateSigningRequests):
 	// a PUT of the object whose status.conditions are written.
 	Approval bool
+	// EphemeralContainers has the ephemeralcontainers subresource (pods):
+	// a PUT of the pod whose spec.ephemeralContainers are written.
+	EphemeralContainers bool
 	// View: the resource is another group's stored resource seen in this
 	// group's version (events.k8s.io/v1 Event is core/v1 Event): it has no
 	// table entry of its own and no generated adaptor; the API service's
@@ -73,7 +76,7 @@ func groups() []group {
 	return []group{
 		{Dir: "core", Name: "", GoAlias: "corev1", Resource: []resource{
 			{Kind: "Namespace", Plural: "Namespaces", Resource: "namespaces", Status: true, Finalize: true},
-			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true, Stream: true, Eviction: true},
+			{Kind: "Pod", Plural: "Pods", Resource: "pods", Namespaced: true, Status: true, Binding: true, Graceful: true, Log: true, Stream: true, Eviction: true, EphemeralContainers: true},
 			{Kind: "Node", Plural: "Nodes", Resource: "nodes", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "Event", Plural: "Events", Resource: "events", Namespaced: true, AllowUnconditionalUpdate: true},
 			{Kind: "Service", Plural: "Services", Resource: "services", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},

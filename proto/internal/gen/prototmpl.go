@@ -106,6 +106,17 @@ service {{.Kind}}Service {
     };
   }
 {{- end}}
+{{- if .EphemeralContainers}}
+  // Update{{.Kind}}EphemeralContainers adds ephemeral containers to a
+  // {{.Kind}} (the ephemeralcontainers subresource).
+  rpc Update{{.Kind}}EphemeralContainers(Update{{.Kind}}EphemeralContainersRequest) returns (Update{{.Kind}}EphemeralContainersResponse) {
+    option (google.api.http) = {
+      put: "{{.Item $g}}/ephemeralcontainers"
+      body: "{{.Field}}"
+      response_body: "{{.Field}}"
+    };
+  }
+{{- end}}
 {{- if .Scale}}
   // Get{{.Kind}}Scale reads the scale subresource.
   rpc Get{{.Kind}}Scale(Get{{.Kind}}ScaleRequest) returns (Get{{.Kind}}ScaleResponse) {
@@ -326,6 +337,23 @@ message Update{{.Kind}}ApprovalRequest {
 
 // Update{{.Kind}}ApprovalResponse carries the stored {{.Kind}}.
 message Update{{.Kind}}ApprovalResponse {
+  {{.Kind}} {{.Field}} = 1;
+}
+{{- end}}
+{{- if .EphemeralContainers}}
+
+// Update{{.Kind}}EphemeralContainersRequest carries the pod whose
+// spec.ephemeralContainers are written; the rest of it is ignored.
+message Update{{.Kind}}EphemeralContainersRequest {
+  string namespace = 1;
+  string name = 2;
+  {{.Kind}} {{.Field}} = 3;
+  repeated string dry_run = 4;
+  string field_manager = 5;
+}
+
+// Update{{.Kind}}EphemeralContainersResponse carries the stored {{.Kind}}.
+message Update{{.Kind}}EphemeralContainersResponse {
   {{.Kind}} {{.Field}} = 1;
 }
 {{- end}}

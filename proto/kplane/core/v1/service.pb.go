@@ -1912,6 +1912,129 @@ func (x *UpdatePodStatusResponse) GetPod() *Pod {
 	return nil
 }
 
+// UpdatePodEphemeralContainersRequest carries the pod whose
+// spec.ephemeralContainers are written; the rest of it is ignored.
+type UpdatePodEphemeralContainersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Pod           *Pod                   `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	DryRun        []string               `protobuf:"bytes,4,rep,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	FieldManager  string                 `protobuf:"bytes,5,opt,name=field_manager,json=fieldManager,proto3" json:"field_manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePodEphemeralContainersRequest) Reset() {
+	*x = UpdatePodEphemeralContainersRequest{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePodEphemeralContainersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePodEphemeralContainersRequest) ProtoMessage() {}
+
+func (x *UpdatePodEphemeralContainersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePodEphemeralContainersRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePodEphemeralContainersRequest) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UpdatePodEphemeralContainersRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePodEphemeralContainersRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePodEphemeralContainersRequest) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *UpdatePodEphemeralContainersRequest) GetDryRun() []string {
+	if x != nil {
+		return x.DryRun
+	}
+	return nil
+}
+
+func (x *UpdatePodEphemeralContainersRequest) GetFieldManager() string {
+	if x != nil {
+		return x.FieldManager
+	}
+	return ""
+}
+
+// UpdatePodEphemeralContainersResponse carries the stored Pod.
+type UpdatePodEphemeralContainersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pod           *Pod                   `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePodEphemeralContainersResponse) Reset() {
+	*x = UpdatePodEphemeralContainersResponse{}
+	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePodEphemeralContainersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePodEphemeralContainersResponse) ProtoMessage() {}
+
+func (x *UpdatePodEphemeralContainersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePodEphemeralContainersResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePodEphemeralContainersResponse) Descriptor() ([]byte, []int) {
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UpdatePodEphemeralContainersResponse) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
 // BindPodRequest carries the Binding (target: the node).
 type BindPodRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1926,7 +2049,7 @@ type BindPodRequest struct {
 
 func (x *BindPodRequest) Reset() {
 	*x = BindPodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2061,7 @@ func (x *BindPodRequest) String() string {
 func (*BindPodRequest) ProtoMessage() {}
 
 func (x *BindPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[30]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2074,7 @@ func (x *BindPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindPodRequest.ProtoReflect.Descriptor instead.
 func (*BindPodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BindPodRequest) GetNamespace() string {
@@ -1999,7 +2122,7 @@ type BindPodResponse struct {
 
 func (x *BindPodResponse) Reset() {
 	*x = BindPodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2134,7 @@ func (x *BindPodResponse) String() string {
 func (*BindPodResponse) ProtoMessage() {}
 
 func (x *BindPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[31]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2147,7 @@ func (x *BindPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BindPodResponse.ProtoReflect.Descriptor instead.
 func (*BindPodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BindPodResponse) GetStatus() *v1.Status {
@@ -2049,7 +2172,7 @@ type EvictPodRequest struct {
 
 func (x *EvictPodRequest) Reset() {
 	*x = EvictPodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2184,7 @@ func (x *EvictPodRequest) String() string {
 func (*EvictPodRequest) ProtoMessage() {}
 
 func (x *EvictPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[32]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2197,7 @@ func (x *EvictPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictPodRequest.ProtoReflect.Descriptor instead.
 func (*EvictPodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EvictPodRequest) GetNamespace() string {
@@ -2122,7 +2245,7 @@ type EvictPodResponse struct {
 
 func (x *EvictPodResponse) Reset() {
 	*x = EvictPodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2257,7 @@ func (x *EvictPodResponse) String() string {
 func (*EvictPodResponse) ProtoMessage() {}
 
 func (x *EvictPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[33]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2270,7 @@ func (x *EvictPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictPodResponse.ProtoReflect.Descriptor instead.
 func (*EvictPodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *EvictPodResponse) GetStatus() *v1.Status {
@@ -2182,7 +2305,7 @@ type GetPodLogRequest struct {
 
 func (x *GetPodLogRequest) Reset() {
 	*x = GetPodLogRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2317,7 @@ func (x *GetPodLogRequest) String() string {
 func (*GetPodLogRequest) ProtoMessage() {}
 
 func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[34]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2330,7 @@ func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodLogRequest.ProtoReflect.Descriptor instead.
 func (*GetPodLogRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetPodLogRequest) GetNamespace() string {
@@ -2286,7 +2409,7 @@ type StreamPodRequest struct {
 
 func (x *StreamPodRequest) Reset() {
 	*x = StreamPodRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2298,7 +2421,7 @@ func (x *StreamPodRequest) String() string {
 func (*StreamPodRequest) ProtoMessage() {}
 
 func (x *StreamPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[35]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2311,7 +2434,7 @@ func (x *StreamPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodRequest.ProtoReflect.Descriptor instead.
 func (*StreamPodRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StreamPodRequest) GetStart() *StreamPodStart {
@@ -2349,7 +2472,7 @@ type StreamPodStart struct {
 
 func (x *StreamPodStart) Reset() {
 	*x = StreamPodStart{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2484,7 @@ func (x *StreamPodStart) String() string {
 func (*StreamPodStart) ProtoMessage() {}
 
 func (x *StreamPodStart) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[36]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2497,7 @@ func (x *StreamPodStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodStart.ProtoReflect.Descriptor instead.
 func (*StreamPodStart) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StreamPodStart) GetSubresource() string {
@@ -2430,7 +2553,7 @@ type StreamPodHeader struct {
 
 func (x *StreamPodHeader) Reset() {
 	*x = StreamPodHeader{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2442,7 +2565,7 @@ func (x *StreamPodHeader) String() string {
 func (*StreamPodHeader) ProtoMessage() {}
 
 func (x *StreamPodHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[37]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2455,7 +2578,7 @@ func (x *StreamPodHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodHeader.ProtoReflect.Descriptor instead.
 func (*StreamPodHeader) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StreamPodHeader) GetName() string {
@@ -2482,7 +2605,7 @@ type StreamPodResponse struct {
 
 func (x *StreamPodResponse) Reset() {
 	*x = StreamPodResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2617,7 @@ func (x *StreamPodResponse) String() string {
 func (*StreamPodResponse) ProtoMessage() {}
 
 func (x *StreamPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[38]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2630,7 @@ func (x *StreamPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamPodResponse.ProtoReflect.Descriptor instead.
 func (*StreamPodResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StreamPodResponse) GetData() []byte {
@@ -2529,7 +2652,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2664,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[39]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2677,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -2581,7 +2704,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2716,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[40]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2729,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -2632,7 +2755,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2767,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[41]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2780,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -2719,7 +2842,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2854,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[42]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2867,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListNodesResponse) GetList() *NodeList {
@@ -2772,7 +2895,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2907,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[43]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2920,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *WatchNodesRequest) GetLabelSelector() string {
@@ -2863,7 +2986,7 @@ type WatchNodesResponse struct {
 
 func (x *WatchNodesResponse) Reset() {
 	*x = WatchNodesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2998,7 @@ func (x *WatchNodesResponse) String() string {
 func (*WatchNodesResponse) ProtoMessage() {}
 
 func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[44]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3011,7 @@ func (x *WatchNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesResponse.ProtoReflect.Descriptor instead.
 func (*WatchNodesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchNodesResponse) GetType() string {
@@ -2925,7 +3048,7 @@ type CreateNodeRequest struct {
 
 func (x *CreateNodeRequest) Reset() {
 	*x = CreateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3060,7 @@ func (x *CreateNodeRequest) String() string {
 func (*CreateNodeRequest) ProtoMessage() {}
 
 func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[45]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3073,7 @@ func (x *CreateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeRequest.ProtoReflect.Descriptor instead.
 func (*CreateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateNodeRequest) GetNode() *Node {
@@ -2984,7 +3107,7 @@ type CreateNodeResponse struct {
 
 func (x *CreateNodeResponse) Reset() {
 	*x = CreateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3119,7 @@ func (x *CreateNodeResponse) String() string {
 func (*CreateNodeResponse) ProtoMessage() {}
 
 func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[46]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3132,7 @@ func (x *CreateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNodeResponse.ProtoReflect.Descriptor instead.
 func (*CreateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateNodeResponse) GetNode() *Node {
@@ -3032,7 +3155,7 @@ type UpdateNodeRequest struct {
 
 func (x *UpdateNodeRequest) Reset() {
 	*x = UpdateNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3167,7 @@ func (x *UpdateNodeRequest) String() string {
 func (*UpdateNodeRequest) ProtoMessage() {}
 
 func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[47]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3180,7 @@ func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateNodeRequest) GetName() string {
@@ -3098,7 +3221,7 @@ type UpdateNodeResponse struct {
 
 func (x *UpdateNodeResponse) Reset() {
 	*x = UpdateNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3233,7 @@ func (x *UpdateNodeResponse) String() string {
 func (*UpdateNodeResponse) ProtoMessage() {}
 
 func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[48]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3246,7 @@ func (x *UpdateNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateNodeResponse) GetNode() *Node {
@@ -3148,7 +3271,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3160,7 +3283,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[49]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3173,7 +3296,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -3222,7 +3345,7 @@ type DeleteNodeResponse struct {
 
 func (x *DeleteNodeResponse) Reset() {
 	*x = DeleteNodeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3234,7 +3357,7 @@ func (x *DeleteNodeResponse) String() string {
 func (*DeleteNodeResponse) ProtoMessage() {}
 
 func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[50]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3247,7 +3370,7 @@ func (x *DeleteNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteNodeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteNodeResponse) GetNode() *Node {
@@ -3271,7 +3394,7 @@ type UpdateNodeStatusRequest struct {
 
 func (x *UpdateNodeStatusRequest) Reset() {
 	*x = UpdateNodeStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3406,7 @@ func (x *UpdateNodeStatusRequest) String() string {
 func (*UpdateNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[51]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3419,7 @@ func (x *UpdateNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateNodeStatusRequest) GetName() string {
@@ -3337,7 +3460,7 @@ type UpdateNodeStatusResponse struct {
 
 func (x *UpdateNodeStatusResponse) Reset() {
 	*x = UpdateNodeStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3472,7 @@ func (x *UpdateNodeStatusResponse) String() string {
 func (*UpdateNodeStatusResponse) ProtoMessage() {}
 
 func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[52]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3485,7 @@ func (x *UpdateNodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateNodeStatusResponse) GetNode() *Node {
@@ -3385,7 +3508,7 @@ type GetEventRequest struct {
 
 func (x *GetEventRequest) Reset() {
 	*x = GetEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3397,7 +3520,7 @@ func (x *GetEventRequest) String() string {
 func (*GetEventRequest) ProtoMessage() {}
 
 func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[53]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3410,7 +3533,7 @@ func (x *GetEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventRequest.ProtoReflect.Descriptor instead.
 func (*GetEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetEventRequest) GetNamespace() string {
@@ -3444,7 +3567,7 @@ type GetEventResponse struct {
 
 func (x *GetEventResponse) Reset() {
 	*x = GetEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3456,7 +3579,7 @@ func (x *GetEventResponse) String() string {
 func (*GetEventResponse) ProtoMessage() {}
 
 func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[54]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3469,7 +3592,7 @@ func (x *GetEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEventResponse.ProtoReflect.Descriptor instead.
 func (*GetEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetEventResponse) GetEvent() *Event {
@@ -3497,7 +3620,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3632,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[55]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3645,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListEventsRequest) GetNamespace() string {
@@ -3591,7 +3714,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3726,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[56]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3739,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListEventsResponse) GetList() *EventList {
@@ -3646,7 +3769,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3781,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[57]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3794,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *WatchEventsRequest) GetNamespace() string {
@@ -3744,7 +3867,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3879,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[58]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3892,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WatchEventsResponse) GetType() string {
@@ -3807,7 +3930,7 @@ type CreateEventRequest struct {
 
 func (x *CreateEventRequest) Reset() {
 	*x = CreateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +3942,7 @@ func (x *CreateEventRequest) String() string {
 func (*CreateEventRequest) ProtoMessage() {}
 
 func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[59]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +3955,7 @@ func (x *CreateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventRequest.ProtoReflect.Descriptor instead.
 func (*CreateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateEventRequest) GetNamespace() string {
@@ -3873,7 +3996,7 @@ type CreateEventResponse struct {
 
 func (x *CreateEventResponse) Reset() {
 	*x = CreateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +4008,7 @@ func (x *CreateEventResponse) String() string {
 func (*CreateEventResponse) ProtoMessage() {}
 
 func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[60]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +4021,7 @@ func (x *CreateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEventResponse.ProtoReflect.Descriptor instead.
 func (*CreateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateEventResponse) GetEvent() *Event {
@@ -3922,7 +4045,7 @@ type UpdateEventRequest struct {
 
 func (x *UpdateEventRequest) Reset() {
 	*x = UpdateEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4057,7 @@ func (x *UpdateEventRequest) String() string {
 func (*UpdateEventRequest) ProtoMessage() {}
 
 func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[61]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4070,7 @@ func (x *UpdateEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UpdateEventRequest) GetNamespace() string {
@@ -3995,7 +4118,7 @@ type UpdateEventResponse struct {
 
 func (x *UpdateEventResponse) Reset() {
 	*x = UpdateEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4130,7 @@ func (x *UpdateEventResponse) String() string {
 func (*UpdateEventResponse) ProtoMessage() {}
 
 func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[62]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4143,7 @@ func (x *UpdateEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEventResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *UpdateEventResponse) GetEvent() *Event {
@@ -4046,7 +4169,7 @@ type DeleteEventRequest struct {
 
 func (x *DeleteEventRequest) Reset() {
 	*x = DeleteEventRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4058,7 +4181,7 @@ func (x *DeleteEventRequest) String() string {
 func (*DeleteEventRequest) ProtoMessage() {}
 
 func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[63]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4071,7 +4194,7 @@ func (x *DeleteEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEventRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DeleteEventRequest) GetNamespace() string {
@@ -4127,7 +4250,7 @@ type DeleteEventResponse struct {
 
 func (x *DeleteEventResponse) Reset() {
 	*x = DeleteEventResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4262,7 @@ func (x *DeleteEventResponse) String() string {
 func (*DeleteEventResponse) ProtoMessage() {}
 
 func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[64]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4275,7 @@ func (x *DeleteEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEventResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEventResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeleteEventResponse) GetEvent() *Event {
@@ -4175,7 +4298,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4187,7 +4310,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[65]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4200,7 +4323,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -4234,7 +4357,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4369,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[66]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4382,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetServiceResponse) GetService() *Service {
@@ -4287,7 +4410,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4299,7 +4422,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[67]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4312,7 +4435,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -4381,7 +4504,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4393,7 +4516,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[68]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4406,7 +4529,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListServicesResponse) GetList() *ServiceList {
@@ -4436,7 +4559,7 @@ type WatchServicesRequest struct {
 
 func (x *WatchServicesRequest) Reset() {
 	*x = WatchServicesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4448,7 +4571,7 @@ func (x *WatchServicesRequest) String() string {
 func (*WatchServicesRequest) ProtoMessage() {}
 
 func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[69]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4461,7 +4584,7 @@ func (x *WatchServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesRequest.ProtoReflect.Descriptor instead.
 func (*WatchServicesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{69}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *WatchServicesRequest) GetNamespace() string {
@@ -4534,7 +4657,7 @@ type WatchServicesResponse struct {
 
 func (x *WatchServicesResponse) Reset() {
 	*x = WatchServicesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4546,7 +4669,7 @@ func (x *WatchServicesResponse) String() string {
 func (*WatchServicesResponse) ProtoMessage() {}
 
 func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[70]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4559,7 +4682,7 @@ func (x *WatchServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServicesResponse.ProtoReflect.Descriptor instead.
 func (*WatchServicesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{70}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WatchServicesResponse) GetType() string {
@@ -4597,7 +4720,7 @@ type CreateServiceRequest struct {
 
 func (x *CreateServiceRequest) Reset() {
 	*x = CreateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4609,7 +4732,7 @@ func (x *CreateServiceRequest) String() string {
 func (*CreateServiceRequest) ProtoMessage() {}
 
 func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[71]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4622,7 +4745,7 @@ func (x *CreateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{71}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateServiceRequest) GetNamespace() string {
@@ -4663,7 +4786,7 @@ type CreateServiceResponse struct {
 
 func (x *CreateServiceResponse) Reset() {
 	*x = CreateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4675,7 +4798,7 @@ func (x *CreateServiceResponse) String() string {
 func (*CreateServiceResponse) ProtoMessage() {}
 
 func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[72]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4688,7 +4811,7 @@ func (x *CreateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{72}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CreateServiceResponse) GetService() *Service {
@@ -4712,7 +4835,7 @@ type UpdateServiceRequest struct {
 
 func (x *UpdateServiceRequest) Reset() {
 	*x = UpdateServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4724,7 +4847,7 @@ func (x *UpdateServiceRequest) String() string {
 func (*UpdateServiceRequest) ProtoMessage() {}
 
 func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[73]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4737,7 +4860,7 @@ func (x *UpdateServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{73}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateServiceRequest) GetNamespace() string {
@@ -4785,7 +4908,7 @@ type UpdateServiceResponse struct {
 
 func (x *UpdateServiceResponse) Reset() {
 	*x = UpdateServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4797,7 +4920,7 @@ func (x *UpdateServiceResponse) String() string {
 func (*UpdateServiceResponse) ProtoMessage() {}
 
 func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[74]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4810,7 +4933,7 @@ func (x *UpdateServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{74}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UpdateServiceResponse) GetService() *Service {
@@ -4836,7 +4959,7 @@ type DeleteServiceRequest struct {
 
 func (x *DeleteServiceRequest) Reset() {
 	*x = DeleteServiceRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4848,7 +4971,7 @@ func (x *DeleteServiceRequest) String() string {
 func (*DeleteServiceRequest) ProtoMessage() {}
 
 func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[75]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4861,7 +4984,7 @@ func (x *DeleteServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{75}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteServiceRequest) GetNamespace() string {
@@ -4917,7 +5040,7 @@ type DeleteServiceResponse struct {
 
 func (x *DeleteServiceResponse) Reset() {
 	*x = DeleteServiceResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5052,7 @@ func (x *DeleteServiceResponse) String() string {
 func (*DeleteServiceResponse) ProtoMessage() {}
 
 func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[76]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5065,7 @@ func (x *DeleteServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{76}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *DeleteServiceResponse) GetService() *Service {
@@ -4967,7 +5090,7 @@ type UpdateServiceStatusRequest struct {
 
 func (x *UpdateServiceStatusRequest) Reset() {
 	*x = UpdateServiceStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4979,7 +5102,7 @@ func (x *UpdateServiceStatusRequest) String() string {
 func (*UpdateServiceStatusRequest) ProtoMessage() {}
 
 func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[77]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4992,7 +5115,7 @@ func (x *UpdateServiceStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{77}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UpdateServiceStatusRequest) GetNamespace() string {
@@ -5040,7 +5163,7 @@ type UpdateServiceStatusResponse struct {
 
 func (x *UpdateServiceStatusResponse) Reset() {
 	*x = UpdateServiceStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5052,7 +5175,7 @@ func (x *UpdateServiceStatusResponse) String() string {
 func (*UpdateServiceStatusResponse) ProtoMessage() {}
 
 func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[78]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5065,7 +5188,7 @@ func (x *UpdateServiceStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{78}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *UpdateServiceStatusResponse) GetService() *Service {
@@ -5088,7 +5211,7 @@ type GetEndpointsRequest struct {
 
 func (x *GetEndpointsRequest) Reset() {
 	*x = GetEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5100,7 +5223,7 @@ func (x *GetEndpointsRequest) String() string {
 func (*GetEndpointsRequest) ProtoMessage() {}
 
 func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[79]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5113,7 +5236,7 @@ func (x *GetEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*GetEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{79}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetEndpointsRequest) GetNamespace() string {
@@ -5147,7 +5270,7 @@ type GetEndpointsResponse struct {
 
 func (x *GetEndpointsResponse) Reset() {
 	*x = GetEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5159,7 +5282,7 @@ func (x *GetEndpointsResponse) String() string {
 func (*GetEndpointsResponse) ProtoMessage() {}
 
 func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[80]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5172,7 +5295,7 @@ func (x *GetEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*GetEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{80}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5200,7 +5323,7 @@ type ListEndpointsRequest struct {
 
 func (x *ListEndpointsRequest) Reset() {
 	*x = ListEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5212,7 +5335,7 @@ func (x *ListEndpointsRequest) String() string {
 func (*ListEndpointsRequest) ProtoMessage() {}
 
 func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[81]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5225,7 +5348,7 @@ func (x *ListEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*ListEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{81}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListEndpointsRequest) GetNamespace() string {
@@ -5294,7 +5417,7 @@ type ListEndpointsResponse struct {
 
 func (x *ListEndpointsResponse) Reset() {
 	*x = ListEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5306,7 +5429,7 @@ func (x *ListEndpointsResponse) String() string {
 func (*ListEndpointsResponse) ProtoMessage() {}
 
 func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[82]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5319,7 +5442,7 @@ func (x *ListEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*ListEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{82}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListEndpointsResponse) GetList() *EndpointsList {
@@ -5349,7 +5472,7 @@ type WatchEndpointsRequest struct {
 
 func (x *WatchEndpointsRequest) Reset() {
 	*x = WatchEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5361,7 +5484,7 @@ func (x *WatchEndpointsRequest) String() string {
 func (*WatchEndpointsRequest) ProtoMessage() {}
 
 func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[83]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5374,7 +5497,7 @@ func (x *WatchEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{83}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WatchEndpointsRequest) GetNamespace() string {
@@ -5447,7 +5570,7 @@ type WatchEndpointsResponse struct {
 
 func (x *WatchEndpointsResponse) Reset() {
 	*x = WatchEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5582,7 @@ func (x *WatchEndpointsResponse) String() string {
 func (*WatchEndpointsResponse) ProtoMessage() {}
 
 func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[84]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5595,7 @@ func (x *WatchEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{84}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WatchEndpointsResponse) GetType() string {
@@ -5510,7 +5633,7 @@ type CreateEndpointsRequest struct {
 
 func (x *CreateEndpointsRequest) Reset() {
 	*x = CreateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5522,7 +5645,7 @@ func (x *CreateEndpointsRequest) String() string {
 func (*CreateEndpointsRequest) ProtoMessage() {}
 
 func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[85]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5535,7 +5658,7 @@ func (x *CreateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{85}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateEndpointsRequest) GetNamespace() string {
@@ -5576,7 +5699,7 @@ type CreateEndpointsResponse struct {
 
 func (x *CreateEndpointsResponse) Reset() {
 	*x = CreateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5711,7 @@ func (x *CreateEndpointsResponse) String() string {
 func (*CreateEndpointsResponse) ProtoMessage() {}
 
 func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[86]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5724,7 @@ func (x *CreateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*CreateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{86}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CreateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5625,7 +5748,7 @@ type UpdateEndpointsRequest struct {
 
 func (x *UpdateEndpointsRequest) Reset() {
 	*x = UpdateEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5637,7 +5760,7 @@ func (x *UpdateEndpointsRequest) String() string {
 func (*UpdateEndpointsRequest) ProtoMessage() {}
 
 func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[87]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5650,7 +5773,7 @@ func (x *UpdateEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{87}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *UpdateEndpointsRequest) GetNamespace() string {
@@ -5698,7 +5821,7 @@ type UpdateEndpointsResponse struct {
 
 func (x *UpdateEndpointsResponse) Reset() {
 	*x = UpdateEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5833,7 @@ func (x *UpdateEndpointsResponse) String() string {
 func (*UpdateEndpointsResponse) ProtoMessage() {}
 
 func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[88]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5846,7 @@ func (x *UpdateEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{88}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UpdateEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5749,7 +5872,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5761,7 +5884,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[89]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5774,7 +5897,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{89}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *DeleteEndpointsRequest) GetNamespace() string {
@@ -5830,7 +5953,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5842,7 +5965,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[90]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5855,7 +5978,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{90}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *DeleteEndpointsResponse) GetEndpoints() *Endpoints {
@@ -5878,7 +6001,7 @@ type GetConfigMapRequest struct {
 
 func (x *GetConfigMapRequest) Reset() {
 	*x = GetConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5890,7 +6013,7 @@ func (x *GetConfigMapRequest) String() string {
 func (*GetConfigMapRequest) ProtoMessage() {}
 
 func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[91]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5903,7 +6026,7 @@ func (x *GetConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{91}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *GetConfigMapRequest) GetNamespace() string {
@@ -5937,7 +6060,7 @@ type GetConfigMapResponse struct {
 
 func (x *GetConfigMapResponse) Reset() {
 	*x = GetConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5949,7 +6072,7 @@ func (x *GetConfigMapResponse) String() string {
 func (*GetConfigMapResponse) ProtoMessage() {}
 
 func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[92]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5962,7 +6085,7 @@ func (x *GetConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{92}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *GetConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -5990,7 +6113,7 @@ type ListConfigMapsRequest struct {
 
 func (x *ListConfigMapsRequest) Reset() {
 	*x = ListConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6002,7 +6125,7 @@ func (x *ListConfigMapsRequest) String() string {
 func (*ListConfigMapsRequest) ProtoMessage() {}
 
 func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[93]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6015,7 +6138,7 @@ func (x *ListConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{93}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ListConfigMapsRequest) GetNamespace() string {
@@ -6084,7 +6207,7 @@ type ListConfigMapsResponse struct {
 
 func (x *ListConfigMapsResponse) Reset() {
 	*x = ListConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6096,7 +6219,7 @@ func (x *ListConfigMapsResponse) String() string {
 func (*ListConfigMapsResponse) ProtoMessage() {}
 
 func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[94]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6109,7 +6232,7 @@ func (x *ListConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*ListConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{94}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ListConfigMapsResponse) GetList() *ConfigMapList {
@@ -6139,7 +6262,7 @@ type WatchConfigMapsRequest struct {
 
 func (x *WatchConfigMapsRequest) Reset() {
 	*x = WatchConfigMapsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6151,7 +6274,7 @@ func (x *WatchConfigMapsRequest) String() string {
 func (*WatchConfigMapsRequest) ProtoMessage() {}
 
 func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[95]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6164,7 +6287,7 @@ func (x *WatchConfigMapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsRequest.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{95}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *WatchConfigMapsRequest) GetNamespace() string {
@@ -6237,7 +6360,7 @@ type WatchConfigMapsResponse struct {
 
 func (x *WatchConfigMapsResponse) Reset() {
 	*x = WatchConfigMapsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6249,7 +6372,7 @@ func (x *WatchConfigMapsResponse) String() string {
 func (*WatchConfigMapsResponse) ProtoMessage() {}
 
 func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[96]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6262,7 +6385,7 @@ func (x *WatchConfigMapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigMapsResponse.ProtoReflect.Descriptor instead.
 func (*WatchConfigMapsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{96}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *WatchConfigMapsResponse) GetType() string {
@@ -6300,7 +6423,7 @@ type CreateConfigMapRequest struct {
 
 func (x *CreateConfigMapRequest) Reset() {
 	*x = CreateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6312,7 +6435,7 @@ func (x *CreateConfigMapRequest) String() string {
 func (*CreateConfigMapRequest) ProtoMessage() {}
 
 func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[97]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6325,7 +6448,7 @@ func (x *CreateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{97}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CreateConfigMapRequest) GetNamespace() string {
@@ -6366,7 +6489,7 @@ type CreateConfigMapResponse struct {
 
 func (x *CreateConfigMapResponse) Reset() {
 	*x = CreateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6378,7 +6501,7 @@ func (x *CreateConfigMapResponse) String() string {
 func (*CreateConfigMapResponse) ProtoMessage() {}
 
 func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[98]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6391,7 +6514,7 @@ func (x *CreateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*CreateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{98}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *CreateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6415,7 +6538,7 @@ type UpdateConfigMapRequest struct {
 
 func (x *UpdateConfigMapRequest) Reset() {
 	*x = UpdateConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6427,7 +6550,7 @@ func (x *UpdateConfigMapRequest) String() string {
 func (*UpdateConfigMapRequest) ProtoMessage() {}
 
 func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[99]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6440,7 +6563,7 @@ func (x *UpdateConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{99}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *UpdateConfigMapRequest) GetNamespace() string {
@@ -6488,7 +6611,7 @@ type UpdateConfigMapResponse struct {
 
 func (x *UpdateConfigMapResponse) Reset() {
 	*x = UpdateConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6500,7 +6623,7 @@ func (x *UpdateConfigMapResponse) String() string {
 func (*UpdateConfigMapResponse) ProtoMessage() {}
 
 func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[100]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6513,7 +6636,7 @@ func (x *UpdateConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*UpdateConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{100}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *UpdateConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6539,7 +6662,7 @@ type DeleteConfigMapRequest struct {
 
 func (x *DeleteConfigMapRequest) Reset() {
 	*x = DeleteConfigMapRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6551,7 +6674,7 @@ func (x *DeleteConfigMapRequest) String() string {
 func (*DeleteConfigMapRequest) ProtoMessage() {}
 
 func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[101]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6564,7 +6687,7 @@ func (x *DeleteConfigMapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{101}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *DeleteConfigMapRequest) GetNamespace() string {
@@ -6620,7 +6743,7 @@ type DeleteConfigMapResponse struct {
 
 func (x *DeleteConfigMapResponse) Reset() {
 	*x = DeleteConfigMapResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6632,7 +6755,7 @@ func (x *DeleteConfigMapResponse) String() string {
 func (*DeleteConfigMapResponse) ProtoMessage() {}
 
 func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[102]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6645,7 +6768,7 @@ func (x *DeleteConfigMapResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConfigMapResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConfigMapResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{102}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *DeleteConfigMapResponse) GetConfigMap() *ConfigMap {
@@ -6668,7 +6791,7 @@ type GetSecretRequest struct {
 
 func (x *GetSecretRequest) Reset() {
 	*x = GetSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6680,7 +6803,7 @@ func (x *GetSecretRequest) String() string {
 func (*GetSecretRequest) ProtoMessage() {}
 
 func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[103]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6693,7 +6816,7 @@ func (x *GetSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretRequest.ProtoReflect.Descriptor instead.
 func (*GetSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{103}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *GetSecretRequest) GetNamespace() string {
@@ -6727,7 +6850,7 @@ type GetSecretResponse struct {
 
 func (x *GetSecretResponse) Reset() {
 	*x = GetSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6739,7 +6862,7 @@ func (x *GetSecretResponse) String() string {
 func (*GetSecretResponse) ProtoMessage() {}
 
 func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[104]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6752,7 +6875,7 @@ func (x *GetSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSecretResponse.ProtoReflect.Descriptor instead.
 func (*GetSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{104}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *GetSecretResponse) GetSecret() *Secret {
@@ -6780,7 +6903,7 @@ type ListSecretsRequest struct {
 
 func (x *ListSecretsRequest) Reset() {
 	*x = ListSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6792,7 +6915,7 @@ func (x *ListSecretsRequest) String() string {
 func (*ListSecretsRequest) ProtoMessage() {}
 
 func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[105]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6805,7 +6928,7 @@ func (x *ListSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsRequest.ProtoReflect.Descriptor instead.
 func (*ListSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{105}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *ListSecretsRequest) GetNamespace() string {
@@ -6874,7 +6997,7 @@ type ListSecretsResponse struct {
 
 func (x *ListSecretsResponse) Reset() {
 	*x = ListSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6886,7 +7009,7 @@ func (x *ListSecretsResponse) String() string {
 func (*ListSecretsResponse) ProtoMessage() {}
 
 func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[106]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6899,7 +7022,7 @@ func (x *ListSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSecretsResponse.ProtoReflect.Descriptor instead.
 func (*ListSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{106}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *ListSecretsResponse) GetList() *SecretList {
@@ -6929,7 +7052,7 @@ type WatchSecretsRequest struct {
 
 func (x *WatchSecretsRequest) Reset() {
 	*x = WatchSecretsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6941,7 +7064,7 @@ func (x *WatchSecretsRequest) String() string {
 func (*WatchSecretsRequest) ProtoMessage() {}
 
 func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[107]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6954,7 +7077,7 @@ func (x *WatchSecretsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSecretsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{107}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *WatchSecretsRequest) GetNamespace() string {
@@ -7027,7 +7150,7 @@ type WatchSecretsResponse struct {
 
 func (x *WatchSecretsResponse) Reset() {
 	*x = WatchSecretsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7039,7 +7162,7 @@ func (x *WatchSecretsResponse) String() string {
 func (*WatchSecretsResponse) ProtoMessage() {}
 
 func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[108]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7052,7 +7175,7 @@ func (x *WatchSecretsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSecretsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSecretsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{108}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *WatchSecretsResponse) GetType() string {
@@ -7090,7 +7213,7 @@ type CreateSecretRequest struct {
 
 func (x *CreateSecretRequest) Reset() {
 	*x = CreateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7102,7 +7225,7 @@ func (x *CreateSecretRequest) String() string {
 func (*CreateSecretRequest) ProtoMessage() {}
 
 func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[109]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7115,7 +7238,7 @@ func (x *CreateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretRequest.ProtoReflect.Descriptor instead.
 func (*CreateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{109}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *CreateSecretRequest) GetNamespace() string {
@@ -7156,7 +7279,7 @@ type CreateSecretResponse struct {
 
 func (x *CreateSecretResponse) Reset() {
 	*x = CreateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7168,7 +7291,7 @@ func (x *CreateSecretResponse) String() string {
 func (*CreateSecretResponse) ProtoMessage() {}
 
 func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[110]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7181,7 +7304,7 @@ func (x *CreateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSecretResponse.ProtoReflect.Descriptor instead.
 func (*CreateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{110}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *CreateSecretResponse) GetSecret() *Secret {
@@ -7205,7 +7328,7 @@ type UpdateSecretRequest struct {
 
 func (x *UpdateSecretRequest) Reset() {
 	*x = UpdateSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7217,7 +7340,7 @@ func (x *UpdateSecretRequest) String() string {
 func (*UpdateSecretRequest) ProtoMessage() {}
 
 func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[111]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7230,7 +7353,7 @@ func (x *UpdateSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{111}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *UpdateSecretRequest) GetNamespace() string {
@@ -7278,7 +7401,7 @@ type UpdateSecretResponse struct {
 
 func (x *UpdateSecretResponse) Reset() {
 	*x = UpdateSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7290,7 +7413,7 @@ func (x *UpdateSecretResponse) String() string {
 func (*UpdateSecretResponse) ProtoMessage() {}
 
 func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[112]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7303,7 +7426,7 @@ func (x *UpdateSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSecretResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{112}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *UpdateSecretResponse) GetSecret() *Secret {
@@ -7329,7 +7452,7 @@ type DeleteSecretRequest struct {
 
 func (x *DeleteSecretRequest) Reset() {
 	*x = DeleteSecretRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7341,7 +7464,7 @@ func (x *DeleteSecretRequest) String() string {
 func (*DeleteSecretRequest) ProtoMessage() {}
 
 func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[113]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7354,7 +7477,7 @@ func (x *DeleteSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSecretRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{113}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *DeleteSecretRequest) GetNamespace() string {
@@ -7410,7 +7533,7 @@ type DeleteSecretResponse struct {
 
 func (x *DeleteSecretResponse) Reset() {
 	*x = DeleteSecretResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7422,7 +7545,7 @@ func (x *DeleteSecretResponse) String() string {
 func (*DeleteSecretResponse) ProtoMessage() {}
 
 func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[114]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7435,7 +7558,7 @@ func (x *DeleteSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSecretResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSecretResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{114}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *DeleteSecretResponse) GetSecret() *Secret {
@@ -7458,7 +7581,7 @@ type GetServiceAccountRequest struct {
 
 func (x *GetServiceAccountRequest) Reset() {
 	*x = GetServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7470,7 +7593,7 @@ func (x *GetServiceAccountRequest) String() string {
 func (*GetServiceAccountRequest) ProtoMessage() {}
 
 func (x *GetServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[115]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7483,7 +7606,7 @@ func (x *GetServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{115}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *GetServiceAccountRequest) GetNamespace() string {
@@ -7517,7 +7640,7 @@ type GetServiceAccountResponse struct {
 
 func (x *GetServiceAccountResponse) Reset() {
 	*x = GetServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7529,7 +7652,7 @@ func (x *GetServiceAccountResponse) String() string {
 func (*GetServiceAccountResponse) ProtoMessage() {}
 
 func (x *GetServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[116]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7542,7 +7665,7 @@ func (x *GetServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{116}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *GetServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -7570,7 +7693,7 @@ type ListServiceAccountsRequest struct {
 
 func (x *ListServiceAccountsRequest) Reset() {
 	*x = ListServiceAccountsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7582,7 +7705,7 @@ func (x *ListServiceAccountsRequest) String() string {
 func (*ListServiceAccountsRequest) ProtoMessage() {}
 
 func (x *ListServiceAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[117]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7595,7 +7718,7 @@ func (x *ListServiceAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServiceAccountsRequest.ProtoReflect.Descriptor instead.
 func (*ListServiceAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{117}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *ListServiceAccountsRequest) GetNamespace() string {
@@ -7664,7 +7787,7 @@ type ListServiceAccountsResponse struct {
 
 func (x *ListServiceAccountsResponse) Reset() {
 	*x = ListServiceAccountsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7676,7 +7799,7 @@ func (x *ListServiceAccountsResponse) String() string {
 func (*ListServiceAccountsResponse) ProtoMessage() {}
 
 func (x *ListServiceAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[118]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7689,7 +7812,7 @@ func (x *ListServiceAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServiceAccountsResponse.ProtoReflect.Descriptor instead.
 func (*ListServiceAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{118}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *ListServiceAccountsResponse) GetList() *ServiceAccountList {
@@ -7719,7 +7842,7 @@ type WatchServiceAccountsRequest struct {
 
 func (x *WatchServiceAccountsRequest) Reset() {
 	*x = WatchServiceAccountsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7731,7 +7854,7 @@ func (x *WatchServiceAccountsRequest) String() string {
 func (*WatchServiceAccountsRequest) ProtoMessage() {}
 
 func (x *WatchServiceAccountsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[119]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7744,7 +7867,7 @@ func (x *WatchServiceAccountsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServiceAccountsRequest.ProtoReflect.Descriptor instead.
 func (*WatchServiceAccountsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{119}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *WatchServiceAccountsRequest) GetNamespace() string {
@@ -7817,7 +7940,7 @@ type WatchServiceAccountsResponse struct {
 
 func (x *WatchServiceAccountsResponse) Reset() {
 	*x = WatchServiceAccountsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7829,7 +7952,7 @@ func (x *WatchServiceAccountsResponse) String() string {
 func (*WatchServiceAccountsResponse) ProtoMessage() {}
 
 func (x *WatchServiceAccountsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[120]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7842,7 +7965,7 @@ func (x *WatchServiceAccountsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchServiceAccountsResponse.ProtoReflect.Descriptor instead.
 func (*WatchServiceAccountsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{120}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *WatchServiceAccountsResponse) GetType() string {
@@ -7880,7 +8003,7 @@ type CreateServiceAccountRequest struct {
 
 func (x *CreateServiceAccountRequest) Reset() {
 	*x = CreateServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7892,7 +8015,7 @@ func (x *CreateServiceAccountRequest) String() string {
 func (*CreateServiceAccountRequest) ProtoMessage() {}
 
 func (x *CreateServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[121]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7905,7 +8028,7 @@ func (x *CreateServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*CreateServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{121}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *CreateServiceAccountRequest) GetNamespace() string {
@@ -7946,7 +8069,7 @@ type CreateServiceAccountResponse struct {
 
 func (x *CreateServiceAccountResponse) Reset() {
 	*x = CreateServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7958,7 +8081,7 @@ func (x *CreateServiceAccountResponse) String() string {
 func (*CreateServiceAccountResponse) ProtoMessage() {}
 
 func (x *CreateServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[122]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7971,7 +8094,7 @@ func (x *CreateServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*CreateServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{122}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *CreateServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -7995,7 +8118,7 @@ type UpdateServiceAccountRequest struct {
 
 func (x *UpdateServiceAccountRequest) Reset() {
 	*x = UpdateServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8007,7 +8130,7 @@ func (x *UpdateServiceAccountRequest) String() string {
 func (*UpdateServiceAccountRequest) ProtoMessage() {}
 
 func (x *UpdateServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[123]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8020,7 +8143,7 @@ func (x *UpdateServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*UpdateServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{123}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *UpdateServiceAccountRequest) GetNamespace() string {
@@ -8068,7 +8191,7 @@ type UpdateServiceAccountResponse struct {
 
 func (x *UpdateServiceAccountResponse) Reset() {
 	*x = UpdateServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8080,7 +8203,7 @@ func (x *UpdateServiceAccountResponse) String() string {
 func (*UpdateServiceAccountResponse) ProtoMessage() {}
 
 func (x *UpdateServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[124]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8093,7 +8216,7 @@ func (x *UpdateServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*UpdateServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{124}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *UpdateServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -8119,7 +8242,7 @@ type DeleteServiceAccountRequest struct {
 
 func (x *DeleteServiceAccountRequest) Reset() {
 	*x = DeleteServiceAccountRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[125]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8131,7 +8254,7 @@ func (x *DeleteServiceAccountRequest) String() string {
 func (*DeleteServiceAccountRequest) ProtoMessage() {}
 
 func (x *DeleteServiceAccountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[125]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8144,7 +8267,7 @@ func (x *DeleteServiceAccountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceAccountRequest.ProtoReflect.Descriptor instead.
 func (*DeleteServiceAccountRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{125}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *DeleteServiceAccountRequest) GetNamespace() string {
@@ -8200,7 +8323,7 @@ type DeleteServiceAccountResponse struct {
 
 func (x *DeleteServiceAccountResponse) Reset() {
 	*x = DeleteServiceAccountResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[126]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8212,7 +8335,7 @@ func (x *DeleteServiceAccountResponse) String() string {
 func (*DeleteServiceAccountResponse) ProtoMessage() {}
 
 func (x *DeleteServiceAccountResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[126]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8225,7 +8348,7 @@ func (x *DeleteServiceAccountResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteServiceAccountResponse.ProtoReflect.Descriptor instead.
 func (*DeleteServiceAccountResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{126}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *DeleteServiceAccountResponse) GetServiceAccount() *ServiceAccount {
@@ -8248,7 +8371,7 @@ type GetReplicationControllerRequest struct {
 
 func (x *GetReplicationControllerRequest) Reset() {
 	*x = GetReplicationControllerRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[127]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8260,7 +8383,7 @@ func (x *GetReplicationControllerRequest) String() string {
 func (*GetReplicationControllerRequest) ProtoMessage() {}
 
 func (x *GetReplicationControllerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[127]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8273,7 +8396,7 @@ func (x *GetReplicationControllerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicationControllerRequest.ProtoReflect.Descriptor instead.
 func (*GetReplicationControllerRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{127}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *GetReplicationControllerRequest) GetNamespace() string {
@@ -8307,7 +8430,7 @@ type GetReplicationControllerResponse struct {
 
 func (x *GetReplicationControllerResponse) Reset() {
 	*x = GetReplicationControllerResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[128]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8319,7 +8442,7 @@ func (x *GetReplicationControllerResponse) String() string {
 func (*GetReplicationControllerResponse) ProtoMessage() {}
 
 func (x *GetReplicationControllerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[128]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8332,7 +8455,7 @@ func (x *GetReplicationControllerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReplicationControllerResponse.ProtoReflect.Descriptor instead.
 func (*GetReplicationControllerResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{128}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *GetReplicationControllerResponse) GetReplicationController() *ReplicationController {
@@ -8360,7 +8483,7 @@ type ListReplicationControllersRequest struct {
 
 func (x *ListReplicationControllersRequest) Reset() {
 	*x = ListReplicationControllersRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[129]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8372,7 +8495,7 @@ func (x *ListReplicationControllersRequest) String() string {
 func (*ListReplicationControllersRequest) ProtoMessage() {}
 
 func (x *ListReplicationControllersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[129]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8385,7 +8508,7 @@ func (x *ListReplicationControllersRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListReplicationControllersRequest.ProtoReflect.Descriptor instead.
 func (*ListReplicationControllersRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{129}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *ListReplicationControllersRequest) GetNamespace() string {
@@ -8454,7 +8577,7 @@ type ListReplicationControllersResponse struct {
 
 func (x *ListReplicationControllersResponse) Reset() {
 	*x = ListReplicationControllersResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[130]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8466,7 +8589,7 @@ func (x *ListReplicationControllersResponse) String() string {
 func (*ListReplicationControllersResponse) ProtoMessage() {}
 
 func (x *ListReplicationControllersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[130]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8479,7 +8602,7 @@ func (x *ListReplicationControllersResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListReplicationControllersResponse.ProtoReflect.Descriptor instead.
 func (*ListReplicationControllersResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{130}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *ListReplicationControllersResponse) GetList() *ReplicationControllerList {
@@ -8509,7 +8632,7 @@ type WatchReplicationControllersRequest struct {
 
 func (x *WatchReplicationControllersRequest) Reset() {
 	*x = WatchReplicationControllersRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[131]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8521,7 +8644,7 @@ func (x *WatchReplicationControllersRequest) String() string {
 func (*WatchReplicationControllersRequest) ProtoMessage() {}
 
 func (x *WatchReplicationControllersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[131]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8534,7 +8657,7 @@ func (x *WatchReplicationControllersRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use WatchReplicationControllersRequest.ProtoReflect.Descriptor instead.
 func (*WatchReplicationControllersRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{131}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *WatchReplicationControllersRequest) GetNamespace() string {
@@ -8607,7 +8730,7 @@ type WatchReplicationControllersResponse struct {
 
 func (x *WatchReplicationControllersResponse) Reset() {
 	*x = WatchReplicationControllersResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[132]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8619,7 +8742,7 @@ func (x *WatchReplicationControllersResponse) String() string {
 func (*WatchReplicationControllersResponse) ProtoMessage() {}
 
 func (x *WatchReplicationControllersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[132]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8632,7 +8755,7 @@ func (x *WatchReplicationControllersResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use WatchReplicationControllersResponse.ProtoReflect.Descriptor instead.
 func (*WatchReplicationControllersResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{132}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *WatchReplicationControllersResponse) GetType() string {
@@ -8670,7 +8793,7 @@ type CreateReplicationControllerRequest struct {
 
 func (x *CreateReplicationControllerRequest) Reset() {
 	*x = CreateReplicationControllerRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[133]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8682,7 +8805,7 @@ func (x *CreateReplicationControllerRequest) String() string {
 func (*CreateReplicationControllerRequest) ProtoMessage() {}
 
 func (x *CreateReplicationControllerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[133]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8695,7 +8818,7 @@ func (x *CreateReplicationControllerRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use CreateReplicationControllerRequest.ProtoReflect.Descriptor instead.
 func (*CreateReplicationControllerRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{133}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *CreateReplicationControllerRequest) GetNamespace() string {
@@ -8736,7 +8859,7 @@ type CreateReplicationControllerResponse struct {
 
 func (x *CreateReplicationControllerResponse) Reset() {
 	*x = CreateReplicationControllerResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[134]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8748,7 +8871,7 @@ func (x *CreateReplicationControllerResponse) String() string {
 func (*CreateReplicationControllerResponse) ProtoMessage() {}
 
 func (x *CreateReplicationControllerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[134]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8761,7 +8884,7 @@ func (x *CreateReplicationControllerResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CreateReplicationControllerResponse.ProtoReflect.Descriptor instead.
 func (*CreateReplicationControllerResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{134}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *CreateReplicationControllerResponse) GetReplicationController() *ReplicationController {
@@ -8785,7 +8908,7 @@ type UpdateReplicationControllerRequest struct {
 
 func (x *UpdateReplicationControllerRequest) Reset() {
 	*x = UpdateReplicationControllerRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[135]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[137]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8797,7 +8920,7 @@ func (x *UpdateReplicationControllerRequest) String() string {
 func (*UpdateReplicationControllerRequest) ProtoMessage() {}
 
 func (x *UpdateReplicationControllerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[135]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[137]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8810,7 +8933,7 @@ func (x *UpdateReplicationControllerRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use UpdateReplicationControllerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateReplicationControllerRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{135}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{137}
 }
 
 func (x *UpdateReplicationControllerRequest) GetNamespace() string {
@@ -8858,7 +8981,7 @@ type UpdateReplicationControllerResponse struct {
 
 func (x *UpdateReplicationControllerResponse) Reset() {
 	*x = UpdateReplicationControllerResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[136]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[138]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8870,7 +8993,7 @@ func (x *UpdateReplicationControllerResponse) String() string {
 func (*UpdateReplicationControllerResponse) ProtoMessage() {}
 
 func (x *UpdateReplicationControllerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[136]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[138]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8883,7 +9006,7 @@ func (x *UpdateReplicationControllerResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdateReplicationControllerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateReplicationControllerResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{136}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{138}
 }
 
 func (x *UpdateReplicationControllerResponse) GetReplicationController() *ReplicationController {
@@ -8909,7 +9032,7 @@ type DeleteReplicationControllerRequest struct {
 
 func (x *DeleteReplicationControllerRequest) Reset() {
 	*x = DeleteReplicationControllerRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[137]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[139]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8921,7 +9044,7 @@ func (x *DeleteReplicationControllerRequest) String() string {
 func (*DeleteReplicationControllerRequest) ProtoMessage() {}
 
 func (x *DeleteReplicationControllerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[137]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[139]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8934,7 +9057,7 @@ func (x *DeleteReplicationControllerRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DeleteReplicationControllerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteReplicationControllerRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{137}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{139}
 }
 
 func (x *DeleteReplicationControllerRequest) GetNamespace() string {
@@ -8990,7 +9113,7 @@ type DeleteReplicationControllerResponse struct {
 
 func (x *DeleteReplicationControllerResponse) Reset() {
 	*x = DeleteReplicationControllerResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[138]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[140]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9002,7 +9125,7 @@ func (x *DeleteReplicationControllerResponse) String() string {
 func (*DeleteReplicationControllerResponse) ProtoMessage() {}
 
 func (x *DeleteReplicationControllerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[138]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[140]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9015,7 +9138,7 @@ func (x *DeleteReplicationControllerResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DeleteReplicationControllerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteReplicationControllerResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{138}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{140}
 }
 
 func (x *DeleteReplicationControllerResponse) GetReplicationController() *ReplicationController {
@@ -9040,7 +9163,7 @@ type UpdateReplicationControllerStatusRequest struct {
 
 func (x *UpdateReplicationControllerStatusRequest) Reset() {
 	*x = UpdateReplicationControllerStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[139]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[141]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9052,7 +9175,7 @@ func (x *UpdateReplicationControllerStatusRequest) String() string {
 func (*UpdateReplicationControllerStatusRequest) ProtoMessage() {}
 
 func (x *UpdateReplicationControllerStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[139]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[141]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9065,7 +9188,7 @@ func (x *UpdateReplicationControllerStatusRequest) ProtoReflect() protoreflect.M
 
 // Deprecated: Use UpdateReplicationControllerStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateReplicationControllerStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{139}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{141}
 }
 
 func (x *UpdateReplicationControllerStatusRequest) GetNamespace() string {
@@ -9113,7 +9236,7 @@ type UpdateReplicationControllerStatusResponse struct {
 
 func (x *UpdateReplicationControllerStatusResponse) Reset() {
 	*x = UpdateReplicationControllerStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[140]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[142]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9125,7 +9248,7 @@ func (x *UpdateReplicationControllerStatusResponse) String() string {
 func (*UpdateReplicationControllerStatusResponse) ProtoMessage() {}
 
 func (x *UpdateReplicationControllerStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[140]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[142]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9138,7 +9261,7 @@ func (x *UpdateReplicationControllerStatusResponse) ProtoReflect() protoreflect.
 
 // Deprecated: Use UpdateReplicationControllerStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateReplicationControllerStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{140}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{142}
 }
 
 func (x *UpdateReplicationControllerStatusResponse) GetReplicationController() *ReplicationController {
@@ -9159,7 +9282,7 @@ type GetReplicationControllerScaleRequest struct {
 
 func (x *GetReplicationControllerScaleRequest) Reset() {
 	*x = GetReplicationControllerScaleRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[141]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[143]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9171,7 +9294,7 @@ func (x *GetReplicationControllerScaleRequest) String() string {
 func (*GetReplicationControllerScaleRequest) ProtoMessage() {}
 
 func (x *GetReplicationControllerScaleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[141]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[143]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9184,7 +9307,7 @@ func (x *GetReplicationControllerScaleRequest) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use GetReplicationControllerScaleRequest.ProtoReflect.Descriptor instead.
 func (*GetReplicationControllerScaleRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{141}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{143}
 }
 
 func (x *GetReplicationControllerScaleRequest) GetNamespace() string {
@@ -9211,7 +9334,7 @@ type GetReplicationControllerScaleResponse struct {
 
 func (x *GetReplicationControllerScaleResponse) Reset() {
 	*x = GetReplicationControllerScaleResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[142]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[144]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9223,7 +9346,7 @@ func (x *GetReplicationControllerScaleResponse) String() string {
 func (*GetReplicationControllerScaleResponse) ProtoMessage() {}
 
 func (x *GetReplicationControllerScaleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[142]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[144]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9236,7 +9359,7 @@ func (x *GetReplicationControllerScaleResponse) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use GetReplicationControllerScaleResponse.ProtoReflect.Descriptor instead.
 func (*GetReplicationControllerScaleResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{142}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{144}
 }
 
 func (x *GetReplicationControllerScaleResponse) GetScale() *v12.Scale {
@@ -9260,7 +9383,7 @@ type UpdateReplicationControllerScaleRequest struct {
 
 func (x *UpdateReplicationControllerScaleRequest) Reset() {
 	*x = UpdateReplicationControllerScaleRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[143]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9272,7 +9395,7 @@ func (x *UpdateReplicationControllerScaleRequest) String() string {
 func (*UpdateReplicationControllerScaleRequest) ProtoMessage() {}
 
 func (x *UpdateReplicationControllerScaleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[143]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9285,7 +9408,7 @@ func (x *UpdateReplicationControllerScaleRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use UpdateReplicationControllerScaleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateReplicationControllerScaleRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{143}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{145}
 }
 
 func (x *UpdateReplicationControllerScaleRequest) GetNamespace() string {
@@ -9333,7 +9456,7 @@ type UpdateReplicationControllerScaleResponse struct {
 
 func (x *UpdateReplicationControllerScaleResponse) Reset() {
 	*x = UpdateReplicationControllerScaleResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[144]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9345,7 +9468,7 @@ func (x *UpdateReplicationControllerScaleResponse) String() string {
 func (*UpdateReplicationControllerScaleResponse) ProtoMessage() {}
 
 func (x *UpdateReplicationControllerScaleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[144]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9358,7 +9481,7 @@ func (x *UpdateReplicationControllerScaleResponse) ProtoReflect() protoreflect.M
 
 // Deprecated: Use UpdateReplicationControllerScaleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateReplicationControllerScaleResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{144}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{146}
 }
 
 func (x *UpdateReplicationControllerScaleResponse) GetScale() *v12.Scale {
@@ -9381,7 +9504,7 @@ type GetPodTemplateRequest struct {
 
 func (x *GetPodTemplateRequest) Reset() {
 	*x = GetPodTemplateRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9393,7 +9516,7 @@ func (x *GetPodTemplateRequest) String() string {
 func (*GetPodTemplateRequest) ProtoMessage() {}
 
 func (x *GetPodTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[145]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9406,7 +9529,7 @@ func (x *GetPodTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodTemplateRequest.ProtoReflect.Descriptor instead.
 func (*GetPodTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{145}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{147}
 }
 
 func (x *GetPodTemplateRequest) GetNamespace() string {
@@ -9440,7 +9563,7 @@ type GetPodTemplateResponse struct {
 
 func (x *GetPodTemplateResponse) Reset() {
 	*x = GetPodTemplateResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9452,7 +9575,7 @@ func (x *GetPodTemplateResponse) String() string {
 func (*GetPodTemplateResponse) ProtoMessage() {}
 
 func (x *GetPodTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[146]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9465,7 +9588,7 @@ func (x *GetPodTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodTemplateResponse.ProtoReflect.Descriptor instead.
 func (*GetPodTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{146}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{148}
 }
 
 func (x *GetPodTemplateResponse) GetPodTemplate() *PodTemplate {
@@ -9493,7 +9616,7 @@ type ListPodTemplatesRequest struct {
 
 func (x *ListPodTemplatesRequest) Reset() {
 	*x = ListPodTemplatesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9505,7 +9628,7 @@ func (x *ListPodTemplatesRequest) String() string {
 func (*ListPodTemplatesRequest) ProtoMessage() {}
 
 func (x *ListPodTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[147]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9518,7 +9641,7 @@ func (x *ListPodTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListPodTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{147}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{149}
 }
 
 func (x *ListPodTemplatesRequest) GetNamespace() string {
@@ -9587,7 +9710,7 @@ type ListPodTemplatesResponse struct {
 
 func (x *ListPodTemplatesResponse) Reset() {
 	*x = ListPodTemplatesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9599,7 +9722,7 @@ func (x *ListPodTemplatesResponse) String() string {
 func (*ListPodTemplatesResponse) ProtoMessage() {}
 
 func (x *ListPodTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[148]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9612,7 +9735,7 @@ func (x *ListPodTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPodTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListPodTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{148}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{150}
 }
 
 func (x *ListPodTemplatesResponse) GetList() *PodTemplateList {
@@ -9642,7 +9765,7 @@ type WatchPodTemplatesRequest struct {
 
 func (x *WatchPodTemplatesRequest) Reset() {
 	*x = WatchPodTemplatesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9654,7 +9777,7 @@ func (x *WatchPodTemplatesRequest) String() string {
 func (*WatchPodTemplatesRequest) ProtoMessage() {}
 
 func (x *WatchPodTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[149]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9667,7 +9790,7 @@ func (x *WatchPodTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPodTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*WatchPodTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{149}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{151}
 }
 
 func (x *WatchPodTemplatesRequest) GetNamespace() string {
@@ -9740,7 +9863,7 @@ type WatchPodTemplatesResponse struct {
 
 func (x *WatchPodTemplatesResponse) Reset() {
 	*x = WatchPodTemplatesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9752,7 +9875,7 @@ func (x *WatchPodTemplatesResponse) String() string {
 func (*WatchPodTemplatesResponse) ProtoMessage() {}
 
 func (x *WatchPodTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[150]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9765,7 +9888,7 @@ func (x *WatchPodTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPodTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*WatchPodTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{150}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{152}
 }
 
 func (x *WatchPodTemplatesResponse) GetType() string {
@@ -9803,7 +9926,7 @@ type CreatePodTemplateRequest struct {
 
 func (x *CreatePodTemplateRequest) Reset() {
 	*x = CreatePodTemplateRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9815,7 +9938,7 @@ func (x *CreatePodTemplateRequest) String() string {
 func (*CreatePodTemplateRequest) ProtoMessage() {}
 
 func (x *CreatePodTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[151]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9828,7 +9951,7 @@ func (x *CreatePodTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePodTemplateRequest.ProtoReflect.Descriptor instead.
 func (*CreatePodTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{151}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{153}
 }
 
 func (x *CreatePodTemplateRequest) GetNamespace() string {
@@ -9869,7 +9992,7 @@ type CreatePodTemplateResponse struct {
 
 func (x *CreatePodTemplateResponse) Reset() {
 	*x = CreatePodTemplateResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9881,7 +10004,7 @@ func (x *CreatePodTemplateResponse) String() string {
 func (*CreatePodTemplateResponse) ProtoMessage() {}
 
 func (x *CreatePodTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[152]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9894,7 +10017,7 @@ func (x *CreatePodTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePodTemplateResponse.ProtoReflect.Descriptor instead.
 func (*CreatePodTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{152}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{154}
 }
 
 func (x *CreatePodTemplateResponse) GetPodTemplate() *PodTemplate {
@@ -9918,7 +10041,7 @@ type UpdatePodTemplateRequest struct {
 
 func (x *UpdatePodTemplateRequest) Reset() {
 	*x = UpdatePodTemplateRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9930,7 +10053,7 @@ func (x *UpdatePodTemplateRequest) String() string {
 func (*UpdatePodTemplateRequest) ProtoMessage() {}
 
 func (x *UpdatePodTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[153]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9943,7 +10066,7 @@ func (x *UpdatePodTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePodTemplateRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePodTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{153}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{155}
 }
 
 func (x *UpdatePodTemplateRequest) GetNamespace() string {
@@ -9991,7 +10114,7 @@ type UpdatePodTemplateResponse struct {
 
 func (x *UpdatePodTemplateResponse) Reset() {
 	*x = UpdatePodTemplateResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10003,7 +10126,7 @@ func (x *UpdatePodTemplateResponse) String() string {
 func (*UpdatePodTemplateResponse) ProtoMessage() {}
 
 func (x *UpdatePodTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[154]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10016,7 +10139,7 @@ func (x *UpdatePodTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePodTemplateResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePodTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{154}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{156}
 }
 
 func (x *UpdatePodTemplateResponse) GetPodTemplate() *PodTemplate {
@@ -10042,7 +10165,7 @@ type DeletePodTemplateRequest struct {
 
 func (x *DeletePodTemplateRequest) Reset() {
 	*x = DeletePodTemplateRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10054,7 +10177,7 @@ func (x *DeletePodTemplateRequest) String() string {
 func (*DeletePodTemplateRequest) ProtoMessage() {}
 
 func (x *DeletePodTemplateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[155]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10067,7 +10190,7 @@ func (x *DeletePodTemplateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodTemplateRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodTemplateRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{155}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{157}
 }
 
 func (x *DeletePodTemplateRequest) GetNamespace() string {
@@ -10123,7 +10246,7 @@ type DeletePodTemplateResponse struct {
 
 func (x *DeletePodTemplateResponse) Reset() {
 	*x = DeletePodTemplateResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10135,7 +10258,7 @@ func (x *DeletePodTemplateResponse) String() string {
 func (*DeletePodTemplateResponse) ProtoMessage() {}
 
 func (x *DeletePodTemplateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[156]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10148,7 +10271,7 @@ func (x *DeletePodTemplateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodTemplateResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodTemplateResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{156}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{158}
 }
 
 func (x *DeletePodTemplateResponse) GetPodTemplate() *PodTemplate {
@@ -10171,7 +10294,7 @@ type GetResourceQuotaRequest struct {
 
 func (x *GetResourceQuotaRequest) Reset() {
 	*x = GetResourceQuotaRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10183,7 +10306,7 @@ func (x *GetResourceQuotaRequest) String() string {
 func (*GetResourceQuotaRequest) ProtoMessage() {}
 
 func (x *GetResourceQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[157]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10196,7 +10319,7 @@ func (x *GetResourceQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaRequest.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{157}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{159}
 }
 
 func (x *GetResourceQuotaRequest) GetNamespace() string {
@@ -10230,7 +10353,7 @@ type GetResourceQuotaResponse struct {
 
 func (x *GetResourceQuotaResponse) Reset() {
 	*x = GetResourceQuotaResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10242,7 +10365,7 @@ func (x *GetResourceQuotaResponse) String() string {
 func (*GetResourceQuotaResponse) ProtoMessage() {}
 
 func (x *GetResourceQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[158]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10255,7 +10378,7 @@ func (x *GetResourceQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourceQuotaResponse.ProtoReflect.Descriptor instead.
 func (*GetResourceQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{158}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{160}
 }
 
 func (x *GetResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
@@ -10283,7 +10406,7 @@ type ListResourceQuotasRequest struct {
 
 func (x *ListResourceQuotasRequest) Reset() {
 	*x = ListResourceQuotasRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10295,7 +10418,7 @@ func (x *ListResourceQuotasRequest) String() string {
 func (*ListResourceQuotasRequest) ProtoMessage() {}
 
 func (x *ListResourceQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[159]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10308,7 +10431,7 @@ func (x *ListResourceQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{159}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{161}
 }
 
 func (x *ListResourceQuotasRequest) GetNamespace() string {
@@ -10377,7 +10500,7 @@ type ListResourceQuotasResponse struct {
 
 func (x *ListResourceQuotasResponse) Reset() {
 	*x = ListResourceQuotasResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10389,7 +10512,7 @@ func (x *ListResourceQuotasResponse) String() string {
 func (*ListResourceQuotasResponse) ProtoMessage() {}
 
 func (x *ListResourceQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[160]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10402,7 +10525,7 @@ func (x *ListResourceQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{160}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{162}
 }
 
 func (x *ListResourceQuotasResponse) GetList() *ResourceQuotaList {
@@ -10432,7 +10555,7 @@ type WatchResourceQuotasRequest struct {
 
 func (x *WatchResourceQuotasRequest) Reset() {
 	*x = WatchResourceQuotasRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10444,7 +10567,7 @@ func (x *WatchResourceQuotasRequest) String() string {
 func (*WatchResourceQuotasRequest) ProtoMessage() {}
 
 func (x *WatchResourceQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[161]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10457,7 +10580,7 @@ func (x *WatchResourceQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResourceQuotasRequest.ProtoReflect.Descriptor instead.
 func (*WatchResourceQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{161}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{163}
 }
 
 func (x *WatchResourceQuotasRequest) GetNamespace() string {
@@ -10530,7 +10653,7 @@ type WatchResourceQuotasResponse struct {
 
 func (x *WatchResourceQuotasResponse) Reset() {
 	*x = WatchResourceQuotasResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10542,7 +10665,7 @@ func (x *WatchResourceQuotasResponse) String() string {
 func (*WatchResourceQuotasResponse) ProtoMessage() {}
 
 func (x *WatchResourceQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[162]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10555,7 +10678,7 @@ func (x *WatchResourceQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResourceQuotasResponse.ProtoReflect.Descriptor instead.
 func (*WatchResourceQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{162}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{164}
 }
 
 func (x *WatchResourceQuotasResponse) GetType() string {
@@ -10593,7 +10716,7 @@ type CreateResourceQuotaRequest struct {
 
 func (x *CreateResourceQuotaRequest) Reset() {
 	*x = CreateResourceQuotaRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10605,7 +10728,7 @@ func (x *CreateResourceQuotaRequest) String() string {
 func (*CreateResourceQuotaRequest) ProtoMessage() {}
 
 func (x *CreateResourceQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[163]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10618,7 +10741,7 @@ func (x *CreateResourceQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResourceQuotaRequest.ProtoReflect.Descriptor instead.
 func (*CreateResourceQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{163}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{165}
 }
 
 func (x *CreateResourceQuotaRequest) GetNamespace() string {
@@ -10659,7 +10782,7 @@ type CreateResourceQuotaResponse struct {
 
 func (x *CreateResourceQuotaResponse) Reset() {
 	*x = CreateResourceQuotaResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10671,7 +10794,7 @@ func (x *CreateResourceQuotaResponse) String() string {
 func (*CreateResourceQuotaResponse) ProtoMessage() {}
 
 func (x *CreateResourceQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[164]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10684,7 +10807,7 @@ func (x *CreateResourceQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResourceQuotaResponse.ProtoReflect.Descriptor instead.
 func (*CreateResourceQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{164}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{166}
 }
 
 func (x *CreateResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
@@ -10708,7 +10831,7 @@ type UpdateResourceQuotaRequest struct {
 
 func (x *UpdateResourceQuotaRequest) Reset() {
 	*x = UpdateResourceQuotaRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10720,7 +10843,7 @@ func (x *UpdateResourceQuotaRequest) String() string {
 func (*UpdateResourceQuotaRequest) ProtoMessage() {}
 
 func (x *UpdateResourceQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[165]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10733,7 +10856,7 @@ func (x *UpdateResourceQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResourceQuotaRequest.ProtoReflect.Descriptor instead.
 func (*UpdateResourceQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{165}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{167}
 }
 
 func (x *UpdateResourceQuotaRequest) GetNamespace() string {
@@ -10781,7 +10904,7 @@ type UpdateResourceQuotaResponse struct {
 
 func (x *UpdateResourceQuotaResponse) Reset() {
 	*x = UpdateResourceQuotaResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10793,7 +10916,7 @@ func (x *UpdateResourceQuotaResponse) String() string {
 func (*UpdateResourceQuotaResponse) ProtoMessage() {}
 
 func (x *UpdateResourceQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[166]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10806,7 +10929,7 @@ func (x *UpdateResourceQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResourceQuotaResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResourceQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{166}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{168}
 }
 
 func (x *UpdateResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
@@ -10832,7 +10955,7 @@ type DeleteResourceQuotaRequest struct {
 
 func (x *DeleteResourceQuotaRequest) Reset() {
 	*x = DeleteResourceQuotaRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10844,7 +10967,7 @@ func (x *DeleteResourceQuotaRequest) String() string {
 func (*DeleteResourceQuotaRequest) ProtoMessage() {}
 
 func (x *DeleteResourceQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[167]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10857,7 +10980,7 @@ func (x *DeleteResourceQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResourceQuotaRequest.ProtoReflect.Descriptor instead.
 func (*DeleteResourceQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{167}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{169}
 }
 
 func (x *DeleteResourceQuotaRequest) GetNamespace() string {
@@ -10913,7 +11036,7 @@ type DeleteResourceQuotaResponse struct {
 
 func (x *DeleteResourceQuotaResponse) Reset() {
 	*x = DeleteResourceQuotaResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10925,7 +11048,7 @@ func (x *DeleteResourceQuotaResponse) String() string {
 func (*DeleteResourceQuotaResponse) ProtoMessage() {}
 
 func (x *DeleteResourceQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[168]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10938,7 +11061,7 @@ func (x *DeleteResourceQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResourceQuotaResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResourceQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{168}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{170}
 }
 
 func (x *DeleteResourceQuotaResponse) GetResourceQuota() *ResourceQuota {
@@ -10963,7 +11086,7 @@ type UpdateResourceQuotaStatusRequest struct {
 
 func (x *UpdateResourceQuotaStatusRequest) Reset() {
 	*x = UpdateResourceQuotaStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10975,7 +11098,7 @@ func (x *UpdateResourceQuotaStatusRequest) String() string {
 func (*UpdateResourceQuotaStatusRequest) ProtoMessage() {}
 
 func (x *UpdateResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[169]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10988,7 +11111,7 @@ func (x *UpdateResourceQuotaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResourceQuotaStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateResourceQuotaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{169}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{171}
 }
 
 func (x *UpdateResourceQuotaStatusRequest) GetNamespace() string {
@@ -11036,7 +11159,7 @@ type UpdateResourceQuotaStatusResponse struct {
 
 func (x *UpdateResourceQuotaStatusResponse) Reset() {
 	*x = UpdateResourceQuotaStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11048,7 +11171,7 @@ func (x *UpdateResourceQuotaStatusResponse) String() string {
 func (*UpdateResourceQuotaStatusResponse) ProtoMessage() {}
 
 func (x *UpdateResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[170]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11061,7 +11184,7 @@ func (x *UpdateResourceQuotaStatusResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use UpdateResourceQuotaStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResourceQuotaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{170}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{172}
 }
 
 func (x *UpdateResourceQuotaStatusResponse) GetResourceQuota() *ResourceQuota {
@@ -11084,7 +11207,7 @@ type GetLimitRangeRequest struct {
 
 func (x *GetLimitRangeRequest) Reset() {
 	*x = GetLimitRangeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[173]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11096,7 +11219,7 @@ func (x *GetLimitRangeRequest) String() string {
 func (*GetLimitRangeRequest) ProtoMessage() {}
 
 func (x *GetLimitRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[171]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[173]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11109,7 +11232,7 @@ func (x *GetLimitRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitRangeRequest.ProtoReflect.Descriptor instead.
 func (*GetLimitRangeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{171}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{173}
 }
 
 func (x *GetLimitRangeRequest) GetNamespace() string {
@@ -11143,7 +11266,7 @@ type GetLimitRangeResponse struct {
 
 func (x *GetLimitRangeResponse) Reset() {
 	*x = GetLimitRangeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[174]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11155,7 +11278,7 @@ func (x *GetLimitRangeResponse) String() string {
 func (*GetLimitRangeResponse) ProtoMessage() {}
 
 func (x *GetLimitRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[172]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[174]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11168,7 +11291,7 @@ func (x *GetLimitRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLimitRangeResponse.ProtoReflect.Descriptor instead.
 func (*GetLimitRangeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{172}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{174}
 }
 
 func (x *GetLimitRangeResponse) GetLimitRange() *LimitRange {
@@ -11196,7 +11319,7 @@ type ListLimitRangesRequest struct {
 
 func (x *ListLimitRangesRequest) Reset() {
 	*x = ListLimitRangesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[173]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[175]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11208,7 +11331,7 @@ func (x *ListLimitRangesRequest) String() string {
 func (*ListLimitRangesRequest) ProtoMessage() {}
 
 func (x *ListLimitRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[173]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[175]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11221,7 +11344,7 @@ func (x *ListLimitRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitRangesRequest.ProtoReflect.Descriptor instead.
 func (*ListLimitRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{173}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{175}
 }
 
 func (x *ListLimitRangesRequest) GetNamespace() string {
@@ -11290,7 +11413,7 @@ type ListLimitRangesResponse struct {
 
 func (x *ListLimitRangesResponse) Reset() {
 	*x = ListLimitRangesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[174]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[176]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11302,7 +11425,7 @@ func (x *ListLimitRangesResponse) String() string {
 func (*ListLimitRangesResponse) ProtoMessage() {}
 
 func (x *ListLimitRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[174]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[176]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11315,7 +11438,7 @@ func (x *ListLimitRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLimitRangesResponse.ProtoReflect.Descriptor instead.
 func (*ListLimitRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{174}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{176}
 }
 
 func (x *ListLimitRangesResponse) GetList() *LimitRangeList {
@@ -11345,7 +11468,7 @@ type WatchLimitRangesRequest struct {
 
 func (x *WatchLimitRangesRequest) Reset() {
 	*x = WatchLimitRangesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[175]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[177]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11357,7 +11480,7 @@ func (x *WatchLimitRangesRequest) String() string {
 func (*WatchLimitRangesRequest) ProtoMessage() {}
 
 func (x *WatchLimitRangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[175]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[177]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11370,7 +11493,7 @@ func (x *WatchLimitRangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLimitRangesRequest.ProtoReflect.Descriptor instead.
 func (*WatchLimitRangesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{175}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{177}
 }
 
 func (x *WatchLimitRangesRequest) GetNamespace() string {
@@ -11443,7 +11566,7 @@ type WatchLimitRangesResponse struct {
 
 func (x *WatchLimitRangesResponse) Reset() {
 	*x = WatchLimitRangesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[176]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[178]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11455,7 +11578,7 @@ func (x *WatchLimitRangesResponse) String() string {
 func (*WatchLimitRangesResponse) ProtoMessage() {}
 
 func (x *WatchLimitRangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[176]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[178]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11468,7 +11591,7 @@ func (x *WatchLimitRangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLimitRangesResponse.ProtoReflect.Descriptor instead.
 func (*WatchLimitRangesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{176}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{178}
 }
 
 func (x *WatchLimitRangesResponse) GetType() string {
@@ -11506,7 +11629,7 @@ type CreateLimitRangeRequest struct {
 
 func (x *CreateLimitRangeRequest) Reset() {
 	*x = CreateLimitRangeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[177]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[179]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11518,7 +11641,7 @@ func (x *CreateLimitRangeRequest) String() string {
 func (*CreateLimitRangeRequest) ProtoMessage() {}
 
 func (x *CreateLimitRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[177]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[179]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11531,7 +11654,7 @@ func (x *CreateLimitRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLimitRangeRequest.ProtoReflect.Descriptor instead.
 func (*CreateLimitRangeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{177}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{179}
 }
 
 func (x *CreateLimitRangeRequest) GetNamespace() string {
@@ -11572,7 +11695,7 @@ type CreateLimitRangeResponse struct {
 
 func (x *CreateLimitRangeResponse) Reset() {
 	*x = CreateLimitRangeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[178]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[180]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11584,7 +11707,7 @@ func (x *CreateLimitRangeResponse) String() string {
 func (*CreateLimitRangeResponse) ProtoMessage() {}
 
 func (x *CreateLimitRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[178]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[180]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11597,7 +11720,7 @@ func (x *CreateLimitRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateLimitRangeResponse.ProtoReflect.Descriptor instead.
 func (*CreateLimitRangeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{178}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{180}
 }
 
 func (x *CreateLimitRangeResponse) GetLimitRange() *LimitRange {
@@ -11621,7 +11744,7 @@ type UpdateLimitRangeRequest struct {
 
 func (x *UpdateLimitRangeRequest) Reset() {
 	*x = UpdateLimitRangeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[179]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[181]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11633,7 +11756,7 @@ func (x *UpdateLimitRangeRequest) String() string {
 func (*UpdateLimitRangeRequest) ProtoMessage() {}
 
 func (x *UpdateLimitRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[179]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[181]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11646,7 +11769,7 @@ func (x *UpdateLimitRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLimitRangeRequest.ProtoReflect.Descriptor instead.
 func (*UpdateLimitRangeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{179}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{181}
 }
 
 func (x *UpdateLimitRangeRequest) GetNamespace() string {
@@ -11694,7 +11817,7 @@ type UpdateLimitRangeResponse struct {
 
 func (x *UpdateLimitRangeResponse) Reset() {
 	*x = UpdateLimitRangeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[180]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[182]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11706,7 +11829,7 @@ func (x *UpdateLimitRangeResponse) String() string {
 func (*UpdateLimitRangeResponse) ProtoMessage() {}
 
 func (x *UpdateLimitRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[180]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[182]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11719,7 +11842,7 @@ func (x *UpdateLimitRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLimitRangeResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLimitRangeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{180}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{182}
 }
 
 func (x *UpdateLimitRangeResponse) GetLimitRange() *LimitRange {
@@ -11745,7 +11868,7 @@ type DeleteLimitRangeRequest struct {
 
 func (x *DeleteLimitRangeRequest) Reset() {
 	*x = DeleteLimitRangeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[181]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[183]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11757,7 +11880,7 @@ func (x *DeleteLimitRangeRequest) String() string {
 func (*DeleteLimitRangeRequest) ProtoMessage() {}
 
 func (x *DeleteLimitRangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[181]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[183]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11770,7 +11893,7 @@ func (x *DeleteLimitRangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLimitRangeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteLimitRangeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{181}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{183}
 }
 
 func (x *DeleteLimitRangeRequest) GetNamespace() string {
@@ -11826,7 +11949,7 @@ type DeleteLimitRangeResponse struct {
 
 func (x *DeleteLimitRangeResponse) Reset() {
 	*x = DeleteLimitRangeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[182]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[184]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11838,7 +11961,7 @@ func (x *DeleteLimitRangeResponse) String() string {
 func (*DeleteLimitRangeResponse) ProtoMessage() {}
 
 func (x *DeleteLimitRangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[182]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[184]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11851,7 +11974,7 @@ func (x *DeleteLimitRangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteLimitRangeResponse.ProtoReflect.Descriptor instead.
 func (*DeleteLimitRangeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{182}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{184}
 }
 
 func (x *DeleteLimitRangeResponse) GetLimitRange() *LimitRange {
@@ -11874,7 +11997,7 @@ type GetPersistentVolumeClaimRequest struct {
 
 func (x *GetPersistentVolumeClaimRequest) Reset() {
 	*x = GetPersistentVolumeClaimRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[183]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[185]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11886,7 +12009,7 @@ func (x *GetPersistentVolumeClaimRequest) String() string {
 func (*GetPersistentVolumeClaimRequest) ProtoMessage() {}
 
 func (x *GetPersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[183]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[185]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11899,7 +12022,7 @@ func (x *GetPersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
 func (*GetPersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{183}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{185}
 }
 
 func (x *GetPersistentVolumeClaimRequest) GetNamespace() string {
@@ -11933,7 +12056,7 @@ type GetPersistentVolumeClaimResponse struct {
 
 func (x *GetPersistentVolumeClaimResponse) Reset() {
 	*x = GetPersistentVolumeClaimResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[184]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[186]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11945,7 +12068,7 @@ func (x *GetPersistentVolumeClaimResponse) String() string {
 func (*GetPersistentVolumeClaimResponse) ProtoMessage() {}
 
 func (x *GetPersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[184]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[186]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -11958,7 +12081,7 @@ func (x *GetPersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
 func (*GetPersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{184}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{186}
 }
 
 func (x *GetPersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
@@ -11986,7 +12109,7 @@ type ListPersistentVolumeClaimsRequest struct {
 
 func (x *ListPersistentVolumeClaimsRequest) Reset() {
 	*x = ListPersistentVolumeClaimsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[185]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[187]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -11998,7 +12121,7 @@ func (x *ListPersistentVolumeClaimsRequest) String() string {
 func (*ListPersistentVolumeClaimsRequest) ProtoMessage() {}
 
 func (x *ListPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[185]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[187]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12011,7 +12134,7 @@ func (x *ListPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPersistentVolumeClaimsRequest.ProtoReflect.Descriptor instead.
 func (*ListPersistentVolumeClaimsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{185}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{187}
 }
 
 func (x *ListPersistentVolumeClaimsRequest) GetNamespace() string {
@@ -12080,7 +12203,7 @@ type ListPersistentVolumeClaimsResponse struct {
 
 func (x *ListPersistentVolumeClaimsResponse) Reset() {
 	*x = ListPersistentVolumeClaimsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[186]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[188]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12092,7 +12215,7 @@ func (x *ListPersistentVolumeClaimsResponse) String() string {
 func (*ListPersistentVolumeClaimsResponse) ProtoMessage() {}
 
 func (x *ListPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[186]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[188]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12105,7 +12228,7 @@ func (x *ListPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPersistentVolumeClaimsResponse.ProtoReflect.Descriptor instead.
 func (*ListPersistentVolumeClaimsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{186}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{188}
 }
 
 func (x *ListPersistentVolumeClaimsResponse) GetList() *PersistentVolumeClaimList {
@@ -12135,7 +12258,7 @@ type WatchPersistentVolumeClaimsRequest struct {
 
 func (x *WatchPersistentVolumeClaimsRequest) Reset() {
 	*x = WatchPersistentVolumeClaimsRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[187]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[189]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12147,7 +12270,7 @@ func (x *WatchPersistentVolumeClaimsRequest) String() string {
 func (*WatchPersistentVolumeClaimsRequest) ProtoMessage() {}
 
 func (x *WatchPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[187]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[189]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12160,7 +12283,7 @@ func (x *WatchPersistentVolumeClaimsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use WatchPersistentVolumeClaimsRequest.ProtoReflect.Descriptor instead.
 func (*WatchPersistentVolumeClaimsRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{187}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{189}
 }
 
 func (x *WatchPersistentVolumeClaimsRequest) GetNamespace() string {
@@ -12233,7 +12356,7 @@ type WatchPersistentVolumeClaimsResponse struct {
 
 func (x *WatchPersistentVolumeClaimsResponse) Reset() {
 	*x = WatchPersistentVolumeClaimsResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[188]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[190]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12245,7 +12368,7 @@ func (x *WatchPersistentVolumeClaimsResponse) String() string {
 func (*WatchPersistentVolumeClaimsResponse) ProtoMessage() {}
 
 func (x *WatchPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[188]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[190]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12258,7 +12381,7 @@ func (x *WatchPersistentVolumeClaimsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use WatchPersistentVolumeClaimsResponse.ProtoReflect.Descriptor instead.
 func (*WatchPersistentVolumeClaimsResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{188}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{190}
 }
 
 func (x *WatchPersistentVolumeClaimsResponse) GetType() string {
@@ -12296,7 +12419,7 @@ type CreatePersistentVolumeClaimRequest struct {
 
 func (x *CreatePersistentVolumeClaimRequest) Reset() {
 	*x = CreatePersistentVolumeClaimRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[189]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[191]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12308,7 +12431,7 @@ func (x *CreatePersistentVolumeClaimRequest) String() string {
 func (*CreatePersistentVolumeClaimRequest) ProtoMessage() {}
 
 func (x *CreatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[189]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[191]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12321,7 +12444,7 @@ func (x *CreatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use CreatePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
 func (*CreatePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{189}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{191}
 }
 
 func (x *CreatePersistentVolumeClaimRequest) GetNamespace() string {
@@ -12362,7 +12485,7 @@ type CreatePersistentVolumeClaimResponse struct {
 
 func (x *CreatePersistentVolumeClaimResponse) Reset() {
 	*x = CreatePersistentVolumeClaimResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[190]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[192]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12374,7 +12497,7 @@ func (x *CreatePersistentVolumeClaimResponse) String() string {
 func (*CreatePersistentVolumeClaimResponse) ProtoMessage() {}
 
 func (x *CreatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[190]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[192]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12387,7 +12510,7 @@ func (x *CreatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use CreatePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
 func (*CreatePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{190}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{192}
 }
 
 func (x *CreatePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
@@ -12411,7 +12534,7 @@ type UpdatePersistentVolumeClaimRequest struct {
 
 func (x *UpdatePersistentVolumeClaimRequest) Reset() {
 	*x = UpdatePersistentVolumeClaimRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[191]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[193]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12423,7 +12546,7 @@ func (x *UpdatePersistentVolumeClaimRequest) String() string {
 func (*UpdatePersistentVolumeClaimRequest) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[191]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[193]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12436,7 +12559,7 @@ func (x *UpdatePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use UpdatePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{191}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{193}
 }
 
 func (x *UpdatePersistentVolumeClaimRequest) GetNamespace() string {
@@ -12484,7 +12607,7 @@ type UpdatePersistentVolumeClaimResponse struct {
 
 func (x *UpdatePersistentVolumeClaimResponse) Reset() {
 	*x = UpdatePersistentVolumeClaimResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[192]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[194]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12496,7 +12619,7 @@ func (x *UpdatePersistentVolumeClaimResponse) String() string {
 func (*UpdatePersistentVolumeClaimResponse) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[192]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[194]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12509,7 +12632,7 @@ func (x *UpdatePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdatePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{192}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{194}
 }
 
 func (x *UpdatePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
@@ -12535,7 +12658,7 @@ type DeletePersistentVolumeClaimRequest struct {
 
 func (x *DeletePersistentVolumeClaimRequest) Reset() {
 	*x = DeletePersistentVolumeClaimRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[193]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[195]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12547,7 +12670,7 @@ func (x *DeletePersistentVolumeClaimRequest) String() string {
 func (*DeletePersistentVolumeClaimRequest) ProtoMessage() {}
 
 func (x *DeletePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[193]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[195]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12560,7 +12683,7 @@ func (x *DeletePersistentVolumeClaimRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use DeletePersistentVolumeClaimRequest.ProtoReflect.Descriptor instead.
 func (*DeletePersistentVolumeClaimRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{193}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{195}
 }
 
 func (x *DeletePersistentVolumeClaimRequest) GetNamespace() string {
@@ -12616,7 +12739,7 @@ type DeletePersistentVolumeClaimResponse struct {
 
 func (x *DeletePersistentVolumeClaimResponse) Reset() {
 	*x = DeletePersistentVolumeClaimResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[194]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[196]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12628,7 +12751,7 @@ func (x *DeletePersistentVolumeClaimResponse) String() string {
 func (*DeletePersistentVolumeClaimResponse) ProtoMessage() {}
 
 func (x *DeletePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[194]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[196]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12641,7 +12764,7 @@ func (x *DeletePersistentVolumeClaimResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use DeletePersistentVolumeClaimResponse.ProtoReflect.Descriptor instead.
 func (*DeletePersistentVolumeClaimResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{194}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{196}
 }
 
 func (x *DeletePersistentVolumeClaimResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
@@ -12666,7 +12789,7 @@ type UpdatePersistentVolumeClaimStatusRequest struct {
 
 func (x *UpdatePersistentVolumeClaimStatusRequest) Reset() {
 	*x = UpdatePersistentVolumeClaimStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[195]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[197]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12678,7 +12801,7 @@ func (x *UpdatePersistentVolumeClaimStatusRequest) String() string {
 func (*UpdatePersistentVolumeClaimStatusRequest) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeClaimStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[195]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[197]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12691,7 +12814,7 @@ func (x *UpdatePersistentVolumeClaimStatusRequest) ProtoReflect() protoreflect.M
 
 // Deprecated: Use UpdatePersistentVolumeClaimStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeClaimStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{195}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{197}
 }
 
 func (x *UpdatePersistentVolumeClaimStatusRequest) GetNamespace() string {
@@ -12739,7 +12862,7 @@ type UpdatePersistentVolumeClaimStatusResponse struct {
 
 func (x *UpdatePersistentVolumeClaimStatusResponse) Reset() {
 	*x = UpdatePersistentVolumeClaimStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[196]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[198]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12751,7 +12874,7 @@ func (x *UpdatePersistentVolumeClaimStatusResponse) String() string {
 func (*UpdatePersistentVolumeClaimStatusResponse) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeClaimStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[196]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[198]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12764,7 +12887,7 @@ func (x *UpdatePersistentVolumeClaimStatusResponse) ProtoReflect() protoreflect.
 
 // Deprecated: Use UpdatePersistentVolumeClaimStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeClaimStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{196}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{198}
 }
 
 func (x *UpdatePersistentVolumeClaimStatusResponse) GetPersistentVolumeClaim() *PersistentVolumeClaim {
@@ -12786,7 +12909,7 @@ type GetPersistentVolumeRequest struct {
 
 func (x *GetPersistentVolumeRequest) Reset() {
 	*x = GetPersistentVolumeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[197]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[199]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12798,7 +12921,7 @@ func (x *GetPersistentVolumeRequest) String() string {
 func (*GetPersistentVolumeRequest) ProtoMessage() {}
 
 func (x *GetPersistentVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[197]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[199]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12811,7 +12934,7 @@ func (x *GetPersistentVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPersistentVolumeRequest.ProtoReflect.Descriptor instead.
 func (*GetPersistentVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{197}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{199}
 }
 
 func (x *GetPersistentVolumeRequest) GetName() string {
@@ -12838,7 +12961,7 @@ type GetPersistentVolumeResponse struct {
 
 func (x *GetPersistentVolumeResponse) Reset() {
 	*x = GetPersistentVolumeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[198]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[200]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12850,7 +12973,7 @@ func (x *GetPersistentVolumeResponse) String() string {
 func (*GetPersistentVolumeResponse) ProtoMessage() {}
 
 func (x *GetPersistentVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[198]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[200]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12863,7 +12986,7 @@ func (x *GetPersistentVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPersistentVolumeResponse.ProtoReflect.Descriptor instead.
 func (*GetPersistentVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{198}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{200}
 }
 
 func (x *GetPersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
@@ -12889,7 +13012,7 @@ type ListPersistentVolumesRequest struct {
 
 func (x *ListPersistentVolumesRequest) Reset() {
 	*x = ListPersistentVolumesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[199]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[201]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12901,7 +13024,7 @@ func (x *ListPersistentVolumesRequest) String() string {
 func (*ListPersistentVolumesRequest) ProtoMessage() {}
 
 func (x *ListPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[199]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[201]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -12914,7 +13037,7 @@ func (x *ListPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPersistentVolumesRequest.ProtoReflect.Descriptor instead.
 func (*ListPersistentVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{199}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{201}
 }
 
 func (x *ListPersistentVolumesRequest) GetLabelSelector() string {
@@ -12976,7 +13099,7 @@ type ListPersistentVolumesResponse struct {
 
 func (x *ListPersistentVolumesResponse) Reset() {
 	*x = ListPersistentVolumesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[200]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[202]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -12988,7 +13111,7 @@ func (x *ListPersistentVolumesResponse) String() string {
 func (*ListPersistentVolumesResponse) ProtoMessage() {}
 
 func (x *ListPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[200]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[202]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13001,7 +13124,7 @@ func (x *ListPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPersistentVolumesResponse.ProtoReflect.Descriptor instead.
 func (*ListPersistentVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{200}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{202}
 }
 
 func (x *ListPersistentVolumesResponse) GetList() *PersistentVolumeList {
@@ -13029,7 +13152,7 @@ type WatchPersistentVolumesRequest struct {
 
 func (x *WatchPersistentVolumesRequest) Reset() {
 	*x = WatchPersistentVolumesRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[201]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[203]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13041,7 +13164,7 @@ func (x *WatchPersistentVolumesRequest) String() string {
 func (*WatchPersistentVolumesRequest) ProtoMessage() {}
 
 func (x *WatchPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[201]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[203]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13054,7 +13177,7 @@ func (x *WatchPersistentVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPersistentVolumesRequest.ProtoReflect.Descriptor instead.
 func (*WatchPersistentVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{201}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{203}
 }
 
 func (x *WatchPersistentVolumesRequest) GetLabelSelector() string {
@@ -13120,7 +13243,7 @@ type WatchPersistentVolumesResponse struct {
 
 func (x *WatchPersistentVolumesResponse) Reset() {
 	*x = WatchPersistentVolumesResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[202]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[204]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13132,7 +13255,7 @@ func (x *WatchPersistentVolumesResponse) String() string {
 func (*WatchPersistentVolumesResponse) ProtoMessage() {}
 
 func (x *WatchPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[202]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[204]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13145,7 +13268,7 @@ func (x *WatchPersistentVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchPersistentVolumesResponse.ProtoReflect.Descriptor instead.
 func (*WatchPersistentVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{202}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{204}
 }
 
 func (x *WatchPersistentVolumesResponse) GetType() string {
@@ -13182,7 +13305,7 @@ type CreatePersistentVolumeRequest struct {
 
 func (x *CreatePersistentVolumeRequest) Reset() {
 	*x = CreatePersistentVolumeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[203]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[205]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13194,7 +13317,7 @@ func (x *CreatePersistentVolumeRequest) String() string {
 func (*CreatePersistentVolumeRequest) ProtoMessage() {}
 
 func (x *CreatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[203]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[205]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13207,7 +13330,7 @@ func (x *CreatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePersistentVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CreatePersistentVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{203}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{205}
 }
 
 func (x *CreatePersistentVolumeRequest) GetPersistentVolume() *PersistentVolume {
@@ -13241,7 +13364,7 @@ type CreatePersistentVolumeResponse struct {
 
 func (x *CreatePersistentVolumeResponse) Reset() {
 	*x = CreatePersistentVolumeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[204]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[206]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13253,7 +13376,7 @@ func (x *CreatePersistentVolumeResponse) String() string {
 func (*CreatePersistentVolumeResponse) ProtoMessage() {}
 
 func (x *CreatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[204]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[206]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13266,7 +13389,7 @@ func (x *CreatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePersistentVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CreatePersistentVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{204}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{206}
 }
 
 func (x *CreatePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
@@ -13289,7 +13412,7 @@ type UpdatePersistentVolumeRequest struct {
 
 func (x *UpdatePersistentVolumeRequest) Reset() {
 	*x = UpdatePersistentVolumeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[205]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[207]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13301,7 +13424,7 @@ func (x *UpdatePersistentVolumeRequest) String() string {
 func (*UpdatePersistentVolumeRequest) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[205]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[207]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13314,7 +13437,7 @@ func (x *UpdatePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePersistentVolumeRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{205}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{207}
 }
 
 func (x *UpdatePersistentVolumeRequest) GetName() string {
@@ -13355,7 +13478,7 @@ type UpdatePersistentVolumeResponse struct {
 
 func (x *UpdatePersistentVolumeResponse) Reset() {
 	*x = UpdatePersistentVolumeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[206]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[208]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13367,7 +13490,7 @@ func (x *UpdatePersistentVolumeResponse) String() string {
 func (*UpdatePersistentVolumeResponse) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[206]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[208]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13380,7 +13503,7 @@ func (x *UpdatePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePersistentVolumeResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{206}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{208}
 }
 
 func (x *UpdatePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
@@ -13405,7 +13528,7 @@ type DeletePersistentVolumeRequest struct {
 
 func (x *DeletePersistentVolumeRequest) Reset() {
 	*x = DeletePersistentVolumeRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[207]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[209]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13417,7 +13540,7 @@ func (x *DeletePersistentVolumeRequest) String() string {
 func (*DeletePersistentVolumeRequest) ProtoMessage() {}
 
 func (x *DeletePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[207]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[209]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13430,7 +13553,7 @@ func (x *DeletePersistentVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePersistentVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DeletePersistentVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{207}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{209}
 }
 
 func (x *DeletePersistentVolumeRequest) GetName() string {
@@ -13479,7 +13602,7 @@ type DeletePersistentVolumeResponse struct {
 
 func (x *DeletePersistentVolumeResponse) Reset() {
 	*x = DeletePersistentVolumeResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[208]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[210]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13491,7 +13614,7 @@ func (x *DeletePersistentVolumeResponse) String() string {
 func (*DeletePersistentVolumeResponse) ProtoMessage() {}
 
 func (x *DeletePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[208]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[210]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13504,7 +13627,7 @@ func (x *DeletePersistentVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePersistentVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DeletePersistentVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{208}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{210}
 }
 
 func (x *DeletePersistentVolumeResponse) GetPersistentVolume() *PersistentVolume {
@@ -13528,7 +13651,7 @@ type UpdatePersistentVolumeStatusRequest struct {
 
 func (x *UpdatePersistentVolumeStatusRequest) Reset() {
 	*x = UpdatePersistentVolumeStatusRequest{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[209]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[211]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13540,7 +13663,7 @@ func (x *UpdatePersistentVolumeStatusRequest) String() string {
 func (*UpdatePersistentVolumeStatusRequest) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[209]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[211]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13553,7 +13676,7 @@ func (x *UpdatePersistentVolumeStatusRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdatePersistentVolumeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{209}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{211}
 }
 
 func (x *UpdatePersistentVolumeStatusRequest) GetName() string {
@@ -13594,7 +13717,7 @@ type UpdatePersistentVolumeStatusResponse struct {
 
 func (x *UpdatePersistentVolumeStatusResponse) Reset() {
 	*x = UpdatePersistentVolumeStatusResponse{}
-	mi := &file_kplane_core_v1_service_proto_msgTypes[210]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[212]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -13606,7 +13729,7 @@ func (x *UpdatePersistentVolumeStatusResponse) String() string {
 func (*UpdatePersistentVolumeStatusResponse) ProtoMessage() {}
 
 func (x *UpdatePersistentVolumeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kplane_core_v1_service_proto_msgTypes[210]
+	mi := &file_kplane_core_v1_service_proto_msgTypes[212]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -13619,7 +13742,7 @@ func (x *UpdatePersistentVolumeStatusResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use UpdatePersistentVolumeStatusResponse.ProtoReflect.Descriptor instead.
 func (*UpdatePersistentVolumeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{210}
+	return file_kplane_core_v1_service_proto_rawDescGZIP(), []int{212}
 }
 
 func (x *UpdatePersistentVolumeStatusResponse) GetPersistentVolume() *PersistentVolume {
@@ -13765,6 +13888,14 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
 	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"@\n" +
 	"\x17UpdatePodStatusResponse\x12%\n" +
+	"\x03pod\x18\x01 \x01(\v2\x13.kplane.core.v1.PodR\x03pod\"\xbc\x01\n" +
+	"#UpdatePodEphemeralContainersRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
+	"\x03pod\x18\x03 \x01(\v2\x13.kplane.core.v1.PodR\x03pod\x12\x17\n" +
+	"\adry_run\x18\x04 \x03(\tR\x06dryRun\x12#\n" +
+	"\rfield_manager\x18\x05 \x01(\tR\ffieldManager\"M\n" +
+	"$UpdatePodEphemeralContainersResponse\x12%\n" +
 	"\x03pod\x18\x01 \x01(\v2\x13.kplane.core.v1.PodR\x03pod\"\xb3\x01\n" +
 	"\x0eBindPodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -14635,7 +14766,7 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\x0fUpdateNamespace\x12&.kplane.core.v1.UpdateNamespaceRequest\x1a'.kplane.core.v1.UpdateNamespaceResponse\"7\x82\xd3\xe4\x93\x021:\tnamespaceb\tnamespace\x1a\x19/api/v1/namespaces/{name}\x12\x93\x01\n" +
 	"\x0fDeleteNamespace\x12&.kplane.core.v1.DeleteNamespaceRequest\x1a'.kplane.core.v1.DeleteNamespaceResponse\"/\x82\xd3\xe4\x93\x02):\x01*b\tnamespace*\x19/api/v1/namespaces/{name}\x12\xb4\x01\n" +
 	"\x15UpdateNamespaceStatus\x12,.kplane.core.v1.UpdateNamespaceStatusRequest\x1a-.kplane.core.v1.UpdateNamespaceStatusResponse\">\x82\xd3\xe4\x93\x028:\tnamespaceb\tnamespace\x1a /api/v1/namespaces/{name}/status\x12\xaa\x01\n" +
-	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\xa8\f\n" +
+	"\x11FinalizeNamespace\x12(.kplane.core.v1.FinalizeNamespaceRequest\x1a).kplane.core.v1.FinalizeNamespaceResponse\"@\x82\xd3\xe4\x93\x02::\tnamespaceb\tnamespace\x1a\"/api/v1/namespaces/{name}/finalize2\x86\x0e\n" +
 	"\n" +
 	"PodService\x12\x80\x01\n" +
 	"\x06GetPod\x12\x1d.kplane.core.v1.GetPodRequest\x1a\x1e.kplane.core.v1.GetPodResponse\"7\x82\xd3\xe4\x93\x021b\x03pod\x12*/api/v1/namespaces/{namespace}/pods/{name}\x12\x96\x01\n" +
@@ -14644,7 +14775,8 @@ const file_kplane_core_v1_service_proto_rawDesc = "" +
 	"\tCreatePod\x12 .kplane.core.v1.CreatePodRequest\x1a!.kplane.core.v1.CreatePodResponse\"5\x82\xd3\xe4\x93\x02/:\x03podb\x03pod\"#/api/v1/namespaces/{namespace}/pods\x12\x8e\x01\n" +
 	"\tUpdatePod\x12 .kplane.core.v1.UpdatePodRequest\x1a!.kplane.core.v1.UpdatePodResponse\"<\x82\xd3\xe4\x93\x026:\x03podb\x03pod\x1a*/api/v1/namespaces/{namespace}/pods/{name}\x12\x8c\x01\n" +
 	"\tDeletePod\x12 .kplane.core.v1.DeletePodRequest\x1a!.kplane.core.v1.DeletePodResponse\":\x82\xd3\xe4\x93\x024:\x01*b\x03pod**/api/v1/namespaces/{namespace}/pods/{name}\x12\xa7\x01\n" +
-	"\x0fUpdatePodStatus\x12&.kplane.core.v1.UpdatePodStatusRequest\x1a'.kplane.core.v1.UpdatePodStatusResponse\"C\x82\xd3\xe4\x93\x02=:\x03podb\x03pod\x1a1/api/v1/namespaces/{namespace}/pods/{name}/status\x12\x97\x01\n" +
+	"\x0fUpdatePodStatus\x12&.kplane.core.v1.UpdatePodStatusRequest\x1a'.kplane.core.v1.UpdatePodStatusResponse\"C\x82\xd3\xe4\x93\x02=:\x03podb\x03pod\x1a1/api/v1/namespaces/{namespace}/pods/{name}/status\x12\xdb\x01\n" +
+	"\x1cUpdatePodEphemeralContainers\x123.kplane.core.v1.UpdatePodEphemeralContainersRequest\x1a4.kplane.core.v1.UpdatePodEphemeralContainersResponse\"P\x82\xd3\xe4\x93\x02J:\x03podb\x03pod\x1a>/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers\x12\x97\x01\n" +
 	"\aBindPod\x12\x1e.kplane.core.v1.BindPodRequest\x1a\x1f.kplane.core.v1.BindPodResponse\"K\x82\xd3\xe4\x93\x02E:\abindingb\x06status\"2/api/v1/namespaces/{namespace}/pods/{name}/binding\x12\x9c\x01\n" +
 	"\bEvictPod\x12\x1f.kplane.core.v1.EvictPodRequest\x1a .kplane.core.v1.EvictPodResponse\"M\x82\xd3\xe4\x93\x02G:\bevictionb\x06status\"3/api/v1/namespaces/{namespace}/pods/{name}/eviction\x12}\n" +
 	"\tGetPodLog\x12 .kplane.core.v1.GetPodLogRequest\x1a\x14.google.api.HttpBody\"6\x82\xd3\xe4\x93\x020\x12./api/v1/namespaces/{namespace}/pods/{name}/log0\x01\x12T\n" +
@@ -14774,7 +14906,7 @@ func file_kplane_core_v1_service_proto_rawDescGZIP() []byte {
 	return file_kplane_core_v1_service_proto_rawDescData
 }
 
-var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 211)
+var file_kplane_core_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 213)
 var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*GetNamespaceRequest)(nil),                       // 0: kplane.core.v1.GetNamespaceRequest
 	(*GetNamespaceResponse)(nil),                      // 1: kplane.core.v1.GetNamespaceResponse
@@ -14806,617 +14938,623 @@ var file_kplane_core_v1_service_proto_goTypes = []any{
 	(*DeletePodResponse)(nil),                         // 27: kplane.core.v1.DeletePodResponse
 	(*UpdatePodStatusRequest)(nil),                    // 28: kplane.core.v1.UpdatePodStatusRequest
 	(*UpdatePodStatusResponse)(nil),                   // 29: kplane.core.v1.UpdatePodStatusResponse
-	(*BindPodRequest)(nil),                            // 30: kplane.core.v1.BindPodRequest
-	(*BindPodResponse)(nil),                           // 31: kplane.core.v1.BindPodResponse
-	(*EvictPodRequest)(nil),                           // 32: kplane.core.v1.EvictPodRequest
-	(*EvictPodResponse)(nil),                          // 33: kplane.core.v1.EvictPodResponse
-	(*GetPodLogRequest)(nil),                          // 34: kplane.core.v1.GetPodLogRequest
-	(*StreamPodRequest)(nil),                          // 35: kplane.core.v1.StreamPodRequest
-	(*StreamPodStart)(nil),                            // 36: kplane.core.v1.StreamPodStart
-	(*StreamPodHeader)(nil),                           // 37: kplane.core.v1.StreamPodHeader
-	(*StreamPodResponse)(nil),                         // 38: kplane.core.v1.StreamPodResponse
-	(*GetNodeRequest)(nil),                            // 39: kplane.core.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),                           // 40: kplane.core.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),                          // 41: kplane.core.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),                         // 42: kplane.core.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),                         // 43: kplane.core.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),                        // 44: kplane.core.v1.WatchNodesResponse
-	(*CreateNodeRequest)(nil),                         // 45: kplane.core.v1.CreateNodeRequest
-	(*CreateNodeResponse)(nil),                        // 46: kplane.core.v1.CreateNodeResponse
-	(*UpdateNodeRequest)(nil),                         // 47: kplane.core.v1.UpdateNodeRequest
-	(*UpdateNodeResponse)(nil),                        // 48: kplane.core.v1.UpdateNodeResponse
-	(*DeleteNodeRequest)(nil),                         // 49: kplane.core.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),                        // 50: kplane.core.v1.DeleteNodeResponse
-	(*UpdateNodeStatusRequest)(nil),                   // 51: kplane.core.v1.UpdateNodeStatusRequest
-	(*UpdateNodeStatusResponse)(nil),                  // 52: kplane.core.v1.UpdateNodeStatusResponse
-	(*GetEventRequest)(nil),                           // 53: kplane.core.v1.GetEventRequest
-	(*GetEventResponse)(nil),                          // 54: kplane.core.v1.GetEventResponse
-	(*ListEventsRequest)(nil),                         // 55: kplane.core.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),                        // 56: kplane.core.v1.ListEventsResponse
-	(*WatchEventsRequest)(nil),                        // 57: kplane.core.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),                       // 58: kplane.core.v1.WatchEventsResponse
-	(*CreateEventRequest)(nil),                        // 59: kplane.core.v1.CreateEventRequest
-	(*CreateEventResponse)(nil),                       // 60: kplane.core.v1.CreateEventResponse
-	(*UpdateEventRequest)(nil),                        // 61: kplane.core.v1.UpdateEventRequest
-	(*UpdateEventResponse)(nil),                       // 62: kplane.core.v1.UpdateEventResponse
-	(*DeleteEventRequest)(nil),                        // 63: kplane.core.v1.DeleteEventRequest
-	(*DeleteEventResponse)(nil),                       // 64: kplane.core.v1.DeleteEventResponse
-	(*GetServiceRequest)(nil),                         // 65: kplane.core.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),                        // 66: kplane.core.v1.GetServiceResponse
-	(*ListServicesRequest)(nil),                       // 67: kplane.core.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),                      // 68: kplane.core.v1.ListServicesResponse
-	(*WatchServicesRequest)(nil),                      // 69: kplane.core.v1.WatchServicesRequest
-	(*WatchServicesResponse)(nil),                     // 70: kplane.core.v1.WatchServicesResponse
-	(*CreateServiceRequest)(nil),                      // 71: kplane.core.v1.CreateServiceRequest
-	(*CreateServiceResponse)(nil),                     // 72: kplane.core.v1.CreateServiceResponse
-	(*UpdateServiceRequest)(nil),                      // 73: kplane.core.v1.UpdateServiceRequest
-	(*UpdateServiceResponse)(nil),                     // 74: kplane.core.v1.UpdateServiceResponse
-	(*DeleteServiceRequest)(nil),                      // 75: kplane.core.v1.DeleteServiceRequest
-	(*DeleteServiceResponse)(nil),                     // 76: kplane.core.v1.DeleteServiceResponse
-	(*UpdateServiceStatusRequest)(nil),                // 77: kplane.core.v1.UpdateServiceStatusRequest
-	(*UpdateServiceStatusResponse)(nil),               // 78: kplane.core.v1.UpdateServiceStatusResponse
-	(*GetEndpointsRequest)(nil),                       // 79: kplane.core.v1.GetEndpointsRequest
-	(*GetEndpointsResponse)(nil),                      // 80: kplane.core.v1.GetEndpointsResponse
-	(*ListEndpointsRequest)(nil),                      // 81: kplane.core.v1.ListEndpointsRequest
-	(*ListEndpointsResponse)(nil),                     // 82: kplane.core.v1.ListEndpointsResponse
-	(*WatchEndpointsRequest)(nil),                     // 83: kplane.core.v1.WatchEndpointsRequest
-	(*WatchEndpointsResponse)(nil),                    // 84: kplane.core.v1.WatchEndpointsResponse
-	(*CreateEndpointsRequest)(nil),                    // 85: kplane.core.v1.CreateEndpointsRequest
-	(*CreateEndpointsResponse)(nil),                   // 86: kplane.core.v1.CreateEndpointsResponse
-	(*UpdateEndpointsRequest)(nil),                    // 87: kplane.core.v1.UpdateEndpointsRequest
-	(*UpdateEndpointsResponse)(nil),                   // 88: kplane.core.v1.UpdateEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),                    // 89: kplane.core.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),                   // 90: kplane.core.v1.DeleteEndpointsResponse
-	(*GetConfigMapRequest)(nil),                       // 91: kplane.core.v1.GetConfigMapRequest
-	(*GetConfigMapResponse)(nil),                      // 92: kplane.core.v1.GetConfigMapResponse
-	(*ListConfigMapsRequest)(nil),                     // 93: kplane.core.v1.ListConfigMapsRequest
-	(*ListConfigMapsResponse)(nil),                    // 94: kplane.core.v1.ListConfigMapsResponse
-	(*WatchConfigMapsRequest)(nil),                    // 95: kplane.core.v1.WatchConfigMapsRequest
-	(*WatchConfigMapsResponse)(nil),                   // 96: kplane.core.v1.WatchConfigMapsResponse
-	(*CreateConfigMapRequest)(nil),                    // 97: kplane.core.v1.CreateConfigMapRequest
-	(*CreateConfigMapResponse)(nil),                   // 98: kplane.core.v1.CreateConfigMapResponse
-	(*UpdateConfigMapRequest)(nil),                    // 99: kplane.core.v1.UpdateConfigMapRequest
-	(*UpdateConfigMapResponse)(nil),                   // 100: kplane.core.v1.UpdateConfigMapResponse
-	(*DeleteConfigMapRequest)(nil),                    // 101: kplane.core.v1.DeleteConfigMapRequest
-	(*DeleteConfigMapResponse)(nil),                   // 102: kplane.core.v1.DeleteConfigMapResponse
-	(*GetSecretRequest)(nil),                          // 103: kplane.core.v1.GetSecretRequest
-	(*GetSecretResponse)(nil),                         // 104: kplane.core.v1.GetSecretResponse
-	(*ListSecretsRequest)(nil),                        // 105: kplane.core.v1.ListSecretsRequest
-	(*ListSecretsResponse)(nil),                       // 106: kplane.core.v1.ListSecretsResponse
-	(*WatchSecretsRequest)(nil),                       // 107: kplane.core.v1.WatchSecretsRequest
-	(*WatchSecretsResponse)(nil),                      // 108: kplane.core.v1.WatchSecretsResponse
-	(*CreateSecretRequest)(nil),                       // 109: kplane.core.v1.CreateSecretRequest
-	(*CreateSecretResponse)(nil),                      // 110: kplane.core.v1.CreateSecretResponse
-	(*UpdateSecretRequest)(nil),                       // 111: kplane.core.v1.UpdateSecretRequest
-	(*UpdateSecretResponse)(nil),                      // 112: kplane.core.v1.UpdateSecretResponse
-	(*DeleteSecretRequest)(nil),                       // 113: kplane.core.v1.DeleteSecretRequest
-	(*DeleteSecretResponse)(nil),                      // 114: kplane.core.v1.DeleteSecretResponse
-	(*GetServiceAccountRequest)(nil),                  // 115: kplane.core.v1.GetServiceAccountRequest
-	(*GetServiceAccountResponse)(nil),                 // 116: kplane.core.v1.GetServiceAccountResponse
-	(*ListServiceAccountsRequest)(nil),                // 117: kplane.core.v1.ListServiceAccountsRequest
-	(*ListServiceAccountsResponse)(nil),               // 118: kplane.core.v1.ListServiceAccountsResponse
-	(*WatchServiceAccountsRequest)(nil),               // 119: kplane.core.v1.WatchServiceAccountsRequest
-	(*WatchServiceAccountsResponse)(nil),              // 120: kplane.core.v1.WatchServiceAccountsResponse
-	(*CreateServiceAccountRequest)(nil),               // 121: kplane.core.v1.CreateServiceAccountRequest
-	(*CreateServiceAccountResponse)(nil),              // 122: kplane.core.v1.CreateServiceAccountResponse
-	(*UpdateServiceAccountRequest)(nil),               // 123: kplane.core.v1.UpdateServiceAccountRequest
-	(*UpdateServiceAccountResponse)(nil),              // 124: kplane.core.v1.UpdateServiceAccountResponse
-	(*DeleteServiceAccountRequest)(nil),               // 125: kplane.core.v1.DeleteServiceAccountRequest
-	(*DeleteServiceAccountResponse)(nil),              // 126: kplane.core.v1.DeleteServiceAccountResponse
-	(*GetReplicationControllerRequest)(nil),           // 127: kplane.core.v1.GetReplicationControllerRequest
-	(*GetReplicationControllerResponse)(nil),          // 128: kplane.core.v1.GetReplicationControllerResponse
-	(*ListReplicationControllersRequest)(nil),         // 129: kplane.core.v1.ListReplicationControllersRequest
-	(*ListReplicationControllersResponse)(nil),        // 130: kplane.core.v1.ListReplicationControllersResponse
-	(*WatchReplicationControllersRequest)(nil),        // 131: kplane.core.v1.WatchReplicationControllersRequest
-	(*WatchReplicationControllersResponse)(nil),       // 132: kplane.core.v1.WatchReplicationControllersResponse
-	(*CreateReplicationControllerRequest)(nil),        // 133: kplane.core.v1.CreateReplicationControllerRequest
-	(*CreateReplicationControllerResponse)(nil),       // 134: kplane.core.v1.CreateReplicationControllerResponse
-	(*UpdateReplicationControllerRequest)(nil),        // 135: kplane.core.v1.UpdateReplicationControllerRequest
-	(*UpdateReplicationControllerResponse)(nil),       // 136: kplane.core.v1.UpdateReplicationControllerResponse
-	(*DeleteReplicationControllerRequest)(nil),        // 137: kplane.core.v1.DeleteReplicationControllerRequest
-	(*DeleteReplicationControllerResponse)(nil),       // 138: kplane.core.v1.DeleteReplicationControllerResponse
-	(*UpdateReplicationControllerStatusRequest)(nil),  // 139: kplane.core.v1.UpdateReplicationControllerStatusRequest
-	(*UpdateReplicationControllerStatusResponse)(nil), // 140: kplane.core.v1.UpdateReplicationControllerStatusResponse
-	(*GetReplicationControllerScaleRequest)(nil),      // 141: kplane.core.v1.GetReplicationControllerScaleRequest
-	(*GetReplicationControllerScaleResponse)(nil),     // 142: kplane.core.v1.GetReplicationControllerScaleResponse
-	(*UpdateReplicationControllerScaleRequest)(nil),   // 143: kplane.core.v1.UpdateReplicationControllerScaleRequest
-	(*UpdateReplicationControllerScaleResponse)(nil),  // 144: kplane.core.v1.UpdateReplicationControllerScaleResponse
-	(*GetPodTemplateRequest)(nil),                     // 145: kplane.core.v1.GetPodTemplateRequest
-	(*GetPodTemplateResponse)(nil),                    // 146: kplane.core.v1.GetPodTemplateResponse
-	(*ListPodTemplatesRequest)(nil),                   // 147: kplane.core.v1.ListPodTemplatesRequest
-	(*ListPodTemplatesResponse)(nil),                  // 148: kplane.core.v1.ListPodTemplatesResponse
-	(*WatchPodTemplatesRequest)(nil),                  // 149: kplane.core.v1.WatchPodTemplatesRequest
-	(*WatchPodTemplatesResponse)(nil),                 // 150: kplane.core.v1.WatchPodTemplatesResponse
-	(*CreatePodTemplateRequest)(nil),                  // 151: kplane.core.v1.CreatePodTemplateRequest
-	(*CreatePodTemplateResponse)(nil),                 // 152: kplane.core.v1.CreatePodTemplateResponse
-	(*UpdatePodTemplateRequest)(nil),                  // 153: kplane.core.v1.UpdatePodTemplateRequest
-	(*UpdatePodTemplateResponse)(nil),                 // 154: kplane.core.v1.UpdatePodTemplateResponse
-	(*DeletePodTemplateRequest)(nil),                  // 155: kplane.core.v1.DeletePodTemplateRequest
-	(*DeletePodTemplateResponse)(nil),                 // 156: kplane.core.v1.DeletePodTemplateResponse
-	(*GetResourceQuotaRequest)(nil),                   // 157: kplane.core.v1.GetResourceQuotaRequest
-	(*GetResourceQuotaResponse)(nil),                  // 158: kplane.core.v1.GetResourceQuotaResponse
-	(*ListResourceQuotasRequest)(nil),                 // 159: kplane.core.v1.ListResourceQuotasRequest
-	(*ListResourceQuotasResponse)(nil),                // 160: kplane.core.v1.ListResourceQuotasResponse
-	(*WatchResourceQuotasRequest)(nil),                // 161: kplane.core.v1.WatchResourceQuotasRequest
-	(*WatchResourceQuotasResponse)(nil),               // 162: kplane.core.v1.WatchResourceQuotasResponse
-	(*CreateResourceQuotaRequest)(nil),                // 163: kplane.core.v1.CreateResourceQuotaRequest
-	(*CreateResourceQuotaResponse)(nil),               // 164: kplane.core.v1.CreateResourceQuotaResponse
-	(*UpdateResourceQuotaRequest)(nil),                // 165: kplane.core.v1.UpdateResourceQuotaRequest
-	(*UpdateResourceQuotaResponse)(nil),               // 166: kplane.core.v1.UpdateResourceQuotaResponse
-	(*DeleteResourceQuotaRequest)(nil),                // 167: kplane.core.v1.DeleteResourceQuotaRequest
-	(*DeleteResourceQuotaResponse)(nil),               // 168: kplane.core.v1.DeleteResourceQuotaResponse
-	(*UpdateResourceQuotaStatusRequest)(nil),          // 169: kplane.core.v1.UpdateResourceQuotaStatusRequest
-	(*UpdateResourceQuotaStatusResponse)(nil),         // 170: kplane.core.v1.UpdateResourceQuotaStatusResponse
-	(*GetLimitRangeRequest)(nil),                      // 171: kplane.core.v1.GetLimitRangeRequest
-	(*GetLimitRangeResponse)(nil),                     // 172: kplane.core.v1.GetLimitRangeResponse
-	(*ListLimitRangesRequest)(nil),                    // 173: kplane.core.v1.ListLimitRangesRequest
-	(*ListLimitRangesResponse)(nil),                   // 174: kplane.core.v1.ListLimitRangesResponse
-	(*WatchLimitRangesRequest)(nil),                   // 175: kplane.core.v1.WatchLimitRangesRequest
-	(*WatchLimitRangesResponse)(nil),                  // 176: kplane.core.v1.WatchLimitRangesResponse
-	(*CreateLimitRangeRequest)(nil),                   // 177: kplane.core.v1.CreateLimitRangeRequest
-	(*CreateLimitRangeResponse)(nil),                  // 178: kplane.core.v1.CreateLimitRangeResponse
-	(*UpdateLimitRangeRequest)(nil),                   // 179: kplane.core.v1.UpdateLimitRangeRequest
-	(*UpdateLimitRangeResponse)(nil),                  // 180: kplane.core.v1.UpdateLimitRangeResponse
-	(*DeleteLimitRangeRequest)(nil),                   // 181: kplane.core.v1.DeleteLimitRangeRequest
-	(*DeleteLimitRangeResponse)(nil),                  // 182: kplane.core.v1.DeleteLimitRangeResponse
-	(*GetPersistentVolumeClaimRequest)(nil),           // 183: kplane.core.v1.GetPersistentVolumeClaimRequest
-	(*GetPersistentVolumeClaimResponse)(nil),          // 184: kplane.core.v1.GetPersistentVolumeClaimResponse
-	(*ListPersistentVolumeClaimsRequest)(nil),         // 185: kplane.core.v1.ListPersistentVolumeClaimsRequest
-	(*ListPersistentVolumeClaimsResponse)(nil),        // 186: kplane.core.v1.ListPersistentVolumeClaimsResponse
-	(*WatchPersistentVolumeClaimsRequest)(nil),        // 187: kplane.core.v1.WatchPersistentVolumeClaimsRequest
-	(*WatchPersistentVolumeClaimsResponse)(nil),       // 188: kplane.core.v1.WatchPersistentVolumeClaimsResponse
-	(*CreatePersistentVolumeClaimRequest)(nil),        // 189: kplane.core.v1.CreatePersistentVolumeClaimRequest
-	(*CreatePersistentVolumeClaimResponse)(nil),       // 190: kplane.core.v1.CreatePersistentVolumeClaimResponse
-	(*UpdatePersistentVolumeClaimRequest)(nil),        // 191: kplane.core.v1.UpdatePersistentVolumeClaimRequest
-	(*UpdatePersistentVolumeClaimResponse)(nil),       // 192: kplane.core.v1.UpdatePersistentVolumeClaimResponse
-	(*DeletePersistentVolumeClaimRequest)(nil),        // 193: kplane.core.v1.DeletePersistentVolumeClaimRequest
-	(*DeletePersistentVolumeClaimResponse)(nil),       // 194: kplane.core.v1.DeletePersistentVolumeClaimResponse
-	(*UpdatePersistentVolumeClaimStatusRequest)(nil),  // 195: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
-	(*UpdatePersistentVolumeClaimStatusResponse)(nil), // 196: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
-	(*GetPersistentVolumeRequest)(nil),                // 197: kplane.core.v1.GetPersistentVolumeRequest
-	(*GetPersistentVolumeResponse)(nil),               // 198: kplane.core.v1.GetPersistentVolumeResponse
-	(*ListPersistentVolumesRequest)(nil),              // 199: kplane.core.v1.ListPersistentVolumesRequest
-	(*ListPersistentVolumesResponse)(nil),             // 200: kplane.core.v1.ListPersistentVolumesResponse
-	(*WatchPersistentVolumesRequest)(nil),             // 201: kplane.core.v1.WatchPersistentVolumesRequest
-	(*WatchPersistentVolumesResponse)(nil),            // 202: kplane.core.v1.WatchPersistentVolumesResponse
-	(*CreatePersistentVolumeRequest)(nil),             // 203: kplane.core.v1.CreatePersistentVolumeRequest
-	(*CreatePersistentVolumeResponse)(nil),            // 204: kplane.core.v1.CreatePersistentVolumeResponse
-	(*UpdatePersistentVolumeRequest)(nil),             // 205: kplane.core.v1.UpdatePersistentVolumeRequest
-	(*UpdatePersistentVolumeResponse)(nil),            // 206: kplane.core.v1.UpdatePersistentVolumeResponse
-	(*DeletePersistentVolumeRequest)(nil),             // 207: kplane.core.v1.DeletePersistentVolumeRequest
-	(*DeletePersistentVolumeResponse)(nil),            // 208: kplane.core.v1.DeletePersistentVolumeResponse
-	(*UpdatePersistentVolumeStatusRequest)(nil),       // 209: kplane.core.v1.UpdatePersistentVolumeStatusRequest
-	(*UpdatePersistentVolumeStatusResponse)(nil),      // 210: kplane.core.v1.UpdatePersistentVolumeStatusResponse
-	(*Namespace)(nil),                                 // 211: kplane.core.v1.Namespace
-	(*NamespaceList)(nil),                             // 212: kplane.core.v1.NamespaceList
-	(*v1.Status)(nil),                                 // 213: kplane.meta.v1.Status
-	(*v1.Preconditions)(nil),                          // 214: kplane.meta.v1.Preconditions
-	(*Pod)(nil),                                       // 215: kplane.core.v1.Pod
-	(*PodList)(nil),                                   // 216: kplane.core.v1.PodList
-	(*Binding)(nil),                                   // 217: kplane.core.v1.Binding
-	(*v11.Eviction)(nil),                              // 218: kplane.policy.v1.Eviction
-	(*Node)(nil),                                      // 219: kplane.core.v1.Node
-	(*NodeList)(nil),                                  // 220: kplane.core.v1.NodeList
-	(*Event)(nil),                                     // 221: kplane.core.v1.Event
-	(*EventList)(nil),                                 // 222: kplane.core.v1.EventList
-	(*Service)(nil),                                   // 223: kplane.core.v1.Service
-	(*ServiceList)(nil),                               // 224: kplane.core.v1.ServiceList
-	(*Endpoints)(nil),                                 // 225: kplane.core.v1.Endpoints
-	(*EndpointsList)(nil),                             // 226: kplane.core.v1.EndpointsList
-	(*ConfigMap)(nil),                                 // 227: kplane.core.v1.ConfigMap
-	(*ConfigMapList)(nil),                             // 228: kplane.core.v1.ConfigMapList
-	(*Secret)(nil),                                    // 229: kplane.core.v1.Secret
-	(*SecretList)(nil),                                // 230: kplane.core.v1.SecretList
-	(*ServiceAccount)(nil),                            // 231: kplane.core.v1.ServiceAccount
-	(*ServiceAccountList)(nil),                        // 232: kplane.core.v1.ServiceAccountList
-	(*ReplicationController)(nil),                     // 233: kplane.core.v1.ReplicationController
-	(*ReplicationControllerList)(nil),                 // 234: kplane.core.v1.ReplicationControllerList
-	(*v12.Scale)(nil),                                 // 235: kplane.autoscaling.v1.Scale
-	(*PodTemplate)(nil),                               // 236: kplane.core.v1.PodTemplate
-	(*PodTemplateList)(nil),                           // 237: kplane.core.v1.PodTemplateList
-	(*ResourceQuota)(nil),                             // 238: kplane.core.v1.ResourceQuota
-	(*ResourceQuotaList)(nil),                         // 239: kplane.core.v1.ResourceQuotaList
-	(*LimitRange)(nil),                                // 240: kplane.core.v1.LimitRange
-	(*LimitRangeList)(nil),                            // 241: kplane.core.v1.LimitRangeList
-	(*PersistentVolumeClaim)(nil),                     // 242: kplane.core.v1.PersistentVolumeClaim
-	(*PersistentVolumeClaimList)(nil),                 // 243: kplane.core.v1.PersistentVolumeClaimList
-	(*PersistentVolume)(nil),                          // 244: kplane.core.v1.PersistentVolume
-	(*PersistentVolumeList)(nil),                      // 245: kplane.core.v1.PersistentVolumeList
-	(*httpbody.HttpBody)(nil),                         // 246: google.api.HttpBody
+	(*UpdatePodEphemeralContainersRequest)(nil),       // 30: kplane.core.v1.UpdatePodEphemeralContainersRequest
+	(*UpdatePodEphemeralContainersResponse)(nil),      // 31: kplane.core.v1.UpdatePodEphemeralContainersResponse
+	(*BindPodRequest)(nil),                            // 32: kplane.core.v1.BindPodRequest
+	(*BindPodResponse)(nil),                           // 33: kplane.core.v1.BindPodResponse
+	(*EvictPodRequest)(nil),                           // 34: kplane.core.v1.EvictPodRequest
+	(*EvictPodResponse)(nil),                          // 35: kplane.core.v1.EvictPodResponse
+	(*GetPodLogRequest)(nil),                          // 36: kplane.core.v1.GetPodLogRequest
+	(*StreamPodRequest)(nil),                          // 37: kplane.core.v1.StreamPodRequest
+	(*StreamPodStart)(nil),                            // 38: kplane.core.v1.StreamPodStart
+	(*StreamPodHeader)(nil),                           // 39: kplane.core.v1.StreamPodHeader
+	(*StreamPodResponse)(nil),                         // 40: kplane.core.v1.StreamPodResponse
+	(*GetNodeRequest)(nil),                            // 41: kplane.core.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),                           // 42: kplane.core.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),                          // 43: kplane.core.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                         // 44: kplane.core.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),                         // 45: kplane.core.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),                        // 46: kplane.core.v1.WatchNodesResponse
+	(*CreateNodeRequest)(nil),                         // 47: kplane.core.v1.CreateNodeRequest
+	(*CreateNodeResponse)(nil),                        // 48: kplane.core.v1.CreateNodeResponse
+	(*UpdateNodeRequest)(nil),                         // 49: kplane.core.v1.UpdateNodeRequest
+	(*UpdateNodeResponse)(nil),                        // 50: kplane.core.v1.UpdateNodeResponse
+	(*DeleteNodeRequest)(nil),                         // 51: kplane.core.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),                        // 52: kplane.core.v1.DeleteNodeResponse
+	(*UpdateNodeStatusRequest)(nil),                   // 53: kplane.core.v1.UpdateNodeStatusRequest
+	(*UpdateNodeStatusResponse)(nil),                  // 54: kplane.core.v1.UpdateNodeStatusResponse
+	(*GetEventRequest)(nil),                           // 55: kplane.core.v1.GetEventRequest
+	(*GetEventResponse)(nil),                          // 56: kplane.core.v1.GetEventResponse
+	(*ListEventsRequest)(nil),                         // 57: kplane.core.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),                        // 58: kplane.core.v1.ListEventsResponse
+	(*WatchEventsRequest)(nil),                        // 59: kplane.core.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),                       // 60: kplane.core.v1.WatchEventsResponse
+	(*CreateEventRequest)(nil),                        // 61: kplane.core.v1.CreateEventRequest
+	(*CreateEventResponse)(nil),                       // 62: kplane.core.v1.CreateEventResponse
+	(*UpdateEventRequest)(nil),                        // 63: kplane.core.v1.UpdateEventRequest
+	(*UpdateEventResponse)(nil),                       // 64: kplane.core.v1.UpdateEventResponse
+	(*DeleteEventRequest)(nil),                        // 65: kplane.core.v1.DeleteEventRequest
+	(*DeleteEventResponse)(nil),                       // 66: kplane.core.v1.DeleteEventResponse
+	(*GetServiceRequest)(nil),                         // 67: kplane.core.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),                        // 68: kplane.core.v1.GetServiceResponse
+	(*ListServicesRequest)(nil),                       // 69: kplane.core.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),                      // 70: kplane.core.v1.ListServicesResponse
+	(*WatchServicesRequest)(nil),                      // 71: kplane.core.v1.WatchServicesRequest
+	(*WatchServicesResponse)(nil),                     // 72: kplane.core.v1.WatchServicesResponse
+	(*CreateServiceRequest)(nil),                      // 73: kplane.core.v1.CreateServiceRequest
+	(*CreateServiceResponse)(nil),                     // 74: kplane.core.v1.CreateServiceResponse
+	(*UpdateServiceRequest)(nil),                      // 75: kplane.core.v1.UpdateServiceRequest
+	(*UpdateServiceResponse)(nil),                     // 76: kplane.core.v1.UpdateServiceResponse
+	(*DeleteServiceRequest)(nil),                      // 77: kplane.core.v1.DeleteServiceRequest
+	(*DeleteServiceResponse)(nil),                     // 78: kplane.core.v1.DeleteServiceResponse
+	(*UpdateServiceStatusRequest)(nil),                // 79: kplane.core.v1.UpdateServiceStatusRequest
+	(*UpdateServiceStatusResponse)(nil),               // 80: kplane.core.v1.UpdateServiceStatusResponse
+	(*GetEndpointsRequest)(nil),                       // 81: kplane.core.v1.GetEndpointsRequest
+	(*GetEndpointsResponse)(nil),                      // 82: kplane.core.v1.GetEndpointsResponse
+	(*ListEndpointsRequest)(nil),                      // 83: kplane.core.v1.ListEndpointsRequest
+	(*ListEndpointsResponse)(nil),                     // 84: kplane.core.v1.ListEndpointsResponse
+	(*WatchEndpointsRequest)(nil),                     // 85: kplane.core.v1.WatchEndpointsRequest
+	(*WatchEndpointsResponse)(nil),                    // 86: kplane.core.v1.WatchEndpointsResponse
+	(*CreateEndpointsRequest)(nil),                    // 87: kplane.core.v1.CreateEndpointsRequest
+	(*CreateEndpointsResponse)(nil),                   // 88: kplane.core.v1.CreateEndpointsResponse
+	(*UpdateEndpointsRequest)(nil),                    // 89: kplane.core.v1.UpdateEndpointsRequest
+	(*UpdateEndpointsResponse)(nil),                   // 90: kplane.core.v1.UpdateEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),                    // 91: kplane.core.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),                   // 92: kplane.core.v1.DeleteEndpointsResponse
+	(*GetConfigMapRequest)(nil),                       // 93: kplane.core.v1.GetConfigMapRequest
+	(*GetConfigMapResponse)(nil),                      // 94: kplane.core.v1.GetConfigMapResponse
+	(*ListConfigMapsRequest)(nil),                     // 95: kplane.core.v1.ListConfigMapsRequest
+	(*ListConfigMapsResponse)(nil),                    // 96: kplane.core.v1.ListConfigMapsResponse
+	(*WatchConfigMapsRequest)(nil),                    // 97: kplane.core.v1.WatchConfigMapsRequest
+	(*WatchConfigMapsResponse)(nil),                   // 98: kplane.core.v1.WatchConfigMapsResponse
+	(*CreateConfigMapRequest)(nil),                    // 99: kplane.core.v1.CreateConfigMapRequest
+	(*CreateConfigMapResponse)(nil),                   // 100: kplane.core.v1.CreateConfigMapResponse
+	(*UpdateConfigMapRequest)(nil),                    // 101: kplane.core.v1.UpdateConfigMapRequest
+	(*UpdateConfigMapResponse)(nil),                   // 102: kplane.core.v1.UpdateConfigMapResponse
+	(*DeleteConfigMapRequest)(nil),                    // 103: kplane.core.v1.DeleteConfigMapRequest
+	(*DeleteConfigMapResponse)(nil),                   // 104: kplane.core.v1.DeleteConfigMapResponse
+	(*GetSecretRequest)(nil),                          // 105: kplane.core.v1.GetSecretRequest
+	(*GetSecretResponse)(nil),                         // 106: kplane.core.v1.GetSecretResponse
+	(*ListSecretsRequest)(nil),                        // 107: kplane.core.v1.ListSecretsRequest
+	(*ListSecretsResponse)(nil),                       // 108: kplane.core.v1.ListSecretsResponse
+	(*WatchSecretsRequest)(nil),                       // 109: kplane.core.v1.WatchSecretsRequest
+	(*WatchSecretsResponse)(nil),                      // 110: kplane.core.v1.WatchSecretsResponse
+	(*CreateSecretRequest)(nil),                       // 111: kplane.core.v1.CreateSecretRequest
+	(*CreateSecretResponse)(nil),                      // 112: kplane.core.v1.CreateSecretResponse
+	(*UpdateSecretRequest)(nil),                       // 113: kplane.core.v1.UpdateSecretRequest
+	(*UpdateSecretResponse)(nil),                      // 114: kplane.core.v1.UpdateSecretResponse
+	(*DeleteSecretRequest)(nil),                       // 115: kplane.core.v1.DeleteSecretRequest
+	(*DeleteSecretResponse)(nil),                      // 116: kplane.core.v1.DeleteSecretResponse
+	(*GetServiceAccountRequest)(nil),                  // 117: kplane.core.v1.GetServiceAccountRequest
+	(*GetServiceAccountResponse)(nil),                 // 118: kplane.core.v1.GetServiceAccountResponse
+	(*ListServiceAccountsRequest)(nil),                // 119: kplane.core.v1.ListServiceAccountsRequest
+	(*ListServiceAccountsResponse)(nil),               // 120: kplane.core.v1.ListServiceAccountsResponse
+	(*WatchServiceAccountsRequest)(nil),               // 121: kplane.core.v1.WatchServiceAccountsRequest
+	(*WatchServiceAccountsResponse)(nil),              // 122: kplane.core.v1.WatchServiceAccountsResponse
+	(*CreateServiceAccountRequest)(nil),               // 123: kplane.core.v1.CreateServiceAccountRequest
+	(*CreateServiceAccountResponse)(nil),              // 124: kplane.core.v1.CreateServiceAccountResponse
+	(*UpdateServiceAccountRequest)(nil),               // 125: kplane.core.v1.UpdateServiceAccountRequest
+	(*UpdateServiceAccountResponse)(nil),              // 126: kplane.core.v1.UpdateServiceAccountResponse
+	(*DeleteServiceAccountRequest)(nil),               // 127: kplane.core.v1.DeleteServiceAccountRequest
+	(*DeleteServiceAccountResponse)(nil),              // 128: kplane.core.v1.DeleteServiceAccountResponse
+	(*GetReplicationControllerRequest)(nil),           // 129: kplane.core.v1.GetReplicationControllerRequest
+	(*GetReplicationControllerResponse)(nil),          // 130: kplane.core.v1.GetReplicationControllerResponse
+	(*ListReplicationControllersRequest)(nil),         // 131: kplane.core.v1.ListReplicationControllersRequest
+	(*ListReplicationControllersResponse)(nil),        // 132: kplane.core.v1.ListReplicationControllersResponse
+	(*WatchReplicationControllersRequest)(nil),        // 133: kplane.core.v1.WatchReplicationControllersRequest
+	(*WatchReplicationControllersResponse)(nil),       // 134: kplane.core.v1.WatchReplicationControllersResponse
+	(*CreateReplicationControllerRequest)(nil),        // 135: kplane.core.v1.CreateReplicationControllerRequest
+	(*CreateReplicationControllerResponse)(nil),       // 136: kplane.core.v1.CreateReplicationControllerResponse
+	(*UpdateReplicationControllerRequest)(nil),        // 137: kplane.core.v1.UpdateReplicationControllerRequest
+	(*UpdateReplicationControllerResponse)(nil),       // 138: kplane.core.v1.UpdateReplicationControllerResponse
+	(*DeleteReplicationControllerRequest)(nil),        // 139: kplane.core.v1.DeleteReplicationControllerRequest
+	(*DeleteReplicationControllerResponse)(nil),       // 140: kplane.core.v1.DeleteReplicationControllerResponse
+	(*UpdateReplicationControllerStatusRequest)(nil),  // 141: kplane.core.v1.UpdateReplicationControllerStatusRequest
+	(*UpdateReplicationControllerStatusResponse)(nil), // 142: kplane.core.v1.UpdateReplicationControllerStatusResponse
+	(*GetReplicationControllerScaleRequest)(nil),      // 143: kplane.core.v1.GetReplicationControllerScaleRequest
+	(*GetReplicationControllerScaleResponse)(nil),     // 144: kplane.core.v1.GetReplicationControllerScaleResponse
+	(*UpdateReplicationControllerScaleRequest)(nil),   // 145: kplane.core.v1.UpdateReplicationControllerScaleRequest
+	(*UpdateReplicationControllerScaleResponse)(nil),  // 146: kplane.core.v1.UpdateReplicationControllerScaleResponse
+	(*GetPodTemplateRequest)(nil),                     // 147: kplane.core.v1.GetPodTemplateRequest
+	(*GetPodTemplateResponse)(nil),                    // 148: kplane.core.v1.GetPodTemplateResponse
+	(*ListPodTemplatesRequest)(nil),                   // 149: kplane.core.v1.ListPodTemplatesRequest
+	(*ListPodTemplatesResponse)(nil),                  // 150: kplane.core.v1.ListPodTemplatesResponse
+	(*WatchPodTemplatesRequest)(nil),                  // 151: kplane.core.v1.WatchPodTemplatesRequest
+	(*WatchPodTemplatesResponse)(nil),                 // 152: kplane.core.v1.WatchPodTemplatesResponse
+	(*CreatePodTemplateRequest)(nil),                  // 153: kplane.core.v1.CreatePodTemplateRequest
+	(*CreatePodTemplateResponse)(nil),                 // 154: kplane.core.v1.CreatePodTemplateResponse
+	(*UpdatePodTemplateRequest)(nil),                  // 155: kplane.core.v1.UpdatePodTemplateRequest
+	(*UpdatePodTemplateResponse)(nil),                 // 156: kplane.core.v1.UpdatePodTemplateResponse
+	(*DeletePodTemplateRequest)(nil),                  // 157: kplane.core.v1.DeletePodTemplateRequest
+	(*DeletePodTemplateResponse)(nil),                 // 158: kplane.core.v1.DeletePodTemplateResponse
+	(*GetResourceQuotaRequest)(nil),                   // 159: kplane.core.v1.GetResourceQuotaRequest
+	(*GetResourceQuotaResponse)(nil),                  // 160: kplane.core.v1.GetResourceQuotaResponse
+	(*ListResourceQuotasRequest)(nil),                 // 161: kplane.core.v1.ListResourceQuotasRequest
+	(*ListResourceQuotasResponse)(nil),                // 162: kplane.core.v1.ListResourceQuotasResponse
+	(*WatchResourceQuotasRequest)(nil),                // 163: kplane.core.v1.WatchResourceQuotasRequest
+	(*WatchResourceQuotasResponse)(nil),               // 164: kplane.core.v1.WatchResourceQuotasResponse
+	(*CreateResourceQuotaRequest)(nil),                // 165: kplane.core.v1.CreateResourceQuotaRequest
+	(*CreateResourceQuotaResponse)(nil),               // 166: kplane.core.v1.CreateResourceQuotaResponse
+	(*UpdateResourceQuotaRequest)(nil),                // 167: kplane.core.v1.UpdateResourceQuotaRequest
+	(*UpdateResourceQuotaResponse)(nil),               // 168: kplane.core.v1.UpdateResourceQuotaResponse
+	(*DeleteResourceQuotaRequest)(nil),                // 169: kplane.core.v1.DeleteResourceQuotaRequest
+	(*DeleteResourceQuotaResponse)(nil),               // 170: kplane.core.v1.DeleteResourceQuotaResponse
+	(*UpdateResourceQuotaStatusRequest)(nil),          // 171: kplane.core.v1.UpdateResourceQuotaStatusRequest
+	(*UpdateResourceQuotaStatusResponse)(nil),         // 172: kplane.core.v1.UpdateResourceQuotaStatusResponse
+	(*GetLimitRangeRequest)(nil),                      // 173: kplane.core.v1.GetLimitRangeRequest
+	(*GetLimitRangeResponse)(nil),                     // 174: kplane.core.v1.GetLimitRangeResponse
+	(*ListLimitRangesRequest)(nil),                    // 175: kplane.core.v1.ListLimitRangesRequest
+	(*ListLimitRangesResponse)(nil),                   // 176: kplane.core.v1.ListLimitRangesResponse
+	(*WatchLimitRangesRequest)(nil),                   // 177: kplane.core.v1.WatchLimitRangesRequest
+	(*WatchLimitRangesResponse)(nil),                  // 178: kplane.core.v1.WatchLimitRangesResponse
+	(*CreateLimitRangeRequest)(nil),                   // 179: kplane.core.v1.CreateLimitRangeRequest
+	(*CreateLimitRangeResponse)(nil),                  // 180: kplane.core.v1.CreateLimitRangeResponse
+	(*UpdateLimitRangeRequest)(nil),                   // 181: kplane.core.v1.UpdateLimitRangeRequest
+	(*UpdateLimitRangeResponse)(nil),                  // 182: kplane.core.v1.UpdateLimitRangeResponse
+	(*DeleteLimitRangeRequest)(nil),                   // 183: kplane.core.v1.DeleteLimitRangeRequest
+	(*DeleteLimitRangeResponse)(nil),                  // 184: kplane.core.v1.DeleteLimitRangeResponse
+	(*GetPersistentVolumeClaimRequest)(nil),           // 185: kplane.core.v1.GetPersistentVolumeClaimRequest
+	(*GetPersistentVolumeClaimResponse)(nil),          // 186: kplane.core.v1.GetPersistentVolumeClaimResponse
+	(*ListPersistentVolumeClaimsRequest)(nil),         // 187: kplane.core.v1.ListPersistentVolumeClaimsRequest
+	(*ListPersistentVolumeClaimsResponse)(nil),        // 188: kplane.core.v1.ListPersistentVolumeClaimsResponse
+	(*WatchPersistentVolumeClaimsRequest)(nil),        // 189: kplane.core.v1.WatchPersistentVolumeClaimsRequest
+	(*WatchPersistentVolumeClaimsResponse)(nil),       // 190: kplane.core.v1.WatchPersistentVolumeClaimsResponse
+	(*CreatePersistentVolumeClaimRequest)(nil),        // 191: kplane.core.v1.CreatePersistentVolumeClaimRequest
+	(*CreatePersistentVolumeClaimResponse)(nil),       // 192: kplane.core.v1.CreatePersistentVolumeClaimResponse
+	(*UpdatePersistentVolumeClaimRequest)(nil),        // 193: kplane.core.v1.UpdatePersistentVolumeClaimRequest
+	(*UpdatePersistentVolumeClaimResponse)(nil),       // 194: kplane.core.v1.UpdatePersistentVolumeClaimResponse
+	(*DeletePersistentVolumeClaimRequest)(nil),        // 195: kplane.core.v1.DeletePersistentVolumeClaimRequest
+	(*DeletePersistentVolumeClaimResponse)(nil),       // 196: kplane.core.v1.DeletePersistentVolumeClaimResponse
+	(*UpdatePersistentVolumeClaimStatusRequest)(nil),  // 197: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
+	(*UpdatePersistentVolumeClaimStatusResponse)(nil), // 198: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
+	(*GetPersistentVolumeRequest)(nil),                // 199: kplane.core.v1.GetPersistentVolumeRequest
+	(*GetPersistentVolumeResponse)(nil),               // 200: kplane.core.v1.GetPersistentVolumeResponse
+	(*ListPersistentVolumesRequest)(nil),              // 201: kplane.core.v1.ListPersistentVolumesRequest
+	(*ListPersistentVolumesResponse)(nil),             // 202: kplane.core.v1.ListPersistentVolumesResponse
+	(*WatchPersistentVolumesRequest)(nil),             // 203: kplane.core.v1.WatchPersistentVolumesRequest
+	(*WatchPersistentVolumesResponse)(nil),            // 204: kplane.core.v1.WatchPersistentVolumesResponse
+	(*CreatePersistentVolumeRequest)(nil),             // 205: kplane.core.v1.CreatePersistentVolumeRequest
+	(*CreatePersistentVolumeResponse)(nil),            // 206: kplane.core.v1.CreatePersistentVolumeResponse
+	(*UpdatePersistentVolumeRequest)(nil),             // 207: kplane.core.v1.UpdatePersistentVolumeRequest
+	(*UpdatePersistentVolumeResponse)(nil),            // 208: kplane.core.v1.UpdatePersistentVolumeResponse
+	(*DeletePersistentVolumeRequest)(nil),             // 209: kplane.core.v1.DeletePersistentVolumeRequest
+	(*DeletePersistentVolumeResponse)(nil),            // 210: kplane.core.v1.DeletePersistentVolumeResponse
+	(*UpdatePersistentVolumeStatusRequest)(nil),       // 211: kplane.core.v1.UpdatePersistentVolumeStatusRequest
+	(*UpdatePersistentVolumeStatusResponse)(nil),      // 212: kplane.core.v1.UpdatePersistentVolumeStatusResponse
+	(*Namespace)(nil),                                 // 213: kplane.core.v1.Namespace
+	(*NamespaceList)(nil),                             // 214: kplane.core.v1.NamespaceList
+	(*v1.Status)(nil),                                 // 215: kplane.meta.v1.Status
+	(*v1.Preconditions)(nil),                          // 216: kplane.meta.v1.Preconditions
+	(*Pod)(nil),                                       // 217: kplane.core.v1.Pod
+	(*PodList)(nil),                                   // 218: kplane.core.v1.PodList
+	(*Binding)(nil),                                   // 219: kplane.core.v1.Binding
+	(*v11.Eviction)(nil),                              // 220: kplane.policy.v1.Eviction
+	(*Node)(nil),                                      // 221: kplane.core.v1.Node
+	(*NodeList)(nil),                                  // 222: kplane.core.v1.NodeList
+	(*Event)(nil),                                     // 223: kplane.core.v1.Event
+	(*EventList)(nil),                                 // 224: kplane.core.v1.EventList
+	(*Service)(nil),                                   // 225: kplane.core.v1.Service
+	(*ServiceList)(nil),                               // 226: kplane.core.v1.ServiceList
+	(*Endpoints)(nil),                                 // 227: kplane.core.v1.Endpoints
+	(*EndpointsList)(nil),                             // 228: kplane.core.v1.EndpointsList
+	(*ConfigMap)(nil),                                 // 229: kplane.core.v1.ConfigMap
+	(*ConfigMapList)(nil),                             // 230: kplane.core.v1.ConfigMapList
+	(*Secret)(nil),                                    // 231: kplane.core.v1.Secret
+	(*SecretList)(nil),                                // 232: kplane.core.v1.SecretList
+	(*ServiceAccount)(nil),                            // 233: kplane.core.v1.ServiceAccount
+	(*ServiceAccountList)(nil),                        // 234: kplane.core.v1.ServiceAccountList
+	(*ReplicationController)(nil),                     // 235: kplane.core.v1.ReplicationController
+	(*ReplicationControllerList)(nil),                 // 236: kplane.core.v1.ReplicationControllerList
+	(*v12.Scale)(nil),                                 // 237: kplane.autoscaling.v1.Scale
+	(*PodTemplate)(nil),                               // 238: kplane.core.v1.PodTemplate
+	(*PodTemplateList)(nil),                           // 239: kplane.core.v1.PodTemplateList
+	(*ResourceQuota)(nil),                             // 240: kplane.core.v1.ResourceQuota
+	(*ResourceQuotaList)(nil),                         // 241: kplane.core.v1.ResourceQuotaList
+	(*LimitRange)(nil),                                // 242: kplane.core.v1.LimitRange
+	(*LimitRangeList)(nil),                            // 243: kplane.core.v1.LimitRangeList
+	(*PersistentVolumeClaim)(nil),                     // 244: kplane.core.v1.PersistentVolumeClaim
+	(*PersistentVolumeClaimList)(nil),                 // 245: kplane.core.v1.PersistentVolumeClaimList
+	(*PersistentVolume)(nil),                          // 246: kplane.core.v1.PersistentVolume
+	(*PersistentVolumeList)(nil),                      // 247: kplane.core.v1.PersistentVolumeList
+	(*httpbody.HttpBody)(nil),                         // 248: google.api.HttpBody
 }
 var file_kplane_core_v1_service_proto_depIdxs = []int32{
-	211, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	212, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
-	211, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
-	213, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
-	211, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	214, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	211, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
-	211, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
-	215, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
-	216, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
-	215, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
-	213, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
-	215, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	215, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	215, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
-	215, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
-	214, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	215, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
-	215, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
-	215, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
-	217, // 26: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
-	213, // 27: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
-	218, // 28: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
-	213, // 29: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
-	36,  // 30: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
-	37,  // 31: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
-	219, // 32: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
-	220, // 33: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
-	219, // 34: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
-	213, // 35: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
-	219, // 36: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
-	219, // 37: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
-	219, // 38: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
-	219, // 39: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
-	214, // 40: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	219, // 41: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
-	219, // 42: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
-	219, // 43: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
-	221, // 44: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
-	222, // 45: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
-	221, // 46: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
-	213, // 47: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
-	221, // 48: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
-	221, // 49: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
-	221, // 50: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
-	221, // 51: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
-	214, // 52: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	221, // 53: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
-	223, // 54: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
-	224, // 55: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
-	223, // 56: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
-	213, // 57: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
-	223, // 58: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
-	223, // 59: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
-	223, // 60: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
-	223, // 61: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
-	214, // 62: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	223, // 63: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
-	223, // 64: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
-	223, // 65: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
-	225, // 66: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	226, // 67: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
-	225, // 68: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
-	213, // 69: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
-	225, // 70: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	225, // 71: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	225, // 72: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
-	225, // 73: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	214, // 74: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	225, // 75: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
-	227, // 76: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	228, // 77: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
-	227, // 78: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
-	213, // 79: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
-	227, // 80: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	227, // 81: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	227, // 82: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
-	227, // 83: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	214, // 84: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	227, // 85: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
-	229, // 86: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	230, // 87: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
-	229, // 88: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
-	213, // 89: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
-	229, // 90: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	229, // 91: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	229, // 92: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
-	229, // 93: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	214, // 94: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	229, // 95: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
-	231, // 96: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	232, // 97: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
-	231, // 98: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
-	213, // 99: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
-	231, // 100: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	231, // 101: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	231, // 102: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
-	231, // 103: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	214, // 104: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	231, // 105: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
-	233, // 106: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	234, // 107: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
-	233, // 108: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
-	213, // 109: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
-	233, // 110: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	233, // 111: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	233, // 112: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	233, // 113: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	214, // 114: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	233, // 115: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	233, // 116: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	233, // 117: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
-	235, // 118: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	235, // 119: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
-	235, // 120: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
-	236, // 121: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	237, // 122: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
-	236, // 123: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
-	213, // 124: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
-	236, // 125: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
-	236, // 126: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	236, // 127: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
-	236, // 128: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	214, // 129: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	236, // 130: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
-	238, // 131: kplane.core.v1.GetResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	239, // 132: kplane.core.v1.ListResourceQuotasResponse.list:type_name -> kplane.core.v1.ResourceQuotaList
-	238, // 133: kplane.core.v1.WatchResourceQuotasResponse.object:type_name -> kplane.core.v1.ResourceQuota
-	213, // 134: kplane.core.v1.WatchResourceQuotasResponse.status:type_name -> kplane.meta.v1.Status
-	238, // 135: kplane.core.v1.CreateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	238, // 136: kplane.core.v1.CreateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	238, // 137: kplane.core.v1.UpdateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	238, // 138: kplane.core.v1.UpdateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	214, // 139: kplane.core.v1.DeleteResourceQuotaRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	238, // 140: kplane.core.v1.DeleteResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	238, // 141: kplane.core.v1.UpdateResourceQuotaStatusRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	238, // 142: kplane.core.v1.UpdateResourceQuotaStatusResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
-	240, // 143: kplane.core.v1.GetLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	241, // 144: kplane.core.v1.ListLimitRangesResponse.list:type_name -> kplane.core.v1.LimitRangeList
-	240, // 145: kplane.core.v1.WatchLimitRangesResponse.object:type_name -> kplane.core.v1.LimitRange
-	213, // 146: kplane.core.v1.WatchLimitRangesResponse.status:type_name -> kplane.meta.v1.Status
-	240, // 147: kplane.core.v1.CreateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
-	240, // 148: kplane.core.v1.CreateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	240, // 149: kplane.core.v1.UpdateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
-	240, // 150: kplane.core.v1.UpdateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	214, // 151: kplane.core.v1.DeleteLimitRangeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	240, // 152: kplane.core.v1.DeleteLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
-	242, // 153: kplane.core.v1.GetPersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	243, // 154: kplane.core.v1.ListPersistentVolumeClaimsResponse.list:type_name -> kplane.core.v1.PersistentVolumeClaimList
-	242, // 155: kplane.core.v1.WatchPersistentVolumeClaimsResponse.object:type_name -> kplane.core.v1.PersistentVolumeClaim
-	213, // 156: kplane.core.v1.WatchPersistentVolumeClaimsResponse.status:type_name -> kplane.meta.v1.Status
-	242, // 157: kplane.core.v1.CreatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	242, // 158: kplane.core.v1.CreatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	242, // 159: kplane.core.v1.UpdatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	242, // 160: kplane.core.v1.UpdatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	214, // 161: kplane.core.v1.DeletePersistentVolumeClaimRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	242, // 162: kplane.core.v1.DeletePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	242, // 163: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	242, // 164: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
-	244, // 165: kplane.core.v1.GetPersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	245, // 166: kplane.core.v1.ListPersistentVolumesResponse.list:type_name -> kplane.core.v1.PersistentVolumeList
-	244, // 167: kplane.core.v1.WatchPersistentVolumesResponse.object:type_name -> kplane.core.v1.PersistentVolume
-	213, // 168: kplane.core.v1.WatchPersistentVolumesResponse.status:type_name -> kplane.meta.v1.Status
-	244, // 169: kplane.core.v1.CreatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	244, // 170: kplane.core.v1.CreatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	244, // 171: kplane.core.v1.UpdatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	244, // 172: kplane.core.v1.UpdatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	214, // 173: kplane.core.v1.DeletePersistentVolumeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
-	244, // 174: kplane.core.v1.DeletePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	244, // 175: kplane.core.v1.UpdatePersistentVolumeStatusRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	244, // 176: kplane.core.v1.UpdatePersistentVolumeStatusResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
-	0,   // 177: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
-	2,   // 178: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
-	4,   // 179: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
-	6,   // 180: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
-	8,   // 181: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
-	10,  // 182: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
-	12,  // 183: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
-	14,  // 184: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
-	16,  // 185: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
-	18,  // 186: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
-	20,  // 187: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
-	22,  // 188: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
-	24,  // 189: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
-	26,  // 190: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
-	28,  // 191: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
-	30,  // 192: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
-	32,  // 193: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
-	34,  // 194: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
-	35,  // 195: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
-	39,  // 196: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
-	41,  // 197: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
-	43,  // 198: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
-	45,  // 199: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
-	47,  // 200: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
-	49,  // 201: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
-	51,  // 202: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
-	53,  // 203: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
-	55,  // 204: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
-	57,  // 205: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
-	59,  // 206: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
-	61,  // 207: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
-	63,  // 208: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
-	65,  // 209: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
-	67,  // 210: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
-	69,  // 211: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
-	71,  // 212: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
-	73,  // 213: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
-	75,  // 214: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
-	77,  // 215: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
-	79,  // 216: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
-	81,  // 217: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
-	83,  // 218: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
-	85,  // 219: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
-	87,  // 220: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
-	89,  // 221: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
-	91,  // 222: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
-	93,  // 223: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
-	95,  // 224: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
-	97,  // 225: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
-	99,  // 226: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
-	101, // 227: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
-	103, // 228: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
-	105, // 229: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
-	107, // 230: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
-	109, // 231: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
-	111, // 232: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
-	113, // 233: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
-	115, // 234: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
-	117, // 235: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
-	119, // 236: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
-	121, // 237: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
-	123, // 238: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
-	125, // 239: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
-	127, // 240: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
-	129, // 241: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
-	131, // 242: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
-	133, // 243: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
-	135, // 244: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
-	137, // 245: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
-	139, // 246: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
-	141, // 247: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
-	143, // 248: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
-	145, // 249: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
-	147, // 250: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
-	149, // 251: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
-	151, // 252: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
-	153, // 253: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
-	155, // 254: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
-	157, // 255: kplane.core.v1.ResourceQuotaService.GetResourceQuota:input_type -> kplane.core.v1.GetResourceQuotaRequest
-	159, // 256: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:input_type -> kplane.core.v1.ListResourceQuotasRequest
-	161, // 257: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:input_type -> kplane.core.v1.WatchResourceQuotasRequest
-	163, // 258: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:input_type -> kplane.core.v1.CreateResourceQuotaRequest
-	165, // 259: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:input_type -> kplane.core.v1.UpdateResourceQuotaRequest
-	167, // 260: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:input_type -> kplane.core.v1.DeleteResourceQuotaRequest
-	169, // 261: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:input_type -> kplane.core.v1.UpdateResourceQuotaStatusRequest
-	171, // 262: kplane.core.v1.LimitRangeService.GetLimitRange:input_type -> kplane.core.v1.GetLimitRangeRequest
-	173, // 263: kplane.core.v1.LimitRangeService.ListLimitRanges:input_type -> kplane.core.v1.ListLimitRangesRequest
-	175, // 264: kplane.core.v1.LimitRangeService.WatchLimitRanges:input_type -> kplane.core.v1.WatchLimitRangesRequest
-	177, // 265: kplane.core.v1.LimitRangeService.CreateLimitRange:input_type -> kplane.core.v1.CreateLimitRangeRequest
-	179, // 266: kplane.core.v1.LimitRangeService.UpdateLimitRange:input_type -> kplane.core.v1.UpdateLimitRangeRequest
-	181, // 267: kplane.core.v1.LimitRangeService.DeleteLimitRange:input_type -> kplane.core.v1.DeleteLimitRangeRequest
-	183, // 268: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:input_type -> kplane.core.v1.GetPersistentVolumeClaimRequest
-	185, // 269: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:input_type -> kplane.core.v1.ListPersistentVolumeClaimsRequest
-	187, // 270: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:input_type -> kplane.core.v1.WatchPersistentVolumeClaimsRequest
-	189, // 271: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:input_type -> kplane.core.v1.CreatePersistentVolumeClaimRequest
-	191, // 272: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimRequest
-	193, // 273: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:input_type -> kplane.core.v1.DeletePersistentVolumeClaimRequest
-	195, // 274: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
-	197, // 275: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:input_type -> kplane.core.v1.GetPersistentVolumeRequest
-	199, // 276: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:input_type -> kplane.core.v1.ListPersistentVolumesRequest
-	201, // 277: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:input_type -> kplane.core.v1.WatchPersistentVolumesRequest
-	203, // 278: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:input_type -> kplane.core.v1.CreatePersistentVolumeRequest
-	205, // 279: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:input_type -> kplane.core.v1.UpdatePersistentVolumeRequest
-	207, // 280: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:input_type -> kplane.core.v1.DeletePersistentVolumeRequest
-	209, // 281: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeStatusRequest
-	1,   // 282: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
-	3,   // 283: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
-	5,   // 284: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
-	7,   // 285: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
-	9,   // 286: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
-	11,  // 287: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
-	13,  // 288: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
-	15,  // 289: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
-	17,  // 290: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
-	19,  // 291: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
-	21,  // 292: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
-	23,  // 293: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
-	25,  // 294: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
-	27,  // 295: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
-	29,  // 296: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
-	31,  // 297: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
-	33,  // 298: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
-	246, // 299: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
-	38,  // 300: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
-	40,  // 301: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
-	42,  // 302: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
-	44,  // 303: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
-	46,  // 304: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
-	48,  // 305: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
-	50,  // 306: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
-	52,  // 307: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
-	54,  // 308: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
-	56,  // 309: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
-	58,  // 310: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
-	60,  // 311: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
-	62,  // 312: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
-	64,  // 313: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
-	66,  // 314: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
-	68,  // 315: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
-	70,  // 316: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
-	72,  // 317: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
-	74,  // 318: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
-	76,  // 319: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
-	78,  // 320: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
-	80,  // 321: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
-	82,  // 322: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
-	84,  // 323: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
-	86,  // 324: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
-	88,  // 325: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
-	90,  // 326: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
-	92,  // 327: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
-	94,  // 328: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
-	96,  // 329: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
-	98,  // 330: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
-	100, // 331: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
-	102, // 332: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
-	104, // 333: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
-	106, // 334: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
-	108, // 335: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
-	110, // 336: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
-	112, // 337: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
-	114, // 338: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
-	116, // 339: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
-	118, // 340: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
-	120, // 341: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
-	122, // 342: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
-	124, // 343: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
-	126, // 344: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
-	128, // 345: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
-	130, // 346: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
-	132, // 347: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
-	134, // 348: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
-	136, // 349: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
-	138, // 350: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
-	140, // 351: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
-	142, // 352: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
-	144, // 353: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
-	146, // 354: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
-	148, // 355: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
-	150, // 356: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
-	152, // 357: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
-	154, // 358: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
-	156, // 359: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
-	158, // 360: kplane.core.v1.ResourceQuotaService.GetResourceQuota:output_type -> kplane.core.v1.GetResourceQuotaResponse
-	160, // 361: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:output_type -> kplane.core.v1.ListResourceQuotasResponse
-	162, // 362: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:output_type -> kplane.core.v1.WatchResourceQuotasResponse
-	164, // 363: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:output_type -> kplane.core.v1.CreateResourceQuotaResponse
-	166, // 364: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:output_type -> kplane.core.v1.UpdateResourceQuotaResponse
-	168, // 365: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:output_type -> kplane.core.v1.DeleteResourceQuotaResponse
-	170, // 366: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:output_type -> kplane.core.v1.UpdateResourceQuotaStatusResponse
-	172, // 367: kplane.core.v1.LimitRangeService.GetLimitRange:output_type -> kplane.core.v1.GetLimitRangeResponse
-	174, // 368: kplane.core.v1.LimitRangeService.ListLimitRanges:output_type -> kplane.core.v1.ListLimitRangesResponse
-	176, // 369: kplane.core.v1.LimitRangeService.WatchLimitRanges:output_type -> kplane.core.v1.WatchLimitRangesResponse
-	178, // 370: kplane.core.v1.LimitRangeService.CreateLimitRange:output_type -> kplane.core.v1.CreateLimitRangeResponse
-	180, // 371: kplane.core.v1.LimitRangeService.UpdateLimitRange:output_type -> kplane.core.v1.UpdateLimitRangeResponse
-	182, // 372: kplane.core.v1.LimitRangeService.DeleteLimitRange:output_type -> kplane.core.v1.DeleteLimitRangeResponse
-	184, // 373: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:output_type -> kplane.core.v1.GetPersistentVolumeClaimResponse
-	186, // 374: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:output_type -> kplane.core.v1.ListPersistentVolumeClaimsResponse
-	188, // 375: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:output_type -> kplane.core.v1.WatchPersistentVolumeClaimsResponse
-	190, // 376: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:output_type -> kplane.core.v1.CreatePersistentVolumeClaimResponse
-	192, // 377: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimResponse
-	194, // 378: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:output_type -> kplane.core.v1.DeletePersistentVolumeClaimResponse
-	196, // 379: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
-	198, // 380: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:output_type -> kplane.core.v1.GetPersistentVolumeResponse
-	200, // 381: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:output_type -> kplane.core.v1.ListPersistentVolumesResponse
-	202, // 382: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:output_type -> kplane.core.v1.WatchPersistentVolumesResponse
-	204, // 383: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:output_type -> kplane.core.v1.CreatePersistentVolumeResponse
-	206, // 384: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:output_type -> kplane.core.v1.UpdatePersistentVolumeResponse
-	208, // 385: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:output_type -> kplane.core.v1.DeletePersistentVolumeResponse
-	210, // 386: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeStatusResponse
-	282, // [282:387] is the sub-list for method output_type
-	177, // [177:282] is the sub-list for method input_type
-	177, // [177:177] is the sub-list for extension type_name
-	177, // [177:177] is the sub-list for extension extendee
-	0,   // [0:177] is the sub-list for field type_name
+	213, // 0: kplane.core.v1.GetNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	214, // 1: kplane.core.v1.ListNamespacesResponse.list:type_name -> kplane.core.v1.NamespaceList
+	213, // 2: kplane.core.v1.WatchNamespacesResponse.object:type_name -> kplane.core.v1.Namespace
+	215, // 3: kplane.core.v1.WatchNamespacesResponse.status:type_name -> kplane.meta.v1.Status
+	213, // 4: kplane.core.v1.CreateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 5: kplane.core.v1.CreateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 6: kplane.core.v1.UpdateNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 7: kplane.core.v1.UpdateNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	216, // 8: kplane.core.v1.DeleteNamespaceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	213, // 9: kplane.core.v1.DeleteNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 10: kplane.core.v1.UpdateNamespaceStatusRequest.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 11: kplane.core.v1.UpdateNamespaceStatusResponse.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 12: kplane.core.v1.FinalizeNamespaceRequest.namespace:type_name -> kplane.core.v1.Namespace
+	213, // 13: kplane.core.v1.FinalizeNamespaceResponse.namespace:type_name -> kplane.core.v1.Namespace
+	217, // 14: kplane.core.v1.GetPodResponse.pod:type_name -> kplane.core.v1.Pod
+	218, // 15: kplane.core.v1.ListPodsResponse.list:type_name -> kplane.core.v1.PodList
+	217, // 16: kplane.core.v1.WatchPodsResponse.object:type_name -> kplane.core.v1.Pod
+	215, // 17: kplane.core.v1.WatchPodsResponse.status:type_name -> kplane.meta.v1.Status
+	217, // 18: kplane.core.v1.CreatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	217, // 19: kplane.core.v1.CreatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	217, // 20: kplane.core.v1.UpdatePodRequest.pod:type_name -> kplane.core.v1.Pod
+	217, // 21: kplane.core.v1.UpdatePodResponse.pod:type_name -> kplane.core.v1.Pod
+	216, // 22: kplane.core.v1.DeletePodRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	217, // 23: kplane.core.v1.DeletePodResponse.pod:type_name -> kplane.core.v1.Pod
+	217, // 24: kplane.core.v1.UpdatePodStatusRequest.pod:type_name -> kplane.core.v1.Pod
+	217, // 25: kplane.core.v1.UpdatePodStatusResponse.pod:type_name -> kplane.core.v1.Pod
+	217, // 26: kplane.core.v1.UpdatePodEphemeralContainersRequest.pod:type_name -> kplane.core.v1.Pod
+	217, // 27: kplane.core.v1.UpdatePodEphemeralContainersResponse.pod:type_name -> kplane.core.v1.Pod
+	219, // 28: kplane.core.v1.BindPodRequest.binding:type_name -> kplane.core.v1.Binding
+	215, // 29: kplane.core.v1.BindPodResponse.status:type_name -> kplane.meta.v1.Status
+	220, // 30: kplane.core.v1.EvictPodRequest.eviction:type_name -> kplane.policy.v1.Eviction
+	215, // 31: kplane.core.v1.EvictPodResponse.status:type_name -> kplane.meta.v1.Status
+	38,  // 32: kplane.core.v1.StreamPodRequest.start:type_name -> kplane.core.v1.StreamPodStart
+	39,  // 33: kplane.core.v1.StreamPodStart.headers:type_name -> kplane.core.v1.StreamPodHeader
+	221, // 34: kplane.core.v1.GetNodeResponse.node:type_name -> kplane.core.v1.Node
+	222, // 35: kplane.core.v1.ListNodesResponse.list:type_name -> kplane.core.v1.NodeList
+	221, // 36: kplane.core.v1.WatchNodesResponse.object:type_name -> kplane.core.v1.Node
+	215, // 37: kplane.core.v1.WatchNodesResponse.status:type_name -> kplane.meta.v1.Status
+	221, // 38: kplane.core.v1.CreateNodeRequest.node:type_name -> kplane.core.v1.Node
+	221, // 39: kplane.core.v1.CreateNodeResponse.node:type_name -> kplane.core.v1.Node
+	221, // 40: kplane.core.v1.UpdateNodeRequest.node:type_name -> kplane.core.v1.Node
+	221, // 41: kplane.core.v1.UpdateNodeResponse.node:type_name -> kplane.core.v1.Node
+	216, // 42: kplane.core.v1.DeleteNodeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	221, // 43: kplane.core.v1.DeleteNodeResponse.node:type_name -> kplane.core.v1.Node
+	221, // 44: kplane.core.v1.UpdateNodeStatusRequest.node:type_name -> kplane.core.v1.Node
+	221, // 45: kplane.core.v1.UpdateNodeStatusResponse.node:type_name -> kplane.core.v1.Node
+	223, // 46: kplane.core.v1.GetEventResponse.event:type_name -> kplane.core.v1.Event
+	224, // 47: kplane.core.v1.ListEventsResponse.list:type_name -> kplane.core.v1.EventList
+	223, // 48: kplane.core.v1.WatchEventsResponse.object:type_name -> kplane.core.v1.Event
+	215, // 49: kplane.core.v1.WatchEventsResponse.status:type_name -> kplane.meta.v1.Status
+	223, // 50: kplane.core.v1.CreateEventRequest.event:type_name -> kplane.core.v1.Event
+	223, // 51: kplane.core.v1.CreateEventResponse.event:type_name -> kplane.core.v1.Event
+	223, // 52: kplane.core.v1.UpdateEventRequest.event:type_name -> kplane.core.v1.Event
+	223, // 53: kplane.core.v1.UpdateEventResponse.event:type_name -> kplane.core.v1.Event
+	216, // 54: kplane.core.v1.DeleteEventRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	223, // 55: kplane.core.v1.DeleteEventResponse.event:type_name -> kplane.core.v1.Event
+	225, // 56: kplane.core.v1.GetServiceResponse.service:type_name -> kplane.core.v1.Service
+	226, // 57: kplane.core.v1.ListServicesResponse.list:type_name -> kplane.core.v1.ServiceList
+	225, // 58: kplane.core.v1.WatchServicesResponse.object:type_name -> kplane.core.v1.Service
+	215, // 59: kplane.core.v1.WatchServicesResponse.status:type_name -> kplane.meta.v1.Status
+	225, // 60: kplane.core.v1.CreateServiceRequest.service:type_name -> kplane.core.v1.Service
+	225, // 61: kplane.core.v1.CreateServiceResponse.service:type_name -> kplane.core.v1.Service
+	225, // 62: kplane.core.v1.UpdateServiceRequest.service:type_name -> kplane.core.v1.Service
+	225, // 63: kplane.core.v1.UpdateServiceResponse.service:type_name -> kplane.core.v1.Service
+	216, // 64: kplane.core.v1.DeleteServiceRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	225, // 65: kplane.core.v1.DeleteServiceResponse.service:type_name -> kplane.core.v1.Service
+	225, // 66: kplane.core.v1.UpdateServiceStatusRequest.service:type_name -> kplane.core.v1.Service
+	225, // 67: kplane.core.v1.UpdateServiceStatusResponse.service:type_name -> kplane.core.v1.Service
+	227, // 68: kplane.core.v1.GetEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	228, // 69: kplane.core.v1.ListEndpointsResponse.list:type_name -> kplane.core.v1.EndpointsList
+	227, // 70: kplane.core.v1.WatchEndpointsResponse.object:type_name -> kplane.core.v1.Endpoints
+	215, // 71: kplane.core.v1.WatchEndpointsResponse.status:type_name -> kplane.meta.v1.Status
+	227, // 72: kplane.core.v1.CreateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	227, // 73: kplane.core.v1.CreateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	227, // 74: kplane.core.v1.UpdateEndpointsRequest.endpoints:type_name -> kplane.core.v1.Endpoints
+	227, // 75: kplane.core.v1.UpdateEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	216, // 76: kplane.core.v1.DeleteEndpointsRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	227, // 77: kplane.core.v1.DeleteEndpointsResponse.endpoints:type_name -> kplane.core.v1.Endpoints
+	229, // 78: kplane.core.v1.GetConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	230, // 79: kplane.core.v1.ListConfigMapsResponse.list:type_name -> kplane.core.v1.ConfigMapList
+	229, // 80: kplane.core.v1.WatchConfigMapsResponse.object:type_name -> kplane.core.v1.ConfigMap
+	215, // 81: kplane.core.v1.WatchConfigMapsResponse.status:type_name -> kplane.meta.v1.Status
+	229, // 82: kplane.core.v1.CreateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	229, // 83: kplane.core.v1.CreateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	229, // 84: kplane.core.v1.UpdateConfigMapRequest.config_map:type_name -> kplane.core.v1.ConfigMap
+	229, // 85: kplane.core.v1.UpdateConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	216, // 86: kplane.core.v1.DeleteConfigMapRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	229, // 87: kplane.core.v1.DeleteConfigMapResponse.config_map:type_name -> kplane.core.v1.ConfigMap
+	231, // 88: kplane.core.v1.GetSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	232, // 89: kplane.core.v1.ListSecretsResponse.list:type_name -> kplane.core.v1.SecretList
+	231, // 90: kplane.core.v1.WatchSecretsResponse.object:type_name -> kplane.core.v1.Secret
+	215, // 91: kplane.core.v1.WatchSecretsResponse.status:type_name -> kplane.meta.v1.Status
+	231, // 92: kplane.core.v1.CreateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	231, // 93: kplane.core.v1.CreateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	231, // 94: kplane.core.v1.UpdateSecretRequest.secret:type_name -> kplane.core.v1.Secret
+	231, // 95: kplane.core.v1.UpdateSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	216, // 96: kplane.core.v1.DeleteSecretRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	231, // 97: kplane.core.v1.DeleteSecretResponse.secret:type_name -> kplane.core.v1.Secret
+	233, // 98: kplane.core.v1.GetServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	234, // 99: kplane.core.v1.ListServiceAccountsResponse.list:type_name -> kplane.core.v1.ServiceAccountList
+	233, // 100: kplane.core.v1.WatchServiceAccountsResponse.object:type_name -> kplane.core.v1.ServiceAccount
+	215, // 101: kplane.core.v1.WatchServiceAccountsResponse.status:type_name -> kplane.meta.v1.Status
+	233, // 102: kplane.core.v1.CreateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	233, // 103: kplane.core.v1.CreateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	233, // 104: kplane.core.v1.UpdateServiceAccountRequest.service_account:type_name -> kplane.core.v1.ServiceAccount
+	233, // 105: kplane.core.v1.UpdateServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	216, // 106: kplane.core.v1.DeleteServiceAccountRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	233, // 107: kplane.core.v1.DeleteServiceAccountResponse.service_account:type_name -> kplane.core.v1.ServiceAccount
+	235, // 108: kplane.core.v1.GetReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	236, // 109: kplane.core.v1.ListReplicationControllersResponse.list:type_name -> kplane.core.v1.ReplicationControllerList
+	235, // 110: kplane.core.v1.WatchReplicationControllersResponse.object:type_name -> kplane.core.v1.ReplicationController
+	215, // 111: kplane.core.v1.WatchReplicationControllersResponse.status:type_name -> kplane.meta.v1.Status
+	235, // 112: kplane.core.v1.CreateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	235, // 113: kplane.core.v1.CreateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	235, // 114: kplane.core.v1.UpdateReplicationControllerRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	235, // 115: kplane.core.v1.UpdateReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	216, // 116: kplane.core.v1.DeleteReplicationControllerRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	235, // 117: kplane.core.v1.DeleteReplicationControllerResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	235, // 118: kplane.core.v1.UpdateReplicationControllerStatusRequest.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	235, // 119: kplane.core.v1.UpdateReplicationControllerStatusResponse.replication_controller:type_name -> kplane.core.v1.ReplicationController
+	237, // 120: kplane.core.v1.GetReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	237, // 121: kplane.core.v1.UpdateReplicationControllerScaleRequest.scale:type_name -> kplane.autoscaling.v1.Scale
+	237, // 122: kplane.core.v1.UpdateReplicationControllerScaleResponse.scale:type_name -> kplane.autoscaling.v1.Scale
+	238, // 123: kplane.core.v1.GetPodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	239, // 124: kplane.core.v1.ListPodTemplatesResponse.list:type_name -> kplane.core.v1.PodTemplateList
+	238, // 125: kplane.core.v1.WatchPodTemplatesResponse.object:type_name -> kplane.core.v1.PodTemplate
+	215, // 126: kplane.core.v1.WatchPodTemplatesResponse.status:type_name -> kplane.meta.v1.Status
+	238, // 127: kplane.core.v1.CreatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	238, // 128: kplane.core.v1.CreatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	238, // 129: kplane.core.v1.UpdatePodTemplateRequest.pod_template:type_name -> kplane.core.v1.PodTemplate
+	238, // 130: kplane.core.v1.UpdatePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	216, // 131: kplane.core.v1.DeletePodTemplateRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	238, // 132: kplane.core.v1.DeletePodTemplateResponse.pod_template:type_name -> kplane.core.v1.PodTemplate
+	240, // 133: kplane.core.v1.GetResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	241, // 134: kplane.core.v1.ListResourceQuotasResponse.list:type_name -> kplane.core.v1.ResourceQuotaList
+	240, // 135: kplane.core.v1.WatchResourceQuotasResponse.object:type_name -> kplane.core.v1.ResourceQuota
+	215, // 136: kplane.core.v1.WatchResourceQuotasResponse.status:type_name -> kplane.meta.v1.Status
+	240, // 137: kplane.core.v1.CreateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	240, // 138: kplane.core.v1.CreateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	240, // 139: kplane.core.v1.UpdateResourceQuotaRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	240, // 140: kplane.core.v1.UpdateResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	216, // 141: kplane.core.v1.DeleteResourceQuotaRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	240, // 142: kplane.core.v1.DeleteResourceQuotaResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	240, // 143: kplane.core.v1.UpdateResourceQuotaStatusRequest.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	240, // 144: kplane.core.v1.UpdateResourceQuotaStatusResponse.resource_quota:type_name -> kplane.core.v1.ResourceQuota
+	242, // 145: kplane.core.v1.GetLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	243, // 146: kplane.core.v1.ListLimitRangesResponse.list:type_name -> kplane.core.v1.LimitRangeList
+	242, // 147: kplane.core.v1.WatchLimitRangesResponse.object:type_name -> kplane.core.v1.LimitRange
+	215, // 148: kplane.core.v1.WatchLimitRangesResponse.status:type_name -> kplane.meta.v1.Status
+	242, // 149: kplane.core.v1.CreateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
+	242, // 150: kplane.core.v1.CreateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	242, // 151: kplane.core.v1.UpdateLimitRangeRequest.limit_range:type_name -> kplane.core.v1.LimitRange
+	242, // 152: kplane.core.v1.UpdateLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	216, // 153: kplane.core.v1.DeleteLimitRangeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	242, // 154: kplane.core.v1.DeleteLimitRangeResponse.limit_range:type_name -> kplane.core.v1.LimitRange
+	244, // 155: kplane.core.v1.GetPersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	245, // 156: kplane.core.v1.ListPersistentVolumeClaimsResponse.list:type_name -> kplane.core.v1.PersistentVolumeClaimList
+	244, // 157: kplane.core.v1.WatchPersistentVolumeClaimsResponse.object:type_name -> kplane.core.v1.PersistentVolumeClaim
+	215, // 158: kplane.core.v1.WatchPersistentVolumeClaimsResponse.status:type_name -> kplane.meta.v1.Status
+	244, // 159: kplane.core.v1.CreatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 160: kplane.core.v1.CreatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 161: kplane.core.v1.UpdatePersistentVolumeClaimRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 162: kplane.core.v1.UpdatePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	216, // 163: kplane.core.v1.DeletePersistentVolumeClaimRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	244, // 164: kplane.core.v1.DeletePersistentVolumeClaimResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 165: kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	244, // 166: kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse.persistent_volume_claim:type_name -> kplane.core.v1.PersistentVolumeClaim
+	246, // 167: kplane.core.v1.GetPersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	247, // 168: kplane.core.v1.ListPersistentVolumesResponse.list:type_name -> kplane.core.v1.PersistentVolumeList
+	246, // 169: kplane.core.v1.WatchPersistentVolumesResponse.object:type_name -> kplane.core.v1.PersistentVolume
+	215, // 170: kplane.core.v1.WatchPersistentVolumesResponse.status:type_name -> kplane.meta.v1.Status
+	246, // 171: kplane.core.v1.CreatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	246, // 172: kplane.core.v1.CreatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	246, // 173: kplane.core.v1.UpdatePersistentVolumeRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	246, // 174: kplane.core.v1.UpdatePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	216, // 175: kplane.core.v1.DeletePersistentVolumeRequest.preconditions:type_name -> kplane.meta.v1.Preconditions
+	246, // 176: kplane.core.v1.DeletePersistentVolumeResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	246, // 177: kplane.core.v1.UpdatePersistentVolumeStatusRequest.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	246, // 178: kplane.core.v1.UpdatePersistentVolumeStatusResponse.persistent_volume:type_name -> kplane.core.v1.PersistentVolume
+	0,   // 179: kplane.core.v1.NamespaceService.GetNamespace:input_type -> kplane.core.v1.GetNamespaceRequest
+	2,   // 180: kplane.core.v1.NamespaceService.ListNamespaces:input_type -> kplane.core.v1.ListNamespacesRequest
+	4,   // 181: kplane.core.v1.NamespaceService.WatchNamespaces:input_type -> kplane.core.v1.WatchNamespacesRequest
+	6,   // 182: kplane.core.v1.NamespaceService.CreateNamespace:input_type -> kplane.core.v1.CreateNamespaceRequest
+	8,   // 183: kplane.core.v1.NamespaceService.UpdateNamespace:input_type -> kplane.core.v1.UpdateNamespaceRequest
+	10,  // 184: kplane.core.v1.NamespaceService.DeleteNamespace:input_type -> kplane.core.v1.DeleteNamespaceRequest
+	12,  // 185: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:input_type -> kplane.core.v1.UpdateNamespaceStatusRequest
+	14,  // 186: kplane.core.v1.NamespaceService.FinalizeNamespace:input_type -> kplane.core.v1.FinalizeNamespaceRequest
+	16,  // 187: kplane.core.v1.PodService.GetPod:input_type -> kplane.core.v1.GetPodRequest
+	18,  // 188: kplane.core.v1.PodService.ListPods:input_type -> kplane.core.v1.ListPodsRequest
+	20,  // 189: kplane.core.v1.PodService.WatchPods:input_type -> kplane.core.v1.WatchPodsRequest
+	22,  // 190: kplane.core.v1.PodService.CreatePod:input_type -> kplane.core.v1.CreatePodRequest
+	24,  // 191: kplane.core.v1.PodService.UpdatePod:input_type -> kplane.core.v1.UpdatePodRequest
+	26,  // 192: kplane.core.v1.PodService.DeletePod:input_type -> kplane.core.v1.DeletePodRequest
+	28,  // 193: kplane.core.v1.PodService.UpdatePodStatus:input_type -> kplane.core.v1.UpdatePodStatusRequest
+	30,  // 194: kplane.core.v1.PodService.UpdatePodEphemeralContainers:input_type -> kplane.core.v1.UpdatePodEphemeralContainersRequest
+	32,  // 195: kplane.core.v1.PodService.BindPod:input_type -> kplane.core.v1.BindPodRequest
+	34,  // 196: kplane.core.v1.PodService.EvictPod:input_type -> kplane.core.v1.EvictPodRequest
+	36,  // 197: kplane.core.v1.PodService.GetPodLog:input_type -> kplane.core.v1.GetPodLogRequest
+	37,  // 198: kplane.core.v1.PodService.StreamPod:input_type -> kplane.core.v1.StreamPodRequest
+	41,  // 199: kplane.core.v1.NodeService.GetNode:input_type -> kplane.core.v1.GetNodeRequest
+	43,  // 200: kplane.core.v1.NodeService.ListNodes:input_type -> kplane.core.v1.ListNodesRequest
+	45,  // 201: kplane.core.v1.NodeService.WatchNodes:input_type -> kplane.core.v1.WatchNodesRequest
+	47,  // 202: kplane.core.v1.NodeService.CreateNode:input_type -> kplane.core.v1.CreateNodeRequest
+	49,  // 203: kplane.core.v1.NodeService.UpdateNode:input_type -> kplane.core.v1.UpdateNodeRequest
+	51,  // 204: kplane.core.v1.NodeService.DeleteNode:input_type -> kplane.core.v1.DeleteNodeRequest
+	53,  // 205: kplane.core.v1.NodeService.UpdateNodeStatus:input_type -> kplane.core.v1.UpdateNodeStatusRequest
+	55,  // 206: kplane.core.v1.EventService.GetEvent:input_type -> kplane.core.v1.GetEventRequest
+	57,  // 207: kplane.core.v1.EventService.ListEvents:input_type -> kplane.core.v1.ListEventsRequest
+	59,  // 208: kplane.core.v1.EventService.WatchEvents:input_type -> kplane.core.v1.WatchEventsRequest
+	61,  // 209: kplane.core.v1.EventService.CreateEvent:input_type -> kplane.core.v1.CreateEventRequest
+	63,  // 210: kplane.core.v1.EventService.UpdateEvent:input_type -> kplane.core.v1.UpdateEventRequest
+	65,  // 211: kplane.core.v1.EventService.DeleteEvent:input_type -> kplane.core.v1.DeleteEventRequest
+	67,  // 212: kplane.core.v1.ServiceService.GetService:input_type -> kplane.core.v1.GetServiceRequest
+	69,  // 213: kplane.core.v1.ServiceService.ListServices:input_type -> kplane.core.v1.ListServicesRequest
+	71,  // 214: kplane.core.v1.ServiceService.WatchServices:input_type -> kplane.core.v1.WatchServicesRequest
+	73,  // 215: kplane.core.v1.ServiceService.CreateService:input_type -> kplane.core.v1.CreateServiceRequest
+	75,  // 216: kplane.core.v1.ServiceService.UpdateService:input_type -> kplane.core.v1.UpdateServiceRequest
+	77,  // 217: kplane.core.v1.ServiceService.DeleteService:input_type -> kplane.core.v1.DeleteServiceRequest
+	79,  // 218: kplane.core.v1.ServiceService.UpdateServiceStatus:input_type -> kplane.core.v1.UpdateServiceStatusRequest
+	81,  // 219: kplane.core.v1.EndpointsService.GetEndpoints:input_type -> kplane.core.v1.GetEndpointsRequest
+	83,  // 220: kplane.core.v1.EndpointsService.ListEndpoints:input_type -> kplane.core.v1.ListEndpointsRequest
+	85,  // 221: kplane.core.v1.EndpointsService.WatchEndpoints:input_type -> kplane.core.v1.WatchEndpointsRequest
+	87,  // 222: kplane.core.v1.EndpointsService.CreateEndpoints:input_type -> kplane.core.v1.CreateEndpointsRequest
+	89,  // 223: kplane.core.v1.EndpointsService.UpdateEndpoints:input_type -> kplane.core.v1.UpdateEndpointsRequest
+	91,  // 224: kplane.core.v1.EndpointsService.DeleteEndpoints:input_type -> kplane.core.v1.DeleteEndpointsRequest
+	93,  // 225: kplane.core.v1.ConfigMapService.GetConfigMap:input_type -> kplane.core.v1.GetConfigMapRequest
+	95,  // 226: kplane.core.v1.ConfigMapService.ListConfigMaps:input_type -> kplane.core.v1.ListConfigMapsRequest
+	97,  // 227: kplane.core.v1.ConfigMapService.WatchConfigMaps:input_type -> kplane.core.v1.WatchConfigMapsRequest
+	99,  // 228: kplane.core.v1.ConfigMapService.CreateConfigMap:input_type -> kplane.core.v1.CreateConfigMapRequest
+	101, // 229: kplane.core.v1.ConfigMapService.UpdateConfigMap:input_type -> kplane.core.v1.UpdateConfigMapRequest
+	103, // 230: kplane.core.v1.ConfigMapService.DeleteConfigMap:input_type -> kplane.core.v1.DeleteConfigMapRequest
+	105, // 231: kplane.core.v1.SecretService.GetSecret:input_type -> kplane.core.v1.GetSecretRequest
+	107, // 232: kplane.core.v1.SecretService.ListSecrets:input_type -> kplane.core.v1.ListSecretsRequest
+	109, // 233: kplane.core.v1.SecretService.WatchSecrets:input_type -> kplane.core.v1.WatchSecretsRequest
+	111, // 234: kplane.core.v1.SecretService.CreateSecret:input_type -> kplane.core.v1.CreateSecretRequest
+	113, // 235: kplane.core.v1.SecretService.UpdateSecret:input_type -> kplane.core.v1.UpdateSecretRequest
+	115, // 236: kplane.core.v1.SecretService.DeleteSecret:input_type -> kplane.core.v1.DeleteSecretRequest
+	117, // 237: kplane.core.v1.ServiceAccountService.GetServiceAccount:input_type -> kplane.core.v1.GetServiceAccountRequest
+	119, // 238: kplane.core.v1.ServiceAccountService.ListServiceAccounts:input_type -> kplane.core.v1.ListServiceAccountsRequest
+	121, // 239: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:input_type -> kplane.core.v1.WatchServiceAccountsRequest
+	123, // 240: kplane.core.v1.ServiceAccountService.CreateServiceAccount:input_type -> kplane.core.v1.CreateServiceAccountRequest
+	125, // 241: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:input_type -> kplane.core.v1.UpdateServiceAccountRequest
+	127, // 242: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:input_type -> kplane.core.v1.DeleteServiceAccountRequest
+	129, // 243: kplane.core.v1.ReplicationControllerService.GetReplicationController:input_type -> kplane.core.v1.GetReplicationControllerRequest
+	131, // 244: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:input_type -> kplane.core.v1.ListReplicationControllersRequest
+	133, // 245: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:input_type -> kplane.core.v1.WatchReplicationControllersRequest
+	135, // 246: kplane.core.v1.ReplicationControllerService.CreateReplicationController:input_type -> kplane.core.v1.CreateReplicationControllerRequest
+	137, // 247: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:input_type -> kplane.core.v1.UpdateReplicationControllerRequest
+	139, // 248: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:input_type -> kplane.core.v1.DeleteReplicationControllerRequest
+	141, // 249: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:input_type -> kplane.core.v1.UpdateReplicationControllerStatusRequest
+	143, // 250: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:input_type -> kplane.core.v1.GetReplicationControllerScaleRequest
+	145, // 251: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:input_type -> kplane.core.v1.UpdateReplicationControllerScaleRequest
+	147, // 252: kplane.core.v1.PodTemplateService.GetPodTemplate:input_type -> kplane.core.v1.GetPodTemplateRequest
+	149, // 253: kplane.core.v1.PodTemplateService.ListPodTemplates:input_type -> kplane.core.v1.ListPodTemplatesRequest
+	151, // 254: kplane.core.v1.PodTemplateService.WatchPodTemplates:input_type -> kplane.core.v1.WatchPodTemplatesRequest
+	153, // 255: kplane.core.v1.PodTemplateService.CreatePodTemplate:input_type -> kplane.core.v1.CreatePodTemplateRequest
+	155, // 256: kplane.core.v1.PodTemplateService.UpdatePodTemplate:input_type -> kplane.core.v1.UpdatePodTemplateRequest
+	157, // 257: kplane.core.v1.PodTemplateService.DeletePodTemplate:input_type -> kplane.core.v1.DeletePodTemplateRequest
+	159, // 258: kplane.core.v1.ResourceQuotaService.GetResourceQuota:input_type -> kplane.core.v1.GetResourceQuotaRequest
+	161, // 259: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:input_type -> kplane.core.v1.ListResourceQuotasRequest
+	163, // 260: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:input_type -> kplane.core.v1.WatchResourceQuotasRequest
+	165, // 261: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:input_type -> kplane.core.v1.CreateResourceQuotaRequest
+	167, // 262: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:input_type -> kplane.core.v1.UpdateResourceQuotaRequest
+	169, // 263: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:input_type -> kplane.core.v1.DeleteResourceQuotaRequest
+	171, // 264: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:input_type -> kplane.core.v1.UpdateResourceQuotaStatusRequest
+	173, // 265: kplane.core.v1.LimitRangeService.GetLimitRange:input_type -> kplane.core.v1.GetLimitRangeRequest
+	175, // 266: kplane.core.v1.LimitRangeService.ListLimitRanges:input_type -> kplane.core.v1.ListLimitRangesRequest
+	177, // 267: kplane.core.v1.LimitRangeService.WatchLimitRanges:input_type -> kplane.core.v1.WatchLimitRangesRequest
+	179, // 268: kplane.core.v1.LimitRangeService.CreateLimitRange:input_type -> kplane.core.v1.CreateLimitRangeRequest
+	181, // 269: kplane.core.v1.LimitRangeService.UpdateLimitRange:input_type -> kplane.core.v1.UpdateLimitRangeRequest
+	183, // 270: kplane.core.v1.LimitRangeService.DeleteLimitRange:input_type -> kplane.core.v1.DeleteLimitRangeRequest
+	185, // 271: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:input_type -> kplane.core.v1.GetPersistentVolumeClaimRequest
+	187, // 272: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:input_type -> kplane.core.v1.ListPersistentVolumeClaimsRequest
+	189, // 273: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:input_type -> kplane.core.v1.WatchPersistentVolumeClaimsRequest
+	191, // 274: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:input_type -> kplane.core.v1.CreatePersistentVolumeClaimRequest
+	193, // 275: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimRequest
+	195, // 276: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:input_type -> kplane.core.v1.DeletePersistentVolumeClaimRequest
+	197, // 277: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusRequest
+	199, // 278: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:input_type -> kplane.core.v1.GetPersistentVolumeRequest
+	201, // 279: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:input_type -> kplane.core.v1.ListPersistentVolumesRequest
+	203, // 280: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:input_type -> kplane.core.v1.WatchPersistentVolumesRequest
+	205, // 281: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:input_type -> kplane.core.v1.CreatePersistentVolumeRequest
+	207, // 282: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:input_type -> kplane.core.v1.UpdatePersistentVolumeRequest
+	209, // 283: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:input_type -> kplane.core.v1.DeletePersistentVolumeRequest
+	211, // 284: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:input_type -> kplane.core.v1.UpdatePersistentVolumeStatusRequest
+	1,   // 285: kplane.core.v1.NamespaceService.GetNamespace:output_type -> kplane.core.v1.GetNamespaceResponse
+	3,   // 286: kplane.core.v1.NamespaceService.ListNamespaces:output_type -> kplane.core.v1.ListNamespacesResponse
+	5,   // 287: kplane.core.v1.NamespaceService.WatchNamespaces:output_type -> kplane.core.v1.WatchNamespacesResponse
+	7,   // 288: kplane.core.v1.NamespaceService.CreateNamespace:output_type -> kplane.core.v1.CreateNamespaceResponse
+	9,   // 289: kplane.core.v1.NamespaceService.UpdateNamespace:output_type -> kplane.core.v1.UpdateNamespaceResponse
+	11,  // 290: kplane.core.v1.NamespaceService.DeleteNamespace:output_type -> kplane.core.v1.DeleteNamespaceResponse
+	13,  // 291: kplane.core.v1.NamespaceService.UpdateNamespaceStatus:output_type -> kplane.core.v1.UpdateNamespaceStatusResponse
+	15,  // 292: kplane.core.v1.NamespaceService.FinalizeNamespace:output_type -> kplane.core.v1.FinalizeNamespaceResponse
+	17,  // 293: kplane.core.v1.PodService.GetPod:output_type -> kplane.core.v1.GetPodResponse
+	19,  // 294: kplane.core.v1.PodService.ListPods:output_type -> kplane.core.v1.ListPodsResponse
+	21,  // 295: kplane.core.v1.PodService.WatchPods:output_type -> kplane.core.v1.WatchPodsResponse
+	23,  // 296: kplane.core.v1.PodService.CreatePod:output_type -> kplane.core.v1.CreatePodResponse
+	25,  // 297: kplane.core.v1.PodService.UpdatePod:output_type -> kplane.core.v1.UpdatePodResponse
+	27,  // 298: kplane.core.v1.PodService.DeletePod:output_type -> kplane.core.v1.DeletePodResponse
+	29,  // 299: kplane.core.v1.PodService.UpdatePodStatus:output_type -> kplane.core.v1.UpdatePodStatusResponse
+	31,  // 300: kplane.core.v1.PodService.UpdatePodEphemeralContainers:output_type -> kplane.core.v1.UpdatePodEphemeralContainersResponse
+	33,  // 301: kplane.core.v1.PodService.BindPod:output_type -> kplane.core.v1.BindPodResponse
+	35,  // 302: kplane.core.v1.PodService.EvictPod:output_type -> kplane.core.v1.EvictPodResponse
+	248, // 303: kplane.core.v1.PodService.GetPodLog:output_type -> google.api.HttpBody
+	40,  // 304: kplane.core.v1.PodService.StreamPod:output_type -> kplane.core.v1.StreamPodResponse
+	42,  // 305: kplane.core.v1.NodeService.GetNode:output_type -> kplane.core.v1.GetNodeResponse
+	44,  // 306: kplane.core.v1.NodeService.ListNodes:output_type -> kplane.core.v1.ListNodesResponse
+	46,  // 307: kplane.core.v1.NodeService.WatchNodes:output_type -> kplane.core.v1.WatchNodesResponse
+	48,  // 308: kplane.core.v1.NodeService.CreateNode:output_type -> kplane.core.v1.CreateNodeResponse
+	50,  // 309: kplane.core.v1.NodeService.UpdateNode:output_type -> kplane.core.v1.UpdateNodeResponse
+	52,  // 310: kplane.core.v1.NodeService.DeleteNode:output_type -> kplane.core.v1.DeleteNodeResponse
+	54,  // 311: kplane.core.v1.NodeService.UpdateNodeStatus:output_type -> kplane.core.v1.UpdateNodeStatusResponse
+	56,  // 312: kplane.core.v1.EventService.GetEvent:output_type -> kplane.core.v1.GetEventResponse
+	58,  // 313: kplane.core.v1.EventService.ListEvents:output_type -> kplane.core.v1.ListEventsResponse
+	60,  // 314: kplane.core.v1.EventService.WatchEvents:output_type -> kplane.core.v1.WatchEventsResponse
+	62,  // 315: kplane.core.v1.EventService.CreateEvent:output_type -> kplane.core.v1.CreateEventResponse
+	64,  // 316: kplane.core.v1.EventService.UpdateEvent:output_type -> kplane.core.v1.UpdateEventResponse
+	66,  // 317: kplane.core.v1.EventService.DeleteEvent:output_type -> kplane.core.v1.DeleteEventResponse
+	68,  // 318: kplane.core.v1.ServiceService.GetService:output_type -> kplane.core.v1.GetServiceResponse
+	70,  // 319: kplane.core.v1.ServiceService.ListServices:output_type -> kplane.core.v1.ListServicesResponse
+	72,  // 320: kplane.core.v1.ServiceService.WatchServices:output_type -> kplane.core.v1.WatchServicesResponse
+	74,  // 321: kplane.core.v1.ServiceService.CreateService:output_type -> kplane.core.v1.CreateServiceResponse
+	76,  // 322: kplane.core.v1.ServiceService.UpdateService:output_type -> kplane.core.v1.UpdateServiceResponse
+	78,  // 323: kplane.core.v1.ServiceService.DeleteService:output_type -> kplane.core.v1.DeleteServiceResponse
+	80,  // 324: kplane.core.v1.ServiceService.UpdateServiceStatus:output_type -> kplane.core.v1.UpdateServiceStatusResponse
+	82,  // 325: kplane.core.v1.EndpointsService.GetEndpoints:output_type -> kplane.core.v1.GetEndpointsResponse
+	84,  // 326: kplane.core.v1.EndpointsService.ListEndpoints:output_type -> kplane.core.v1.ListEndpointsResponse
+	86,  // 327: kplane.core.v1.EndpointsService.WatchEndpoints:output_type -> kplane.core.v1.WatchEndpointsResponse
+	88,  // 328: kplane.core.v1.EndpointsService.CreateEndpoints:output_type -> kplane.core.v1.CreateEndpointsResponse
+	90,  // 329: kplane.core.v1.EndpointsService.UpdateEndpoints:output_type -> kplane.core.v1.UpdateEndpointsResponse
+	92,  // 330: kplane.core.v1.EndpointsService.DeleteEndpoints:output_type -> kplane.core.v1.DeleteEndpointsResponse
+	94,  // 331: kplane.core.v1.ConfigMapService.GetConfigMap:output_type -> kplane.core.v1.GetConfigMapResponse
+	96,  // 332: kplane.core.v1.ConfigMapService.ListConfigMaps:output_type -> kplane.core.v1.ListConfigMapsResponse
+	98,  // 333: kplane.core.v1.ConfigMapService.WatchConfigMaps:output_type -> kplane.core.v1.WatchConfigMapsResponse
+	100, // 334: kplane.core.v1.ConfigMapService.CreateConfigMap:output_type -> kplane.core.v1.CreateConfigMapResponse
+	102, // 335: kplane.core.v1.ConfigMapService.UpdateConfigMap:output_type -> kplane.core.v1.UpdateConfigMapResponse
+	104, // 336: kplane.core.v1.ConfigMapService.DeleteConfigMap:output_type -> kplane.core.v1.DeleteConfigMapResponse
+	106, // 337: kplane.core.v1.SecretService.GetSecret:output_type -> kplane.core.v1.GetSecretResponse
+	108, // 338: kplane.core.v1.SecretService.ListSecrets:output_type -> kplane.core.v1.ListSecretsResponse
+	110, // 339: kplane.core.v1.SecretService.WatchSecrets:output_type -> kplane.core.v1.WatchSecretsResponse
+	112, // 340: kplane.core.v1.SecretService.CreateSecret:output_type -> kplane.core.v1.CreateSecretResponse
+	114, // 341: kplane.core.v1.SecretService.UpdateSecret:output_type -> kplane.core.v1.UpdateSecretResponse
+	116, // 342: kplane.core.v1.SecretService.DeleteSecret:output_type -> kplane.core.v1.DeleteSecretResponse
+	118, // 343: kplane.core.v1.ServiceAccountService.GetServiceAccount:output_type -> kplane.core.v1.GetServiceAccountResponse
+	120, // 344: kplane.core.v1.ServiceAccountService.ListServiceAccounts:output_type -> kplane.core.v1.ListServiceAccountsResponse
+	122, // 345: kplane.core.v1.ServiceAccountService.WatchServiceAccounts:output_type -> kplane.core.v1.WatchServiceAccountsResponse
+	124, // 346: kplane.core.v1.ServiceAccountService.CreateServiceAccount:output_type -> kplane.core.v1.CreateServiceAccountResponse
+	126, // 347: kplane.core.v1.ServiceAccountService.UpdateServiceAccount:output_type -> kplane.core.v1.UpdateServiceAccountResponse
+	128, // 348: kplane.core.v1.ServiceAccountService.DeleteServiceAccount:output_type -> kplane.core.v1.DeleteServiceAccountResponse
+	130, // 349: kplane.core.v1.ReplicationControllerService.GetReplicationController:output_type -> kplane.core.v1.GetReplicationControllerResponse
+	132, // 350: kplane.core.v1.ReplicationControllerService.ListReplicationControllers:output_type -> kplane.core.v1.ListReplicationControllersResponse
+	134, // 351: kplane.core.v1.ReplicationControllerService.WatchReplicationControllers:output_type -> kplane.core.v1.WatchReplicationControllersResponse
+	136, // 352: kplane.core.v1.ReplicationControllerService.CreateReplicationController:output_type -> kplane.core.v1.CreateReplicationControllerResponse
+	138, // 353: kplane.core.v1.ReplicationControllerService.UpdateReplicationController:output_type -> kplane.core.v1.UpdateReplicationControllerResponse
+	140, // 354: kplane.core.v1.ReplicationControllerService.DeleteReplicationController:output_type -> kplane.core.v1.DeleteReplicationControllerResponse
+	142, // 355: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerStatus:output_type -> kplane.core.v1.UpdateReplicationControllerStatusResponse
+	144, // 356: kplane.core.v1.ReplicationControllerService.GetReplicationControllerScale:output_type -> kplane.core.v1.GetReplicationControllerScaleResponse
+	146, // 357: kplane.core.v1.ReplicationControllerService.UpdateReplicationControllerScale:output_type -> kplane.core.v1.UpdateReplicationControllerScaleResponse
+	148, // 358: kplane.core.v1.PodTemplateService.GetPodTemplate:output_type -> kplane.core.v1.GetPodTemplateResponse
+	150, // 359: kplane.core.v1.PodTemplateService.ListPodTemplates:output_type -> kplane.core.v1.ListPodTemplatesResponse
+	152, // 360: kplane.core.v1.PodTemplateService.WatchPodTemplates:output_type -> kplane.core.v1.WatchPodTemplatesResponse
+	154, // 361: kplane.core.v1.PodTemplateService.CreatePodTemplate:output_type -> kplane.core.v1.CreatePodTemplateResponse
+	156, // 362: kplane.core.v1.PodTemplateService.UpdatePodTemplate:output_type -> kplane.core.v1.UpdatePodTemplateResponse
+	158, // 363: kplane.core.v1.PodTemplateService.DeletePodTemplate:output_type -> kplane.core.v1.DeletePodTemplateResponse
+	160, // 364: kplane.core.v1.ResourceQuotaService.GetResourceQuota:output_type -> kplane.core.v1.GetResourceQuotaResponse
+	162, // 365: kplane.core.v1.ResourceQuotaService.ListResourceQuotas:output_type -> kplane.core.v1.ListResourceQuotasResponse
+	164, // 366: kplane.core.v1.ResourceQuotaService.WatchResourceQuotas:output_type -> kplane.core.v1.WatchResourceQuotasResponse
+	166, // 367: kplane.core.v1.ResourceQuotaService.CreateResourceQuota:output_type -> kplane.core.v1.CreateResourceQuotaResponse
+	168, // 368: kplane.core.v1.ResourceQuotaService.UpdateResourceQuota:output_type -> kplane.core.v1.UpdateResourceQuotaResponse
+	170, // 369: kplane.core.v1.ResourceQuotaService.DeleteResourceQuota:output_type -> kplane.core.v1.DeleteResourceQuotaResponse
+	172, // 370: kplane.core.v1.ResourceQuotaService.UpdateResourceQuotaStatus:output_type -> kplane.core.v1.UpdateResourceQuotaStatusResponse
+	174, // 371: kplane.core.v1.LimitRangeService.GetLimitRange:output_type -> kplane.core.v1.GetLimitRangeResponse
+	176, // 372: kplane.core.v1.LimitRangeService.ListLimitRanges:output_type -> kplane.core.v1.ListLimitRangesResponse
+	178, // 373: kplane.core.v1.LimitRangeService.WatchLimitRanges:output_type -> kplane.core.v1.WatchLimitRangesResponse
+	180, // 374: kplane.core.v1.LimitRangeService.CreateLimitRange:output_type -> kplane.core.v1.CreateLimitRangeResponse
+	182, // 375: kplane.core.v1.LimitRangeService.UpdateLimitRange:output_type -> kplane.core.v1.UpdateLimitRangeResponse
+	184, // 376: kplane.core.v1.LimitRangeService.DeleteLimitRange:output_type -> kplane.core.v1.DeleteLimitRangeResponse
+	186, // 377: kplane.core.v1.PersistentVolumeClaimService.GetPersistentVolumeClaim:output_type -> kplane.core.v1.GetPersistentVolumeClaimResponse
+	188, // 378: kplane.core.v1.PersistentVolumeClaimService.ListPersistentVolumeClaims:output_type -> kplane.core.v1.ListPersistentVolumeClaimsResponse
+	190, // 379: kplane.core.v1.PersistentVolumeClaimService.WatchPersistentVolumeClaims:output_type -> kplane.core.v1.WatchPersistentVolumeClaimsResponse
+	192, // 380: kplane.core.v1.PersistentVolumeClaimService.CreatePersistentVolumeClaim:output_type -> kplane.core.v1.CreatePersistentVolumeClaimResponse
+	194, // 381: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaim:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimResponse
+	196, // 382: kplane.core.v1.PersistentVolumeClaimService.DeletePersistentVolumeClaim:output_type -> kplane.core.v1.DeletePersistentVolumeClaimResponse
+	198, // 383: kplane.core.v1.PersistentVolumeClaimService.UpdatePersistentVolumeClaimStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeClaimStatusResponse
+	200, // 384: kplane.core.v1.PersistentVolumeService.GetPersistentVolume:output_type -> kplane.core.v1.GetPersistentVolumeResponse
+	202, // 385: kplane.core.v1.PersistentVolumeService.ListPersistentVolumes:output_type -> kplane.core.v1.ListPersistentVolumesResponse
+	204, // 386: kplane.core.v1.PersistentVolumeService.WatchPersistentVolumes:output_type -> kplane.core.v1.WatchPersistentVolumesResponse
+	206, // 387: kplane.core.v1.PersistentVolumeService.CreatePersistentVolume:output_type -> kplane.core.v1.CreatePersistentVolumeResponse
+	208, // 388: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolume:output_type -> kplane.core.v1.UpdatePersistentVolumeResponse
+	210, // 389: kplane.core.v1.PersistentVolumeService.DeletePersistentVolume:output_type -> kplane.core.v1.DeletePersistentVolumeResponse
+	212, // 390: kplane.core.v1.PersistentVolumeService.UpdatePersistentVolumeStatus:output_type -> kplane.core.v1.UpdatePersistentVolumeStatusResponse
+	285, // [285:391] is the sub-list for method output_type
+	179, // [179:285] is the sub-list for method input_type
+	179, // [179:179] is the sub-list for extension type_name
+	179, // [179:179] is the sub-list for extension extendee
+	0,   // [0:179] is the sub-list for field type_name
 }
 
 func init() { file_kplane_core_v1_service_proto_init() }
@@ -15431,53 +15569,53 @@ func file_kplane_core_v1_service_proto_init() {
 	file_kplane_core_v1_service_proto_msgTypes[18].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[20].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[26].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[34].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[41].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[36].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[43].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[49].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[55].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[45].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[51].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[57].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[63].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[67].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[59].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[65].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[69].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[75].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[81].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[71].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[77].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[83].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[89].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[93].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[85].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[91].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[95].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[101].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[105].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[97].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[103].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[107].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[113].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[117].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[109].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[115].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[119].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[125].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[129].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[121].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[127].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[131].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[137].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[147].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[133].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[139].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[149].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[155].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[159].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[151].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[157].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[161].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[167].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[173].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[163].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[169].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[175].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[181].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[185].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[177].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[183].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[187].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[193].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[199].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[189].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[195].OneofWrappers = []any{}
 	file_kplane_core_v1_service_proto_msgTypes[201].OneofWrappers = []any{}
-	file_kplane_core_v1_service_proto_msgTypes[207].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[203].OneofWrappers = []any{}
+	file_kplane_core_v1_service_proto_msgTypes[209].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_core_v1_service_proto_rawDesc), len(file_kplane_core_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   211,
+			NumMessages:   213,
 			NumExtensions: 0,
 			NumServices:   15,
 		},

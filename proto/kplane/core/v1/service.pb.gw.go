@@ -906,6 +906,81 @@ func local_request_PodService_UpdatePodStatus_0(ctx context.Context, marshaler r
 	return msg, metadata, err
 }
 
+var filter_PodService_UpdatePodEphemeralContainers_0 = &utilities.DoubleArray{Encoding: map[string]int{"pod": 0, "namespace": 1, "name": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
+
+func request_PodService_UpdatePodEphemeralContainers_0(ctx context.Context, marshaler runtime.Marshaler, client PodServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePodEphemeralContainersRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Pod); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PodService_UpdatePodEphemeralContainers_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.UpdatePodEphemeralContainers(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_PodService_UpdatePodEphemeralContainers_0(ctx context.Context, marshaler runtime.Marshaler, server PodServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq UpdatePodEphemeralContainersRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq.Pod); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["namespace"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "namespace")
+	}
+	protoReq.Namespace, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "namespace", err)
+	}
+	val, ok = pathParams["name"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "name")
+	}
+	protoReq.Name, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "name", err)
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_PodService_UpdatePodEphemeralContainers_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.UpdatePodEphemeralContainers(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 var filter_PodService_BindPod_0 = &utilities.DoubleArray{Encoding: map[string]int{"binding": 0, "namespace": 1, "name": 2}, Base: []int{1, 1, 2, 3, 0, 0, 0}, Check: []int{0, 1, 1, 1, 2, 3, 4}}
 
 func request_PodService_BindPod_0(ctx context.Context, marshaler runtime.Marshaler, client PodServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
@@ -7075,6 +7150,26 @@ func RegisterPodServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux,
 		}
 		forward_PodService_UpdatePodStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_PodService_UpdatePodStatus_0{resp.(*UpdatePodStatusResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPut, pattern_PodService_UpdatePodEphemeralContainers_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/kplane.core.v1.PodService/UpdatePodEphemeralContainers", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_PodService_UpdatePodEphemeralContainers_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PodService_UpdatePodEphemeralContainers_0(annotatedContext, mux, outboundMarshaler, w, req, response_PodService_UpdatePodEphemeralContainers_0{resp.(*UpdatePodEphemeralContainersResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_PodService_BindPod_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -9553,6 +9648,23 @@ func RegisterPodServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux,
 		}
 		forward_PodService_UpdatePodStatus_0(annotatedContext, mux, outboundMarshaler, w, req, response_PodService_UpdatePodStatus_0{resp.(*UpdatePodStatusResponse)}, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPut, pattern_PodService_UpdatePodEphemeralContainers_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/kplane.core.v1.PodService/UpdatePodEphemeralContainers", runtime.WithHTTPPathPattern("/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_PodService_UpdatePodEphemeralContainers_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_PodService_UpdatePodEphemeralContainers_0(annotatedContext, mux, outboundMarshaler, w, req, response_PodService_UpdatePodEphemeralContainers_0{resp.(*UpdatePodEphemeralContainersResponse)}, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_PodService_BindPod_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -9670,6 +9782,15 @@ func (m response_PodService_UpdatePodStatus_0) XXX_ResponseBody() interface{} {
 	return response.Pod
 }
 
+type response_PodService_UpdatePodEphemeralContainers_0 struct {
+	*UpdatePodEphemeralContainersResponse
+}
+
+func (m response_PodService_UpdatePodEphemeralContainers_0) XXX_ResponseBody() interface{} {
+	response := m.UpdatePodEphemeralContainersResponse
+	return response.Pod
+}
+
 type response_PodService_BindPod_0 struct {
 	*BindPodResponse
 }
@@ -9689,33 +9810,35 @@ func (m response_PodService_EvictPod_0) XXX_ResponseBody() interface{} {
 }
 
 var (
-	pattern_PodService_GetPod_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "pods", "name"}, ""))
-	pattern_PodService_ListPods_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "namespaces", "namespace", "pods"}, ""))
-	pattern_PodService_ListPods_1        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"api", "v1", "pods"}, ""))
-	pattern_PodService_WatchPods_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"api", "v1", "watch", "namespaces", "namespace", "pods"}, ""))
-	pattern_PodService_WatchPods_1       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "watch", "pods"}, ""))
-	pattern_PodService_CreatePod_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "namespaces", "namespace", "pods"}, ""))
-	pattern_PodService_UpdatePod_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "pods", "name"}, ""))
-	pattern_PodService_DeletePod_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "pods", "name"}, ""))
-	pattern_PodService_UpdatePodStatus_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "status"}, ""))
-	pattern_PodService_BindPod_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "binding"}, ""))
-	pattern_PodService_EvictPod_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "eviction"}, ""))
-	pattern_PodService_GetPodLog_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "log"}, ""))
+	pattern_PodService_GetPod_0                       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "pods", "name"}, ""))
+	pattern_PodService_ListPods_0                     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "namespaces", "namespace", "pods"}, ""))
+	pattern_PodService_ListPods_1                     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"api", "v1", "pods"}, ""))
+	pattern_PodService_WatchPods_0                    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"api", "v1", "watch", "namespaces", "namespace", "pods"}, ""))
+	pattern_PodService_WatchPods_1                    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "watch", "pods"}, ""))
+	pattern_PodService_CreatePod_0                    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4}, []string{"api", "v1", "namespaces", "namespace", "pods"}, ""))
+	pattern_PodService_UpdatePod_0                    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "pods", "name"}, ""))
+	pattern_PodService_DeletePod_0                    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5}, []string{"api", "v1", "namespaces", "namespace", "pods", "name"}, ""))
+	pattern_PodService_UpdatePodStatus_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "status"}, ""))
+	pattern_PodService_UpdatePodEphemeralContainers_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "ephemeralcontainers"}, ""))
+	pattern_PodService_BindPod_0                      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "binding"}, ""))
+	pattern_PodService_EvictPod_0                     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "eviction"}, ""))
+	pattern_PodService_GetPodLog_0                    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3, 2, 4, 1, 0, 4, 1, 5, 5, 2, 6}, []string{"api", "v1", "namespaces", "namespace", "pods", "name", "log"}, ""))
 )
 
 var (
-	forward_PodService_GetPod_0          = runtime.ForwardResponseMessage
-	forward_PodService_ListPods_0        = runtime.ForwardResponseMessage
-	forward_PodService_ListPods_1        = runtime.ForwardResponseMessage
-	forward_PodService_WatchPods_0       = runtime.ForwardResponseStream
-	forward_PodService_WatchPods_1       = runtime.ForwardResponseStream
-	forward_PodService_CreatePod_0       = runtime.ForwardResponseMessage
-	forward_PodService_UpdatePod_0       = runtime.ForwardResponseMessage
-	forward_PodService_DeletePod_0       = runtime.ForwardResponseMessage
-	forward_PodService_UpdatePodStatus_0 = runtime.ForwardResponseMessage
-	forward_PodService_BindPod_0         = runtime.ForwardResponseMessage
-	forward_PodService_EvictPod_0        = runtime.ForwardResponseMessage
-	forward_PodService_GetPodLog_0       = runtime.ForwardResponseStream
+	forward_PodService_GetPod_0                       = runtime.ForwardResponseMessage
+	forward_PodService_ListPods_0                     = runtime.ForwardResponseMessage
+	forward_PodService_ListPods_1                     = runtime.ForwardResponseMessage
+	forward_PodService_WatchPods_0                    = runtime.ForwardResponseStream
+	forward_PodService_WatchPods_1                    = runtime.ForwardResponseStream
+	forward_PodService_CreatePod_0                    = runtime.ForwardResponseMessage
+	forward_PodService_UpdatePod_0                    = runtime.ForwardResponseMessage
+	forward_PodService_DeletePod_0                    = runtime.ForwardResponseMessage
+	forward_PodService_UpdatePodStatus_0              = runtime.ForwardResponseMessage
+	forward_PodService_UpdatePodEphemeralContainers_0 = runtime.ForwardResponseMessage
+	forward_PodService_BindPod_0                      = runtime.ForwardResponseMessage
+	forward_PodService_EvictPod_0                     = runtime.ForwardResponseMessage
+	forward_PodService_GetPodLog_0                    = runtime.ForwardResponseStream
 )
 
 // RegisterNodeServiceHandlerFromEndpoint is same as RegisterNodeServiceHandler but

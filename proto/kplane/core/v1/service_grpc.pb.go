@@ -416,17 +416,18 @@ var NamespaceService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	PodService_GetPod_FullMethodName          = "/kplane.core.v1.PodService/GetPod"
-	PodService_ListPods_FullMethodName        = "/kplane.core.v1.PodService/ListPods"
-	PodService_WatchPods_FullMethodName       = "/kplane.core.v1.PodService/WatchPods"
-	PodService_CreatePod_FullMethodName       = "/kplane.core.v1.PodService/CreatePod"
-	PodService_UpdatePod_FullMethodName       = "/kplane.core.v1.PodService/UpdatePod"
-	PodService_DeletePod_FullMethodName       = "/kplane.core.v1.PodService/DeletePod"
-	PodService_UpdatePodStatus_FullMethodName = "/kplane.core.v1.PodService/UpdatePodStatus"
-	PodService_BindPod_FullMethodName         = "/kplane.core.v1.PodService/BindPod"
-	PodService_EvictPod_FullMethodName        = "/kplane.core.v1.PodService/EvictPod"
-	PodService_GetPodLog_FullMethodName       = "/kplane.core.v1.PodService/GetPodLog"
-	PodService_StreamPod_FullMethodName       = "/kplane.core.v1.PodService/StreamPod"
+	PodService_GetPod_FullMethodName                       = "/kplane.core.v1.PodService/GetPod"
+	PodService_ListPods_FullMethodName                     = "/kplane.core.v1.PodService/ListPods"
+	PodService_WatchPods_FullMethodName                    = "/kplane.core.v1.PodService/WatchPods"
+	PodService_CreatePod_FullMethodName                    = "/kplane.core.v1.PodService/CreatePod"
+	PodService_UpdatePod_FullMethodName                    = "/kplane.core.v1.PodService/UpdatePod"
+	PodService_DeletePod_FullMethodName                    = "/kplane.core.v1.PodService/DeletePod"
+	PodService_UpdatePodStatus_FullMethodName              = "/kplane.core.v1.PodService/UpdatePodStatus"
+	PodService_UpdatePodEphemeralContainers_FullMethodName = "/kplane.core.v1.PodService/UpdatePodEphemeralContainers"
+	PodService_BindPod_FullMethodName                      = "/kplane.core.v1.PodService/BindPod"
+	PodService_EvictPod_FullMethodName                     = "/kplane.core.v1.PodService/EvictPod"
+	PodService_GetPodLog_FullMethodName                    = "/kplane.core.v1.PodService/GetPodLog"
+	PodService_StreamPod_FullMethodName                    = "/kplane.core.v1.PodService/StreamPod"
 )
 
 // PodServiceClient is the client API for PodService service.
@@ -449,6 +450,9 @@ type PodServiceClient interface {
 	DeletePod(ctx context.Context, in *DeletePodRequest, opts ...grpc.CallOption) (*DeletePodResponse, error)
 	// UpdatePodStatus replaces the status of a Pod (the status subresource).
 	UpdatePodStatus(ctx context.Context, in *UpdatePodStatusRequest, opts ...grpc.CallOption) (*UpdatePodStatusResponse, error)
+	// UpdatePodEphemeralContainers adds ephemeral containers to a
+	// Pod (the ephemeralcontainers subresource).
+	UpdatePodEphemeralContainers(ctx context.Context, in *UpdatePodEphemeralContainersRequest, opts ...grpc.CallOption) (*UpdatePodEphemeralContainersResponse, error)
 	// BindPod binds a pod to a node: the only way to set spec.nodeName.
 	BindPod(ctx context.Context, in *BindPodRequest, opts ...grpc.CallOption) (*BindPodResponse, error)
 	// EvictPod evicts a pod (the eviction subresource): deleted as the
@@ -558,6 +562,16 @@ func (c *podServiceClient) UpdatePodStatus(ctx context.Context, in *UpdatePodSta
 	return out, nil
 }
 
+func (c *podServiceClient) UpdatePodEphemeralContainers(ctx context.Context, in *UpdatePodEphemeralContainersRequest, opts ...grpc.CallOption) (*UpdatePodEphemeralContainersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePodEphemeralContainersResponse)
+	err := c.cc.Invoke(ctx, PodService_UpdatePodEphemeralContainers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *podServiceClient) BindPod(ctx context.Context, in *BindPodRequest, opts ...grpc.CallOption) (*BindPodResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(BindPodResponse)
@@ -630,6 +644,9 @@ type PodServiceServer interface {
 	DeletePod(context.Context, *DeletePodRequest) (*DeletePodResponse, error)
 	// UpdatePodStatus replaces the status of a Pod (the status subresource).
 	UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error)
+	// UpdatePodEphemeralContainers adds ephemeral containers to a
+	// Pod (the ephemeralcontainers subresource).
+	UpdatePodEphemeralContainers(context.Context, *UpdatePodEphemeralContainersRequest) (*UpdatePodEphemeralContainersResponse, error)
 	// BindPod binds a pod to a node: the only way to set spec.nodeName.
 	BindPod(context.Context, *BindPodRequest) (*BindPodResponse, error)
 	// EvictPod evicts a pod (the eviction subresource): deleted as the
@@ -680,6 +697,9 @@ func (UnimplementedPodServiceServer) DeletePod(context.Context, *DeletePodReques
 }
 func (UnimplementedPodServiceServer) UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdatePodStatus not implemented")
+}
+func (UnimplementedPodServiceServer) UpdatePodEphemeralContainers(context.Context, *UpdatePodEphemeralContainersRequest) (*UpdatePodEphemeralContainersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePodEphemeralContainers not implemented")
 }
 func (UnimplementedPodServiceServer) BindPod(context.Context, *BindPodRequest) (*BindPodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BindPod not implemented")
@@ -833,6 +853,24 @@ func _PodService_UpdatePodStatus_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodService_UpdatePodEphemeralContainers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePodEphemeralContainersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodServiceServer).UpdatePodEphemeralContainers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodService_UpdatePodEphemeralContainers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodServiceServer).UpdatePodEphemeralContainers(ctx, req.(*UpdatePodEphemeralContainersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PodService_BindPod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(BindPodRequest)
 	if err := dec(in); err != nil {
@@ -917,6 +955,10 @@ var PodService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdatePodStatus",
 			Handler:    _PodService_UpdatePodStatus_Handler,
+		},
+		{
+			MethodName: "UpdatePodEphemeralContainers",
+			Handler:    _PodService_UpdatePodEphemeralContainers_Handler,
 		},
 		{
 			MethodName: "BindPod",

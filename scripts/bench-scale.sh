@@ -35,6 +35,8 @@
 #   STEPS="500 1000 2500 5000" scripts/bench-scale.sh              the issue's steps
 #   RUNS=kplane ...  or  RUNS=k8s ...                             one side only
 #   KPLANE=/path/to/kplane ...                                    a kplane binary built elsewhere
+#   MODE=overload ...                                             the overload run instead of the
+#                                                                 load (scripts/bench-overload.sh)
 #
 # Needs Go, Debian's etcd-server and openssl; Kubernetes and KWOK are built
 # into ${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench by the recipes
@@ -44,6 +46,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STEPS=${STEPS:-"500 1000 2500 5000"}
+MODE=${MODE:-scale}
 PODS_PER_NODE=${PODS_PER_NODE:-30}
 DURATION=${DURATION:-2m}
 QPS=${QPS:-20}
@@ -108,8 +111,12 @@ bench() {
 	local label=$1 nodes=$2
 	shift 2
 	local rc=0
+	local mode=()
+	if [[ $MODE == overload ]]; then
+		mode=(-overload "$DURATION" -flood-clients "${FLOOD_CLIENTS:-100}" -flood-objects "${FLOOD_OBJECTS:-3000}")
+	fi
 	"$work/scalebench" -label "$label" -nodes "$nodes" -pods-per-node "$PODS_PER_NODE" -qps "$QPS" -pod-rate "$POD_RATE" \
-		-duration "$DURATION" -timeout "$TIMEOUT" -out "$work/$label.json" "$@" 2> >(sed -u "s/^/   [$label] /" >&2) || rc=$?
+		-duration "$DURATION" -timeout "$TIMEOUT" -out "$work/$label.json" "${mode[@]}" "$@" 2> >(sed -u "s/^/   [$label] /" >&2) || rc=$?
 	[[ -f $work/$label.json ]] && results+=("$work/$label.json")
 	return "$rc"
 }

@@ -55,6 +55,11 @@ func main() {
 	flag.StringVar(&cfg.storeDirs, "store-dirs", "", "the store's data directories, comma-separated (their size on disk is reported)")
 	flag.StringVar(&cfg.out, "out", "", "also write the result as JSON to this file")
 	flag.DurationVar(&cfg.timeout, "timeout", 20*time.Minute, "give up after")
+	flag.DurationVar(&cfg.overload, "overload", 0, "instead of the scale load, flood the API for this long (overload.go)")
+	flag.DurationVar(&cfg.baseline, "baseline", 15*time.Second, "with -overload: how long to probe before the flood")
+	flag.IntVar(&cfg.floodClients, "flood-clients", 100, "with -overload: clients listing at once")
+	flag.IntVar(&cfg.floodObjects, "flood-objects", 3000, "with -overload: ConfigMaps each flood list returns")
+	flag.IntVar(&cfg.floodObjectBytes, "flood-object-bytes", 1000, "with -overload: bytes of data in each ConfigMap")
 	compare := flag.Bool("compare", false, "print the result files given as arguments as one summary table")
 	flag.Parse()
 
@@ -68,6 +73,11 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
+	if cfg.overload > 0 {
+		code := mainOverload(ctx, logger, cfg)
+		cancel()
+		os.Exit(code)
+	}
 	res, err := run(ctx, logger, cfg)
 	if res != nil {
 		printResult(os.Stdout, res)
@@ -91,7 +101,7 @@ func main() {
 	}
 }
 
-func writeJSON(path string, res *Result) error {
+func writeJSON(path string, res any) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
@@ -115,3 +125,22 @@ func readJSON(path string) (*Result, error) {
 }
 
 var errUsage = errors.New("usage")
+
+// mainOverload runs the overload benchmark and returns the exit status.
+func mainOverload(ctx context.Context, logger *slog.Logger, cfg config) int {
+	res, err := runOverload(ctx, logger, cfg)
+	if res != nil {
+		printOverload(os.Stdout, res)
+		if cfg.out != "" {
+			if werr := writeJSON(cfg.out, res); werr != nil {
+				logger.Error("write result", "err", werr)
+				return 1
+			}
+		}
+	}
+	if err != nil {
+		logger.Error("overload", "label", cfg.label, "err", err)
+		return 1
+	}
+	return 0
+}

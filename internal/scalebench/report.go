@@ -4,9 +4,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -206,6 +208,29 @@ func compareFiles(w io.Writer, paths []string) error {
 	if len(paths) == 0 {
 		return fmt.Errorf("%w: -compare wants result files", errUsage)
 	}
+	var overloads []*OverloadResult
+	var steps []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("read result: %w", err)
+		}
+		var o OverloadResult
+		if json.Unmarshal(b, &o) == nil && o.Kind == "overload" {
+			overloads = append(overloads, &o)
+		} else {
+			steps = append(steps, p)
+		}
+	}
+	if len(overloads) > 0 {
+		if err := compareOverload(w, overloads); err != nil {
+			return err
+		}
+	}
+	if len(steps) == 0 {
+		return nil
+	}
+	paths = steps
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "row\tnodes\tpods\tmutating p99 s\tread p99 s\tns list p99 s\tcluster list p99 s\tstartup p99 s\tpeak RSS MiB\tCPU s\tstore MiB\tSLOs\t")
 	for _, p := range paths {

@@ -41,6 +41,13 @@ type config struct {
 	storeDirs         string
 	out               string
 	timeout           time.Duration
+	// The overload benchmark (overload.go), run instead of the scale load
+	// when overload > 0.
+	overload         time.Duration
+	baseline         time.Duration
+	floodClients     int
+	floodObjects     int
+	floodObjectBytes int
 }
 
 // Result is one step's figures. Durations are in seconds.

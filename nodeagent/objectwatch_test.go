@@ -386,10 +386,12 @@ func TestPodObjectRefs(t *testing.T) {
 }
 
 // TestWatchStrategyAPICalls: a node running pods that share a ConfigMap
-// and each have their own ConfigMap (a volume and an environment) and
-// Secret (a volume) makes one list and one watch per object and no get;
+// and each have their own ConfigMap (a volume and an environment), Secret
+// (a volume) and ServiceAccount token (a projected volume) makes one list
+// and one watch per object and no get, and one TokenRequest per pod;
 // changes to a ConfigMap reach every pod's files at the next refresh, and
-// those refreshes add no API call.
+// those refreshes add no API call: no get, no TokenRequest, no status
+// write.
 func TestWatchStrategyAPICalls(t *testing.T) {
 	const pods = 6
 	c := startCluster(t)
@@ -407,6 +409,10 @@ func TestWatchStrategyAPICalls(t *testing.T) {
 		Data: map[string]string{"v": "0"}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := client.Must[*corev1.ServiceAccount](c.admin).Create(ctx, &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Name: "default", Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(3607)
 	var uids []string
 	for i := range pods {
 		name := fmt.Sprintf("app-%d", i)
@@ -423,7 +429,13 @@ func TestWatchStrategyAPICalls(t *testing.T) {
 				{Name: "shared", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: "shared"}}}},
 				{Name: "own", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: name}}}},
 				{Name: "secret", VolumeSource: &corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}},
+				// As the ServiceAccount admission's kube-api-access volume.
+				{Name: "api-access", VolumeSource: &corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []*corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &exp}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: &corev1.LocalObjectReference{Name: "shared"}}},
+				}}}},
 			}
+			s.ServiceAccountName = "default"
 			s.Containers[0].EnvFrom = []*corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: name}}}}
 		})
 		uids = append(uids, c.runPod(t, p, "n1").GetMetadata().GetUid())
@@ -440,8 +452,13 @@ func TestWatchStrategyAPICalls(t *testing.T) {
 		t.Errorf("calls once the pods run: got %d gets, %d lists, %d watches; want 0, %d, %d", g0, l0, w0, objects, objects)
 	}
 	// Two changes, each seen in every pod's files: each is at least one
-	// refresh of every pod's volumes.
+	// refresh of every pod's volumes. After the first, the status writes
+	// and TokenRequests are counted: the second adds none of them either.
+	var statusWrites, tokens int
 	for _, v := range []string{"1", "2"} {
+		if v == "2" {
+			statusWrites, tokens = conn.count("UpdatePodStatus"), conn.count("CreateServiceAccountToken")
+		}
 		cm, err := cms.Get(ctx, "default", "shared")
 		if err != nil {
 			t.Fatal(err)
@@ -466,6 +483,12 @@ func TestWatchStrategyAPICalls(t *testing.T) {
 	}
 	if g, l, w := calls(); g != g0 || l != l0 || w != w0 {
 		t.Errorf("calls after the refreshes: got %d gets, %d lists, %d watches; want %d, %d, %d (no growth with syncs)", g, l, w, g0, l0, w0)
+	}
+	if got := conn.count("CreateServiceAccountToken"); got != pods || got != tokens {
+		t.Errorf("TokenRequests: got %d, want %d (one per pod, reused until 80 %% of its lifetime)", got, pods)
+	}
+	if got := conn.count("UpdatePodStatus"); got != statusWrites {
+		t.Errorf("pod status writes during refreshes of running pods: got %d more, want none", got-statusWrites)
 	}
 	// Deleting a pod stops the watches of what only it used.
 	zero := int64(0)

@@ -123,7 +123,7 @@ type Agent struct {
 	volumes   *client.Client[*corev1.PersistentVolume]
 	volObjs   envObjects      // the same for volumes
 	watches   *watchedObjects // both, with the Watch strategy (else nil)
-	tokens    tokenSource // ServiceAccount tokens of projected volumes
+	tokens    tokenSource     // ServiceAccount tokens of projected volumes
 	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
 	queue     workqueue.TypedDelayingInterface[string]

@@ -180,7 +180,9 @@ func TestNodeReadsOnlyItsPodsObjects(t *testing.T) {
 	}
 	// A list or watch of one object (metadata.name=NAME) is a read of that
 	// object, as the node agent's watches make it.
-	one := func(name string) client.ListOptions { return client.ListOptions{FieldSelector: "metadata.name=" + name} }
+	one := func(name string) client.ListOptions {
+		return client.ListOptions{FieldSelector: "metadata.name=" + name}
+	}
 	for _, tt := range []struct {
 		name, object string
 		allowed      bool

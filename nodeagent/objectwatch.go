@@ -90,7 +90,7 @@ type informerCache[T proto.Message] struct {
 }
 
 func (c informerCache[T]) run(ctx context.Context) { _ = c.inf.Run(ctx) }
-func (c informerCache[T]) synced() bool             { return c.inf.HasSynced() }
+func (c informerCache[T]) synced() bool            { return c.inf.HasSynced() }
 func (c informerCache[T]) object(namespace, name string) (proto.Message, bool) {
 	return c.inf.Store().Get(client.KeyOf(namespace, name))
 }
@@ -158,11 +158,31 @@ func (w *watchedObjects) newCache(k objectKey) objectCache {
 	sel := fields.OneTermEqualSelector("metadata.name", k.name).String()
 	log := w.log.With("watch", k.resource+"/"+k.namespace+"/"+k.name)
 	if k.resource == resourceSecrets {
-		return informerCache[*corev1.Secret]{client.NewInformer(client.ListWatch(w.secrets, k.namespace, "", sel, 0),
+		return informerCache[*corev1.Secret]{client.NewInformer[*corev1.Secret](objectLW[*corev1.Secret]{w.secrets, k.namespace, sel},
 			client.InformerOptions[*corev1.Secret]{Logger: log})}
 	}
-	return informerCache[*corev1.ConfigMap]{client.NewInformer(client.ListWatch(w.configMaps, k.namespace, "", sel, 0),
+	return informerCache[*corev1.ConfigMap]{client.NewInformer[*corev1.ConfigMap](objectLW[*corev1.ConfigMap]{w.configMaps, k.namespace, sel},
 		client.InformerOptions[*corev1.ConfigMap]{Logger: log})}
+}
+
+// objectLW lists and watches one object by a metadata.name field
+// selector. Its lists ask for resourceVersion "0" (any), which the API
+// service answers from its watch cache by the object's key alone, as the
+// kubelet's reflectors list: thousands of such watches starting together
+// cost no store reads.
+type objectLW[T proto.Message] struct {
+	c       *client.Client[T]
+	ns, sel string // sel: metadata.name=<name>
+}
+
+var _ client.ListerWatcher[*corev1.ConfigMap] = objectLW[*corev1.ConfigMap]{}
+
+func (l objectLW[T]) List(ctx context.Context) ([]T, string, error) {
+	return l.c.List(ctx, l.ns, client.ListOptions{FieldSelector: l.sel, ResourceVersion: "0"})
+}
+
+func (l objectLW[T]) Watch(ctx context.Context, rv string) (client.Watch[T], error) {
+	return l.c.Watch(ctx, l.ns, client.ListOptions{FieldSelector: l.sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 }
 
 // startLocked runs it's watch, once run has begun. w.mu is held.

@@ -319,7 +319,7 @@ func (w *watchedObjects) get(ctx context.Context, k objectKey) (proto.Message, e
 	it := w.items[k]
 	if it == nil {
 		w.mu.Unlock()
-		return nil, fmt.Errorf("%s %q/%q not registered", k.singular(), k.namespace, k.name)
+		return nil, fmt.Errorf("object %q/%q not registered", k.namespace, k.name)
 	}
 	it.lastAccess = w.now()
 	if it.idle {

@@ -126,9 +126,11 @@ type watchedObjects struct {
 	maxIdle time.Duration
 	now     func() time.Time
 
-	mu      sync.Mutex
-	ctx     context.Context // the watches' parent, set by run; nil before
-	stopped bool            // run returned
+	mu sync.Mutex
+	// base is run's context, the parent of every watch's (the watches
+	// start with the pods, after run); nil before run.
+	base    context.Context
+	stopped bool // run returned
 	items   map[objectKey]*watchItem
 	pods    map[string]map[objectKey]struct{} // by pod uid
 	wg      sync.WaitGroup
@@ -185,12 +187,12 @@ func (l objectLW[T]) Watch(ctx context.Context, rv string) (client.Watch[T], err
 	return l.c.Watch(ctx, l.ns, client.ListOptions{FieldSelector: l.sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 }
 
-// startLocked runs it's watch, once run has begun. w.mu is held.
+// startLocked starts the watch of it, once run has begun. w.mu is held.
 func (w *watchedObjects) startLocked(it *watchItem) {
-	if w.ctx == nil || w.stopped || it.cancel != nil {
+	if w.base == nil || w.stopped || it.cancel != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(w.ctx)
+	ctx, cancel := context.WithCancel(w.base)
 	it.cancel, it.idle = cancel, false
 	c := it.cache
 	w.wg.Add(1)
@@ -200,7 +202,7 @@ func (w *watchedObjects) startLocked(it *watchItem) {
 	}()
 }
 
-// stopLocked stops it's watch, if one runs. w.mu is held.
+// stopLocked stops the watch of it, if one runs. w.mu is held.
 func (it *watchItem) stopLocked() {
 	if it.cancel != nil {
 		it.cancel()
@@ -213,7 +215,7 @@ func (it *watchItem) stopLocked() {
 // stops them all and returns once their goroutines have.
 func (w *watchedObjects) run(ctx context.Context) {
 	w.mu.Lock()
-	w.ctx = ctx
+	w.base = ctx
 	for _, it := range w.items {
 		w.startLocked(it)
 	}

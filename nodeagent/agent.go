@@ -85,6 +85,13 @@ type Config struct {
 	// ResyncInterval is how often every pod is synced even without an
 	// event (default 30s): it heals missed events and lost status writes.
 	ResyncInterval time.Duration
+	// ConfigMapAndSecretChangeDetectionStrategy is how the ConfigMaps and
+	// Secrets of the pods' volumes and environments are read, the
+	// kubelet's configuration field of that name: StrategyWatch (the
+	// default) keeps a single-object watch on each one the node's pods
+	// use and reads from it; StrategyCache gets each at most once per
+	// half ResyncInterval; StrategyGet gets it at every read.
+	ConfigMapAndSecretChangeDetectionStrategy string
 	// Backoff is the restart and image pull back-off (default 10s..5m).
 	Backoff Backoff
 	// Workers sync pods in parallel (default 4).
@@ -114,8 +121,9 @@ type Agent struct {
 	objects   envObjects // ConfigMaps and Secrets of containers' environments
 	claims    *client.Client[*corev1.PersistentVolumeClaim]
 	volumes   *client.Client[*corev1.PersistentVolume]
-	volObjs   envObjects  // the same for volumes, through a TTL cache
-	tokens    tokenSource // ServiceAccount tokens of projected volumes
+	volObjs   envObjects      // the same for volumes
+	watches   *watchedObjects // both, with the Watch strategy (else nil)
+	tokens    tokenSource     // ServiceAccount tokens of projected volumes
 	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
 	queue     workqueue.TypedDelayingInterface[string]
@@ -151,6 +159,14 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = 30 * time.Second
+	}
+	switch cfg.ConfigMapAndSecretChangeDetectionStrategy {
+	case "":
+		cfg.ConfigMapAndSecretChangeDetectionStrategy = StrategyWatch
+	case StrategyWatch, StrategyCache, StrategyGet:
+	default:
+		return nil, fmt.Errorf("nodeagent: configMapAndSecretChangeDetectionStrategy %q: want %s, %s or %s",
+			cfg.ConfigMapAndSecretChangeDetectionStrategy, StrategyWatch, StrategyCache, StrategyGet)
 	}
 	if cfg.Backoff.Base <= 0 || cfg.Backoff.Max < cfg.Backoff.Base {
 		cfg.Backoff = DefaultBackoff
@@ -216,16 +232,25 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.objects = apiObjects{configMaps: cms, secrets: secrets}
+	switch cfg.ConfigMapAndSecretChangeDetectionStrategy {
+	case StrategyWatch:
+		a.watches = newWatchedObjects(cms, secrets, cfg.ResyncInterval, log)
+		a.objects, a.volObjs = a.watches, a.watches
+	case StrategyCache:
+		// Half the resync interval: every refresh of a pod's volumes (at
+		// most one per resync) sees content at most that old.
+		a.objects = newTTLObjects(apiObjects{configMaps: cms, secrets: secrets}, cfg.ResyncInterval/2)
+		a.volObjs = a.objects
+	case StrategyGet:
+		a.objects = apiObjects{configMaps: cms, secrets: secrets}
+		a.volObjs = a.objects
+	}
 	if a.claims, err = client.New[*corev1.PersistentVolumeClaim](cfg.Conn); err != nil {
 		return nil, err
 	}
 	if a.volumes, err = client.New[*corev1.PersistentVolume](cfg.Conn); err != nil {
 		return nil, err
 	}
-	// Half the resync interval: every refresh of a pod's volumes (at most
-	// one per resync) sees content at most that old.
-	a.volObjs = newTTLObjects(a.objects, cfg.ResyncInterval/2)
 	a.tokens = apiTokens{client: authenticationv1.NewAuthenticationServiceClient(cfg.Conn)}
 	events, err := client.New[*corev1.Event](cfg.Conn)
 	if err != nil {
@@ -280,6 +305,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { a.renewLease(ctx); return nil })
 	g.Go(func() error { a.statusLoop(ctx); return nil })
 	g.Go(func() error { a.rec.Run(ctx); return nil })
+	if a.watches != nil {
+		g.Go(func() error { a.watches.run(ctx); return nil })
+	}
 	// Once the pods are known: remove what was left of pods deleted while
 	// the agent was down, then sync pods and watch the runtime.
 	synced := make(chan struct{})

@@ -337,3 +337,110 @@ func TestBenchManyNodes(t *testing.T) {
 	t.Logf("BENCH steady state, %d nodes × %d pods: agent cpu %.1f%% of a core over %v; rss %d MiB (peak %d MiB, %d MiB before pods)",
 		nodes, perNode, 100*float64(cpu2-cpu1)/float64(steady), steady, rss2/1024, hwm/1024, rss0/1024)
 }
+
+// TestBenchAPICallsPerNode counts the API calls of 20 simulated nodes in
+// process (default intervals: 30s resync, 10s node status, 40s Lease) over
+// a minute of steady state, with five Deployment-like groups of pods each
+// mounting its group's ConfigMap and Secret (and taking the ConfigMap in
+// its environment) beside a kube-api-access-like projected volume (a
+// token and the shared kube-root-ca.crt), once per change-detection
+// strategy:
+//
+//	KPLANE_NODEAGENT_BENCH=1 go test -run 'TestBenchAPICallsPerNode' -v -timeout 20m ./nodeagent/
+func TestBenchAPICallsPerNode(t *testing.T) {
+	benchOnly(t)
+	const nodes, groups = 20, 5
+	for _, strategy := range []string{StrategyCache, StrategyWatch} {
+		t.Run(strategy, func(t *testing.T) {
+			c := startCluster(t)
+			ctx := context.Background()
+			cms := client.Must[*corev1.ConfigMap](c.admin)
+			secrets := client.Must[*corev1.Secret](c.admin)
+			if _, err := client.Must[*corev1.ServiceAccount](c.admin).Create(ctx, &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Name: "default", Namespace: "default"}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "default"}, Data: map[string]string{"ca.crt": "CA"}}); err != nil {
+				t.Fatal(err)
+			}
+			for g := range groups {
+				name := fmt.Sprintf("app-%d", g)
+				if _, err := cms.Create(ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"v": name}}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := secrets.Create(ctx, &corev1.Secret{Metadata: &metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string][]byte{"s": []byte(name)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var conns []*countingConn
+			for i := 1; i <= nodes; i++ {
+				startSimNode(t, c, fmt.Sprintf("n%d", i), func(cfg *Config) {
+					cfg.ConfigMapAndSecretChangeDetectionStrategy = strategy
+					cfg.LeaseDuration, cfg.StatusInterval, cfg.RelistInterval, cfg.ResyncInterval = 0, 0, 0, 0 // the defaults
+					cfg.Logger = slog.New(slog.DiscardHandler)
+					cc := newCountingConn(cfg.Conn)
+					conns = append(conns, cc)
+					cfg.Conn = cc
+				})
+			}
+			exp := int64(3607)
+			for i := 1; i <= nodes; i++ {
+				for g := range groups {
+					name := fmt.Sprintf("app-%d", g)
+					p := simPod(fmt.Sprintf("%s-n%d", name, i), nil, func(s *corev1.PodSpec) {
+						s.ServiceAccountName = "default"
+						s.Volumes = []*corev1.Volume{
+							{Name: "config", VolumeSource: &corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: &corev1.LocalObjectReference{Name: name}}}},
+							{Name: "secret", VolumeSource: &corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}},
+							{Name: "kube-api-access", VolumeSource: &corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []*corev1.VolumeProjection{
+								{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &exp}},
+								{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: &corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}},
+							}}}},
+						}
+						s.Containers[0].EnvFrom = []*corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: &corev1.LocalObjectReference{Name: name}}}}
+					})
+					c.runPod(t, p, fmt.Sprintf("n%d", i))
+				}
+			}
+			for i := 1; i <= nodes; i++ {
+				for g := range groups {
+					c.waitPod(t, "default", fmt.Sprintf("app-%d-n%d", g, i), "Running", phaseIs(PhaseRunning))
+				}
+			}
+			time.Sleep(5 * time.Second) // the last status writes of the start
+			sum := func() map[string]int {
+				total := map[string]int{}
+				for _, cc := range conns {
+					cc.mu.Lock()
+					for m, n := range cc.calls {
+						total[m] += n
+					}
+					cc.mu.Unlock()
+				}
+				return total
+			}
+			before := sum()
+			const window = time.Minute
+			time.Sleep(window)
+			after := sum()
+			perNodeMin := func(methods ...string) float64 {
+				n := 0
+				for _, m := range methods {
+					n += after[m] - before[m]
+				}
+				return float64(n) / nodes / window.Minutes()
+			}
+			all := 0
+			for m := range after {
+				all += after[m] - before[m]
+			}
+			t.Logf("BENCH strategy %s, %d nodes × %d pods, steady minute: per node per minute %.1f ConfigMap/Secret gets, %.1f lists, %.1f watch opens; %.1f TokenRequests; %.1f pod status writes; %.1f API calls in all",
+				strategy, nodes, groups, perNodeMin("GetConfigMap", "GetSecret"), perNodeMin("ListConfigMaps", "ListSecrets"), perNodeMin("WatchConfigMaps", "WatchSecrets"),
+				perNodeMin("CreateServiceAccountToken"), perNodeMin("UpdatePodStatus"), float64(all)/nodes/window.Minutes())
+			for m := range after {
+				if d := after[m] - before[m]; d > 0 {
+					t.Logf("  %s: %d", m, d)
+				}
+			}
+		})
+	}
+}

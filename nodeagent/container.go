@@ -22,9 +22,10 @@ import (
 )
 
 // envObjects reads the ConfigMaps and Secrets that containers' environments
-// name (the agent reads them from the API service, one get each, as the
-// kubelet's "Get" change-detection strategy does). Errors are the API's
-// (NotFound for a missing object).
+// and the pods' volumes name: from watches (watchedObjects, the default),
+// a TTL cache (ttlObjects) or a get at each read (apiObjects), as
+// Config.ConfigMapAndSecretChangeDetectionStrategy says. A missing object
+// is NotFound (`configmap "x" not found`, the kubelet's wording).
 type envObjects interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)

@@ -101,8 +101,9 @@ func TestEnvFromConfigMapsAndSecrets(t *testing.T) {
 }
 
 // TestNodeReadsOnlyItsPodsObjects: the Node authorizer lets
-// system:node:<name> get the ConfigMaps and Secrets that pods bound to
-// that node name (valueFrom, envFrom), and no others — not unreferenced
+// system:node:<name> get — or list and watch, one at a time by a
+// metadata.name field selector — the ConfigMaps and Secrets that pods
+// bound to that node name (valueFrom, envFrom), and no others — not unreferenced
 // ones, not those of another node's pods, not after the pod is gone — as
 // Kubernetes' node authorizer graph does.
 func TestNodeReadsOnlyItsPodsObjects(t *testing.T) {
@@ -176,6 +177,46 @@ func TestNodeReadsOnlyItsPodsObjects(t *testing.T) {
 	// Lists stay forbidden even of its own namespace's configmaps.
 	if _, _, err := n1CMs.List(ctx, "default", client.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list configmaps as n1: got %v, want Forbidden", err)
+	}
+	// A list or watch of one object (metadata.name=NAME) is a read of that
+	// object, as the node agent's watches make it.
+	one := func(name string) client.ListOptions {
+		return client.ListOptions{FieldSelector: "metadata.name=" + name}
+	}
+	for _, tt := range []struct {
+		name, object string
+		allowed      bool
+	}{
+		{"its pod's configmap", "n1-config", true},
+		{"another node's pod's configmap", "n2-config", false},
+		{"a configmap no pod names", "unrelated", false},
+	} {
+		t.Run("list and watch "+tt.name, func(t *testing.T) {
+			items, _, err := n1CMs.List(ctx, "default", one(tt.object))
+			switch {
+			case tt.allowed && (err != nil || len(items) != 1 || items[0].GetMetadata().GetName() != tt.object):
+				t.Errorf("list: got %d items, %v; want the one object", len(items), err)
+			case !tt.allowed && !apierrors.IsForbidden(err):
+				t.Errorf("list: got %v, want Forbidden", err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			w, err := n1CMs.Watch(wctx, "default", one(tt.object))
+			if err == nil {
+				defer w.Close()
+				_, err = w.Next() // the stream's answer: an event, or the refusal
+			}
+			switch {
+			case tt.allowed && err != nil:
+				t.Errorf("watch: got %v, want allowed", err)
+			case !tt.allowed && !apierrors.IsForbidden(err):
+				t.Errorf("watch: got %v, want Forbidden", err)
+			}
+		})
+	}
+	// Across namespaces, even by name: refused.
+	if _, _, err := n1Secrets.List(ctx, "", one("n1-secret")); !apierrors.IsForbidden(err) {
+		t.Errorf("list one secret across namespaces: got %v, want Forbidden", err)
 	}
 	// Once the pod is gone, so is the relationship.
 	zero := int64(0)

@@ -1,8 +1,9 @@
-// This file holds the cache through which volumes read ConfigMaps and
-// Secrets: each object is fetched at most once per TTL for every pod of
-// the node, as the kubelet's TTL-cache strategy does, so refreshing the
-// volumes of many pods that share one ConfigMap (every pod's
-// kube-root-ca.crt) costs one get per TTL rather than one per pod.
+// This file holds the TTL cache of the "Cache" change-detection strategy
+// (objectwatch.go holds the default, "Watch"): each ConfigMap or Secret is
+// fetched at most once per TTL for every pod of the node, as the kubelet's
+// TTL-cache strategy does, so refreshing the volumes of many pods that
+// share one ConfigMap (every pod's kube-root-ca.crt) costs one get per TTL
+// rather than one per pod.
 
 package nodeagent
 

@@ -100,6 +100,7 @@ func (a *Agent) dropRecord(key string, r *podRecord) {
 	}
 	a.mu.Unlock()
 	a.rec.Forget(r.uid)
+	a.watches.unregister(r.uid)
 }
 
 // syncPod reconciles one pod; wait > 0 asks for another sync after it.
@@ -165,6 +166,11 @@ func (a *Agent) syncLocked(ctx context.Context, pod *corev1.Pod, rec *podRecord)
 	if rec.sandboxStopped { // finished: nothing more to start
 		return 0, a.writeStatus(ctx, pod, rec, computePlan(spec, rec.ctrs, now), now)
 	}
+
+	// The ConfigMaps and Secrets the pod uses are watched from its first
+	// sync until it finishes or leaves the node (the kubelet registers a
+	// pod at each sync until its termination is requested).
+	a.watches.register(pod)
 
 	// The volumes: none of the pod's containers starts before all of them
 	// are set up (the pod stays ContainerCreating, with FailedMount events).

@@ -54,9 +54,11 @@ func (a *Agent) tearDownVolumes(uid string) error {
 // releaseVolumes tears down the volumes of a pod that finished (Succeeded
 // or Failed): no container of it will start again, so its tmpfs memory is
 // given back now, as the kubelet unmounts the volumes of terminated pods,
-// rather than when the pod is deleted. A failure is retried at deletion.
+// rather than when the pod is deleted, and the watches of the ConfigMaps
+// and Secrets it used are released. A failure is retried at deletion.
 func (a *Agent) releaseVolumes(rec *podRecord) {
 	rec.volumes, rec.volumesReady, rec.tokens = nil, false, nil
+	a.watches.unregister(rec.uid)
 	if err := a.tearDownVolumes(rec.uid); err != nil {
 		a.log.Warn("removing the volumes of a finished pod failed", "uid", rec.uid, "err", err)
 	}

@@ -56,6 +56,7 @@ type nodeAgentFlags struct {
 	logTLSCert, logTLSKey, logClientCA         string
 	logUsers                                   []string
 	leaseDuration, statusInterval, resync      time.Duration
+	changeDetection                            string
 	backoffBase, backoffMax                    time.Duration
 	cgroupParent                               string
 	hostNetwork                                bool
@@ -108,6 +109,8 @@ func newNodeAgentCommand() *cobra.Command {
 	f.DurationVar(&fl.leaseDuration, "lease-duration", 40*time.Second, "node Lease duration (renewed every quarter of it)")
 	f.DurationVar(&fl.statusInterval, "status-interval", 10*time.Second, "how often the node status is computed")
 	f.DurationVar(&fl.resync, "resync-interval", 30*time.Second, "how often every pod is synced even without an event")
+	f.StringVar(&fl.changeDetection, "configmap-and-secret-change-detection-strategy", nodeagent.StrategyWatch,
+		"how the ConfigMaps and Secrets of pods' volumes and environments are read (the kubelet's configMapAndSecretChangeDetectionStrategy): Watch (a watch on each one the node's pods use), Cache (a get at most every half --resync-interval) or Get (a get at every read)")
 	f.DurationVar(&fl.backoffBase, "backoff-base", 10*time.Second, "first restart / image pull back-off")
 	f.DurationVar(&fl.backoffMax, "backoff-max", 5*time.Minute, "longest restart / image pull back-off")
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
@@ -388,6 +391,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			LeaseDuration:  fl.leaseDuration,
 			StatusInterval: fl.statusInterval,
 			ResyncInterval: fl.resync,
+			ConfigMapAndSecretChangeDetectionStrategy: fl.changeDetection,
 			Backoff:        nodeagent.Backoff{Base: fl.backoffBase, Max: fl.backoffMax},
 			CgroupParent:   fl.cgroupParent,
 			HostNetwork:    fl.hostNetwork,

@@ -161,12 +161,25 @@ func transform(e *watchEvent, filter func(proto.Message, *objectFields) bool) *w
 
 // indexFor is the field the watchers of r's objects are indexed by, and
 // how to read it: a pod's spec.nodeName, which every node agent's watch
-// selects on.
+// selects on, and a ConfigMap's or Secret's metadata.name, which each of a
+// node agent's single-object watches selects on (thousands of them across
+// the nodes; kube-apiserver's cacher scopes watchers by name too).
 func indexFor(r *resourceInfo) (string, func(proto.Message) string) {
-	if r.Group == "" && r.Resource == "pods" {
+	switch {
+	case r.Group == "" && r.Resource == "pods":
 		return "spec.nodeName", func(obj proto.Message) string {
 			p, _ := obj.(*corev1.Pod)
 			return p.GetSpec().GetNodeName()
+		}
+	case r.Group == "" && (r.Resource == "configmaps" || r.Resource == "secrets") && r.custom == nil:
+		return "metadata.name", func(obj proto.Message) string {
+			switch o := obj.(type) {
+			case *corev1.ConfigMap:
+				return o.GetMetadata().GetName()
+			case *corev1.Secret:
+				return o.GetMetadata().GetName()
+			}
+			return ""
 		}
 	}
 	return "", nil

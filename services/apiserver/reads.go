@@ -98,7 +98,16 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, nil, err
 	}
-	items, at := ch.snapshot(sel.matches)
+	var items []proto.Message
+	var at int64
+	if name, ok := sel.fields.RequiresExactMatch("metadata.name"); ok && (ns != "" || !r.Namespaced) {
+		// One object by name (a node agent's watch of a ConfigMap or
+		// Secret starts so): its key alone, as kube-apiserver's cacher
+		// answers a selection that matches a single key.
+		items, at = ch.single(s.store.key(r, ns, name), sel.matches)
+	} else {
+		items, at = ch.snapshot(sel.matches)
+	}
 	if at >= rev {
 		return items, &metav1.ListMeta{ResourceVersion: formatRV(at)}, nil
 	}

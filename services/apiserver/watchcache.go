@@ -447,6 +447,19 @@ func (c *cacher) snapshot(filter func(proto.Message) bool) ([]proto.Message, int
 	return out, rev
 }
 
+// single is snapshot for the one object stored under key: it, if filter
+// keeps it, and the cache's revision.
+func (c *cacher) single(key string, filter func(proto.Message) bool) ([]proto.Message, int64) {
+	c.mu.Lock()
+	obj, ok := c.state[key]
+	rev := c.rev
+	c.mu.Unlock()
+	if !ok || (filter != nil && !filter(obj)) {
+		return []proto.Message{}, rev
+	}
+	return []proto.Message{obj}, rev
+}
+
 // bookmark is a BOOKMARK event's object: an empty object of the resource
 // with only the revision (and, ending the initial events, Kubernetes'
 // annotation saying so).

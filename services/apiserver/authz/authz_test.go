@@ -197,6 +197,12 @@ func TestNodeAuthorizer(t *testing.T) {
 		{name: "get services", a: request.Attributes{User: n1, Verb: "get", Resource: "services", Namespace: "default", Name: "kubernetes"}, want: true},
 		{name: "get a secret", a: request.Attributes{User: n1, Verb: "get", Resource: "secrets", Namespace: "default", Name: "s"}, want: true},
 		{name: "list secrets", a: request.Attributes{User: n1, Verb: "list", Resource: "secrets", Namespace: "default"}},
+		{name: "watch one secret (metadata.name selector)", a: request.Attributes{User: n1, Verb: "watch", Resource: "secrets", Namespace: "default", Name: "s"}, want: true},
+		{name: "list one configmap (metadata.name selector)", a: request.Attributes{User: n1, Verb: "list", Resource: "configmaps", Namespace: "default", Name: "c"}, want: true},
+		{name: "watch every configmap of a namespace", a: request.Attributes{User: n1, Verb: "watch", Resource: "configmaps", Namespace: "default"}},
+		{name: "watch one configmap of every namespace", a: request.Attributes{User: n1, Verb: "watch", Resource: "configmaps", Name: "c"}},
+		{name: "update a configmap", a: request.Attributes{User: n1, Verb: "update", Resource: "configmaps", Namespace: "default", Name: "c"}},
+		{name: "watch one claim", a: request.Attributes{User: n1, Verb: "watch", Resource: "persistentvolumeclaims", Namespace: "default", Name: "c"}},
 		{name: "create own node", a: request.Attributes{User: n1, Verb: "create", Resource: "nodes", Name: "n1"}, want: true},
 		{name: "create a node, name in the object", a: request.Attributes{User: n1, Verb: "create", Resource: "nodes"}, want: true},
 		{name: "create a lease, name in the object", a: request.Attributes{User: n1, Verb: "create", APIGroup: "coordination.k8s.io", Resource: "leases", Namespace: "kube-node-lease"}, want: true},
@@ -235,11 +241,18 @@ func TestNodeAuthorizerRelatedSecrets(t *testing.T) {
 	n1 := request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}
 	for _, tc := range []struct {
 		name   string
+		verb   string
 		secret string
 		want   bool
-	}{{name: "related", secret: "mine", want: true}, {name: "unrelated", secret: "theirs"}} {
+	}{
+		{name: "related", verb: "get", secret: "mine", want: true},
+		{name: "unrelated", verb: "get", secret: "theirs"},
+		{name: "watch related", verb: "watch", secret: "mine", want: true},
+		{name: "list related", verb: "list", secret: "mine", want: true},
+		{name: "watch unrelated", verb: "watch", secret: "theirs"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := az.Authorize(context.Background(), request.Attributes{User: n1, Verb: "get", Resource: "secrets", Namespace: "default", Name: tc.secret})
+			d, err := az.Authorize(context.Background(), request.Attributes{User: n1, Verb: tc.verb, Resource: "secrets", Namespace: "default", Name: tc.secret})
 			if err != nil {
 				t.Fatal(err)
 			}

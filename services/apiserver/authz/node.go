@@ -30,9 +30,10 @@ func NodeName(u request.User) (name string, ok bool) {
 type NodeConfig struct {
 	// RelatedToNode, if set, reports whether the named configmap or secret is
 	// used by a pod bound to node; reads of other configmaps and secrets are
-	// then denied. When nil, a node may get any configmap or secret (a
-	// simplification of Kubernetes' object graph: read-only, by name only,
-	// never list or watch).
+	// then denied. When nil, a node may read any one configmap or secret (a
+	// simplification of Kubernetes' object graph: read-only, by name only —
+	// a get, or a list or watch of the one object a metadata.name field
+	// selector names; never a whole namespace).
 	RelatedToNode func(ctx context.Context, node, resource, namespace, name string) (bool, error)
 }
 
@@ -43,9 +44,11 @@ type NodeConfig struct {
 // What it allows a node n:
 //   - get, list, watch: pods, nodes, services, endpoints (core) and
 //     endpointslices (discovery.k8s.io);
-//   - get: configmaps, secrets and persistentvolumeclaims its pods use, and
-//     the persistentvolumes those claims are bound to (see
-//     NodeConfig.RelatedToNode);
+//   - get, and list or watch of the one object a metadata.name=NAME field
+//     selector names: configmaps and secrets its pods use (the node agent
+//     keeps a watch on each, as the kubelet does);
+//   - get: persistentvolumeclaims its pods use, and the persistentvolumes
+//     those claims are bound to (see NodeConfig.RelatedToNode);
 //   - create serviceaccounts/token for a ServiceAccount a pod bound to the
 //     node runs as (see NodeConfig.RelatedToNode; the API service then
 //     requires the token to be bound to such a pod, as NodeRestriction);
@@ -90,8 +93,23 @@ func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Dec
 	case a.APIGroup == "discovery.k8s.io" && a.Resource == "endpointslices" && a.Subresource == "" && slices.Contains(readVerbs, v):
 		return allow, nil
 
-	case a.APIGroup == "" && (a.Resource == "configmaps" || a.Resource == "secrets" ||
-		a.Resource == "persistentvolumeclaims" || a.Resource == "persistentvolumes") && a.Subresource == "":
+	case a.APIGroup == "" && (a.Resource == "configmaps" || a.Resource == "secrets"):
+		// As Kubernetes' authorizer: get, and a list or watch of one object
+		// (the API service names it from a metadata.name=NAME field
+		// selector), which is how the node agent watches what its pods use.
+		switch {
+		case !slices.Contains(readVerbs, v):
+			return deny("can only read resources of this type")
+		case a.Subresource != "":
+			return deny("cannot read subresource")
+		case a.Namespace == "":
+			return deny("can only read namespaced object of this type")
+		case a.Name == "":
+			return deny("No Object name found")
+		}
+		return n.related(ctx, node, a)
+
+	case a.APIGroup == "" && (a.Resource == "persistentvolumeclaims" || a.Resource == "persistentvolumes") && a.Subresource == "":
 		if v != "get" {
 			return deny("node %q may only get individual %s", node, a.Resource)
 		}
@@ -167,4 +185,20 @@ func (n *Node) Authorize(ctx context.Context, a request.Attributes) (request.Dec
 		return allow, nil
 	}
 	return request.Decision{}, nil
+}
+
+// related allows a read of a named object a pod bound to node uses (any,
+// without NodeConfig.RelatedToNode).
+func (n *Node) related(ctx context.Context, node string, a request.Attributes) (request.Decision, error) {
+	if n.cfg.RelatedToNode == nil {
+		return request.Decision{Allowed: true, Reason: "Node authorizer"}, nil
+	}
+	ok, err := n.cfg.RelatedToNode(ctx, node, a.Resource, a.Namespace, a.Name)
+	if err != nil {
+		return request.Decision{}, fmt.Errorf("authz: node %q: relation to %s %s/%s: %w", node, a.Resource, a.Namespace, a.Name, err)
+	}
+	if !ok {
+		return request.Decision{Reason: fmt.Sprintf("no relationship found between node '%s' and this object", node)}, nil
+	}
+	return request.Decision{Allowed: true, Reason: "Node authorizer"}, nil
 }

@@ -34,6 +34,12 @@ type Bootstrap struct {
 const (
 	SchedulerUser         = "system:kube-scheduler"
 	ControllerManagerUser = "system:kube-controller-manager"
+	// DNSUser is `kplane dns`'s identity, bound to DNSRole.
+	DNSUser = "system:kplane-dns"
+	// DNSRole is what a cluster DNS reads, named as kubeadm names
+	// CoreDNS's ClusterRole; it is bound to DNSUser and to the
+	// ServiceAccount kube-system/coredns, so CoreDNS could run unchanged.
+	DNSRole = "system:coredns"
 	// MonitoringGroup may read /metrics and the health checks, as in
 	// Kubernetes (a Prometheus's certificate or token carries it).
 	MonitoringGroup = "system:monitoring"
@@ -204,6 +210,9 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update", "patch"}, []string{"autoscaling"}, "horizontalpodautoscalers/status"),
 				rule([]string{"get", "update", "patch"}, []string{"*"}, "*/scale"),
 			),
+			clusterRole(DNSRole,
+				rule([]string{"list", "watch"}, core, "endpoints", "services", "pods", "namespaces"),
+				rule([]string{"list", "watch"}, []string{"discovery.k8s.io"}, "endpointslices")),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),
 				rule([]string{"get"}, core, "configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"),
@@ -229,6 +238,8 @@ func BootstrapPolicy() Bootstrap {
 			binding(SchedulerUser, SchedulerUser, user(SchedulerUser)),
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
 			binding("system:node", "system:node"),
+			binding(DNSRole, DNSRole, user(DNSUser),
+				rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "coredns"}),
 		},
 		// As Kubernetes: the scheduler and the controller manager may read
 		// the ConfigMap kube-apiserver publishes for delegated

@@ -70,9 +70,9 @@ type Server struct {
 
 // Index names of the informers' caches.
 const (
-	indexClusterIP   = "clusterIP"   // a Service's cluster IPs
-	indexSliceOwner  = "service"     // a slice's namespace/service-name
-	indexSliceAddr   = "address"     // a slice's endpoint addresses
+	indexClusterIP   = "clusterIP" // a Service's cluster IPs
+	indexSliceOwner  = "service"   // a slice's namespace/service-name
+	indexSliceAddr   = "address"   // a slice's endpoint addresses
 	labelServiceName = "kubernetes.io/service-name"
 )
 

@@ -140,7 +140,8 @@ func (s *Server) endpoints(svc *corev1.Service) ([]endpoint, []*discoveryv1.Endp
 	for _, sl := range sls {
 		ports = append(ports, sl.GetPorts()...)
 		for _, e := range sl.GetEndpoints() {
-			ready := e.GetConditions().Ready == nil || e.GetConditions().GetReady() || svc.GetSpec().GetPublishNotReadyAddresses()
+			c := e.GetConditions()
+			ready := c == nil || c.Ready == nil || c.GetReady() || svc.GetSpec().GetPublishNotReadyAddresses()
 			if !ready {
 				continue
 			}

@@ -173,9 +173,11 @@ func (s *Server) Close() {
 // answers queries until ctx ends. It closes the sockets when it returns.
 func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	for _, run := range []func(context.Context) error{s.services.Run, s.slices.Run, s.nss.Run} {
 		wg.Add(1)
 		go func() {
@@ -231,6 +233,7 @@ func (s *Server) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) {
 		s.forward(ctx, w, r, m)
 		return
 	}
+	m.Compress = true
 	if opt := r.IsEdns0(); opt != nil {
 		m.SetEdns0(opt.UDPSize(), false)
 	}

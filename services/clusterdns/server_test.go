@@ -360,3 +360,45 @@ func TestDNSIdentityRBAC(t *testing.T) {
 		t.Errorf("create a service: got %v, want Forbidden", err)
 	}
 }
+
+// TestClusterDNSTruncatesUDP: a headless Service with more endpoints than
+// fit in 512 bytes is truncated over UDP (TC set, as a client then retries
+// over TCP) and answered whole over TCP.
+func TestClusterDNSTruncatesUDP(t *testing.T) {
+	e := start(t)
+	const ns, n = "big", 100
+	e.namespace(t, ns)
+	if _, err := e.svcs.Create(e.ctx, &corev1.Service{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "many"},
+		Spec: &corev1.ServiceSpec{ClusterIp: "None", Ports: []*corev1.ServicePort{{Port: 80}}}}); err != nil {
+		t.Fatal(err)
+	}
+	sl := &discoveryv1.EndpointSlice{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "many-1", Labels: map[string]string{"kubernetes.io/service-name": "many"}},
+		AddressType: "IPv4"}
+	for i := range n {
+		sl.Endpoints = append(sl.Endpoints, &discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/200, i%200+1)}})
+	}
+	if _, err := e.slices.Create(e.ctx, sl); err != nil {
+		t.Fatal(err)
+	}
+	name := "many." + ns + ".svc.cluster.local"
+	deadline := time.Now().Add(waitLimit)
+	for {
+		r := e.query(t, "tcp", name, dns.TypeA)
+		if len(r.Answer) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("over TCP: got %d answers, want %d", len(r.Answer), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	m := new(dns.Msg).SetQuestion(name+".", dns.TypeA)
+	r, _, err := c.Exchange(m, e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Truncated || len(r.Answer) >= n {
+		t.Errorf("over UDP: got TC=%t with %d answers, want TC with fewer than %d", r.Truncated, len(r.Answer), n)
+	}
+}

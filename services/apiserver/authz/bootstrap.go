@@ -101,7 +101,9 @@ func group(name string) rbacv1.Subject {
 // system:monitoring (health and /metrics) for the group of that name,
 // system:auth-delegator (token and access reviews; no binding) and
 // system:service-account-issuer-discovery (the issuer's discovery
-// documents) for every ServiceAccount; and in kube-system the
+// documents) for every ServiceAccount; system:coredns (what a cluster DNS
+// lists and watches, as kubeadm's CoreDNS add-on names it) for
+// system:kplane-dns and ServiceAccount kube-system/coredns; and in kube-system the
 // extension-apiserver-authentication-reader Role, bound to the scheduler
 // and the controller manager.
 func BootstrapPolicy() Bootstrap {

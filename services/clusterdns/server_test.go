@@ -402,3 +402,42 @@ func TestClusterDNSTruncatesUDP(t *testing.T) {
 		t.Errorf("over UDP: got TC=%t with %d answers, want TC with fewer than %d", r.Truncated, len(r.Answer), n)
 	}
 }
+
+// TestClusterDNSIPv6AndNotReady: IPv6 endpoints answer AAAA (and their
+// ip6.arpa PTR), IPv6 pod names, and publishNotReadyAddresses publishes
+// endpoints that are not ready.
+func TestClusterDNSIPv6AndNotReady(t *testing.T) {
+	e := start(t)
+	const ns = "six"
+	e.namespace(t, ns)
+	if _, err := e.svcs.Create(e.ctx, &corev1.Service{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "peers"},
+		Spec: &corev1.ServiceSpec{ClusterIp: "None", PublishNotReadyAddresses: true, Ports: []*corev1.ServicePort{{Name: "gossip", Port: 7000}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.slices.Create(e.ctx, &discoveryv1.EndpointSlice{
+		Metadata:    &metav1.ObjectMeta{Namespace: ns, Name: "peers-1", Labels: map[string]string{"kubernetes.io/service-name": "peers"}},
+		AddressType: "IPv6",
+		Endpoints: []*discoveryv1.Endpoint{
+			{Addresses: []string{"fd00::5"}, Hostname: ptr("peer-0"), Conditions: &discoveryv1.EndpointConditions{Ready: ptr(false)}},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	name := "peers." + ns + ".svc.cluster.local"
+	e.eventually(t, "udp", name, dns.TypeAAAA, "NOERROR AAAA fd00::5")
+	rev, _ := dns.ReverseAddr("fd00::5")
+	for _, tc := range []struct {
+		qname string
+		qtype uint16
+		want  string
+	}{
+		{qname: name, qtype: dns.TypeA, want: "NOERROR"},
+		{qname: "peer-0." + name, qtype: dns.TypeAAAA, want: "NOERROR AAAA fd00::5"},
+		{qname: rev, qtype: dns.TypePTR, want: "NOERROR PTR peer-0." + name + "."},
+		{qname: "fd00--7." + ns + ".pod.cluster.local", qtype: dns.TypeAAAA, want: "NOERROR AAAA fd00::7"},
+		{qname: "fd00--7." + ns + ".pod.cluster.local", qtype: dns.TypeA, want: "NOERROR"},
+	} {
+		if got := summary(e.query(t, "tcp", tc.qname, tc.qtype)); got != tc.want {
+			t.Errorf("%s %s: got %q, want %q", tc.qname, dns.TypeToString[tc.qtype], got, tc.want)
+		}
+	}
+}

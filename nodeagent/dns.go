@@ -41,6 +41,11 @@ type dnsSettings struct {
 	// --resolv-conf="": Default pods get nameserver 127.0.0.1 and search ".".
 	resolvConf string
 	nodeIPs    []string
+	// hostNetwork: every pod runs in the node's network namespace (the
+	// agent's HostNetwork), so each counts as a hostNetwork pod here: a
+	// ClusterFirst pod gets Default, since a cluster IP is not reachable
+	// from the node's network without a service proxy.
+	hostNetwork bool
 }
 
 // dnsWarning is an Event the kubelet would record while forming a pod's
@@ -82,7 +87,7 @@ func podDNS(pod *corev1.Pod, s dnsSettings) (*runtimeapi.DNSConfig, []dnsWarning
 		cluster = true
 	case "Default":
 	default: // ClusterFirst, the API's default
-		cluster = !spec.GetHostNetwork()
+		cluster = !spec.GetHostNetwork() && !s.hostNetwork
 	}
 	var warnings []dnsWarning
 	cfg := host
@@ -231,7 +236,8 @@ func uniq(s []string) []string {
 
 // dnsSettings are the agent's DNS settings for its pods.
 func (a *Agent) dnsSettings() dnsSettings {
-	s := dnsSettings{clusterDNS: a.cfg.ClusterDNS, clusterDomain: a.cfg.ClusterDomain, resolvConf: a.cfg.ResolvConf, nodeIPs: []string{a.cfg.HostIP}}
+	s := dnsSettings{clusterDNS: a.cfg.ClusterDNS, clusterDomain: a.cfg.ClusterDomain, resolvConf: a.cfg.ResolvConf,
+		nodeIPs: []string{a.cfg.HostIP}, hostNetwork: a.cfg.HostNetwork}
 	if s.resolvConf == "" && !a.cfg.NoResolvConf {
 		s.resolvConf = DefaultResolvConf
 	}

@@ -27,6 +27,8 @@ func TestPodDNS(t *testing.T) {
 	cluster := dnsSettings{clusterDNS: []string{"10.96.0.10"}, clusterDomain: "cluster.local", resolvConf: hostConf, nodeIPs: []string{"127.0.0.1"}}
 	noClusterDNS := cluster
 	noClusterDNS.clusterDNS = nil
+	agentHostNet := cluster
+	agentHostNet.hostNetwork = true
 	noHostConf := cluster
 	noHostConf.resolvConf = ""
 	one := "1"
@@ -53,6 +55,8 @@ func TestPodDNS(t *testing.T) {
 		{name: "empty policy is ClusterFirst", pod: pod("", false, nil), settings: cluster, want: clusterFirst},
 		{name: "ClusterFirst on the host network is Default", pod: pod("ClusterFirst", true, nil), settings: cluster, want: host},
 		{name: "ClusterFirstWithHostNet", pod: pod("ClusterFirstWithHostNet", true, nil), settings: cluster, want: clusterFirst},
+		{name: "ClusterFirst on an agent that runs every pod on the host network is Default", pod: pod("ClusterFirst", false, nil), settings: agentHostNet, want: host},
+		{name: "ClusterFirstWithHostNet on such an agent", pod: pod("ClusterFirstWithHostNet", false, nil), settings: agentHostNet, want: clusterFirst},
 		{name: "Default", pod: pod("Default", false, nil), settings: cluster, want: host},
 		{name: "None: only dnsConfig", settings: cluster,
 			pod:  pod("None", false, &corev1.PodDNSConfig{Nameservers: []string{"1.1.1.1"}, Searches: []string{"a.example"}, Options: []*corev1.PodDNSConfigOption{{Name: "ndots", Value: &one}, {Name: "edns0"}}}),

@@ -41,7 +41,7 @@ type env struct {
 
 // start runs an API service and a DNS server (identity system:kplane-dns)
 // with the given upstreams.
-func start(t *testing.T, upstreams ...string) *env {
+func start(t testing.TB, upstreams ...string) *env {
 	t.Helper()
 	api := clienttest.Start(t, clienttest.Options{TLS: true})
 	admin := api.Dial(t, clienttest.AdminToken)

@@ -127,7 +127,7 @@ type ControlPlane struct {
 }
 
 // Up starts the store, the API services, the gateway, the schedulers, the
-// controller managers and the node agent, each as its own process, waits
+// controller managers, the node agent and the cluster DNS, each as its own process, waits
 // until the store has a quorum, the API services answer and every node is
 // Ready, and writes the admin kubeconfig. On error everything already
 // started is stopped.

@@ -40,6 +40,12 @@ func (a *Agent) adopt(ctx context.Context, pod *corev1.Pod, rec *podRecord) erro
 		return nil
 	}
 	rec.sandboxCfg = a.sandboxConfig(pod, rec)
+	// The sandbox already has its resolv.conf; the config is formed again
+	// (without recording its warnings twice) so that later containers are
+	// created with the same sandbox config as the first ones.
+	if dns, _, err := podDNS(pod, a.dnsSettings()); err == nil {
+		rec.sandboxCfg.DnsConfig = dns
+	}
 	if pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork {
 		rec.podIP = a.cfg.HostIP
 	} else if st, err := a.cfg.Runtime.PodSandboxStatus(ctx, rec.sandboxID); err == nil {

@@ -101,6 +101,18 @@ type Config struct {
 	// HostNetwork runs every pod in the node's network namespace (no CNI
 	// needed, as the containerd tests do).
 	HostNetwork bool
+	// ClusterDNS are the cluster DNS servers' addresses and ClusterDomain
+	// its zone (the kubelet's --cluster-dns and --cluster-domain): pods
+	// with dnsPolicy ClusterFirst get them in their resolv.conf (see
+	// podDNS). Without ClusterDNS such pods fall back to Default, with a
+	// MissingClusterDNS warning.
+	ClusterDNS    []string
+	ClusterDomain string
+	// ResolvConf is the host resolv.conf pods with dnsPolicy Default get
+	// (default /etc/resolv.conf); NoResolvConf uses none (the kubelet's
+	// --resolv-conf="").
+	ResolvConf   string
+	NoResolvConf bool
 	// Version is reported as the kubelet version.
 	Version string
 	// Logger; nil discards.

@@ -64,6 +64,11 @@ func mkdir(dir string) error {
 // runSandbox creates the pod's sandbox.
 func (a *Agent) runSandbox(ctx context.Context, pod *corev1.Pod, rec *podRecord) error {
 	cfg := a.sandboxConfig(pod, rec)
+	dns, err := a.podDNSConfig(pod)
+	if err != nil {
+		return err
+	}
+	cfg.DnsConfig = dns
 	if err := mkdir(rec.logDir); err != nil {
 		return err
 	}

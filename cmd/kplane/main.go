@@ -35,7 +35,7 @@ func newRootCommand() *cobra.Command {
 		newStoreCommand(), newUpCommand(), newDownCommand(), newStatusCommand(),
 		newCertsCommand(), newHealthcheckCommand(), newBootstrapCommand(),
 		newAPIServerCommand(), newSchedulerCommand(),
-		newControllersCommand(), newGatewayCommand(),
+		newControllersCommand(), newGatewayCommand(), newDNSCommand(),
 		newTraceCommand(), newJaegerCommand(),
 	)
 	return root

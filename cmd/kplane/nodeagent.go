@@ -59,6 +59,8 @@ type nodeAgentFlags struct {
 	changeDetection                            string
 	backoffBase, backoffMax                    time.Duration
 	cgroupParent                               string
+	clusterDNS                                 []string
+	clusterDomain, resolvConf                  string
 	hostNetwork                                bool
 	logLevel                                   string
 	telemetry                                  telemetryFlags
@@ -73,6 +75,11 @@ func newNodeAgentCommand() *cobra.Command {
 		Short: "Run the node agent (kplane's kubelet) for one node, or many simulated nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, ip := range fl.clusterDNS {
+				if _, err := netip.ParseAddr(ip); err != nil {
+					return fmt.Errorf("--cluster-dns: %w", err)
+				}
+			}
 			return runNodeAgents(cmd.Context(), fl)
 		},
 	}
@@ -114,6 +121,9 @@ func newNodeAgentCommand() *cobra.Command {
 	f.DurationVar(&fl.backoffBase, "backoff-base", 10*time.Second, "first restart / image pull back-off")
 	f.DurationVar(&fl.backoffMax, "backoff-max", 5*time.Minute, "longest restart / image pull back-off")
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
+	f.StringSliceVar(&fl.clusterDNS, "cluster-dns", nil, "cluster DNS server addresses (comma-separated) for pods with dnsPolicy ClusterFirst; none: they fall back to Default (MissingClusterDNS)")
+	f.StringVar(&fl.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, put in ClusterFirst pods' search path")
+	f.StringVar(&fl.resolvConf, "resolv-conf", nodeagent.DefaultResolvConf, "the host resolv.conf that pods with dnsPolicy Default get; empty: none (nameserver 127.0.0.1, search .)")
 	f.BoolVar(&fl.hostNetwork, "host-network", false, "run every pod in the node's network namespace (no CNI needed)")
 	f.StringVar(&fl.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&fl.gcPercent, "gc-percent", nodeAgentGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
@@ -395,6 +405,10 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			Backoff:        nodeagent.Backoff{Base: fl.backoffBase, Max: fl.backoffMax},
 			CgroupParent:   fl.cgroupParent,
 			HostNetwork:    fl.hostNetwork,
+			ClusterDNS:     fl.clusterDNS,
+			ClusterDomain:  fl.clusterDomain,
+			ResolvConf:     fl.resolvConf,
+			NoResolvConf:   fl.resolvConf == "",
 			Logger:         log,
 			TracerProvider: tel.TracerProvider(),
 		})

@@ -66,7 +66,7 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 		component string
 		ps        []localcluster.ProcessStatus
 	}{{"apiserver", st.APIServer}, {"gateway", st.Gateway}, {"scheduler", st.Scheduler},
-		{"controllers", st.Controllers}, {"nodeagent", st.NodeAgent}} {
+		{"controllers", st.Controllers}, {"nodeagent", st.NodeAgent}, {"dns", st.DNS}} {
 		for _, p := range g.ps {
 			role := "-"
 			switch {

@@ -26,8 +26,10 @@ func newUpCommand() *cobra.Command {
 		Short: "Run a local HA control plane on loopback until Ctrl-C",
 		Long: `Run a local HA control plane on loopback, each component its own process:
 store members (Raft), API service replicas, the HTTPS gateway, leader-elected
-schedulers and controller managers, and a node agent with simulated nodes
-(built-in runtime). It generates two CAs and a certificate per component in
+schedulers and controller managers, a node agent with simulated nodes
+(built-in runtime), and the cluster DNS (one kplane dns on a free loopback
+port, the kube-system/kube-dns Service at 10.96.0.10 that pods'
+resolv.conf names). It generates two CAs and a certificate per component in
 <data-dir>/pki, replacing any there (the store's client and peer ports, the
 API services and the gateway all serve TLS and verify client certificates;
 the store trusts only store-ca.crt, which signs only its members' and its

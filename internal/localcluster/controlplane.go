@@ -87,7 +87,7 @@ type UpConfig struct {
 
 // Process is one started control-plane process other than a store member.
 type Process struct {
-	Component string // apiserver, gateway, scheduler, controllers, nodeagent
+	Component string // apiserver, gateway, scheduler, controllers, nodeagent, dns
 	Name      string
 	Addr      string // the address it serves on, if any
 	// MetricsAddr is where it serves Prometheus /metrics (plain HTTP on
@@ -127,7 +127,7 @@ type ControlPlane struct {
 }
 
 // Up starts the store, the API services, the gateway, the schedulers, the
-// controller managers and the node agent, each as its own process, waits
+// controller managers, the node agent and the cluster DNS, each as its own process, waits
 // until the store has a quorum, the API services answer and every node is
 // Ready, and writes the admin kubeconfig. On error everything already
 // started is stopped.
@@ -333,6 +333,11 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 			return nil, err
 		}
 	}
+	// The cluster DNS starts last so that, with a base port, the other
+	// processes keep their metrics ports; its own port is a free one.
+	if err := cp.startDNS(ctx, id, servers, free); err != nil {
+		return nil, err
+	}
 	if err := cp.waitGateway(ctx); err != nil {
 		return nil, err
 	}
@@ -360,7 +365,8 @@ func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, serv
 		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
 		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
 		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
-		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
+		"--log-allowed-users", KubeletClientUser, "--log-level", "warn",
+		"--cluster-dns", DNSServiceIP, "--cluster-domain", ClusterDomain}
 	if cfg.ClusterCIDR != "" {
 		agentArgs = append(agentArgs, "--cluster-cidr", cfg.ClusterCIDR)
 	}

@@ -37,6 +37,7 @@ type Status struct {
 	Scheduler   []ProcessStatus `json:"scheduler"`
 	Controllers []ProcessStatus `json:"controllers"`
 	NodeAgent   []ProcessStatus `json:"nodeagent"`
+	DNS         []ProcessStatus `json:"dns"`
 	Nodes       []NodeStatus    `json:"nodes"`
 	// Errors are what could not be asked (e.g. the API service is down).
 	Errors []string `json:"errors,omitempty"`
@@ -127,6 +128,8 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 			out.Controllers = append(out.Controllers, ps)
 		case "nodeagent":
 			out.NodeAgent = append(out.NodeAgent, ps)
+		case "dns":
+			out.DNS = append(out.DNS, ps)
 		}
 	}
 

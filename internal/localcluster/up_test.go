@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -57,13 +58,31 @@ func TestUpDefaults(t *testing.T) {
 	for _, s := range st.Store {
 		urls[s.Name] = s.Metrics
 	}
-	for _, group := range [][]localcluster.ProcessStatus{st.APIServer, st.Gateway, st.Scheduler, st.Controllers, st.NodeAgent} {
+	for _, group := range [][]localcluster.ProcessStatus{st.APIServer, st.Gateway, st.Scheduler, st.Controllers, st.NodeAgent, st.DNS} {
 		for _, p := range group {
 			urls[p.Name] = p.Metrics
 		}
 	}
-	if len(urls) != 6 {
-		t.Errorf("status lists %d processes (%v), want 6", len(urls), urls)
+	if len(urls) != 7 {
+		t.Errorf("status lists %d processes (%v), want 7", len(urls), urls)
+	}
+	// The cluster DNS answers for the kube-dns Service the node agents
+	// name in ClusterFirst pods' resolv.conf.
+	if len(st.DNS) != 1 {
+		t.Fatalf("status lists DNS processes %v, want one", st.DNS)
+	}
+	dnsClient := &dns.Client{Timeout: 2 * time.Second}
+	q := new(dns.Msg).SetQuestion("kube-dns.kube-system.svc."+localcluster.ClusterDomain+".", dns.TypeA)
+	var answer string
+	for range 100 {
+		if r, _, err := dnsClient.Exchange(q, st.DNS[0].Endpoint); err == nil && len(r.Answer) == 1 {
+			answer = r.Answer[0].(*dns.A).A.String()
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if answer != localcluster.DNSServiceIP {
+		t.Errorf("kube-dns.kube-system.svc.cluster.local from %s: got %q, want %s", st.DNS[0].Endpoint, answer, localcluster.DNSServiceIP)
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
 	for name, u := range urls {

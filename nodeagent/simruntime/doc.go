@@ -98,7 +98,9 @@
 // container's environment (plus HOSTNAME, and PATH and HOME if unset) and
 // its own filesystem, kept in memory (at most 4 MiB of file content, then
 // "no space left on device"), which holds the usual top directories,
-// /etc/hostname and an empty /dev/termination-log, and nothing of the
+// /etc/hostname, /etc/resolv.conf written from the sandbox's DnsConfig
+// (search, nameserver and options lines, as containerd writes it; absent
+// without one) and an empty /dev/termination-log, and nothing of the
 // host's but the container's CRI mounts: each mount of a directory is its
 // host directory (a volume the node agent prepared), read and written in
 // place (refused when the mount is read-only), reached through os.Root so

@@ -25,6 +25,7 @@ type sandbox struct {
 	hostNetwork    bool
 	logDir         string
 	hostname       string
+	resolvConf     string // the pod's /etc/resolv.conf ("": none), from the config's DnsConfig
 	runtimeHandler string
 	labels         map[string]string
 	annotations    map[string]string
@@ -109,6 +110,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandb
 		hostNetwork:    cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE,
 		logDir:         cfg.GetLogDirectory(),
 		hostname:       cfg.GetHostname(),
+		resolvConf:     resolvConf(cfg.GetDnsConfig()),
 		runtimeHandler: req.GetRuntimeHandler(),
 		labels:         maps.Clone(cfg.GetLabels()),
 		annotations:    maps.Clone(cfg.GetAnnotations()),
@@ -227,4 +229,25 @@ func matchLabels(labels, selector map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// resolvConf is the /etc/resolv.conf of a sandbox's containers, written as
+// containerd writes it from the CRI DnsConfig: the search line, a
+// nameserver line per server, the options line. Without a DnsConfig there
+// is none.
+func resolvConf(c *runtimeapi.DNSConfig) string {
+	if c == nil {
+		return ""
+	}
+	var b strings.Builder
+	if len(c.GetSearches()) > 0 {
+		b.WriteString("search " + strings.Join(c.GetSearches(), " ") + "\n")
+	}
+	for _, s := range c.GetServers() {
+		b.WriteString("nameserver " + s + "\n")
+	}
+	if len(c.GetOptions()) > 0 {
+		b.WriteString("options " + strings.Join(c.GetOptions(), " ") + "\n")
+	}
+	return b.String()
 }

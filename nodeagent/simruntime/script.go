@@ -116,17 +116,22 @@ type shell struct {
 }
 
 // newShell prepares a container's shell: its root filesystem holds the
-// working directory, /etc/hostname, an empty /dev/termination-log and the
+// working directory, /etc/hostname, /etc/resolv.conf (the sandbox's DNS
+// configuration, when it has one), an empty /dev/termination-log and the
 // mount points, and is then read-only if readOnly says so; the mounts'
 // host directories are laid over it.
-func newShell(clk clock.Clock, envs []string, dir, hostname string, uid, gid int64, readOnly bool, mounts []*runtimeapi.Mount) *shell {
+func newShell(clk clock.Clock, envs []string, dir, hostname, resolvConf string, uid, gid int64, readOnly bool, mounts []*runtimeapi.Mount) *shell {
 	root := newMemFS(clk.Now)
 	s := &shell{env: envs, dir: "/", hostname: hostname, uid: uid, gid: gid, clock: clk}
 	if dir != "" {
 		s.dir = resolve("/", dir)
 		_ = root.mkdir(s.dir, true)
 	}
-	for name, content := range map[string]string{"/etc/hostname": hostname + "\n", "/dev/termination-log": ""} {
+	files := map[string]string{"/etc/hostname": hostname + "\n", "/dev/termination-log": ""}
+	if resolvConf != "" {
+		files["/etc/resolv.conf"] = resolvConf
+	}
+	for name, content := range files {
 		if f, err := root.open(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err == nil {
 			_, _ = io.WriteString(f, content)
 			_ = f.Close()
@@ -420,7 +425,7 @@ func newScripted(clk clock.Clock, argv []string, cfg *runtimeapi.ContainerConfig
 	sc := cfg.GetLinux().GetSecurityContext()
 	return &scripted{
 		argv:  argv,
-		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue(), sc.GetReadonlyRootfs(), cfg.GetMounts()),
+		shell: newShell(clk, envs, cfg.GetWorkingDir(), hostname, sb.resolvConf, sc.GetRunAsUser().GetValue(), sc.GetRunAsGroup().GetValue(), sc.GetReadonlyRootfs(), cfg.GetMounts()),
 	}
 }
 

@@ -301,3 +301,55 @@ func TestScriptsSeeTheirFileMounts(t *testing.T) {
 		t.Errorf("the read-only host file: got %q, %v; want it unchanged", b, err)
 	}
 }
+
+// TestScriptSeesResolvConf: a scripted container's /etc/resolv.conf is the
+// sandbox's DnsConfig, written as containerd writes it (search, then a
+// nameserver line each, then options); without a DnsConfig there is none.
+func TestScriptSeesResolvConf(t *testing.T) {
+	e := start(t, simruntime.Config{})
+	ctx := context.Background()
+	const image = "example.com/busybox:1"
+	if _, err := e.client.PullImage(ctx, image, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		dns  *runtimeapi.DNSConfig
+		want string
+	}{
+		{name: "cluster-first", dns: &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"},
+			Searches: []string{"team.svc.cluster.local", "svc.cluster.local", "cluster.local"}, Options: []string{"ndots:5"}},
+			want: "search team.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\noptions ndots:5\n"},
+		{name: "two-servers", dns: &runtimeapi.DNSConfig{Servers: []string{"192.0.2.1", "192.0.2.2"}},
+			want: "nameserver 192.0.2.1\nnameserver 192.0.2.2\n"},
+		{name: "none", want: "cat: /etc/resolv.conf: No such file or directory\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sbCfg := sandboxConfig(e, tc.name, 0)
+			sbCfg.DnsConfig = tc.dns
+			sb, err := e.client.RunPodSandbox(ctx, sbCfg, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := e.client.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+				Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: image},
+				Command: []string{"sh", "-c", "cat /etc/resolv.conf 2>&1"}, LogPath: "app/0.log"}, sbCfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.client.StartContainer(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, line := range strings.SplitAfter(logOf(t, waitExited(t, e, id)), "\n") {
+				if _, text, ok := strings.Cut(line, " F "); ok {
+					got = append(got, text)
+				}
+			}
+			if strings.Join(got, "") != tc.want {
+				t.Errorf("/etc/resolv.conf: got %q, want %q", strings.Join(got, ""), tc.want)
+			}
+		})
+	}
+}

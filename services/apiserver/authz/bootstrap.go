@@ -34,6 +34,12 @@ type Bootstrap struct {
 const (
 	SchedulerUser         = "system:kube-scheduler"
 	ControllerManagerUser = "system:kube-controller-manager"
+	// DNSUser is `kplane dns`'s identity, bound to DNSRole.
+	DNSUser = "system:kplane-dns"
+	// DNSRole is what a cluster DNS reads, named as kubeadm names
+	// CoreDNS's ClusterRole; it is bound to DNSUser and to the
+	// ServiceAccount kube-system/coredns, so CoreDNS could run unchanged.
+	DNSRole = "system:coredns"
 	// MonitoringGroup may read /metrics and the health checks, as in
 	// Kubernetes (a Prometheus's certificate or token carries it).
 	MonitoringGroup = "system:monitoring"
@@ -95,7 +101,9 @@ func group(name string) rbacv1.Subject {
 // system:monitoring (health and /metrics) for the group of that name,
 // system:auth-delegator (token and access reviews; no binding) and
 // system:service-account-issuer-discovery (the issuer's discovery
-// documents) for every ServiceAccount; and in kube-system the
+// documents) for every ServiceAccount; system:coredns (what a cluster DNS
+// lists and watches, as kubeadm's CoreDNS add-on names it) for
+// system:kplane-dns and ServiceAccount kube-system/coredns; and in kube-system the
 // extension-apiserver-authentication-reader Role, bound to the scheduler
 // and the controller manager.
 func BootstrapPolicy() Bootstrap {
@@ -204,6 +212,9 @@ func BootstrapPolicy() Bootstrap {
 				rule([]string{"update", "patch"}, []string{"autoscaling"}, "horizontalpodautoscalers/status"),
 				rule([]string{"get", "update", "patch"}, []string{"*"}, "*/scale"),
 			),
+			clusterRole(DNSRole,
+				rule([]string{"list", "watch"}, core, "endpoints", "services", "pods", "namespaces"),
+				rule([]string{"list", "watch"}, []string{"discovery.k8s.io"}, "endpointslices")),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),
 				rule([]string{"get"}, core, "configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"),
@@ -229,6 +240,8 @@ func BootstrapPolicy() Bootstrap {
 			binding(SchedulerUser, SchedulerUser, user(SchedulerUser)),
 			binding(ControllerManagerUser, ControllerManagerUser, user(ControllerManagerUser)),
 			binding("system:node", "system:node"),
+			binding(DNSRole, DNSRole, user(DNSUser),
+				rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "coredns"}),
 		},
 		// As Kubernetes: the scheduler and the controller manager may read
 		// the ConfigMap kube-apiserver publishes for delegated

@@ -94,6 +94,18 @@ type Config struct {
 	// HostNetwork runs every pod in the node's network namespace (no CNI
 	// needed, as the containerd tests do).
 	HostNetwork bool
+	// CNIConfDir, when set (and HostNetwork is not), is the runtime's CNI
+	// configuration directory (containerd's default is /etc/cni/net.d):
+	// before it runs pods the agent writes its node's network there
+	// (CNIConfFile: a bridge over PodCIDR with host-local addresses kept
+	// under RootDir/cni, masquerade out of it, portmap for hostPorts),
+	// so every pod without hostNetwork gets its own network namespace
+	// and an address from PodCIDR. Empty: the agent writes none, and
+	// the runtime's own configuration, if any, decides.
+	CNIConfDir string
+	// CNIBridge is the bridge of that network (default DefaultCNIBridge);
+	// each node on one host needs its own.
+	CNIBridge string
 	// Version is reported as the kubelet version.
 	Version string
 	// Logger; nil discards.
@@ -157,6 +169,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
+	}
+	if cfg.CNIBridge == "" {
+		cfg.CNIBridge = DefaultCNIBridge
 	}
 	if cfg.Version == "" {
 		cfg.Version = "v0.0.0-kplane"
@@ -264,6 +279,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.cfg.Runtime.UpdatePodCIDR(ctx, a.cfg.PodCIDR); err != nil {
 			return fmt.Errorf("nodeagent: give the runtime the pod CIDR: %w", err)
 		}
+	}
+	if a.cfg.CNIConfDir != "" && !a.cfg.HostNetwork {
+		if a.cfg.PodCIDR == "" {
+			return errors.New("nodeagent: a CNI network needs the node's pod CIDR")
+		}
+		if err := writeCNIConfig(a.cfg.CNIConfDir, a.cfg.PodCIDR, a.cfg.CNIBridge, filepath.Join(a.cfg.RootDir, "cni", "networks")); err != nil {
+			return err
+		}
+		a.log.Info("CNI network written", "dir", a.cfg.CNIConfDir, "podCIDR", a.cfg.PodCIDR, "bridge", a.cfg.CNIBridge)
 	}
 	if err := a.register(ctx); err != nil {
 		return err

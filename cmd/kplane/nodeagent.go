@@ -59,6 +59,7 @@ type nodeAgentFlags struct {
 	backoffBase, backoffMax                    time.Duration
 	cgroupParent                               string
 	hostNetwork                                bool
+	cniConfDir, cniBridge                      string
 	logLevel                                   string
 	telemetry                                  telemetryFlags
 	gcPercent                                  int
@@ -112,6 +113,8 @@ func newNodeAgentCommand() *cobra.Command {
 	f.DurationVar(&fl.backoffMax, "backoff-max", 5*time.Minute, "longest restart / image pull back-off")
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
 	f.BoolVar(&fl.hostNetwork, "host-network", false, "run every pod in the node's network namespace (no CNI needed)")
+	f.StringVar(&fl.cniConfDir, "cni-conf-dir", "", "with --cri-socket: the runtime's CNI configuration directory (containerd's default /etc/cni/net.d), where the agent writes its node's network (10-kplane.conflist: a bridge over the pod CIDR, host-local addresses, masquerade out of it, portmap for hostPorts) so that pods get their own network namespace and IP; empty: the runtime's own configuration decides")
+	f.StringVar(&fl.cniBridge, "cni-bridge", nodeagent.DefaultCNIBridge, "with --cni-conf-dir: the Linux bridge of the node's pod network (one per node on a host)")
 	f.StringVar(&fl.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&fl.gcPercent, "gc-percent", nodeAgentGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
 	f.StringVar(&fl.profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); empty disables them")
@@ -250,6 +253,9 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 		if fl.criSocket != "" {
 			return fmt.Errorf("--nodes > 1 needs the built-in runtime (no --cri-socket): nodes cannot share a runtime")
 		}
+	}
+	if fl.cniConfDir != "" && fl.criSocket == "" {
+		return fmt.Errorf("--cni-conf-dir needs a real runtime (--cri-socket): the built-in one gives pod IPs itself")
 	}
 	if (fl.certFile != "" || fl.token != "") && len(names) > 1 {
 		return fmt.Errorf("--cert-file and --token are for one node; use --cert-dir or --token-file with --nodes")
@@ -391,6 +397,8 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			Backoff:        nodeagent.Backoff{Base: fl.backoffBase, Max: fl.backoffMax},
 			CgroupParent:   fl.cgroupParent,
 			HostNetwork:    fl.hostNetwork,
+			CNIConfDir:     fl.cniConfDir,
+			CNIBridge:      fl.cniBridge,
 			Logger:         log,
 			TracerProvider: tel.TracerProvider(),
 		})

@@ -63,11 +63,19 @@ type UpConfig struct {
 	NodeCIDRMaskSize int
 	// Runtime is "builtin" (default: simulated nodes) or "containerd":
 	// one node, node-1, whose node agent runs pods on the real runtime at
-	// CRISocket, with host networking (no CNI needed) and its sandboxes'
-	// cgroups under CgroupParent (empty: the runtime's default).
+	// CRISocket with its sandboxes' cgroups under CgroupParent (empty: the
+	// runtime's default). Its pods get their own network namespace and an
+	// IP from node-1's pod CIDR: the agent writes its CNI network (a bridge,
+	// CNIBridge, default kplane0) into CNIConfDir, the runtime's CNI
+	// configuration directory (default /etc/cni/net.d, containerd's). With
+	// HostNetwork every pod runs in the host's network namespace instead
+	// and no CNI network is written.
 	Runtime      string
 	CRISocket    string
 	CgroupParent string
+	CNIConfDir   string
+	CNIBridge    string
+	HostNetwork  bool
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
 	// gateway and the node agent's log server. Zero picks free ports.
@@ -104,6 +112,11 @@ type Process struct {
 // a local cluster: kubeadm's default (kube-apiserver's own, 10.0.0.0/24, is
 // a range many hosts' networks use).
 const ServiceClusterIPRange = "10.96.0.0/12"
+
+// DefaultCNIConfDir is containerd's default CNI configuration directory,
+// where the node agent writes its network unless UpConfig.CNIConfDir says
+// otherwise.
+const DefaultCNIConfDir = "/etc/cni/net.d"
 
 // ControlPlane is a running `kplane up` cluster.
 type ControlPlane struct {
@@ -368,7 +381,19 @@ func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, serv
 		agentArgs = append(agentArgs, "--node-cidr-mask-size", strconv.Itoa(cfg.NodeCIDRMaskSize))
 	}
 	if cfg.Runtime == "containerd" {
-		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
+		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket)
+		if cfg.HostNetwork {
+			agentArgs = append(agentArgs, "--host-network")
+		} else {
+			dir := cfg.CNIConfDir
+			if dir == "" {
+				dir = DefaultCNIConfDir
+			}
+			agentArgs = append(agentArgs, "--cni-conf-dir", dir)
+			if cfg.CNIBridge != "" {
+				agentArgs = append(agentArgs, "--cni-bridge", cfg.CNIBridge)
+			}
+		}
 		if cfg.CgroupParent != "" {
 			agentArgs = append(agentArgs, "--cgroup-parent", cfg.CgroupParent)
 		}

@@ -98,7 +98,7 @@ type Config struct {
 	// configuration directory (containerd's default is /etc/cni/net.d):
 	// before it runs pods the agent writes its node's network there
 	// (CNIConfFile: a bridge over PodCIDR with host-local addresses kept
-	// under RootDir/cni, masquerade out of it, portmap for hostPorts),
+	// under RootDir/cni, portmap for hostPorts; see ClusterCIDR for NAT),
 	// so every pod without hostNetwork gets its own network namespace
 	// and an address from PodCIDR. Empty: the agent writes none, and
 	// the runtime's own configuration, if any, decides.
@@ -106,6 +106,11 @@ type Config struct {
 	// CNIBridge is the bridge of that network (default DefaultCNIBridge);
 	// each node on one host needs its own.
 	CNIBridge string
+	// ClusterCIDR is the pod network of the whole cluster, which holds
+	// every node's PodCIDR: with CNIConfDir, what the node's pods send
+	// outside it is masqueraded by the host (an iptables nat rule), what
+	// they send inside it is not (default PodCIDR alone).
+	ClusterCIDR string
 	// Version is reported as the kubelet version.
 	Version string
 	// Logger; nil discards.
@@ -285,6 +290,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return errors.New("nodeagent: a CNI network needs the node's pod CIDR")
 		}
 		if err := writeCNIConfig(a.cfg.CNIConfDir, a.cfg.PodCIDR, a.cfg.CNIBridge, filepath.Join(a.cfg.RootDir, "cni", "networks")); err != nil {
+			return err
+		}
+		if err := ensureMasquerade(ctx, a.cfg.NodeName, a.cfg.PodCIDR, nonMasqueradeCIDR(a.cfg.PodCIDR, a.cfg.ClusterCIDR)); err != nil {
 			return err
 		}
 		a.log.Info("CNI network written", "dir", a.cfg.CNIConfDir, "podCIDR", a.cfg.PodCIDR, "bridge", a.cfg.CNIBridge)

@@ -1,16 +1,20 @@
 // This file holds the node's pod network on a real runtime: the CNI
 // network configuration (a bridge with host-local addresses from the
 // node's pod CIDR, and portmap for hostPorts) that the agent writes into
-// the runtime's CNI configuration directory, and the port mappings a pod's
-// sandbox asks for.
+// the runtime's CNI configuration directory, the host's masquerade rule for
+// what pods send out of the cluster's pod network, and the port mappings a
+// pod's sandbox asks for.
 
 package nodeagent
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -33,11 +37,16 @@ const CNIConfFile = "10-kplane.conflist"
 const DefaultCNIBridge = "kplane0"
 
 // cniConfList is the network a node's pods join: a Linux bridge that is
-// their gateway (the bridge gets the pod CIDR's first address) and
-// masquerades what they send out of the pod CIDR, host-local addresses
-// from the pod CIDR, then portmap for hostPorts. containerd brings each
-// sandbox's loopback up itself (its CRI plugin always adds the loopback
-// plugin as a network of its own), so it is not in this chain.
+// their gateway (the bridge gets the pod CIDR's first address),
+// host-local addresses from the pod CIDR, then portmap for hostPorts.
+// containerd brings each sandbox's loopback up itself (its CRI plugin
+// always adds the loopback plugin as a network of its own), so it is not
+// in this chain. The bridge plugin's own ipMasq is off: it masquerades
+// everything leaving the node's pod CIDR, pods of other nodes included,
+// where Kubernetes' network model wants pod-to-pod traffic unNATed; the
+// agent's masquerade rule (ensureMasquerade) spares the cluster's pod
+// network instead, as the kubelet's kubenet did with its
+// --non-masquerade-cidr.
 func cniConfList(podCIDR, bridge, ipamDir string) ([]byte, error) {
 	p, err := netip.ParsePrefix(podCIDR)
 	if err != nil {
@@ -58,7 +67,7 @@ func cniConfList(podCIDR, bridge, ipamDir string) ([]byte, error) {
 				"type":        "bridge",
 				"bridge":      bridge,
 				"isGateway":   true,
-				"ipMasq":      true,
+				"ipMasq":      false,
 				"hairpinMode": true,
 				"ipam": obj{
 					"type":    "host-local",
@@ -128,4 +137,44 @@ func protocol(p string) runtimeapi.Protocol {
 	default:
 		return runtimeapi.Protocol_TCP
 	}
+}
+
+// ensureMasquerade makes the host masquerade what the node's pods send
+// out of the cluster's pod network (clusterCIDR), so they reach beyond the
+// host, while traffic between pods, on this node or another, keeps its
+// addresses. It adds one nat POSTROUTING rule, named by a comment with the
+// node's name, unless it is there. The rule stays when the agent stops, as
+// the kubelet's do, so running pods keep their way out.
+func ensureMasquerade(ctx context.Context, node, podCIDR, clusterCIDR string) error {
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return fmt.Errorf("nodeagent: masquerade for the pod network needs iptables (apt-get install -y iptables): %w", err)
+	}
+	rule := []string{"POSTROUTING", "-s", podCIDR, "!", "-d", clusterCIDR,
+		"-m", "comment", "--comment", "kplane " + node + ": pods to outside the cluster pod network", "-j", "MASQUERADE"}
+	check := exec.CommandContext(ctx, "iptables", append([]string{"-w", "-t", "nat", "-C"}, rule...)...)
+	err := check.Run()
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("nodeagent: iptables -C: %w", err)
+	}
+	if out, err := exec.CommandContext(ctx, "iptables", append([]string{"-w", "-t", "nat", "-A"}, rule...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("nodeagent: add the pods' masquerade rule: %w: %s", err, out)
+	}
+	return nil
+}
+
+// nonMasqueradeCIDR is the cluster's pod network as the masquerade rule
+// sees it: clusterCIDR when it holds podCIDR, else podCIDR alone.
+func nonMasqueradeCIDR(podCIDR, clusterCIDR string) string {
+	pod, err := netip.ParsePrefix(podCIDR)
+	if err != nil {
+		return podCIDR
+	}
+	if c, err := netip.ParsePrefix(clusterCIDR); err == nil && c.Bits() <= pod.Bits() && c.Contains(pod.Addr()) {
+		return c.Masked().String()
+	}
+	return pod.Masked().String()
 }

@@ -303,7 +303,7 @@ func newTestPodNet(t *testing.T) testPodNet {
 				t.Errorf("remove bridge %s: %v: %s", pn.bridge, err, out)
 			}
 		}
-		if err := removeNewCNIChains(natBefore); err != nil {
+		if err := removeNewNATRules(natBefore, strings.TrimSuffix(pn.cluster.Addr().String(), "0")); err != nil {
 			t.Errorf("remove the CNI plugins' NAT chains: %v", err)
 		}
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", forward, 0o644); err != nil {
@@ -319,11 +319,13 @@ func newTestPodNet(t *testing.T) testPodNet {
 	return pn
 }
 
-// removeNewCNIChains deletes from the nat table the CNI plugins' chains
+// removeNewNATRules deletes from the nat table the CNI plugins' chains
 // (named CNI-...) that are not in before (an iptables-save of it), and
-// the rules that jump to them: portmap's shared CNI-HOSTPORT-* chains,
-// which outlive every pod.
-func removeNewCNIChains(before string) error {
+// the rules that jump to them (portmap's shared CNI-HOSTPORT-* chains,
+// which outlive every pod), and the rules that were not there before and
+// name an address starting with prefix (the node agent's masquerade rule
+// for the test's pod CIDR).
+func removeNewNATRules(before, prefix string) error {
 	out, err := exec.Command("iptables-save", "-t", "nat").Output()
 	if err != nil {
 		return fmt.Errorf("iptables-save: %w", err)
@@ -346,7 +348,9 @@ func removeNewCNIChains(before string) error {
 		if len(f) < 2 || f[0] != "-A" || slices.Contains(chains, f[1]) {
 			continue
 		}
-		if i := slices.Index(f, "-j"); i >= 0 && i+1 < len(f) && slices.Contains(chains, f[i+1]) {
+		i := slices.Index(f, "-j")
+		jumpsToNew := i >= 0 && i+1 < len(f) && slices.Contains(chains, f[i+1])
+		if jumpsToNew || (strings.Contains(l, " "+prefix) && !strings.Contains(before, l)) {
 			// iptables-save quotes comments; the rule is given back as
 			// iptables reads its own output, through a shell-free split.
 			args := append([]string{"-t", "nat", "-D"}, unquoteRule(l[len("-A "):])...)

@@ -113,7 +113,7 @@ func newNodeAgentCommand() *cobra.Command {
 	f.DurationVar(&fl.backoffMax, "backoff-max", 5*time.Minute, "longest restart / image pull back-off")
 	f.StringVar(&fl.cgroupParent, "cgroup-parent", "", "cgroup parent of pod sandboxes")
 	f.BoolVar(&fl.hostNetwork, "host-network", false, "run every pod in the node's network namespace (no CNI needed)")
-	f.StringVar(&fl.cniConfDir, "cni-conf-dir", "", "with --cri-socket: the runtime's CNI configuration directory (containerd's default /etc/cni/net.d), where the agent writes its node's network (10-kplane.conflist: a bridge over the pod CIDR, host-local addresses, masquerade out of it, portmap for hostPorts) so that pods get their own network namespace and IP; empty: the runtime's own configuration decides")
+	f.StringVar(&fl.cniConfDir, "cni-conf-dir", "", "with --cri-socket: the runtime's CNI configuration directory (containerd's default /etc/cni/net.d), where the agent writes its node's network (10-kplane.conflist: a bridge over the pod CIDR, host-local addresses, portmap for hostPorts; and an iptables rule masquerading what pods send outside --cluster-cidr) so that pods get their own network namespace and IP; empty: the runtime's own configuration decides")
 	f.StringVar(&fl.cniBridge, "cni-bridge", nodeagent.DefaultCNIBridge, "with --cni-conf-dir: the Linux bridge of the node's pod network (one per node on a host)")
 	f.StringVar(&fl.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&fl.gcPercent, "gc-percent", nodeAgentGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
@@ -399,6 +399,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			HostNetwork:    fl.hostNetwork,
 			CNIConfDir:     fl.cniConfDir,
 			CNIBridge:      fl.cniBridge,
+			ClusterCIDR:    fl.clusterCIDR,
 			Logger:         log,
 			TracerProvider: tel.TracerProvider(),
 		})

@@ -17,12 +17,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -49,7 +53,8 @@ func TestUpContainerd(t *testing.T) {
 	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cp, env, pn := upOnContainerd(ctx, t)
+	cp, envs, pn := upOnContainerd(ctx, t, 1)
+	env := envs[0]
 	conn, err := cp.Dial()
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +132,7 @@ func TestUpContainerd(t *testing.T) {
 			t.Errorf("pod IP %q: want an address in node-1's pod CIDR %s", ip, podCIDR)
 		}
 	}
-	t.Logf("node-1's pod CIDR %s on bridge %s; pod IPs %s and %s", podCIDR, pn.bridge, ipA, ipB)
+	t.Logf("node-1's pod CIDR %s on bridge %s; pod IPs %s and %s", podCIDR, pn.bridge(1), ipA, ipB)
 	if ipA == ipB {
 		t.Errorf("both pods have IP %s, want one each", ipA)
 	}
@@ -162,8 +167,8 @@ func TestUpContainerd(t *testing.T) {
 	}
 	// The agent confirms a deletion only after StopPodSandbox, where
 	// containerd calls CNI DEL and removes the namespace.
-	if out := runHost(t, "ip", "-o", "link", "show", "master", pn.bridge); strings.TrimSpace(out) != "" {
-		t.Errorf("interfaces still on %s after the pods went:\n%s", pn.bridge, out)
+	if out := runHost(t, "ip", "-o", "link", "show", "master", pn.bridge(1)); strings.TrimSpace(out) != "" {
+		t.Errorf("interfaces still on %s after the pods went:\n%s", pn.bridge(1), out)
 	}
 	nsDir := filepath.Join(env.Dir, "state", "netns")
 	if ents, err := os.ReadDir(nsDir); err == nil && len(ents) > 0 {
@@ -173,6 +178,127 @@ func TestUpContainerd(t *testing.T) {
 	for _, ip := range []string{ipA, ipB} {
 		if strings.Contains(nat, ip+"/32") || strings.Contains(nat, ip+":8080") {
 			t.Errorf("NAT rules for %s left after its pod went:\n%s", ip, nat)
+		}
+	}
+}
+
+// TestUpContainerdNodes runs `kplane up --runtime containerd` with two
+// nodes on one host, each with its own containerd and CNI network (a
+// bridge over its pod CIDR): a pod on each node gets an IP from its own
+// node's pod CIDR, answers from the host, and each reaches the other
+// across the nodes with its own address (no NAT between pods, as
+// Kubernetes' network model wants). Root and containerd are needed
+// (skipped otherwise; failed under CI=true).
+func TestUpContainerdNodes(t *testing.T) {
+	testutil.RequireRoot(t, "a real containerd runs as root")
+	for _, b := range containerdtest.Binaries {
+		testutil.RequireBinary(t, b, containerdtest.InstallHint)
+	}
+	testutil.RequireBinary(t, "ip", "apt-get install -y iproute2")
+	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, envs, pn := upOnContainerd(ctx, t, 2)
+	conn, err := cp.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pods := client.Must[*corev1.Pod](conn)
+
+	grace := int64(1)
+	nodes := []string{"node-1", "node-2"}
+	cidrs := map[string]netip.Prefix{}
+	for _, n := range nodes {
+		node, err := client.Must[*corev1.Node](conn).Get(ctx, "", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := netip.ParsePrefix(node.GetSpec().GetPodCidr())
+		if err != nil || !pn.cluster.Contains(c.Addr()) {
+			t.Fatalf("%s's spec.podCIDR %q: want a subnet of %s (%v)", n, node.GetSpec().GetPodCidr(), pn.cluster, err)
+		}
+		cidrs[n] = c
+		if _, err := pods.Create(ctx, &corev1.Pod{
+			Metadata: &metav1.ObjectMeta{Name: "hello-" + n, Namespace: "default"},
+			Spec: &corev1.PodSpec{
+				NodeName:                      n,
+				TerminationGracePeriodSeconds: &grace,
+				Containers: []*corev1.Container{{
+					Name:  "hello",
+					Image: containerdtest.HelloImage,
+					Env:   []*corev1.EnvVar{{Name: containerdtest.HelloAddrEnv, Value: ":8080"}},
+				}},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cidrs["node-1"].Overlaps(cidrs["node-2"]) {
+		t.Fatalf("the nodes' pod CIDRs %s and %s overlap", cidrs["node-1"], cidrs["node-2"])
+	}
+	ips, ctrs := map[string]string{}, map[string]string{}
+	for _, n := range nodes {
+		name := "hello-" + n
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(300 * time.Millisecond) {
+			p, err := pods.Get(ctx, "default", name)
+			if err == nil && p.GetStatus().GetPhase() == "Running" {
+				ips[n] = p.GetStatus().GetPodIp()
+				ctrs[n] = strings.TrimPrefix(p.GetStatus().GetContainerStatuses()[0].GetContainerId(), "containerd://")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod %s not Running within 2 minutes: %v %v", name, err, p.GetStatus())
+			}
+		}
+		if a, err := netip.ParseAddr(ips[n]); err != nil || !cidrs[n].Contains(a) {
+			t.Errorf("pod on %s has IP %q, want one in its pod CIDR %s", n, ips[n], cidrs[n])
+		}
+		if body := getHello(t, "http://"+net.JoinHostPort(ips[n], "8080")+"/"); !strings.Contains(body, "hello from kplane") {
+			t.Errorf("GET the pod on %s from the host: got %q, want the greeting", n, body)
+		}
+	}
+	t.Logf("pod CIDRs %v; pod IPs %v", cidrs, ips)
+	for i, from := range nodes {
+		to := nodes[1-i]
+		rc, err := cri.New(cri.Config{Socket: envs[i].Socket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		url := "http://" + net.JoinHostPort(ips[to], "8080") + "/remote"
+		var resp *runtimeapi.ExecSyncResponse
+		for range 20 {
+			resp, err = rc.ExecSync(ctx, ctrs[from], []string{"/hello", "get", url}, 10*time.Second)
+			if err == nil && resp.GetExitCode() == 0 {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if err != nil || resp.GetExitCode() != 0 {
+			t.Errorf("pod on %s GET %s: %v, exit %d: %s", from, url, err, resp.GetExitCode(), resp.GetStderr())
+			continue
+		}
+		if got := strings.TrimSpace(string(resp.GetStdout())); !strings.HasPrefix(got, ips[from]+":") {
+			t.Errorf("pod on %s seen by the pod on %s as %q, want its own address %s (no NAT between pods)", from, to, got, ips[from])
+		}
+	}
+	for _, n := range nodes {
+		if err := pods.Delete(ctx, "default", "hello-"+n, client.DeleteOptions{}); err != nil {
+			t.Errorf("delete pod: %v", err)
+		}
+	}
+	for i, n := range nodes {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+			if _, err := pods.Get(ctx, "default", "hello-"+n); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pod on %s still there a minute after its deletion", n)
+			}
+		}
+		if out := runHost(t, "ip", "-o", "link", "show", "master", pn.bridge(i+1)); strings.TrimSpace(out) != "" {
+			t.Errorf("interfaces still on %s after the pods went:\n%s", pn.bridge(i+1), out)
 		}
 	}
 }
@@ -207,70 +333,91 @@ func runHost(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// upOnContainerd starts a containerd for the test and `kplane up
-// --runtime containerd` on it, node-1's pods on a network of the test's
-// own (testPodNet), all stopped and removed when the test ends (kplane
-// first, then containerd, which removes what sandboxes are left, then the
-// bridge and the NAT chains the CNI plugins made); the node agent's log is
-// shown if the test failed.
-func upOnContainerd(ctx context.Context, t *testing.T) (*localcluster.ControlPlane, *containerdtest.Env, testPodNet) {
+// upOnContainerd starts n containerds for the test and `kplane up
+// --runtime containerd` on them (node-i on the i-th), the nodes' pods on a
+// network of the test's own (testPodNet), all stopped and removed when the
+// test ends (kplane first, then the containerds, which remove what
+// sandboxes are left, then the bridges and the NAT rules the CNI plugins
+// and the agents made); the node agents' logs are shown if the test
+// failed.
+func upOnContainerd(ctx context.Context, t *testing.T, n int) (*localcluster.ControlPlane, []*containerdtest.Env, testPodNet) {
 	t.Helper()
 	pn := newTestPodNet(t)
-	env, err := containerdtest.Start(ctx, containerdtest.Options{})
-	if err != nil {
-		t.Fatalf("start containerd: %v", err)
+	cfg := localcluster.UpConfig{
+		Runtime: "containerd", ClusterCIDR: pn.cluster.String(), NodeCIDRMaskSize: pn.cluster.Bits() + 2,
 	}
-	t.Cleanup(func() {
-		if err := env.Close(); err != nil {
-			t.Errorf("containerd clean-up: %v", err)
+	var envs []*containerdtest.Env
+	for i := range n {
+		env, err := containerdtest.Start(ctx, containerdtest.Options{})
+		if err != nil {
+			t.Fatalf("start containerd: %v", err)
 		}
-	})
+		t.Cleanup(func() {
+			if err := env.Close(); err != nil {
+				t.Errorf("containerd clean-up: %v", err)
+			}
+		})
+		envs = append(envs, env)
+		// Node agent i writes node-i's network into its containerd's CNI
+		// directory; containerd reports NetworkReady (and the node turns
+		// Ready) once it has loaded it.
+		cfg.CRISockets = append(cfg.CRISockets, env.Socket)
+		cfg.CNIConfDirs = append(cfg.CNIConfDirs, filepath.Join(env.Dir, "cni", "net.d"))
+		cfg.CNIBridges = append(cfg.CNIBridges, pn.bridge(i+1))
+	}
+	// Every node's cgroups under the first containerd's parent: its Close,
+	// the last, removes them.
+	cfg.CgroupParent = envs[0].CgroupParent
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kplane")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/kplane/kplane/cmd/kplane").CombinedOutput(); err != nil {
+	cfg.Binary, cfg.DataDir = filepath.Join(dir, "kplane"), filepath.Join(dir, "up")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", cfg.Binary, "github.com/kplane/kplane/cmd/kplane").CombinedOutput(); err != nil {
 		t.Fatalf("build kplane: %v\n%s", err, out)
 	}
-	// The node agent writes node-1's network into containerd's CNI
-	// directory; containerd reports NetworkReady (and node-1 turns Ready)
-	// once it has loaded it.
-	cp, err := localcluster.Up(ctx, localcluster.UpConfig{
-		Binary: bin, DataDir: filepath.Join(dir, "up"),
-		Runtime: "containerd", CRISocket: env.Socket, CgroupParent: env.CgroupParent,
-		CNIConfDir: filepath.Join(env.Dir, "cni", "net.d"), CNIBridge: pn.bridge,
-		ClusterCIDR: pn.cluster.String(), NodeCIDRMaskSize: pn.cluster.Bits() + 1,
-	})
-	if err != nil {
-		b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
-		t.Fatalf("kplane up --runtime containerd: %v\n--- nodeagent.log ---\n%s", err, b)
+	agentLogs := func() string {
+		logs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "nodeagent*.log"))
+		var b strings.Builder
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			fmt.Fprintf(&b, "--- %s ---\n%s", filepath.Base(l), data)
+		}
+		return b.String()
 	}
-	// Registered after containerd's clean-up, so it runs first.
+	cp, err := localcluster.Up(ctx, cfg)
+	if err != nil {
+		t.Fatalf("kplane up --runtime containerd: %v\n%s", err, agentLogs())
+	}
+	// Registered after the containerds' clean-up, so it runs first.
 	t.Cleanup(func() {
 		cp.Stop()
 		// The pods' tmpfs volumes outlive the agent, as the kubelet's.
-		if err := containerdtest.UnmountAll(filepath.Join(dir, "up")); err != nil {
+		if err := containerdtest.UnmountAll(cfg.DataDir); err != nil {
 			t.Errorf("unmount the pods' volumes: %v", err)
 		}
 		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "up", "nodeagent.log"))
-			t.Logf("--- nodeagent.log ---\n%s", b)
+			t.Logf("%s", agentLogs())
 		}
 	})
-	return cp, env, pn
+	return cp, envs, pn
 }
 
-// testPodNet is the pod network a test gives node-1: a bridge name and a
-// 10.200.x.0/24 cluster CIDR that no interface or route of the host uses.
+// testPodNet is the pod network a test gives its nodes: bridges named
+// kplt<x>-<node> and a 10.200.x.0/24 cluster CIDR (in /26s, one a node)
+// that no interface or route of the host uses.
 type testPodNet struct {
-	bridge  string
+	prefix  string // of the bridges' names
 	cluster netip.Prefix
 }
 
+// bridge is node-i's bridge.
+func (pn testPodNet) bridge(i int) string { return pn.prefix + strconv.Itoa(i) }
+
 // newTestPodNet picks a testPodNet and registers, to run after
 // everything else the test cleans up, the removal of what the CNI plugins
-// leave on the host once every pod is gone: the bridge, the NAT chains
-// (and the rules jumping to them) that were not there before, and
-// ip_forward, which the bridge plugin turns on, as it was.
+// and the node agents leave on the host once every pod is gone: the
+// bridges, the NAT chains and rules that were not there before, ip_forward
+// (which the bridge plugin turns on) as it was, and libcni's cache
+// directory if it was not there.
 func newTestPodNet(t *testing.T) testPodNet {
 	t.Helper()
 	routes := runHost(t, "ip", "-4", "-o", "route", "show", "table", "all")
@@ -278,14 +425,14 @@ func newTestPodNet(t *testing.T) testPodNet {
 	var pn testPodNet
 	for i := range 250 {
 		x := (os.Getpid()+i)%250 + 1
-		bridge := fmt.Sprintf("kplt%d", x)
-		prefix := fmt.Sprintf("10.200.%d.", x)
-		if !strings.Contains(links, " "+bridge+":") && !strings.Contains(routes, prefix) {
-			pn = testPodNet{bridge: bridge, cluster: netip.MustParsePrefix(prefix + "0/24")}
+		prefix := fmt.Sprintf("kplt%d-", x)
+		subnet := fmt.Sprintf("10.200.%d.", x)
+		if !strings.Contains(links, " "+prefix) && !strings.Contains(routes, subnet) {
+			pn = testPodNet{prefix: prefix, cluster: netip.MustParsePrefix(subnet + "0/24")}
 			break
 		}
 	}
-	if pn.bridge == "" {
+	if pn.prefix == "" {
 		t.Fatal("no free 10.200.x.0/24 for the test's pod network")
 	}
 	natBefore := runHost(t, "iptables-save", "-t", "nat")
@@ -298,9 +445,15 @@ func newTestPodNet(t *testing.T) testPodNet {
 	_, err = os.Stat(cniCache)
 	cacheMade := errors.Is(err, os.ErrNotExist)
 	t.Cleanup(func() {
-		if _, err := net.InterfaceByName(pn.bridge); err == nil {
-			if out, err := exec.Command("ip", "link", "del", pn.bridge).CombinedOutput(); err != nil {
-				t.Errorf("remove bridge %s: %v: %s", pn.bridge, err, out)
+		ifs, err := net.Interfaces()
+		if err != nil {
+			t.Error(err)
+		}
+		for _, i := range ifs {
+			if strings.HasPrefix(i.Name, pn.prefix) {
+				if out, err := exec.Command("ip", "link", "del", i.Name).CombinedOutput(); err != nil {
+					t.Errorf("remove bridge %s: %v: %s", i.Name, err, out)
+				}
 			}
 		}
 		if err := removeNewNATRules(natBefore, strings.TrimSuffix(pn.cluster.Addr().String(), "0")); err != nil {

@@ -20,7 +20,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,25 +119,6 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); empty disables them")
 	fl.telemetry.register(f)
 	return cmd
-}
-
-// nodeSubnet is the i-th (from 1) /mask subnet of an IPv4 cluster CIDR.
-func nodeSubnet(cluster string, mask, i int) (string, error) {
-	p, err := netip.ParsePrefix(cluster)
-	if err != nil {
-		return "", err
-	}
-	if !p.Addr().Is4() || mask < p.Bits() || mask > 30 {
-		return "", fmt.Errorf("cluster CIDR %s: need IPv4 and a node mask between %d and 30", cluster, p.Bits())
-	}
-	if i >= 1<<(mask-p.Bits()) {
-		return "", fmt.Errorf("cluster CIDR %s has no room for %d /%d subnets", cluster, i+1, mask)
-	}
-	b := p.Masked().Addr().As4()
-	base := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	n := base + uint32(i)<<(32-mask)
-	a := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
-	return netip.PrefixFrom(a, mask).String(), nil
 }
 
 // nodeTokens reads the tokens of users system:node:* from a token CSV.
@@ -355,7 +335,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 		}
 		cidr := fl.podCIDR
 		if cidr == "" || len(names) > 1 {
-			if cidr, err = nodeSubnet(fl.clusterCIDR, fl.nodeCIDRMask, i+1); err != nil {
+			if cidr, err = nodeagent.NodeSubnet(fl.clusterCIDR, fl.nodeCIDRMask, i+1); err != nil {
 				return err
 			}
 		}

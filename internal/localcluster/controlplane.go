@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/kplane/kplane/internal/freeport"
+	"github.com/kplane/kplane/nodeagent"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -62,19 +64,24 @@ type UpConfig struct {
 	ClusterCIDR      string
 	NodeCIDRMaskSize int
 	// Runtime is "builtin" (default: simulated nodes) or "containerd":
-	// one node, node-1, whose node agent runs pods on the real runtime at
-	// CRISocket with its sandboxes' cgroups under CgroupParent (empty: the
-	// runtime's default). Its pods get their own network namespace and an
-	// IP from node-1's pod CIDR: the agent writes its CNI network (a bridge,
-	// CNIBridge, default kplane0) into CNIConfDir, the runtime's CNI
-	// configuration directory (default /etc/cni/net.d, containerd's). With
+	// real nodes node-1..node-N, N = len(CRISockets) unless Nodes says
+	// otherwise, each with a node agent process of its own running pods on
+	// the runtime at its CRISockets entry (a runtime is never shared: its
+	// CNI network is one node's), sandboxes' cgroups under CgroupParent
+	// (empty: the runtime's default). Pods get their own network namespace
+	// and an IP from their node's pod CIDR (the ClusterCIDR subnets): each
+	// agent writes its node's CNI network, over bridge CNIBridges[i]
+	// (default kplane<i>), into CNIConfDirs[i], its runtime's CNI
+	// configuration directory (default, with one node, /etc/cni/net.d,
+	// containerd's). On one host every bridge is in the host's network
+	// namespace, so its routes already join the nodes' pod CIDRs. With
 	// HostNetwork every pod runs in the host's network namespace instead
 	// and no CNI network is written.
 	Runtime      string
-	CRISocket    string
+	CRISockets   []string
 	CgroupParent string
-	CNIConfDir   string
-	CNIBridge    string
+	CNIConfDirs  []string
+	CNIBridges   []string
 	HostNetwork  bool
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
@@ -169,12 +176,21 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		cfg.Runtime = "builtin"
 		def(&cfg.Nodes, 3)
 	case "containerd":
-		def(&cfg.Nodes, 1)
-		if cfg.Nodes != 1 {
-			return nil, fmt.Errorf("runtime containerd runs one node (node-1), not %d: a runtime is not shared between nodes", cfg.Nodes)
+		if len(cfg.CRISockets) == 0 {
+			return nil, errors.New("runtime containerd needs the CRI socket (--cri-socket), e.g. /run/containerd/containerd.sock; one per node")
 		}
-		if cfg.CRISocket == "" {
-			return nil, errors.New("runtime containerd needs the CRI socket (--cri-socket), e.g. /run/containerd/containerd.sock")
+		def(&cfg.Nodes, len(cfg.CRISockets))
+		if cfg.Nodes != len(cfg.CRISockets) {
+			return nil, fmt.Errorf("runtime containerd: %d nodes need %d CRI sockets (--cri-socket once per node), not %d: a runtime is not shared between nodes", cfg.Nodes, cfg.Nodes, len(cfg.CRISockets))
+		}
+		if len(cfg.CNIConfDirs) == 0 && cfg.Nodes == 1 {
+			cfg.CNIConfDirs = []string{DefaultCNIConfDir}
+		}
+		if !cfg.HostNetwork && len(cfg.CNIConfDirs) != cfg.Nodes {
+			return nil, fmt.Errorf("runtime containerd: %d nodes need %d CNI configuration directories (--cni-conf-dir once per node, each its containerd's), not %d", cfg.Nodes, cfg.Nodes, len(cfg.CNIConfDirs))
+		}
+		for i := len(cfg.CNIBridges); i < cfg.Nodes; i++ {
+			cfg.CNIBridges = append(cfg.CNIBridges, "kplane"+strconv.Itoa(i))
 		}
 	default:
 		return nil, fmt.Errorf("runtime %q: want builtin or containerd", cfg.Runtime)
@@ -362,44 +378,66 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 }
 
 // startNodeAgent starts the node agent with cfg.Nodes nodes (built-in
-// runtime) or node-1 on the real runtime, and waits until they are Ready.
+// runtime), or one agent per node on the real runtimes, and waits until
+// they are Ready.
 func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, servers, dataDir string, port func() (string, error)) error {
 	cfg := cp.cfg
-	logAddr, err := port()
-	if err != nil {
-		return err
-	}
-	agentArgs := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
-		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
-		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
+	common := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
+		"--data-dir", filepath.Join(dataDir, "nodeagent"),
+		"--tls-cert-file", id.nodeAgentServing.certFile,
 		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
 		"--log-allowed-users", KubeletClientUser, "--log-level", "warn"}
 	if cfg.ClusterCIDR != "" {
-		agentArgs = append(agentArgs, "--cluster-cidr", cfg.ClusterCIDR)
+		common = append(common, "--cluster-cidr", cfg.ClusterCIDR)
 	}
 	if cfg.NodeCIDRMaskSize > 0 {
-		agentArgs = append(agentArgs, "--node-cidr-mask-size", strconv.Itoa(cfg.NodeCIDRMaskSize))
+		common = append(common, "--node-cidr-mask-size", strconv.Itoa(cfg.NodeCIDRMaskSize))
 	}
-	if cfg.Runtime == "containerd" {
-		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket)
+	if cfg.Runtime != "containerd" {
+		logAddr, err := port()
+		if err != nil {
+			return err
+		}
+		args := append(common, "--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--log-listen", logAddr)
+		if err := cp.start("nodeagent", "nodeagent", logAddr, args...); err != nil {
+			return err
+		}
+		return cp.waitNodes(ctx, cp.APIServers)
+	}
+	cluster, mask := cfg.ClusterCIDR, cfg.NodeCIDRMaskSize
+	if cluster == "" {
+		cluster = "10.244.0.0/16"
+	}
+	if mask == 0 {
+		mask = 24
+	}
+	for i := range cfg.Nodes {
+		node := "node-" + strconv.Itoa(i+1)
+		podCIDR, err := nodeagent.NodeSubnet(cluster, mask, i+1)
+		if err != nil {
+			return err
+		}
+		logAddr, err := port()
+		if err != nil {
+			return err
+		}
+		args := append(slices.Clip(common), "--nodes", "1", "--node-name", node, "--log-listen", logAddr,
+			"--cri-socket", cfg.CRISockets[i], "--pod-cidr", podCIDR)
 		if cfg.HostNetwork {
-			agentArgs = append(agentArgs, "--host-network")
+			args = append(args, "--host-network")
 		} else {
-			dir := cfg.CNIConfDir
-			if dir == "" {
-				dir = DefaultCNIConfDir
-			}
-			agentArgs = append(agentArgs, "--cni-conf-dir", dir)
-			if cfg.CNIBridge != "" {
-				agentArgs = append(agentArgs, "--cni-bridge", cfg.CNIBridge)
-			}
+			args = append(args, "--cni-conf-dir", cfg.CNIConfDirs[i], "--cni-bridge", cfg.CNIBridges[i])
 		}
 		if cfg.CgroupParent != "" {
-			agentArgs = append(agentArgs, "--cgroup-parent", cfg.CgroupParent)
+			args = append(args, "--cgroup-parent", cfg.CgroupParent)
 		}
-	}
-	if err := cp.start("nodeagent", "nodeagent", logAddr, agentArgs...); err != nil {
-		return err
+		name := "nodeagent"
+		if cfg.Nodes > 1 {
+			name = "nodeagent-" + node
+		}
+		if err := cp.start("nodeagent", name, logAddr, args...); err != nil {
+			return err
+		}
 	}
 	return cp.waitNodes(ctx, cp.APIServers)
 }

@@ -296,6 +296,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		a.log.Info("CNI network written", "dir", a.cfg.CNIConfDir, "podCIDR", a.cfg.PodCIDR, "bridge", a.cfg.CNIBridge)
+		if first := earlierCNIConfigs(a.cfg.CNIConfDir); len(first) > 0 {
+			a.log.Warn("the runtime will use another CNI network, which sorts first in its directory; pods may not get addresses from the pod CIDR",
+				"dir", a.cfg.CNIConfDir, "files", first, "ours", CNIConfFile)
+		}
 	}
 	if err := a.register(ctx); err != nil {
 		return err

@@ -29,8 +29,10 @@ const CNINetworkName = "kplane"
 
 // CNIConfFile is the file the agent writes in its CNI configuration
 // directory. containerd's CRI plugin uses the first network of that
-// directory in lexical order, so the name sorts early.
-const CNIConfFile = "10-kplane.conflist"
+// directory in lexical order, so the name sorts before the usual
+// 10-containerd-net.conflist; earlierCNIConfigs names any that still
+// sort first.
+const CNIConfFile = "05-kplane.conflist"
 
 // DefaultCNIBridge is the bridge the pods' veths attach to when
 // Config.CNIBridge is empty.
@@ -177,4 +179,25 @@ func nonMasqueradeCIDR(podCIDR, clusterCIDR string) string {
 		return c.Masked().String()
 	}
 	return pod.Masked().String()
+}
+
+// earlierCNIConfigs lists the network configurations in dir that sort
+// before CNIConfFile: containerd would use the first of them, not the
+// agent's.
+func earlierCNIConfigs(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		switch filepath.Ext(n) {
+		case ".conf", ".conflist", ".json":
+			if n < CNIConfFile {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }

@@ -259,6 +259,14 @@ func TestUpContainerdNodes(t *testing.T) {
 		}
 	}
 	t.Logf("pod CIDRs %v; pod IPs %v", cidrs, ips)
+	// Each agent's masquerade rule spares the cluster's pod network.
+	nat := runHost(t, "iptables-save", "-t", "nat")
+	for _, n := range nodes {
+		want := fmt.Sprintf("-A POSTROUTING -s %s ! -d %s -m comment --comment \"kplane %s: ", cidrs[n], pn.cluster, n)
+		if !strings.Contains(nat, want) {
+			t.Errorf("no masquerade rule of %s (%s...) in the nat table:\n%s", n, want, nat)
+		}
+	}
 	for i, from := range nodes {
 		to := nodes[1-i]
 		rc, err := cri.New(cri.Config{Socket: envs[i].Socket})

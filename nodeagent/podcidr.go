@@ -7,6 +7,14 @@ import (
 	"net/netip"
 )
 
+// The defaults of `kplane nodeagent` and `kplane up` for the nodes' pod
+// CIDRs: /24s of 10.244.0.0/16 (kubeadm's and flannel's usual range),
+// room for 256 nodes.
+const (
+	DefaultClusterCIDR      = "10.244.0.0/16"
+	DefaultNodeCIDRMaskSize = 24
+)
+
 // NodeSubnet is the i-th (from 1) /mask subnet of an IPv4 cluster CIDR:
 // the pod CIDR of node i of `kplane nodeagent --nodes` and of `kplane up`.
 func NodeSubnet(cluster string, mask, i int) (string, error) {

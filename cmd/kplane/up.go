@@ -113,6 +113,6 @@ restarted then).`,
 	f.DurationVar(&cfg.Restart.Backoff, "restart-backoff", localcluster.DefaultRestartBackoff, "wait before restarting a process that failed")
 	f.DurationVar(&cfg.Restart.MaxBackoff, "restart-max-backoff", localcluster.DefaultRestartMaxBackoff, "cap of the wait, which doubles with every failure in a row")
 	f.DurationVar(&cfg.Restart.ResetAfter, "restart-reset-after", localcluster.DefaultRestartResetAfter, "a process that ran this long before failing is restarted after --restart-backoff again")
-	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agent's log server (fixed, so a restart finds its peers); 0 picks free ports")
+	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agents' log servers (fixed, so a restart finds its peers); 0 picks free ports")
 	return cmd
 }

@@ -85,7 +85,7 @@ type UpConfig struct {
 	HostNetwork  bool
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
-	// gateway and the node agent's log server. Zero picks free ports.
+	// gateway and the node agents' log servers. Zero picks free ports.
 	BasePort int
 	// Host is the loopback address to bind (default 127.0.0.1).
 	Host string
@@ -121,8 +121,8 @@ type Process struct {
 const ServiceClusterIPRange = "10.96.0.0/12"
 
 // DefaultCNIConfDir is containerd's default CNI configuration directory,
-// where the node agent writes its network unless UpConfig.CNIConfDir says
-// otherwise.
+// where node-1's agent writes its network when UpConfig.CNIConfDirs is
+// empty and there is one node.
 const DefaultCNIConfDir = "/etc/cni/net.d"
 
 // ControlPlane is a running `kplane up` cluster.
@@ -228,9 +228,13 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	// Every process serves /metrics. With a base port they follow the
 	// ports above (the members', the API services', the gateway's and the
-	// node agent's log server), in start order, so that a restarted
-	// process keeps its address.
-	nextMetrics := next + cfg.APIServers + 2
+	// node agents' log servers: one, or one per containerd node), in start
+	// order, so that a restarted process keeps its address.
+	logServers := 1
+	if cfg.Runtime == "containerd" {
+		logServers = cfg.Nodes
+	}
+	nextMetrics := next + cfg.APIServers + 1 + logServers
 	metricsAddr := func() (string, error) {
 		if cfg.BasePort == 0 {
 			p, err := free.Pick()
@@ -406,10 +410,10 @@ func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, serv
 	}
 	cluster, mask := cfg.ClusterCIDR, cfg.NodeCIDRMaskSize
 	if cluster == "" {
-		cluster = "10.244.0.0/16"
+		cluster = nodeagent.DefaultClusterCIDR
 	}
 	if mask == 0 {
-		mask = 24
+		mask = nodeagent.DefaultNodeCIDRMaskSize
 	}
 	for i := range cfg.Nodes {
 		node := "node-" + strconv.Itoa(i+1)

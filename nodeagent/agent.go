@@ -113,6 +113,23 @@ type Config struct {
 	// --resolv-conf="").
 	ResolvConf   string
 	NoResolvConf bool
+	// CNIConfDir, when set (and HostNetwork is not), is the runtime's CNI
+	// configuration directory (containerd's default is /etc/cni/net.d):
+	// before it runs pods the agent writes its node's network there
+	// (CNIConfFile: a bridge over PodCIDR with host-local addresses kept
+	// under RootDir/cni, portmap for hostPorts; see ClusterCIDR for NAT),
+	// so every pod without hostNetwork gets its own network namespace
+	// and an address from PodCIDR. Empty: the agent writes none, and
+	// the runtime's own configuration, if any, decides.
+	CNIConfDir string
+	// CNIBridge is the bridge of that network (default DefaultCNIBridge);
+	// each node on one host needs its own.
+	CNIBridge string
+	// ClusterCIDR is the pod network of the whole cluster, which holds
+	// every node's PodCIDR: with CNIConfDir, what the node's pods send
+	// outside it is masqueraded by the host (an iptables nat rule), what
+	// they send inside it is not (default PodCIDR alone).
+	ClusterCIDR string
 	// Version is reported as the kubelet version.
 	Version string
 	// Logger; nil discards.
@@ -185,6 +202,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
+	}
+	if cfg.CNIBridge == "" {
+		cfg.CNIBridge = DefaultCNIBridge
 	}
 	if cfg.Version == "" {
 		cfg.Version = "v0.0.0-kplane"
@@ -300,6 +320,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.PodCIDR != "" {
 		if err := a.cfg.Runtime.UpdatePodCIDR(ctx, a.cfg.PodCIDR); err != nil {
 			return fmt.Errorf("nodeagent: give the runtime the pod CIDR: %w", err)
+		}
+	}
+	if a.cfg.CNIConfDir != "" && !a.cfg.HostNetwork {
+		if a.cfg.PodCIDR == "" {
+			return errors.New("nodeagent: a CNI network needs the node's pod CIDR")
+		}
+		if err := writeCNIConfig(a.cfg.CNIConfDir, a.cfg.PodCIDR, a.cfg.CNIBridge, filepath.Join(a.cfg.RootDir, "cni", "networks")); err != nil {
+			return err
+		}
+		if err := ensureMasquerade(ctx, a.cfg.NodeName, a.cfg.PodCIDR, nonMasqueradeCIDR(a.cfg.PodCIDR, a.cfg.ClusterCIDR)); err != nil {
+			return err
+		}
+		a.log.Info("CNI network written", "dir", a.cfg.CNIConfDir, "podCIDR", a.cfg.PodCIDR, "bridge", a.cfg.CNIBridge)
+		if first := earlierCNIConfigs(a.cfg.CNIConfDir); len(first) > 0 {
+			a.log.Warn("the runtime will use another CNI network, which sorts first in its directory; pods may not get addresses from the pod CIDR",
+				"dir", a.cfg.CNIConfDir, "files", first, "ours", CNIConfFile)
 		}
 	}
 	if err := a.register(ctx); err != nil {

@@ -48,7 +48,7 @@ func TestUpContainerdExec(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cp := upOnContainerd(ctx, t)
+	cp, _, _ := upOnContainerd(ctx, t, 1)
 	conn, err := cp.Dial()
 	if err != nil {
 		t.Fatal(err)

@@ -31,8 +31,9 @@ func (a *Agent) sandboxConfig(pod *corev1.Pod, rec *podRecord) *runtimeapi.PodSa
 		Labels: map[string]string{
 			labelPodName: m.GetName(), labelPodNamespace: m.GetNamespace(), labelPodUID: m.GetUid(), labelNode: a.cfg.NodeName,
 		},
-		Annotations: m.GetAnnotations(),
-		Linux:       &runtimeapi.LinuxPodSandboxConfig{CgroupParent: a.cfg.CgroupParent},
+		Annotations:  m.GetAnnotations(),
+		PortMappings: portMappings(pod.GetSpec()),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{CgroupParent: a.cfg.CgroupParent},
 	}
 	if pod.GetSpec().GetHostNetwork() || a.cfg.HostNetwork {
 		cfg.Hostname = ""

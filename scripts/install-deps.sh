@@ -9,7 +9,10 @@
 #                              too; the store's interop tests drive etcdctl
 #   containerd, runc,          the node agent's real-runtime tests start their
 #   containernetworking-plugins own containerd under a temp dir (no daemon is
-#                              started here)
+#                              started here); their pods join the node's CNI
+#                              network (bridge, host-local, portmap, loopback)
+#   iptables, iproute2         the node agent's masquerade rule for pods; the
+#                              pod network tests check and clean the host
 #   busybox-static             the static shell, cat and tar of the image the
 #                              exec, cp and run -i tests run on containerd
 #   helm (go install, pinned)  internal/packaging lints and renders charts/kplane
@@ -37,7 +40,11 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 command -v runc >/dev/null 2>&1 || need+=(runc)
-[[ -x /usr/lib/cni/host-local ]] || need+=(containernetworking-plugins)
+for p in bridge host-local portmap loopback; do
+	[[ -x /usr/lib/cni/$p ]] || { need+=(containernetworking-plugins); break; }
+done
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 [[ -x /bin/busybox ]] || need+=(busybox-static)
 
 if ((${#need[@]} == 0)); then

@@ -62,6 +62,7 @@ type nodeAgentFlags struct {
 	clusterDNS                                 []string
 	clusterDomain, resolvConf                  string
 	hostNetwork                                bool
+	cniConfDir, cniBridge                      string
 	logLevel                                   string
 	telemetry                                  telemetryFlags
 	gcPercent                                  int
@@ -105,8 +106,8 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringSliceVar(&fl.labels, "labels", nil, "node labels key=value (repeatable, comma-separated)")
 	f.StringSliceVar(&fl.taints, "register-with-taints", nil, "taints key=value:Effect set when the node is created")
 	f.StringVar(&fl.podCIDR, "pod-cidr", "", "the node's pod CIDR (one node)")
-	f.StringVar(&fl.clusterCIDR, "cluster-cidr", "10.244.0.0/16", "with no --pod-cidr, node i (from 1) gets the i-th subnet of this CIDR")
-	f.IntVar(&fl.nodeCIDRMask, "node-cidr-mask-size", 24, "prefix length of each node's subnet of --cluster-cidr")
+	f.StringVar(&fl.clusterCIDR, "cluster-cidr", nodeagent.DefaultClusterCIDR, "with no --pod-cidr, node i (from 1) gets the i-th subnet of this CIDR")
+	f.IntVar(&fl.nodeCIDRMask, "node-cidr-mask-size", nodeagent.DefaultNodeCIDRMaskSize, "prefix length of each node's subnet of --cluster-cidr")
 	f.StringVar(&fl.nodeIP, "node-ip", "127.0.0.1", "the node's InternalIP")
 	f.StringVar(&fl.logListen, "log-listen", "127.0.0.1:10250", "address of the HTTPS server for container logs (GET /containerLogs/{ns}/{pod}/{container}) and the streaming endpoints (/exec, /attach, /portForward), for the API service's pods/log, exec, attach and portforward; empty: none")
 	f.StringVar(&fl.logTLSCert, "tls-cert-file", "", "serving certificate of the log server (empty: a self-signed one, as the kubelet makes)")
@@ -125,30 +126,13 @@ func newNodeAgentCommand() *cobra.Command {
 	f.StringVar(&fl.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain, put in ClusterFirst pods' search path")
 	f.StringVar(&fl.resolvConf, "resolv-conf", nodeagent.DefaultResolvConf, "the host resolv.conf that pods with dnsPolicy Default get; empty: none (nameserver 127.0.0.1, search .)")
 	f.BoolVar(&fl.hostNetwork, "host-network", false, "run every pod in the node's network namespace (no CNI needed)")
+	f.StringVar(&fl.cniConfDir, "cni-conf-dir", "", "with --cri-socket: the runtime's CNI configuration directory (containerd's default /etc/cni/net.d), where the agent writes its node's network (05-kplane.conflist: a bridge over the pod CIDR, host-local addresses, portmap for hostPorts; and an iptables rule masquerading what pods send outside --cluster-cidr) so that pods get their own network namespace and IP; empty: the runtime's own configuration decides")
+	f.StringVar(&fl.cniBridge, "cni-bridge", nodeagent.DefaultCNIBridge, "with --cni-conf-dir: the Linux bridge of the node's pod network (one per node on a host)")
 	f.StringVar(&fl.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.IntVar(&fl.gcPercent, "gc-percent", nodeAgentGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
 	f.StringVar(&fl.profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6061); empty disables them")
 	fl.telemetry.register(f)
 	return cmd
-}
-
-// nodeSubnet is the i-th (from 1) /mask subnet of an IPv4 cluster CIDR.
-func nodeSubnet(cluster string, mask, i int) (string, error) {
-	p, err := netip.ParsePrefix(cluster)
-	if err != nil {
-		return "", err
-	}
-	if !p.Addr().Is4() || mask < p.Bits() || mask > 30 {
-		return "", fmt.Errorf("cluster CIDR %s: need IPv4 and a node mask between %d and 30", cluster, p.Bits())
-	}
-	if i >= 1<<(mask-p.Bits()) {
-		return "", fmt.Errorf("cluster CIDR %s has no room for %d /%d subnets", cluster, i+1, mask)
-	}
-	b := p.Masked().Addr().As4()
-	base := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	n := base + uint32(i)<<(32-mask)
-	a := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
-	return netip.PrefixFrom(a, mask).String(), nil
 }
 
 // nodeTokens reads the tokens of users system:node:* from a token CSV.
@@ -264,6 +248,9 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			return fmt.Errorf("--nodes > 1 needs the built-in runtime (no --cri-socket): nodes cannot share a runtime")
 		}
 	}
+	if fl.cniConfDir != "" && fl.criSocket == "" {
+		return fmt.Errorf("--cni-conf-dir needs a real runtime (--cri-socket): the built-in one gives pod IPs itself")
+	}
 	if (fl.certFile != "" || fl.token != "") && len(names) > 1 {
 		return fmt.Errorf("--cert-file and --token are for one node; use --cert-dir or --token-file with --nodes")
 	}
@@ -362,7 +349,7 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 		}
 		cidr := fl.podCIDR
 		if cidr == "" || len(names) > 1 {
-			if cidr, err = nodeSubnet(fl.clusterCIDR, fl.nodeCIDRMask, i+1); err != nil {
+			if cidr, err = nodeagent.NodeSubnet(fl.clusterCIDR, fl.nodeCIDRMask, i+1); err != nil {
 				return err
 			}
 		}
@@ -409,6 +396,9 @@ func runNodeAgents(ctx context.Context, fl nodeAgentFlags) error {
 			ClusterDomain:  fl.clusterDomain,
 			ResolvConf:     fl.resolvConf,
 			NoResolvConf:   fl.resolvConf == "",
+			CNIConfDir:     fl.cniConfDir,
+			CNIBridge:      fl.cniBridge,
+			ClusterCIDR:    fl.clusterCIDR,
 			Logger:         log,
 			TracerProvider: tel.TracerProvider(),
 		})

@@ -47,7 +47,7 @@ restarted then).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if cfg.Runtime == "containerd" && !cmd.Flags().Changed("nodes") {
-				cfg.Nodes = 1
+				cfg.Nodes = max(len(cfg.CRISockets), 1)
 			}
 			// 0 on the command line runs none of them (the Config's 0 is
 			// the default), so Kubernetes' own component can stand in.
@@ -104,14 +104,17 @@ restarted then).`,
 	f.IntVar(&cfg.ControllerAPIBurst, "controllers-kube-api-burst", 0, "the controller managers' --kube-api-burst (0: 1.5 × the qps)")
 	f.StringVar(&cfg.ClusterCIDR, "cluster-cidr", "", "the simulated nodes' pod subnets are carved from this CIDR (default the node agent's 10.244.0.0/16, room for 256 nodes at /24; e.g. 10.128.0.0/10 for thousands)")
 	f.IntVar(&cfg.NodeCIDRMaskSize, "node-cidr-mask-size", 0, "prefix length of each node's pod subnet (default 24)")
-	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); 1 with --runtime containerd; 0 runs no node agent (nodes registered by e.g. KWOK)")
+	f.IntVar(&cfg.Nodes, "nodes", 3, "number of simulated nodes (one node agent process, built-in runtime); with --runtime containerd as many as --cri-socket is given; 0 runs no node agent (nodes registered by e.g. KWOK)")
 	f.BoolVar(&withJaeger, "jaeger", false, "also run a loopback Jaeger (built by scripts/install-jaeger.sh; query API on 16686, OTLP on 4317, free ports with --base-port=0) and send every component's spans to it")
-	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (one real node, node-1, over --cri-socket, host networking)")
-	f.StringVar(&cfg.CRISocket, "cri-socket", "", "with --runtime containerd: the CRI socket, e.g. /run/containerd/containerd.sock")
+	f.StringVar(&cfg.Runtime, "runtime", "builtin", "node runtime: builtin (simulated nodes) or containerd (real nodes node-1..N, one per --cri-socket; pods get IPs from their node's pod CIDR through a CNI bridge)")
+	f.StringArrayVar(&cfg.CRISockets, "cri-socket", nil, "with --runtime containerd: a containerd's CRI socket, e.g. /run/containerd/containerd.sock; repeat it for more nodes, one containerd each (node-i runs on the i-th)")
 	f.StringVar(&cfg.CgroupParent, "cgroup-parent", "", "with --runtime containerd: cgroup parent of the pods' sandboxes")
+	f.StringArrayVar(&cfg.CNIConfDirs, "cni-conf-dir", nil, "with --runtime containerd: a containerd's CNI configuration directory (its plugins.cri.cni.conf_dir), where node-i's agent writes its pod network; once per --cri-socket, in the same order (default with one node: "+localcluster.DefaultCNIConfDir+")")
+	f.StringArrayVar(&cfg.CNIBridges, "cni-bridge", nil, "with --runtime containerd: the Linux bridge of node-i's pod network, once per node in order (default kplane0, kplane1, ...)")
+	f.BoolVar(&cfg.HostNetwork, "host-network", false, "with --runtime containerd: run every pod in the host's network namespace (no CNI network is written; pods share the host's IP and ports)")
 	f.DurationVar(&cfg.Restart.Backoff, "restart-backoff", localcluster.DefaultRestartBackoff, "wait before restarting a process that failed")
 	f.DurationVar(&cfg.Restart.MaxBackoff, "restart-max-backoff", localcluster.DefaultRestartMaxBackoff, "cap of the wait, which doubles with every failure in a row")
 	f.DurationVar(&cfg.Restart.ResetAfter, "restart-reset-after", localcluster.DefaultRestartResetAfter, "a process that ran this long before failing is restarted after --restart-backoff again")
-	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agent's log server (fixed, so a restart finds its peers); 0 picks free ports")
+	f.IntVar(&cfg.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agents' log servers (fixed, so a restart finds its peers); 0 picks free ports")
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/kplane/kplane/internal/freeport"
+	"github.com/kplane/kplane/nodeagent"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -62,15 +64,28 @@ type UpConfig struct {
 	ClusterCIDR      string
 	NodeCIDRMaskSize int
 	// Runtime is "builtin" (default: simulated nodes) or "containerd":
-	// one node, node-1, whose node agent runs pods on the real runtime at
-	// CRISocket, with host networking (no CNI needed) and its sandboxes'
-	// cgroups under CgroupParent (empty: the runtime's default).
+	// real nodes node-1..node-N, N = len(CRISockets) unless Nodes says
+	// otherwise, each with a node agent process of its own running pods on
+	// the runtime at its CRISockets entry (a runtime is never shared: its
+	// CNI network is one node's), sandboxes' cgroups under CgroupParent
+	// (empty: the runtime's default). Pods get their own network namespace
+	// and an IP from their node's pod CIDR (the ClusterCIDR subnets): each
+	// agent writes its node's CNI network, over bridge CNIBridges[i]
+	// (default kplane<i>), into CNIConfDirs[i], its runtime's CNI
+	// configuration directory (default, with one node, /etc/cni/net.d,
+	// containerd's). On one host every bridge is in the host's network
+	// namespace, so its routes already join the nodes' pod CIDRs. With
+	// HostNetwork every pod runs in the host's network namespace instead
+	// and no CNI network is written.
 	Runtime      string
-	CRISocket    string
+	CRISockets   []string
 	CgroupParent string
+	CNIConfDirs  []string
+	CNIBridges   []string
+	HostNetwork  bool
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
-	// gateway and the node agent's log server. Zero picks free ports.
+	// gateway and the node agents' log servers. Zero picks free ports.
 	BasePort int
 	// Host is the loopback address to bind (default 127.0.0.1).
 	Host string
@@ -104,6 +119,11 @@ type Process struct {
 // a local cluster: kubeadm's default (kube-apiserver's own, 10.0.0.0/24, is
 // a range many hosts' networks use).
 const ServiceClusterIPRange = "10.96.0.0/12"
+
+// DefaultCNIConfDir is containerd's default CNI configuration directory,
+// where node-1's agent writes its network when UpConfig.CNIConfDirs is
+// empty and there is one node.
+const DefaultCNIConfDir = "/etc/cni/net.d"
 
 // ControlPlane is a running `kplane up` cluster.
 type ControlPlane struct {
@@ -156,12 +176,21 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 		cfg.Runtime = "builtin"
 		def(&cfg.Nodes, 3)
 	case "containerd":
-		def(&cfg.Nodes, 1)
-		if cfg.Nodes != 1 {
-			return nil, fmt.Errorf("runtime containerd runs one node (node-1), not %d: a runtime is not shared between nodes", cfg.Nodes)
+		if len(cfg.CRISockets) == 0 {
+			return nil, errors.New("runtime containerd needs the CRI socket (--cri-socket), e.g. /run/containerd/containerd.sock; one per node")
 		}
-		if cfg.CRISocket == "" {
-			return nil, errors.New("runtime containerd needs the CRI socket (--cri-socket), e.g. /run/containerd/containerd.sock")
+		def(&cfg.Nodes, len(cfg.CRISockets))
+		if cfg.Nodes != len(cfg.CRISockets) {
+			return nil, fmt.Errorf("runtime containerd: %d nodes need %d CRI sockets (--cri-socket once per node), not %d: a runtime is not shared between nodes", cfg.Nodes, cfg.Nodes, len(cfg.CRISockets))
+		}
+		if len(cfg.CNIConfDirs) == 0 && cfg.Nodes == 1 {
+			cfg.CNIConfDirs = []string{DefaultCNIConfDir}
+		}
+		if !cfg.HostNetwork && len(cfg.CNIConfDirs) != cfg.Nodes {
+			return nil, fmt.Errorf("runtime containerd: %d nodes need %d CNI configuration directories (--cni-conf-dir once per node, each its containerd's), not %d", cfg.Nodes, cfg.Nodes, len(cfg.CNIConfDirs))
+		}
+		for i := len(cfg.CNIBridges); i < cfg.Nodes; i++ {
+			cfg.CNIBridges = append(cfg.CNIBridges, "kplane"+strconv.Itoa(i))
 		}
 	default:
 		return nil, fmt.Errorf("runtime %q: want builtin or containerd", cfg.Runtime)
@@ -199,9 +228,13 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	}
 	// Every process serves /metrics. With a base port they follow the
 	// ports above (the members', the API services', the gateway's and the
-	// node agent's log server), in start order, so that a restarted
-	// process keeps its address.
-	nextMetrics := next + cfg.APIServers + 2
+	// node agents' log servers: one, or one per containerd node), in start
+	// order, so that a restarted process keeps its address.
+	logServers := 1
+	if cfg.Runtime == "containerd" {
+		logServers = cfg.Nodes
+	}
+	nextMetrics := next + cfg.APIServers + 1 + logServers
 	metricsAddr := func() (string, error) {
 		if cfg.BasePort == 0 {
 			p, err := free.Pick()
@@ -354,33 +387,74 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 }
 
 // startNodeAgent starts the node agent with cfg.Nodes nodes (built-in
-// runtime) or node-1 on the real runtime, and waits until they are Ready.
+// runtime), or one agent per node on the real runtimes, and waits until
+// they are Ready.
 func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, servers, dataDir string, port func() (string, error)) error {
 	cfg := cp.cfg
-	logAddr, err := port()
-	if err != nil {
-		return err
-	}
-	agentArgs := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
-		"--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--data-dir", filepath.Join(dataDir, "nodeagent"),
-		"--log-listen", logAddr, "--tls-cert-file", id.nodeAgentServing.certFile,
+	common := []string{"--server", servers, "--ca-file", id.ca.file, "--cert-dir", id.nodeDir,
+		"--data-dir", filepath.Join(dataDir, "nodeagent"),
+		"--tls-cert-file", id.nodeAgentServing.certFile,
 		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
-		"--log-allowed-users", KubeletClientUser, "--log-level", "warn",
-		"--cluster-dns", DNSServiceIP, "--cluster-domain", ClusterDomain}
+		"--log-allowed-users", KubeletClientUser, "--log-level", "warn", "--cluster-domain", ClusterDomain}
+	if cfg.Runtime != "containerd" || cfg.HostNetwork {
+		// Real pods in network namespaces of their own would be given a
+		// cluster IP nothing routes (kplane has no service proxy); there
+		// the agents get no --cluster-dns, and ClusterFirst falls back to
+		// the host's resolv.conf with the kubelet's MissingClusterDNS
+		// event, as on a kubelet run without one.
+		common = append(common, "--cluster-dns", DNSServiceIP)
+	}
 	if cfg.ClusterCIDR != "" {
-		agentArgs = append(agentArgs, "--cluster-cidr", cfg.ClusterCIDR)
+		common = append(common, "--cluster-cidr", cfg.ClusterCIDR)
 	}
 	if cfg.NodeCIDRMaskSize > 0 {
-		agentArgs = append(agentArgs, "--node-cidr-mask-size", strconv.Itoa(cfg.NodeCIDRMaskSize))
+		common = append(common, "--node-cidr-mask-size", strconv.Itoa(cfg.NodeCIDRMaskSize))
 	}
-	if cfg.Runtime == "containerd" {
-		agentArgs = append(agentArgs, "--cri-socket", cfg.CRISocket, "--host-network")
-		if cfg.CgroupParent != "" {
-			agentArgs = append(agentArgs, "--cgroup-parent", cfg.CgroupParent)
+	if cfg.Runtime != "containerd" {
+		logAddr, err := port()
+		if err != nil {
+			return err
 		}
+		args := append(common, "--nodes", strconv.Itoa(cfg.Nodes), "--node-name", "node-1", "--log-listen", logAddr)
+		if err := cp.start("nodeagent", "nodeagent", logAddr, args...); err != nil {
+			return err
+		}
+		return cp.waitNodes(ctx, cp.APIServers)
 	}
-	if err := cp.start("nodeagent", "nodeagent", logAddr, agentArgs...); err != nil {
-		return err
+	cluster, mask := cfg.ClusterCIDR, cfg.NodeCIDRMaskSize
+	if cluster == "" {
+		cluster = nodeagent.DefaultClusterCIDR
+	}
+	if mask == 0 {
+		mask = nodeagent.DefaultNodeCIDRMaskSize
+	}
+	for i := range cfg.Nodes {
+		node := "node-" + strconv.Itoa(i+1)
+		podCIDR, err := nodeagent.NodeSubnet(cluster, mask, i+1)
+		if err != nil {
+			return err
+		}
+		logAddr, err := port()
+		if err != nil {
+			return err
+		}
+		args := append(slices.Clip(common), "--nodes", "1", "--node-name", node, "--log-listen", logAddr,
+			"--cri-socket", cfg.CRISockets[i], "--pod-cidr", podCIDR)
+		if cfg.HostNetwork {
+			args = append(args, "--host-network")
+		} else {
+			args = append(args, "--cni-conf-dir", cfg.CNIConfDirs[i], "--cni-bridge", cfg.CNIBridges[i])
+		}
+		if cfg.CgroupParent != "" {
+			args = append(args, "--cgroup-parent", cfg.CgroupParent)
+		}
+		name := "nodeagent"
+		if cfg.Nodes > 1 {
+			name = "nodeagent-" + node
+		}
+		if err := cp.start("nodeagent", name, logAddr, args...); err != nil {
+			return err
+		}
 	}
 	return cp.waitNodes(ctx, cp.APIServers)
 }

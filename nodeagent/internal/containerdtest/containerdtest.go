@@ -6,11 +6,13 @@
 // layout tars, and imports them with `ctr -n k8s.io images import`. Close
 // removes everything it made, inside and outside the work directory.
 //
-// Pods run with host networking (NamespaceOption Network NODE and an empty
-// Hostname, as the kubelet does for hostNetwork pods): that needs no CNI
-// configuration, leaves no bridge or IP range behind, and lets a test reach
-// a container's server on 127.0.0.1. Pod networking through a CNI bridge
-// works too on these machines but is not set up here.
+// containerd's CNI configuration directory is Dir/cni/net.d, empty: a
+// test that runs pods with host networking (NamespaceOption Network NODE
+// and an empty Hostname, as the kubelet does for hostNetwork pods) needs
+// no CNI network, leaves no bridge or IP range behind, and reaches a
+// container's server on 127.0.0.1; a test of pod networking has the node
+// agent write its network there (nodeagent Config.CNIConfDir), and
+// cleans up the bridge and NAT rules the plugins leave.
 //
 // Containers' cgroups go under CgroupParent (give it as the sandbox's
 // LinuxPodSandboxConfig.CgroupParent), a name unique to the Env, so Close

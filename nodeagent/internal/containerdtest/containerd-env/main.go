@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
@@ -26,8 +27,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "containerd-env:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("CRI socket: %s\ncgroup parent: %s\nimages: %s %s\nhost network only (Network NODE, empty hostname); Ctrl-C to stop and clean up\n",
-		e.Socket, e.CgroupParent, containerdtest.PauseImage, containerdtest.HelloImage)
+	cni := filepath.Join(e.Dir, "cni", "net.d")
+	fmt.Printf("CRI socket: %s\ncgroup parent: %s\nCNI conf dir: %s\nimages: %s %s\n"+
+		"kplane up --runtime containerd --cri-socket %[1]s --cgroup-parent %[2]s --cni-conf-dir %[3]s\n"+
+		"(the node agent writes the pod network there; with --host-network pods use the host's)\nCtrl-C to stop and clean up\n",
+		e.Socket, e.CgroupParent, cni, containerdtest.PauseImage, containerdtest.HelloImage)
 	<-ctx.Done()
 	if err := e.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "containerd-env:", err)

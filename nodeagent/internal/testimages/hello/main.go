@@ -5,12 +5,17 @@
 //
 // With $HELLO_EXIT_CODE set it prints a line and exits with that code at
 // once instead (a crashing container). `hello probe` is an exec probe: it
-// exits 0 when the server on $HELLO_ADDR answers, 1 otherwise.
+// exits 0 when the server on $HELLO_ADDR answers, 1 otherwise. `hello get
+// URL` prints the body of a GET of URL (exit 1 if it fails), and the path
+// /remote answers with the client's address as the server sees it: a pod
+// asks another through them to see whether its address reached it
+// unchanged.
 package main
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +32,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(probe(addr))
+	}
+	if len(os.Args) > 2 && os.Args[1] == "get" {
+		os.Exit(get(os.Args[2]))
 	}
 	if v := os.Getenv("HELLO_EXIT_CODE"); v != "" {
 		code, err := strconv.Atoi(v)
@@ -45,6 +53,10 @@ func main() {
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/remote" {
+				fmt.Fprintln(w, r.RemoteAddr)
+				return
+			}
 			fmt.Fprintln(w, "hello from kplane")
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -75,6 +87,22 @@ func probe(addr string) int {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		fmt.Fprintf(os.Stderr, "probe: %s\n", resp.Status)
+		return 1
+	}
+	return 0
+}
+
+// get prints the body of a GET of url and returns an exit code.
+func get(url string) int {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "get: %v\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+		fmt.Fprintf(os.Stderr, "get: %v\n", err)
 		return 1
 	}
 	return 0

@@ -1,9 +1,13 @@
-// This file holds the test of how `kplane nodeagent --nodes` carves each
-// simulated node's pod subnet out of the cluster CIDR.
+// This file holds the test of how each node's pod subnet is carved out of
+// the cluster CIDR (`kplane nodeagent --nodes`, `kplane up`).
 
-package main
+package nodeagent_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kplane/kplane/nodeagent"
+)
 
 func TestNodeSubnet(t *testing.T) {
 	tests := []struct {
@@ -20,7 +24,7 @@ func TestNodeSubnet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := nodeSubnet(tt.cluster, tt.mask, tt.i)
+			got, err := nodeagent.NodeSubnet(tt.cluster, tt.mask, tt.i)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Errorf("got %q, %v; want %q (error %v)", got, err, tt.want, tt.wantErr)
 			}

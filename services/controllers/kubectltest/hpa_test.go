@@ -70,6 +70,16 @@ func TestKubectlAutoscale(t *testing.T) {
 			if !strings.Contains(out, "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\n") {
 				t.Errorf("get -o yaml at v1: got %q, want autoscaling/v1", out)
 			}
+			if bin == "kubectl.1.27" {
+				// kubectl-autoscale's fields are owned at v1, as on Kubernetes.
+				out = run("get", "--raw", "/apis/autoscaling/v2/namespaces/"+ns+"/horizontalpodautoscalers/web")
+				for _, want := range []string{`"manager":"kubectl-autoscale"`, `"apiVersion":"autoscaling/v1","fieldsType":"FieldsV1"`,
+					`"fieldsV1":{"f:spec":{"f:maxReplicas":{},"f:minReplicas":{},"f:scaleTargetRef":{},"f:targetCPUUtilizationPercentage":{}}}`} {
+					if !strings.Contains(out, want) {
+						t.Errorf("managedFields: got %s, want %s in it", out, want)
+					}
+				}
+			}
 			out = run("-n", ns, "describe", "hpa", "web")
 			for _, want := range []string{"Reference:", "Deployment/web", "Min replicas:", "Max replicas:", "resource cpu on pods  (as a percentage of request):  <unknown> / 50%"} {
 				if !strings.Contains(out, want) {

@@ -7,6 +7,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -215,5 +216,66 @@ func TestHPAV1Validation(t *testing.T) {
 				t.Errorf("got %q, want %q", se.Message, tc.want)
 			}
 		})
+	}
+}
+
+func TestHPAV1ListWatchDelete(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	v1 := autoscalingv1.NewHorizontalPodAutoscalerServiceClient(e.conn)
+	v2 := autoscalingv2.NewHorizontalPodAutoscalerServiceClient(e.conn)
+	newV2 := func(name string) *autoscalingv2.HorizontalPodAutoscaler {
+		return &autoscalingv2.HorizontalPodAutoscaler{Metadata: om("default", name), Spec: &autoscalingv2.HorizontalPodAutoscalerSpec{MaxReplicas: 3,
+			ScaleTargetRef: &autoscalingv2.CrossVersionObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Name: name}}}
+	}
+	if _, err := v2.CreateHorizontalPodAutoscaler(ctx, &autoscalingv2.CreateHorizontalPodAutoscalerRequest{Namespace: "default", HorizontalPodAutoscaler: newV2("a")}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := v1.ListHorizontalPodAutoscalers(ctx, &autoscalingv1.ListHorizontalPodAutoscalersRequest{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.GetList(); got.GetApiVersion() != "autoscaling/v1" || got.GetKind() != "HorizontalPodAutoscalerList" || len(got.GetItems()) != 1 ||
+		got.GetItems()[0].GetSpec().GetTargetCpuUtilizationPercentage() != 80 {
+		t.Errorf("v1 list: got %v, want one autoscaler at the default 80%% CPU", got)
+	}
+
+	// A watch at v1 sees a write at v2, converted.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ws, err := v1.WatchHorizontalPodAutoscalers(wctx, &autoscalingv1.WatchHorizontalPodAutoscalersRequest{Namespace: "default",
+		ResourceVersion: l.GetList().GetMetadata().GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newV2("b")
+	b.Spec.Metrics = []*autoscalingv2.MetricSpec{{Type: "Resource", Resource: &autoscalingv2.ResourceMetricSource{Name: "memory",
+		Target: &autoscalingv2.MetricTarget{Type: "AverageValue", AverageValue: proto.String("1Gi")}}}}
+	if _, err := v2.CreateHorizontalPodAutoscaler(ctx, &autoscalingv2.CreateHorizontalPodAutoscalerRequest{Namespace: "default", HorizontalPodAutoscaler: b}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := ws.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := ev.GetObject()
+	if ev.GetType() != "ADDED" || o.GetMetadata().GetName() != "b" || o.GetApiVersion() != "autoscaling/v1" || o.GetSpec().TargetCpuUtilizationPercentage != nil ||
+		o.GetMetadata().GetAnnotations()["autoscaling.alpha.kubernetes.io/metrics"] != `[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"1Gi"}}]` {
+		t.Errorf("watch event: got %v", ev)
+	}
+
+	// Deleted at v1: gone at v2.
+	dr, err := v1.DeleteHorizontalPodAutoscaler(ctx, &autoscalingv1.DeleteHorizontalPodAutoscalerRequest{Namespace: "default", Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dr.GetHorizontalPodAutoscaler().GetApiVersion() != "autoscaling/v1" {
+		t.Errorf("deleted: got %v", dr.GetHorizontalPodAutoscaler())
+	}
+	_, err = v2.GetHorizontalPodAutoscaler(ctx, &autoscalingv2.GetHorizontalPodAutoscalerRequest{Namespace: "default", Name: "a"})
+	wantReason(t, err, apierrors.ReasonNotFound)
+	_, err = v1.GetHorizontalPodAutoscaler(ctx, &autoscalingv1.GetHorizontalPodAutoscalerRequest{Namespace: "default", Name: "a"})
+	if se := wantReason(t, err, apierrors.ReasonNotFound); se.Message != `horizontalpodautoscalers.autoscaling "a" not found` {
+		t.Errorf("message: got %q", se.Message)
 	}
 }

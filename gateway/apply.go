@@ -105,7 +105,7 @@ func (f *fieldManagers) get(gvk schema.GroupVersionKind, subresource string, has
 			fieldpath.APIVersion(gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 		}
 	}
-	m, err := managedfields.NewDefaultFieldManager(f.tc, f.scheme, noDefaults{}, f.scheme, gvk, gvk.GroupVersion(), subresource, reset)
+	m, err := managedfields.NewDefaultFieldManager(f.tc, hpaConverter{f.scheme}, noDefaults{}, f.scheme, gvk, gvk.GroupVersion(), subresource, reset)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: field manager for %s: %w", gvk, err)
 	}

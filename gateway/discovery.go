@@ -56,11 +56,6 @@ func (g *Gateway) groups(crs []*dynamicv1.ServedResource) (names []string, versi
 			gvs = append(gvs, gv)
 		}
 	}
-	builtin := map[string]bool{}
-	for _, gv := range g.tab.groupVersions() {
-		grp, _, _ := strings.Cut(gv, "/")
-		builtin[grp] = true
-	}
 	for _, gv := range gvs {
 		grp, ver, ok := strings.Cut(gv, "/")
 		if !ok {
@@ -71,13 +66,11 @@ func (g *Gateway) groups(crs []*dynamicv1.ServedResource) (names []string, versi
 		}
 		versions[grp] = append(versions[grp], ver)
 	}
-	for grp, vs := range versions {
-		if !builtin[grp] {
-			// A custom group's versions (of one CRD or several) by
-			// Kubernetes' version priority, the preferred first, as
-			// kube-apiserver orders them.
-			slices.SortStableFunc(vs, func(a, b string) int { return -version.CompareKubeAwareVersionStrings(a, b) })
-		}
+	for _, vs := range versions {
+		// A group's versions by Kubernetes' version priority, the preferred
+		// first, as kube-apiserver orders them: a custom group's (of one CRD
+		// or several), and autoscaling's v2 before v1.
+		slices.SortStableFunc(vs, func(a, b string) int { return -version.CompareKubeAwareVersionStrings(a, b) })
 	}
 	return names, versions
 }

@@ -30,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kplane/kplane/internal/hpaconv"
 )
 
 // rowCondition is a Table row's condition (a finished pod's Completed).
@@ -135,6 +137,10 @@ func printObject(gvk schema.GroupVersionKind, o map[string]any, now time.Time) (
 		return printStatefulSet(obj, since(obj.CreationTimestamp)), nil
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		return printHPA(obj, since(obj.CreationTimestamp)), nil
+	case *autoscalingv1.HorizontalPodAutoscaler:
+		// kube-apiserver prints the internal object: v1's, annotations
+		// and all, as v2.
+		return printHPA(hpaconv.FromV1(obj), since(obj.CreationTimestamp)), nil
 	case *corev1.PersistentVolumeClaim:
 		return printPersistentVolumeClaim(obj, since(obj.CreationTimestamp)), nil
 	case *corev1.PersistentVolume:

@@ -95,6 +95,8 @@ func servedKinds() []struct {
 		{&authorizationk8s.LocalSubjectAccessReview{}, &authorizationv1.LocalSubjectAccessReview{}},
 		{&authorizationk8s.SelfSubjectRulesReview{}, &authorizationv1.SelfSubjectRulesReview{}},
 		{&autoscalingk8s.Scale{}, &autoscalingv1.Scale{}},
+		{&autoscalingk8s.HorizontalPodAutoscaler{}, &autoscalingv1.HorizontalPodAutoscaler{}},
+		{&autoscalingk8s.HorizontalPodAutoscalerList{}, &autoscalingv1.HorizontalPodAutoscalerList{}},
 		{&metak8s.Status{}, &metav1.Status{}},
 		{&discoveryk8s.EndpointSlice{}, &discoveryv1.EndpointSlice{}}, {&discoveryk8s.EndpointSliceList{}, &discoveryv1.EndpointSliceList{}},
 		{&corek8s.PodTemplate{}, &corev1.PodTemplate{}}, {&corek8s.PodTemplateList{}, &corev1.PodTemplateList{}},

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kplane/kplane/internal/hpaconv"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 )
 
@@ -92,8 +93,14 @@ func canonicalTarget(t *autoscalingv2.MetricTarget) {
 // prepareHPA is the strategy's PrepareForCreate (old nil) and
 // PrepareForUpdate: a new autoscaler's status is empty (the generic update
 // keeps the stored one), and with HPAConfigurableTolerance off a tolerance
-// is dropped unless the stored object already uses one.
+// is dropped unless the stored object already uses one; v1's round-trip
+// annotations are dropped.
 func prepareHPA(o, old *autoscalingv2.HorizontalPodAutoscaler) {
+	// v1's round-trip annotations are never stored: Kubernetes' v2
+	// conversion drops them, v2 holds their fields.
+	if m := o.GetMetadata(); m != nil {
+		m.Annotations = hpaconv.DropRoundTripAnnotations(m.Annotations)
+	}
 	if old == nil {
 		o.Status = &autoscalingv2.HorizontalPodAutoscalerStatus{}
 	}

@@ -127,7 +127,10 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
-	s.views = map[string]*resourceInfo{"events.k8s.io/events": eventsView(s.resources["events"])}
+	s.views = map[string]*resourceInfo{
+		"events.k8s.io/events":                 eventsView(s.resources["events"]),
+		"autoscaling/horizontalpodautoscalers": hpaV1View(s.resources["horizontalpodautoscalers"]),
+	}
 	convs, err := conversion.NewCRConverterFactory(endpointResolver{s}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: conversion webhooks: %w", err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
@@ -29,8 +30,12 @@ type watchStreamService struct {
 // StreamWatch serves one watch as Kubernetes JSON.
 func (x *watchStreamService) StreamWatch(req *watchstreamv1.StreamWatchRequest, stream watchstreamv1.WatchStreamService_StreamWatchServer) error {
 	r := x.s.resources[req.GetResource()]
-	if r == nil || r.Group != req.GetGroup() {
-		r = x.s.views[req.GetGroup()+"/"+req.GetResource()]
+	if r == nil || r.Group != req.GetGroup() || r.Version != req.GetVersion() {
+		// A view: another group's resource, or another version of the
+		// group's own (autoscaling/v1 horizontalpodautoscalers).
+		if v := x.s.views[req.GetGroup()+"/"+req.GetResource()]; v != nil {
+			r = v
+		}
 	}
 	if r == nil || r.Group != req.GetGroup() {
 		r = x.s.crs.lookup(req.GetGroup(), req.GetResource())
@@ -102,6 +107,13 @@ func viewJSONLine(r *resourceInfo, e *watchEvent) ([]*preEncoded, trace.SpanCont
 	}
 	if c, ok := obj.(*corev1.Event); ok && r.Group == eventsGroup {
 		obj = eventFromCore(c)
+	}
+	if _, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok && r.Version == "v1" {
+		h, err := hpaToV1(obj)
+		if err != nil {
+			return nil, trace.SpanContext{}, err
+		}
+		obj = h
 	}
 	line, err := renderWatchLine(e.typ, obj)
 	if err != nil {

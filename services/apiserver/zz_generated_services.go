@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	certificatesv1 "github.com/kplane/kplane/proto/kplane/certificates/v1"
@@ -371,6 +372,7 @@ func registerServices(gs *grpc.Server, s *Server) {
 	admissionregistrationv1.RegisterValidatingAdmissionPolicyBindingServiceServer(gs, &validatingAdmissionPolicyBindingService{s: s, r: s.resources["validatingadmissionpolicybindings"]})
 	flowcontrolv1.RegisterFlowSchemaServiceServer(gs, &flowSchemaService{s: s, r: s.resources["flowschemas"]})
 	flowcontrolv1.RegisterPriorityLevelConfigurationServiceServer(gs, &priorityLevelConfigurationService{s: s, r: s.resources["prioritylevelconfigurations"]})
+	autoscalingv1.RegisterHorizontalPodAutoscalerServiceServer(gs, &autoscalingv1HorizontalPodAutoscalerView{s: s, r: s.views["autoscaling/horizontalpodautoscalers"]})
 	autoscalingv2.RegisterHorizontalPodAutoscalerServiceServer(gs, &horizontalPodAutoscalerService{s: s, r: s.resources["horizontalpodautoscalers"]})
 	apiextensionsv1.RegisterCustomResourceDefinitionServiceServer(gs, &customResourceDefinitionService{s: s, r: s.resources["customresourcedefinitions"]})
 }

@@ -66,7 +66,8 @@ type resource struct {
 	// a PUT of the pod whose spec.ephemeralContainers are written.
 	EphemeralContainers bool
 	// View: the resource is another group's stored resource seen in this
-	// group's version (events.k8s.io/v1 Event is core/v1 Event): it has no
+	// group's version (events.k8s.io/v1 Event is core/v1 Event,
+	// autoscaling/v1 HorizontalPodAutoscaler is autoscaling/v2's): it has no
 	// table entry of its own and no generated adaptor; the API service's
 	// hand-written <goalias><Kind>View converts at the edge.
 	View bool
@@ -150,6 +151,9 @@ func groups() []group {
 		{Dir: "flowcontrol", Name: "flowcontrol.apiserver.k8s.io", GoAlias: "flowcontrolv1", Resource: []resource{
 			{Kind: "FlowSchema", Plural: "FlowSchemas", Resource: "flowschemas", Status: true, AllowUnconditionalUpdate: true},
 			{Kind: "PriorityLevelConfiguration", Plural: "PriorityLevelConfigurations", Resource: "prioritylevelconfigurations", Status: true, AllowUnconditionalUpdate: true},
+		}},
+		{Dir: "autoscaling", Name: "autoscaling", GoAlias: "autoscalingv1", Resource: []resource{
+			{Kind: "HorizontalPodAutoscaler", Plural: "HorizontalPodAutoscalers", Resource: "horizontalpodautoscalers", Namespaced: true, Status: true, AllowUnconditionalUpdate: true, View: true},
 		}},
 		{Dir: "autoscaling", Name: "autoscaling", Version: "v2", GoAlias: "autoscalingv2", Resource: []resource{
 			{Kind: "HorizontalPodAutoscaler", Plural: "HorizontalPodAutoscalers", Resource: "horizontalpodautoscalers", Namespaced: true, Status: true, AllowUnconditionalUpdate: true},

@@ -1,10 +1,9 @@
 // This file holds the HorizontalPodAutoscaler test with the real kubectl
 // (1.27 and 1.33) through the gateway: kubectl 1.33's autoscale creates an
-// autoscaling/v2 HorizontalPodAutoscaler for a Deployment (kubectl 1.27's
-// asks for autoscaling/v1, which kplane does not serve: it gets NotFound),
-// create -f of a v2 object works with both, get hpa prints
-// kube-apiserver's columns, describe hpa reads it, and a refusal carries
-// Kubernetes' message.
+// autoscaling/v2 HorizontalPodAutoscaler for a Deployment, kubectl 1.27's
+// an autoscaling/v1 one (a view of the stored v2 object), get hpa prints
+// kube-apiserver's columns, get at v1 answers what kube-apiserver answers,
+// describe hpa reads it, and a refusal carries Kubernetes' message.
 package kubectltest
 
 import (
@@ -41,16 +40,9 @@ func TestKubectlAutoscale(t *testing.T) {
 			run("create", "ns", ns)
 			run("-n", ns, "create", "deployment", "web", "--image=kplane.test/web:1")
 			autoscale := []string{"-n", ns, "autoscale", "deployment", "web", "--min", "1", "--max", "5", "--cpu-percent", "50"}
-			if bin == "kubectl.1.27" {
-				// kubectl 1.27 creates autoscaling/v1 objects only.
-				if out, err := kubectl("", autoscale...); err == nil || !strings.Contains(out, "NotFound") {
-					t.Fatalf("kubectl 1.27 autoscale: got %v %q, want NotFound (autoscaling/v1 is not served)", err, out)
-				}
-				out, err := kubectl(hpaYAML("web", 1, 5, 50), "-n", ns, "create", "-f", "-")
-				if err != nil || !strings.Contains(out, "horizontalpodautoscaler.autoscaling/web created") {
-					t.Fatalf("create -f: got %v %q", err, out)
-				}
-			} else if out := run(autoscale...); !strings.Contains(out, "horizontalpodautoscaler.autoscaling/web autoscaled") {
+			// kubectl 1.27 creates an autoscaling/v1 object, kubectl 1.33
+			// an autoscaling/v2 one: both are the one stored autoscaler.
+			if out := run(autoscale...); !strings.Contains(out, "horizontalpodautoscaler.autoscaling/web autoscaled") {
 				t.Errorf("autoscale: got %q", out)
 			}
 			h, err := hpas.Get(context.Background(), ns, "web")
@@ -69,6 +61,25 @@ func TestKubectlAutoscale(t *testing.T) {
 					t.Errorf("get hpa: got %q, want %q in it", out, want)
 				}
 			}
+			// Read at v1 (kubectl resolves the short name hpa to the
+			// preferred v2, so the full name), as kube-apiserver answers.
+			out = run("-n", ns, "get", "horizontalpodautoscalers.v1.autoscaling", "web", "-o", "yaml")
+			if got := yamlBody(out); got != hpaV1YAML {
+				t.Errorf("get -o yaml at v1: got\n%s\nwant\n%s", got, hpaV1YAML)
+			}
+			if !strings.Contains(out, "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\n") {
+				t.Errorf("get -o yaml at v1: got %q, want autoscaling/v1", out)
+			}
+			if bin == "kubectl.1.27" {
+				// kubectl-autoscale's fields are owned at v1, as on Kubernetes.
+				out = run("get", "--raw", "/apis/autoscaling/v2/namespaces/"+ns+"/horizontalpodautoscalers/web")
+				for _, want := range []string{`"manager":"kubectl-autoscale"`, `"apiVersion":"autoscaling/v1","fieldsType":"FieldsV1"`,
+					`"fieldsV1":{"f:spec":{"f:maxReplicas":{},"f:minReplicas":{},"f:scaleTargetRef":{},"f:targetCPUUtilizationPercentage":{}}}`} {
+					if !strings.Contains(out, want) {
+						t.Errorf("managedFields: got %s, want %s in it", out, want)
+					}
+				}
+			}
 			out = run("-n", ns, "describe", "hpa", "web")
 			for _, want := range []string{"Reference:", "Deployment/web", "Min replicas:", "Max replicas:", "resource cpu on pods  (as a percentage of request):  <unknown> / 50%"} {
 				if !strings.Contains(out, want) {
@@ -81,6 +92,30 @@ func TestKubectlAutoscale(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hpaV1YAML is the spec and status kube-apiserver v1.33.13 answers at
+// autoscaling/v1 for kubectl autoscale's object (kubectl -o yaml).
+const hpaV1YAML = `spec:
+  maxReplicas: 5
+  minReplicas: 1
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: web
+  targetCPUUtilizationPercentage: 50
+status:
+  currentReplicas: 0
+  desiredReplicas: 0
+`
+
+// yamlBody is kubectl -o yaml's output from its spec on (the metadata
+// differs by object and server).
+func yamlBody(out string) string {
+	if i := strings.Index(out, "\nspec:\n"); i >= 0 {
+		return out[i+1:]
+	}
+	return out
 }
 
 // hpaYAML is an autoscaling/v2 HorizontalPodAutoscaler of Deployment web

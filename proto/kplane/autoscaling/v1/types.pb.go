@@ -6,7 +6,7 @@
 // 	protoc        (unknown)
 // source: kplane/autoscaling/v1/types.proto
 
-// Package kplane.autoscaling.v1 holds autoscaling/v1 Scale, the body of the scale subresource
+// Package kplane.autoscaling.v1 holds autoscaling/v1 Scale, the body of the scale subresource, and HorizontalPodAutoscaler, a view of the stored autoscaling/v2 one
 // (generated from Kubernetes' Go types: Kubernetes' field numbers and JSON names).
 
 package autoscalingv1
@@ -15,6 +15,7 @@ import (
 	v1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -220,11 +221,407 @@ func (x *ScaleStatus) GetSelector() string {
 	return ""
 }
 
+// configuration of a horizontal pod autoscaler.
+type HorizontalPodAutoscaler struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard object metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// spec defines the behaviour of autoscaler. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status.
+	Spec *HorizontalPodAutoscalerSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	// status is the current information about the autoscaler.
+	Status        *HorizontalPodAutoscalerStatus `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HorizontalPodAutoscaler) Reset() {
+	*x = HorizontalPodAutoscaler{}
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HorizontalPodAutoscaler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HorizontalPodAutoscaler) ProtoMessage() {}
+
+func (x *HorizontalPodAutoscaler) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HorizontalPodAutoscaler.ProtoReflect.Descriptor instead.
+func (*HorizontalPodAutoscaler) Descriptor() ([]byte, []int) {
+	return file_kplane_autoscaling_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HorizontalPodAutoscaler) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *HorizontalPodAutoscaler) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HorizontalPodAutoscaler) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *HorizontalPodAutoscaler) GetSpec() *HorizontalPodAutoscalerSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *HorizontalPodAutoscaler) GetStatus() *HorizontalPodAutoscalerStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// specification of a horizontal pod autoscaler.
+type HorizontalPodAutoscalerSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reference to scaled resource; horizontal pod autoscaler will learn the current resource consumption
+	// and will set the desired number of pods by using its Scale subresource.
+	ScaleTargetRef *CrossVersionObjectReference `protobuf:"bytes,1,opt,name=scale_target_ref,json=scaleTargetRef,proto3" json:"scale_target_ref,omitempty"`
+	// minReplicas is the lower limit for the number of replicas to which the autoscaler
+	// can scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the
+	// alpha feature gate HPAScaleToZero is enabled and at least one Object or External
+	// metric is configured.  Scaling is active as long as at least one metric value is
+	// available.
+	MinReplicas *int32 `protobuf:"varint,2,opt,name=min_replicas,json=minReplicas,proto3,oneof" json:"min_replicas,omitempty"`
+	// maxReplicas is the upper limit for the number of pods that can be set by the autoscaler; cannot be smaller than MinReplicas.
+	MaxReplicas int32 `protobuf:"varint,3,opt,name=max_replicas,json=maxReplicas,proto3" json:"max_replicas,omitempty"`
+	// targetCPUUtilizationPercentage is the target average CPU utilization (represented as a percentage of requested CPU) over all the pods;
+	// if not specified the default autoscaling policy will be used.
+	TargetCpuUtilizationPercentage *int32 `protobuf:"varint,4,opt,name=target_cpu_utilization_percentage,json=targetCPUUtilizationPercentage,proto3,oneof" json:"target_cpu_utilization_percentage,omitempty"`
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
+}
+
+func (x *HorizontalPodAutoscalerSpec) Reset() {
+	*x = HorizontalPodAutoscalerSpec{}
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HorizontalPodAutoscalerSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HorizontalPodAutoscalerSpec) ProtoMessage() {}
+
+func (x *HorizontalPodAutoscalerSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HorizontalPodAutoscalerSpec.ProtoReflect.Descriptor instead.
+func (*HorizontalPodAutoscalerSpec) Descriptor() ([]byte, []int) {
+	return file_kplane_autoscaling_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HorizontalPodAutoscalerSpec) GetScaleTargetRef() *CrossVersionObjectReference {
+	if x != nil {
+		return x.ScaleTargetRef
+	}
+	return nil
+}
+
+func (x *HorizontalPodAutoscalerSpec) GetMinReplicas() int32 {
+	if x != nil && x.MinReplicas != nil {
+		return *x.MinReplicas
+	}
+	return 0
+}
+
+func (x *HorizontalPodAutoscalerSpec) GetMaxReplicas() int32 {
+	if x != nil {
+		return x.MaxReplicas
+	}
+	return 0
+}
+
+func (x *HorizontalPodAutoscalerSpec) GetTargetCpuUtilizationPercentage() int32 {
+	if x != nil && x.TargetCpuUtilizationPercentage != nil {
+		return *x.TargetCpuUtilizationPercentage
+	}
+	return 0
+}
+
+// CrossVersionObjectReference contains enough information to let you identify the referred resource.
+type CrossVersionObjectReference struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the kind of the referent; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// name is the name of the referent; More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#names
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// apiVersion is the API version of the referent
+	ApiVersion    string `protobuf:"bytes,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CrossVersionObjectReference) Reset() {
+	*x = CrossVersionObjectReference{}
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CrossVersionObjectReference) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CrossVersionObjectReference) ProtoMessage() {}
+
+func (x *CrossVersionObjectReference) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CrossVersionObjectReference.ProtoReflect.Descriptor instead.
+func (*CrossVersionObjectReference) Descriptor() ([]byte, []int) {
+	return file_kplane_autoscaling_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CrossVersionObjectReference) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CrossVersionObjectReference) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CrossVersionObjectReference) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+// current status of a horizontal pod autoscaler
+type HorizontalPodAutoscalerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// observedGeneration is the most recent generation observed by this autoscaler.
+	ObservedGeneration *int64 `protobuf:"varint,1,opt,name=observed_generation,json=observedGeneration,proto3,oneof" json:"observed_generation,omitempty"`
+	// lastScaleTime is the last time the HorizontalPodAutoscaler scaled the number of pods;
+	// used by the autoscaler to control how often the number of pods is changed.
+	LastScaleTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_scale_time,json=lastScaleTime,proto3" json:"last_scale_time,omitempty"`
+	// currentReplicas is the current number of replicas of pods managed by this autoscaler.
+	CurrentReplicas int32 `protobuf:"varint,3,opt,name=current_replicas,json=currentReplicas,proto3" json:"current_replicas,omitempty"`
+	// desiredReplicas is the  desired number of replicas of pods managed by this autoscaler.
+	DesiredReplicas int32 `protobuf:"varint,4,opt,name=desired_replicas,json=desiredReplicas,proto3" json:"desired_replicas,omitempty"`
+	// currentCPUUtilizationPercentage is the current average CPU utilization over all pods, represented as a percentage of requested CPU,
+	// e.g. 70 means that an average pod is using now 70% of its requested CPU.
+	CurrentCpuUtilizationPercentage *int32 `protobuf:"varint,5,opt,name=current_cpu_utilization_percentage,json=currentCPUUtilizationPercentage,proto3,oneof" json:"current_cpu_utilization_percentage,omitempty"`
+	unknownFields                   protoimpl.UnknownFields
+	sizeCache                       protoimpl.SizeCache
+}
+
+func (x *HorizontalPodAutoscalerStatus) Reset() {
+	*x = HorizontalPodAutoscalerStatus{}
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HorizontalPodAutoscalerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HorizontalPodAutoscalerStatus) ProtoMessage() {}
+
+func (x *HorizontalPodAutoscalerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HorizontalPodAutoscalerStatus.ProtoReflect.Descriptor instead.
+func (*HorizontalPodAutoscalerStatus) Descriptor() ([]byte, []int) {
+	return file_kplane_autoscaling_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *HorizontalPodAutoscalerStatus) GetObservedGeneration() int64 {
+	if x != nil && x.ObservedGeneration != nil {
+		return *x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *HorizontalPodAutoscalerStatus) GetLastScaleTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastScaleTime
+	}
+	return nil
+}
+
+func (x *HorizontalPodAutoscalerStatus) GetCurrentReplicas() int32 {
+	if x != nil {
+		return x.CurrentReplicas
+	}
+	return 0
+}
+
+func (x *HorizontalPodAutoscalerStatus) GetDesiredReplicas() int32 {
+	if x != nil {
+		return x.DesiredReplicas
+	}
+	return 0
+}
+
+func (x *HorizontalPodAutoscalerStatus) GetCurrentCpuUtilizationPercentage() int32 {
+	if x != nil && x.CurrentCpuUtilizationPercentage != nil {
+		return *x.CurrentCpuUtilizationPercentage
+	}
+	return 0
+}
+
+// list of horizontal pod autoscaler objects.
+type HorizontalPodAutoscalerList struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APIVersion defines the versioned schema of this representation of an object.
+	// Servers should convert recognized schemas to the latest internal value, and
+	// may reject unrecognized values.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
+	ApiVersion string `protobuf:"bytes,1000,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Kind is a string value representing the REST resource this object represents.
+	// Servers may infer this from the endpoint the client submits requests to.
+	// Cannot be updated.
+	// In CamelCase.
+	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds
+	Kind string `protobuf:"bytes,1001,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Standard list metadata.
+	Metadata *v1.ListMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// items is the list of horizontal pod autoscaler objects.
+	Items         []*HorizontalPodAutoscaler `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HorizontalPodAutoscalerList) Reset() {
+	*x = HorizontalPodAutoscalerList{}
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HorizontalPodAutoscalerList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HorizontalPodAutoscalerList) ProtoMessage() {}
+
+func (x *HorizontalPodAutoscalerList) ProtoReflect() protoreflect.Message {
+	mi := &file_kplane_autoscaling_v1_types_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HorizontalPodAutoscalerList.ProtoReflect.Descriptor instead.
+func (*HorizontalPodAutoscalerList) Descriptor() ([]byte, []int) {
+	return file_kplane_autoscaling_v1_types_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *HorizontalPodAutoscalerList) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *HorizontalPodAutoscalerList) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HorizontalPodAutoscalerList) GetMetadata() *v1.ListMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *HorizontalPodAutoscalerList) GetItems() []*HorizontalPodAutoscaler {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_kplane_autoscaling_v1_types_proto protoreflect.FileDescriptor
 
 const file_kplane_autoscaling_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"!kplane/autoscaling/v1/types.proto\x12\x15kplane.autoscaling.v1\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\xe8\x01\n" +
+	"!kplane/autoscaling/v1/types.proto\x12\x15kplane.autoscaling.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19kplane/meta/v1/meta.proto\x1a\x1ckplane/meta/v1/options.proto\"\xe8\x01\n" +
 	"\x05Scale\x12 \n" +
 	"\vapi_version\x18\xe8\a \x01(\tR\n" +
 	"apiVersion\x12\x13\n" +
@@ -236,7 +633,40 @@ const file_kplane_autoscaling_v1_types_proto_rawDesc = "" +
 	"\breplicas\x18\x01 \x01(\x05R\breplicas\"K\n" +
 	"\vScaleStatus\x12 \n" +
 	"\breplicas\x18\x01 \x01(\x05B\x04\xd8\xf3\x18\x01R\breplicas\x12\x1a\n" +
-	"\bselector\x18\x02 \x01(\tR\bselectorBDZBgithub.com/kplane/kplane/proto/kplane/autoscaling/v1;autoscalingv1b\x06proto3"
+	"\bselector\x18\x02 \x01(\tR\bselector\"\x9e\x02\n" +
+	"\x17HorizontalPodAutoscaler\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x126\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1a.kplane.meta.v1.ObjectMetaR\bmetadata\x12F\n" +
+	"\x04spec\x18\x02 \x01(\v22.kplane.autoscaling.v1.HorizontalPodAutoscalerSpecR\x04spec\x12L\n" +
+	"\x06status\x18\x03 \x01(\v24.kplane.autoscaling.v1.HorizontalPodAutoscalerStatusR\x06status\"\xd3\x02\n" +
+	"\x1bHorizontalPodAutoscalerSpec\x12\\\n" +
+	"\x10scale_target_ref\x18\x01 \x01(\v22.kplane.autoscaling.v1.CrossVersionObjectReferenceR\x0escaleTargetRef\x12&\n" +
+	"\fmin_replicas\x18\x02 \x01(\x05H\x00R\vminReplicas\x88\x01\x01\x12'\n" +
+	"\fmax_replicas\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\vmaxReplicas\x12N\n" +
+	"!target_cpu_utilization_percentage\x18\x04 \x01(\x05H\x01R\x1etargetCPUUtilizationPercentage\x88\x01\x01B\x0f\n" +
+	"\r_min_replicasB$\n" +
+	"\"_target_cpu_utilization_percentage\"r\n" +
+	"\x1bCrossVersionObjectReference\x12\x18\n" +
+	"\x04kind\x18\x01 \x01(\tB\x04\xd8\xf3\x18\x01R\x04kind\x12\x18\n" +
+	"\x04name\x18\x02 \x01(\tB\x04\xd8\xf3\x18\x01R\x04name\x12\x1f\n" +
+	"\vapi_version\x18\x03 \x01(\tR\n" +
+	"apiVersion\"\x8c\x03\n" +
+	"\x1dHorizontalPodAutoscalerStatus\x124\n" +
+	"\x13observed_generation\x18\x01 \x01(\x03H\x00R\x12observedGeneration\x88\x01\x01\x12B\n" +
+	"\x0flast_scale_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rlastScaleTime\x12/\n" +
+	"\x10current_replicas\x18\x03 \x01(\x05B\x04\xd8\xf3\x18\x01R\x0fcurrentReplicas\x12/\n" +
+	"\x10desired_replicas\x18\x04 \x01(\x05B\x04\xd8\xf3\x18\x01R\x0fdesiredReplicas\x12P\n" +
+	"\"current_cpu_utilization_percentage\x18\x05 \x01(\x05H\x01R\x1fcurrentCPUUtilizationPercentage\x88\x01\x01B\x16\n" +
+	"\x14_observed_generationB%\n" +
+	"#_current_cpu_utilization_percentage\"\xd0\x01\n" +
+	"\x1bHorizontalPodAutoscalerList\x12 \n" +
+	"\vapi_version\x18\xe8\a \x01(\tR\n" +
+	"apiVersion\x12\x13\n" +
+	"\x04kind\x18\xe9\a \x01(\tR\x04kind\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.kplane.meta.v1.ListMetaR\bmetadata\x12D\n" +
+	"\x05items\x18\x02 \x03(\v2..kplane.autoscaling.v1.HorizontalPodAutoscalerR\x05itemsBDZBgithub.com/kplane/kplane/proto/kplane/autoscaling/v1;autoscalingv1b\x06proto3"
 
 var (
 	file_kplane_autoscaling_v1_types_proto_rawDescOnce sync.Once
@@ -250,22 +680,36 @@ func file_kplane_autoscaling_v1_types_proto_rawDescGZIP() []byte {
 	return file_kplane_autoscaling_v1_types_proto_rawDescData
 }
 
-var file_kplane_autoscaling_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_kplane_autoscaling_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_kplane_autoscaling_v1_types_proto_goTypes = []any{
-	(*Scale)(nil),         // 0: kplane.autoscaling.v1.Scale
-	(*ScaleSpec)(nil),     // 1: kplane.autoscaling.v1.ScaleSpec
-	(*ScaleStatus)(nil),   // 2: kplane.autoscaling.v1.ScaleStatus
-	(*v1.ObjectMeta)(nil), // 3: kplane.meta.v1.ObjectMeta
+	(*Scale)(nil),                         // 0: kplane.autoscaling.v1.Scale
+	(*ScaleSpec)(nil),                     // 1: kplane.autoscaling.v1.ScaleSpec
+	(*ScaleStatus)(nil),                   // 2: kplane.autoscaling.v1.ScaleStatus
+	(*HorizontalPodAutoscaler)(nil),       // 3: kplane.autoscaling.v1.HorizontalPodAutoscaler
+	(*HorizontalPodAutoscalerSpec)(nil),   // 4: kplane.autoscaling.v1.HorizontalPodAutoscalerSpec
+	(*CrossVersionObjectReference)(nil),   // 5: kplane.autoscaling.v1.CrossVersionObjectReference
+	(*HorizontalPodAutoscalerStatus)(nil), // 6: kplane.autoscaling.v1.HorizontalPodAutoscalerStatus
+	(*HorizontalPodAutoscalerList)(nil),   // 7: kplane.autoscaling.v1.HorizontalPodAutoscalerList
+	(*v1.ObjectMeta)(nil),                 // 8: kplane.meta.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil),         // 9: google.protobuf.Timestamp
+	(*v1.ListMeta)(nil),                   // 10: kplane.meta.v1.ListMeta
 }
 var file_kplane_autoscaling_v1_types_proto_depIdxs = []int32{
-	3, // 0: kplane.autoscaling.v1.Scale.metadata:type_name -> kplane.meta.v1.ObjectMeta
-	1, // 1: kplane.autoscaling.v1.Scale.spec:type_name -> kplane.autoscaling.v1.ScaleSpec
-	2, // 2: kplane.autoscaling.v1.Scale.status:type_name -> kplane.autoscaling.v1.ScaleStatus
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	8,  // 0: kplane.autoscaling.v1.Scale.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	1,  // 1: kplane.autoscaling.v1.Scale.spec:type_name -> kplane.autoscaling.v1.ScaleSpec
+	2,  // 2: kplane.autoscaling.v1.Scale.status:type_name -> kplane.autoscaling.v1.ScaleStatus
+	8,  // 3: kplane.autoscaling.v1.HorizontalPodAutoscaler.metadata:type_name -> kplane.meta.v1.ObjectMeta
+	4,  // 4: kplane.autoscaling.v1.HorizontalPodAutoscaler.spec:type_name -> kplane.autoscaling.v1.HorizontalPodAutoscalerSpec
+	6,  // 5: kplane.autoscaling.v1.HorizontalPodAutoscaler.status:type_name -> kplane.autoscaling.v1.HorizontalPodAutoscalerStatus
+	5,  // 6: kplane.autoscaling.v1.HorizontalPodAutoscalerSpec.scale_target_ref:type_name -> kplane.autoscaling.v1.CrossVersionObjectReference
+	9,  // 7: kplane.autoscaling.v1.HorizontalPodAutoscalerStatus.last_scale_time:type_name -> google.protobuf.Timestamp
+	10, // 8: kplane.autoscaling.v1.HorizontalPodAutoscalerList.metadata:type_name -> kplane.meta.v1.ListMeta
+	3,  // 9: kplane.autoscaling.v1.HorizontalPodAutoscalerList.items:type_name -> kplane.autoscaling.v1.HorizontalPodAutoscaler
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_kplane_autoscaling_v1_types_proto_init() }
@@ -273,13 +717,15 @@ func file_kplane_autoscaling_v1_types_proto_init() {
 	if File_kplane_autoscaling_v1_types_proto != nil {
 		return
 	}
+	file_kplane_autoscaling_v1_types_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kplane_autoscaling_v1_types_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kplane_autoscaling_v1_types_proto_rawDesc), len(file_kplane_autoscaling_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -12,20 +12,19 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/internal/component"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers"
 )
 
 func newControllersCommand() *cobra.Command {
 	var (
-		api                               apiClientFlags
+		api                               client.Credentials
 		election                          leaderElectFlags
 		nodeGrace, evictionTimeout        time.Duration
 		deploymentSyncs, rsSyncs, gcSyncs int
 		which                             []string
-		logLevel                          string
 		rootCAFile                        string
-		tf                                telemetryFlags
 		qps                               float64
 		burst                             int
 		terminatedPodGCThreshold          int
@@ -33,20 +32,18 @@ func newControllersCommand() *cobra.Command {
 		localVolumeDir                    string
 		hpaSync, hpaDownscale             time.Duration
 	)
+	p := component.Options{Service: "controllers", FollowOnly: true}
 	cmd := &cobra.Command{
 		Use:   "controllers",
 		Short: "Run the controllers: deployments, replicasets, garbage collection, endpoints, namespaces, node lifecycle, service accounts, root CA ConfigMaps, daemon sets, disruption budgets, jobs, cronjobs, TTL after finished, pod garbage collection, replication controllers, custom resource definitions, endpoint slices, endpoint slice mirroring, resource quotas, stateful sets, persistent volumes and claims, horizontal pod autoscalers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
+			proc, err := component.Start(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
-			tel, stop, err := tf.start(cmd.Context(), "controllers", "", true, log)
-			if err != nil {
-				return err
-			}
-			defer stop()
+			defer proc.Close()
+			log, tel := proc.Log, proc.Tel
 			if burst == 0 {
 				burst = max(int(qps*3/2), 1)
 			}
@@ -58,7 +55,7 @@ func newControllersCommand() *cobra.Command {
 			if limit != nil {
 				opts = append(opts, grpc.WithChainUnaryInterceptor(limit))
 			}
-			conn, err := api.dial(opts...)
+			conn, err := api.Dial(opts...)
 			if err != nil {
 				return err
 			}
@@ -66,7 +63,7 @@ func newControllersCommand() *cobra.Command {
 			// As kube-controller-manager: --root-ca-file, else the CA that
 			// verifies the API service.
 			if rootCAFile == "" {
-				rootCAFile = api.caFile
+				rootCAFile = api.CAFile
 			}
 			var rootCA []byte
 			if rootCAFile != "" {
@@ -87,7 +84,7 @@ func newControllersCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log.Info("controllers starting", "server", api.server, "identity", m.Identity(), "leaderElect", election.enabled, "controllers", which)
+			log.Info("controllers starting", "server", api.Server, "identity", m.Identity(), "leaderElect", election.enabled, "controllers", which)
 			if err := m.Run(cmd.Context()); !errors.Is(err, context.Canceled) {
 				return err
 			}
@@ -95,7 +92,7 @@ func newControllersCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	api.register(f, "system:kube-controller-manager")
+	registerCredentials(f, &api, "system:kube-controller-manager")
 	election.register(f, "kube-controller-manager", "acts")
 	f.DurationVar(&nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node's Lease may go unrenewed before it is NotReady")
 	f.DurationVar(&evictionTimeout, "pod-eviction-timeout", 300*time.Second, "default toleration of the unreachable taint before eviction")
@@ -113,7 +110,6 @@ func newControllersCommand() *cobra.Command {
 	f.Float64Var(&qps, "kube-api-qps", 0, "calls per second to the API service, on average (a client-side token bucket as Kubernetes'; events, leases and watches are not counted; 0: no limit)")
 	f.IntVar(&burst, "kube-api-burst", 0, "calls let through at once by --kube-api-qps's bucket (default: 1.5 × the qps, as Kubernetes' 20/30)")
 	f.StringVar(&rootCAFile, "root-ca-file", "", "CA bundle published in every namespace's kube-root-ca.crt ConfigMap (default: --ca-file; neither: not published)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	tf.register(f)
+	registerProcessFlags(f, &p, "")
 	return cmd
 }

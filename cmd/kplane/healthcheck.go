@@ -6,17 +6,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
+
+	"github.com/kplane/kplane/internal/healthprobe"
+	"github.com/kplane/kplane/internal/tlsfiles"
 )
 
 func newHealthcheckCommand() *cobra.Command {
@@ -39,51 +34,20 @@ counts as up when it completes the TLS handshake and answers Unimplemented.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			tlsCfg, err := clientTLS(caFile, certFile, keyFile)
+			tlsCfg, err := tlsfiles.Client(caFile, certFile, keyFile)
 			if err != nil {
 				return err
 			}
 			switch {
 			case grpcAddr != "" && httpsURL == "":
-				creds := credentials.NewTLS(tlsCfg)
 				if plaintext {
-					creds = insecure.NewCredentials()
+					tlsCfg = nil
 				}
-				conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(creds))
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
-				resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-				if status.Code(err) == codes.Unimplemented {
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("health of %s: %w", grpcAddr, err)
-				}
-				if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-					return fmt.Errorf("health of %s: %s", grpcAddr, resp.GetStatus())
-				}
-				return nil
+				return healthprobe.GRPC(ctx, grpcAddr, tlsCfg)
 			case httpsURL != "" && grpcAddr == "":
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpsURL, nil)
-				if err != nil {
-					return err
-				}
-				hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-				resp, err := hc.Do(req)
-				if err != nil {
-					return fmt.Errorf("health of %s: %w", httpsURL, err)
-				}
-				defer resp.Body.Close()
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("health of %s: %s: %s", httpsURL, resp.Status, body)
-				}
-				return nil
-			default:
-				return fmt.Errorf("give exactly one of --grpc and --https")
+				return healthprobe.HTTPS(ctx, httpsURL, tlsCfg)
 			}
+			return fmt.Errorf("give exactly one of --grpc and --https")
 		},
 	}
 	f := cmd.Flags()

@@ -8,27 +8,24 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kplane/kplane/internal/component"
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler"
 )
 
 func newSchedulerCommand() *cobra.Command {
 	var (
-		api                       apiClientFlags
+		api                       client.Credentials
 		election                  leaderElectFlags
 		configFile, schedulerName string
 		bindParallelism           int
-		logLevel                  string
-		tf                        telemetryFlags
 	)
+	p := component.Options{Service: "scheduler", FollowOnly: true}
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the scheduler: bind every pending pod to the best node",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
 			fc, err := scheduler.LoadConfigFile(configFile)
 			if err != nil {
 				return err
@@ -40,18 +37,18 @@ func newSchedulerCommand() *cobra.Command {
 			if schedulerName == "" {
 				schedulerName = fc.SchedulerName
 			}
-			tel, stop, err := tf.start(cmd.Context(), "scheduler", "", true, log)
+			proc, err := component.Start(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
-			defer stop()
-			conn, err := api.dial(tel.DialOption())
+			defer proc.Close()
+			conn, err := api.Dial(proc.Tel.DialOption())
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			cfg := scheduler.Config{Conn: conn, SchedulerName: schedulerName, Profile: profile, BindParallelism: bindParallelism, Logger: log,
-				TracerProvider: tel.TracerProvider(), MeterProvider: tel.MeterProvider()}
+			cfg := scheduler.Config{Conn: conn, SchedulerName: schedulerName, Profile: profile, BindParallelism: bindParallelism, Logger: proc.Log,
+				TracerProvider: proc.Tel.TracerProvider(), MeterProvider: proc.Tel.MeterProvider()}
 			if election.enabled {
 				cfg.LeaderElection = &scheduler.LeaderElection{Namespace: election.namespace, Name: election.name, Identity: election.identity,
 					LeaseDuration: election.leaseDuration, RenewDeadline: election.renewDeadline, RetryPeriod: election.retryPeriod}
@@ -60,7 +57,7 @@ func newSchedulerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log.Info("scheduler starting", "server", api.server, "identity", s.Identity(), "leaderElect", election.enabled)
+			proc.Log.Info("scheduler starting", "server", api.Server, "identity", s.Identity(), "leaderElect", election.enabled)
 			if err := s.Run(cmd.Context()); !errors.Is(err, context.Canceled) {
 				return err
 			}
@@ -68,12 +65,11 @@ func newSchedulerCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	api.register(f, "system:kube-scheduler")
+	registerCredentials(f, &api, "system:kube-scheduler")
 	election.register(f, "kube-scheduler", "schedules")
 	f.StringVar(&configFile, "config", "", "scheduler config file (YAML): plugins, weights, percentageOfNodesToScore, parallelism")
 	f.StringVar(&schedulerName, "scheduler-name", "", "spec.schedulerName served (default from --config, else default-scheduler)")
 	f.IntVar(&bindParallelism, "bind-parallelism", 256, "binds in flight at once")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	tf.register(f)
+	registerProcessFlags(f, &p, "")
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kplane/kplane/internal/component"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 )
 
@@ -22,7 +23,7 @@ func newSimRuntimeCommand() *cobra.Command {
 		Short: "Serve the built-in simulated container runtime (CRI v1) on a unix socket",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(logLevel)
+			logger, err := component.NewLogger(logLevel)
 			if err != nil {
 				return err
 			}

@@ -4,11 +4,9 @@
 package main
 
 import (
-	"strings"
-	"time"
-
 	"github.com/spf13/cobra"
 
+	"github.com/kplane/kplane/internal/component"
 	"github.com/kplane/kplane/raftstore"
 	"github.com/kplane/kplane/raftstore/etcdserver"
 	"github.com/kplane/kplane/raftstore/raftnode"
@@ -20,13 +18,10 @@ func newStoreCommand() *cobra.Command {
 		listenClient, advClient string
 		listenPeer, advPeer     string
 		electionMs              int
-		gcPercent               int
-		logLevel                string
-		profilingListen         string
 		compactionMode          string
 		compactionRetention     string
-		tf                      telemetryFlags
 	)
+	p := component.Options{Service: "store", FollowOnly: true, GCPercent: new(raftstore.DefaultGCPercent)}
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Run one member of the replicated store (etcd v3 API; flags as etcd's)",
@@ -36,39 +31,19 @@ func newStoreCommand() *cobra.Command {
 			if cfg.AutoCompaction, err = etcdserver.ParseAutoCompaction(compactionMode, compactionRetention); err != nil {
 				return err
 			}
-			logger, err := newLogger(logLevel)
+			p.Instance = cfg.Name
+			proc, err := component.Start(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
-			cfg.Logger = logger
-			setGCPercent(gcPercent, logger)
-			if profilingListen != "" {
-				stopProfiling, err := serveProfiling(profilingListen, 0, logger)
-				if err != nil {
-					return err
-				}
-				defer stopProfiling()
-			}
-			tel, stop, err := tf.start(cmd.Context(), "store", cfg.Name, true, logger)
-			if err != nil {
+			defer proc.Close()
+			if err := proc.Tel.BridgeRaftMetrics(); err != nil {
 				return err
 			}
-			defer stop()
-			if err := tel.BridgeRaftMetrics(); err != nil {
-				return err
-			}
-			cfg.TracerProvider, cfg.MeterProvider = tel.TracerProvider(), tel.MeterProvider()
-			cfg.ListenClientURLs = splitURLs(listenClient)
-			cfg.AdvertiseClientURLs = splitURLs(advClient)
-			cfg.ListenPeerURL = firstURL(listenPeer)
-			cfg.InitialAdvertisePeerURL = firstURL(advPeer)
-			if electionMs > 0 {
-				// hashicorp/raft randomises its timeouts between 1 and 2
-				// times the setting, where etcd's election timeout is the
-				// lower bound of its own.
-				cfg.ElectionTimeout = time.Duration(electionMs) * time.Millisecond / 2
-				cfg.HeartbeatTimeout = cfg.ElectionTimeout
-			}
+			cfg.Logger, cfg.TracerProvider, cfg.MeterProvider = proc.Log, proc.Tel.TracerProvider(), proc.Tel.MeterProvider()
+			cfg.ListenClientURLs, cfg.AdvertiseClientURLs = splitURLs(listenClient), splitURLs(advClient)
+			cfg.ListenPeerURL, cfg.InitialAdvertisePeerURL = firstURL(listenPeer), firstURL(advPeer)
+			cfg.SetEtcdElectionTimeout(electionMs)
 			s, err := raftstore.New(cfg)
 			if err != nil {
 				return err
@@ -94,8 +69,6 @@ func newStoreCommand() *cobra.Command {
 	f.StringVar(&cfg.RaftLogStore, "raft-log-store", raftnode.LogStoreWAL, "where the Raft log lives: \"bolt\" (raft.db, two fdatasyncs per appended batch) or \"wal\" (etcd's write-ahead log, one fdatasync per batch); a member started with \"wal\" moves an existing raft.db log into the WAL, and cannot go back")
 	f.StringVar(&compactionMode, "auto-compaction-mode", etcdserver.CompactionModePeriodic, "how --auto-compaction-retention is read: \"periodic\" (a span of time) or \"revision\" (a number of revisions)")
 	f.StringVar(&compactionRetention, "auto-compaction-retention", "0", "history the leader keeps when it compacts by itself; 0 never compacts (the API services compact instead). periodic: a duration such as 30m, or a whole number of hours; samples the revision every tenth of the retention (at most 6m) and compacts to the one of a retention ago. revision: compacts every 5m to the current revision less this many")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.IntVar(&gcPercent, "gc-percent", storeGCPercent, "Go's GC target (runtime/debug.SetGCPercent): the heap may grow this many percent over the live heap before a collection; negative turns the collector off. GOGC in the environment, when set, wins; GOMEMLIMIT still caps the heap")
 	f.StringVar(&cfg.ClientTLS.CertFile, "cert-file", "", "certificate for the client URLs (https); also identifies this member to the leader's client URL, so it should allow client auth too")
 	f.StringVar(&cfg.ClientTLS.KeyFile, "key-file", "", "key for --cert-file")
 	f.StringVar(&cfg.ClientTLS.TrustedCAFile, "trusted-ca-file", "", "CA bundle that verifies client certificates (and other members' client-URL certificates)")
@@ -108,23 +81,12 @@ func newStoreCommand() *cobra.Command {
 	f.BoolVar(&cfg.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "refuse peers without a certificate signed by --peer-trusted-ca-file")
 	f.StringSliceVar(&cfg.PeerTLS.AllowedCNs, "peer-cert-allowed-cn", nil, "comma-separated common names a peer certificate must carry one of; other connections to the peer port fail their handshake and are logged; excludes --peer-cert-allowed-hostname")
 	f.StringSliceVar(&cfg.PeerTLS.AllowedHostnames, "peer-cert-allowed-hostname", nil, "comma-separated hostnames or IPs a peer certificate must be valid for (one of them, by its subject alternative names); excludes --peer-cert-allowed-cn")
-	f.StringVar(&profilingListen, "profiling-listen", "", "serve Go's net/http/pprof profiles on this address (e.g. 127.0.0.1:6062); empty disables them")
-	tf.register(f)
+	registerProcessFlags(f, &p, "127.0.0.1:6062")
 	f.BoolVar(&cfg.UnsafeUnverifiedReads, "unsafe-unverified-reads", false,
 		"FAULT INJECTION ONLY: serve linearizable reads from local state without confirming leadership (lets the linearizability checker's own test prove it catches stale reads)")
 	_ = f.MarkHidden("unsafe-unverified-reads")
 	cmd.AddCommand(newStoreSnapshotCommand())
 	return cmd
-}
-
-func splitURLs(s string) []string {
-	var out []string
-	for _, u := range strings.Split(s, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 func firstURL(s string) string {

@@ -5,15 +5,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
+	"github.com/kplane/kplane/internal/component"
 	"github.com/kplane/kplane/raftstore"
 	"github.com/kplane/kplane/raftstore/backup"
 )
@@ -43,7 +40,7 @@ each with "kplane store" and the same --name, --initial-cluster,
 keys at its revision, and new writes continue above it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			logger, err := newLogger(logLevel)
+			logger, err := component.NewLogger(logLevel)
 			if err != nil {
 				return err
 			}
@@ -82,65 +79,9 @@ stored revision of every key, as etcd counts its key bucket) and the size.`,
 			if err != nil {
 				return fmt.Errorf("snapshot status %s: %w", args[0], err)
 			}
-			return printSnapshotStatus(cmd.OutOrStdout(), format, st)
+			return st.Print(cmd.OutOrStdout(), format)
 		},
 	}
 	cmd.Flags().StringVarP(&format, "write-out", "w", "simple", "output format: simple, table or json")
 	return cmd
-}
-
-// printSnapshotStatus prints st as etcdutl does in each of its formats.
-func printSnapshotStatus(w io.Writer, format string, st backup.Status) error {
-	hash := fmt.Sprintf("%x", st.Hash)
-	rev := fmt.Sprint(st.Revision)
-	keys := fmt.Sprint(st.TotalKey)
-	size := humanize.Bytes(uint64(st.TotalSize))
-	switch format {
-	case "simple":
-		_, err := fmt.Fprintf(w, "%s, %s, %s, %s\n", hash, rev, keys, size)
-		return err
-	case "json":
-		return json.NewEncoder(w).Encode(st)
-	case "table":
-		_, err := io.WriteString(w, formatTable(
-			[]string{"HASH", "REVISION", "TOTAL KEYS", "TOTAL SIZE"},
-			[]string{hash, rev, keys, size},
-		))
-		return err
-	}
-	return fmt.Errorf("--write-out %q: want simple, table or json", format)
-}
-
-// formatTable draws one header row and one value row in etcdctl's table
-// style: headers centred, values left-aligned. Written here rather than
-// with a table library for two rows.
-func formatTable(header, row []string) string {
-	widths := make([]int, len(header))
-	for i := range header {
-		widths[i] = max(len(header[i]), len(row[i]))
-	}
-	var b strings.Builder
-	rule := func() {
-		for _, w := range widths {
-			b.WriteString("+" + strings.Repeat("-", w+2))
-		}
-		b.WriteString("+\n")
-	}
-	cells := func(vals []string, centre bool) {
-		for i, v := range vals {
-			pad := widths[i] - len(v)
-			left := 0
-			if centre {
-				left = pad / 2
-			}
-			b.WriteString("| " + strings.Repeat(" ", left) + v + strings.Repeat(" ", pad-left) + " ")
-		}
-		b.WriteString("|\n")
-	}
-	rule()
-	cells(header, true)
-	rule()
-	cells(row, false)
-	rule()
-	return b.String()
 }

@@ -74,9 +74,9 @@ type FleetOptions struct {
 	// (empty: none), with LogTLSCertFile (empty: a self-signed
 	// certificate), to clients whose certificates LogClientCAFile signs
 	// (empty: none) and whose CN is one of LogUsers.
-	LogListen                                     string
+	LogListen                                      string
 	LogTLSCertFile, LogTLSKeyFile, LogClientCAFile string
-	LogUsers                                      []string
+	LogUsers                                       []string
 	// The agents' timing: Lease, status, resync and back-off.
 	LeaseDuration, StatusInterval, ResyncInterval time.Duration
 	BackoffBase, BackoffMax                       time.Duration

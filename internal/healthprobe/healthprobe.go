@@ -10,13 +10,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/kplane/kplane/internal/tlsfiles"
 )
 
 // GRPC calls grpc.health.v1 at addr: healthy when it answers SERVING, or
@@ -64,4 +68,45 @@ func HTTPS(ctx context.Context, url string, tlsCfg *tls.Config) error {
 		return fmt.Errorf("health of %s: %s: %s", url, resp.Status, body)
 	}
 	return nil
+}
+
+// Options are `kplane healthcheck`'s: one of GRPC and HTTPS, the TLS files
+// and the time allowed.
+type Options struct {
+	GRPC, HTTPS               string
+	CAFile, CertFile, KeyFile string
+	// Plaintext dials the gRPC address without TLS.
+	Plaintext bool
+	Timeout   time.Duration
+}
+
+// AddFlags adds `kplane healthcheck`'s flags to f, filling o.
+func (o *Options) AddFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.GRPC, "grpc", "", "gRPC address (host:port) to probe with grpc.health.v1")
+	f.StringVar(&o.HTTPS, "https", "", "HTTPS URL to GET")
+	f.StringVar(&o.CAFile, "ca-file", "", "CA bundle to verify the server's certificate")
+	f.StringVar(&o.CertFile, "cert-file", "", "client certificate")
+	f.StringVar(&o.KeyFile, "key-file", "", "client key for --cert-file")
+	f.BoolVar(&o.Plaintext, "insecure-plaintext", false, "plaintext gRPC (the store while its ports have no TLS)")
+	f.DurationVar(&o.Timeout, "timeout", 3*time.Second, "give up after this long")
+}
+
+// Probe probes what o names, within o.Timeout.
+func Probe(ctx context.Context, o Options) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	tlsCfg, err := tlsfiles.Client(o.CAFile, o.CertFile, o.KeyFile)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.GRPC != "" && o.HTTPS == "":
+		if o.Plaintext {
+			tlsCfg = nil
+		}
+		return GRPC(ctx, o.GRPC, tlsCfg)
+	case o.HTTPS != "" && o.GRPC == "":
+		return HTTPS(ctx, o.HTTPS, tlsCfg)
+	}
+	return fmt.Errorf("give exactly one of --grpc and --https")
 }

@@ -12,47 +12,44 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kplane/kplane/internal/component"
 	"github.com/kplane/kplane/services/apiserver/authz"
+	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/clusterdns"
 )
 
 func newDNSCommand() *cobra.Command {
 	var (
-		api        apiClientFlags
+		api        client.Credentials
 		addr, zone string
 		ttl        time.Duration
 		forward    string
-		logLevel   string
-		tf         telemetryFlags
 	)
+	p := component.Options{Service: "dns", FollowOnly: true}
 	cmd := &cobra.Command{
 		Use:   "dns",
 		Short: "Run the cluster DNS: <service>.<namespace>.svc.<zone> and the rest of Kubernetes' DNS specification",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
 			upstreams, err := parseForward(forward)
 			if err != nil {
 				return err
 			}
-			tel, stop, err := tf.start(cmd.Context(), "dns", "", true, log)
+			proc, err := component.Start(cmd.Context(), p)
 			if err != nil {
 				return err
 			}
-			defer stop()
-			conn, err := api.dial(tel.DialOption())
+			defer proc.Close()
+			conn, err := api.Dial(proc.Tel.DialOption())
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			s, err := clusterdns.New(clusterdns.Config{Conn: conn, Addr: addr, Zone: zone, TTL: ttl, Upstreams: upstreams, Logger: log})
+			s, err := clusterdns.New(clusterdns.Config{Conn: conn, Addr: addr, Zone: zone, TTL: ttl, Upstreams: upstreams, Logger: proc.Log})
 			if err != nil {
 				return err
 			}
-			log.Info("dns starting", "server", api.server, "addr", s.Addr(), "zone", zone, "upstreams", upstreams)
+			proc.Log.Info("dns starting", "server", api.Server, "addr", s.Addr(), "zone", zone, "upstreams", upstreams)
 			if err := s.Run(cmd.Context()); !errors.Is(err, context.Canceled) {
 				return err
 			}
@@ -60,13 +57,12 @@ func newDNSCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	api.register(f, authz.DNSUser)
+	api.AddFlags(f, authz.DNSUser)
 	f.StringVar(&addr, "listen", "127.0.0.1:53", "UDP and TCP address to answer on (port 0: a free one)")
 	f.StringVar(&zone, "cluster-domain", clusterdns.DefaultZone, "the zone served (the node agents' --cluster-domain)")
 	f.DurationVar(&ttl, "ttl", clusterdns.DefaultTTL, "TTL of the zone's answers and of negative answers (whole seconds)")
 	f.StringVar(&forward, "forward", "/etc/resolv.conf", "where names outside the zone go: a resolv.conf whose nameservers are used, a comma-separated list of host:port, or none (REFUSED)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	tf.register(f)
+	p.AddFlags(f, "")
 	return cmd
 }
 

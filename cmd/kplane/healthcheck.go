@@ -4,28 +4,13 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"net/http"
-	"time"
-
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
+
+	"github.com/kplane/kplane/internal/healthprobe"
 )
 
 func newHealthcheckCommand() *cobra.Command {
-	var (
-		grpcAddr, httpsURL        string
-		caFile, certFile, keyFile string
-		plaintext                 bool
-		timeout                   time.Duration
-	)
+	var o healthprobe.Options
 	cmd := &cobra.Command{
 		Use:   "healthcheck",
 		Short: "Probe a kplane component; exit 0 when it is healthy",
@@ -37,62 +22,9 @@ counts as up when it completes the TLS handshake and answers Unimplemented.
 --https URL expects 200 from a GET (the gateway's /readyz).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			tlsCfg, err := clientTLS(caFile, certFile, keyFile)
-			if err != nil {
-				return err
-			}
-			switch {
-			case grpcAddr != "" && httpsURL == "":
-				creds := credentials.NewTLS(tlsCfg)
-				if plaintext {
-					creds = insecure.NewCredentials()
-				}
-				conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(creds))
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
-				resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-				if status.Code(err) == codes.Unimplemented {
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("health of %s: %w", grpcAddr, err)
-				}
-				if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-					return fmt.Errorf("health of %s: %s", grpcAddr, resp.GetStatus())
-				}
-				return nil
-			case httpsURL != "" && grpcAddr == "":
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpsURL, nil)
-				if err != nil {
-					return err
-				}
-				hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
-				resp, err := hc.Do(req)
-				if err != nil {
-					return fmt.Errorf("health of %s: %w", httpsURL, err)
-				}
-				defer resp.Body.Close()
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("health of %s: %s: %s", httpsURL, resp.Status, body)
-				}
-				return nil
-			default:
-				return fmt.Errorf("give exactly one of --grpc and --https")
-			}
+			return healthprobe.Probe(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&grpcAddr, "grpc", "", "gRPC address (host:port) to probe with grpc.health.v1")
-	f.StringVar(&httpsURL, "https", "", "HTTPS URL to GET")
-	f.StringVar(&caFile, "ca-file", "", "CA bundle to verify the server's certificate")
-	f.StringVar(&certFile, "cert-file", "", "client certificate")
-	f.StringVar(&keyFile, "key-file", "", "client key for --cert-file")
-	f.BoolVar(&plaintext, "insecure-plaintext", false, "plaintext gRPC (the store while its ports have no TLS)")
-	f.DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }

@@ -1,6 +1,8 @@
 // Command kplane runs any part of the kplane control plane as a subcommand.
 // Each subcommand is a thin main: it parses flags into a Config, builds the
 // part with New and runs it until the process is signalled.
+// `kplane version` prints the module version the binary was built from.
+
 package main
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,4 +42,20 @@ func newRootCommand() *cobra.Command {
 		newTraceCommand(), newJaegerCommand(),
 	)
 	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the kplane version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			version := "(devel)"
+			if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+				version = info.Main.Version
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "kplane %s\n", version)
+			return err
+		},
+	}
 }

@@ -86,3 +86,19 @@ func TestComponentsImportNoOtherComponent(t *testing.T) {
 		}
 	}
 }
+
+// TestClientImportsNoServer: the client library every component shares
+// (services/client itself; its clienttest starts a server for tests)
+// imports nothing of the API service but the error vocabulary, so a
+// component built on it never links the server's wiring.
+func TestClientImportsNoServer(t *testing.T) {
+	for _, d := range deps(t, "./services/client") {
+		rel, ok := strings.CutPrefix(d, module)
+		if !ok || rel == "services/apiserver/apierrors" {
+			continue
+		}
+		if rel == "services/apiserver" || strings.HasPrefix(rel, "services/apiserver/") {
+			t.Errorf("services/client imports %s", rel)
+		}
+	}
+}

@@ -38,9 +38,6 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	"github.com/kplane/kplane/raftstore"
 	"github.com/kplane/kplane/services/apiserver"
-	"github.com/kplane/kplane/services/apiserver/authn"
-	"github.com/kplane/kplane/services/apiserver/authz"
-	"github.com/kplane/kplane/services/apiserver/webhook"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/scheduler"
@@ -131,28 +128,15 @@ func startPlane(t *testing.T) *plane {
 	if err := os.WriteFile(tokFile, []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	an, err := authn.New(authn.Config{TokenFile: tokFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rbac := authz.NewRBAC(nil)
-	podIndex := authz.NewPodIndex()
-	wh := webhook.New(webhook.Config{TracerProvider: as.TracerProvider()})
-	boot, err := authz.BootstrapMessages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := apiserver.New(apiserver.Config{
-		StoreEndpoints: []string{curl}, Listen: "127.0.0.1:0",
-		Authenticator: an, Authorizer: authz.NewDefault(rbac, podIndex),
-		Mutating:   []apiserver.MutatingAdmission{wh},
-		Validating: []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), wh},
-		Informers: map[string][]apiserver.ObjectSink{
-			"pods": {podIndex}, "roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
-			"mutatingwebhookconfigurations": {wh}, "validatingwebhookconfigurations": {wh}, "namespaces": {wh},
-		},
-		Bootstrap: boot, Logger: log,
-		TracerProvider: as.TracerProvider(), MeterProvider: as.MeterProvider(),
+	// The standard API service without the ServiceAccount and
+	// DefaultTolerationSeconds plugins: the spans below are the webhook
+	// and RBAC path's.
+	api, err := apiserver.NewStandard(context.Background(), apiserver.Options{
+		Config: apiserver.Config{StoreEndpoints: []string{curl}, Listen: "127.0.0.1:0", Logger: log,
+			SecurePort: apiserver.DefaultSecurePort, RequestTimeout: apiserver.DefaultRequestTimeout,
+			TracerProvider: as.TracerProvider(), MeterProvider: as.MeterProvider()},
+		InsecurePlaintext: true, TokenAuthFile: tokFile,
+		DisabledAdmission: []string{"ServiceAccount", "DefaultTolerationSeconds"},
 	})
 	if err != nil {
 		t.Fatal(err)

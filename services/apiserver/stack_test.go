@@ -24,8 +24,6 @@ import (
 	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
-	"github.com/kplane/kplane/services/apiserver/authn"
-	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/internal/storetest"
 )
 
@@ -48,33 +46,22 @@ func startStackWith(t *testing.T, policy *audit.Policy) (*grpc.ClientConn, strin
 			"nodeatoken,system:node:a,3,system:nodes\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	an, err := authn.New(authn.Config{TokenFile: tokens})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rbac := authz.NewRBAC(nil)
-	boot, err := authz.BootstrapMessages()
-	if err != nil {
-		t.Fatal(err)
-	}
 	auditPath := filepath.Join(dir, "audit.log")
-	al, err := audit.New(audit.Config{Path: auditPath})
+	// The standard API service with authorization and NodeRestriction
+	// only: no mutating plugins, no webhooks.
+	w, err := apiserver.Wire(context.Background(), apiserver.Options{
+		Config: apiserver.Config{StoreEndpoints: storetest.Start(t),
+			SecurePort: apiserver.DefaultSecurePort, RequestTimeout: apiserver.DefaultRequestTimeout},
+		InsecurePlaintext: true, TokenAuthFile: tokens,
+		Audit:             apiserver.AuditOptions{Path: auditPath},
+		DisabledAdmission: []string{"ServiceAccount", "DefaultTolerationSeconds", "MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { al.Close() })
-	pods := authz.NewPodIndex()
-	srv, err := apiserver.New(apiserver.Config{
-		StoreEndpoints: storetest.Start(t),
-		Authenticator:  an,
-		Authorizer:     authz.NewDefault(rbac, pods),
-		Validating:     []apiserver.ValidatingAdmission{authz.NewNodeRestriction()},
-		Informers: map[string][]apiserver.ObjectSink{"roles": {rbac}, "clusterroles": {rbac}, "rolebindings": {rbac}, "clusterrolebindings": {rbac},
-			"pods": {pods}},
-		Bootstrap:   boot,
-		Auditor:     al,
-		AuditPolicy: policy,
-	})
+	t.Cleanup(w.Close)
+	w.Config.AuditPolicy = policy
+	srv, err := w.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 // Package clienttest starts a real API service for tests: a throw-away etcd
-// process and an in-process services/apiserver wired as `kplane apiserver`
-// wires it (static-token authentication, Node+RBAC authorization with the
-// bootstrap roles, NodeRestriction, admission webhooks, the audit log), on
-// 127.0.0.1. It is for tests only.
+// process and an in-process services/apiserver wired by apiserver.Wire, as
+// `kplane apiserver` wires it (static-token and ServiceAccount-token
+// authentication, Node+RBAC authorization with the bootstrap roles,
+// NodeRestriction, DefaultTolerationSeconds, admission webhooks, the audit
+// log), on 127.0.0.1. It is for tests only.
 package clienttest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +30,6 @@ import (
 
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/services/apiserver"
-	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/apiserver/defaulttolerationseconds"
@@ -154,17 +155,14 @@ func Start(t testing.TB, opts Options) *Env {
 		etcdURL = StartEtcd(t)
 	}
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(tokenCSV), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env, err := wire(etcdURL, tokens, filepath.Join(dir, "audit.log"), opts)
+	env := &Env{AuditPath: filepath.Join(dir, "audit.log"), Etcd: etcdURL, ServiceAccountKey: opts.ServiceAccountKey}
+	o, err := env.options(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if opts.TLS {
 		env.ca = NewCA(t)
-		env.cfg.TLS = &tls.Config{
+		o.TLS = &tls.Config{
 			Certificates: []tls.Certificate{env.ca.Issue(t, "kplane-apiserver", nil, true)},
 			ClientCAs:    env.ca.Pool,
 			ClientAuth:   tls.VerifyClientCertIfGiven,
@@ -172,17 +170,23 @@ func Start(t testing.TB, opts Options) *Env {
 		}
 		// pods/log reaches node agents whose log servers serve a
 		// certificate from the same CA and verify this one.
-		env.cfg.KubeletTLS = &tls.Config{
+		o.KubeletTLS = &tls.Config{
 			Certificates: []tls.Certificate{env.ca.Issue(t, KubeletClientUser, nil, false)},
 			RootCAs:      env.ca.Pool,
 			MinVersion:   tls.VersionTLS12,
 		}
 	}
-	if opts.Configure != nil {
-		opts.Configure(&env.cfg)
-	}
-	srv, err := apiserver.New(env.cfg)
+	w, err := apiserver.Wire(context.Background(), o)
 	if err != nil {
+		t.Fatal(err)
+	}
+	env.RBAC, env.Webhooks = w.RBAC, w.Webhooks
+	if opts.Configure != nil {
+		opts.Configure(&w.Config)
+	}
+	srv, err := w.New()
+	if err != nil {
+		w.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -193,7 +197,7 @@ func Start(t testing.TB, opts Options) *Env {
 		if err := <-done; err != nil {
 			t.Errorf("apiserver Run: %v", err)
 		}
-		_ = env.logger.Close()
+		w.Close()
 	})
 	select {
 	case <-srv.Ready():
@@ -202,104 +206,60 @@ func Start(t testing.TB, opts Options) *Env {
 	case <-time.After(60 * time.Second):
 		t.Fatal("apiserver not ready after 60s")
 	}
-	env.Env.Addr = srv.Addr()
-	return &env.Env
+	env.Addr = srv.Addr()
+	return env
 }
 
-type wired struct {
-	Env
-	cfg    apiserver.Config
-	logger *audit.Logger
-}
-
-// wire builds the apiserver Config the way `kplane apiserver` should.
-func wire(etcdURL, tokenFile, auditPath string, opts Options) (*wired, error) {
-	saKey := opts.ServiceAccountKey
-	if saKey == nil {
+// options are the API service's as `kplane apiserver` would take them for
+// this Env: the static tokens, ServiceAccount tokens signed by the Env's
+// key (issuer and audience ServiceAccountIssuer, as kplane up's), the
+// audit log, loopback. Config's limits stay at their zero values (no
+// inflight limits, no priority and fairness, no compaction), and the
+// ServiceAccount admission plugin is left out, as these tests run no
+// ServiceAccount controller; nodeagent's token test adds it back.
+func (e *Env) options(dir string, opts Options) (apiserver.Options, error) {
+	if e.ServiceAccountKey == nil {
 		var err error
-		if saKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-			return nil, err
+		if e.ServiceAccountKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return apiserver.Options{}, err
 		}
 	}
-	saTokens, saAuthn, saObjects, err := serviceAccountTokens(saKey)
+	der, err := x509.MarshalECPrivateKey(e.ServiceAccountKey)
 	if err != nil {
-		return nil, err
+		return apiserver.Options{}, err
 	}
-	an, err := authn.New(authn.Config{TokenFile: tokenFile, ServiceAccounts: saAuthn, JWT: opts.JWT, APIAudiences: []string{ServiceAccountIssuer}})
-	if err != nil {
-		return nil, err
+	keyFile, tokens := filepath.Join(dir, "sa.key"), filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return apiserver.Options{}, err
 	}
-	logger, err := audit.New(audit.Config{Path: auditPath})
-	if err != nil {
-		return nil, err
+	if err := os.WriteFile(tokens, []byte(tokenCSV), 0o600); err != nil {
+		return apiserver.Options{}, err
 	}
-	rbac := authz.NewRBAC(nil)
-	pods := authz.NewPodIndex()
-	wh := webhook.New(webhook.Config{ResolveService: opts.ResolveService})
-	boot, err := authz.BootstrapMessages()
-	if err != nil {
-		return nil, err
-	}
-	return &wired{
-		Env:    Env{AuditPath: auditPath, RBAC: rbac, Webhooks: wh, Etcd: etcdURL, ServiceAccountKey: saKey},
-		logger: logger,
-		cfg: apiserver.Config{
-			StoreEndpoints: []string{etcdURL},
+	return apiserver.Options{
+		Config: apiserver.Config{
+			StoreEndpoints: []string{e.Etcd},
 			Listen:         "127.0.0.1:0",
-			Authenticator:  an,
-			// ServiceAccount tokens as kplane up configures them.
-			ServiceAccountTokens: saTokens,
-			TokenAuthenticator:   an,
-			Authorizer:           authz.NewDefault(rbac, pods),
-			// As `kplane apiserver` and Kubernetes by default: the
-			// not-ready and unreachable NoExecute tolerations (300 s) on
-			// every pod without its own, then the webhooks.
-			Mutating: []apiserver.MutatingAdmission{
-				defaulttolerationseconds.New(defaulttolerationseconds.DefaultSeconds, defaulttolerationseconds.DefaultSeconds), wh},
-			Validating: []apiserver.ValidatingAdmission{authz.NewNodeRestriction(), wh},
-			Auditor:    logger,
-			Informers: map[string][]apiserver.ObjectSink{
-				"roles":                           {rbac},
-				"clusterroles":                    {rbac},
-				"rolebindings":                    {rbac},
-				"clusterrolebindings":             {rbac},
-				"mutatingwebhookconfigurations":   {wh},
-				"validatingwebhookconfigurations": {wh},
-				"namespaces":                      {wh},
-				"pods":                            {pods, saObjects},
-				"persistentvolumeclaims":          {pods},
-				"serviceaccounts":                 {saObjects},
-				"secrets":                         {saObjects},
-				"nodes":                           {saObjects},
-			},
-			Bootstrap: boot,
+			SecurePort:     apiserver.DefaultSecurePort,
+			RequestTimeout: apiserver.DefaultRequestTimeout,
 		},
+		InsecurePlaintext: true,
+		TokenAuthFile:     tokens,
+		ServiceAccounts: apiserver.ServiceAccountOptions{
+			Issuers:          []string{ServiceAccountIssuer},
+			SigningKeyFile:   keyFile,
+			ExtendExpiration: true,
+			JWKSURI:          ServiceAccountIssuer + serviceaccount.JWKSPath,
+		},
+		JWT:   opts.JWT,
+		Audit: apiserver.AuditOptions{Path: e.AuditPath},
+		// As `kplane apiserver` and Kubernetes by default: the not-ready
+		// and unreachable NoExecute tolerations (300 s) on every pod
+		// without its own, then the webhooks.
+		NotReadyTolerationSeconds:    defaulttolerationseconds.DefaultSeconds,
+		UnreachableTolerationSeconds: defaulttolerationseconds.DefaultSeconds,
+		DisabledAdmission:            []string{"ServiceAccount"},
+		ResolveService:               opts.ResolveService,
 	}, nil
-}
-
-// serviceAccountTokens configures ServiceAccount tokens signed and
-// verified by key, issuer and audience ServiceAccountIssuer.
-func serviceAccountTokens(key *ecdsa.PrivateKey) (*apiserver.ServiceAccountTokens, *serviceaccount.Authenticator, *serviceaccount.Objects, error) {
-	iss, err := serviceaccount.NewIssuer(ServiceAccountIssuer, key)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	kid, err := serviceaccount.KeyID(&key.PublicKey)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	keys := []serviceaccount.PublicKey{{KeyID: kid, Key: &key.PublicKey}}
-	d, err := serviceaccount.NewDiscovery(ServiceAccountIssuer, ServiceAccountIssuer+serviceaccount.JWKSPath, keys)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	objects := serviceaccount.NewObjects()
-	an, err := serviceaccount.NewAuthenticator(serviceaccount.AuthenticatorConfig{
-		Issuers: []string{ServiceAccountIssuer}, Keys: keys, APIAudiences: []string{ServiceAccountIssuer}, Objects: objects})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return &apiserver.ServiceAccountTokens{Issuer: iss, APIAudiences: []string{ServiceAccountIssuer}, ExtendExpiration: true, Discovery: d}, an, objects, nil
 }
 
 // Dial opens a plaintext loopback connection that sends token as a bearer

@@ -1,17 +1,15 @@
-// This file holds the tests of `kplane store snapshot status`'s output
-// formats.
+// This file holds the tests of Status.Print, `kplane store snapshot
+// status`'s output formats.
 
-package main
+package backup
 
 import (
 	"bytes"
 	"testing"
-
-	"github.com/kplane/kplane/raftstore/backup"
 )
 
-func TestPrintSnapshotStatus(t *testing.T) {
-	st := backup.Status{Hash: 0xb2720f5e, Revision: 52, TotalKey: 51, TotalSize: 1568}
+func TestStatusPrint(t *testing.T) {
+	st := Status{Hash: 0xb2720f5e, Revision: 52, TotalKey: 51, TotalSize: 1568}
 	tests := []struct {
 		name    string
 		format  string
@@ -31,7 +29,7 @@ func TestPrintSnapshotStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := printSnapshotStatus(&buf, tt.format, st)
+			err := st.Print(&buf, tt.format)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("got error %v, want error: %v", err, tt.wantErr)
 			}

@@ -1,49 +1,17 @@
-// This file holds `kplane status`: the state of the `kplane up` running in
-// a data directory.
+// This file holds Status.Print, `kplane status`'s table.
 
-package main
+package localcluster
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"text/tabwriter"
-
-	"github.com/spf13/cobra"
-
-	"github.com/kplane/kplane/internal/localcluster"
 )
 
-func newStatusCommand() *cobra.Command {
-	var dataDir, output string
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show the kplane up running in --data-dir: processes, store leader, active scheduler and controller manager, nodes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" {
-				return fmt.Errorf("-o %q: want json or nothing", output)
-			}
-			st, err := localcluster.GetStatus(cmd.Context(), dataDir)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			return printStatus(cmd.OutOrStdout(), st)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&dataDir, "data-dir", ".kplane", "the data directory of the kplane up to ask")
-	f.StringVarP(&output, "output", "o", "", "output format: json (every process with its component, name, current PID, restart count and endpoints)")
-	return cmd
-}
-
-func printStatus(out io.Writer, st *localcluster.Status) error {
+// Print writes st as `kplane status` shows it: a table of the processes,
+// then how many nodes are Ready and any errors met while asking.
+func (st *Status) Print(out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "COMPONENT\tNAME\tPID\tSTATE\tRESTARTS\tROLE\tENDPOINT\tMETRICS\n")
 	state := func(running bool) string {
@@ -64,7 +32,7 @@ func printStatus(out io.Writer, st *localcluster.Status) error {
 	}
 	for _, g := range []struct {
 		component string
-		ps        []localcluster.ProcessStatus
+		ps        []ProcessStatus
 	}{{"apiserver", st.APIServer}, {"gateway", st.Gateway}, {"scheduler", st.Scheduler},
 		{"controllers", st.Controllers}, {"nodeagent", st.NodeAgent}, {"dns", st.DNS}} {
 		for _, p := range g.ps {

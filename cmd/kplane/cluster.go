@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -54,32 +53,17 @@ restarted then).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if cfg.Runtime == "containerd" && !cmd.Flags().Changed("nodes") {
-				cfg.Nodes = max(len(cfg.CRISockets), 1)
-			}
-			// 0 on the command line runs none of them (the Config's 0 is
-			// the default), so Kubernetes' own component can stand in.
-			for _, n := range []*int{&cfg.Schedulers, &cfg.ControllerManagers, &cfg.Nodes} {
-				if *n == 0 {
-					*n = -1
-				}
-			}
+			cfg.CompleteFlags(cmd.Flags().Changed("nodes"))
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Starting kplane in %s ...\n", cfg.DataDir)
 			if withJaeger {
-				jcfg := jaeger.Config{Dir: filepath.Join(cfg.DataDir, "jaeger")}
-				if cfg.BasePort != 0 {
-					jcfg.QueryPort, jcfg.OTLPPort, jcfg.OTLPHTTPPort = 16686, 4317, 4318 // Jaeger's defaults, kplane trace's too
-				}
-				j, err := jaeger.Start(ctx, jcfg)
+				j, err := jaeger.StartBeside(ctx, cfg.DataDir, cfg.BasePort != 0, out)
 				if err != nil {
 					return fmt.Errorf("--jaeger: %w", err)
 				}
 				defer j.Stop()
 				cfg.Env = append(cfg.Env, j.Env()...)
-				fmt.Fprintf(out, "Jaeger query API %s (log %s); every component sends its spans there\n", j.QueryURL, j.LogPath)
-				fmt.Fprintf(out, "  kplane trace --kubeconfig %s --jaeger-url %s deployment/web\n", filepath.Join(cfg.DataDir, "kubeconfig"), j.QueryURL)
 			}
 			c, err := localcluster.Up(ctx, cfg)
 			if err != nil {

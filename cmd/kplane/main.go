@@ -32,15 +32,10 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(
-		newVersionCommand(),
-		newSimRuntimeCommand(), newNodeAgentCommand(),
-		newStoreCommand(), newUpCommand(), newDownCommand(), newStatusCommand(),
-		newCertsCommand(), newHealthcheckCommand(), newBootstrapCommand(),
-		newAPIServerCommand(), newSchedulerCommand(),
-		newControllersCommand(), newGatewayCommand(), newDNSCommand(),
-		newTraceCommand(), newJaegerCommand(),
-	)
+	root.AddCommand(newVersionCommand(), newSimRuntimeCommand(), newNodeAgentCommand(), newStoreCommand(),
+		newUpCommand(), newDownCommand(), newStatusCommand(), newCertsCommand(), newHealthcheckCommand(),
+		newBootstrapCommand(), newAPIServerCommand(), newSchedulerCommand(), newControllersCommand(),
+		newGatewayCommand(), newDNSCommand(), newTraceCommand(), newJaegerCommand())
 	return root
 }
 

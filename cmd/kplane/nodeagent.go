@@ -8,7 +8,6 @@ package main
 
 import (
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -72,12 +71,7 @@ func newSimRuntimeCommand() *cobra.Command {
 			return rt.Run(cmd.Context())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Socket, "socket", "/run/kplane/simruntime.sock", "unix socket to serve the CRI on")
-	f.StringVar(&cfg.Name, "name", "sim", "runtime name (seeds IDs; the node's name when run by a node agent)")
-	f.StringVar(&cfg.PodCIDR, "pod-cidr", "", "CIDR pod IPs come from (empty: none until UpdateRuntimeConfig gives one)")
-	f.DurationVar(&cfg.PullLatency, "pull-latency", 0*time.Second, "how long an image pull takes unless the image's tag says otherwise")
-	f.StringSliceVar(&cfg.Images, "image", nil, "image present from the start (repeatable)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cfg.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -274,4 +275,21 @@ func (j *Jaeger) Stop() {
 		_ = j.cmd.Process.Kill()
 		<-j.done
 	}
+}
+
+// StartBeside starts a Jaeger for `kplane up --jaeger` under
+// dataDir/jaeger, on Jaeger's default ports when fixedPorts (those kplane
+// trace assumes), and tells out where its query API is.
+func StartBeside(ctx context.Context, dataDir string, fixedPorts bool, out io.Writer) (*Jaeger, error) {
+	cfg := Config{Dir: filepath.Join(dataDir, "jaeger")}
+	if fixedPorts {
+		cfg.QueryPort, cfg.OTLPPort, cfg.OTLPHTTPPort = 16686, 4317, 4318
+	}
+	j, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Jaeger query API %s (log %s); every component sends its spans there\n", j.QueryURL, j.LogPath)
+	fmt.Fprintf(out, "  kplane trace --kubeconfig %s --jaeger-url %s deployment/web\n", filepath.Join(dataDir, "kubeconfig"), j.QueryURL)
+	return j, nil
 }

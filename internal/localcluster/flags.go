@@ -32,6 +32,22 @@ func (c *UpConfig) AddFlags(f *pflag.FlagSet) {
 	f.IntVar(&c.BasePort, "base-port", 2379, "store member i serves clients on base-port+2i and peers on base-port+2i+1, followed by the API services, the gateway and the node agents' log servers (fixed, so a restart finds its peers); 0 picks free ports")
 }
 
+// CompleteFlags finishes what the flags gave (nodesSet: --nodes was
+// given): with --runtime containerd a node per --cri-socket, and 0
+// schedulers, controller managers or nodes on the command line run none of
+// them (UpConfig's 0 is the default), so Kubernetes' own component can
+// stand in.
+func (c *UpConfig) CompleteFlags(nodesSet bool) {
+	if c.Runtime == "containerd" && !nodesSet {
+		c.Nodes = max(len(c.CRISockets), 1)
+	}
+	for _, n := range []*int{&c.Schedulers, &c.ControllerManagers, &c.Nodes} {
+		if *n == 0 {
+			*n = -1
+		}
+	}
+}
+
 // AddFlags adds `kplane certs`' flags to f, filling c.
 func (c *CertsConfig) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&c.DataDir, "data-dir", ".kplane", "directory to write pki/ (and kubeconfig) into")

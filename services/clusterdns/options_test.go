@@ -1,7 +1,7 @@
-// This file holds the test of `kplane dns --forward`: none, a resolv.conf
+// This file holds the test of Options.Upstreams (`kplane dns --forward`): none, a resolv.conf
 // or a list of addresses.
 
-package main
+package clusterdns
 
 import (
 	"os"
@@ -29,7 +29,7 @@ func TestParseForward(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseForward(tc.value)
+			got, err := (&Options{Forward: tc.value}).Upstreams()
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("got error %v, want error %t", err, tc.wantErr)
 			}

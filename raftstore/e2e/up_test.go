@@ -102,8 +102,8 @@ func TestUp(t *testing.T) {
 		exited <- cmd.Wait()
 	}()
 	// 3 store members, 2 API services, gateway, 2 schedulers,
-	// 2 controller managers, 1 node agent.
-	if got, want := len(pids), 11; got != want {
+	// 2 controller managers, 1 node agent, the cluster DNS.
+	if got, want := len(pids), 12; got != want {
 		t.Errorf("got %d processes listed, want %d", got, want)
 	}
 	if want := filepath.Join(dir, "kubeconfig"); kubeconfig != want {
@@ -498,9 +498,9 @@ func TestUpDown(t *testing.T) {
 		t.Fatalf("kplane up did not come up; stderr:\n%s", stderr.String())
 	}
 	// 1 store member, 1 API service, the gateway, 1 scheduler, 1
-	// controller manager, 1 node agent.
-	if len(pids) != 6 {
-		t.Errorf("got %d processes listed, want 6", len(pids))
+	// controller manager, 1 node agent, the cluster DNS.
+	if len(pids) != 7 {
+		t.Errorf("got %d processes listed, want 7", len(pids))
 	}
 	if out, err := exec.Command(kplaneBin, "down", "--data-dir", dir).CombinedOutput(); err != nil {
 		t.Fatalf("kplane down: %v\n%s", err, out)

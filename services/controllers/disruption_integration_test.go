@@ -106,14 +106,21 @@ func TestDisruptionBudgetStatusAndEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	budgetIs(t, c, pdbs, ns, "web", 3, 3, 2, 1)
-	// Scaled to 5: 50% is 3.
-	d, err := c.ds.Get(c.ctx, ns, "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = proto.Int32(5)
-	if _, err := c.ds.Update(c.ctx, d); err != nil {
-		t.Fatal(err)
+	// Scaled to 5: 50% is 3. (The deployment controller writes the
+	// Deployment's status meanwhile: a Conflict is read again.)
+	for attempt := 0; ; attempt++ {
+		d, err := c.ds.Get(c.ctx, ns, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Replicas = proto.Int32(5)
+		_, err = c.ds.Update(c.ctx, d)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 10 {
+			t.Fatal(err)
+		}
 	}
 	budgetIs(t, c, pdbs, ns, "web", 5, 5, 3, 2)
 

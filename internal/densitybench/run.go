@@ -224,7 +224,7 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 	if err := w.act(infCtx); err != nil {
 		return nil, err
 	}
-	logger.Info("started", "label", cfg.label, "workload", cfg.workload, "replicas", cfg.replicas)
+	logger.Info("started", "label", cfg.label, "workload", cfg.workload, "replicas", cfg.replicas, "nodes", cfg.nodes)
 	if err := w.done(infCtx); err != nil {
 		return nil, err
 	}

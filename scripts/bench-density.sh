@@ -23,9 +23,20 @@
 # seconds from /proc; then the rows side by side and the ratios
 # kplane/Kubernetes.
 #
+# WORKLOAD picks another scenario (issue 26), timed until done, the same on
+# both sides: statefulset (a StatefulSet of REPLICAS pods, Parallel, until
+# all Ready), daemonset (a DaemonSet over the NODES nodes, first rolled out
+# untimed, then its template changed: until every pod is updated and
+# available, with rollingUpdate.maxUnavailable MAX_UNAVAILABLE, default
+# 10%), jobs (REPLICAS Jobs of one pod exiting 0: on kplane's built-in
+# runtime `sh -c "exit 0"`, on KWOK its pod-complete stage; until all
+# Complete).
+#
 #   scripts/bench-density.sh                          100 nodes, 3,000 replicas
 #   K8S_REPLICAS=1000 scripts/bench-density.sh        Kubernetes at the issue's anchor size
 #   RUNS="kplane" scripts/bench-density.sh            only some rows
+#   WORKLOAD=jobs REPLICAS=1000 RUNS="kplane k8s-stock k8s-tuned" scripts/bench-density.sh
+#   WORKLOAD=daemonset NODES=1000 RUNS="kplane k8s-stock k8s-tuned" scripts/bench-density.sh
 #   RUNS="kplane-paced" PACED_QPS=110 scripts/bench-density.sh
 #   UP_ARGS="--controllers-kube-api-qps 100" ...      extra flags for kplane up
 #   KPLANE=/path/to/kplane ...                        a kplane binary built elsewhere (A/B runs)
@@ -43,6 +54,8 @@ NODES=${NODES:-100}
 REPLICAS=${REPLICAS:-3000}
 K8S_REPLICAS=${K8S_REPLICAS:-$REPLICAS}
 RUNS=${RUNS:-"kplane kplane-paced k8s-stock k8s-tuned"}
+WORKLOAD=${WORKLOAD:-deployment}
+MAX_UNAVAILABLE=${MAX_UNAVAILABLE:-10%}
 PACED_QPS=${PACED_QPS:-110}
 PACED_BURST=${PACED_BURST:-10}
 TUNED_QPS=${TUNED_QPS:-500}
@@ -122,7 +135,10 @@ run_kplane() {
 	kplane_dir=$work/$label-data
 	echo "== $label: kplane up, $NODES simulated nodes${*:+ ($*)}${UP_ARGS:+ ($UP_ARGS)}"
 	# shellcheck disable=SC2086 # UP_ARGS: extra `kplane up` flags, split on spaces
-	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 "$@" ${UP_ARGS:-} >"$work/$label-up.log" 2>&1 &
+	# Past 256 nodes the default cluster CIDR's /24 node subnets run out.
+	local cidr=()
+	((NODES <= 256)) || cidr=(--cluster-cidr 10.128.0.0/10)
+	"$work/kplane" up --data-dir "$kplane_dir" --nodes "$NODES" --base-port 0 "${cidr[@]}" "$@" ${UP_ARGS:-} >"$work/$label-up.log" 2>&1 &
 	local up=$!
 	pids+=("$up")
 	local until=$((SECONDS + 600))
@@ -137,6 +153,7 @@ run_kplane() {
 	done
 	"$work/kplane" status --data-dir "$kplane_dir" -o json >"$work/$label-status.json"
 	"$work/densitybench" -kubeconfig "$kplane_dir/kubeconfig" -label "$label" -nodes "$NODES" -replicas "$REPLICAS" \
+		-workload "$WORKLOAD" -max-unavailable "$MAX_UNAVAILABLE" \
 		-kplane-status "$work/$label-status.json" -timeout "$TIMEOUT" -out "$work/$label.json"
 	results+=("$work/$label.json")
 	"$work/kplane" down --data-dir "$kplane_dir" --grace-period 20s >/dev/null 2>&1 || true
@@ -207,6 +224,7 @@ run_k8s() {
 	local kwok_pid=$!
 	"$work/densitybench" -kubeconfig "$d/kubeconfig" -label "$label" -kwok-nodes "$NODES" -nodes "$NODES" \
 		-replicas "$K8S_REPLICAS" -timeout "$TIMEOUT" -out "$work/$label.json" \
+		-workload "$WORKLOAD" -max-unavailable "$MAX_UNAVAILABLE" \
 		-procs "etcd=$etcd_pid,kube-apiserver=$api_pid,kube-scheduler=$sched_pid,kube-controller-manager=$kcm_pid,kwok=$kwok_pid"
 	results+=("$work/$label.json")
 	local p
@@ -225,6 +243,6 @@ for r in $RUNS; do
 done
 
 if ((${#results[@]} > 1)); then
-	echo "== side by side (ratios: first row / each other row; > 1 means more pods/s, longer startup, more memory or CPU)"
+	echo "== side by side (ratios: first row / each other row; > 1 means longer to done, more pods/s, longer startup, more memory or CPU)"
 	"$work/densitybench" -compare "${results[@]}"
 fi

@@ -39,10 +39,39 @@ func totals(r *Result) []componentTotal {
 	return append(out, all)
 }
 
+// workloadOf is r's workload; files from before workloads are Deployments.
+func workloadOf(r *Result) string {
+	if r.Workload == "" {
+		return workloadDeployment
+	}
+	return r.Workload
+}
+
+func doneMeaning(workload string) string {
+	switch workload {
+	case workloadStatefulSet:
+		return "all Ready"
+	case workloadDaemonSet:
+		return "rolling update: all updated and available"
+	case workloadJobs:
+		return "all Jobs Complete"
+	}
+	return "all Running"
+}
+
+// doneSeconds is r's time to done; older files only have RunningSeconds.
+func doneSeconds(r *Result) float64 {
+	if r.DoneSeconds == 0 {
+		return r.RunningSeconds
+	}
+	return r.DoneSeconds
+}
+
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 func printResult(w io.Writer, r *Result) {
-	fmt.Fprintf(w, "== %s: %d replicas on %d nodes (load %s)\n", r.Label, r.Replicas, r.Nodes, r.Load)
+	fmt.Fprintf(w, "== %s: %s, %d replicas on %d nodes (load %s)\n", r.Label, workloadOf(r), r.Replicas, r.Nodes, r.Load)
+	fmt.Fprintf(w, "   done (%s) in %.2fs\n", doneMeaning(workloadOf(r)), r.DoneSeconds)
 	fmt.Fprintf(w, "   all created in %.1fs (%.1f pods/s), all Running in %.1fs (%.1f pods/s)\n",
 		r.CreateSeconds, r.CreateRate, r.RunningSeconds, r.Throughput)
 	fmt.Fprintf(w, "   startup (seen -> Running)       p50 %.3fs p90 %.3fs p99 %.3fs max %.3fs\n", r.Startup.P50, r.Startup.P90, r.Startup.P99, r.Startup.Max)
@@ -84,11 +113,11 @@ func compareFiles(w io.Writer, paths []string) error {
 		rs[i] = r
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "row\treplicas\tcreate pods/s\tRunning pods/s\tstartup p50 s\tstartup p99 s\tpeak RSS MiB\tCPU s\tCPU ms/pod\tload\t")
+	fmt.Fprintln(tw, "row\tworkload\treplicas\tdone s\tcreate pods/s\tRunning pods/s\tstartup p50 s\tstartup p99 s\tpeak RSS MiB\tCPU s\tCPU ms/pod\tload\t")
 	for _, r := range rs {
 		t := totals(r)
 		all := t[len(t)-1]
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f\t%s\t\n", r.Label, r.Replicas, r.CreateRate, r.Throughput,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.1f\t%.1f\t%.3f\t%.3f\t%.0f\t%.1f\t%.1f\t%s\t\n", r.Label, workloadOf(r), r.Replicas, doneSeconds(r), r.CreateRate, r.Throughput,
 			r.Startup.P50, r.Startup.P99, mib(all.rssBytes), all.cpu, cpuPerPod(r, all), r.Load)
 	}
 	base := rs[0]
@@ -97,7 +126,8 @@ func compareFiles(w io.Writer, paths []string) error {
 	for _, r := range rs[1:] {
 		t := totals(r)
 		all := t[len(t)-1]
-		fmt.Fprintf(tw, "%s/%s\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\t\n", base.Label, r.Label,
+		fmt.Fprintf(tw, "%s/%s\t\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\t\n", base.Label, r.Label,
+			doneSeconds(base)/doneSeconds(r),
 			base.CreateRate/r.CreateRate, base.Throughput/r.Throughput,
 			base.Startup.P50/r.Startup.P50, base.Startup.P99/r.Startup.P99,
 			mib(ball.rssBytes)/mib(all.rssBytes), ball.cpu/all.cpu, cpuPerPod(base, ball)/cpuPerPod(r, all))

@@ -32,15 +32,22 @@ type config struct {
 	nodes      int
 	kwokNodes  int
 	replicas   int
-	procs      string
-	kplaneStat string
-	out        string
-	timeout    time.Duration
+	// workload is what is measured (workload.go); maxUnavailable is the
+	// DaemonSet's rolling-update setting.
+	workload       string
+	maxUnavailable string
+	procs          string
+	kplaneStat     string
+	out            string
+	timeout        time.Duration
 }
 
 // Result is one run's figures. Durations are in seconds.
 type Result struct {
-	Label    string    `json:"label"`
+	Label string `json:"label"`
+	// Workload is what was measured: deployment, statefulset, daemonset
+	// or jobs (empty in files written before workloads existed: deployment).
+	Workload string    `json:"workload,omitempty"`
 	Date     time.Time `json:"date"`
 	Nodes    int       `json:"nodes"`
 	Replicas int       `json:"replicas"`
@@ -50,8 +57,13 @@ type Result struct {
 	// was first seen; RunningSeconds: until the last pod was seen Running.
 	CreateSeconds  float64 `json:"createSeconds"`
 	RunningSeconds float64 `json:"runningSeconds"`
-	CreateRate     float64 `json:"createRate"` // pods/s
-	Throughput     float64 `json:"throughput"` // pods/s to all Running
+	// DoneSeconds: from the timed action until the workload's done
+	// condition held (deployment: all Running; statefulset: all Ready;
+	// daemonset: the rolling update's pods all updated and available;
+	// jobs: all Complete).
+	DoneSeconds float64 `json:"doneSeconds,omitempty"`
+	CreateRate  float64 `json:"createRate"` // pods/s
+	Throughput  float64 `json:"throughput"` // pods/s to all Running
 	// Startup is first seen (the watch's ADDED) -> seen Running.
 	Startup Summary `json:"startup"`
 	// StartupFromCreation is creationTimestamp -> seen Running; the
@@ -109,7 +121,8 @@ func (t *tracker) observe(obj any) {
 	if pt.scheduled.IsZero() && pod.Spec.NodeName != "" {
 		pt.scheduled = now
 	}
-	if pt.running.IsZero() && pod.Status.Phase == corev1.PodRunning {
+	// A Job's pod may be first seen Succeeded: it ran.
+	if pt.running.IsZero() && (pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodSucceeded) {
 		pt.running = now
 		if pt.scheduled.IsZero() {
 			pt.scheduled = now
@@ -199,24 +212,37 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 		return nil, fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
 
-	before := sampleProcs(logger, procs)
-	start := time.Now()
-	if _, err := cs.AppsV1().Deployments(cfg.namespace).Create(ctx, deployment(int32(cfg.replicas)), metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("create deployment: %w", err)
-	}
-	logger.Info("deployment created", "label", cfg.label, "replicas", cfg.replicas)
-	if err := tr.waitRunning(ctx, logger, cfg.replicas); err != nil {
+	w, err := newWorkload(logger, cs, cfg, tr)
+	if err != nil {
 		return nil, err
 	}
+	if err := w.prepare(infCtx); err != nil {
+		return nil, err
+	}
+	before := sampleProcs(logger, procs)
+	start := time.Now()
+	if err := w.act(infCtx); err != nil {
+		return nil, err
+	}
+	logger.Info("started", "label", cfg.label, "workload", cfg.workload, "replicas", cfg.replicas, "nodes", cfg.nodes)
+	if err := w.done(infCtx); err != nil {
+		return nil, err
+	}
+	done := time.Now()
 	after := sampleProcs(logger, procs)
 	stopInf()
 
-	res := &Result{Label: cfg.label, Date: start.UTC(), Nodes: cfg.nodes, Replicas: cfg.replicas, Load: loadavg()}
+	res := &Result{Label: cfg.label, Workload: cfg.workload, Date: start.UTC(), Nodes: cfg.nodes, Replicas: cfg.replicas,
+		Load: loadavg(), DoneSeconds: done.Sub(start).Seconds()}
+	if cfg.workload == workloadDaemonSet {
+		res.Replicas = cfg.nodes
+	}
 	tr.mu.Lock()
 	var startup, fromCreation, scheduling, starting []time.Duration
 	var lastSeen, lastRunning time.Time
 	for _, pt := range tr.pods {
-		if pt.running.IsZero() {
+		// Only pods of the timed part: a DaemonSet's first rollout is not.
+		if pt.running.IsZero() || pt.seen.Before(start) {
 			continue
 		}
 		startup = append(startup, pt.running.Sub(pt.seen))
@@ -234,8 +260,10 @@ func run(ctx context.Context, logger *slog.Logger, cfg config) (*Result, error) 
 	n := float64(len(startup))
 	res.CreateSeconds = lastSeen.Sub(start).Seconds()
 	res.RunningSeconds = lastRunning.Sub(start).Seconds()
-	res.CreateRate = n / res.CreateSeconds
-	res.Throughput = n / res.RunningSeconds
+	if n > 0 {
+		res.CreateRate = n / res.CreateSeconds
+		res.Throughput = n / res.RunningSeconds
+	}
 	res.Startup = summarize(startup)
 	res.StartupFromCreation = summarize(fromCreation)
 	res.Scheduling = summarize(scheduling)

@@ -16,8 +16,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/kplane/kplane/internal/tlsfiles"
+	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"
@@ -38,8 +40,11 @@ type Wired struct {
 	RBAC     *authz.RBAC
 	Webhooks *webhook.Webhooks
 
-	server  *Server
-	closers []func()
+	server *Server
+	// saObjects is the ServiceAccount token validator's cache (nil: no
+	// ServiceAccount tokens).
+	saObjects *serviceaccount.Objects
+	closers   []func()
 }
 
 // Standard is an API service built by NewStandard.
@@ -77,6 +82,9 @@ func (w *Wired) New() (*Server, error) {
 		return nil, err
 	}
 	w.server = s
+	if w.saObjects != nil {
+		w.saObjects.SetFallback(s.tokenObject)
+	}
 	return s, nil
 }
 
@@ -140,6 +148,7 @@ func Wire(ctx context.Context, o Options) (_ *Wired, err error) {
 	}
 	w.Webhooks = webhook.New(webhook.Config{Logger: o.Logger, TracerProvider: o.TracerProvider, ResolveService: resolve})
 	o.wireAdmission(cfg, w, pods, saTokens)
+	w.saObjects = saObjects
 	if saObjects != nil {
 		for _, res := range []string{"serviceaccounts", "pods", "secrets", "nodes"} {
 			cfg.Informers[res] = append(cfg.Informers[res], saObjects)
@@ -389,4 +398,23 @@ func (s ServiceAccountOptions) build(advertise string, port int) (*ServiceAccoun
 		return nil, nil, nil, err
 	}
 	return tokens, an, objects, nil
+}
+
+// tokenObject reads, from the store, an object of a kind a ServiceAccount
+// token names (serviceaccount.Objects' fallback): nil, nil when it is not
+// there.
+func (s *Server) tokenObject(kind, namespace, name string) (any, error) {
+	plural := map[string]string{serviceaccount.KindServiceAccount: "serviceaccounts", serviceaccount.KindPod: "pods",
+		serviceaccount.KindSecret: "secrets", serviceaccount.KindNode: "nodes"}[kind]
+	r := s.resources[plural]
+	if r == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	obj, err := s.store.get(ctx, r, namespace, name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return obj, err
 }

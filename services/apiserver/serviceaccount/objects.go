@@ -36,6 +36,20 @@ const (
 type Objects struct {
 	mu   sync.RWMutex
 	objs map[string]map[string]Object // kind → namespace/name → object
+	// fallback reads an object the cache does not hold (SetFallback).
+	fallback func(kind, namespace, name string) (any, error)
+}
+
+// SetFallback makes Get read an object the cache does not hold with f
+// (which returns the object or an error; nil, nil: not there): a token
+// issued by another replica for a ServiceAccount created a moment before
+// is then valid here before this replica's watch has brought the
+// ServiceAccount, as Kubernetes' token getter falls back from its
+// informer to a live read. Call it before the first Get.
+func (o *Objects) SetFallback(f func(kind, namespace, name string) (any, error)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fallback = f
 }
 
 // NewObjects returns an empty cache.
@@ -47,9 +61,25 @@ func NewObjects() *Objects {
 // Nodes).
 func (o *Objects) Get(kind, namespace, name string) (Object, bool) {
 	o.mu.RLock()
-	defer o.mu.RUnlock()
 	obj, ok := o.objs[kind][namespace+"/"+name]
-	return obj, ok
+	fallback := o.fallback
+	o.mu.RUnlock()
+	if ok || fallback == nil {
+		return obj, ok
+	}
+	got, err := fallback(kind, namespace, name)
+	if err != nil || got == nil {
+		return Object{}, false
+	}
+	k, m, extra := describe(got)
+	if k != kind || m == nil {
+		return Object{}, false
+	}
+	extra.UID = m.GetUid()
+	if ts := m.GetDeletionTimestamp(); ts != nil {
+		extra.Deleted = ts.AsTime()
+	}
+	return extra, true
 }
 
 // Upsert records obj (an ObjectSink method).

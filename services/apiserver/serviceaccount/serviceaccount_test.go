@@ -17,6 +17,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +272,41 @@ func TestDiscovery(t *testing.T) {
 	}
 	if !strings.Contains(string(d.JWKS), `"kid":"`+kid+`"`) || !strings.Contains(string(d.JWKS), `"alg":"ES256"`) {
 		t.Errorf("jwks: got %s", d.JWKS)
+	}
+}
+
+// TestObjectsFallback: an object the cache does not hold yet (written
+// through another replica) is read through the fallback; one the fallback
+// does not find either, or finds of another kind, is not there.
+func TestObjectsFallback(t *testing.T) {
+	o := NewObjects()
+	if _, ok := o.Get(KindServiceAccount, "default", "new"); ok {
+		t.Fatal("found an object in an empty cache without a fallback")
+	}
+	var asked []string
+	o.SetFallback(func(kind, namespace, name string) (any, error) {
+		asked = append(asked, kind+" "+namespace+"/"+name)
+		switch name {
+		case "new":
+			return &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: namespace, Name: name, Uid: "new-uid"}}, nil
+		case "odd":
+			return &corev1.Secret{Metadata: &metav1.ObjectMeta{Namespace: namespace, Name: name, Uid: "x"}}, nil
+		}
+		return nil, nil
+	})
+	o.Upsert(&corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "cached", Uid: "cached-uid"}})
+	if got, ok := o.Get(KindServiceAccount, "default", "cached"); !ok || got.UID != "cached-uid" {
+		t.Errorf("cached: got %+v, %v", got, ok)
+	}
+	if got, ok := o.Get(KindServiceAccount, "default", "new"); !ok || got.UID != "new-uid" {
+		t.Errorf("through the fallback: got %+v, %v", got, ok)
+	}
+	for _, name := range []string{"gone", "odd"} {
+		if got, ok := o.Get(KindServiceAccount, "default", name); ok {
+			t.Errorf("%s: got %+v, want not found", name, got)
+		}
+	}
+	if want := []string{"ServiceAccount default/new", "ServiceAccount default/gone", "ServiceAccount default/odd"}; !slices.Equal(asked, want) {
+		t.Errorf("the fallback was asked %v, want %v (never for a cached object)", asked, want)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	k8scorev1 "k8s.io/api/core/v1"
@@ -26,18 +28,73 @@ import (
 
 const limitRangerAnnotation = "kubernetes.io/limit-ranger"
 
+// limitRangeLiveTTL is how long a live lookup of a namespace's
+// LimitRanges is used, as Kubernetes' LimitRanger keeps its own (30 s).
+const limitRangeLiveTTL = 30 * time.Second
+
+// liveLimitRanges are the namespaces' LimitRanges read from the store when
+// the watch cache had none, with when each read stops being used.
+type liveLimitRanges struct {
+	mu   sync.Mutex
+	byNS map[string]liveLimitRangeEntry
+}
+
+type liveLimitRangeEntry struct {
+	items []*corev1.LimitRange
+	until time.Time
+}
+
 // limitRanges are the namespace's LimitRanges, from the watch cache, in
-// name order. They are shared: callers must not change them.
+// name order. They are shared: callers must not change them. When the
+// cache has none, they are read from the store (and that read used for
+// limitRangeLiveTTL), as Kubernetes' LimitRanger falls back from its
+// informer to a live list: a LimitRange created through another replica,
+// or a moment before, may not have reached the cache.
 func (s *Server) limitRanges(ctx context.Context, ns string) ([]*corev1.LimitRange, error) {
 	ch := s.cachers["limitranges"]
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	items, _ := ch.snapshot(func(m proto.Message) bool { return meta(m).GetNamespace() == ns })
+	if len(items) == 0 {
+		return s.liveLimitRanges(ctx, ns)
+	}
 	out := make([]*corev1.LimitRange, len(items))
 	for i, it := range items {
 		out[i] = it.(*corev1.LimitRange)
 	}
+	return out, nil
+}
+
+// liveLimitRanges reads the namespace's LimitRanges from the store, or
+// answers a read of less than limitRangeLiveTTL ago.
+func (s *Server) liveLimitRanges(ctx context.Context, ns string) ([]*corev1.LimitRange, error) {
+	l := &s.limitRangesLive
+	now := time.Now()
+	l.mu.Lock()
+	e, ok := l.byNS[ns]
+	l.mu.Unlock()
+	if ok && now.Before(e.until) {
+		return e.items, nil
+	}
+	page, err := s.store.list(ctx, s.resources["limitranges"], ns, 0, "", 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.LimitRange, 0, len(page.items))
+	for _, it := range page.items {
+		out = append(out, it.(*corev1.LimitRange))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetMetadata().GetName() < out[j].GetMetadata().GetName() })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byNS == nil {
+		l.byNS = map[string]liveLimitRangeEntry{}
+	}
+	if len(l.byNS) > 10000 {
+		clear(l.byNS) // bounded, as Kubernetes' LRU of 4096
+	}
+	l.byNS[ns] = liveLimitRangeEntry{items: out, until: now.Add(limitRangeLiveTTL)}
 	return out, nil
 }
 

@@ -6,6 +6,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -335,5 +336,39 @@ func TestQuotaFromLaggingCache(t *testing.T) {
 	}
 	if _, err := b.pods.CreatePod(admin(t), &corev1.CreatePodRequest{Namespace: "free", Pod: testPod("free", "p")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLimitRangesLiveLookup: with nothing in the watch cache for a
+// namespace, the LimitRanger's lookup reads the store, as Kubernetes'
+// falls back to a live list, and uses that read for its TTL.
+func TestLimitRangesLiveLookup(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := admin(t)
+	lrs := corev1.NewLimitRangeServiceClient(e.conn)
+	// The service's own reads run on a context without a caller's
+	// credentials (a server-side one).
+	own := context.Background()
+	got, err := e.srv.liveLimitRanges(own, "default")
+	if err != nil || len(got) != 0 {
+		t.Fatalf("live lookup of an empty namespace: %v, %v", got, err)
+	}
+	if _, err := lrs.CreateLimitRange(ctx, &corev1.CreateLimitRangeRequest{Namespace: "kube-system", LimitRange: &corev1.LimitRange{
+		Metadata: om("kube-system", "limits"), Spec: &corev1.LimitRangeSpec{Limits: []*corev1.LimitRangeItem{{
+			Type: "Container", Default: map[string]string{"cpu": "500m"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Read from the store whether or not the cache has it yet.
+	if got, err := e.srv.liveLimitRanges(own, "kube-system"); err != nil || len(got) != 1 || got[0].GetMetadata().GetName() != "limits" {
+		t.Errorf("live lookup after the create: %v, %v", got, err)
+	}
+	// The empty read of default is used for its TTL.
+	if _, err := lrs.CreateLimitRange(ctx, &corev1.CreateLimitRangeRequest{Namespace: "default", LimitRange: &corev1.LimitRange{
+		Metadata: om("default", "limits"), Spec: &corev1.LimitRangeSpec{Limits: []*corev1.LimitRangeItem{{
+			Type: "Container", Default: map[string]string{"cpu": "500m"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.srv.liveLimitRanges(own, "default"); err != nil || len(got) != 0 {
+		t.Errorf("a second live lookup within the TTL: %v, %v; want the first read's answer", got, err)
 	}
 }

@@ -87,6 +87,8 @@ type Server struct {
 	apfEngine *apfEngine
 	// podSecurity enforces the Pod Security Standards (podsecurity.go).
 	podSecurity *podsecurity.Plugin
+	// limitRangesLive holds the LimitRanger's live lookups (limitranger.go).
+	limitRangesLive liveLimitRanges
 }
 
 // New checks cfg, connects to the store and listens; Run serves.

@@ -21,7 +21,7 @@ import (
 	"github.com/kplane/kplane/gateway"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // benchEnv is the API service with a direct gRPC client and a gateway
@@ -35,7 +35,7 @@ type benchEnv struct {
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
-	env := clienttest.Start(b, clienttest.Options{})
+	env := apiservertest.Start(b, apiservertest.Options{})
 	conn := env.Dial(b, "")
 	gw, err := gateway.New(gateway.Config{Conn: conn})
 	if err != nil {
@@ -43,7 +43,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	}
 	srv := httptest.NewServer(gw)
 	b.Cleanup(srv.Close)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+clienttest.AdminToken)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+apiservertest.AdminToken)
 	return &benchEnv{conn: conn, cms: corev1.NewConfigMapServiceClient(conn), ctx: ctx, url: srv.URL,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 }
@@ -57,7 +57,7 @@ func (e *benchEnv) doAccept(b *testing.B, method, path, body, accept string, wan
 	if err != nil {
 		b.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+clienttest.AdminToken)
+	req.Header.Set("Authorization", "Bearer "+apiservertest.AdminToken)
 	req.Header.Set("Content-Type", "application/json")
 	if accept != "" {
 		req.Header.Set("Accept", accept)
@@ -125,7 +125,7 @@ func BenchmarkGateway(b *testing.B) {
 		events := 0
 		for b.Loop() {
 			req, _ := http.NewRequest("GET", e.url+"/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0&timeoutSeconds=30", nil)
-			req.Header.Set("Authorization", "Bearer "+clienttest.AdminToken)
+			req.Header.Set("Authorization", "Bearer "+apiservertest.AdminToken)
 			resp, err := e.http.Do(req)
 			if err != nil {
 				b.Fatal(err)

@@ -15,21 +15,21 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplane/kplane/gateway"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // clientset returns client-go's typed clientset talking to a gateway in
 // front of an in-process API service, as admin.
 func clientset(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, BearerToken: clienttest.AdminToken})
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, BearerToken: apiservertest.AdminToken})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kplane/kplane/gateway"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // gatewayClients starts a gateway in front of an in-process API service and
@@ -33,7 +33,7 @@ import (
 // in a content type.
 func gatewayClients(t *testing.T) func(token, contentType string) kubernetes.Interface {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -58,8 +58,8 @@ const protobufType = "application/vnd.kubernetes.protobuf"
 func clientsets(t *testing.T) map[string]kubernetes.Interface {
 	t.Helper()
 	mk := gatewayClients(t)
-	return map[string]kubernetes.Interface{"json": mk(clienttest.AdminToken, "application/json"),
-		"protobuf": mk(clienttest.AdminToken, protobufType)}
+	return map[string]kubernetes.Interface{"json": mk(apiservertest.AdminToken, "application/json"),
+		"protobuf": mk(apiservertest.AdminToken, protobufType)}
 }
 
 // A list or watch whose field selector requires metadata.name=NAME is
@@ -69,7 +69,7 @@ func clientsets(t *testing.T) map[string]kubernetes.Interface {
 // lists and watches it so, and may not list the others.
 func TestListWatchAuthorizedByNameSelector(t *testing.T) {
 	ctx := context.Background()
-	cms := gatewayClients(t)(clienttest.SchedulerToken, protobufType).CoreV1().ConfigMaps("kube-system")
+	cms := gatewayClients(t)(apiservertest.SchedulerToken, protobufType).CoreV1().ConfigMaps("kube-system")
 	one := metav1.ListOptions{FieldSelector: "metadata.name=extension-apiserver-authentication"}
 	if _, err := cms.List(ctx, one); err != nil {
 		t.Errorf("list by name: %v", err)

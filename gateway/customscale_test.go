@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kplane/kplane/gateway"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 const sprocketCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"sprockets.example.com"},
@@ -25,14 +25,14 @@ const sprocketCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
  "schema":{"openAPIV3Schema":{"type":"object","properties":{"spec":{"type":"object","properties":{"replicas":{"type":"integer"}}},"status":{"type":"object","properties":{"replicas":{"type":"integer"}}}}}}}]}}`
 
 func TestCustomScaleServerSideApply(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, BearerToken: clienttest.AdminToken})
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, BearerToken: apiservertest.AdminToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestCustomScaleServerSideApply(t *testing.T) {
 		Body([]byte(sprocketCRD)).Do(ctx).Error(); err != nil {
 		t.Fatal(err)
 	}
-	(&kube{t: t, conn: env.Dial(t, clienttest.AdminToken)}).acceptNames("sprockets.example.com", "example.com", "sprockets")
+	(&kube{t: t, conn: env.Dial(t, apiservertest.AdminToken)}).acceptNames("sprockets.example.com", "example.com", "sprockets")
 	const obj = "/apis/example.com/v1/namespaces/default/sprockets"
 	if err := rc.Post().AbsPath(obj).SetHeader("Content-Type", "application/json").
 		Body([]byte(`{"apiVersion":"example.com/v1","kind":"Sprocket","metadata":{"name":"s1"},"spec":{"replicas":1}}`)).Do(ctx).Error(); err != nil {

@@ -19,8 +19,8 @@ import (
 
 	"github.com/kplane/kplane/internal/kubectltest"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // kube runs the real kubectl against a gateway in front of an in-process
@@ -32,14 +32,14 @@ type kube struct {
 	conn grpc.ClientConnInterface
 }
 
-// startKube starts etcd, the API service and the gateway (HTTPS, the
+// startKube starts a store, the API service and the gateway (HTTPS, the
 // bearer token forwarded to the API service) with a kubeconfig for user
 // admin, for the kubectl named bin.
 func startKube(t *testing.T, bin string) *kube {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{})
-	k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, bin)
-	return &kube{Kubectl: k, t: t, conn: env.Dial(t, clienttest.AdminToken)}
+	env := apiservertest.Start(t, apiservertest.Options{})
+	k := kubectltest.StartBinary(t, env.Dial(t, ""), apiservertest.AdminToken, bin)
+	return &kube{Kubectl: k, t: t, conn: env.Dial(t, apiservertest.AdminToken)}
 }
 
 // with returns k reporting to t (for subtests).

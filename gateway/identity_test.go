@@ -18,8 +18,8 @@ import (
 
 	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/services/apiserver"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/authn"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // TestImpersonation runs the gateway in impersonation mode: it reaches the
@@ -30,7 +30,7 @@ func TestImpersonation(t *testing.T) {
 	srv, users, client := startImpersonating(t)
 	carol := users.Issue(t, "carol", []string{"system:masters"}, false)
 	dave := users.Issue(t, "dave", nil, false)
-	foreign := clienttest.NewCA(t).Issue(t, "mallory", []string{"system:masters"}, false)
+	foreign := apiservertest.NewCA(t).Issue(t, "mallory", []string{"system:masters"}, false)
 	tests := []struct {
 		name     string
 		cert     *tls.Certificate
@@ -78,7 +78,7 @@ func TestImpersonation(t *testing.T) {
 // impersonation mode in front of it, which knows the tokens admin-token
 // (admin, system:masters) and bob-token (bob, no bindings) and client
 // certificates from users. client gives an HTTPS client presenting cert.
-func startImpersonating(t *testing.T) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
+func startImpersonating(t *testing.T) (srv *httptest.Server, users *apiservertest.CA, client func(cert *tls.Certificate) *http.Client) {
 	t.Helper()
 	return startImpersonatingWith(t, gateway.Config{}, nil)
 }
@@ -87,9 +87,9 @@ func startImpersonating(t *testing.T) (srv *httptest.Server, users *clienttest.C
 // configuration (Conn and Authenticator are set here) and, if configure is
 // set, of the API service's, and a third token: prom-token (prometheus, in
 // system:monitoring).
-func startImpersonatingWith(t *testing.T, cfg gateway.Config, configure func(*apiserver.Config)) (srv *httptest.Server, users *clienttest.CA, client func(cert *tls.Certificate) *http.Client) {
+func startImpersonatingWith(t *testing.T, cfg gateway.Config, configure func(*apiserver.Config)) (srv *httptest.Server, users *apiservertest.CA, client func(cert *tls.Certificate) *http.Client) {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{TLS: true, Configure: configure})
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true, Configure: configure})
 	conn := env.DialCert(t, "kplane-gateway", authn.DefaultFrontProxyGroup)
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\nprom-token,prometheus,3,\"system:monitoring\"\n"), 0o600); err != nil {
@@ -104,7 +104,7 @@ func startImpersonatingWith(t *testing.T, cfg gateway.Config, configure func(*ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	users = clienttest.NewCA(t)
+	users = apiservertest.NewCA(t)
 	srv = httptest.NewUnstartedServer(gw)
 	srv.TLS = &tls.Config{ClientCAs: users.Pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)

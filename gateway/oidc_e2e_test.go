@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/jwtauthn"
 	"github.com/kplane/kplane/services/apiserver/jwtauthn/jwtauthntest"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 func TestKubectlOIDCTokens(t *testing.T) {
@@ -24,7 +24,7 @@ func TestKubectlOIDCTokens(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	jwt, err := jwtauthn.New(ctx, jwtauthn.Options{APIAudiences: []string{clienttest.ServiceAccountIssuer}, Flags: jwtauthn.Flags{
+	jwt, err := jwtauthn.New(ctx, jwtauthn.Options{APIAudiences: []string{apiservertest.ServiceAccountIssuer}, Flags: jwtauthn.Flags{
 		IssuerURL: is.URL, ClientID: "kplane", CAFile: ca, UsernameClaim: "email", GroupsClaim: "groups", GroupsPrefix: "oidc:"}})
 	if err != nil {
 		t.Fatal(err)
@@ -35,9 +35,9 @@ func TestKubectlOIDCTokens(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	env := clienttest.Start(t, clienttest.Options{JWT: jwt})
-	admin := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, "kubectl.1.33")
-	k := &kube{Kubectl: admin, t: t, conn: env.Dial(t, clienttest.AdminToken)}
+	env := apiservertest.Start(t, apiservertest.Options{JWT: jwt})
+	admin := kubectltest.StartBinary(t, env.Dial(t, ""), apiservertest.AdminToken, "kubectl.1.33")
+	k := &kube{Kubectl: admin, t: t, conn: env.Dial(t, apiservertest.AdminToken)}
 
 	token := func(email string, groups []string, exp time.Time, aud string) string {
 		return is.Sign(t, map[string]any{"iss": is.URL, "aud": aud, "sub": email, "email": email, "email_verified": true,

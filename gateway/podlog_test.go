@@ -22,14 +22,14 @@ import (
 	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // startLogNode runs node name on the built-in runtime, with its log server
 // on loopback HTTPS that only the API service's kubelet client certificate
 // may read, until the test ends.
-func startLogNode(t *testing.T, env *clienttest.Env, name string) {
+func startLogNode(t *testing.T, env *apiservertest.Env, name string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gwlog")
 	if err != nil {
@@ -65,7 +65,7 @@ func startLogNode(t *testing.T, env *clienttest.Env, name string) {
 		t.Fatal(err)
 	}
 	ca := env.CA()
-	srv := &http.Server{Handler: nodeagent.NewLogServer(a).RequireClientCert(clienttest.KubeletClientUser)}
+	srv := &http.Server{Handler: nodeagent.NewLogServer(a).RequireClientCert(apiservertest.KubeletClientUser)}
 	go srv.Serve(tls.NewListener(hl, nodeagent.LogServerTLS(ca.Issue(t, "kplane-nodeagent", nil, true), ca.Pool)))
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -84,9 +84,9 @@ func startLogNode(t *testing.T, env *clienttest.Env, name string) {
 // (built-in runtime, whose KPLANE_SIM_LOG lines are the container's
 // output): all, --tail, -c, --previous, -f, and Kubernetes' errors.
 func TestKubectlLogs(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := env.Dial(t, clienttest.AdminToken)
-	k := kubectltest.Start(t, env.Dial(t, ""), clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := env.Dial(t, apiservertest.AdminToken)
+	k := kubectltest.Start(t, env.Dial(t, ""), apiservertest.AdminToken)
 	startLogNode(t, env, "n1")
 	pods := client.Must[*corev1.Pod](admin)
 	ctx := context.Background()

@@ -21,8 +21,8 @@ import (
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // TestKubectlExecBuiltInRuntime: the real kubectl 1.27 (SPDY) and 1.33
@@ -33,9 +33,9 @@ import (
 // container, a shell script or an applet runs in the runtime's shell),
 // attach and port-forward refuse; errors before the upgrade are Kubernetes' Status.
 func TestKubectlExecBuiltInRuntime(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := env.Dial(t, clienttest.AdminToken)
-	k := kubectltest.Start(t, env.Dial(t, ""), clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := env.Dial(t, apiservertest.AdminToken)
+	k := kubectltest.Start(t, env.Dial(t, ""), apiservertest.AdminToken)
 	startLogNode(t, env, "n1")
 	pods := client.Must[*corev1.Pod](admin)
 	ctx := context.Background()
@@ -92,7 +92,7 @@ func TestKubectlExecBuiltInRuntime(t *testing.T) {
 	// real one): the verb is the HTTP method's, create for SPDY's POST and
 	// get for a WebSocket's GET; kubectl 1.33 tries WebSocket first and
 	// falls back to SPDY, so a user with neither is told about create.
-	bob := kubectltest.Start(t, env.Dial(t, ""), clienttest.BobToken)
+	bob := kubectltest.Start(t, env.Dial(t, ""), apiservertest.BobToken)
 	for _, args := range [][]string{
 		{"create", "role", "reader", "--verb=get,list", "--resource=pods"},
 		{"create", "rolebinding", "bob-reader", "--role=reader", "--user=bob"},

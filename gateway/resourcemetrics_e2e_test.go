@@ -15,13 +15,13 @@ import (
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 func TestKubectlTop(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	startLogNode(t, env, "n1")
 	pods := client.Must[*corev1.Pod](admin)
 	ctx := context.Background()
@@ -58,7 +58,7 @@ func TestKubectlTop(t *testing.T) {
 	}
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, env.Dial(t, ""), apiservertest.AdminToken, bin)
 			for _, tc := range []struct {
 				name string
 				args []string

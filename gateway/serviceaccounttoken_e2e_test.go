@@ -26,7 +26,7 @@ import (
 	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/internal/kubectltest"
 	"github.com/kplane/kplane/services/apiserver"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // certKubectl runs one kubectl binary against srv with a kubeconfig that
@@ -135,7 +135,7 @@ func TestKubectlServiceAccountTokens(t *testing.T) {
 			k.fails("", []string{"create", "token", "nope"}, `serviceaccounts "nope" not found`)
 			k.fails("", []string{"create", "token", sa, "--duration=1m"}, "may not specify a duration less than 10 minutes")
 
-			tok := strings.TrimSpace(k.ok("", "create", "token", sa, "--duration=20m", "--audience=vault", "--audience="+clienttest.ServiceAccountIssuer))
+			tok := strings.TrimSpace(k.ok("", "create", "token", sa, "--duration=20m", "--audience=vault", "--audience="+apiservertest.ServiceAccountIssuer))
 			c := tokenClaims(t, tok)
 			if c["sub"] != "system:serviceaccount:default:"+sa || int64(c["exp"].(float64))-int64(c["iat"].(float64)) != 1200 || len(c["aud"].([]any)) != 2 {
 				t.Errorf("claims: got %v", c)
@@ -293,7 +293,7 @@ func TestKubectlTokensForwarding(t *testing.T) {
 		`Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:default:robot" cannot list resource "pods" in API group "" in the namespace "default"`)
 	review := k.file("review.yaml", "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec:\n  token: "+tok+"\n")
 	k.ok([]string{"create", "-f", review, "-o", "jsonpath={.status.authenticated} {.status.user.username} {.status.audiences}"},
-		`true system:serviceaccount:default:robot ["`+clienttest.ServiceAccountIssuer+`"]`)
+		`true system:serviceaccount:default:robot ["`+apiservertest.ServiceAccountIssuer+`"]`)
 	// --validate=false: kubectl would first list CRDs, which bob may not
 	// (as against kube-apiserver).
 	k.fails([]string{"create", "--validate=false", "-f", review, "--token=bob-token"},

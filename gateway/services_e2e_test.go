@@ -24,7 +24,7 @@ import (
 
 	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/services/apiserver"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // serviceStep is one request of the recorded sequence.
@@ -164,7 +164,7 @@ func TestServicesAgainstKubernetes(t *testing.T) {
 	if err := json.Unmarshal(b, &want); err != nil {
 		t.Fatal(err)
 	}
-	env := clienttest.Start(t, clienttest.Options{Configure: func(c *apiserver.Config) {
+	env := apiservertest.Start(t, apiservertest.Options{Configure: func(c *apiserver.Config) {
 		c.ServiceClusterIPRange = netip.MustParsePrefix("10.96.0.0/28")
 		c.ServiceNodePortRange = apiserver.PortRange{Base: 30000, Size: 10}
 	}})
@@ -183,7 +183,7 @@ func TestServicesAgainstKubernetes(t *testing.T) {
 		if w.Name != st.Name {
 			t.Fatalf("step %d is %s, recorded %s: record again", i, st.Name, w.Name)
 		}
-		code, body := doStep(t, srv.URL, clienttest.AdminToken, st)
+		code, body := doStep(t, srv.URL, apiservertest.AdminToken, st)
 		if d, ok := serviceDivergences[st.Name]; ok {
 			if code != d.code || !strings.Contains(string(body), d.message) {
 				t.Errorf("%s: got %d %s, want %d %q (%s)", st.Name, code, body, d.code, d.message, d.why)

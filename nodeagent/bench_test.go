@@ -33,9 +33,9 @@ import (
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
 	"github.com/kplane/kplane/services/apiserver"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -269,7 +269,7 @@ func TestBenchManyNodes(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(csv.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := clienttest.Start(t, clienttest.Options{Configure: func(cfg *apiserver.Config) {
+	env := apiservertest.Start(t, apiservertest.Options{Configure: func(cfg *apiserver.Config) {
 		an, err := authn.New(authn.Config{TokenFile: tokens})
 		if err != nil {
 			t.Fatal(err)

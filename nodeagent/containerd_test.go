@@ -32,8 +32,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // TestContainerd runs a pod with the hello HTTP server on a real
@@ -95,7 +95,7 @@ func TestContainerd(t *testing.T) {
 	// The log server as `kplane nodeagent` serves it: HTTPS, only for the
 	// API service's kubelet client certificate.
 	ca := c.env.CA()
-	srv := &http.Server{Handler: NewLogServer(a).RequireClientCert(clienttest.KubeletClientUser)}
+	srv := &http.Server{Handler: NewLogServer(a).RequireClientCert(apiservertest.KubeletClientUser)}
 	go srv.Serve(tls.NewListener(hl, LogServerTLS(ca.Issue(t, "kplane-nodeagent", nil, true), ca.Pool)))
 	actx, acancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -179,7 +179,7 @@ func TestContainerd(t *testing.T) {
 
 	// Its log reaches `kubectl logs`: kubectl → gateway → the API
 	// service's pods/log → the log server → containerd's CRI log file.
-	k := kubectltest.Start(t, c.env.Dial(t, ""), clienttest.AdminToken)
+	k := kubectltest.Start(t, c.env.Dial(t, ""), apiservertest.AdminToken)
 	var out string
 	for range 50 {
 		if out, err = k.Run(ctx, "logs", "hello"); err == nil && strings.Contains(out, "hello: listening on") {

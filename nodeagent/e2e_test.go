@@ -29,8 +29,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // testBackoff is short so crash loops and pull back-offs show in seconds.
@@ -38,15 +38,15 @@ var testBackoff = Backoff{Base: 200 * time.Millisecond, Max: 2 * time.Second}
 
 // cluster is an API service and an admin client for the tests.
 type cluster struct {
-	env   *clienttest.Env
+	env   *apiservertest.Env
 	admin grpc.ClientConnInterface
 	pods  *client.Client[*corev1.Pod]
 }
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	return &cluster{env: env, admin: admin, pods: client.Must[*corev1.Pod](admin)}
 }
 
@@ -795,7 +795,7 @@ func TestStartupGates(t *testing.T) {
 func TestNodesShareConnection(t *testing.T) {
 	c := startCluster(t)
 	shared := c.env.Dial(t, "")
-	for _, n := range []struct{ name, token string }{{"n1", clienttest.Node1Token}, {"n2", clienttest.Node2Token}} {
+	for _, n := range []struct{ name, token string }{{"n1", apiservertest.Node1Token}, {"n2", apiservertest.Node2Token}} {
 		startSimNode(t, c, n.name, func(cfg *Config) { cfg.Conn = WithToken(shared, n.token) })
 	}
 	p1 := c.runPod(t, simPod("on-n1", nil, nil), "n1")
@@ -804,7 +804,7 @@ func TestNodesShareConnection(t *testing.T) {
 		c.waitPod(t, "default", p.Metadata.Name, "Running", phaseIs(PhaseRunning))
 	}
 	// Node n1's identity may not write n2's pod status (NodeRestriction).
-	pods := client.Must[*corev1.Pod](WithToken(shared, clienttest.Node1Token))
+	pods := client.Must[*corev1.Pod](WithToken(shared, apiservertest.Node1Token))
 	got, err := pods.Get(context.Background(), "default", "on-n2")
 	if err != nil {
 		t.Fatal(err)

@@ -13,15 +13,15 @@ import (
 	"time"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 func TestFleetRegistersSimulatedNodes(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	nodes := client.Must[*corev1.Node](env.Dial(t, clienttest.AdminToken))
+	env := apiservertest.Start(t, apiservertest.Options{})
+	nodes := client.Must[*corev1.Node](env.Dial(t, apiservertest.AdminToken))
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	csv := clienttest.Node1Token + ",system:node:n1,3,system:nodes\n" + clienttest.Node2Token + ",system:node:n2,4,system:nodes\n"
+	csv := apiservertest.Node1Token + ",system:node:n1,3,system:nodes\n" + apiservertest.Node2Token + ",system:node:n2,4,system:nodes\n"
 	if err := os.WriteFile(tokens, []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestFleetRegistersSimulatedNodes(t *testing.T) {
 // the fleet before anything runs, naming it.
 func TestFleetNeedsEachNodesToken(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(clienttest.Node1Token+",system:node:n1,3,system:nodes\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(apiservertest.Node1Token+",system:node:n1,3,system:nodes\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	o := DefaultFleetOptions()

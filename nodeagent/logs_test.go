@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/nodeagent/crilog"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // TestLogServer: paths, query parameters and which instance is served,
@@ -98,7 +98,7 @@ func TestLogServerClientCert(t *testing.T) {
 	}
 	f.Close()
 	a := &Agent{records: map[string]*podRecord{"default/web": {ctrs: map[string]*ctrState{"app": {name: "app", lastLog: p}}}}}
-	ca := clienttest.NewCA(t)
+	ca := apiservertest.NewCA(t)
 	srv := httptest.NewUnstartedServer(NewLogServer(a).RequireClientCert("kube-apiserver-kubelet-client"))
 	srv.TLS = LogServerTLS(ca.Issue(t, "kplane-nodeagent", nil, true), ca.Pool)
 	srv.StartTLS()
@@ -112,7 +112,7 @@ func TestLogServerClientCert(t *testing.T) {
 		{name: "the API service", certs: []tls.Certificate{ca.Issue(t, "kube-apiserver-kubelet-client", nil, false)}, code: 200},
 		{name: "no certificate", code: 401},
 		{name: "a node", certs: []tls.Certificate{ca.Issue(t, "system:node:n1", []string{"system:nodes"}, false)}, code: 403},
-		{name: "another CA", certs: []tls.Certificate{clienttest.NewCA(t).Issue(t, "kube-apiserver-kubelet-client", nil, false)}, wantErr: true},
+		{name: "another CA", certs: []tls.Certificate{apiservertest.NewCA(t).Issue(t, "kube-apiserver-kubelet-client", nil, false)}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/serviceaccountadmission"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -28,12 +28,12 @@ import (
 // admission plugin installed as `kplane apiserver` installs it.
 func startClusterWithSAAdmission(t *testing.T) *cluster {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{TLS: true, Configure: func(c *apiserver.Config) {
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true, Configure: func(c *apiserver.Config) {
 		sa := serviceaccountadmission.New(true)
 		c.Mutating = append([]apiserver.MutatingAdmission{sa}, c.Mutating...)
 		c.Informers["serviceaccounts"] = append(c.Informers["serviceaccounts"], sa)
 	}})
-	admin := env.Dial(t, clienttest.AdminToken)
+	admin := env.Dial(t, apiservertest.AdminToken)
 	return &cluster{env: env, admin: admin, pods: client.Must[*corev1.Pod](admin)}
 }
 

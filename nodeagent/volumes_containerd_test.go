@@ -23,8 +23,8 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 // TestContainerdVolumes runs one pod of two busybox containers on a real
@@ -91,7 +91,7 @@ func TestContainerdVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca := c.env.CA()
-	srv := &http.Server{Handler: NewLogServer(a).RequireClientCert(clienttest.KubeletClientUser)}
+	srv := &http.Server{Handler: NewLogServer(a).RequireClientCert(apiservertest.KubeletClientUser)}
 	go srv.Serve(tls.NewListener(hl, LogServerTLS(ca.Issue(t, "kplane-nodeagent", nil, true), ca.Pool)))
 	actx, acancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -156,7 +156,7 @@ func TestContainerdVolumes(t *testing.T) {
 
 	// kubectl 1.33 (WebSocket) for most reads, 1.27 (SPDY) for the
 	// ConfigMap file before and after its update.
-	k33 := kubectltest.StartBinary(t, c.env.Dial(t, ""), clienttest.AdminToken, "kubectl.1.33")
+	k33 := kubectltest.StartBinary(t, c.env.Dial(t, ""), apiservertest.AdminToken, "kubectl.1.33")
 	k27 := k33.WithBinary(t, "kubectl.1.27")
 	execWith := func(k *kubectltest.Kubectl, ctr string, cmd ...string) string {
 		t.Helper()

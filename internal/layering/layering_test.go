@@ -88,7 +88,7 @@ func TestComponentsImportNoOtherComponent(t *testing.T) {
 }
 
 // TestClientImportsNoServer: the client library every component shares
-// (services/client itself; its clienttest starts a server for tests)
+// (services/client; its tests' server is services/apiserver/apiservertest)
 // imports nothing of the API service but the error vocabulary, so a
 // component built on it never links the server's wiring.
 func TestClientImportsNoServer(t *testing.T) {

@@ -5,7 +5,6 @@
 // rate-limited work queue of object keys (NewQueue) and the reconcile loop
 // that drains it (RunWorkers, EnqueueHandler), leader election on a
 // coordination/v1 Lease (LeaderElector) and an event recorder (Recorder).
-// Package clienttest starts a real API service on etcd for tests.
 //
 // A controller's shape:
 //

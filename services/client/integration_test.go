@@ -23,8 +23,8 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -39,10 +39,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestAgainstAPIServer runs the typed client, an informer and leader
-// election against a real API service on a real etcd.
+// election against a real API service on a real store.
 func TestAgainstAPIServer(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -303,10 +303,10 @@ func TestAgainstAPIServer(t *testing.T) {
 // the events it missed leave the small watch window: the informer must
 // resume, get 410 Expired, re-list, and end up with exactly the server's state.
 func TestInformerSurvivesBeingCutOff(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{Configure: func(c *apiserver.Config) {
+	env := apiservertest.Start(t, apiservertest.Options{Configure: func(c *apiserver.Config) {
 		c.WatchWindow, c.WatchBuffer = 20, 5
 	}})
-	conn := env.Dial(t, clienttest.AdminToken)
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cms := client.Must[*corev1.ConfigMap](conn)

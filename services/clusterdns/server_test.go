@@ -22,9 +22,9 @@ import (
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/authz"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/clusterdns"
 )
 
@@ -43,8 +43,8 @@ type env struct {
 // with the given upstreams.
 func start(t testing.TB, upstreams ...string) *env {
 	t.Helper()
-	api := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := api.Dial(t, clienttest.AdminToken)
+	api := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := api.Dial(t, apiservertest.AdminToken)
 	s, err := clusterdns.New(clusterdns.Config{Conn: api.DialCert(t, authz.DNSUser), Addr: "127.0.0.1:0", Upstreams: upstreams})
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func upstream(t *testing.T) string {
 // system:coredns) may list what it watches and nothing more: no reads of
 // Secrets, no writes.
 func TestDNSIdentityRBAC(t *testing.T) {
-	api := clienttest.Start(t, clienttest.Options{TLS: true})
+	api := apiservertest.Start(t, apiservertest.Options{TLS: true})
 	conn := api.DialCert(t, authz.DNSUser)
 	ctx := context.Background()
 	if _, _, err := client.Must[*corev1.Service](conn).List(ctx, "", client.ListOptions{}); err != nil {

@@ -21,8 +21,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/controllers/daemonset"
 	"github.com/kplane/kplane/services/scheduler"
@@ -42,15 +42,15 @@ type dsCluster struct {
 // collector controllers, the scheduler and bound-pod node agent stand-ins
 // (ready after readyAfter) until the test ends.
 func startDSCluster(t *testing.T, readyAfter time.Duration) *dsCluster {
-	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := controllers.New(controllers.Config{Conn: conn, Logger: testLogger(),
 		Controllers: []string{controllers.DaemonSet, controllers.GarbageCollector}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken),
+	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken),
 		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -25,8 +25,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/controllers/deployment"
 )
@@ -121,8 +121,8 @@ type cluster struct {
 }
 
 func startCluster(t *testing.T, tweak ...func(*controllers.Config)) *cluster {
-	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &cluster{conn: conn, pods: client.Must[*corev1.Pod](conn), rss: client.Must[*appsv1.ReplicaSet](conn),
 		ds: client.Must[*appsv1.Deployment](conn), nss: client.Must[*corev1.Namespace](conn), ctx: ctx, stop: cancel, errCh: make(chan error, 1)}
@@ -427,8 +427,8 @@ func TestDeletePropagation(t *testing.T) {
 // replicas-maxUnavailable pods ready and at most replicas+maxSurge pods
 // alive, and in the end exactly the desired pods and two ReplicaSets.
 func TestLeaderCrashMidRollout(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := &cluster{conn: conn, pods: client.Must[*corev1.Pod](conn), rss: client.Must[*appsv1.ReplicaSet](conn),
@@ -445,7 +445,7 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 		done chan struct{}
 	}
 	start := func(id string) *replica {
-		rconn := env.Dial(t, clienttest.AdminToken) // its own connection, so that it can be cut
+		rconn := env.Dial(t, apiservertest.AdminToken) // its own connection, so that it can be cut
 		m, err := controllers.New(controllers.Config{Conn: rconn, Identity: id, Logger: testLogger(),
 			Controllers: []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector}, LeaderElection: le})
 		if err != nil {

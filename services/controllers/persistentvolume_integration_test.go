@@ -18,8 +18,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/scheduler"
 	"github.com/kplane/kplane/services/scheduler/queue"
@@ -37,15 +37,15 @@ type pvCluster struct {
 // collector controllers, the scheduler and node agent stand-ins, with one
 // node, node-a.
 func startPVCluster(t *testing.T) *pvCluster {
-	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := controllers.New(controllers.Config{Conn: conn, Logger: testLogger(),
 		Controllers: []string{controllers.PersistentVolume, controllers.StatefulSet, controllers.GarbageCollector}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken),
+	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken),
 		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,8 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -37,8 +37,8 @@ type stsCluster struct {
 // collector controllers; with autoReady a stand-in node agent makes every
 // pod Running and Ready, otherwise the test does (ready).
 func startSTSCluster(t *testing.T, autoReady bool) *stsCluster {
-	env := clienttest.Start(t, clienttest.Options{})
-	conn := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := controllers.New(controllers.Config{Conn: conn, Logger: testLogger(),
 		Controllers: []string{controllers.StatefulSet, controllers.GarbageCollector}})

@@ -13,8 +13,8 @@ import (
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/scheduler"
 	"github.com/kplane/kplane/services/scheduler/queue"
 )
@@ -85,8 +85,8 @@ func boundNode(t *testing.T, ctx context.Context, pods *client.Client[*corev1.Po
 // cache waits until a cache pod is placed, then joins its zone; pods
 // spread over zones with maxSkew 1 end up two per zone.
 func TestInterPodAffinityAndSpread(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nodes := client.Must[*corev1.Node](admin)
@@ -96,7 +96,7 @@ func TestInterPodAffinityAndSpread(t *testing.T) {
 	for name, zone := range zoneOf {
 		createNode(t, ctx, nodes, nodeSpec{name: name, cpu: "4", mem: "8Gi", labels: map[string]string{hostnameLabel: name, zoneLabel: zone}})
 	}
-	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), Logger: testLogger(t),
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), Logger: testLogger(t),
 		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 
 	web := map[string]string{"app": "web"}

@@ -22,8 +22,8 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/scheduler"
 	"github.com/kplane/kplane/services/scheduler/framework"
 	"github.com/kplane/kplane/services/scheduler/plugins/defaultbinder"
@@ -109,8 +109,8 @@ func startScheduler(t *testing.T, cfg scheduler.Config) (*scheduler.Scheduler, c
 // tolerations land where they must; pods that fit nowhere report why and
 // are bound once a fitting node appears.
 func TestSchedulesAgainstAPIServer(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nodes := client.Must[*corev1.Node](admin)
@@ -127,7 +127,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 	}
 	// The scheduler runs with its own identity, so RBAC's
 	// system:kube-scheduler role is exercised too.
-	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken),
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken),
 		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 
 	gpuTol := []*corev1.Toleration{{Key: "dedicated", Operator: "Equal", Value: "gpu", Effect: "NoSchedule"}}
@@ -257,8 +257,8 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 // one hands over to the other, and no pod's nodeName ever changes once set
 // (the binding subresource refuses a second bind).
 func TestLeaderHandover(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nodes := client.Must[*corev1.Node](admin)
@@ -292,8 +292,8 @@ func TestLeaderHandover(t *testing.T) {
 	le := func(id string) *scheduler.LeaderElection {
 		return &scheduler.LeaderElection{Identity: id, LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond}
 	}
-	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("a"), Logger: testLogger(t)})
-	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), LeaderElection: le("b"), Logger: testLogger(t)})
+	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), LeaderElection: le("a"), Logger: testLogger(t)})
+	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), LeaderElection: le("b"), Logger: testLogger(t)})
 	waitFor(t, "a leader", func() bool { return a.IsLeader() || b.IsLeader() })
 	leader, standby, cancelLeader, leaderDone := a, b, cancelA, doneA
 	if b.IsLeader() {
@@ -377,12 +377,12 @@ func (connHandle) EventRecorder() *client.Recorder { return nil }
 // pod never binds a re-created pod of the same name; a second bind is
 // Conflict.
 func TestDefaultBinder(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	ctx := context.Background()
 	pods := client.Must[*corev1.Pod](admin)
 	createNode(t, ctx, client.Must[*corev1.Node](admin), nodeSpec{name: "n1", cpu: "4", mem: "8Gi"})
-	schedConn := env.Dial(t, clienttest.SchedulerToken)
+	schedConn := env.Dial(t, apiservertest.SchedulerToken)
 	// The API service may answer before its RBAC cache has the bootstrap
 	// roles; wait until the scheduler's identity is authorized.
 	waitFor(t, "scheduler authorized", func() bool {
@@ -432,15 +432,15 @@ func TestDefaultBinder(t *testing.T) {
 // there; the victim gets a Preempted event. A pod of equal priority evicts
 // nothing.
 func TestPreemption(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nodes := client.Must[*corev1.Node](admin)
 	pods := client.Must[*corev1.Pod](admin)
 	events := client.Must[*corev1.Event](admin)
 	createNode(t, ctx, nodes, nodeSpec{name: "only", cpu: "2", mem: "8Gi"})
-	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), Logger: testLogger(t),
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), Logger: testLogger(t),
 		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 
 	// The stand-in kubelet: a pod marked for deletion is gone once its
@@ -571,14 +571,14 @@ func uidOf(ctx context.Context, pods *client.Client[*corev1.Pod], name string) s
 // take it; the preemptor is bound there once they are gone.
 func TestPreemptionOfExtendedResource(t *testing.T) {
 	const fake = "example.com/fakecpu"
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	ctx := context.Background()
 	nodes := client.Must[*corev1.Node](admin)
 	pods := client.Must[*corev1.Pod](admin)
 	pcs := client.Must[*schedulingv1.PriorityClass](admin)
 	createNode(t, ctx, nodes, nodeSpec{name: "only", cpu: "4", mem: "8Gi", extra: map[string]string{fake: "1000"}})
-	startScheduler(t, scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken), Logger: testLogger(t),
+	startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), Logger: testLogger(t),
 		Queue: queue.Config{InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 
 	fakePod := func(name string, prio int32, amount string, finalizer bool) *corev1.Pod {

@@ -23,8 +23,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers/cronjob"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -64,8 +64,8 @@ type env struct {
 
 func start(t *testing.T, controllers int) *env {
 	t.Helper()
-	apienv := clienttest.Start(t, clienttest.Options{})
-	conn := apienv.Dial(t, clienttest.AdminToken)
+	apienv := apiservertest.Start(t, apiservertest.Options{})
+	conn := apienv.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{ctx: ctx, conn: conn, jobs: client.Must[*batchv1.Job](conn), cjs: client.Must[*batchv1.CronJob](conn),
 		events: client.Must[*corev1.Event](conn), clock: &clock{t: time.Now()}}

@@ -21,8 +21,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 	"github.com/kplane/kplane/services/controllers/job"
 )
@@ -62,8 +62,8 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	apienv := clienttest.Start(t, clienttest.Options{})
-	conn := apienv.Dial(t, clienttest.AdminToken)
+	apienv := apiservertest.Start(t, apiservertest.Options{})
+	conn := apienv.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	e := &env{ctx: ctx, conn: conn, pods: client.Must[*corev1.Pod](conn), jobs: client.Must[*batchv1.Job](conn),

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 const maxReplicasPolicy = `apiVersion: admissionregistration.k8s.io/v1
@@ -52,11 +52,11 @@ spec: {policyName: needs-team-SUFFIX, validationActions: [Warn]}
 `
 
 func TestKubectlValidatingAdmissionPolicy(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gwConn := env.Dial(t, "")
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			// run returns stdout and stderr apart: warnings go to stderr.
 			run := func(stdin string, args ...string) (string, string, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -20,7 +20,7 @@ import (
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	"github.com/kplane/kplane/nodeagent/simruntime/simruntimetest"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/scheduler"
 )
@@ -28,16 +28,16 @@ import (
 // startControlPlane runs, until the test ends, the controllers named (as
 // the admin) and, when withScheduler, the scheduler (as itself) against
 // env; it returns the admin's connection.
-func startControlPlane(t *testing.T, env *clienttest.Env, withScheduler bool, which ...string) *grpc.ClientConn {
+func startControlPlane(t *testing.T, env *apiservertest.Env, withScheduler bool, which ...string) *grpc.ClientConn {
 	t.Helper()
-	admin := env.Dial(t, clienttest.AdminToken)
+	admin := env.Dial(t, apiservertest.AdminToken)
 	m, err := controllers.New(controllers.Config{Conn: admin, Controllers: which, LocalVolumeDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runs := []func(context.Context) error{m.Run}
 	if withScheduler {
-		s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken)})
+		s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func kubectlRunner(k *kubectltest.Kubectl, timeout time.Duration) func(stdin str
 // startSimNode runs a node agent for node name on the built-in runtime
 // until the test ends; images, when given, are the images its runtime
 // holds already.
-func startSimNode(t *testing.T, env *clienttest.Env, name string, images ...string) {
+func startSimNode(t *testing.T, env *apiservertest.Env, name string, images ...string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "simnode")
 	if err != nil {

@@ -14,12 +14,12 @@ import (
 
 	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/internal/apidiff"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
 func TestCustomResourcesLikeKubernetes(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	startControlPlane(t, env, false, controllers.CRD)
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
 	if err != nil {
@@ -30,5 +30,5 @@ func TestCustomResourcesLikeKubernetes(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	apidiff.Check(t, "testdata/crcases/corpus.yaml", "testdata/crcases/recorded.json",
-		apidiff.HTTPSender(context.Background(), srv.Client(), srv.URL, clienttest.AdminToken))
+		apidiff.HTTPSender(context.Background(), srv.Client(), srv.URL, apiservertest.AdminToken))
 }

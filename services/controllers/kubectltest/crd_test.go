@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
 func TestKubectlCustomResourceDefinitions(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	startControlPlane(t, env, false, controllers.CRD)
 	gwConn := env.Dial(t, "")
 	httproutes, err := os.ReadFile("testdata/httproutes-crd.yaml")
@@ -45,7 +45,7 @@ func TestKubectlCustomResourceDefinitions(t *testing.T) {
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 90*time.Second)
 			run := func(stdin string, args ...string) string {
 				t.Helper()

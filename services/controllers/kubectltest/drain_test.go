@@ -21,8 +21,8 @@ import (
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -30,10 +30,10 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
 			kubectltest.Binary(t, bin)
-			env := clienttest.Start(t, clienttest.Options{TLS: true})
+			env := apiservertest.Start(t, apiservertest.Options{TLS: true})
 			admin := startControlPlane(t, env, true, controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector, controllers.Disruption)
 			ctx := context.Background()
-			k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, env.Dial(t, ""), apiservertest.AdminToken, bin)
 			withStdin := kubectlRunner(k, 3*time.Minute)
 			kubectl := func(args ...string) (string, error) { return withStdin("", args...) }
 			run := func(args ...string) string {

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 func TestKubectlFlowControl(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gwConn := env.Dial(t, "")
 	cases := []kindCase{
 		{resource: "prioritylevelconfigurations", name: "batch", manifest: `apiVersion: flowcontrol.apiserver.k8s.io/v1
@@ -41,7 +41,7 @@ spec:
 	}
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 60*time.Second)
 			run := func(stdin string, args ...string) string {
 				t.Helper()

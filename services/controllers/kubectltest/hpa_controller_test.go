@@ -36,8 +36,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 	"github.com/kplane/kplane/services/scheduler"
 )
@@ -45,7 +45,7 @@ import (
 // startMetricsNode runs, until the test ends, a node agent for node name on
 // the built-in runtime with its log and stats server on loopback HTTPS,
 // readable by the API service's kubelet client only.
-func startMetricsNode(t *testing.T, env *clienttest.Env, name string) {
+func startMetricsNode(t *testing.T, env *apiservertest.Env, name string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "hpanode")
 	if err != nil {
@@ -75,7 +75,7 @@ func startMetricsNode(t *testing.T, env *clienttest.Env, name string) {
 		t.Fatal(err)
 	}
 	ca := env.CA()
-	srv := &http.Server{Handler: nodeagent.NewLogServer(a).RequireClientCert(clienttest.KubeletClientUser)}
+	srv := &http.Server{Handler: nodeagent.NewLogServer(a).RequireClientCert(apiservertest.KubeletClientUser)}
 	go srv.Serve(tls.NewListener(hl, nodeagent.LogServerTLS(ca.Issue(t, "kplane-nodeagent", nil, true), ca.Pool)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -91,15 +91,15 @@ func startMetricsNode(t *testing.T, env *clienttest.Env, name string) {
 }
 
 func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	m, err := controllers.New(controllers.Config{Conn: admin, LocalVolumeDir: t.TempDir(),
 		Controllers:   []string{controllers.Deployment, controllers.ReplicaSet, controllers.HorizontalPodAutoscaling, controllers.CRD},
 		HPASyncPeriod: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, clienttest.SchedulerToken)})
+	s, err := scheduler.New(scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 	})
 
 	// kubectl prints the current utilization against the target.
-	k := kubectltest.StartBinary(t, env.Dial(t, ""), clienttest.AdminToken, "kubectl.1.33")
+	k := kubectltest.StartBinary(t, env.Dial(t, ""), apiservertest.AdminToken, "kubectl.1.33")
 	out, err := kubectlRunner(k, 60*time.Second)("", "get", "hpa", "web")
 	if err != nil || !strings.Contains(out, "cpu: 10%/50%") || !strings.Contains(out, "Deployment/web") {
 		t.Errorf("kubectl get hpa web: got %v %q, want cpu: 10%%/50%%", err, out)

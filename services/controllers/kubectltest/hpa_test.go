@@ -15,18 +15,18 @@ import (
 
 	"github.com/kplane/kplane/internal/kubectltest"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 )
 
 func TestKubectlAutoscale(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
-	admin := env.Dial(t, clienttest.AdminToken)
+	env := apiservertest.Start(t, apiservertest.Options{})
+	admin := env.Dial(t, apiservertest.AdminToken)
 	hpas := client.Must[*autoscalingv2.HorizontalPodAutoscaler](admin)
 	gwConn := env.Dial(t, "")
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 60*time.Second)
 			run := func(args ...string) string {
 				t.Helper()

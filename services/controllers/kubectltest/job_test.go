@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -21,9 +21,9 @@ const simImage = "kplane.test/busybox:1"
 
 // startJobCluster runs, until the test ends, the controllers named, the
 // scheduler and one node agent (n1) on the built-in runtime.
-func startJobCluster(t *testing.T, which ...string) *clienttest.Env {
+func startJobCluster(t *testing.T, which ...string) *apiservertest.Env {
 	t.Helper()
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
 	startControlPlane(t, env, true, which...)
 	startSimNode(t, env, "n1", simImage)
 	return env
@@ -35,7 +35,7 @@ func TestKubectlJobs(t *testing.T) {
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 90*time.Second)
 			run := func(args ...string) string {
 				t.Helper()

@@ -17,8 +17,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -26,7 +26,7 @@ import (
 func fields(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func TestKubectlEndpointSlices(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	conn := startControlPlane(t, env, false, controllers.EndpointSlice)
 	ctx := context.Background()
 	gwConn := env.Dial(t, "")
@@ -38,7 +38,7 @@ func TestKubectlEndpointSlices(t *testing.T) {
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 60*time.Second)
 			run := func(stdin string, args ...string) string {
 				t.Helper()
@@ -123,7 +123,7 @@ type kindCase struct {
 }
 
 func TestKubectlStorageLevelKinds(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gwConn := env.Dial(t, "")
 	cases := []kindCase{
 		{resource: "podtemplates", name: "web", namespaced: true, manifest: `apiVersion: v1
@@ -179,7 +179,7 @@ spec: {attacher: csi.example.com, nodeName: node-a, source: {persistentVolumeNam
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 60*time.Second)
 			for _, c := range cases {
 				t.Run(c.resource, func(t *testing.T) {

@@ -25,8 +25,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -35,7 +35,7 @@ import (
 // rollout restart makes a new ReplicaSet, scale goes through deployments/scale.
 func TestKubectlRollout(t *testing.T) {
 	kubectl := testutil.RequireBinary(t, "kubectl", "apt-get install kubectl (or the Google Cloud SDK kubectl component)")
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gw, err := gateway.New(gateway.Config{Conn: env.Dial(t, "")})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ contexts:
 - name: kplane
   context: {cluster: kplane, user: admin, namespace: roll}
 current-context: kplane
-`, srv.URL, clienttest.AdminToken)
+`, srv.URL, apiservertest.AdminToken)
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ current-context: kplane
 		return out
 	}
 
-	conn := env.Dial(t, clienttest.AdminToken)
+	conn := env.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := controllers.New(controllers.Config{Conn: conn, Controllers: []string{controllers.Deployment, controllers.ReplicaSet, controllers.GarbageCollector}})
 	if err != nil {

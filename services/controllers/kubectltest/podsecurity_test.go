@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/kubectltest"
-	"github.com/kplane/kplane/services/client/clienttest"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 )
 
 // restrictedFor lists what the restricted level finds wrong with a
@@ -27,11 +27,11 @@ func restrictedFor(c string) string {
 }
 
 func TestKubectlPodSecurity(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	gwConn := env.Dial(t, "")
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			run := func(args ...string) (string, string, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()

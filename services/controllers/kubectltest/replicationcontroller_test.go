@@ -14,8 +14,8 @@ import (
 
 	"github.com/kplane/kplane/internal/kubectltest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
@@ -46,7 +46,7 @@ spec:
 `
 
 func TestKubectlReplicationController(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{TLS: true})
+	env := apiservertest.Start(t, apiservertest.Options{TLS: true})
 	conn := startControlPlane(t, env, true, controllers.ReplicationController, controllers.GarbageCollector)
 	ctx := context.Background()
 	startSimNode(t, env, "n1")
@@ -55,7 +55,7 @@ func TestKubectlReplicationController(t *testing.T) {
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 100*time.Second)
 			ns := "rc" + strings.ReplaceAll(strings.TrimPrefix(bin, "kubectl."), ".", "")
 			run := func(args ...string) string {

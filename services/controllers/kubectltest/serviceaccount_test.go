@@ -13,13 +13,13 @@ import (
 
 	"github.com/kplane/kplane/internal/kubectltest"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers"
 )
 
 func TestKubectlServiceAccounts(t *testing.T) {
-	env := clienttest.Start(t, clienttest.Options{})
+	env := apiservertest.Start(t, apiservertest.Options{})
 	conn := startControlPlane(t, env, false, controllers.ServiceAccount, controllers.Namespace)
 	ctx := context.Background()
 	sas := client.Must[*corev1.ServiceAccount](conn)
@@ -27,7 +27,7 @@ func TestKubectlServiceAccounts(t *testing.T) {
 
 	for _, bin := range []string{"kubectl.1.27", "kubectl.1.33"} {
 		t.Run(bin, func(t *testing.T) {
-			k := kubectltest.StartBinary(t, gwConn, clienttest.AdminToken, bin)
+			k := kubectltest.StartBinary(t, gwConn, apiservertest.AdminToken, bin)
 			kubectl := kubectlRunner(k, 60*time.Second)
 			run := func(args ...string) string {
 				t.Helper()

@@ -20,8 +20,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers/podgc"
 )
 
@@ -39,7 +39,7 @@ type env struct {
 // whose passes the test runs itself (Run is not started).
 func start(t *testing.T, threshold int) *env {
 	t.Helper()
-	conn := clienttest.Start(t, clienttest.Options{}).Dial(t, clienttest.AdminToken)
+	conn := apiservertest.Start(t, apiservertest.Options{}).Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{ctx: ctx, pods: client.Must[*corev1.Pod](conn), nodes: client.Must[*corev1.Node](conn),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}

@@ -17,8 +17,8 @@ import (
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
-	"github.com/kplane/kplane/services/client/clienttest"
 	"github.com/kplane/kplane/services/controllers/ttlafterfinished"
 )
 
@@ -34,8 +34,8 @@ func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 // run from its Complete condition, then is deleted with foreground
 // propagation; a Job without a TTL or not finished stays.
 func TestDeletesAfterTTL(t *testing.T) {
-	apienv := clienttest.Start(t, clienttest.Options{})
-	conn := apienv.Dial(t, clienttest.AdminToken)
+	apienv := apiservertest.Start(t, apiservertest.Options{})
+	conn := apienv.Dial(t, apiservertest.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	jobs := client.Must[*batchv1.Job](conn)
 	clk := &clock{t: time.Now()}

@@ -48,6 +48,18 @@ func Start(t testing.TB) []string {
 	return eps
 }
 
+// StartKplane starts a single-member kplane store in process for t,
+// whatever KPLANE_TEST_STORE says, and returns its client endpoints once it
+// takes writes; it is stopped when t ends. It is for tests outside the API
+// service's own suite (services/apiserver/apiservertest), which need no
+// etcd binary.
+func StartKplane(t testing.TB) []string {
+	t.Helper()
+	eps := startKplane(t)
+	waitHealthy(t, eps)
+	return eps
+}
+
 func startEtcd(t testing.TB) []string {
 	bin := testutil.RequireBinary(t, "etcd", "apt-get install -y etcd-server")
 	dir := t.TempDir()

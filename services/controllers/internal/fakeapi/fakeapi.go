@@ -1,7 +1,7 @@
 // Package fakeapi is a small in-memory stand-in for the API service for
 // controllers' unit tests: informers over fixed object lists, and typed
 // clients that record every write. Not for integration tests (those use
-// services/client/clienttest).
+// services/apiserver/apiservertest).
 package fakeapi
 
 import (

@@ -2,7 +2,7 @@
 // DefaultTolerationSeconds admission plugin, as Kubernetes enables it by
 // default.
 
-package clienttest
+package apiservertest
 
 import (
 	"testing"

@@ -1,7 +1,7 @@
 // This file holds a throw-away certificate authority for tests, issuing
 // client and server certificates.
 
-package clienttest
+package apiservertest
 
 import (
 	"crypto/ecdsa"

@@ -3,7 +3,7 @@
 // Unstructured objects, created, listed page by page, updated, watched by
 // an informer that keeps whole objects and one that keeps metadata only,
 // and deleted.
-package clienttest
+package client_test
 
 import (
 	"context"
@@ -16,12 +16,13 @@ import (
 
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
 )
 
 func TestDynamicClient(t *testing.T) {
-	env := Start(t, Options{})
-	d := client.NewDynamic(env.Dial(t, AdminToken))
+	env := apiservertest.Start(t, apiservertest.Options{})
+	d := client.NewDynamic(env.Dial(t, apiservertest.AdminToken))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}

@@ -2,7 +2,7 @@
 // RBAC, the Node authorizer, NodeRestriction and the audit log, then
 // mutating and validating webhooks, through a real API service.
 
-package clienttest
+package apiservertest
 
 import (
 	"bufio"
@@ -61,7 +61,7 @@ func cm(ns, name string) *corev1.ConfigMap {
 
 // TestSecurityEndToEnd drives authentication, authorization (RBAC fed by
 // the apiserver's watch, the Node authorizer, NodeRestriction) and the audit
-// log through a real API service on a real etcd.
+// log through a real API service on a real store.
 func TestSecurityEndToEnd(t *testing.T) {
 	env := Start(t, Options{})
 	admin := corev1.NewConfigMapServiceClient(env.Dial(t, AdminToken))

@@ -2,7 +2,7 @@
 // CN and O as user and groups, untrusted CAs and plaintext refused, and end
 // users passed on only by a front proxy.
 
-package clienttest
+package apiservertest
 
 import (
 	"context"

@@ -1,10 +1,10 @@
 // This file holds the end-to-end tests of ServiceAccount tokens against a
-// real API service on a real etcd: TokenRequest (defaults, validation and
+// real API service on a real store: TokenRequest (defaults, validation and
 // bound objects with Kubernetes' errors), authentication of the tokens
 // (valid, expired, wrong audience, wrong issuer, unknown key, ServiceAccount
 // deleted or recreated, bound pod deleted), TokenReview, SelfSubjectReview
 // and the issuer discovery documents.
-package clienttest
+package apiservertest
 
 import (
 	"bufio"

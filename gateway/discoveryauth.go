@@ -13,9 +13,9 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
 )
 

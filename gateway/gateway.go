@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	"github.com/kplane/kplane/proto/apierrors"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -63,7 +64,6 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
 )
 

@@ -21,10 +21,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/request"
 )

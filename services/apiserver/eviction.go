@@ -20,11 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	pdbhelper "k8s.io/component-helpers/apps/poddisruptionbudget"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	"github.com/kplane/kplane/proto/kubeconv"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

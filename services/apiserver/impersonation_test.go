@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
 )
 

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authn"
 )
 

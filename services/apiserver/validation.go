@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
@@ -26,7 +27,6 @@ import (
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // validate checks obj (and, on update, what changed from old) as

@@ -60,7 +60,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

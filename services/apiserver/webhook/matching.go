@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/internal/tlsfiles"
-	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -31,11 +30,15 @@ type Options struct {
 	TLSCertFile, TLSKeyFile, ClientCAFile string
 	// Upstream reaches the API service. With a client certificate
 	// (Upstream.CertFile, in group system:kplane-gateways) the gateway
-	// authenticates HTTP clients itself — certificates, and the bearer
-	// tokens of TokenAuthFile — and passes the user on; without one it
-	// forwards each request's bearer token.
-	Upstream      client.Credentials
+	// authenticates HTTP clients itself — certificates, and bearer tokens
+	// with Authenticator — and passes the user on; without one it forwards
+	// each request's bearer token.
+	Upstream client.Credentials
+	// TokenAuthFile is the static token file (--token-auth-file) the
+	// command builds Authenticator from; Authenticator is required with
+	// Upstream.CertFile and unused without.
 	TokenAuthFile string
+	Authenticator Authenticator
 	// Logger and Telemetry (nil: none) are the process's.
 	Logger    *slog.Logger
 	Telemetry *telemetry.Telemetry
@@ -48,6 +51,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Upstream.Plaintext && o.Upstream.CertFile != "" {
 		return errors.New("--cert-file needs TLS to the API service: drop --insecure-plaintext")
+	}
+	if o.Upstream.CertFile != "" && o.Authenticator == nil {
+		return errors.New("--cert-file (impersonation mode) needs an Authenticator for bearer tokens")
 	}
 	if o.Listen != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 		return errors.New("--listen needs --tls-cert-file and --tls-key-file")
@@ -82,9 +88,7 @@ func Serve(ctx context.Context, o Options) error {
 	defer conn.Close()
 	cfg.Conn = conn
 	if up.CertFile != "" {
-		if cfg.Authenticator, err = authn.New(authn.Config{TokenFile: o.TokenAuthFile}); err != nil {
-			return err
-		}
+		cfg.Authenticator = o.Authenticator
 	}
 	gw, err := New(cfg)
 	if err != nil {

@@ -28,21 +28,14 @@
 // A trusted front proxy (kplane's gateway) authenticates with its own client
 // certificate holding one of Config.FrontProxyGroups (default
 // system:kplane-gateways) and passes the end user it authenticated on in the
-// metadata keys
-//
-//	kplane-impersonate-user:  the end user's name (exactly one value)
-//	kplane-impersonate-uid:   optional, the end user's uid
-//	kplane-impersonate-group: one value per group (repeat the key)
-//
+// metadata keys of package identity (kplane-impersonate-user, -uid, -group).
 // The request is then authenticated as that end user (plus
 // system:authenticated). Instead, a front proxy may pass on the end user's
 // bearer token, which it could not check itself (a ServiceAccount token), in
-//
-//	kplane-forwarded-token:   the token (exactly one value)
-//
-// and the request is authenticated as that token's user. Anyone else setting
-// any of these keys is refused with Forbidden, and so is a proxy identity
-// that came from a bearer token rather than a certificate.
+// kplane-forwarded-token, and the request is authenticated as that token's
+// user. Anyone else setting any of these keys is refused with Forbidden, and
+// so is a proxy identity that came from a bearer token rather than a
+// certificate.
 package authn
 
 import (
@@ -61,53 +54,9 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
-
-// Metadata keys a front proxy uses to pass the end user on.
-const (
-	ImpersonateUserKey  = "kplane-impersonate-user"
-	ImpersonateUIDKey   = "kplane-impersonate-uid"
-	ImpersonateGroupKey = "kplane-impersonate-group"
-	ForwardedTokenKey   = "kplane-forwarded-token"
-)
-
-// MinRevisionKey asks that a read served from the watch cache (with
-// resourceVersion "0" or an older one) reflect at least this store
-// revision: a front proxy sends its caller's latest write, so that a
-// client reads its own writes whichever replica answers. It only ever
-// makes a read fresher, so it is believed from anyone.
-const MinRevisionKey = "kplane-min-revision"
-
-// Metadata keys a front proxy uses to pass on what it saw of the HTTP
-// request, for the audit log: the audit ID it answered the client in the
-// Audit-Id header, the request URI, the User-Agent and the client's
-// addresses (X-Forwarded-For, then the peer), comma-separated. The API
-// service believes them only from a front proxy.
-const (
-	ForwardedAuditIDKey    = "kplane-audit-id"
-	ForwardedRequestURIKey = "kplane-request-uri"
-	ForwardedUserAgentKey  = "kplane-user-agent"
-	ForwardedForKey        = "kplane-forwarded-for"
-)
-
-// Kubernetes' user impersonation (the Impersonate-User, Impersonate-Group,
-// Impersonate-Uid and Impersonate-Extra-<key> headers: `kubectl --as`,
-// `--as-group`, `--as-uid`) arrives in these metadata keys; the gateway
-// passes the headers on under them and a gRPC client may set them itself.
-// The API service, not the Authenticator, acts on them, once the
-// authorizer allowed the authenticated user to impersonate. They are
-// unrelated to the kplane-impersonate-* keys of front proxies.
-const (
-	ActAsUserKey        = "impersonate-user"
-	ActAsGroupKey       = "impersonate-group"
-	ActAsUIDKey         = "impersonate-uid"
-	ActAsExtraKeyPrefix = "impersonate-extra-"
-)
-
-// DefaultFrontProxyGroup is the group whose certificate holders may pass an
-// end user on.
-const DefaultFrontProxyGroup = "system:kplane-gateways"
 
 // Config configures an Authenticator.
 type Config struct {
@@ -117,7 +66,7 @@ type Config struct {
 	Anonymous bool
 	// FrontProxyGroups are the groups whose members, authenticated by a
 	// client certificate, may pass an end user on. Nil means
-	// [DefaultFrontProxyGroup]; an empty non-nil slice disables front proxies.
+	// [identity.DefaultFrontProxyGroup]; an empty non-nil slice disables front proxies.
 	FrontProxyGroups []string
 	// Logger records why a token was refused (at debug); nil discards.
 	Logger *slog.Logger
@@ -160,7 +109,7 @@ func New(cfg Config) (*Authenticator, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	if a.proxyGroup == nil {
-		a.proxyGroup = []string{DefaultFrontProxyGroup}
+		a.proxyGroup = []string{identity.DefaultFrontProxyGroup}
 	}
 	if cfg.TokenFile != "" {
 		f, err := os.Open(cfg.TokenFile)
@@ -227,18 +176,18 @@ func (a *Authenticator) Authenticate(ctx context.Context) (request.User, error) 
 	if err != nil {
 		return request.User{}, err
 	}
-	forwarded := md.Get(ForwardedTokenKey)
+	forwarded := md.Get(identity.ForwardedTokenKey)
 	if !impersonating(md) && len(forwarded) == 0 {
 		return caller, nil
 	}
 	if !viaCert || !a.isFrontProxy(caller) {
-		target := first(md.Get(ImpersonateUserKey))
+		target := first(md.Get(identity.ImpersonateUserKey))
 		return request.User{}, apierrors.NewForbidden("", "users", target,
 			fmt.Sprintf("User %q cannot impersonate users: only a front proxy authenticated by a client certificate in one of the groups %q may pass an end user on", caller.Name, a.proxyGroup))
 	}
 	if len(forwarded) > 0 {
 		if impersonating(md) || len(forwarded) != 1 {
-			return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and without %s", ForwardedTokenKey, ImpersonateUserKey))
+			return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and without %s", identity.ForwardedTokenKey, identity.ImpersonateUserKey))
 		}
 		u, err := a.tokenUser(ctx, forwarded[0])
 		if err != nil {
@@ -246,12 +195,12 @@ func (a *Authenticator) Authenticate(ctx context.Context) (request.User, error) 
 		}
 		return withAuthenticated(u), nil
 	}
-	names := md.Get(ImpersonateUserKey)
+	names := md.Get(identity.ImpersonateUserKey)
 	if len(names) != 1 || names[0] == "" {
-		return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and not empty", ImpersonateUserKey))
+		return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and not empty", identity.ImpersonateUserKey))
 	}
-	u := request.User{Name: names[0], UID: first(md.Get(ImpersonateUIDKey))}
-	for _, g := range md.Get(ImpersonateGroupKey) {
+	u := request.User{Name: names[0], UID: first(md.Get(identity.ImpersonateUIDKey))}
+	for _, g := range md.Get(identity.ImpersonateGroupKey) {
 		if g != "" && !slices.Contains(u.Groups, g) {
 			u.Groups = append(u.Groups, g)
 		}
@@ -388,7 +337,7 @@ func (a *Authenticator) isFrontProxy(u request.User) bool {
 }
 
 func impersonating(md metadata.MD) bool {
-	return len(md.Get(ImpersonateUserKey)) > 0 || len(md.Get(ImpersonateUIDKey)) > 0 || len(md.Get(ImpersonateGroupKey)) > 0
+	return len(md.Get(identity.ImpersonateUserKey)) > 0 || len(md.Get(identity.ImpersonateUIDKey)) > 0 || len(md.Get(identity.ImpersonateGroupKey)) > 0
 }
 
 func withAuthenticated(u request.User) request.User {

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/request"
@@ -211,47 +212,47 @@ func TestAuthenticateOverGRPC(t *testing.T) {
 		{name: "certificate from an untrusted CA", cert: &certSpec{cn: "mallory", foreign: true}, wantReason: apierrors.ReasonUnknown},
 		{name: "front proxy passes the end user on",
 			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:   metadata.Pairs(ImpersonateUserKey, "carol", ImpersonateUIDKey, "42", ImpersonateGroupKey, "dev", ImpersonateGroupKey, "qa"),
+			md:   metadata.Pairs(identity.ImpersonateUserKey, "carol", identity.ImpersonateUIDKey, "42", identity.ImpersonateGroupKey, "dev", identity.ImpersonateGroupKey, "qa"),
 			want: request.User{Name: "carol", UID: "42", Groups: []string{"dev", "qa", "system:authenticated"}}},
 		{name: "certificate user without the proxy group may not impersonate",
 			cert:       &certSpec{cn: "bob", orgs: []string{"dev"}},
-			md:         metadata.Pairs(ImpersonateUserKey, "admin", ImpersonateGroupKey, "system:masters"),
+			md:         metadata.Pairs(identity.ImpersonateUserKey, "admin", identity.ImpersonateGroupKey, "system:masters"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "token user may not impersonate",
-			md:         metadata.Pairs("authorization", "Bearer tok-alice", ImpersonateUserKey, "admin"),
+			md:         metadata.Pairs("authorization", "Bearer tok-alice", identity.ImpersonateUserKey, "admin"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "proxy group from a token may not impersonate",
-			md:         metadata.Pairs("authorization", "Bearer tok-gw", ImpersonateUserKey, "admin"),
+			md:         metadata.Pairs("authorization", "Bearer tok-gw", identity.ImpersonateUserKey, "admin"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "anonymous may not impersonate", anonymous: true,
-			md:         metadata.Pairs(ImpersonateGroupKey, "system:masters"),
+			md:         metadata.Pairs(identity.ImpersonateGroupKey, "system:masters"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "ServiceAccount token", md: metadata.Pairs("authorization", "Bearer "+saToken), want: robot},
 		{name: "front proxy forwards a ServiceAccount token",
 			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:   metadata.Pairs(ForwardedTokenKey, saToken), want: robot},
+			md:   metadata.Pairs(identity.ForwardedTokenKey, saToken), want: robot},
 		{name: "front proxy forwards a static token",
 			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:   metadata.Pairs(ForwardedTokenKey, "tok-bob"),
+			md:   metadata.Pairs(identity.ForwardedTokenKey, "tok-bob"),
 			want: request.User{Name: "bob", UID: "1002", Groups: []string{"system:authenticated"}}},
 		{name: "front proxy forwards a tampered token",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:         metadata.Pairs(ForwardedTokenKey, saToken[:len(saToken)-4]+"AAAA"),
+			md:         metadata.Pairs(identity.ForwardedTokenKey, saToken[:len(saToken)-4]+"AAAA"),
 			wantReason: apierrors.ReasonUnauthorized},
 		{name: "a certificate user without the proxy group may not forward a token",
 			cert:       &certSpec{cn: "bob", orgs: []string{"dev"}},
-			md:         metadata.Pairs(ForwardedTokenKey, saToken),
+			md:         metadata.Pairs(identity.ForwardedTokenKey, saToken),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "a token user may not forward a token",
-			md:         metadata.Pairs("authorization", "Bearer tok-gw", ForwardedTokenKey, saToken),
+			md:         metadata.Pairs("authorization", "Bearer tok-gw", identity.ForwardedTokenKey, saToken),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "a forwarded token names no impersonated user besides",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:         metadata.Pairs(ForwardedTokenKey, saToken, ImpersonateUserKey, "admin"),
+			md:         metadata.Pairs(identity.ForwardedTokenKey, saToken, identity.ImpersonateUserKey, "admin"),
 			wantReason: apierrors.ReasonBadRequest},
 		{name: "front proxy must name the user",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:         metadata.Pairs(ImpersonateGroupKey, "dev"),
+			md:         metadata.Pairs(identity.ImpersonateGroupKey, "dev"),
 			wantReason: apierrors.ReasonBadRequest},
 	}
 	for _, tt := range tests {
@@ -336,7 +337,7 @@ func TestForbiddenImpersonationMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t1", ImpersonateUserKey, "admin"))
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t1", identity.ImpersonateUserKey, "admin"))
 	_, err = a.Authenticate(ctx)
 	want := `users "admin" is forbidden: User "bob" cannot impersonate users`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
@@ -400,7 +401,7 @@ func BenchmarkAuthenticateToken(b *testing.B) {
 	for i := range 1000 {
 		fmt.Fprintf(&sb, "tok-%d,user-%d,%d,\"g1,g2\"\n", i, i, i)
 	}
-	a := &Authenticator{proxyGroup: []string{DefaultFrontProxyGroup}}
+	a := &Authenticator{proxyGroup: []string{identity.DefaultFrontProxyGroup}}
 	var err error
 	if a.tokens, err = ParseTokens(strings.NewReader(sb.String())); err != nil {
 		b.Fatal(err)

@@ -257,7 +257,7 @@ func (s *Server) podBudgets(ctx context.Context, pod *corev1.Pod) ([]*policyv1.P
 	var out []*policyv1.PodDisruptionBudget
 	for _, it := range items {
 		pdb := it.(*policyv1.PodDisruptionBudget)
-		ls, err := labelSelectorAsSelector(pdb.GetSpec().GetSelector())
+		ls, err := kubeconv.Selector(pdb.GetSpec().GetSelector())
 		if err != nil || !ls.Matches(labels.Set(pod.GetMetadata().GetLabels())) {
 			continue
 		}

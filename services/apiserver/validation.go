@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -521,18 +520,6 @@ func validateService(s *corev1.ServiceSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, validateLabels(s.GetSelector(), p.Child("selector"))...)
 	errs = append(errs, validateEnum(s.GetSessionAffinity(), p.Child("sessionAffinity"), false, "None", "ClientIP")...)
 	return errs
-}
-
-func selectionOp(op string) selection.Operator {
-	switch op {
-	case "in":
-		return selection.In
-	case "notin":
-		return selection.NotIn
-	case "exists":
-		return selection.Exists
-	}
-	return selection.DoesNotExist
 }
 
 // validateNamespaceFinalizer: a qualified name, and one without a prefix

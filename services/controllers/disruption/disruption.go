@@ -124,7 +124,7 @@ func (c *Controller) enqueueBudgetsOf(pod *corev1.Pod) []string {
 	set := labels.Set(pod.GetMetadata().GetLabels())
 	var names []string
 	for _, pdb := range c.cfg.PDBInformer.Store().ByNamespace(pod.GetMetadata().GetNamespace()) {
-		sel, err := ctrl.Selector(pdb.GetSpec().GetSelector())
+		sel, err := kubeconv.Selector(pdb.GetSpec().GetSelector())
 		if err == nil && sel.Matches(set) {
 			c.queue.Add(client.Key(pdb))
 			names = append(names, pdb.GetMetadata().GetName())
@@ -229,7 +229,7 @@ func (c *Controller) event(pdb *policyv1.PodDisruptionBudget, typ, reason, forma
 // podsOf lists the cached pods of pdb's namespace its selector matches (a
 // nil selector matches none, an empty one all).
 func (c *Controller) podsOf(pdb *policyv1.PodDisruptionBudget) ([]*corev1.Pod, error) {
-	sel, err := ctrl.Selector(pdb.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(pdb.GetSpec().GetSelector())
 	if err != nil {
 		return nil, err
 	}

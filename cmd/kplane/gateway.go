@@ -1,6 +1,5 @@
 // This file holds `kplane gateway`: the REST gateway kubectl and curl talk
-// to, its flags mapped onto gateway.Options, with the API service's
-// authenticator for the static tokens of impersonation mode.
+// to, its flags mapped onto gateway.Options.
 
 package main
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/kplane/kplane/gateway"
 	"github.com/kplane/kplane/internal/component"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 func newGatewayCommand() *cobra.Command {
@@ -27,15 +25,6 @@ the user on to the API service, which authorizes it. Without --cert-file it
 forwards each request's bearer token and the API service authenticates it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Upstream.CertFile != "" {
-				// Impersonation mode: the gateway checks the static
-				// tokens itself, with the API service's authenticator.
-				a, err := authn.New(authn.Config{TokenFile: o.TokenAuthFile})
-				if err != nil {
-					return err
-				}
-				o.Authenticator = a
-			}
 			if err := o.Validate(); err != nil {
 				return err
 			}

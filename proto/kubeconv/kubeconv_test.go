@@ -28,7 +28,7 @@ func TestSelector(t *testing.T) {
 			sel:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}, MatchExpressions: []*metav1.LabelSelectorRequirement{{Key: "tier", Operator: "In", Values: []string{"front", "back"}}, {Key: "canary", Operator: "DoesNotExist"}}},
 			matches:   []labels.Set{app},
 			unmatched: []labels.Set{other, {"app": "web", "tier": "front", "canary": "1"}, {"app": "web"}},
-			str:       "!canary,app=web,tier in (back,front)",
+			str:       "app=web,!canary,tier in (back,front)",
 		},
 		{
 			name:      "NotIn and Exists",

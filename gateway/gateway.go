@@ -103,8 +103,8 @@ type Config struct {
 }
 
 // Authenticator checks the bearer tokens the gateway authenticates itself
-// in impersonation mode: the API service's authn.Authenticator over a
-// static token file, passed in by the command.
+// in impersonation mode: a static token file's (tokenfile.Tokens, as
+// Serve reads --token-auth-file).
 type Authenticator interface {
 	// StaticToken returns the user token names, or false if the token is
 	// not one of the Authenticator's (the gateway then forwards it for the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/internal/tlsfiles"
+	"github.com/kplane/kplane/internal/tokenfile"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -30,15 +31,11 @@ type Options struct {
 	TLSCertFile, TLSKeyFile, ClientCAFile string
 	// Upstream reaches the API service. With a client certificate
 	// (Upstream.CertFile, in group system:kplane-gateways) the gateway
-	// authenticates HTTP clients itself — certificates, and bearer tokens
-	// with Authenticator — and passes the user on; without one it forwards
-	// each request's bearer token.
-	Upstream client.Credentials
-	// TokenAuthFile is the static token file (--token-auth-file) the
-	// command builds Authenticator from; Authenticator is required with
-	// Upstream.CertFile and unused without.
+	// authenticates HTTP clients itself — certificates, and the bearer
+	// tokens of TokenAuthFile — and passes the user on; without one it
+	// forwards each request's bearer token.
+	Upstream      client.Credentials
 	TokenAuthFile string
-	Authenticator Authenticator
 	// Logger and Telemetry (nil: none) are the process's.
 	Logger    *slog.Logger
 	Telemetry *telemetry.Telemetry
@@ -51,9 +48,6 @@ func (o *Options) Validate() error {
 	}
 	if o.Upstream.Plaintext && o.Upstream.CertFile != "" {
 		return errors.New("--cert-file needs TLS to the API service: drop --insecure-plaintext")
-	}
-	if o.Upstream.CertFile != "" && o.Authenticator == nil {
-		return errors.New("--cert-file (impersonation mode) needs an Authenticator for bearer tokens")
 	}
 	if o.Listen != "" && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
 		return errors.New("--listen needs --tls-cert-file and --tls-key-file")
@@ -88,7 +82,13 @@ func Serve(ctx context.Context, o Options) error {
 	defer conn.Close()
 	cfg.Conn = conn
 	if up.CertFile != "" {
-		cfg.Authenticator = o.Authenticator
+		tokens := tokenfile.Tokens{}
+		if o.TokenAuthFile != "" {
+			if tokens, err = tokenfile.Read(o.TokenAuthFile); err != nil {
+				return err
+			}
+		}
+		cfg.Authenticator = tokens
 	}
 	gw, err := New(cfg)
 	if err != nil {

@@ -40,12 +40,9 @@ package authn
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 
@@ -53,6 +50,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/kplane/kplane/internal/tokenfile"
 	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/proto/identity"
 	"github.com/kplane/kplane/services/apiserver/request"
@@ -93,7 +91,7 @@ type TokenAuthenticator interface {
 // Authenticator authenticates requests. It is safe for concurrent use; its
 // token table is read once, in New.
 type Authenticator struct {
-	tokens     map[string]request.User
+	tokens     tokenfile.Tokens
 	anonymous  bool
 	proxyGroup []string
 	sa         TokenAuthenticator
@@ -112,59 +110,12 @@ func New(cfg Config) (*Authenticator, error) {
 		a.proxyGroup = []string{identity.DefaultFrontProxyGroup}
 	}
 	if cfg.TokenFile != "" {
-		f, err := os.Open(cfg.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("authn: open token file: %w", err)
-		}
-		defer f.Close()
-		a.tokens, err = ParseTokens(f)
-		if err != nil {
-			return nil, fmt.Errorf("authn: token file %s: %w", cfg.TokenFile, err)
+		var err error
+		if a.tokens, err = tokenfile.Read(cfg.TokenFile); err != nil {
+			return nil, fmt.Errorf("authn: %w", err)
 		}
 	}
 	return a, nil
-}
-
-// ParseTokens reads Kubernetes' static token CSV: one `token,user,uid[,groups]`
-// record per line, groups being one comma-separated field (quote it). Records
-// with fewer than three fields, an empty token or an empty user are errors; a
-// repeated token is an error too (Kubernetes warns and keeps the last; a
-// refusal is safer).
-func ParseTokens(r io.Reader) (map[string]request.User, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.TrimLeadingSpace = true
-	cr.Comment = '#'
-	tokens := map[string]request.User{}
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			return tokens, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parse: %w", err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) < 3 {
-			return nil, fmt.Errorf("line %d: want token,user,uid[,groups], got %d fields", line, len(rec))
-		}
-		token, name, uid := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1]), strings.TrimSpace(rec[2])
-		if token == "" || name == "" {
-			return nil, fmt.Errorf("line %d: empty token or user", line)
-		}
-		if _, dup := tokens[token]; dup {
-			return nil, fmt.Errorf("line %d: duplicate token", line)
-		}
-		u := request.User{Name: name, UID: uid}
-		if len(rec) > 3 {
-			for _, g := range strings.Split(rec[3], ",") {
-				if g = strings.TrimSpace(g); g != "" {
-					u.Groups = append(u.Groups, g)
-				}
-			}
-		}
-		tokens[token] = u
-	}
 }
 
 // Authenticate returns the user a request comes from, or an *apierrors.StatusError:
@@ -277,9 +228,7 @@ func (a *Authenticator) tokenUser(ctx context.Context, token string) (request.Us
 // StaticToken returns the user of token in the static token file, if it is
 // there.
 func (a *Authenticator) StaticToken(token string) (request.User, bool) {
-	u, ok := a.tokens[token]
-	u.Groups = slices.Clone(u.Groups)
-	return u, ok
+	return a.tokens.StaticToken(token)
 }
 
 // AuthenticateToken authenticates token for audiences (nil: the API's own),

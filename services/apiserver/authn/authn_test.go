@@ -1,6 +1,6 @@
 // This file holds the tests of authentication over gRPC (client
-// certificates, static and service account tokens, anonymous requests), the
-// impersonation refusal message, and the token file's parsing.
+// certificates, static and service account tokens, anonymous requests) and
+// the impersonation refusal message.
 
 package authn
 
@@ -29,6 +29,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/internal/tokenfile"
 	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -345,56 +346,6 @@ func TestForbiddenImpersonationMessage(t *testing.T) {
 	}
 }
 
-func TestParseTokens(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    map[string]request.User
-		wantErr bool
-	}{
-		{name: "groups quoted", in: `a,u1,1,"g1,g2"` + "\n",
-			want: map[string]request.User{"a": {Name: "u1", UID: "1", Groups: []string{"g1", "g2"}}}},
-		{name: "no groups", in: "a,u1,1\n", want: map[string]request.User{"a": {Name: "u1", UID: "1"}}},
-		{name: "comment and blank lines", in: "# x\n\na,u1,1\n", want: map[string]request.User{"a": {Name: "u1", UID: "1"}}},
-		{name: "too few fields", in: "a,u1\n", wantErr: true},
-		{name: "empty token", in: ",u1,1\n", wantErr: true},
-		{name: "duplicate token", in: "a,u1,1\na,u2,2\n", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseTokens(strings.NewReader(tt.in))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("got error %v, want error %v", err, tt.wantErr)
-			}
-			if err == nil {
-				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Errorf("tokens mismatch (-want +got):\n%s", diff)
-				}
-			}
-		})
-	}
-}
-
-// FuzzParseTokens: any input either parses into well-formed users or is
-// refused; it never panics.
-func FuzzParseTokens(f *testing.F) {
-	f.Add("a,u1,1,\"g1,g2\"\n")
-	f.Add("# c\nb,u2,2\n")
-	f.Add("a,u1\n")
-	f.Add("\"unterminated,u,1\n")
-	f.Fuzz(func(t *testing.T, in string) {
-		tokens, err := ParseTokens(strings.NewReader(in))
-		if err != nil {
-			return
-		}
-		for tok, u := range tokens {
-			if tok == "" || u.Name == "" {
-				t.Fatalf("accepted an empty token or user: %q → %+v", tok, u)
-			}
-		}
-	})
-}
-
 // BenchmarkAuthenticateToken measures a bearer-token lookup from incoming metadata.
 func BenchmarkAuthenticateToken(b *testing.B) {
 	var sb strings.Builder
@@ -403,7 +354,7 @@ func BenchmarkAuthenticateToken(b *testing.B) {
 	}
 	a := &Authenticator{proxyGroup: []string{identity.DefaultFrontProxyGroup}}
 	var err error
-	if a.tokens, err = ParseTokens(strings.NewReader(sb.String())); err != nil {
+	if a.tokens, err = tokenfile.Parse(strings.NewReader(sb.String())); err != nil {
 		b.Fatal(err)
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer tok-500"))

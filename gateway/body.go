@@ -28,8 +28,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // readBody reads at most MaxBodyBytes of r's body (413 beyond) within

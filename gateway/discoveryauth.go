@@ -13,10 +13,10 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 // isDiscoveryPath reports whether path (without a trailing slash) is one the
@@ -65,14 +65,14 @@ func (g *Gateway) authorizeDiscovery(r *http.Request, path string) error {
 	if resp.GetSelfSubjectAccessReview().GetStatus().GetAllowed() {
 		return nil
 	}
-	user := md.Get(authn.ImpersonateUserKey)
+	user := md.Get(identity.ImpersonateUserKey)
 	if as := r.Header.Get("Impersonate-User"); as != "" {
 		user = []string{as}
 	}
 	name := ""
 	if len(user) > 0 {
 		name = user[0]
-	} else if len(md.Get(authn.ForwardedTokenKey)) > 0 {
+	} else if len(md.Get(identity.ForwardedTokenKey)) > 0 {
 		// A forwarded token: only the API service knows whose it is.
 		if r, err := g.issuer.CreateSelfSubjectReview(ctx, &authenticationv1.CreateSelfSubjectReviewRequest{}); err == nil {
 			name = r.GetSelfSubjectReview().GetStatus().GetUserInfo().GetUsername()

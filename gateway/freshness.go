@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kplane/kplane/services/apiserver/authn"
+	"github.com/kplane/kplane/proto/identity"
 )
 
 // freshnessWindow is how long a caller's write is remembered: far longer
@@ -68,7 +68,7 @@ func (c *freshConn) Invoke(ctx context.Context, method string, args, reply any, 
 	}
 	if read {
 		if rev := c.lastWrite(caller); rev > 0 {
-			ctx = metadata.AppendToOutgoingContext(ctx, authn.MinRevisionKey, strconv.FormatInt(rev, 10))
+			ctx = metadata.AppendToOutgoingContext(ctx, identity.MinRevisionKey, strconv.FormatInt(rev, 10))
 		}
 		return c.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
 	}
@@ -143,15 +143,15 @@ func callerOf(ctx context.Context) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if t := md.Get(authn.ForwardedTokenKey); len(t) > 0 {
+	if t := md.Get(identity.ForwardedTokenKey); len(t) > 0 {
 		sum := sha256.Sum256([]byte(t[0]))
 		return "token:" + string(sum[:16]), true
 	}
-	u := md.Get(authn.ImpersonateUserKey)
+	u := md.Get(identity.ImpersonateUserKey)
 	if len(u) == 0 {
 		return "", false
 	}
-	return "user:" + u[0] + "\x00" + strings.Join(md.Get(authn.ImpersonateGroupKey), "\x00"), true
+	return "user:" + u[0] + "\x00" + strings.Join(md.Get(identity.ImpersonateGroupKey), "\x00"), true
 }
 
 // revisionOf is the resourceVersion of the object a write returned: the

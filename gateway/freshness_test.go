@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 // recordingConn answers every call with an object at revision rev and
@@ -27,7 +27,7 @@ type recordingConn struct {
 
 func (c *recordingConn) Invoke(ctx context.Context, _ string, _, reply any, _ ...grpc.CallOption) error {
 	md, _ := metadata.FromOutgoingContext(ctx)
-	v := md.Get(authn.MinRevisionKey)
+	v := md.Get(identity.MinRevisionKey)
 	if len(v) == 0 {
 		v = []string{""}
 	}
@@ -44,7 +44,7 @@ func TestReadYourWrites(t *testing.T) {
 	now := time.Unix(1000, 0)
 	fc.now = func() time.Time { return now }
 	as := func(user string) context.Context {
-		return metadata.NewOutgoingContext(context.Background(), metadata.Pairs(authn.ImpersonateUserKey, user))
+		return metadata.NewOutgoingContext(context.Background(), metadata.Pairs(identity.ImpersonateUserKey, user))
 	}
 	call := func(ctx context.Context, method string, reply any) string {
 		t.Helper()

@@ -56,6 +56,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -63,8 +65,6 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 // MaxBodyBytes is the largest request body accepted (larger: 413).
@@ -76,7 +76,7 @@ type Config struct {
 	Conn grpc.ClientConnInterface
 	// Authenticator, if set, authenticates HTTP clients' bearer tokens and
 	// switches the gateway to impersonation mode (see the package doc).
-	Authenticator *authn.Authenticator
+	Authenticator Authenticator
 	// BodyTimeout bounds how long a request body may take to arrive
 	// (default 60 s, kube-apiserver's request timeout): a client trickling
 	// its body gets 504 and its connection closed instead of holding a
@@ -102,9 +102,19 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// Authenticator checks the bearer tokens the gateway authenticates itself
+// in impersonation mode: a static token file's (tokenfile.Tokens, as
+// Serve reads --token-auth-file).
+type Authenticator interface {
+	// StaticToken returns the user token names, or false if the token is
+	// not one of the Authenticator's (the gateway then forwards it for the
+	// API service to authenticate).
+	StaticToken(token string) (identity.User, bool)
+}
+
 // Gateway is an http.Handler.
 type Gateway struct {
-	authn       *authn.Authenticator
+	authn       Authenticator
 	reviews     authorizationv1.AuthorizationServiceClient
 	issuer      authenticationv1.AuthenticationServiceClient
 	bodyTimeout time.Duration
@@ -385,20 +395,20 @@ func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 			// Not one of the gateway's static tokens (a ServiceAccount
 			// token): the API service, which holds the verification keys
 			// and the ServiceAccounts, authenticates it.
-			return metadata.Pairs(authn.ForwardedTokenKey, token), nil
+			return metadata.Pairs(identity.ForwardedTokenKey, token), nil
 		}
 		user, uid, groups = u.Name, u.UID, u.Groups
 	}
 	if user == "" || user == "system:anonymous" {
 		return nil, &apierrors.StatusError{Reason: apierrors.ReasonUnauthorized, Code: http.StatusUnauthorized, Message: "Unauthorized"}
 	}
-	md := metadata.Pairs(authn.ImpersonateUserKey, user)
+	md := metadata.Pairs(identity.ImpersonateUserKey, user)
 	if uid != "" {
-		md.Append(authn.ImpersonateUIDKey, uid)
+		md.Append(identity.ImpersonateUIDKey, uid)
 	}
 	for _, gr := range groups {
 		if gr != "system:authenticated" {
-			md.Append(authn.ImpersonateGroupKey, gr)
+			md.Append(identity.ImpersonateGroupKey, gr)
 		}
 	}
 	return md, nil
@@ -411,7 +421,7 @@ func (g *Gateway) identity(r *http.Request) (metadata.MD, error) {
 // peer's), as kube-apiserver records them. In forwarding mode the API
 // service records the gateway's connection instead.
 func withOrigin(md metadata.MD, r *http.Request, auditID string) metadata.MD {
-	if len(md.Get(authn.ImpersonateUserKey)) == 0 && len(md.Get(authn.ForwardedTokenKey)) == 0 {
+	if len(md.Get(identity.ImpersonateUserKey)) == 0 && len(md.Get(identity.ForwardedTokenKey)) == 0 {
 		return md
 	}
 	var ips []string
@@ -425,10 +435,10 @@ func withOrigin(md metadata.MD, r *http.Request, auditID string) metadata.MD {
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && !slices.Contains(ips, host) {
 		ips = append(ips, host)
 	}
-	md.Set(authn.ForwardedAuditIDKey, auditID)
-	md.Set(authn.ForwardedRequestURIKey, r.URL.RequestURI())
-	md.Set(authn.ForwardedUserAgentKey, r.UserAgent())
-	md.Set(authn.ForwardedForKey, strings.Join(ips, ","))
+	md.Set(identity.ForwardedAuditIDKey, auditID)
+	md.Set(identity.ForwardedRequestURIKey, r.URL.RequestURI())
+	md.Set(identity.ForwardedUserAgentKey, r.UserAgent())
+	md.Set(identity.ForwardedForKey, strings.Join(ips, ","))
 	return md
 }
 
@@ -445,12 +455,12 @@ func withImpersonation(md metadata.MD, h http.Header) metadata.MD {
 		}
 		md.Append(key, values...)
 	}
-	add(authn.ActAsUserKey, h.Values("Impersonate-User"))
-	add(authn.ActAsGroupKey, h.Values("Impersonate-Group"))
-	add(authn.ActAsUIDKey, h.Values("Impersonate-Uid"))
+	add(identity.ActAsUserKey, h.Values("Impersonate-User"))
+	add(identity.ActAsGroupKey, h.Values("Impersonate-Group"))
+	add(identity.ActAsUIDKey, h.Values("Impersonate-Uid"))
 	for k, v := range h {
 		if extra, ok := strings.CutPrefix(k, "Impersonate-Extra-"); ok {
-			add(authn.ActAsExtraKeyPrefix+strings.ToLower(extra), v)
+			add(identity.ActAsExtraKeyPrefix+strings.ToLower(extra), v)
 		}
 	}
 	return md

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/kplane/kplane/gateway"
+	"github.com/kplane/kplane/proto/identity"
 	"github.com/kplane/kplane/services/apiserver"
 	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/authn"
@@ -90,7 +91,7 @@ func startImpersonating(t *testing.T) (srv *httptest.Server, users *apiservertes
 func startImpersonatingWith(t *testing.T, cfg gateway.Config, configure func(*apiserver.Config)) (srv *httptest.Server, users *apiservertest.CA, client func(cert *tls.Certificate) *http.Client) {
 	t.Helper()
 	env := apiservertest.Start(t, apiservertest.Options{TLS: true, Configure: configure})
-	conn := env.DialCert(t, "kplane-gateway", authn.DefaultFrontProxyGroup)
+	conn := env.DialCert(t, "kplane-gateway", identity.DefaultFrontProxyGroup)
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(tokens, []byte("admin-token,admin,1,\"system:masters\"\nbob-token,bob,2\nprom-token,prometheus,3,\"system:monitoring\"\n"), 0o600); err != nil {
 		t.Fatal(err)

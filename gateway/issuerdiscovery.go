@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // The paths of the discovery documents, as kube-apiserver serves them.

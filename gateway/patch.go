@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 )
 
 // Patch content types.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	admissionv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -41,7 +42,6 @@ import (
 	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // registration mounts one service's generated grpc-gateway handlers.

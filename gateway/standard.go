@@ -18,7 +18,7 @@ import (
 
 	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/internal/tlsfiles"
-	"github.com/kplane/kplane/services/apiserver/authn"
+	"github.com/kplane/kplane/internal/tokenfile"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -82,9 +82,13 @@ func Serve(ctx context.Context, o Options) error {
 	defer conn.Close()
 	cfg.Conn = conn
 	if up.CertFile != "" {
-		if cfg.Authenticator, err = authn.New(authn.Config{TokenFile: o.TokenAuthFile}); err != nil {
-			return err
+		tokens := tokenfile.Tokens{}
+		if o.TokenAuthFile != "" {
+			if tokens, err = tokenfile.Read(o.TokenAuthFile); err != nil {
+				return err
+			}
 		}
+		cfg.Authenticator = tokens
 	}
 	gw, err := New(cfg)
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // streamsJSON reports whether the GET r on t is a watch the JSON stream

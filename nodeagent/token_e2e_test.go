@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/apiserver/serviceaccountadmission"
 	"github.com/kplane/kplane/services/client"

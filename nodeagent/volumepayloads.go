@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // tokenSource issues ServiceAccount tokens bound to a pod (TokenRequest).

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -47,12 +46,10 @@ func TestStoreKnowsNothingOfKubernetes(t *testing.T) {
 // TestComponentsImportNoOtherComponent: the scheduler, the controllers, the
 // node agent and the gateway talk to the API service only over gRPC, and
 // the API service to the store only over etcd's API: none imports another
-// component. The client library (services/client) is shared by all.
-//
-// Known exceptions, until the wire contract (the error vocabulary and the
-// identity metadata keys) moves beside the schema: services/apiserver's
-// apierrors, and for the gateway also its authn (metadata keys, the
-// Authenticator of impersonation mode) and request packages.
+// component. What they share of the wire beside the schema — the error
+// vocabulary (proto/apierrors) and the identity metadata keys
+// (proto/identity) — lives under proto/, and the client library
+// (services/client) is shared by all.
 func TestComponentsImportNoOtherComponent(t *testing.T) {
 	components := map[string]string{
 		"scheduler":   "services/scheduler",
@@ -61,12 +58,6 @@ func TestComponentsImportNoOtherComponent(t *testing.T) {
 		"gateway":     "gateway",
 		"apiserver":   "services/apiserver",
 		"store":       "raftstore",
-	}
-	allowed := map[string][]string{
-		"scheduler":   {"services/apiserver/apierrors"},
-		"controllers": {"services/apiserver/apierrors"},
-		"nodeagent":   {"services/apiserver/apierrors"},
-		"gateway":     {"services/apiserver/apierrors", "services/apiserver/authn", "services/apiserver/request"},
 	}
 	for name, dir := range components {
 		for _, d := range deps(t, "./"+dir) {
@@ -78,9 +69,6 @@ func TestComponentsImportNoOtherComponent(t *testing.T) {
 				if other == name || (rel != odir && !strings.HasPrefix(rel, odir+"/")) {
 					continue
 				}
-				if slices.Contains(allowed[name], rel) {
-					continue
-				}
 				t.Errorf("%s (%s) imports %s, part of %s", name, dir, rel, other)
 			}
 		}
@@ -89,12 +77,12 @@ func TestComponentsImportNoOtherComponent(t *testing.T) {
 
 // TestClientImportsNoServer: the client library every component shares
 // (services/client; its tests' server is services/apiserver/apiservertest)
-// imports nothing of the API service but the error vocabulary, so a
-// component built on it never links the server's wiring.
+// imports nothing of the API service, so a component built on it never
+// links the server's wiring.
 func TestClientImportsNoServer(t *testing.T) {
 	for _, d := range deps(t, "./services/client") {
 		rel, ok := strings.CutPrefix(d, module)
-		if !ok || rel == "services/apiserver/apierrors" {
+		if !ok {
 			continue
 		}
 		if rel == "services/apiserver" || strings.HasPrefix(rel, "services/apiserver/") {

@@ -1,7 +1,8 @@
 // Package kubeconv converts kplane's generated meta values to and from
 // apimachinery's types, for code that hands them to Kubernetes' own
 // validators and helpers (percent arithmetic, selector and condition
-// helpers) or prints them in messages as Kubernetes does.
+// helpers, label selectors as labels.Selector) or prints them in messages
+// as Kubernetes does.
 package kubeconv
 
 import (
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	k8smetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -33,6 +35,14 @@ func LabelSelector(s *metav1.LabelSelector) *k8smetav1.LabelSelector {
 			Key: e.GetKey(), Operator: k8smetav1.LabelSelectorOperator(e.GetOperator()), Values: e.GetValues()})
 	}
 	return out
+}
+
+// Selector is s as a labels.Selector, by apimachinery's
+// LabelSelectorAsSelector: a nil selector selects nothing, an empty one
+// everything, and an unknown operator or an invalid key or value is an
+// error.
+func Selector(s *metav1.LabelSelector) (labels.Selector, error) {
+	return k8smetav1.LabelSelectorAsSelector(LabelSelector(s))
 }
 
 // Conditions are cs as apimachinery's Conditions.

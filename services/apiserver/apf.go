@@ -35,8 +35,8 @@ import (
 	fqmetrics "k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	fqrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

@@ -21,11 +21,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -122,7 +122,7 @@ func TestPriorityAndFairnessClassification(t *testing.T) {
 	// An admin acting as alice is classified as alice, as in Kubernetes.
 	wantFS, _ := uid("global-default")
 	var md metadata.MD
-	actAs := metadata.AppendToOutgoingContext(admin(t), authn.ActAsUserKey, "alice", authn.ActAsGroupKey, request.AuthenticatedGroup)
+	actAs := metadata.AppendToOutgoingContext(admin(t), identity.ActAsUserKey, "alice", identity.ActAsGroupKey, request.AuthenticatedGroup)
 	if _, err := e.ns.GetNamespace(actAs, &corev1.GetNamespaceRequest{Name: "default"}, grpc.Header(&md)); err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/kplane/kplane/proto/identity"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/audit"
-	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -65,15 +65,15 @@ func (s *Server) auditBodies(ctx context.Context, req any, _ *grpc.UnaryServerIn
 // kube-apiserver does); and writes the RequestReceived event.
 func (s *Server) auditAuthenticated(ctx context.Context, c *call, u request.User) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	if len(md.Get(authn.ImpersonateUserKey)) > 0 {
-		if id := first(md.Get(authn.ForwardedAuditIDKey)); id != "" {
+	if len(md.Get(identity.ImpersonateUserKey)) > 0 {
+		if id := first(md.Get(identity.ForwardedAuditIDKey)); id != "" {
 			c.ev.AuditID = id
 		}
-		if uri := first(md.Get(authn.ForwardedRequestURIKey)); uri != "" {
+		if uri := first(md.Get(identity.ForwardedRequestURIKey)); uri != "" {
 			c.ev.RequestURI = uri
 		}
-		c.ev.UserAgent = first(md.Get(authn.ForwardedUserAgentKey))
-		for _, ip := range strings.Split(first(md.Get(authn.ForwardedForKey)), ",") {
+		c.ev.UserAgent = first(md.Get(identity.ForwardedUserAgentKey))
+		for _, ip := range strings.Split(first(md.Get(identity.ForwardedForKey)), ",") {
 			if ip = strings.TrimSpace(ip); ip != "" {
 				c.ev.SourceIPs = append(c.ev.SourceIPs, ip)
 			}

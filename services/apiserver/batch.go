@@ -21,6 +21,7 @@ import (
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/proto/kubejson"
 )
 
@@ -215,7 +216,7 @@ func validateJob(o, old *batchv1.Job) field.ErrorList {
 		errs = append(errs, field.Required(p.Child("selector"), ""))
 	} else {
 		errs = append(errs, validateLabels(s.GetSelector().GetMatchLabels(), p.Child("selector", "matchLabels"))...)
-		sel, err := labelSelectorAsSelector(s.GetSelector())
+		sel, err := kubeconv.Selector(s.GetSelector())
 		switch {
 		case err != nil:
 			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(s.GetSelector()), err.Error()))
@@ -329,7 +330,7 @@ func validateGeneratedJobSelector(o *batchv1.Job, requirePrefixed bool) field.Er
 		has(jobNameLabel, m.GetName())
 		want[jobControllerUIDLabel], want[jobNameLabel] = m.GetUid(), m.GetName()
 	}
-	if sel, err := labelSelectorAsSelector(s.GetSelector()); err == nil && !sel.Matches(want) {
+	if sel, err := kubeconv.Selector(s.GetSelector()); err == nil && !sel.Matches(want) {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "selector"), kubeValue[k8smetav1.LabelSelector](s.GetSelector()), "`selector` not auto-generated"))
 	}
 	return errs

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // TestCompactedResourceVersionIsGone: a list at exactly a compacted

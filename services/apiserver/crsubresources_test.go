@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // pumpCRD serves v1 (stored; status and scale on spec.replicas), v1beta1

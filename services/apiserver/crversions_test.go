@@ -14,8 +14,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // multiVersionCRD is gadgetCRD with v1 stored, v2 and v1beta1 served too,

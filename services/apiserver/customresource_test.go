@@ -20,10 +20,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 const gadgetCRD = `

@@ -105,7 +105,7 @@ func validateDaemonSet(o, old *appsv1.DaemonSet) field.ErrorList {
 		errs = append(errs, validateLabels(sel.GetMatchLabels(), p.Child("selector", "matchLabels"))...)
 	}
 	t := s.GetTemplate()
-	if selector, err := labelSelectorAsSelector(sel); err != nil {
+	if selector, err := kubeconv.Selector(sel); err != nil {
 		errs = append(errs, field.Invalid(p.Child("selector"), kubeconv.LabelSelector(sel), err.Error()))
 	} else if !selector.Matches(labels.Set(t.GetMetadata().GetLabels())) {
 		errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), t.GetMetadata().GetLabels(), "`selector` does not match template `labels`"))

@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	networkingv1 "github.com/kplane/kplane/proto/kplane/networking/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func TestEndpointSliceDefaultsAndGeneration(t *testing.T) {

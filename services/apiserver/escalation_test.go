@@ -10,11 +10,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 const rbacGroup = "rbac.authorization.k8s.io"

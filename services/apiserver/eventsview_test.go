@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	eventsv1 "github.com/kplane/kplane/proto/kplane/events/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // newV1Event is an events.k8s.io/v1 Event as Kubernetes' conformance test

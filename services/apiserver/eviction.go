@@ -20,11 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	pdbhelper "k8s.io/component-helpers/apps/poddisruptionbudget"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	"github.com/kplane/kplane/proto/kubeconv"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -257,7 +257,7 @@ func (s *Server) podBudgets(ctx context.Context, pod *corev1.Pod) ([]*policyv1.P
 	var out []*policyv1.PodDisruptionBudget
 	for _, it := range items {
 		pdb := it.(*policyv1.PodDisruptionBudget)
-		ls, err := labelSelectorAsSelector(pdb.GetSpec().GetSelector())
+		ls, err := kubeconv.Selector(pdb.GetSpec().GetSelector())
 		if err != nil || !ls.Matches(labels.Set(pod.GetMetadata().GetLabels())) {
 			continue
 		}

@@ -18,8 +18,8 @@ import (
 	kubeflowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 const (

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func TestHorizontalPodAutoscalerDefaults(t *testing.T) {

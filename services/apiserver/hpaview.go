@@ -18,10 +18,10 @@ import (
 	k8sautoscalingv2 "k8s.io/api/autoscaling/v2"
 
 	"github.com/kplane/kplane/internal/hpaconv"
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // hpaV1View is autoscaling/v1 horizontalpodautoscalers over v2, the stored

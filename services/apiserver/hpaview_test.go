@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func TestHPAV1WrittenReadAtV2(t *testing.T) {

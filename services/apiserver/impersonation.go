@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -26,10 +26,10 @@ import (
 // system:serviceaccounts and system:serviceaccounts:<namespace>.
 func (s *Server) impersonate(ctx context.Context, u request.User) (request.User, bool, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	names, groups, uids := md.Get(authn.ActAsUserKey), md.Get(authn.ActAsGroupKey), md.Get(authn.ActAsUIDKey)
+	names, groups, uids := md.Get(identity.ActAsUserKey), md.Get(identity.ActAsGroupKey), md.Get(identity.ActAsUIDKey)
 	var extras []string
 	for k := range md {
-		if strings.HasPrefix(k, authn.ActAsExtraKeyPrefix) {
+		if strings.HasPrefix(k, identity.ActAsExtraKeyPrefix) {
 			extras = append(extras, k)
 		}
 	}

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 // TestImpersonation: Kubernetes' user impersonation (kubectl --as): the
@@ -37,12 +37,12 @@ func TestImpersonation(t *testing.T) {
 		wantReason apierrors.Reason
 		allowed    bool
 	}{
-		{name: "admin as bob", token: "admintoken", kv: []string{authn.ActAsUserKey, "bob"}},
-		{name: "admin as bob in system:masters", token: "admintoken", kv: []string{authn.ActAsUserKey, "bob", authn.ActAsGroupKey, "system:masters"}, allowed: true},
-		{name: "admin as a service account", token: "admintoken", kv: []string{authn.ActAsUserKey, "system:serviceaccount:default:builder", authn.ActAsUIDKey, "42"}},
-		{name: "bob as admin", token: "bobtoken", kv: []string{authn.ActAsUserKey, "admin"}, wantReason: apierrors.ReasonForbidden},
-		{name: "groups without a user", token: "admintoken", kv: []string{authn.ActAsGroupKey, "system:masters"}, wantReason: apierrors.ReasonBadRequest},
-		{name: "extras", token: "admintoken", kv: []string{authn.ActAsUserKey, "bob", authn.ActAsExtraKeyPrefix + "scopes", "x"}, wantReason: apierrors.ReasonBadRequest},
+		{name: "admin as bob", token: "admintoken", kv: []string{identity.ActAsUserKey, "bob"}},
+		{name: "admin as bob in system:masters", token: "admintoken", kv: []string{identity.ActAsUserKey, "bob", identity.ActAsGroupKey, "system:masters"}, allowed: true},
+		{name: "admin as a service account", token: "admintoken", kv: []string{identity.ActAsUserKey, "system:serviceaccount:default:builder", identity.ActAsUIDKey, "42"}},
+		{name: "bob as admin", token: "bobtoken", kv: []string{identity.ActAsUserKey, "admin"}, wantReason: apierrors.ReasonForbidden},
+		{name: "groups without a user", token: "admintoken", kv: []string{identity.ActAsGroupKey, "system:masters"}, wantReason: apierrors.ReasonBadRequest},
+		{name: "extras", token: "admintoken", kv: []string{identity.ActAsUserKey, "bob", identity.ActAsExtraKeyPrefix + "scopes", "x"}, wantReason: apierrors.ReasonBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := whoCan(tc.token, tc.kv...)
@@ -54,14 +54,14 @@ func TestImpersonation(t *testing.T) {
 			}
 		})
 	}
-	_, err := whoCan("bobtoken", authn.ActAsUserKey, "admin")
+	_, err := whoCan("bobtoken", identity.ActAsUserKey, "admin")
 	if want := `users "admin" is forbidden: User "bob" cannot impersonate resource "users" in API group "" at the cluster scope`; apierrors.FromError(err).Message != want {
 		t.Errorf("bob as admin: got %q, want %q", apierrors.FromError(err).Message, want)
 	}
 
 	// A real request as bob is refused as bob, and audited with both users.
 	var hdr metadata.MD
-	_, err = corev1.NewPodServiceClient(conn).ListPods(metadata.AppendToOutgoingContext(withToken(t, "admintoken"), authn.ActAsUserKey, "bob"),
+	_, err = corev1.NewPodServiceClient(conn).ListPods(metadata.AppendToOutgoingContext(withToken(t, "admintoken"), identity.ActAsUserKey, "bob"),
 		&corev1.ListPodsRequest{Namespace: "default"}, grpc.Header(&hdr))
 	if want := `pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the namespace "default"`; apierrors.FromError(err).Message != want {
 		t.Errorf("list as bob: got %v, want %q", err, want)

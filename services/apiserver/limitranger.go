@@ -21,8 +21,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/kplane/kplane/internal/quota"
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

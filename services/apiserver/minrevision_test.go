@@ -1,5 +1,5 @@
 // This file holds the tests of reads a front proxy asks to reflect its
-// caller's latest write (authn.MinRevisionKey): served from the store when
+// caller's latest write (identity.MinRevisionKey): served from the store when
 // the replica's watch cache has not reached that revision yet.
 package apiserver
 
@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 func TestMinRevisionReads(t *testing.T) {
@@ -34,7 +34,7 @@ func TestMinRevisionReads(t *testing.T) {
 	if _, err := b.cms.GetConfigMap(admin(t), &corev1.GetConfigMapRequest{Namespace: "default", Name: "fresh", ResourceVersion: "0"}); err == nil {
 		t.Fatal("the set-back cache answered with the configmap: the test does not lag it")
 	}
-	hinted := metadata.AppendToOutgoingContext(admin(t), authn.MinRevisionKey, strconv.FormatInt(rev, 10))
+	hinted := metadata.AppendToOutgoingContext(admin(t), identity.MinRevisionKey, strconv.FormatInt(rev, 10))
 	got, err := b.cms.GetConfigMap(hinted, &corev1.GetConfigMapRequest{Namespace: "default", Name: "fresh", ResourceVersion: "0"})
 	if err != nil {
 		t.Fatalf("get with the caller's last write: %v", err)

@@ -10,9 +10,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func TestPodDisruptionBudgetValidation(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 
 	"google.golang.org/genproto/googleapis/api/httpbody"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // DefaultKubeletPort is the node agent's log port when a Node does not

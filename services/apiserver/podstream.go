@@ -24,8 +24,8 @@ import (
 
 	corev1api "k8s.io/api/core/v1"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // streamChunk is the largest piece of a stream sent in one message.

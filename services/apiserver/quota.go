@@ -32,8 +32,8 @@ import (
 	quotav1 "k8s.io/apiserver/pkg/quota/v1"
 
 	"github.com/kplane/kplane/internal/quota"
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	k8srbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/authz"
 )
 

@@ -16,10 +16,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 func (s *Server) get(ctx context.Context, r *resourceInfo, ns, name, rv string) (_ proto.Message, err error) {
@@ -287,13 +287,13 @@ func (s *Server) runWatch(ctx context.Context, r *resourceInfo, ns string, o lis
 }
 
 // minRevision is the revision a front proxy asks cache-served reads to
-// reflect (authn.MinRevisionKey): its caller's latest write. 0 if none.
+// reflect (identity.MinRevisionKey): its caller's latest write. 0 if none.
 func minRevision(ctx context.Context) int64 {
 	md, ok := metadata.FromIncomingContext(ctx)
 	if !ok {
 		return 0
 	}
-	v := md.Get(authn.MinRevisionKey)
+	v := md.Get(identity.MinRevisionKey)
 	if len(v) == 0 {
 		return 0
 	}

@@ -26,10 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // metricsNodeTimeout bounds one node agent's answer.

@@ -16,9 +16,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // serviceNameLabel is the label an EndpointSlice names its Service with.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/kplane/kplane/internal/tlsfiles"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/authn"
 	"github.com/kplane/kplane/services/apiserver/authz"

@@ -152,7 +152,7 @@ func validateStatefulSet(o, old *appsv1.StatefulSet) field.ErrorList {
 		}
 	}
 	t := s.GetTemplate()
-	if selector, err := labelSelectorAsSelector(sel); err != nil {
+	if selector, err := kubeconv.Selector(sel); err != nil {
 		errs = append(errs, field.Invalid(p.Child("selector"), kubeconv.LabelSelector(sel), ""))
 	} else if !selector.Empty() && !selector.Matches(labels.Set(t.GetMetadata().GetLabels())) {
 		errs = append(errs, field.Invalid(p.Child("template", "metadata", "labels"), t.GetMetadata().GetLabels(), "`selector` does not match template `labels`"))

@@ -10,11 +10,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
@@ -26,7 +26,6 @@ import (
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 	schedulingv1 "github.com/kplane/kplane/proto/kplane/scheduling/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // validate checks obj (and, on update, what changed from old) as
@@ -521,18 +520,6 @@ func validateService(s *corev1.ServiceSpec, p *field.Path) field.ErrorList {
 	errs = append(errs, validateLabels(s.GetSelector(), p.Child("selector"))...)
 	errs = append(errs, validateEnum(s.GetSessionAffinity(), p.Child("sessionAffinity"), false, "None", "ClientIP")...)
 	return errs
-}
-
-func selectionOp(op string) selection.Operator {
-	switch op {
-	case "in":
-		return selection.In
-	case "notin":
-		return selection.NotIn
-	case "exists":
-		return selection.Exists
-	}
-	return selection.DoesNotExist
 }
 
 // validateNamespaceFinalizer: a qualified name, and one without a prefix

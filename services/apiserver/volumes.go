@@ -22,9 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -147,7 +148,7 @@ func validateClaimSpec(s *corev1.PersistentVolumeClaimSpec, p *field.Path) field
 	errs := validateAccessModes(s.GetAccessModes(), p.Child("accessModes"), "at least 1 access mode is required")
 	if sel := s.GetSelector(); sel != nil {
 		errs = append(errs, validateLabels(sel.GetMatchLabels(), p.Child("selector", "matchLabels"))...)
-		if _, err := labelSelectorAsSelector(sel); err != nil {
+		if _, err := kubeconv.Selector(sel); err != nil {
 			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(sel), err.Error()))
 		}
 	}

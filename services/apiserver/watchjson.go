@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv2 "github.com/kplane/kplane/proto/kplane/autoscaling/v2"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // watchChunk bounds one StreamWatchResponse.

@@ -5,7 +5,6 @@
 package apiserver
 
 import (
-	"fmt"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,52 +18,14 @@ import (
 	"github.com/kplane/kplane/proto/kubeconv"
 )
 
+// labelSelectorString is s in selector syntax, as Kubernetes shows a
+// selector in messages; "" if it is invalid.
 func labelSelectorString(s *metav1.LabelSelector) string {
-	sel, err := labelSelectorAsSelector(s)
+	sel, err := kubeconv.Selector(s)
 	if err != nil {
 		return ""
 	}
 	return sel.String()
-}
-
-// labelSelectorAsSelector turns a LabelSelector into a labels.Selector; an
-// empty selector selects everything, a nil one nothing.
-func labelSelectorAsSelector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Nothing(), nil
-	}
-	if len(s.GetMatchLabels())+len(s.GetMatchExpressions()) == 0 {
-		return labels.Everything(), nil
-	}
-	sel := labels.NewSelector()
-	for k, v := range s.GetMatchLabels() {
-		r, err := labels.NewRequirement(k, "=", []string{v})
-		if err != nil {
-			return nil, err
-		}
-		sel = sel.Add(*r)
-	}
-	for _, e := range s.GetMatchExpressions() {
-		var op string
-		switch e.GetOperator() {
-		case "In":
-			op = "in"
-		case "NotIn":
-			op = "notin"
-		case "Exists":
-			op = "exists"
-		case "DoesNotExist":
-			op = "!"
-		default:
-			return nil, fmt.Errorf("%q is not a valid label selector operator", e.GetOperator())
-		}
-		r, err := labels.NewRequirement(e.GetKey(), selectionOp(op), e.GetValues())
-		if err != nil {
-			return nil, err
-		}
-		sel = sel.Add(*r)
-	}
-	return sel, nil
 }
 
 func validateSelectorAndTemplate(sel *metav1.LabelSelector, t *corev1.PodTemplateSpec, p *field.Path) field.ErrorList {
@@ -73,7 +34,7 @@ func validateSelectorAndTemplate(sel *metav1.LabelSelector, t *corev1.PodTemplat
 		errs = append(errs, field.Required(p.Child("selector"), ""))
 	} else {
 		errs = append(errs, validateLabels(sel.GetMatchLabels(), p.Child("selector", "matchLabels"))...)
-		s, err := labelSelectorAsSelector(sel)
+		s, err := kubeconv.Selector(sel)
 		switch {
 		case err != nil:
 			errs = append(errs, field.Invalid(p.Child("selector"), labelSelectorString(sel), err.Error()))

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -23,7 +24,6 @@ import (
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

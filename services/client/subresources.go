@@ -9,11 +9,11 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // method finds a method of the resource's service by name, or returns

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers"
 )

@@ -30,9 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/telemetry"
+	"github.com/kplane/kplane/proto/apierrors"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/scheduler/cache"
 	"github.com/kplane/kplane/services/scheduler/framework"

@@ -30,12 +30,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	arv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 func eventually(t *testing.T, what string, cond func() bool) {

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
-	"github.com/kplane/kplane/services/apiserver/authn"
 )
 
 // TestTLSEndToEnd: client certificates through a TLS API service — CN as the
@@ -33,7 +33,7 @@ func TestTLSEndToEnd(t *testing.T) {
 		_, err := corev1.NewConfigMapServiceClient(conn).ListConfigMaps(ctx, &corev1.ListConfigMapsRequest{Namespace: "default"})
 		return err
 	}
-	impersonateAdmin := metadata.Pairs(authn.ImpersonateUserKey, "carol", authn.ImpersonateGroupKey, "system:masters")
+	impersonateAdmin := metadata.Pairs(identity.ImpersonateUserKey, "carol", identity.ImpersonateGroupKey, "system:masters")
 	tests := []struct {
 		name       string
 		conn       func() *grpc.ClientConn
@@ -54,7 +54,7 @@ func TestTLSEndToEnd(t *testing.T) {
 			t.Cleanup(func() { c.Close() })
 			return c
 		}, wantFail: true},
-		{name: "front proxy passes an end user on", conn: func() *grpc.ClientConn { return env.DialCert(t, "gateway", authn.DefaultFrontProxyGroup) }, md: impersonateAdmin},
+		{name: "front proxy passes an end user on", conn: func() *grpc.ClientConn { return env.DialCert(t, "gateway", identity.DefaultFrontProxyGroup) }, md: impersonateAdmin},
 		{name: "anyone else setting impersonation metadata", conn: func() *grpc.ClientConn { return env.DialCert(t, "dave", "devs") }, md: impersonateAdmin, wantReason: apierrors.ReasonForbidden},
 	}
 	for _, tt := range tests {

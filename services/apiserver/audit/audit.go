@@ -24,7 +24,7 @@ import (
 	"github.com/google/uuid"
 	"gopkg.in/natefinch/lumberjack.v2"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

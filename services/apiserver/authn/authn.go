@@ -28,31 +28,21 @@
 // A trusted front proxy (kplane's gateway) authenticates with its own client
 // certificate holding one of Config.FrontProxyGroups (default
 // system:kplane-gateways) and passes the end user it authenticated on in the
-// metadata keys
-//
-//	kplane-impersonate-user:  the end user's name (exactly one value)
-//	kplane-impersonate-uid:   optional, the end user's uid
-//	kplane-impersonate-group: one value per group (repeat the key)
-//
+// metadata keys of package identity (kplane-impersonate-user, -uid, -group).
 // The request is then authenticated as that end user (plus
 // system:authenticated). Instead, a front proxy may pass on the end user's
 // bearer token, which it could not check itself (a ServiceAccount token), in
-//
-//	kplane-forwarded-token:   the token (exactly one value)
-//
-// and the request is authenticated as that token's user. Anyone else setting
-// any of these keys is refused with Forbidden, and so is a proxy identity
-// that came from a bearer token rather than a certificate.
+// kplane-forwarded-token, and the request is authenticated as that token's
+// user. Anyone else setting any of these keys is refused with Forbidden, and
+// so is a proxy identity that came from a bearer token rather than a
+// certificate.
 package authn
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 
@@ -60,54 +50,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/internal/tokenfile"
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
-
-// Metadata keys a front proxy uses to pass the end user on.
-const (
-	ImpersonateUserKey  = "kplane-impersonate-user"
-	ImpersonateUIDKey   = "kplane-impersonate-uid"
-	ImpersonateGroupKey = "kplane-impersonate-group"
-	ForwardedTokenKey   = "kplane-forwarded-token"
-)
-
-// MinRevisionKey asks that a read served from the watch cache (with
-// resourceVersion "0" or an older one) reflect at least this store
-// revision: a front proxy sends its caller's latest write, so that a
-// client reads its own writes whichever replica answers. It only ever
-// makes a read fresher, so it is believed from anyone.
-const MinRevisionKey = "kplane-min-revision"
-
-// Metadata keys a front proxy uses to pass on what it saw of the HTTP
-// request, for the audit log: the audit ID it answered the client in the
-// Audit-Id header, the request URI, the User-Agent and the client's
-// addresses (X-Forwarded-For, then the peer), comma-separated. The API
-// service believes them only from a front proxy.
-const (
-	ForwardedAuditIDKey    = "kplane-audit-id"
-	ForwardedRequestURIKey = "kplane-request-uri"
-	ForwardedUserAgentKey  = "kplane-user-agent"
-	ForwardedForKey        = "kplane-forwarded-for"
-)
-
-// Kubernetes' user impersonation (the Impersonate-User, Impersonate-Group,
-// Impersonate-Uid and Impersonate-Extra-<key> headers: `kubectl --as`,
-// `--as-group`, `--as-uid`) arrives in these metadata keys; the gateway
-// passes the headers on under them and a gRPC client may set them itself.
-// The API service, not the Authenticator, acts on them, once the
-// authorizer allowed the authenticated user to impersonate. They are
-// unrelated to the kplane-impersonate-* keys of front proxies.
-const (
-	ActAsUserKey        = "impersonate-user"
-	ActAsGroupKey       = "impersonate-group"
-	ActAsUIDKey         = "impersonate-uid"
-	ActAsExtraKeyPrefix = "impersonate-extra-"
-)
-
-// DefaultFrontProxyGroup is the group whose certificate holders may pass an
-// end user on.
-const DefaultFrontProxyGroup = "system:kplane-gateways"
 
 // Config configures an Authenticator.
 type Config struct {
@@ -117,7 +64,7 @@ type Config struct {
 	Anonymous bool
 	// FrontProxyGroups are the groups whose members, authenticated by a
 	// client certificate, may pass an end user on. Nil means
-	// [DefaultFrontProxyGroup]; an empty non-nil slice disables front proxies.
+	// [identity.DefaultFrontProxyGroup]; an empty non-nil slice disables front proxies.
 	FrontProxyGroups []string
 	// Logger records why a token was refused (at debug); nil discards.
 	Logger *slog.Logger
@@ -144,7 +91,7 @@ type TokenAuthenticator interface {
 // Authenticator authenticates requests. It is safe for concurrent use; its
 // token table is read once, in New.
 type Authenticator struct {
-	tokens     map[string]request.User
+	tokens     tokenfile.Tokens
 	anonymous  bool
 	proxyGroup []string
 	sa         TokenAuthenticator
@@ -160,62 +107,15 @@ func New(cfg Config) (*Authenticator, error) {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	if a.proxyGroup == nil {
-		a.proxyGroup = []string{DefaultFrontProxyGroup}
+		a.proxyGroup = []string{identity.DefaultFrontProxyGroup}
 	}
 	if cfg.TokenFile != "" {
-		f, err := os.Open(cfg.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("authn: open token file: %w", err)
-		}
-		defer f.Close()
-		a.tokens, err = ParseTokens(f)
-		if err != nil {
-			return nil, fmt.Errorf("authn: token file %s: %w", cfg.TokenFile, err)
+		var err error
+		if a.tokens, err = tokenfile.Read(cfg.TokenFile); err != nil {
+			return nil, fmt.Errorf("authn: %w", err)
 		}
 	}
 	return a, nil
-}
-
-// ParseTokens reads Kubernetes' static token CSV: one `token,user,uid[,groups]`
-// record per line, groups being one comma-separated field (quote it). Records
-// with fewer than three fields, an empty token or an empty user are errors; a
-// repeated token is an error too (Kubernetes warns and keeps the last; a
-// refusal is safer).
-func ParseTokens(r io.Reader) (map[string]request.User, error) {
-	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = -1
-	cr.TrimLeadingSpace = true
-	cr.Comment = '#'
-	tokens := map[string]request.User{}
-	for {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			return tokens, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parse: %w", err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) < 3 {
-			return nil, fmt.Errorf("line %d: want token,user,uid[,groups], got %d fields", line, len(rec))
-		}
-		token, name, uid := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1]), strings.TrimSpace(rec[2])
-		if token == "" || name == "" {
-			return nil, fmt.Errorf("line %d: empty token or user", line)
-		}
-		if _, dup := tokens[token]; dup {
-			return nil, fmt.Errorf("line %d: duplicate token", line)
-		}
-		u := request.User{Name: name, UID: uid}
-		if len(rec) > 3 {
-			for _, g := range strings.Split(rec[3], ",") {
-				if g = strings.TrimSpace(g); g != "" {
-					u.Groups = append(u.Groups, g)
-				}
-			}
-		}
-		tokens[token] = u
-	}
 }
 
 // Authenticate returns the user a request comes from, or an *apierrors.StatusError:
@@ -227,18 +127,18 @@ func (a *Authenticator) Authenticate(ctx context.Context) (request.User, error) 
 	if err != nil {
 		return request.User{}, err
 	}
-	forwarded := md.Get(ForwardedTokenKey)
+	forwarded := md.Get(identity.ForwardedTokenKey)
 	if !impersonating(md) && len(forwarded) == 0 {
 		return caller, nil
 	}
 	if !viaCert || !a.isFrontProxy(caller) {
-		target := first(md.Get(ImpersonateUserKey))
+		target := first(md.Get(identity.ImpersonateUserKey))
 		return request.User{}, apierrors.NewForbidden("", "users", target,
 			fmt.Sprintf("User %q cannot impersonate users: only a front proxy authenticated by a client certificate in one of the groups %q may pass an end user on", caller.Name, a.proxyGroup))
 	}
 	if len(forwarded) > 0 {
 		if impersonating(md) || len(forwarded) != 1 {
-			return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and without %s", ForwardedTokenKey, ImpersonateUserKey))
+			return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and without %s", identity.ForwardedTokenKey, identity.ImpersonateUserKey))
 		}
 		u, err := a.tokenUser(ctx, forwarded[0])
 		if err != nil {
@@ -246,12 +146,12 @@ func (a *Authenticator) Authenticate(ctx context.Context) (request.User, error) 
 		}
 		return withAuthenticated(u), nil
 	}
-	names := md.Get(ImpersonateUserKey)
+	names := md.Get(identity.ImpersonateUserKey)
 	if len(names) != 1 || names[0] == "" {
-		return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and not empty", ImpersonateUserKey))
+		return request.User{}, apierrors.NewBadRequest(fmt.Sprintf("%s must be given exactly once and not empty", identity.ImpersonateUserKey))
 	}
-	u := request.User{Name: names[0], UID: first(md.Get(ImpersonateUIDKey))}
-	for _, g := range md.Get(ImpersonateGroupKey) {
+	u := request.User{Name: names[0], UID: first(md.Get(identity.ImpersonateUIDKey))}
+	for _, g := range md.Get(identity.ImpersonateGroupKey) {
 		if g != "" && !slices.Contains(u.Groups, g) {
 			u.Groups = append(u.Groups, g)
 		}
@@ -328,9 +228,7 @@ func (a *Authenticator) tokenUser(ctx context.Context, token string) (request.Us
 // StaticToken returns the user of token in the static token file, if it is
 // there.
 func (a *Authenticator) StaticToken(token string) (request.User, bool) {
-	u, ok := a.tokens[token]
-	u.Groups = slices.Clone(u.Groups)
-	return u, ok
+	return a.tokens.StaticToken(token)
 }
 
 // AuthenticateToken authenticates token for audiences (nil: the API's own),
@@ -388,7 +286,7 @@ func (a *Authenticator) isFrontProxy(u request.User) bool {
 }
 
 func impersonating(md metadata.MD) bool {
-	return len(md.Get(ImpersonateUserKey)) > 0 || len(md.Get(ImpersonateUIDKey)) > 0 || len(md.Get(ImpersonateGroupKey)) > 0
+	return len(md.Get(identity.ImpersonateUserKey)) > 0 || len(md.Get(identity.ImpersonateUIDKey)) > 0 || len(md.Get(identity.ImpersonateGroupKey)) > 0
 }
 
 func withAuthenticated(u request.User) request.User {

@@ -1,6 +1,6 @@
 // This file holds the tests of authentication over gRPC (client
-// certificates, static and service account tokens, anonymous requests), the
-// impersonation refusal message, and the token file's parsing.
+// certificates, static and service account tokens, anonymous requests) and
+// the impersonation refusal message.
 
 package authn
 
@@ -29,9 +29,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/kplane/kplane/internal/tokenfile"
+	"github.com/kplane/kplane/proto/apierrors"
+	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 	"github.com/kplane/kplane/services/apiserver/serviceaccount"
 )
@@ -211,47 +213,47 @@ func TestAuthenticateOverGRPC(t *testing.T) {
 		{name: "certificate from an untrusted CA", cert: &certSpec{cn: "mallory", foreign: true}, wantReason: apierrors.ReasonUnknown},
 		{name: "front proxy passes the end user on",
 			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:   metadata.Pairs(ImpersonateUserKey, "carol", ImpersonateUIDKey, "42", ImpersonateGroupKey, "dev", ImpersonateGroupKey, "qa"),
+			md:   metadata.Pairs(identity.ImpersonateUserKey, "carol", identity.ImpersonateUIDKey, "42", identity.ImpersonateGroupKey, "dev", identity.ImpersonateGroupKey, "qa"),
 			want: request.User{Name: "carol", UID: "42", Groups: []string{"dev", "qa", "system:authenticated"}}},
 		{name: "certificate user without the proxy group may not impersonate",
 			cert:       &certSpec{cn: "bob", orgs: []string{"dev"}},
-			md:         metadata.Pairs(ImpersonateUserKey, "admin", ImpersonateGroupKey, "system:masters"),
+			md:         metadata.Pairs(identity.ImpersonateUserKey, "admin", identity.ImpersonateGroupKey, "system:masters"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "token user may not impersonate",
-			md:         metadata.Pairs("authorization", "Bearer tok-alice", ImpersonateUserKey, "admin"),
+			md:         metadata.Pairs("authorization", "Bearer tok-alice", identity.ImpersonateUserKey, "admin"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "proxy group from a token may not impersonate",
-			md:         metadata.Pairs("authorization", "Bearer tok-gw", ImpersonateUserKey, "admin"),
+			md:         metadata.Pairs("authorization", "Bearer tok-gw", identity.ImpersonateUserKey, "admin"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "anonymous may not impersonate", anonymous: true,
-			md:         metadata.Pairs(ImpersonateGroupKey, "system:masters"),
+			md:         metadata.Pairs(identity.ImpersonateGroupKey, "system:masters"),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "ServiceAccount token", md: metadata.Pairs("authorization", "Bearer "+saToken), want: robot},
 		{name: "front proxy forwards a ServiceAccount token",
 			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:   metadata.Pairs(ForwardedTokenKey, saToken), want: robot},
+			md:   metadata.Pairs(identity.ForwardedTokenKey, saToken), want: robot},
 		{name: "front proxy forwards a static token",
 			cert: &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:   metadata.Pairs(ForwardedTokenKey, "tok-bob"),
+			md:   metadata.Pairs(identity.ForwardedTokenKey, "tok-bob"),
 			want: request.User{Name: "bob", UID: "1002", Groups: []string{"system:authenticated"}}},
 		{name: "front proxy forwards a tampered token",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:         metadata.Pairs(ForwardedTokenKey, saToken[:len(saToken)-4]+"AAAA"),
+			md:         metadata.Pairs(identity.ForwardedTokenKey, saToken[:len(saToken)-4]+"AAAA"),
 			wantReason: apierrors.ReasonUnauthorized},
 		{name: "a certificate user without the proxy group may not forward a token",
 			cert:       &certSpec{cn: "bob", orgs: []string{"dev"}},
-			md:         metadata.Pairs(ForwardedTokenKey, saToken),
+			md:         metadata.Pairs(identity.ForwardedTokenKey, saToken),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "a token user may not forward a token",
-			md:         metadata.Pairs("authorization", "Bearer tok-gw", ForwardedTokenKey, saToken),
+			md:         metadata.Pairs("authorization", "Bearer tok-gw", identity.ForwardedTokenKey, saToken),
 			wantReason: apierrors.ReasonForbidden},
 		{name: "a forwarded token names no impersonated user besides",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:         metadata.Pairs(ForwardedTokenKey, saToken, ImpersonateUserKey, "admin"),
+			md:         metadata.Pairs(identity.ForwardedTokenKey, saToken, identity.ImpersonateUserKey, "admin"),
 			wantReason: apierrors.ReasonBadRequest},
 		{name: "front proxy must name the user",
 			cert:       &certSpec{cn: "gateway", orgs: []string{"system:kplane-gateways"}},
-			md:         metadata.Pairs(ImpersonateGroupKey, "dev"),
+			md:         metadata.Pairs(identity.ImpersonateGroupKey, "dev"),
 			wantReason: apierrors.ReasonBadRequest},
 	}
 	for _, tt := range tests {
@@ -336,62 +338,12 @@ func TestForbiddenImpersonationMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t1", ImpersonateUserKey, "admin"))
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer t1", identity.ImpersonateUserKey, "admin"))
 	_, err = a.Authenticate(ctx)
 	want := `users "admin" is forbidden: User "bob" cannot impersonate users`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("got %v, want a message starting %q", err, want)
 	}
-}
-
-func TestParseTokens(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    map[string]request.User
-		wantErr bool
-	}{
-		{name: "groups quoted", in: `a,u1,1,"g1,g2"` + "\n",
-			want: map[string]request.User{"a": {Name: "u1", UID: "1", Groups: []string{"g1", "g2"}}}},
-		{name: "no groups", in: "a,u1,1\n", want: map[string]request.User{"a": {Name: "u1", UID: "1"}}},
-		{name: "comment and blank lines", in: "# x\n\na,u1,1\n", want: map[string]request.User{"a": {Name: "u1", UID: "1"}}},
-		{name: "too few fields", in: "a,u1\n", wantErr: true},
-		{name: "empty token", in: ",u1,1\n", wantErr: true},
-		{name: "duplicate token", in: "a,u1,1\na,u2,2\n", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseTokens(strings.NewReader(tt.in))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("got error %v, want error %v", err, tt.wantErr)
-			}
-			if err == nil {
-				if diff := cmp.Diff(tt.want, got); diff != "" {
-					t.Errorf("tokens mismatch (-want +got):\n%s", diff)
-				}
-			}
-		})
-	}
-}
-
-// FuzzParseTokens: any input either parses into well-formed users or is
-// refused; it never panics.
-func FuzzParseTokens(f *testing.F) {
-	f.Add("a,u1,1,\"g1,g2\"\n")
-	f.Add("# c\nb,u2,2\n")
-	f.Add("a,u1\n")
-	f.Add("\"unterminated,u,1\n")
-	f.Fuzz(func(t *testing.T, in string) {
-		tokens, err := ParseTokens(strings.NewReader(in))
-		if err != nil {
-			return
-		}
-		for tok, u := range tokens {
-			if tok == "" || u.Name == "" {
-				t.Fatalf("accepted an empty token or user: %q → %+v", tok, u)
-			}
-		}
-	})
 }
 
 // BenchmarkAuthenticateToken measures a bearer-token lookup from incoming metadata.
@@ -400,9 +352,9 @@ func BenchmarkAuthenticateToken(b *testing.B) {
 	for i := range 1000 {
 		fmt.Fprintf(&sb, "tok-%d,user-%d,%d,\"g1,g2\"\n", i, i, i)
 	}
-	a := &Authenticator{proxyGroup: []string{DefaultFrontProxyGroup}}
+	a := &Authenticator{proxyGroup: []string{identity.DefaultFrontProxyGroup}}
 	var err error
-	if a.tokens, err = ParseTokens(strings.NewReader(sb.String())); err != nil {
+	if a.tokens, err = tokenfile.Parse(strings.NewReader(sb.String())); err != nil {
 		b.Fatal(err)
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer tok-500"))

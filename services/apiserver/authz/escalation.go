@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-helpers/auth/rbac/validation"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

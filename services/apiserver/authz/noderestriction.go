@@ -16,7 +16,7 @@ import (
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 

@@ -2,25 +2,21 @@
 // has been authenticated: who is asking (User) and what they ask to do
 // (Attributes). The authenticators, the authorizers, admission and the audit
 // log all speak in these terms, so they live in this small package that
-// depends on nothing else in kplane.
+// depends on nothing else in kplane but the wire contract's identity.
 package request
 
 import (
 	"context"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kplane/kplane/proto/identity"
 )
 
 // User is an authenticated identity: from a TLS client certificate (CN is
-// the name, each O a group) or from a bearer token.
-type User struct {
-	Name   string
-	UID    string
-	Groups []string
-	// Extra is what the authenticator knows beside (a ServiceAccount
-	// token's pod, node and credential ID), as Kubernetes' user.Info Extra.
-	Extra map[string][]string
-}
+// the name, each O a group) or from a bearer token. It is the wire
+// contract's identity.User, which a front proxy passes on.
+type User = identity.User
 
 // Well-known names, as in Kubernetes.
 const (

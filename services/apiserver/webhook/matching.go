@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -75,7 +75,7 @@ func matchStar(list []string, v string) bool {
 // namespaceMatches: cluster-scoped objects always match, except Namespaces,
 // which are matched by their own labels; others by their namespace's labels.
 func (w *Webhooks) namespaceMatches(ctx context.Context, h *hook, a *request.Admission) (bool, error) {
-	sel, err := selector(h.namespaceSelector)
+	sel, err := metav1.LabelSelectorAsSelector(h.namespaceSelector)
 	if err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("webhook %q: invalid namespaceSelector: %w", h.name, err))
 	}
@@ -105,7 +105,7 @@ func (w *Webhooks) namespaceMatches(ctx context.Context, h *hook, a *request.Adm
 // objectMatches: the object's labels or, on update and delete, the old
 // object's labels match the objectSelector.
 func objectMatches(h *hook, a *request.Admission) (bool, error) {
-	sel, err := selector(h.objectSelector)
+	sel, err := metav1.LabelSelectorAsSelector(h.objectSelector)
 	if err != nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("webhook %q: invalid objectSelector: %w", h.name, err))
 	}
@@ -113,13 +113,6 @@ func objectMatches(h *hook, a *request.Admission) (bool, error) {
 		return true, nil
 	}
 	return sel.Matches(labels.Set(objectLabels(a.Object))) || sel.Matches(labels.Set(objectLabels(a.OldObject))), nil
-}
-
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(s)
 }
 
 // objectLabels reads metadata.labels from a kplane object without knowing its Go type.

@@ -215,6 +215,13 @@ func newHook(config, name string, cc arv1.WebhookClientConfig, rules []arv1.Rule
 	ns, obj *metav1.LabelSelector, se *arv1.SideEffectClass, timeoutSeconds *int32) hook {
 	h := hook{name: name, config: config, clientConfig: cc, rules: rules, failurePolicy: arv1.Fail,
 		namespaceSelector: ns, objectSelector: obj, sideEffects: se, timeout: DefaultTimeout}
+	// No selector selects everything, as Kubernetes defaults it to {}.
+	if h.namespaceSelector == nil {
+		h.namespaceSelector = &metav1.LabelSelector{}
+	}
+	if h.objectSelector == nil {
+		h.objectSelector = &metav1.LabelSelector{}
+	}
 	if fp != nil && *fp != "" {
 		h.failurePolicy = *fp
 	}

@@ -26,10 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -207,7 +208,7 @@ func (c *Controller) enqueueOwnerOrMatching(m *metav1.ObjectMeta) {
 		return
 	}
 	for _, ds := range c.cfg.DSInformer.Store().ByNamespace(m.GetNamespace()) {
-		if sel, err := ctrl.Selector(ds.GetSpec().GetSelector()); err == nil && !sel.Empty() && sel.Matches(labels.Set(m.GetLabels())) {
+		if sel, err := kubeconv.Selector(ds.GetSpec().GetSelector()); err == nil && !sel.Empty() && sel.Matches(labels.Set(m.GetLabels())) {
 			c.queue.Add(client.Key(ds))
 		}
 	}
@@ -235,7 +236,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		return nil
 	}
 	ds := proto.Clone(cached).(*appsv1.DaemonSet)
-	sel, err := ctrl.Selector(ds.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(ds.GetSpec().GetSelector())
 	if err != nil {
 		return fmt.Errorf("daemonset %s: selector: %w", key, err)
 	}

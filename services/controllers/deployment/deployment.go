@@ -27,11 +27,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/dump"
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/proto/kubejson"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -202,7 +203,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		return nil
 	}
 	d := proto.Clone(cached).(*appsv1.Deployment)
-	sel, err := ctrl.Selector(d.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(d.GetSpec().GetSelector())
 	if err != nil {
 		return fmt.Errorf("deployment %s: selector: %w", key, err)
 	}

@@ -26,13 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	pdbhelper "k8s.io/component-helpers/apps/poddisruptionbudget"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	policyv1 "github.com/kplane/kplane/proto/kplane/policy/v1"
 	"github.com/kplane/kplane/proto/kubeconv"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -124,7 +124,7 @@ func (c *Controller) enqueueBudgetsOf(pod *corev1.Pod) []string {
 	set := labels.Set(pod.GetMetadata().GetLabels())
 	var names []string
 	for _, pdb := range c.cfg.PDBInformer.Store().ByNamespace(pod.GetMetadata().GetNamespace()) {
-		sel, err := ctrl.Selector(pdb.GetSpec().GetSelector())
+		sel, err := kubeconv.Selector(pdb.GetSpec().GetSelector())
 		if err == nil && sel.Matches(set) {
 			c.queue.Add(client.Key(pdb))
 			names = append(names, pdb.GetMetadata().GetName())
@@ -229,7 +229,7 @@ func (c *Controller) event(pdb *policyv1.PodDisruptionBudget, typ, reason, forma
 // podsOf lists the cached pods of pdb's namespace its selector matches (a
 // nil selector matches none, an empty one all).
 func (c *Controller) podsOf(pdb *policyv1.PodDisruptionBudget) ([]*corev1.Pod, error) {
-	sel, err := ctrl.Selector(pdb.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(pdb.GetSpec().GetSelector())
 	if err != nil {
 		return nil, err
 	}

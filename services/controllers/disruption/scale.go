@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // ScaleClient reads scale subresources over conn.

@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
 	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // ScaleClient reads and writes scale subresources over conn: a built-in

@@ -38,10 +38,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -260,7 +261,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		st.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{}
 	}
 	satisfied := c.exp.Satisfied(key)
-	sel, err := ctrl.Selector(job.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(job.GetSpec().GetSelector())
 	if err != nil {
 		return fmt.Errorf("job %s: selector: %w", key, err)
 	}

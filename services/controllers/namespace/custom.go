@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 )
 
 // CustomResources lists the custom resources served and their objects

@@ -36,9 +36,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	k8scorev1 "k8s.io/api/core/v1"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )

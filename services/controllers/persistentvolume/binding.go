@@ -16,10 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kplane/kplane/internal/placement"
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	storagev1 "github.com/kplane/kplane/proto/kplane/storage/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -32,7 +33,7 @@ func (c *Controller) findVolume(pvc *corev1.PersistentVolumeClaim, class, node s
 	if err != nil {
 		return nil
 	}
-	sel, err := ctrl.Selector(pvc.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(pvc.GetSpec().GetSelector())
 	if err != nil {
 		return nil
 	}

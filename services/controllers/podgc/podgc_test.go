@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/podgc"

@@ -25,10 +25,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -69,7 +70,9 @@ func ReplicaSets(c ReplicaSetClient) Kind[*appsv1.ReplicaSet] {
 	return Kind[*appsv1.ReplicaSet]{
 		Name: "replicaset", APIVersion: "apps/v1", Kind: "ReplicaSet",
 		ToReplicaSet: func(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet { return proto.Clone(rs).(*appsv1.ReplicaSet) },
-		Selector:     func(rs *appsv1.ReplicaSet) (labels.Selector, error) { return ctrl.Selector(rs.GetSpec().GetSelector()) },
+		Selector: func(rs *appsv1.ReplicaSet) (labels.Selector, error) {
+			return kubeconv.Selector(rs.GetSpec().GetSelector())
+		},
 		UpdateStatus: func(ctx context.Context, rs *appsv1.ReplicaSet, st *appsv1.ReplicaSetStatus) error {
 			out := proto.Clone(rs).(*appsv1.ReplicaSet)
 			out.Status = st

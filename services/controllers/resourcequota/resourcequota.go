@@ -24,8 +24,8 @@ import (
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 
 	"github.com/kplane/kplane/internal/quota"
+	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 )
 

@@ -28,10 +28,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
+	"github.com/kplane/kplane/proto/kubeconv"
 	"github.com/kplane/kplane/services/client"
 	"github.com/kplane/kplane/services/controllers/internal/ctrl"
 )
@@ -147,7 +148,7 @@ func (c *Controller) enqueueFor(m *metav1.ObjectMeta) {
 		return
 	}
 	for _, set := range c.cfg.SetInformer.Store().ByNamespace(m.GetNamespace()) {
-		if sel, err := ctrl.Selector(set.GetSpec().GetSelector()); err == nil && !sel.Empty() && sel.Matches(labels.Set(m.GetLabels())) {
+		if sel, err := kubeconv.Selector(set.GetSpec().GetSelector()); err == nil && !sel.Empty() && sel.Matches(labels.Set(m.GetLabels())) {
 			c.queue.Add(client.Key(set))
 		}
 	}
@@ -172,7 +173,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		// The garbage collector takes its pods (and, per its policy, claims).
 		return nil
 	}
-	sel, err := ctrl.Selector(set.GetSpec().GetSelector())
+	sel, err := kubeconv.Selector(set.GetSpec().GetSelector())
 	if err != nil || sel.Empty() {
 		ctrl.Eventf(c.cfg.Recorder, set, "Warning", "InvalidSelector", "The selector of this StatefulSet selects no or all pods")
 		return nil

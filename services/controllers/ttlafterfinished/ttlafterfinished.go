@@ -15,8 +15,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kplane/kplane/proto/apierrors"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
-	"github.com/kplane/kplane/services/apiserver/apierrors"
 	"github.com/kplane/kplane/services/client"
 )
 

@@ -1,17 +1,14 @@
-// Package ctrl holds what kplane's controllers share: label selectors over
-// the proto LabelSelector, controller ownerReferences, pod readiness and
-// availability, and expectations (what a controller has asked the API
-// service for and not yet seen in its informers).
+// Package ctrl holds what kplane's controllers share: controller
+// ownerReferences, pod readiness and availability, and expectations (what a
+// controller has asked the API service for and not yet seen in its
+// informers). Label selectors convert with kubeconv.Selector.
 package ctrl
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -21,43 +18,6 @@ import (
 // Object is any kplane object (every generated resource has metadata).
 type Object interface {
 	GetMetadata() *metav1.ObjectMeta
-}
-
-// Selector converts a LabelSelector to a labels.Selector. A nil selector
-// matches nothing, an empty one everything, as in Kubernetes.
-func Selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Nothing(), nil
-	}
-	sel := labels.NewSelector()
-	for k, v := range s.GetMatchLabels() {
-		r, err := labels.NewRequirement(k, selection.Equals, []string{v})
-		if err != nil {
-			return nil, err
-		}
-		sel = sel.Add(*r)
-	}
-	for _, e := range s.GetMatchExpressions() {
-		var op selection.Operator
-		switch e.GetOperator() {
-		case "In":
-			op = selection.In
-		case "NotIn":
-			op = selection.NotIn
-		case "Exists":
-			op = selection.Exists
-		case "DoesNotExist":
-			op = selection.DoesNotExist
-		default:
-			return nil, fmt.Errorf("ctrl: unknown selector operator %q", e.GetOperator())
-		}
-		r, err := labels.NewRequirement(e.GetKey(), op, e.GetValues())
-		if err != nil {
-			return nil, err
-		}
-		sel = sel.Add(*r)
-	}
-	return sel, nil
 }
 
 // ControllerRef is obj's ownerReference with controller: true, or nil.

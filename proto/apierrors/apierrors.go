@@ -1,5 +1,6 @@
-// Package apierrors is kplane's error vocabulary for the API service: the
-// Kubernetes Status reasons, each tied to one gRPC code and one HTTP code.
+// Package apierrors is kplane's error vocabulary, part of the wire contract
+// of the API service: the Kubernetes Status reasons, each tied to one gRPC
+// code and one HTTP code.
 //
 // The API service builds a *StatusError wherever a request is refused and
 // turns it into a gRPC status exactly once, at the handler edge (GRPCStatus).

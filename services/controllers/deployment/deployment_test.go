@@ -177,7 +177,7 @@ func TestReconcileRollingUpdate(t *testing.T) {
 			rsInf := fakeapi.Informer(tc.rss(tc.d), client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
 			fakeapi.Start(t, dInf, rsInf)
-			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)
 			}
 			var got []string
@@ -224,7 +224,7 @@ func TestProgressDeadline(t *testing.T) {
 			c := New(Config{Deployments: ds, ReplicaSets: &fakeapi.Client[*appsv1.ReplicaSet]{}, DInformer: dInf, RSInformer: rsInf})
 			c.now = func() time.Time { return base }
 			fakeapi.Start(t, dInf, rsInf)
-			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)
 			}
 			reason := "ReplicaSetUpdated" // unchanged if no status write
@@ -386,7 +386,7 @@ func TestReconcileScalesProportionally(t *testing.T) {
 			rsInf := fakeapi.Informer(tc.rss(d), client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
 			fakeapi.Start(t, dInf, rsInf)
-			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)
 			}
 			var got []string

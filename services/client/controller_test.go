@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -131,7 +132,7 @@ func TestProcessNextResult(t *testing.T) {
 			ok := processNext(context.Background(), q, func(_ context.Context, key string) (Result, error) {
 				got = key
 				return tc.res, tc.err
-			}, nil)
+			}, slog.New(slog.DiscardHandler))
 			if !ok || got != "ns/a" {
 				t.Fatalf("processNext = %v reconciling %q, want true reconciling ns/a", ok, got)
 			}

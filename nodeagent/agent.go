@@ -155,7 +155,7 @@ type Agent struct {
 	tokens    tokenSource     // ServiceAccount tokens of projected volumes
 	rec       *client.Recorder
 	informer  *client.Informer[*corev1.Pod]
-	queue     workqueue.TypedDelayingInterface[string]
+	queue     client.Queue
 	simulated bool
 	rtName    string
 	rtVersion string
@@ -341,7 +341,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.register(ctx); err != nil {
 		return err
 	}
-	a.queue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: "pods-" + a.cfg.NodeName})
+	// A failed sync is retried after a second (sooner if it asked to be),
+	// however often it failed.
+	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods-" + a.cfg.NodeName})
 	enqueue := func(p *corev1.Pod) { a.queue.Add(client.Key(p)) }
 	a.informer.AddEventHandler(client.Handler[*corev1.Pod]{
 		OnAdd:    enqueue,
@@ -368,49 +371,23 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.relist(ctx)
 		return nil
 	})
+	g.Go(func() error { a.resync(ctx, synced); return nil })
 	g.Go(func() error {
-		<-ctx.Done()
-		a.queue.ShutDown()
+		select {
+		case <-ctx.Done():
+			a.queue.ShutDown()
+			return nil
+		case <-synced:
+		}
+		// RunWorkers shuts the queue down when ctx ends.
+		client.RunWorkers(ctx, a.queue, a.cfg.Workers, a.syncPod, a.log)
 		return nil
 	})
-	g.Go(func() error { a.resync(ctx, synced); return nil })
-	for i := 0; i < a.cfg.Workers; i++ {
-		g.Go(func() error {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-synced:
-			}
-			for a.work(ctx) {
-			}
-			return nil
-		})
-	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	return err
-}
-
-// work syncs one pod key; false when the queue is shut down.
-func (a *Agent) work(ctx context.Context) bool {
-	key, quit := a.queue.Get()
-	if quit {
-		return false
-	}
-	defer a.queue.Done(key)
-	wait, err := a.syncPod(ctx, key)
-	if err != nil && ctx.Err() == nil {
-		a.log.Info("pod sync failed; retrying", "pod", key, "err", err)
-		if wait <= 0 || wait > time.Second {
-			wait = time.Second
-		}
-	}
-	if wait > 0 && ctx.Err() == nil {
-		a.queue.AddAfter(key, wait)
-	}
-	return true
 }
 
 // resync queues every pod of the node every ResyncInterval.

@@ -103,8 +103,9 @@ func (a *Agent) dropRecord(key string, r *podRecord) {
 	a.watches.unregister(r.uid)
 }
 
-// syncPod reconciles one pod; wait > 0 asks for another sync after it.
-func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, err error) {
+// syncPod reconciles one pod, the agent's client.Reconciler: a
+// RequeueAfter asks for another sync after it.
+func (a *Agent) syncPod(ctx context.Context, key string) (res client.Result, err error) {
 	// One span per sync: the CRI calls (otelgrpc on the CRI client) and the
 	// API calls made for the pod are its children.
 	// It continues the pod's trace when the pod changed since the last
@@ -129,14 +130,15 @@ func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, er
 		rec = nil
 	}
 	if !ok {
-		return 0, nil
+		return client.Result{}, nil
 	}
 	if pod.GetMetadata().GetDeletionTimestamp() != nil {
-		return a.terminate(ctx, key, pod, rec)
+		res.RequeueAfter, err = a.terminate(ctx, key, pod, rec)
+		return res, err
 	}
 	if rec == nil {
 		if ph := pod.GetStatus().GetPhase(); ph == PhaseSucceeded || ph == PhaseFailed {
-			return 0, nil // finished before this agent knew it
+			return client.Result{}, nil // finished before this agent knew it
 		}
 		rec = a.newRecord(key, pod)
 		rec.mu.Lock()
@@ -144,12 +146,13 @@ func (a *Agent) syncPod(ctx context.Context, key string) (wait time.Duration, er
 		rec.mu.Unlock()
 		if err != nil {
 			a.dropRecord(key, rec)
-			return time.Second, fmt.Errorf("adopt runtime state: %w", err)
+			return client.Result{RequeueAfter: time.Second}, fmt.Errorf("adopt runtime state: %w", err)
 		}
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return a.syncLocked(ctx, pod, rec)
+	res.RequeueAfter, err = a.syncLocked(ctx, pod, rec)
+	return res, err
 }
 
 // syncLocked is one pass of the pod's state machine.

@@ -17,9 +17,10 @@ import (
 // Done; AddRateLimited re-adds a key after a per-key exponential back-off
 // that Forget resets.
 //
-// Workers loop: key, shutdown := q.Get(); if shutdown return; err :=
+// Workers loop: key, shutdown := q.Get(); if shutdown return; res, err :=
 // reconcile(key); if err != nil { q.AddRateLimited(key) } else { q.Forget(key) };
-// q.Done(key).
+// if res.RequeueAfter > 0 { q.AddAfter(key, res.RequeueAfter) }; q.Done(key)
+// (RunWorkers).
 type Queue = workqueue.TypedRateLimitingInterface[string]
 
 // NewQueue returns a queue with per-key exponential back-off from

@@ -121,7 +121,7 @@ func (t Trace) Reconciler(r Reconciler) Reconciler {
 		tp = otel.GetTracerProvider()
 	}
 	tracer := tp.Tracer("github.com/kplane/kplane/services/client")
-	return func(ctx context.Context, key string) error {
+	return func(ctx context.Context, key string) (Result, error) {
 		causes := t.Causes.Take(key)
 		var parent trace.SpanContext
 		if t.Annotations != nil {
@@ -145,11 +145,11 @@ func (t Trace) Reconciler(r Reconciler) Reconciler {
 		}
 		ctx, s := tracer.Start(ctx, t.Span, opts...)
 		defer s.End()
-		err := r(ctx, key)
+		res, err := r(ctx, key)
 		if err != nil {
 			s.SetStatus(codes.Error, err.Error())
 		}
-		return err
+		return res, err
 	}
 }
 

@@ -46,7 +46,7 @@ func TestTraceReconciler(t *testing.T) {
 	own := map[string]map[string]string{"withTrace": traceparent(7)}
 	var causes TraceCauses
 	r := Trace{TracerProvider: tp, Span: "x.reconcile", Causes: &causes,
-		Annotations: func(k string) map[string]string { return own[k] }}.Reconciler(func(context.Context, string) error { return nil })
+		Annotations: func(k string) map[string]string { return own[k] }}.Reconciler(func(context.Context, string) (Result, error) { return Result{}, nil })
 
 	// The object's trace is the parent; causes in other traces are links.
 	causes.Add("withTrace", traceparent(8))
@@ -55,7 +55,7 @@ func TestTraceReconciler(t *testing.T) {
 	causes.Add("noTrace", traceparent(9))
 	causes.Add("noTrace", traceparent(10))
 	for _, k := range []string{"withTrace", "noTrace", "nothing"} {
-		if err := r(context.Background(), k); err != nil {
+		if _, err := r(context.Background(), k); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -82,21 +82,21 @@ func boundKubelet(ctx context.Context, conn grpc.ClientConnInterface, readyAfter
 	inf.AddEventHandler(client.EnqueueHandler[*corev1.Pod](q))
 	go func() { _ = inf.Run(ctx) }()
 	seen := map[string]time.Time{}
-	go client.RunWorkers(ctx, q, 1, func(ctx context.Context, key string) error {
+	go client.RunWorkers(ctx, q, 1, func(ctx context.Context, key string) (client.Result, error) {
 		p, ok := inf.Store().Get(key)
 		if !ok || p.GetSpec().GetNodeName() == "" {
-			return nil
+			return client.Result{}, nil
 		}
 		if p.GetMetadata().GetDeletionTimestamp() != nil {
 			err := pods.Delete(ctx, p.GetMetadata().GetNamespace(), p.GetMetadata().GetName(),
 				client.DeleteOptions{GracePeriodSeconds: proto.Int64(0), UID: p.GetMetadata().GetUid()})
 			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				return nil
+				return client.Result{}, nil
 			}
-			return err
+			return client.Result{}, err
 		}
 		if ph := p.GetStatus().GetPhase(); ph == "Running" || ph == "Failed" || ph == "Succeeded" {
-			return nil
+			return client.Result{}, nil
 		}
 		first, ok := seen[p.GetMetadata().GetUid()]
 		if !ok {
@@ -104,8 +104,7 @@ func boundKubelet(ctx context.Context, conn grpc.ClientConnInterface, readyAfter
 			seen[p.GetMetadata().GetUid()] = first
 		}
 		if wait := time.Until(first.Add(readyAfter)); wait > 0 {
-			q.AddAfter(key, wait)
-			return nil
+			return client.Result{RequeueAfter: wait}, nil
 		}
 		u := proto.Clone(p).(*corev1.Pod)
 		now := timestamppb.Now()
@@ -115,9 +114,9 @@ func boundKubelet(ctx context.Context, conn grpc.ClientConnInterface, readyAfter
 		}}
 		_, err := pods.UpdateStatus(ctx, u)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
+			return client.Result{}, nil
 		}
-		return err
+		return client.Result{}, err
 	}, nil)
 }
 

@@ -72,13 +72,13 @@ func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 	go func() { _ = inf.Run(ctx) }()
 	var mu sync.Mutex
 	seen := map[string]time.Time{} // pod uid: when first seen
-	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) error {
+	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) (client.Result, error) {
 		p, ok := inf.Store().Get(key)
 		if !ok || p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Running" {
-			return nil
+			return client.Result{}, nil
 		}
 		if strings.Contains(p.GetSpec().GetContainers()[0].GetImage(), "unresolvable") {
-			return nil
+			return client.Result{}, nil
 		}
 		// Ready readyAfter after the kubelet first saw the pod: its
 		// creationTimestamp has whole seconds (as in Kubernetes), so timing
@@ -92,8 +92,7 @@ func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 		}
 		mu.Unlock()
 		if wait := time.Until(first.Add(readyAfter)); wait > 0 {
-			q.AddAfter(key, wait)
-			return nil
+			return client.Result{RequeueAfter: wait}, nil
 		}
 		u := proto.Clone(p).(*corev1.Pod)
 		now := timestamppb.Now()
@@ -103,9 +102,9 @@ func slowKubelet(ctx context.Context, t *testing.T, conn grpc.ClientConnInterfac
 		}}
 		_, err := pods.UpdateStatus(ctx, u)
 		if apierrors.IsNotFound(err) {
-			return nil
+			return client.Result{}, nil
 		}
-		return err
+		return client.Result{}, err
 	}, nil)
 }
 

@@ -126,17 +126,17 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // Reconcile brings the CRD named name to its wanted status, or finishes
 // its deletion.
-func (c *Controller) Reconcile(ctx context.Context, name string) error {
+func (c *Controller) Reconcile(ctx context.Context, name string) (client.Result, error) {
 	cached, ok := c.cfg.Informer.Store().Get(name)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	crd := proto.Clone(cached).(*apiextensionsv1.CustomResourceDefinition)
 	if crd.Status == nil {
 		crd.Status = &apiextensionsv1.CustomResourceDefinitionStatus{}
 	}
 	if crd.GetMetadata().GetDeletionTimestamp() != nil {
-		return c.finalize(ctx, crd)
+		return client.Result{}, c.finalize(ctx, crd)
 	}
 	names, accepted, established := c.namesAndConditions(crd)
 	want := proto.Clone(crd).(*apiextensionsv1.CustomResourceDefinition)
@@ -151,17 +151,17 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 			Type: Established, Status: "True", Reason: EstablishedReason, Message: EstablishedMessage})
 	}
 	if proto.Equal(want.Status, crd.Status) {
-		return nil
+		return client.Result{}, nil
 	}
 	_, err := c.cfg.CRDs.UpdateStatus(ctx, want)
 	switch {
 	case err == nil:
 		c.log.DebugContext(ctx, "status updated", "crd", name, "namesAccepted", accepted.GetStatus())
-		return nil
+		return client.Result{}, nil
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		return nil // changed meanwhile: the informer brings it back
+		return client.Result{}, nil // changed meanwhile: the informer brings it back
 	default:
-		return fmt.Errorf("crd %s: update status: %w", name, err)
+		return client.Result{}, fmt.Errorf("crd %s: update status: %w", name, err)
 	}
 }
 

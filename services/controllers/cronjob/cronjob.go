@@ -117,10 +117,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // Reconcile brings the CronJob named by key up to date: its active list,
 // its history, and the Job of its latest due scheduled time. It asks to be
 // called again at the next scheduled time.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.CronJobInformer.Store().Get(key)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	cj := proto.Clone(cached).(*batchv1.CronJob)
 	if cj.Status == nil {
@@ -129,22 +129,23 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	orig := proto.Clone(cj.Status)
 	jobs := c.ownedJobs(cj)
 	if err := c.reconcileActive(ctx, cj, jobs); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	next, err := c.schedule(ctx, cj)
 	c.cleanupFinished(ctx, cj, jobs)
 	if !proto.Equal(orig, cj.Status) {
 		if _, uerr := c.cfg.CronJobs.UpdateStatus(ctx, cj); uerr != nil && !apierrors.IsNotFound(uerr) {
-			return errors.Join(err, fmt.Errorf("cronjob %s: update status: %w", key, uerr))
+			return client.Result{}, errors.Join(err, fmt.Errorf("cronjob %s: update status: %w", key, uerr))
 		}
 	}
 	if err != nil {
-		return err
+		return client.Result{}, err
 	}
 	if next != nil {
-		c.queue.AddAfter(key, *next)
+		// A next time already due runs at once (the least wait there is).
+		return client.Result{RequeueAfter: max(*next, time.Nanosecond)}, nil
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 // ownedJobs are the Jobs the CronJob controls.

@@ -229,33 +229,33 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // Reconcile syncs the DaemonSet named by key.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.DSInformer.Store().Get(key)
 	if !ok {
 		c.exp.Delete(key)
-		return nil
+		return client.Result{}, nil
 	}
 	ds := proto.Clone(cached).(*appsv1.DaemonSet)
 	sel, err := kubeconv.Selector(ds.GetSpec().GetSelector())
 	if err != nil {
-		return fmt.Errorf("daemonset %s: selector: %w", key, err)
+		return client.Result{}, fmt.Errorf("daemonset %s: selector: %w", key, err)
 	}
 	if sel.Empty() {
 		ctrl.Eventf(c.cfg.Recorder, ds, "Warning", "SelectingAll", "This daemon set is selecting all pods. A non-empty selector is required.")
-		return nil
+		return client.Result{}, nil
 	}
 	if ds.GetMetadata().GetDeletionTimestamp() != nil {
 		// Its revisions and pods may be going: no status can be trusted.
-		return nil
+		return client.Result{}, nil
 	}
 	nodes := c.cfg.NodeInformer.Store().List()
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].GetMetadata().GetName() < nodes[j].GetMetadata().GetName() })
 	cur, old, err := c.history(ctx, ds, sel)
 	if errors.Is(err, errStaleCollision) {
-		return err // retried with the new collisionCount
+		return client.Result{}, err // retried with the new collisionCount
 	}
 	if err != nil {
-		return fmt.Errorf("daemonset %s: revisions: %w", key, err)
+		return client.Result{}, fmt.Errorf("daemonset %s: revisions: %w", key, err)
 	}
 	hash := cur.GetMetadata().GetLabels()[HashLabel]
 	if !c.exp.Satisfied(key) {
@@ -264,19 +264,20 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		return c.syncStatus(ctx, ds, nodes, hash, false)
 	}
 	if err := c.adopt(ctx, ds, sel); err != nil {
-		return err
+		return client.Result{}, err
 	}
-	err = c.manage(ctx, ds, nodes, hash)
+	res, err := c.manage(ctx, ds, nodes, hash)
 	if err == nil && c.exp.Satisfied(key) && ds.GetSpec().GetUpdateStrategy().GetType() == "RollingUpdate" {
 		err = c.rollingUpdate(ctx, ds, nodes, hash)
 	}
 	if err == nil {
 		err = c.cleanupHistory(ctx, ds, old)
 	}
-	if serr := c.syncStatus(ctx, ds, nodes, hash, true); err == nil {
+	sres, serr := c.syncStatus(ctx, ds, nodes, hash, true)
+	if err == nil {
 		err = serr
 	}
-	return err
+	return res.Sooner(sres.RequeueAfter), err
 }
 
 // adopt gives ds the orphan pods its selector matches and, as

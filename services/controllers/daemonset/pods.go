@@ -26,9 +26,11 @@ import (
 // manage creates the daemon pods nodes need and deletes those that must
 // go: pods on nodes that may no longer keep them, failed and succeeded
 // pods (a new one follows), extra pods beyond one per node (two while
-// surging), and pods for nodes that no longer exist.
-func (c *Controller) manage(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, hash string) error {
+// surging), and pods for nodes that no longer exist. It asks to run again
+// when the first failed pod it keeps for back-off may go.
+func (c *Controller) manage(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, hash string) (client.Result, error) {
 	byNode := c.podsByNode(ds)
+	var res client.Result
 	var del []*corev1.Pod
 	var createOn []string
 	known := map[string]bool{}
@@ -49,7 +51,7 @@ func (c *Controller) manage(ctx context.Context, ds *appsv1.DaemonSet, nodes []*
 				switch p.GetStatus().GetPhase() {
 				case "Failed":
 					if wait := c.failedBackoff(client.Key(ds) + "/" + name); wait > 0 {
-						c.queue.AddAfter(client.Key(ds), wait)
+						res = res.Sooner(wait)
 						continue
 					}
 					ctrl.Eventf(c.cfg.Recorder, ds, "Warning", "FailedDaemonPod", "Found failed daemon pod %s/%s on node %s, will try to kill it",
@@ -114,7 +116,7 @@ func (c *Controller) manage(ctx context.Context, ds *appsv1.DaemonSet, nodes []*
 			}
 		}
 	}
-	return c.syncNodes(ctx, ds, del, createOn, hash)
+	return res, c.syncNodes(ctx, ds, del, createOn, hash)
 }
 
 // failedBackoff returns how long the deletion of a failed pod on this
@@ -238,13 +240,13 @@ func (c *Controller) syncNodes(ctx context.Context, ds *appsv1.DaemonSet, del []
 // should run it), current (of those, with a pod), misscheduled (pods on
 // nodes that should not run it), ready, available (ready for
 // minReadySeconds), updated (running the current template), unavailable;
-// observedGeneration when acted on. It requeues ds when a ready pod
-// becomes available with time.
-func (c *Controller) syncStatus(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, hash string, observed bool) error {
+// observedGeneration when acted on. It asks to run again when the first
+// ready pod becomes available with time.
+func (c *Controller) syncStatus(ctx context.Context, ds *appsv1.DaemonSet, nodes []*corev1.Node, hash string, observed bool) (client.Result, error) {
 	byNode := c.podsByNode(ds)
 	now := c.now()
 	st := &appsv1.DaemonSetStatus{}
-	var wait time.Duration
+	var res client.Result
 	for _, n := range nodes {
 		run, _ := shouldRun(n, ds)
 		pods := byNode[n.GetMetadata().GetName()]
@@ -264,8 +266,8 @@ func (c *Controller) syncStatus(ctx context.Context, ds *appsv1.DaemonSet, nodes
 			st.NumberReady++
 			if ctrl.PodAvailable(p, ds.GetSpec().GetMinReadySeconds(), now) {
 				st.NumberAvailable++
-			} else if d := since.Add(time.Duration(ds.GetSpec().GetMinReadySeconds())*time.Second).Sub(now) + 10*time.Millisecond; wait == 0 || d < wait {
-				wait = d
+			} else {
+				res = res.Sooner(since.Add(time.Duration(ds.GetSpec().GetMinReadySeconds())*time.Second).Sub(now) + 10*time.Millisecond)
 			}
 		}
 		if updated(p, ds, hash) {
@@ -273,9 +275,6 @@ func (c *Controller) syncStatus(ctx context.Context, ds *appsv1.DaemonSet, nodes
 		}
 	}
 	st.NumberUnavailable = st.DesiredNumberScheduled - st.NumberAvailable
-	if wait > 0 {
-		c.queue.AddAfter(client.Key(ds), wait)
-	}
 	have := ds.GetStatus()
 	st.CollisionCount = have.CollisionCount
 	st.Conditions = have.GetConditions()
@@ -287,15 +286,15 @@ func (c *Controller) syncStatus(ctx context.Context, ds *appsv1.DaemonSet, nodes
 		have = &appsv1.DaemonSetStatus{}
 	}
 	if proto.Equal(st, have) {
-		return nil
+		return res, nil
 	}
 	u := proto.Clone(ds).(*appsv1.DaemonSet)
 	u.Status = st
 	if _, err := c.cfg.DaemonSets.UpdateStatus(ctx, u); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return res, nil
 		}
-		return fmt.Errorf("daemonset %s: status: %w", client.Key(ds), err)
+		return res, fmt.Errorf("daemonset %s: status: %w", client.Key(ds), err)
 	}
-	return nil
+	return res, nil
 }

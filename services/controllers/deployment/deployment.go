@@ -197,22 +197,22 @@ func revision(o ctrl.Object) int64 {
 }
 
 // Reconcile syncs the Deployment named by key.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.DInformer.Store().Get(key)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	d := proto.Clone(cached).(*appsv1.Deployment)
 	sel, err := kubeconv.Selector(d.GetSpec().GetSelector())
 	if err != nil {
-		return fmt.Errorf("deployment %s: selector: %w", key, err)
+		return client.Result{}, fmt.Errorf("deployment %s: selector: %w", key, err)
 	}
 	if sel.Empty() {
-		return nil // selects everything: refuse, as Kubernetes does
+		return client.Result{}, nil // selects everything: refuse, as Kubernetes does
 	}
 	all, err := c.replicaSets(ctx, d, sel)
 	if err != nil {
-		return err
+		return client.Result{}, err
 	}
 	newRS, old := c.split(d, all)
 	if d.GetMetadata().GetDeletionTimestamp() != nil {
@@ -222,10 +222,10 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		// Scaling still applies to a paused Deployment, as in Kubernetes.
 		scaled, err := c.scaleReplicaSets(ctx, d, newRS, old)
 		if err != nil {
-			return err
+			return client.Result{}, err
 		}
 		if err := c.cleanup(ctx, d, old); err != nil {
-			return err
+			return client.Result{}, err
 		}
 		return c.syncStatus(ctx, d, newRS, all, scaled)
 	}
@@ -235,21 +235,21 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	if newRS != nil && !recreateMidway && isScalingEvent(d, newRS, old) {
 		scaled, err := c.scaleReplicaSets(ctx, d, newRS, old)
 		if err != nil {
-			return err
+			return client.Result{}, err
 		}
 		if err := c.cleanup(ctx, d, old); err != nil {
-			return err
+			return client.Result{}, err
 		}
 		return c.syncStatus(ctx, d, newRS, all, scaled)
 	}
 	if newRS == nil {
 		newRS, err = c.createNewRS(ctx, d, old)
 		if err != nil {
-			return err
+			return client.Result{}, err
 		}
 		all = append(all, newRS)
 	} else if err := c.syncRevision(ctx, d, newRS, old); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	var scaled bool
 	if d.GetSpec().GetStrategy().GetType() == "Recreate" {
@@ -258,10 +258,10 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		scaled, err = c.rollingUpdate(ctx, d, newRS, old)
 	}
 	if err != nil {
-		return err
+		return client.Result{}, err
 	}
 	if err := c.cleanup(ctx, d, old); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	return c.syncStatus(ctx, d, newRS, all, scaled)
 }

@@ -177,7 +177,7 @@ func TestReconcileRollingUpdate(t *testing.T) {
 			rsInf := fakeapi.Informer(tc.rss(tc.d), client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
 			fakeapi.Start(t, dInf, rsInf)
-			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)
 			}
 			var got []string
@@ -205,9 +205,12 @@ func TestProgressDeadline(t *testing.T) {
 		name       string
 		lastUpdate time.Time
 		wantReason string
+		// wantRequeue is the wait asked for: a second past the deadline
+		// while it is ahead.
+		wantRequeue time.Duration
 	}{
 		{name: "stuck past the deadline", lastUpdate: base.Add(-11 * time.Minute), wantReason: "ProgressDeadlineExceeded"},
-		{name: "stuck within the deadline", lastUpdate: base.Add(-time.Minute), wantReason: "ReplicaSetUpdated"},
+		{name: "stuck within the deadline", lastUpdate: base.Add(-time.Minute), wantReason: "ReplicaSetUpdated", wantRequeue: 9*time.Minute + time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := deploy(2, "x:1")
@@ -224,8 +227,12 @@ func TestProgressDeadline(t *testing.T) {
 			c := New(Config{Deployments: ds, ReplicaSets: &fakeapi.Client[*appsv1.ReplicaSet]{}, DInformer: dInf, RSInformer: rsInf})
 			c.now = func() time.Time { return base }
 			fakeapi.Start(t, dInf, rsInf)
-			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+			res, err := c.Reconcile(context.Background(), "ns/d")
+			if err != nil {
 				t.Fatal(err)
+			}
+			if res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("asked to run again after %v, want %v", res.RequeueAfter, tc.wantRequeue)
 			}
 			reason := "ReplicaSetUpdated" // unchanged if no status write
 			for _, a := range ds.Actions {
@@ -386,7 +393,7 @@ func TestReconcileScalesProportionally(t *testing.T) {
 			rsInf := fakeapi.Informer(tc.rss(d), client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
 			fakeapi.Start(t, dInf, rsInf)
-			if err := c.Reconcile(context.Background(), "ns/d"); err != nil {
+			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)
 			}
 			var got []string

@@ -49,8 +49,10 @@ func setCondition(st *appsv1.DeploymentStatus, cond *appsv1.DeploymentCondition)
 }
 
 // syncStatus computes and writes d's status; progressed says this sync
-// scaled something (progress for the Progressing condition).
-func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, all []*appsv1.ReplicaSet, progressed bool) error {
+// scaled something (progress for the Progressing condition). While the
+// rollout has a progress deadline to meet, it asks to run again just after
+// it.
+func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS *appsv1.ReplicaSet, all []*appsv1.ReplicaSet, progressed bool) (client.Result, error) {
 	// Re-read what this sync changed, so status reflects it.
 	fresh := make([]*appsv1.ReplicaSet, 0, len(all))
 	for _, rs := range all {
@@ -94,7 +96,7 @@ func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS
 	} else {
 		setCondition(st, &appsv1.DeploymentCondition{Type: "Available", Status: "False", Reason: "MinimumReplicasUnavailable", Message: "Deployment does not have minimum availability.", LastTransitionTime: now})
 	}
-	var requeue time.Duration
+	var res client.Result
 	name := ""
 	if newRS != nil {
 		name = newRS.GetMetadata().GetName()
@@ -121,23 +123,20 @@ func (c *Controller) syncStatus(ctx context.Context, d *appsv1.Deployment, newRS
 				setCondition(st, &appsv1.DeploymentCondition{Type: "Progressing", Status: "False", Reason: "ProgressDeadlineExceeded", Message: fmt.Sprintf("ReplicaSet %q has timed out progressing.", name), LastTransitionTime: now, LastUpdateTime: now})
 				ctrl.Eventf(c.cfg.Recorder, d, client.EventWarning, "ProgressDeadlineExceeded", "Deployment %q has timed out progressing.", d.GetMetadata().GetName())
 			} else {
-				requeue = left + time.Second
+				res.RequeueAfter = left + time.Second
 			}
 		}
 	}
-	if requeue > 0 {
-		c.queue.AddAfter(client.Key(d), requeue)
-	}
 	if proto.Equal(st, d.GetStatus()) {
-		return nil
+		return res, nil
 	}
 	u := proto.Clone(d).(*appsv1.Deployment)
 	u.Status = st
 	if _, err := c.cfg.Deployments.UpdateStatus(ctx, u); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return res, nil
 		}
-		return fmt.Errorf("deployment %s: update status: %w", client.Key(d), err)
+		return res, fmt.Errorf("deployment %s: update status: %w", client.Key(d), err)
 	}
-	return nil
+	return res, nil
 }

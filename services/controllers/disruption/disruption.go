@@ -165,14 +165,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // Reconcile computes the budget key's status and writes it if it changed.
 // When the computation fails the budget allows no disruption (Kubernetes'
 // fail-safe: DisruptionAllowed False, SyncFailed, with the error).
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	pdb, ok := c.cfg.PDBInformer.Store().Get(key)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
-	err := c.sync(ctx, pdb)
+	res, err := c.sync(ctx, pdb)
 	if err == nil || apierrors.IsConflict(err) {
-		return err
+		return res, err
 	}
 	c.log.ErrorContext(ctx, "failed to sync the budget", "pdb", key, "err", err)
 	n := proto.Clone(pdb).(*policyv1.PodDisruptionBudget)
@@ -183,16 +183,18 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	setCondition(n.Status, k8smetav1.Condition{Type: k8spolicyv1.DisruptionAllowedCondition, Status: k8smetav1.ConditionFalse,
 		Reason: k8spolicyv1.SyncFailedReason, Message: err.Error(), ObservedGeneration: n.Status.GetObservedGeneration()})
 	if _, werr := c.cfg.PDBs.UpdateStatus(ctx, n); werr != nil {
-		return fmt.Errorf("disruption %s: fail-safe status: %w", key, werr)
+		return client.Result{}, fmt.Errorf("disruption %s: fail-safe status: %w", key, werr)
 	}
-	return nil
+	return client.Result{}, nil
 }
 
-func (c *Controller) sync(ctx context.Context, pdb *policyv1.PodDisruptionBudget) error {
+// sync computes and writes pdb's status, and asks to run again when the
+// first of its disrupted pods' deletion is overdue.
+func (c *Controller) sync(ctx context.Context, pdb *policyv1.PodDisruptionBudget) (client.Result, error) {
 	pods, err := c.podsOf(pdb)
 	if err != nil {
 		c.event(pdb, "Warning", "NoPods", "Failed to get pods: %v", err)
-		return err
+		return client.Result{}, err
 	}
 	if len(pods) == 0 {
 		c.event(pdb, "Normal", "NoPods", "No matching pods found")
@@ -200,7 +202,7 @@ func (c *Controller) sync(ctx context.Context, pdb *policyv1.PodDisruptionBudget
 	expected, desired, unmanaged, err := c.expectedPodCount(ctx, pdb, pods)
 	if err != nil {
 		c.event(pdb, "Warning", "CalculateExpectedPodCountFailed", "Failed to calculate the number of expected pods: %v", err)
-		return err
+		return client.Result{}, err
 	}
 	if len(unmanaged) > 0 {
 		c.event(pdb, "Warning", "UnmanagedPods", "Pods selected by this PodDisruptionBudget (selector: %v) were found "+
@@ -212,12 +214,13 @@ func (c *Controller) sync(ctx context.Context, pdb *policyv1.PodDisruptionBudget
 	disrupted, recheck := c.disruptedPods(pods, pdb, now)
 	healthy := countHealthy(pods, disrupted, now)
 	if err := c.writeStatus(ctx, pdb, healthy, desired, expected, disrupted); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	if !recheck.IsZero() {
-		c.queue.AddAfter(client.Key(pdb), recheck.Sub(now))
+		// A deletion overdue this instant is looked at again at once.
+		return client.Result{RequeueAfter: max(recheck.Sub(now), time.Nanosecond)}, nil
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 func (c *Controller) event(pdb *policyv1.PodDisruptionBudget, typ, reason, format string, args ...any) {

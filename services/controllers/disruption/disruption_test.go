@@ -78,7 +78,7 @@ func TestReconcileStatus(t *testing.T) {
 				c := New(Config{PDBs: w, Scales: noScales{}, PDBInformer: pdbInf, PodInformer: podInf, RSInformer: rsInf, DInformer: dInf,
 					Now: func() time.Time { return now }})
 				fakeapi.Start(t, pdbInf, podInf, rsInf, dInf)
-				if err := c.Reconcile(t.Context(), "ns/web"); err != nil {
+				if _, err := c.Reconcile(t.Context(), "ns/web"); err != nil {
 					t.Fatal(err)
 				}
 				return w.Actions

@@ -59,18 +59,17 @@ func (c *Controller) enqueueStale(pod *corev1.Pod) {
 
 // ReconcileStalePod sets the stale DisruptionTarget condition of the pod
 // key to False.
-func (c *Controller) ReconcileStalePod(ctx context.Context, key string) error {
+func (c *Controller) ReconcileStalePod(ctx context.Context, key string) (client.Result, error) {
 	pod, ok := c.cfg.PodInformer.Store().Get(key)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	has, after := c.staleDisruption(pod)
 	if !has {
-		return nil
+		return client.Result{}, nil
 	}
 	if after > 0 {
-		c.stale.AddAfter(key, after)
-		return nil
+		return client.Result{RequeueAfter: after}, nil
 	}
 	u := proto.Clone(pod).(*corev1.Pod)
 	for i, cond := range u.Status.Conditions {
@@ -80,8 +79,8 @@ func (c *Controller) ReconcileStalePod(ctx context.Context, key string) error {
 		}
 	}
 	if _, err := c.cfg.Pods.UpdateStatus(ctx, u); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("disruption: reset DisruptionTarget of %s: %w", key, err)
+		return client.Result{}, fmt.Errorf("disruption: reset DisruptionTarget of %s: %w", key, err)
 	}
 	c.log.InfoContext(ctx, "reset stale DisruptionTarget condition to False", "pod", key)
-	return nil
+	return client.Result{}, nil
 }

@@ -100,18 +100,18 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // Reconcile writes the Endpoints of the Service named by key.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	ns, name := client.SplitKey(key)
 	svc, ok := c.cfg.ServiceInformer.Store().Get(key)
 	if !ok {
 		err := c.cfg.Endpoints.Delete(ctx, ns, name, client.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("endpoints %s: delete: %w", key, err)
+			return client.Result{}, fmt.Errorf("endpoints %s: delete: %w", key, err)
 		}
-		return nil
+		return client.Result{}, nil
 	}
 	if len(svc.GetSpec().GetSelector()) == 0 {
-		return nil // endpoints managed by someone else
+		return client.Result{}, nil // endpoints managed by someone else
 	}
 	subsets := Subsets(svc, c.cfg.PodInformer.Store().ByNamespace(ns))
 	cur, err := c.cfg.Endpoints.Get(ctx, ns, name)
@@ -119,22 +119,22 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		ep := &corev1.Endpoints{ApiVersion: "v1", Kind: "Endpoints",
 			Metadata: &metav1.ObjectMeta{Namespace: ns, Name: name, Labels: svc.GetMetadata().GetLabels()}, Subsets: subsets}
 		if _, err := c.cfg.Endpoints.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("endpoints %s: create: %w", key, err)
+			return client.Result{}, fmt.Errorf("endpoints %s: create: %w", key, err)
 		}
-		return nil
+		return client.Result{}, nil
 	}
 	if err != nil {
-		return fmt.Errorf("endpoints %s: get: %w", key, err)
+		return client.Result{}, fmt.Errorf("endpoints %s: get: %w", key, err)
 	}
 	if equalSubsets(cur.GetSubsets(), subsets) {
-		return nil
+		return client.Result{}, nil
 	}
 	u := proto.Clone(cur).(*corev1.Endpoints)
 	u.Subsets = subsets
 	if _, err := c.cfg.Endpoints.Update(ctx, u); err != nil {
-		return fmt.Errorf("endpoints %s: update: %w", key, err)
+		return client.Result{}, fmt.Errorf("endpoints %s: update: %w", key, err)
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 func equalSubsets(a, b []*corev1.EndpointSubset) bool {

@@ -147,7 +147,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // say. A Service that is gone loses its slices (on Kubernetes the garbage
 // collector removes them through their owner reference; the end state is
 // the same).
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	ns, name := client.SplitKey(key)
 	slices := c.ownedSlices(ns, name)
 	svc, ok := c.cfg.ServiceInformer.Store().Get(key)
@@ -155,16 +155,16 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		c.tracker.Forget(key)
 		for _, s := range slices {
 			if err := c.delete(ctx, key, s); err != nil {
-				return err
+				return client.Result{}, err
 			}
 		}
-		return nil
+		return client.Result{}, nil
 	}
 	if svc.GetSpec().GetType() == "ExternalName" || svc.GetSpec().GetSelector() == nil {
-		return nil // slices of such Services are written by others
+		return client.Result{}, nil // slices of such Services are written by others
 	}
 	if c.tracker.Stale(key, slices) {
-		return fmt.Errorf("endpointslice %s: the EndpointSlice cache is behind this controller's writes", key)
+		return client.Result{}, fmt.Errorf("endpointslice %s: the EndpointSlice cache is behind this controller's writes", key)
 	}
 	sel := labels.SelectorFromSet(svc.GetSpec().GetSelector())
 	var pods []*corev1.Pod
@@ -179,29 +179,29 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		if err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 				// The namespace is going away (Kubernetes stops there too).
-				return nil
+				return client.Result{}, nil
 			}
-			return fmt.Errorf("endpointslice %s: create: %w", key, err)
+			return client.Result{}, fmt.Errorf("endpointslice %s: create: %w", key, err)
 		}
 		c.tracker.Wrote(key, created)
 	}
 	for _, s := range p.update {
 		updated, err := c.cfg.Slices.Update(ctx, s)
 		if err != nil {
-			return fmt.Errorf("endpointslice %s: update %s: %w", key, s.GetMetadata().GetName(), err)
+			return client.Result{}, fmt.Errorf("endpointslice %s: update %s: %w", key, s.GetMetadata().GetName(), err)
 		}
 		c.tracker.Wrote(key, updated)
 	}
 	for _, s := range p.remove {
 		if err := c.delete(ctx, key, s); err != nil {
-			return err
+			return client.Result{}, err
 		}
 	}
 	if len(p.skipped) > 0 {
 		// Retried with back-off until the node shows up or the pod goes.
-		return fmt.Errorf("endpointslice %s: pods skipped, their node not found: %v", key, p.skipped)
+		return client.Result{}, fmt.Errorf("endpointslice %s: pods skipped, their node not found: %v", key, p.skipped)
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 func (c *Controller) delete(ctx context.Context, key string, s *discoveryv1.EndpointSlice) error {

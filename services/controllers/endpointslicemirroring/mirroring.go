@@ -102,7 +102,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // Reconcile mirrors the Endpoints named by key, or removes its mirrored
 // slices when it is not to be mirrored.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	ns, name := client.SplitKey(key)
 	var existing []*discoveryv1.EndpointSlice
 	for _, s := range c.cfg.SliceInformer.Store().ByNamespace(ns) {
@@ -118,13 +118,13 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		c.tracker.Forget(key)
 		for _, s := range existing {
 			if err := c.delete(ctx, key, s); err != nil {
-				return err
+				return client.Result{}, err
 			}
 		}
-		return nil
+		return client.Result{}, nil
 	}
 	if c.tracker.Stale(key, existing) {
-		return fmt.Errorf("endpointslicemirroring %s: the EndpointSlice cache is behind this controller's writes", key)
+		return client.Result{}, fmt.Errorf("endpointslicemirroring %s: the EndpointSlice cache is behind this controller's writes", key)
 	}
 	create, update, remove := plan(ep, existing)
 	if ep.GetMetadata().GetDeletionTimestamp() == nil {
@@ -132,9 +132,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 			created, err := c.cfg.Slices.Create(ctx, s)
 			if err != nil {
 				if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-					return nil // the namespace is going away
+					return client.Result{}, nil // the namespace is going away
 				}
-				return fmt.Errorf("endpointslicemirroring %s: create: %w", key, err)
+				return client.Result{}, fmt.Errorf("endpointslicemirroring %s: create: %w", key, err)
 			}
 			c.tracker.Wrote(key, created)
 		}
@@ -142,16 +142,16 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	for _, s := range update {
 		updated, err := c.cfg.Slices.Update(ctx, s)
 		if err != nil {
-			return fmt.Errorf("endpointslicemirroring %s: update %s: %w", key, s.GetMetadata().GetName(), err)
+			return client.Result{}, fmt.Errorf("endpointslicemirroring %s: update %s: %w", key, s.GetMetadata().GetName(), err)
 		}
 		c.tracker.Wrote(key, updated)
 	}
 	for _, s := range remove {
 		if err := c.delete(ctx, key, s); err != nil {
-			return err
+			return client.Result{}, err
 		}
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 func (c *Controller) delete(ctx context.Context, key string, s *discoveryv1.EndpointSlice) error {

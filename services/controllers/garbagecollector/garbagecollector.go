@@ -289,32 +289,32 @@ func (c *Controller) annotations(k string) map[string]string {
 
 // Reconcile handles the object named by key (Kind.group/namespace/name:
 // "Deployment.apps/default/web", "Pod./default/web-1").
-func (c *Controller) Reconcile(ctx context.Context, k string) error {
+func (c *Controller) Reconcile(ctx context.Context, k string) (client.Result, error) {
 	id, nsName, ok := strings.Cut(k, "/")
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	r, ok := c.resource(id)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	obj, ok := r.Cached(nsName)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	m := obj.GetMetadata()
 	if m.GetDeletionTimestamp() != nil {
 		if ctrl.HasFinalizer(m, OrphanFinalizer) {
-			return c.orphanDependents(ctx, r, obj)
+			return client.Result{}, c.orphanDependents(ctx, r, obj)
 		}
 		if ctrl.HasFinalizer(m, ForegroundFinalizer) {
-			return c.deleteDependents(ctx, r, obj)
+			return client.Result{}, c.deleteDependents(ctx, r, obj)
 		}
 	}
 	if len(m.GetOwnerReferences()) == 0 {
-		return nil
+		return client.Result{}, nil
 	}
-	return c.collect(ctx, r, obj)
+	return client.Result{}, c.collect(ctx, r, obj)
 }
 
 // ownerState is what became of one ownerReference.

@@ -250,7 +250,7 @@ func TestReconcile(t *testing.T) {
 				podR.objs = append(podR.objs, o)
 			}
 			c := New(Config{Resources: []ctrl.Resource{rsR, podR}})
-			if err := c.Reconcile(context.Background(), tc.key); err != nil {
+			if _, err := c.Reconcile(context.Background(), tc.key); err != nil {
 				t.Fatal(err)
 			}
 			sort.Strings(got)

@@ -150,9 +150,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	client.RunWorkers(ctx, c.queue, workers, t.Reconciler(c.Reconcile), c.log)
 }
 
-// Reconcile reconciles the autoscaler k (namespace/name) and schedules its
-// next sync; a deleted autoscaler's memory is dropped.
-func (c *Controller) Reconcile(ctx context.Context, k string) error {
+// Reconcile reconciles the autoscaler k (namespace/name) and asks for its
+// next sync a sync period later, whether or not this one failed; a deleted
+// autoscaler's memory is dropped.
+func (c *Controller) Reconcile(ctx context.Context, k string) (client.Result, error) {
 	shared, ok := c.cfg.HPAInformer.Store().Get(k)
 	if !ok {
 		c.mu.Lock()
@@ -160,10 +161,10 @@ func (c *Controller) Reconcile(ctx context.Context, k string) error {
 		delete(c.scaleUpEvents, k)
 		delete(c.scaleDownEvents, k)
 		c.mu.Unlock()
-		return nil
+		return client.Result{}, nil
 	}
-	defer c.queue.AddAfter(k, c.cfg.SyncPeriod)
-	return c.reconcile(ctx, proto.Clone(shared).(*autoscalingv2.HorizontalPodAutoscaler), k)
+	err := c.reconcile(ctx, proto.Clone(shared).(*autoscalingv2.HorizontalPodAutoscaler), k)
+	return client.Result{RequeueAfter: c.cfg.SyncPeriod}, err
 }
 
 func (c *Controller) reconcile(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, k string) error {

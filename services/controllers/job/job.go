@@ -205,15 +205,15 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // releaseOrphanPod removes the tracking finalizer from the pod named by
 // key if it still has no controller.
-func (c *Controller) releaseOrphanPod(ctx context.Context, key string) error {
+func (c *Controller) releaseOrphanPod(ctx context.Context, key string) (client.Result, error) {
 	p, ok := c.cfg.PodInformer.Store().Get(key)
 	orphan := func(p *corev1.Pod) bool { return ctrl.ControllerRef(p) == nil }
 	if !ok || !orphan(p) {
-		return nil
+		return client.Result{}, nil
 	}
 	// Checked again on every re-read: a Job may adopt it meanwhile, and
 	// its finalizer is then that Job's.
-	return c.removeFinalizer(ctx, p, orphan)
+	return client.Result{}, c.removeFinalizer(ctx, p, orphan)
 }
 
 // sync is one reconcile's view of a Job.
@@ -234,24 +234,27 @@ type jobSync struct {
 	// finished is the condition the Job is to end with (interim type:
 	// SuccessCriteriaMet or FailureTarget), nil while it runs.
 	finished *batchv1.JobCondition
+	// requeue is when the sync asks to run again: the first of the
+	// active deadline and the pod-creation back-offs it waits out.
+	requeue client.Result
 }
 
 // Reconcile brings the Job named by key toward its spec and writes its
 // status.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.JobInformer.Store().Get(key)
 	if !ok {
 		c.exp.Delete(key)
 		c.forget(key)
-		return c.releaseOrphans(ctx, key, "")
+		return client.Result{}, c.releaseOrphans(ctx, key, "")
 	}
 	job := proto.Clone(cached).(*batchv1.Job)
 	if managedElsewhere(job) {
-		return nil
+		return client.Result{}, nil
 	}
 	if jobFinished(job) {
 		// Counted already; what is left of its pods may go.
-		return c.releaseOrphans(ctx, key, job.GetMetadata().GetUid())
+		return client.Result{}, c.releaseOrphans(ctx, key, job.GetMetadata().GetUid())
 	}
 	if job.Status == nil {
 		job.Status = &batchv1.JobStatus{}
@@ -263,11 +266,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	satisfied := c.exp.Satisfied(key)
 	sel, err := kubeconv.Selector(job.GetSpec().GetSelector())
 	if err != nil {
-		return fmt.Errorf("job %s: selector: %w", key, err)
+		return client.Result{}, fmt.Errorf("job %s: selector: %w", key, err)
 	}
 	s := &jobSync{job: job, uncountedSucceeded: set(st.UncountedTerminatedPods.Succeeded), uncountedFailed: set(st.UncountedTerminatedPods.Failed)}
 	if s.pods, err = c.claimPods(ctx, job, sel); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	var newSucceeded, newFailed []*corev1.Pod
 	for _, p := range s.pods {
@@ -320,7 +323,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	} else if pastDeadline(job, now) {
 		s.finished = newCondition("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline", now)
 	} else if d := job.GetSpec().ActiveDeadlineSeconds; d != nil && !job.GetSpec().GetSuspend() && st.StartTime != nil {
-		c.queue.AddAfter(key, st.StartTime.AsTime().Add(time.Duration(*d)*time.Second).Sub(now)+100*time.Millisecond)
+		s.requeue = s.requeue.Sooner(st.StartTime.AsTime().Add(time.Duration(*d)*time.Second).Sub(now) + 100*time.Millisecond)
 	}
 	if s.finished == nil && s.failedIndexes != nil {
 		if m := job.GetSpec().MaxFailedIndexes; m != nil && len(s.failedIndexes) > int(*m) {
@@ -380,9 +383,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 		st.Terminating == nil || *st.Terminating != s.terminated
 	st.Active, st.Ready, st.Terminating = active, proto.Int32(s.ready), proto.Int32(s.terminated)
 	if err := c.trackAndFinish(ctx, key, s, flush, now); err != nil {
-		return errors.Join(manageErr, fmt.Errorf("job %s: tracking status: %w", key, err))
+		return s.requeue, errors.Join(manageErr, fmt.Errorf("job %s: tracking status: %w", key, err))
 	}
-	return manageErr
+	return s.requeue, manageErr
 }
 
 // claimPods returns the pods the Job controls, as Kubernetes' controller

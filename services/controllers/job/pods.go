@@ -84,7 +84,7 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 	}
 	perIndex := s.failedIndexes != nil
 	if left := c.remaining(bo, now); left > 0 && !perIndex {
-		c.queue.AddAfter(key, left)
+		s.requeue = s.requeue.Sooner(left)
 		return active, nil
 	}
 	n := min(int(want-held), maxPodChangesPerSync)
@@ -97,7 +97,6 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 		}
 		if perIndex {
 			// An index waits out its own back-off after a failure.
-			var wait time.Duration
 			for ix, last := range lastFailedPerIndex(job, s.pods) {
 				failures[ix] = indexFailureCount(last)
 				if _, counts, _ := matchPodFailurePolicy(spec.GetPodFailurePolicy(), last); counts {
@@ -106,13 +105,8 @@ func (c *Controller) manage(ctx context.Context, key string, s *jobSync, bo back
 				left := c.remaining(backoffRecord{failures: failures[ix], lastFailure: finishedAt(last)}, now)
 				if left > 0 && !taken[ix] {
 					taken[ix] = true
-					if wait == 0 || left < wait {
-						wait = left
-					}
+					s.requeue = s.requeue.Sooner(left)
 				}
-			}
-			if wait > 0 {
-				c.queue.AddAfter(key, wait)
 			}
 		}
 		for ix := range s.succeededIndexes {

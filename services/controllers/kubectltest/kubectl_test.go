@@ -142,10 +142,10 @@ func kubelet(ctx context.Context, conn grpc.ClientConnInterface) {
 	q := client.NewQueue("kubelet", 0, 0)
 	inf.AddEventHandler(client.EnqueueHandler[*corev1.Pod](q))
 	go func() { _ = inf.Run(ctx) }()
-	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) error {
+	go client.RunWorkers(ctx, q, 4, func(ctx context.Context, key string) (client.Result, error) {
 		p, ok := inf.Store().Get(key)
 		if !ok || p.GetMetadata().GetDeletionTimestamp() != nil || p.GetStatus().GetPhase() == "Running" {
-			return nil
+			return client.Result{}, nil
 		}
 		u := proto.Clone(p).(*corev1.Pod)
 		now := timestamppb.Now()
@@ -153,8 +153,8 @@ func kubelet(ctx context.Context, conn grpc.ClientConnInterface) {
 			Conditions: []*corev1.PodCondition{{Type: "Ready", Status: "True", LastTransitionTime: now}}}
 		_, err := pods.UpdateStatus(ctx, u)
 		if apierrors.IsNotFound(err) {
-			return nil
+			return client.Result{}, nil
 		}
-		return err
+		return client.Result{}, err
 	}, nil)
 }

@@ -138,13 +138,13 @@ const (
 
 // Reconcile empties the namespace name if it is being deleted, and
 // finalizes it once it is empty.
-func (c *Controller) Reconcile(ctx context.Context, name string) error {
+func (c *Controller) Reconcile(ctx context.Context, name string) (client.Result, error) {
 	ns, exists := c.cfg.Informer.Store().Get(name)
 	if !exists || ns.GetMetadata().GetDeletionTimestamp() == nil {
-		return nil // gone, or live (perhaps recreated): nothing to do
+		return client.Result{}, nil // gone, or live (perhaps recreated): nothing to do
 	}
 	if !slices.Contains(ns.GetSpec().GetFinalizers(), Finalizer) {
-		return nil // finalized already; other finalizers are not ours
+		return client.Result{}, nil // finalized already; other finalizers are not ours
 	}
 	var remaining []string
 	left := 0
@@ -176,22 +176,21 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	err := errors.Join(errs...)
 	cur, werr := c.setConditions(ctx, ns, err, remaining)
 	if werr != nil {
-		return fmt.Errorf("namespace %s: conditions: %w", name, werr)
+		return client.Result{}, fmt.Errorf("namespace %s: conditions: %w", name, werr)
 	}
 	if err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
+		return client.Result{}, fmt.Errorf("namespace %s: %w", name, err)
 	}
 	if left > 0 {
 		c.log.Debug("namespace still has objects", "namespace", name, "objects", left)
-		c.queue.AddAfter(name, c.cfg.Recheck)
-		return nil
+		return client.Result{RequeueAfter: c.cfg.Recheck}, nil
 	}
 	u := proto.Clone(cur).(*corev1.Namespace)
 	u.Spec.Finalizers = slices.DeleteFunc(u.Spec.Finalizers, func(f string) bool { return f == Finalizer })
 	if _, err := c.cfg.Namespaces.Finalize(ctx, u); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("namespace %s: finalize: %w", name, err)
+		return client.Result{}, fmt.Errorf("namespace %s: finalize: %w", name, err)
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 // setConditions records the deletion's progress in ns's status conditions,

@@ -50,11 +50,14 @@ func TestReconcile(t *testing.T) {
 		wantCalls  int
 		wantVerbs  []string
 		wantStatus map[string]string // condition type → status, in the status write
+		// wantRequeue is the wait the reconcile asks for (Recheck with
+		// objects left).
+		wantRequeue time.Duration
 	}{
 		{name: "live namespace: nothing deleted", key: "live"},
 		{name: "gone namespace: nothing to do", key: "gone"},
 		{name: "terminating, finalized already: nothing to do", key: "done"},
-		{name: "terminating, objects left: conditions say so, no finalize", key: "t", left: 3, wantCalls: 1,
+		{name: "terminating, objects left: conditions say so, no finalize, looked at again", key: "t", left: 3, wantCalls: 1, wantRequeue: time.Hour,
 			wantVerbs: []string{"updateStatus t"}, wantStatus: map[string]string{ContentRemaining: "True", ContentFailure: "False"}},
 		{name: "terminating, a delete failed: conditions say so, no finalize", key: "t", left: 1, err: errors.New("boom"), wantErr: true, wantCalls: 1,
 			wantVerbs: []string{"updateStatus t"}, wantStatus: map[string]string{ContentRemaining: "True", ContentFailure: "True"}},
@@ -67,8 +70,12 @@ func TestReconcile(t *testing.T) {
 			d := &countDeleter{left: tc.left, err: tc.err}
 			c := New(Config{Namespaces: nss, Informer: inf, Deleters: []Deleter{d}, Recheck: time.Hour})
 			fakeapi.Start(t, inf)
-			if err := c.Reconcile(context.Background(), tc.key); (err != nil) != tc.wantErr {
+			res, err := c.Reconcile(context.Background(), tc.key)
+			if (err != nil) != tc.wantErr {
 				t.Fatalf("got error %v, want error: %v", err, tc.wantErr)
+			}
+			if want := tc.wantRequeue; res.RequeueAfter != want {
+				t.Errorf("asked to run again after %v, want %v", res.RequeueAfter, want)
 			}
 			if d.calls != tc.wantCalls {
 				t.Errorf("got %d DeleteAll calls, want %d", d.calls, tc.wantCalls)

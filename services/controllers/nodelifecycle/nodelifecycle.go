@@ -203,14 +203,14 @@ func unreachableTaint(n *corev1.Node) *corev1.Taint {
 }
 
 // Reconcile checks the node named by key.
-func (c *Controller) Reconcile(ctx context.Context, name string) error {
+func (c *Controller) Reconcile(ctx context.Context, name string) (client.Result, error) {
 	node, ok := c.cfg.NodeInformer.Store().Get(name)
 	if !ok {
 		c.mu.Lock()
 		delete(c.observed, name)
 		delete(c.taintSeen, name)
 		c.mu.Unlock()
-		return nil
+		return client.Result{}, nil
 	}
 	last := c.lastRenewal(name)
 	stale := c.now().Sub(last) > c.cfg.GracePeriod
@@ -219,7 +219,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 	case stale:
 		cur, err := c.markUnknown(ctx, node)
 		if err != nil {
-			return err
+			return client.Result{}, err
 		}
 		if taint == nil {
 			u := proto.Clone(cur).(*corev1.Node)
@@ -229,7 +229,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 			taint = &corev1.Taint{Key: UnreachableKey, Effect: "NoExecute", TimeAdded: timestamppb.New(c.now())}
 			u.Spec.Taints = append(u.Spec.Taints, taint)
 			if _, err := c.cfg.Nodes.Update(ctx, u); err != nil {
-				return fmt.Errorf("node %s: add unreachable taint: %w", name, err)
+				return client.Result{}, fmt.Errorf("node %s: add unreachable taint: %w", name, err)
 			}
 			ctrl.Eventf(c.cfg.Recorder, node, client.EventNormal, "NodeNotReady", "Node %s status is now: NodeNotReady", name)
 			node = u
@@ -245,7 +245,7 @@ func (c *Controller) Reconcile(ctx context.Context, name string) error {
 		}
 		u.Spec.Taints = out
 		if _, err := c.cfg.Nodes.Update(ctx, u); err != nil {
-			return fmt.Errorf("node %s: remove unreachable taint: %w", name, err)
+			return client.Result{}, fmt.Errorf("node %s: remove unreachable taint: %w", name, err)
 		}
 		ctrl.Eventf(c.cfg.Recorder, node, client.EventNormal, "NodeReady", "Node %s status is now: NodeReady", name)
 		node = u
@@ -370,16 +370,17 @@ func tolerationTime(pod *corev1.Pod, taints []k8scorev1.Taint, def int64) (secs 
 }
 
 // evict evicts the pods on node that its NoExecute taints no longer let
-// stay, and comes back for the others when their tolerations run out.
-func (c *Controller) evict(ctx context.Context, node *corev1.Node) error {
+// stay, and asks to come back for the others when the first of their
+// tolerations runs out.
+func (c *Controller) evict(ctx context.Context, node *corev1.Node) (client.Result, error) {
 	taints := noExecuteTaints(node)
 	since := c.taintedSince(node)
 	if len(taints) == 0 {
-		return nil
+		return client.Result{}, nil
 	}
 	name := node.GetMetadata().GetName()
 	var errs []error
-	var next time.Duration
+	var res client.Result
 	for _, p := range c.cfg.PodInformer.Store().List() {
 		if p.GetSpec().GetNodeName() != name || p.GetMetadata().GetDeletionTimestamp() != nil {
 			continue
@@ -389,9 +390,7 @@ func (c *Controller) evict(ctx context.Context, node *corev1.Node) error {
 				continue
 			}
 			if left := since.Add(time.Duration(secs) * time.Second).Sub(c.now()); left > 0 {
-				if next == 0 || left < next {
-					next = left
-				}
+				res = res.Sooner(left)
 				continue
 			}
 		}
@@ -399,13 +398,10 @@ func (c *Controller) evict(ctx context.Context, node *corev1.Node) error {
 			errs = append(errs, err)
 		}
 	}
-	if next > 0 {
-		c.queue.AddAfter(name, next)
-	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("node %s: evict pods: %w", name, err)
+		return res, fmt.Errorf("node %s: evict pods: %w", name, err)
 	}
-	return nil
+	return res, nil
 }
 
 // evictPod marks p with the DisruptionTarget condition and deletes it (this

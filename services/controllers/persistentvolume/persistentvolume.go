@@ -190,14 +190,14 @@ func (c *Controller) annotations(key string) map[string]string {
 	return nil
 }
 
-func (c *Controller) reconcile(ctx context.Context, key string) error {
+func (c *Controller) reconcile(ctx context.Context, key string) (client.Result, error) {
 	if k, ok := strings.CutPrefix(key, claimPrefix); ok {
-		return c.syncClaim(ctx, k)
+		return client.Result{}, c.syncClaim(ctx, k)
 	}
 	if k, ok := strings.CutPrefix(key, volumePrefix); ok {
-		return c.syncVolume(ctx, k)
+		return client.Result{}, c.syncVolume(ctx, k)
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 // classOf is the name of a claim's class ("" for none).

@@ -157,7 +157,7 @@ const (
 // out-of-service nodes, pods of deleted nodes, unscheduled terminating
 // pods. It returns the pass's errors joined (the pass is retried with
 // back-off; the next period's pass comes anyway).
-func (c *Controller) Reconcile(ctx context.Context, _ string) error {
+func (c *Controller) Reconcile(ctx context.Context, _ string) (client.Result, error) {
 	pods := c.cfg.PodInformer.Store().List()
 	nodes := map[string]*corev1.Node{}
 	for _, n := range c.cfg.NodeInformer.Store().List() {
@@ -170,7 +170,7 @@ func (c *Controller) Reconcile(ctx context.Context, _ string) error {
 	errs = append(errs, c.gcOutOfService(ctx, pods, nodes))
 	errs = append(errs, c.gcOrphaned(ctx, pods, nodes))
 	errs = append(errs, c.gcUnscheduledTerminating(ctx, pods))
-	return errors.Join(errs...)
+	return client.Result{}, errors.Join(errs...)
 }
 
 // gcTerminated deletes the terminated pods beyond the threshold: evicted

@@ -134,7 +134,7 @@ func (e *env) cached(t *testing.T, p *corev1.Pod) {
 // pass runs one garbage collection pass.
 func (e *env) pass(t *testing.T) {
 	t.Helper()
-	if err := e.gc.Reconcile(e.ctx, podgc.Key); err != nil {
+	if _, err := e.gc.Reconcile(e.ctx, podgc.Key); err != nil {
 		t.Fatalf("pass: %v", err)
 	}
 }
@@ -332,7 +332,7 @@ func TestStatusWrittenMeanwhile(t *testing.T) {
 		c, ok := e.podInf.Store().Get("default/raced")
 		return ok && c.GetMetadata().GetDeletionTimestamp() != nil, fmt.Sprint(c.GetMetadata())
 	})
-	if err := gc.Reconcile(e.ctx, podgc.Key); err != nil {
+	if _, err := gc.Reconcile(e.ctx, podgc.Key); err != nil {
 		t.Fatalf("pass with a status written meanwhile: %v", err)
 	}
 	got, _ := e.exists(t, "raced")

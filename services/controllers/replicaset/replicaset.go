@@ -212,20 +212,20 @@ func (c *KindController[T]) Run(ctx context.Context, workers int) {
 
 // Reconcile brings the object named by key to its desired pod count and
 // writes its status.
-func (c *KindController[T]) Reconcile(ctx context.Context, key string) error {
+func (c *KindController[T]) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.Informer.Store().Get(key)
 	if !ok {
 		c.exp.Delete(key)
-		return nil
+		return client.Result{}, nil
 	}
 	rs := c.cfg.Kind.ToReplicaSet(cached)
 	sel, err := c.cfg.Kind.Selector(cached)
 	if err != nil {
-		return fmt.Errorf("%s %s: selector: %w", c.cfg.Kind.Name, key, err)
+		return client.Result{}, fmt.Errorf("%s %s: selector: %w", c.cfg.Kind.Name, key, err)
 	}
 	pods, err := c.claimPods(ctx, rs, sel)
 	if err != nil {
-		return err
+		return client.Result{}, err
 	}
 	var manageErr error
 	if c.exp.Satisfied(key) && rs.GetMetadata().GetDeletionTimestamp() == nil {
@@ -233,12 +233,9 @@ func (c *KindController[T]) Reconcile(ctx context.Context, key string) error {
 	}
 	requeue, err := c.updateStatus(ctx, cached, rs, pods, manageErr)
 	if err != nil {
-		return errors.Join(manageErr, err)
+		return client.Result{}, errors.Join(manageErr, err)
 	}
-	if requeue > 0 {
-		c.queue.AddAfter(key, requeue)
-	}
-	return manageErr
+	return client.Result{}.Sooner(requeue), manageErr
 }
 
 // claimPods returns the active pods rs controls, as Kubernetes' ClaimPods:

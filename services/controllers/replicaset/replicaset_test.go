@@ -120,7 +120,7 @@ func TestReconcile(t *testing.T) {
 			c := New(Config{Pods: pods, ReplicaSets: rss, PodInformer: podInf, RSInformer: rsInf})
 			c.now = func() time.Time { return base }
 			fakeapi.Start(t, podInf, rsInf)
-			err := c.Reconcile(context.Background(), "ns/rs")
+			_, err := c.Reconcile(context.Background(), "ns/rs")
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("got error %v, want error %v", err, tc.wantErr)
 			}
@@ -166,7 +166,7 @@ func TestExpectationsHoldBackASecondSync(t *testing.T) {
 	c := New(Config{Pods: pods, ReplicaSets: &fakeapi.Client[*appsv1.ReplicaSet]{}, PodInformer: podInf, RSInformer: rsInf})
 	fakeapi.Start(t, podInf, rsInf)
 	for range 3 {
-		if err := c.Reconcile(context.Background(), "ns/rs"); err != nil {
+		if _, err := c.Reconcile(context.Background(), "ns/rs"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -94,7 +94,7 @@ func TestReconcile(t *testing.T) {
 			rcInf := fakeapi.Informer([]*corev1.ReplicationController{tc.rc}, client.InformerOptions[*corev1.ReplicationController]{})
 			c := New(Config{Pods: pods, ReplicationControllers: rcs, PodInformer: podInf, RCInformer: rcInf})
 			fakeapi.Start(t, podInf, rcInf)
-			err := c.Reconcile(context.Background(), "ns/rc")
+			_, err := c.Reconcile(context.Background(), "ns/rc")
 			if (err != nil) != (tc.fail != "") {
 				t.Fatalf("got error %v, want an error: %v", err, tc.fail != "")
 			}

@@ -247,29 +247,29 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // Reconcile recounts the quota key (namespace/name) and writes its status
 // if it changed.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.QuotaInformer.Store().Get(key)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	q, err := quota.ToK8s(cached)
 	if err != nil {
-		return err
+		return client.Result{}, err
 	}
 	rq := q.(*k8scorev1.ResourceQuota)
 	ns := rq.Namespace
 	hard := rq.Spec.Hard
 	used, err := c.usage(ctx, ns, rq, false)
 	if err != nil {
-		return fmt.Errorf("resourcequota %s: %w", key, err)
+		return client.Result{}, fmt.Errorf("resourcequota %s: %w", key, err)
 	}
 	if len(c.cfg.Live) > 0 && givesBackOrNew(used, rq.Status.Used) {
 		if used, err = c.usage(ctx, ns, rq, true); err != nil {
-			return fmt.Errorf("resourcequota %s: %w", key, err)
+			return client.Result{}, fmt.Errorf("resourcequota %s: %w", key, err)
 		}
 	}
 	if quotav1.Equals(hard, rq.Status.Hard) && quotav1.Equals(used, rq.Status.Used) {
-		return nil
+		return client.Result{}, nil
 	}
 	n := proto.Clone(cached).(*corev1.ResourceQuota)
 	n.Status = &corev1.ResourceQuotaStatus{Hard: quota.Quantities(hard), Used: quota.Quantities(used)}
@@ -277,13 +277,13 @@ func (c *Controller) Reconcile(ctx context.Context, key string) error {
 	switch {
 	case err == nil:
 		c.log.DebugContext(ctx, "quota recounted", "quota", key, "used", n.Status.Used)
-		return nil
+		return client.Result{}, nil
 	case apierrors.IsNotFound(err):
-		return nil
+		return client.Result{}, nil
 	default:
 		// A conflict (admission charged it meanwhile) is retried from
 		// the newer copy the informer brings.
-		return fmt.Errorf("resourcequota %s: update status: %w", key, err)
+		return client.Result{}, fmt.Errorf("resourcequota %s: update status: %w", key, err)
 	}
 }
 

@@ -110,7 +110,7 @@ func TestCountsTakenAgainFromLiveLists(t *testing.T) {
 			if !client.WaitForCacheSync(sctx, qInf, podInf) {
 				t.Fatal("informers did not sync")
 			}
-			if err := c.Reconcile(ctx, "ns/q"); err != nil {
+			if _, err := c.Reconcile(ctx, "ns/q"); err != nil {
 				t.Fatal(err)
 			}
 			switch {

@@ -100,10 +100,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // Reconcile makes the namespace ns's kube-root-ca.crt hold the root CA and
 // the description.
-func (c *Controller) Reconcile(ctx context.Context, ns string) error {
+func (c *Controller) Reconcile(ctx context.Context, ns string) (client.Result, error) {
 	n, ok := c.cfg.NamespaceInformer.Store().Get(ns)
 	if !ok || !active(n) {
-		return nil
+		return client.Result{}, nil
 	}
 	data := map[string]string{Key: string(c.cfg.RootCA)}
 	cur, ok := c.cfg.ConfigMapInformer.Store().GetByName(ns, ConfigMapName)
@@ -114,19 +114,19 @@ func (c *Controller) Reconcile(ctx context.Context, ns string) error {
 		_, err := c.cfg.ConfigMaps.Create(ctx, cm)
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
-			return nil
+			return client.Result{}, nil
 		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
 			// The namespace went away or started terminating since the
 			// cache saw it; its deletion or update comes through the
 			// informer.
 			if cur, ok := c.cfg.NamespaceInformer.Store().Get(ns); !ok || !active(cur) {
-				return nil
+				return client.Result{}, nil
 			}
 		}
-		return fmt.Errorf("configmap %s/%s: create: %w", ns, ConfigMapName, err)
+		return client.Result{}, fmt.Errorf("configmap %s/%s: create: %w", ns, ConfigMapName, err)
 	}
 	if maps.Equal(cur.GetData(), data) && cur.GetMetadata().GetAnnotations()[DescriptionAnnotation] != "" {
-		return nil
+		return client.Result{}, nil
 	}
 	u := proto.Clone(cur).(*corev1.ConfigMap)
 	u.Data = data
@@ -135,9 +135,9 @@ func (c *Controller) Reconcile(ctx context.Context, ns string) error {
 	}
 	u.Metadata.Annotations[DescriptionAnnotation] = Description
 	if _, err := c.cfg.ConfigMaps.Update(ctx, u); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("configmap %s/%s: update: %w", ns, ConfigMapName, err)
+		return client.Result{}, fmt.Errorf("configmap %s/%s: update: %w", ns, ConfigMapName, err)
 	}
-	return nil
+	return client.Result{}, nil
 }
 
 // active reports whether n takes new content: phase Active and not being

@@ -53,7 +53,7 @@ func TestReconcile(t *testing.T) {
 		t.Run(tc.ns, func(t *testing.T) {
 			cms := &fakeapi.Client[*corev1.ConfigMap]{}
 			sw.c = cms
-			if err := c.Reconcile(t.Context(), tc.ns); err != nil {
+			if _, err := c.Reconcile(t.Context(), tc.ns); err != nil {
 				t.Fatal(err)
 			}
 			if got := cms.Verbs(); !slices.Equal(got, tc.wantVerbs) {

@@ -77,32 +77,32 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // Reconcile creates the default ServiceAccount of the namespace named ns
 // if the namespace is Active and the ServiceAccount is missing.
-func (c *Controller) Reconcile(ctx context.Context, ns string) error {
+func (c *Controller) Reconcile(ctx context.Context, ns string) (client.Result, error) {
 	n, ok := c.cfg.NamespaceInformer.Store().Get(ns)
 	if !ok || !active(n) {
-		return nil
+		return client.Result{}, nil
 	}
 	if _, ok := c.cfg.ServiceAccountInformer.Store().GetByName(ns, Default); ok {
-		return nil
+		return client.Result{}, nil
 	}
 	sa := &corev1.ServiceAccount{ApiVersion: "v1", Kind: "ServiceAccount", Metadata: &metav1.ObjectMeta{Namespace: ns, Name: Default}}
 	_, err := c.cfg.ServiceAccounts.Create(ctx, sa)
 	switch {
 	case err == nil:
 		c.log.DebugContext(ctx, "created the default ServiceAccount", "namespace", ns)
-		return nil
+		return client.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
-		return nil
+		return client.Result{}, nil
 	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
 		// The namespace started terminating or went away since the
 		// cache saw it (Kubernetes' controller lets this pass too); its
 		// update or deletion comes through the informer.
 		if cur, ok := c.cfg.NamespaceInformer.Store().Get(ns); !ok || !active(cur) {
-			return nil
+			return client.Result{}, nil
 		}
-		return fmt.Errorf("serviceaccount %s/%s: create: %w", ns, Default, err)
+		return client.Result{}, fmt.Errorf("serviceaccount %s/%s: create: %w", ns, Default, err)
 	default:
-		return fmt.Errorf("serviceaccount %s/%s: create: %w", ns, Default, err)
+		return client.Result{}, fmt.Errorf("serviceaccount %s/%s: create: %w", ns, Default, err)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestReconcile(t *testing.T) {
 				sas.Fail = func(string, string) error { return tc.fail }
 			}
 			sw.c = sas
-			err := c.Reconcile(t.Context(), tc.ns)
+			_, err := c.Reconcile(t.Context(), tc.ns)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err: %v, want error %v", err, tc.wantErr)
 			}

@@ -163,47 +163,48 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // Reconcile syncs the StatefulSet named by key.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	cached, ok := c.cfg.SetInformer.Store().Get(key)
 	if !ok {
-		return nil
+		return client.Result{}, nil
 	}
 	set := proto.Clone(cached).(*appsv1.StatefulSet)
 	if set.GetMetadata().GetDeletionTimestamp() != nil {
 		// The garbage collector takes its pods (and, per its policy, claims).
-		return nil
+		return client.Result{}, nil
 	}
 	sel, err := kubeconv.Selector(set.GetSpec().GetSelector())
 	if err != nil || sel.Empty() {
 		ctrl.Eventf(c.cfg.Recorder, set, "Warning", "InvalidSelector", "The selector of this StatefulSet selects no or all pods")
-		return nil
+		return client.Result{}, nil
 	}
 	pods, err := c.claimPods(ctx, set, sel)
 	if err != nil {
-		return err
+		return client.Result{}, err
 	}
 	all, cur, upd, err := c.revisions(ctx, set, sel)
 	if errors.Is(err, errCollision) {
-		return err
+		return client.Result{}, err
 	}
 	if err != nil {
-		return fmt.Errorf("statefulset %s: revisions: %w", key, err)
+		return client.Result{}, fmt.Errorf("statefulset %s: revisions: %w", key, err)
 	}
 	s := &syncer{c: c, set: set, cur: cur, upd: upd}
 	if s.curSet, err = withRevision(set, cur); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	if s.updSet, err = withRevision(set, upd); err != nil {
-		return err
+		return client.Result{}, err
 	}
 	pods, serr := s.sync(ctx, pods)
-	if err := c.syncStatus(ctx, set, pods, cur, upd); err != nil && serr == nil {
+	res, err := c.syncStatus(ctx, set, pods, cur, upd)
+	if err != nil && serr == nil {
 		serr = err
 	}
 	if serr != nil {
-		return serr
+		return res, serr
 	}
-	return c.truncateHistory(ctx, set, pods, all, cur, upd)
+	return res, c.truncateHistory(ctx, set, pods, all, cur, upd)
 }
 
 // withRevision is set with the template revision h holds.
@@ -300,8 +301,9 @@ func revisionOf(p *corev1.Pod) string { return p.GetMetadata().GetLabels()[HashL
 // syncStatus writes the status Kubernetes' controller computes: the
 // created pods, ready and available ones, those at the current and the
 // update revision; the rollout is complete (the update revision becomes
-// current) once every pod is updated and ready.
-func (c *Controller) syncStatus(ctx context.Context, set *appsv1.StatefulSet, pods []*corev1.Pod, cur, upd *appsv1.ControllerRevision) error {
+// current) once every pod is updated and ready. It asks to run again when
+// the first ready pod becomes available with time.
+func (c *Controller) syncStatus(ctx context.Context, set *appsv1.StatefulSet, pods []*corev1.Pod, cur, upd *appsv1.ControllerRevision) (client.Result, error) {
 	now := c.now()
 	minReady := set.GetSpec().GetMinReadySeconds()
 	st := &appsv1.StatefulSetStatus{
@@ -311,7 +313,7 @@ func (c *Controller) syncStatus(ctx context.Context, set *appsv1.StatefulSet, po
 		CollisionCount:     set.GetStatus().CollisionCount,
 		Conditions:         set.GetStatus().GetConditions(),
 	}
-	var wait time.Duration
+	var res client.Result
 	for _, p := range pods {
 		if created(p) {
 			st.Replicas++
@@ -321,9 +323,7 @@ func (c *Controller) syncStatus(ctx context.Context, set *appsv1.StatefulSet, po
 			if ctrl.PodAvailable(p, minReady, now) {
 				st.AvailableReplicas++
 			} else if _, since := ctrl.PodReady(p); !since.IsZero() {
-				if d := since.Add(time.Duration(minReady)*time.Second).Sub(now) + 10*time.Millisecond; wait == 0 || d < wait {
-					wait = d
-				}
+				res = res.Sooner(since.Add(time.Duration(minReady)*time.Second).Sub(now) + 10*time.Millisecond)
 			}
 		}
 		if created(p) && !terminating(p) {
@@ -339,19 +339,16 @@ func (c *Controller) syncStatus(ctx context.Context, set *appsv1.StatefulSet, po
 		st.CurrentRevision = st.UpdateRevision
 		st.CurrentReplicas = st.UpdatedReplicas
 	}
-	if wait > 0 {
-		c.queue.AddAfter(client.Key(set), wait)
-	}
 	if proto.Equal(st, set.GetStatus()) {
-		return nil
+		return res, nil
 	}
 	u := proto.Clone(set).(*appsv1.StatefulSet)
 	u.Status = st
 	if _, err := c.cfg.StatefulSets.UpdateStatus(ctx, u); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return res, nil
 		}
-		return fmt.Errorf("statefulset %s: status: %w", client.Key(set), err)
+		return res, fmt.Errorf("statefulset %s: status: %w", client.Key(set), err)
 	}
-	return nil
+	return res, nil
 }

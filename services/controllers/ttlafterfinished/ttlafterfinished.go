@@ -76,40 +76,34 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 
 // Reconcile deletes the Job named by key if its TTL has expired, or asks to
 // be called again when it will.
-func (c *Controller) Reconcile(ctx context.Context, key string) error {
+func (c *Controller) Reconcile(ctx context.Context, key string) (client.Result, error) {
 	j, ok := c.cfg.JobInformer.Store().Get(key)
 	if !ok || j.GetMetadata().GetDeletionTimestamp() != nil || !needsCleanup(j) {
-		return nil
+		return client.Result{}, nil
 	}
 	if left, err := c.timeLeft(j); err != nil || left > 0 {
-		if left > 0 {
-			c.queue.AddAfter(key, left)
-		}
-		return err
+		return client.Result{}.Sooner(left), err
 	}
 	ns, name := client.SplitKey(key)
 	fresh, err := c.cfg.Jobs.Get(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return client.Result{}, nil
 	}
 	if err != nil {
-		return fmt.Errorf("ttlafterfinished %s: get: %w", key, err)
+		return client.Result{}, fmt.Errorf("ttlafterfinished %s: get: %w", key, err)
 	}
 	if fresh.GetMetadata().GetDeletionTimestamp() != nil || !needsCleanup(fresh) {
-		return nil
+		return client.Result{}, nil
 	}
 	if left, err := c.timeLeft(fresh); err != nil || left > 0 {
-		if left > 0 {
-			c.queue.AddAfter(key, left)
-		}
-		return err
+		return client.Result{}.Sooner(left), err
 	}
 	err = c.cfg.Jobs.Delete(ctx, ns, name, client.DeleteOptions{PropagationPolicy: "Foreground", UID: fresh.GetMetadata().GetUid()})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("ttlafterfinished %s: delete: %w", key, err)
+		return client.Result{}, fmt.Errorf("ttlafterfinished %s: delete: %w", key, err)
 	}
 	c.log.Debug("deleted finished job", "job", key)
-	return nil
+	return client.Result{}, nil
 }
 
 // needsCleanup reports whether j has a TTL and finished.

@@ -101,8 +101,12 @@ func TestDeletesAfterTTL(t *testing.T) {
 			t.Fatal("the informer did not see the nudge")
 		}
 	}
-	if err := c.Reconcile(ctx, "default/ttl"); err != nil {
+	res, err := c.Reconcile(ctx, "default/ttl")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if res.RequeueAfter != 30*time.Second {
+		t.Errorf("half-way reconcile asked to run again after %v, want the 30 s left", res.RequeueAfter)
 	}
 	if deleting("ttl") {
 		t.Fatal("deleted 30 s into a 60 s TTL")

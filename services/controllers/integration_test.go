@@ -129,6 +129,24 @@ func startCluster(t *testing.T, tweak ...func(*controllers.Config)) *cluster {
 	return c
 }
 
+// gcSentinel creates in ns a pod named name whose owner does not exist and
+// waits until the garbage collector has deleted it: a sign that it has
+// processed what happened before.
+func (c *cluster) gcSentinel(t *testing.T, ns, name string) {
+	t.Helper()
+	owner := &metav1.OwnerReference{ApiVersion: "apps/v1", Kind: "ReplicaSet", Name: name + "-owner", Uid: "no-such-" + name}
+	p := &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"gc-sentinel": name},
+		OwnerReferences: []*metav1.OwnerReference{owner}},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "sentinel"}}}}
+	if _, err := c.pods.Create(c.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyWithin(t, waitLimit, "the collector to delete the sentinel "+name, func() (bool, string) {
+		_, err := c.pods.Get(c.ctx, ns, name)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
 func (c *cluster) namespace(t *testing.T, name string) {
 	t.Helper()
 	if _, err := c.nss.Create(c.ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: name}}); err != nil {
@@ -376,8 +394,11 @@ func TestDeletePropagation(t *testing.T) {
 				return l
 			}
 			if tc.policy == "Orphan" {
-				// Let the collector act if it were going to.
-				time.Sleep(time.Second)
+				// The collector has handled the deployment's deletion once
+				// it has collected a dependent whose owner is gone, made
+				// after that deletion: only then is "nothing collected"
+				// an observation.
+				c.gcSentinel(t, ns, "after-"+tc.name)
 				l := rsOf()
 				if len(l) != 1 {
 					t.Fatalf("got %d replicasets after orphan delete, want 1", len(l))

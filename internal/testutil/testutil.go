@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kplane/kplane/internal/freeport"
@@ -89,4 +90,13 @@ func RunWithKplane(m *testing.M, bin *string) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// Tail returns the last n lines of s: what a failing test shows of a log.
+func Tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

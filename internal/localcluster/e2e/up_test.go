@@ -144,7 +144,7 @@ func TestUp(t *testing.T) {
 	if out, err := run("get", "endpoints", "kubernetes", "--no-headers"); err != nil || !strings.Contains(out, addrs["gateway"]) {
 		t.Errorf("the kubernetes Endpoints: %q (%v), want %s", out, err, addrs["gateway"])
 	}
-	if out, err := run("apply", "-f", filepath.Join("..", "..", "examples", "deployment.yaml")); err != nil {
+	if out, err := run("apply", "-f", filepath.Join("..", "..", "..", "examples", "deployment.yaml")); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(90 * time.Second)

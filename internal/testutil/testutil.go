@@ -5,6 +5,7 @@
 package testutil
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -72,10 +73,28 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// SkipShort skips the test under go test -short (the quick tier), saying
+// what it does that the quick tier leaves out: building the kplane binary,
+// starting a whole cluster.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped under -short: %s", what)
+	}
+}
+
 // RunWithKplane builds cmd/kplane into a temporary directory, sets *bin to
 // its path, runs the package's tests and removes the binary: a TestMain for
 // packages whose tests start kplane processes. It returns the exit code.
+// Under -short it builds nothing and leaves *bin empty: the tests that run
+// the binary skip themselves with SkipShort.
 func RunWithKplane(m *testing.M, bin *string) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "kplane-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -38,6 +38,7 @@ import (
 // clients whose certificate another CA signed, and that the peer port
 // refuses the store client's certificate (not a member's CN).
 func TestTLS(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	dir := t.TempDir()
 	c, err := localcluster.Start(context.Background(), localcluster.Config{
 		Binary: kplaneBin, DataDir: dir, TLS: true,

@@ -43,6 +43,7 @@ import (
 // stops it with SIGINT (Ctrl-C): it exits cleanly and every process it
 // started is gone.
 func TestUp(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	kubectl := testutil.RequireBinary(t, "kubectl", "apt-get install kubectl")
 	dir := t.TempDir()
 	cmd := exec.Command(kplaneBin, "up", "--base-port=0", "--data-dir", dir)
@@ -455,6 +456,7 @@ func countActive(ps []localcluster.ProcessStatus) int {
 // cleanly, every process is gone, and `kplane status` then says nothing
 // runs there.
 func TestUpDown(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	dir := t.TempDir()
 	cmd := exec.Command(kplaneBin, "up", "--base-port=0", "--data-dir", dir,
 		"--store-members=1", "--apiservers=1", "--schedulers=1", "--controller-managers=1", "--nodes=1")

@@ -32,6 +32,7 @@ import (
 // logged), while members, the API services' store client, the admin
 // kubeconfig and the cluster keep working.
 func TestUpStoreTrust(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	etcdctlBin := testutil.RequireBinary(t, "etcdctl", "apt-get install -y etcd-client")
 	kubectl := testutil.RequireBinary(t, "kubectl", "apt-get install kubectl")
 	dir := t.TempDir()

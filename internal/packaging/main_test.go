@@ -64,7 +64,7 @@ func TestMain(m *testing.M) {
 	if kplane.dir != "" {
 		os.RemoveAll(kplane.dir)
 	}
-	os.Exit(code)
+	os.Exit(testutil.CheckLeaks(code))
 }
 
 // TestCheckArgsCatchesMistakes tests the checker: unknown flags, values of

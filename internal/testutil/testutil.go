@@ -86,14 +86,15 @@ func SkipShort(t testing.TB, what string) {
 // RunWithKplane builds cmd/kplane into a temporary directory, sets *bin to
 // its path, runs the package's tests and removes the binary: a TestMain for
 // packages whose tests start kplane processes. It returns the exit code.
-// Under -short it builds nothing and leaves *bin empty: the tests that run
+// Like VerifyNoLeaks, it fails a successful run that leaves goroutines
+// behind. Under -short it builds nothing and leaves *bin empty: the tests that run
 // the binary skip themselves with SkipShort.
 func RunWithKplane(m *testing.M, bin *string) int {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
 	if testing.Short() {
-		return m.Run()
+		return CheckLeaks(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "kplane-test-")
 	if err != nil {
@@ -108,7 +109,7 @@ func RunWithKplane(m *testing.M, bin *string) int {
 		fmt.Fprintln(os.Stderr, "build kplane:", err)
 		return 1
 	}
-	return m.Run()
+	return CheckLeaks(m.Run())
 }
 
 // Tail returns the last n lines of s: what a failing test shows of a log.

@@ -106,7 +106,7 @@ func TestMain(m *testing.M) {
 	if kplaneOnce.path != "" {
 		os.RemoveAll(filepath.Dir(kplaneOnce.path))
 	}
-	os.Exit(code)
+	os.Exit(testutil.CheckLeaks(code))
 }
 
 type buildError struct {

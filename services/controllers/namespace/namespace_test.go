@@ -66,6 +66,7 @@ func TestReconcile(t *testing.T) {
 			inf := fakeapi.Informer([]*corev1.Namespace{terminating, finalized, live}, client.InformerOptions[*corev1.Namespace]{})
 			d := &countDeleter{left: tc.left, err: tc.err}
 			c := New(Config{Namespaces: nss, Informer: inf, Deleters: []Deleter{d}, Recheck: time.Hour})
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			fakeapi.Start(t, inf)
 			if err := c.Reconcile(context.Background(), tc.key); (err != nil) != tc.wantErr {
 				t.Fatalf("got error %v, want error: %v", err, tc.wantErr)

@@ -134,10 +134,10 @@ func TestKubectlCustomResources(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { cancel(); _ = cmd.Wait() }()
-			waitFor(t, &watched, "COLOR")
-			waitFor(t, &watched, "green")
+			outputContains(t, &watched, "COLOR")
+			outputContains(t, &watched, "green")
 			k.ok([]string{"patch", "widget", "w1", "-n", "default", "--type=merge", "-p", `{"spec":{"color":"yellow"}}`}, "widget.example.com/w1 patched")
-			waitFor(t, &watched, "yellow")
+			outputContains(t, &watched, "yellow")
 			// Discovery names it, with its short name and subresource.
 			k.ok([]string{"api-resources", "--api-group=example.com"}, "widgets", "wd", "example.com/v1", "true", "Widget")
 			k.ok([]string{"get", "--raw", "/apis/example.com/v1"}, `"name":"widgets/status"`)

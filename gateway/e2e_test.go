@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/internal/testutil"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
@@ -281,9 +282,9 @@ lastTimestamp: "2026-01-01T00:00:00Z"
 			t.Fatal(err)
 		}
 		defer func() { cancel(); _ = cmd.Wait() }()
-		waitFor(t, &out, "mypod")
+		outputContains(t, &out, "mypod")
 		k.ok([]string{"run", "watched", "--image=busybox"}, "pod/watched created")
-		waitFor(t, &out, "watched")
+		outputContains(t, &out, "watched")
 
 		// One object: kubectl drops the first event of the watch
 		// (?fieldSelector=metadata.name=watched&resourceVersion=0) and
@@ -295,9 +296,9 @@ lastTimestamp: "2026-01-01T00:00:00Z"
 			t.Fatal(err)
 		}
 		defer func() { cancel(); _ = one.Wait() }()
-		waitFor(t, &oneOut, "watched")
+		outputContains(t, &oneOut, "watched")
 		k.ok([]string{"label", "pod", "watched", "seen=yes"}, "labeled")
-		waitFor(t, &oneOut, "MODIFIED")
+		outputContains(t, &oneOut, "MODIFIED")
 	})
 	t.Run("rollout status", func(t *testing.T) {
 		// No controllers run here: the test plays the Deployment
@@ -362,14 +363,11 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor waits (at most 30s) until out contains want.
-func waitFor(t *testing.T, out *syncBuffer, want string) {
+// outputContains waits (at most 30s) until out contains want.
+func outputContains(t *testing.T, out *syncBuffer, want string) {
 	t.Helper()
-	for i := 0; i < 300; i++ {
-		if strings.Contains(out.String(), want) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("got output\n%s\nwant it to contain %q", out.String(), want)
+	testutil.Eventually(t, fmt.Sprintf("the output to contain %q", want), func() (bool, string) {
+		got := out.String()
+		return strings.Contains(got, want), "\n" + got
+	})
 }

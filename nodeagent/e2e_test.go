@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	"github.com/kplane/kplane/proto/apierrors"
@@ -886,16 +888,47 @@ func TestAgentRestartAdopts(t *testing.T) {
 	}
 }
 
+// runtimeCalls is a runtime that counts the agent's probes (ExecSync) and
+// relists (ListContainers).
+type runtimeCalls struct {
+	cri.Server
+	execs, lists atomic.Int64
+}
+
+func (r *runtimeCalls) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	r.execs.Add(1)
+	return r.Server.ExecSync(ctx, req)
+}
+
+func (r *runtimeCalls) ListContainers(ctx context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	r.lists.Add(1)
+	return r.Server.ListContainers(ctx, req)
+}
+
 // TestStatusWrittenOnlyOnChange: a pod that stays the same (running, ready,
 // probed every second) gets no further status writes.
 func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	c := startCluster(t)
-	startSimNode(t, c, "n1", nil)
+	n := startSimRuntime(t, "n1")
+	calls := &runtimeCalls{Server: n.rt}
+	cc, err := cri.New(cri.Config{Server: calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	n.cri = cc
+	n.startAgent(t, c, nil)
 	p := c.runPod(t, simPod("stable", nil, func(s *corev1.PodSpec) {
 		s.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"ok"}}}, PeriodSeconds: 1}
 	}), "n1")
 	before := waitReady(t, c, p, true)
-	time.Sleep(3 * time.Second) // three probe periods, several relists
+	// Wait until the agent has probed the pod and relisted the runtime
+	// three more times: each was a chance to write the status.
+	probes, relists := calls.execs.Load(), calls.lists.Load()
+	testutil.EventuallyWithin(t, time.Minute, "three more probes and relists", func() (bool, string) {
+		e, l := calls.execs.Load()-probes, calls.lists.Load()-relists
+		return e >= 3 && l >= 3, fmt.Sprintf("%d probes, %d relists", e, l)
+	})
 	after, err := c.pods.Get(context.Background(), "default", "stable")
 	if err != nil {
 		t.Fatal(err)

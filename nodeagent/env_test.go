@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/nodeagent/simruntime"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -142,17 +143,7 @@ func TestNodeReadsOnlyItsPodsObjects(t *testing.T) {
 		_, err := n1Secrets.Get(ctx, "default", name)
 		return err
 	}
-	// The graph follows the pods through the API service's watch: allow
-	// it a moment to see the bindings.
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-		}
-	}
-	eventually("n1 reads its pod's configmap", func() bool { return get("configmap", "n1-config") == nil })
+	testutil.EventuallyWithin(t, 10*time.Second, "n1 reads its pod's configmap", func() bool { return get("configmap", "n1-config") == nil })
 	tests := []struct {
 		name, kind, object string
 		allowed            bool
@@ -223,5 +214,5 @@ func TestNodeReadsOnlyItsPodsObjects(t *testing.T) {
 	if err := c.pods.Delete(ctx, "default", "p1", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	eventually("n1 loses its deleted pod's configmap", func() bool { return apierrors.IsForbidden(get("configmap", "n1-config")) })
+	testutil.EventuallyWithin(t, 10*time.Second, "n1 loses its deleted pod's configmap", func() bool { return apierrors.IsForbidden(get("configmap", "n1-config")) })
 }

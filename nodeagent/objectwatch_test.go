@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -131,16 +132,6 @@ func (s *countedStream) RecvMsg(m any) error {
 	return err
 }
 
-// eventually polls cond (10s at most).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-	}
-}
-
 // watchFixture is a watchedObjects over a counting admin connection to a
 // real API service, running until the test ends.
 type watchFixture struct {
@@ -230,7 +221,7 @@ func TestWatchedObjectsRefCounting(t *testing.T) {
 	if got := f.conn.count("GetConfigMap", "GetSecret"); got != 0 {
 		t.Errorf("gets: got %d, want 0", got)
 	}
-	eventually(t, "three watch streams open", func() bool { return f.conn.openWatches() == 3 })
+	testutil.EventuallyWithin(t, 10*time.Second, "three watch streams open", func() bool { return f.conn.openWatches() == 3 })
 
 	// A change reaches the reads through the watch.
 	cm, err := f.cms.Get(ctx, "default", "shared")
@@ -241,7 +232,7 @@ func TestWatchedObjectsRefCounting(t *testing.T) {
 	if _, err := f.cms.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change read", func() bool {
+	testutil.EventuallyWithin(t, 10*time.Second, "the change read", func() bool {
 		cm, err := f.w.ConfigMap(ctx, "default", "shared")
 		return err == nil && cm.GetData()["k"] == "changed"
 	})
@@ -251,7 +242,7 @@ func TestWatchedObjectsRefCounting(t *testing.T) {
 	if got := f.w.watching(); got != 2 {
 		t.Errorf("watches after a left: got %d, want 2", got)
 	}
-	eventually(t, "own's watch stream ends", func() bool { return f.conn.openWatches() == 2 })
+	testutil.EventuallyWithin(t, 10*time.Second, "own's watch stream ends", func() bool { return f.conn.openWatches() == 2 })
 	if _, err := f.w.ConfigMap(ctx, "default", "own"); err == nil {
 		t.Error("own is still readable after the last pod using it left")
 	}
@@ -263,7 +254,7 @@ func TestWatchedObjectsRefCounting(t *testing.T) {
 	if got := f.w.watching(); got != 0 {
 		t.Errorf("watches after every pod left: got %d, want 0", got)
 	}
-	eventually(t, "every watch stream ends", func() bool { return f.conn.openWatches() == 0 })
+	testutil.EventuallyWithin(t, 10*time.Second, "every watch stream ends", func() bool { return f.conn.openWatches() == 0 })
 	if got := f.conn.count("ListConfigMaps", "ListSecrets"); got != 3 {
 		t.Errorf("lists at the end: got %d, want still 3", got)
 	}
@@ -282,7 +273,7 @@ func TestWatchedObjectsImmutable(t *testing.T) {
 	if got := f.w.watching(); got != 0 {
 		t.Errorf("watches after reading an immutable object: got %d, want 0", got)
 	}
-	eventually(t, "the watch stream ends", func() bool { return f.conn.openWatches() == 0 })
+	testutil.EventuallyWithin(t, 10*time.Second, "the watch stream ends", func() bool { return f.conn.openWatches() == 0 })
 	before := f.conn.count("ListConfigMaps", "WatchConfigMaps", "GetConfigMap")
 	f.w.register(podUsing("b", []string{"frozen"}, nil))
 	f.w.stopIdle(time.Now().Add(time.Hour)) // an immutable object is not restarted as idle
@@ -354,7 +345,7 @@ func TestWatchedObjectsIdle(t *testing.T) {
 	if got := f.w.watching(); got != 0 {
 		t.Fatalf("watches after maxIdle without reads: got %d, want 0", got)
 	}
-	eventually(t, "the idle watch stream ends", func() bool { return f.conn.openWatches() == 0 })
+	testutil.EventuallyWithin(t, 10*time.Second, "the idle watch stream ends", func() bool { return f.conn.openWatches() == 0 })
 	cm, err := f.cms.Get(ctx, "default", "env-only")
 	if err != nil {
 		t.Fatal(err)
@@ -517,7 +508,7 @@ func TestWatchStrategyAPICalls(t *testing.T) {
 	if err := c.pods.Delete(ctx, "default", "app-0", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted pod's own ConfigMap and Secret no longer watched", func() bool {
+	testutil.EventuallyWithin(t, 10*time.Second, "the deleted pod's own ConfigMap and Secret no longer watched", func() bool {
 		return node.agent.watches.watching() == objects-2 && conn.openWatches() == objects-2
 	})
 }

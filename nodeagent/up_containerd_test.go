@@ -45,6 +45,7 @@ import (
 // deleted no veth, network namespace or NAT rule of theirs remains. Root
 // and containerd are needed (skipped otherwise; failed under CI=true).
 func TestUpContainerd(t *testing.T) {
+	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
 	testutil.RequireRoot(t, "a real containerd runs as root")
 	for _, b := range containerdtest.Binaries {
 		testutil.RequireBinary(t, b, containerdtest.InstallHint)
@@ -190,6 +191,7 @@ func TestUpContainerd(t *testing.T) {
 // Kubernetes' network model wants). Root and containerd are needed
 // (skipped otherwise; failed under CI=true).
 func TestUpContainerdNodes(t *testing.T) {
+	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
 	testutil.RequireRoot(t, "a real containerd runs as root")
 	for _, b := range containerdtest.Binaries {
 		testutil.RequireBinary(t, b, containerdtest.InstallHint)

@@ -2,6 +2,12 @@
 # The whole test suite. `.ci/run` calls exactly this; so can you.
 #   scripts/test.sh            everything (installs what the tests need when run as root)
 #   SKIP_INSTALL=1 scripts/test.sh   do not try to install anything
+# The quick tier, for a change in progress, is not this script but
+#   go test -short ./...
+# which skips every test that builds the kplane binary or starts a whole
+# cluster of its processes (`kplane up`, `kplane store`, the chaos and
+# packaging tests): they call testutil.SkipShort, and testutil.RunWithKplane
+# builds nothing under -short. This script runs the full tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -43,6 +43,7 @@ func requireJaeger(t *testing.T) string {
 // every process exports to a real Jaeger, finds the pod's trace in Jaeger's
 // query API with spans from every service, and prints it with kplane trace.
 func TestDeploymentTraceInJaeger(t *testing.T) {
+	testutil.SkipShort(t, "builds and runs the kplane binary")
 	kubectl := testutil.RequireBinary(t, "kubectl", "kubectl (the Google Cloud SDK component, or a release binary)")
 	jbin := requireJaeger(t)
 	dir := t.TempDir()

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 // supervised starts sh -c script under s and returns it.
@@ -24,16 +26,6 @@ func supervised(t *testing.T, s *supervisor, script string) *proc {
 	return p
 }
 
-// waitUntil polls cond every 10 ms for up to 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %s", what)
-		}
-	}
-}
-
 // TestSuperviseRestartsKilled kills a running process with SIGKILL: the
 // supervisor starts a new one (another PID), counts the restart and
 // reports it; once stopped, it restarts nothing.
@@ -45,7 +37,7 @@ func TestSuperviseRestartsKilled(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		old := p.PID()
 		p.Kill()
-		waitUntil(t, "a new incarnation", func() bool { return p.Running() && p.PID() != old })
+		testutil.EventuallyWithin(t, 10*time.Second, "a new incarnation", func() bool { return p.Running() && p.PID() != old })
 		if got := p.Restarts(); got != i {
 			t.Errorf("after kill %d: %d restarts counted", i, got)
 		}
@@ -53,10 +45,12 @@ func TestSuperviseRestartsKilled(t *testing.T) {
 	if reported.Load() != 2 {
 		t.Errorf("restarted reported %d times, want 2", reported.Load())
 	}
+	// stop returns once every supervising goroutine has, and Kill once the
+	// process has exited: nothing is left that could restart it, so what
+	// follows is the final state, not a guess after a pause.
 	s.stop()
 	pid := p.PID()
 	p.Kill()
-	time.Sleep(100 * time.Millisecond) // ten backoffs
 	if p.Running() || p.PID() != pid || p.Restarts() != 2 {
 		t.Errorf("after stop: running %v, pid %d (was %d), %d restarts; want nothing restarted", p.Running(), p.PID(), pid, p.Restarts())
 	}
@@ -73,7 +67,7 @@ func TestSuperviseBackoff(t *testing.T) {
 	// Waits of 20, 40, 80, 80 ms: four restarts take at least 220 ms
 	// (no upper bound is asserted: the machine may be slow).
 	start := time.Now()
-	waitUntil(t, "four restarts", func() bool { return failing.Restarts() >= 4 })
+	testutil.EventuallyWithin(t, 10*time.Second, "four restarts", func() bool { return failing.Restarts() >= 4 })
 	if d := time.Since(start); d < 220*time.Millisecond {
 		t.Errorf("four restarts in %v: the backoff does not grow", d)
 	}

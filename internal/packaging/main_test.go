@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 // repoRoot is the repository's root directory.
@@ -29,6 +31,7 @@ var kplane struct {
 // kplaneBinary builds cmd/kplane once for the package's tests.
 func kplaneBinary(t testing.TB) string {
 	t.Helper()
+	testutil.SkipShort(t, "builds the kplane binary")
 	kplane.once.Do(func() {
 		dir, err := os.MkdirTemp("", "kplane-packaging")
 		if err != nil {
@@ -61,7 +64,7 @@ func TestMain(m *testing.M) {
 	if kplane.dir != "" {
 		os.RemoveAll(kplane.dir)
 	}
-	os.Exit(code)
+	os.Exit(testutil.CheckLeaks(code))
 }
 
 // TestCheckArgsCatchesMistakes tests the checker: unknown flags, values of

@@ -5,11 +5,13 @@
 package testutil
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kplane/kplane/internal/freeport"
@@ -71,10 +73,29 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// SkipShort skips the test under go test -short (the quick tier), saying
+// what it does that the quick tier leaves out: building the kplane binary,
+// starting a whole cluster.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped under -short: %s", what)
+	}
+}
+
 // RunWithKplane builds cmd/kplane into a temporary directory, sets *bin to
 // its path, runs the package's tests and removes the binary: a TestMain for
 // packages whose tests start kplane processes. It returns the exit code.
+// Like VerifyNoLeaks, it fails a successful run that leaves goroutines
+// behind. Under -short it builds nothing and leaves *bin empty: the tests that run
+// the binary skip themselves with SkipShort.
 func RunWithKplane(m *testing.M, bin *string) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return CheckLeaks(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "kplane-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -88,5 +109,14 @@ func RunWithKplane(m *testing.M, bin *string) int {
 		fmt.Fprintln(os.Stderr, "build kplane:", err)
 		return 1
 	}
-	return m.Run()
+	return CheckLeaks(m.Run())
+}
+
+// Tail returns the last n lines of s: what a failing test shows of a log.
+func Tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	os.Exit(testutil.CheckLeaks(code))
 }
 
 // sharedContainerd returns the package's containerd, starting it on first

@@ -7,12 +7,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 var t0 = time.Date(2016, 10, 6, 0, 17, 9, 669794202, time.UTC)
@@ -166,13 +169,10 @@ func TestFollow(t *testing.T) {
 	go func() { done <- Read(ctx, p, ReadOptions{Follow: true, PollInterval: 5 * time.Millisecond}, &out) }()
 	waitFor := func(want string) {
 		t.Helper()
-		for range 2000 {
-			if out.String() == want {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		t.Fatalf("followed output: got %q, want %q", out.String(), want)
+		testutil.EventuallyWithin(t, 10*time.Second, fmt.Sprintf("followed output %q", want), func() (bool, string) {
+			got := out.String()
+			return got == want, fmt.Sprintf("%q", got)
+		})
 	}
 	waitFor("one\n")
 	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)

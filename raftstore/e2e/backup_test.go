@@ -20,6 +20,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/snapshot"
 	"go.uber.org/zap"
+
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 // TestBackupRestoreCLI backs up a 3-member store, stops it, wipes every
@@ -27,6 +29,7 @@ import (
 // restore and starts the members again with their original flags: the keys
 // are back at their revisions, and the cluster takes writes.
 func TestBackupRestoreCLI(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	c := startCluster(t)
 	cli := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -57,11 +57,13 @@ type driver interface {
 }
 
 func TestInteropClientV3(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	c := startCluster(t)
 	runScenario(t, c, &clientDriver{cli: newClient(t, c)})
 }
 
 func TestInteropEtcdctl(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	bin := testutil.RequireBinary(t, "etcdctl", "apt-get install -y etcd-client")
 	c := startCluster(t)
 	runScenario(t, c, &etcdctlDriver{bin: bin, endpoints: c.Endpoints()})

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kplane/kplane/internal/localcluster"
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 // acked records the writes the cluster acknowledged.
@@ -78,6 +79,7 @@ func leaderOf(t *testing.T, c *localcluster.Cluster, cli *clientv3.Client) *loca
 // them: every acknowledged write is there afterwards, on every member, and
 // the revision did not go back.
 func TestKill9(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	c := startCluster(t)
 	cli := newClient(t, c)
 	a := &acked{values: map[string]string{}}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kplane/kplane/internal/localcluster"
+	"github.com/kplane/kplane/internal/testutil"
 )
 
 func memberClient(t *testing.T, m *localcluster.Member) *clientv3.Client {
@@ -35,6 +36,7 @@ func memberClient(t *testing.T, m *localcluster.Member) *clientv3.Client {
 // deposed leader); paused as a follower, it resumes behind. Either way a
 // default read must return the newer value.
 func TestNoStaleReadAfterPause(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	c := startCluster(t)
 	cli := newClient(t, c)
 	for _, role := range []string{"leader", "follower"} {

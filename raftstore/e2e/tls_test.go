@@ -12,10 +12,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,12 +21,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/internal/testutil/raftpeer"
 )
 
 // TestTLS runs a 3-member store with mutual TLS on the client and peer
@@ -40,6 +38,7 @@ import (
 // clients whose certificate another CA signed, and that the peer port
 // refuses the store client's certificate (not a member's CN).
 func TestTLS(t *testing.T) {
+	testutil.SkipShort(t, "runs a store of `kplane store` processes of the built binary")
 	dir := t.TempDir()
 	c, err := localcluster.Start(context.Background(), localcluster.Config{
 		Binary: kplaneBin, DataDir: dir, TLS: true,
@@ -52,7 +51,7 @@ func TestTLS(t *testing.T) {
 		if t.Failed() {
 			for _, m := range c.Members {
 				b, _ := os.ReadFile(m.LogPath)
-				t.Logf("--- %s log ---\n%s", m.Name, tail(string(b), 30))
+				t.Logf("--- %s log ---\n%s", m.Name, testutil.Tail(string(b), 30))
 			}
 		}
 	})
@@ -132,13 +131,13 @@ func TestTLS(t *testing.T) {
 		if err == nil {
 			t.Errorf("client port, %s: got an answer, want a refusal", tc.name)
 		}
-		if err := requestVote(peerAddr, tc.tls); err == nil {
+		if err := raftpeer.RequestVote(peerAddr, tc.tls); err == nil {
 			t.Errorf("peer port, %s: got a Raft answer, want a refusal", tc.name)
 		}
 	}
 	// A store client certificate (the store CA signed it, but its CN names
 	// no member) reaches the client port, not Raft (--peer-cert-allowed-cn).
-	if err := requestVote(peerAddr, good); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+	if err := raftpeer.RequestVote(peerAddr, good); err == nil || !strings.Contains(err.Error(), "bad certificate") {
 		t.Errorf("peer port with the store client certificate: %v, want the member's bad certificate alert", err)
 	}
 	// The positive control for the peer port: a member's own peer
@@ -149,7 +148,7 @@ func TestTLS(t *testing.T) {
 	}
 	peerTLS := good.Clone()
 	peerTLS.Certificates = []tls.Certificate{peerCert}
-	if err := requestVote(peerAddr, peerTLS); err != nil {
+	if err := raftpeer.RequestVote(peerAddr, peerTLS); err != nil {
 		t.Errorf("peer port with a member's peer certificate: %v", err)
 	}
 }
@@ -167,51 +166,12 @@ func etcdClient(t *testing.T, endpoint string, tc *tls.Config) *clientv3.Client 
 
 func hostOf(t *testing.T, raw string) string {
 	t.Helper()
-	u, err := url.Parse(raw)
+	addr, err := raftpeer.Addr(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u.Host
+	return addr
 }
-
-// requestVote sends a harmless Raft RequestVote (term 0) to a member's
-// peer port through hashicorp/raft's own transport, over TLS with tc or
-// plaintext TCP when tc is nil, and returns the transport's error.
-func requestVote(addr string, tc *tls.Config) error {
-	trans := raft.NewNetworkTransport(&dialOnly{tls: tc, closed: make(chan struct{})}, 1, 3*time.Second, io.Discard)
-	defer trans.Close()
-	var resp raft.RequestVoteResponse
-	return trans.RequestVote("e2e", raft.ServerAddress(addr), &raft.RequestVoteRequest{
-		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("e2e"), Addr: []byte("127.0.0.1:1")},
-	}, &resp)
-}
-
-// dialOnly is a raft.StreamLayer that only dials (its listener accepts
-// nothing).
-type dialOnly struct {
-	tls    *tls.Config
-	closed chan struct{}
-}
-
-func (d *dialOnly) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	nd := &net.Dialer{Timeout: timeout}
-	if d.tls == nil {
-		return nd.Dial("tcp", string(addr))
-	}
-	return (&tls.Dialer{NetDialer: nd, Config: d.tls}).Dial("tcp", string(addr))
-}
-
-func (d *dialOnly) Accept() (net.Conn, error) {
-	<-d.closed
-	return nil, net.ErrClosed
-}
-
-func (d *dialOnly) Close() error {
-	close(d.closed)
-	return nil
-}
-
-func (d *dialOnly) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
 
 // otherCA returns a TLS configuration from a CA unrelated to the cluster's:
 // a client certificate it signed and a pool that trusts only it.
@@ -257,12 +217,4 @@ func otherCA(t *testing.T) *tls.Config {
 		RootCAs:      pool,
 		MinVersion:   tls.VersionTLS12,
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -66,6 +66,7 @@ var kplaneOnce struct {
 
 func kplaneBinary(t testing.TB) (path, help string) {
 	t.Helper()
+	testutil.SkipShort(t, "builds the kplane binary")
 	kplaneOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -105,7 +106,7 @@ func TestMain(m *testing.M) {
 	if kplaneOnce.path != "" {
 		os.RemoveAll(filepath.Dir(kplaneOnce.path))
 	}
-	os.Exit(code)
+	os.Exit(testutil.CheckLeaks(code))
 }
 
 type buildError struct {

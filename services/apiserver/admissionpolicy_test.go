@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	admissionregistrationv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
@@ -69,19 +70,6 @@ func (c policyClients) bind(t *testing.T, policyYAML, bindingYAML string) {
 	}
 }
 
-// eventually retries probe (a dry-run request) until it reports true: the
-// policies reach admission through the service's watch.
-func eventually(t *testing.T, what string, probe func() bool) {
-	t.Helper()
-	for range 200 {
-		if probe() {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s: never happened", what)
-}
-
 func deployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{Metadata: &metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: &appsv1.DeploymentSpec{
@@ -129,7 +117,7 @@ spec: {policyName: max-replicas, validationActions: [Deny]}
 			_, err := c.deps.CreateDeployment(withToken(t, "admintoken"), &appsv1.CreateDeploymentRequest{Namespace: "default", Deployment: d, DryRun: dryRun})
 			return err
 		}
-		eventually(t, "the policy denies", func() bool { return create(deployment("big", 5), dry) != nil })
+		testutil.EventuallyWithin(t, 5*time.Second, "the policy denies", func() bool { return create(deployment("big", 5), dry) != nil })
 		wantRefusal(t, create(deployment("big", 5), nil), 422, apierrors.ReasonInvalid,
 			`deployments.apps "big" is forbidden: ValidatingAdmissionPolicy 'max-replicas' with binding 'max-replicas' denied request: replicas must be at most 3, got 5`)
 		if err := create(deployment("small", 3), nil); err != nil {
@@ -163,7 +151,7 @@ spec: {policyName: needs-team, validationActions: [Warn]}
 				ConfigMap: &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: name, Labels: labels}}}, grpc.Header(&h))
 			return h, err
 		}
-		eventually(t, "the policy warns", func() bool {
+		testutil.EventuallyWithin(t, 5*time.Second, "the policy warns", func() bool {
 			h, err := create("probe", nil, dry)
 			return err == nil && len(h.Get(apierrors.WarningHeader)) > 0
 		})
@@ -197,7 +185,7 @@ metadata: {name: audited}
 spec: {policyName: audited, validationActions: [Audit]}
 `)
 		var h metadata.MD
-		eventually(t, "the policy audits", func() bool {
+		testutil.EventuallyWithin(t, 5*time.Second, "the policy audits", func() bool {
 			var ph metadata.MD
 			_, err := c.sas.CreateServiceAccount(withToken(t, "admintoken"), &corev1.CreateServiceAccountRequest{Namespace: "default", DryRun: dry,
 				ServiceAccount: &corev1.ServiceAccount{Metadata: &metav1.ObjectMeta{Name: "probe"}}}, grpc.Header(&ph))
@@ -249,14 +237,14 @@ spec:
 				Service: &corev1.Service{Metadata: &metav1.ObjectMeta{Name: name}, Spec: &corev1.ServiceSpec{Ports: []*corev1.ServicePort{{Port: 80}}}}})
 			return err
 		}
-		eventually(t, "the policy needs its params", func() bool { return create("probe", dry) != nil })
+		testutil.EventuallyWithin(t, 5*time.Second, "the policy needs its params", func() bool { return create("probe", dry) != nil })
 		wantRefusal(t, create("averyveryverylongname", nil), 422, apierrors.ReasonInvalid,
 			"services \"averyveryverylongname\" is forbidden: ValidatingAdmissionPolicy 'with-params' with binding 'with-params' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction")
 		if _, err := c.cms.CreateConfigMap(withToken(t, "admintoken"), &corev1.CreateConfigMapRequest{Namespace: "default",
 			ConfigMap: &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: "svc-limits", Labels: map[string]string{"team": "a"}}, Data: map[string]string{"maxLen": "5"}}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the params are seen", func() bool { return create("short", dry) == nil })
+		testutil.EventuallyWithin(t, 5*time.Second, "the params are seen", func() bool { return create("short", dry) == nil })
 		wantRefusal(t, create("longername", nil), 403, apierrors.ReasonForbidden,
 			`services "longername" is forbidden: ValidatingAdmissionPolicy 'with-params' with binding 'with-params' denied request: name longer than 5`)
 	})
@@ -292,7 +280,7 @@ spec:
 				Secret: &corev1.Secret{Metadata: &metav1.ObjectMeta{Name: name, Labels: map[string]string{"names": "checked"}}}})
 			return err
 		}
-		eventually(t, "the policy denies", func() bool { return create("abcd", dry) != nil })
+		testutil.EventuallyWithin(t, 5*time.Second, "the policy denies", func() bool { return create("abcd", dry) != nil })
 		// Evaluated once per param: limits-b (3) refuses, limits-a (10)
 		// would not.
 		wantRefusal(t, create("abcd", nil), 422, apierrors.ReasonInvalid,
@@ -332,7 +320,7 @@ spec: {policyName: `+name+`, validationActions: [Deny]}
 		}
 		// Both policies are active once each refuses the name "blocked".
 		for _, fp := range []string{"Fail", "Ignore"} {
-			eventually(t, fp+" policy active", func() bool { return create("blocked", fp, nil, dry) != nil })
+			testutil.EventuallyWithin(t, 5*time.Second, fp+" policy active", func() bool { return create("blocked", fp, nil, dry) != nil })
 		}
 		wantRefusal(t, create("blocked", "Ignore", nil, nil), 422, apierrors.ReasonInvalid,
 			`secrets "blocked" is forbidden: ValidatingAdmissionPolicy 'team-a-ignore' with binding 'team-a-ignore' denied request: blocked`)
@@ -446,7 +434,7 @@ spec: {policyName: needs-secrets, validationActions: [Deny]}
 			ConfigMap: &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Name: "cm"}}})
 		return err
 	}
-	eventually(t, "the policy denies bob", func() bool { return create("bobtoken", []string{"All"}) != nil })
+	testutil.EventuallyWithin(t, 5*time.Second, "the policy denies bob", func() bool { return create("bobtoken", []string{"All"}) != nil })
 	wantRefusal(t, create("bobtoken", nil), 422, apierrors.ReasonInvalid,
 		`configmaps "cm" is forbidden: ValidatingAdmissionPolicy 'needs-secrets' with binding 'needs-secrets' denied request: bob may not list secrets`)
 	if err := create("admintoken", nil); err != nil {
@@ -538,7 +526,7 @@ spec: {policyName: no-nodes, validationActions: [Deny]}
 		_, err := nodes.CreateNode(withToken(t, token), &corev1.CreateNodeRequest{DryRun: dryRun, Node: &corev1.Node{Metadata: &metav1.ObjectMeta{Name: name}}})
 		return err
 	}
-	eventually(t, "the policy denies", func() bool { return create("admintoken", "x", []string{"All"}) != nil })
+	testutil.EventuallyWithin(t, 5*time.Second, "the policy denies", func() bool { return create("admintoken", "x", []string{"All"}) != nil })
 	wantRefusal(t, create("admintoken", "x", nil), 422, apierrors.ReasonInvalid,
 		`nodes "x" is forbidden: ValidatingAdmissionPolicy 'no-nodes' with binding 'no-nodes' denied request: no new nodes`)
 	err := create("nodeatoken", "b", nil)

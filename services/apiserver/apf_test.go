@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	"github.com/kplane/kplane/proto/identity"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -113,7 +114,7 @@ func TestPriorityAndFairnessClassification(t *testing.T) {
 	for _, c := range []struct{ user, schema string }{
 		{"node-a", "system-nodes"}, {"admin", "exempt"}, {"alice", "global-default"},
 	} {
-		eventuallyAPF(t, c.user+" classified into "+c.schema, func() bool {
+		testutil.EventuallyWithin(t, 10*time.Second, c.user+" classified into "+c.schema, func() bool {
 			wantFS, wantPL := uid(c.schema)
 			fs, pl := classifiedAs(t, e, c.user)
 			return wantFS != "" && fs == wantFS && pl == wantPL
@@ -157,7 +158,7 @@ func TestPriorityAndFairnessFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fsUID string
-	eventuallyAPF(t, "flooder classified into flooders", func() bool {
+	testutil.EventuallyWithin(t, 10*time.Second, "flooder classified into flooders", func() bool {
 		r, err := fsc.GetFlowSchema(ctx, &flowcontrolv1.GetFlowSchemaRequest{Name: "flooders"})
 		if err != nil {
 			return false

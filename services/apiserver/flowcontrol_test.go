@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -37,10 +38,10 @@ func TestFlowControlBootstrapConfiguration(t *testing.T) {
 		return r.GetPriorityLevelConfiguration()
 	}
 	for _, name := range []string{"exempt", "catch-all", "system-leader-election", "kube-controller-manager", "global-default", "system-nodes", "probes"} {
-		eventuallyAPF(t, "FlowSchema "+name, func() bool { return getFS(name) != nil })
+		testutil.EventuallyWithin(t, 10*time.Second, "FlowSchema "+name, func() bool { return getFS(name) != nil })
 	}
 	for _, name := range []string{"exempt", "catch-all", "node-high", "system", "leader-election", "workload-high", "workload-low", "global-default"} {
-		eventuallyAPF(t, "priority level "+name, func() bool { return getPL(name) != nil })
+		testutil.EventuallyWithin(t, 10*time.Second, "priority level "+name, func() bool { return getPL(name) != nil })
 	}
 	gd := getPL("global-default")
 	if got := gd.GetMetadata().GetAnnotations()[autoUpdateAnnotation]; got != "true" {
@@ -64,7 +65,7 @@ func TestFlowControlBootstrapConfiguration(t *testing.T) {
 	if _, err := fsc.DeleteFlowSchema(ctx, &flowcontrolv1.DeleteFlowSchemaRequest{Name: "catch-all"}); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyAPF(t, "catch-all FlowSchema restored", func() bool { return getFS("catch-all") != nil })
+	testutil.EventuallyWithin(t, 10*time.Second, "catch-all FlowSchema restored", func() bool { return getFS("catch-all") != nil })
 
 	// A suggested object whose annotation says false keeps its changed
 	// spec; one changed with the annotation still true is put back.
@@ -79,7 +80,7 @@ func TestFlowControlBootstrapConfiguration(t *testing.T) {
 	if _, err := plc.UpdatePriorityLevelConfiguration(ctx, &flowcontrolv1.UpdatePriorityLevelConfigurationRequest{Name: "workload-low", PriorityLevelConfiguration: lo}); err != nil {
 		t.Fatal(err)
 	}
-	eventuallyAPF(t, "workload-low's spec put back", func() bool {
+	testutil.EventuallyWithin(t, 10*time.Second, "workload-low's spec put back", func() bool {
 		return getPL("workload-low").GetSpec().GetLimited().GetNominalConcurrencyShares() == 100
 	})
 	if got := getPL("workload-high").GetSpec().GetLimited().GetNominalConcurrencyShares(); got != 77 {
@@ -110,7 +111,7 @@ func TestFlowControlBootstrapConfiguration(t *testing.T) {
 			return false
 		}
 	}
-	eventuallyAPF(t, "Dangling True", dangling("True"))
+	testutil.EventuallyWithin(t, 10*time.Second, "Dangling True", dangling("True"))
 	pl := &flowcontrolv1.PriorityLevelConfiguration{Metadata: &metav1.ObjectMeta{Name: "mine"}, Spec: &flowcontrolv1.PriorityLevelConfigurationSpec{
 		Type: "Limited", Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{LimitResponse: &flowcontrolv1.LimitResponse{
 			Type: "Queue", Queuing: &flowcontrolv1.QueuingConfiguration{}}}}}
@@ -123,7 +124,7 @@ func TestFlowControlBootstrapConfiguration(t *testing.T) {
 		l.GetLimitResponse().GetQueuing().GetHandSize() != 8 || l.GetLimitResponse().GetQueuing().GetQueueLengthLimit() != 50 {
 		t.Errorf("limited = %v, want Kubernetes' defaults 30 shares, 0%% lendable, 64 queues, hand 8, length 50", l)
 	}
-	eventuallyAPF(t, "Dangling False", dangling("False"))
+	testutil.EventuallyWithin(t, 10*time.Second, "Dangling False", dangling("False"))
 
 	// Kubernetes' refusals.
 	bad := proto.Clone(fs).(*flowcontrolv1.FlowSchema)
@@ -147,17 +148,4 @@ func TestFlowControlBootstrapConfiguration(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("missing causes %v in %+v", want, se.Causes)
 	}
-}
-
-// eventuallyAPF retries probe until it reports true: the configuration
-// loop acts on what the watch brings it.
-func eventuallyAPF(t *testing.T, what string, probe func() bool) {
-	t.Helper()
-	for range 400 {
-		if probe() {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s: never happened", what)
 }

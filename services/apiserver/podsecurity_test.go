@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/net"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -276,7 +277,7 @@ plugins:
 				t.Fatalf("got %v, want the pod admitted", err)
 			}
 			id := h.Get("audit-id")
-			psaEventually(t, "the audit event", func() bool { return len(id) == 1 && psaAuditAnnotations(t, auditPath)[id[0]] != nil })
+			testutil.EventuallyWithin(t, 5*time.Second, "the audit event", func() bool { return len(id) == 1 && psaAuditAnnotations(t, auditPath)[id[0]] != nil })
 			got := psaAuditAnnotations(t, auditPath)[id[0]]
 			if tc.exemption != "" {
 				if v := got["pod-security.kubernetes.io/exempt"]; v != tc.exemption {
@@ -293,7 +294,7 @@ plugins:
 		})
 	}
 	// The refusal's event says which policy refused it.
-	psaEventually(t, "the refusal's audit event", func() bool {
+	testutil.EventuallyWithin(t, 5*time.Second, "the refusal's audit event", func() bool {
 		return len(refusedID) == 1 && psaAuditAnnotations(t, auditPath)[refusedID[0]]["pod-security.kubernetes.io/enforce-policy"] == "baseline:latest"
 	})
 
@@ -357,19 +358,6 @@ plugins:
 	if err != nil || cfg.Defaults.Warn != "restricted" || cfg.Defaults.Enforce != "privileged" {
 		t.Errorf("got %+v, %v; want warn restricted, enforce privileged", cfg, err)
 	}
-}
-
-// psaEventually retries probe until it reports true: the audit event is
-// written once the response is sent.
-func psaEventually(t *testing.T, what string, probe func() bool) {
-	t.Helper()
-	for range 200 {
-		if probe() {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s: never happened", what)
 }
 
 // psaAuditAnnotations reads the audit log at path: each event's

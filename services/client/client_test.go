@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -24,19 +25,6 @@ import (
 
 func lease(ns, name, holder string) *coordv1.Lease {
 	return &coordv1.Lease{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: &coordv1.LeaseSpec{HolderIdentity: proto.String(holder)}}
-}
-
-// eventually polls cond every 10 ms for up to 20 s: a bound against hangs,
-// not a timing assertion.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // noLeaks fails the test if goroutines it started outlive it (goroutines
@@ -177,7 +165,7 @@ func TestInformer(t *testing.T) {
 		if err := c.Delete(ctx, "ns", "b", DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the delete of ns/b", func() bool { return rec.has("delete ns/b") })
+		testutil.Eventually(t, "the delete of ns/b", func() bool { return rec.has("delete ns/b") })
 		for _, e := range []string{"add ns/a h1", "add ns/b h1", "add ns/c h1", "update ns/a h1->h2", "add other/d h2"} {
 			if !rec.has(e) {
 				t.Errorf("missing notification %q; got %v", e, rec.events)
@@ -210,7 +198,7 @@ func TestInformer(t *testing.T) {
 		if _, err := c.Create(ctx, lease("ns", "e", "h3")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the add of ns/e", func() bool { return rec.has("add ns/e h3") })
+		testutil.Eventually(t, "the add of ns/e", func() bool { return rec.has("add ns/e h3") })
 		rvs, lists := srv.snapshot()
 		if lists != listsBefore {
 			t.Errorf("got %d lists after the break, want %d (no re-list)", lists, listsBefore)
@@ -237,14 +225,14 @@ func TestInformer(t *testing.T) {
 		srv.compacted = srv.rev + 1
 		srv.mu.Unlock()
 		srv.breakWatches()
-		eventually(t, "the re-list", func() bool { return inf.Relists() > relists })
-		eventually(t, "the delete of ns/c from the re-list", func() bool { return rec.has("delete ns/c") })
-		eventually(t, "the update of ns/e from the re-list", func() bool { return rec.has("update ns/e h3->h4") })
+		testutil.Eventually(t, "the re-list", func() bool { return inf.Relists() > relists })
+		testutil.Eventually(t, "the delete of ns/c from the re-list", func() bool { return rec.has("delete ns/c") })
+		testutil.Eventually(t, "the update of ns/e from the re-list", func() bool { return rec.has("update ns/e h3->h4") })
 		// And it watches again from the re-list's resourceVersion.
 		if _, err := c.Create(ctx, lease("ns", "f", "h5")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the add of ns/f after the re-list", func() bool { return rec.has("add ns/f h5") })
+		testutil.Eventually(t, "the add of ns/f after the re-list", func() bool { return rec.has("add ns/f h5") })
 	})
 
 	cancel()
@@ -392,7 +380,7 @@ func TestLeaderElection(t *testing.T) {
 				}
 			}()
 			var first, second *cand
-			eventually(t, "a leader", func() bool {
+			testutil.Eventually(t, "a leader", func() bool {
 				for i, c := range cands {
 					if c.le.IsLeader() {
 						first, second = c, cands[1-i]
@@ -404,7 +392,7 @@ func TestLeaderElection(t *testing.T) {
 			if second.le.IsLeader() {
 				t.Fatal("both candidates lead")
 			}
-			eventually(t, "the follower to observe the leader", func() bool { return second.le.Leader() == first.le.cfg.Identity })
+			testutil.Eventually(t, "the follower to observe the leader", func() bool { return second.le.Leader() == first.le.cfg.Identity })
 
 			stopped := time.Now()
 			switch tt.how {
@@ -414,10 +402,10 @@ func TestLeaderElection(t *testing.T) {
 			case "partition":
 				first.leases.down.Store(true)
 			}
-			eventually(t, "the other candidate to lead", second.le.IsLeader)
+			testutil.Eventually(t, "the other candidate to lead", second.le.IsLeader)
 			took := time.Since(stopped)
 			if tt.how == "partition" {
-				eventually(t, "the partitioned leader to stop", func() bool { return !first.le.IsLeader() })
+				testutil.Eventually(t, "the partitioned leader to stop", func() bool { return !first.le.IsLeader() })
 			}
 			// Let the terms close, then check they never overlapped.
 			for _, c := range cands {
@@ -474,7 +462,7 @@ func TestLeaderElectionChurn(t *testing.T) {
 	}()
 	for round := range 3 {
 		var leader *cand
-		eventually(t, fmt.Sprintf("a leader in round %d", round), func() bool {
+		testutil.Eventually(t, fmt.Sprintf("a leader in round %d", round), func() bool {
 			for _, c := range cands {
 				if c.le.IsLeader() {
 					leader = c

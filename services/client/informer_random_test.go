@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
 )
 
@@ -101,7 +102,7 @@ func TestInformerRandomHistory(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, "the cache and the notifications to match the server", func() bool {
+	testutil.Eventually(t, "the cache and the notifications to match the server", func() bool {
 		cache := map[string]string{}
 		for _, o := range inf.Store().List() {
 			cache[Key(o)] = o.GetSpec().GetHolderIdentity()

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -26,17 +27,6 @@ import (
 	"github.com/kplane/kplane/services/apiserver/apiservertest"
 	"github.com/kplane/kplane/services/client"
 )
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestAgainstAPIServer runs the typed client, an informer and leader
 // election against a real API service on a real store.
@@ -133,7 +123,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		rec.Eventf(pod, client.EventNormal, "Pulled", "Container image %q already present", "nginx:1.27")
 		var got []*corev1.Event
-		waitFor(t, "two events, one counted three times", func() bool {
+		testutil.Eventually(t, "two events, one counted three times", func() bool {
 			items, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=evpod"})
 			if err != nil || len(items) != 2 {
 				return false
@@ -204,7 +194,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err := cms.Delete(ctx, "default", "pre-1", client.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the informer to see every change", func() bool {
+		testutil.Eventually(t, "the informer to see every change", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(adds) == 6 && len(updates) == 1 && len(deletes) == 1
@@ -265,7 +255,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		defer stopAll()
 		var leader, other *cand
-		waitFor(t, "a leader", func() bool {
+		testutil.Eventually(t, "a leader", func() bool {
 			for i, c := range cands {
 				if c.le.IsLeader() {
 					leader, other = c, cands[1-i]
@@ -277,7 +267,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		// Kill the leader (no release): the other takes over once the lease lapses.
 		leader.cancel()
 		<-leader.done
-		waitFor(t, "the other candidate to take over", other.le.IsLeader)
+		testutil.Eventually(t, "the other candidate to take over", other.le.IsLeader)
 		stopAll()
 		mu.Lock()
 		defer mu.Unlock()
@@ -356,7 +346,7 @@ func TestInformerSurvivesBeingCutOff(t *testing.T) {
 	for _, o := range want {
 		wantRV[client.Key(o)] = client.ResourceVersion(o)
 	}
-	waitFor(t, "the informer's cache to equal the server's state", func() bool {
+	testutil.Eventually(t, "the informer's cache to equal the server's state", func() bool {
 		got := inf.Store().List()
 		if len(got) != len(wantRV) {
 			return false

@@ -18,6 +18,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
@@ -115,17 +116,11 @@ func rdata(rr dns.RR) string {
 // eventually polls query until its summary is want.
 func (e *env) eventually(t *testing.T, netw, name string, qtype uint16, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
+	what := fmt.Sprintf("%s %s over %s to answer %q", name, dns.TypeToString[qtype], netw, want)
+	testutil.EventuallyWithin(t, waitLimit, what, func() (bool, string) {
 		got := summary(e.query(t, netw, name, qtype))
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s over %s: got %q, want %q", name, dns.TypeToString[qtype], netw, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return got == want, fmt.Sprintf("%q", got)
+	})
 }
 
 func ptr[T any](v T) *T { return &v }

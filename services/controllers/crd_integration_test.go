@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
@@ -53,7 +54,7 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	if _, err := crds.Create(c.ctx, testCRD("widgets.example.com", "widgets", "Widget", "wd")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "widgets' names accepted and Established", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "widgets' names accepted and Established", func() (bool, string) {
 		w, err := crds.Get(c.ctx, "", "widgets.example.com")
 		na, est := condition(w, crd.NamesAccepted), condition(w, crd.Established)
 		an := w.GetStatus().GetAcceptedNames()
@@ -69,7 +70,7 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	if _, err := crds.Create(c.ctx, testCRD("gadgets.example.com", "gadgets", "Widget", "widgets")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "gadgets names refused", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "gadgets names refused", func() (bool, string) {
 		g, err := crds.Get(c.ctx, "", "gadgets.example.com")
 		na, est := condition(g, crd.NamesAccepted), condition(g, crd.Established)
 		an := g.GetStatus().GetAcceptedNames()
@@ -84,7 +85,7 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	// A widget held by a finalizer.
 	dyn := dynamicv1.NewResourceServiceClient(c.conn)
 	w1 := &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: "default", Name: "w1"}
-	eventually(t, "a widget created", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "a widget created", func() (bool, string) {
 		_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w1,
 			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","finalizers":["example.com/hold"]}}`)})
 		return err == nil, fmt.Sprint(err)
@@ -98,7 +99,7 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var held []byte
-	eventually(t, "w1 deleted, held by its finalizer, the CRD waiting for it", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "w1 deleted, held by its finalizer, the CRD waiting for it", func() (bool, string) {
 		w, err := crds.Get(c.ctx, "", "widgets.example.com")
 		term := condition(w, crd.Terminating)
 		got, gerr := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w1})
@@ -116,11 +117,11 @@ func TestCRDNamesEstablishedAndFinalizer(t *testing.T) {
 	if _, err := dyn.Update(c.ctx, &dynamicv1.UpdateRequest{Target: w1, Object: b}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "widgets gone", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "widgets gone", func() (bool, string) {
 		w, err := crds.Get(c.ctx, "", "widgets.example.com")
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v %v %v", w.GetMetadata().GetFinalizers(), w.GetStatus().GetConditions(), err)
 	})
-	eventually(t, "gadgets' names accepted", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "gadgets' names accepted", func() (bool, string) {
 		g, err := crds.Get(c.ctx, "", "gadgets.example.com")
 		an := g.GetStatus().GetAcceptedNames()
 		ok := err == nil && condition(g, crd.NamesAccepted).GetStatus() == "True" && condition(g, crd.Established).GetReason() == crd.EstablishedReason &&
@@ -149,7 +150,7 @@ func TestNamespaceDeletionDeletesCustomObjects(t *testing.T) {
 	w := func(name string) *dynamicv1.Target {
 		return &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: ns, Name: name}
 	}
-	eventually(t, "widgets created", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "widgets created", func() (bool, string) {
 		_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: w(""),
 			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","finalizers":["example.com/hold"]}}`)})
 		return err == nil, fmt.Sprint(err)
@@ -162,7 +163,7 @@ func TestNamespaceDeletionDeletesCustomObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	var held []byte
-	eventually(t, "w2 gone, w1 held by its finalizer, the namespace waiting for it", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "w2 gone, w1 held by its finalizer, the namespace waiting for it", func() (bool, string) {
 		_, err2 := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w("w2")})
 		got, err1 := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: w("w1")})
 		held = got.GetObject()
@@ -186,7 +187,7 @@ func TestNamespaceDeletionDeletesCustomObjects(t *testing.T) {
 	if _, err := dyn.Update(c.ctx, &dynamicv1.UpdateRequest{Target: w("w1"), Object: b}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace gone", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "namespace gone", func() (bool, string) {
 		_, err := c.nss.Get(c.ctx, "", ns)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -195,7 +196,7 @@ func (c *dsCluster) rolledOut(name string) (bool, string) {
 
 func (c *dsCluster) waitPlacement(t *testing.T, name, want string) {
 	t.Helper()
-	eventually(t, "placement "+want, func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "placement "+want, func() (bool, string) {
 		got := c.placement(t, name)
 		return got == want, got
 	})
@@ -238,7 +239,7 @@ func TestDaemonSetPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitPlacement(t, "agent", "n1=agent:1 n4=agent:1")
-	eventually(t, "status", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "status", func() (bool, string) {
 		got, err := c.dss.Get(c.ctx, "ds", "agent")
 		if err != nil {
 			return false, err.Error()
@@ -291,7 +292,7 @@ func TestDaemonSetPlacement(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, "failed pod replaced", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "failed pod replaced", func() (bool, string) {
 		l, _, err := c.pods.List(c.ctx, "ds", client.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=n1"})
 		if err != nil {
 			return false, err.Error()
@@ -316,7 +317,7 @@ func TestDaemonSetPlacement(t *testing.T) {
 	// The pod of a deleted node is Kubernetes' pod GC's to remove; here
 	// the node-agent stand-in finishes its deletion once asked, and no
 	// new pod is made for the gone node.
-	eventually(t, "desired 2", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "desired 2", func() (bool, string) {
 		got, err := c.dss.Get(c.ctx, "ds", "agent")
 		return err == nil && got.GetStatus().GetDesiredNumberScheduled() == 2, fmt.Sprint(got.GetStatus())
 	})
@@ -328,11 +329,11 @@ func TestDaemonSetPlacement(t *testing.T) {
 	c.editNode(t, "n4", func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, &corev1.Taint{Key: "quiet", Effect: "NoSchedule"})
 	})
-	eventually(t, "n3's pod gone, n4's kept", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "n3's pod gone, n4's kept", func() (bool, string) {
 		got := c.placement(t, "agent")
 		return strings.Contains(got, "n4=agent:1") && !strings.Contains(got, "n3="), got
 	})
-	eventually(t, "misscheduled counted", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "misscheduled counted", func() (bool, string) {
 		got, err := c.dss.Get(c.ctx, "ds", "agent")
 		st := got.GetStatus()
 		return err == nil && st.GetDesiredNumberScheduled() == 0 && st.GetNumberMisscheduled() == 1, fmt.Sprint(st)
@@ -388,11 +389,11 @@ func TestDaemonSetRollingUpdate(t *testing.T) {
 			if _, err := c.dss.Create(c.ctx, ds); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(tc.name) })
+			testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(tc.name) })
 			sawTwo := false
 			for _, image := range []string{"web:2", "web:3"} {
 				c.setImage(t, tc.name, image)
-				eventually(t, "rolled out to "+image, func() (bool, string) {
+				testutil.EventuallyWithin(t, waitLimit, "rolled out to "+image, func() (bool, string) {
 					l, _, err := c.pods.List(c.ctx, "ds", client.ListOptions{LabelSelector: "app=" + tc.name})
 					if err != nil {
 						return false, err.Error()
@@ -417,7 +418,7 @@ func TestDaemonSetRollingUpdate(t *testing.T) {
 				t.Error("never saw a new pod beside an old one while surging")
 			}
 			// Revisions: the current one and one old (revisionHistoryLimit 1).
-			eventually(t, "revisions pruned", func() (bool, string) {
+			testutil.EventuallyWithin(t, waitLimit, "revisions pruned", func() (bool, string) {
 				l, _, err := c.crs.List(c.ctx, "ds", client.ListOptions{LabelSelector: "app=" + tc.name})
 				if err != nil {
 					return false, err.Error()
@@ -461,7 +462,7 @@ func TestDaemonSetOnDelete(t *testing.T) {
 	}
 	c.waitPlacement(t, "od", "n1=web:1 n2=web:1")
 	c.setImage(t, "od", "web:2")
-	eventually(t, "generation observed, nothing updated", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "generation observed, nothing updated", func() (bool, string) {
 		got, err := c.dss.Get(c.ctx, "ds", "od")
 		st := got.GetStatus()
 		return err == nil && st.GetObservedGeneration() == 2 && st.GetUpdatedNumberScheduled() == 0 && st.GetNumberAvailable() == 2, fmt.Sprint(st)
@@ -481,7 +482,7 @@ func TestDaemonSetOnDelete(t *testing.T) {
 		}
 	}
 	c.waitPlacement(t, "od", "n1=web:2 n2=web:1")
-	eventually(t, "one updated", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "one updated", func() (bool, string) {
 		got, err := c.dss.Get(c.ctx, "ds", "od")
 		return err == nil && got.GetStatus().GetUpdatedNumberScheduled() == 1, fmt.Sprint(got.GetStatus())
 	})
@@ -503,7 +504,7 @@ func TestDaemonSetOnDelete(t *testing.T) {
 		}
 	}
 	c.waitPlacement(t, "od", "n1=web:2 n2=web:2")
-	eventually(t, "released pod without its owner", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "released pod without its owner", func() (bool, string) {
 		p, err := c.pods.Get(c.ctx, "ds", released)
 		return err == nil && len(p.GetMetadata().GetOwnerReferences()) == 0, fmt.Sprint(p.GetMetadata().GetOwnerReferences(), err)
 	})
@@ -511,7 +512,7 @@ func TestDaemonSetOnDelete(t *testing.T) {
 	if err := c.dss.Delete(c.ctx, "ds", "od", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pods and revisions collected", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "pods and revisions collected", func() (bool, string) {
 		crs, _, err1 := c.crs.List(c.ctx, "ds", client.ListOptions{})
 		got := c.placement(t, "od")
 		return err1 == nil && len(crs) == 0 && got == "", fmt.Sprintf("%d revisions, pods %q", len(crs), got)

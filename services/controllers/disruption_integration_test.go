@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -43,7 +44,7 @@ func pctOr(v string) *metav1.IntOrString {
 func budgetIs(t *testing.T, c *cluster, pdbs *client.Client[*policyv1.PodDisruptionBudget], ns, name string, expected, healthy, desired, allowed int32) *policyv1.PodDisruptionBudget {
 	t.Helper()
 	var got *policyv1.PodDisruptionBudget
-	eventually(t, fmt.Sprintf("budget %s: expected %d healthy %d desired %d allowed %d", name, expected, healthy, desired, allowed), func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, fmt.Sprintf("budget %s: expected %d healthy %d desired %d allowed %d", name, expected, healthy, desired, allowed), func() (bool, string) {
 		p, err := pdbs.Get(c.ctx, ns, name)
 		if err != nil {
 			return false, err.Error()
@@ -73,7 +74,7 @@ func TestDisruptionBudgetStatusAndEviction(t *testing.T) {
 	if _, err := c.ds.Create(c.ctx, newDeployment(ns, "web", 3, "nginx:1.27")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "web rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 3) })
+	testutil.EventuallyWithin(t, waitLimit, "web rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 3) })
 
 	// maxUnavailable 1 of the Deployment's 3: 2 must stay healthy.
 	if _, err := pdbs.Create(c.ctx, pdbFor(ns, "web", "web", nil, intOr(1))); err != nil {
@@ -177,7 +178,7 @@ func TestDisruptionBudgetWithoutControllers(t *testing.T) {
 	// Both select a new solo pod: Kubernetes' Warning on it.
 	bare("solo-3", "solo", nil)
 	events := client.Must[*corev1.Event](c.conn)
-	eventually(t, "MultiplePodDisruptionBudgets event", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "MultiplePodDisruptionBudgets event", func() (bool, string) {
 		l, _, err := events.List(c.ctx, ns, client.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -212,7 +213,7 @@ func TestDisruptionBudgetWithoutControllers(t *testing.T) {
 	if _, err := pdbs.Create(c.ctx, pdbFor(ns, "odd", "odd", pctOr("50%"), nil)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "fail-safe condition", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "fail-safe condition", func() (bool, string) {
 		p, err := pdbs.Get(c.ctx, ns, "odd")
 		if err != nil {
 			return false, err.Error()
@@ -237,7 +238,7 @@ func TestStaleDisruptionTargetReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p *corev1.Pod
-	eventually(t, "the pod running", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the pod running", func() (bool, string) {
 		var err error
 		p, err = c.pods.Get(c.ctx, ns, "marked")
 		return err == nil && p.GetStatus().GetPhase() == "Running", fmt.Sprint(p.GetStatus(), err)
@@ -248,7 +249,7 @@ func TestStaleDisruptionTargetReset(t *testing.T) {
 	if _, err := c.pods.UpdateStatus(c.ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stale DisruptionTarget condition False", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the stale DisruptionTarget condition False", func() (bool, string) {
 		p, err := c.pods.Get(c.ctx, ns, "marked")
 		if err != nil {
 			return false, err.Error()

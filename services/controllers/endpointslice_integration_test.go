@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	discoveryv1 "github.com/kplane/kplane/proto/kplane/discovery/v1"
@@ -84,7 +85,7 @@ func TestEndpointSlicesFollowPods(t *testing.T) {
 	waitFor := func(what, want string) []*discoveryv1.EndpointSlice {
 		t.Helper()
 		var last []*discoveryv1.EndpointSlice
-		eventually(t, what, func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, what, func() (bool, string) {
 			ss, err := list()
 			if err != nil {
 				return false, err.Error()
@@ -210,7 +211,7 @@ func TestEndpointSlicesFollowPods(t *testing.T) {
 	if err := esc.Delete(c.ctx, ns, ss[0].GetMetadata().GetName(), client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the placeholder recreated", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the placeholder recreated", func() (bool, string) {
 		got, err := list()
 		if err != nil {
 			return false, err.Error()
@@ -272,7 +273,7 @@ func TestEndpointSliceMirroring(t *testing.T) {
 	waitFor := func(what, want string) []*discoveryv1.EndpointSlice {
 		t.Helper()
 		var last []*discoveryv1.EndpointSlice
-		eventually(t, what, func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, what, func() (bool, string) {
 			last = list()
 			got := sliceSummary(last)
 			return got == want, got

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -53,7 +54,7 @@ func TestGarbageCollectorCustomResources(t *testing.T) {
 		}
 		obj := fmt.Sprintf(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":%q%s}}`, name, refs)
 		var out []byte
-		eventually(t, "widget "+name+" created", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "widget "+name+" created", func() (bool, string) {
 			resp, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "widgets", Namespace: ns}, Object: []byte(obj)})
 			out = resp.GetObject()
 			return err == nil, fmt.Sprint(err)
@@ -88,11 +89,11 @@ func TestGarbageCollectorCustomResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	del("owner", "Background")
-	eventually(t, "the custom owner's pod collected", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the custom owner's pod collected", func() (bool, string) {
 		_, err := c.pods.Get(c.ctx, ns, "owned")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	eventually(t, "the custom owner's config map collected", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the custom owner's config map collected", func() (bool, string) {
 		_, err := cms.Get(c.ctx, ns, "owned")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -101,14 +102,14 @@ func TestGarbageCollectorCustomResources(t *testing.T) {
 	parent := create("parent", "", "")
 	create("child", "parent", parent)
 	del("parent", "Foreground")
-	eventually(t, "the child deleted in the foreground", gone("child"))
-	eventually(t, "the parent deleted after its child", gone("parent"))
+	testutil.EventuallyWithin(t, waitLimit, "the child deleted in the foreground", gone("child"))
+	testutil.EventuallyWithin(t, waitLimit, "the parent deleted after its child", gone("parent"))
 
 	// Orphan: the dependent stays, without its reference.
 	parent = create("parent2", "", "")
 	create("child2", "parent2", parent)
 	del("parent2", "Orphan")
-	eventually(t, "the orphaning owner gone", gone("parent2"))
+	testutil.EventuallyWithin(t, waitLimit, "the orphaning owner gone", gone("parent2"))
 	resp, err := dyn.Get(c.ctx, &dynamicv1.GetRequest{Target: target("child2")})
 	if err != nil {
 		t.Fatalf("the orphan: %v", err)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
@@ -32,21 +33,6 @@ import (
 )
 
 const waitLimit = 60 * time.Second
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func testLogger() *slog.Logger {
 	if os.Getenv("KPLANE_TEST_LOG") != "" {
@@ -142,6 +128,24 @@ func startCluster(t *testing.T, tweak ...func(*controllers.Config)) *cluster {
 	return c
 }
 
+// gcSentinel creates in ns a pod named name whose owner does not exist and
+// waits until the garbage collector has deleted it: a sign that it has
+// processed what happened before.
+func (c *cluster) gcSentinel(t *testing.T, ns, name string) {
+	t.Helper()
+	owner := &metav1.OwnerReference{ApiVersion: "apps/v1", Kind: "ReplicaSet", Name: name + "-owner", Uid: "no-such-" + name}
+	p := &corev1.Pod{Metadata: &metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"gc-sentinel": name},
+		OwnerReferences: []*metav1.OwnerReference{owner}},
+		Spec: &corev1.PodSpec{Containers: []*corev1.Container{{Name: "c", Image: "sentinel"}}}}
+	if _, err := c.pods.Create(c.ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyWithin(t, waitLimit, "the collector to delete the sentinel "+name, func() (bool, string) {
+		_, err := c.pods.Get(c.ctx, ns, name)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
 func (c *cluster) namespace(t *testing.T, name string) {
 	t.Helper()
 	if _, err := c.nss.Create(c.ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: name}}); err != nil {
@@ -216,7 +220,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 	}
 
 	t.Run("ownerReference chain Deployment to ReplicaSet to Pod", func(t *testing.T) {
-		eventually(t, "3 replicas rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 3) })
+		testutil.EventuallyWithin(t, waitLimit, "3 replicas rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 3) })
 		rsl, _, err := c.rss.List(c.ctx, ns, client.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +262,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 		if _, err := c.ds.UpdateScale(c.ctx, ns, "web", s); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, fmt.Sprintf("%d replicas", n), func() (bool, string) { return c.rolledOut(t, ns, "web", n) })
+		testutil.EventuallyWithin(t, waitLimit, fmt.Sprintf("%d replicas", n), func() (bool, string) { return c.rolledOut(t, ns, "web", n) })
 	}
 	t.Run("scale to 10 and back to 2 through the scale subresource", func(t *testing.T) {
 		scale(t, 10)
@@ -367,7 +371,7 @@ func TestDeletePropagation(t *testing.T) {
 			if _, err := c.ds.Create(c.ctx, newDeployment(ns, tc.name, 2, "nginx:1")); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, tc.name, 2) })
+			testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, tc.name, 2) })
 			if err := c.ds.Delete(c.ctx, ns, tc.name, client.DeleteOptions{PropagationPolicy: tc.policy}); err != nil {
 				t.Fatal(err)
 			}
@@ -377,7 +381,7 @@ func TestDeletePropagation(t *testing.T) {
 					t.Errorf("foreground-deleted deployment has no deletionTimestamp")
 				}
 			}
-			eventually(t, "deployment gone", func() (bool, string) {
+			testutil.EventuallyWithin(t, waitLimit, "deployment gone", func() (bool, string) {
 				_, err := c.ds.Get(c.ctx, ns, tc.name)
 				return apierrors.IsNotFound(err), fmt.Sprint(err)
 			})
@@ -389,8 +393,11 @@ func TestDeletePropagation(t *testing.T) {
 				return l
 			}
 			if tc.policy == "Orphan" {
-				// Let the collector act if it were going to.
-				time.Sleep(time.Second)
+				// The collector has handled the deployment's deletion once
+				// it has collected a dependent whose owner is gone, made
+				// after that deletion: only then is "nothing collected"
+				// an observation.
+				c.gcSentinel(t, ns, "after-"+tc.name)
 				l := rsOf()
 				if len(l) != 1 {
 					t.Fatalf("got %d replicasets after orphan delete, want 1", len(l))
@@ -409,7 +416,7 @@ func TestDeletePropagation(t *testing.T) {
 					t.Errorf("got %d replicasets when the foreground-deleted deployment was gone, want 0", len(l))
 				}
 			}
-			eventually(t, "replicasets and pods collected", func() (bool, string) {
+			testutil.EventuallyWithin(t, waitLimit, "replicasets and pods collected", func() (bool, string) {
 				l := rsOf()
 				p := c.podsOf(t, ns, tc.name)
 				return len(l) == 0 && len(p) == 0, fmt.Sprintf("%d replicasets, %d pods", len(l), len(p))
@@ -459,7 +466,7 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 		return r
 	}
 	a := start("a")
-	eventually(t, "a leads", func() (bool, string) { return a.m.IsLeader(), "" })
+	testutil.EventuallyWithin(t, waitLimit, "a leads", func() (bool, string) { return a.m.IsLeader(), "" })
 	b := start("b")
 	defer func() {
 		b.stop()
@@ -470,7 +477,7 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 	if _, err := c.ds.Create(ctx, newDeployment(ns, "web", replicas, "nginx:1")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "rolled out by a", func() (bool, string) { return c.rolledOut(t, ns, "web", replicas) })
+	testutil.EventuallyWithin(t, waitLimit, "rolled out by a", func() (bool, string) { return c.rolledOut(t, ns, "web", replicas) })
 	if b.m.IsLeader() {
 		t.Fatal("both replicas lead")
 	}
@@ -563,7 +570,7 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Mid-rollout: the new ReplicaSet has pods and the old one still has.
-	eventually(t, "the rollout under way", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the rollout under way", func() (bool, string) {
 		l, _, err := c.rss.List(ctx, ns, client.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -582,7 +589,7 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 	a.conn.Close() // a crashes: no more writes, no release of the Lease
 	a.stop()
 	<-a.done
-	eventually(t, "b leads", func() (bool, string) { return b.m.IsLeader(), "" })
+	testutil.EventuallyWithin(t, waitLimit, "b leads", func() (bool, string) { return b.m.IsLeader(), "" })
 	// a renewed at most RetryPeriod before the crash, so the Lease lapses
 	// within LeaseDuration of it and b, trying every RetryPeriod, takes it
 	// just after; two more seconds allow for a loaded CI machine (at load
@@ -592,7 +599,7 @@ func TestLeaderCrashMidRollout(t *testing.T) {
 	if limit := le.LeaseDuration + le.RetryPeriod + 2*time.Second; took > limit {
 		t.Errorf("b took over %v after the crash, want within the lease duration (%v, plus %v slack)", took, le.LeaseDuration, limit-le.LeaseDuration)
 	}
-	eventually(t, "rollout finished by b", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "rollout finished by b", func() (bool, string) {
 		ok, st := c.rolledOut(t, ns, "web", replicas)
 		if !ok {
 			return false, st
@@ -652,7 +659,7 @@ func TestProportionalScalingDuringRollout(t *testing.T) {
 	if _, err := c.ds.Create(c.ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "10 replicas", func() (bool, string) { return c.rolledOut(t, ns, "web", 10) })
+	testutil.EventuallyWithin(t, waitLimit, "10 replicas", func() (bool, string) { return c.rolledOut(t, ns, "web", 10) })
 	cur, err := c.ds.Get(c.ctx, ns, "web")
 	if err != nil {
 		t.Fatal(err)
@@ -663,7 +670,7 @@ func TestProportionalScalingDuringRollout(t *testing.T) {
 	}
 	sizes := func(want string) {
 		t.Helper()
-		eventually(t, "replicasets "+want, func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "replicasets "+want, func() (bool, string) {
 			l, _, err := c.rss.List(c.ctx, ns, client.ListOptions{})
 			if err != nil {
 				return false, err.Error()

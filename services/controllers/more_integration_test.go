@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -87,11 +88,11 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 		got := fmt.Sprint(ready, notReady, s[0].GetPorts()[0].GetPort())
 		return got == "[10.1.0.1 10.1.0.2] [10.1.0.3] 8080", got
 	}
-	eventually(t, "endpoints with 2 ready and 1 not-ready address on port 8080", state)
+	testutil.EventuallyWithin(t, waitLimit, "endpoints with 2 ready and 1 not-ready address on port 8080", state)
 	if err := c.pods.Delete(c.ctx, ns, "a", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted pod leaves the endpoints", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "deleted pod leaves the endpoints", func() (bool, string) {
 		ep, err := eps.Get(c.ctx, ns, "web")
 		if err != nil {
 			return false, err.Error()
@@ -102,7 +103,7 @@ func TestEndpointsFollowReadyPods(t *testing.T) {
 	if err := svcs.Delete(c.ctx, ns, "web", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "endpoints deleted with the service", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "endpoints deleted with the service", func() (bool, string) {
 		_, err := eps.Get(c.ctx, ns, "web")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -119,7 +120,7 @@ func TestNamespaceDeletionEmptiesIt(t *testing.T) {
 	if _, err := cms.Create(c.ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "cfg"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 2) })
+	testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "web", 2) })
 	if err := c.nss.Delete(c.ctx, "", ns, client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestNamespaceDeletionEmptiesIt(t *testing.T) {
 	if got.GetStatus().GetPhase() != "Terminating" || !slices.Contains(got.GetSpec().GetFinalizers(), "kubernetes") {
 		t.Fatalf("deleted namespace: phase %q, spec.finalizers %v; want Terminating, [kubernetes]", got.GetStatus().GetPhase(), got.GetSpec().GetFinalizers())
 	}
-	eventually(t, "namespace emptied", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "namespace emptied", func() (bool, string) {
 		d, _, err1 := c.ds.List(c.ctx, ns, client.ListOptions{})
 		r, _, err2 := c.rss.List(c.ctx, ns, client.ListOptions{})
 		p, _, err3 := c.pods.List(c.ctx, ns, client.ListOptions{})
@@ -218,9 +219,9 @@ func TestUnreachableNodePodsReplaced(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "2 pods on n1", func() (bool, string) { return onNode("n1") == 2, fmt.Sprint(onNode("n1")) })
+	testutil.EventuallyWithin(t, waitLimit, "2 pods on n1", func() (bool, string) { return onNode("n1") == 2, fmt.Sprint(onNode("n1")) })
 	n1Alive.Store(false)
-	eventually(t, "n1 tainted unreachable with Ready Unknown", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "n1 tainted unreachable with Ready Unknown", func() (bool, string) {
 		n, err := nodes.Get(c.ctx, "", "n1")
 		if err != nil {
 			return false, err.Error()
@@ -234,11 +235,11 @@ func TestUnreachableNodePodsReplaced(t *testing.T) {
 		}
 		return tainted && unknown, fmt.Sprint(n.GetSpec().GetTaints(), n.GetStatus().GetConditions())
 	})
-	eventually(t, "pods replaced on n2", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "pods replaced on n2", func() (bool, string) {
 		return onNode("n2") == 2 && onNode("n1") == 0, fmt.Sprintf("n1 %d, n2 %d", onNode("n1"), onNode("n2"))
 	})
 	n1Alive.Store(true)
-	eventually(t, "taint removed when the lease resumes", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "taint removed when the lease resumes", func() (bool, string) {
 		n, err := nodes.Get(c.ctx, "", "n1")
 		if err != nil {
 			return false, err.Error()
@@ -277,7 +278,7 @@ func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
 		if _, err := c.ds.Create(c.ctx, d); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "re", 3) })
+		testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "re", 3) })
 		wctx, wcancel := context.WithTimeout(c.ctx, waitLimit)
 		defer wcancel()
 		w, err := c.pods.Watch(wctx, ns, client.ListOptions{LabelSelector: "app=re"})
@@ -312,7 +313,7 @@ func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
 		if mixed {
 			t.Errorf("old and new pods existed at the same time under Recreate")
 		}
-		eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "re", 3) })
+		testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "re", 3) })
 	})
 
 	t.Run("revisionHistoryLimit keeps that many old replicasets", func(t *testing.T) {
@@ -322,10 +323,10 @@ func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 1; i <= 3; i++ {
-			eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "hist", 1) })
+			testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "hist", 1) })
 			setImage(t, "hist", fmt.Sprintf("nginx:%d", i))
 		}
-		eventually(t, "two replicasets: current and one old", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "two replicasets: current and one old", func() (bool, string) {
 			ok, st := c.rolledOut(t, ns, "hist", 1)
 			l, _, _ := c.rss.List(c.ctx, ns, client.ListOptions{LabelSelector: "app=hist"})
 			return ok && len(l) == 2, fmt.Sprintf("%d replicasets; %s", len(l), st)
@@ -340,9 +341,9 @@ func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
 		if _, err := c.ds.Create(c.ctx, newDeployment(ns, "pz", 2, "nginx:1")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "pz", 2) })
+		testutil.EventuallyWithin(t, waitLimit, "rolled out", func() (bool, string) { return c.rolledOut(t, ns, "pz", 2) })
 		setImage(t, "pz", "nginx:2", func(d *appsv1.Deployment) { d.Spec.Paused = true })
-		eventually(t, "Progressing Unknown DeploymentPaused", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "Progressing Unknown DeploymentPaused", func() (bool, string) {
 			d, _ := c.ds.Get(c.ctx, ns, "pz")
 			for _, cond := range d.GetStatus().GetConditions() {
 				if cond.GetType() == "Progressing" {
@@ -356,7 +357,7 @@ func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
 			t.Errorf("got %d replicasets while paused, want 1", len(l))
 		}
 		setImage(t, "pz", "nginx:2", func(d *appsv1.Deployment) { d.Spec.Paused = false })
-		eventually(t, "rolled out after resume", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "rolled out after resume", func() (bool, string) {
 			ok, st := c.rolledOut(t, ns, "pz", 2)
 			for _, p := range c.podsOf(t, ns, "pz") {
 				ok = ok && p.GetSpec().GetContainers()[0].GetImage() == "nginx:2"
@@ -367,7 +368,7 @@ func TestDeploymentRecreateHistoryPausedEvents(t *testing.T) {
 
 	t.Run("events ScalingReplicaSet and SuccessfulCreate are recorded", func(t *testing.T) {
 		evs := client.Must[*corev1.Event](c.conn)
-		eventually(t, "events", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "events", func() (bool, string) {
 			l, _, err := evs.List(c.ctx, ns, client.ListOptions{})
 			if err != nil {
 				return false, err.Error()

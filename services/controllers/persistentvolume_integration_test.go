@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -102,7 +103,7 @@ func TestStaticVolumeBindingAndRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The smallest volume big enough.
-	eventually(t, "claim bound", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "claim bound", func() (bool, string) {
 		p, s := c.claimPhase(t, "data")
 		return p.GetStatus().GetPhase() == "Bound" && p.GetSpec().GetVolumeName() == "pv-right" && p.GetStatus().GetCapacity()["storage"] == "2Gi", s
 	})
@@ -117,7 +118,7 @@ func TestStaticVolumeBindingAndRelease(t *testing.T) {
 	if err := c.pvcs.Delete(c.ctx, "sts", "data", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "volume released", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "volume released", func() (bool, string) {
 		pv, err := c.pvs.Get(c.ctx, "", "pv-right")
 		if err != nil {
 			t.Fatal(err)
@@ -139,7 +140,7 @@ func TestStaticVolumeBindingAndRelease(t *testing.T) {
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "unmet"}}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod unschedulable", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "pod unschedulable", func() (bool, string) {
 		p, err := c.pods.Get(c.ctx, "sts", "user")
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +160,7 @@ func TestStaticVolumeBindingAndRelease(t *testing.T) {
 			PersistentVolumeSource: &corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv-slow"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod scheduled once its claim is bound", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "pod scheduled once its claim is bound", func() (bool, string) {
 		p, err := c.pods.Get(c.ctx, "sts", "user")
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +173,7 @@ func TestStatefulSetClaimsProvisionedOnTheirNode(t *testing.T) {
 	c := startPVCluster(t)
 	// The default class, created by the controller, is put on claims
 	// without one.
-	eventually(t, "default class", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "default class", func() (bool, string) {
 		sc, err := c.classes.Get(c.ctx, "", "standard")
 		if err != nil {
 			return false, err.Error()
@@ -184,7 +185,7 @@ func TestStatefulSetClaimsProvisionedOnTheirNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	var volume string
-	eventually(t, "claims bound to provisioned volumes", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "claims bound to provisioned volumes", func() (bool, string) {
 		p, s := c.claimPhase(t, "data-web-1")
 		volume = p.GetSpec().GetVolumeName()
 		return p.GetStatus().GetPhase() == "Bound" && p.GetSpec().GetStorageClassName() == "standard" &&
@@ -199,7 +200,7 @@ func TestStatefulSetClaimsProvisionedOnTheirNode(t *testing.T) {
 		pv.GetSpec().GetPersistentVolumeReclaimPolicy() != "Delete" || pv.GetMetadata().GetAnnotations()["pv.kubernetes.io/provisioned-by"] != "kplane.io/node-local" {
 		t.Errorf("provisioned volume %v", pv)
 	}
-	eventually(t, "pods running", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "pods running", func() (bool, string) {
 		s, err := c.sets.Get(c.ctx, "sts", "web")
 		if err != nil {
 			t.Fatal(err)
@@ -211,7 +212,7 @@ func TestStatefulSetClaimsProvisionedOnTheirNode(t *testing.T) {
 	if err := c.sets.Delete(c.ctx, "sts", "web", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "volumes deleted", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "volumes deleted", func() (bool, string) {
 		pvs, _, err := c.pvs.List(c.ctx, "", client.ListOptions{})
 		if err != nil {
 			t.Fatal(err)

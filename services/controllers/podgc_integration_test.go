@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kplane/kplane/internal/testutil"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/client"
@@ -26,7 +27,7 @@ func TestPodGCInManager(t *testing.T) {
 	if err := c.pods.Delete(c.ctx, "default", "unscheduled", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unscheduled terminating pod marked Failed and force deleted", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "unscheduled terminating pod marked Failed and force deleted", func() (bool, string) {
 		got, err := c.pods.Get(c.ctx, "default", p.GetMetadata().GetName())
 		return err == nil && got.GetStatus().GetPhase() == "Failed" && got.GetMetadata().GetDeletionGracePeriodSeconds() == 0,
 			fmt.Sprintf("%v %v %v", got.GetMetadata(), got.GetStatus(), err)

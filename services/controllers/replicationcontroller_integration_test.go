@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	autoscalingv1 "github.com/kplane/kplane/proto/kplane/autoscaling/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -68,7 +69,7 @@ func TestReplicationControllerLifecycle(t *testing.T) {
 	if sel := rc.GetSpec().GetSelector(); len(sel) != 1 || sel["app"] != "web" || rc.GetMetadata().GetLabels()["app"] != "web" {
 		t.Fatalf("selector %v, labels %v: want both defaulted to the template's app=web", sel, rc.GetMetadata().GetLabels())
 	}
-	eventually(t, "2 pods ready", func() (bool, string) { return c.rcSettled(t, rcs, ns, "web", 2) })
+	testutil.EventuallyWithin(t, waitLimit, "2 pods ready", func() (bool, string) { return c.rcSettled(t, rcs, ns, "web", 2) })
 	for _, p := range c.podsOf(t, ns, "web") {
 		if !controlledBy(p, uid) {
 			t.Errorf("pod %s: owners %v, want the RC (v1 ReplicationController) as controller", p.GetMetadata().GetName(), p.GetMetadata().GetOwnerReferences())
@@ -88,7 +89,7 @@ func TestReplicationControllerLifecycle(t *testing.T) {
 		if _, err := rcs.UpdateScale(c.ctx, ns, "web", s); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, fmt.Sprintf("%d pods ready", n), func() (bool, string) { return c.rcSettled(t, rcs, ns, "web", n) })
+		testutil.EventuallyWithin(t, waitLimit, fmt.Sprintf("%d pods ready", n), func() (bool, string) { return c.rcSettled(t, rcs, ns, "web", n) })
 	}
 	t.Run("scale up to 5 and down to 1 through the scale subresource", func(t *testing.T) {
 		scale(t, 5)
@@ -104,7 +105,7 @@ func TestReplicationControllerLifecycle(t *testing.T) {
 		// Adopted (ownerReference to the RC) and, one pod too many, one of
 		// the two deleted: the orphan, not yet ready, goes first unless the
 		// kubelet made it ready already; either way one pod remains, the RC's.
-		eventually(t, "orphan adopted and 1 pod left", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "orphan adopted and 1 pod left", func() (bool, string) {
 			ok, state := c.rcSettled(t, rcs, ns, "web", 1)
 			if p, err := c.pods.Get(c.ctx, ns, "orphan"); err == nil && p.GetMetadata().GetDeletionTimestamp() == nil && !controlledBy(p, uid) {
 				return false, "orphan not adopted: " + state
@@ -128,7 +129,7 @@ func TestReplicationControllerLifecycle(t *testing.T) {
 		if _, err := c.pods.Update(c.ctx, moved); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "relabelled pod released and replaced", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "relabelled pod released and replaced", func() (bool, string) {
 			p, err := c.pods.Get(c.ctx, ns, moved.GetMetadata().GetName())
 			if err != nil {
 				return false, err.Error()
@@ -144,7 +145,7 @@ func TestReplicationControllerLifecycle(t *testing.T) {
 		if err := rcs.Delete(c.ctx, ns, "web", client.DeleteOptions{PropagationPolicy: "Background"}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "RC and its pods gone", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "RC and its pods gone", func() (bool, string) {
 			_, err := rcs.Get(c.ctx, ns, "web")
 			n := len(c.podsOf(t, ns, "web"))
 			return apierrors.IsNotFound(err) && n == 0, fmt.Sprintf("rc: %v, %d pods", err, n)
@@ -161,11 +162,11 @@ func TestReplicationControllerLifecycle(t *testing.T) {
 		if _, err := rcs.Create(c.ctx, newRC(doomed, "db", 2)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "2 pods ready", func() (bool, string) { return c.rcSettled(t, rcs, doomed, "db", 2) })
+		testutil.EventuallyWithin(t, waitLimit, "2 pods ready", func() (bool, string) { return c.rcSettled(t, rcs, doomed, "db", 2) })
 		if err := c.nss.Delete(c.ctx, "", doomed, client.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "namespace emptied and gone", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, "namespace emptied and gone", func() (bool, string) {
 			l, _, _ := rcs.List(c.ctx, doomed, client.ListOptions{})
 			p, _, _ := c.pods.List(c.ctx, doomed, client.ListOptions{})
 			_, err := c.nss.Get(c.ctx, "", doomed)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	apiextensionsv1 "github.com/kplane/kplane/proto/kplane/apiextensions/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -32,7 +33,7 @@ func TestResourceQuotaCustomResources(t *testing.T) {
 	widget := func(name string) []byte {
 		return []byte(`{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"` + name + `"}}`)
 	}
-	eventually(t, "the first widget", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the first widget", func() (bool, string) {
 		_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: target, Object: widget("w0")})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -51,11 +52,11 @@ func TestResourceQuotaCustomResources(t *testing.T) {
 		}
 	}
 	// Counted by the controller from the objects there before the quota.
-	eventually(t, "the existing widget counted", used("1"))
+	testutil.EventuallyWithin(t, waitLimit, "the existing widget counted", used("1"))
 	if _, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: target, Object: widget("w1")}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second widget charged", used("2"))
+	testutil.EventuallyWithin(t, waitLimit, "the second widget charged", used("2"))
 	_, err := dyn.Create(c.ctx, &dynamicv1.CreateRequest{Target: target, Object: widget("w2")})
 	if se := apierrors.FromError(err); se == nil || se.Reason != apierrors.ReasonForbidden {
 		t.Fatalf("third widget: got %v, want the quota's Forbidden", err)
@@ -69,7 +70,7 @@ func TestResourceQuotaCustomResources(t *testing.T) {
 	if _, err := quotas.Update(c.ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the recount at the new hard", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the recount at the new hard", func() (bool, string) {
 		q, err := quotas.Get(c.ctx, ns, "q")
 		if err != nil {
 			return false, err.Error()
@@ -82,5 +83,5 @@ func TestResourceQuotaCustomResources(t *testing.T) {
 	if _, err := dyn.Delete(c.ctx, &dynamicv1.DeleteRequest{Target: del}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted widget given back", used("1"))
+	testutil.EventuallyWithin(t, waitLimit, "the deleted widget given back", used("1"))
 }

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -51,7 +52,7 @@ func TestResourceQuotaController(t *testing.T) {
 			return len(st.GetUsed()) == 4, fmt.Sprint(st)
 		}
 	}
-	eventually(t, "the quota's first status", status(map[string]string{"pods": "0", "configmaps": "1", "requests.cpu": "0", "count/deployments.apps": "0"}))
+	testutil.EventuallyWithin(t, waitLimit, "the quota's first status", status(map[string]string{"pods": "0", "configmaps": "1", "requests.cpu": "0", "count/deployments.apps": "0"}))
 
 	// The test's stand-in kubelet leaves pods with an "unresolvable" image
 	// alone: their phase is the test's to set.
@@ -66,7 +67,7 @@ func TestResourceQuotaController(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Charged by admission with the pods themselves.
-	eventually(t, "usage of two pods", status(map[string]string{"pods": "2", "requests.cpu": "800m"}))
+	testutil.EventuallyWithin(t, waitLimit, "usage of two pods", status(map[string]string{"pods": "2", "requests.cpu": "800m"}))
 	_, err := c.pods.Create(c.ctx, pod("c", "100m"))
 	if se := apierrors.FromError(err); se == nil || se.Reason != apierrors.ReasonForbidden ||
 		se.Message != `pods "c" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2` {
@@ -83,7 +84,7 @@ func TestResourceQuotaController(t *testing.T) {
 	if _, err := c.pods.UpdateStatus(c.ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a finished pod's usage given back", status(map[string]string{"pods": "1", "requests.cpu": "400m"}))
+	testutil.EventuallyWithin(t, waitLimit, "a finished pod's usage given back", status(map[string]string{"pods": "1", "requests.cpu": "400m"}))
 	if _, err := c.pods.Create(c.ctx, pod("c", "100m")); err != nil {
 		t.Fatalf("pod after the release: %v", err)
 	}
@@ -91,7 +92,7 @@ func TestResourceQuotaController(t *testing.T) {
 	if err := c.pods.Delete(c.ctx, ns, "a", client.DeleteOptions{GracePeriodSeconds: proto.Int64(0)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a deleted pod's usage given back", status(map[string]string{"pods": "1", "requests.cpu": "100m"}))
+	testutil.EventuallyWithin(t, waitLimit, "a deleted pod's usage given back", status(map[string]string{"pods": "1", "requests.cpu": "100m"}))
 
 	// ConfigMaps: counted, refused over the quota, given back when deleted.
 	if _, err := cms.Create(c.ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "second"}}); err != nil {
@@ -104,7 +105,7 @@ func TestResourceQuotaController(t *testing.T) {
 	if err := cms.Delete(c.ctx, ns, "before", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a deleted configmap given back", status(map[string]string{"configmaps": "1"}))
+	testutil.EventuallyWithin(t, waitLimit, "a deleted configmap given back", status(map[string]string{"configmaps": "1"}))
 	if _, err := cms.Create(c.ctx, &corev1.ConfigMap{Metadata: &metav1.ObjectMeta{Namespace: ns, Name: "third"}}); err != nil {
 		t.Fatalf("configmap after the release: %v", err)
 	}
@@ -124,7 +125,7 @@ func TestResourceQuotaController(t *testing.T) {
 		Spec: &corev1.ResourceQuotaSpec{Hard: map[string]string{"pods": "10"}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second quota's status", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "the second quota's status", func() (bool, string) {
 		l, err := quotas.Get(c.ctx, ns, "later")
 		if err != nil {
 			return false, err.Error()
@@ -147,7 +148,7 @@ func TestResourceQuotaController(t *testing.T) {
 	if _, err := quotas.UpdateStatus(c.ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "status.hard reset from the spec", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "status.hard reset from the spec", func() (bool, string) {
 		q, err := quotas.Get(c.ctx, ns, "q")
 		if err != nil {
 			return false, err.Error()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -32,12 +33,12 @@ func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 		}
 	}
 	// The namespaces that were there before the controller started.
-	eventually(t, "default ServiceAccount in default", has("default"))
+	testutil.EventuallyWithin(t, waitLimit, "default ServiceAccount in default", has("default"))
 
 	const ns = "team"
 	c.namespace(t, ns)
-	eventually(t, "default ServiceAccount in a new namespace", has(ns))
-	eventually(t, "kube-root-ca.crt in a new namespace", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "default ServiceAccount in a new namespace", has(ns))
+	testutil.EventuallyWithin(t, waitLimit, "kube-root-ca.crt in a new namespace", func() (bool, string) {
 		cm, err := cms.Get(c.ctx, ns, "kube-root-ca.crt")
 		return err == nil && cm.GetData()["ca.crt"] == rootCA, fmt.Sprintf("%v %v", cm, err)
 	})
@@ -50,7 +51,7 @@ func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "kube-root-ca.crt put back", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "kube-root-ca.crt put back", func() (bool, string) {
 		cm, err := cms.Get(c.ctx, ns, "kube-root-ca.crt")
 		return err == nil && cm.GetData()["ca.crt"] == rootCA, fmt.Sprintf("%v %v", cm, err)
 	})
@@ -61,7 +62,7 @@ func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 	if err := sas.Delete(c.ctx, ns, "default", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "default ServiceAccount recreated", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "default ServiceAccount recreated", func() (bool, string) {
 		sa, err := sas.Get(c.ctx, ns, "default")
 		return err == nil && sa.GetMetadata().GetUid() != first.GetMetadata().GetUid(), fmt.Sprintf("%v %v", sa.GetMetadata(), err)
 	})
@@ -71,7 +72,7 @@ func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 	if err := c.nss.Delete(c.ctx, "", ns, client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace gone with its ServiceAccount", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "namespace gone with its ServiceAccount", func() (bool, string) {
 		_, errNS := c.nss.Get(c.ctx, "", ns)
 		_, errSA := sas.Get(c.ctx, ns, "default")
 		return apierrors.IsNotFound(errNS) && apierrors.IsNotFound(errSA), fmt.Sprintf("namespace: %v, serviceaccount: %v", errNS, errSA)
@@ -80,5 +81,5 @@ func TestDefaultServiceAccountInEveryNamespace(t *testing.T) {
 	if _, err := c.nss.Create(c.ctx, &corev1.Namespace{Metadata: &metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "default ServiceAccount in the namespace created again", has(ns))
+	testutil.EventuallyWithin(t, waitLimit, "default ServiceAccount in the namespace created again", has(ns))
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -176,17 +177,17 @@ func TestStatefulSetOrderedReadyAndScaleDown(t *testing.T) {
 	}
 	// One pod at a time, in order, each once the one before is Ready.
 	for i, name := range []string{"web-1", "web-2", "web-3"} {
-		eventually(t, name+" created alone", func() (bool, string) {
+		testutil.EventuallyWithin(t, waitLimit, name+" created alone", func() (bool, string) {
 			got := c.podNames(t, "web")
 			return slices.Equal(got, []string{"web-1", "web-2", "web-3"}[:i+1]), fmt.Sprint(got)
 		})
-		eventually(t, "status with "+name, func() (bool, string) { return c.settled(t, "web", int32(i+1), int32(i)) })
+		testutil.EventuallyWithin(t, waitLimit, "status with "+name, func() (bool, string) { return c.settled(t, "web", int32(i+1), int32(i)) })
 		if got := c.podNames(t, "web"); len(got) != i+1 {
 			t.Fatalf("pods before %s is ready: %v", name, got)
 		}
 		c.ready(t, name)
 	}
-	eventually(t, "all ready", func() (bool, string) { return c.settled(t, "web", 3, 3) })
+	testutil.EventuallyWithin(t, waitLimit, "all ready", func() (bool, string) { return c.settled(t, "web", 3, 3) })
 
 	p, err := c.pods.Get(c.ctx, "sts", "web-2")
 	if err != nil {
@@ -229,14 +230,14 @@ func TestStatefulSetOrderedReadyAndScaleDown(t *testing.T) {
 	if _, err := c.sets.UpdateScale(c.ctx, "sts", "web", sc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "scaled down to web-1", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "scaled down to web-1", func() (bool, string) {
 		got := c.podNames(t, "web")
 		return slices.Equal(got, []string{"web-1"}), fmt.Sprint(got)
 	})
 	if got, want := c.deletions(), []string{"web-3", "web-2"}; !slices.Equal(got, want) {
 		t.Errorf("deletion order %v, want %v", got, want)
 	}
-	eventually(t, "claims of removed pods collected", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "claims of removed pods collected", func() (bool, string) {
 		got := c.claimNames(t, "web")
 		return slices.Equal(got, []string{"data-web-1"}), fmt.Sprint(got)
 	})
@@ -248,7 +249,7 @@ func TestStatefulSetParallelRollingUpdateWithPartition(t *testing.T) {
 	if _, err := c.sets.Create(c.ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "three ready", func() (bool, string) { return c.settled(t, "db", 3, 3) })
+	testutil.EventuallyWithin(t, waitLimit, "three ready", func() (bool, string) { return c.settled(t, "db", 3, 3) })
 	first, err := c.sets.Get(c.ctx, "sts", "db")
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +296,7 @@ func TestStatefulSetParallelRollingUpdateWithPartition(t *testing.T) {
 		return m
 	}
 	var newRev string
-	eventually(t, "partitioned roll out", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "partitioned roll out", func() (bool, string) {
 		s, err := c.sets.Get(c.ctx, "sts", "db")
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +313,7 @@ func TestStatefulSetParallelRollingUpdateWithPartition(t *testing.T) {
 	// Partition 0: the rest follow, highest first, and the update
 	// revision becomes current.
 	update(func(s *appsv1.StatefulSet) { s.Spec.UpdateStrategy.RollingUpdate.Partition = proto.Int32(0) })
-	eventually(t, "roll out complete", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "roll out complete", func() (bool, string) {
 		s, err := c.sets.Get(c.ctx, "sts", "db")
 		if err != nil {
 			t.Fatal(err)
@@ -328,7 +329,7 @@ func TestStatefulSetParallelRollingUpdateWithPartition(t *testing.T) {
 	if err := c.sets.Delete(c.ctx, "sts", "db", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "claims collected with the set", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "claims collected with the set", func() (bool, string) {
 		got := c.claimNames(t, "db")
 		return len(got) == 0, fmt.Sprint(got)
 	})
@@ -341,7 +342,7 @@ func TestStatefulSetOnDelete(t *testing.T) {
 	if _, err := c.sets.Create(c.ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "two ready", func() (bool, string) { return c.settled(t, "odb", 2, 2) })
+	testutil.EventuallyWithin(t, waitLimit, "two ready", func() (bool, string) { return c.settled(t, "odb", 2, 2) })
 	s, err := c.sets.Get(c.ctx, "sts", "odb")
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +353,7 @@ func TestStatefulSetOnDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The new revision is recorded but no pod is replaced...
-	eventually(t, "update revision observed", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "update revision observed", func() (bool, string) {
 		s, err := c.sets.Get(c.ctx, "sts", "odb")
 		if err != nil {
 			t.Fatal(err)
@@ -368,7 +369,7 @@ func TestStatefulSetOnDelete(t *testing.T) {
 	if err := c.pods.Delete(c.ctx, "sts", "odb-1", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "odb-1 recreated from the new template", func() (bool, string) {
+	testutil.EventuallyWithin(t, waitLimit, "odb-1 recreated from the new template", func() (bool, string) {
 		p, err := c.pods.Get(c.ctx, "sts", "odb-1")
 		if err != nil {
 			return false, err.Error()

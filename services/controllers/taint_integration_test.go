@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/client"
@@ -66,9 +67,9 @@ func TestNoExecuteTaintEvictsPods(t *testing.T) {
 			return false, fmt.Sprint(p.GetStatus().GetConditions())
 		}
 	}
-	eventually(t, "the pod without a toleration evicted", evicted("intolerant"))
-	eventually(t, "the pod whose toleration does not match evicted", evicted("other"))
-	eventually(t, "the pod tolerating it for 1 s evicted", evicted("brief"))
+	testutil.EventuallyWithin(t, waitLimit, "the pod without a toleration evicted", evicted("intolerant"))
+	testutil.EventuallyWithin(t, waitLimit, "the pod whose toleration does not match evicted", evicted("other"))
+	testutil.EventuallyWithin(t, waitLimit, "the pod tolerating it for 1 s evicted", evicted("brief"))
 	p, err := c.pods.Get(c.ctx, ns, "forever")
 	if err != nil || p.GetMetadata().GetDeletionTimestamp() != nil {
 		t.Errorf("the pod tolerating the taint without a limit: got %v, %v; want it kept", p.GetMetadata(), err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/internal/testutil"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	"github.com/kplane/kplane/services/apiserver/apiservertest"
@@ -39,7 +40,7 @@ func selects(key string, lbl map[string]string) *corev1.PodAffinityTerm {
 // its FailedScheduling event and returns their messages.
 func unschedulableMessage(t *testing.T, ctx context.Context, pods *client.Client[*corev1.Pod], events *client.Client[*corev1.Event], name string) (cond, event string) {
 	t.Helper()
-	waitFor(t, name+" PodScheduled=False", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, name+" PodScheduled=False", func() bool {
 		p, err := pods.Get(ctx, "default", name)
 		if err != nil {
 			return false
@@ -52,7 +53,7 @@ func unschedulableMessage(t *testing.T, ctx context.Context, pods *client.Client
 		}
 		return false
 	})
-	waitFor(t, name+" FailedScheduling event", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, name+" FailedScheduling event", func() bool {
 		items, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=" + name})
 		if err != nil {
 			return false
@@ -71,7 +72,7 @@ func unschedulableMessage(t *testing.T, ctx context.Context, pods *client.Client
 func boundNode(t *testing.T, ctx context.Context, pods *client.Client[*corev1.Pod], name string) string {
 	t.Helper()
 	var got string
-	waitFor(t, name+" bound", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, name+" bound", func() bool {
 		p, err := pods.Get(ctx, "default", name)
 		got = p.GetSpec().GetNodeName()
 		return err == nil && got != ""

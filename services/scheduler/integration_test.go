@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -36,18 +37,6 @@ func testLogger(t *testing.T) *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// waitFor polls cond for at most 60 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 type nodeSpec struct {
@@ -164,7 +153,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 			name := tc.pod.Metadata.Name
 			if tc.want != "" {
 				var got string
-				waitFor(t, name+" bound", func() bool {
+				testutil.EventuallyWithin(t, time.Minute, name+" bound", func() bool {
 					p, err := pods.Get(ctx, "default", name)
 					got = p.GetSpec().GetNodeName()
 					return err == nil && got != ""
@@ -175,7 +164,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 				return
 			}
 			var cond *corev1.PodCondition
-			waitFor(t, name+" PodScheduled=False", func() bool {
+			testutil.EventuallyWithin(t, time.Minute, name+" PodScheduled=False", func() bool {
 				p, err := pods.Get(ctx, "default", name)
 				if err != nil {
 					return false
@@ -192,7 +181,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 				t.Errorf("pod %s condition: got %s/%s %q, want False/Unschedulable %q", name, cond.GetStatus(), cond.GetReason(), cond.GetMessage(), tc.why)
 			}
 			var msgs []string
-			waitFor(t, name+" FailedScheduling event", func() bool {
+			testutil.EventuallyWithin(t, time.Minute, name+" FailedScheduling event", func() bool {
 				items, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=" + name})
 				if err != nil {
 					return false
@@ -218,7 +207,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 	t.Run("pending pod bound once a fitting node appears", func(t *testing.T) {
 		createNode(t, ctx, nodes, nodeSpec{name: "xl", cpu: "16", mem: "64Gi", labels: map[string]string{"size": "xl"}})
 		var got string
-		waitFor(t, "huge bound", func() bool {
+		testutil.EventuallyWithin(t, time.Minute, "huge bound", func() bool {
 			p, err := pods.Get(ctx, "default", "huge")
 			got = p.GetSpec().GetNodeName()
 			return err == nil && got != ""
@@ -238,7 +227,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 		if _, err := pods.Create(ctx, pod("pinned", "950m", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"size": "small"} })); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "pinned reported unschedulable", func() bool {
+		testutil.EventuallyWithin(t, time.Minute, "pinned reported unschedulable", func() bool {
 			p, err := pods.Get(ctx, "default", "pinned")
 			return err == nil && len(p.GetStatus().GetConditions()) > 0
 		})
@@ -246,7 +235,7 @@ func TestSchedulesAgainstAPIServer(t *testing.T) {
 		if err := pods.Delete(ctx, "default", "likes-small", client.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "pinned bound to small", func() bool {
+		testutil.EventuallyWithin(t, time.Minute, "pinned bound to small", func() bool {
 			p, err := pods.Get(ctx, "default", "pinned")
 			return err == nil && p.GetSpec().GetNodeName() == "small"
 		})
@@ -294,7 +283,7 @@ func TestLeaderHandover(t *testing.T) {
 	}
 	a, cancelA, doneA := startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), LeaderElection: le("a"), Logger: testLogger(t)})
 	b, cancelB, doneB := startScheduler(t, scheduler.Config{Conn: env.Dial(t, apiservertest.SchedulerToken), LeaderElection: le("b"), Logger: testLogger(t)})
-	waitFor(t, "a leader", func() bool { return a.IsLeader() || b.IsLeader() })
+	testutil.EventuallyWithin(t, time.Minute, "a leader", func() bool { return a.IsLeader() || b.IsLeader() })
 	leader, standby, cancelLeader, leaderDone := a, b, cancelA, doneA
 	if b.IsLeader() {
 		leader, standby, cancelLeader, leaderDone = b, a, cancelB, doneB
@@ -318,8 +307,8 @@ func TestLeaderHandover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "first wave bound", func() bool { return boundCount("w1-") == perWave })
-	waitFor(t, "old leader's bind results", func() bool { st := leader.Stats(); return st.Bound+st.BindFailures >= perWave })
+	testutil.EventuallyWithin(t, time.Minute, "first wave bound", func() bool { return boundCount("w1-") == perWave })
+	testutil.EventuallyWithin(t, time.Minute, "old leader's bind results", func() bool { st := leader.Stats(); return st.Bound+st.BindFailures >= perWave })
 	if got := standby.Stats().Bound; got != 0 {
 		t.Errorf("standby %s bound %d pods while not leading, want 0", standby.Identity(), got)
 	}
@@ -336,20 +325,20 @@ func TestLeaderHandover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "second wave bound by the new leader", func() bool { return boundCount("w2-") == perWave })
+	testutil.EventuallyWithin(t, time.Minute, "second wave bound by the new leader", func() bool { return boundCount("w2-") == perWave })
 	if !standby.IsLeader() {
 		t.Errorf("standby %s is not leading after the leader stopped", standby.Identity())
 	}
 	// A bind shows in the API before its response reaches the scheduler:
 	// wait for the counters to catch up.
-	waitFor(t, "new leader's bind results", func() bool { st := standby.Stats(); return st.Bound+st.BindFailures >= perWave })
+	testutil.EventuallyWithin(t, time.Minute, "new leader's bind results", func() bool { st := standby.Stats(); return st.Bound+st.BindFailures >= perWave })
 	if st := standby.Stats(); st.Bound != perWave || st.BindFailures != 0 {
 		t.Errorf("new leader: bound %d, bind failures %d; want %d and 0", st.Bound, st.BindFailures, perWave)
 	}
 	if st := leader.Stats(); st.Bound != perWave || st.BindFailures != 0 {
 		t.Errorf("old leader: bound %d, bind failures %d; want %d and 0", st.Bound, st.BindFailures, perWave)
 	}
-	waitFor(t, "watch caught up", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "watch caught up", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == 2*perWave
@@ -385,7 +374,7 @@ func TestDefaultBinder(t *testing.T) {
 	schedConn := env.Dial(t, apiservertest.SchedulerToken)
 	// The API service may answer before its RBAC cache has the bootstrap
 	// roles; wait until the scheduler's identity is authorized.
-	waitFor(t, "scheduler authorized", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "scheduler authorized", func() bool {
 		_, _, err := client.Must[*corev1.Pod](schedConn).List(ctx, "default", client.ListOptions{})
 		return err == nil
 	})
@@ -504,13 +493,13 @@ func TestPreemption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "batch bound", func() bool { return bound("batch") == "only" })
+	testutil.EventuallyWithin(t, time.Minute, "batch bound", func() bool { return bound("batch") == "only" })
 
 	// Equal priority: unschedulable, and batch stays.
 	if _, err := pods.Create(ctx, pod("peer", "1", priority(0))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "peer reported unschedulable", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "peer reported unschedulable", func() bool {
 		p, err := pods.Get(ctx, "default", "peer")
 		if err != nil {
 			return false
@@ -532,7 +521,7 @@ func TestPreemption(t *testing.T) {
 	if _, err := pods.Create(ctx, pod("important", "1", priority(1000))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "important bound to the only node", func() bool { return bound("important") == "only" })
+	testutil.EventuallyWithin(t, time.Minute, "important bound to the only node", func() bool { return bound("important") == "only" })
 	if _, err := pods.Get(ctx, "default", "batch"); !apierrors.IsNotFound(err) {
 		t.Errorf("batch after preemption: got %v, want NotFound", err)
 	}
@@ -544,7 +533,7 @@ func TestPreemption(t *testing.T) {
 	default:
 		t.Error("important was never nominated to a node")
 	}
-	waitFor(t, "a Preempted event on batch", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "a Preempted event on batch", func() bool {
 		l, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=batch,reason=Preempted"})
 		if err != nil || len(l) != 1 {
 			return false
@@ -608,14 +597,14 @@ func TestPreemptionOfExtendedResource(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := p.GetMetadata().GetName()
-		waitFor(t, name+" bound", func() bool { return get(name).GetSpec().GetNodeName() == "only" })
+		testutil.EventuallyWithin(t, time.Minute, name+" bound", func() bool { return get(name).GetSpec().GetNodeName() == "only" })
 	}
 
 	if _, err := pods.Create(ctx, fakePod("pod4", 4, "500", false)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"rs-pod1", "rs-pod2"} {
-		waitFor(t, name+" preempted with the DisruptionTarget condition", func() bool {
+		testutil.EventuallyWithin(t, time.Minute, name+" preempted with the DisruptionTarget condition", func() bool {
 			p := get(name)
 			if p.GetMetadata().GetDeletionTimestamp() == nil {
 				return false
@@ -629,13 +618,13 @@ func TestPreemptionOfExtendedResource(t *testing.T) {
 			return false
 		})
 	}
-	waitFor(t, "pod4 nominated to only", func() bool { return get("pod4").GetStatus().GetNominatedNodeName() == "only" })
+	testutil.EventuallyWithin(t, time.Minute, "pod4 nominated to only", func() bool { return get("pod4").GetStatus().GetNominatedNodeName() == "only" })
 
 	// A replacement of priority 2 arrives while the victims terminate.
 	if _, err := pods.Create(ctx, fakePod("late", 2, "300", false)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "late reported unschedulable", func() bool {
+	testutil.EventuallyWithin(t, time.Minute, "late reported unschedulable", func() bool {
 		for _, c := range get("late").GetStatus().GetConditions() {
 			if c.GetType() == "PodScheduled" && c.GetStatus() == "False" {
 				return strings.Contains(c.GetMessage(), "Insufficient "+fake)
@@ -654,7 +643,7 @@ func TestPreemptionOfExtendedResource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "pod4 bound to only", func() bool { return get("pod4").GetSpec().GetNodeName() == "only" })
+	testutil.EventuallyWithin(t, time.Minute, "pod4 bound to only", func() bool { return get("pod4").GetSpec().GetNodeName() == "only" })
 	if n := get("late").GetSpec().GetNodeName(); n != "" {
 		t.Errorf("late: got bound to %q, want unbound (the room was made for pod4)", n)
 	}

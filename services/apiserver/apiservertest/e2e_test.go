@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	arv1 "github.com/kplane/kplane/proto/kplane/admissionregistration/v1"
 	coordv1 "github.com/kplane/kplane/proto/kplane/coordination/v1"
@@ -37,17 +38,6 @@ import (
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 )
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -114,7 +104,7 @@ func TestSecurityEndToEnd(t *testing.T) {
 		}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "bob's new binding to take effect", func() bool {
+		testutil.Eventually(t, "bob's new binding to take effect", func() bool {
 			_, err := bob.ListConfigMaps(ctxT(t), &corev1.ListConfigMapsRequest{Namespace: "default"})
 			return err == nil
 		})
@@ -287,7 +277,7 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	want := `admission webhook "deny.example.com" denied the request: configmaps named bad are not allowed`
 	// The dispatcher learns of each configuration from its own watch, so wait
 	// (with dry runs) until both the validating and the mutating one act.
-	eventually(t, "both webhooks to take effect", func() bool {
+	testutil.Eventually(t, "both webhooks to take effect", func() bool {
 		_, err := cms.CreateConfigMap(ctxT(t), &corev1.CreateConfigMapRequest{Namespace: "default", ConfigMap: cm("default", "bad"), DryRun: []string{"All"}})
 		if err == nil || apierrors.FromError(err).Message != want {
 			return false

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -238,7 +239,7 @@ func TestTokenRequest(t *testing.T) {
 		t.Fatalf("bob: got %v, want Forbidden", err)
 	}
 	e.bind("bob-edit", "edit", &rbacv1.Subject{Kind: "User", ApiGroup: "rbac.authorization.k8s.io", Name: "bob"})
-	eventually(t, "bob may create tokens", func() bool {
+	testutil.Eventually(t, "bob may create tokens", func() bool {
 		_, err := bob.CreateServiceAccountToken(ctxT(t), &authenticationv1.CreateServiceAccountTokenRequest{Namespace: "default", Name: "robot"})
 		return err == nil
 	})
@@ -328,10 +329,10 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 		if _, err := e.sas.DeleteServiceAccount(ctxT(t), &corev1.DeleteServiceAccountRequest{Namespace: "default", Name: "robot"}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the token of a deleted ServiceAccount refused", func() bool { return e.unauthorized(valid) })
+		testutil.Eventually(t, "the token of a deleted ServiceAccount refused", func() bool { return e.unauthorized(valid) })
 		again := e.createSA("robot")
 		fresh := e.token("robot", nil)
-		eventually(t, "the recreated ServiceAccount's token accepted", func() bool { _, err := e.whoami(fresh); return err == nil })
+		testutil.Eventually(t, "the recreated ServiceAccount's token accepted", func() bool { _, err := e.whoami(fresh); return err == nil })
 		if !e.unauthorized(valid) {
 			t.Errorf("a token of the ServiceAccount's old uid %s still authenticates (new uid %s)", sa.GetMetadata().GetUid(), again.GetMetadata().GetUid())
 		}
@@ -352,7 +353,7 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 			t.Errorf("kubernetes.io: got %s, want the pod and its (missing) node n1", k8s)
 		}
 		var u *authenticationv1.UserInfo
-		eventually(t, "the pod-bound token accepted", func() bool { u, err = e.whoami(tok); return err == nil })
+		testutil.Eventually(t, "the pod-bound token accepted", func() bool { u, err = e.whoami(tok); return err == nil })
 		for k, want := range map[string]string{serviceaccount.ExtraPodName: "p1", serviceaccount.ExtraPodUID: uid, serviceaccount.ExtraNodeName: "n1"} {
 			if got := u.GetExtra()[k].GetItems(); len(got) != 1 || got[0] != want {
 				t.Errorf("extra %s: got %v, want [%s]", k, got, want)
@@ -367,7 +368,7 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 		if _, err := e.pods.DeletePod(ctxT(t), &corev1.DeletePodRequest{Namespace: "default", Name: "p1", GracePeriodSeconds: proto.Int64(0)}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the deleted pod's token refused", func() bool { return e.unauthorized(tok) })
+		testutil.Eventually(t, "the deleted pod's token refused", func() bool { return e.unauthorized(tok) })
 	})
 
 	t.Run("RBAC", func(t *testing.T) {
@@ -375,7 +376,7 @@ func TestServiceAccountTokenAuthentication(t *testing.T) {
 		e.bind("reader-view", "view", &rbacv1.Subject{Kind: "ServiceAccount", Name: "reader", Namespace: "default"})
 		tok := e.token("reader", nil)
 		pods := corev1.NewPodServiceClient(e.Dial(t, tok))
-		eventually(t, "the reader may list pods", func() bool {
+		testutil.Eventually(t, "the reader may list pods", func() bool {
 			_, err := pods.ListPods(ctxT(t), &corev1.ListPodsRequest{Namespace: "default"})
 			return err == nil
 		})
@@ -429,7 +430,7 @@ func TestTokenReviewAndIssuerDiscovery(t *testing.T) {
 		Subjects: []*rbacv1.Subject{{Kind: "User", ApiGroup: "rbac.authorization.k8s.io", Name: "bob"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "bob, an auth delegator, reviews tokens", func() bool { st, err := review(bob, tok); return err == nil && st.GetAuthenticated() })
+	testutil.Eventually(t, "bob, an auth delegator, reviews tokens", func() bool { st, err := review(bob, tok); return err == nil && st.GetAuthenticated() })
 
 	// Discovery: every ServiceAccount may read the documents, bob may not.
 	saAuth := authenticationv1.NewAuthenticationServiceClient(e.Dial(t, tok))
@@ -534,16 +535,16 @@ func TestTokensAcrossReplicas(t *testing.T) {
 		_, err := authenticationv1.NewAuthenticationServiceClient(env.Dial(t, token)).CreateSelfSubjectReview(ctxT(t), &authenticationv1.CreateSelfSubjectReviewRequest{})
 		return err
 	}
-	eventually(t, "replica b accepts replica a's token", func() bool { return whoami(b, fromA) == nil })
+	testutil.Eventually(t, "replica b accepts replica a's token", func() bool { return whoami(b, fromA) == nil })
 	// Each replica authenticates from its own watch-fed cache, which may
 	// see the ServiceAccount a moment after its creation.
-	eventually(t, "replica a accepts replica b's token", func() bool { return whoami(a.Env, fromB.GetTokenRequest().GetStatus().GetToken()) == nil })
+	testutil.Eventually(t, "replica a accepts replica b's token", func() bool { return whoami(a.Env, fromB.GetTokenRequest().GetStatus().GetToken()) == nil })
 	fromC, err := authenticationv1.NewAuthenticationServiceClient(c.Dial(t, AdminToken)).CreateServiceAccountToken(ctxT(t),
 		&authenticationv1.CreateServiceAccountTokenRequest{Namespace: "default", Name: "robot"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replica c accepts its own token", func() bool { return whoami(c, fromC.GetTokenRequest().GetStatus().GetToken()) == nil })
+	testutil.Eventually(t, "replica c accepts its own token", func() bool { return whoami(c, fromC.GetTokenRequest().GetStatus().GetToken()) == nil })
 	if err := whoami(c, fromA); apierrors.FromError(err).Reason != apierrors.ReasonUnauthorized {
 		t.Errorf("a replica with another key: got %v, want Unauthorized", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -89,21 +90,6 @@ func start(t *testing.T, controllers int) *env {
 		run(func() { c.Run(ctx, 2) })
 	}
 	return e
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func newCronJob(name, schedule string, tweak func(*batchv1.CronJobSpec)) *batchv1.CronJob {
@@ -180,7 +166,7 @@ func (e *env) update(t *testing.T, name string, f func(*batchv1.CronJob)) {
 func (e *env) seen(t *testing.T, cj *batchv1.CronJob) {
 	t.Helper()
 	want, _ := strconv.ParseInt(cj.GetMetadata().GetResourceVersion(), 10, 64)
-	eventually(t, "the caches at "+cj.GetMetadata().GetResourceVersion(), func() (bool, string) {
+	testutil.Eventually(t, "the caches at "+cj.GetMetadata().GetResourceVersion(), func() (bool, string) {
 		for _, inf := range e.cjInfs {
 			got, ok := inf.Store().Get(client.Key(cj))
 			rv, _ := strconv.ParseInt(got.GetMetadata().GetResourceVersion(), 10, 64)
@@ -220,7 +206,7 @@ func names(js []*batchv1.Job) string {
 // waitJobs waits until the CronJob's Jobs are exactly want (names).
 func (e *env) waitJobs(t *testing.T, cj *batchv1.CronJob, want ...string) {
 	t.Helper()
-	eventually(t, "jobs "+strings.Join(want, ","), func() (bool, string) {
+	testutil.Eventually(t, "jobs "+strings.Join(want, ","), func() (bool, string) {
 		got := names(e.jobsOf(t, cj))
 		return got == strings.Join(want, ","), got + "; events: " + e.eventsOf(cj)
 	})
@@ -229,7 +215,7 @@ func (e *env) waitJobs(t *testing.T, cj *batchv1.CronJob, want ...string) {
 func (e *env) status(t *testing.T, cj *batchv1.CronJob, what string, cond func(*batchv1.CronJobStatus) bool) *batchv1.CronJobStatus {
 	t.Helper()
 	var st *batchv1.CronJobStatus
-	eventually(t, what, func() (bool, string) {
+	testutil.Eventually(t, what, func() (bool, string) {
 		got, err := e.cjs.Get(e.ctx, "default", cj.GetMetadata().GetName())
 		if err != nil {
 			return false, err.Error()
@@ -259,7 +245,7 @@ func (e *env) eventsOf(cj *batchv1.CronJob) string {
 // containing msg.
 func (e *env) hasEvent(t *testing.T, cj *batchv1.CronJob, reason, msg string) {
 	t.Helper()
-	eventually(t, "event "+reason, func() (bool, string) {
+	testutil.Eventually(t, "event "+reason, func() (bool, string) {
 		l, _, err := e.events.List(e.ctx, "default", client.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -420,7 +406,7 @@ func TestHistoryLimitsAndSuspend(t *testing.T) {
 		at := base.Add(time.Duration(i) * time.Minute)
 		e.at(t, cj, at.Add(time.Second))
 		name := jobNameAt("hist", at)
-		eventually(t, "job "+name, func() (bool, string) {
+		testutil.Eventually(t, "job "+name, func() (bool, string) {
 			_, err := e.jobs.Get(e.ctx, "default", name)
 			return err == nil, fmt.Sprint(err)
 		})
@@ -435,7 +421,7 @@ func TestHistoryLimitsAndSuspend(t *testing.T) {
 	failedAt := base.Add(3 * time.Minute)
 	e.at(t, cj, failedAt.Add(time.Second))
 	fname := jobNameAt("hist", failedAt)
-	eventually(t, "job "+fname, func() (bool, string) {
+	testutil.Eventually(t, "job "+fname, func() (bool, string) {
 		_, err := e.jobs.Get(e.ctx, "default", fname)
 		return err == nil, fmt.Sprint(err)
 	})

@@ -176,6 +176,7 @@ func TestReconcileRollingUpdate(t *testing.T) {
 			dInf := fakeapi.Informer([]*appsv1.Deployment{tc.d}, client.InformerOptions[*appsv1.Deployment]{})
 			rsInf := fakeapi.Informer(tc.rss(tc.d), client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			fakeapi.Start(t, dInf, rsInf)
 			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)
@@ -225,6 +226,7 @@ func TestProgressDeadline(t *testing.T) {
 			dInf := fakeapi.Informer([]*appsv1.Deployment{d}, client.InformerOptions[*appsv1.Deployment]{})
 			rsInf := fakeapi.Informer([]*appsv1.ReplicaSet{rs}, client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: &fakeapi.Client[*appsv1.ReplicaSet]{}, DInformer: dInf, RSInformer: rsInf})
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			c.now = func() time.Time { return base }
 			fakeapi.Start(t, dInf, rsInf)
 			res, err := c.Reconcile(context.Background(), "ns/d")
@@ -392,6 +394,7 @@ func TestReconcileScalesProportionally(t *testing.T) {
 			dInf := fakeapi.Informer([]*appsv1.Deployment{d}, client.InformerOptions[*appsv1.Deployment]{})
 			rsInf := fakeapi.Informer(tc.rss(d), client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Deployments: ds, ReplicaSets: rsc, DInformer: dInf, RSInformer: rsInf})
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			fakeapi.Start(t, dInf, rsInf)
 			if _, err := c.Reconcile(context.Background(), "ns/d"); err != nil {
 				t.Fatal(err)

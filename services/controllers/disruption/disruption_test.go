@@ -77,6 +77,8 @@ func TestReconcileStatus(t *testing.T) {
 				w := &fakeapi.Client[*policyv1.PodDisruptionBudget]{}
 				c := New(Config{PDBs: w, Scales: noScales{}, PDBInformer: pdbInf, PodInformer: podInf, RSInformer: rsInf, DInformer: dInf,
 					Now: func() time.Time { return now }})
+				t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
+				t.Cleanup(c.stale.ShutDown)
 				fakeapi.Start(t, pdbInf, podInf, rsInf, dInf)
 				if _, err := c.Reconcile(t.Context(), "ns/web"); err != nil {
 					t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	batchv1 "github.com/kplane/kplane/proto/kplane/batch/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -95,21 +96,6 @@ func (e *env) run(t *testing.T) {
 	e.stop = func() { cancel(); wg.Wait() }
 }
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func newJob(name string, tweak func(*batchv1.JobSpec)) *batchv1.Job {
 	s := &batchv1.JobSpec{Template: &corev1.PodTemplateSpec{
 		Metadata: &metav1.ObjectMeta{Labels: map[string]string{"app": name}},
@@ -158,7 +144,7 @@ func (e *env) running(t *testing.T, j *batchv1.Job) []*corev1.Pod {
 func (e *env) waitRunning(t *testing.T, j *batchv1.Job, n int) []*corev1.Pod {
 	t.Helper()
 	var got []*corev1.Pod
-	eventually(t, fmt.Sprintf("%d running pods of %s", n, j.GetMetadata().GetName()), func() (bool, string) {
+	testutil.Eventually(t, fmt.Sprintf("%d running pods of %s", n, j.GetMetadata().GetName()), func() (bool, string) {
 		got = e.running(t, j)
 		return len(got) == n, podStates(got)
 	})
@@ -195,7 +181,7 @@ func (e *env) finish(t *testing.T, p *corev1.Pod, phase string) {
 func (e *env) waitStatus(t *testing.T, j *batchv1.Job, what string, cond func(*batchv1.JobStatus) bool) *batchv1.Job {
 	t.Helper()
 	var got *batchv1.Job
-	eventually(t, what, func() (bool, string) {
+	testutil.Eventually(t, what, func() (bool, string) {
 		var err error
 		got, err = e.jobs.Get(e.ctx, "default", j.GetMetadata().GetName())
 		if err != nil {
@@ -232,7 +218,7 @@ func conditionTypes(st *batchv1.JobStatus) string {
 // noFinalizers checks that every pod of j was released.
 func (e *env) noFinalizers(t *testing.T, j *batchv1.Job) {
 	t.Helper()
-	eventually(t, "no pod of "+j.GetMetadata().GetName()+" holding the tracking finalizer", func() (bool, string) {
+	testutil.Eventually(t, "no pod of "+j.GetMetadata().GetName()+" holding the tracking finalizer", func() (bool, string) {
 		ps := e.podsOf(t, j)
 		for _, p := range ps {
 			if ctrl.HasFinalizer(p.GetMetadata(), job.TrackingFinalizer) {
@@ -333,7 +319,7 @@ func TestIndexed(t *testing.T) {
 	e.finish(t, byIndex["0"], "Failed")
 	e.waitStatus(t, j, "failed 1", func(st *batchv1.JobStatus) bool { return st.GetFailed() == 1 })
 	var again *corev1.Pod
-	eventually(t, "a new pod for index 0", func() (bool, string) {
+	testutil.Eventually(t, "a new pod for index 0", func() (bool, string) {
 		for _, p := range e.running(t, j) {
 			if p.GetMetadata().GetAnnotations()[job.CompletionIndexKey] == "0" {
 				again = p
@@ -395,7 +381,7 @@ func TestActiveDeadline(t *testing.T) {
 	if st.GetFailed() != 2 || st.GetActive() != 0 {
 		t.Errorf("status %v, want failed 2 (its running pods), active 0", st)
 	}
-	eventually(t, "the pods deleted", func() (bool, string) {
+	testutil.Eventually(t, "the pods deleted", func() (bool, string) {
 		ps := e.podsOf(t, j)
 		return len(ps) == 0, podStates(ps)
 	})
@@ -434,7 +420,7 @@ func TestSuspend(t *testing.T) {
 		return c.GetStatus() == "False" && c.GetReason() == "JobResumed" && st.GetStartTime() != nil && st.GetActive() == 2
 	})
 	setSuspend(true)
-	eventually(t, "pods of the suspended Job deleted", func() (bool, string) {
+	testutil.Eventually(t, "pods of the suspended Job deleted", func() (bool, string) {
 		ps := e.podsOf(t, j)
 		return len(ps) == 0, podStates(ps)
 	})
@@ -516,7 +502,7 @@ func TestOrphanedPodsReleased(t *testing.T) {
 	if err := e.jobs.Delete(e.ctx, "default", "gone", client.DeleteOptions{PropagationPolicy: "Background"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "finalizers released", func() (bool, string) {
+	testutil.Eventually(t, "finalizers released", func() (bool, string) {
 		var s []string
 		for _, p := range pods {
 			cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
@@ -572,7 +558,7 @@ func TestBackoffLimitPerIndex(t *testing.T) {
 	}
 	e.finish(t, first["0"], "Failed")
 	var again *corev1.Pod
-	eventually(t, "index 0 run again", func() (bool, string) {
+	testutil.Eventually(t, "index 0 run again", func() (bool, string) {
 		again = byIndex()["0"]
 		return again != nil && again.GetMetadata().GetName() != first["0"].GetMetadata().GetName(), podStates(e.podsOf(t, j))
 	})
@@ -624,7 +610,7 @@ func TestPodFailurePolicy(t *testing.T) {
 	first := e.waitRunning(t, j, 1)[0]
 	fail(first, 137, "DisruptionTarget")
 	var second *corev1.Pod
-	eventually(t, "a replacement", func() (bool, string) {
+	testutil.Eventually(t, "a replacement", func() (bool, string) {
 		r := e.running(t, j)
 		if len(r) == 1 && r[0].GetMetadata().GetName() != first.GetMetadata().GetName() {
 			second = r[0]
@@ -651,7 +637,7 @@ func TestPodFailurePolicy(t *testing.T) {
 // noFinalizersOn waits until p no longer holds the tracking finalizer.
 func (e *env) noFinalizersOn(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	eventually(t, "finalizer of "+p.GetMetadata().GetName()+" removed", func() (bool, string) {
+	testutil.Eventually(t, "finalizer of "+p.GetMetadata().GetName()+" removed", func() (bool, string) {
 		cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
 		if err != nil {
 			return apierrors.IsNotFound(err), err.Error()
@@ -692,7 +678,7 @@ func TestOrphanPolicyReleasesPods(t *testing.T) {
 	if fs := cur.GetMetadata().GetFinalizers(); len(fs) != 1 || fs[0] != "orphan" {
 		t.Fatalf("finalizers of the deleted Job %v, want orphan (batch/v1's default policy)", fs)
 	}
-	eventually(t, "finalizers of the orphans released", func() (bool, string) {
+	testutil.Eventually(t, "finalizers of the orphans released", func() (bool, string) {
 		var held []string
 		for _, p := range pods {
 			cur, err := e.pods.Get(e.ctx, "default", p.GetMetadata().GetName())
@@ -743,7 +729,7 @@ func TestAdoptAndRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	change(orphan, func(p *corev1.Pod) { p.Metadata.OwnerReferences = nil })
-	eventually(t, "the orphan adopted", func() (bool, string) {
+	testutil.Eventually(t, "the orphan adopted", func() (bool, string) {
 		p, err := e.pods.Get(e.ctx, "default", orphan)
 		if err != nil {
 			return false, err.Error()
@@ -753,7 +739,7 @@ func TestAdoptAndRelease(t *testing.T) {
 	})
 	// Once the Job is back to two pods, one of them stops matching.
 	var other string
-	eventually(t, "two pods again", func() (bool, string) {
+	testutil.Eventually(t, "two pods again", func() (bool, string) {
 		r := e.running(t, j)
 		for _, p := range r {
 			if p.GetMetadata().GetName() != orphan {
@@ -765,7 +751,7 @@ func TestAdoptAndRelease(t *testing.T) {
 	change(other, func(p *corev1.Pod) {
 		delete(p.Metadata.Labels, "batch.kubernetes.io/controller-uid")
 	})
-	eventually(t, "the pod that no longer matches released", func() (bool, string) {
+	testutil.Eventually(t, "the pod that no longer matches released", func() (bool, string) {
 		p, err := e.pods.Get(e.ctx, "default", other)
 		if err != nil {
 			return false, err.Error()
@@ -801,7 +787,7 @@ func TestSuccessPolicy(t *testing.T) {
 	if st.GetCompletedIndexes() != "0" || st.GetSucceeded() != 1 || st.GetActive() != 0 || st.GetCompletionTime() == nil {
 		t.Errorf("status %v", st)
 	}
-	eventually(t, "the other pods deleted", func() (bool, string) {
+	testutil.Eventually(t, "the other pods deleted", func() (bool, string) {
 		ps := e.podsOf(t, j)
 		return len(ps) == 1, podStates(ps)
 	})

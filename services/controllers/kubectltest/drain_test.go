@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/internal/testutil"
 	appsv1 "github.com/kplane/kplane/proto/kplane/apps/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -64,20 +65,6 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 				}
 				return out, strings.Join(state, ", ")
 			}
-			waitFor := func(what string, cond func() (bool, string)) {
-				t.Helper()
-				deadline := time.Now().Add(2 * time.Minute)
-				for {
-					ok, state := cond()
-					if ok {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-			}
 
 			// Two replicas, both on n1 (the only node yet).
 			startSimNode(t, env, "n1", "kplane.test/web:1")
@@ -91,11 +78,11 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor("two ready pods on n1", func() (bool, string) { l, s := onNode("n1"); return len(l) == 2, s })
+			testutil.EventuallyWithin(t, 2*time.Minute, "two ready pods on n1", func() (bool, string) { l, s := onNode("n1"); return len(l) == 2, s })
 			startSimNode(t, env, "n2", "kplane.test/web:1")
 
 			run("create", "pdb", "web", "--selector", "app=web", "--min-available", "2")
-			waitFor("the budget's status", func() (bool, string) {
+			testutil.EventuallyWithin(t, 2*time.Minute, "the budget's status", func() (bool, string) {
 				out, _ := kubectl("get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}/{.status.desiredHealthy}/{.status.expectedPods}")
 				return out == "2/2/2", out
 			})
@@ -147,7 +134,7 @@ func TestKubectlDrainWithDisruptionBudget(t *testing.T) {
 					t.Errorf("drain: output lacks %q:\n%s", want, out)
 				}
 			}
-			waitFor("two ready pods on n2", func() (bool, string) { l, s := onNode("n2"); return len(l) == 2, s })
+			testutil.EventuallyWithin(t, 2*time.Minute, "two ready pods on n2", func() (bool, string) { l, s := onNode("n2"); return len(l) == 2, s })
 			if out := run("get", "node", "n1"); !strings.Contains(out, "SchedulingDisabled") {
 				t.Errorf("get node n1 after drain:\n%s", out)
 			}

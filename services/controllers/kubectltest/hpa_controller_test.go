@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kplane/kplane/internal/kubectltest"
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/nodeagent"
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/simruntime"
@@ -144,20 +145,6 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually := func(what string, cond func() (bool, string)) {
-		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			ok, state := cond()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 	condition := func(h *autoscalingv2.HorizontalPodAutoscaler, typ string) *autoscalingv2.HorizontalPodAutoscalerCondition {
 		for _, c := range h.GetStatus().GetConditions() {
 			if c.GetType() == typ {
@@ -186,7 +173,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 		}
 	}
 	// 900m of a 500m request is 180% against 50%: up to maxReplicas.
-	eventually("web scaled to 5 at 180% CPU", scaledTo(5, 180))
+	testutil.EventuallyWithin(t, 90*time.Second, "web scaled to 5 at 180% CPU", scaledTo(5, 180))
 	h, err := hpas.Get(ctx, "default", "web")
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +190,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 	}
 	// The pods now use 50m (10%): back down to minReplicas once the
 	// two-second window has passed.
-	eventually("the new template written", func() (bool, string) {
+	testutil.EventuallyWithin(t, 90*time.Second, "the new template written", func() (bool, string) {
 		d, err := deps.Get(ctx, "default", "web")
 		if err != nil {
 			return false, err.Error()
@@ -212,11 +199,11 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 		_, err = deps.Update(ctx, d)
 		return err == nil, fmt.Sprint(err)
 	})
-	eventually("web scaled down to 1 at 10% CPU", scaledTo(1, 10))
+	testutil.EventuallyWithin(t, 90*time.Second, "web scaled down to 1 at 10% CPU", scaledTo(1, 10))
 
 	// The events Kubernetes records, and the refusal for pods without a
 	// CPU request.
-	eventually("SuccessfulRescale events", func() (bool, string) {
+	testutil.EventuallyWithin(t, 90*time.Second, "SuccessfulRescale events", func() (bool, string) {
 		l, _, err := events.List(ctx, "default", client.ListOptions{FieldSelector: "involvedObject.name=web,involvedObject.kind=HorizontalPodAutoscaler"})
 		if err != nil {
 			return false, err.Error()
@@ -230,7 +217,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 		}
 		return up && down, strings.Join(msgs, " | ")
 	})
-	eventually("FailedGetResourceMetric for pods without a request", func() (bool, string) {
+	testutil.EventuallyWithin(t, 90*time.Second, "FailedGetResourceMetric for pods without a request", func() (bool, string) {
 		h, err := hpas.Get(ctx, "default", "norequest")
 		if err != nil {
 			return false, err.Error()
@@ -256,7 +243,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 	}
 	dyn := dynamicv1.NewResourceServiceClient(admin)
 	target := &dynamicv1.Target{Group: "example.com", Version: "v1", Resource: "scalers", Namespace: "default", Name: "sc"}
-	eventually("the Scaler created", func() (bool, string) {
+	testutil.EventuallyWithin(t, 90*time.Second, "the Scaler created", func() (bool, string) {
 		_, err := dyn.Create(ctx, &dynamicv1.CreateRequest{Target: target,
 			Object: []byte(`{"apiVersion":"example.com/v1","kind":"Scaler","metadata":{"name":"sc","namespace":"default"},"spec":{"replicas":1}}`)})
 		return err == nil, fmt.Sprint(err)
@@ -278,7 +265,7 @@ func TestHorizontalPodAutoscalerScalesADeployment(t *testing.T) {
 	if _, err := hpas.Create(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
-	eventually("the Scaler scaled to 3", func() (bool, string) {
+	testutil.EventuallyWithin(t, 90*time.Second, "the Scaler scaled to 3", func() (bool, string) {
 		sc, err := dyn.GetScale(ctx, &dynamicv1.GetScaleRequest{Target: target})
 		if err != nil {
 			return false, err.Error()

@@ -69,6 +69,7 @@ func TestReconcile(t *testing.T) {
 			inf := fakeapi.Informer([]*corev1.Namespace{terminating, finalized, live}, client.InformerOptions[*corev1.Namespace]{})
 			d := &countDeleter{left: tc.left, err: tc.err}
 			c := New(Config{Namespaces: nss, Informer: inf, Deleters: []Deleter{d}, Recheck: time.Hour})
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			fakeapi.Start(t, inf)
 			res, err := c.Reconcile(context.Background(), tc.key)
 			if (err != nil) != tc.wantErr {

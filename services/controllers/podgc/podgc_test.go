@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
@@ -61,22 +62,6 @@ func (e *env) newGC(pods podgc.PodClient, threshold int) *podgc.Controller {
 		TerminatedPodThreshold: threshold, Clock: e.clock})
 }
 
-// eventually polls cond (the informers catching up with a write).
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; last state: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (e *env) node(t *testing.T, name string, ready bool, taints ...*corev1.Taint) {
 	t.Helper()
 	n, err := e.nodes.Create(e.ctx, &corev1.Node{Metadata: &metav1.ObjectMeta{Name: name}, Spec: &corev1.NodeSpec{Taints: taints}})
@@ -91,7 +76,7 @@ func (e *env) node(t *testing.T, name string, ready bool, taints ...*corev1.Tain
 	if _, err := e.nodes.UpdateStatus(e.ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "node "+name+" cached", func() (bool, string) {
+	testutil.Eventually(t, "node "+name+" cached", func() (bool, string) {
 		_, ok := e.nodeInf.Store().Get(name)
 		return ok, ""
 	})
@@ -120,7 +105,7 @@ func (e *env) pod(t *testing.T, name, node, phase string, finalizers ...string) 
 func (e *env) cached(t *testing.T, p *corev1.Pod) {
 	t.Helper()
 	key := p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName()
-	eventually(t, key+" cached", func() (bool, string) {
+	testutil.Eventually(t, key+" cached", func() (bool, string) {
 		c, ok := e.podInf.Store().Get(key)
 		if !ok {
 			return false, "absent"
@@ -164,7 +149,7 @@ func TestPodOfDeletedNode(t *testing.T) {
 	if err := e.nodes.Delete(e.ctx, "", "gone", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "node gone from the cache", func() (bool, string) {
+	testutil.Eventually(t, "node gone from the cache", func() (bool, string) {
 		_, ok := e.nodeInf.Store().Get("gone")
 		return !ok, ""
 	})
@@ -272,7 +257,7 @@ func TestUnscheduledTerminatingPod(t *testing.T) {
 	if err := e.pods.Delete(e.ctx, "default", "pending", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pending terminating in the cache", func() (bool, string) {
+	testutil.Eventually(t, "pending terminating in the cache", func() (bool, string) {
 		c, ok := e.podInf.Store().Get("default/pending")
 		return ok && c.GetMetadata().GetDeletionTimestamp() != nil, fmt.Sprint(c.GetMetadata())
 	})
@@ -328,7 +313,7 @@ func TestStatusWrittenMeanwhile(t *testing.T) {
 	if err := e.pods.Delete(e.ctx, "default", "raced", client.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "raced terminating in the cache", func() (bool, string) {
+	testutil.Eventually(t, "raced terminating in the cache", func() (bool, string) {
 		c, ok := e.podInf.Store().Get("default/raced")
 		return ok && c.GetMetadata().GetDeletionTimestamp() != nil, fmt.Sprint(c.GetMetadata())
 	})
@@ -356,7 +341,7 @@ func TestTerminatingPodOnOutOfServiceNode(t *testing.T) {
 		if err := e.pods.Delete(e.ctx, "default", name, client.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, name+" terminating in the cache", func() (bool, string) {
+		testutil.Eventually(t, name+" terminating in the cache", func() (bool, string) {
 			c, ok := e.podInf.Store().Get("default/" + name)
 			return ok && c.GetMetadata().GetDeletionTimestamp() != nil, fmt.Sprint(c.GetMetadata())
 		})

@@ -118,6 +118,7 @@ func TestReconcile(t *testing.T) {
 			podInf := fakeapi.Informer(tc.pods, client.InformerOptions[*corev1.Pod]{})
 			rsInf := fakeapi.Informer([]*appsv1.ReplicaSet{tc.rs}, client.InformerOptions[*appsv1.ReplicaSet]{})
 			c := New(Config{Pods: pods, ReplicaSets: rss, PodInformer: podInf, RSInformer: rsInf})
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			c.now = func() time.Time { return base }
 			fakeapi.Start(t, podInf, rsInf)
 			_, err := c.Reconcile(context.Background(), "ns/rs")
@@ -164,6 +165,7 @@ func TestExpectationsHoldBackASecondSync(t *testing.T) {
 	podInf := fakeapi.Informer[*corev1.Pod](nil, client.InformerOptions[*corev1.Pod]{})
 	rsInf := fakeapi.Informer([]*appsv1.ReplicaSet{rs(2)}, client.InformerOptions[*appsv1.ReplicaSet]{})
 	c := New(Config{Pods: pods, ReplicaSets: &fakeapi.Client[*appsv1.ReplicaSet]{}, PodInformer: podInf, RSInformer: rsInf})
+	t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 	fakeapi.Start(t, podInf, rsInf)
 	for range 3 {
 		if _, err := c.Reconcile(context.Background(), "ns/rs"); err != nil {

@@ -103,6 +103,7 @@ func TestCountsTakenAgainFromLiveLists(t *testing.T) {
 				cfg.Live = map[schema.GroupResource]Lister{cm: configMaps(tc.live)}
 			}
 			c := New(cfg)
+			t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 			go func() { _ = qInf.Run(ctx) }()
 			go func() { _ = podInf.Run(ctx) }()
 			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)

@@ -37,6 +37,7 @@ func TestReconcile(t *testing.T) {
 	}, client.InformerOptions[*corev1.ConfigMap]{})
 	sw := &swapClient{}
 	c := New(Config{ConfigMaps: sw, NamespaceInformer: nsInf, ConfigMapInformer: cmInf, RootCA: []byte(ca)})
+	t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 	fakeapi.Start(t, nsInf, cmInf)
 
 	for _, tc := range []struct {

@@ -33,6 +33,7 @@ func TestReconcile(t *testing.T) {
 	}, client.InformerOptions[*corev1.ServiceAccount]{})
 	sw := &swapClient{}
 	c := New(Config{ServiceAccounts: sw, NamespaceInformer: nsInf, ServiceAccountInformer: saInf})
+	t.Cleanup(c.queue.ShutDown) // New starts the queue; only Run would stop it
 	fakeapi.Start(t, nsInf, saInf)
 
 	for _, tc := range []struct {

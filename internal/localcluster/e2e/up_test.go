@@ -43,6 +43,7 @@ import (
 // stops it with SIGINT (Ctrl-C): it exits cleanly and every process it
 // started is gone.
 func TestUp(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	kubectl := testutil.RequireBinary(t, "kubectl", "apt-get install kubectl")
 	dir := t.TempDir()
 	cmd := exec.Command(kplaneBin, "up", "--base-port=0", "--data-dir", dir)
@@ -144,7 +145,7 @@ func TestUp(t *testing.T) {
 	if out, err := run("get", "endpoints", "kubernetes", "--no-headers"); err != nil || !strings.Contains(out, addrs["gateway"]) {
 		t.Errorf("the kubernetes Endpoints: %q (%v), want %s", out, err, addrs["gateway"])
 	}
-	if out, err := run("apply", "-f", filepath.Join("..", "..", "examples", "deployment.yaml")); err != nil {
+	if out, err := run("apply", "-f", filepath.Join("..", "..", "..", "examples", "deployment.yaml")); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -455,6 +456,7 @@ func countActive(ps []localcluster.ProcessStatus) int {
 // cleanly, every process is gone, and `kplane status` then says nothing
 // runs there.
 func TestUpDown(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	dir := t.TempDir()
 	cmd := exec.Command(kplaneBin, "up", "--base-port=0", "--data-dir", dir,
 		"--store-members=1", "--apiservers=1", "--schedulers=1", "--controller-managers=1", "--nodes=1")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/internal/testutil/raftpeer"
 )
 
 // TestUpStoreTrust replays a security probe of a `kplane up` cluster. With
@@ -31,6 +32,7 @@ import (
 // logged), while members, the API services' store client, the admin
 // kubeconfig and the cluster keep working.
 func TestUpStoreTrust(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	etcdctlBin := testutil.RequireBinary(t, "etcdctl", "apt-get install -y etcd-client")
 	kubectl := testutil.RequireBinary(t, "kubectl", "apt-get install kubectl")
 	dir := t.TempDir()
@@ -90,15 +92,15 @@ func TestUpStoreTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peerAddr := hostOf(t, members[0].PeerURL)
-	if err := requestVote(peerAddr, storeClientTLS); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+	peerAddr := peerAddr(t, members[0].PeerURL)
+	if err := raftpeer.RequestVote(peerAddr, storeClientTLS); err == nil || !strings.Contains(err.Error(), "bad certificate") {
 		t.Errorf("Raft RPC to %s with apiserver-store-client: %v, want the member's bad certificate alert", peerAddr, err)
 	}
 	memberTLS, err := tlsFiles(storeCA, filepath.Join(pki, members[1].Name+"-peer.crt"), filepath.Join(pki, members[1].Name+"-peer.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := requestVote(peerAddr, memberTLS); err != nil {
+	if err := raftpeer.RequestVote(peerAddr, memberTLS); err != nil {
 		t.Errorf("Raft RPC to %s with %s's peer certificate: %v", peerAddr, members[1].Name, err)
 	}
 	log, err := os.ReadFile(members[0].Log)
@@ -106,7 +108,7 @@ func TestUpStoreTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	if refusal := regexp.MustCompile(`refused a TLS connection.*port=peer remote-addr=127\.0\.0\.1:\d+ cn=kplane-apiserver`); !refusal.Match(log) {
-		t.Errorf("%s's log does not record the refused peer connection of kplane-apiserver:\n%s", members[0].Name, tail(string(log), 20))
+		t.Errorf("%s's log does not record the refused peer connection of kplane-apiserver:\n%s", members[0].Name, testutil.Tail(string(log), 20))
 	}
 
 	// The admin kubeconfig still works, through the API service and the
@@ -176,4 +178,14 @@ func tlsHandshake(addr string, tc *tls.Config) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// peerAddr returns the host:port of a member's peer URL.
+func peerAddr(t *testing.T, peerURL string) string {
+	t.Helper()
+	addr, err := raftpeer.Addr(peerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

@@ -21,6 +21,7 @@ import (
 // runs and receives spans from the API service and the store (their
 // OTEL_* environment comes from kplane up).
 func TestUpJaeger(t *testing.T) {
+	testutil.SkipShort(t, "runs a whole `kplane up` of the built binary")
 	if _, err := jaeger.Binary(); err != nil {
 		if testutil.InCI() {
 			t.Fatalf("jaeger is required under CI: %v", err)

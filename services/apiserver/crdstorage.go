@@ -67,14 +67,15 @@ func crdFromStored(value []byte) (proto.Message, error) {
 func crdJSONToV1(value []byte) ([]byte, error) {
 	scheme := runtime.NewScheme()
 	install.Install(scheme)
-	obj, _, err := serializer.NewCodecFactory(scheme).UniversalDecoder(kubeapiextv1.SchemeGroupVersion).Decode(value, nil, nil)
+	internal, _, err := serializer.NewCodecFactory(scheme).UniversalDecoder().Decode(value, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("decoding customresourcedefinition: %w", err)
 	}
-	crd, ok := obj.(*kubeapiextv1.CustomResourceDefinition)
-	if !ok {
-		return nil, fmt.Errorf("%w: stored customresourcedefinition decodes to %T", ErrStorageFormat, obj)
+	crd := &kubeapiextv1.CustomResourceDefinition{}
+	if err := scheme.Convert(internal, crd, nil); err != nil {
+		return nil, fmt.Errorf("converting customresourcedefinition to v1: %w", err)
 	}
+	scheme.Default(crd)
 	crd.APIVersion, crd.Kind = kubeapiextv1.SchemeGroupVersion.String(), "CustomResourceDefinition"
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(crd); err != nil {

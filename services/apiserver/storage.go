@@ -49,6 +49,9 @@ type storage struct {
 	// (events: --event-ttl), through leases; resources not in it live on.
 	ttls   map[string]time.Duration
 	leases *leaseManager
+	// wire holds, per resource, the fields whose protobuf differs from
+	// Kubernetes' (storagewire.go).
+	wire wirePlans
 }
 
 // commitPut commits the transaction txn builds around a put of one of r's
@@ -112,7 +115,7 @@ func (s *storage) encode(r *resourceInfo, key string, obj proto.Message) ([]byte
 	} else if isCRDs(r) {
 		b, err = crdToStored(obj)
 	} else {
-		b, err = marshalStored(r, obj)
+		b, err = s.marshalStored(r, obj)
 	}
 	m.ResourceVersion = rv
 	if err != nil {
@@ -143,7 +146,7 @@ func (s *storage) decode(r *resourceInfo, key string, value []byte, rev int64) (
 // format as r's storage version. Its apiVersion and kind are left out of
 // the object's own bytes: kube-apiserver's messages have no such fields,
 // the envelope carries them.
-func marshalStored(r *resourceInfo, obj proto.Message) ([]byte, error) {
+func (s *storage) marshalStored(r *resourceInfo, obj proto.Message) ([]byte, error) {
 	st := r.storedAs()
 	m := obj.ProtoReflect()
 	fields := m.Descriptor().Fields()
@@ -153,6 +156,17 @@ func marshalStored(r *resourceInfo, obj proto.Message) ([]byte, error) {
 			m.Clear(fd)
 			defer m.Set(fd, v)
 		}
+	}
+	if plan := s.wire.planFor(r); plan != nil {
+		// Some of its fields differ on the wire: marshal, then rewrite.
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		if b, err = plan.transcode(make([]byte, 0, len(b)+len(b)/8), b, true); err != nil {
+			return nil, err
+		}
+		return appendStoredRaw(nil, st.APIVersion(), st.Kind, b), nil
 	}
 	return appendStored(nil, st.APIVersion(), st.Kind, obj)
 }
@@ -176,6 +190,11 @@ func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte
 	value, err := unmarkStored(r, key, value)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
+	}
+	if plan := s.wire.planFor(r); plan != nil {
+		if value, err = plan.transcode(make([]byte, 0, len(value)), value, false); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("%s: %w", key, err))
+		}
 	}
 	return value, nil
 }

@@ -85,6 +85,25 @@ func appendStored(b []byte, apiVersion, kind string, obj proto.Message) ([]byte,
 	return protowire.AppendVarint(b, 0), nil
 }
 
+// appendStoredRaw is appendStored of an object already marshalled (raw).
+func appendStoredRaw(b []byte, apiVersion, kind string, raw []byte) []byte {
+	b = append(b, storageMagic...)
+	tm := protowire.SizeTag(typeMetaAPIVersion) + protowire.SizeBytes(len(apiVersion)) +
+		protowire.SizeTag(typeMetaKind) + protowire.SizeBytes(len(kind))
+	b = protowire.AppendTag(b, unknownTypeMeta, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(tm))
+	b = protowire.AppendTag(b, typeMetaAPIVersion, protowire.BytesType)
+	b = protowire.AppendString(b, apiVersion)
+	b = protowire.AppendTag(b, typeMetaKind, protowire.BytesType)
+	b = protowire.AppendString(b, kind)
+	b = protowire.AppendTag(b, unknownRaw, protowire.BytesType)
+	b = protowire.AppendBytes(b, raw)
+	b = protowire.AppendTag(b, unknownContentEncoding, protowire.BytesType)
+	b = protowire.AppendVarint(b, 0)
+	b = protowire.AppendTag(b, unknownContentType, protowire.BytesType)
+	return protowire.AppendVarint(b, 0)
+}
+
 // storedObject is a stored value's envelope, parsed.
 type storedObject struct {
 	apiVersion, kind string

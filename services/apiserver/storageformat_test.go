@@ -28,7 +28,7 @@ func TestUnmarkStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := marshalStored(r, &corev1.ConfigMap{Metadata: om("default", "c"), Data: map[string]string{"k": "v"}})
+	stored, err := (&storage{}).marshalStored(r, &corev1.ConfigMap{Metadata: om("default", "c"), Data: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiext "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	kubeapiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	kubeapiextv1beta1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
@@ -240,7 +241,11 @@ func TestCRDStoredAsKubeAPIServer(t *testing.T) {
 	}
 
 	// What kube-apiserver stores: v1beta1 JSON.
-	v1beta1, err := runtime.Encode(codecs.LegacyCodec(kubeapiextv1beta1.SchemeGroupVersion), want)
+	internal := &apiext.CustomResourceDefinition{}
+	if err := sch.Convert(want, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	v1beta1, err := runtime.Encode(codecs.LegacyCodec(kubeapiextv1beta1.SchemeGroupVersion), internal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestOldStorageFormatRefused(t *testing.T) {
 	}
 	defer cli.Close()
 	resp, err := cli.Get(context.Background(), "/registry/configmaps/default/new")
-	if err != nil || len(resp.Kvs) != 1 || !bytes.HasPrefix(resp.Kvs[0].Value, []byte("k8s\x00\x0a\x0e\x0a\x02v1\x12\x09ConfigMap\x12")) {
+	if err != nil || len(resp.Kvs) != 1 || !bytes.HasPrefix(resp.Kvs[0].Value, []byte("k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap\x12")) {
 		t.Fatalf("stored value is not in kube-apiserver's envelope: %v %v", resp, err)
 	}
 	old, err := proto.Marshal(&corev1.ConfigMap{Metadata: om("default", "old"), Data: map[string]string{"k": "v"}})

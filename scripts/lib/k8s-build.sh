@@ -53,10 +53,7 @@ k8s_write_wrapper() {
 		echo "require k8s.io/kubernetes $version"
 		echo
 		echo "replace ("
-		# sample-apiserver is replaced below, by a release that exists:
-		# two replaces of one module make go.mod invalid.
 		sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/src/.*#\1#p' "$dir/go.mod" |
-			grep -vx 'k8s\.io/sample-apiserver' |
 			sort -u | while read -r m; do echo "	$m => $m $staging"; done
 		echo "	k8s.io/sample-apiserver => k8s.io/sample-apiserver $sample"
 		echo ")"

@@ -23,6 +23,17 @@
 #                            (ServiceAccount, Role/RoleBinding, ConfigMap,
 #                            Deployment, Service, a CRD and its object, a
 #                            post-install/upgrade Job hook) against `kplane up`.
+#   kube-apiserver           v1.33.13 on kplane's store, beside `kplane up
+#                            --nodes 1` (its store members' client URLs, the
+#                            store client certificate of the data dir's pki/;
+#                            --endpoint-reconciler-type=none, so it leaves
+#                            default/kubernetes to kplane): /readyz ok; a
+#                            ConfigMap and a Deployment created through kplane
+#                            read through it with the same uid, resourceVersion
+#                            and contents; a ConfigMap created through it read
+#                            through kplane; its watch sees an update made
+#                            through kplane; its list at a resourceVersion
+#                            compacted away answers 410 Expired.
 #
 #   scripts/components.sh                         every row, COMPONENTS.md
 #   COMPONENTS="kube-scheduler helm" scripts/components.sh
@@ -30,8 +41,8 @@
 #   scripts/components.sh --out FILE              the page to write (- for none)
 #   KPLANE=/path/to/kplane    a kplane binary built elsewhere
 #
-# kube-scheduler and kube-controller-manager are built by
-# scripts/lib/k8s-build.sh, KWOK with `go install`, both from the Go module
+# kube-scheduler, kube-controller-manager and kube-apiserver (each only
+# when its row runs) are built by scripts/lib/k8s-build.sh, KWOK with `go install`, both from the Go module
 # proxy into ${XDG_CACHE_HOME:-$HOME/.cache}/kplane-bench; helm is the one
 # on PATH (scripts/install-deps.sh installs it). Every `kplane up` takes
 # free loopback ports and its own data directory; each component's log,
@@ -43,7 +54,7 @@ cd "$(dirname "$0")/.."
 
 K8S_VERSION=${K8S_VERSION:-v1.33.13}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
-COMPONENTS=${COMPONENTS:-"kube-scheduler kwok kube-controller-manager helm"}
+COMPONENTS=${COMPONENTS:-"kube-scheduler kwok kube-controller-manager helm kube-apiserver"}
 REPLICAS=${REPLICAS:-6}
 NODES=${NODES:-3}
 WAIT=${WAIT:-180s}
@@ -62,7 +73,12 @@ done
 # shellcheck source=scripts/lib/k8s-build.sh
 source scripts/lib/k8s-build.sh
 cache=$(k8s_cache_dir)
-K8S_BIN=$(k8s_build "$K8S_VERSION" kube-scheduler kube-controller-manager | tail -n 1)
+k8s_bins=()
+for c in $COMPONENTS; do
+	case $c in kube-scheduler | kube-controller-manager | kube-apiserver) k8s_bins+=("$c") ;; esac
+done
+K8S_BIN=$cache/kubernetes-$K8S_VERSION/bin
+((${#k8s_bins[@]} == 0)) || K8S_BIN=$(k8s_build "$K8S_VERSION" "${k8s_bins[@]}" | tail -n 1)
 KWOK=$cache/kwok-$KWOK_VERSION/bin/kwok
 if [[ ! -x $KWOK ]]; then
 	echo "== building KWOK $KWOK_VERSION"
@@ -310,6 +326,69 @@ run_helm() {
 	check "hook Job of revision 2 complete" "${K[@]}" wait --for condition=Complete job/demo-migrate-2 --timeout "$WAIT"
 }
 
+# same_on NAME JSONPATH: the object NAME reads the same through kplane
+# (K) and through kube-apiserver (KA), uid and resourceVersion included.
+same_on() {
+	local a b
+	a=$("${K[@]}" get "$1" -o jsonpath="$2") || return 1
+	b=$("${KA[@]}" get "$1" -o jsonpath="$2") || return 1
+	echo "kplane:         $a"
+	echo "kube-apiserver: $b"
+	[[ -n $a && $a == "$b" ]]
+}
+
+# grep_file PATTERN FILE: FILE has a line matching PATTERN.
+grep_file() {
+	grep -q "$1" "$2" || { echo "not yet in $2:"; cat "$2"; return 1; }
+}
+
+# list_expired RV: kube-apiserver answers a list of ConfigMaps at RV
+# (exact) with 410 Expired.
+list_expired() {
+	local out
+	out=$("${KA[@]}" get --raw "/api/v1/namespaces/default/configmaps?resourceVersion=$1&resourceVersionMatch=Exact" 2>&1) && {
+		echo "listed at $1: ${out:0:200}"
+		return 1
+	}
+	echo "$out"
+	grep -q "Expired\|410\|too old" <<<"$out"
+}
+
+run_kube_apiserver() {
+	up "$1" --nodes 1
+	local ka=$data.kube-apiserver ap urls
+	mkdir -p "$ka"
+	ap=$(port)
+	k8s_admin_files "$ka" "$ap"
+	urls=$(jq -r '[.processes[] | select(.component == "store") | .clientURL] | join(",")' "$data/up.json")
+	"$K8S_BIN/kube-apiserver" --etcd-servers "$urls" --etcd-cafile "$(jq -r .storeCAFile "$data/up.json")" \
+		--etcd-certfile "$(jq -r .storeCertFile "$data/up.json")" --etcd-keyfile "$(jq -r .storeKeyFile "$data/up.json")" \
+		--etcd-compaction-interval 10s --endpoint-reconciler-type none \
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$ap" --cert-dir "$ka/certs" \
+		--token-auth-file "$ka/tokens.csv" --authorization-mode RBAC \
+		--service-account-issuer https://kubernetes.default.svc --service-account-key-file "$ka/sa.pub" \
+		--service-account-signing-key-file "$ka/sa.key" --service-cluster-ip-range 10.96.0.0/12 -v 2 >"$comp_log" 2>&1 &
+	pids+=($!)
+	KA=("$KUBECTL" --kubeconfig "$ka/kubeconfig")
+	check "kube-apiserver /readyz ok" eventually "${KA[@]}" get --raw /readyz
+	check "ConfigMap created through kplane" "${K[@]}" create configmap from-kplane --from-literal k=v --from-literal n=1
+	check "... read through kube-apiserver, the same" same_on configmap/from-kplane '{.metadata.uid} {.metadata.resourceVersion} {.data}'
+	check "Deployment created through kplane" "${K[@]}" create deployment web --image nginx:1.27 --replicas 2
+	check "... read through kube-apiserver, the same" same_on deployment/web '{.metadata.uid} {.metadata.resourceVersion} {.metadata.labels} {.spec}'
+	check "ConfigMap created through kube-apiserver" "${KA[@]}" create configmap from-kube --from-literal k=v2
+	check "... read through kplane, the same" same_on configmap/from-kube '{.metadata.uid} {.metadata.resourceVersion} {.data}'
+	local rv watch_out=$data.watch.out
+	rv=$("${K[@]}" get configmap from-kplane -o jsonpath='{.metadata.resourceVersion}')
+	"${KA[@]}" get configmap from-kplane -w --request-timeout 120s -o jsonpath='{.data.n}{"\n"}' >"$watch_out" 2>&1 &
+	pids+=($!)
+	check "kube-apiserver's watch started" eventually grep_file '^1$' "$watch_out"
+	check "ConfigMap updated through kplane" "${K[@]}" patch configmap from-kplane -p '{"data":{"n":"2"}}'
+	check "... the update seen by kube-apiserver's watch" eventually grep_file '^2$' "$watch_out"
+	local i
+	for ((i = 3; i < 8; i++)); do "${K[@]}" patch configmap from-kplane -p "{\"data\":{\"n\":\"$i\"}}" >/dev/null; done
+	check "a list at resourceVersion $rv once compacted: 410 Expired" eventually list_expired "$rv"
+}
+
 rows=()
 for c in $COMPONENTS; do
 	dir=$results/$c
@@ -324,6 +403,7 @@ for c in $COMPONENTS; do
 	kwok) run_kwok "$dir" || failed+=("kplane up") ;;
 	kube-controller-manager) run_kube_controller_manager "$dir" || failed+=("kplane up") ;;
 	helm) run_helm "$dir" || failed+=("kplane up") ;;
+	kube-apiserver) run_kube_apiserver "$dir" || failed+=("kplane up") ;;
 	*) echo "unknown component $c" >&2; exit 2 ;;
 	esac
 	stop_all
@@ -348,7 +428,7 @@ version="Helm $(helm version --short 2>/dev/null)"
 	echo
 	echo "Kubernetes' own components run unchanged against \`kplane up\` (issue 21), each with the kplane component it replaces turned off. Written by \`scripts/components.sh\`; do not edit by hand, run it again. What each row checks is at the top of the script; the checks' log lists every one."
 	echo
-	echo "Run $(date -u '+%Y-%m-%d %H:%M UTC'), kplane $(git rev-parse --short HEAD), $(nproc) cores; kube-scheduler and kube-controller-manager $K8S_VERSION, KWOK $KWOK_VERSION, $version; $NODES nodes, $REPLICAS replicas."
+	echo "Run $(date -u '+%Y-%m-%d %H:%M UTC'), kplane $(git rev-parse --short HEAD), $(nproc) cores; kube-scheduler, kube-controller-manager and kube-apiserver $K8S_VERSION, KWOK $KWOK_VERSION, $version; $NODES nodes, $REPLICAS replicas."
 	echo
 	echo "| component | result | time (with kplane up) | kinds it lists that kplane does not serve | log (on the machine that ran it) |"
 	echo "|---|---|---:|---|---|"
@@ -359,6 +439,7 @@ version="Helm $(helm version --short 2>/dev/null)"
 	echo "- \`events.k8s.io/v1\` is not served, so kube-scheduler and kube-controller-manager, which look it up in discovery, record their Events through core/v1, as they do on a cluster without that group."
 	echo "- kplane does not publish \`kube-system/extension-apiserver-authentication\` (kube-apiserver writes its client CA there for delegated authentication; kplane has Kubernetes' Role that lets the scheduler and the controller manager read it), so a component given \`--authentication-kubeconfig\` logs that it is missing and its own HTTPS port (metrics, health) trusts no client certificate."
 	echo "- kube-controller-manager runs as admin: Kubernetes runs each of its controllers under a ServiceAccount of its own (\`--use-service-account-credentials\`, roles \`system:controller:*\`), which kplane does not bootstrap; kplane's \`system:kube-controller-manager\` role covers kplane's own controllers."
+	echo "- kube-apiserver runs on kplane's store, beside kplane's API services, because kplane stores objects in kube-apiserver's format and under its keys (the \`k8s\\x00\` protobuf envelope; CustomResourceDefinitions as JSON): each reads what the other wrote. It runs with \`--endpoint-reconciler-type=none\`, leaving \`default/kubernetes\` to kplane; Service cluster IPs and node ports are allocated by each in its own way, so only one of them should create Services."
 	echo "- A kind in the column above is one the component's informers list and kplane does not serve: the controllers that need it (kube-controller-manager's HorizontalPodAutoscaler, CertificateSigningRequest and ServiceCIDR/IPAddress controllers) wait and do nothing, the others run."
 } >"$OUT"
 echo "wrote $OUT"

@@ -52,9 +52,8 @@ func (r *resourceInfo) storedAs() *resourceInfo {
 	return r
 }
 
-// storagePath is the resource's part of its keys: the plural for a
-// built-in, <group>/<plural> for a custom resource, as kube-apiserver
-// keys them.
+// storagePath is the resource's part of its keys, as kube-apiserver keys
+// them: kubeKeyPath for a built-in, <group>/<plural> for a custom resource.
 func (r *resourceInfo) storagePath() string {
 	if r.stored != nil {
 		return r.stored.storagePath()
@@ -62,7 +61,7 @@ func (r *resourceInfo) storagePath() string {
 	if r.custom != nil {
 		return r.Group + "/" + r.Resource
 	}
-	return r.Resource
+	return kubeKeyPath(r.Group, r.Resource)
 }
 
 // APIVersion is "v1" or "<group>/v1".

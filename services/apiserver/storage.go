@@ -1,5 +1,5 @@
 // This file holds the storage layer over the etcd v3 store: objects under
-// /registry/ as protobuf with resourceVersion as the key's mod_revision,
+// /registry/ in kube-apiserver's format and layout, with resourceVersion as the key's mod_revision,
 // optional encryption at rest and expiry, and compare-and-swap writes and
 // paged lists.
 
@@ -35,10 +35,10 @@ import (
 const maxObjectBytes = 1536*1024 - 4096
 
 // storage keeps objects in an etcd v3 store under
-// <prefix><resource>/<namespace>/<name> (cluster-scoped:
-// <prefix><resource>/<name>) as protobuf; custom resources under
-// <prefix><group>/<plural>/... as JSON, as kube-apiserver keys and stores
-// them. resourceVersion is the key's mod_revision; it is never stored in
+// <prefix><path>/<namespace>/<name> (cluster-scoped: <prefix><path>/<name>;
+// path is kubeKeyPath) in kube-apiserver's protobuf envelope
+// (storageformat.go); custom resources under <prefix><group>/<plural>/...
+// as JSON, as kube-apiserver keys and stores them. resourceVersion is the key's mod_revision; it is never stored in
 // the value.
 type storage struct {
 	cli    *clientv3.Client
@@ -49,6 +49,9 @@ type storage struct {
 	// (events: --event-ttl), through leases; resources not in it live on.
 	ttls   map[string]time.Duration
 	leases *leaseManager
+	// wire holds, per resource, the fields whose protobuf differs from
+	// Kubernetes' (storagewire.go).
+	wire wirePlans
 }
 
 // commitPut commits the transaction txn builds around a put of one of r's
@@ -109,14 +112,16 @@ func (s *storage) encode(r *resourceInfo, key string, obj proto.Message) ([]byte
 		// Custom objects are stored as their JSON, as kube-apiserver
 		// stores them, without the protobuf format's marker.
 		b, err = customToJSON(o)
+	} else if isCRDs(r) {
+		b, err = crdToStored(obj)
 	} else {
-		b, err = proto.MarshalOptions{Deterministic: true}.MarshalAppend([]byte(storageMagic), obj)
+		b, err = s.marshalStored(r, obj)
 	}
 	m.ResourceVersion = rv
 	if err != nil {
 		return nil, fmt.Errorf("encoding object: %w", err)
 	}
-	if len(b)-len(storageMagic) > maxObjectBytes {
+	if len(b) > maxObjectBytes {
 		return nil, apierrors.NewRequestEntityTooLarge(fmt.Sprintf("limit is %d bytes", maxObjectBytes))
 	}
 	if t := s.enc.For(r.storedAs().Resource, r.storedAs().Group); t != nil {
@@ -137,8 +142,38 @@ func (s *storage) decode(r *resourceInfo, key string, value []byte, rev int64) (
 	return s.decodePlain(r, value, rev)
 }
 
+// marshalStored writes a built-in object in kube-apiserver's storage
+// format as r's storage version. Its apiVersion and kind are left out of
+// the object's own bytes: kube-apiserver's messages have no such fields,
+// the envelope carries them.
+func (s *storage) marshalStored(r *resourceInfo, obj proto.Message) ([]byte, error) {
+	st := r.storedAs()
+	m := obj.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for _, name := range []protoreflect.Name{"api_version", "kind"} {
+		if fd := fields.ByName(name); fd != nil && m.Has(fd) {
+			v := m.Get(fd)
+			m.Clear(fd)
+			defer m.Set(fd, v)
+		}
+	}
+	if plan := s.wire.planFor(r); plan != nil {
+		// Some of its fields differ on the wire: marshal, then rewrite.
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		if b, err = plan.transcode(make([]byte, 0, len(b)+len(b)/8), b, true); err != nil {
+			return nil, err
+		}
+		return appendStoredRaw(nil, st.APIVersion(), st.Kind, b), nil
+	}
+	return appendStored(nil, st.APIVersion(), st.Kind, obj)
+}
+
 // fromStorage undoes encryption at rest, if any, and checks and strips the
-// storage format's marker.
+// storage format's envelope: what it returns is the object's protobuf (a
+// custom object's JSON).
 func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte, error) {
 	if t := s.enc.For(r.storedAs().Resource, r.storedAs().Group); t != nil {
 		var err error
@@ -149,24 +184,39 @@ func (s *storage) fromStorage(r *resourceInfo, key string, value []byte) ([]byte
 	if r.custom != nil {
 		return value, nil // JSON, decoded by decodePlain
 	}
-	value, err := unmarkStored(key, value)
+	if isCRDs(r) {
+		return value, nil // JSON, decoded by decodePlain
+	}
+	value, err := unmarkStored(r, key, value)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
+	}
+	if plan := s.wire.planFor(r); plan != nil {
+		if value, err = plan.transcode(make([]byte, 0, len(value)), value, false); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("%s: %w", key, err))
+		}
 	}
 	return value, nil
 }
 
-// decodePlain decodes an object's protobuf, or a custom object's JSON
-// (already decrypted).
+// decodePlain decodes an object's protobuf, or a custom object's or a
+// CustomResourceDefinition's JSON (already decrypted).
 func (s *storage) decodePlain(r *resourceInfo, value []byte, rev int64) (proto.Message, error) {
 	var obj proto.Message
-	if r.custom != nil {
+	switch {
+	case r.custom != nil:
 		o, err := customFromJSON(r, value)
 		if err != nil {
 			return nil, err
 		}
 		obj = o
-	} else {
+	case isCRDs(r):
+		o, err := crdFromStored(value)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		obj = o
+	default:
 		obj = r.New()
 		if err := proto.Unmarshal(value, obj); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", r.Resource, err)
@@ -462,7 +512,7 @@ func (s *storage) list(ctx context.Context, r *resourceInfo, ns string, rev int6
 	// A selector on metadata alone (namespace, labels) is tried on the
 	// decoded metadata first: an object it rejects is never decoded whole.
 	var metaNum protowire.Number
-	if sel != nil && sel.fields.Empty() && !sel.labels.Empty() && r.custom == nil {
+	if sel != nil && sel.fields.Empty() && !sel.labels.Empty() && r.custom == nil && !isCRDs(r) {
 		if fd := r.New().ProtoReflect().Descriptor().Fields().ByName("metadata"); fd != nil && fd.Kind() == protoreflect.MessageKind {
 			metaNum = fd.Number()
 		}

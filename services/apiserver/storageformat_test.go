@@ -1,6 +1,7 @@
-// This file tests the storage format marker: objects are stored marked,
-// and a value written without it (an older build's format) is refused
-// with an error naming the format, never misread.
+// This file tests the storage format: objects are stored in
+// kube-apiserver's "k8s\x00" envelope, and a value in an older kplane
+// build's format (its "kplane-pb2\x00" marker, or none) is refused with an
+// error naming both formats, never misread.
 
 package apiserver
 
@@ -17,27 +18,51 @@ import (
 
 	"github.com/kplane/kplane/proto/apierrors"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	rbacv1 "github.com/kplane/kplane/proto/kplane/rbac/v1"
 )
 
 func TestUnmarkStored(t *testing.T) {
+	r := resourcesByName()["configmaps"]
+	const key = "/registry/configmaps/default/c"
 	b, err := proto.Marshal(&corev1.ConfigMap{Metadata: om("default", "c"), Data: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := unmarkStored("/registry/configmaps/default/c", append([]byte(storageMagic), b...))
-	if err != nil || !bytes.Equal(got, b) {
-		t.Fatalf("marked value: %q, %v", got, err)
+	stored, err := (&storage{}).marshalStored(r, &corev1.ConfigMap{Metadata: om("default", "c"), Data: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, v := range [][]byte{b, nil, []byte("k8s\x00\x0a\x02v1")} {
-		if _, err := unmarkStored("/registry/configmaps/default/c", v); !errors.Is(err, ErrStorageFormat) || !strings.Contains(err.Error(), "kplane-pb2") {
-			t.Errorf("unmarked value %q: err = %v, want ErrStorageFormat naming the format", v, err)
+	got, err := unmarkStored(r, key, stored)
+	if err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("stored value: %q, %v", got, err)
+	}
+	old := append([]byte(oldMagic), b...)
+	for _, v := range [][]byte{old, b, nil} {
+		_, err := unmarkStored(r, key, v)
+		if !errors.Is(err, ErrStorageFormat) || !strings.Contains(err.Error(), "kplane-pb2") || !strings.Contains(err.Error(), `k8s\x00`) {
+			t.Errorf("older build's value %q: err = %v, want ErrStorageFormat naming both formats", v, err)
 		}
+	}
+	if _, err := unmarkStored(r, key, old); err == nil || !strings.Contains(err.Error(), "older kplane build") {
+		t.Errorf("kplane-pb2 value: err = %v, want it to say an older kplane build wrote it", err)
+	}
+	// Another kind, or another version, in the envelope is not misread.
+	other, err := appendStored(nil, "v1", "Secret", &corev1.Secret{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unmarkStored(r, key, other); !errors.Is(err, ErrStorageFormat) || !strings.Contains(err.Error(), "v1 Secret") {
+		t.Errorf("a Secret under a ConfigMap's key: err = %v, want ErrStorageFormat naming it", err)
+	}
+	if _, err := unmarkStored(r, key, []byte("k8s\x00\x0a\x05v1")); !errors.Is(err, ErrStorageFormat) {
+		t.Errorf("truncated envelope: err = %v, want ErrStorageFormat", err)
 	}
 }
 
-// TestOldStorageFormatRefused: the API service stores objects with the
-// marker, and answers a read of a value an older build wrote (plain
-// protobuf, other field numbers) with an InternalError naming the format.
+// TestOldStorageFormatRefused: the API service stores objects in
+// kube-apiserver's envelope, and answers a read of a value an older build
+// wrote (its marker and protobuf, or plain protobuf) with an InternalError
+// naming the format.
 func TestOldStorageFormatRefused(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := admin(t)
@@ -51,28 +76,30 @@ func TestOldStorageFormatRefused(t *testing.T) {
 	}
 	defer cli.Close()
 	resp, err := cli.Get(context.Background(), "/registry/configmaps/default/new")
-	if err != nil || len(resp.Kvs) != 1 || !bytes.HasPrefix(resp.Kvs[0].Value, []byte(storageMagic)) {
-		t.Fatalf("stored value lacks the format marker: %v %v", resp, err)
+	if err != nil || len(resp.Kvs) != 1 || !bytes.HasPrefix(resp.Kvs[0].Value, []byte("k8s\x00\x0a\x0f\x0a\x02v1\x12\x09ConfigMap\x12")) {
+		t.Fatalf("stored value is not in kube-apiserver's envelope: %v %v", resp, err)
 	}
 	old, err := proto.Marshal(&corev1.ConfigMap{Metadata: om("default", "old"), Data: map[string]string{"k": "v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(context.Background(), "/registry/configmaps/default/old", string(old)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = e.cms.GetConfigMap(ctx, &corev1.GetConfigMapRequest{Namespace: "default", Name: "old"})
-	if err == nil {
-		t.Fatal("an unmarked (older build's) value was read")
-	}
-	if apierrors.ReasonOf(err) != apierrors.ReasonInternalError || !strings.Contains(err.Error(), "kplane-pb2") || !strings.Contains(err.Error(), "older") {
-		t.Fatalf("err = %v, want an InternalError naming the storage format", err)
+	for _, v := range [][]byte{append([]byte(oldMagic), old...), old} {
+		if _, err := cli.Put(context.Background(), "/registry/configmaps/default/old", string(v)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.cms.GetConfigMap(ctx, &corev1.GetConfigMapRequest{Namespace: "default", Name: "old"})
+		if err == nil {
+			t.Fatalf("an older build's value %q was read", v)
+		}
+		if apierrors.ReasonOf(err) != apierrors.ReasonInternalError || !strings.Contains(err.Error(), "kplane-pb2") || !strings.Contains(err.Error(), "older") {
+			t.Fatalf("err = %v, want an InternalError naming the storage format", err)
+		}
 	}
 }
 
 // TestOldStoreRefusedAtStart: an API service started on a store whose
-// objects an older build wrote stops at once with an error naming the
-// format.
+// objects an older build wrote ("kplane-pb2\x00") stops at once with an
+// error naming both formats.
 func TestOldStoreRefusedAtStart(t *testing.T) {
 	e := newEnv(t, nil)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: e.eps, DialTimeout: 5 * time.Second})
@@ -80,10 +107,11 @@ func TestOldStoreRefusedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	old, err := proto.Marshal(&corev1.ConfigMap{Metadata: om("default", "old")})
+	old, err := proto.Marshal(&rbacv1.ClusterRoleBinding{Metadata: om("", "aaa-old")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	old = append([]byte(oldMagic), old...)
 	// The first key of the store: before every key the running service
 	// wrote (its bootstrap RBAC, namespaces...).
 	if _, err := cli.Put(context.Background(), "/registry/clusterrolebindings/aaa-old", string(old)); err != nil {
@@ -94,14 +122,14 @@ func TestOldStoreRefusedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = srv.Run(context.Background())
-	if !errors.Is(err, ErrStorageFormat) || !strings.Contains(err.Error(), "kplane-pb2") {
-		t.Fatalf("Run = %v, want ErrStorageFormat naming the format", err)
+	if !errors.Is(err, ErrStorageFormat) || !strings.Contains(err.Error(), "kplane-pb2") || !strings.Contains(err.Error(), `k8s\x00`) {
+		t.Fatalf("Run = %v, want ErrStorageFormat naming both formats", err)
 	}
 }
 
 // TestOldStoreRefusedAtStartBehindCustomResources: a store whose first key
-// is a custom object's (JSON, unmarked by design) is checked on a
-// namespace instead.
+// is a custom object's (JSON, as kube-apiserver stores them) is checked on
+// a namespace instead.
 func TestOldStoreRefusedAtStartBehindCustomResources(t *testing.T) {
 	e := newEnv(t, nil)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: e.eps, DialTimeout: 5 * time.Second})

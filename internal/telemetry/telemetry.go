@@ -8,7 +8,8 @@
 //
 // Spans are made by leantrace, kplane's implementation of the
 // OpenTelemetry trace API, whose spans cost the request path a fraction of
-// the SDK's (see its package comment), and exported by otlpexport.
+// the SDK's (see its package comment), and exported by OpenTelemetry's
+// OTLP exporters (otlptracegrpc, otlptracehttp).
 //
 // Tracing is off unless an OTLP endpoint is configured
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): the
@@ -34,6 +35,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -48,7 +50,6 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/kplane/kplane/internal/telemetry/leantrace"
-	"github.com/kplane/kplane/internal/telemetry/otlpexport"
 )
 
 // Config names the process's component.
@@ -127,9 +128,11 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 	var exp leantrace.Exporter
 	if Exporting() {
-		if exp, err = newExporter(ctx, cfg.Logger); err != nil {
+		e, err := newExporter(ctx)
+		if err != nil {
 			return nil, err
 		}
+		exp = leantrace.SDKExporter(e)
 	}
 	if exp == nil && cfg.SpanProcessor == nil {
 		// Nothing would receive a span: create none.
@@ -183,35 +186,31 @@ func Protocol() string {
 	return "grpc"
 }
 
-// newExporter is the OTLP span exporter for Protocol(). Each exporter
-// reads the rest of the OTEL_EXPORTER_OTLP_* environment itself: with
-// http/protobuf the endpoint is a base URL to which /v1/traces is appended
-// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is).
-//
-// gRPC goes through kplane's otlpexport rather than the SDK's
-// otlptracegrpc: the same request on the wire from the same environment,
-// encoded straight from the spans instead of through the generated OTLP
-// structs (BENCHMARKS.md, Tracing). http/protobuf stays the SDK's, handed
-// the spans as the SDK's snapshots.
-func newExporter(ctx context.Context, log *slog.Logger) (leantrace.Exporter, error) {
+// newExporter is the OTLP span exporter for Protocol(): OpenTelemetry's
+// otlptracegrpc or otlptracehttp, each reading the rest of the
+// OTEL_EXPORTER_OTLP_* environment itself (_HEADERS, _INSECURE, _TIMEOUT,
+// _COMPRESSION, _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY, each also
+// as _TRACES_...). With http/protobuf the endpoint is a base URL to which
+// /v1/traces is appended (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as
+// is).
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 	switch p := Protocol(); p {
 	case "grpc":
-		c, err := otlpexport.ConfigFromEnv(os.Getenv, os.ReadFile)
+		var opts []otlptracegrpc.Option
+		if ep, ok := bareEndpoint(); ok {
+			opts = append(opts, otlptracegrpc.WithEndpoint(ep))
+		}
+		e, err := otlptracegrpc.New(ctx, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 		}
-		c.Logger = log
-		e, err := otlpexport.New(c)
-		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
-		}
-		return otlpExporter{e}, nil
+		return e, nil
 	case "http/protobuf":
 		e, err := otlptracehttp.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 		}
-		return leantrace.SDKExporter(e), nil
+		return e, nil
 	default:
 		// http/json is in the specification, but Go's exporter does not
 		// speak it.
@@ -219,14 +218,20 @@ func newExporter(ctx context.Context, log *slog.Logger) (leantrace.Exporter, err
 	}
 }
 
-// otlpExporter hands leantrace's batches to otlpexport.
-type otlpExporter struct{ e *otlpexport.Exporter }
-
-func (x otlpExporter) ExportSpans(ctx context.Context, spans []*leantrace.Span) error {
-	return otlpexport.Export(ctx, x.e, spans)
+// bareEndpoint is the gRPC endpoint when the environment gives it as a
+// bare host:port (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+// OTEL_EXPORTER_OTLP_ENDPOINT), which gRPC takes as a target but the
+// exporter's URL parsing does not: it would log "127.0.0.1:4317" as
+// malformed and send to localhost:4317 instead. A URL (http://, https://,
+// unix://, dns:///) is left to the exporter.
+func bareEndpoint() (string, bool) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v, !strings.Contains(v, "://")
+		}
+	}
+	return "", false
 }
-
-func (x otlpExporter) Shutdown(ctx context.Context) error { return x.e.Shutdown(ctx) }
 
 // Install makes t the process's global tracer and meter provider and W3C
 // trace context the global propagator, for libraries that only use the

@@ -9,12 +9,14 @@
 // Spans are made by OpenTelemetry's SDK tracer provider and its batch span
 // processor and exported by OpenTelemetry's OTLP exporters (otlptracegrpc,
 // otlptracehttp): the standard pieces, configured from the standard
-// environment. kplane had its own span implementation and OTLP/gRPC
-// encoder for a while; a span from them cost the request path about a
-// third of the SDK's, but in a 20-round same-run A/B of pod creates at
-// 100 % sampling the whole difference came to less than the 5 points of
-// throughput that would have paid for keeping some 2,000 lines of our own
-// beside the SDK (BENCHMARKS.md, Tracing), so the SDK it is.
+// environment, maintained by OpenTelemetry rather than by us. kplane had
+// its own span implementation and OTLP/gRPC encoder for a while; a span
+// from them cost the request path about a third of the SDK's in
+// microbenchmarks (some ten microseconds a create's spans), but the
+// encoder left the create loop unchanged within noise. Our rule: keeping
+// some 2,000 lines of our own beside the SDK needs a same-run A/B of 20+
+// rounds showing at least 5 points of end-to-end throughput at 100 %
+// sampling (BENCHMARKS.md, Tracing); short of that, the SDK.
 //
 // Sampling: unless OTEL_TRACES_SAMPLER names a sampler, a component that
 // starts traces samples DefaultSampleRatio of the new ones (parent-based:

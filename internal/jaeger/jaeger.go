@@ -251,12 +251,15 @@ func (j *Jaeger) waitReady(ctx context.Context) error {
 }
 
 // Env is the environment that makes kplane's components export their spans
-// to this Jaeger (internal/telemetry reads it).
+// to this Jaeger (internal/telemetry reads it), every request traced: a
+// sampler ratio of 1 for the components that start traces, where the
+// default samples a tenth (the others still only continue traces).
 func (j *Jaeger) Env() []string {
 	return []string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.OTLPEndpoint,
 		"OTEL_EXPORTER_OTLP_INSECURE=true",
 		"OTEL_TRACES_EXPORTER=otlp",
+		"OTEL_TRACES_SAMPLER_ARG=1",
 	}
 }
 

@@ -31,6 +31,7 @@ func TestOTLPProtocols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Stop()
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "1") // the span below is sampled
 
 	for _, tc := range []struct {
 		name string
@@ -99,6 +100,7 @@ func TestMaxTraces(t *testing.T) {
 	}
 	defer j.Stop()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", j.OTLPEndpoint)
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "1")
 	// One export per trace, each after the last is stored, so that they
 	// reach the store in order.
 	var ids []string

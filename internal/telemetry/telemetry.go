@@ -6,9 +6,25 @@
 // handlers and the trace annotation that carries one trace across the
 // watch-driven hops (see annotation.go).
 //
-// Spans are made by leantrace, kplane's implementation of the
-// OpenTelemetry trace API, whose spans cost the request path a fraction of
-// the SDK's (see its package comment), and exported by otlpexport.
+// Spans are made by OpenTelemetry's SDK tracer provider and its batch span
+// processor and exported by OpenTelemetry's OTLP exporters (otlptracegrpc,
+// otlptracehttp): the standard pieces, configured from the standard
+// environment, maintained by OpenTelemetry rather than by us. kplane had
+// its own span implementation and OTLP/gRPC encoder for a while; a span
+// from them cost the request path about a third of the SDK's in
+// microbenchmarks (some ten microseconds a create's spans), but the
+// encoder left the create loop unchanged within noise. Our rule: keeping
+// some 2,000 lines of our own beside the SDK needs a same-run A/B of 20+
+// rounds showing at least 5 points of end-to-end throughput at 100 %
+// sampling (BENCHMARKS.md, Tracing); short of that, the SDK.
+//
+// Sampling: unless OTEL_TRACES_SAMPLER names a sampler, a component that
+// starts traces samples DefaultSampleRatio of the new ones (parent-based:
+// a request arriving with a trace context follows its sampled flag), and
+// OTEL_TRACES_SAMPLER_ARG alone sets that ratio (1: every request, as
+// `kplane jaeger` and `kplane up --jaeger` ask for). Tracing every
+// request costs the API service's pod creates several points of
+// throughput; a tenth of them costs well under one.
 //
 // Tracing is off unless an OTLP endpoint is configured
 // (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): the
@@ -34,6 +50,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -46,9 +63,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
-
-	"github.com/kplane/kplane/internal/telemetry/leantrace"
-	"github.com/kplane/kplane/internal/telemetry/otlpexport"
 )
 
 // Config names the process's component.
@@ -68,12 +82,12 @@ type Config struct {
 	// to parent-based never-sample-roots unless OTEL_TRACES_SAMPLER says
 	// otherwise.
 	FollowOnly bool
-	// SpanProcessor, if set, receives every ended sampled span (OnEnd, as
-	// a leantrace.Snapshot; OnStart is not called) in addition to (or, with
-	// no OTLP endpoint, instead of) the OTLP exporter: tests pass a
-	// tracetest.SpanRecorder here.
+	// SpanProcessor, if set, receives every sampled span in addition to
+	// (or, with no OTLP endpoint, instead of) the OTLP exporter: tests
+	// pass a tracetest.SpanRecorder here.
 	SpanProcessor sdktrace.SpanProcessor
-	// Logger reports export errors; nil discards them.
+	// Logger reports a malformed sampler setting and, once Install has
+	// run, OpenTelemetry's errors (failed exports); nil discards them.
 	Logger *slog.Logger
 }
 
@@ -81,7 +95,8 @@ type Config struct {
 // Prometheus registry. Close flushes and stops them.
 type Telemetry struct {
 	tracer   trace.TracerProvider
-	provider *leantrace.Provider
+	provider *sdktrace.TracerProvider
+	log      *slog.Logger
 	meter    *sdkmetric.MeterProvider
 	registry *prometheus.Registry
 }
@@ -98,8 +113,8 @@ func Exporting() bool {
 // New builds a component's telemetry from the OTEL_* environment: an OTLP
 // span exporter (gRPC or HTTP, see Protocol) when an endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT,
 // _HEADERS, _INSECURE, ... read by the exporter itself; the sampler from
-// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, parent-based always-on by
-// default), otherwise no tracing at all. Metrics are always collected into
+// OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, see Sampler), otherwise
+// no tracing at all. Metrics are always collected into
 // the registry Handler serves. New sets no global state; Install does.
 func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if cfg.Service == "" {
@@ -117,7 +132,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	t := &Telemetry{registry: prometheus.NewRegistry()}
+	t := &Telemetry{registry: prometheus.NewRegistry(), log: cfg.Logger}
 	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reader, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
 	if err != nil {
@@ -125,9 +140,9 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	}
 	t.meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
 
-	var exp leantrace.Exporter
+	var exp sdktrace.SpanExporter
 	if Exporting() {
-		if exp, err = newExporter(ctx, cfg.Logger); err != nil {
+		if exp, err = newExporter(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -136,34 +151,21 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		t.tracer = noop.NewTracerProvider()
 		return t, nil
 	}
-	sampler, named, err := leantrace.SamplerFromEnv(os.Getenv)
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	sampler, err := Sampler(os.Getenv, cfg.FollowOnly)
 	if err != nil && cfg.Logger != nil {
-		cfg.Logger.Warn("tracing: OTEL_TRACES_SAMPLER", "err", err, "sampler", sampler.Description())
+		cfg.Logger.Warn("tracing: OTEL_TRACES_SAMPLER_ARG", "err", err, "sampler", sampler.Description())
 	}
-	if !named {
-		sampler = leantrace.ParentBased(leantrace.AlwaysOn())
-		if cfg.FollowOnly {
-			sampler = leantrace.ParentBased(leantrace.AlwaysOff())
-		}
+	if sampler != nil {
+		opts = append(opts, sdktrace.WithSampler(sampler))
 	}
-	// The export queue is sized for a traced API service: at 100 %
-	// sampling it ends some 20,000 spans a second, which would fill the
-	// SDK's default queue of 2,048 in a tenth of a second (spans past it
-	// are dropped) and, at the default batch of 512, make some 40 export
-	// calls a second. A queue of 16,384 holds close to a second of spans;
-	// batches of 2,048 cut the export calls fourfold and stay, at a few
-	// hundred bytes a span, well under the 4 MiB a gRPC receiver (Jaeger's,
-	// the OpenTelemetry Collector's) accepts by default. OTEL_BSP_*, when
-	// set, win.
-	batch, err := leantrace.BatchFromEnv(os.Getenv, leantrace.Batch{MaxQueueSize: 16384, MaxExportBatchSize: 2048})
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %w", err)
+	if exp != nil {
+		opts = append(opts, sdktrace.WithBatcher(exp, batchOptions(os.Getenv)...))
 	}
-	ltc := leantrace.Config{Resource: res, Sampler: &sampler, Exporter: exp, Batch: batch, Logger: cfg.Logger}
-	if sp := cfg.SpanProcessor; sp != nil {
-		ltc.OnEnd = func(s *leantrace.Span) { sp.OnEnd(leantrace.Snapshot(s)) }
+	if cfg.SpanProcessor != nil {
+		opts = append(opts, sdktrace.WithSpanProcessor(cfg.SpanProcessor))
 	}
-	t.provider = leantrace.New(ltc)
+	t.provider = sdktrace.NewTracerProvider(opts...)
 	t.tracer = t.provider
 	return t, nil
 }
@@ -183,35 +185,31 @@ func Protocol() string {
 	return "grpc"
 }
 
-// newExporter is the OTLP span exporter for Protocol(). Each exporter
-// reads the rest of the OTEL_EXPORTER_OTLP_* environment itself: with
-// http/protobuf the endpoint is a base URL to which /v1/traces is appended
-// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as is).
-//
-// gRPC goes through kplane's otlpexport rather than the SDK's
-// otlptracegrpc: the same request on the wire from the same environment,
-// encoded straight from the spans instead of through the generated OTLP
-// structs (BENCHMARKS.md, Tracing). http/protobuf stays the SDK's, handed
-// the spans as the SDK's snapshots.
-func newExporter(ctx context.Context, log *slog.Logger) (leantrace.Exporter, error) {
+// newExporter is the OTLP span exporter for Protocol(): OpenTelemetry's
+// otlptracegrpc or otlptracehttp, each reading the rest of the
+// OTEL_EXPORTER_OTLP_* environment itself (_HEADERS, _INSECURE, _TIMEOUT,
+// _COMPRESSION, _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY, each also
+// as _TRACES_...). With http/protobuf the endpoint is a base URL to which
+// /v1/traces is appended (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as
+// is).
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 	switch p := Protocol(); p {
 	case "grpc":
-		c, err := otlpexport.ConfigFromEnv(os.Getenv, os.ReadFile)
+		var opts []otlptracegrpc.Option
+		if ep, ok := bareEndpoint(); ok {
+			opts = append(opts, otlptracegrpc.WithEndpoint(ep))
+		}
+		e, err := otlptracegrpc.New(ctx, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 		}
-		c.Logger = log
-		e, err := otlpexport.New(c)
-		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
-		}
-		return otlpExporter{e}, nil
+		return e, nil
 	case "http/protobuf":
 		e, err := otlptracehttp.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTLP exporter: %w", err)
 		}
-		return leantrace.SDKExporter(e), nil
+		return e, nil
 	default:
 		// http/json is in the specification, but Go's exporter does not
 		// speak it.
@@ -219,14 +217,20 @@ func newExporter(ctx context.Context, log *slog.Logger) (leantrace.Exporter, err
 	}
 }
 
-// otlpExporter hands leantrace's batches to otlpexport.
-type otlpExporter struct{ e *otlpexport.Exporter }
-
-func (x otlpExporter) ExportSpans(ctx context.Context, spans []*leantrace.Span) error {
-	return otlpexport.Export(ctx, x.e, spans)
+// bareEndpoint is the gRPC endpoint when the environment gives it as a
+// bare host:port (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+// OTEL_EXPORTER_OTLP_ENDPOINT), which gRPC takes as a target but the
+// exporter's URL parsing does not: it would log "127.0.0.1:4317" as
+// malformed and send to localhost:4317 instead. A URL (http://, https://,
+// unix://, dns:///) is left to the exporter.
+func bareEndpoint() (string, bool) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v, !strings.Contains(v, "://")
+		}
+	}
+	return "", false
 }
-
-func (x otlpExporter) Shutdown(ctx context.Context) error { return x.e.Shutdown(ctx) }
 
 // Install makes t the process's global tracer and meter provider and W3C
 // trace context the global propagator, for libraries that only use the
@@ -236,6 +240,9 @@ func (t *Telemetry) Install() {
 	otel.SetTracerProvider(t.tracer)
 	otel.SetMeterProvider(t.meter)
 	otel.SetTextMapPropagator(Propagator())
+	if log := t.log; log != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "err", err) }))
+	}
 }
 
 // Close flushes buffered spans and stops the providers.

@@ -69,6 +69,9 @@ type plane struct {
 func startPlane(t *testing.T) *plane {
 	t.Helper()
 	dir := t.TempDir()
+	// Every request traced, as `kplane up --jaeger` has it (the default
+	// samples a tenth of new traces).
+	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "1")
 	rec := tracetest.NewSpanRecorder()
 	tels := map[string]*telemetry.Telemetry{}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,8 +3,8 @@
 // the create's shape (the API service's gRPC server span and its six stage
 // spans, the store's raft.apply — a write gets no otelgrpc server span in
 // the store: 8 spans under two service.names) through internal/telemetry's
-// tracer providers, so the tracer (leantrace), export queue and OTLP
-// exporter the OTEL_* environment configures, and prints this process's
+// tracer providers, so the SDK tracer provider, batch span processor and
+// OTLP exporter the OTEL_* environment configures, and prints this process's
 // CPU per trace and, with
 // -jaeger-pid, that Jaeger's. Used to compare exporter and Jaeger settings
 // (BENCHMARKS.md, Tracing) where the full create loop is too noisy:

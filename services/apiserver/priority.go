@@ -124,6 +124,7 @@ func (s *Server) globalDefaultClass(ctx context.Context) (*schedulingv1.Priority
 	if err := ch.waitReady(ctx); err != nil {
 		return nil, err
 	}
+	s.waitOwnWrites(ctx, ch, "priorityclasses")
 	items, _ := ch.snapshot(func(m proto.Message) bool { return m.(*schedulingv1.PriorityClass).GetGlobalDefault() })
 	var best *schedulingv1.PriorityClass
 	for _, it := range items {

@@ -189,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.ownClient = true
 	}
-	s.store = &storage{cli: cli, prefix: cfg.Prefix, enc: cfg.Encryption, leases: newLeaseManager(cli)}
+	s.store = &storage{cli: cli, prefix: cfg.Prefix, enc: cfg.Encryption, leases: newLeaseManager(cli), own: newOwnWrites("priorityclasses")}
 	if cfg.EventTTL > 0 {
 		s.store.ttls = map[string]time.Duration{"events": cfg.EventTTL}
 	}

@@ -52,6 +52,9 @@ type storage struct {
 	// wire holds, per resource, the fields whose protobuf differs from
 	// Kubernetes' (storagewire.go).
 	wire wirePlans
+	// own is this replica's latest write of the resources admission
+	// reads from the watch cache (ownwrites.go).
+	own *ownWrites
 }
 
 // commitPut commits the transaction txn builds around a put of one of r's
@@ -376,6 +379,7 @@ func (s *storage) createWith(ctx context.Context, r *resourceInfo, ns, name stri
 		}
 		return 0, apierrors.NewAlreadyExists(r.Group, r.Resource, name)
 	}
+	s.own.note(r.storedAs().Resource, resp.Header.Revision)
 	return resp.Header.Revision, nil
 }
 
@@ -409,6 +413,7 @@ func (s *storage) updateWith(ctx context.Context, r *resourceInfo, ns, name stri
 	if !resp.Succeeded {
 		return 0, s.failure(r, rev, x, resp)
 	}
+	s.own.note(r.storedAs().Resource, resp.Header.Revision)
 	return resp.Header.Revision, nil
 }
 
@@ -447,6 +452,7 @@ func (s *storage) removeWith(ctx context.Context, r *resourceInfo, ns, name stri
 	if !resp.Succeeded {
 		return 0, s.failure(r, rev, x, resp)
 	}
+	s.own.note(r.storedAs().Resource, resp.Header.Revision)
 	return resp.Header.Revision, nil
 }
 

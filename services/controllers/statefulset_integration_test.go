@@ -234,6 +234,12 @@ func TestStatefulSetOrderedReadyAndScaleDown(t *testing.T) {
 		got := c.podNames(t, "web")
 		return slices.Equal(got, []string{"web-1"}), fmt.Sprint(got)
 	})
+	// The deletions are recorded from a watch, which may trail the list
+	// above: wait for both before checking their order.
+	testutil.EventuallyWithin(t, waitLimit, "two deletions seen", func() (bool, string) {
+		got := c.deletions()
+		return len(got) >= 2, fmt.Sprint(got)
+	})
 	if got, want := c.deletions(), []string{"web-3", "web-2"}; !slices.Equal(got, want) {
 		t.Errorf("deletion order %v, want %v", got, want)
 	}

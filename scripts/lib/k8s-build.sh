@@ -83,7 +83,7 @@ k8s_binary_package() {
 k8s_wait_for_other_build() {
 	local wrap=$1 until=$((SECONDS + ${K8S_BUILD_WAIT:-1800}))
 	[[ -f $wrap/go.mod && ! -x $wrap/bin/kube-apiserver ]] || return 0
-	echo "== waiting for the build already under way in $wrap"
+	echo "== waiting for the build already under way in $wrap" >&2
 	until [[ -x $wrap/bin/kube-apiserver ]]; do
 		((SECONDS < until)) || return 1
 		sleep 10
@@ -118,7 +118,7 @@ k8s_build() {
 	mkdir -p "$cache"
 	if ! k8s_wait_for_other_build "$wrap"; then
 		wrap=$cache/kubernetes-$version-2
-		echo "== the build in $cache/kubernetes-$version did not finish; using $wrap"
+		echo "== the build in $cache/kubernetes-$version did not finish; using $wrap" >&2
 	fi
 	mkdir -p "$wrap/bin"
 	(

@@ -108,6 +108,7 @@ func New(cfg Config) *Controller {
 // Run waits for the informers' caches, then reconciles with workers
 // goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.JobInformer, c.cfg.CronJobInformer) {
 		return
 	}

@@ -120,6 +120,7 @@ func New(cfg Config) *Controller {
 
 // Run waits for the caches, then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	syncers := []client.Syncer{c.cfg.DInformer, c.cfg.RSInformer}
 	if c.cfg.PodInformer != nil {
 		syncers = append(syncers, c.cfg.PodInformer)

@@ -146,6 +146,8 @@ func (c *Controller) warnMultiple(pod *corev1.Pod, budgets []string) {
 // Run waits for the caches, then reconciles budgets and stale pod
 // conditions until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
+	defer c.stale.ShutDown()
 	if !client.WaitForCacheSync(ctx, c.cfg.PDBInformer, c.cfg.PodInformer, c.cfg.RSInformer, c.cfg.DInformer) {
 		return
 	}

@@ -91,6 +91,7 @@ func (c *Controller) enqueueFor(p, old, cur *corev1.Pod) {
 
 // Run waits for the caches, then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.ServiceInformer, c.cfg.PodInformer) {
 		return
 	}

@@ -131,6 +131,7 @@ func (c *Controller) enqueueFor(p, old, cur *corev1.Pod) {
 
 // Run waits for the caches, then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	syncers := []client.Syncer{c.cfg.ServiceInformer, c.cfg.PodInformer, c.cfg.SliceInformer}
 	if c.cfg.NodeInformer != nil {
 		syncers = append(syncers, c.cfg.NodeInformer)

@@ -187,6 +187,7 @@ func (c *Controller) observe(r ctrl.Resource, o ctrl.Object, deleted bool) {
 
 // Run waits for every informer's cache, then collects until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	var syncers []client.Syncer
 	for _, r := range c.resources() {
 		syncers = append(syncers, r.Informer())

@@ -142,6 +142,7 @@ func key(h *autoscalingv2.HorizontalPodAutoscaler) string {
 
 // Run waits for the caches, then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.HPAInformer, c.cfg.PodInformer) {
 		return
 	}

@@ -191,6 +191,8 @@ func ownerKey(p *corev1.Pod) string {
 // Run waits for the informers' caches, then reconciles with workers
 // goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
+	defer c.orphans.ShutDown()
 	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.JobInformer) {
 		return
 	}

@@ -152,6 +152,7 @@ func New(cfg Config) *Controller {
 // Run waits for the caches, then checks every node each MonitorPeriod and
 // on every node or lease change, until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.NodeInformer, c.cfg.LeaseInformer, c.cfg.PodInformer) {
 		return
 	}

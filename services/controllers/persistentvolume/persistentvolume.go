@@ -154,6 +154,7 @@ func (c *Controller) enqueuePendingClaims() {
 // Run creates the default class if asked, waits for the caches, then
 // reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.ClaimInformer, c.cfg.VolumeInf, c.cfg.ClassInformer, c.cfg.PodInformer, c.cfg.NodeInformer) {
 		return
 	}

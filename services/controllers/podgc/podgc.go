@@ -121,6 +121,7 @@ func New(cfg Config) *Controller {
 // until ctx ends. A failed pass is retried with back-off of at most a
 // period.
 func (c *Controller) Run(ctx context.Context) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.NodeInformer) {
 		return
 	}

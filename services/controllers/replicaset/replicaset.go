@@ -204,6 +204,7 @@ func (c *KindController[T]) enqueueMatching(p *corev1.Pod) {
 // Run waits for the informers' caches, then reconciles with workers
 // goroutines until ctx ends.
 func (c *KindController[T]) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.PodInformer, c.cfg.Informer) {
 		return
 	}

@@ -212,6 +212,7 @@ func (c *Controller) NamespaceChanged(ns string) {
 // Run waits for the caches, then reconciles until ctx ends, recounting
 // every quota each ResyncPeriod.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	syncs := append([]client.Syncer{c.cfg.QuotaInformer, c.cfg.PodInformer}, c.cfg.ListerCaches...)
 	if c.cfg.ServiceInformer != nil {
 		syncs = append(syncs, c.cfg.ServiceInformer)

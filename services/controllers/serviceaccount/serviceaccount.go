@@ -67,6 +67,7 @@ func New(cfg Config) *Controller {
 
 // Run waits for the caches, then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.NamespaceInformer, c.cfg.ServiceAccountInformer) {
 		return
 	}

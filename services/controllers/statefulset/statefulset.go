@@ -156,6 +156,7 @@ func (c *Controller) enqueueFor(m *metav1.ObjectMeta) {
 
 // Run waits for the caches, then reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.SetInformer, c.cfg.RevisionInformer, c.cfg.PodInformer, c.cfg.ClaimInformer) {
 		return
 	}

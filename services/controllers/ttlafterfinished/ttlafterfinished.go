@@ -68,6 +68,7 @@ func New(cfg Config) *Controller {
 // Run waits for the informer's cache, then reconciles with workers
 // goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
+	defer c.queue.ShutDown() // also when the caches never sync: the queue's goroutines end with it
 	if !client.WaitForCacheSync(ctx, c.cfg.JobInformer) {
 		return
 	}

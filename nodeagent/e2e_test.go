@@ -92,6 +92,7 @@ func startSimRuntime(t *testing.T, name string) *simNode {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rt.Close() }) // ends the scripted containers' shells, after the client below
 	cc, err := cri.New(cri.Config{Server: rt})
 	if err != nil {
 		t.Fatal(err)

@@ -24,18 +24,6 @@ func leakIgnores() []goleak.Option {
 		// file starts on its first rotation or clean-up: Logger.Close does
 		// not stop it (lumberjack never closes its channel).
 		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
-		// Known leak of ours, not yet fixed: a stopped kplane store member
-		// closes its Raft transport's listener but not the connections
-		// other members opened to it, so hashicorp/raft's per-connection
-		// reader (handleConn) stays blocked in Read until the process
-		// exits. Every package that starts an in-process store sees it;
-		// raftnode should close those connections on shutdown.
-		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).handleConn"),
-		// Known leak of ours, not yet fixed: the store's read coalescer can
-		// stay blocked on a leadership check (VerifyLeader) that a member
-		// stopped mid-check never answers; the coalescer should also select
-		// on the server's shutdown.
-		goleak.IgnoreAnyFunction("github.com/kplane/kplane/raftstore/etcdserver.(*coalescer).loop"),
 	}
 }
 

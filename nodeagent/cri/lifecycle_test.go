@@ -95,6 +95,7 @@ func newSimRuntime(t *testing.T) *simruntime.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rt.Close() })
 	return rt
 }
 

@@ -91,6 +91,7 @@ func TestInProcessLooksLikeGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { rt.Close() })
 		return rt
 	}
 	overSocket := callAndRecord(t, cri.Config{Socket: simruntimetest.Serve(t, newRT())})
@@ -114,6 +115,7 @@ func TestInProcessContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rt.Close() })
 	c, err := cri.New(cri.Config{Server: rt})
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +140,7 @@ func TestInProcessNoAliasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rt.Close() })
 	c, err := cri.New(cri.Config{Server: rt})
 	if err != nil {
 		t.Fatal(err)

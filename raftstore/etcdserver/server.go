@@ -162,7 +162,7 @@ func New(cfg Config, node *raftnode.Node, f *fsm.FSM) *Server {
 		log:    cfg.Logger,
 		conns:  map[string]*grpc.ClientConn{},
 	}
-	s.verifier.run = func() (uint64, error) { return 0, node.Raft.VerifyLeader().Error() }
+	s.verifier.run = func() (uint64, error) { return 0, node.VerifyLeader() }
 	s.followerRead.run = s.askLeaderReadIndex
 	// Request IDs: the member's low 16 bits, then a counter seeded from the
 	// clock so that IDs from before a restart are not reused.

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -108,6 +109,9 @@ type Node struct {
 	closeLogs func() error
 	dbPath    string
 	walDir    string
+	// closed ends with Close: leadership checks still waiting then return.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // New opens (or creates) the node's stores under cfg.Dir, starts the
@@ -202,18 +206,12 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		closeStores()
 		return nil, fmt.Errorf("advertise address %q: %w", cfg.AdvertiseAddr, err)
 	}
-	var trans *raft.NetworkTransport
-	if cfg.ServeTLS != nil {
-		stream, err := newTLSStreamLayer(cfg.BindAddr, advertise, cfg.ServeTLS, cfg.DialTLS)
-		if err != nil {
-			closeStores()
-			return nil, err
-		}
-		trans = raft.NewNetworkTransportWithLogger(stream, 8, 10*time.Second, hlog)
-	} else if trans, err = raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 8, 10*time.Second, hlog); err != nil {
+	stream, err := newStreamLayer(cfg.BindAddr, advertise, cfg.ServeTLS, cfg.DialTLS)
+	if err != nil {
 		closeStores()
-		return nil, fmt.Errorf("listen for peers on %s: %w", cfg.BindAddr, err)
+		return nil, err
 	}
+	trans := raft.NewNetworkTransportWithLogger(stream, 8, 10*time.Second, hlog)
 
 	if len(cfg.Bootstrap) > 0 {
 		has, err := raft.HasExistingState(logs, stable, snaps)
@@ -246,7 +244,7 @@ func New(cfg Config, fsm raft.FSM) (*Node, error) {
 		closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Node{Raft: r, Transport: trans, stable: stable, closeLogs: closeLogs, dbPath: dbPath, walDir: walDir}, nil
+	return &Node{Raft: r, Transport: trans, stable: stable, closeLogs: closeLogs, dbPath: dbPath, walDir: walDir, closed: make(chan struct{})}, nil
 }
 
 // openWAL opens the WAL log store in dir. If there is none yet and raft.db
@@ -345,6 +343,7 @@ func (n *Node) DBSize() int64 {
 // Close shuts Raft down and closes the transport and the log store.
 func (n *Node) Close() error {
 	err := n.Raft.Shutdown().Error()
+	n.closeOnce.Do(func() { close(n.closed) })
 	err = errors.Join(err, n.Transport.Close(), n.closeLogs(), n.stable.Close())
 	return err
 }

@@ -77,12 +77,17 @@ k8s_binary_package() {
 }
 
 # k8s_wait_for_other_build WRAP waits (at most K8S_BUILD_WAIT seconds,
-# default 1800) while another process appears to be building in WRAP: its
-# go.mod exists but bin/kube-apiserver, the first binary every build makes,
-# does not yet. Returns 1 if it never appeared.
+# default 1800) while another process is building in WRAP: it holds the
+# wrapper's lock, and bin/kube-apiserver, the first binary every build
+# makes, does not exist yet. A wrapper whose lock nobody holds is an
+# abandoned build (the machine or the script was stopped), which the next
+# build simply goes on with. Returns 1 if the binary never appeared.
 k8s_wait_for_other_build() {
 	local wrap=$1 until=$((SECONDS + ${K8S_BUILD_WAIT:-1800}))
 	[[ -f $wrap/go.mod && ! -x $wrap/bin/kube-apiserver ]] || return 0
+	if [[ ! -e $wrap.lock ]] || flock -n "$wrap.lock" true; then
+		return 0
+	fi
 	echo "== waiting for the build already under way in $wrap" >&2
 	until [[ -x $wrap/bin/kube-apiserver ]]; do
 		((SECONDS < until)) || return 1
@@ -112,8 +117,14 @@ k8s_built() {
 k8s_build() {
 	local version=$1
 	shift
-	local cache wrap
+	local cache wrap dir b
 	cache=$(k8s_cache_dir)
+	# Binaries already built in either wrapper are used as they are.
+	for dir in "$cache/kubernetes-$version" "$cache/kubernetes-$version-2"; do
+		for b in "$@"; do [[ -x $dir/bin/$b ]] || continue 2; done
+		echo "$dir/bin"
+		return 0
+	done
 	wrap=$cache/kubernetes-$version
 	mkdir -p "$cache"
 	if ! k8s_wait_for_other_build "$wrap"; then

@@ -62,6 +62,7 @@ import (
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
+	listjsonv1 "github.com/kplane/kplane/proto/kplane/listjson/v1"
 	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/proto/kubejson"
@@ -140,6 +141,8 @@ type Gateway struct {
 	// requests records apiserver_request_duration_seconds; nil: not
 	// recorded (Config.Registerer unset).
 	requests *requestMetrics
+	// lists serves plain JSON lists (listjson.go).
+	lists listjsonv1.ListJSONServiceClient
 	// watches serves plain JSON watches (watchjson.go).
 	watches watchstreamv1.WatchStreamServiceClient
 	// pods carries exec, attach and portforward (podstream.go).
@@ -167,7 +170,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	conn := newFreshConn(cfg.Conn)
 	g := &Gateway{authn: cfg.Authenticator, reviews: authorizationv1.NewAuthorizationServiceClient(conn), issuer: authenticationv1.NewAuthenticationServiceClient(conn), bodyTimeout: cfg.BodyTimeout, log: log, tab: tab, managers: managers, crManagers: newCustomManagers(), metrics: cfg.Metrics, pods: corev1.NewPodServiceClient(conn), watches: watchstreamv1.NewWatchStreamServiceClient(conn),
-		dyn: dynamicv1.NewResourceServiceClient(conn)}
+		lists: listjsonv1.NewListJSONServiceClient(conn),
+		dyn:   dynamicv1.NewResourceServiceClient(conn)}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = 60 * time.Second
 	}
@@ -350,6 +354,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	case streamsJSON(r, t, info):
 		g.serveWatchJSON(w, r, t, info)
 		return
+	case listsJSON(r, t, info):
+		if g.serveListJSON(w, r, t, info) {
+			return
+		}
 	case r.Method == http.MethodGet && !t.watch && (t.sub == "" || t.name == "") && isTrue(q.Get("watch")):
 		t.toWatch(r)
 	}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/kplane/kplane/proto/apierrors"
 	flowcontrolv1 "github.com/kplane/kplane/proto/kplane/flowcontrol/v1"
+	listjsonv1 "github.com/kplane/kplane/proto/kplane/listjson/v1"
 	"github.com/kplane/kplane/services/apiserver/request"
 )
 
@@ -400,6 +401,9 @@ func (s *Server) priorityAndFairness(ctx context.Context, req any, info *grpc.Un
 		if n, ok := req.(namespaced); ok && m.namespaced {
 			r.ns = n.GetNamespace()
 		}
+	} else if lr, ok := req.(*listjsonv1.ListJSONRequest); ok {
+		// The JSON list names its resource in the request.
+		r.verb, r.group, r.resource, r.ns = "list", lr.GetGroup(), lr.GetResource(), lr.GetNamespace()
 	} else {
 		// Reviews and other calls without a resource of their own: a
 		// create of the service's resource, matched by wildcard rules.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/kplane/kplane/proto/identity"
+	listjsonv1 "github.com/kplane/kplane/proto/kplane/listjson/v1"
 	"github.com/kplane/kplane/proto/kubejson"
 	"github.com/kplane/kplane/services/apiserver/audit"
 	"github.com/kplane/kplane/services/apiserver/request"
@@ -171,6 +172,9 @@ func objectJSON(msg any, omitManagedFields bool) json.RawMessage {
 		// The generic service's messages (dynamic.go) carry the object's
 		// JSON already; it is recorded as sent, managedFields included.
 		return d.GetObject()
+	}
+	if l, ok := msg.(*listjsonv1.ListJSONResponse); ok {
+		return listJSONAudit(l.GetData(), omitManagedFields)
 	}
 	m, ok := msg.(proto.Message)
 	if !ok || m == nil {

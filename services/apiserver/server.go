@@ -33,6 +33,7 @@ import (
 	authenticationv1 "github.com/kplane/kplane/proto/kplane/authentication/v1"
 	authorizationv1 "github.com/kplane/kplane/proto/kplane/authorization/v1"
 	dynamicv1 "github.com/kplane/kplane/proto/kplane/dynamic/v1"
+	listjsonv1 "github.com/kplane/kplane/proto/kplane/listjson/v1"
 	metricsv1beta1 "github.com/kplane/kplane/proto/kplane/metrics/v1beta1"
 	watchstreamv1 "github.com/kplane/kplane/proto/kplane/watchstream/v1"
 	"github.com/kplane/kplane/services/apiserver/authz"
@@ -49,6 +50,8 @@ type Server struct {
 	// views are the resources served as another group's stored ones
 	// (resourceInfo.stored), by "<group>/<resource>".
 	views map[string]*resourceInfo
+	// listJSON keeps rendered list items (listjson.go).
+	listJSON *listJSONCache
 	// crs holds the custom resources served (crregistry.go).
 	crs       *crRegistry
 	store     *storage
@@ -125,7 +128,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
 	s := &Server{cfg: cfg, log: log, resources: map[string]*resourceInfo{}, cachers: map[string]*cacher{}, ready: make(chan struct{}),
-		kubelet: newKubeletClient(cfg.KubeletTLS), tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/services/apiserver")}
+		kubelet: newKubeletClient(cfg.KubeletTLS), listJSON: newListJSONCache(listJSONCacheBytes), tracer: cfg.TracerProvider.Tracer("github.com/kplane/kplane/services/apiserver")}
 	for _, r := range builtinResources() {
 		s.resources[r.Resource] = r
 	}
@@ -241,6 +244,7 @@ func New(cfg Config) (*Server, error) {
 	authorizationv1.RegisterAuthorizationServiceServer(s.grpc, &accessReviews{s: s})
 	authenticationv1.RegisterAuthenticationServiceServer(s.grpc, &authentications{s: s})
 	watchstreamv1.RegisterWatchStreamServiceServer(s.grpc, &watchStreamService{s: s})
+	listjsonv1.RegisterListJSONServiceServer(s.grpc, &listJSONService{s: s})
 	dynamicv1.RegisterResourceServiceServer(s.grpc, &dynamicService{s: s})
 	metricsv1beta1.RegisterPodMetricsServiceServer(s.grpc, &podMetricsService{s: s})
 	metricsv1beta1.RegisterNodeMetricsServiceServer(s.grpc, &nodeMetricsService{s: s})

@@ -83,6 +83,10 @@ type UpConfig struct {
 	CNIConfDirs  []string
 	CNIBridges   []string
 	HostNetwork  bool
+	// ProxyTable is the nftables table (family ip) of the Service proxy
+	// that runtime containerd starts (default kplane-proxy); the built-in
+	// runtime's simulated pods have no network, and get no proxy.
+	ProxyTable string
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
 	// gateway and the node agents' log servers. Zero picks free ports.
@@ -369,6 +373,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	// The cluster DNS starts last so that, with a base port, the other
 	// processes keep their metrics ports; its own port is a free one.
 	if err := cp.startDNS(ctx, id, servers, free); err != nil {
+		return nil, err
+	}
+	// After every process whose metrics port a base port lays out.
+	if err := cp.startProxy(id, servers); err != nil {
 		return nil, err
 	}
 	if err := cp.waitGateway(ctx); err != nil {

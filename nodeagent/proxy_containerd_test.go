@@ -1,0 +1,221 @@
+// This file holds the test of the Service proxy on a real two-node
+// `kplane up --runtime containerd`: a Service's cluster IP reaches both of
+// its pods from a pod of the other node, the host reaches the cluster IP
+// and the node port, session affinity sticks, and a Service without
+// endpoints refuses at once.
+
+package nodeagent_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kplane/kplane/internal/testutil"
+	"github.com/kplane/kplane/nodeagent/cri"
+	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
+	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
+	metav1 "github.com/kplane/kplane/proto/kplane/meta/v1"
+	"github.com/kplane/kplane/services/client"
+)
+
+// TestUpContainerdServiceProxy runs `kplane up --runtime containerd` with
+// two nodes, whose one `kplane proxy` programs the host's nftables: two
+// hello pods on node-1 behind a NodePort Service; a pod on node-2 reaches
+// both through the cluster IP (over repeated requests); the host reaches
+// the cluster IP and the node port on its own address; with
+// sessionAffinity ClientIP every request of the client pod goes to one
+// pod; and a Service whose selector matches nothing refuses the
+// connection instead of letting it hang. Root, containerd and nft are
+// needed (skipped otherwise; failed under CI=true).
+func TestUpContainerdServiceProxy(t *testing.T) {
+	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
+	testutil.RequireRoot(t, "a real containerd and nftables need root")
+	for _, b := range containerdtest.Binaries {
+		testutil.RequireBinary(t, b, containerdtest.InstallHint)
+	}
+	testutil.RequireBinary(t, "ip", "apt-get install -y iproute2")
+	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
+	testutil.RequireBinary(t, "nft", "apt-get install -y nftables")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cp, envs, pn := upOnContainerd(ctx, t, 2)
+	conn, err := cp.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	pods := client.Must[*corev1.Pod](conn)
+	svcs := client.Must[*corev1.Service](conn)
+
+	grace := int64(1)
+	pod := func(name, node string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			Metadata: &metav1.ObjectMeta{Name: name, Namespace: "default", Labels: labels},
+			Spec: &corev1.PodSpec{
+				NodeName:                      node,
+				TerminationGracePeriodSeconds: &grace,
+				Containers: []*corev1.Container{{
+					Name:  "hello",
+					Image: containerdtest.HelloImage,
+					Env:   []*corev1.EnvVar{{Name: containerdtest.HelloAddrEnv, Value: ":8080"}},
+					Ports: []*corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
+						ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/hello", "probe"}}}},
+				}},
+			},
+		}
+	}
+	app := map[string]string{"app": "hello"}
+	for _, p := range []*corev1.Pod{
+		pod("backend-1", "node-1", app), pod("backend-2", "node-1", app), pod("client", "node-2", nil),
+	} {
+		if _, err := pods.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := svcs.Create(ctx, &corev1.Service{
+		Metadata: &metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+		Spec: &corev1.ServiceSpec{Type: "NodePort", Selector: app, Ports: []*corev1.ServicePort{{
+			Name: "http", Protocol: "TCP", Port: 80,
+			TargetPort: &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: "http"}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := svcs.Create(ctx, &corev1.Service{
+		Metadata: &metav1.ObjectMeta{Name: "nobody", Namespace: "default"},
+		Spec: &corev1.ServiceSpec{Selector: map[string]string{"app": "nobody"}, Ports: []*corev1.ServicePort{{
+			Name: "http", Protocol: "TCP", Port: 80}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterIP, nodePort := svc.GetSpec().GetClusterIp(), svc.GetSpec().GetPorts()[0].GetNodePort()
+	backends := map[string]bool{}
+	var clientCtr string
+	for _, name := range []string{"backend-1", "backend-2", "client"} {
+		var p *corev1.Pod
+		testutil.EventuallyWithin(t, 2*time.Minute, "pod "+name+" running and ready", func() (bool, string) {
+			p, err = pods.Get(ctx, "default", name)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, c := range p.GetStatus().GetConditions() {
+				if c.GetType() == "Ready" && c.GetStatus() == "True" {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(p.GetStatus())
+		})
+		if name == "client" {
+			clientCtr = strings.TrimPrefix(p.GetStatus().GetContainerStatuses()[0].GetContainerId(), "containerd://")
+		} else {
+			backends[net.JoinHostPort(p.GetStatus().GetPodIp(), "8080")] = true
+		}
+	}
+	t.Logf("service %s:80 node port %d; backends %v; pod CIDR %s; table %s", clusterIP, nodePort, backends, pn.cluster, pn.proxyTable())
+	rc, err := cri.New(cri.Config{Socket: envs[1].Socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// get asks url from the client pod on node-2.
+	get := func(url string) (string, error) {
+		resp, err := rc.ExecSync(ctx, clientCtr, []string{"/hello", "get", url}, 10*time.Second)
+		if err != nil {
+			return "", err
+		}
+		if resp.GetExitCode() != 0 {
+			return "", fmt.Errorf("exit %d: %s", resp.GetExitCode(), resp.GetStderr())
+		}
+		return strings.TrimSpace(string(resp.GetStdout())), nil
+	}
+	url := "http://" + net.JoinHostPort(clusterIP, "80") + "/local"
+	seen := map[string]int{}
+	testutil.EventuallyWithin(t, 90*time.Second, "the client pod reaching both backends through the cluster IP", func() (bool, string) {
+		got, err := get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !backends[got] {
+			return false, "answered by " + got + ", not a backend"
+		}
+		seen[got]++
+		return len(seen) == len(backends), fmt.Sprintf("seen %v", seen)
+	})
+	hostGet := func(url string) (string, error) {
+		c := &http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b)), err
+	}
+	hostAddr := hostAddress(t)
+	for _, u := range []string{
+		url, // the cluster IP from the host (masqueraded)
+		"http://" + net.JoinHostPort(hostAddr, strconv.Itoa(int(nodePort))) + "/local", // the node port on the host's address
+	} {
+		testutil.EventuallyWithin(t, 30*time.Second, "the host GET "+u, func() (bool, string) {
+			got, err := hostGet(u)
+			if err != nil {
+				return false, err.Error()
+			}
+			return backends[got], "answered by " + got
+		})
+	}
+	// A Service without endpoints refuses at once.
+	start := time.Now()
+	_, err = get("http://" + net.JoinHostPort(empty.GetSpec().GetClusterIp(), "80") + "/")
+	if err == nil || !strings.Contains(err.Error(), "refused") || time.Since(start) > 5*time.Second {
+		t.Errorf("GET a Service without endpoints: %v after %s, want connection refused at once", err, time.Since(start))
+	}
+	// Session affinity: once on, one client keeps one backend.
+	svc, err = svcs.Get(ctx, "default", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.SessionAffinity = "ClientIP"
+	if _, err := svcs.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyWithin(t, 30*time.Second, "an affinity set in the proxy's table", func() (bool, string) {
+		out, err := exec.Command("nft", "list", "sets", "table", "ip", pn.proxyTable()).CombinedOutput()
+		return err == nil && strings.Contains(string(out), "affinity-"), string(out)
+	})
+	first, err := get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		got, err := get(url)
+		if err != nil || got != first {
+			t.Fatalf("request %d with session affinity: %q, %v; want %s again", i, got, err, first)
+		}
+	}
+}
+
+// hostAddress is the host's address on its default route (a local
+// address other than loopback, where node ports answer).
+func hostAddress(t *testing.T) string {
+	t.Helper()
+	out := runHost(t, "ip", "-4", "-o", "route", "get", "192.0.2.123")
+	f := strings.Fields(out)
+	for i, w := range f {
+		if w == "src" && i+1 < len(f) {
+			return f[i+1]
+		}
+	}
+	t.Fatalf("no source address in %q", out)
+	return ""
+}

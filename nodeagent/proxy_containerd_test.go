@@ -29,7 +29,8 @@ import (
 // TestUpContainerdServiceProxy runs `kplane up --runtime containerd` with
 // two nodes, whose one `kplane proxy` programs the host's nftables: two
 // hello pods on node-1 behind a NodePort Service; a pod on node-2 reaches
-// both through the cluster IP (over repeated requests); the host reaches
+// both through the cluster IP (over repeated requests), and a backend
+// reaches itself and its neighbour through it (hairpin); the host reaches
 // the cluster IP and the node port on its own address; with
 // sessionAffinity ClientIP every request of the client pod goes to one
 // pod; and a Service whose selector matches nothing refuses the
@@ -100,7 +101,7 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 	}
 	clusterIP, nodePort := svc.GetSpec().GetClusterIp(), svc.GetSpec().GetPorts()[0].GetNodePort()
 	backends := map[string]bool{}
-	var clientCtr string
+	var clientCtr, backendCtr string
 	for _, name := range []string{"backend-1", "backend-2", "client"} {
 		var p *corev1.Pod
 		testutil.EventuallyWithin(t, 2*time.Minute, "pod "+name+" running and ready", func() (bool, string) {
@@ -115,21 +116,30 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 			}
 			return false, fmt.Sprint(p.GetStatus())
 		})
-		if name == "client" {
-			clientCtr = strings.TrimPrefix(p.GetStatus().GetContainerStatuses()[0].GetContainerId(), "containerd://")
-		} else {
+		ctr := strings.TrimPrefix(p.GetStatus().GetContainerStatuses()[0].GetContainerId(), "containerd://")
+		switch name {
+		case "client":
+			clientCtr = ctr
+		case "backend-1":
+			backendCtr = ctr
+		}
+		if name != "client" {
 			backends[net.JoinHostPort(p.GetStatus().GetPodIp(), "8080")] = true
 		}
 	}
 	t.Logf("service %s:80 node port %d; backends %v; pod CIDR %s; table %s", clusterIP, nodePort, backends, pn.cluster, pn.proxyTable())
-	rc, err := cri.New(cri.Config{Socket: envs[1].Socket})
-	if err != nil {
-		t.Fatal(err)
+	var rcs []*cri.Client
+	for _, env := range envs {
+		rc, err := cri.New(cri.Config{Socket: env.Socket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		rcs = append(rcs, rc)
 	}
-	defer rc.Close()
-	// get asks url from the client pod on node-2.
-	get := func(url string) (string, error) {
-		resp, err := rc.ExecSync(ctx, clientCtr, []string{"/hello", "get", url}, 10*time.Second)
+	// getFrom asks url from a pod's container on node-(i+1).
+	getFrom := func(i int, ctr, url string) (string, error) {
+		resp, err := rcs[i].ExecSync(ctx, ctr, []string{"/hello", "get", url}, 10*time.Second)
 		if err != nil {
 			return "", err
 		}
@@ -138,6 +148,7 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 		}
 		return strings.TrimSpace(string(resp.GetStdout())), nil
 	}
+	get := func(url string) (string, error) { return getFrom(1, clientCtr, url) }
 	url := "http://" + net.JoinHostPort(clusterIP, "80") + "/local"
 	seen := map[string]int{}
 	testutil.EventuallyWithin(t, 90*time.Second, "the client pod reaching both backends through the cluster IP", func() (bool, string) {
@@ -147,6 +158,18 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 		}
 		if !backends[got] {
 			return false, "answered by " + got + ", not a backend"
+		}
+		seen[got]++
+		return len(seen) == len(backends), fmt.Sprintf("seen %v", seen)
+	})
+	// A backend reaches its own Service: itself (hairpin, masqueraded so
+	// the reply comes back through the DNAT) and the pod beside it on the
+	// same bridge.
+	seen = map[string]int{}
+	testutil.EventuallyWithin(t, 60*time.Second, "a backend reaching itself and its neighbour through the cluster IP", func() (bool, string) {
+		got, err := getFrom(0, backendCtr, url)
+		if err != nil {
+			return false, err.Error()
 		}
 		seen[got]++
 		return len(seen) == len(backends), fmt.Sprintf("seen %v", seen)

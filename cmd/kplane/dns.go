@@ -35,7 +35,7 @@ func newDNSCommand() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			s, err := clusterdns.New(clusterdns.Config{Conn: conn, Addr: o.Listen, Zone: o.Zone, TTL: o.TTL, Upstreams: upstreams, Logger: proc.Log})
+			s, err := clusterdns.New(clusterdns.Config{Conn: conn, Addr: o.Listen, FreeBind: o.FreeBind, Zone: o.Zone, TTL: o.TTL, Upstreams: upstreams, Logger: proc.Log})
 			if err != nil {
 				return err
 			}

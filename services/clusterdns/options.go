@@ -24,6 +24,8 @@ type Options struct {
 	API client.Credentials
 	// Listen is the UDP and TCP address answered on; Zone the zone served.
 	Listen, Zone string
+	// FreeBind binds Listen before its address is on an interface.
+	FreeBind bool
 	// TTL of the zone's answers and of negative answers.
 	TTL time.Duration
 	// Forward is where names outside the zone go: a resolv.conf (a path),
@@ -35,6 +37,7 @@ type Options struct {
 func (o *Options) AddFlags(f *pflag.FlagSet) {
 	o.API.AddFlags(f, User)
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:53", "UDP and TCP address to answer on (port 0: a free one)")
+	f.BoolVar(&o.FreeBind, "freebind", false, "bind --listen even before an interface has its address (IP_FREEBIND), e.g. a pod bridge's gateway address that appears with the node's first pod")
 	f.StringVar(&o.Zone, "cluster-domain", DefaultZone, "the zone served (the node agents' --cluster-domain)")
 	f.DurationVar(&o.TTL, "ttl", DefaultTTL, "TTL of the zone's answers and of negative answers (whole seconds)")
 	f.StringVar(&o.Forward, "forward", "/etc/resolv.conf", "where names outside the zone go: a resolv.conf whose nameservers are used, a comma-separated list of host:port, or none (REFUSED)")

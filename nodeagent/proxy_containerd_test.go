@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
 	"github.com/kplane/kplane/nodeagent/cri"
 	"github.com/kplane/kplane/nodeagent/internal/containerdtest"
@@ -34,7 +35,9 @@ import (
 // the cluster IP and the node port on its own address; with
 // sessionAffinity ClientIP every request of the client pod goes to one
 // pod; and a Service whose selector matches nothing refuses the
-// connection instead of letting it hang. Root, containerd and nft are
+// connection instead of letting it hang; and the client resolves the
+// Service's name through kube-dns's cluster IP, which the proxy routes to
+// the cluster DNS. Root, containerd and nft are
 // needed (skipped otherwise; failed under CI=true).
 func TestUpContainerdServiceProxy(t *testing.T) {
 	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
@@ -161,6 +164,17 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 		}
 		seen[got]++
 		return len(seen) == len(backends), fmt.Sprintf("seen %v", seen)
+	})
+	// The pod resolves the Service's name: its resolv.conf names kube-dns's
+	// cluster IP, which the proxy sends to the cluster DNS (through the
+	// EndpointSlice mirrored from the Endpoints `kplane up` writes).
+	byName := "http://hello.default.svc." + localcluster.ClusterDomain + "/local"
+	testutil.EventuallyWithin(t, 60*time.Second, "the client pod reaching the Service by its name", func() (bool, string) {
+		got, err := get(byName)
+		if err != nil {
+			return false, err.Error()
+		}
+		return backends[got], "answered by " + got
 	})
 	// A backend reaches its own Service: itself (hairpin, masqueraded so
 	// the reply comes back through the DNAT) and the pod beside it on the

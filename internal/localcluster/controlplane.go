@@ -404,14 +404,10 @@ func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, serv
 		"--tls-cert-file", id.nodeAgentServing.certFile,
 		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
 		"--log-allowed-users", KubeletClientUser, "--log-level", "warn", "--cluster-domain", ClusterDomain}
-	if cfg.Runtime != "containerd" || cfg.HostNetwork {
-		// Real pods in network namespaces of their own would be given a
-		// cluster IP nothing routes (kplane has no service proxy); there
-		// the agents get no --cluster-dns, and ClusterFirst falls back to
-		// the host's resolv.conf with the kubelet's MissingClusterDNS
-		// event, as on a kubelet run without one.
-		common = append(common, "--cluster-dns", DNSServiceIP)
-	}
+	// Every agent names kube-dns's cluster IP: simulated pods only see it
+	// in their resolv.conf; real pods reach it through the Service proxy
+	// (startProxy), which sends it to the DNS (startDNS).
+	common = append(common, "--cluster-dns", DNSServiceIP)
 	if cfg.ClusterCIDR != "" {
 		common = append(common, "--cluster-cidr", cfg.ClusterCIDR)
 	}

@@ -1,16 +1,22 @@
 // This file holds Options: `kplane dns`'s settings as its flags name them,
-// with AddFlags, and Upstreams, which turns --forward into addresses.
+// with AddFlags, Upstreams, which turns --forward into addresses, and
+// RunStandard, the run the command wires.
 
 package clusterdns
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -31,6 +37,9 @@ type Options struct {
 	// Forward is where names outside the zone go: a resolv.conf (a path),
 	// a comma-separated list of host:port, or none.
 	Forward string
+	// Logger (nil: none) and Telemetry (nil: none) are the process's.
+	Logger    *slog.Logger
+	Telemetry *telemetry.Telemetry
 }
 
 // AddFlags adds `kplane dns`'s flags to f, filling o.
@@ -57,4 +66,33 @@ func (o *Options) Upstreams() ([]string, error) {
 		return UpstreamsFromResolvConf(v)
 	}
 	return strings.Split(v, ","), nil
+}
+
+// RunStandard connects to the API service and serves until ctx ends (a
+// clean stop: nil).
+func RunStandard(ctx context.Context, o Options) error {
+	upstreams, err := o.Upstreams()
+	if err != nil {
+		return err
+	}
+	var dial []grpc.DialOption
+	if o.Telemetry != nil {
+		dial = append(dial, o.Telemetry.DialOption())
+	}
+	conn, err := o.API.Dial(dial...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	s, err := New(Config{Conn: conn, Addr: o.Listen, FreeBind: o.FreeBind, Zone: o.Zone, TTL: o.TTL, Upstreams: upstreams, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	if o.Logger != nil {
+		o.Logger.Info("dns starting", "server", o.API.Server, "addr", s.Addr(), "zone", o.Zone, "upstreams", upstreams)
+	}
+	if err := s.Run(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }

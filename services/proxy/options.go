@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"sigs.k8s.io/knftables"
 
+	"github.com/kplane/kplane/internal/telemetry"
 	"github.com/kplane/kplane/services/client"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	CleanupOnExit             bool
 	// Cleanup deletes the table and exits, as kube-proxy --cleanup.
 	Cleanup bool
+	// Logger (nil: none) and Telemetry (nil: none) are the process's.
+	Logger    *slog.Logger
+	Telemetry *telemetry.Telemetry
 }
 
 // AddFlags adds `kplane proxy`'s flags to f, filling o.
@@ -54,7 +58,8 @@ func (o *Options) AddFlags(f *pflag.FlagSet) {
 // RunStandard connects to the API service and runs the proxy until ctx
 // ends (a clean stop: nil), or with Cleanup deletes the table and
 // returns.
-func RunStandard(ctx context.Context, o Options, log *slog.Logger, dial ...grpc.DialOption) error {
+func RunStandard(ctx context.Context, o Options) error {
+	log := o.Logger
 	table := o.Table
 	if table == "" {
 		table = DefaultTable
@@ -74,6 +79,10 @@ func RunStandard(ctx context.Context, o Options, log *slog.Logger, dial ...grpc.
 	}
 	if len(nodes) == 0 {
 		return errors.New("--node-name: name at least one node")
+	}
+	var dial []grpc.DialOption
+	if o.Telemetry != nil {
+		dial = append(dial, o.Telemetry.DialOption())
 	}
 	conn, err := o.API.Dial(dial...)
 	if err != nil {

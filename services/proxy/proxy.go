@@ -90,7 +90,7 @@ type Proxier struct {
 
 	mu     sync.Mutex
 	synced bool                // the table has been written once
-	noted  map[string]struct{} // uid/message of notes already given
+	noted  map[string]struct{} // uid/message of the notes of the last sync
 	stats  Stats
 }
 
@@ -102,6 +102,9 @@ type Stats struct {
 }
 
 const indexSliceOwner = "service"
+
+// retryPeriod is the least wait before retrying a failed sync.
+const retryPeriod = time.Second
 
 // New validates cfg and builds the informers and the nftables handle.
 func New(cfg Config) (*Proxier, error) {
@@ -241,10 +244,14 @@ func (p *Proxier) Run(ctx context.Context) error {
 	periodic := time.NewTicker(p.cfg.SyncPeriod)
 	defer periodic.Stop()
 	var last time.Time
-	pending := true
+	pending, failed := true, false
 	for {
 		if pending {
-			if wait := p.cfg.MinSyncPeriod - time.Since(last); wait > 0 {
+			gap := p.cfg.MinSyncPeriod
+			if failed {
+				gap = max(gap, retryPeriod) // never a tight loop on a failing kernel
+			}
+			if wait := gap - time.Since(last); wait > 0 {
 				select {
 				case <-ctx.Done():
 					return p.exit()
@@ -259,9 +266,10 @@ func (p *Proxier) Run(ctx context.Context) error {
 			last = time.Now()
 			if err := p.Sync(ctx); err != nil {
 				p.log.Error("proxy sync failed; retrying", "err", err)
-				continue // pending stays: after MinSyncPeriod, again
+				failed = true
+				continue // pending stays: after the gap, again
 			}
-			pending = false
+			pending, failed = false, false
 		}
 		select {
 		case <-ctx.Done():
@@ -340,15 +348,18 @@ func (p *Proxier) topology() topology {
 	return t
 }
 
-// note logs and records as Warning Events the notes not given before
-// (once per Service and message while this proxy runs).
+// note logs and records as Warning Events the notes not given at the
+// previous sync: once per Service and message while it applies (again if
+// it stops and comes back); what no longer applies is forgotten.
 func (p *Proxier) note(notes []note) {
+	prev := p.noted
+	p.noted = make(map[string]struct{}, len(notes))
 	for _, n := range notes {
 		key := n.svc.GetMetadata().GetUid() + "/" + n.message
-		if _, ok := p.noted[key]; ok {
+		p.noted[key] = struct{}{}
+		if _, ok := prev[key]; ok {
 			continue
 		}
-		p.noted[key] = struct{}{}
 		p.log.Warn("proxy: part of a Service is not programmed", "service",
 			client.KeyOf(n.svc.GetMetadata().GetNamespace(), n.svc.GetMetadata().GetName()), "why", n.message)
 		p.events.Eventf(n.svc, client.EventWarning, "NotProgrammed", "%s", n.message)

@@ -3,13 +3,16 @@
 // bootstrap policy grants), writing into knftables' Fake: a Service and
 // its slice are programmed, a change of endpoints and a deletion follow,
 // the served nodes' pod CIDRs are read from their Nodes, and what is not
-// programmed becomes a Warning Event.
+// programmed becomes a Warning Event; and changes faster than the minimum
+// sync period are coalesced.
 
 package proxy
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,3 +120,51 @@ func TestProxierFollowsTheAPI(t *testing.T) {
 
 // describe is a trace's outcomes for a failure message.
 func describe(s []string) string { return "got " + strings.Join(s, "; ") }
+
+// TestSyncsCoalesce: changes that come faster than MinSyncPeriod are
+// written together, not one sync each.
+func TestSyncsCoalesce(t *testing.T) {
+	api := apiservertest.Start(t, apiservertest.Options{TLS: true})
+	admin := api.Dial(t, apiservertest.AdminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	fake := knftables.NewFake(knftables.IPv4Family, DefaultTable)
+	const minSync = 400 * time.Millisecond
+	p, err := New(Config{Conn: api.DialCert(t, User), NFT: fake, NodeNames: []string{"a"}, MinSyncPeriod: minSync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != context.Canceled {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	testutil.Eventually(t, "the first sync", func() (bool, string) { return p.Stats().Syncs >= 1, "" })
+	start, before := time.Now(), p.Stats().Syncs
+	svcs := client.Must[*corev1.Service](admin)
+	const n = 12
+	for i := range n {
+		if _, err := svcs.Create(ctx, &corev1.Service{Metadata: &metav1.ObjectMeta{Namespace: "default", Name: "s" + strconv.Itoa(i)},
+			Spec: &corev1.ServiceSpec{Ports: []*corev1.ServicePort{{Name: "http", Port: 80, Protocol: "TCP"}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, "every Service programmed (rejected: none has endpoints)", func() (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		got := 0
+		for _, e := range fake.Table.Maps[mapNoEndpointIPs].Elements {
+			if e.Comment != nil && strings.HasPrefix(*e.Comment, "default/s") {
+				got++
+			}
+		}
+		return got == n, fmt.Sprintf("%d of %d", got, n)
+	})
+	syncs, elapsed := p.Stats().Syncs-before, time.Since(start)
+	t.Logf("%d syncs for %d Services created in %s", syncs, n, elapsed)
+	if limit := int64(elapsed/minSync) + 2; syncs > limit || syncs >= n {
+		t.Errorf("%d syncs for %d changes in %s with a min sync period of %s: want at most %d", syncs, n, elapsed, minSync, limit)
+	}
+}

@@ -7,16 +7,22 @@
 package nodeagent_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kplane/kplane/internal/localcluster"
 	"github.com/kplane/kplane/internal/testutil"
@@ -32,7 +38,9 @@ import (
 // hello pods on node-1 behind a NodePort Service; a pod on node-2 reaches
 // both through the cluster IP (over repeated requests), and a backend
 // reaches itself and its neighbour through it (hairpin); the host reaches
-// the cluster IP and the node port on its own address; with
+// the cluster IP and the node port on its own address; a client outside
+// the host (a network namespace) reaches the node port, masqueraded, and
+// with externalTrafficPolicy Local keeps its address; with
 // sessionAffinity ClientIP every request of the client pod goes to one
 // pod; and a Service whose selector matches nothing refuses the
 // connection instead of letting it hang; and the client resolves the
@@ -88,6 +96,15 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 	svc, err := svcs.Create(ctx, &corev1.Service{
 		Metadata: &metav1.ObjectMeta{Name: "hello", Namespace: "default"},
 		Spec: &corev1.ServiceSpec{Type: "NodePort", Selector: app, Ports: []*corev1.ServicePort{{
+			Name: "http", Protocol: "TCP", Port: 80,
+			TargetPort: &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: "http"}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := svcs.Create(ctx, &corev1.Service{
+		Metadata: &metav1.ObjectMeta{Name: "hello-local", Namespace: "default"},
+		Spec: &corev1.ServiceSpec{Type: "NodePort", ExternalTrafficPolicy: "Local", Selector: app, Ports: []*corev1.ServicePort{{
 			Name: "http", Protocol: "TCP", Port: 80,
 			TargetPort: &metav1.IntOrString{Value: &metav1.IntOrString_StrVal{StrVal: "http"}}}}},
 	})
@@ -211,6 +228,22 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 			return backends[got], "answered by " + got
 		})
 	}
+	// From outside the host (a network namespace behind a veth), a node
+	// port answers; with externalTrafficPolicy Local the pod sees the
+	// client's own address, with Cluster a masqueraded one.
+	outside, gw := outsideClient(t, pn)
+	for _, x := range []struct {
+		port     int32
+		preserve bool
+	}{{nodePort, false}, {local.GetSpec().GetPorts()[0].GetNodePort(), true}} {
+		testutil.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("GET %s:%d/remote from outside the host", gw, x.port), func() (bool, string) {
+			seenAs, err := getFromNetns(outside, net.JoinHostPort(gw, strconv.Itoa(int(x.port))), "/remote")
+			if err != nil {
+				return false, err.Error()
+			}
+			return strings.HasPrefix(seenAs, outsideAddr(gw)+":") == x.preserve, "the pod saw the client as " + seenAs
+		})
+	}
 	// A Service without endpoints refuses at once.
 	start := time.Now()
 	_, err = get("http://" + net.JoinHostPort(empty.GetSpec().GetClusterIp(), "80") + "/")
@@ -226,9 +259,9 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 	if _, err := svcs.Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	testutil.EventuallyWithin(t, 30*time.Second, "an affinity set in the proxy's table", func() (bool, string) {
-		out, err := exec.Command("nft", "list", "sets", "table", "ip", pn.proxyTable()).CombinedOutput()
-		return err == nil && strings.Contains(string(out), "affinity-"), string(out)
+	testutil.EventuallyWithin(t, 60*time.Second, "an affinity set in the proxy's table", func() (bool, string) {
+		out, err := exec.Command("nft", "list", "table", "ip", pn.proxyTable()).CombinedOutput()
+		return err == nil && strings.Contains(string(out), "set affinity-"), string(out)
 	})
 	first, err := get(url)
 	if err != nil {
@@ -241,6 +274,82 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 		}
 	}
 }
+
+// outsideClient makes a network namespace that stands for a client
+// outside the host: a veth pair whose host end has a /30 of its own, the
+// namespace routed through it. It returns the namespace's name and the
+// host end's address; both go when the test ends.
+func outsideClient(t *testing.T, pn testPodNet) (ns, gw string) {
+	t.Helper()
+	x := strings.Split(pn.cluster.Addr().String(), ".")[2]
+	ns, host, peer := pn.prefix+"out", pn.prefix+"vh", pn.prefix+"vo"
+	gw = "10.201." + x + ".1"
+	runHost(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	for _, args := range [][]string{
+		{"link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns},
+		{"addr", "add", gw + "/30", "dev", host},
+		{"link", "set", host, "up"},
+		{"-n", ns, "addr", "add", outsideAddr(gw) + "/30", "dev", peer},
+		{"-n", ns, "link", "set", peer, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "route", "add", "default", "via", gw},
+	} {
+		runHost(t, "ip", args...)
+	}
+	return ns, gw
+}
+
+// getFromNetns GETs path from addr over a connection made in network
+// namespace ns, and returns the body. The connection is made on an OS
+// thread of its own switched into ns, which exits with its goroutine (it
+// is never unlocked, so nothing else runs there); reads and writes need
+// no particular thread.
+func getFromNetns(ns, addr, path string) (string, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(filepath.Join("/run/netns", ns))
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: fmt.Errorf("setns %s: %w", ns, err)}
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		ch <- result{c, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		return "", r.err
+	}
+	defer r.conn.Close()
+	_ = r.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(r.conn, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+		return "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(r.conn), nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b)), err
+}
+
+// outsideAddr is the outside client's address beside gw.
+func outsideAddr(gw string) string { return strings.TrimSuffix(gw, ".1") + ".2" }
 
 // hostAddress is the host's address on its default route (a local
 // address other than loopback, where node ports answer).

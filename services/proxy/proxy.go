@@ -103,8 +103,14 @@ type Stats struct {
 
 const indexSliceOwner = "service"
 
-// retryPeriod is the least wait before retrying a failed sync.
-const retryPeriod = time.Second
+// retryPeriod is the least wait before retrying a failed sync;
+// syncTimeout bounds one (an nft that hangs is killed and the sync
+// retried); a sync slower than slowSync is logged as a warning.
+const (
+	retryPeriod = time.Second
+	syncTimeout = 30 * time.Second
+	slowSync    = 5 * time.Second
+)
 
 // New validates cfg and builds the informers and the nftables handle.
 func New(cfg Config) (*Proxier, error) {
@@ -264,7 +270,13 @@ func (p *Proxier) Run(ctx context.Context) error {
 			default:
 			}
 			last = time.Now()
-			if err := p.Sync(ctx); err != nil {
+			sctx, done := context.WithTimeout(ctx, syncTimeout)
+			err := p.Sync(sctx)
+			done()
+			if took := time.Since(last); took > slowSync {
+				p.log.Warn("proxy sync slow", "took", took, "err", err)
+			}
+			if err != nil {
 				p.log.Error("proxy sync failed; retrying", "err", err)
 				failed = true
 				continue // pending stays: after the gap, again

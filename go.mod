@@ -81,6 +81,7 @@ require (
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	k8s.io/component-base v0.33.13 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
+	sigs.k8s.io/knftables v0.0.18 // indirect
 )
 
 require (

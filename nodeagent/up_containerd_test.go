@@ -348,13 +348,14 @@ func runHost(t *testing.T, name string, args ...string) string {
 // network of the test's own (testPodNet), all stopped and removed when the
 // test ends (kplane first, then the containerds, which remove what
 // sandboxes are left, then the bridges and the NAT rules the CNI plugins
-// and the agents made); the node agents' logs are shown if the test
-// failed.
+// and the agents made, and the Service proxy's nftables table); the node
+// agents' and the proxy's logs are shown if the test failed.
 func upOnContainerd(ctx context.Context, t *testing.T, n int) (*localcluster.ControlPlane, []*containerdtest.Env, testPodNet) {
 	t.Helper()
 	pn := newTestPodNet(t)
 	cfg := localcluster.UpConfig{
 		Runtime: "containerd", ClusterCIDR: pn.cluster.String(), NodeCIDRMaskSize: pn.cluster.Bits() + 2,
+		ProxyTable: pn.proxyTable(),
 	}
 	var envs []*containerdtest.Env
 	for i := range n {
@@ -386,6 +387,7 @@ func upOnContainerd(ctx context.Context, t *testing.T, n int) (*localcluster.Con
 	}
 	agentLogs := func() string {
 		logs, _ := filepath.Glob(filepath.Join(cfg.DataDir, "nodeagent*.log"))
+		logs = append(logs, filepath.Join(cfg.DataDir, "proxy.log"))
 		var b strings.Builder
 		for _, l := range logs {
 			data, _ := os.ReadFile(l)
@@ -421,6 +423,9 @@ type testPodNet struct {
 
 // bridge is node-i's bridge.
 func (pn testPodNet) bridge(i int) string { return pn.prefix + strconv.Itoa(i) }
+
+// proxyTable is the nftables table of the cluster's Service proxy.
+func (pn testPodNet) proxyTable() string { return "kplane-proxy-" + strings.TrimSuffix(pn.prefix, "-") }
 
 // newTestPodNet picks a testPodNet and registers, to run after
 // everything else the test cleans up, the removal of what the CNI plugins
@@ -468,6 +473,13 @@ func newTestPodNet(t *testing.T) testPodNet {
 		}
 		if err := removeNewNATRules(natBefore, strings.TrimSuffix(pn.cluster.Addr().String(), "0")); err != nil {
 			t.Errorf("remove the CNI plugins' NAT chains: %v", err)
+		}
+		// The Service proxy leaves its table when stopped, as kube-proxy
+		// leaves its rules.
+		if tables, err := exec.Command("nft", "list", "tables").Output(); err == nil && strings.Contains(string(tables), " "+pn.proxyTable()+"\n") {
+			if out, err := exec.Command("nft", "delete", "table", "ip", pn.proxyTable()).CombinedOutput(); err != nil {
+				t.Errorf("delete the proxy's table: %v: %s", err, out)
+			}
 		}
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", forward, 0o644); err != nil {
 			t.Errorf("restore ip_forward: %v", err)

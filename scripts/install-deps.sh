@@ -13,6 +13,9 @@
 #                              network (bridge, host-local, portmap, loopback)
 #   iptables, iproute2         the node agent's masquerade rule for pods; the
 #                              pod network tests check and clean the host
+#   nftables                   nft, which kplane proxy programs the host's
+#                              Service rules through (knftables); the proxy's
+#                              kernel test and its containerd test need it
 #   busybox-static             the static shell, cat and tar of the image the
 #                              exec, cp and run -i tests run on containerd
 #   helm (go install, pinned)  internal/packaging lints and renders charts/kplane
@@ -45,6 +48,7 @@ for p in bridge host-local portmap loopback; do
 done
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || need+=(nftables)
 [[ -x /bin/busybox ]] || need+=(busybox-static)
 
 if ((${#need[@]} == 0)); then

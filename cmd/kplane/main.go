@@ -35,7 +35,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newVersionCommand(), newSimRuntimeCommand(), newNodeAgentCommand(), newStoreCommand(),
 		newUpCommand(), newDownCommand(), newStatusCommand(), newCertsCommand(), newHealthcheckCommand(),
 		newBootstrapCommand(), newAPIServerCommand(), newSchedulerCommand(), newControllersCommand(),
-		newGatewayCommand(), newDNSCommand(), newTraceCommand(), newJaegerCommand())
+		newGatewayCommand(), newDNSCommand(), newProxyCommand(), newTraceCommand(), newJaegerCommand())
 	return root
 }
 

@@ -83,6 +83,10 @@ type UpConfig struct {
 	CNIConfDirs  []string
 	CNIBridges   []string
 	HostNetwork  bool
+	// ProxyTable is the nftables table (family ip) of the Service proxy
+	// that runtime containerd starts (default kplane-proxy); the built-in
+	// runtime's simulated pods have no network, and get no proxy.
+	ProxyTable string
 	// BasePort, when non-zero, lays the ports out from it: store member i
 	// at BasePort+2i (client) and +1 (peer), then the API services, the
 	// gateway and the node agents' log servers. Zero picks free ports.
@@ -371,6 +375,10 @@ func Up(ctx context.Context, cfg UpConfig) (*ControlPlane, error) {
 	if err := cp.startDNS(ctx, id, servers, free); err != nil {
 		return nil, err
 	}
+	// After every process whose metrics port a base port lays out.
+	if err := cp.startProxy(id, servers); err != nil {
+		return nil, err
+	}
 	if err := cp.waitGateway(ctx); err != nil {
 		return nil, err
 	}
@@ -396,14 +404,10 @@ func (cp *ControlPlane) startNodeAgent(ctx context.Context, id *identities, serv
 		"--tls-cert-file", id.nodeAgentServing.certFile,
 		"--tls-private-key-file", id.nodeAgentServing.keyFile, "--client-ca-file", id.ca.file,
 		"--log-allowed-users", KubeletClientUser, "--log-level", "warn", "--cluster-domain", ClusterDomain}
-	if cfg.Runtime != "containerd" || cfg.HostNetwork {
-		// Real pods in network namespaces of their own would be given a
-		// cluster IP nothing routes (kplane has no service proxy); there
-		// the agents get no --cluster-dns, and ClusterFirst falls back to
-		// the host's resolv.conf with the kubelet's MissingClusterDNS
-		// event, as on a kubelet run without one.
-		common = append(common, "--cluster-dns", DNSServiceIP)
-	}
+	// Every agent names kube-dns's cluster IP: simulated pods only see it
+	// in their resolv.conf; real pods reach it through the Service proxy
+	// (startProxy), which sends it to the DNS (startDNS).
+	common = append(common, "--cluster-dns", DNSServiceIP)
 	if cfg.ClusterCIDR != "" {
 		common = append(common, "--cluster-cidr", cfg.ClusterCIDR)
 	}

@@ -179,6 +179,7 @@ type identities struct {
 	gatewayServing, gatewayClient *cert   // HTTPS; upstream (system:kplane-gateways)
 	scheduler, controllers, admin *cert
 	dns                           *cert   // kplane dns (system:kplane-dns)
+	proxy                         *cert   // kplane proxy (system:kplane-proxy)
 	storeClient                   *cert   // the API services' client certificate for the store
 	nodeCerts                     []*cert // in nodeDir, named <node>.crt
 	// kubeletClient is the API services' client certificate for the node
@@ -229,6 +230,7 @@ func writeIdentities(dataDir, host string, apiservers, nodes int, names ...strin
 		{&id.scheduler, p.ca, "scheduler", "system:kube-scheduler", nil, false},
 		{&id.controllers, p.ca, "controllers", "system:kube-controller-manager", nil, false},
 		{&id.dns, p.ca, "dns", "system:kplane-dns", nil, false},
+		{&id.proxy, p.ca, "proxy", "system:kplane-proxy", nil, false},
 		{&id.admin, p.ca, "admin", "admin", []string{"system:masters"}, false},
 		{&id.storeClient, p.storeCA, "apiserver-store-client", "kplane-apiserver", nil, false},
 		{&id.kubeletClient, p.ca, "apiserver-kubelet-client", KubeletClientUser, nil, false},

@@ -38,6 +38,7 @@ type Status struct {
 	Controllers []ProcessStatus `json:"controllers"`
 	NodeAgent   []ProcessStatus `json:"nodeagent"`
 	DNS         []ProcessStatus `json:"dns"`
+	Proxy       []ProcessStatus `json:"proxy,omitempty"`
 	Nodes       []NodeStatus    `json:"nodes"`
 	// Errors are what could not be asked (e.g. the API service is down).
 	Errors []string `json:"errors,omitempty"`
@@ -130,6 +131,8 @@ func GetStatus(ctx context.Context, dataDir string) (*Status, error) {
 			out.NodeAgent = append(out.NodeAgent, ps)
 		case "dns":
 			out.DNS = append(out.DNS, ps)
+		case "proxy":
+			out.Proxy = append(out.Proxy, ps)
 		}
 	}
 

@@ -34,7 +34,7 @@ func (st *Status) Print(out io.Writer) error {
 		component string
 		ps        []ProcessStatus
 	}{{"apiserver", st.APIServer}, {"gateway", st.Gateway}, {"scheduler", st.Scheduler},
-		{"controllers", st.Controllers}, {"nodeagent", st.NodeAgent}, {"dns", st.DNS}} {
+		{"controllers", st.Controllers}, {"nodeagent", st.NodeAgent}, {"dns", st.DNS}, {"proxy", st.Proxy}} {
 		for _, p := range g.ps {
 			role := "-"
 			switch {

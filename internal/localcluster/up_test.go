@@ -71,6 +71,10 @@ func TestUpDefaults(t *testing.T) {
 	if len(st.DNS) != 1 {
 		t.Fatalf("status lists DNS processes %v, want one", st.DNS)
 	}
+	// The built-in runtime's pods have no network: no Service proxy runs.
+	if len(st.Proxy) != 0 {
+		t.Errorf("status lists proxy processes %v with the built-in runtime, want none", st.Proxy)
+	}
 	dnsClient := &dns.Client{Timeout: 2 * time.Second}
 	q := new(dns.Msg).SetQuestion("kube-dns.kube-system.svc."+localcluster.ClusterDomain+".", dns.TypeA)
 	var answer string

@@ -19,9 +19,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	corev1 "github.com/kplane/kplane/proto/kplane/core/v1"
@@ -47,6 +49,10 @@ type Config struct {
 	Zone string
 	// TTL of every answer from the zone (default 30 s; whole seconds).
 	TTL time.Duration
+	// FreeBind binds Addr even when no interface has its address yet
+	// (IP_FREEBIND): `kplane up` listens on the first node's pod bridge
+	// address, which appears with the node's first pod.
+	FreeBind bool
 	// Upstreams are host:port name servers that names outside the zone are
 	// forwarded to, tried in order; none: such queries are REFUSED.
 	Upstreams []string
@@ -141,13 +147,18 @@ func (s *Server) listen(addr string) error {
 	if err != nil {
 		return fmt.Errorf("clusterdns: address %q: %w", addr, err)
 	}
+	var lc net.ListenConfig
+	if s.cfg.FreeBind {
+		lc.Control = freeBind
+	}
+	ctx := context.Background()
 	const attempts = 10
 	for i := range attempts {
-		udp, err := net.ListenPacket("udp", addr)
+		udp, err := lc.ListenPacket(ctx, "udp", addr)
 		if err != nil {
 			return fmt.Errorf("clusterdns: listen udp: %w", err)
 		}
-		tcp, err := net.Listen("tcp", udp.LocalAddr().String())
+		tcp, err := lc.Listen(ctx, "tcp", udp.LocalAddr().String())
 		if err == nil {
 			s.udp, s.tcp = udp, tcp
 			return nil
@@ -156,6 +167,20 @@ func (s *Server) listen(addr string) error {
 		if port != "0" || i == attempts-1 {
 			return fmt.Errorf("clusterdns: listen tcp: %w", err)
 		}
+	}
+	return nil
+}
+
+// freeBind sets IP_FREEBIND on a socket before it binds.
+func freeBind(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("clusterdns: IP_FREEBIND: %w", serr)
 	}
 	return nil
 }

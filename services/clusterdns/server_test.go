@@ -44,9 +44,19 @@ type env struct {
 // with the given upstreams.
 func start(t testing.TB, upstreams ...string) *env {
 	t.Helper()
+	return startWith(t, nil, upstreams...)
+}
+
+// startWith is start with mod applied to the server's Config.
+func startWith(t testing.TB, mod func(*clusterdns.Config), upstreams ...string) *env {
+	t.Helper()
 	api := apiservertest.Start(t, apiservertest.Options{TLS: true})
 	admin := api.Dial(t, apiservertest.AdminToken)
-	s, err := clusterdns.New(clusterdns.Config{Conn: api.DialCert(t, authz.DNSUser), Addr: "127.0.0.1:0", Upstreams: upstreams})
+	cfg := clusterdns.Config{Conn: api.DialCert(t, authz.DNSUser), Addr: "127.0.0.1:0", Upstreams: upstreams}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := clusterdns.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +443,18 @@ func TestClusterDNSIPv6AndNotReady(t *testing.T) {
 	} {
 		if got := summary(e.query(t, "tcp", tc.qname, tc.qtype)); got != tc.want {
 			t.Errorf("%s %s: got %q, want %q", tc.qname, dns.TypeToString[tc.qtype], got, tc.want)
+		}
+	}
+}
+
+// TestFreeBindServes binds with IP_FREEBIND (as `kplane up` binds a pod
+// bridge's address before the bridge exists) and answers over UDP and
+// TCP.
+func TestFreeBindServes(t *testing.T) {
+	e := startWith(t, func(c *clusterdns.Config) { c.FreeBind = true })
+	for _, netw := range []string{"udp", "tcp"} {
+		if r := e.query(t, netw, "dns-version.cluster.local", dns.TypeTXT); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Errorf("%s: dns-version over a freebind socket: %v", netw, r)
 		}
 	}
 }

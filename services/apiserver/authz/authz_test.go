@@ -457,6 +457,12 @@ func TestBootstrapPolicy(t *testing.T) {
 		{name: "controller manager may not create CRDs", a: request.Attributes{User: kcm, Verb: "create", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}},
 		{name: "controller manager may not create cluster role bindings", a: request.Attributes{User: kcm, Verb: "create", APIGroup: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}},
 		{name: "edit may not create CRDs", a: request.Attributes{User: request.User{Name: "ed"}, Verb: "create", APIGroup: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}},
+		{name: "proxy watches endpointslices", a: request.Attributes{User: request.User{Name: ProxyUser}, Verb: "watch", APIGroup: "discovery.k8s.io", Resource: "endpointslices"}, want: true},
+		{name: "proxy reads nodes", a: request.Attributes{User: request.User{Name: ProxyUser}, Verb: "get", Resource: "nodes", Name: "n1"}, want: true},
+		{name: "proxy records events", a: request.Attributes{User: request.User{Name: ProxyUser}, Verb: "create", Resource: "events", Namespace: "default"}, want: true},
+		{name: "kube-proxy's own user lists services", a: request.Attributes{User: request.User{Name: "system:kube-proxy"}, Verb: "list", Resource: "services"}, want: true},
+		{name: "proxy may not read secrets", a: request.Attributes{User: request.User{Name: ProxyUser}, Verb: "list", Resource: "secrets"}},
+		{name: "proxy may not write services", a: request.Attributes{User: request.User{Name: ProxyUser}, Verb: "update", Resource: "services", Namespace: "default", Name: "s"}},
 		{name: "system:node role is bound to nobody", a: request.Attributes{User: request.User{Name: "system:node:n1", Groups: ss(request.NodesGroup)}, Verb: "list", Resource: "pods"}},
 	}
 	for _, tt := range tests {

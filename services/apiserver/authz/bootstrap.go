@@ -40,6 +40,13 @@ const (
 	// CoreDNS's ClusterRole; it is bound to DNSUser and to the
 	// ServiceAccount kube-system/coredns, so CoreDNS could run unchanged.
 	DNSRole = "system:coredns"
+	// ProxyUser is `kplane proxy`'s identity, bound to ProxyRole.
+	ProxyUser = "system:kplane-proxy"
+	// ProxyRole is kube-proxy's ClusterRole, by Kubernetes' name; it is
+	// bound to ProxyUser, to kube-proxy's own user system:kube-proxy and
+	// to the ServiceAccount kube-system/kube-proxy (as kubeadm binds it),
+	// so kube-proxy could run unchanged.
+	ProxyRole = "system:node-proxier"
 	// MonitoringGroup may read /metrics and the health checks, as in
 	// Kubernetes (a Prometheus's certificate or token carries it).
 	MonitoringGroup = "system:monitoring"
@@ -103,7 +110,9 @@ func group(name string) rbacv1.Subject {
 // system:service-account-issuer-discovery (the issuer's discovery
 // documents) for every ServiceAccount; system:coredns (what a cluster DNS
 // lists and watches, as kubeadm's CoreDNS add-on names it) for
-// system:kplane-dns and ServiceAccount kube-system/coredns; and in kube-system the
+// system:kplane-dns and ServiceAccount kube-system/coredns;
+// system:node-proxier (kube-proxy's) for system:kplane-proxy,
+// system:kube-proxy and ServiceAccount kube-system/kube-proxy; and in kube-system the
 // extension-apiserver-authentication-reader Role, bound to the scheduler
 // and the controller manager.
 func BootstrapPolicy() Bootstrap {
@@ -215,6 +224,11 @@ func BootstrapPolicy() Bootstrap {
 			clusterRole(DNSRole,
 				rule([]string{"list", "watch"}, core, "endpoints", "services", "pods", "namespaces"),
 				rule([]string{"list", "watch"}, []string{"discovery.k8s.io"}, "endpointslices")),
+			clusterRole(ProxyRole,
+				rule([]string{"list", "watch"}, core, "endpoints", "services"),
+				rule(read, core, "nodes"),
+				rule([]string{"create", "patch", "update"}, []string{"", "events.k8s.io"}, "events"),
+				rule([]string{"list", "watch"}, []string{"discovery.k8s.io"}, "endpointslices")),
 			clusterRole("system:node",
 				rule(read, core, "pods", "nodes", "services", "endpoints"),
 				rule([]string{"get"}, core, "configmaps", "secrets", "persistentvolumeclaims", "persistentvolumes"),
@@ -242,6 +256,8 @@ func BootstrapPolicy() Bootstrap {
 			binding("system:node", "system:node"),
 			binding(DNSRole, DNSRole, user(DNSUser),
 				rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "coredns"}),
+			binding(ProxyRole, ProxyRole, user(ProxyUser), user("system:kube-proxy"),
+				rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-proxy"}),
 		},
 		// As Kubernetes: the scheduler and the controller manager may read
 		// the ConfigMap kube-apiserver publishes for delegated

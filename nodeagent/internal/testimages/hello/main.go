@@ -9,7 +9,8 @@
 // URL` prints the body of a GET of URL (exit 1 if it fails), and the path
 // /remote answers with the client's address as the server sees it: a pod
 // asks another through them to see whether its address reached it
-// unchanged.
+// unchanged. /local answers with the server's own address of the
+// connection: which pod behind a Service answered.
 package main
 
 import (
@@ -55,6 +56,10 @@ func main() {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/remote" {
 				fmt.Fprintln(w, r.RemoteAddr)
+				return
+			}
+			if r.URL.Path == "/local" {
+				fmt.Fprintln(w, r.Context().Value(http.LocalAddrContextKey))
 				return
 			}
 			fmt.Fprintln(w, "hello from kplane")

@@ -79,7 +79,11 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 					Image: containerdtest.HelloImage,
 					Env:   []*corev1.EnvVar{{Name: containerdtest.HelloAddrEnv, Value: ":8080"}},
 					Ports: []*corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-					ReadinessProbe: &corev1.Probe{PeriodSeconds: 1,
+					// Ready once, then Ready for the test: an exec probe can
+					// time out on a loaded machine, and a backend turning
+					// NotReady for a moment leaves the Service (affinity to it
+					// included), as it should.
+					ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 10, FailureThreshold: 120,
 						ProbeHandler: &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/hello", "probe"}}}},
 				}},
 			},
@@ -259,7 +263,7 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 	if _, err := svcs.Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	testutil.EventuallyWithin(t, 60*time.Second, "an affinity set in the proxy's table", func() (bool, string) {
+	testutil.EventuallyWithin(t, 2*time.Minute, "an affinity set in the proxy's table", func() (bool, string) {
 		out, err := exec.Command("nft", "list", "table", "ip", pn.proxyTable()).CombinedOutput()
 		return err == nil && strings.Contains(string(out), "set affinity-"), string(out)
 	})
@@ -270,7 +274,8 @@ func TestUpContainerdServiceProxy(t *testing.T) {
 	for i := range 12 {
 		got, err := get(url)
 		if err != nil || got != first {
-			t.Fatalf("request %d with session affinity: %q, %v; want %s again", i, got, err, first)
+			table, _ := exec.Command("nft", "list", "table", "ip", pn.proxyTable()).CombinedOutput()
+			t.Fatalf("request %d with session affinity: %q, %v; want %s again; the proxy's table:\n%s", i, got, err, first, table)
 		}
 	}
 }

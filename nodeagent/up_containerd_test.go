@@ -401,13 +401,13 @@ func upOnContainerd(ctx context.Context, t *testing.T, n int) (*localcluster.Con
 	}
 	// Registered after the containerds' clean-up, so it runs first.
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s", agentLogs())
+		}
 		cp.Stop()
 		// The pods' tmpfs volumes outlive the agent, as the kubelet's.
 		if err := containerdtest.UnmountAll(cfg.DataDir); err != nil {
 			t.Errorf("unmount the pods' volumes: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("%s", agentLogs())
 		}
 	})
 	return cp, envs, pn

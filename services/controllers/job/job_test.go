@@ -424,8 +424,11 @@ func TestSuspend(t *testing.T) {
 		ps := e.podsOf(t, j)
 		return len(ps) == 0, podStates(ps)
 	})
+	// The deleted pods pass through uncountedTerminatedPods (and
+	// terminating) before they are counted: wait for the counts to settle.
 	got = e.waitStatus(t, j, "suspended again", func(st *batchv1.JobStatus) bool {
-		return isTrue(st, "Suspended") && st.GetActive() == 0
+		u := st.GetUncountedTerminatedPods()
+		return isTrue(st, "Suspended") && st.GetActive() == 0 && len(u.GetFailed()) == 0 && len(u.GetSucceeded()) == 0
 	})
 	// Deleted while suspended, the pods count as failed (Kubernetes
 	// counts every deleted pod that did not succeed).

@@ -39,19 +39,14 @@ import (
 // reaches itself and its neighbour through it (hairpin); the host reaches
 // the cluster IP and the node port on its own address; a client outside
 // the host (a network namespace) reaches the node port, masqueraded, and
-// with externalTrafficPolicy Local keeps its address; and a Service whose selector matches nothing refuses the
-// connection instead of letting it hang; and the client resolves the
-// Service's name through kube-dns's cluster IP, which the proxy routes to
-// the cluster DNS. Root, containerd and nft are
-// needed (skipped otherwise; failed under CI=true).
+// with externalTrafficPolicy Local keeps its address; a Service whose
+// selector matches nothing refuses the connection instead of letting it
+// hang; and the client resolves the Service's name through kube-dns's
+// cluster IP, which the proxy routes to the cluster DNS. Root, containerd
+// and nft are needed (skipped otherwise; failed under CI=true).
 func TestUpContainerdServiceProxy(t *testing.T) {
 	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
-	testutil.RequireRoot(t, "a real containerd and nftables need root")
-	for _, b := range containerdtest.Binaries {
-		testutil.RequireBinary(t, b, containerdtest.InstallHint)
-	}
-	testutil.RequireBinary(t, "ip", "apt-get install -y iproute2")
-	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
+	requireUpOnContainerd(t)
 	testutil.RequireBinary(t, "nft", "apt-get install -y nftables")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

@@ -46,12 +46,7 @@ import (
 // and containerd are needed (skipped otherwise; failed under CI=true).
 func TestUpContainerd(t *testing.T) {
 	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
-	testutil.RequireRoot(t, "a real containerd runs as root")
-	for _, b := range containerdtest.Binaries {
-		testutil.RequireBinary(t, b, containerdtest.InstallHint)
-	}
-	testutil.RequireBinary(t, "ip", "apt-get install -y iproute2")
-	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
+	requireUpOnContainerd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cp, envs, pn := upOnContainerd(ctx, t, 1)
@@ -192,12 +187,7 @@ func TestUpContainerd(t *testing.T) {
 // (skipped otherwise; failed under CI=true).
 func TestUpContainerdNodes(t *testing.T) {
 	testutil.SkipShort(t, "builds kplane and runs a whole cluster on containerd")
-	testutil.RequireRoot(t, "a real containerd runs as root")
-	for _, b := range containerdtest.Binaries {
-		testutil.RequireBinary(t, b, containerdtest.InstallHint)
-	}
-	testutil.RequireBinary(t, "ip", "apt-get install -y iproute2")
-	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
+	requireUpOnContainerd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cp, envs, pn := upOnContainerd(ctx, t, 2)
@@ -569,4 +559,17 @@ func unquoteRule(rule string) []string {
 		args = append(args, cur.String())
 	}
 	return args
+}
+
+// requireUpOnContainerd skips (fails under CI=true) a test of `kplane up
+// --runtime containerd` without root, containerd's binaries, ip and
+// iptables-save.
+func requireUpOnContainerd(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t, "a real containerd runs as root")
+	for _, b := range containerdtest.Binaries {
+		testutil.RequireBinary(t, b, containerdtest.InstallHint)
+	}
+	testutil.RequireBinary(t, "ip", "apt-get install -y iproute2")
+	testutil.RequireBinary(t, "iptables-save", "apt-get install -y iptables")
 }

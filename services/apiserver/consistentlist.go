@@ -263,15 +263,17 @@ func (c *cacher) waitFresh(ctx context.Context, rev int64, timeout time.Duration
 	defer t.Stop()
 	for {
 		c.mu.Lock()
-		fresh, advanced := c.isReady && c.rev >= rev, c.advanced
+		fresh, advanced, ready := c.isReady && c.rev >= rev, c.advanced, c.ready
+		if c.isReady {
+			ready = nil // closed: it would wake the loop at once, always
+		}
 		c.mu.Unlock()
 		if fresh {
 			return true
 		}
 		select {
 		case <-advanced:
-		case <-c.ready:
-			// Readiness comes with an advance; look again.
+		case <-ready:
 		case <-t.C:
 			return false
 		case <-ctx.Done():

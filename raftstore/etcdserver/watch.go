@@ -158,8 +158,16 @@ func (ss *watchSession) sendLoop(ctx context.Context) error {
 			if !ok {
 				return io.EOF
 			}
+			// The header carries the response's own revision, even 0: a
+			// progress notification (no events) says every event up to it
+			// went out before it (mvcc's RequestProgress and
+			// RequestProgressAll enqueue it only once the watchers are
+			// synced, behind their events in this same channel), so it must
+			// not be the revision at send time, which may be newer.
+			hdr := ss.s.header(wr.Revision)
+			hdr.Revision = wr.Revision
 			resp := &pb.WatchResponse{
-				Header:          ss.s.header(wr.Revision),
+				Header:          hdr,
 				WatchId:         wr.WatchID,
 				CompactRevision: wr.CompactRevision,
 				Events:          wr.Events,

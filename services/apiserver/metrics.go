@@ -31,6 +31,9 @@ func (s *Server) registerMetrics(mp metric.MeterProvider) error {
 	if s.throttled, err = m.Int64Counter("kplane.apiserver.requests.throttled", metric.WithDescription("Calls refused with 429 because the in-flight limit of their kind was reached.")); err != nil {
 		return fmt.Errorf("apiserver: metrics: %w", err)
 	}
+	if s.consistentLists.counter, err = m.Int64Counter("kplane.apiserver.consistent_lists", metric.WithDescription("Consistent lists (resourceVersion unset), by resource, source (cache or store) and reason (fresh; unsupported: the store's progress notifications are not ordered; timeout: the cache did not catch up in time; error).")); err != nil {
+		return fmt.Errorf("apiserver: metrics: %w", err)
+	}
 	// API Priority and Fairness, under kube-apiserver's names and labels.
 	if s.apfMetrics.dispatched, err = m.Int64Counter("apiserver_flowcontrol_dispatched_requests", metric.WithDescription("Requests released by API Priority and Fairness for execution, by flow_schema and priority_level.")); err != nil {
 		return fmt.Errorf("apiserver: metrics: %w", err)

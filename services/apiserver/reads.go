@@ -1,5 +1,6 @@
-// This file holds the read verbs on the request path: get and list (from
-// the store when a consistent read is asked for, else from the watch cache
+// This file holds the read verbs on the request path: get and list (a
+// consistent read from the watch cache once it has caught up with the store,
+// see consistentlist.go, or from the store; other lists from the watch cache
 // when it is recent enough) and watch.
 
 package apiserver
@@ -82,7 +83,12 @@ func (s *Server) list(ctx context.Context, r *resourceInfo, ns string, o listOpt
 		}
 		return s.listStore(ctx, r, ns, tok.Rev, tok.Key, o.Limit, sel, true)
 	case o.ResourceVersion == "":
-		// The default: a consistent list, a linearizable read of the store.
+		// The default: a consistent list. From the watch cache once it is
+		// current to the store's revision (consistentlist.go), else a
+		// linearizable read of the store.
+		if items, lm, ok := s.listConsistentFromCache(ctx, r, ns, o.Limit, sel); ok {
+			return items, lm, nil
+		}
 		return s.listStore(ctx, r, ns, 0, "", o.Limit, sel, false)
 	case o.ResourceVersionMatch == "Exact":
 		return s.listStore(ctx, r, ns, rev, "", o.Limit, sel, false)

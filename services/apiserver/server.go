@@ -73,6 +73,9 @@ type Server struct {
 	// throttled counts those refused.
 	inflight  inflight
 	throttled metric.Int64Counter
+	// consistentLists counts which path served consistent lists
+	// (consistentlist.go).
+	consistentLists consistentListStats
 	// apfMetrics are API Priority and Fairness' (apf.go).
 	apfMetrics apfMetrics
 	// metricsReg unregisters the gauges' callback.
@@ -303,6 +306,13 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	if !s.checkProgressSupport(ctx) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.retryProgressSupport(ctx)
+		}()
+	}
 	for _, c := range s.cachers {
 		wg.Add(1)
 		go func() {

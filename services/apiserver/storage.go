@@ -7,11 +7,10 @@ package apiserver
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -55,6 +54,9 @@ type storage struct {
 	// own is this replica's latest write of the resources admission
 	// reads from the watch cache (ownwrites.go).
 	own *ownWrites
+	// progressOrdered: the store sends a watch progress notification only
+	// after every event at or below its revision (consistentlist.go).
+	progressOrdered atomic.Bool
 }
 
 // commitPut commits the transaction txn builds around a put of one of r's
@@ -469,30 +471,6 @@ func (s *storage) casFailure(r *resourceInfo, resp *clientv3.TxnResponse) error 
 		}
 	}
 	return ce
-}
-
-// continueToken is the opaque state of a paginated list: where to resume
-// and the revision every page is read at.
-type continueToken struct {
-	Key string `json:"k"`
-	Rev int64  `json:"r"`
-}
-
-func encodeContinue(key string, rev int64) string {
-	b, _ := json.Marshal(continueToken{Key: key, Rev: rev})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeContinue(s string) (continueToken, error) {
-	var t continueToken
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &t)
-	}
-	if err != nil || t.Rev <= 0 || t.Key == "" {
-		return t, apierrors.NewBadRequest("invalid continue token")
-	}
-	return t, nil
 }
 
 // listPage is one page of a list read from the store.

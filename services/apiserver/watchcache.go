@@ -148,6 +148,13 @@ type cacher struct {
 	groups map[string]*filterGroup
 	// advanced is closed (and replaced) whenever rev advances.
 	advanced chan struct{}
+	// For consistent lists (consistentlist.go): watchCtx is the context of
+	// the running store watch (nil between watches), whose gRPC stream
+	// progress is requested on; waiting counts the lists waiting for the
+	// cache to reach a revision; wantProgress wakes the progress requester.
+	watchCtx     context.Context
+	waiting      int
+	wantProgress chan struct{}
 }
 
 func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer int, bookmark time.Duration) *cacher {
@@ -164,12 +171,14 @@ func newCacher(r *resourceInfo, st *storage, log *slog.Logger, window, buffer in
 	}
 	c.indexField, c.indexOf = indexFor(r)
 	c.advanced = make(chan struct{})
+	c.wantProgress = make(chan struct{}, 1)
 	return c
 }
 
 // run lists and watches the store until ctx ends.
 func (c *cacher) run(ctx context.Context) {
 	go c.bookmarks(ctx)
+	go c.requestProgress(ctx)
 	backoff := 100 * time.Millisecond
 	c.mu.Lock()
 	needList := !c.isReady
@@ -279,15 +288,28 @@ func (c *cacher) watchStore(ctx context.Context) error {
 	// read, send and the cache decode every object twice.
 	wch := c.st.cli.Watch(ctx, c.st.collectionKey(c.r, ""),
 		clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+	// Progress is requested with this context: the etcd client picks the
+	// gRPC watch stream by the context's metadata, so the request goes on
+	// the stream this watch is on.
+	c.mu.Lock()
+	c.watchCtx = ctx
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.watchCtx = nil
+		c.mu.Unlock()
+	}()
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return err
 		}
 		if wr.IsProgressNotify() {
-			// Not trusted to advance the cache: etcd before 3.4.24/3.5.8
-			// could send a requested progress notification ahead of events
-			// still in flight (etcd #15220), which would make the cache skip
-			// them. The revision only advances with events and re-lists.
+			// Trusted to advance the cache only when the store sends it
+			// after every event at or below its revision: etcd before
+			// 3.4.24/3.5.8 could send a requested one ahead of events still
+			// in flight (etcd #15220), which would make the cache skip them
+			// (progressTo checks; see progressOrderedVersion).
+			c.progressTo(wr.Header.Revision)
 			continue
 		}
 		if err := c.apply(wr.Events); err != nil {

@@ -197,7 +197,7 @@ func writeIntro(b *strings.Builder, info pageInfo) {
 	for _, n := range info.Notes {
 		fmt.Fprintf(b, "%s\n\n", n)
 	}
-	fmt.Fprintf(b, "%s\n\n", "Kubernetes' own components (kube-scheduler, KWOK, kube-controller-manager, Helm) run unchanged against kplane by `scripts/components.sh`: one pass/fail row each in [COMPONENTS.md](COMPONENTS.md). Not done yet (issue 21): kube-apiserver on the kplane store.")
+	fmt.Fprintf(b, "%s\n\n", "Kubernetes' own components (kube-scheduler, KWOK, kube-controller-manager, Helm, and kube-apiserver on kplane's store) run unchanged against kplane by `scripts/components.sh`: one pass/fail row each in [COMPONENTS.md](COMPONENTS.md).")
 }
 
 func writeListedApart(b *strings.Builder, rows []row) {

@@ -56,6 +56,7 @@ func startLogNode(t *testing.T, env *apiservertest.Env, name string) {
 		Runtime:        rc,
 		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
 		LogDir:         filepath.Join(dir, "logs"),
+		RootDir:        filepath.Join(dir, "root"),
 		LogPort:        int32(hl.Addr().(*net.TCPAddr).Port),
 		StatusInterval: time.Second,
 		RelistInterval: 100 * time.Millisecond,

@@ -222,6 +222,9 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("nodeagent: %w", err)
 		}
 		cfg.RootDir = d
+	} else if err := os.MkdirAll(cfg.RootDir, 0o750); err != nil {
+		// As the kubelet, which makes its root directory when it is absent.
+		return nil, fmt.Errorf("nodeagent: root directory: %w", err)
 	}
 	if _, ok := cfg.Capacity["ephemeral-storage"]; !ok {
 		// As the kubelet: the size of the filesystem holding its root

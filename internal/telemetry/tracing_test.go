@@ -219,7 +219,7 @@ func startPlane(t *testing.T) *plane {
 		stops = append(stops, func() { rc.Close() })
 		agent, err := nodeagent.New(nodeagent.Config{NodeName: node, Conn: dial(na, node+"-token"), Runtime: rc,
 			Capacity: map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"}, PodCIDR: fmt.Sprintf("10.244.%d.0/24", i+1),
-			LogDir: filepath.Join(dir, node), Logger: log, TracerProvider: na.TracerProvider()})
+			LogDir: filepath.Join(dir, node), RootDir: filepath.Join(dir, node+"-root"), Logger: log, TracerProvider: na.TracerProvider()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,6 +96,7 @@ func startSimNode(t *testing.T, env *apiservertest.Env, name string, images ...s
 		Runtime:        rc,
 		Capacity:       map[string]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
 		LogDir:         filepath.Join(dir, "logs"),
+		RootDir:        filepath.Join(dir, "root"),
 		StatusInterval: time.Second,
 		RelistInterval: 100 * time.Millisecond,
 		Backoff:        nodeagent.Backoff{Base: 200 * time.Millisecond, Max: time.Second},

@@ -68,7 +68,7 @@ func startMetricsNode(t *testing.T, env *apiservertest.Env, name string) {
 	a, err := nodeagent.New(nodeagent.Config{
 		NodeName: name, Conn: env.DialCert(t, "system:node:"+name, "system:nodes"), Runtime: rc,
 		Capacity: map[string]string{"cpu": "8", "memory": "8Gi", "pods": "110"},
-		LogDir:   filepath.Join(dir, "logs"), LogPort: int32(hl.Addr().(*net.TCPAddr).Port),
+		LogDir:   filepath.Join(dir, "logs"), RootDir: filepath.Join(dir, "root"), LogPort: int32(hl.Addr().(*net.TCPAddr).Port),
 		StatusInterval: time.Second, RelistInterval: 100 * time.Millisecond,
 		Backoff: nodeagent.Backoff{Base: 200 * time.Millisecond, Max: time.Second},
 	})

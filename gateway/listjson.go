@@ -8,12 +8,12 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -87,10 +87,20 @@ func (g *Gateway) serveListJSON(w http.ResponseWriter, r *http.Request, t *targe
 		// bearer token (impersonation mode removed the header).
 		md = metadata.Join(md, metadata.Pairs("authorization", auth))
 	}
-	var header metadata.MD
-	resp, err := g.lists.ListJSON(metadata.NewOutgoingContext(r.Context(), md), req, grpc.Header(&header))
+	// Errors come before any piece of the List: the stream's first
+	// receive answers them, and the headers (the call's FlowSchema and
+	// priority level) are known by then.
+	stream, err := g.lists.ListJSON(metadata.NewOutgoingContext(r.Context(), md), req)
+	var first *listjsonv1.ListJSONResponse
+	if err == nil {
+		first, err = stream.Recv()
+	}
 	if status.Code(err) == codes.Unimplemented {
 		return false
+	}
+	var header metadata.MD
+	if stream != nil {
+		header, _ = stream.Header()
 	}
 	h := w.Header()
 	if err != nil {
@@ -114,8 +124,23 @@ func (g *Gateway) serveListJSON(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	h.Set("Content-Type", "application/json")
 	addWarnings(w, info.warnings)
-	if _, err := w.Write(resp.GetData()); err != nil && r.Context().Err() == nil {
-		g.log.Debug("gateway: writing a list", "path", r.URL.Path, "err", err)
+	// Each piece is written as it comes: the API service holds the list's
+	// seats until the last is sent, which its flow control paces by these
+	// writes.
+	for piece := first; ; {
+		if _, err := w.Write(piece.GetData()); err != nil {
+			if r.Context().Err() == nil {
+				g.log.Debug("gateway: writing a list", "path", r.URL.Path, "err", err)
+			}
+			return true
+		}
+		if piece, err = stream.Recv(); err == io.EOF {
+			return true
+		} else if err != nil {
+			// The status is written; only cutting the response short
+			// tells the client its List is incomplete.
+			g.log.Warn("gateway: a list ended early", "path", r.URL.Path, "err", err)
+			panic(http.ErrAbortHandler)
+		}
 	}
-	return true
 }

@@ -37,12 +37,19 @@ type listEnv struct {
 func newListEnv(t *testing.T) *listEnv {
 	env := apiservertest.Start(t, apiservertest.Options{})
 	e := &listEnv{t: t}
+	record := func(method string) {
+		e.mu.Lock()
+		e.rpc = append(e.rpc, method)
+		e.mu.Unlock()
+	}
 	conn, err := grpc.NewClient(env.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			e.mu.Lock()
-			e.rpc = append(e.rpc, method)
-			e.mu.Unlock()
+			record(method)
 			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			record(method)
+			return streamer(ctx, desc, cc, method, opts...)
 		}))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -38,10 +39,48 @@ type listJSONService struct {
 	s *Server
 }
 
+// listJSONChunk is the most of the List one response carries: the
+// stream's flow control then keeps the call (and its seats) open until the
+// caller has read all but about this much.
+const listJSONChunk = 256 << 10
+
 // ListJSON serves one list of a built-in resource (or a view of one) as
 // Kubernetes JSON; custom resources are Unimplemented (the gateway serves
-// them through the dynamic service).
-func (x *listJSONService) ListJSON(ctx context.Context, req *listjsonv1.ListJSONRequest) (*listjsonv1.ListJSONResponse, error) {
+// them through the dynamic service). The unary calls' interceptors (the
+// in-flight limit or priority and fairness, the request timeout, audit)
+// run around the whole call, the sending included, as they would around a
+// unary list, so the list holds its seats while the caller reads it.
+func (x *listJSONService) ListJSON(req *listjsonv1.ListJSONRequest, stream listjsonv1.ListJSONService_ListJSONServer) error {
+	info := &grpc.UnaryServerInfo{Server: x, FullMethod: listjsonv1.ListJSONService_ListJSON_FullMethodName}
+	send := func(ctx context.Context, _ any) (any, error) {
+		data, err := x.render(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for off := 0; off < len(data); off += listJSONChunk {
+			if err := stream.Send(&listjsonv1.ListJSONResponse{Data: data[off:min(off+listJSONChunk, len(data))]}); err != nil {
+				return nil, err
+			}
+		}
+		// Audit's RequestResponse level records the whole List.
+		return &listjsonv1.ListJSONResponse{Data: data}, nil
+	}
+	_, err := chainUnary(x.s.unary, info, send)(stream.Context(), req)
+	return err
+}
+
+// chainUnary is handler behind interceptors, the first outermost, as
+// grpc.ChainUnaryInterceptor runs them.
+func chainUnary(interceptors []grpc.UnaryServerInterceptor, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) grpc.UnaryHandler {
+	for i := len(interceptors) - 1; i >= 0; i-- {
+		ic, next := interceptors[i], handler
+		handler = func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, next) }
+	}
+	return handler
+}
+
+// render is the List req asks for, as Kubernetes JSON.
+func (x *listJSONService) render(ctx context.Context, req *listjsonv1.ListJSONRequest) ([]byte, error) {
 	r := x.s.listJSONResource(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if r == nil {
 		return nil, status.Errorf(codes.Unimplemented, "no JSON list of %s/%s %s", req.GetGroup(), req.GetVersion(), req.GetResource())
@@ -58,7 +97,7 @@ func (x *listJSONService) ListJSON(ctx context.Context, req *listjsonv1.ListJSON
 	if err != nil {
 		return nil, toGRPC(apierrors.NewInternalError(err))
 	}
-	return &listjsonv1.ListJSONResponse{Data: data}, nil
+	return data, nil
 }
 
 // listJSONResource is the built-in resource or view group/version/resource

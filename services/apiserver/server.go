@@ -73,6 +73,9 @@ type Server struct {
 	// throttled counts those refused.
 	inflight  inflight
 	throttled metric.Int64Counter
+	// unary are the interceptors of every unary call, in order; the JSON
+	// list, a stream, runs them around its whole answer (listjson.go).
+	unary []grpc.UnaryServerInterceptor
 	// consistentLists counts which path served consistent lists
 	// (consistentlist.go).
 	consistentLists consistentListStats
@@ -238,7 +241,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.EnablePriorityAndFairness {
 		limit = s.priorityAndFairness
 	}
-	opts = append(opts, grpc.ChainUnaryInterceptor(limit, s.boundUnary, s.auditBodies))
+	s.unary = []grpc.UnaryServerInterceptor{limit, s.boundUnary, s.auditBodies}
+	opts = append(opts, grpc.ChainUnaryInterceptor(s.unary...))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}

@@ -147,7 +147,7 @@ func (x *ListJSONRequest) GetContinue() string {
 	return ""
 }
 
-// ListJSONResponse is the List object as Kubernetes JSON.
+// ListJSONResponse is a piece of the List object as Kubernetes JSON.
 type ListJSONResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
@@ -210,9 +210,9 @@ const file_kplane_listjson_v1_listjson_proto_rawDesc = "" +
 	"\bcontinue\x18\n" +
 	" \x01(\tR\bcontinue\"&\n" +
 	"\x10ListJSONResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2h\n" +
-	"\x0fListJSONService\x12U\n" +
-	"\bListJSON\x12#.kplane.listjson.v1.ListJSONRequest\x1a$.kplane.listjson.v1.ListJSONResponseB>Z<github.com/kplane/kplane/proto/kplane/listjson/v1;listjsonv1b\x06proto3"
+	"\x04data\x18\x01 \x01(\fR\x04data2j\n" +
+	"\x0fListJSONService\x12W\n" +
+	"\bListJSON\x12#.kplane.listjson.v1.ListJSONRequest\x1a$.kplane.listjson.v1.ListJSONResponse0\x01B>Z<github.com/kplane/kplane/proto/kplane/listjson/v1;listjsonv1b\x06proto3"
 
 var (
 	file_kplane_listjson_v1_listjson_proto_rawDescOnce sync.Once

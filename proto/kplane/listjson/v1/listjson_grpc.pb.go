@@ -35,11 +35,15 @@ const (
 // ListJSONService lists resources as Kubernetes JSON.
 type ListJSONServiceClient interface {
 	// ListJSON lists one resource with Kubernetes' list options and answers
-	// the whole List object as the gateway writes it. Authorized, limited
-	// and classified (priority and fairness) as the resource's typed list.
-	// A resource it does not serve so is answered Unimplemented, and the
-	// caller uses the typed list.
-	ListJSON(ctx context.Context, in *ListJSONRequest, opts ...grpc.CallOption) (*ListJSONResponse, error)
+	// the whole List object as the gateway writes it, in pieces: the List is
+	// the concatenation of the responses' data, and the call ends after the
+	// last. Authorized, limited and classified (priority and fairness) as the
+	// resource's typed list, and for as long as the caller takes to read the
+	// answer (kube-apiserver holds a list's seats while it writes the
+	// response; a unary answer would free them once handed to the
+	// transport). A resource it does not serve so is answered Unimplemented,
+	// before any response, and the caller uses the typed list.
+	ListJSON(ctx context.Context, in *ListJSONRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListJSONResponse], error)
 }
 
 type listJSONServiceClient struct {
@@ -50,15 +54,24 @@ func NewListJSONServiceClient(cc grpc.ClientConnInterface) ListJSONServiceClient
 	return &listJSONServiceClient{cc}
 }
 
-func (c *listJSONServiceClient) ListJSON(ctx context.Context, in *ListJSONRequest, opts ...grpc.CallOption) (*ListJSONResponse, error) {
+func (c *listJSONServiceClient) ListJSON(ctx context.Context, in *ListJSONRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListJSONResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListJSONResponse)
-	err := c.cc.Invoke(ctx, ListJSONService_ListJSON_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ListJSONService_ServiceDesc.Streams[0], ListJSONService_ListJSON_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[ListJSONRequest, ListJSONResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ListJSONService_ListJSONClient = grpc.ServerStreamingClient[ListJSONResponse]
 
 // ListJSONServiceServer is the server API for ListJSONService service.
 // All implementations must embed UnimplementedListJSONServiceServer
@@ -67,11 +80,15 @@ func (c *listJSONServiceClient) ListJSON(ctx context.Context, in *ListJSONReques
 // ListJSONService lists resources as Kubernetes JSON.
 type ListJSONServiceServer interface {
 	// ListJSON lists one resource with Kubernetes' list options and answers
-	// the whole List object as the gateway writes it. Authorized, limited
-	// and classified (priority and fairness) as the resource's typed list.
-	// A resource it does not serve so is answered Unimplemented, and the
-	// caller uses the typed list.
-	ListJSON(context.Context, *ListJSONRequest) (*ListJSONResponse, error)
+	// the whole List object as the gateway writes it, in pieces: the List is
+	// the concatenation of the responses' data, and the call ends after the
+	// last. Authorized, limited and classified (priority and fairness) as the
+	// resource's typed list, and for as long as the caller takes to read the
+	// answer (kube-apiserver holds a list's seats while it writes the
+	// response; a unary answer would free them once handed to the
+	// transport). A resource it does not serve so is answered Unimplemented,
+	// before any response, and the caller uses the typed list.
+	ListJSON(*ListJSONRequest, grpc.ServerStreamingServer[ListJSONResponse]) error
 	mustEmbedUnimplementedListJSONServiceServer()
 }
 
@@ -82,8 +99,8 @@ type ListJSONServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedListJSONServiceServer struct{}
 
-func (UnimplementedListJSONServiceServer) ListJSON(context.Context, *ListJSONRequest) (*ListJSONResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ListJSON not implemented")
+func (UnimplementedListJSONServiceServer) ListJSON(*ListJSONRequest, grpc.ServerStreamingServer[ListJSONResponse]) error {
+	return status.Error(codes.Unimplemented, "method ListJSON not implemented")
 }
 func (UnimplementedListJSONServiceServer) mustEmbedUnimplementedListJSONServiceServer() {}
 func (UnimplementedListJSONServiceServer) testEmbeddedByValue()                         {}
@@ -106,23 +123,16 @@ func RegisterListJSONServiceServer(s grpc.ServiceRegistrar, srv ListJSONServiceS
 	s.RegisterService(&ListJSONService_ServiceDesc, srv)
 }
 
-func _ListJSONService_ListJSON_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListJSONRequest)
-	if err := dec(in); err != nil {
-		return nil, err
+func _ListJSONService_ListJSON_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ListJSONRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
 	}
-	if interceptor == nil {
-		return srv.(ListJSONServiceServer).ListJSON(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: ListJSONService_ListJSON_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ListJSONServiceServer).ListJSON(ctx, req.(*ListJSONRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+	return srv.(ListJSONServiceServer).ListJSON(m, &grpc.GenericServerStream[ListJSONRequest, ListJSONResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ListJSONService_ListJSONServer = grpc.ServerStreamingServer[ListJSONResponse]
 
 // ListJSONService_ServiceDesc is the grpc.ServiceDesc for ListJSONService service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -130,12 +140,13 @@ func _ListJSONService_ListJSON_Handler(srv interface{}, ctx context.Context, dec
 var ListJSONService_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "kplane.listjson.v1.ListJSONService",
 	HandlerType: (*ListJSONServiceServer)(nil),
-	Methods: []grpc.MethodDesc{
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
 		{
-			MethodName: "ListJSON",
-			Handler:    _ListJSONService_ListJSON_Handler,
+			StreamName:    "ListJSON",
+			Handler:       _ListJSONService_ListJSON_Handler,
+			ServerStreams: true,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
 	Metadata: "kplane/listjson/v1/listjson.proto",
 }

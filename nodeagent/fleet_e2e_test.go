@@ -68,6 +68,11 @@ func TestFleetRegistersSimulatedNodes(t *testing.T) {
 		if ts := node.GetSpec().GetTaints(); len(ts) != 1 || ts[0].GetKey() != "dedicated" || ts[0].GetEffect() != "NoSchedule" {
 			t.Errorf("%s taints: got %v, want dedicated=sim:NoSchedule", want.name, ts)
 		}
+		// Its root directory is made at start, so capacity counts the
+		// filesystem under it before any pod has a volume.
+		if got := node.GetStatus().GetCapacity()["ephemeral-storage"]; got == "" {
+			t.Errorf("%s capacity: no ephemeral-storage (got %v)", want.name, node.GetStatus().GetCapacity())
+		}
 	}
 }
 
